@@ -1,0 +1,43 @@
+# ironlink — make targets. See README.md.
+SHELL := /bin/bash
+GO ?= go
+BUF_VERSION := v1.75.0
+BUF := $(GO) run github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+BIN := bin
+
+.PHONY: all build generate lint test test-unit test-e2e demo clean check-generated
+
+all: build
+
+## build: compile ironlink-hub, ironlink-satellite and the OpenStack simulator into bin/
+build:
+	$(GO) build -o $(BIN)/ironlink-hub ./hub/cmd/ironlink-hub
+	$(GO) build -o $(BIN)/ironlink-satellite ./satellite/cmd/ironlink-satellite
+	$(GO) build -o $(BIN)/ironlink-openstacksim ./internal/openstacksim/cmd/ironlink-openstacksim
+
+## generate: regenerate gen/ from proto/ with buf and the local plugins pinned in go.mod
+generate:
+	rm -rf gen
+	$(BUF) generate
+
+## check-generated: fail when gen/ differs from what `make generate` produces
+check-generated: generate
+	git diff --exit-code -- gen || (echo "gen/ is out of date: run make generate and commit" >&2; exit 1)
+	test -z "$$(git status --porcelain -- gen)" || (git status --porcelain -- gen; echo "gen/ has untracked files: run make generate and commit" >&2; exit 1)
+
+## lint: gofmt, go vet and buf lint
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(BUF) lint
+
+## test: everything — unit, storage (real PostgreSQL) and end-to-end (real processes) tests
+test: build
+	./scripts/test.sh
+
+## demo: PostgreSQL, a hub and a satellite against the built-in OpenStack simulator
+demo: build
+	./scripts/demo.sh
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,133 @@
+package status
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ironlink/ironlink/internal/condition"
+)
+
+// healthyHeld is a reported device whose conditions match no rule but HELD.
+func healthyHeld() Input {
+	c := func(t condition.Type, s condition.Status, r string) condition.Condition {
+		return condition.Condition{Type: t, Status: s, Reason: r}
+	}
+	return Input{
+		Reported: true,
+		Conditions: map[condition.Type]condition.Condition{
+			condition.Enrolled:            c(condition.Enrolled, condition.True, "Enrolled"),
+			condition.ProvisioningHealthy: c(condition.ProvisioningHealthy, condition.True, "Available"),
+			condition.MaintenanceClear:    c(condition.MaintenanceClear, condition.True, "NoMaintenance"),
+			condition.InValidationPool:    c(condition.InValidationPool, condition.False, "NotInPool"),
+			condition.InstanceAllocated:   c(condition.InstanceAllocated, condition.False, "NoInstance"),
+			condition.CustomerAllocated:   c(condition.CustomerAllocated, condition.False, "NotAllocated"),
+			condition.CustomerReady:       c(condition.CustomerReady, condition.False, "TraitAbsent"),
+		},
+	}
+}
+
+func set(in *Input, t condition.Type, s condition.Status, reason string) {
+	in.Conditions[t] = condition.Condition{Type: t, Status: s, Reason: reason}
+}
+
+// rules lists, in SPEC order, each rule with a change that makes it match.
+var rules = []struct {
+	status  Status
+	trigger func(*Input)
+	reason  string // expected substring of the reason when this rule wins
+}{
+	{Unknown, func(in *Input) { in.Reported = false }, "NeverReported"},
+	{Unreachable, func(in *Input) { in.SiteStale = true }, "SiteStale"},
+	{Onboarding, func(in *Input) { set(in, condition.Enrolled, condition.False, "NotVerified") }, "Enrolled=False: NotVerified"},
+	{Faulted, func(in *Input) { set(in, condition.ProvisioningHealthy, condition.False, "CleanFailed") }, "ProvisioningHealthy=False: CleanFailed"},
+	{Maintenance, func(in *Input) { set(in, condition.MaintenanceClear, condition.False, "PowerFailure") }, "MaintenanceClear=False: PowerFailure"},
+	{Quarantined, func(in *Input) { in.Quarantined = true }, "QuarantinedByHub"},
+	{Validating, func(in *Input) { set(in, condition.InValidationPool, condition.True, "MatchesSelector") }, "InValidationPool=True"},
+	{InService, func(in *Input) { set(in, condition.CustomerAllocated, condition.True, "CustomerProject") }, "CustomerAllocated=True"},
+	{Allocated, func(in *Input) { set(in, condition.InstanceAllocated, condition.True, "InstanceAssociated") }, "InstanceAllocated=True"},
+	{Available, func(in *Input) { set(in, condition.CustomerReady, condition.True, "ReadyTraitPresent") }, "CustomerReady=True"},
+}
+
+func TestDeriveEachRule(t *testing.T) {
+	if got := Derive(healthyHeld()); got.Status != Held || !strings.Contains(got.Reason, "HealthyNotOffered") {
+		t.Fatalf("baseline: got %+v, want HELD", got)
+	}
+	for _, r := range rules {
+		t.Run(string(r.status), func(t *testing.T) {
+			in := healthyHeld()
+			r.trigger(&in)
+			got := Derive(in)
+			if got.Status != r.status {
+				t.Fatalf("got %s (%s), want %s", got.Status, got.Reason, r.status)
+			}
+			if !strings.Contains(got.Reason, r.reason) {
+				t.Fatalf("reason %q does not contain %q", got.Reason, r.reason)
+			}
+		})
+	}
+}
+
+// TestDerivePrecedence checks every pair of rules: when both match, the
+// earlier one in SPEC order wins; and every rule beats the HELD fallback.
+func TestDerivePrecedence(t *testing.T) {
+	for i, hi := range rules {
+		for _, lo := range rules[i+1:] {
+			t.Run(string(hi.status)+">"+string(lo.status), func(t *testing.T) {
+				in := healthyHeld()
+				lo.trigger(&in)
+				hi.trigger(&in)
+				if got := Derive(in); got.Status != hi.status {
+					t.Fatalf("got %s (%s), want %s", got.Status, got.Reason, hi.status)
+				}
+			})
+		}
+	}
+}
+
+func TestDeriveEdgeCases(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(*Input)
+		want  Status
+	}{
+		{"missing Enrolled counts as not enrolled", func(in *Input) { delete(in.Conditions, condition.Enrolled) }, Onboarding},
+		{"Enrolled Unknown is onboarding", func(in *Input) { set(in, condition.Enrolled, condition.Unknown, "IronicUnreachable") }, Onboarding},
+		{"ProvisioningHealthy Unknown is not a fault", func(in *Input) {
+			set(in, condition.ProvisioningHealthy, condition.Unknown, "UnrecognizedState")
+		}, Held},
+		{"MaintenanceClear Unknown is not maintenance", func(in *Input) {
+			set(in, condition.MaintenanceClear, condition.Unknown, "FieldUnavailable")
+		}, Held},
+		{"CustomerReady Unknown is held", func(in *Input) {
+			set(in, condition.CustomerReady, condition.Unknown, "PlacementUnreachable")
+		}, Held},
+		{"no conditions at all but reported", func(in *Input) { in.Conditions = nil }, Onboarding},
+		{"quarantined and ready trait still present", func(in *Input) {
+			in.Quarantined = true
+			set(in, condition.CustomerReady, condition.True, "ReadyTraitPresent")
+		}, Quarantined},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := healthyHeld()
+			tc.setup(&in)
+			if got := Derive(in); got.Status != tc.want {
+				t.Fatalf("got %s (%s), want %s", got.Status, got.Reason, tc.want)
+			}
+		})
+	}
+}
+
+func TestAllStatusesValid(t *testing.T) {
+	if len(All) != 11 {
+		t.Fatalf("SPEC has 11 statuses, All has %d", len(All))
+	}
+	for _, s := range All {
+		if !s.Valid() {
+			t.Fatalf("%s not valid", s)
+		}
+	}
+	if Status("BROKEN").Valid() {
+		t.Fatal("unknown status reported valid")
+	}
+}

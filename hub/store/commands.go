@@ -1,0 +1,179 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// SetDesiredImpairment records an operator's (or a policy's) wish for a
+// device in one transaction: the device's desired impairment state gets the
+// next generation, a PENDING command carries it, every older unfinished
+// command of the device becomes SUPERSEDED, the change is appended to the
+// impairment history, the status is re-derived, and the site is notified on
+// NotifyChannel (delivered at commit).
+//
+// Errors: ErrNotFound when the device does not exist (nothing is written).
+func (s *Store) SetDesiredImpairment(ctx context.Context, deviceID string, desired Impairment, actor, reason, source string) (Command, error) {
+	var cmd Command
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var site string
+		var gen int64
+		err := tx.QueryRow(ctx, `
+			UPDATE devices SET desired_impairment = $2, desired_generation = desired_generation + 1
+			WHERE id = $1 RETURNING site, desired_generation`, deviceID, string(desired)).Scan(&site, &gen)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("device %s: %w", deviceID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("set desired state of device %s: %w", deviceID, err)
+		}
+		_, err = tx.Exec(ctx, `
+			UPDATE commands SET state = 'SUPERSEDED', updated_at = now(), completed_at = now()
+			WHERE device_id = $1 AND state IN ('PENDING', 'SENT', 'FAILED')`, deviceID)
+		if err != nil {
+			return fmt.Errorf("supersede older commands of device %s: %w", deviceID, err)
+		}
+		row := tx.QueryRow(ctx, `
+			INSERT INTO commands (device_id, site, generation, desired, actor, reason, source)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			RETURNING `+commandColumns, deviceID, site, gen, string(desired), actor, reason, source)
+		if cmd, err = scanCommand(row); err != nil {
+			return fmt.Errorf("insert command: %w", err)
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO impairment_history (device_id, desired, generation, actor, reason, source, command_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, deviceID, string(desired), gen, actor, reason, source, cmd.ID)
+		if err != nil {
+			return fmt.Errorf("append impairment history: %w", err)
+		}
+		conds, err := loadConditions(ctx, tx, []string{deviceID})
+		if err != nil {
+			return err
+		}
+		if _, err := s.recomputeDevices(ctx, tx, []string{deviceID}, conds); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, site); err != nil {
+			return fmt.Errorf("notify site %q: %w", site, err)
+		}
+		return nil
+	})
+	return cmd, err
+}
+
+// DeliveryPolicy says when an unfinished command goes out again.
+type DeliveryPolicy struct {
+	// ResendAfter: a SENT command without a result is sent again after this long.
+	ResendAfter time.Duration
+	// FailureBackoff: a FAILED command waits min(FailureBackoff·2^(attempts-1), MaxFailureBackoff).
+	FailureBackoff, MaxFailureBackoff time.Duration
+}
+
+// DueCommands returns the commands of site that should be sent now: the
+// current generation of each device's desired state when it is PENDING, SENT
+// longer than p.ResendAfter ago (or resend is true: the link just started),
+// or FAILED and past its backoff. Oldest first, at most limit.
+func (s *Store) DueCommands(ctx context.Context, site string, p DeliveryPolicy, resend bool, limit int) ([]Command, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+commandColumnsC+`
+		FROM commands c JOIN devices d ON d.id = c.device_id AND d.desired_generation = c.generation
+		WHERE c.site = $1 AND (
+			c.state = 'PENDING'
+			OR (c.state = 'SENT' AND ($2 OR c.sent_at < now() - make_interval(secs => $3)))
+			OR (c.state = 'FAILED' AND c.updated_at < now() - make_interval(secs =>
+				LEAST($5::float8, $4::float8 * power(2, GREATEST(c.attempts - 1, 0))))))
+		ORDER BY c.created_at LIMIT $6`,
+		site, resend, p.ResendAfter.Seconds(), p.FailureBackoff.Seconds(), p.MaxFailureBackoff.Seconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("due commands of site %q: %w", site, err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Command, error) { return scanCommand(r) })
+}
+
+// MarkSent records that command id was sent (attempts+1, state SENT) unless
+// it has finished meanwhile.
+func (s *Store) MarkSent(ctx context.Context, id string) error {
+	_, err := s.pool.Exec(ctx, `
+		UPDATE commands SET state = 'SENT', attempts = attempts + 1, sent_at = now(), updated_at = now()
+		WHERE id = $1 AND state IN ('PENDING', 'SENT', 'FAILED')`, id)
+	if err != nil {
+		return fmt.Errorf("mark command %s sent: %w", id, err)
+	}
+	return nil
+}
+
+// CommandResult is a site's report on one command.
+type CommandResult struct {
+	CommandID  string
+	DeviceID   string
+	Generation int64
+	Success    bool
+	Error      string
+	Detail     string
+}
+
+// RecordResult stores a site's result for a command. A result for a
+// generation that is no longer the device's desired generation, or for a
+// command already finished, is ignored (ignored=true). A result for a device
+// of another site is ErrWrongSite; an unknown command is ErrNotFound.
+func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) (ignored bool, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var cmdSite, state string
+		var gen, desiredGen int64
+		err := tx.QueryRow(ctx, `
+			SELECT c.site, c.state, c.generation, d.desired_generation
+			FROM commands c JOIN devices d ON d.id = c.device_id
+			WHERE c.id = $1 FOR UPDATE OF c, d`, r.CommandID).Scan(&cmdSite, &state, &gen, &desiredGen)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("command %s: %w", r.CommandID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("load command %s: %w", r.CommandID, err)
+		}
+		if cmdSite != site {
+			return fmt.Errorf("command %s is for site %q: %w", r.CommandID, cmdSite, ErrWrongSite)
+		}
+		if gen != r.Generation || gen != desiredGen || state == string(CommandSucceeded) || state == string(CommandSuperseded) {
+			ignored = true
+			return nil
+		}
+		if r.Success {
+			_, err = tx.Exec(ctx, `UPDATE commands SET state = 'SUCCEEDED', last_error = '', result_detail = $2,
+				updated_at = now(), completed_at = now() WHERE id = $1`, r.CommandID, r.Detail)
+			if err == nil {
+				_, err = tx.Exec(ctx, `UPDATE devices SET applied_generation = GREATEST(applied_generation, $2),
+					last_command_error = '' WHERE id = $1`, r.DeviceID, gen)
+			}
+		} else {
+			_, err = tx.Exec(ctx, `UPDATE commands SET state = 'FAILED', last_error = $2, result_detail = $3,
+				updated_at = now() WHERE id = $1`, r.CommandID, r.Error, r.Detail)
+			if err == nil {
+				_, err = tx.Exec(ctx, `UPDATE devices SET last_command_error = $2 WHERE id = $1`, r.DeviceID, r.Error)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("record result of command %s: %w", r.CommandID, err)
+		}
+		return nil
+	})
+	return ignored, err
+}
+
+const commandColumns = `id::text, device_id::text, site, generation, desired, state, actor, reason, source,
+	attempts, last_error, result_detail, created_at, updated_at, completed_at`
+
+const commandColumnsC = `c.id::text, c.device_id::text, c.site, c.generation, c.desired, c.state, c.actor, c.reason, c.source,
+	c.attempts, c.last_error, c.result_detail, c.created_at, c.updated_at, c.completed_at`
+
+func scanCommand(r pgx.Row) (Command, error) {
+	var c Command
+	var desired, state string
+	err := r.Scan(&c.ID, &c.DeviceID, &c.Site, &c.Generation, &desired, &state, &c.Actor, &c.Reason, &c.Source,
+		&c.Attempts, &c.LastError, &c.ResultDetail, &c.CreatedAt, &c.UpdatedAt, &c.CompletedAt)
+	c.Desired, c.State = Impairment(desired), CommandState(state)
+	return c, err
+}

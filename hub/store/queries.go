@@ -1,0 +1,199 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ironlink/ironlink/hub/status"
+	"github.com/ironlink/ironlink/internal/condition"
+)
+
+// DeviceFilter selects devices for ListDevices.
+type DeviceFilter struct {
+	// Site, when non-empty, keeps devices of that site.
+	Site string
+	// Statuses, when non-empty, keeps devices with one of them.
+	Statuses []status.Status
+	// IncludeRemoved keeps removed devices too.
+	IncludeRemoved bool
+	// After is the keyset cursor: only devices with id > After (empty: from the start).
+	After string
+	// Limit is the page size (1-1000).
+	Limit int
+}
+
+const deviceColumns = `d.id::text, d.site, d.name, d.facts, d.removed, d.removed_at, d.observed_at, d.status,
+	d.status_reason, d.status_changed_at, COALESCE(d.last_known_status, ''), d.desired_impairment,
+	d.desired_generation, d.applied_generation, d.last_command_error`
+
+func scanDevice(r pgx.Row) (Device, error) {
+	var d Device
+	var facts []byte
+	var st, lks, desired string
+	err := r.Scan(&d.ID, &d.Site, &d.Name, &facts, &d.Removed, &d.RemovedAt, &d.ObservedAt, &st,
+		&d.StatusReason, &d.StatusChangedAt, &lks, &desired, &d.DesiredGeneration, &d.AppliedGeneration, &d.LastCommandError)
+	if err != nil {
+		return d, err
+	}
+	d.Status, d.LastKnownStatus, d.DesiredImpairment = status.Status(st), status.Status(lks), Impairment(desired)
+	if len(facts) > 0 {
+		if err := json.Unmarshal(facts, &d.Facts); err != nil {
+			return d, fmt.Errorf("decode facts of device %s: %w", d.ID, err)
+		}
+	}
+	return d, nil
+}
+
+// ListDevices returns up to f.Limit devices in id order, and whether more follow.
+func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool, error) {
+	sts := make([]string, len(f.Statuses))
+	for i, st := range f.Statuses {
+		sts[i] = string(st)
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+deviceColumns+` FROM devices d
+		WHERE ($1 = '' OR d.site = $1)
+		  AND (cardinality($2::text[]) = 0 OR d.status = ANY($2::text[]))
+		  AND ($3 OR NOT d.removed)
+		  AND ($4 = '' OR d.id > $4::uuid)
+		ORDER BY d.id LIMIT $5`, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("list devices: %w", err)
+	}
+	devs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Device, error) { return scanDevice(r) })
+	if err != nil {
+		return nil, false, fmt.Errorf("list devices: %w", err)
+	}
+	more := len(devs) > f.Limit
+	if more {
+		devs = devs[:f.Limit]
+	}
+	return devs, more, nil
+}
+
+// GetDevice returns one device with its current conditions (in
+// condition.Types order). Errors: ErrNotFound.
+func (s *Store) GetDevice(ctx context.Context, id string) (Device, error) {
+	d, err := scanDevice(s.pool.QueryRow(ctx, `SELECT `+deviceColumns+` FROM devices d WHERE d.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Device{}, fmt.Errorf("device %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Device{}, fmt.Errorf("get device %s: %w", id, err)
+	}
+	var conds map[string]map[condition.Type]storedCondition
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		conds, err = loadConditions(ctx, tx, []string{id})
+		return err
+	})
+	if err != nil {
+		return Device{}, err
+	}
+	for _, t := range condition.Types {
+		if c, ok := conds[id][t]; ok {
+			d.Conditions = append(d.Conditions, c)
+		}
+	}
+	return d, nil
+}
+
+// StatusHistory returns up to limit status changes of a device, newest first.
+func (s *Store) StatusHistory(ctx context.Context, id string, limit int) ([]StatusChange, error) {
+	rows, err := s.pool.Query(ctx, `SELECT status, reason, changed_at FROM status_history
+		WHERE device_id = $1 ORDER BY id DESC LIMIT $2`, id, limit)
+	if err != nil {
+		return nil, fmt.Errorf("status history of %s: %w", id, err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (StatusChange, error) {
+		var c StatusChange
+		var st string
+		err := r.Scan(&st, &c.Reason, &c.ChangedAt)
+		c.Status = status.Status(st)
+		return c, err
+	})
+}
+
+// ImpairmentHistory returns up to limit quarantine/release entries of a device, newest first.
+func (s *Store) ImpairmentHistory(ctx context.Context, id string, limit int) ([]ImpairmentChange, error) {
+	rows, err := s.pool.Query(ctx, `SELECT desired, generation, actor, reason, source, command_id::text, changed_at
+		FROM impairment_history WHERE device_id = $1 ORDER BY id DESC LIMIT $2`, id, limit)
+	if err != nil {
+		return nil, fmt.Errorf("impairment history of %s: %w", id, err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ImpairmentChange, error) {
+		var c ImpairmentChange
+		var desired string
+		err := r.Scan(&desired, &c.Generation, &c.Actor, &c.Reason, &c.Source, &c.CommandID, &c.ChangedAt)
+		c.Desired = Impairment(desired)
+		return c, err
+	})
+}
+
+// GetCommand returns one command. Errors: ErrNotFound.
+func (s *Store) GetCommand(ctx context.Context, id string) (Command, error) {
+	c, err := scanCommand(s.pool.QueryRow(ctx, `SELECT `+commandColumns+` FROM commands WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Command{}, fmt.Errorf("command %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Command{}, fmt.Errorf("get command %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// CommandFilter selects commands for ListCommands.
+type CommandFilter struct {
+	DeviceID string
+	Site     string
+	States   []CommandState
+	// Offset and Limit page through the newest-first list.
+	Offset, Limit int
+}
+
+// ListCommands returns up to f.Limit commands, newest first, and whether more follow.
+func (s *Store) ListCommands(ctx context.Context, f CommandFilter) ([]Command, bool, error) {
+	states := make([]string, len(f.States))
+	for i, st := range f.States {
+		states[i] = string(st)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+commandColumns+` FROM commands
+		WHERE ($1 = '' OR device_id = $1::uuid) AND ($2 = '' OR site = $2)
+		  AND (cardinality($3::text[]) = 0 OR state = ANY($3::text[]))
+		ORDER BY created_at DESC, id OFFSET $4 LIMIT $5`, f.DeviceID, f.Site, states, f.Offset, f.Limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("list commands: %w", err)
+	}
+	cmds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Command, error) { return scanCommand(r) })
+	if err != nil {
+		return nil, false, fmt.Errorf("list commands: %w", err)
+	}
+	more := len(cmds) > f.Limit
+	if more {
+		cmds = cmds[:f.Limit]
+	}
+	return cmds, more, nil
+}
+
+// ListSites returns every site in name order. A site counts as connected
+// when a replica holds its link and it was heard from within staleAfterSecs.
+func (s *Store) ListSites(ctx context.Context) ([]Site, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT s.name, s.last_sequence, s.last_seen_at, COALESCE(s.link_replica, ''), s.stale,
+			s.link_replica IS NOT NULL AND NOT s.stale, s.satellite_version, s.capabilities,
+			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed)
+		FROM sites s ORDER BY s.name`)
+	if err != nil {
+		return nil, fmt.Errorf("list sites: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Site, error) {
+		var st Site
+		var seq int64
+		err := r.Scan(&st.Name, &seq, &st.LastSeenAt, &st.Replica, &st.Stale, &st.Connected, &st.SatelliteVersion, &st.Capabilities, &st.DeviceCount)
+		st.LastSequence = uint64(seq)
+		return st, err
+	})
+}

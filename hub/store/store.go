@@ -1,0 +1,96 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/ironlink/ironlink/migrations"
+)
+
+// Sentinel errors, returned wrapped.
+var (
+	// ErrNotFound: the device, command or site does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrFenced: a newer link for the site exists; this link's writes are refused.
+	ErrFenced = errors.New("link superseded by a newer link for the site")
+	// ErrWrongSite: a device in the batch is already known under another site.
+	ErrWrongSite = errors.New("device belongs to another site")
+)
+
+// NotifyChannel is the PostgreSQL LISTEN/NOTIFY channel on which the hub
+// announces new commands; the payload is the site name. It is a hint only:
+// the periodic sweep is the guarantee.
+const NotifyChannel = "ironlink_commands"
+
+// Store is a handle on the hub database; safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+	now  func() time.Time
+}
+
+// Open connects a pgx pool to databaseURL (a PostgreSQL URL or key=value DSN)
+// and pings it. It does not migrate; call Migrate first.
+func Open(ctx context.Context, databaseURL string, log *slog.Logger) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	return &Store{pool: pool, log: log, now: time.Now}, nil
+}
+
+// Pool returns the underlying pool (for LISTEN connections and tests).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Migrate applies every pending migration of package migrations with goose,
+// holding a PostgreSQL advisory lock so replicas starting together migrate
+// once. It returns the versions applied (empty when up to date).
+func Migrate(ctx context.Context, databaseURL string) ([]int64, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create pool: %w", err)
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return nil, fmt.Errorf("migration lock: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS, goose.WithSessionLocker(locker))
+	if err != nil {
+		return nil, fmt.Errorf("load migrations: %w", err)
+	}
+	res, err := p.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("apply migrations: %w", err)
+	}
+	var applied []int64
+	for _, r := range res {
+		applied = append(applied, r.Source.Version)
+	}
+	return applied, nil
+}

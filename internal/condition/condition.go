@@ -1,0 +1,124 @@
+// Package condition holds the device-condition vocabulary that the satellite
+// and the hub share: the seven condition types of SPEC.md, their tri-state
+// status and the Condition value itself, shaped like Kubernetes
+// metav1.Condition (KEP-1623) plus an observed time.
+package condition
+
+import (
+	"fmt"
+	"time"
+)
+
+// Type names one of the seven device conditions (SPEC.md "Device conditions").
+type Type string
+
+// The seven condition types, in the fixed order used everywhere they are listed.
+const (
+	// Enrolled is True once the node has left Ironic's enroll/verifying states.
+	Enrolled Type = "Enrolled"
+	// ProvisioningHealthy is False when provision_state is a failure state (including "error").
+	ProvisioningHealthy Type = "ProvisioningHealthy"
+	// MaintenanceClear is False when the node is in maintenance.
+	MaintenanceClear Type = "MaintenanceClear"
+	// InValidationPool is True when the node matches the site's validation-pool selector.
+	InValidationPool Type = "InValidationPool"
+	// InstanceAllocated is True when instance_uuid or allocation_uuid is set.
+	InstanceAllocated Type = "InstanceAllocated"
+	// CustomerAllocated is True when the instance or lessee belongs to a customer project.
+	CustomerAllocated Type = "CustomerAllocated"
+	// CustomerReady is True when the CUSTOM_CUSTOMER_READY trait gates the node open.
+	CustomerReady Type = "CustomerReady"
+)
+
+// Types lists all condition types in their fixed order.
+var Types = []Type{Enrolled, ProvisioningHealthy, MaintenanceClear, InValidationPool, InstanceAllocated, CustomerAllocated, CustomerReady}
+
+// Valid reports whether t is one of the seven condition types.
+func (t Type) Valid() bool {
+	for _, k := range Types {
+		if k == t {
+			return true
+		}
+	}
+	return false
+}
+
+// Status is a condition's tri-state value. True is always the good/yes direction.
+type Status string
+
+// Condition statuses, spelled as in Kubernetes.
+const (
+	True    Status = "True"
+	False   Status = "False"
+	Unknown Status = "Unknown"
+)
+
+// Valid reports whether s is True, False or Unknown.
+func (s Status) Valid() bool { return s == True || s == False || s == Unknown }
+
+// MaxMessageBytes is the longest message kept; longer ones are truncated
+// (on a UTF-8 boundary) with a trailing "…".
+const MaxMessageBytes = 1024
+
+// MaxReasonBytes is the longest reason accepted.
+const MaxReasonBytes = 128
+
+// Condition is one observation about a device.
+type Condition struct {
+	// Type is the condition type.
+	Type Type
+	// Status is True, False or Unknown.
+	Status Status
+	// Reason is one CamelCase word naming the cause; never empty.
+	Reason string
+	// Message is human-readable detail; may be empty; at most MaxMessageBytes.
+	Message string
+	// LastTransitionTime is when Status last changed (UTC).
+	LastTransitionTime time.Time
+	// ObservedTime is when the satellite last observed the condition (UTC).
+	ObservedTime time.Time
+	// ObservedGeneration is, on CustomerReady, the command generation last applied; 0 elsewhere.
+	ObservedGeneration int64
+}
+
+// SameObservation reports whether c and o say the same thing (status, reason,
+// message and observed generation); times are ignored. A delta is sent only
+// when this is false.
+func (c Condition) SameObservation(o Condition) bool {
+	return c.Type == o.Type && c.Status == o.Status && c.Reason == o.Reason &&
+		c.Message == o.Message && c.ObservedGeneration == o.ObservedGeneration
+}
+
+// Validate checks a condition received from the wire. It returns an error
+// naming the first bad field: unknown type, bad status, empty or overlong
+// reason, overlong message, or a zero observed time.
+func (c Condition) Validate() error {
+	switch {
+	case !c.Type.Valid():
+		return fmt.Errorf("condition type %q is not one of %v", c.Type, Types)
+	case !c.Status.Valid():
+		return fmt.Errorf("condition %s: status %q is not True, False or Unknown", c.Type, c.Status)
+	case c.Reason == "":
+		return fmt.Errorf("condition %s: reason is empty", c.Type)
+	case len(c.Reason) > MaxReasonBytes:
+		return fmt.Errorf("condition %s: reason is %d bytes, limit %d", c.Type, len(c.Reason), MaxReasonBytes)
+	case len(c.Message) > MaxMessageBytes+8:
+		return fmt.Errorf("condition %s: message is %d bytes, limit %d", c.Type, len(c.Message), MaxMessageBytes)
+	case c.ObservedTime.IsZero():
+		return fmt.Errorf("condition %s: observed time is missing", c.Type)
+	}
+	return nil
+}
+
+// Truncate shortens s to at most MaxMessageBytes on a UTF-8 boundary, adding
+// "…" when it cut something.
+func Truncate(s string) string {
+	if len(s) <= MaxMessageBytes {
+		return s
+	}
+	cut := MaxMessageBytes - len("…")
+	for cut > 0 && (s[cut]&0xC0) == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}
