@@ -1,0 +1,106 @@
+// Package pgtest gives each test its own throwaway PostgreSQL database on a
+// real server. The server is taken from IRONLINK_TEST_DATABASE_URL, else
+// DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres (the
+// machine's trust-auth cluster). A server that does not answer fails the test:
+// storage tests never skip.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ServerURL returns the URL of the PostgreSQL server tests use.
+func ServerURL() string {
+	for _, k := range []string{"IRONLINK_TEST_DATABASE_URL", "DATABASE_URL"} {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// NewDatabase creates an empty database named ironlink_test_<random> on the
+// test server, drops it when the test ends, and returns its URL.
+func NewDatabase(tb testing.TB) string {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := ServerURL()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		tb.Fatalf("pgtest: PostgreSQL at %s does not answer (start it, or set IRONLINK_TEST_DATABASE_URL): %v", redact(admin), err)
+	}
+	defer conn.Close(ctx)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "ironlink_test_" + hex.EncodeToString(b[:])
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		tb.Fatalf("pgtest: create database %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			tb.Logf("pgtest: drop %s: %v", name, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			tb.Logf("pgtest: drop %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		tb.Fatalf("pgtest: parse %s: %v", redact(admin), err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func redact(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// MustExec runs sql on the database at dbURL and fails the test on error.
+func MustExec(tb testing.TB, dbURL, sql string, args ...any) {
+	tb.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		tb.Fatalf("pgtest: connect: %v", err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, sql, args...); err != nil {
+		tb.Fatalf("pgtest: %s: %v", sql, err)
+	}
+}
+
+// Count returns the result of a single-integer query.
+func Count(tb testing.TB, dbURL, sql string, args ...any) int {
+	tb.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		tb.Fatalf("pgtest: connect: %v", err)
+	}
+	defer c.Close(ctx)
+	var n int
+	if err := c.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		tb.Fatalf("pgtest: %s: %v", sql, err)
+	}
+	return n
+}
