@@ -1,0 +1,163 @@
+// Package app wires the hub together: configuration, migrations, the store,
+// the gRPC server (link + fleet services, health, reflection, logging and
+// panic-recovery interceptors) and the background loops (command
+// notifications, stale-site sweep). cmd/ironlink-hub only parses flags and
+// calls Run.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/fleet"
+	"github.com/ironlink/ironlink/hub/link"
+	"github.com/ironlink/ironlink/hub/store"
+)
+
+// Config is the hub's runtime configuration (see README "Configuration").
+type Config struct {
+	// Listen is the gRPC listen address, host:port (default localhost:7070).
+	Listen string
+	// DatabaseURL is the PostgreSQL URL.
+	DatabaseURL string
+	// Replica names this process (default hostname-pid).
+	Replica string
+	// StaleAfter: a site silent this long is UNREACHABLE (default 3 m = 3 poll intervals).
+	StaleAfter time.Duration
+	// Link tunes the link server.
+	Link link.Config
+	// Keepalive: the server pings an idle connection after KeepaliveTime and
+	// drops it when no answer comes within KeepaliveTimeout; clients may ping
+	// at most every KeepaliveMinTime (must be ≤ the satellite's keepalive time).
+	KeepaliveTime, KeepaliveTimeout, KeepaliveMinTime time.Duration
+	// ShutdownGrace bounds graceful shutdown before connections are cut.
+	ShutdownGrace time.Duration
+}
+
+// Validate checks c and fills defaults. Errors name the bad setting.
+func (c *Config) Validate() error {
+	if c.Listen == "" {
+		c.Listen = "localhost:7070"
+	}
+	if c.DatabaseURL == "" {
+		return errors.New("database URL is required (--database-url or DATABASE_URL)")
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = 3 * time.Minute
+	}
+	if c.StaleAfter < time.Second {
+		return fmt.Errorf("stale-after %s is below 1s", c.StaleAfter)
+	}
+	if c.KeepaliveTime == 0 {
+		c.KeepaliveTime = 30 * time.Second
+	}
+	if c.KeepaliveTimeout == 0 {
+		c.KeepaliveTimeout = 10 * time.Second
+	}
+	if c.KeepaliveMinTime == 0 {
+		c.KeepaliveMinTime = 10 * time.Second
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = 10 * time.Second
+	}
+	c.Link.Replica = c.Replica
+	return nil
+}
+
+// Run migrates the database, serves until ctx ends, then shuts down
+// gracefully. It returns the first fatal error.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	applied, err := store.Migrate(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	if len(applied) > 0 {
+		log.Info("migrations applied", "versions", applied)
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	linkSrv := link.NewServer(st, cfg.Link, log.With("component", "link"))
+	fleetSrv := fleet.NewServer(st, nil, log.With("component", "fleet"))
+	srv := NewGRPCServer(cfg, log)
+	ironlinkv1.RegisterLinkServiceServer(srv, linkSrv)
+	ironlinkv1.RegisterFleetServiceServer(srv, fleetSrv)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+	for _, svc := range []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName} {
+		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+	}
+
+	log.Info("hub serving", "listen", lis.Addr().String(), "replica", cfg.Replica)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return linkSrv.ListenForCommands(gctx, cfg.DatabaseURL) })
+	g.Go(func() error { linkSrv.RunStaleSweep(gctx, cfg.StaleAfter); return nil })
+	g.Go(func() error {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("serve: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("hub shutting down")
+		hs.Shutdown()
+		done := make(chan struct{})
+		go func() { srv.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(cfg.ShutdownGrace):
+			srv.Stop()
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// NewGRPCServer builds the hub's gRPC server with keepalive enforcement and
+// the logging and panic-recovery interceptors (go-grpc-middleware v2) on
+// unary and stream calls.
+func NewGRPCServer(cfg Config, log *slog.Logger) *grpc.Server {
+	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		log.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+	recoverOpts := []recovery.Option{recovery.WithRecoveryHandler(func(p any) error {
+		log.Error("panic in handler", "panic", p)
+		return status.Error(codes.Internal, "internal error")
+	})}
+	return grpc.NewServer(
+		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), recovery.UnaryServerInterceptor(recoverOpts...)),
+		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(logger, logOpts...), recovery.StreamServerInterceptor(recoverOpts...)),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.MaxRecvMsgSize(16<<20),
+	)
+}

@@ -1,0 +1,102 @@
+// Command ironlink-hub serves the ironlink hub: the satellite link and the
+// operator API, over one PostgreSQL database.
+//
+//	ironlink-hub [serve] [flags]   run the hub (migrates first)
+//	ironlink-hub migrate [flags]   apply database migrations and exit
+//	ironlink-hub version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/ironlink/ironlink/hub/app"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/cli"
+	"github.com/ironlink/ironlink/internal/version"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "ironlink-hub:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cmd := "serve"
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "version") {
+		cmd, args = args[0], args[1:]
+	}
+	if cmd == "version" {
+		fmt.Println(version.Version)
+		return nil
+	}
+	hostname, _ := os.Hostname()
+	fs := flag.NewFlagSet("ironlink-hub "+cmd, flag.ContinueOnError)
+	fs.Usage = cli.Usage(fs, "ironlink-hub [serve|migrate|version] [flags]")
+	var cfg app.Config
+	var logLevel, logFormat string
+	var err error
+	fs.StringVar(&cfg.DatabaseURL, "database-url", cli.Env("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
+	fs.StringVar(&cfg.Listen, "listen", cli.Env("IRONLINK_HUB_LISTEN", "localhost:7070"), "gRPC listen address (env IRONLINK_HUB_LISTEN)")
+	fs.StringVar(&cfg.Replica, "replica", cli.Env("IRONLINK_HUB_REPLICA", fmt.Sprintf("%s-%d", hostname, os.Getpid())), "name of this replica (env IRONLINK_HUB_REPLICA)")
+	fs.StringVar(&logLevel, "log-level", cli.Env("IRONLINK_LOG_LEVEL", "info"), "debug, info, warn or error (env IRONLINK_LOG_LEVEL)")
+	fs.StringVar(&logFormat, "log-format", cli.Env("IRONLINK_LOG_FORMAT", "text"), "text or json (env IRONLINK_LOG_FORMAT)")
+	durations := []struct {
+		p    *durationFlag
+		name string
+		env  string
+		def  string
+		help string
+	}{
+		{(*durationFlag)(&cfg.StaleAfter), "stale-after", "IRONLINK_HUB_STALE_AFTER", "3m", "a site silent this long is UNREACHABLE"},
+		{(*durationFlag)(&cfg.Link.HeartbeatInterval), "heartbeat-interval", "IRONLINK_HUB_HEARTBEAT_INTERVAL", "20s", "hub → satellite heartbeat interval"},
+		{(*durationFlag)(&cfg.Link.CommandSweep), "command-sweep", "IRONLINK_HUB_COMMAND_SWEEP", "5s", "how often each link looks for due commands without a notification"},
+		{(*durationFlag)(&cfg.Link.Delivery.ResendAfter), "command-resend-after", "IRONLINK_HUB_COMMAND_RESEND_AFTER", "30s", "resend a command that got no result after this long"},
+		{(*durationFlag)(&cfg.Link.Delivery.FailureBackoff), "command-failure-backoff", "IRONLINK_HUB_COMMAND_FAILURE_BACKOFF", "10s", "first wait before a failed command is retried (doubles, capped at 5m)"},
+	}
+	for _, d := range durations {
+		def, derr := cli.EnvDuration(d.env, mustDuration(d.def))
+		if derr != nil && err == nil {
+			err = derr
+		}
+		*d.p = durationFlag(def)
+		fs.Var(d.p, d.name, d.help+" (env "+d.env+")")
+	}
+	if perr := fs.Parse(args); perr != nil {
+		return perr
+	}
+	if err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	log, err := cli.NewLogger(logLevel, logFormat)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if cmd == "migrate" {
+		if cfg.DatabaseURL == "" {
+			return errors.New("database URL is required (--database-url or DATABASE_URL)")
+		}
+		applied, err := store.Migrate(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return err
+		}
+		log.Info("migrations done", "applied", applied)
+		return nil
+	}
+	return app.Run(ctx, cfg, log)
+}

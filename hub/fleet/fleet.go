@@ -1,0 +1,351 @@
+// Package fleet serves the operator API (ironlink.v1.FleetService): device
+// listings and details with histories, quarantine and release, commands and
+// sites. It validates every request before touching the store, so bad input
+// gets InvalidArgument or NotFound and writes nothing.
+package fleet
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	hubstatus "github.com/ironlink/ironlink/hub/status"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/wire"
+)
+
+// MaxReasonBytes is the longest quarantine/release reason accepted.
+const MaxReasonBytes = 1024
+
+// Source recorded for impairment changes made through this API.
+const SourceOperatorAPI = "operator-api"
+
+// ActorFunc names the caller of an RPC (the authenticated client id, or
+// "anonymous" when authentication is off).
+type ActorFunc func(ctx context.Context) string
+
+// Server implements ironlinkv1.FleetServiceServer.
+type Server struct {
+	ironlinkv1.UnimplementedFleetServiceServer
+	store *store.Store
+	actor ActorFunc
+	log   *slog.Logger
+}
+
+// NewServer returns a fleet server over st. actor may be nil ("anonymous").
+func NewServer(st *store.Store, actor ActorFunc, log *slog.Logger) *Server {
+	if actor == nil {
+		actor = func(context.Context) string { return "anonymous" }
+	}
+	return &Server{store: st, actor: actor, log: log}
+}
+
+func parseID(field, s string) (string, error) {
+	if s == "" {
+		return "", status.Errorf(codes.InvalidArgument, "%s is required", field)
+	}
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return "", status.Errorf(codes.InvalidArgument, "%s %q is not a UUID", field, s)
+	}
+	return id.String(), nil
+}
+
+func pageSize(n int32) (int, error) {
+	switch {
+	case n == 0:
+		return 100, nil
+	case n < 0 || n > 1000:
+		return 0, status.Errorf(codes.InvalidArgument, "page_size %d is outside 1-1000", n)
+	}
+	return int(n), nil
+}
+
+// storeErr maps store errors to gRPC statuses in one place.
+func (s *Server) storeErr(err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	s.log.Error("store", "err", err)
+	return status.Error(codes.Unavailable, "database unavailable; retry")
+}
+
+// ListDevices implements FleetService.ListDevices.
+func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesRequest) (*ironlinkv1.ListDevicesResponse, error) {
+	limit, err := pageSize(req.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	f := store.DeviceFilter{Site: req.GetSite(), IncludeRemoved: req.GetIncludeRemoved(), Limit: limit}
+	for _, st := range req.GetStatuses() {
+		hs, ok := statusFromProto(st)
+		if !ok {
+			return nil, status.Errorf(codes.InvalidArgument, "status %v is not a valid filter", st)
+		}
+		f.Statuses = append(f.Statuses, hs)
+	}
+	if tok := req.GetPageToken(); tok != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(tok)
+		id, perr := uuid.ParseBytes(raw)
+		if err != nil || perr != nil {
+			return nil, status.Error(codes.InvalidArgument, "page_token is malformed")
+		}
+		f.After = id.String()
+	}
+	devs, more, err := s.store.ListDevices(ctx, f)
+	if err != nil {
+		return nil, s.storeErr(err)
+	}
+	resp := &ironlinkv1.ListDevicesResponse{}
+	for _, d := range devs {
+		resp.Devices = append(resp.Devices, deviceToProto(d))
+	}
+	if more {
+		resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(devs[len(devs)-1].ID))
+	}
+	return resp, nil
+}
+
+// GetDevice implements FleetService.GetDevice.
+func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest) (*ironlinkv1.GetDeviceResponse, error) {
+	id, err := parseID("device_id", req.GetDeviceId())
+	if err != nil {
+		return nil, err
+	}
+	limit := int(req.GetHistoryLimit())
+	if limit < 0 || limit > 1000 {
+		return nil, status.Errorf(codes.InvalidArgument, "history_limit %d is outside 0-1000", limit)
+	}
+	if limit == 0 {
+		limit = 50
+	}
+	d, err := s.store.GetDevice(ctx, id)
+	if err != nil {
+		return nil, s.storeErr(err)
+	}
+	sh, err := s.store.StatusHistory(ctx, id, limit)
+	if err != nil {
+		return nil, s.storeErr(err)
+	}
+	ih, err := s.store.ImpairmentHistory(ctx, id, limit)
+	if err != nil {
+		return nil, s.storeErr(err)
+	}
+	resp := &ironlinkv1.GetDeviceResponse{Device: deviceToProto(d)}
+	for _, c := range sh {
+		resp.StatusHistory = append(resp.StatusHistory, &ironlinkv1.StatusChange{
+			Status: statusToProto(c.Status), Reason: c.Reason, ChangeTime: timestamppb.New(c.ChangedAt)})
+	}
+	for _, c := range ih {
+		resp.ImpairmentHistory = append(resp.ImpairmentHistory, &ironlinkv1.ImpairmentChange{
+			Desired: impairmentToProto(c.Desired), Generation: c.Generation, Actor: c.Actor, Reason: c.Reason,
+			Source: c.Source, ChangeTime: timestamppb.New(c.ChangedAt), CommandId: c.CommandID})
+	}
+	return resp, nil
+}
+
+func (s *Server) setImpairment(ctx context.Context, deviceID, reason string, desired store.Impairment) (*ironlinkv1.OperatorCommand, error) {
+	id, err := parseID("device_id", deviceID)
+	if err != nil {
+		return nil, err
+	}
+	reason = strings.TrimSpace(reason)
+	switch {
+	case reason == "":
+		return nil, status.Error(codes.InvalidArgument, "reason is required")
+	case len(reason) > MaxReasonBytes:
+		return nil, status.Errorf(codes.InvalidArgument, "reason is %d bytes, limit %d", len(reason), MaxReasonBytes)
+	case !utf8.ValidString(reason):
+		return nil, status.Error(codes.InvalidArgument, "reason is not valid UTF-8")
+	}
+	actor := s.actor(ctx)
+	cmd, err := s.store.SetDesiredImpairment(ctx, id, desired, actor, reason, SourceOperatorAPI)
+	if err != nil {
+		return nil, s.storeErr(err)
+	}
+	s.log.Info("impairment requested", "device_id", id, "desired", desired, "generation", cmd.Generation,
+		"actor", actor, "reason", reason, "command_id", cmd.ID)
+	return commandToProto(cmd), nil
+}
+
+// QuarantineDevice implements FleetService.QuarantineDevice.
+func (s *Server) QuarantineDevice(ctx context.Context, req *ironlinkv1.QuarantineDeviceRequest) (*ironlinkv1.QuarantineDeviceResponse, error) {
+	c, err := s.setImpairment(ctx, req.GetDeviceId(), req.GetReason(), store.ImpairmentQuarantined)
+	if err != nil {
+		return nil, err
+	}
+	return &ironlinkv1.QuarantineDeviceResponse{Command: c}, nil
+}
+
+// ReleaseDevice implements FleetService.ReleaseDevice.
+func (s *Server) ReleaseDevice(ctx context.Context, req *ironlinkv1.ReleaseDeviceRequest) (*ironlinkv1.ReleaseDeviceResponse, error) {
+	c, err := s.setImpairment(ctx, req.GetDeviceId(), req.GetReason(), store.ImpairmentReleased)
+	if err != nil {
+		return nil, err
+	}
+	return &ironlinkv1.ReleaseDeviceResponse{Command: c}, nil
+}
+
+// GetCommand implements FleetService.GetCommand.
+func (s *Server) GetCommand(ctx context.Context, req *ironlinkv1.GetCommandRequest) (*ironlinkv1.GetCommandResponse, error) {
+	id, err := parseID("command_id", req.GetCommandId())
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.store.GetCommand(ctx, id)
+	if err != nil {
+		return nil, s.storeErr(err)
+	}
+	return &ironlinkv1.GetCommandResponse{Command: commandToProto(c)}, nil
+}
+
+// ListCommands implements FleetService.ListCommands.
+func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsRequest) (*ironlinkv1.ListCommandsResponse, error) {
+	limit, err := pageSize(req.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	f := store.CommandFilter{Site: req.GetSite(), Limit: limit}
+	if req.GetDeviceId() != "" {
+		if f.DeviceID, err = parseID("device_id", req.GetDeviceId()); err != nil {
+			return nil, err
+		}
+	}
+	for _, st := range req.GetStates() {
+		cs, ok := commandStateFromProto(st)
+		if !ok {
+			return nil, status.Errorf(codes.InvalidArgument, "state %v is not a valid filter", st)
+		}
+		f.States = append(f.States, cs)
+	}
+	if tok := req.GetPageToken(); tok != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(tok)
+		off, perr := strconv.Atoi(string(raw))
+		if err != nil || perr != nil || off < 0 {
+			return nil, status.Error(codes.InvalidArgument, "page_token is malformed")
+		}
+		f.Offset = off
+	}
+	cmds, more, err := s.store.ListCommands(ctx, f)
+	if err != nil {
+		return nil, s.storeErr(err)
+	}
+	resp := &ironlinkv1.ListCommandsResponse{}
+	for _, c := range cmds {
+		resp.Commands = append(resp.Commands, commandToProto(c))
+	}
+	if more {
+		resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(f.Offset + len(cmds))))
+	}
+	return resp, nil
+}
+
+// ListSites implements FleetService.ListSites.
+func (s *Server) ListSites(ctx context.Context, _ *ironlinkv1.ListSitesRequest) (*ironlinkv1.ListSitesResponse, error) {
+	sites, err := s.store.ListSites(ctx)
+	if err != nil {
+		return nil, s.storeErr(err)
+	}
+	resp := &ironlinkv1.ListSitesResponse{}
+	for _, st := range sites {
+		p := &ironlinkv1.Site{Name: st.Name, Replica: st.Replica, LastCommittedSequence: st.LastSequence,
+			DeviceCount: int32(st.DeviceCount), SatelliteVersion: st.SatelliteVersion, Capabilities: st.Capabilities}
+		switch {
+		case st.Stale:
+			p.LinkState = ironlinkv1.LinkState_LINK_STATE_UNREACHABLE
+		case st.Connected:
+			p.LinkState = ironlinkv1.LinkState_LINK_STATE_CONNECTED
+		default:
+			p.LinkState = ironlinkv1.LinkState_LINK_STATE_DISCONNECTED
+		}
+		if st.LastSeenAt != nil {
+			p.LastSeenTime = timestamppb.New(*st.LastSeenAt)
+		}
+		resp.Sites = append(resp.Sites, p)
+	}
+	return resp, nil
+}
+
+func statusToProto(s hubstatus.Status) ironlinkv1.OperationalStatus {
+	if s == "" {
+		return ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_UNSPECIFIED
+	}
+	return ironlinkv1.OperationalStatus(ironlinkv1.OperationalStatus_value["OPERATIONAL_STATUS_"+string(s)])
+}
+
+func statusFromProto(p ironlinkv1.OperationalStatus) (hubstatus.Status, bool) {
+	name, ok := ironlinkv1.OperationalStatus_name[int32(p)]
+	if !ok || p == ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_UNSPECIFIED {
+		return "", false
+	}
+	s := hubstatus.Status(strings.TrimPrefix(name, "OPERATIONAL_STATUS_"))
+	return s, s.Valid()
+}
+
+func impairmentToProto(i store.Impairment) ironlinkv1.ImpairmentState {
+	switch i {
+	case store.ImpairmentQuarantined:
+		return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED
+	case store.ImpairmentReleased:
+		return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED
+	}
+	return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED
+}
+
+func commandStateFromProto(p ironlinkv1.CommandState) (store.CommandState, bool) {
+	name, ok := ironlinkv1.CommandState_name[int32(p)]
+	if !ok || p == ironlinkv1.CommandState_COMMAND_STATE_UNSPECIFIED {
+		return "", false
+	}
+	return store.CommandState(strings.TrimPrefix(name, "COMMAND_STATE_")), true
+}
+
+func deviceToProto(d store.Device) *ironlinkv1.Device {
+	p := &ironlinkv1.Device{
+		DeviceId: d.ID, Site: d.Site, Name: d.Name, Status: statusToProto(d.Status), StatusReason: d.StatusReason,
+		StatusChangeTime: timestamppb.New(d.StatusChangedAt), LastKnownStatus: statusToProto(d.LastKnownStatus),
+		Removed: d.Removed, DesiredImpairment: impairmentToProto(d.DesiredImpairment),
+		DesiredGeneration: d.DesiredGeneration, AppliedGeneration: d.AppliedGeneration, LastCommandError: d.LastCommandError,
+		Facts: &ironlinkv1.DeviceFacts{
+			Name: d.Facts.Name, ProvisionState: d.Facts.ProvisionState, PowerState: d.Facts.PowerState,
+			Maintenance: d.Facts.Maintenance, ResourceClass: d.Facts.ResourceClass, InstanceUuid: d.Facts.InstanceUUID,
+			Lessee: d.Facts.Lessee, Owner: d.Facts.Owner, ConductorGroup: d.Facts.ConductorGroup, Fault: d.Facts.Fault,
+		},
+	}
+	if d.RemovedAt != nil {
+		p.RemoveTime = timestamppb.New(*d.RemovedAt)
+	}
+	if d.ObservedAt != nil {
+		p.ObservedTime = timestamppb.New(*d.ObservedAt)
+	}
+	for _, c := range d.Conditions {
+		p.Conditions = append(p.Conditions, wire.ConditionToProto(c))
+	}
+	return p
+}
+
+func commandToProto(c store.Command) *ironlinkv1.OperatorCommand {
+	p := &ironlinkv1.OperatorCommand{
+		CommandId: c.ID, DeviceId: c.DeviceID, Site: c.Site, Generation: c.Generation,
+		Desired: impairmentToProto(c.Desired), State: ironlinkv1.CommandState(ironlinkv1.CommandState_value["COMMAND_STATE_"+string(c.State)]),
+		Actor: c.Actor, Reason: c.Reason, Source: c.Source, Attempts: int32(c.Attempts), LastError: c.LastError,
+		ResultDetail: c.ResultDetail, CreateTime: timestamppb.New(c.CreatedAt), UpdateTime: timestamppb.New(c.UpdatedAt),
+	}
+	if c.CompletedAt != nil {
+		p.CompleteTime = timestamppb.New(*c.CompletedAt)
+	}
+	return p
+}

@@ -1,0 +1,476 @@
+package link
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgxlisten"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/wire"
+)
+
+// MaxDevicesPerBatch is the most device updates one ConditionBatch may carry;
+// larger batches are refused with ResourceExhausted.
+const MaxDevicesPerBatch = 1000
+
+// siteName is the shape of a site name: lower-case letters, digits and '-', 1-63 bytes.
+var siteName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// ValidSiteName reports whether s is a valid site name ([a-z0-9-], 1-63 bytes,
+// no leading or trailing '-').
+func ValidSiteName(s string) bool { return siteName.MatchString(s) }
+
+// Config tunes the link server.
+type Config struct {
+	// Replica names this hub process in the sites table and logs.
+	Replica string
+	// HeartbeatInterval is how often the hub sends a heartbeat on an idle link
+	// (default 20 s, well under common 60 s load-balancer idle timeouts).
+	HeartbeatInterval time.Duration
+	// CommandSweep is how often each link checks for due commands without a
+	// notification (default 5 s).
+	CommandSweep time.Duration
+	// Delivery says when unfinished commands go out again.
+	Delivery store.DeliveryPolicy
+	// HelloTimeout bounds the wait for the first message (default 30 s).
+	HelloTimeout time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 20 * time.Second
+	}
+	if c.CommandSweep <= 0 {
+		c.CommandSweep = 5 * time.Second
+	}
+	if c.Delivery.ResendAfter <= 0 {
+		c.Delivery.ResendAfter = 30 * time.Second
+	}
+	if c.Delivery.FailureBackoff <= 0 {
+		c.Delivery.FailureBackoff = 10 * time.Second
+	}
+	if c.Delivery.MaxFailureBackoff <= 0 {
+		c.Delivery.MaxFailureBackoff = 5 * time.Minute
+	}
+	if c.HelloTimeout <= 0 {
+		c.HelloTimeout = 30 * time.Second
+	}
+}
+
+// Server implements ironlinkv1.LinkServiceServer.
+type Server struct {
+	ironlinkv1.UnimplementedLinkServiceServer
+	store *store.Store
+	cfg   Config
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	links map[string]*conn
+}
+
+// errSuperseded cancels a link that a newer link of the same site replaced.
+var errSuperseded = errors.New("superseded by a newer link for the same site")
+
+// conn is one open link on this replica.
+type conn struct {
+	site   string
+	wake   chan struct{}
+	cancel context.CancelCauseFunc
+}
+
+// NewServer returns a link server over st.
+func NewServer(st *store.Store, cfg Config, log *slog.Logger) *Server {
+	cfg.defaults()
+	return &Server{store: st, cfg: cfg, log: log, links: map[string]*conn{}}
+}
+
+// Wake tells the link of site on this replica, if any, to look for due commands now.
+func (s *Server) Wake(site string) {
+	s.mu.Lock()
+	c := s.links[site]
+	s.mu.Unlock()
+	if c != nil {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// ListenForCommands LISTENs on store.NotifyChannel over a dedicated
+// connection to databaseURL (reconnecting after a second when it drops) and
+// wakes the matching link for each notification. It blocks until ctx ends.
+func (s *Server) ListenForCommands(ctx context.Context, databaseURL string) error {
+	l := &pgxlisten.Listener{
+		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, databaseURL) },
+		LogError:       func(_ context.Context, err error) { s.log.Warn("command listener", "err", err) },
+		ReconnectDelay: time.Second,
+	}
+	l.Handle(store.NotifyChannel, pgxlisten.HandlerFunc(func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+		s.Wake(n.Payload)
+		return nil
+	}))
+	err := l.Listen(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// RunStaleSweep marks sites silent for longer than staleAfter as stale every
+// staleAfter/6 (at least every second) until ctx ends.
+func (s *Server) RunStaleSweep(ctx context.Context, staleAfter time.Duration) {
+	every := max(staleAfter/6, time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			sites, err := s.store.MarkStaleSites(ctx, staleAfter)
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("stale sweep failed", "err", err)
+			}
+			for _, site := range sites {
+				s.log.Warn("site unreachable: silent for longer than stale_after", "site", site, "stale_after", staleAfter)
+			}
+		}
+	}
+}
+
+func (s *Server) register(c *conn) {
+	s.mu.Lock()
+	old := s.links[c.site]
+	s.links[c.site] = c
+	s.mu.Unlock()
+	if old != nil {
+		old.cancel(errSuperseded)
+	}
+}
+
+func (s *Server) unregister(c *conn) {
+	s.mu.Lock()
+	if s.links[c.site] == c {
+		delete(s.links, c.site)
+	}
+	s.mu.Unlock()
+}
+
+// Connect serves one satellite link until it ends.
+func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
+	hello, err := s.recvHello(stream)
+	if err != nil {
+		return err
+	}
+	site := hello.GetSite()
+	log := s.log.With("site", site, "boot_id", hello.GetBootId())
+	sess, err := s.store.OpenLink(stream.Context(), store.LinkHello{
+		Site: site, BootID: hello.GetBootId(), Version: hello.GetVersion(),
+		Capabilities: hello.GetCapabilities(), Replica: s.cfg.Replica,
+	})
+	if err != nil {
+		log.Error("open link", "err", err)
+		return status.Error(codes.Unavailable, "hub cannot record the link now; retry")
+	}
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	c := &conn{site: site, wake: make(chan struct{}, 1), cancel: cancel}
+	s.register(c)
+	defer func() {
+		s.unregister(c)
+		closeCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer done()
+		if err := s.store.CloseLink(closeCtx, site, sess.Epoch); err != nil {
+			log.Warn("close link", "err", err)
+		}
+	}()
+	log.Info("link opened", "epoch", sess.Epoch, "last_sequence", sess.LastSequence, "version", hello.GetVersion())
+
+	if err := stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Welcome{Welcome: &ironlinkv1.Welcome{
+		LastCommittedSequence:    sess.LastSequence,
+		Epoch:                    sess.Epoch,
+		HeartbeatIntervalSeconds: int32(s.cfg.HeartbeatInterval / time.Second),
+		Replica:                  s.cfg.Replica,
+	}}}); err != nil {
+		return err
+	}
+
+	// One reader goroutine; this goroutine alone handles messages and sends.
+	// The unbuffered channel is the backpressure: the reader waits until the
+	// previous message has been committed.
+	msgs := make(chan *ironlinkv1.ConnectRequest)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	l := &linkLoop{s: s, stream: stream, site: site, epoch: sess.Epoch, log: log}
+	if err := l.deliver(ctx, true); err != nil {
+		return err
+	}
+	hb := time.NewTicker(s.cfg.HeartbeatInterval)
+	defer hb.Stop()
+	sweep := time.NewTicker(s.cfg.CommandSweep)
+	defer sweep.Stop()
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), errSuperseded) {
+				log.Info("link superseded by a newer link")
+				return status.Error(codes.Aborted, "link superseded by a newer link for this site; reconnect")
+			}
+			return status.FromContextError(ctx.Err()).Err()
+		case err = <-recvErr:
+			if errors.Is(err, io.EOF) {
+				log.Info("link closed by satellite")
+				return nil
+			}
+			log.Info("link ended", "err", err)
+			return err
+		case m := <-msgs:
+			err = l.handle(ctx, m)
+		case <-c.wake:
+			err = l.deliver(ctx, false)
+		case <-sweep.C:
+			err = l.deliver(ctx, false)
+		case <-hb.C:
+			err = stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Heartbeat{
+				Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.Now()}}})
+		}
+		if err != nil {
+			if errors.Is(err, store.ErrFenced) {
+				log.Info("link fenced by a newer link")
+				return status.Error(codes.Aborted, "link superseded by a newer link for this site; reconnect")
+			}
+			return err
+		}
+	}
+}
+
+func (s *Server) recvHello(stream ironlinkv1.LinkService_ConnectServer) (*ironlinkv1.Hello, error) {
+	type result struct {
+		m   *ironlinkv1.ConnectRequest
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		m, err := stream.Recv()
+		ch <- result{m, err}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case <-time.After(s.cfg.HelloTimeout):
+		return nil, status.Error(codes.DeadlineExceeded, "no hello within the hello timeout")
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	h := r.m.GetHello()
+	switch {
+	case h == nil:
+		return nil, status.Error(codes.InvalidArgument, "the first message of a link must be a hello")
+	case !ValidSiteName(h.GetSite()):
+		return nil, status.Errorf(codes.InvalidArgument, "hello: site %q is not a valid site name ([a-z0-9-], 1-63 bytes)", h.GetSite())
+	case len(h.GetBootId()) > 128 || len(h.GetVersion()) > 128 || len(h.GetCapabilities()) > 32:
+		return nil, status.Error(codes.InvalidArgument, "hello: boot_id, version or capabilities too long")
+	}
+	return h, nil
+}
+
+// linkLoop holds the per-link state used by the owning goroutine.
+type linkLoop struct {
+	s      *Server
+	stream ironlinkv1.LinkService_ConnectServer
+	site   string
+	epoch  int64
+	log    *slog.Logger
+}
+
+func (l *linkLoop) handle(ctx context.Context, m *ironlinkv1.ConnectRequest) error {
+	switch msg := m.GetMsg().(type) {
+	case *ironlinkv1.ConnectRequest_Batch:
+		return l.handleBatch(ctx, msg.Batch)
+	case *ironlinkv1.ConnectRequest_CommandResult:
+		return l.handleResult(ctx, msg.CommandResult)
+	case *ironlinkv1.ConnectRequest_Heartbeat:
+		return l.s.store.Touch(ctx, l.site, l.epoch)
+	case *ironlinkv1.ConnectRequest_Hello:
+		return status.Error(codes.InvalidArgument, "hello may only be the first message of a link")
+	default:
+		return status.Error(codes.InvalidArgument, "empty or unknown message")
+	}
+}
+
+// ToBatch validates a wire batch and converts it. Errors are gRPC statuses:
+// InvalidArgument for malformed content, ResourceExhausted for oversized batches.
+func ToBatch(b *ironlinkv1.ConditionBatch) (store.Batch, error) {
+	if b.GetSequence() == 0 {
+		return store.Batch{}, status.Error(codes.InvalidArgument, "batch: sequence must be > 0")
+	}
+	if n := len(b.GetDevices()); n > MaxDevicesPerBatch {
+		return store.Batch{}, status.Errorf(codes.ResourceExhausted, "batch %d: %d devices, limit %d", b.GetSequence(), n, MaxDevicesPerBatch)
+	}
+	out := store.Batch{Sequence: b.GetSequence()}
+	if sp := b.GetSnapshot(); sp != nil {
+		if sp.GetSnapshotId() == "" || len(sp.GetSnapshotId()) > 64 {
+			return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d: snapshot_id must be 1-64 bytes", b.GetSequence())
+		}
+		out.SnapshotID, out.SnapshotFinal = sp.GetSnapshotId(), sp.GetFinal()
+	}
+	seen := make(map[string]bool, len(b.GetDevices()))
+	for i, d := range b.GetDevices() {
+		id, err := uuid.Parse(d.GetDeviceId())
+		if err != nil {
+			return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %d: device_id %q is not a UUID", b.GetSequence(), i, d.GetDeviceId())
+		}
+		key := id.String()
+		if seen[key] {
+			return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d: device %s appears twice", b.GetSequence(), key)
+		}
+		seen[key] = true
+		if d.GetObservedTime() == nil || d.GetObservedTime().CheckValid() != nil {
+			return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %s: observed_time missing or invalid", b.GetSequence(), key)
+		}
+		u := store.DeviceUpdate{DeviceID: key, Removed: d.GetRemoved(), ObservedTime: d.GetObservedTime().AsTime()}
+		if len(d.GetConditions()) > 7 {
+			return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %s: %d conditions, at most 7", b.GetSequence(), key, len(d.GetConditions()))
+		}
+		types := map[string]bool{}
+		for _, pc := range d.GetConditions() {
+			c, err := wire.ConditionFromProto(pc)
+			if err != nil {
+				return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %s: %v", b.GetSequence(), key, err)
+			}
+			if types[string(c.Type)] {
+				return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %s: condition %s appears twice", b.GetSequence(), key, c.Type)
+			}
+			types[string(c.Type)] = true
+			u.Conditions = append(u.Conditions, c)
+		}
+		if f := d.GetFacts(); f != nil {
+			u.Facts = &store.Facts{
+				Name: f.GetName(), ProvisionState: f.GetProvisionState(), PowerState: f.GetPowerState(),
+				Maintenance: f.GetMaintenance(), ResourceClass: f.GetResourceClass(), InstanceUUID: f.GetInstanceUuid(),
+				Lessee: f.GetLessee(), Owner: f.GetOwner(), ConductorGroup: f.GetConductorGroup(), Fault: f.GetFault(),
+			}
+			if len(u.Facts.Name) > 255 {
+				return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %s: name longer than 255 bytes", b.GetSequence(), key)
+			}
+		}
+		out.Devices = append(out.Devices, u)
+	}
+	return out, nil
+}
+
+func (l *linkLoop) handleBatch(ctx context.Context, pb *ironlinkv1.ConditionBatch) error {
+	b, err := ToBatch(pb)
+	if err != nil {
+		l.log.Warn("batch refused", "err", err)
+		return err
+	}
+	start := time.Now()
+	res, err := l.s.store.ApplyBatch(ctx, l.site, l.epoch, b)
+	switch {
+	case errors.Is(err, store.ErrWrongSite):
+		l.log.Warn("batch refused", "err", err)
+		return status.Error(codes.PermissionDenied, err.Error())
+	case err != nil:
+		if errors.Is(err, store.ErrFenced) {
+			return err
+		}
+		l.log.Error("commit batch", "sequence", b.Sequence, "err", err)
+		return status.Error(codes.Unavailable, "hub could not commit the batch; reconnect and resend")
+	}
+	l.log.Debug("batch committed", "sequence", b.Sequence, "devices", len(b.Devices), "snapshot", b.SnapshotID != "",
+		"duplicate", res.Duplicate, "rows", res.RowsWritten, "took", time.Since(start))
+	return l.stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Ack{Ack: &ironlinkv1.BatchAck{
+		Sequence: b.Sequence, Duplicate: res.Duplicate}}})
+}
+
+func (l *linkLoop) handleResult(ctx context.Context, r *ironlinkv1.CommandResult) error {
+	cid, err1 := uuid.Parse(r.GetCommandId())
+	did, err2 := uuid.Parse(r.GetDeviceId())
+	if err1 != nil || err2 != nil {
+		return status.Errorf(codes.InvalidArgument, "command result: command_id %q / device_id %q must be UUIDs", r.GetCommandId(), r.GetDeviceId())
+	}
+	ignored, err := l.s.store.RecordResult(ctx, l.site, store.CommandResult{
+		CommandID: cid.String(), DeviceID: did.String(), Generation: r.GetGeneration(),
+		Success: r.GetSuccess(), Error: truncate(r.GetError(), 2048), Detail: truncate(r.GetDetail(), 2048),
+	})
+	switch {
+	case errors.Is(err, store.ErrWrongSite):
+		return status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, store.ErrNotFound):
+		l.log.Warn("result for unknown command ignored", "command_id", cid)
+		return nil
+	case err != nil:
+		l.log.Error("record command result", "err", err)
+		return status.Error(codes.Unavailable, "hub could not record the result; reconnect and resend")
+	}
+	l.log.Info("command result", "command_id", cid, "device_id", did, "generation", r.GetGeneration(),
+		"success", r.GetSuccess(), "ignored", ignored, "error", r.GetError())
+	return nil
+}
+
+// deliver sends the site's due commands; resend also repeats SENT ones (link start).
+func (l *linkLoop) deliver(ctx context.Context, resend bool) error {
+	cmds, err := l.s.store.DueCommands(ctx, l.site, l.s.cfg.Delivery, resend, 100)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		l.log.Warn("load due commands", "err", err)
+		return nil // the next sweep tries again
+	}
+	for _, c := range cmds {
+		desired := ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED
+		if c.Desired == store.ImpairmentQuarantined {
+			desired = ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED
+		}
+		if err := l.stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Command{Command: &ironlinkv1.Command{
+			CommandId: c.ID, DeviceId: c.DeviceID, Generation: c.Generation, Desired: desired, Reason: c.Reason, Actor: c.Actor,
+		}}}); err != nil {
+			return fmt.Errorf("send command %s: %w", c.ID, err)
+		}
+		if err := l.s.store.MarkSent(ctx, c.ID); err != nil {
+			l.log.Warn("mark command sent", "command_id", c.ID, "err", err)
+		}
+		l.log.Info("command sent", "command_id", c.ID, "device_id", c.DeviceID, "generation", c.Generation, "desired", c.Desired)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

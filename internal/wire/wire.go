@@ -1,0 +1,80 @@
+// Package wire converts between the shared condition vocabulary
+// (internal/condition) and its protobuf form (ironlink.v1.Condition), for
+// both ends of the link.
+package wire
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/condition"
+)
+
+var toProtoStatus = map[condition.Status]ironlinkv1.ConditionStatus{
+	condition.True:    ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE,
+	condition.False:   ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE,
+	condition.Unknown: ironlinkv1.ConditionStatus_CONDITION_STATUS_UNKNOWN,
+}
+
+// ConditionToProto converts c to its wire form.
+func ConditionToProto(c condition.Condition) *ironlinkv1.Condition {
+	p := &ironlinkv1.Condition{
+		Type:               string(c.Type),
+		Status:             toProtoStatus[c.Status],
+		Reason:             c.Reason,
+		Message:            c.Message,
+		ObservedGeneration: c.ObservedGeneration,
+	}
+	if !c.LastTransitionTime.IsZero() {
+		p.LastTransitionTime = timestamppb.New(c.LastTransitionTime)
+	}
+	if !c.ObservedTime.IsZero() {
+		p.ObservedTime = timestamppb.New(c.ObservedTime)
+	}
+	return p
+}
+
+// ConditionFromProto converts and validates a wire condition. Errors name the
+// bad field (see condition.Condition.Validate); a missing
+// last_transition_time defaults to observed_time.
+func ConditionFromProto(p *ironlinkv1.Condition) (condition.Condition, error) {
+	if p == nil {
+		return condition.Condition{}, fmt.Errorf("condition is null")
+	}
+	c := condition.Condition{
+		Type:               condition.Type(p.GetType()),
+		Reason:             p.GetReason(),
+		Message:            p.GetMessage(),
+		ObservedGeneration: p.GetObservedGeneration(),
+	}
+	switch p.GetStatus() {
+	case ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE:
+		c.Status = condition.True
+	case ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE:
+		c.Status = condition.False
+	case ironlinkv1.ConditionStatus_CONDITION_STATUS_UNKNOWN:
+		c.Status = condition.Unknown
+	default:
+		return c, fmt.Errorf("condition %s: status %v is not TRUE, FALSE or UNKNOWN", c.Type, p.GetStatus())
+	}
+	if p.ObservedTime != nil {
+		if err := p.ObservedTime.CheckValid(); err != nil {
+			return c, fmt.Errorf("condition %s: observed_time: %w", c.Type, err)
+		}
+		c.ObservedTime = p.ObservedTime.AsTime()
+	}
+	if p.LastTransitionTime != nil {
+		if err := p.LastTransitionTime.CheckValid(); err != nil {
+			return c, fmt.Errorf("condition %s: last_transition_time: %w", c.Type, err)
+		}
+		c.LastTransitionTime = p.LastTransitionTime.AsTime()
+	} else {
+		c.LastTransitionTime = c.ObservedTime
+	}
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
