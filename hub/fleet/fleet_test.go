@@ -1,0 +1,169 @@
+package fleet_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/fleet"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/pgtest"
+)
+
+// TestBadOperatorInputWritesNothing sends malformed, unknown and empty input
+// to every mutating and reading RPC and checks the code and that no row of
+// commands, impairment_history or status_history appeared.
+func TestBadOperatorInputWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	if _, err := store.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(ctx, url, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", Replica: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := uuid.NewString()
+	now := time.Now().UTC()
+	if _, err := st.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{{
+		DeviceID: known, ObservedTime: now,
+		Conditions: []condition.Condition{{Type: condition.Enrolled, Status: condition.True, Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := fleet.NewServer(st, nil, log)
+	count := func() int {
+		return pgtest.Count(t, url, `SELECT (SELECT count(*) FROM commands) + (SELECT count(*) FROM impairment_history) + (SELECT count(*) FROM status_history)`)
+	}
+	before := count()
+
+	tests := []struct {
+		name string
+		call func() error
+		want codes.Code
+	}{
+		{"quarantine unknown device", func() error {
+			_, err := srv.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: uuid.NewString(), Reason: "x"})
+			return err
+		}, codes.NotFound},
+		{"quarantine with empty reason", func() error {
+			_, err := srv.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: known, Reason: "  "})
+			return err
+		}, codes.InvalidArgument},
+		{"quarantine with malformed id", func() error {
+			_, err := srv.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: "node-001'; DROP TABLE devices;--", Reason: "x"})
+			return err
+		}, codes.InvalidArgument},
+		{"quarantine without id", func() error {
+			_, err := srv.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{Reason: "x"})
+			return err
+		}, codes.InvalidArgument},
+		{"quarantine with oversized reason", func() error {
+			_, err := srv.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: known, Reason: strings.Repeat("x", 2000)})
+			return err
+		}, codes.InvalidArgument},
+		{"release with invalid UTF-8 reason", func() error {
+			_, err := srv.ReleaseDevice(ctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: known, Reason: "\xff\xfe"})
+			return err
+		}, codes.InvalidArgument},
+		{"release unknown device", func() error {
+			_, err := srv.ReleaseDevice(ctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: uuid.NewString(), Reason: "x"})
+			return err
+		}, codes.NotFound},
+		{"get malformed device", func() error {
+			_, err := srv.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: "nope"})
+			return err
+		}, codes.InvalidArgument},
+		{"get unknown device", func() error {
+			_, err := srv.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: uuid.NewString()})
+			return err
+		}, codes.NotFound},
+		{"get unknown command", func() error {
+			_, err := srv.GetCommand(ctx, &ironlinkv1.GetCommandRequest{CommandId: uuid.NewString()})
+			return err
+		}, codes.NotFound},
+		{"list with bad page token", func() error {
+			_, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{PageToken: "!!"})
+			return err
+		}, codes.InvalidArgument},
+		{"list with page size too big", func() error {
+			_, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{PageSize: 5000})
+			return err
+		}, codes.InvalidArgument},
+		{"list with unspecified status filter", func() error {
+			_, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Statuses: []ironlinkv1.OperationalStatus{0}})
+			return err
+		}, codes.InvalidArgument},
+		{"list commands with malformed device", func() error {
+			_, err := srv.ListCommands(ctx, &ironlinkv1.ListCommandsRequest{DeviceId: "x"})
+			return err
+		}, codes.InvalidArgument},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if got := status.Code(err); got != tc.want {
+				t.Fatalf("code %v (%v), want %v", got, err, tc.want)
+			}
+			if after := count(); after != before {
+				t.Fatalf("rows went from %d to %d", before, after)
+			}
+		})
+	}
+}
+
+// TestQuarantineRecordsActorAndReason checks the happy path an operator sees.
+func TestQuarantineRecordsActorAndReason(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	if _, err := store.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(ctx, url, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, _ := st.OpenLink(ctx, store.LinkHello{Site: "site-a", Replica: "r"})
+	id := uuid.NewString()
+	now := time.Now().UTC()
+	if _, err := st.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{{DeviceID: id, ObservedTime: now,
+		Conditions: []condition.Condition{{Type: condition.Enrolled, Status: condition.True, Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := fleet.NewServer(st, func(context.Context) string { return "ops-alice" }, log)
+	r, err := srv.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: strings.ToUpper(id), Reason: "Xid 79"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetCommand().GetActor() != "ops-alice" || r.GetCommand().GetDeviceId() != id {
+		t.Fatalf("command %v", r.GetCommand())
+	}
+	d, err := srv.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := d.GetImpairmentHistory()
+	if len(h) != 1 || h[0].GetActor() != "ops-alice" || h[0].GetReason() != "Xid 79" || h[0].GetSource() != fleet.SourceOperatorAPI {
+		t.Fatalf("history %v", h)
+	}
+	if d.GetDevice().GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_QUARANTINED {
+		t.Fatalf("status %v", d.GetDevice().GetStatus())
+	}
+}

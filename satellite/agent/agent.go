@@ -1,0 +1,312 @@
+// Package agent is the satellite's core loop: every poll interval it lists
+// Ironic (and reads the Placement gate), maps nodes to conditions, and pushes
+// what changed to the link's outbox; it builds full snapshots for new links
+// and applies the hub's quarantine/release commands through the gate.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/wire"
+	"github.com/ironlink/ironlink/satellite/conditions"
+	"github.com/ironlink/ironlink/satellite/gate"
+	"github.com/ironlink/ironlink/satellite/ironic"
+	"github.com/ironlink/ironlink/satellite/link"
+	"github.com/ironlink/ironlink/satellite/placement"
+)
+
+// ReadyTrait is the Placement/Ironic trait that gates a node open to customers.
+const ReadyTrait = "CUSTOM_CUSTOMER_READY"
+
+// Config configures the agent.
+type Config struct {
+	// PollInterval between Ironic listings (default 60 s).
+	PollInterval time.Duration
+	// PollTimeout bounds one poll (default: the poll interval).
+	PollTimeout time.Duration
+	// CommandTimeout bounds applying one command (default 2 min).
+	CommandTimeout time.Duration
+	// Conditions configures the node → condition mapping.
+	Conditions conditions.Config
+}
+
+// Agent polls one site and applies its commands. Safe for concurrent use.
+type Agent struct {
+	cfg       Config
+	ironic    *ironic.Client
+	placement *placement.Client // nil on a standalone site
+	gate      *gate.Applier
+	outbox    *link.Outbox
+	log       *slog.Logger
+	pollNow   chan struct{}
+
+	mu      sync.Mutex
+	tracker *conditions.Tracker
+	facts   map[string]*ironlinkv1.DeviceFacts
+	listed  bool               // a complete listing has been made
+	desired map[string]desired // commands applied, by device
+	locks   map[string]*sync.Mutex
+
+	stats Stats
+}
+
+type desired struct {
+	quarantined bool
+	generation  int64
+}
+
+// Stats are counters for logs and tests.
+type Stats struct {
+	// Polls counts completed polls; FailedPolls polls skipped because a read failed.
+	Polls, FailedPolls int
+	// LastPollDuration is the wall time of the last completed poll.
+	LastPollDuration time.Duration
+	// LastPollNodes is the node count of the last completed poll.
+	LastPollNodes int
+}
+
+// New returns an agent. pl may be nil (standalone site).
+func New(cfg Config, ir *ironic.Client, pl *placement.Client, outbox *link.Outbox, log *slog.Logger) *Agent {
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Minute
+	}
+	if cfg.PollTimeout <= 0 {
+		cfg.PollTimeout = cfg.PollInterval
+	}
+	if cfg.CommandTimeout <= 0 {
+		cfg.CommandTimeout = 2 * time.Minute
+	}
+	return &Agent{
+		cfg: cfg, ironic: ir, placement: pl, outbox: outbox, log: log,
+		gate:    &gate.Applier{Ironic: ir, Placement: pl, Trait: ReadyTrait},
+		pollNow: make(chan struct{}, 1),
+		tracker: conditions.NewTracker(), facts: map[string]*ironlinkv1.DeviceFacts{},
+		desired: map[string]desired{}, locks: map[string]*sync.Mutex{},
+	}
+}
+
+// Stats returns a copy of the counters.
+func (a *Agent) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats
+}
+
+// Run polls at once and then every PollInterval (or sooner when a command
+// asks for a refresh) until ctx ends.
+func (a *Agent) Run(ctx context.Context) {
+	t := time.NewTicker(a.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.PollTimeout)
+		if err := a.Poll(pctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("poll skipped; conditions unchanged", "err", err)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-a.pollNow:
+		}
+	}
+}
+
+// Poll lists every node once and pushes the changes. On any read failure it
+// returns the error and changes nothing: no device is marked removed and no
+// condition flips.
+func (a *Agent) Poll(ctx context.Context) error {
+	start := time.Now()
+	nodes, err := a.ironic.ListNodes(ctx)
+	if err != nil {
+		a.countFailure()
+		return fmt.Errorf("list Ironic nodes: %w", err)
+	}
+	view := conditions.PlacementView{}
+	var providers, ready map[string]bool
+	var traitDefined bool
+	if a.placement != nil {
+		var perr error
+		providers, perr = a.placement.Providers(ctx)
+		if perr == nil {
+			ready, traitDefined, perr = a.placement.ProvidersWithTrait(ctx, ReadyTrait)
+		}
+		if perr != nil {
+			// Ironic was read: go on, but keep each device's last CustomerReady.
+			a.log.Warn("Placement unreadable; CustomerReady kept as last seen", "err", perr)
+		} else {
+			view.Read = true
+		}
+	}
+	now := time.Now().UTC()
+
+	a.mu.Lock()
+	var updates []*ironlinkv1.DeviceUpdate
+	seen := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		seen[n.UUID] = true
+		d := a.desired[n.UUID]
+		pv := view
+		if view.Read {
+			pv.ProviderExists = providers[n.UUID]
+			pv.HasTrait = ready[n.UUID]
+			pv.TraitDefined = traitDefined
+		}
+		conds := conditions.Map(a.cfg.Conditions, conditions.Observation{
+			Node: n, Now: now, Placement: pv, Quarantined: d.quarantined, AppliedGeneration: d.generation,
+		})
+		if a.placement != nil && !view.Read {
+			if _, had := a.tracker.Get(n.UUID, condition.CustomerReady); had {
+				conds = without(conds, condition.CustomerReady)
+			}
+		}
+		changed := a.tracker.Observe(n.UUID, conds)
+		f := factsOf(n)
+		factsChanged := a.facts[n.UUID] == nil || !proto.Equal(a.facts[n.UUID], f)
+		if len(changed) == 0 && !factsChanged {
+			continue
+		}
+		a.facts[n.UUID] = f
+		u := &ironlinkv1.DeviceUpdate{DeviceId: n.UUID, Facts: f, ObservedTime: timestamppb.New(now)}
+		for _, c := range changed {
+			u.Conditions = append(u.Conditions, wire.ConditionToProto(c))
+		}
+		updates = append(updates, u)
+	}
+	for _, id := range a.tracker.Devices() {
+		if !seen[id] {
+			a.tracker.Forget(id)
+			delete(a.facts, id)
+			updates = append(updates, &ironlinkv1.DeviceUpdate{DeviceId: id, Removed: true, ObservedTime: timestamppb.New(now)})
+		}
+	}
+	a.listed = true
+	a.stats.Polls++
+	a.stats.LastPollDuration = time.Since(start)
+	a.stats.LastPollNodes = len(nodes)
+	a.mu.Unlock()
+
+	a.outbox.Push(updates)
+	a.log.Info("poll done", "nodes", len(nodes), "changed", len(updates), "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (a *Agent) countFailure() {
+	a.mu.Lock()
+	a.stats.FailedPolls++
+	a.mu.Unlock()
+}
+
+func without(cs []condition.Condition, t condition.Type) []condition.Condition {
+	out := cs[:0:0]
+	for _, c := range cs {
+		if c.Type != t {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Snapshot returns every known device with all its conditions (for a new
+// link), or ok=false before the first complete listing. It implements
+// link.SnapshotFunc.
+func (a *Agent) Snapshot() ([]*ironlinkv1.DeviceUpdate, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.listed {
+		return nil, false
+	}
+	ids := a.tracker.Devices()
+	out := make([]*ironlinkv1.DeviceUpdate, 0, len(ids))
+	for _, id := range ids {
+		conds := a.tracker.All(id)
+		u := &ironlinkv1.DeviceUpdate{DeviceId: id, Facts: a.facts[id]}
+		var observed time.Time
+		for _, c := range conds {
+			u.Conditions = append(u.Conditions, wire.ConditionToProto(c))
+			if c.ObservedTime.After(observed) {
+				observed = c.ObservedTime
+			}
+		}
+		u.ObservedTime = timestamppb.New(observed)
+		out = append(out, u)
+	}
+	return out, true
+}
+
+// HandleCommand applies a hub command to the node and its resource provider
+// through the gate (idempotent), remembers the applied generation, asks for
+// an immediate poll so the new CustomerReady reaches the hub, and returns
+// the result. It implements link.CommandHandler.
+func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *ironlinkv1.CommandResult {
+	res := &ironlinkv1.CommandResult{CommandId: cmd.GetCommandId(), DeviceId: cmd.GetDeviceId(), Generation: cmd.GetGeneration()}
+	var quarantine bool
+	switch cmd.GetDesired() {
+	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:
+		quarantine = true
+	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:
+	default:
+		res.Error = fmt.Sprintf("desired state %v is not QUARANTINED or RELEASED", cmd.GetDesired())
+		return res
+	}
+	lock := a.deviceLock(cmd.GetDeviceId())
+	lock.Lock()
+	defer lock.Unlock()
+
+	a.mu.Lock()
+	prev := a.desired[cmd.GetDeviceId()]
+	a.mu.Unlock()
+	if prev.generation > cmd.GetGeneration() {
+		res.Error = fmt.Sprintf("generation %d is older than the applied generation %d", cmd.GetGeneration(), prev.generation)
+		return res
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.CommandTimeout)
+	defer cancel()
+	start := time.Now()
+	r, err := a.gate.Apply(ctx, cmd.GetDeviceId(), quarantine)
+	if err != nil {
+		res.Error = err.Error()
+		a.log.Warn("command failed", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(), "err", err)
+		return res
+	}
+	res.Success, res.Detail = true, r.Detail
+	a.mu.Lock()
+	a.desired[cmd.GetDeviceId()] = desired{quarantined: quarantine, generation: cmd.GetGeneration()}
+	a.mu.Unlock()
+	a.log.Info("command applied", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(),
+		"generation", cmd.GetGeneration(), "quarantine", quarantine, "detail", r.Detail, "took", time.Since(start).Round(time.Millisecond))
+	select {
+	case a.pollNow <- struct{}{}:
+	default:
+	}
+	return res
+}
+
+func (a *Agent) deviceLock(id string) *sync.Mutex {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l := a.locks[id]
+	if l == nil {
+		l = &sync.Mutex{}
+		a.locks[id] = l
+	}
+	return l
+}
+
+func factsOf(n ironic.Node) *ironlinkv1.DeviceFacts {
+	return &ironlinkv1.DeviceFacts{
+		Name: n.Name, ProvisionState: n.ProvisionState, PowerState: n.PowerState, Maintenance: n.Maintenance,
+		ResourceClass: n.ResourceClass, InstanceUuid: n.InstanceUUID, Lessee: n.Lessee, Owner: n.Owner,
+		ConductorGroup: n.ConductorGroup, Fault: n.Fault,
+	}
+}

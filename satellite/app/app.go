@@ -1,0 +1,97 @@
+// Package app wires the satellite together: OpenStack clients from
+// clouds.yaml, the Ironic and Placement clients, the polling agent and the
+// link to the hub. cmd/ironlink-satellite only parses flags and calls Run.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/ironlink/ironlink/internal/version"
+	"github.com/ironlink/ironlink/satellite/agent"
+	"github.com/ironlink/ironlink/satellite/ironic"
+	"github.com/ironlink/ironlink/satellite/link"
+	"github.com/ironlink/ironlink/satellite/openstack"
+	"github.com/ironlink/ironlink/satellite/placement"
+)
+
+// Config is the satellite's runtime configuration (see README "Configuration").
+type Config struct {
+	// Site is this satellite's site name ([a-z0-9-], 1-63 bytes).
+	Site string
+	// HubAddr is the hub's host:port.
+	HubAddr string
+	// OpenStack says where clouds.yaml is, which cloud, and whether Placement is used.
+	OpenStack openstack.Config
+	// Agent configures polling and the condition mapping.
+	Agent agent.Config
+}
+
+// Validate checks c. Errors name the bad setting.
+func (c *Config) Validate() error {
+	if c.Site == "" {
+		return errors.New("site is required (--site or IRONLINK_SITE)")
+	}
+	if c.HubAddr == "" {
+		return errors.New("hub address is required (--hub or IRONLINK_HUB_ADDR)")
+	}
+	if c.Agent.PollInterval < time.Second {
+		return fmt.Errorf("poll interval %s is below 1s", c.Agent.PollInterval)
+	}
+	return nil
+}
+
+// Run connects to OpenStack (retrying with backoff while Keystone or the
+// services are unreachable), then polls and keeps the hub link until ctx ends.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	clients, err := backoff.Retry(ctx, func() (*openstack.Clients, error) {
+		c, err := openstack.Connect(ctx, cfg.OpenStack, log)
+		if err != nil {
+			log.Warn("cannot reach OpenStack yet; retrying", "err", err)
+		}
+		return c, err
+	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(0))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("connect to OpenStack: %w", err)
+	}
+	log.Info("OpenStack connected", "ironic_microversion", clients.IronicVersion,
+		"placement_microversion", clients.PlacementVersion, "standalone", clients.Standalone())
+	ir := ironic.New(clients.Baremetal, log.With("component", "ironic"))
+	var pl *placement.Client
+	caps := []string{}
+	if !clients.Standalone() {
+		pl = placement.New(clients.Placement, log.With("component", "placement"))
+		caps = append(caps, "placement")
+	}
+	cfg.Agent.Conditions.Standalone = clients.Standalone()
+	outbox := link.NewOutbox()
+	ag := agent.New(cfg.Agent, ir, pl, outbox, log.With("component", "agent"))
+	var boot [8]byte
+	_, _ = rand.Read(boot[:])
+	client := link.NewClient(link.Config{
+		Site: cfg.Site, BootID: hex.EncodeToString(boot[:]), Version: version.Version, Capabilities: caps,
+		HubAddr:     cfg.HubAddr,
+		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+	}, outbox, ag.Snapshot, ag, log.With("component", "link"))
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { ag.Run(gctx); return nil })
+	g.Go(func() error { return client.Run(gctx) })
+	return g.Wait()
+}

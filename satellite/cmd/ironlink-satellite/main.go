@@ -1,0 +1,79 @@
+// Command ironlink-satellite runs one site's satellite: it polls that site's
+// OpenStack Ironic (and Placement), streams device conditions to the hub and
+// applies the hub's quarantine/release commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ironlink/ironlink/internal/cli"
+	"github.com/ironlink/ironlink/internal/version"
+	"github.com/ironlink/ironlink/satellite/app"
+	"github.com/ironlink/ironlink/satellite/conditions"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "ironlink-satellite:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) > 0 && args[0] == "version" {
+		fmt.Println(version.Version)
+		return nil
+	}
+	fs := flag.NewFlagSet("ironlink-satellite", flag.ContinueOnError)
+	fs.Usage = cli.Usage(fs, "ironlink-satellite [flags]")
+	var cfg app.Config
+	var pool, internal, logLevel, logFormat string
+	poll, err := cli.EnvDuration("IRONLINK_POLL_INTERVAL", time.Minute)
+	if err != nil {
+		return err
+	}
+	fs.StringVar(&cfg.Site, "site", cli.Env("IRONLINK_SITE", ""), "site name, [a-z0-9-] (env IRONLINK_SITE; required)")
+	fs.StringVar(&cfg.HubAddr, "hub", cli.Env("IRONLINK_HUB_ADDR", "localhost:7070"), "hub gRPC address host:port (env IRONLINK_HUB_ADDR)")
+	fs.StringVar(&cfg.OpenStack.CloudsYAML, "clouds-yaml", cli.Env("OS_CLIENT_CONFIG_FILE", ""), "path of clouds.yaml; empty: gophercloud's search path (env OS_CLIENT_CONFIG_FILE)")
+	fs.StringVar(&cfg.OpenStack.Cloud, "cloud", cli.Env("OS_CLOUD", ""), "cloud name in clouds.yaml (env OS_CLOUD)")
+	fs.StringVar(&cfg.OpenStack.Placement, "placement", cli.Env("IRONLINK_PLACEMENT", "auto"), "auto (from the Keystone catalog), on, or off for a standalone-Ironic site (env IRONLINK_PLACEMENT)")
+	fs.DurationVar(&cfg.Agent.PollInterval, "poll-interval", poll, "interval between Ironic listings (env IRONLINK_POLL_INTERVAL)")
+	fs.StringVar(&pool, "validation-pool", cli.Env("IRONLINK_VALIDATION_POOL", ""), "validation-pool selector, e.g. resource_class=gpu-validate or trait=CUSTOM_VALIDATION,conductor_group=burnin; empty: no pool (env IRONLINK_VALIDATION_POOL)")
+	fs.StringVar(&internal, "internal-projects", cli.Env("IRONLINK_INTERNAL_PROJECTS", ""), "comma-separated project IDs that are not customers (env IRONLINK_INTERNAL_PROJECTS)")
+	fs.StringVar(&logLevel, "log-level", cli.Env("IRONLINK_LOG_LEVEL", "info"), "debug, info, warn or error (env IRONLINK_LOG_LEVEL)")
+	fs.StringVar(&logFormat, "log-format", cli.Env("IRONLINK_LOG_FORMAT", "text"), "text or json (env IRONLINK_LOG_FORMAT)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	sel, err := conditions.ParseSelector(pool)
+	if err != nil {
+		return fmt.Errorf("--validation-pool: %w", err)
+	}
+	cfg.Agent.Conditions.ValidationPool = sel
+	for _, p := range strings.Split(internal, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			cfg.Agent.Conditions.InternalProjects = append(cfg.Agent.Conditions.InternalProjects, p)
+		}
+	}
+	log, err := cli.NewLogger(logLevel, logFormat)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return app.Run(ctx, cfg, log.With("site", cfg.Site))
+}

@@ -1,0 +1,242 @@
+package link
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+)
+
+// CommandHandler applies hub commands. HandleCommand may be called
+// concurrently for different devices and must be idempotent: the hub resends
+// a command whose result it did not get.
+type CommandHandler interface {
+	HandleCommand(ctx context.Context, c *ironlinkv1.Command) *ironlinkv1.CommandResult
+}
+
+// Config configures a Client.
+type Config struct {
+	// Site is this satellite's site name.
+	Site string
+	// BootID identifies this process run (random per start).
+	BootID string
+	// Version is the satellite version sent in Hello.
+	Version string
+	// Capabilities of the site ("placement", "nova").
+	Capabilities []string
+	// HubAddr is the hub's host:port.
+	HubAddr string
+	// DialOptions carry transport credentials (TLS or insecure); required.
+	DialOptions []grpc.DialOption
+	// HeartbeatInterval between satellite heartbeats (default 20 s).
+	HeartbeatInterval time.Duration
+	// MinBackoff and MaxBackoff bound the reconnect delay (defaults 500 ms, 30 s);
+	// each delay is drawn uniformly from [0, current] (full jitter).
+	MinBackoff, MaxBackoff time.Duration
+	// KeepaliveTime is the gRPC keepalive ping interval (default 30 s; must be
+	// ≥ the hub's enforcement minimum of 10 s) and KeepaliveTimeout the wait
+	// for its answer (default 10 s).
+	KeepaliveTime, KeepaliveTimeout time.Duration
+	// MaxConcurrentCommands bounds commands applied at once (default 8).
+	MaxConcurrentCommands int
+}
+
+// Client keeps the link to the hub.
+type Client struct {
+	cfg       Config
+	outbox    *Outbox
+	snap      SnapshotFunc
+	handler   CommandHandler
+	log       *slog.Logger
+	results   chan *ironlinkv1.CommandResult
+	sem       chan struct{}
+	connected atomic.Bool
+}
+
+// NewClient returns a client that sends from outbox (snapshots via snap) and
+// applies commands with handler.
+func NewClient(cfg Config, outbox *Outbox, snap SnapshotFunc, handler CommandHandler, log *slog.Logger) *Client {
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 20 * time.Second
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 500 * time.Millisecond
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	if cfg.KeepaliveTime <= 0 {
+		cfg.KeepaliveTime = 30 * time.Second
+	}
+	if cfg.KeepaliveTimeout <= 0 {
+		cfg.KeepaliveTimeout = 10 * time.Second
+	}
+	if cfg.MaxConcurrentCommands <= 0 {
+		cfg.MaxConcurrentCommands = 8
+	}
+	return &Client{cfg: cfg, outbox: outbox, snap: snap, handler: handler, log: log,
+		results: make(chan *ironlinkv1.CommandResult, 64), sem: make(chan struct{}, cfg.MaxConcurrentCommands)}
+}
+
+// Connected reports whether a link is up (Welcome received and not ended).
+func (c *Client) Connected() bool { return c.connected.Load() }
+
+// Run keeps a link open until ctx ends, reconnecting with backoff. It
+// returns nil when ctx ends, or an error when the hub address is unusable.
+func (c *Client) Run(ctx context.Context) error {
+	opts := append([]grpc.DialOption{
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: c.cfg.KeepaliveTime, Timeout: c.cfg.KeepaliveTimeout, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16 << 20)),
+	}, c.cfg.DialOptions...)
+	cc, err := grpc.NewClient(c.cfg.HubAddr, opts...)
+	if err != nil {
+		return fmt.Errorf("hub address %q: %w", c.cfg.HubAddr, err)
+	}
+	defer cc.Close()
+	api := ironlinkv1.NewLinkServiceClient(cc)
+
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.RandomizationFactor, bo.Multiplier = c.cfg.MinBackoff, c.cfg.MaxBackoff, 0, 2
+	for {
+		start := time.Now()
+		err := c.session(ctx, api)
+		c.connected.Store(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) > time.Minute {
+			bo.Reset() // a link that held for a while starts the backoff again
+		}
+		delay := time.Duration(rand.Int64N(int64(bo.NextBackOff()) + 1)) // full jitter
+		c.log.Warn("link down; reconnecting", "err", err, "in", delay.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+	}
+}
+
+// session runs one link from Hello until it fails.
+func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := api.Connect(ctx)
+	if err != nil {
+		return fmt.Errorf("open stream: %w", err)
+	}
+	_, lastSent := c.outbox.Pending()
+	if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Hello{Hello: &ironlinkv1.Hello{
+		Site: c.cfg.Site, BootId: c.cfg.BootID, Version: c.cfg.Version, Capabilities: c.cfg.Capabilities,
+		LastSequenceSent: lastSent,
+	}}}); err != nil {
+		return fmt.Errorf("send hello: %w", err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return fmt.Errorf("await welcome: %w", err)
+	}
+	w := first.GetWelcome()
+	if w == nil {
+		return errors.New("hub did not answer hello with a welcome")
+	}
+	c.outbox.Restart(w.GetLastCommittedSequence())
+	c.connected.Store(true)
+	c.log.Info("link up", "replica", w.GetReplica(), "epoch", w.GetEpoch(), "hub_last_sequence", w.GetLastCommittedSequence())
+
+	msgs := make(chan *ironlinkv1.ConnectResponse)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	hb := time.NewTicker(c.cfg.HeartbeatInterval)
+	defer hb.Stop()
+	flush := func() error {
+		for _, b := range c.outbox.Take(c.snap) {
+			if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Batch{Batch: b}}); err != nil {
+				return fmt.Errorf("send batch %d: %w", b.GetSequence(), err)
+			}
+			c.log.Debug("batch sent", "sequence", b.GetSequence(), "devices", len(b.GetDevices()), "snapshot", b.GetSnapshot() != nil)
+		}
+		return nil
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			_ = stream.CloseSend()
+			return ctx.Err()
+		case err = <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return errors.New("hub closed the link")
+			}
+			return err
+		case <-c.outbox.Wake():
+			err = flush()
+		case r := <-c.results:
+			err = stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_CommandResult{CommandResult: r}})
+		case <-hb.C:
+			err = stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Heartbeat{Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.Now()}}})
+		case m := <-msgs:
+			switch msg := m.GetMsg().(type) {
+			case *ironlinkv1.ConnectResponse_Ack:
+				c.outbox.Ack(msg.Ack.GetSequence())
+			case *ironlinkv1.ConnectResponse_Command:
+				c.dispatch(ctx, msg.Command)
+			case *ironlinkv1.ConnectResponse_Heartbeat:
+			default:
+				c.log.Warn("unexpected message from hub", "type", fmt.Sprintf("%T", msg))
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// dispatch applies a command in its own goroutine (bounded by
+// MaxConcurrentCommands) and queues its result for the link.
+func (c *Client) dispatch(ctx context.Context, cmd *ironlinkv1.Command) {
+	c.log.Info("command received", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(),
+		"generation", cmd.GetGeneration(), "desired", cmd.GetDesired(), "actor", cmd.GetActor())
+	go func() {
+		select {
+		case c.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		defer func() { <-c.sem }()
+		// The result outlives this link: it is sent on the next one if need be.
+		r := c.handler.HandleCommand(context.WithoutCancel(ctx), cmd)
+		select {
+		case c.results <- r:
+		case <-time.After(time.Minute):
+			c.log.Warn("command result dropped: no link for a minute; the hub will resend the command", "command_id", cmd.GetCommandId())
+		}
+	}()
+}

@@ -1,0 +1,406 @@
+// Package e2e runs real ironlink-hub and ironlink-satellite processes against
+// an OpenStack cloud and a real PostgreSQL, and checks what an operator sees
+// through the FleetService API. The same suite runs against the built-in
+// simulator (always) and against a real cloud (IRONLINK_E2E_CLOUDS_YAML and
+// IRONLINK_E2E_CLOUD; required when IRONLINK_E2E_REQUIRE_REAL=1, as in CI).
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
+	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
+	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/openstacksim"
+	"github.com/ironlink/ironlink/internal/pgtest"
+)
+
+const readyTrait = "CUSTOM_CUSTOMER_READY"
+
+// cloud is the OpenStack the suite runs against, with admin clients the test
+// uses to look behind ironlink's back and to change the fleet.
+type cloud struct {
+	cloudsYAML, name string
+	bm, pl           *gophercloud.ServiceClient
+}
+
+func simCloud(t *testing.T) *cloud {
+	sim := openstacksim.New(openstacksim.Options{})
+	if err := sim.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	sim.SeedLikeTestbed(20)
+	path := filepath.Join(t.TempDir(), "clouds.yaml")
+	if err := sim.WriteCloudsYAML(path, "sim"); err != nil {
+		t.Fatal(err)
+	}
+	return connectCloud(t, path, "sim")
+}
+
+func realCloud(t *testing.T) *cloud {
+	path, name := os.Getenv("IRONLINK_E2E_CLOUDS_YAML"), os.Getenv("IRONLINK_E2E_CLOUD")
+	if path == "" || name == "" {
+		if os.Getenv("IRONLINK_E2E_REQUIRE_REAL") == "1" {
+			t.Fatal("IRONLINK_E2E_REQUIRE_REAL=1 but IRONLINK_E2E_CLOUDS_YAML / IRONLINK_E2E_CLOUD are not set: no real cloud to test against")
+		}
+		t.Skip("no real cloud: set IRONLINK_E2E_CLOUDS_YAML and IRONLINK_E2E_CLOUD (see README) to run this suite against one")
+	}
+	return connectCloud(t, path, name)
+}
+
+func connectCloud(t *testing.T, path, name string) *cloud {
+	t.Helper()
+	ctx := context.Background()
+	ao, eo, _, err := clouds.Parse(clouds.WithCloudName(name), clouds.WithLocations(path))
+	if err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+	ao.AllowReauth = true
+	pc, err := openstack.AuthenticatedClient(ctx, ao)
+	if err != nil {
+		t.Fatalf("authenticate to cloud %s: %v", name, err)
+	}
+	bm, err := openstack.NewBareMetalV1(pc, eo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm.Microversion = "1.65"
+	pl, err := openstack.NewPlacementV1(pc, eo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl.Microversion = "1.39"
+	return &cloud{cloudsYAML: path, name: name, bm: bm, pl: pl}
+}
+
+func TestEndToEndSimulator(t *testing.T) { runSuite(t, simCloud(t), 2*time.Second) }
+
+func TestEndToEndRealCloud(t *testing.T) { runSuite(t, realCloud(t), 3*time.Second) }
+
+var failureStates = []string{"deploy failed", "clean failed", "inspect failed", "rescue failed", "unrescue failed", "adopt failed", "service failed", "error"}
+
+// expectedStatus is the test's own oracle for SPEC's status rules, from what
+// Ironic and Placement say directly (no internal projects configured, no pool).
+func expectedStatus(n nodes.Node, rpTraits []string) ironlinkv1.OperationalStatus {
+	switch {
+	case n.ProvisionState == "enroll" || n.ProvisionState == "verifying":
+		return ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_ONBOARDING
+	case slices.Contains(failureStates, n.ProvisionState):
+		return ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_FAULTED
+	case n.Maintenance:
+		return ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_MAINTENANCE
+	case n.InstanceUUID != "":
+		return ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_ALLOCATED
+	case slices.Contains(rpTraits, readyTrait):
+		return ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_AVAILABLE
+	}
+	return ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_HELD
+}
+
+func (c *cloud) nodes(t *testing.T) []nodes.Node {
+	t.Helper()
+	pages, err := nodes.List(c.bm, nodes.ListOpts{Fields: []string{"uuid", "name", "provision_state", "maintenance", "instance_uuid"}, Limit: 1000}).AllPages(context.Background())
+	if err != nil {
+		t.Fatalf("list nodes: %v", err)
+	}
+	ns, err := nodes.ExtractNodes(pages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func (c *cloud) rpTraits(t *testing.T, id string) []string {
+	t.Helper()
+	tr, err := resourceproviders.GetTraits(context.Background(), c.pl, id).Extract()
+	if err != nil {
+		if gophercloud.ResponseCodeIs(err, 404) {
+			return nil
+		}
+		t.Fatalf("provider %s traits: %v", id, err)
+	}
+	return tr.Traits
+}
+
+func (c *cloud) nodeTraits(t *testing.T, id string) []string {
+	t.Helper()
+	var body struct {
+		Traits []string `json:"traits"`
+	}
+	_, err := c.bm.Get(context.Background(), c.bm.ServiceURL("nodes", id, "traits"), &body, nil)
+	if err != nil {
+		t.Fatalf("node %s traits: %v", id, err)
+	}
+	return body.Traits
+}
+
+func getDevice(t *testing.T, fc ironlinkv1.FleetServiceClient, id string) *ironlinkv1.GetDeviceResponse {
+	t.Helper()
+	r, err := fc.GetDevice(context.Background(), &ironlinkv1.GetDeviceRequest{DeviceId: id})
+	if err != nil {
+		t.Fatalf("GetDevice %s: %v", id, err)
+	}
+	return r
+}
+
+func conditionOf(d *ironlinkv1.Device, typ string) *ironlinkv1.Condition {
+	for _, c := range d.GetConditions() {
+		if c.GetType() == typ {
+			return c
+		}
+	}
+	return nil
+}
+
+func waitCommand(t *testing.T, fc ironlinkv1.FleetServiceClient, id string, want ironlinkv1.CommandState) *ironlinkv1.OperatorCommand {
+	t.Helper()
+	var cmd *ironlinkv1.OperatorCommand
+	eventually(t, 60*time.Second, func() error {
+		r, err := fc.GetCommand(context.Background(), &ironlinkv1.GetCommandRequest{CommandId: id})
+		if err != nil {
+			return err
+		}
+		cmd = r.GetCommand()
+		if cmd.GetState() != want {
+			return fmt.Errorf("command %s is %v (error %q), want %v", id, cmd.GetState(), cmd.GetLastError(), want)
+		}
+		return nil
+	})
+	return cmd
+}
+
+func runSuite(t *testing.T, c *cloud, poll time.Duration) {
+	ctx := context.Background()
+	db := pgtest.NewDatabase(t)
+	hubAddr, _ := startHub(t, db)
+	const site = "e2e"
+	start(t, "ironlink-satellite", nil, "--site", site, "--hub", hubAddr, "--clouds-yaml", c.cloudsYAML,
+		"--cloud", c.name, "--poll-interval", poll.String(), "--log-level", "debug")
+	fc := fleet(t, hubAddr)
+
+	initial := c.nodes(t)
+	if len(initial) == 0 {
+		t.Fatal("the cloud has no Ironic nodes; seed some first (the test bed's seed-nodes)")
+	}
+	expected := map[string]ironlinkv1.OperationalStatus{}
+	for _, n := range initial {
+		expected[n.UUID] = expectedStatus(n, c.rpTraits(t, n.UUID))
+	}
+	pick := func(want ironlinkv1.OperationalStatus, not ...string) string {
+		for _, n := range initial {
+			if expected[n.UUID] == want && !slices.Contains(not, n.UUID) {
+				return n.UUID
+			}
+		}
+		t.Fatalf("no seeded node is expected to be %v", want)
+		return ""
+	}
+
+	t.Run("every node appears with the right conditions and status", func(t *testing.T) {
+		eventually(t, 60*time.Second, func() error {
+			var got []*ironlinkv1.Device
+			tok := ""
+			for {
+				r, err := fc.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: site, PageSize: 7, PageToken: tok})
+				if err != nil {
+					return err
+				}
+				got = append(got, r.GetDevices()...)
+				if tok = r.GetNextPageToken(); tok == "" {
+					break
+				}
+			}
+			if len(got) != len(initial) {
+				return fmt.Errorf("hub lists %d devices, Ironic has %d", len(got), len(initial))
+			}
+			for _, d := range got {
+				if want := expected[d.GetDeviceId()]; d.GetStatus() != want {
+					return fmt.Errorf("device %s (%s, %s): status %v (%s), want %v", d.GetDeviceId(), d.GetName(),
+						d.GetFacts().GetProvisionState(), d.GetStatus(), d.GetStatusReason(), want)
+				}
+			}
+			return nil
+		})
+		checks := []struct {
+			status ironlinkv1.OperationalStatus
+			cond   string
+			reason []string
+		}{
+			{ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_FAULTED, "ProvisioningHealthy", []string{"CleanFailed", "DeployFailed", "TeardownFailed"}},
+			{ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_MAINTENANCE, "MaintenanceClear", []string{"Manual", "PowerFailure", "CleanFailure"}},
+			{ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_ONBOARDING, "Enrolled", []string{"NotVerified", "Verifying"}},
+		}
+		for _, ch := range checks {
+			d := getDevice(t, fc, pick(ch.status)).GetDevice()
+			if len(d.GetConditions()) != 7 {
+				t.Errorf("device %s has %d conditions, want 7", d.GetDeviceId(), len(d.GetConditions()))
+			}
+			cond := conditionOf(d, ch.cond)
+			if cond.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE || !slices.Contains(ch.reason, cond.GetReason()) {
+				t.Errorf("%v device %s: %s = %v/%s, want False with one of %v", ch.status, d.GetDeviceId(), ch.cond, cond.GetStatus(), cond.GetReason(), ch.reason)
+			}
+			if !strings.Contains(d.GetStatusReason(), ch.cond) {
+				t.Errorf("status reason %q does not name %s", d.GetStatusReason(), ch.cond)
+			}
+		}
+	})
+
+	target := pick(ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_AVAILABLE)
+	t.Run("quarantine removes the trait from node and provider", func(t *testing.T) {
+		start := time.Now()
+		r, err := fc.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: target, Reason: "e2e: GPU 3 Xid 79"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.GetCommand().GetGeneration() < 1 || r.GetCommand().GetState() != ironlinkv1.CommandState_COMMAND_STATE_PENDING {
+			t.Fatalf("command: %v", r.GetCommand())
+		}
+		waitCommand(t, fc, r.GetCommand().GetCommandId(), ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED)
+		t.Logf("quarantine: API call → command succeeded in %s", time.Since(start).Round(time.Millisecond))
+		if tr := c.rpTraits(t, target); slices.Contains(tr, readyTrait) {
+			t.Errorf("provider still has %s: %v", readyTrait, tr)
+		}
+		if tr := c.nodeTraits(t, target); slices.Contains(tr, readyTrait) {
+			t.Errorf("node still has %s: %v", readyTrait, tr)
+		}
+		eventually(t, 30*time.Second, func() error {
+			d := getDevice(t, fc, target)
+			cr := conditionOf(d.GetDevice(), "CustomerReady")
+			if d.GetDevice().GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_QUARANTINED ||
+				cr.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE {
+				return fmt.Errorf("status %v, CustomerReady %v/%s", d.GetDevice().GetStatus(), cr.GetStatus(), cr.GetReason())
+			}
+			if len(d.GetImpairmentHistory()) == 0 || d.GetImpairmentHistory()[0].GetReason() != "e2e: GPU 3 Xid 79" {
+				return fmt.Errorf("impairment history %v", d.GetImpairmentHistory())
+			}
+			return nil
+		})
+	})
+
+	t.Run("release restores the trait on node and provider", func(t *testing.T) {
+		r, err := fc.ReleaseDevice(ctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: target, Reason: "e2e: GPU replaced"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := waitCommand(t, fc, r.GetCommand().GetCommandId(), ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED)
+		if cmd.GetGeneration() != 2 {
+			t.Errorf("release generation %d, want 2", cmd.GetGeneration())
+		}
+		if tr := c.rpTraits(t, target); !slices.Contains(tr, readyTrait) {
+			t.Errorf("provider lacks %s: %v", readyTrait, tr)
+		}
+		if tr := c.nodeTraits(t, target); !slices.Contains(tr, readyTrait) {
+			t.Errorf("node lacks %s: %v", readyTrait, tr)
+		}
+		eventually(t, 30*time.Second, func() error {
+			d := getDevice(t, fc, target).GetDevice()
+			if d.GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_AVAILABLE || d.GetAppliedGeneration() != 2 {
+				return fmt.Errorf("status %v applied generation %d", d.GetStatus(), d.GetAppliedGeneration())
+			}
+			return nil
+		})
+	})
+
+	t.Run("maintenance set in Ironic shows within one poll interval", func(t *testing.T) {
+		id := pick(ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_HELD, target)
+		if err := nodes.SetMaintenance(ctx, c.bm, id, nodes.MaintenanceOpts{Reason: "e2e: fan failure"}).ExtractErr(); err != nil {
+			t.Fatalf("set maintenance: %v", err)
+		}
+		t.Cleanup(func() { _ = nodes.UnsetMaintenance(context.Background(), c.bm, id).ExtractErr() })
+		set := time.Now()
+		// One poll interval, plus the time one listing and one commit take.
+		eventually(t, poll+3*time.Second, func() error {
+			d := getDevice(t, fc, id).GetDevice()
+			if d.GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_MAINTENANCE {
+				return fmt.Errorf("status %v", d.GetStatus())
+			}
+			if m := conditionOf(d, "MaintenanceClear"); m.GetMessage() != "e2e: fan failure" {
+				return fmt.Errorf("MaintenanceClear message %q", m.GetMessage())
+			}
+			return nil
+		})
+		t.Logf("maintenance visible at the hub after %s (poll interval %s)", time.Since(set).Round(time.Millisecond), poll)
+	})
+
+	t.Run("a node deleted from Ironic shows as removed, not gone", func(t *testing.T) {
+		name := "e2e-" + randHex(4)
+		n, err := nodes.Create(ctx, c.bm, nodes.CreateOpts{Driver: "fake-hardware", Name: name, ResourceClass: "gpu-h100"}).Extract()
+		if err != nil {
+			t.Fatalf("create node: %v", err)
+		}
+		deleted := false
+		t.Cleanup(func() {
+			if !deleted {
+				_ = nodes.Delete(context.Background(), c.bm, n.UUID).ExtractErr()
+			}
+		})
+		eventually(t, 30*time.Second, func() error {
+			r, err := fc.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: n.UUID})
+			if err != nil {
+				return err
+			}
+			if r.GetDevice().GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_ONBOARDING || r.GetDevice().GetName() != name {
+				return fmt.Errorf("new node: %v %q", r.GetDevice().GetStatus(), r.GetDevice().GetName())
+			}
+			return nil
+		})
+		if err := nodes.Delete(ctx, c.bm, n.UUID).ExtractErr(); err != nil {
+			t.Fatalf("delete node: %v", err)
+		}
+		deleted = true
+		eventually(t, 30*time.Second, func() error {
+			d := getDevice(t, fc, n.UUID).GetDevice()
+			if !d.GetRemoved() || d.GetRemoveTime() == nil {
+				return fmt.Errorf("device removed=%v", d.GetRemoved())
+			}
+			return nil
+		})
+		list, err := fc.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: site, PageSize: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range list.GetDevices() {
+			if d.GetDeviceId() == n.UUID {
+				t.Error("removed device still in the default listing")
+			}
+		}
+		all, err := fc.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: site, PageSize: 1000, IncludeRemoved: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all.GetDevices()) != len(list.GetDevices())+1 {
+			t.Errorf("include_removed lists %d, default %d; want exactly one more", len(all.GetDevices()), len(list.GetDevices()))
+		}
+	})
+
+	t.Run("the site is listed as connected", func(t *testing.T) {
+		r, err := fc.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.GetSites()) != 1 || r.GetSites()[0].GetLinkState() != ironlinkv1.LinkState_LINK_STATE_CONNECTED ||
+			r.GetSites()[0].GetDeviceCount() != int32(len(initial)) {
+			t.Fatalf("sites: %v", r.GetSites())
+		}
+	})
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
