@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# make demo: PostgreSQL, an ironlink hub and a satellite against the built-in
+# OpenStack simulator (about 50 nodes in mixed states that keep changing),
+# then grpcurl commands to try. Ctrl-C stops everything this script started.
+#
+# Settings (environment): DATABASE_URL (use this PostgreSQL instead of a
+# private throwaway cluster), IRONLINK_HUB_LISTEN (default localhost:7070),
+# DEMO_NODES (50), DEMO_CHURN (15s), DEMO_POLL_INTERVAL (10s), DEMO_PG_PORT (55432).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/pg.sh
+
+HUB=${IRONLINK_HUB_LISTEN:-localhost:7070}
+STATE=$PWD/.demo
+mkdir -p "$STATE"
+pids=()
+cleanup() {
+  trap - INT TERM EXIT
+  echo
+  echo ">> stopping the demo"
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  stop_private_pg
+  echo ">> everything the demo started is stopped"
+}
+trap cleanup INT TERM EXIT
+
+if [ -n "${DATABASE_URL:-}" ]; then
+  db=$DATABASE_URL
+  echo ">> using DATABASE_URL"
+else
+  echo ">> starting a private PostgreSQL cluster on 127.0.0.1:${DEMO_PG_PORT:-55432}"
+  start_private_pg "${TMPDIR:-/tmp}/ironlink-demo-pg.$$" "${DEMO_PG_PORT:-55432}"
+  db=$PRIVATE_PG_URL
+fi
+
+echo ">> starting the OpenStack simulator (${DEMO_NODES:-50} nodes)"
+: >"$STATE/openstacksim.log"
+bin/ironlink-openstacksim --listen 127.0.0.1:0 --nodes "${DEMO_NODES:-50}" --churn "${DEMO_CHURN:-15s}" \
+  --clouds-yaml "$STATE/clouds.yaml" --cloud sim >"$STATE/openstacksim.out" 2>"$STATE/openstacksim.log" &
+pids+=($!)
+for _ in $(seq 100); do grep -q OPENSTACK_SIM_URL "$STATE/openstacksim.out" 2>/dev/null && break; sleep 0.1; done
+grep -q OPENSTACK_SIM_URL "$STATE/openstacksim.out" || { cat "$STATE/openstacksim.log"; exit 1; }
+
+echo ">> starting ironlink-hub on $HUB (log: .demo/hub.log)"
+bin/ironlink-hub --database-url "$db" --listen "$HUB" --stale-after 1m >"$STATE/hub.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do grep -q "hub serving" "$STATE/hub.log" && break; sleep 0.2; done
+grep -q "hub serving" "$STATE/hub.log" || { cat "$STATE/hub.log"; exit 1; }
+
+echo ">> starting ironlink-satellite for site 'demo' (log: .demo/satellite.log)"
+bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim \
+  --poll-interval "${DEMO_POLL_INTERVAL:-10s}" >"$STATE/satellite.log" 2>&1 &
+pids+=($!)
+
+psql_bin=$(pg_bindir)/psql
+device=""
+for _ in $(seq 150); do
+  device=$("$psql_bin" "$db" -Atqc "SELECT id FROM devices WHERE status = 'AVAILABLE' ORDER BY id LIMIT 1" 2>/dev/null || true)
+  [ -n "$device" ] && break
+  sleep 0.2
+done
+[ -n "$device" ] || { echo "no device reached the hub; see .demo/*.log" >&2; tail -20 "$STATE/satellite.log" >&2; exit 1; }
+
+if ! command -v grpcurl >/dev/null; then
+  gobin=$(go env GOPATH)/bin
+  if [ ! -x "$gobin/grpcurl" ]; then
+    echo ">> installing grpcurl v1.9.4 into $gobin"
+    go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4
+  fi
+  export PATH=$PATH:$gobin
+  pathnote="(grpcurl is in $gobin: export PATH=\$PATH:$gobin)"
+fi
+
+cat <<EOM
+
+ironlink demo is running: hub on $HUB, satellite for site "demo", ${DEMO_NODES:-50} simulated nodes.
+${pathnote:-}
+Try these in another terminal:
+
+  # what the hub serves (server reflection)
+  grpcurl -plaintext $HUB list
+
+  # sites and their link state
+  grpcurl -plaintext $HUB ironlink.v1.FleetService/ListSites
+
+  # devices of the site, a page at a time; only the faulted ones
+  grpcurl -plaintext -d '{"site":"demo","page_size":5}' $HUB ironlink.v1.FleetService/ListDevices
+  grpcurl -plaintext -d '{"statuses":["OPERATIONAL_STATUS_FAULTED"]}' $HUB ironlink.v1.FleetService/ListDevices
+
+  # one device: conditions, status, status and quarantine history
+  grpcurl -plaintext -d '{"device_id":"$device"}' $HUB ironlink.v1.FleetService/GetDevice
+
+  # quarantine it, then watch CustomerReady turn False and status turn QUARANTINED
+  grpcurl -plaintext -d '{"device_id":"$device","reason":"GPU 3 throws Xid 79"}' $HUB ironlink.v1.FleetService/QuarantineDevice
+  grpcurl -plaintext -d '{"device_id":"$device"}' $HUB ironlink.v1.FleetService/GetDevice
+
+  # its commands (state SUCCEEDED once the satellite applied it), then release it
+  grpcurl -plaintext -d '{"device_id":"$device"}' $HUB ironlink.v1.FleetService/ListCommands
+  grpcurl -plaintext -d '{"device_id":"$device","reason":"GPU replaced"}' $HUB ironlink.v1.FleetService/ReleaseDevice
+
+Logs: .demo/hub.log, .demo/satellite.log, .demo/openstacksim.log. Press Ctrl-C to stop everything.
+EOM
+wait -n "${pids[@]}" || true
+echo ">> a demo process exited; see .demo/*.log" >&2

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# make test: unit tests, storage tests against real PostgreSQL (one database
+# per test) and end-to-end tests with real ironlink-hub/ironlink-satellite
+# processes against the built-in OpenStack simulator and, when
+# IRONLINK_E2E_CLOUDS_YAML/IRONLINK_E2E_CLOUD name one, a real cloud.
+#
+# PostgreSQL: IRONLINK_TEST_DATABASE_URL, else DATABASE_URL, else the local
+# server on 127.0.0.1:5432; when none answers, a private throwaway cluster is
+# started for the run (and removed after).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/pg.sh
+
+url=${IRONLINK_TEST_DATABASE_URL:-${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}}
+if ! pg_answers "$url"; then
+  if [ -n "${IRONLINK_TEST_DATABASE_URL:-}${DATABASE_URL:-}" ]; then
+    echo "PostgreSQL at the configured URL does not answer" >&2
+    exit 1
+  fi
+  echo ">> no PostgreSQL on 127.0.0.1:5432; starting a private throwaway cluster for the tests" >&2
+  trap stop_private_pg EXIT
+  start_private_pg "${TMPDIR:-/tmp}/ironlink-test-pg.$$" "${IRONLINK_TEST_PG_PORT:-55433}"
+  url=$PRIVATE_PG_URL
+fi
+export IRONLINK_TEST_DATABASE_URL=$url
+
+go test -count=1 -timeout 30m "$@" ./...
