@@ -47,14 +47,17 @@ func (o *Outbox) signal() {
 }
 
 // Push queues device changes as one or more delta batches. Deltas pushed
-// while a snapshot is pending are dropped: the snapshot will carry them.
+// while a snapshot is pending are dropped (the snapshot will carry them), but
+// the push still wakes the sender: the snapshot may be buildable now. Call
+// Push after every complete listing, even with no changes.
 func (o *Outbox) Push(devices []*ironlinkv1.DeviceUpdate) {
-	if len(devices) == 0 {
-		return
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.needSnapshot {
+		o.signal()
+		return
+	}
+	if len(devices) == 0 {
 		return
 	}
 	for len(devices) > 0 {

@@ -1,0 +1,513 @@
+package conditions
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/satellite/ironic"
+)
+
+// ReadyTrait is the gate trait CustomerReady looks for.
+const ReadyTrait = "CUSTOM_CUSTOMER_READY"
+
+// CallbackTimeout is Ironic's default deploy/clean/inspect callback
+// timeout (1800 s, OPENSTACK.md §1.2): a "* wait" state older than this by
+// provision_updated_at is reported as TransitionStalled.
+const CallbackTimeout = 30 * time.Minute
+
+// Reasons (OPENSTACK.md §2.3). Shared by several conditions where noted.
+const (
+	// Any condition.
+	ReasonFieldUnavailable     = "FieldUnavailable"     // the microversion or response lacks a needed field
+	ReasonIronicUnreachable    = "IronicUnreachable"    // for callers marking staleness (§2.2)
+	ReasonAuthenticationFailed = "AuthenticationFailed" // for callers marking staleness (§2.2)
+
+	// Enrolled.
+	ReasonEnrolled    = "Enrolled"
+	ReasonNotVerified = "NotVerified"
+	ReasonVerifying   = "Verifying"
+
+	// ProvisioningHealthy, True.
+	ReasonAvailable     = "Available"
+	ReasonActive        = "Active"
+	ReasonManageable    = "Manageable"
+	ReasonEnroll        = "Enroll"
+	ReasonRescue        = "Rescue"
+	ReasonTransitioning = "Transitioning"
+	ReasonHeld          = "Held"
+	// ProvisioningHealthy, False.
+	ReasonDeployFailed      = "DeployFailed"
+	ReasonCleanFailed       = "CleanFailed"
+	ReasonInspectFailed     = "InspectFailed"
+	ReasonRescueFailed      = "RescueFailed"
+	ReasonUnrescueFailed    = "UnrescueFailed"
+	ReasonAdoptFailed       = "AdoptFailed"
+	ReasonServiceFailed     = "ServiceFailed"
+	ReasonTeardownFailed    = "TeardownFailed"
+	ReasonTransitionStalled = "TransitionStalled"
+	// ProvisioningHealthy, Unknown.
+	ReasonUnrecognizedState = "UnrecognizedState"
+
+	// MaintenanceClear.
+	ReasonNoMaintenance      = "NoMaintenance"
+	ReasonPowerFailure       = "PowerFailure"
+	ReasonCleanFailure       = "CleanFailure"
+	ReasonRescueAbortFailure = "RescueAbortFailure"
+	ReasonServiceFailure     = "ServiceFailure"
+	ReasonManual             = "Manual"
+	ReasonUnspecified        = "Unspecified"
+
+	// InValidationPool.
+	ReasonMatchesSelector = "MatchesSelector"
+	ReasonNotInPool       = "NotInPool"
+
+	// InstanceAllocated.
+	ReasonInstanceAssociated     = "InstanceAssociated"
+	ReasonNovaInstance           = "NovaInstance"
+	ReasonIronicAllocation       = "IronicAllocation"
+	ReasonNoInstance             = "NoInstance"
+	ReasonInstanceRecordMismatch = "InstanceRecordMismatch"
+
+	// CustomerAllocated.
+	ReasonCustomerProject = "CustomerProject"
+	ReasonNotAllocated    = "NotAllocated"
+	ReasonInternalProject = "InternalProject"
+	ReasonProjectUnknown  = "ProjectUnknown"
+
+	// CustomerReady.
+	ReasonReadyTraitPresent       = "ReadyTraitPresent"
+	ReasonQuarantined             = "Quarantined"
+	ReasonTraitAbsent             = "TraitAbsent"
+	ReasonResourceProviderMissing = "ResourceProviderMissing"
+	ReasonTraitNotDefined         = "TraitNotDefined"
+	ReasonPlacementUnreachable    = "PlacementUnreachable"
+)
+
+// Config is the site's mapping configuration.
+type Config struct {
+	// ValidationPool selects the nodes of the validation pool; zero = none.
+	ValidationPool Selector
+	// InternalProjects are project ids that are not customers.
+	InternalProjects []string
+	// Standalone: no Nova/Placement; CustomerReady reads the node's traits.
+	Standalone bool
+}
+
+// PlacementView is what the caller read from Placement for the node's
+// resource provider (ignored on standalone sites).
+type PlacementView struct {
+	// Read: Placement answered; false gives CustomerReady
+	// Unknown/PlacementUnreachable.
+	Read bool
+	// ProviderExists: a provider with the node's UUID exists.
+	ProviderExists bool
+	// HasTrait: the provider carries CUSTOM_CUSTOMER_READY.
+	HasTrait bool
+	// TraitDefined: Placement knows CUSTOM_CUSTOMER_READY at all.
+	TraitDefined bool
+}
+
+// Observation is everything Map needs about one node at one time.
+type Observation struct {
+	// Node is the node as listed by Ironic.
+	Node ironic.Node
+	// Now is the observation time; it becomes ObservedTime (UTC).
+	Now time.Time
+	// Placement is the node's provider as read from Placement.
+	Placement PlacementView
+	// Quarantined is the hub's desired state known to the satellite: true =
+	// quarantined; false with AppliedGeneration > 0 = released;
+	// AppliedGeneration 0 = never touched.
+	Quarantined bool
+	// AppliedGeneration is the hub command generation last applied for the
+	// device (CustomerReady.ObservedGeneration); 0 = none.
+	AppliedGeneration int64
+	// InstanceProject is the project of the node's Nova instance when the
+	// caller knows it (from Nova); "" = unknown.
+	InstanceProject string
+	// InstanceMismatch, when not "", is the orphan sweep's description of a
+	// Nova↔Ironic disagreement about the node's instance
+	// (InstanceAllocated Unknown/InstanceRecordMismatch, OPENSTACK.md §4).
+	InstanceMismatch string
+}
+
+// failureReasons maps Ironic failure states (plus "error") to reasons.
+var failureReasons = map[string]string{
+	"deploy failed":   ReasonDeployFailed,
+	"clean failed":    ReasonCleanFailed,
+	"inspect failed":  ReasonInspectFailed,
+	"rescue failed":   ReasonRescueFailed,
+	"unrescue failed": ReasonUnrescueFailed,
+	"adopt failed":    ReasonAdoptFailed,
+	"service failed":  ReasonServiceFailed,
+	"error":           ReasonTeardownFailed,
+}
+
+// stableReasons maps Ironic's stable, healthy states to reasons.
+var stableReasons = map[string]string{
+	"available":  ReasonAvailable,
+	"active":     ReasonActive,
+	"manageable": ReasonManageable,
+	"enroll":     ReasonEnroll,
+	"rescue":     ReasonRescue,
+}
+
+// transientStates are the known transient states (ironic/common/states.py,
+// up to service* of 1.87); the value says whether it is a "* wait" state
+// subject to CallbackTimeout.
+var transientStates = map[string]bool{
+	"verifying":       false,
+	"inspecting":      false,
+	"inspect wait":    true,
+	"cleaning":        false,
+	"clean wait":      true,
+	"deploying":       false,
+	"wait call-back":  true,
+	"deleting":        false,
+	"deleted":         false,
+	"deploy complete": false,
+	"adopting":        false,
+	"rescuing":        false,
+	"rescue wait":     true,
+	"unrescuing":      false,
+	"servicing":       false,
+	"service wait":    true,
+	"building":        false,
+}
+
+// holdStates are the "* hold" states (steps paused by request).
+var holdStates = map[string]bool{"clean hold": true, "deploy hold": true, "service hold": true}
+
+// faultReasons maps Ironic's fault values to reasons.
+var faultReasons = map[string]string{
+	"power failure":        ReasonPowerFailure,
+	"clean failure":        ReasonCleanFailure,
+	"rescue abort failure": ReasonRescueAbortFailure,
+	"service failure":      ReasonServiceFailure,
+}
+
+// Map returns the seven conditions for obs, in condition.Types order.
+// ObservedTime is obs.Now (UTC). LastTransitionTime is a proposal for the
+// Tracker: provision_updated_at for Enrolled and ProvisioningHealthy when
+// the provision state drives them (the stall time for TransitionStalled),
+// obs.Now otherwise. ObservedGeneration is obs.AppliedGeneration on CustomerReady,
+// 0 elsewhere.
+func Map(cfg Config, obs Observation) []condition.Condition {
+	now := obs.Now.UTC()
+	if obs.Now.IsZero() {
+		now = time.Now().UTC()
+	}
+	n := &obs.Node
+	provTime := now
+	if pua := n.ProvisionUpdatedAt; !pua.IsZero() && !pua.After(now) {
+		provTime = pua.UTC()
+	}
+	out := make([]condition.Condition, 0, len(condition.Types))
+	mk := func(t condition.Type, s condition.Status, reason, msg string, ltt time.Time) {
+		out = append(out, condition.Condition{
+			Type: t, Status: s, Reason: reason, Message: condition.Truncate(msg),
+			LastTransitionTime: ltt, ObservedTime: now,
+		})
+	}
+
+	// Enrolled.
+	switch {
+	case n.Missing["provision_state"]:
+		mk(condition.Enrolled, condition.Unknown, ReasonFieldUnavailable, "Ironic did not report provision_state", now)
+	case n.ProvisionState == "enroll":
+		msg := "node is in enroll: not verified yet"
+		if e := Clean(n.LastError); e != "" {
+			msg = "verification failed: " + e
+		}
+		mk(condition.Enrolled, condition.False, ReasonNotVerified, msg, provTime)
+	case n.ProvisionState == "verifying":
+		mk(condition.Enrolled, condition.False, ReasonVerifying, "verifying the node's management credentials", provTime)
+	case n.ProvisionState == "":
+		mk(condition.Enrolled, condition.Unknown, ReasonUnrecognizedState, "Ironic reported an empty provision state", now)
+	default:
+		mk(condition.Enrolled, condition.True, ReasonEnrolled, "", provTime)
+	}
+
+	// ProvisioningHealthy.
+	ps := n.ProvisionState
+	switch {
+	case n.Missing["provision_state"]:
+		mk(condition.ProvisioningHealthy, condition.Unknown, ReasonFieldUnavailable, "Ironic did not report provision_state", now)
+	case failureReasons[ps] != "":
+		msg := Clean(n.LastError)
+		if msg == "" {
+			msg = fmt.Sprintf("provision state %q (Ironic reported no last_error)", ps)
+		}
+		mk(condition.ProvisioningHealthy, condition.False, failureReasons[ps], msg, provTime)
+	case stableReasons[ps] != "":
+		mk(condition.ProvisioningHealthy, condition.True, stableReasons[ps], "", provTime)
+	case holdStates[ps]:
+		mk(condition.ProvisioningHealthy, condition.True, ReasonHeld, arrow(ps, n.TargetProvisionState), provTime)
+	default:
+		wait, known := transientStates[ps]
+		if !known {
+			msg := fmt.Sprintf("provision state %q is not known to this satellite", ps)
+			mk(condition.ProvisioningHealthy, condition.Unknown, ReasonUnrecognizedState, msg, now)
+			break
+		}
+		pua := n.ProvisionUpdatedAt
+		if wait && !pua.IsZero() && now.Sub(pua) > CallbackTimeout {
+			msg := fmt.Sprintf("%s since %s, longer than the %s callback timeout", arrow(ps, n.TargetProvisionState),
+				pua.UTC().Format(time.RFC3339), CallbackTimeout)
+			mk(condition.ProvisioningHealthy, condition.False, ReasonTransitionStalled, msg, pua.Add(CallbackTimeout).UTC())
+			break
+		}
+		mk(condition.ProvisioningHealthy, condition.True, ReasonTransitioning, arrow(ps, n.TargetProvisionState), provTime)
+	}
+
+	// MaintenanceClear.
+	switch {
+	case n.Missing["maintenance"]:
+		mk(condition.MaintenanceClear, condition.Unknown, ReasonFieldUnavailable, "Ironic did not report maintenance", now)
+	case !n.Maintenance:
+		mk(condition.MaintenanceClear, condition.True, ReasonNoMaintenance, "", now)
+	default:
+		reason := ReasonManual
+		switch {
+		case n.Fault != "":
+			reason = faultReasons[n.Fault]
+			if reason == "" {
+				reason = camel(n.Fault)
+			}
+		case n.Missing["fault"]:
+			reason = ReasonUnspecified
+		}
+		msg := Clean(n.MaintenanceReason)
+		if msg == "" {
+			if n.Fault != "" {
+				msg = "Ironic set maintenance: " + n.Fault
+			} else {
+				msg = "maintenance set without a reason"
+			}
+		}
+		mk(condition.MaintenanceClear, condition.False, reason, msg, now)
+	}
+
+	// InValidationPool.
+	sel := cfg.ValidationPool
+	switch match, unavailable := sel.Match(*n); {
+	case sel.IsZero():
+		mk(condition.InValidationPool, condition.False, ReasonNotInPool, "no validation pool is configured for this site", now)
+	case unavailable != "":
+		mk(condition.InValidationPool, condition.Unknown, ReasonFieldUnavailable,
+			fmt.Sprintf("selector %s needs %s, which Ironic did not report", sel, unavailable), now)
+	case match:
+		mk(condition.InValidationPool, condition.True, ReasonMatchesSelector, "matches "+sel.String(), now)
+	default:
+		mk(condition.InValidationPool, condition.False, ReasonNotInPool, "does not match "+sel.String(), now)
+	}
+
+	// InstanceAllocated.
+	switch {
+	case obs.InstanceMismatch != "":
+		mk(condition.InstanceAllocated, condition.Unknown, ReasonInstanceRecordMismatch, Clean(obs.InstanceMismatch), now)
+	case n.AllocationUUID != "":
+		mk(condition.InstanceAllocated, condition.True, ReasonIronicAllocation, "allocation "+n.AllocationUUID, now)
+	case n.InstanceUUID != "" && !cfg.Standalone:
+		mk(condition.InstanceAllocated, condition.True, ReasonNovaInstance, "instance "+n.InstanceUUID, now)
+	case n.InstanceUUID != "":
+		mk(condition.InstanceAllocated, condition.True, ReasonInstanceAssociated, "instance_uuid "+n.InstanceUUID, now)
+	default:
+		mk(condition.InstanceAllocated, condition.False, ReasonNoInstance, "", now)
+	}
+
+	// CustomerAllocated.
+	mapCustomer(cfg, obs, mk, now)
+
+	// CustomerReady.
+	mapReady(cfg, obs, mk, now)
+	for i := range out {
+		if out[i].Type == condition.CustomerReady {
+			out[i].ObservedGeneration = obs.AppliedGeneration
+		}
+	}
+	return out
+}
+
+type mkFunc func(t condition.Type, s condition.Status, reason, msg string, ltt time.Time)
+
+func mapCustomer(cfg Config, obs Observation, mk mkFunc, now time.Time) {
+	n := &obs.Node
+	internal := func(p string) bool { return slices.Contains(cfg.InternalProjects, p) }
+	instance := n.InstanceUUID != "" || n.AllocationUUID != ""
+	// A customer on either side wins; report the instance's project first.
+	for _, c := range []struct{ what, project string }{{"instance project", obs.InstanceProject}, {"lessee", n.Lessee}} {
+		if c.project != "" && !internal(c.project) {
+			mk(condition.CustomerAllocated, condition.True, ReasonCustomerProject, c.what+" "+c.project, now)
+			return
+		}
+	}
+	switch {
+	case obs.InstanceProject != "":
+		mk(condition.CustomerAllocated, condition.False, ReasonInternalProject, "instance project "+obs.InstanceProject+" is internal", now)
+	case instance:
+		msg := "the project of instance " + n.InstanceUUID + " is not known"
+		if n.InstanceUUID == "" {
+			msg = "the project of allocation " + n.AllocationUUID + " is not known"
+		}
+		if n.Lessee != "" {
+			msg += "; lessee " + n.Lessee + " is internal"
+		} else if n.Missing["lessee"] {
+			msg += "; lessee is not available at this Ironic microversion"
+		}
+		mk(condition.CustomerAllocated, condition.Unknown, ReasonProjectUnknown, msg, now)
+	case n.Lessee != "":
+		mk(condition.CustomerAllocated, condition.False, ReasonInternalProject, "lessee "+n.Lessee+" is internal", now)
+	default:
+		mk(condition.CustomerAllocated, condition.False, ReasonNotAllocated, "", now)
+	}
+}
+
+func mapReady(cfg Config, obs Observation, mk mkFunc, now time.Time) {
+	n := &obs.Node
+	t := condition.CustomerReady
+	var present bool
+	var where, drift string
+	if cfg.Standalone {
+		if n.Missing["traits"] {
+			mk(t, condition.Unknown, ReasonFieldUnavailable, "Ironic did not report the node's traits", now)
+			return
+		}
+		present, where = n.HasTrait(ReadyTrait), "the Ironic node"
+	} else {
+		p := obs.Placement
+		switch {
+		case !p.Read:
+			mk(t, condition.Unknown, ReasonPlacementUnreachable, "Placement could not be read", now)
+			return
+		case !p.ProviderExists:
+			mk(t, condition.False, ReasonResourceProviderMissing, "no resource provider for this node in Placement (Nova has not registered it)", now)
+			return
+		case !p.TraitDefined:
+			mk(t, condition.False, ReasonTraitNotDefined, ReadyTrait+" is not defined in Placement", now)
+			return
+		}
+		present, where = p.HasTrait, "the resource provider"
+		if !n.Missing["traits"] && n.HasTrait(ReadyTrait) != present {
+			if present {
+				drift = "; the Ironic node lacks it (drift: Nova will remove it from the provider)"
+			} else {
+				drift = "; the Ironic node has it (drift: Nova will copy it to the provider)"
+			}
+		}
+	}
+	gen := obs.AppliedGeneration
+	switch {
+	case present && obs.Quarantined:
+		mk(t, condition.True, ReasonReadyTraitPresent, fmt.Sprintf("%s on %s; quarantine (generation %d) not applied yet%s", ReadyTrait, where, gen, drift), now)
+	case present:
+		mk(t, condition.True, ReasonReadyTraitPresent, ReadyTrait+" on "+where+drift, now)
+	case obs.Quarantined:
+		mk(t, condition.False, ReasonQuarantined, fmt.Sprintf("quarantined (generation %d): %s absent from %s%s", gen, ReadyTrait, where, drift), now)
+	case gen > 0:
+		mk(t, condition.False, ReasonTraitAbsent, fmt.Sprintf("%s absent from %s; release (generation %d) not applied yet%s", ReadyTrait, where, gen, drift), now)
+	default:
+		mk(t, condition.False, ReasonTraitAbsent, ReadyTrait+" absent from "+where+drift, now)
+	}
+}
+
+// arrow renders "state → target" ("state" when there is no target).
+func arrow(state, target string) string {
+	if target == "" || target == state {
+		return state
+	}
+	return state + " → " + target
+}
+
+// camel turns an unknown fault string ("bmc lost contact") into a reason
+// ("BmcLostContact"); never empty, at most condition.MaxReasonBytes.
+func camel(s string) string {
+	var b strings.Builder
+	up := true
+	for _, r := range s {
+		if r > unicode.MaxASCII || !(unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			up = true
+			continue
+		}
+		if up {
+			r = unicode.ToUpper(r)
+			up = false
+		}
+		b.WriteRune(r)
+	}
+	out := b.String()
+	if out == "" || !unicode.IsLetter(rune(out[0])) {
+		out = "Fault" + out
+	}
+	if len(out) > condition.MaxReasonBytes {
+		out = out[:condition.MaxReasonBytes]
+	}
+	return out
+}
+
+// Volatile parts of Ironic error texts that would make an unchanged error
+// look new each poll.
+var (
+	reRequestID = regexp.MustCompile(`(?i)\(?\s*request[-_ ]id:?\s*req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\s*\)?|\breq-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
+	reTimestamp = regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?`)
+	reAddr      = regexp.MustCompile(`\b0x[0-9a-fA-F]{6,}\b`)
+	reSpace     = regexp.MustCompile(`\s+`)
+)
+
+// Clean makes an Ironic error text stable and short: it removes request
+// ids, replaces timestamps with "<time>" and memory addresses with
+// "<addr>", collapses whitespace (tracebacks become one line) and
+// truncates to condition.MaxMessageBytes.
+func Clean(s string) string {
+	if s == "" {
+		return ""
+	}
+	cleanMu.Lock()
+	out, ok := cleanCache[s]
+	cleanMu.Unlock()
+	if ok {
+		return out
+	}
+	out = clean(s)
+	if len(s) > cleanCacheMaxLen {
+		return out
+	}
+	cleanMu.Lock()
+	if len(cleanCache) >= cleanCacheMax {
+		clear(cleanCache) // errors repeat poll after poll; a full reset is cheap
+	}
+	cleanCache[s] = out
+	cleanMu.Unlock()
+	return out
+}
+
+// cleanCache memoises Clean: the same last_error comes back every poll.
+var (
+	cleanMu    sync.Mutex
+	cleanCache = map[string]string{}
+)
+
+// Cache bounds: at most cleanCacheMax entries of at most cleanCacheMaxLen
+// bytes each (≈16 MiB worst case).
+const (
+	cleanCacheMax    = 2048
+	cleanCacheMaxLen = 8192
+)
+
+func clean(s string) string {
+	if strings.Contains(s, "req-") {
+		s = reRequestID.ReplaceAllString(s, "")
+	}
+	s = reTimestamp.ReplaceAllString(s, "<time>")
+	if strings.Contains(s, "0x") {
+		s = reAddr.ReplaceAllString(s, "<addr>")
+	}
+	s = strings.TrimSpace(reSpace.ReplaceAllString(s, " "))
+	return condition.Truncate(s)
+}

@@ -1,0 +1,119 @@
+package conditions
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ironlink/ironlink/internal/condition"
+)
+
+// Tracker keeps the last conditions of each device and tells which ones
+// changed. The zero value is ready to use; it is safe for concurrent use.
+type Tracker struct {
+	mu      sync.Mutex
+	devices map[string]map[condition.Type]condition.Condition
+}
+
+// NewTracker returns an empty Tracker.
+func NewTracker() *Tracker { return &Tracker{} }
+
+// Observe records conds (typically Map's output) for deviceID and returns
+// the conditions whose status, reason, message or observed generation
+// differ from the last ones recorded (all of them on a device's first
+// observation), in the order given; nil when nothing changed.
+//
+// LastTransitionTime follows KEP-1623: while a condition's status stays the
+// same, the recorded LastTransitionTime is kept (a changed reason or
+// message does not move it); when the status changes, the time proposed in
+// the condition (Map proposes provision_updated_at for provision-driven
+// changes, else the poll time) is used, but never earlier than the previous
+// transition — a condition never moves backwards in time. A zero proposed
+// time becomes ObservedTime (or now). Conditions of an unknown type are
+// ignored.
+func (t *Tracker) Observe(deviceID string, conds []condition.Condition) (changed []condition.Condition) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.devices == nil {
+		t.devices = map[string]map[condition.Type]condition.Condition{}
+	}
+	m := t.devices[deviceID]
+	if m == nil {
+		m = make(map[condition.Type]condition.Condition, len(condition.Types))
+		t.devices[deviceID] = m
+	}
+	for _, c := range conds {
+		if !c.Type.Valid() {
+			continue
+		}
+		if c.ObservedTime.IsZero() {
+			c.ObservedTime = time.Now().UTC()
+		}
+		if c.LastTransitionTime.IsZero() {
+			c.LastTransitionTime = c.ObservedTime
+		}
+		prev, seen := m[c.Type]
+		if seen {
+			if prev.Status == c.Status {
+				c.LastTransitionTime = prev.LastTransitionTime
+			} else if c.LastTransitionTime.Before(prev.LastTransitionTime) {
+				c.LastTransitionTime = prev.LastTransitionTime
+				if c.ObservedTime.After(c.LastTransitionTime) {
+					c.LastTransitionTime = c.ObservedTime
+				}
+			}
+		}
+		if !seen || !prev.SameObservation(c) {
+			changed = append(changed, c)
+		}
+		m[c.Type] = c
+	}
+	return changed
+}
+
+// All returns the last conditions recorded for deviceID in condition.Types
+// order (nil for an unknown device). The slice is a copy.
+func (t *Tracker) All(deviceID string) []condition.Condition {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.devices[deviceID]
+	if m == nil {
+		return nil
+	}
+	out := make([]condition.Condition, 0, len(m))
+	for _, ty := range condition.Types {
+		if c, ok := m[ty]; ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Get returns the last condition of type ct recorded for deviceID, and
+// whether there is one.
+func (t *Tracker) Get(deviceID string, ct condition.Type) (condition.Condition, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.devices[deviceID][ct]
+	return c, ok
+}
+
+// Forget drops everything recorded for deviceID (e.g. after the hub was
+// told the device was removed); a later Observe starts afresh.
+func (t *Tracker) Forget(deviceID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.devices, deviceID)
+}
+
+// Devices returns the tracked device ids, sorted.
+func (t *Tracker) Devices() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]string, 0, len(t.devices))
+	for id := range t.devices {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,100 @@
+package link
+
+import (
+	"testing"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+)
+
+func devs(ids ...string) []*ironlinkv1.DeviceUpdate {
+	var out []*ironlinkv1.DeviceUpdate
+	for _, id := range ids {
+		out = append(out, &ironlinkv1.DeviceUpdate{DeviceId: id})
+	}
+	return out
+}
+
+func woken(o *Outbox) bool {
+	select {
+	case <-o.Wake():
+		return true
+	default:
+		return false
+	}
+}
+
+// A link that starts before the first complete listing must still get its
+// snapshot as soon as the listing is done.
+func TestSnapshotSentOnceListingCompletes(t *testing.T) {
+	o := NewOutbox()
+	o.Restart(41)
+	listed := false
+	snap := func() ([]*ironlinkv1.DeviceUpdate, bool) {
+		if !listed {
+			return nil, false
+		}
+		return devs("a", "b"), true
+	}
+	woken(o)
+	if got := o.Take(snap); len(got) != 0 {
+		t.Fatalf("took %d batches before any listing", len(got))
+	}
+	listed = true
+	o.Push(devs("a")) // the first poll's deltas, dropped for the snapshot
+	if !woken(o) {
+		t.Fatal("push while a snapshot is pending did not wake the sender")
+	}
+	got := o.Take(snap)
+	if len(got) != 1 || got[0].GetSequence() != 42 || !got[0].GetSnapshot().GetFinal() || len(got[0].GetDevices()) != 2 {
+		t.Fatalf("snapshot batches: %v", got)
+	}
+}
+
+func TestSnapshotSplitsAndNumbersAfterHub(t *testing.T) {
+	o := NewOutbox()
+	o.MaxDevicesPerBatch = 2
+	o.Restart(9)
+	got := o.Take(func() ([]*ironlinkv1.DeviceUpdate, bool) { return devs("a", "b", "c", "d", "e"), true })
+	if len(got) != 3 {
+		t.Fatalf("%d batches, want 3", len(got))
+	}
+	for i, b := range got {
+		if b.GetSequence() != uint64(10+i) || b.GetSnapshot().GetSnapshotId() != got[0].GetSnapshot().GetSnapshotId() {
+			t.Fatalf("batch %d: %v", i, b)
+		}
+		if b.GetSnapshot().GetFinal() != (i == 2) {
+			t.Fatalf("batch %d final=%v", i, b.GetSnapshot().GetFinal())
+		}
+	}
+	// An empty site still sends one (final) snapshot batch, so removals apply.
+	o.Restart(0)
+	empty := o.Take(func() ([]*ironlinkv1.DeviceUpdate, bool) { return nil, true })
+	if len(empty) != 1 || !empty[0].GetSnapshot().GetFinal() || empty[0].GetSequence() != 13 {
+		t.Fatalf("empty snapshot: %v", empty)
+	}
+}
+
+func TestAckDropsAndBoundCoalescesToSnapshot(t *testing.T) {
+	o := NewOutbox()
+	o.MaxBatches = 3
+	snap := func() ([]*ironlinkv1.DeviceUpdate, bool) { return devs("x"), true }
+	o.Restart(0)
+	o.Take(snap) // snapshot seq 1
+	o.Push(devs("a"))
+	o.Push(devs("b"))
+	if got := o.Take(snap); len(got) != 2 || got[0].GetSequence() != 2 {
+		t.Fatalf("deltas: %v", got)
+	}
+	o.Ack(2)
+	if n, last := o.Pending(); n != 1 || last != 3 {
+		t.Fatalf("pending %d last %d, want 1 and 3", n, last)
+	}
+	// Overflow: more than MaxBatches unacked → queue dropped, snapshot instead.
+	for _, id := range []string{"c", "d", "e"} {
+		o.Push(devs(id))
+	}
+	got := o.Take(snap)
+	if len(got) != 1 || got[0].GetSnapshot() == nil || got[0].GetSequence() != 7 {
+		t.Fatalf("after overflow: %v", got)
+	}
+}

@@ -1,0 +1,65 @@
+// Package ostest holds test helpers for the satellite's OpenStack packages:
+// connecting to a real cloud named by environment variables, for tests that
+// are skipped when those are unset.
+package ostest
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ironlink/ironlink/satellite/openstack"
+)
+
+// Environment variables naming the real cloud for gated tests.
+const (
+	// EnvCloudsYAML is the path of a clouds.yaml (e.g. the test bed's).
+	EnvCloudsYAML = "IRONLINK_TEST_CLOUDS_YAML"
+	// EnvCloud is the cloud entry in it (e.g. "testbed").
+	EnvCloud = "IRONLINK_TEST_CLOUD"
+)
+
+// RealCloudConfig returns the Config named by EnvCloudsYAML and EnvCloud, or
+// skips t with a clear message when either is unset.
+func RealCloudConfig(t testing.TB) openstack.Config {
+	t.Helper()
+	path, cloud := os.Getenv(EnvCloudsYAML), os.Getenv(EnvCloud)
+	if path == "" || cloud == "" {
+		t.Skipf("real-cloud test skipped: set %s (clouds.yaml path) and %s (cloud name), e.g. %s=/work/tb/.openstack-testbed/clouds.yaml %s=testbed",
+			EnvCloudsYAML, EnvCloud, EnvCloudsYAML, EnvCloud)
+	}
+	return openstack.Config{CloudsYAML: path, Cloud: cloud, Placement: openstack.PlacementAuto}
+}
+
+// RealCloud connects to the cloud named by the environment (see
+// RealCloudConfig) or skips t; a connection failure fails t.
+func RealCloud(t testing.TB) *openstack.Clients {
+	t.Helper()
+	cfg := RealCloudConfig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := openstack.Connect(ctx, cfg, Logger(t))
+	if err != nil {
+		t.Fatalf("connect to %s in %s: %v", cfg.Cloud, cfg.CloudsYAML, err)
+	}
+	return c
+}
+
+// Logger returns a slog.Logger writing to t.Log.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	s := string(p)
+	if n := len(s); n > 0 && s[n-1] == '\n' {
+		s = s[:n-1]
+	}
+	w.t.Log(s)
+	return len(p), nil
+}
