@@ -1,0 +1,554 @@
+package openstacksim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Service names used in [Fault.Service] and [Request.Service].
+const (
+	ServiceIdentity  = "identity"
+	ServiceBaremetal = "baremetal"
+	ServicePlacement = "placement"
+)
+
+// Path prefixes under which the single listener serves each service.
+const (
+	identityPrefix  = "/identity"
+	baremetalPrefix = "/baremetal"
+	placementPrefix = "/placement"
+)
+
+// Options configures a [Cloud]. The zero value gives the test bed's setup.
+type Options struct {
+	// TokenTTL is how long an issued Keystone token is valid; default 1h.
+	// Ironic and Placement answer 401 for a token past it.
+	TokenTTL time.Duration
+	// IronicMaxLimit is Ironic's [api]max_limit: the default and the cap of
+	// the limit query parameter of node lists; default 1000.
+	IronicMaxLimit int
+	// IronicMaxVersion is the highest Ironic API microversion served, "1.N";
+	// default "1.82" (the test bed's Ironic 21.4). The minimum is always 1.1.
+	IronicMaxVersion string
+	// PlacementMaxVersion is the highest Placement microversion served,
+	// "1.N" with N ≤ 39; default "1.39" (Placement 8.0). The minimum is 1.0.
+	PlacementMaxVersion string
+	// NoPlacement makes a standalone-Ironic site: Placement is left out of
+	// the Keystone catalog and /placement answers 404.
+	NoPlacement bool
+	// Logger receives one debug line per request and info lines for churn;
+	// default: discard.
+	Logger *slog.Logger
+}
+
+// Cloud is one simulated OpenStack site: Keystone, Ironic and Placement
+// sharing one in-memory state and one HTTP listener. All methods are safe for
+// concurrent use.
+type Cloud struct {
+	opts         Options
+	log          *slog.Logger
+	ironicMax    int // minor of IronicMaxVersion
+	placementMax int // minor of PlacementMaxVersion
+
+	// identity of the simulated application credential and its owner
+	appCredID, appCredSecret, appCredName string
+	userID, projectID                     string
+	auditSeq                              int
+
+	mu        sync.Mutex
+	nodes     map[string]*nodeRec // by UUID
+	nodeOrder []*nodeRec          // by id (creation order)
+	nextID    int64
+	providers map[string]*provider // by UUID
+	traits    map[string]time.Time // defined Placement traits -> created_at
+	tokens    map[string]*token
+	issued    int
+	provSeq   int64
+	faults    []*Fault
+	churn     map[string][]churnStep
+
+	reqMu    sync.Mutex
+	requests []Request
+
+	srvMu sync.Mutex
+	srv   *http.Server
+	ln    net.Listener
+	url   string
+	done  chan struct{}
+
+	now func() time.Time
+}
+
+type token struct {
+	issued, expires time.Time
+	revoked         bool
+}
+
+// New returns a Cloud with empty Ironic and Placement (Placement knows the
+// os-traits standard traits) and one application credential, ready for
+// [Cloud.Start].
+func New(opts Options) *Cloud {
+	if opts.TokenTTL <= 0 {
+		opts.TokenTTL = time.Hour
+	}
+	if opts.IronicMaxLimit <= 0 {
+		opts.IronicMaxLimit = 1000
+	}
+	if opts.IronicMaxVersion == "" {
+		opts.IronicMaxVersion = "1.82"
+	}
+	if opts.PlacementMaxVersion == "" {
+		opts.PlacementMaxVersion = "1.39"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c := &Cloud{
+		opts:          opts,
+		log:           opts.Logger,
+		appCredID:     randomHex(16),
+		appCredSecret: randomHex(24),
+		appCredName:   "site-agent",
+		userID:        randomHex(16),
+		projectID:     randomHex(16),
+		nodes:         map[string]*nodeRec{},
+		providers:     map[string]*provider{},
+		traits:        map[string]time.Time{},
+		tokens:        map[string]*token{},
+		churn:         map[string][]churnStep{},
+		now:           func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
+	}
+	c.ironicMax = mustMinor(opts.IronicMaxVersion, 82)
+	c.placementMax = mustMinor(opts.PlacementMaxVersion, 39)
+	if c.placementMax > 39 {
+		c.placementMax = 39
+	}
+	t0 := c.now()
+	for _, t := range standardTraits {
+		c.traits[t] = t0
+	}
+	return c
+}
+
+func mustMinor(v string, def int) int {
+	var major, minor int
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err != nil || major != 1 || minor < 1 {
+		return def
+	}
+	return minor
+}
+
+// Start listens on addr, which must be a loopback address such as
+// "127.0.0.1:0" (port 0 picks a free port), and serves in the background
+// until [Cloud.Close]. It returns an error for a non-loopback address, when
+// listening fails, or when the Cloud was already started.
+func (c *Cloud) Start(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("openstacksim: listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		addr = net.JoinHostPort("127.0.0.1", addr[strings.LastIndex(addr, ":")+1:])
+	} else if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("openstacksim: refusing to listen on non-loopback address %q", addr)
+	}
+	c.srvMu.Lock()
+	defer c.srvMu.Unlock()
+	if c.srv != nil {
+		return errors.New("openstacksim: already started")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("openstacksim: %w", err)
+	}
+	c.ln = ln
+	c.url = "http://" + ln.Addr().String()
+	c.srv = &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second}
+	c.done = make(chan struct{})
+	go func() {
+		defer close(c.done)
+		if err := c.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			c.log.Error("openstacksim: serve", "err", err)
+		}
+	}()
+	c.log.Info("openstack simulator listening", "url", c.url)
+	return nil
+}
+
+// URL returns the base URL, "http://127.0.0.1:PORT" (no trailing slash), or
+// "" before [Cloud.Start]. Keystone is at URL()+"/identity/v3", Ironic at
+// URL()+"/baremetal", Placement at URL()+"/placement".
+func (c *Cloud) URL() string {
+	c.srvMu.Lock()
+	defer c.srvMu.Unlock()
+	return c.url
+}
+
+// Close stops the listener and closes open connections. It is safe to call
+// more than once and before Start.
+func (c *Cloud) Close() error {
+	c.srvMu.Lock()
+	srv, done := c.srv, c.done
+	c.srvMu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	err := srv.Close()
+	<-done
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Request is one HTTP request the Cloud answered, as recorded for
+// [Cloud.Requests].
+type Request struct {
+	// Service is "identity", "baremetal", "placement", or "" for a path
+	// outside the three prefixes.
+	Service string
+	// Method is the HTTP method.
+	Method string
+	// Path is relative to the service root, e.g. "/v1/nodes/abc/traits/X"
+	// for Ironic, "/v3/auth/tokens" for Keystone, "/resource_providers/x"
+	// for Placement ("" or "/" for a service root).
+	Path string
+	// Query is the raw query string without "?".
+	Query string
+	// Status is the HTTP status code sent.
+	Status int
+}
+
+// Requests returns a copy of every request answered since start or the last
+// [Cloud.ResetRequests], oldest first.
+func (c *Cloud) Requests() []Request {
+	c.reqMu.Lock()
+	defer c.reqMu.Unlock()
+	return append([]Request(nil), c.requests...)
+}
+
+// ResetRequests forgets the recorded requests.
+func (c *Cloud) ResetRequests() {
+	c.reqMu.Lock()
+	defer c.reqMu.Unlock()
+	c.requests = nil
+}
+
+// Fault makes matching requests fail (or slow down) before the simulated
+// service sees them; see [Cloud.InjectFault].
+type Fault struct {
+	// Service is "identity", "baremetal" or "placement"; "" matches any.
+	Service string
+	// Method is the HTTP method to match; "" matches any.
+	Method string
+	// PathContains must be a substring of the request path relative to the
+	// service root plus "?"+query when there is one (e.g. "/v1/nodes",
+	// "marker=", "/traits/CUSTOM_CUSTOMER_READY"); "" matches any.
+	PathContains string
+	// Status is the HTTP status to answer. 0 means no error: after Before
+	// and Delay the request is served normally (useful for slow responses).
+	Status int
+	// Body is sent as the response body (Content-Type application/json).
+	// "" gives a realistic body for that service and status: Ironic's
+	// error_message envelope (409 → NodeLocked for the node in the path),
+	// Placement's errors[] (409 → placement.concurrent_update), Keystone's
+	// {"error": ...}.
+	Body string
+	// Times is how many matching requests fail; 0 means 1, a negative value
+	// means every matching request until [Cloud.ClearFaults].
+	Times int
+	// Before, when set, runs (without the Cloud's lock held) before the
+	// fault answers, e.g. to bump a provider generation like a concurrent
+	// writer.
+	Before func()
+	// Delay is waited before answering (cut short when the client goes
+	// away).
+	Delay time.Duration
+}
+
+// InjectFault adds a fault. Faults are checked in the order added; the first
+// matching one with uses left answers the request. Faults apply before
+// authentication, like a failing proxy or service in front of the API.
+func (c *Cloud) InjectFault(f Fault) {
+	if f.Times == 0 {
+		f.Times = 1
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults = append(c.faults, &f)
+}
+
+// ClearFaults removes every injected fault, used up or not.
+func (c *Cloud) ClearFaults() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults = nil
+}
+
+// takeFault returns a copy of the first fault matching the request and uses
+// it up once, or nil.
+func (c *Cloud) takeFault(service, method, rel string) *Fault {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, f := range c.faults {
+		if f.Service != "" && f.Service != service {
+			continue
+		}
+		if f.Method != "" && !strings.EqualFold(f.Method, method) {
+			continue
+		}
+		if f.PathContains != "" && !strings.Contains(rel, f.PathContains) {
+			continue
+		}
+		cp := *f
+		if f.Times > 0 {
+			f.Times--
+			if f.Times == 0 {
+				c.faults = append(c.faults[:i:i], c.faults[i+1:]...)
+			}
+		}
+		return &cp
+	}
+	return nil
+}
+
+// ExpireTokens makes every token issued so far invalid: Ironic and Placement
+// answer 401 for them. Tokens issued afterwards are valid again.
+func (c *Cloud) ExpireTokens() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.tokens {
+		t.revoked = true
+	}
+}
+
+// TokensIssued returns how many tokens Keystone has issued since New.
+func (c *Cloud) TokensIssued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.issued
+}
+
+// validToken reports whether the X-Auth-Token of r is a live token.
+func (c *Cloud) validToken(r *http.Request) bool {
+	id := r.Header.Get("X-Auth-Token")
+	if id == "" {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.tokens[id]
+	return ok && !t.revoked && c.now().Before(t.expires)
+}
+
+// statusRecorder remembers the status written through it.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+// WriteHeader records the first status code.
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Write records an implicit 200.
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// splitService maps a request path to its service and the path relative to
+// the service root.
+func splitService(p string) (service, rel string) {
+	for _, s := range []struct{ prefix, name string }{
+		{identityPrefix, ServiceIdentity},
+		{baremetalPrefix, ServiceBaremetal},
+		{placementPrefix, ServicePlacement},
+	} {
+		if p == s.prefix || strings.HasPrefix(p, s.prefix+"/") {
+			return s.name, p[len(s.prefix):]
+		}
+	}
+	return "", p
+}
+
+// ServeHTTP answers one request for any of the three services. It is the
+// handler [Cloud.Start] serves; tests may also mount it elsewhere.
+func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	service, rel := splitService(r.URL.Path)
+	if service == ServicePlacement && c.opts.NoPlacement {
+		service = ""
+	}
+	rec := &statusRecorder{ResponseWriter: w}
+	defer func() {
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		c.reqMu.Lock()
+		c.requests = append(c.requests, Request{Service: service, Method: r.Method, Path: rel, Query: r.URL.RawQuery, Status: status})
+		c.reqMu.Unlock()
+		c.log.Debug("openstacksim request", "service", service, "method", r.Method, "path", rel, "query", r.URL.RawQuery, "status", status)
+	}()
+
+	match := rel
+	if r.URL.RawQuery != "" {
+		match += "?" + r.URL.RawQuery
+	}
+	if f := c.takeFault(service, r.Method, match); f != nil {
+		if f.Before != nil {
+			f.Before()
+		}
+		if f.Delay > 0 {
+			t := time.NewTimer(f.Delay)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+			}
+		}
+		if f.Status != 0 {
+			c.writeFault(rec, r, service, rel, f)
+			return
+		}
+	}
+
+	switch service {
+	case ServiceIdentity:
+		c.serveIdentity(rec, r, rel)
+	case ServiceBaremetal:
+		c.serveBaremetal(rec, r, rel)
+	case ServicePlacement:
+		c.servePlacement(rec, r, rel)
+	default:
+		rec.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		rec.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(rec, "404 Not Found: the simulator serves /identity, /baremetal and /placement\n")
+	}
+}
+
+// writeFault answers an injected fault with realistic headers and body.
+func (c *Cloud) writeFault(w http.ResponseWriter, r *http.Request, service, rel string, f *Fault) {
+	switch service {
+	case ServiceBaremetal:
+		if strings.HasPrefix(rel, "/v1") {
+			if v, msg, _ := parseIronicVersion(r.Header, c.ironicMax); msg == "" {
+				c.setIronicVersionHeaders(w, v)
+			}
+		}
+		w.Header().Set("Openstack-Request-Id", requestID())
+		if f.Body != "" {
+			writeRaw(w, f.Status, f.Body)
+			return
+		}
+		if f.Status == http.StatusConflict {
+			ident := "unknown"
+			if parts := strings.Split(strings.TrimPrefix(rel, "/v1/nodes/"), "/"); strings.HasPrefix(rel, "/v1/nodes/") && parts[0] != "" {
+				ident = parts[0]
+			}
+			ironicError(w, f.Status, fmt.Sprintf("Node %s is locked by host %s, please retry after the current operation is completed.", ident, simConductor))
+			return
+		}
+		ironicError(w, f.Status, defaultText(f.Status))
+	case ServicePlacement:
+		ver, verr := c.placementVersion(r)
+		if verr == nil {
+			w.Header().Set("Openstack-Api-Version", "placement "+ver.String())
+			w.Header().Add("Vary", "openstack-api-version")
+		}
+		rid := requestID()
+		w.Header().Set("X-Openstack-Request-Id", rid)
+		if f.Body != "" {
+			writeRaw(w, f.Status, f.Body)
+			return
+		}
+		msg, code := defaultText(f.Status), ""
+		if f.Status == http.StatusConflict {
+			msg, code = "Resource provider's generation already changed. Please update the generation and try again.", "placement.concurrent_update"
+		}
+		var vp *pVersion
+		if verr == nil {
+			vp = &ver
+		}
+		c.placementError(w, r, f.Status, msg, code, vp, rid)
+	default:
+		if f.Body != "" {
+			writeRaw(w, f.Status, f.Body)
+			return
+		}
+		keystoneError(w, f.Status, defaultText(f.Status), c.URL()+identityPrefix)
+	}
+}
+
+func writeRaw(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}
+
+func defaultText(status int) string {
+	switch status {
+	case http.StatusServiceUnavailable:
+		return "The server is currently unavailable. Please try again at a later time."
+	case http.StatusInternalServerError:
+		return "The server has either erred or is incapable of performing the requested operation."
+	case http.StatusUnauthorized:
+		return "The request you have made requires authentication."
+	}
+	if t := http.StatusText(status); t != "" {
+		return t + "."
+	}
+	return "Error."
+}
+
+// randomHex returns n random bytes as lower-case hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// newUUID returns a random (version 4) UUID in canonical form.
+func newUUID() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// requestID returns an oslo-style request id, "req-<uuid>".
+func requestID() string { return "req-" + newUUID() }
+
+// ctxSleep waits d or until ctx is done; it reports whether d elapsed.
+func ctxSleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
