@@ -16,14 +16,18 @@ mkdir -p "$STATE"
 pids=()
 cleanup() {
   trap - INT TERM EXIT
+  trap '' PIPE INT # finish cleaning up even if the terminal or a pipe is gone
+  exec 1>&2 2>/dev/null
   echo
   echo ">> stopping the demo"
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   stop_private_pg
   echo ">> everything the demo started is stopped"
+  exit "${1:-0}"
 }
-trap cleanup INT TERM EXIT
+trap 'cleanup 130' INT TERM
+trap 'cleanup $?' EXIT
 
 if [ -n "${DATABASE_URL:-}" ]; then
   db=$DATABASE_URL
@@ -102,4 +106,5 @@ Try these in another terminal:
 Logs: .demo/hub.log, .demo/satellite.log, .demo/openstacksim.log. Press Ctrl-C to stop everything.
 EOM
 wait -n "${pids[@]}" || true
-echo ">> a demo process exited; see .demo/*.log" >&2
+echo ">> a demo process exited unexpectedly; see .demo/*.log" >&2
+exit 1
