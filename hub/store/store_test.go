@@ -16,7 +16,9 @@ import (
 	"github.com/ironlink/ironlink/internal/pgtest"
 )
 
-func newStore(t *testing.T) (*store.Store, string) {
+func newStore(t *testing.T) (*store.Store, string) { return newBenchStore(t) }
+
+func newBenchStore(t testing.TB) (*store.Store, string) {
 	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
