@@ -34,7 +34,7 @@ func BenchmarkIngestSnapshot(b *testing.B) {
 			batch := store.Batch{Sequence: uint64(part + 1), SnapshotID: snap, SnapshotFinal: part == devices/perBatch-1}
 			for d := 0; d < perBatch; d++ {
 				batch.Devices = append(batch.Devices, store.DeviceUpdate{DeviceID: uuid.NewString(), ObservedTime: now,
-					Facts: &store.Facts{Name: fmt.Sprintf("node-%04d", part*perBatch+d), ProvisionState: "available"},
+					Facts:      &store.Facts{Name: fmt.Sprintf("node-%04d", part*perBatch+d), ProvisionState: "available"},
 					Conditions: conds(now, map[condition.Type]condition.Status{})})
 			}
 			res, err := st.ApplyBatch(ctx, site, sess.Epoch, batch)
