@@ -48,6 +48,10 @@ type Config struct {
 	KeepaliveTime, KeepaliveTimeout, KeepaliveMinTime time.Duration
 	// ShutdownGrace bounds graceful shutdown before connections are cut.
 	ShutdownGrace time.Duration
+	// MaxConnectionAge: connections older than this are asked to reconnect
+	// (GOAWAY) so satellites spread over replicas; MaxConnectionAgeGrace then
+	// bounds how long open streams may continue (defaults 30 m and 1 m; 0 = off).
+	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 }
 
 // Validate checks c and fills defaults. Errors name the bad setting.
@@ -72,6 +76,12 @@ func (c *Config) Validate() error {
 	}
 	if c.KeepaliveMinTime == 0 {
 		c.KeepaliveMinTime = 10 * time.Second
+	}
+	if c.MaxConnectionAgeGrace == 0 {
+		c.MaxConnectionAgeGrace = time.Minute
+	}
+	if c.KeepaliveMinTime > c.KeepaliveTime {
+		return fmt.Errorf("keepalive min time %s is above the keepalive time %s", c.KeepaliveMinTime, c.KeepaliveTime)
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = 10 * time.Second
@@ -127,8 +137,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
-		log.Info("hub shutting down")
+		log.Info("hub shutting down: draining links", "links", linkSrv.Links())
 		hs.Shutdown()
+		linkSrv.Drain()
 		done := make(chan struct{})
 		go func() { srv.GracefulStop(); close(done) }()
 		select {
@@ -156,7 +167,8 @@ func NewGRPCServer(cfg Config, log *slog.Logger) *grpc.Server {
 	return grpc.NewServer(
 		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), recovery.UnaryServerInterceptor(recoverOpts...)),
 		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(logger, logOpts...), recovery.StreamServerInterceptor(recoverOpts...)),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout,
+			MaxConnectionAge: cfg.MaxConnectionAge, MaxConnectionAgeGrace: cfg.MaxConnectionAgeGrace}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(16<<20),
 	)

@@ -78,12 +78,16 @@ type Server struct {
 	cfg   Config
 	log   *slog.Logger
 
-	mu    sync.Mutex
-	links map[string]*conn
+	mu       sync.Mutex
+	links    map[string]*conn
+	draining bool
 }
 
 // errSuperseded cancels a link that a newer link of the same site replaced.
 var errSuperseded = errors.New("superseded by a newer link for the same site")
+
+// errDraining cancels every link when the replica shuts down.
+var errDraining = errors.New("hub replica draining")
 
 // conn is one open link on this replica.
 type conn struct {
@@ -153,14 +157,45 @@ func (s *Server) RunStaleSweep(ctx context.Context, staleAfter time.Duration) {
 	}
 }
 
-func (s *Server) register(c *conn) {
+// Drain ends every link on this replica with Unavailable ("draining;
+// reconnect"), so satellites move to another replica at once instead of
+// waiting for the connection to be cut. New links are refused from now on.
+// Nothing is lost: unacked batches are resent and unfinished commands are
+// delivered again on the satellites' next links.
+func (s *Server) Drain() {
 	s.mu.Lock()
+	s.draining = true
+	links := make([]*conn, 0, len(s.links))
+	for _, c := range s.links {
+		links = append(links, c)
+	}
+	s.mu.Unlock()
+	for _, c := range links {
+		c.cancel(errDraining)
+	}
+	s.log.Info("draining links", "count", len(links))
+}
+
+// Links returns the number of links open on this replica.
+func (s *Server) Links() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.links)
+}
+
+func (s *Server) register(c *conn) bool {
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return false
+	}
 	old := s.links[c.site]
 	s.links[c.site] = c
 	s.mu.Unlock()
 	if old != nil {
 		old.cancel(errSuperseded)
 	}
+	return true
 }
 
 func (s *Server) unregister(c *conn) {
@@ -173,6 +208,12 @@ func (s *Server) unregister(c *conn) {
 
 // Connect serves one satellite link until it ends.
 func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
+	s.mu.Lock()
+	draining := s.draining
+	s.mu.Unlock()
+	if draining {
+		return status.Error(codes.Unavailable, "hub replica draining; reconnect")
+	}
 	hello, err := s.recvHello(stream)
 	if err != nil {
 		return err
@@ -190,7 +231,9 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
 	c := &conn{site: site, wake: make(chan struct{}, 1), cancel: cancel}
-	s.register(c)
+	if !s.register(c) {
+		return status.Error(codes.Unavailable, "hub replica draining; reconnect")
+	}
 	defer func() {
 		s.unregister(c)
 		closeCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -242,9 +285,13 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
 		var err error
 		select {
 		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), errSuperseded) {
+			switch cause := context.Cause(ctx); {
+			case errors.Is(cause, errSuperseded):
 				log.Info("link superseded by a newer link")
 				return status.Error(codes.Aborted, "link superseded by a newer link for this site; reconnect")
+			case errors.Is(cause, errDraining):
+				log.Info("link drained")
+				return status.Error(codes.Unavailable, "hub replica draining; reconnect")
 			}
 			return status.FromContextError(ctx.Err()).Err()
 		case err = <-recvErr:
@@ -442,7 +489,7 @@ func (l *linkLoop) handleResult(ctx context.Context, r *ironlinkv1.CommandResult
 
 // deliver sends the site's due commands; resend also repeats SENT ones (link start).
 func (l *linkLoop) deliver(ctx context.Context, resend bool) error {
-	cmds, err := l.s.store.DueCommands(ctx, l.site, l.s.cfg.Delivery, resend, 100)
+	cmds, err := l.s.store.DueCommands(ctx, l.site, l.epoch, l.s.cfg.Delivery, resend, 100)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

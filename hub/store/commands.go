@@ -73,21 +73,24 @@ type DeliveryPolicy struct {
 	FailureBackoff, MaxFailureBackoff time.Duration
 }
 
-// DueCommands returns the commands of site that should be sent now: the
+// DueCommands returns the commands of site that the link with epoch should
+// send now (none when a newer link holds the site): the
 // current generation of each device's desired state when it is PENDING, SENT
 // longer than p.ResendAfter ago (or resend is true: the link just started),
 // or FAILED and past its backoff. Oldest first, at most limit.
-func (s *Store) DueCommands(ctx context.Context, site string, p DeliveryPolicy, resend bool, limit int) ([]Command, error) {
+func (s *Store) DueCommands(ctx context.Context, site string, epoch int64, p DeliveryPolicy, resend bool, limit int) ([]Command, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+commandColumnsC+`
-		FROM commands c JOIN devices d ON d.id = c.device_id AND d.desired_generation = c.generation
+		FROM commands c
+		JOIN devices d ON d.id = c.device_id AND d.desired_generation = c.generation
+		JOIN sites s ON s.name = c.site AND s.link_epoch = $7
 		WHERE c.site = $1 AND (
 			c.state = 'PENDING'
 			OR (c.state = 'SENT' AND ($2 OR c.sent_at < now() - make_interval(secs => $3)))
 			OR (c.state = 'FAILED' AND c.updated_at < now() - make_interval(secs =>
 				LEAST($5::float8, $4::float8 * power(2, GREATEST(c.attempts - 1, 0))))))
 		ORDER BY c.created_at LIMIT $6`,
-		site, resend, p.ResendAfter.Seconds(), p.FailureBackoff.Seconds(), p.MaxFailureBackoff.Seconds(), limit)
+		site, resend, p.ResendAfter.Seconds(), p.FailureBackoff.Seconds(), p.MaxFailureBackoff.Seconds(), limit, epoch)
 	if err != nil {
 		return nil, fmt.Errorf("due commands of site %q: %w", site, err)
 	}

@@ -236,17 +236,23 @@ func TestCommandLifecycle(t *testing.T) {
 		t.Fatalf("status %s, want QUARANTINED", d.Status)
 	}
 	policy := store.DeliveryPolicy{ResendAfter: time.Hour, FailureBackoff: time.Hour, MaxFailureBackoff: time.Hour}
-	due, _ := s.DueCommands(ctx, "site-a", policy, false, 10)
+	due, _ := s.DueCommands(ctx, "site-a", sess.Epoch, policy, false, 10)
 	if len(due) != 1 || due[0].ID != q1.ID {
 		t.Fatalf("due: %+v", due)
 	}
 	_ = s.MarkSent(ctx, q1.ID)
-	if due, _ := s.DueCommands(ctx, "site-a", policy, false, 10); len(due) != 0 {
+	if due, _ := s.DueCommands(ctx, "site-a", sess.Epoch, policy, false, 10); len(due) != 0 {
 		t.Fatalf("sent command due again before timeout: %+v", due)
 	}
-	if due, _ := s.DueCommands(ctx, "site-a", policy, true, 10); len(due) != 1 {
+	if due, _ := s.DueCommands(ctx, "site-a", sess.Epoch, policy, true, 10); len(due) != 1 {
 		t.Fatalf("sent command not resent on reconnect: %+v", due)
 	}
+	// A newer link fences this one: it gets nothing to send.
+	newer := open(t, s, "site-a")
+	if due, _ := s.DueCommands(ctx, "site-a", sess.Epoch, policy, true, 10); len(due) != 0 {
+		t.Fatalf("fenced link still gets commands: %+v", due)
+	}
+	sess = newer
 	// A release supersedes the quarantine; the late quarantine result is ignored.
 	r2, _ := s.SetDesiredImpairment(ctx, id, store.ImpairmentReleased, "op", "fixed", "operator-api")
 	ignored, err := s.RecordResult(ctx, "site-a", store.CommandResult{CommandID: q1.ID, DeviceID: id, Generation: 1, Success: true})
@@ -266,7 +272,7 @@ func TestCommandLifecycle(t *testing.T) {
 	if d.LastCommandError != "placement 503" || d.Status != status.Available {
 		t.Fatalf("after failure: %+v", d)
 	}
-	if due, _ := s.DueCommands(ctx, "site-a", policy, false, 10); len(due) != 0 {
+	if due, _ := s.DueCommands(ctx, "site-a", sess.Epoch, policy, false, 10); len(due) != 0 {
 		t.Fatalf("failed command retried before its backoff: %+v", due)
 	}
 	if _, err := s.RecordResult(ctx, "site-a", store.CommandResult{CommandID: r2.ID, DeviceID: id, Generation: 2, Success: true, Detail: "ok"}); err != nil {

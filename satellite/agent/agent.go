@@ -37,6 +37,9 @@ type Config struct {
 	CommandTimeout time.Duration
 	// Conditions configures the node → condition mapping.
 	Conditions conditions.Config
+	// StatePath, when set, is a JSON file where the applied command
+	// generations are kept across restarts.
+	StatePath string
 }
 
 // Agent polls one site and applies its commands. Safe for concurrent use.
@@ -269,6 +272,9 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 		res.Error = fmt.Sprintf("generation %d is older than the applied generation %d", cmd.GetGeneration(), prev.generation)
 		return res
 	}
+	// Applying is idempotent, so a repeated generation (a resend after a
+	// lost result, or after a restart) is applied again: that also heals a
+	// trait someone changed behind ironlink's back.
 
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.CommandTimeout)
 	defer cancel()
@@ -282,6 +288,9 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	res.Success, res.Detail = true, r.Detail
 	a.mu.Lock()
 	a.desired[cmd.GetDeviceId()] = desired{quarantined: quarantine, generation: cmd.GetGeneration()}
+	if err := a.saveStateLocked(); err != nil {
+		a.log.Error("applied generation not saved; it will be re-applied after a restart", "err", err)
+	}
 	a.mu.Unlock()
 	a.log.Info("command applied", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(),
 		"generation", cmd.GetGeneration(), "quarantine", quarantine, "detail", r.Detail, "took", time.Since(start).Round(time.Millisecond))

@@ -160,4 +160,3 @@ func TestPlacementOutageKeepsCustomerReady(t *testing.T) {
 		t.Fatalf("placement outage produced deltas: %v", got)
 	}
 }
-

@@ -35,6 +35,9 @@ type Config struct {
 	OpenStack openstack.Config
 	// Agent configures polling and the condition mapping.
 	Agent agent.Config
+	// Link tunes the hub link (heartbeat, keepalive, backoff); Site,
+	// HubAddr and the credentials are filled in by Run.
+	Link link.Config
 }
 
 // Validate checks c. Errors name the bad setting.
@@ -82,13 +85,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	cfg.Agent.Conditions.Standalone = clients.Standalone()
 	outbox := link.NewOutbox()
 	ag := agent.New(cfg.Agent, ir, pl, outbox, log.With("component", "agent"))
+	if err := ag.LoadState(); err != nil {
+		return err
+	}
 	var boot [8]byte
 	_, _ = rand.Read(boot[:])
-	client := link.NewClient(link.Config{
-		Site: cfg.Site, BootID: hex.EncodeToString(boot[:]), Version: version.Version, Capabilities: caps,
-		HubAddr:     cfg.HubAddr,
-		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
-	}, outbox, ag.Snapshot, ag, log.With("component", "link"))
+	lc := cfg.Link
+	lc.Site, lc.BootID, lc.Version, lc.Capabilities, lc.HubAddr = cfg.Site, hex.EncodeToString(boot[:]), version.Version, caps, cfg.HubAddr
+	lc.DialOptions = append(lc.DialOptions, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	lc.Applied = ag.AppliedGenerations
+	client := link.NewClient(lc, outbox, ag.Snapshot, ag, log.With("component", "link"))
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { ag.Run(gctx); return nil })

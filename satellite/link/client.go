@@ -50,6 +50,8 @@ type Config struct {
 	KeepaliveTime, KeepaliveTimeout time.Duration
 	// MaxConcurrentCommands bounds commands applied at once (default 8).
 	MaxConcurrentCommands int
+	// Applied, when set, lists the command generations applied so far (sent in Hello).
+	Applied func() []*ironlinkv1.AppliedGeneration
 }
 
 // Client keeps the link to the hub.
@@ -139,7 +141,7 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 	_, lastSent := c.outbox.Pending()
 	if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Hello{Hello: &ironlinkv1.Hello{
 		Site: c.cfg.Site, BootId: c.cfg.BootID, Version: c.cfg.Version, Capabilities: c.cfg.Capabilities,
-		LastSequenceSent: lastSent,
+		LastSequenceSent: lastSent, AppliedGenerations: c.applied(),
 	}}}); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
@@ -171,7 +173,11 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 			}
 		}
 	}()
-	hb := time.NewTicker(c.cfg.HeartbeatInterval)
+	every := c.cfg.HeartbeatInterval
+	if hub := time.Duration(w.GetHeartbeatIntervalSeconds()) * time.Second; hub > 0 && hub < every {
+		every = hub // the hub expects heartbeats at least this often
+	}
+	hb := time.NewTicker(every)
 	defer hb.Stop()
 	flush := func() error {
 		for _, b := range c.outbox.Take(c.snap) {
@@ -217,6 +223,13 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 			return err
 		}
 	}
+}
+
+func (c *Client) applied() []*ironlinkv1.AppliedGeneration {
+	if c.cfg.Applied == nil {
+		return nil
+	}
+	return c.cfg.Applied()
 }
 
 // dispatch applies a command in its own goroutine (bounded by

@@ -81,14 +81,31 @@ func (o *Outbox) RequestSnapshot() {
 }
 
 // Restart prepares for a new link whose hub has committed up to
-// lastCommitted: numbering continues after it, every queued batch is
-// dropped and a full snapshot is requested (a new link always starts with one).
+// lastCommitted. Batches the hub already has are dropped; the rest are sent
+// again, in order, so the hub gets exactly what it is missing. When the
+// queue cannot fill the gap (the hub is behind what this process still
+// holds, or ahead of its numbering because another process of the site
+// numbered further), numbering continues after lastCommitted and a full
+// snapshot is sent instead. A fresh Outbox (new process, new boot id)
+// always starts with a snapshot.
 func (o *Outbox) Restart(lastCommitted uint64) {
 	o.mu.Lock()
+	defer o.mu.Unlock()
+	defer o.signal()
+	i := 0
+	for i < len(o.queue) && o.queue[i].GetSequence() <= lastCommitted {
+		i++
+	}
+	o.queue, o.sent = o.queue[i:], 0
+	o.lastAckedSent = max(o.lastAckedSent, min(lastCommitted, o.next-1))
+	resumable := !o.needSnapshot &&
+		((len(o.queue) > 0 && o.queue[0].GetSequence() == lastCommitted+1) ||
+			(len(o.queue) == 0 && o.next == lastCommitted+1))
+	if resumable {
+		return
+	}
 	o.next = max(o.next, lastCommitted+1)
-	o.queue, o.sent, o.needSnapshot = nil, 0, true
-	o.mu.Unlock()
-	o.signal()
+	o.queue, o.needSnapshot = nil, true
 }
 
 // Take returns the batches to send now, in order, and marks them sent. When a

@@ -62,6 +62,10 @@ func run(args []string) error {
 		{(*durationFlag)(&cfg.Link.HeartbeatInterval), "heartbeat-interval", "IRONLINK_HUB_HEARTBEAT_INTERVAL", "20s", "hub → satellite heartbeat interval"},
 		{(*durationFlag)(&cfg.Link.CommandSweep), "command-sweep", "IRONLINK_HUB_COMMAND_SWEEP", "5s", "how often each link looks for due commands without a notification"},
 		{(*durationFlag)(&cfg.Link.Delivery.ResendAfter), "command-resend-after", "IRONLINK_HUB_COMMAND_RESEND_AFTER", "30s", "resend a command that got no result after this long"},
+		{(*durationFlag)(&cfg.MaxConnectionAge), "max-connection-age", "IRONLINK_HUB_MAX_CONNECTION_AGE", "30m", "connections older than this are asked to reconnect, so satellites spread over replicas (0: never)"},
+		{(*durationFlag)(&cfg.KeepaliveTime), "keepalive-time", "IRONLINK_HUB_KEEPALIVE_TIME", "30s", "ping an idle connection after this long"},
+		{(*durationFlag)(&cfg.KeepaliveTimeout), "keepalive-timeout", "IRONLINK_HUB_KEEPALIVE_TIMEOUT", "10s", "drop a connection whose ping is not answered within this"},
+		{(*durationFlag)(&cfg.KeepaliveMinTime), "keepalive-min-time", "IRONLINK_HUB_KEEPALIVE_MIN_TIME", "10s", "refuse clients that ping more often (must be ≤ the satellites' keepalive time)"},
 		{(*durationFlag)(&cfg.Link.Delivery.FailureBackoff), "command-failure-backoff", "IRONLINK_HUB_COMMAND_FAILURE_BACKOFF", "10s", "first wait before a failed command is retried (doubles, capped at 5m)"},
 	}
 	for _, d := range durations {

@@ -51,6 +51,25 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.Agent.PollInterval, "poll-interval", poll, "interval between Ironic listings (env IRONLINK_POLL_INTERVAL)")
 	fs.StringVar(&pool, "validation-pool", cli.Env("IRONLINK_VALIDATION_POOL", ""), "validation-pool selector, e.g. resource_class=gpu-validate or trait=CUSTOM_VALIDATION,conductor_group=burnin; empty: no pool (env IRONLINK_VALIDATION_POOL)")
 	fs.StringVar(&internal, "internal-projects", cli.Env("IRONLINK_INTERNAL_PROJECTS", ""), "comma-separated project IDs that are not customers (env IRONLINK_INTERNAL_PROJECTS)")
+	fs.StringVar(&cfg.Agent.StatePath, "state-file", cli.Env("IRONLINK_STATE_FILE", ""), "JSON file keeping the applied command generations across restarts; empty: memory only (env IRONLINK_STATE_FILE)")
+	for _, d := range []struct {
+		p    *time.Duration
+		name string
+		env  string
+		def  time.Duration
+		help string
+	}{
+		{&cfg.Link.HeartbeatInterval, "heartbeat-interval", "IRONLINK_HEARTBEAT_INTERVAL", 20 * time.Second, "satellite → hub heartbeat (the hub's, if shorter, wins)"},
+		{&cfg.Link.KeepaliveTime, "keepalive-time", "IRONLINK_KEEPALIVE_TIME", 30 * time.Second, "gRPC keepalive ping interval (≥ the hub's keepalive-min-time)"},
+		{&cfg.Link.KeepaliveTimeout, "keepalive-timeout", "IRONLINK_KEEPALIVE_TIMEOUT", 10 * time.Second, "drop the link when a ping is not answered within this"},
+		{&cfg.Link.MaxBackoff, "max-backoff", "IRONLINK_MAX_BACKOFF", 30 * time.Second, "upper bound of the reconnect delay (exponential, full jitter)"},
+	} {
+		def, err := cli.EnvDuration(d.env, d.def)
+		if err != nil {
+			return err
+		}
+		fs.DurationVar(d.p, d.name, def, d.help+" (env "+d.env+")")
+	}
 	fs.StringVar(&logLevel, "log-level", cli.Env("IRONLINK_LOG_LEVEL", "info"), "debug, info, warn or error (env IRONLINK_LOG_LEVEL)")
 	fs.StringVar(&logFormat, "log-format", cli.Env("IRONLINK_LOG_FORMAT", "text"), "text or json (env IRONLINK_LOG_FORMAT)")
 	if err := fs.Parse(args); err != nil {

@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+)
+
+// appliedState is the on-disk form of the generations a satellite applied,
+// so that a restarted satellite remembers them (StatePath).
+type appliedState struct {
+	// Devices maps Ironic node UUID → last applied command.
+	Devices map[string]appliedDevice `json:"devices"`
+}
+
+type appliedDevice struct {
+	Quarantined bool  `json:"quarantined"`
+	Generation  int64 `json:"generation"`
+}
+
+// LoadState reads the applied generations from cfg.StatePath (a JSON file);
+// a missing file is an empty state. Errors: unreadable or malformed file.
+func (a *Agent) LoadState() error {
+	if a.cfg.StatePath == "" {
+		return nil
+	}
+	b, err := os.ReadFile(a.cfg.StatePath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read state file: %w", err)
+	}
+	var st appliedState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("state file %s is malformed: %w", a.cfg.StatePath, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, d := range st.Devices {
+		a.desired[id] = desired{quarantined: d.Quarantined, generation: d.Generation}
+	}
+	return nil
+}
+
+// saveStateLocked writes the applied generations atomically (temp file,
+// fsync, rename). Callers hold a.mu.
+func (a *Agent) saveStateLocked() error {
+	if a.cfg.StatePath == "" {
+		return nil
+	}
+	st := appliedState{Devices: make(map[string]appliedDevice, len(a.desired))}
+	for id, d := range a.desired {
+		st.Devices[id] = appliedDevice{Quarantined: d.quarantined, Generation: d.generation}
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(a.cfg.StatePath), ".ironlink-state-*")
+	if err != nil {
+		return fmt.Errorf("write state file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write state file: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync state file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close state file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), a.cfg.StatePath); err != nil {
+		return fmt.Errorf("replace state file: %w", err)
+	}
+	return nil
+}
+
+// AppliedGenerations lists the applied generation of every device the
+// satellite has applied a command to (for the link's Hello).
+func (a *Agent) AppliedGenerations() []*ironlinkv1.AppliedGeneration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*ironlinkv1.AppliedGeneration, 0, len(a.desired))
+	for id, d := range a.desired {
+		out = append(out, &ironlinkv1.AppliedGeneration{DeviceId: id, Generation: d.generation})
+	}
+	return out
+}
