@@ -14,6 +14,7 @@ build:
 	$(GO) build -o $(BIN)/ironlink-hub ./hub/cmd/ironlink-hub
 	$(GO) build -o $(BIN)/ironlink-satellite ./satellite/cmd/ironlink-satellite
 	$(GO) build -o $(BIN)/ironlink-openstacksim ./internal/openstacksim/cmd/ironlink-openstacksim
+	$(GO) build -o $(BIN)/ironlink-lb ./internal/tcpproxy/cmd/ironlink-lb
 
 ## generate: regenerate gen/ from proto/ with buf and the local plugins pinned in go.mod
 generate:
