@@ -5,7 +5,9 @@
 #
 # Settings (environment): DATABASE_URL (use this PostgreSQL instead of a
 # private throwaway cluster), IRONLINK_HUB_LISTEN (default localhost:7070),
-# DEMO_NODES (50), DEMO_CHURN (15s), DEMO_POLL_INTERVAL (10s), DEMO_PG_PORT (55432).
+# DEMO_NODES (50), DEMO_CHURN (15s), DEMO_POLL_INTERVAL (10s), DEMO_PG_PORT (55432),
+# DEMO_REPLICAS (1; with 2, two hub replicas on 127.0.0.1:7071/7072 run behind
+# the small ironlink-lb TCP load balancer on $IRONLINK_HUB_LISTEN).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pg.sh
@@ -46,11 +48,30 @@ pids+=($!)
 for _ in $(seq 100); do grep -q OPENSTACK_SIM_URL "$STATE/openstacksim.out" 2>/dev/null && break; sleep 0.1; done
 grep -q OPENSTACK_SIM_URL "$STATE/openstacksim.out" || { cat "$STATE/openstacksim.log"; exit 1; }
 
-echo ">> starting ironlink-hub on $HUB (log: .demo/hub.log)"
-bin/ironlink-hub --database-url "$db" --listen "$HUB" --stale-after 1m >"$STATE/hub.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do grep -q "hub serving" "$STATE/hub.log" && break; sleep 0.2; done
-grep -q "hub serving" "$STATE/hub.log" || { cat "$STATE/hub.log"; exit 1; }
+start_hub() { # name listen
+  bin/ironlink-hub --database-url "$db" --listen "$2" --replica "$1" --stale-after 1m >"$STATE/$1.log" 2>&1 &
+  pids+=($!)
+  echo $! >"$STATE/$1.pid"
+  for _ in $(seq 100); do grep -q "hub serving" "$STATE/$1.log" && return 0; sleep 0.2; done
+  cat "$STATE/$1.log"
+  return 1
+}
+replicas=${DEMO_REPLICAS:-1}
+if [ "$replicas" = 1 ]; then
+  echo ">> starting ironlink-hub on $HUB (log: .demo/hub.log)"
+  start_hub hub "$HUB"
+else
+  backends=()
+  for i in $(seq "$replicas"); do
+    addr=127.0.0.1:$((7070 + i))
+    echo ">> starting ironlink-hub replica hub-$i on $addr (log: .demo/hub-$i.log)"
+    start_hub "hub-$i" "$addr"
+    backends+=(--backend "$addr")
+  done
+  echo ">> starting the ironlink-lb load balancer on $HUB"
+  bin/ironlink-lb --listen "$HUB" "${backends[@]}" >"$STATE/lb.log" 2>&1 &
+  pids+=($!)
+fi
 
 echo ">> starting ironlink-satellite for site 'demo' (log: .demo/satellite.log)"
 bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim \
@@ -103,8 +124,21 @@ Try these in another terminal:
   grpcurl -plaintext -d '{"device_id":"$device"}' $HUB ironlink.v1.FleetService/ListCommands
   grpcurl -plaintext -d '{"device_id":"$device","reason":"GPU replaced"}' $HUB ironlink.v1.FleetService/ReleaseDevice
 
-Logs: .demo/hub.log, .demo/satellite.log, .demo/openstacksim.log. Press Ctrl-C to stop everything.
+Logs: .demo/hub*.log, .demo/satellite.log, .demo/openstacksim.log. Press Ctrl-C to stop everything.
 EOM
-wait -n "${pids[@]}" || true
-echo ">> a demo process exited unexpectedly; see .demo/*.log" >&2
-exit 1
+if [ "$replicas" != 1 ]; then
+  cat <<EOM
+
+$replicas hub replicas run behind the load balancer. Kill one and watch the
+satellite move to another (ListSites shows the replica holding the link):
+
+  kill -9 \$(cat .demo/hub-1.pid)
+  grpcurl -plaintext $HUB ironlink.v1.FleetService/ListSites
+EOM
+fi
+if [ "$replicas" = 1 ]; then
+  wait -n "${pids[@]}" || true
+  echo ">> a demo process exited unexpectedly; see .demo/*.log" >&2
+  exit 1
+fi
+wait
