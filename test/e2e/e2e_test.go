@@ -269,8 +269,16 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 		if r.GetCommand().GetGeneration() < 1 || r.GetCommand().GetState() != ironlinkv1.CommandState_COMMAND_STATE_PENDING {
 			t.Fatalf("command: %v", r.GetCommand())
 		}
+		var gone time.Duration
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if !slices.Contains(c.rpTraits(t, target), readyTrait) {
+				gone = time.Since(start)
+				break
+			}
+		}
 		waitCommand(t, fc, r.GetCommand().GetCommandId(), ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED)
-		t.Logf("quarantine: API call → command succeeded in %s", time.Since(start).Round(time.Millisecond))
+		t.Logf("quarantine: API call → trait gone from Placement in %s, → command SUCCEEDED in %s",
+			gone.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		if tr := c.rpTraits(t, target); slices.Contains(tr, readyTrait) {
 			t.Errorf("provider still has %s: %v", readyTrait, tr)
 		}
