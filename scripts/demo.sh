@@ -28,7 +28,7 @@ cleanup() {
   echo ">> everything the demo started is stopped"
   exit "${1:-0}"
 }
-trap 'cleanup 130' INT TERM
+trap 'cleanup 0' INT TERM
 trap 'cleanup $?' EXIT
 
 if [ -n "${DATABASE_URL:-}" ]; then

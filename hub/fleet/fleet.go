@@ -21,6 +21,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	hubstatus "github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/sitename"
 	"github.com/ironlink/ironlink/internal/wire"
 )
 
@@ -61,12 +62,20 @@ func parseID(field, s string) (string, error) {
 	return id.String(), nil
 }
 
+// checkSiteFilter refuses a site filter that cannot name a site.
+func checkSiteFilter(site string) error {
+	if site != "" && !sitename.Valid(site) {
+		return status.Errorf(codes.InvalidArgument, "site %q is not a valid site name", site)
+	}
+	return nil
+}
+
 func pageSize(n int32) (int, error) {
 	switch {
 	case n == 0:
 		return 100, nil
 	case n < 0 || n > 1000:
-		return 0, status.Errorf(codes.InvalidArgument, "page_size %d is outside 1-1000", n)
+		return 0, status.Errorf(codes.InvalidArgument, "page_size %d is outside 1-1000 (0 means 100)", n)
 	}
 	return int(n), nil
 }
@@ -89,7 +98,22 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSiteFilter(req.GetSite()); err != nil {
+		return nil, err
+	}
 	f := store.DeviceFilter{Site: req.GetSite(), IncludeRemoved: req.GetIncludeRemoved(), Limit: limit}
+	for _, im := range req.GetImpairments() {
+		switch im {
+		case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:
+			f.Impairments = append(f.Impairments, store.ImpairmentQuarantined)
+		case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:
+			f.Impairments = append(f.Impairments, store.ImpairmentReleased)
+		case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED:
+			f.Impairments = append(f.Impairments, store.ImpairmentNone)
+		default:
+			return nil, status.Errorf(codes.InvalidArgument, "impairment %v is not a valid filter", im)
+		}
+	}
 	for _, st := range req.GetStatuses() {
 		hs, ok := statusFromProto(st)
 		if !ok {
@@ -216,6 +240,9 @@ func (s *Server) GetCommand(ctx context.Context, req *ironlinkv1.GetCommandReque
 func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsRequest) (*ironlinkv1.ListCommandsResponse, error) {
 	limit, err := pageSize(req.GetPageSize())
 	if err != nil {
+		return nil, err
+	}
+	if err := checkSiteFilter(req.GetSite()); err != nil {
 		return nil, err
 	}
 	f := store.CommandFilter{Site: req.GetSite(), Limit: limit}

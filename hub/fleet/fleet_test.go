@@ -109,6 +109,10 @@ func TestBadOperatorInputWritesNothing(t *testing.T) {
 			_, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Statuses: []ironlinkv1.OperationalStatus{0}})
 			return err
 		}, codes.InvalidArgument},
+		{"list devices with an invalid site", func() error {
+			_, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: "BAD SITE"})
+			return err
+		}, codes.InvalidArgument},
 		{"list commands with malformed device", func() error {
 			_, err := srv.ListCommands(ctx, &ironlinkv1.ListCommandsRequest{DeviceId: "x"})
 			return err
@@ -165,5 +169,13 @@ func TestQuarantineRecordsActorAndReason(t *testing.T) {
 	}
 	if d.GetDevice().GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_QUARANTINED {
 		t.Fatalf("status %v", d.GetDevice().GetStatus())
+	}
+	q, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Impairments: []ironlinkv1.ImpairmentState{ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED}})
+	if err != nil || len(q.GetDevices()) != 1 || q.GetDevices()[0].GetDeviceId() != id {
+		t.Fatalf("quarantined filter: %v %v", q.GetDevices(), err)
+	}
+	n, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Impairments: []ironlinkv1.ImpairmentState{ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED}})
+	if err != nil || len(n.GetDevices()) != 0 {
+		t.Fatalf("never-touched filter: %v %v", n.GetDevices(), err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"regexp"
 	"sync"
 	"time"
 
@@ -20,19 +19,13 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/sitename"
 	"github.com/ironlink/ironlink/internal/wire"
 )
 
 // MaxDevicesPerBatch is the most device updates one ConditionBatch may carry;
 // larger batches are refused with ResourceExhausted.
 const MaxDevicesPerBatch = 1000
-
-// siteName is the shape of a site name: lower-case letters, digits and '-', 1-63 bytes.
-var siteName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
-// ValidSiteName reports whether s is a valid site name ([a-z0-9-], 1-63 bytes,
-// no leading or trailing '-').
-func ValidSiteName(s string) bool { return siteName.MatchString(s) }
 
 // Config tunes the link server.
 type Config struct {
@@ -344,7 +337,7 @@ func (s *Server) recvHello(stream ironlinkv1.LinkService_ConnectServer) (*ironli
 	switch {
 	case h == nil:
 		return nil, status.Error(codes.InvalidArgument, "the first message of a link must be a hello")
-	case !ValidSiteName(h.GetSite()):
+	case !sitename.Valid(h.GetSite()):
 		return nil, status.Errorf(codes.InvalidArgument, "hello: site %q is not a valid site name ([a-z0-9-], 1-63 bytes)", h.GetSite())
 	case len(h.GetBootId()) > 128 || len(h.GetVersion()) > 128 || len(h.GetCapabilities()) > 32:
 		return nil, status.Error(codes.InvalidArgument, "hello: boot_id, version or capabilities too long")

@@ -20,6 +20,8 @@ type DeviceFilter struct {
 	Statuses []status.Status
 	// IncludeRemoved keeps removed devices too.
 	IncludeRemoved bool
+	// Impairments, when non-empty, keeps devices whose desired impairment is one of them.
+	Impairments []Impairment
 	// After is the keyset cursor: only devices with id > After (empty: from the start).
 	After string
 	// Limit is the page size (1-1000).
@@ -54,13 +56,18 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 	for i, st := range f.Statuses {
 		sts[i] = string(st)
 	}
+	imps := make([]string, len(f.Impairments))
+	for i, im := range f.Impairments {
+		imps[i] = string(im)
+	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+deviceColumns+` FROM devices d
 		WHERE ($1 = '' OR d.site = $1)
 		  AND (cardinality($2::text[]) = 0 OR d.status = ANY($2::text[]))
 		  AND ($3 OR NOT d.removed)
 		  AND ($4 = '' OR d.id > $4::uuid)
-		ORDER BY d.id LIMIT $5`, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1)
+		  AND (cardinality($6::text[]) = 0 OR d.desired_impairment = ANY($6::text[]))
+		ORDER BY d.id LIMIT $5`, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1, imps)
 	if err != nil {
 		return nil, false, fmt.Errorf("list devices: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/ironlink/ironlink/internal/sitename"
 	"github.com/ironlink/ironlink/internal/version"
 	"github.com/ironlink/ironlink/satellite/agent"
 	"github.com/ironlink/ironlink/satellite/ironic"
@@ -45,6 +46,9 @@ func (c *Config) Validate() error {
 	if c.Site == "" {
 		return errors.New("site is required (--site or IRONLINK_SITE)")
 	}
+	if err := sitename.Check(c.Site); err != nil {
+		return fmt.Errorf("--site: %w", err)
+	}
 	if c.HubAddr == "" {
 		return errors.New("hub address is required (--hub or IRONLINK_HUB_ADDR)")
 	}
@@ -62,6 +66,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	clients, err := backoff.Retry(ctx, func() (*openstack.Clients, error) {
 		c, err := openstack.Connect(ctx, cfg.OpenStack, log)
+		if errors.Is(err, openstack.ErrConfig) {
+			return nil, backoff.Permanent(err) // retrying cannot fix a configuration error
+		}
 		if err != nil {
 			log.Warn("cannot reach OpenStack yet; retrying", "err", err)
 		}

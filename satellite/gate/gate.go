@@ -128,13 +128,13 @@ func (a *Applier) Apply(ctx context.Context, nodeID string, quarantined bool) (R
 			notes = append(notes, "provider trait NOT "+pastTense(want)+": "+perr.Error())
 			errs = append(errs, perr)
 		case pr.Changed:
-			n := fmt.Sprintf("provider trait %s (generation %d", pastTense(want), pr.Generation)
+			n := fmt.Sprintf("provider trait %s (provider generation %d", pastTense(want), pr.Generation)
 			if pr.Attempts > 1 {
 				n += fmt.Sprintf(", after %d rounds", pr.Attempts)
 			}
 			notes = append(notes, n+")")
 		default:
-			notes = append(notes, fmt.Sprintf("provider trait already %s (generation %d)", presence(want), pr.Generation))
+			notes = append(notes, fmt.Sprintf("provider trait already %s (provider generation %d)", presence(want), pr.Generation))
 		}
 	} else if a.Placement != nil {
 		notes = append(notes, "provider trait left alone until the node trait is set")

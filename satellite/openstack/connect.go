@@ -67,6 +67,10 @@ const maxReauthMargin = 5 * time.Minute
 // put tighter per-attempt deadlines on their contexts.
 const httpTimeout = 2 * time.Minute
 
+// ErrConfig marks errors that retrying cannot fix: an unreadable or
+// incomplete clouds.yaml, an unknown cloud name, a bad placement mode.
+var ErrConfig = errors.New("configuration error")
+
 // Connect reads cfg.Cloud from clouds.yaml, authenticates, and returns
 // clients for Ironic and (per cfg.Placement) Placement with negotiated
 // microversions. It follows OPENSTACK.md §5.3 and §6:
@@ -96,7 +100,7 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Clients, error
 	switch mode {
 	case PlacementAuto, PlacementOn, PlacementOff:
 	default:
-		return nil, fmt.Errorf("openstack: placement mode %q: want auto, on or off", cfg.Placement)
+		return nil, fmt.Errorf("openstack: placement mode %q: want auto, on or off: %w", cfg.Placement, ErrConfig)
 	}
 
 	opts := []clouds.ParseOption{}
@@ -108,7 +112,7 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Clients, error
 	}
 	ao, eo, tlsCfg, err := clouds.Parse(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("openstack: read cloud %q from clouds.yaml %q: %w", cfg.Cloud, cfg.CloudsYAML, err)
+		return nil, fmt.Errorf("openstack: read cloud %q from clouds.yaml %q: %w: %w", cfg.Cloud, cfg.CloudsYAML, ErrConfig, err)
 	}
 	ao.AllowReauth = true
 

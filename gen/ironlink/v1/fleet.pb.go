@@ -24,7 +24,7 @@ const (
 
 // OperationalStatus is the hub's one-word verdict on a device, derived from
 // its conditions, the hub's quarantine state and the site's liveness; the
-// first matching rule wins in the order below (see SPEC.md).
+// first matching rule wins in the order below (README "How status is derived").
 type OperationalStatus int32
 
 const (
@@ -874,8 +874,13 @@ type ListDevicesRequest struct {
 	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Include devices marked removed.
 	IncludeRemoved bool `protobuf:"varint,5,opt,name=include_removed,json=includeRemoved,proto3" json:"include_removed,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Only devices whose desired impairment state is one of these (for
+	// example IMPAIRMENT_STATE_QUARANTINED: every device under quarantine,
+	// whatever its status); IMPAIRMENT_STATE_UNSPECIFIED selects devices never
+	// touched. Empty for all.
+	Impairments   []ImpairmentState `protobuf:"varint,6,rep,packed,name=impairments,proto3,enum=ironlink.v1.ImpairmentState" json:"impairments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListDevicesRequest) Reset() {
@@ -941,6 +946,13 @@ func (x *ListDevicesRequest) GetIncludeRemoved() bool {
 		return x.IncludeRemoved
 	}
 	return false
+}
+
+func (x *ListDevicesRequest) GetImpairments() []ImpairmentState {
+	if x != nil {
+		return x.Impairments
+	}
+	return nil
 }
 
 // ListDevicesResponse is one page of devices (without conditions; use GetDevice).
@@ -1706,14 +1718,15 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x17last_committed_sequence\x18\x05 \x01(\x04R\x15lastCommittedSequence\x12!\n" +
 	"\fdevice_count\x18\x06 \x01(\x05R\vdeviceCount\x12+\n" +
 	"\x11satellite_version\x18\a \x01(\tR\x10satelliteVersion\x12\"\n" +
-	"\fcapabilities\x18\b \x03(\tR\fcapabilities\"\xc9\x01\n" +
+	"\fcapabilities\x18\b \x03(\tR\fcapabilities\"\x89\x02\n" +
 	"\x12ListDevicesRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\x0e2\x1e.ironlink.v1.OperationalStatusR\bstatuses\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\x12'\n" +
-	"\x0finclude_removed\x18\x05 \x01(\bR\x0eincludeRemoved\"l\n" +
+	"\x0finclude_removed\x18\x05 \x01(\bR\x0eincludeRemoved\x12>\n" +
+	"\vimpairments\x18\x06 \x03(\x0e2\x1c.ironlink.v1.ImpairmentStateR\vimpairments\"l\n" +
 	"\x13ListDevicesResponse\x12-\n" +
 	"\adevices\x18\x01 \x03(\v2\x13.ironlink.v1.DeviceR\adevices\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"T\n" +
@@ -1851,35 +1864,36 @@ var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	2,  // 17: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
 	22, // 18: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
 	0,  // 19: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	3,  // 20: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
-	3,  // 21: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
-	4,  // 22: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
-	5,  // 23: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
-	6,  // 24: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 25: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 26: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	1,  // 27: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	6,  // 28: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	7,  // 29: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	8,  // 30: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	10, // 31: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	12, // 32: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	14, // 33: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	16, // 34: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	18, // 35: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	20, // 36: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	9,  // 37: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	11, // 38: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	13, // 39: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	15, // 40: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	17, // 41: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	19, // 42: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	21, // 43: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	37, // [37:44] is the sub-list for method output_type
-	30, // [30:37] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	25, // 20: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
+	3,  // 21: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
+	3,  // 22: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
+	4,  // 23: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
+	5,  // 24: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
+	6,  // 25: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	6,  // 26: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	6,  // 27: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	1,  // 28: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	6,  // 29: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	7,  // 30: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	8,  // 31: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	10, // 32: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	12, // 33: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	14, // 34: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	16, // 35: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	18, // 36: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	20, // 37: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	9,  // 38: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	11, // 39: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	13, // 40: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	15, // 41: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	17, // 42: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	19, // 43: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	21, // 44: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	38, // [38:45] is the sub-list for method output_type
+	31, // [31:38] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }

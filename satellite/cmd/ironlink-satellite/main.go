@@ -23,7 +23,7 @@ import (
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
+			os.Exit(0)
 		}
 		fmt.Fprintln(os.Stderr, "ironlink-satellite:", err)
 		os.Exit(1)

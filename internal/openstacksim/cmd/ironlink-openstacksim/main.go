@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -41,6 +42,7 @@ func run() error {
 	tokenTTL := flag.Duration("token-ttl", time.Hour, "lifetime of issued Keystone tokens")
 	noPlacement := flag.Bool("no-placement", false, "simulate a standalone-Ironic site (no Placement in the catalog)")
 	debug := flag.Bool("debug", false, "log every request")
+	nodeTraits := flag.Bool("node-traits", true, "also put CUSTOM_CUSTOMER_READY on the Ironic node of every provider that has it, as a Nova-managed site converges to (false: provider only, like the test bed's default seed)")
 	flag.Parse()
 
 	level := slog.LevelInfo
@@ -53,6 +55,13 @@ func run() error {
 	if *nodes > 0 {
 		c.SeedLikeTestbed(*nodes)
 		log.Info("seeded nodes like the test bed", "nodes", *nodes)
+		if *nodeTraits {
+			for _, n := range c.Nodes() {
+				if traits, _, ok := c.ProviderTraits(n.UUID); ok && slices.Contains(traits, openstacksim.ReadyTrait) && !slices.Contains(n.Traits, openstacksim.ReadyTrait) {
+					_ = c.UpdateNode(n.UUID, func(n *openstacksim.Node) { n.Traits = append(n.Traits, openstacksim.ReadyTrait) })
+				}
+			}
+		}
 	}
 	if err := c.Start(*listen); err != nil {
 		return err
