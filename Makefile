@@ -34,7 +34,7 @@ lint:
 
 ## test: everything — unit, storage (real PostgreSQL) and end-to-end (real processes) tests
 test: build
-	./scripts/test.sh
+	./scripts/test.sh $(TEST_ARGS)
 
 ## demo: PostgreSQL, a hub and a satellite against the built-in OpenStack simulator
 demo: build
