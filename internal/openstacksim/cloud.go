@@ -227,6 +227,9 @@ type Request struct {
 	Query string
 	// Status is the HTTP status code sent.
 	Status int
+	// UserAgent is the client's User-Agent header (ironlink's satellite
+	// sends one starting with "ironlink-satellite").
+	UserAgent string
 }
 
 // Requests returns a copy of every request answered since start or the last
@@ -402,7 +405,7 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusOK
 		}
 		c.reqMu.Lock()
-		c.requests = append(c.requests, Request{Service: service, Method: r.Method, Path: rel, Query: r.URL.RawQuery, Status: status})
+		c.requests = append(c.requests, Request{Service: service, Method: r.Method, Path: rel, Query: r.URL.RawQuery, Status: status, UserAgent: r.UserAgent()})
 		c.reqMu.Unlock()
 		c.log.Debug("openstacksim request", "service", service, "method", r.Method, "path", rel, "query", r.URL.RawQuery, "status", status)
 	}()

@@ -26,6 +26,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/openstacksim"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/satellite/accessrules"
 )
 
 const readyTrait = "CUSTOM_CUSTOMER_READY"
@@ -35,6 +36,7 @@ const readyTrait = "CUSTOM_CUSTOMER_READY"
 type cloud struct {
 	cloudsYAML, name string
 	bm, pl           *gophercloud.ServiceClient
+	sim              *openstacksim.Cloud // nil for a real cloud
 }
 
 func simCloud(t *testing.T) *cloud {
@@ -48,7 +50,9 @@ func simCloud(t *testing.T) *cloud {
 	if err := sim.WriteCloudsYAML(path, "sim"); err != nil {
 		t.Fatal(err)
 	}
-	return connectCloud(t, path, "sim")
+	c := connectCloud(t, path, "sim")
+	c.sim = sim
+	return c
 }
 
 func realCloud(t *testing.T) *cloud {
@@ -87,7 +91,37 @@ func connectCloud(t *testing.T, path, name string) *cloud {
 	return &cloud{cloudsYAML: path, name: name, bm: bm, pl: pl}
 }
 
-func TestEndToEndSimulator(t *testing.T) { runSuite(t, simCloud(t), 2*time.Second) }
+func TestEndToEndSimulator(t *testing.T) {
+	c := simCloud(t)
+	runSuite(t, c, 2*time.Second)
+	t.Run("every OpenStack request the satellite made is allowed by the access rules", func(t *testing.T) {
+		b, err := os.ReadFile("../../deploy/openstack/access-rules.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules, err := accessrules.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, r := range c.sim.Requests() {
+			if !strings.HasPrefix(r.UserAgent, "ironlink-satellite") || r.Service == openstacksim.ServiceIdentity {
+				continue // the test's own admin calls, and Keystone token requests
+			}
+			n++
+			path := r.Path
+			if path == "" {
+				path = "/"
+			}
+			if !accessrules.AnyAllows(rules, r.Service, r.Method, path) {
+				t.Errorf("the satellite made %s %s %s, which deploy/openstack/access-rules.yaml does not allow", r.Service, r.Method, path)
+			}
+		}
+		if n == 0 {
+			t.Fatal("no satellite request was recorded: is the User-Agent still ironlink-satellite?")
+		}
+	})
+}
 
 func TestEndToEndRealCloud(t *testing.T) { runSuite(t, realCloud(t), 3*time.Second) }
 
