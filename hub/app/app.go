@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -25,9 +26,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/fleet"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/tlsutil"
 )
 
 // Config is the hub's runtime configuration (see README "Configuration").
@@ -46,6 +50,23 @@ type Config struct {
 	// drops it when no answer comes within KeepaliveTimeout; clients may ping
 	// at most every KeepaliveMinTime (must be ≤ the satellite's keepalive time).
 	KeepaliveTime, KeepaliveTimeout, KeepaliveMinTime time.Duration
+	// RosterPath is the YAML roster of clients (satellites and operators);
+	// required unless NoAuth. Reloaded on SIGHUP and on change.
+	RosterPath string
+	// NoAuth turns client authentication off (local development only).
+	NoAuth bool
+	// Audience is the JWT "aud" clients must address (default "ironlink-hub").
+	Audience string
+	// MaxTokenLifetime refuses client assertions living longer (default 5 m).
+	MaxTokenLifetime time.Duration
+	// TLSCert, TLSKey are the server certificate and key files (PEM),
+	// reloaded when they change; required unless Plaintext.
+	TLSCert, TLSKey string
+	// TLSClientCA, when set, requires client certificates signed by it
+	// (mutual TLS), bound to the authenticated client id.
+	TLSClientCA string
+	// Plaintext serves without TLS (local development only).
+	Plaintext bool
 	// ShutdownGrace bounds graceful shutdown before connections are cut.
 	ShutdownGrace time.Duration
 	// MaxConnectionAge: connections older than this are asked to reconnect
@@ -61,6 +82,18 @@ func (c *Config) Validate() error {
 	}
 	if c.DatabaseURL == "" {
 		return errors.New("database URL is required (--database-url or DATABASE_URL)")
+	}
+	if c.RosterPath == "" && !c.NoAuth {
+		return errors.New("a client roster is required (--roster or IRONLINK_HUB_ROSTER); --no-auth turns authentication off for local development")
+	}
+	if (c.TLSCert == "" || c.TLSKey == "") && !c.Plaintext {
+		return errors.New("a TLS certificate and key are required (--tls-cert, --tls-key); --plaintext serves without TLS for local development")
+	}
+	if c.Audience == "" {
+		c.Audience = "ironlink-hub"
+	}
+	if c.MaxTokenLifetime == 0 {
+		c.MaxTokenLifetime = auth.DefaultMaxLifetime
 	}
 	if c.StaleAfter == 0 {
 		c.StaleAfter = 3 * time.Minute
@@ -109,13 +142,37 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer st.Close()
 
+	var opts []grpc.ServerOption
+	if !cfg.Plaintext {
+		tc, err := tlsutil.ServerConfig(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
+		if err != nil {
+			return fmt.Errorf("TLS: %w", err)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+	} else {
+		log.Warn("serving WITHOUT TLS (--plaintext): local development only")
+	}
+	linkSrv := link.NewServer(st, cfg.Link, log.With("component", "link"))
+	var watcher *auth.RosterWatcher
+	if !cfg.NoAuth {
+		watcher, err = auth.NewRosterWatcher(cfg.RosterPath, log.With("component", "roster"), func(_, new *auth.Roster) {
+			linkSrv.RevokeUnauthorized(new)
+		})
+		if err != nil {
+			return fmt.Errorf("roster: %w", err)
+		}
+		v := &auth.Verifier{Roster: watcher.Roster, Audience: cfg.Audience, MaxLifetime: cfg.MaxTokenLifetime, Replay: st}
+		opts = append(opts, grpc.ChainUnaryInterceptor(authn.UnaryInterceptor(v, log)), grpc.ChainStreamInterceptor(authn.StreamInterceptor(v, log)))
+		log.Info("client authentication on", "roster", cfg.RosterPath, "clients", len(watcher.Roster().Clients()), "audience", cfg.Audience)
+	} else {
+		log.Warn("client authentication OFF (--no-auth): anyone who reaches the hub can report and quarantine; local development only")
+	}
+	fleetSrv := fleet.NewServer(st, actorFromContext, log.With("component", "fleet"))
+	srv := NewGRPCServer(cfg, log, opts...)
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	linkSrv := link.NewServer(st, cfg.Link, log.With("component", "link"))
-	fleetSrv := fleet.NewServer(st, nil, log.With("component", "fleet"))
-	srv := NewGRPCServer(cfg, log)
 	ironlinkv1.RegisterLinkServiceServer(srv, linkSrv)
 	ironlinkv1.RegisterFleetServiceServer(srv, fleetSrv)
 	hs := health.NewServer()
@@ -129,6 +186,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return linkSrv.ListenForCommands(gctx, cfg.DatabaseURL) })
 	g.Go(func() error { linkSrv.RunStaleSweep(gctx, cfg.StaleAfter); return nil })
+	if watcher != nil {
+		g.Go(func() error { return watcher.Run(gctx) })
+		g.Go(func() error { st.RunJTIPurge(gctx, time.Minute); return nil })
+	}
 	g.Go(func() error {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return fmt.Errorf("serve: %w", err)
@@ -152,10 +213,19 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return g.Wait()
 }
 
+// actorFromContext names the authenticated client, or "anonymous" without authentication.
+func actorFromContext(ctx context.Context) string {
+	if id, ok := authn.FromContext(ctx); ok {
+		return id.ClientID
+	}
+	return "anonymous"
+}
+
 // NewGRPCServer builds the hub's gRPC server with keepalive enforcement and
 // the logging and panic-recovery interceptors (go-grpc-middleware v2) on
-// unary and stream calls.
-func NewGRPCServer(cfg Config, log *slog.Logger) *grpc.Server {
+// unary and stream calls, followed by whatever extra (e.g. authentication)
+// interceptors and credentials opts carry.
+func NewGRPCServer(cfg Config, log *slog.Logger, opts ...grpc.ServerOption) *grpc.Server {
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
@@ -164,12 +234,12 @@ func NewGRPCServer(cfg Config, log *slog.Logger) *grpc.Server {
 		log.Error("panic in handler", "panic", p)
 		return status.Error(codes.Internal, "internal error")
 	})}
-	return grpc.NewServer(
+	return grpc.NewServer(append([]grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), recovery.UnaryServerInterceptor(recoverOpts...)),
 		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(logger, logOpts...), recovery.StreamServerInterceptor(recoverOpts...)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout,
 			MaxConnectionAge: cfg.MaxConnectionAge, MaxConnectionAgeGrace: cfg.MaxConnectionAgeGrace}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.MaxRecvMsgSize(16<<20),
-	)
+		grpc.MaxRecvMsgSize(16 << 20),
+	}, opts...)...)
 }

@@ -18,7 +18,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/sitename"
 	"github.com/ironlink/ironlink/internal/wire"
 )
@@ -82,9 +84,13 @@ var errSuperseded = errors.New("superseded by a newer link for the same site")
 // errDraining cancels every link when the replica shuts down.
 var errDraining = errors.New("hub replica draining")
 
+// errRevoked cancels a link whose client lost its place in the roster.
+var errRevoked = errors.New("client removed from the roster")
+
 // conn is one open link on this replica.
 type conn struct {
 	site   string
+	id     *auth.Identity // nil without authentication
 	wake   chan struct{}
 	cancel context.CancelCauseFunc
 }
@@ -169,6 +175,25 @@ func (s *Server) Drain() {
 	s.log.Info("draining links", "count", len(links))
 }
 
+// RevokeUnauthorized ends every link whose client the roster r no longer
+// authorizes to report (removed client, removed key, lost scope or site),
+// with Unauthenticated. Healthy links are left alone. Call it after each
+// roster reload.
+func (s *Server) RevokeUnauthorized(r *auth.Roster) {
+	s.mu.Lock()
+	var revoke []*conn
+	for _, c := range s.links {
+		if c.id != nil && !r.StillAuthorized(*c.id, auth.ScopeDeviceConditionCreate) {
+			revoke = append(revoke, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range revoke {
+		s.log.Warn("closing link: client no longer in the roster", "site", c.site, "client_id", c.id.ClientID, "kid", c.id.KeyID)
+		c.cancel(errRevoked)
+	}
+}
+
 // Links returns the number of links open on this replica.
 func (s *Server) Links() int {
 	s.mu.Lock()
@@ -213,6 +238,15 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
 	}
 	site := hello.GetSite()
 	log := s.log.With("site", site, "boot_id", hello.GetBootId())
+	var id *auth.Identity
+	if ident, ok := authn.FromContext(stream.Context()); ok {
+		if ident.Site != site {
+			log.Warn("hello refused: site is not the client's", "client_id", ident.ClientID, "client_site", ident.Site)
+			return status.Errorf(codes.PermissionDenied, "client %s may only link site %q, not %q", ident.ClientID, ident.Site, site)
+		}
+		id = &ident
+		log = log.With("client_id", ident.ClientID)
+	}
 	sess, err := s.store.OpenLink(stream.Context(), store.LinkHello{
 		Site: site, BootID: hello.GetBootId(), Version: hello.GetVersion(),
 		Capabilities: hello.GetCapabilities(), Replica: s.cfg.Replica,
@@ -223,7 +257,7 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
 	}
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
-	c := &conn{site: site, wake: make(chan struct{}, 1), cancel: cancel}
+	c := &conn{site: site, id: id, wake: make(chan struct{}, 1), cancel: cancel}
 	if !s.register(c) {
 		return status.Error(codes.Unavailable, "hub replica draining; reconnect")
 	}
@@ -266,7 +300,7 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
 		}
 	}()
 
-	l := &linkLoop{s: s, stream: stream, site: site, epoch: sess.Epoch, log: log}
+	l := &linkLoop{s: s, stream: stream, site: site, epoch: sess.Epoch, id: id, log: log}
 	if err := l.deliver(ctx, true); err != nil {
 		return err
 	}
@@ -285,6 +319,8 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
 			case errors.Is(cause, errDraining):
 				log.Info("link drained")
 				return status.Error(codes.Unavailable, "hub replica draining; reconnect")
+			case errors.Is(cause, errRevoked):
+				return status.Error(codes.Unauthenticated, "client removed from the hub's roster")
 			}
 			return status.FromContextError(ctx.Err()).Err()
 		case err = <-recvErr:
@@ -351,6 +387,7 @@ type linkLoop struct {
 	stream ironlinkv1.LinkService_ConnectServer
 	site   string
 	epoch  int64
+	id     *auth.Identity
 	log    *slog.Logger
 }
 
@@ -456,6 +493,9 @@ func (l *linkLoop) handleBatch(ctx context.Context, pb *ironlinkv1.ConditionBatc
 }
 
 func (l *linkLoop) handleResult(ctx context.Context, r *ironlinkv1.CommandResult) error {
+	if l.id != nil && !l.id.HasScope(auth.ScopeDeviceUpdate) {
+		return status.Errorf(codes.PermissionDenied, "client %s lacks scope %s needed to report command results", l.id.ClientID, auth.ScopeDeviceUpdate)
+	}
 	cid, err1 := uuid.Parse(r.GetCommandId())
 	did, err2 := uuid.Parse(r.GetDeviceId())
 	if err1 != nil || err2 != nil {

@@ -15,9 +15,12 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/sitename"
+	"github.com/ironlink/ironlink/internal/tlsutil"
 	"github.com/ironlink/ironlink/internal/version"
 	"github.com/ironlink/ironlink/satellite/agent"
 	"github.com/ironlink/ironlink/satellite/ironic"
@@ -39,6 +42,68 @@ type Config struct {
 	// Link tunes the hub link (heartbeat, keepalive, backoff); Site,
 	// HubAddr and the credentials are filled in by Run.
 	Link link.Config
+	// Identity is how the satellite proves itself to the hub.
+	Identity Identity
+}
+
+// Identity holds the satellite's credentials towards the hub: a private key
+// for RFC 7523 client assertions and the TLS settings.
+type Identity struct {
+	// KeyFile is the client's private key (PKCS#8 PEM); required unless NoAuth.
+	KeyFile string
+	// KID names the key in the hub's roster (default: its RFC 7638 thumbprint).
+	KID string
+	// ClientID defaults to ironlink-agent-<site>.
+	ClientID string
+	// Audience is the hub's JWT audience (default "ironlink-hub").
+	Audience string
+	// NoAuth sends no assertion (hub running with --no-auth).
+	NoAuth bool
+	// CAFile verifies the hub's certificate (default: system roots).
+	CAFile string
+	// ServerName overrides the name checked in the hub's certificate.
+	ServerName string
+	// ClientCert, ClientKey: optional certificate for mutual TLS.
+	ClientCert, ClientKey string
+	// Plaintext talks to the hub without TLS (local development only).
+	Plaintext bool
+}
+
+// dialOptions turns id into gRPC transport and per-RPC credentials.
+func (id Identity) dialOptions(site string) ([]grpc.DialOption, error) {
+	var opts []grpc.DialOption
+	if id.Plaintext {
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	} else {
+		tc, err := tlsutil.ClientConfig(id.CAFile, id.ClientCert, id.ClientKey, id.ServerName)
+		if err != nil {
+			return nil, fmt.Errorf("hub TLS: %w", err)
+		}
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	}
+	if id.NoAuth {
+		return opts, nil
+	}
+	key, err := auth.LoadPrivateKey(id.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("client key: %w", err)
+	}
+	kid := id.KID
+	if kid == "" {
+		if kid, err = auth.Thumbprint(key.Public()); err != nil {
+			return nil, fmt.Errorf("client key: %w", err)
+		}
+	}
+	clientID := id.ClientID
+	if clientID == "" {
+		clientID = auth.SatelliteClientID(site)
+	}
+	aud := id.Audience
+	if aud == "" {
+		aud = "ironlink-hub"
+	}
+	return append(opts, grpc.WithPerRPCCredentials(&auth.ClientCredentials{
+		Key: key, KID: kid, ClientID: clientID, Audience: aud, Insecure: id.Plaintext})), nil
 }
 
 // Validate checks c. Errors name the bad setting.
@@ -52,6 +117,9 @@ func (c *Config) Validate() error {
 	if c.HubAddr == "" {
 		return errors.New("hub address is required (--hub or IRONLINK_HUB_ADDR)")
 	}
+	if c.Identity.KeyFile == "" && !c.Identity.NoAuth {
+		return errors.New("a client key is required (--client-key or IRONLINK_CLIENT_KEY); --no-auth only for a hub running without authentication")
+	}
 	if c.Agent.PollInterval < time.Second {
 		return fmt.Errorf("poll interval %s is below 1s", c.Agent.PollInterval)
 	}
@@ -62,6 +130,10 @@ func (c *Config) Validate() error {
 // services are unreachable), then polls and keeps the hub link until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	dial, err := cfg.Identity.dialOptions(cfg.Site)
+	if err != nil {
 		return err
 	}
 	clients, err := backoff.Retry(ctx, func() (*openstack.Clients, error) {
@@ -99,7 +171,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	_, _ = rand.Read(boot[:])
 	lc := cfg.Link
 	lc.Site, lc.BootID, lc.Version, lc.Capabilities, lc.HubAddr = cfg.Site, hex.EncodeToString(boot[:]), version.Version, caps, cfg.HubAddr
-	lc.DialOptions = append(lc.DialOptions, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	lc.DialOptions = append(lc.DialOptions, dial...)
 	lc.Applied = ag.AppliedGenerations
 	client := link.NewClient(lc, outbox, ag.Snapshot, ag, log.With("component", "link"))
 

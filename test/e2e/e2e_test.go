@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
@@ -24,6 +27,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/openstacksim"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/satellite/accessrules"
@@ -220,11 +224,15 @@ func waitCommand(t *testing.T, fc ironlinkv1.FleetServiceClient, id string, want
 func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 	ctx := context.Background()
 	db := pgtest.NewDatabase(t)
-	hubAddr, _ := startHub(t, db)
 	const site = "e2e"
-	start(t, "ironlink-satellite", nil, "--site", site, "--hub", hubAddr, "--clouds-yaml", c.cloudsYAML,
-		"--cloud", c.name, "--poll-interval", poll.String(), "--log-level", "debug")
-	fc := fleet(t, hubAddr)
+	id := newIdentity(t, []string{site, "other"}, map[string][]string{
+		"ops-admin":  {auth.ScopeOperationsRead, auth.ScopeOperationsWrite},
+		"ops-viewer": {auth.ScopeOperationsRead},
+	})
+	hubAddr, _ := startHub(t, db, id)
+	start(t, "ironlink-satellite", nil, append([]string{"--site", site, "--hub", hubAddr, "--clouds-yaml", c.cloudsYAML,
+		"--cloud", c.name, "--poll-interval", poll.String(), "--max-backoff", "2s", "--log-level", "debug"}, id.satelliteArgs(site)...)...)
+	fc := ironlinkv1.NewFleetServiceClient(id.dialAs(t, hubAddr, "ops-admin"))
 
 	initial := c.nodes(t)
 	if len(initial) == 0 {
@@ -326,7 +334,8 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 				cr.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE {
 				return fmt.Errorf("status %v, CustomerReady %v/%s", d.GetDevice().GetStatus(), cr.GetStatus(), cr.GetReason())
 			}
-			if len(d.GetImpairmentHistory()) == 0 || d.GetImpairmentHistory()[0].GetReason() != "e2e: GPU 3 Xid 79" {
+			if len(d.GetImpairmentHistory()) == 0 || d.GetImpairmentHistory()[0].GetReason() != "e2e: GPU 3 Xid 79" ||
+				d.GetImpairmentHistory()[0].GetActor() != "ops-admin" {
 				return fmt.Errorf("impairment history %v", d.GetImpairmentHistory())
 			}
 			return nil
@@ -427,6 +436,89 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 		if len(all.GetDevices()) != len(list.GetDevices())+1 {
 			t.Errorf("include_removed lists %d, default %d; want exactly one more", len(all.GetDevices()), len(list.GetDevices()))
 		}
+	})
+
+	t.Run("identity: bad callers are refused and change nothing", func(t *testing.T) {
+		before, err := fc.ListCommands(ctx, &ironlinkv1.ListCommandsRequest{PageSize: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		viewer := ironlinkv1.NewFleetServiceClient(id.dialAs(t, hubAddr, "ops-viewer"))
+		if _, err := viewer.ListSites(ctx, &ironlinkv1.ListSitesRequest{}); err != nil {
+			t.Errorf("a reader cannot read: %v", err)
+		}
+		_, err = viewer.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: target, Reason: "not allowed"})
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("operations:read calling QuarantineDevice: %v, want PermissionDenied", err)
+		}
+		anon := ironlinkv1.NewFleetServiceClient(id.dialAs(t, hubAddr, ""))
+		_, err = anon.ReleaseDevice(ctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: target, Reason: "no token"})
+		if status.Code(err) != codes.Unauthenticated {
+			t.Errorf("no token: %v, want Unauthenticated", err)
+		}
+		// The satellite of another site may not speak for this one.
+		other := ironlinkv1.NewLinkServiceClient(id.dialAs(t, hubAddr, auth.SatelliteClientID("other")))
+		stream, err := other.Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Hello{Hello: &ironlinkv1.Hello{Site: site, BootId: "intruder"}}})
+		if _, err := stream.Recv(); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("hello for another site: %v, want PermissionDenied", err)
+		}
+		// An operator may not open a link at all.
+		opLink, err := ironlinkv1.NewLinkServiceClient(id.dialAs(t, hubAddr, "ops-admin")).Connect(ctx)
+		if err == nil {
+			_ = opLink.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Hello{Hello: &ironlinkv1.Hello{Site: site}}})
+			_, err = opLink.Recv()
+		}
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("operator opening a link: %v, want PermissionDenied", err)
+		}
+		after, err := fc.ListCommands(ctx, &ironlinkv1.ListCommandsRequest{PageSize: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(after.GetCommands()) != len(before.GetCommands()) {
+			t.Errorf("refused calls created commands: %d → %d", len(before.GetCommands()), len(after.GetCommands()))
+		}
+		sites, _ := fc.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
+		for _, s := range sites.GetSites() {
+			if s.GetName() == "other" {
+				t.Errorf("a refused hello created site %q", s.GetName())
+			}
+		}
+	})
+
+	t.Run("a satellite removed from the roster loses its link, and gets it back when restored", func(t *testing.T) {
+		linkState := func() ironlinkv1.LinkState {
+			r, err := fc.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range r.GetSites() {
+				if s.GetName() == site {
+					return s.GetLinkState()
+				}
+			}
+			return ironlinkv1.LinkState_LINK_STATE_UNSPECIFIED
+		}
+		id.writeRoster(t, []string{auth.SatelliteClientID(site)})
+		removed := time.Now()
+		eventually(t, 20*time.Second, func() error {
+			if st := linkState(); st == ironlinkv1.LinkState_LINK_STATE_CONNECTED {
+				return fmt.Errorf("link still %v", st)
+			}
+			return nil
+		})
+		t.Logf("link closed %s after the roster lost the satellite", time.Since(removed).Round(time.Millisecond))
+		id.writeRoster(t, nil)
+		eventually(t, 30*time.Second, func() error {
+			if st := linkState(); st != ironlinkv1.LinkState_LINK_STATE_CONNECTED {
+				return fmt.Errorf("link %v", st)
+			}
+			return nil
+		})
 	})
 
 	t.Run("the site is listed as connected", func(t *testing.T) {

@@ -14,11 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-
-	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 )
 
 // binDir holds ironlink-hub and ironlink-satellite built once by TestMain.
@@ -120,14 +116,16 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// hub starts ironlink-hub on a free loopback port over dbURL and returns its
-// address once its health service answers SERVING.
-func startHub(t *testing.T, dbURL string, extra ...string) (string, *process) {
+// startHub starts ironlink-hub on a free loopback port over dbURL, with TLS
+// and authentication from id, and returns its address once its health
+// service answers SERVING.
+func startHub(t *testing.T, dbURL string, id *identity, extra ...string) (string, *process) {
 	t.Helper()
 	addr := freeAddr(t)
-	args := append([]string{"--database-url", dbURL, "--listen", addr, "--command-sweep", "1s", "--log-level", "debug"}, extra...)
+	args := append([]string{"--database-url", dbURL, "--listen", addr, "--command-sweep", "1s", "--log-level", "debug"}, id.hubArgs()...)
+	args = append(args, extra...)
 	p := start(t, "ironlink-hub", nil, args...)
-	cc := dial(t, addr)
+	cc := id.dialAs(t, addr, "")
 	h := healthpb.NewHealthClient(cc)
 	eventually(t, 30*time.Second, func() error {
 		select {
@@ -147,20 +145,6 @@ func startHub(t *testing.T, dbURL string, extra ...string) (string, *process) {
 		return nil
 	})
 	return addr, p
-}
-
-func dial(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return cc
-}
-
-func fleet(t *testing.T, addr string) ironlinkv1.FleetServiceClient {
-	return ironlinkv1.NewFleetServiceClient(dial(t, addr))
 }
 
 // eventually retries f every 200 ms until it returns nil or timeout passes.

@@ -3,6 +3,9 @@
 //
 //	ironlink-hub [serve] [flags]   run the hub (migrates first)
 //	ironlink-hub migrate [flags]   apply database migrations and exit
+//	ironlink-hub keygen ...        create a client key pair, print its roster entry
+//	ironlink-hub token ...         mint a short-lived client assertion (for grpcurl)
+//	ironlink-hub dev-pki ...       create a throwaway CA and certificates (development)
 //	ironlink-hub version
 package main
 
@@ -32,6 +35,16 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "keygen":
+			return runKeygen(args[1:])
+		case "token":
+			return runToken(args[1:])
+		case "dev-pki":
+			return runDevPKI(args[1:])
+		}
+	}
 	cmd := "serve"
 	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "version") {
 		cmd, args = args[0], args[1:]
@@ -42,13 +55,20 @@ func run(args []string) error {
 	}
 	hostname, _ := os.Hostname()
 	fs := flag.NewFlagSet("ironlink-hub "+cmd, flag.ContinueOnError)
-	fs.Usage = cli.Usage(fs, "ironlink-hub [serve|migrate|version] [flags]")
+	fs.Usage = cli.Usage(fs, "ironlink-hub [serve|migrate|keygen|token|dev-pki|version] [flags]")
 	var cfg app.Config
 	var logLevel, logFormat string
 	var err error
 	fs.StringVar(&cfg.DatabaseURL, "database-url", cli.Env("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
 	fs.StringVar(&cfg.Listen, "listen", cli.Env("IRONLINK_HUB_LISTEN", "localhost:7070"), "gRPC listen address (env IRONLINK_HUB_LISTEN)")
 	fs.StringVar(&cfg.Replica, "replica", cli.Env("IRONLINK_HUB_REPLICA", fmt.Sprintf("%s-%d", hostname, os.Getpid())), "name of this replica (env IRONLINK_HUB_REPLICA)")
+	fs.StringVar(&cfg.RosterPath, "roster", cli.Env("IRONLINK_HUB_ROSTER", ""), "YAML roster of clients (satellites, operators) and their public keys; reloaded on SIGHUP and on change (env IRONLINK_HUB_ROSTER; required unless --no-auth)")
+	fs.BoolVar(&cfg.NoAuth, "no-auth", false, "turn client authentication off (local development only)")
+	fs.StringVar(&cfg.Audience, "audience", cli.Env("IRONLINK_HUB_AUDIENCE", defaultAudience), "JWT audience clients must address (env IRONLINK_HUB_AUDIENCE)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", cli.Env("IRONLINK_TLS_CERT", ""), "server certificate PEM, reloaded on change (env IRONLINK_TLS_CERT; required unless --plaintext)")
+	fs.StringVar(&cfg.TLSKey, "tls-key", cli.Env("IRONLINK_TLS_KEY", ""), "server private key PEM (env IRONLINK_TLS_KEY)")
+	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cli.Env("IRONLINK_TLS_CLIENT_CA", ""), "CA bundle for client certificates: turns mutual TLS on, the certificate bound to the client id (env IRONLINK_TLS_CLIENT_CA)")
+	fs.BoolVar(&cfg.Plaintext, "plaintext", false, "serve without TLS (local development only)")
 	fs.StringVar(&logLevel, "log-level", cli.Env("IRONLINK_LOG_LEVEL", "info"), "debug, info, warn or error (env IRONLINK_LOG_LEVEL)")
 	fs.StringVar(&logFormat, "log-format", cli.Env("IRONLINK_LOG_FORMAT", "text"), "text or json (env IRONLINK_LOG_FORMAT)")
 	durations := []struct {
@@ -58,6 +78,7 @@ func run(args []string) error {
 		def  string
 		help string
 	}{
+		{(*durationFlag)(&cfg.MaxTokenLifetime), "max-token-lifetime", "IRONLINK_HUB_MAX_TOKEN_LIFETIME", "5m", "refuse client assertions whose exp-iat is longer"},
 		{(*durationFlag)(&cfg.StaleAfter), "stale-after", "IRONLINK_HUB_STALE_AFTER", "3m", "a site silent this long is UNREACHABLE"},
 		{(*durationFlag)(&cfg.Link.HeartbeatInterval), "heartbeat-interval", "IRONLINK_HUB_HEARTBEAT_INTERVAL", "20s", "hub → satellite heartbeat interval"},
 		{(*durationFlag)(&cfg.Link.CommandSweep), "command-sweep", "IRONLINK_HUB_COMMAND_SWEEP", "5s", "how often each link looks for due commands without a notification"},

@@ -51,6 +51,16 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.Agent.PollInterval, "poll-interval", poll, "interval between Ironic listings (env IRONLINK_POLL_INTERVAL)")
 	fs.StringVar(&pool, "validation-pool", cli.Env("IRONLINK_VALIDATION_POOL", ""), "validation-pool selector, e.g. resource_class=gpu-validate or trait=CUSTOM_VALIDATION,conductor_group=burnin; empty: no pool (env IRONLINK_VALIDATION_POOL)")
 	fs.StringVar(&internal, "internal-projects", cli.Env("IRONLINK_INTERNAL_PROJECTS", ""), "comma-separated project IDs that are not customers (env IRONLINK_INTERNAL_PROJECTS)")
+	fs.StringVar(&cfg.Identity.KeyFile, "client-key", cli.Env("IRONLINK_CLIENT_KEY", ""), "private key (PKCS#8 PEM) for client assertions to the hub (env IRONLINK_CLIENT_KEY; required unless --no-auth)")
+	fs.StringVar(&cfg.Identity.KID, "client-kid", cli.Env("IRONLINK_CLIENT_KID", ""), "key id in the hub's roster; default: the key's RFC 7638 thumbprint (env IRONLINK_CLIENT_KID)")
+	fs.StringVar(&cfg.Identity.ClientID, "client-id", cli.Env("IRONLINK_CLIENT_ID", ""), "client id; default ironlink-agent-<site> (env IRONLINK_CLIENT_ID)")
+	fs.StringVar(&cfg.Identity.Audience, "audience", cli.Env("IRONLINK_HUB_AUDIENCE", "ironlink-hub"), "the hub's JWT audience (env IRONLINK_HUB_AUDIENCE)")
+	fs.BoolVar(&cfg.Identity.NoAuth, "no-auth", false, "send no client assertion (for a hub running with --no-auth)")
+	fs.StringVar(&cfg.Identity.CAFile, "hub-ca", cli.Env("IRONLINK_HUB_CA", ""), "CA bundle to verify the hub's certificate; default: system roots (env IRONLINK_HUB_CA)")
+	fs.StringVar(&cfg.Identity.ServerName, "hub-server-name", cli.Env("IRONLINK_HUB_SERVER_NAME", ""), "name to check in the hub's certificate; default: the host of --hub (env IRONLINK_HUB_SERVER_NAME)")
+	fs.StringVar(&cfg.Identity.ClientCert, "tls-client-cert", cli.Env("IRONLINK_TLS_CLIENT_CERT", ""), "client certificate for mutual TLS (env IRONLINK_TLS_CLIENT_CERT)")
+	fs.StringVar(&cfg.Identity.ClientKey, "tls-client-key", cli.Env("IRONLINK_TLS_CLIENT_KEY", ""), "its private key (env IRONLINK_TLS_CLIENT_KEY)")
+	fs.BoolVar(&cfg.Identity.Plaintext, "hub-plaintext", false, "talk to the hub without TLS (local development only)")
 	fs.StringVar(&cfg.Agent.StatePath, "state-file", cli.Env("IRONLINK_STATE_FILE", ""), "JSON file keeping the applied command generations across restarts; empty: memory only (env IRONLINK_STATE_FILE)")
 	for _, d := range []struct {
 		p    *time.Duration

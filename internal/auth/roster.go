@@ -1,0 +1,422 @@
+package auth
+
+import (
+	"bytes"
+	"crypto"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/go-jose/go-jose/v4"
+	"go.yaml.in/yaml/v3"
+)
+
+// SatellitePrefix starts every satellite's client id: a satellite of site S
+// is the client "ironlink-agent-S".
+const SatellitePrefix = "ironlink-agent-"
+
+var (
+	siteRe     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	clientIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
+	kidRe      = regexp.MustCompile(`^[A-Za-z0-9._:+=-]{1,128}$`)
+)
+
+// ValidSiteName reports whether s is a valid site name: [a-z0-9-], 1-63
+// bytes, no leading or trailing '-' (a DNS label, RFC 1123 §2.1).
+func ValidSiteName(s string) bool { return siteRe.MatchString(s) }
+
+// SatelliteClientID returns the client id of the satellite of site.
+func SatelliteClientID(site string) string { return SatellitePrefix + site }
+
+// Roster is the set of clients allowed to call the hub: satellites (one per
+// site, bound to it) and operators. A Roster is immutable once loaded and safe
+// for concurrent use; a new file gives a new Roster (see RosterWatcher).
+type Roster struct {
+	clients map[string]*Client
+	ids     []string // sorted
+}
+
+// Client is one roster entry. Do not modify a Client obtained from a Roster.
+type Client struct {
+	// ID is the OAuth client id: the "iss" and "sub" of its assertions.
+	ID string
+	// Site is the site a satellite is bound to; empty for operators.
+	Site string
+	// Scopes the client holds (each one of AllScopes), in roster order.
+	Scopes []string
+	// Keys are the client's public keys; more than one during a rotation.
+	Keys []Key
+}
+
+// Key is one public key of a client.
+type Key struct {
+	// KID is the key id ("kid" JWS header, RFC 7515 §4.1.4), unique per client.
+	KID string
+	// Algorithm is the one JWS alg the key implies (see AlgorithmFor).
+	Algorithm string
+	// Public is an *ecdsa.PublicKey (P-256), *rsa.PublicKey or ed25519.PublicKey.
+	Public crypto.PublicKey
+}
+
+// IsSatellite reports whether c is a satellite (has a site).
+func (c *Client) IsSatellite() bool { return c.Site != "" }
+
+// HasScope reports whether c holds scope.
+func (c *Client) HasScope(scope string) bool { return slices.Contains(c.Scopes, scope) }
+
+// Key returns the key with id kid.
+func (c *Client) Key(kid string) (Key, bool) {
+	for _, k := range c.Keys {
+		if k.KID == kid {
+			return k, true
+		}
+	}
+	return Key{}, false
+}
+
+// Client returns the client with id, or nil when the roster has none.
+func (r *Roster) Client(id string) *Client {
+	if r == nil {
+		return nil
+	}
+	return r.clients[id]
+}
+
+// Clients returns every client, sorted by id.
+func (r *Roster) Clients() []*Client {
+	if r == nil {
+		return nil
+	}
+	out := make([]*Client, 0, len(r.ids))
+	for _, id := range r.ids {
+		out = append(out, r.clients[id])
+	}
+	return out
+}
+
+// StillAuthorized reports whether id, authenticated earlier (perhaps under
+// an older roster), is still allowed under r to use scope: the client still
+// exists with the same site, still has the key id.KeyID, and holds scope (an
+// empty scope skips that last check). The hub calls it for each open link
+// when the roster changes and closes the links it returns false for.
+func (r *Roster) StillAuthorized(id Identity, scope string) bool {
+	c := r.Client(id.ClientID)
+	if c == nil || c.Site != id.Site {
+		return false
+	}
+	if _, ok := c.Key(id.KeyID); !ok {
+		return false
+	}
+	return scope == "" || c.HasScope(scope)
+}
+
+// Removed lists what lost access between old and new, sorted:
+//
+//   - "<client id>" for a client that is gone, whose site changed, or that
+//     lost any scope;
+//   - "<client id>/<kid>" for each key removed from a client that is
+//     otherwise unchanged (a rotation finishing).
+//
+// Either roster may be nil (an empty roster).
+func Removed(old, new *Roster) []string {
+	var out []string
+	for _, oc := range old.Clients() {
+		nc := new.Client(oc.ID)
+		if nc == nil || nc.Site != oc.Site || slices.ContainsFunc(oc.Scopes, func(s string) bool { return !nc.HasScope(s) }) {
+			out = append(out, oc.ID)
+			continue
+		}
+		for _, k := range oc.Keys {
+			if nk, ok := nc.Key(k.KID); !ok || !sameKey(nk.Public, k.Public) {
+				out = append(out, oc.ID+"/"+k.KID)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// rosterFile is the YAML shape: the satellites/operators section of
+// deploy/charts/hub/values.yaml. Other top-level keys are ignored, so the
+// chart's whole values.yaml is a valid roster file too; inside an entry every
+// key must be known.
+type rosterFile struct {
+	Satellites *[]clientEntry `yaml:"satellites"`
+	Operators  *[]clientEntry `yaml:"operators"`
+	Other      map[string]any `yaml:",inline"`
+}
+
+type clientEntry struct {
+	ClientID string     `yaml:"clientId"`
+	Site     string     `yaml:"site"`
+	Scopes   []string   `yaml:"scopes"`
+	Keys     []keyEntry `yaml:"keys"`
+}
+
+type keyEntry struct {
+	KID          string    `yaml:"kid"`
+	PublicKeyPEM string    `yaml:"publicKeyPEM"`
+	JWK          yaml.Node `yaml:"jwk"`
+}
+
+// LoadRoster reads and validates the roster file at path (see ParseRoster).
+// Errors start with the path.
+func LoadRoster(path string) (*Roster, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read roster: %w", err)
+	}
+	r, err := ParseRoster(data)
+	if err != nil {
+		return nil, fmt.Errorf("roster %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// ParseRoster parses and validates a roster document:
+//
+//	satellites:
+//	  - clientId: ironlink-agent-site-a     # must be ironlink-agent-<site>
+//	    site: site-a                        # [a-z0-9-], 1-63 bytes
+//	    scopes: [device:update, device-condition:create]
+//	    keys:
+//	      - kid: 2026-11
+//	        publicKeyPEM: |                 # PKIX "PUBLIC KEY" PEM, or
+//	          -----BEGIN PUBLIC KEY-----
+//	          ...
+//	      - kid: 2027-05
+//	        jwk: {"kty":"OKP","crv":"Ed25519","x":"..."}   # a public JWK (RFC 7517)
+//	operators:
+//	  - clientId: ops-console
+//	    scopes: [operations:read, operations:write]
+//	    keys: [...]
+//
+// At least one of satellites/operators must be present (possibly empty).
+// Every problem found is reported (joined with errors.Join), each naming the
+// entry: a duplicate client id, a satellite without a site or with an invalid
+// site name or a client id other than ironlink-agent-<site>, an operator with
+// a site or a site scope (SiteScopes) or named like a satellite, an unknown
+// scope, a key that is missing, unparsable, private, of an unsupported type
+// or registered for two clients, a kid missing or duplicated within a client.
+// Messages never include key material.
+func ParseRoster(data []byte) (*Roster, error) {
+	var f rosterFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("parse YAML: %w", err)
+	}
+	if f.Satellites == nil && f.Operators == nil {
+		return nil, errors.New("no satellites: or operators: section (write `satellites: []` for an empty roster)")
+	}
+	r := &Roster{clients: map[string]*Client{}}
+	var errs []error
+	type owner struct {
+		client, kid string
+		pub         crypto.PublicKey
+	}
+	var allKeys []owner
+	add := func(section string, i int, e clientEntry, satellite bool) {
+		where := fmt.Sprintf("%s[%d]", section, i)
+		if clientIDRe.MatchString(e.ClientID) {
+			where += " " + e.ClientID
+		}
+		fail := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("%s: %w", where, fmt.Errorf(format, args...)))
+		}
+		n := len(errs)
+		switch {
+		case e.ClientID == "":
+			fail("clientId is required")
+		case !clientIDRe.MatchString(e.ClientID):
+			fail("clientId %q is invalid: 1-128 of [A-Za-z0-9._:@-], starting with a letter or digit", e.ClientID)
+		case r.clients[e.ClientID] != nil:
+			fail("duplicate client id")
+		}
+		if satellite {
+			switch {
+			case e.Site == "":
+				fail("site is required for a satellite")
+			case !ValidSiteName(e.Site):
+				fail("site %q is invalid: [a-z0-9-], 1-63 bytes, no leading or trailing '-'", e.Site)
+			case e.ClientID != "" && e.ClientID != SatelliteClientID(e.Site):
+				fail("a satellite of site %s must be named %s", e.Site, SatelliteClientID(e.Site))
+			}
+		} else {
+			if e.Site != "" {
+				fail("an operator has no site (satellites go under satellites:)")
+			}
+			if strings.HasPrefix(e.ClientID, SatellitePrefix) {
+				fail("client ids starting with %s are reserved for satellites", SatellitePrefix)
+			}
+		}
+		seenScope := map[string]bool{}
+		for _, s := range e.Scopes {
+			switch {
+			case !ValidScope(s):
+				fail("unknown scope %q: want one of %s", s, strings.Join(AllScopes, ", "))
+			case seenScope[s]:
+				fail("scope %s listed twice", s)
+			case !satellite && slices.Contains(SiteScopes, s):
+				fail("scope %s acts on one site's devices: only satellites may hold it", s)
+			}
+			seenScope[s] = true
+		}
+		c := &Client{ID: e.ClientID, Site: e.Site, Scopes: slices.Clone(e.Scopes)}
+		for j, ke := range e.Keys {
+			k, err := parseKeyEntry(ke)
+			if err != nil {
+				fail("keys[%d]: %w", j, err)
+				continue
+			}
+			if _, dup := c.Key(k.KID); dup {
+				fail("keys[%d]: duplicate kid %q", j, k.KID)
+				continue
+			}
+			for _, o := range allKeys {
+				if sameKey(o.pub, k.Public) {
+					fail("keys[%d] (kid %q): the same public key is already registered as %s kid %q; each client needs its own key", j, k.KID, o.client, o.kid)
+				}
+			}
+			for _, o := range c.Keys {
+				if sameKey(o.Public, k.Public) {
+					fail("keys[%d] (kid %q): the same public key is already listed as kid %q", j, k.KID, o.KID)
+				}
+			}
+			c.Keys = append(c.Keys, k)
+		}
+		if len(errs) > n {
+			return
+		}
+		for _, k := range c.Keys {
+			allKeys = append(allKeys, owner{c.ID, k.KID, k.Public})
+		}
+		r.clients[c.ID] = c
+		r.ids = append(r.ids, c.ID)
+	}
+	if f.Satellites != nil {
+		for i, e := range *f.Satellites {
+			add("satellites", i, e, true)
+		}
+	}
+	if f.Operators != nil {
+		for i, e := range *f.Operators {
+			add("operators", i, e, false)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	sort.Strings(r.ids)
+	return r, nil
+}
+
+// parseKeyEntry turns one roster key into a Key. Errors never include key material.
+func parseKeyEntry(ke keyEntry) (Key, error) {
+	hasPEM := strings.TrimSpace(ke.PublicKeyPEM) != ""
+	hasJWK := ke.JWK.Kind != 0 && !(ke.JWK.Kind == yaml.ScalarNode && ke.JWK.Tag == "!!null")
+	switch {
+	case hasPEM && hasJWK:
+		return Key{}, errors.New("give publicKeyPEM or jwk, not both")
+	case !hasPEM && !hasJWK:
+		return Key{}, errors.New("publicKeyPEM or jwk is required")
+	}
+	if hasPEM {
+		if ke.KID == "" {
+			return Key{}, errors.New("kid is required")
+		}
+		if !kidRe.MatchString(ke.KID) {
+			return Key{}, fmt.Errorf("kid %q is invalid: 1-128 of [A-Za-z0-9._:+=-]", ke.KID)
+		}
+		pub, alg, err := ParsePublicKeyPEM([]byte(ke.PublicKeyPEM))
+		if err != nil {
+			return Key{}, fmt.Errorf("kid %q: bad publicKeyPEM: %w", ke.KID, err)
+		}
+		return Key{KID: ke.KID, Algorithm: alg, Public: pub}, nil
+	}
+	// jwk: a JSON string, or a YAML/JSON mapping.
+	var raw []byte
+	if ke.JWK.Kind == yaml.ScalarNode {
+		raw = []byte(ke.JWK.Value)
+	} else {
+		var m map[string]any
+		if err := ke.JWK.Decode(&m); err != nil {
+			return Key{}, fmt.Errorf("kid %q: bad jwk: not a JSON object", ke.KID)
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			return Key{}, fmt.Errorf("kid %q: bad jwk: not a JSON object", ke.KID)
+		}
+		raw = b
+	}
+	var jwk jose.JSONWebKey
+	if err := jwk.UnmarshalJSON(raw); err != nil {
+		return Key{}, fmt.Errorf("kid %q: bad jwk: %s", ke.KID, sanitizeJOSEError(err))
+	}
+	if !jwk.IsPublic() {
+		return Key{}, fmt.Errorf("kid %q: jwk holds a private key: put only the public key in the roster", ke.KID)
+	}
+	kid := ke.KID
+	switch {
+	case kid == "" && jwk.KeyID == "":
+		return Key{}, errors.New("kid is required (in the entry or in the jwk)")
+	case kid == "":
+		kid = jwk.KeyID
+	case jwk.KeyID != "" && jwk.KeyID != kid:
+		return Key{}, fmt.Errorf("kid %q: the jwk says kid %q", kid, jwk.KeyID)
+	}
+	if !kidRe.MatchString(kid) {
+		return Key{}, fmt.Errorf("kid %q is invalid: 1-128 of [A-Za-z0-9._:+=-]", kid)
+	}
+	alg, err := AlgorithmFor(jwk.Key)
+	if err != nil {
+		return Key{}, fmt.Errorf("kid %q: bad jwk: %w", kid, err)
+	}
+	if jwk.Algorithm != "" && jwk.Algorithm != alg {
+		return Key{}, fmt.Errorf("kid %q: jwk alg %q does not match the key type (%s)", kid, jwk.Algorithm, alg)
+	}
+	if jwk.Use != "" && jwk.Use != "sig" {
+		return Key{}, fmt.Errorf("kid %q: jwk use %q: want sig", kid, jwk.Use)
+	}
+	return Key{KID: kid, Algorithm: alg, Public: jwk.Key}, nil
+}
+
+// sanitizeJOSEError keeps go-jose's message but drops anything after a
+// colon-quoted value, so no key bytes end up in an error.
+func sanitizeJOSEError(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "go-jose/go-jose: ")
+	if i := strings.IndexAny(msg, "\"'{"); i >= 0 {
+		msg = strings.TrimRight(msg[:i], " :")
+	}
+	if len(msg) > 120 {
+		msg = msg[:120]
+	}
+	return msg
+}
+
+// FormatRosterEntry renders a roster entry for one client with one key, in
+// the YAML shape ParseRoster reads (one list item, indented for the
+// satellites: or operators: list). A non-empty site makes it a satellite
+// entry. It is what `ironlink-hub keygen` prints.
+func FormatRosterEntry(clientID, site string, scopes []string, kid string, pub crypto.PublicKey) (string, error) {
+	p, err := PublicKeyPEM(pub)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "  - clientId: %s\n", clientID)
+	if site != "" {
+		fmt.Fprintf(&b, "    site: %s\n", site)
+	}
+	fmt.Fprintf(&b, "    scopes: [%s]\n", strings.Join(scopes, ", "))
+	fmt.Fprintf(&b, "    keys:\n      - kid: %q\n        publicKeyPEM: |\n", kid)
+	for _, line := range strings.Split(strings.TrimRight(p, "\n"), "\n") {
+		fmt.Fprintf(&b, "          %s\n", line)
+	}
+	return b.String(), nil
+}
