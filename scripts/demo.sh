@@ -48,8 +48,24 @@ pids+=($!)
 for _ in $(seq 100); do grep -q OPENSTACK_SIM_URL "$STATE/openstacksim.out" 2>/dev/null && break; sleep 0.1; done
 grep -q OPENSTACK_SIM_URL "$STATE/openstacksim.out" || { cat "$STATE/openstacksim.log"; exit 1; }
 
+echo ">> creating a throwaway CA, the hub's TLS certificate and client keys in .demo/pki"
+PKI=$STATE/pki
+rm -rf "$PKI"
+mkdir -p "$PKI"
+bin/ironlink-hub dev-pki --dir "$PKI" >/dev/null
+bin/ironlink-hub keygen --client-id ironlink-agent-demo --out "$PKI/satellite.pem" 2>/dev/null >"$PKI/satellite.entry"
+bin/ironlink-hub keygen --client-id demo-operator --scopes operations:read,operations:write \
+  --out "$PKI/operator.pem" 2>/dev/null >"$PKI/operator.entry"
+{
+  echo "satellites:"
+  grep -v '^#' "$PKI/satellite.entry"
+  echo "operators:"
+  grep -v '^#' "$PKI/operator.entry"
+} >"$PKI/roster.yaml"
+
 start_hub() { # name listen
-  bin/ironlink-hub --database-url "$db" --listen "$2" --replica "$1" --stale-after 1m >"$STATE/$1.log" 2>&1 &
+  bin/ironlink-hub --database-url "$db" --listen "$2" --replica "$1" --stale-after 1m \
+    --roster "$PKI/roster.yaml" --tls-cert "$PKI/server.pem" --tls-key "$PKI/server-key.pem" >"$STATE/$1.log" 2>&1 &
   pids+=($!)
   echo $! >"$STATE/$1.pid"
   for _ in $(seq 100); do grep -q "hub serving" "$STATE/$1.log" && return 0; sleep 0.2; done
@@ -75,6 +91,7 @@ fi
 
 echo ">> starting ironlink-satellite for site 'demo' (log: .demo/satellite.log)"
 bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim \
+  --client-key "$PKI/satellite.pem" --hub-ca "$PKI/ca.pem" --state-file "$STATE/satellite-state.json" \
   --poll-interval "${DEMO_POLL_INTERVAL:-10s}" >"$STATE/satellite.log" 2>&1 &
 pids+=($!)
 
@@ -97,34 +114,40 @@ if ! command -v grpcurl >/dev/null; then
   pathnote="(grpcurl is in $gobin: export PATH=\$PATH:$gobin)"
 fi
 
+G="grpcurl -cacert $PKI/ca.pem"
+A='-H "authorization: Bearer $(ironlink_token)"'
 cat <<EOM
 
-ironlink demo is running: hub on $HUB, satellite for site "demo", ${DEMO_NODES:-50} simulated nodes.
+ironlink demo is running: hub on $HUB (TLS, client authentication on), satellite for site "demo", ${DEMO_NODES:-50} simulated nodes.
 ${pathnote:-}
-Try these in another terminal:
+Try these in another terminal. First define how to mint a short-lived operator token
+(a private-key JWT for client demo-operator; each call gets a fresh one):
 
-  # what the hub serves (server reflection)
-  grpcurl -plaintext $HUB list
+  ironlink_token() { $PWD/bin/ironlink-hub token --key $PKI/operator.pem --client-id demo-operator; }
+
+  # what the hub serves (server reflection needs no token)
+  $G $HUB list
 
   # sites and their link state
-  grpcurl -plaintext $HUB ironlink.v1.FleetService/ListSites
+  $G $A $HUB ironlink.v1.FleetService/ListSites
 
   # devices of the site, a page at a time; only the faulted ones
-  grpcurl -plaintext -d '{"site":"demo","page_size":5}' $HUB ironlink.v1.FleetService/ListDevices
-  grpcurl -plaintext -d '{"statuses":["OPERATIONAL_STATUS_FAULTED"]}' $HUB ironlink.v1.FleetService/ListDevices
+  $G $A -d '{"site":"demo","page_size":5}' $HUB ironlink.v1.FleetService/ListDevices
+  $G $A -d '{"statuses":["OPERATIONAL_STATUS_FAULTED"]}' $HUB ironlink.v1.FleetService/ListDevices
 
   # one device: conditions, status, status and quarantine history
-  grpcurl -plaintext -d '{"device_id":"$device"}' $HUB ironlink.v1.FleetService/GetDevice
+  $G $A -d '{"device_id":"$device"}' $HUB ironlink.v1.FleetService/GetDevice
 
   # quarantine it, then watch CustomerReady turn False and status turn QUARANTINED
-  grpcurl -plaintext -d '{"device_id":"$device","reason":"GPU 3 throws Xid 79"}' $HUB ironlink.v1.FleetService/QuarantineDevice
-  grpcurl -plaintext -d '{"device_id":"$device"}' $HUB ironlink.v1.FleetService/GetDevice
+  $G $A -d '{"device_id":"$device","reason":"GPU 3 throws Xid 79"}' $HUB ironlink.v1.FleetService/QuarantineDevice
+  $G $A -d '{"device_id":"$device"}' $HUB ironlink.v1.FleetService/GetDevice
 
   # its commands (state SUCCEEDED once the satellite applied it), then release it
-  grpcurl -plaintext -d '{"device_id":"$device"}' $HUB ironlink.v1.FleetService/ListCommands
-  grpcurl -plaintext -d '{"device_id":"$device","reason":"GPU replaced"}' $HUB ironlink.v1.FleetService/ReleaseDevice
+  $G $A -d '{"device_id":"$device"}' $HUB ironlink.v1.FleetService/ListCommands
+  $G $A -d '{"device_id":"$device","reason":"GPU replaced"}' $HUB ironlink.v1.FleetService/ReleaseDevice
 
-Logs: .demo/hub*.log, .demo/satellite.log, .demo/openstacksim.log. Press Ctrl-C to stop everything.
+Logs: .demo/hub*.log, .demo/satellite.log, .demo/openstacksim.log. Keys, certificates and the
+roster: .demo/pki. Press Ctrl-C to stop everything.
 EOM
 if [ "$replicas" != 1 ]; then
   cat <<EOM
@@ -132,8 +155,8 @@ if [ "$replicas" != 1 ]; then
 $replicas hub replicas run behind the load balancer. Kill one and watch the
 satellite move to another (ListSites shows the replica holding the link):
 
-  kill -9 \$(cat .demo/hub-1.pid)
-  grpcurl -plaintext $HUB ironlink.v1.FleetService/ListSites
+  kill -9 \$(cat $STATE/hub-1.pid)
+  $G $A $HUB ironlink.v1.FleetService/ListSites
 EOM
 fi
 if [ "$replicas" = 1 ]; then
