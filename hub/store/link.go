@@ -343,19 +343,19 @@ func (s *Store) recomputeSite(ctx context.Context, tx pgx.Tx, site string, stale
 // stale flag, and records every change in status_history.
 func (s *Store) recomputeDevices(ctx context.Context, tx pgx.Tx, ids []string, conds map[string]map[condition.Type]storedCondition) (int, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT d.id::text, d.status, d.desired_impairment, s.stale
+		SELECT d.id::text, d.status, d.status_reason, d.desired_impairment, s.stale
 		FROM devices d JOIN sites s ON s.name = d.site
 		WHERE d.id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		return 0, fmt.Errorf("load device states: %w", err)
 	}
 	type dev struct {
-		id, status, desired string
-		stale               bool
+		id, status, reason, desired string
+		stale                       bool
 	}
 	devs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (dev, error) {
 		var d dev
-		err := r.Scan(&d.id, &d.status, &d.desired, &d.stale)
+		err := r.Scan(&d.id, &d.status, &d.reason, &d.desired, &d.stale)
 		return d, err
 	})
 	if err != nil {
@@ -372,6 +372,12 @@ func (s *Store) recomputeDevices(ctx context.Context, tx pgx.Tx, ids []string, c
 			Conditions:  c,
 		})
 		if string(res.Status) == d.status {
+			if res.Reason != d.reason && res.Status != status.Unreachable {
+				// Same status for another reason (say CleanFailed → DeployFailed):
+				// keep the reason current; the history records status changes.
+				batch.Queue(`UPDATE devices SET status_reason = $2 WHERE id = $1`, d.id, res.Reason)
+				n++
+			}
 			continue
 		}
 		batch.Queue(`

@@ -316,3 +316,30 @@ func TestStaleSiteIsUnreachableAndRecovers(t *testing.T) {
 		t.Fatalf("after heartbeat: %s", d.Status)
 	}
 }
+
+func TestStatusReasonFollowsConditionWithoutNewHistory(t *testing.T) {
+	ctx := context.Background()
+	s, url := newStore(t)
+	sess := open(t, s, "site-a")
+	id := uuid.NewString()
+	t0 := time.Now().UTC().Truncate(time.Microsecond)
+	failed := func(at time.Time, reason string) []condition.Condition {
+		cs := conds(at, nil)
+		cs[1] = condition.Condition{Type: condition.ProvisioningHealthy, Status: condition.False, Reason: reason, LastTransitionTime: at, ObservedTime: at}
+		return cs
+	}
+	if _, err := s.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{{DeviceID: id, Conditions: failed(t0, "CleanFailed"), ObservedTime: t0}}}); err != nil {
+		t.Fatal(err)
+	}
+	t1 := t0.Add(time.Minute)
+	if _, err := s.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 2, Devices: []store.DeviceUpdate{{DeviceID: id, Conditions: failed(t1, "DeployFailed")[1:2], ObservedTime: t1}}}); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := s.GetDevice(ctx, id)
+	if d.Status != status.Faulted || d.StatusReason != "ProvisioningHealthy=False: DeployFailed" {
+		t.Fatalf("status %s reason %q", d.Status, d.StatusReason)
+	}
+	if n := pgtest.Count(t, url, `SELECT count(*) FROM status_history`); n != 1 {
+		t.Fatalf("status history rows %d, want 1 (same status)", n)
+	}
+}
