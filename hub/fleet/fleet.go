@@ -358,6 +358,10 @@ func deviceToProto(d store.Device) *ironlinkv1.Device {
 	if d.ObservedAt != nil {
 		p.ObservedTime = timestamppb.New(*d.ObservedAt)
 	}
+	p.DriftCorrections, p.LastDriftCorrection = d.DriftCorrections, d.LastDriftCorrection
+	if d.LastDriftCorrectionAt != nil {
+		p.LastDriftCorrectionTime = timestamppb.New(*d.LastDriftCorrectionAt)
+	}
 	for _, c := range d.Conditions {
 		p.Conditions = append(p.Conditions, wire.ConditionToProto(c))
 	}

@@ -301,6 +301,9 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
 	}()
 
 	l := &linkLoop{s: s, stream: stream, site: site, epoch: sess.Epoch, id: id, log: log}
+	if err := l.sendDesiredStates(ctx); err != nil {
+		return err
+	}
 	if err := l.deliver(ctx, true); err != nil {
 		return err
 	}
@@ -399,6 +402,10 @@ func (l *linkLoop) handle(ctx context.Context, m *ironlinkv1.ConnectRequest) err
 		return l.handleResult(ctx, msg.CommandResult)
 	case *ironlinkv1.ConnectRequest_Heartbeat:
 		return l.s.store.Touch(ctx, l.site, l.epoch)
+	case *ironlinkv1.ConnectRequest_DesiredStatesRequest:
+		return l.sendDesiredStates(ctx)
+	case *ironlinkv1.ConnectRequest_DriftCorrection:
+		return l.handleCorrection(ctx, msg.DriftCorrection)
 	case *ironlinkv1.ConnectRequest_Hello:
 		return status.Error(codes.InvalidArgument, "hello may only be the first message of a link")
 	default:
@@ -520,6 +527,58 @@ func (l *linkLoop) handleResult(ctx context.Context, r *ironlinkv1.CommandResult
 	return nil
 }
 
+// sendDesiredStates sends the desired impairment state of every device of
+// the site that has one.
+func (l *linkLoop) sendDesiredStates(ctx context.Context) error {
+	states, err := l.s.store.DesiredStates(ctx, l.site)
+	if err != nil {
+		l.log.Error("load desired states", "err", err)
+		return status.Error(codes.Unavailable, "hub could not read desired states; reconnect")
+	}
+	msg := &ironlinkv1.DesiredStates{}
+	for _, d := range states {
+		msg.Devices = append(msg.Devices, &ironlinkv1.DeviceDesiredState{DeviceId: d.DeviceID, Desired: impairmentToProto(d.Desired), Generation: d.Generation})
+	}
+	return l.stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_DesiredStates{DesiredStates: msg}})
+}
+
+func (l *linkLoop) handleCorrection(ctx context.Context, c *ironlinkv1.DriftCorrection) error {
+	if l.id != nil && !l.id.HasScope(auth.ScopeDeviceUpdate) {
+		return status.Errorf(codes.PermissionDenied, "client %s lacks scope %s needed to report corrections", l.id.ClientID, auth.ScopeDeviceUpdate)
+	}
+	did, err := uuid.Parse(c.GetDeviceId())
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "drift correction: device_id %q is not a UUID", c.GetDeviceId())
+	}
+	at := time.Now()
+	if c.GetCorrectTime().IsValid() {
+		at = c.GetCorrectTime().AsTime()
+	}
+	err = l.s.store.RecordDriftCorrection(ctx, l.site, did.String(), c.GetGeneration(), truncate(c.GetDetail(), 1024), at)
+	switch {
+	case errors.Is(err, store.ErrWrongSite):
+		return status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, store.ErrNotFound):
+		l.log.Warn("correction for unknown device ignored", "device_id", did)
+		return nil
+	case err != nil:
+		l.log.Error("record drift correction", "err", err)
+		return status.Error(codes.Unavailable, "hub could not record the correction; reconnect and resend")
+	}
+	l.log.Info("drift corrected by the satellite", "device_id", did, "generation", c.GetGeneration(), "detail", c.GetDetail())
+	return nil
+}
+
+func impairmentToProto(i store.Impairment) ironlinkv1.ImpairmentState {
+	switch i {
+	case store.ImpairmentQuarantined:
+		return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED
+	case store.ImpairmentReleased:
+		return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED
+	}
+	return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED
+}
+
 // deliver sends the site's due commands; resend also repeats SENT ones (link start).
 func (l *linkLoop) deliver(ctx context.Context, resend bool) error {
 	cmds, err := l.s.store.DueCommands(ctx, l.site, l.epoch, l.s.cfg.Delivery, resend, 100)
@@ -531,10 +590,7 @@ func (l *linkLoop) deliver(ctx context.Context, resend bool) error {
 		return nil // the next sweep tries again
 	}
 	for _, c := range cmds {
-		desired := ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED
-		if c.Desired == store.ImpairmentQuarantined {
-			desired = ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED
-		}
+		desired := impairmentToProto(c.Desired)
 		if err := l.stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Command{Command: &ironlinkv1.Command{
 			CommandId: c.ID, DeviceId: c.DeviceID, Generation: c.Generation, Desired: desired, Reason: c.Reason, Actor: c.Actor,
 		}}}); err != nil {

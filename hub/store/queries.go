@@ -30,14 +30,16 @@ type DeviceFilter struct {
 
 const deviceColumns = `d.id::text, d.site, d.name, d.facts, d.removed, d.removed_at, d.observed_at, d.status,
 	d.status_reason, d.status_changed_at, COALESCE(d.last_known_status, ''), d.desired_impairment,
-	d.desired_generation, d.applied_generation, d.last_command_error`
+	d.desired_generation, d.applied_generation, d.last_command_error, d.drift_corrections,
+	d.last_drift_correction, d.last_drift_correction_at`
 
 func scanDevice(r pgx.Row) (Device, error) {
 	var d Device
 	var facts []byte
 	var st, lks, desired string
 	err := r.Scan(&d.ID, &d.Site, &d.Name, &facts, &d.Removed, &d.RemovedAt, &d.ObservedAt, &st,
-		&d.StatusReason, &d.StatusChangedAt, &lks, &desired, &d.DesiredGeneration, &d.AppliedGeneration, &d.LastCommandError)
+		&d.StatusReason, &d.StatusChangedAt, &lks, &desired, &d.DesiredGeneration, &d.AppliedGeneration, &d.LastCommandError,
+		&d.DriftCorrections, &d.LastDriftCorrection, &d.LastDriftCorrectionAt)
 	if err != nil {
 		return d, err
 	}

@@ -110,6 +110,11 @@ type Device struct {
 	DesiredGeneration int64
 	AppliedGeneration int64
 	LastCommandError  string
+	// DriftCorrections counts resync corrections; LastDriftCorrection and
+	// LastDriftCorrectionAt describe the last one.
+	DriftCorrections      int64
+	LastDriftCorrection   string
+	LastDriftCorrectionAt *time.Time
 	// Conditions are filled by GetDevice only, in condition.Types order.
 	Conditions []condition.Condition
 }

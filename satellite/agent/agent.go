@@ -75,6 +75,11 @@ type Stats struct {
 	LastPollDuration time.Duration
 	// LastPollNodes is the node count of the last completed poll.
 	LastPollNodes int
+	// Resyncs counts impairment resyncs; DriftCorrections the corrections they made.
+	Resyncs, DriftCorrections int
+	// LastResyncDuration and LastResyncDevices describe the last resync.
+	LastResyncDuration time.Duration
+	LastResyncDevices  int
 }
 
 // New returns an agent. pl may be nil (standalone site).

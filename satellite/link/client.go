@@ -25,6 +25,15 @@ type CommandHandler interface {
 	HandleCommand(ctx context.Context, c *ironlinkv1.Command) *ironlinkv1.CommandResult
 }
 
+// DesiredStateHandler, when the CommandHandler also implements it, receives
+// the hub's desired impairment states (after every Welcome and after every
+// resync request), converges OpenStack to them and returns the corrections
+// it made, which the client reports to the hub. Calls never overlap; a
+// newer DesiredStates waiting while one is handled replaces an older one.
+type DesiredStateHandler interface {
+	HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredStates) []*ironlinkv1.DriftCorrection
+}
+
 // Config configures a Client.
 type Config struct {
 	// Site is this satellite's site name.
@@ -52,6 +61,9 @@ type Config struct {
 	MaxConcurrentCommands int
 	// Applied, when set, lists the command generations applied so far (sent in Hello).
 	Applied func() []*ironlinkv1.AppliedGeneration
+	// ResyncInterval is how often the client asks the hub for the site's
+	// desired states, which starts a resync (default 15 min).
+	ResyncInterval time.Duration
 }
 
 // Client keeps the link to the hub.
@@ -61,7 +73,8 @@ type Client struct {
 	snap      SnapshotFunc
 	handler   CommandHandler
 	log       *slog.Logger
-	results   chan *ironlinkv1.CommandResult
+	outbound  chan *ironlinkv1.ConnectRequest
+	desired   chan *ironlinkv1.DesiredStates
 	sem       chan struct{}
 	connected atomic.Bool
 }
@@ -87,8 +100,12 @@ func NewClient(cfg Config, outbox *Outbox, snap SnapshotFunc, handler CommandHan
 	if cfg.MaxConcurrentCommands <= 0 {
 		cfg.MaxConcurrentCommands = 8
 	}
+	if cfg.ResyncInterval <= 0 {
+		cfg.ResyncInterval = 15 * time.Minute
+	}
 	return &Client{cfg: cfg, outbox: outbox, snap: snap, handler: handler, log: log,
-		results: make(chan *ironlinkv1.CommandResult, 64), sem: make(chan struct{}, cfg.MaxConcurrentCommands)}
+		outbound: make(chan *ironlinkv1.ConnectRequest, 64), desired: make(chan *ironlinkv1.DesiredStates, 1),
+		sem: make(chan struct{}, cfg.MaxConcurrentCommands)}
 }
 
 // Connected reports whether a link is up (Welcome received and not ended).
@@ -107,6 +124,9 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 	defer cc.Close()
 	api := ironlinkv1.NewLinkServiceClient(cc)
+	if h, ok := c.handler.(DesiredStateHandler); ok {
+		go c.resyncWorker(ctx, h)
+	}
 
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval, bo.RandomizationFactor, bo.Multiplier = c.cfg.MinBackoff, c.cfg.MaxBackoff, 0, 2
@@ -179,6 +199,8 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 	}
 	hb := time.NewTicker(every)
 	defer hb.Stop()
+	resync := time.NewTicker(c.cfg.ResyncInterval)
+	defer resync.Stop()
 	flush := func() error {
 		for _, b := range c.outbox.Take(c.snap) {
 			if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Batch{Batch: b}}); err != nil {
@@ -204,8 +226,10 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 			return err
 		case <-c.outbox.Wake():
 			err = flush()
-		case r := <-c.results:
-			err = stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_CommandResult{CommandResult: r}})
+		case m := <-c.outbound:
+			err = stream.Send(m)
+		case <-resync.C:
+			err = stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_DesiredStatesRequest{DesiredStatesRequest: &ironlinkv1.DesiredStatesRequest{}}})
 		case <-hb.C:
 			err = stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Heartbeat{Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.Now()}}})
 		case m := <-msgs:
@@ -214,6 +238,8 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 				c.outbox.Ack(msg.Ack.GetSequence())
 			case *ironlinkv1.ConnectResponse_Command:
 				c.dispatch(ctx, msg.Command)
+			case *ironlinkv1.ConnectResponse_DesiredStates:
+				c.offerDesired(msg.DesiredStates)
 			case *ironlinkv1.ConnectResponse_Heartbeat:
 			default:
 				c.log.Warn("unexpected message from hub", "type", fmt.Sprintf("%T", msg))
@@ -246,10 +272,48 @@ func (c *Client) dispatch(ctx context.Context, cmd *ironlinkv1.Command) {
 		defer func() { <-c.sem }()
 		// The result outlives this link: it is sent on the next one if need be.
 		r := c.handler.HandleCommand(context.WithoutCancel(ctx), cmd)
-		select {
-		case c.results <- r:
-		case <-time.After(time.Minute):
-			c.log.Warn("command result dropped: no link for a minute; the hub will resend the command", "command_id", cmd.GetCommandId())
-		}
+		c.enqueue(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_CommandResult{CommandResult: r}},
+			"command result dropped: no link for a minute; the hub will resend the command")
 	}()
+}
+
+// enqueue queues m for the current or next link, waiting at most a minute.
+func (c *Client) enqueue(m *ironlinkv1.ConnectRequest, dropped string) {
+	select {
+	case c.outbound <- m:
+	case <-time.After(time.Minute):
+		c.log.Warn(dropped)
+	}
+}
+
+// offerDesired hands states to the resync worker, replacing any older set
+// still waiting.
+func (c *Client) offerDesired(s *ironlinkv1.DesiredStates) {
+	for {
+		select {
+		case c.desired <- s:
+			return
+		default:
+		}
+		select {
+		case <-c.desired:
+		default:
+		}
+	}
+}
+
+// resyncWorker converges OpenStack to each DesiredStates in turn and reports
+// the corrections.
+func (c *Client) resyncWorker(ctx context.Context, h DesiredStateHandler) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-c.desired:
+			for _, corr := range h.HandleDesiredStates(ctx, s) {
+				c.enqueue(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_DriftCorrection{DriftCorrection: corr}},
+					"drift correction report dropped: no link for a minute")
+			}
+		}
+	}
 }

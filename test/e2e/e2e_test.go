@@ -231,7 +231,7 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 	})
 	hubAddr, _ := startHub(t, db, id)
 	start(t, "ironlink-satellite", nil, append([]string{"--site", site, "--hub", hubAddr, "--clouds-yaml", c.cloudsYAML,
-		"--cloud", c.name, "--poll-interval", poll.String(), "--max-backoff", "2s", "--log-level", "debug"}, id.satelliteArgs(site)...)...)
+		"--cloud", c.name, "--poll-interval", poll.String(), "--max-backoff", "2s", "--resync-interval", "3s", "--log-level", "debug"}, id.satelliteArgs(site)...)...)
 	fc := ironlinkv1.NewFleetServiceClient(id.dialAs(t, hubAddr, "ops-admin"))
 
 	initial := c.nodes(t)
@@ -364,6 +364,30 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 			}
 			return nil
 		})
+	})
+
+	t.Run("the resync puts back a trait removed from Placement behind ironlink's back", func(t *testing.T) {
+		tr, err := resourceproviders.GetTraits(ctx, c.pl, target).Extract()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := slices.DeleteFunc(slices.Clone(tr.Traits), func(s string) bool { return s == readyTrait })
+		if _, err := resourceproviders.UpdateTraits(ctx, c.pl, target, resourceproviders.UpdateTraitsOpts{
+			ResourceProviderGeneration: tr.ResourceProviderGeneration, Traits: kept}).Extract(); err != nil {
+			t.Fatalf("remove the trait behind ironlink's back: %v", err)
+		}
+		removed := time.Now()
+		eventually(t, 30*time.Second, func() error {
+			d := getDevice(t, fc, target).GetDevice()
+			if d.GetDriftCorrections() < 1 || !strings.Contains(d.GetLastDriftCorrection(), "provider") {
+				return fmt.Errorf("drift corrections %d, last %q", d.GetDriftCorrections(), d.GetLastDriftCorrection())
+			}
+			if !slices.Contains(c.rpTraits(t, target), readyTrait) {
+				return fmt.Errorf("provider still lacks %s", readyTrait)
+			}
+			return nil
+		})
+		t.Logf("resync restored the provider trait and reported it %s after it was removed (resync interval 3s)", time.Since(removed).Round(time.Millisecond))
 	})
 
 	t.Run("maintenance set in Ironic shows within one poll interval", func(t *testing.T) {

@@ -269,9 +269,16 @@ type Device struct {
 	// Last error the site reported for an impairment command; empty when the last one succeeded.
 	LastCommandError string `protobuf:"bytes,15,opt,name=last_command_error,json=lastCommandError,proto3" json:"last_command_error,omitempty"`
 	// When the satellite last observed the device (UTC).
-	ObservedTime  *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=observed_time,json=observedTime,proto3" json:"observed_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ObservedTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=observed_time,json=observedTime,proto3" json:"observed_time,omitempty"`
+	// Corrections the satellite's resync made to converge OpenStack to the
+	// desired state (a quarantine or release undone behind ironlink's back).
+	DriftCorrections int64 `protobuf:"varint,17,opt,name=drift_corrections,json=driftCorrections,proto3" json:"drift_corrections,omitempty"`
+	// What the last correction was; empty when none.
+	LastDriftCorrection string `protobuf:"bytes,18,opt,name=last_drift_correction,json=lastDriftCorrection,proto3" json:"last_drift_correction,omitempty"`
+	// When the last correction was made (UTC); unset when none.
+	LastDriftCorrectionTime *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=last_drift_correction_time,json=lastDriftCorrectionTime,proto3" json:"last_drift_correction_time,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *Device) Reset() {
@@ -412,6 +419,27 @@ func (x *Device) GetLastCommandError() string {
 func (x *Device) GetObservedTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ObservedTime
+	}
+	return nil
+}
+
+func (x *Device) GetDriftCorrections() int64 {
+	if x != nil {
+		return x.DriftCorrections
+	}
+	return 0
+}
+
+func (x *Device) GetLastDriftCorrection() string {
+	if x != nil {
+		return x.LastDriftCorrection
+	}
+	return ""
+}
+
+func (x *Device) GetLastDriftCorrectionTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastDriftCorrectionTime
 	}
 	return nil
 }
@@ -1647,7 +1675,7 @@ var File_ironlink_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\"\x99\x06\n" +
+	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\"\xd3\a\n" +
 	"\x06Device\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x12\x12\n" +
@@ -1668,7 +1696,10 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x12desired_generation\x18\r \x01(\x03R\x11desiredGeneration\x12-\n" +
 	"\x12applied_generation\x18\x0e \x01(\x03R\x11appliedGeneration\x12,\n" +
 	"\x12last_command_error\x18\x0f \x01(\tR\x10lastCommandError\x12?\n" +
-	"\robserved_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\"\x9b\x01\n" +
+	"\robserved_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\x12+\n" +
+	"\x11drift_corrections\x18\x11 \x01(\x03R\x10driftCorrections\x122\n" +
+	"\x15last_drift_correction\x18\x12 \x01(\tR\x13lastDriftCorrection\x12W\n" +
+	"\x1alast_drift_correction_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\x17lastDriftCorrectionTime\"\x9b\x01\n" +
 	"\fStatusChange\x126\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12;\n" +
@@ -1852,48 +1883,49 @@ var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	24, // 5: ironlink.v1.Device.facts:type_name -> ironlink.v1.DeviceFacts
 	25, // 6: ironlink.v1.Device.desired_impairment:type_name -> ironlink.v1.ImpairmentState
 	22, // 7: ironlink.v1.Device.observed_time:type_name -> google.protobuf.Timestamp
-	0,  // 8: ironlink.v1.StatusChange.status:type_name -> ironlink.v1.OperationalStatus
-	22, // 9: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
-	25, // 10: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
-	22, // 11: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
-	25, // 12: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
-	1,  // 13: ironlink.v1.OperatorCommand.state:type_name -> ironlink.v1.CommandState
-	22, // 14: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
-	22, // 15: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
-	22, // 16: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
-	2,  // 17: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
-	22, // 18: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
-	0,  // 19: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	25, // 20: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
-	3,  // 21: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
-	3,  // 22: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
-	4,  // 23: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
-	5,  // 24: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
-	6,  // 25: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 26: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 27: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	1,  // 28: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	6,  // 29: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	7,  // 30: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	8,  // 31: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	10, // 32: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	12, // 33: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	14, // 34: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	16, // 35: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	18, // 36: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	20, // 37: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	9,  // 38: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	11, // 39: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	13, // 40: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	15, // 41: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	17, // 42: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	19, // 43: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	21, // 44: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	38, // [38:45] is the sub-list for method output_type
-	31, // [31:38] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	22, // 8: ironlink.v1.Device.last_drift_correction_time:type_name -> google.protobuf.Timestamp
+	0,  // 9: ironlink.v1.StatusChange.status:type_name -> ironlink.v1.OperationalStatus
+	22, // 10: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
+	25, // 11: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
+	22, // 12: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
+	25, // 13: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
+	1,  // 14: ironlink.v1.OperatorCommand.state:type_name -> ironlink.v1.CommandState
+	22, // 15: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
+	22, // 16: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
+	22, // 17: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
+	2,  // 18: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
+	22, // 19: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
+	0,  // 20: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
+	25, // 21: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
+	3,  // 22: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
+	3,  // 23: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
+	4,  // 24: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
+	5,  // 25: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
+	6,  // 26: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	6,  // 27: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	6,  // 28: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	1,  // 29: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	6,  // 30: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	7,  // 31: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	8,  // 32: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	10, // 33: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	12, // 34: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	14, // 35: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	16, // 36: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	18, // 37: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	20, // 38: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	9,  // 39: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	11, // 40: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	13, // 41: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	15, // 42: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	17, // 43: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	19, // 44: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	21, // 45: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	39, // [39:46] is the sub-list for method output_type
+	32, // [32:39] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }

@@ -86,6 +86,8 @@ type ConnectRequest struct {
 	//	*ConnectRequest_Batch
 	//	*ConnectRequest_CommandResult
 	//	*ConnectRequest_Heartbeat
+	//	*ConnectRequest_DesiredStatesRequest
+	//	*ConnectRequest_DriftCorrection
 	Msg           isConnectRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -164,6 +166,24 @@ func (x *ConnectRequest) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *ConnectRequest) GetDesiredStatesRequest() *DesiredStatesRequest {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectRequest_DesiredStatesRequest); ok {
+			return x.DesiredStatesRequest
+		}
+	}
+	return nil
+}
+
+func (x *ConnectRequest) GetDriftCorrection() *DriftCorrection {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectRequest_DriftCorrection); ok {
+			return x.DriftCorrection
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Msg interface {
 	isConnectRequest_Msg()
 }
@@ -188,6 +208,16 @@ type ConnectRequest_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,4,opt,name=heartbeat,proto3,oneof"`
 }
 
+type ConnectRequest_DesiredStatesRequest struct {
+	// Asks the hub for the desired impairment state of every device of the site.
+	DesiredStatesRequest *DesiredStatesRequest `protobuf:"bytes,5,opt,name=desired_states_request,json=desiredStatesRequest,proto3,oneof"`
+}
+
+type ConnectRequest_DriftCorrection struct {
+	// Reports that the resync found OpenStack differing from the desired state and corrected it.
+	DriftCorrection *DriftCorrection `protobuf:"bytes,6,opt,name=drift_correction,json=driftCorrection,proto3,oneof"`
+}
+
 func (*ConnectRequest_Hello) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_Batch) isConnectRequest_Msg() {}
@@ -195,6 +225,10 @@ func (*ConnectRequest_Batch) isConnectRequest_Msg() {}
 func (*ConnectRequest_CommandResult) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_Heartbeat) isConnectRequest_Msg() {}
+
+func (*ConnectRequest_DesiredStatesRequest) isConnectRequest_Msg() {}
+
+func (*ConnectRequest_DriftCorrection) isConnectRequest_Msg() {}
 
 // ConnectResponse is one hub → satellite message.
 type ConnectResponse struct {
@@ -207,6 +241,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_Ack
 	//	*ConnectResponse_Command
 	//	*ConnectResponse_Heartbeat
+	//	*ConnectResponse_DesiredStates
 	Msg           isConnectResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -285,6 +320,15 @@ func (x *ConnectResponse) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *ConnectResponse) GetDesiredStates() *DesiredStates {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectResponse_DesiredStates); ok {
+			return x.DesiredStates
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Msg interface {
 	isConnectResponse_Msg()
 }
@@ -309,6 +353,12 @@ type ConnectResponse_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,4,opt,name=heartbeat,proto3,oneof"`
 }
 
+type ConnectResponse_DesiredStates struct {
+	// The desired impairment state of every device of the site that has
+	// one; sent after Welcome and on every DesiredStatesRequest.
+	DesiredStates *DesiredStates `protobuf:"bytes,5,opt,name=desired_states,json=desiredStates,proto3,oneof"`
+}
+
 func (*ConnectResponse_Welcome) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Ack) isConnectResponse_Msg() {}
@@ -316,6 +366,8 @@ func (*ConnectResponse_Ack) isConnectResponse_Msg() {}
 func (*ConnectResponse_Command) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Heartbeat) isConnectResponse_Msg() {}
+
+func (*ConnectResponse_DesiredStates) isConnectResponse_Msg() {}
 
 // Hello opens a link.
 type Hello struct {
@@ -982,6 +1034,229 @@ func (x *CommandResult) GetDetail() string {
 	return ""
 }
 
+// DesiredStatesRequest asks for DesiredStates (the satellite's 15-minute resync).
+type DesiredStatesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DesiredStatesRequest) Reset() {
+	*x = DesiredStatesRequest{}
+	mi := &file_ironlink_v1_link_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DesiredStatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DesiredStatesRequest) ProtoMessage() {}
+
+func (x *DesiredStatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_link_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DesiredStatesRequest.ProtoReflect.Descriptor instead.
+func (*DesiredStatesRequest) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{11}
+}
+
+// DesiredStates lists the hub's desired impairment state for the devices of
+// the link's site. Devices never quarantined or released are left out (their
+// trait is left alone).
+type DesiredStates struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One entry per device with a desired state.
+	Devices       []*DeviceDesiredState `protobuf:"bytes,1,rep,name=devices,proto3" json:"devices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DesiredStates) Reset() {
+	*x = DesiredStates{}
+	mi := &file_ironlink_v1_link_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DesiredStates) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DesiredStates) ProtoMessage() {}
+
+func (x *DesiredStates) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_link_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DesiredStates.ProtoReflect.Descriptor instead.
+func (*DesiredStates) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DesiredStates) GetDevices() []*DeviceDesiredState {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+// DeviceDesiredState is one device's desired impairment state.
+type DeviceDesiredState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ironic node UUID.
+	DeviceId string `protobuf:"bytes,1,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// QUARANTINED (trait absent) or RELEASED (trait present).
+	Desired ImpairmentState `protobuf:"varint,2,opt,name=desired,proto3,enum=ironlink.v1.ImpairmentState" json:"desired,omitempty"`
+	// Generation of the desired state.
+	Generation    int64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceDesiredState) Reset() {
+	*x = DeviceDesiredState{}
+	mi := &file_ironlink_v1_link_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceDesiredState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceDesiredState) ProtoMessage() {}
+
+func (x *DeviceDesiredState) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_link_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceDesiredState.ProtoReflect.Descriptor instead.
+func (*DeviceDesiredState) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DeviceDesiredState) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *DeviceDesiredState) GetDesired() ImpairmentState {
+	if x != nil {
+		return x.Desired
+	}
+	return ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED
+}
+
+func (x *DeviceDesiredState) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+// DriftCorrection reports one correction made by the resync: OpenStack
+// differed from the desired state and the satellite converged it.
+type DriftCorrection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ironic node UUID.
+	DeviceId string `protobuf:"bytes,1,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// Generation of the desired state that was re-applied.
+	Generation int64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// What differed and what was done, for example "trait re-removed; Placement had it back".
+	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// When the correction was made (UTC).
+	CorrectTime   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=correct_time,json=correctTime,proto3" json:"correct_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DriftCorrection) Reset() {
+	*x = DriftCorrection{}
+	mi := &file_ironlink_v1_link_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DriftCorrection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DriftCorrection) ProtoMessage() {}
+
+func (x *DriftCorrection) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_link_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DriftCorrection.ProtoReflect.Descriptor instead.
+func (*DriftCorrection) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DriftCorrection) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *DriftCorrection) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *DriftCorrection) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *DriftCorrection) GetCorrectTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CorrectTime
+	}
+	return nil
+}
+
 // Heartbeat keeps an idle link open.
 type Heartbeat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -993,7 +1268,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_ironlink_v1_link_proto_msgTypes[11]
+	mi := &file_ironlink_v1_link_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1280,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_link_proto_msgTypes[11]
+	mi := &file_ironlink_v1_link_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1293,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{11}
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Heartbeat) GetSentTime() *timestamppb.Timestamp {
@@ -1032,18 +1307,21 @@ var File_ironlink_v1_link_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_link_proto_rawDesc = "" +
 	"\n" +
-	"\x16ironlink/v1/link.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\"\xf5\x01\n" +
+	"\x16ironlink/v1/link.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\"\x9b\x03\n" +
 	"\x0eConnectRequest\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.ironlink.v1.HelloH\x00R\x05hello\x123\n" +
 	"\x05batch\x18\x02 \x01(\v2\x1b.ironlink.v1.ConditionBatchH\x00R\x05batch\x12C\n" +
 	"\x0ecommand_result\x18\x03 \x01(\v2\x1a.ironlink.v1.CommandResultH\x00R\rcommandResult\x126\n" +
-	"\theartbeat\x18\x04 \x01(\v2\x16.ironlink.v1.HeartbeatH\x00R\theartbeatB\x05\n" +
-	"\x03msg\"\xdf\x01\n" +
+	"\theartbeat\x18\x04 \x01(\v2\x16.ironlink.v1.HeartbeatH\x00R\theartbeat\x12Y\n" +
+	"\x16desired_states_request\x18\x05 \x01(\v2!.ironlink.v1.DesiredStatesRequestH\x00R\x14desiredStatesRequest\x12I\n" +
+	"\x10drift_correction\x18\x06 \x01(\v2\x1c.ironlink.v1.DriftCorrectionH\x00R\x0fdriftCorrectionB\x05\n" +
+	"\x03msg\"\xa4\x02\n" +
 	"\x0fConnectResponse\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.ironlink.v1.WelcomeH\x00R\awelcome\x12)\n" +
 	"\x03ack\x18\x02 \x01(\v2\x15.ironlink.v1.BatchAckH\x00R\x03ack\x120\n" +
 	"\acommand\x18\x03 \x01(\v2\x14.ironlink.v1.CommandH\x00R\acommand\x126\n" +
-	"\theartbeat\x18\x04 \x01(\v2\x16.ironlink.v1.HeartbeatH\x00R\theartbeatB\x05\n" +
+	"\theartbeat\x18\x04 \x01(\v2\x16.ironlink.v1.HeartbeatH\x00R\theartbeat\x12C\n" +
+	"\x0edesired_states\x18\x05 \x01(\v2\x1a.ironlink.v1.DesiredStatesH\x00R\rdesiredStatesB\x05\n" +
 	"\x03msg\"\xf1\x01\n" +
 	"\x05Hello\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x17\n" +
@@ -1100,7 +1378,23 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"generation\x12\x18\n" +
 	"\asuccess\x18\x04 \x01(\bR\asuccess\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x16\n" +
-	"\x06detail\x18\x06 \x01(\tR\x06detail\"D\n" +
+	"\x06detail\x18\x06 \x01(\tR\x06detail\"\x16\n" +
+	"\x14DesiredStatesRequest\"J\n" +
+	"\rDesiredStates\x129\n" +
+	"\adevices\x18\x01 \x03(\v2\x1f.ironlink.v1.DeviceDesiredStateR\adevices\"\x89\x01\n" +
+	"\x12DeviceDesiredState\x12\x1b\n" +
+	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x126\n" +
+	"\adesired\x18\x02 \x01(\x0e2\x1c.ironlink.v1.ImpairmentStateR\adesired\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x03R\n" +
+	"generation\"\xa5\x01\n" +
+	"\x0fDriftCorrection\x12\x1b\n" +
+	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x03R\n" +
+	"generation\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12=\n" +
+	"\fcorrect_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vcorrectTime\"D\n" +
 	"\tHeartbeat\x127\n" +
 	"\tsent_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bsentTime*t\n" +
 	"\x0fImpairmentState\x12 \n" +
@@ -1123,7 +1417,7 @@ func file_ironlink_v1_link_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_link_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ironlink_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_ironlink_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_ironlink_v1_link_proto_goTypes = []any{
 	(ImpairmentState)(0),          // 0: ironlink.v1.ImpairmentState
 	(*ConnectRequest)(nil),        // 1: ironlink.v1.ConnectRequest
@@ -1137,35 +1431,45 @@ var file_ironlink_v1_link_proto_goTypes = []any{
 	(*BatchAck)(nil),              // 9: ironlink.v1.BatchAck
 	(*Command)(nil),               // 10: ironlink.v1.Command
 	(*CommandResult)(nil),         // 11: ironlink.v1.CommandResult
-	(*Heartbeat)(nil),             // 12: ironlink.v1.Heartbeat
-	(*Condition)(nil),             // 13: ironlink.v1.Condition
-	(*DeviceFacts)(nil),           // 14: ironlink.v1.DeviceFacts
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*DesiredStatesRequest)(nil),  // 12: ironlink.v1.DesiredStatesRequest
+	(*DesiredStates)(nil),         // 13: ironlink.v1.DesiredStates
+	(*DeviceDesiredState)(nil),    // 14: ironlink.v1.DeviceDesiredState
+	(*DriftCorrection)(nil),       // 15: ironlink.v1.DriftCorrection
+	(*Heartbeat)(nil),             // 16: ironlink.v1.Heartbeat
+	(*Condition)(nil),             // 17: ironlink.v1.Condition
+	(*DeviceFacts)(nil),           // 18: ironlink.v1.DeviceFacts
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
 }
 var file_ironlink_v1_link_proto_depIdxs = []int32{
 	3,  // 0: ironlink.v1.ConnectRequest.hello:type_name -> ironlink.v1.Hello
 	6,  // 1: ironlink.v1.ConnectRequest.batch:type_name -> ironlink.v1.ConditionBatch
 	11, // 2: ironlink.v1.ConnectRequest.command_result:type_name -> ironlink.v1.CommandResult
-	12, // 3: ironlink.v1.ConnectRequest.heartbeat:type_name -> ironlink.v1.Heartbeat
-	5,  // 4: ironlink.v1.ConnectResponse.welcome:type_name -> ironlink.v1.Welcome
-	9,  // 5: ironlink.v1.ConnectResponse.ack:type_name -> ironlink.v1.BatchAck
-	10, // 6: ironlink.v1.ConnectResponse.command:type_name -> ironlink.v1.Command
-	12, // 7: ironlink.v1.ConnectResponse.heartbeat:type_name -> ironlink.v1.Heartbeat
-	4,  // 8: ironlink.v1.Hello.applied_generations:type_name -> ironlink.v1.AppliedGeneration
-	7,  // 9: ironlink.v1.ConditionBatch.snapshot:type_name -> ironlink.v1.SnapshotPart
-	8,  // 10: ironlink.v1.ConditionBatch.devices:type_name -> ironlink.v1.DeviceUpdate
-	13, // 11: ironlink.v1.DeviceUpdate.conditions:type_name -> ironlink.v1.Condition
-	14, // 12: ironlink.v1.DeviceUpdate.facts:type_name -> ironlink.v1.DeviceFacts
-	15, // 13: ironlink.v1.DeviceUpdate.observed_time:type_name -> google.protobuf.Timestamp
-	0,  // 14: ironlink.v1.Command.desired:type_name -> ironlink.v1.ImpairmentState
-	15, // 15: ironlink.v1.Heartbeat.sent_time:type_name -> google.protobuf.Timestamp
-	1,  // 16: ironlink.v1.LinkService.Connect:input_type -> ironlink.v1.ConnectRequest
-	2,  // 17: ironlink.v1.LinkService.Connect:output_type -> ironlink.v1.ConnectResponse
-	17, // [17:18] is the sub-list for method output_type
-	16, // [16:17] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	16, // 3: ironlink.v1.ConnectRequest.heartbeat:type_name -> ironlink.v1.Heartbeat
+	12, // 4: ironlink.v1.ConnectRequest.desired_states_request:type_name -> ironlink.v1.DesiredStatesRequest
+	15, // 5: ironlink.v1.ConnectRequest.drift_correction:type_name -> ironlink.v1.DriftCorrection
+	5,  // 6: ironlink.v1.ConnectResponse.welcome:type_name -> ironlink.v1.Welcome
+	9,  // 7: ironlink.v1.ConnectResponse.ack:type_name -> ironlink.v1.BatchAck
+	10, // 8: ironlink.v1.ConnectResponse.command:type_name -> ironlink.v1.Command
+	16, // 9: ironlink.v1.ConnectResponse.heartbeat:type_name -> ironlink.v1.Heartbeat
+	13, // 10: ironlink.v1.ConnectResponse.desired_states:type_name -> ironlink.v1.DesiredStates
+	4,  // 11: ironlink.v1.Hello.applied_generations:type_name -> ironlink.v1.AppliedGeneration
+	7,  // 12: ironlink.v1.ConditionBatch.snapshot:type_name -> ironlink.v1.SnapshotPart
+	8,  // 13: ironlink.v1.ConditionBatch.devices:type_name -> ironlink.v1.DeviceUpdate
+	17, // 14: ironlink.v1.DeviceUpdate.conditions:type_name -> ironlink.v1.Condition
+	18, // 15: ironlink.v1.DeviceUpdate.facts:type_name -> ironlink.v1.DeviceFacts
+	19, // 16: ironlink.v1.DeviceUpdate.observed_time:type_name -> google.protobuf.Timestamp
+	0,  // 17: ironlink.v1.Command.desired:type_name -> ironlink.v1.ImpairmentState
+	14, // 18: ironlink.v1.DesiredStates.devices:type_name -> ironlink.v1.DeviceDesiredState
+	0,  // 19: ironlink.v1.DeviceDesiredState.desired:type_name -> ironlink.v1.ImpairmentState
+	19, // 20: ironlink.v1.DriftCorrection.correct_time:type_name -> google.protobuf.Timestamp
+	19, // 21: ironlink.v1.Heartbeat.sent_time:type_name -> google.protobuf.Timestamp
+	1,  // 22: ironlink.v1.LinkService.Connect:input_type -> ironlink.v1.ConnectRequest
+	2,  // 23: ironlink.v1.LinkService.Connect:output_type -> ironlink.v1.ConnectResponse
+	23, // [23:24] is the sub-list for method output_type
+	22, // [22:23] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_link_proto_init() }
@@ -1179,12 +1483,15 @@ func file_ironlink_v1_link_proto_init() {
 		(*ConnectRequest_Batch)(nil),
 		(*ConnectRequest_CommandResult)(nil),
 		(*ConnectRequest_Heartbeat)(nil),
+		(*ConnectRequest_DesiredStatesRequest)(nil),
+		(*ConnectRequest_DriftCorrection)(nil),
 	}
 	file_ironlink_v1_link_proto_msgTypes[1].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
 		(*ConnectResponse_Ack)(nil),
 		(*ConnectResponse_Command)(nil),
 		(*ConnectResponse_Heartbeat)(nil),
+		(*ConnectResponse_DesiredStates)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1192,7 +1499,7 @@ func file_ironlink_v1_link_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_link_proto_rawDesc), len(file_ironlink_v1_link_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -72,6 +72,7 @@ func run(args []string) error {
 		{&cfg.Link.HeartbeatInterval, "heartbeat-interval", "IRONLINK_HEARTBEAT_INTERVAL", 20 * time.Second, "satellite → hub heartbeat (the hub's, if shorter, wins)"},
 		{&cfg.Link.KeepaliveTime, "keepalive-time", "IRONLINK_KEEPALIVE_TIME", 30 * time.Second, "gRPC keepalive ping interval (≥ the hub's keepalive-min-time)"},
 		{&cfg.Link.KeepaliveTimeout, "keepalive-timeout", "IRONLINK_KEEPALIVE_TIMEOUT", 10 * time.Second, "drop the link when a ping is not answered within this"},
+		{&cfg.Link.ResyncInterval, "resync-interval", "IRONLINK_RESYNC_INTERVAL", 15 * time.Minute, "how often the desired quarantine/release state is re-applied to Ironic and Placement (also at every link start)"},
 		{&cfg.Link.MaxBackoff, "max-backoff", "IRONLINK_MAX_BACKOFF", 30 * time.Second, "upper bound of the reconnect delay (exponential, full jitter)"},
 	} {
 		def, err := cli.EnvDuration(d.env, d.def)

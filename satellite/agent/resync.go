@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+)
+
+// HandleDesiredStates takes the hub's desired impairment states for the
+// site (the truth: SPEC "Desired impairment state per device ... is the
+// truth"), remembers them, and converges OpenStack to them: for every device
+// still listed by Ironic it re-applies the desired state through the gate
+// (idempotent: reads the node and provider traits, writes only what
+// differs). Every write it had to make is a drift, returned as a
+// DriftCorrection for the hub. Devices the hub never touched are left alone.
+// It implements link.DesiredStateHandler.
+func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredStates) []*ironlinkv1.DriftCorrection {
+	start := time.Now()
+	type item struct {
+		id         string
+		quarantine bool
+		generation int64
+	}
+	var todo []item
+	a.mu.Lock()
+	for _, d := range s.GetDevices() {
+		q := d.GetDesired() == ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED
+		if !q && d.GetDesired() != ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED {
+			continue
+		}
+		if cur := a.desired[d.GetDeviceId()]; cur.generation > d.GetGeneration() {
+			continue // a newer command was applied already; the hub will catch up
+		}
+		a.desired[d.GetDeviceId()] = desired{quarantined: q, generation: d.GetGeneration()}
+		if _, listed := a.facts[d.GetDeviceId()]; listed {
+			todo = append(todo, item{d.GetDeviceId(), q, d.GetGeneration()})
+		}
+	}
+	if err := a.saveStateLocked(); err != nil {
+		a.log.Error("desired states not saved", "err", err)
+	}
+	a.mu.Unlock()
+	sort.Slice(todo, func(i, j int) bool { return todo[i].id < todo[j].id })
+
+	var out []*ironlinkv1.DriftCorrection
+	failed := 0
+	for _, it := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		lock := a.deviceLock(it.id)
+		lock.Lock()
+		cctx, cancel := context.WithTimeout(ctx, a.cfg.CommandTimeout)
+		r, err := a.gate.Apply(cctx, it.id, it.quarantine)
+		cancel()
+		lock.Unlock()
+		if err != nil {
+			failed++
+			a.log.Warn("resync could not converge a device; next resync retries", "device_id", it.id, "err", err)
+			continue
+		}
+		if r.NodeChanged || r.ProviderChanged {
+			out = append(out, &ironlinkv1.DriftCorrection{DeviceId: it.id, Generation: it.generation,
+				Detail: "resync: " + r.Detail, CorrectTime: timestamppb.Now()})
+			a.log.Warn("drift corrected", "device_id", it.id, "generation", it.generation, "detail", r.Detail)
+		}
+	}
+	a.mu.Lock()
+	a.stats.Resyncs++
+	a.stats.DriftCorrections += len(out)
+	a.stats.LastResyncDuration = time.Since(start)
+	a.stats.LastResyncDevices = len(todo)
+	a.mu.Unlock()
+	a.log.Info("resync done", "devices", len(todo), "corrected", len(out), "failed", failed, "took", time.Since(start).Round(time.Millisecond))
+	if len(out) > 0 {
+		select {
+		case a.pollNow <- struct{}{}:
+		default:
+		}
+	}
+	return out
+}
