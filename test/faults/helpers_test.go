@@ -1,0 +1,440 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/openstacksim"
+	"github.com/ironlink/ironlink/internal/tcpproxy"
+	"github.com/ironlink/ironlink/satellite/conditions"
+	"github.com/ironlink/ironlink/satellite/ironic"
+	"github.com/ironlink/ironlink/test/faults/harness"
+	"github.com/ironlink/ironlink/test/faults/satsim"
+)
+
+const readyTrait = openstacksim.ReadyTrait
+
+// fastHub are hub flags that make delivery and failure handling quick
+// enough for tests that must end within a minute.
+func fastHub(extra ...string) []string {
+	return append([]string{"--command-sweep", "500ms", "--command-resend-after", "3s", "--command-failure-backoff", "1s",
+		"--stale-after", "60s", "--heartbeat-interval", "1s", "--keepalive-min-time", "1s", "--log-level", "debug"}, extra...)
+}
+
+// site is one simulated OpenStack site with its satellite process.
+type site struct {
+	name       string
+	sim        *openstacksim.Cloud
+	cloudsYAML string
+	stateFile  string
+	sat        *harness.Proc
+	churnStop  context.CancelFunc
+	churnDone  chan struct{}
+}
+
+// newSite starts a simulator seeded like the test bed with n nodes.
+func newSite(t *testing.T, name string, n int) *site {
+	t.Helper()
+	sim := openstacksim.New(openstacksim.Options{})
+	if err := sim.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	sim.SeedLikeTestbed(n)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "clouds.yaml")
+	if err := sim.WriteCloudsYAML(path, "sim"); err != nil {
+		t.Fatal(err)
+	}
+	return &site{name: name, sim: sim, cloudsYAML: path, stateFile: filepath.Join(dir, "state.json")}
+}
+
+// satArgs are the satellite flags for hubAddr plus extra.
+func (s *site) satArgs(hubAddr string, extra ...string) []string {
+	return append([]string{"--site", s.name, "--hub", hubAddr, "--clouds-yaml", s.cloudsYAML, "--cloud", "sim",
+		"--no-auth", "--hub-plaintext", "--poll-interval", "1s", "--max-backoff", "1s", "--heartbeat-interval", "1s", "--state-file", s.stateFile,
+		"--log-level", "debug"}, extra...)
+}
+
+// startSatellite starts a satellite process for the site (another one may run).
+func (s *site) startSatellite(t *testing.T, label, hubAddr string, extra ...string) *harness.Proc {
+	t.Helper()
+	p := harness.Start(t, "satellite "+s.name+label, bins.Satellite(), s.satArgs(hubAddr, extra...)...)
+	s.sat = p
+	return p
+}
+
+// churn lets the fleet change every interval until stopChurn.
+func (s *site) churn(t *testing.T, interval time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.churnStop, s.churnDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.churnDone)
+		s.sim.Churn(ctx, interval, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	}()
+	t.Cleanup(s.stopChurn)
+}
+
+func (s *site) stopChurn() {
+	if s.churnStop != nil {
+		s.churnStop()
+		<-s.churnDone
+		s.churnStop = nil
+	}
+}
+
+// readyNodes returns the UUIDs of nodes whose provider has the ready trait
+// and that are not in maintenance, in order.
+func (s *site) readyNodes() []string {
+	var out []string
+	for _, n := range s.sim.Nodes() {
+		tr, _, ok := s.sim.ProviderTraits(n.UUID)
+		if ok && slices.Contains(tr, readyTrait) {
+			out = append(out, n.UUID)
+		}
+	}
+	return out
+}
+
+// addNodeTrait puts the ready trait on the Ironic node too (as Nova's
+// driver would find it), so a quarantine has two writes to make.
+func (s *site) addNodeTrait(t *testing.T, id string) {
+	t.Helper()
+	if err := s.sim.UpdateNode(id, func(n *openstacksim.Node) {
+		if !slices.Contains(n.Traits, readyTrait) {
+			n.Traits = append(n.Traits, readyTrait)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitDevices waits until the hub lists every node of the site.
+func waitDevices(t *testing.T, pool *pgxpool.Pool, s *site, timeout time.Duration) {
+	t.Helper()
+	want := len(s.sim.Nodes())
+	harness.Eventually(t, timeout, func() error {
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM devices WHERE site = $1 AND NOT removed`, s.name).Scan(&n); err != nil {
+			return err
+		}
+		if n != want {
+			return fmt.Errorf("site %s: hub has %d live devices, simulator %d", s.name, n, want)
+		}
+		return nil
+	})
+}
+
+func toIronic(n openstacksim.Node) ironic.Node {
+	return ironic.Node{UUID: n.UUID, Name: n.Name, ProvisionState: n.ProvisionState, TargetProvisionState: n.TargetProvisionState,
+		PowerState: n.PowerState, Maintenance: n.Maintenance, MaintenanceReason: n.MaintenanceReason, Fault: n.Fault,
+		LastError: n.LastError, InstanceUUID: n.InstanceUUID, AllocationUUID: n.AllocationUUID, ResourceClass: n.ResourceClass,
+		ConductorGroup: n.ConductorGroup, Owner: n.Owner, Lessee: n.Lessee, Traits: n.Traits, ProvisionUpdatedAt: n.ProvisionUpdatedAt}
+}
+
+// truthDiff compares the hub's current conditions of the site's devices
+// with what the satellite's mapping gives for the simulator's state now
+// (status, reason and message; CustomerReady by status, as its reason also
+// depends on what that satellite process applied). It returns the
+// differences, or nil.
+func truthDiff(ctx context.Context, pool *pgxpool.Pool, s *site) error {
+	type cond struct{ status, reason, message string }
+	rows, err := pool.Query(ctx, `
+		SELECT c.device_id::text, c.type, c.status, c.reason, c.message
+		FROM device_conditions c JOIN devices d ON d.id = c.device_id
+		WHERE d.site = $1 AND NOT d.removed`, s.name)
+	if err != nil {
+		return err
+	}
+	got := map[string]map[string]cond{}
+	for rows.Next() {
+		var id, typ string
+		var c cond
+		if err := rows.Scan(&id, &typ, &c.status, &c.reason, &c.message); err != nil {
+			rows.Close()
+			return err
+		}
+		if got[id] == nil {
+			got[id] = map[string]cond{}
+		}
+		got[id][typ] = c
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var errs []error
+	nodes := s.sim.Nodes()
+	if len(got) != len(nodes) {
+		errs = append(errs, fmt.Errorf("site %s: hub has conditions for %d live devices, simulator has %d nodes", s.name, len(got), len(nodes)))
+	}
+	for _, n := range nodes {
+		tr, _, ok := s.sim.ProviderTraits(n.UUID)
+		pv := conditions.PlacementView{Read: true, ProviderExists: ok, HasTrait: slices.Contains(tr, readyTrait),
+			TraitDefined: s.sim.TraitDefined(readyTrait)}
+		want := conditions.Map(conditions.Config{}, conditions.Observation{Node: toIronic(n), Now: time.Now(), Placement: pv})
+		g := got[n.UUID]
+		for _, w := range want {
+			h, ok := g[string(w.Type)]
+			switch {
+			case !ok:
+				errs = append(errs, fmt.Errorf("device %s (%s): no %s at the hub", n.UUID, n.Name, w.Type))
+			case string(w.Status) != h.status:
+				errs = append(errs, fmt.Errorf("device %s (%s, %s, maint=%v): %s is %s/%s at the hub, simulator says %s/%s",
+					n.UUID, n.Name, n.ProvisionState, n.Maintenance, w.Type, h.status, h.reason, w.Status, w.Reason))
+			case w.Type != condition.CustomerReady && (w.Reason != h.reason || w.Message != h.message):
+				errs = append(errs, fmt.Errorf("device %s (%s): %s is %s/%q at the hub, simulator says %s/%q",
+					n.UUID, n.Name, w.Type, h.reason, h.message, w.Reason, w.Message))
+			}
+		}
+		if len(errs) > 10 {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// waitTruth waits until the hub's conditions of the site equal the
+// simulator's truth (churn must be stopped).
+func waitTruth(t *testing.T, pool *pgxpool.Pool, s *site, timeout time.Duration) {
+	t.Helper()
+	harness.Eventually(t, timeout, func() error { return truthDiff(context.Background(), pool, s) })
+}
+
+// checkHistory fails the test when condition_history holds two consecutive
+// rows for the same (device, type) that say the same thing (a change
+// recorded twice). CustomerReady is left out: a change of only its
+// observed generation is a real change that the history columns cannot show.
+func checkHistory(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT device_id::text, type, status, reason, message, id FROM (
+			SELECT h.*, lag(status) OVER w AS pstatus, lag(reason) OVER w AS preason, lag(message) OVER w AS pmessage
+			FROM condition_history h WINDOW w AS (PARTITION BY device_id, type ORDER BY id)) x
+		WHERE status = pstatus AND reason = preason AND message = pmessage AND type <> 'CustomerReady'
+		LIMIT 10`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var dev, typ, st, reason, msg string
+		var id int64
+		if err := rows.Scan(&dev, &typ, &st, &reason, &msg, &id); err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("condition_history row %d repeats the previous one for device %s %s: %s/%s %q", id, dev, typ, st, reason, msg)
+	}
+	var removedFlaps int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM devices WHERE removed`).Scan(&removedFlaps); err != nil {
+		t.Fatal(err)
+	}
+	if removedFlaps > 0 {
+		t.Errorf("%d devices are marked removed, none was deleted", removedFlaps)
+	}
+}
+
+// checkCommands fails the test when a command is not in a final state that
+// fits (SUCCEEDED, or SUPERSEDED by a newer generation), or when a device's
+// trait in the simulator differs from its desired state.
+func checkCommands(t *testing.T, pool *pgxpool.Pool, sites ...*site) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := pool.Query(ctx, `
+		SELECT c.id::text, c.device_id::text, c.generation, c.state, c.last_error, d.desired_generation
+		FROM commands c JOIN devices d ON d.id = c.device_id ORDER BY c.created_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id, dev, state, lastErr string
+		var gen, desiredGen int64
+		if err := rows.Scan(&id, &dev, &gen, &state, &lastErr, &desiredGen); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case gen == desiredGen && state != "SUCCEEDED":
+			t.Errorf("command %s (device %s generation %d, the current one) is %s (last error %q), want SUCCEEDED", id, dev, gen, state, lastErr)
+		case gen < desiredGen && state != "SUPERSEDED" && state != "SUCCEEDED":
+			t.Errorf("command %s (device %s generation %d < %d) is %s, want SUPERSEDED or SUCCEEDED", id, dev, gen, desiredGen, state)
+		}
+	}
+	rows.Close()
+	rows, err = pool.Query(ctx, `SELECT id::text, desired_impairment, desired_generation, applied_generation FROM devices WHERE desired_impairment <> 'NONE'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, desired string
+		var dg, ag int64
+		if err := rows.Scan(&id, &desired, &dg, &ag); err != nil {
+			t.Fatal(err)
+		}
+		if dg != ag {
+			t.Errorf("device %s: desired generation %d, applied %d", id, dg, ag)
+		}
+		for _, s := range sites {
+			n, ok := s.sim.Node(id)
+			if !ok {
+				continue
+			}
+			pt, _, _ := s.sim.ProviderTraits(id)
+			want := desired == "RELEASED"
+			if slices.Contains(n.Traits, readyTrait) != want || slices.Contains(pt, readyTrait) != want {
+				t.Errorf("device %s desired %s: node traits %v, provider traits %v", id, desired, n.Traits, pt)
+			}
+		}
+	}
+}
+
+// quarantine asks the hub (retrying while it is unavailable) and returns the command id.
+func quarantine(t *testing.T, fc ironlinkv1.FleetServiceClient, id, reason string, timeout time.Duration) string {
+	t.Helper()
+	var cmd string
+	harness.Eventually(t, timeout, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		r, err := fc.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: id, Reason: reason})
+		if err != nil {
+			return err
+		}
+		cmd = r.GetCommand().GetCommandId()
+		return nil
+	})
+	return cmd
+}
+
+func release(t *testing.T, fc ironlinkv1.FleetServiceClient, id, reason string, timeout time.Duration) string {
+	t.Helper()
+	var cmd string
+	harness.Eventually(t, timeout, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		r, err := fc.ReleaseDevice(ctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: id, Reason: reason})
+		if err != nil {
+			return err
+		}
+		cmd = r.GetCommand().GetCommandId()
+		return nil
+	})
+	return cmd
+}
+
+// waitCommand waits until the command is in state want and returns it.
+func waitCommand(t *testing.T, fc ironlinkv1.FleetServiceClient, id string, want ironlinkv1.CommandState, timeout time.Duration) *ironlinkv1.OperatorCommand {
+	t.Helper()
+	var cmd *ironlinkv1.OperatorCommand
+	harness.Eventually(t, timeout, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		r, err := fc.GetCommand(ctx, &ironlinkv1.GetCommandRequest{CommandId: id})
+		if err != nil {
+			return err
+		}
+		cmd = r.GetCommand()
+		if cmd.GetState() != want {
+			return fmt.Errorf("command %s is %v (attempts %d, error %q), want %v", id, cmd.GetState(), cmd.GetAttempts(), cmd.GetLastError(), want)
+		}
+		return nil
+	})
+	return cmd
+}
+
+// linkReplica returns the replica holding the site's link, "" when none.
+func linkReplica(pool *pgxpool.Pool, site string) string {
+	var r *string
+	_ = pool.QueryRow(context.Background(), `SELECT link_replica FROM sites WHERE name = $1`, site).Scan(&r)
+	if r == nil {
+		return ""
+	}
+	return *r
+}
+
+// runSats runs scripted satellites until the test ends.
+func runSats(t *testing.T, sats ...*satsim.Sat) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, s := range sats {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Run(ctx) }()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// drainAndVerify stops production, waits for every batch to be acked and
+// verifies each scripted satellite's site against the hub's tables.
+func drainAndVerify(t *testing.T, pool *pgxpool.Pool, timeout time.Duration, sats ...*satsim.Sat) {
+	t.Helper()
+	for _, s := range sats {
+		s.Produce(false)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for _, s := range sats {
+		if err := s.WaitDrained(ctx); err != nil {
+			t.Fatalf("%v (link errors: %v)", err, lastN(s.LinkErrors(), 5))
+		}
+	}
+	failed := 0
+	for _, s := range sats {
+		if err := s.Verify(context.Background(), pool); err != nil {
+			failed++
+			if failed <= 5 {
+				t.Errorf("scripted site %s: %v", s.Site(), err)
+			}
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d scripted sites differ from what they sent", failed, len(sats))
+	}
+}
+
+func lastN(s []string, n int) []string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// newProxy starts a tcpproxy on loopback in front of backends.
+func newProxy(t *testing.T, backends ...string) *tcpproxy.Proxy {
+	t.Helper()
+	p, err := tcpproxy.New("127.0.0.1:0", backends, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// sitesOn counts sites whose link is held by replica.
+func sitesOn(pool *pgxpool.Pool, replica string) int {
+	var n int
+	_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM sites WHERE link_replica = $1`, replica).Scan(&n)
+	return n
+}
+
+func mustWriteFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
