@@ -276,6 +276,7 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
 		Epoch:                    sess.Epoch,
 		HeartbeatIntervalSeconds: int32(s.cfg.HeartbeatInterval / time.Second),
 		Replica:                  s.cfg.Replica,
+		LastCommittedBootId:      sess.LastSequenceBootID,
 	}}}); err != nil {
 		return err
 	}
@@ -307,13 +308,35 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
 	if err := l.deliver(ctx, true); err != nil {
 		return err
 	}
+	// Batches are committed by a committer goroutine, one at a time and in
+	// order, so that a slow commit never holds up command delivery, results
+	// or heartbeats on this loop. At most maxPendingBatches wait for it;
+	// beyond that this loop stops reading the stream (backpressure).
+	const maxPendingBatches = 4
+	toCommit := make(chan store.Batch)
+	committed := make(chan commitResult, 1)
+	go l.committer(ctx, toCommit, committed)
+	var pending []store.Batch
 	hb := time.NewTicker(s.cfg.HeartbeatInterval)
 	defer hb.Stop()
 	sweep := time.NewTicker(s.cfg.CommandSweep)
 	defer sweep.Stop()
 	for {
 		var err error
+		in := msgs
+		if len(pending) >= maxPendingBatches {
+			in = nil
+		}
+		var out chan<- store.Batch
+		var next store.Batch
+		if len(pending) > 0 {
+			out, next = toCommit, pending[0]
+		}
 		select {
+		case out <- next:
+			pending = pending[1:]
+		case r := <-committed:
+			err = l.acked(r)
 		case <-ctx.Done():
 			switch cause := context.Cause(ctx); {
 			case errors.Is(cause, errSuperseded):
@@ -333,8 +356,17 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
 			}
 			log.Info("link ended", "err", err)
 			return err
-		case m := <-msgs:
-			err = l.handle(ctx, m)
+		case m := <-in:
+			if pb := m.GetBatch(); pb != nil {
+				var b store.Batch
+				if b, err = ToBatch(pb); err != nil {
+					l.log.Warn("batch refused", "err", err)
+				} else {
+					pending = append(pending, b)
+				}
+			} else {
+				err = l.handle(ctx, m)
+			}
 		case <-c.wake:
 			err = l.deliver(ctx, false)
 		case <-sweep.C:
@@ -396,8 +428,6 @@ type linkLoop struct {
 
 func (l *linkLoop) handle(ctx context.Context, m *ironlinkv1.ConnectRequest) error {
 	switch msg := m.GetMsg().(type) {
-	case *ironlinkv1.ConnectRequest_Batch:
-		return l.handleBatch(ctx, msg.Batch)
 	case *ironlinkv1.ConnectRequest_CommandResult:
 		return l.handleResult(ctx, msg.CommandResult)
 	case *ironlinkv1.ConnectRequest_Heartbeat:
@@ -474,14 +504,36 @@ func ToBatch(b *ironlinkv1.ConditionBatch) (store.Batch, error) {
 	return out, nil
 }
 
-func (l *linkLoop) handleBatch(ctx context.Context, pb *ironlinkv1.ConditionBatch) error {
-	b, err := ToBatch(pb)
-	if err != nil {
-		l.log.Warn("batch refused", "err", err)
-		return err
+// commitResult is the committer's answer for one batch.
+type commitResult struct {
+	batch store.Batch
+	res   store.BatchResult
+	err   error
+	took  time.Duration
+}
+
+// committer commits batches from in, in order, and reports each on out.
+func (l *linkLoop) committer(ctx context.Context, in <-chan store.Batch, out chan<- commitResult) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case b := <-in:
+			start := time.Now()
+			res, err := l.s.store.ApplyBatch(ctx, l.site, l.epoch, b)
+			select {
+			case out <- commitResult{batch: b, res: res, err: err, took: time.Since(start)}:
+			case <-ctx.Done():
+				return
+			}
+		}
 	}
-	start := time.Now()
-	res, err := l.s.store.ApplyBatch(ctx, l.site, l.epoch, b)
+}
+
+// acked turns a commit result into an ack on the stream, or into the
+// status that ends the link.
+func (l *linkLoop) acked(r commitResult) error {
+	b, res, err := r.batch, r.res, r.err
 	switch {
 	case errors.Is(err, store.ErrWrongSite):
 		l.log.Warn("batch refused", "err", err)
@@ -494,7 +546,7 @@ func (l *linkLoop) handleBatch(ctx context.Context, pb *ironlinkv1.ConditionBatc
 		return status.Error(codes.Unavailable, "hub could not commit the batch; reconnect and resend")
 	}
 	l.log.Debug("batch committed", "sequence", b.Sequence, "devices", len(b.Devices), "snapshot", b.SnapshotID != "",
-		"duplicate", res.Duplicate, "rows", res.RowsWritten, "took", time.Since(start))
+		"duplicate", res.Duplicate, "rows", res.RowsWritten, "took", r.took)
 	return l.stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Ack{Ack: &ironlinkv1.BatchAck{
 		Sequence: b.Sequence, Duplicate: res.Duplicate}}})
 }

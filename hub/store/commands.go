@@ -19,7 +19,7 @@ import (
 // Errors: ErrNotFound when the device does not exist (nothing is written).
 func (s *Store) SetDesiredImpairment(ctx context.Context, deviceID string, desired Impairment, actor, reason, source string) (Command, error) {
 	var cmd Command
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var site string
 		var gen int64
 		err := tx.QueryRow(ctx, `
@@ -124,13 +124,18 @@ type CommandResult struct {
 // command already finished, is ignored (ignored=true). A result for a device
 // of another site is ErrWrongSite; an unknown command is ErrNotFound.
 func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) (ignored bool, err error) {
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		var cmdSite, state string
 		var gen, desiredGen int64
+		// Lock order everywhere: device row, then command rows (as
+		// SetDesiredImpairment does), so the two cannot deadlock.
 		err := tx.QueryRow(ctx, `
-			SELECT c.site, c.state, c.generation, d.desired_generation
-			FROM commands c JOIN devices d ON d.id = c.device_id
-			WHERE c.id = $1 FOR UPDATE OF c, d`, r.CommandID).Scan(&cmdSite, &state, &gen, &desiredGen)
+			SELECT d.desired_generation FROM devices d
+			WHERE d.id = (SELECT device_id FROM commands WHERE id = $1) FOR UPDATE`, r.CommandID).Scan(&desiredGen)
+		if err == nil {
+			err = tx.QueryRow(ctx, `SELECT site, state, generation FROM commands WHERE id = $1 FOR UPDATE`,
+				r.CommandID).Scan(&cmdSite, &state, &gen)
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("command %s: %w", r.CommandID, ErrNotFound)
 		}

@@ -38,7 +38,7 @@ func (s *Store) DesiredStates(ctx context.Context, site string) ([]DesiredState,
 // counts it on the device. Errors: ErrNotFound (unknown device),
 // ErrWrongSite (device of another site; nothing is written).
 func (s *Store) RecordDriftCorrection(ctx context.Context, site, deviceID string, generation int64, detail string, at time.Time) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
 		var devSite string
 		err := tx.QueryRow(ctx, `SELECT site FROM devices WHERE id = $1 FOR UPDATE`, deviceID).Scan(&devSite)
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -30,8 +30,8 @@ func (s *Store) OpenLink(ctx context.Context, h LinkHello) (LinkSession, error) 
 		ON CONFLICT (name) DO UPDATE SET
 			link_epoch = sites.link_epoch + 1, link_replica = $2, link_connected_at = now(),
 			last_seen_at = now(), boot_id = $3, satellite_version = $4, capabilities = $5
-		RETURNING link_epoch, last_sequence`,
-		h.Site, h.Replica, h.BootID, h.Version, caps).Scan(&sess.Epoch, &last)
+		RETURNING link_epoch, last_sequence, last_batch_boot_id`,
+		h.Site, h.Replica, h.BootID, h.Version, caps).Scan(&sess.Epoch, &last, &sess.LastSequenceBootID)
 	if err != nil {
 		return LinkSession{}, fmt.Errorf("open link for site %q: %w", h.Site, err)
 	}
@@ -74,7 +74,7 @@ func (s *Store) refreshStaleness(ctx context.Context, site string) error {
 	if tag.RowsAffected() == 0 {
 		return nil
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
 		_, err := s.recomputeSite(ctx, tx, site, false)
 		return err
 	})
@@ -96,7 +96,7 @@ func (s *Store) MarkStaleSites(ctx context.Context, staleAfter time.Duration) ([
 		return nil, fmt.Errorf("mark stale sites: %w", err)
 	}
 	for _, site := range names {
-		if err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := s.inTx(ctx, func(tx pgx.Tx) error {
 			_, err := s.recomputeSite(ctx, tx, site, true)
 			return err
 		}); err != nil {
@@ -117,11 +117,11 @@ func (s *Store) MarkStaleSites(ctx context.Context, staleAfter time.Duration) ([
 // under another site; nothing is written), database errors.
 func (s *Store) ApplyBatch(ctx context.Context, site string, epoch int64, b Batch) (BatchResult, error) {
 	var res BatchResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		res = BatchResult{}
 		var curEpoch, lastSeq int64
 		var stale bool
-		err := tx.QueryRow(ctx, `SELECT link_epoch, last_sequence, stale FROM sites WHERE name = $1 FOR UPDATE`, site).
+		err := tx.QueryRow(ctx, `SELECT link_epoch, last_sequence, stale FROM sites WHERE name = $1 FOR NO KEY UPDATE`, site).
 			Scan(&curEpoch, &lastSeq, &stale)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("site %q: %w", site, ErrNotFound)
@@ -156,7 +156,8 @@ func (s *Store) ApplyBatch(ctx context.Context, site string, epoch int64, b Batc
 			}
 			res.RowsWritten += n
 		}
-		_, err = tx.Exec(ctx, `UPDATE sites SET last_sequence = $2, last_seen_at = now(), stale = false WHERE name = $1`, site, int64(b.Sequence))
+		_, err = tx.Exec(ctx, `UPDATE sites SET last_sequence = $2, last_batch_boot_id = boot_id, last_seen_at = now(), stale = false
+			WHERE name = $1`, site, int64(b.Sequence))
 		if err != nil {
 			return fmt.Errorf("advance sequence of site %q: %w", site, err)
 		}

@@ -95,7 +95,7 @@ func (s *Store) GetDevice(ctx context.Context, id string) (Device, error) {
 		return Device{}, fmt.Errorf("get device %s: %w", id, err)
 	}
 	var conds map[string]map[condition.Type]storedCondition
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		conds, err = loadConditions(ctx, tx, []string{id})
 		return err
 	})

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -93,4 +95,22 @@ func Migrate(ctx context.Context, databaseURL string) ([]int64, error) {
 		applied = append(applied, r.Source.Version)
 	}
 	return applied, nil
+}
+
+// inTx runs fn in a transaction, retrying it (up to 3 attempts in all) when
+// PostgreSQL aborts it as a deadlock victim (40P01) or a serialization
+// failure (40001); fn must be safe to run again (it is: it only talks to
+// the transaction).
+func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		err = pgx.BeginFunc(ctx, s.pool, fn)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || (pgErr.Code != "40P01" && pgErr.Code != "40001") {
+			return err
+		}
+		s.log.Warn("transaction aborted by PostgreSQL; retrying", "code", pgErr.Code, "attempt", attempt)
+		time.Sleep(time.Duration(attempt*attempt) * 10 * time.Millisecond)
+	}
+	return err
 }

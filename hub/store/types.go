@@ -60,6 +60,9 @@ type LinkSession struct {
 	Epoch int64
 	// LastSequence is the highest batch sequence committed for the site.
 	LastSequence uint64
+	// LastSequenceBootID is the boot id of the satellite process that
+	// committed LastSequence ("" when none did).
+	LastSequenceBootID string
 }
 
 // DeviceUpdate is one device's change in a batch.

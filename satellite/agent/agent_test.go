@@ -34,7 +34,7 @@ func newAgent(t *testing.T, opts openstacksim.Options, nodes int) (*openstacksim
 
 func snapshotOf(t *testing.T, out *link.Outbox, a *agent.Agent) []*ironlinkv1.DeviceUpdate {
 	t.Helper()
-	out.Restart(0)
+	out.Restart(0, true)
 	var devs []*ironlinkv1.DeviceUpdate
 	for _, b := range out.Take(a.Snapshot) {
 		devs = append(devs, b.GetDevices()...)
@@ -74,7 +74,7 @@ func TestListingFailingHalfWayChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := snapshotOf(t, out, a)
-	out.Restart(0)
+	out.Restart(0, true)
 	out.Take(a.Snapshot) // the link now streams deltas
 	nodes := sim.Nodes()
 	// Behind the agent's back: one node goes into maintenance, one is deleted.
@@ -99,7 +99,7 @@ func TestListingFailingHalfWayChangesNothing(t *testing.T) {
 		t.Fatalf("failed polls %d, want 1", st.FailedPolls)
 	}
 	sim.ClearFaults()
-	out.Restart(0)
+	out.Restart(0, true)
 	out.Take(a.Snapshot)
 	if err := a.Poll(ctx); err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestPlacementOutageKeepsCustomerReady(t *testing.T) {
 	if err := a.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	out.Restart(0)
+	out.Restart(0, true)
 	out.Take(a.Snapshot)
 	sim.InjectFault(openstacksim.Fault{Service: "placement", Status: 503, Times: 100})
 	if err := a.Poll(ctx); err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,15 +69,17 @@ type Config struct {
 
 // Client keeps the link to the hub.
 type Client struct {
-	cfg       Config
-	outbox    *Outbox
-	snap      SnapshotFunc
-	handler   CommandHandler
-	log       *slog.Logger
-	outbound  chan *ironlinkv1.ConnectRequest
-	desired   chan *ironlinkv1.DesiredStates
-	sem       chan struct{}
-	connected atomic.Bool
+	cfg        Config
+	outbox     *Outbox
+	snap       SnapshotFunc
+	handler    CommandHandler
+	log        *slog.Logger
+	inflightMu sync.Mutex
+	inflight   map[string]bool // command id/generation being applied
+	outbound   chan *ironlinkv1.ConnectRequest
+	desired    chan *ironlinkv1.DesiredStates
+	sem        chan struct{}
+	connected  atomic.Bool
 }
 
 // NewClient returns a client that sends from outbox (snapshots via snap) and
@@ -105,7 +108,7 @@ func NewClient(cfg Config, outbox *Outbox, snap SnapshotFunc, handler CommandHan
 	}
 	return &Client{cfg: cfg, outbox: outbox, snap: snap, handler: handler, log: log,
 		outbound: make(chan *ironlinkv1.ConnectRequest, 64), desired: make(chan *ironlinkv1.DesiredStates, 1),
-		sem: make(chan struct{}, cfg.MaxConcurrentCommands)}
+		sem: make(chan struct{}, cfg.MaxConcurrentCommands), inflight: map[string]bool{}}
 }
 
 // Connected reports whether a link is up (Welcome received and not ended).
@@ -173,7 +176,7 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 	if w == nil {
 		return errors.New("hub did not answer hello with a welcome")
 	}
-	c.outbox.Restart(w.GetLastCommittedSequence())
+	c.outbox.Restart(w.GetLastCommittedSequence(), w.GetLastCommittedBootId() == c.cfg.BootID)
 	c.connected.Store(true)
 	c.log.Info("link up", "replica", w.GetReplica(), "epoch", w.GetEpoch(), "hub_last_sequence", w.GetLastCommittedSequence())
 
@@ -261,9 +264,26 @@ func (c *Client) applied() []*ironlinkv1.AppliedGeneration {
 // dispatch applies a command in its own goroutine (bounded by
 // MaxConcurrentCommands) and queues its result for the link.
 func (c *Client) dispatch(ctx context.Context, cmd *ironlinkv1.Command) {
+	// The hub resends a command that got no result; while it is still being
+	// applied, the resend is dropped (its result follows when done), so a
+	// slow apply is never queued twice behind itself.
+	key := fmt.Sprintf("%s/%d", cmd.GetCommandId(), cmd.GetGeneration())
+	c.inflightMu.Lock()
+	if c.inflight[key] {
+		c.inflightMu.Unlock()
+		c.log.Info("command resent while still being applied; ignored", "command_id", cmd.GetCommandId(), "generation", cmd.GetGeneration())
+		return
+	}
+	c.inflight[key] = true
+	c.inflightMu.Unlock()
 	c.log.Info("command received", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(),
 		"generation", cmd.GetGeneration(), "desired", cmd.GetDesired(), "actor", cmd.GetActor())
 	go func() {
+		defer func() {
+			c.inflightMu.Lock()
+			delete(c.inflight, key)
+			c.inflightMu.Unlock()
+		}()
 		select {
 		case c.sem <- struct{}{}:
 		case <-ctx.Done():

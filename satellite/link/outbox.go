@@ -88,7 +88,11 @@ func (o *Outbox) RequestSnapshot() {
 // numbered further), numbering continues after lastCommitted and a full
 // snapshot is sent instead. A fresh Outbox (new process, new boot id)
 // always starts with a snapshot.
-func (o *Outbox) Restart(lastCommitted uint64) {
+//
+// ours says whether lastCommitted was committed by this process (the hub's
+// last_committed_boot_id is this boot id); when it was not, this process's
+// queue cannot be trusted to fill the gap and a snapshot is sent.
+func (o *Outbox) Restart(lastCommitted uint64, ours bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	defer o.signal()
@@ -98,7 +102,7 @@ func (o *Outbox) Restart(lastCommitted uint64) {
 	}
 	o.queue, o.sent = o.queue[i:], 0
 	o.lastAckedSent = max(o.lastAckedSent, min(lastCommitted, o.next-1))
-	resumable := !o.needSnapshot &&
+	resumable := !o.needSnapshot && ours &&
 		((len(o.queue) > 0 && o.queue[0].GetSequence() == lastCommitted+1) ||
 			(len(o.queue) == 0 && o.next == lastCommitted+1))
 	if resumable {

@@ -27,7 +27,7 @@ func woken(o *Outbox) bool {
 // snapshot as soon as the listing is done.
 func TestSnapshotSentOnceListingCompletes(t *testing.T) {
 	o := NewOutbox()
-	o.Restart(41)
+	o.Restart(41, true)
 	listed := false
 	snap := func() ([]*ironlinkv1.DeviceUpdate, bool) {
 		if !listed {
@@ -53,7 +53,7 @@ func TestSnapshotSentOnceListingCompletes(t *testing.T) {
 func TestSnapshotSplitsAndNumbersAfterHub(t *testing.T) {
 	o := NewOutbox()
 	o.MaxDevicesPerBatch = 2
-	o.Restart(9)
+	o.Restart(9, true)
 	got := o.Take(func() ([]*ironlinkv1.DeviceUpdate, bool) { return devs("a", "b", "c", "d", "e"), true })
 	if len(got) != 3 {
 		t.Fatalf("%d batches, want 3", len(got))
@@ -67,7 +67,7 @@ func TestSnapshotSplitsAndNumbersAfterHub(t *testing.T) {
 		}
 	}
 	// An empty site still sends one (final) snapshot batch, so removals apply.
-	o.Restart(0)
+	o.Restart(0, true)
 	empty := o.Take(func() ([]*ironlinkv1.DeviceUpdate, bool) { return nil, true })
 	if len(empty) != 1 || !empty[0].GetSnapshot().GetFinal() || empty[0].GetSequence() != 13 {
 		t.Fatalf("empty snapshot: %v", empty)
@@ -78,7 +78,7 @@ func TestAckDropsAndBoundCoalescesToSnapshot(t *testing.T) {
 	o := NewOutbox()
 	o.MaxBatches = 3
 	snap := func() ([]*ironlinkv1.DeviceUpdate, bool) { return devs("x"), true }
-	o.Restart(0)
+	o.Restart(0, true)
 	o.Take(snap) // snapshot seq 1
 	o.Push(devs("a"))
 	o.Push(devs("b"))
@@ -104,7 +104,7 @@ func TestAckDropsAndBoundCoalescesToSnapshot(t *testing.T) {
 func TestRestartResendsExactlyWhatIsMissing(t *testing.T) {
 	snap := func() ([]*ironlinkv1.DeviceUpdate, bool) { return devs("s"), true }
 	o := NewOutbox()
-	o.Restart(0)
+	o.Restart(0, true)
 	o.Take(snap) // snapshot, seq 1
 	o.Ack(1)
 	o.Push(devs("a"))
@@ -112,12 +112,12 @@ func TestRestartResendsExactlyWhatIsMissing(t *testing.T) {
 	o.Push(devs("c"))
 	o.Take(snap) // 2, 3, 4 sent; link drops before any ack
 
-	o.Restart(3) // the hub committed 2 and 3 but its acks were lost
+	o.Restart(3, true) // the hub committed 2 and 3 but its acks were lost
 	got := o.Take(snap)
 	if len(got) != 1 || got[0].GetSequence() != 4 || got[0].GetSnapshot() != nil {
 		t.Fatalf("resend after restart(3): %v", got)
 	}
-	o.Restart(4)
+	o.Restart(4, true)
 	if got := o.Take(snap); len(got) != 0 {
 		t.Fatalf("nothing is missing, yet sent %v", got)
 	}
@@ -129,16 +129,33 @@ func TestRestartResendsExactlyWhatIsMissing(t *testing.T) {
 	// The hub lost batches this process no longer holds (say, a restored
 	// database that only has sequence 1): snapshot, numbered after our own.
 	o.Ack(5)
-	o.Restart(1)
+	o.Restart(1, true)
 	got = o.Take(snap)
 	if len(got) != 1 || got[0].GetSnapshot() == nil || got[0].GetSequence() != 6 {
 		t.Fatalf("hub behind: %v", got)
 	}
 	// The hub is ahead (another process of the site numbered further).
 	o.Ack(6)
-	o.Restart(100)
+	o.Restart(100, true)
 	got = o.Take(snap)
 	if len(got) != 1 || got[0].GetSnapshot() == nil || got[0].GetSequence() != 101 {
 		t.Fatalf("hub ahead: %v", got)
+	}
+}
+
+// When another process committed the hub's last sequence, this process's
+// queue cannot fill the gap: it snapshots even if the numbers line up.
+func TestRestartAfterAnotherWriterSnapshots(t *testing.T) {
+	snap := func() ([]*ironlinkv1.DeviceUpdate, bool) { return devs("s"), true }
+	o := NewOutbox()
+	o.Restart(0, true)
+	o.Take(snap) // 1
+	o.Ack(1)
+	o.Push(devs("a"))
+	o.Take(snap)        // 2, unacked
+	o.Restart(2, false) // sequence 2 was committed, but by someone else
+	got := o.Take(snap)
+	if len(got) != 1 || got[0].GetSnapshot() == nil || got[0].GetSequence() != 3 {
+		t.Fatalf("want a snapshot numbered 3, got %v", got)
 	}
 }

@@ -527,9 +527,14 @@ type Welcome struct {
 	// Interval at which the hub expects heartbeats, in seconds.
 	HeartbeatIntervalSeconds int32 `protobuf:"varint,3,opt,name=heartbeat_interval_seconds,json=heartbeatIntervalSeconds,proto3" json:"heartbeat_interval_seconds,omitempty"`
 	// Name of the hub replica holding the link, for logs.
-	Replica       string `protobuf:"bytes,4,opt,name=replica,proto3" json:"replica,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Replica string `protobuf:"bytes,4,opt,name=replica,proto3" json:"replica,omitempty"`
+	// Boot id of the satellite process that committed last_committed_sequence.
+	// A satellite resumes from its own unacked batches only when this is its
+	// own boot id; otherwise another process numbered those sequences and it
+	// sends a full snapshot instead.
+	LastCommittedBootId string `protobuf:"bytes,5,opt,name=last_committed_boot_id,json=lastCommittedBootId,proto3" json:"last_committed_boot_id,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -586,6 +591,13 @@ func (x *Welcome) GetHeartbeatIntervalSeconds() int32 {
 func (x *Welcome) GetReplica() string {
 	if x != nil {
 		return x.Replica
+	}
+	return ""
+}
+
+func (x *Welcome) GetLastCommittedBootId() string {
+	if x != nil {
+		return x.LastCommittedBootId
 	}
 	return ""
 }
@@ -1334,12 +1346,13 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x03R\n" +
-	"generation\"\xaf\x01\n" +
+	"generation\"\xe4\x01\n" +
 	"\aWelcome\x126\n" +
 	"\x17last_committed_sequence\x18\x01 \x01(\x04R\x15lastCommittedSequence\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05R\x18heartbeatIntervalSeconds\x12\x18\n" +
-	"\areplica\x18\x04 \x01(\tR\areplica\"\x98\x01\n" +
+	"\areplica\x18\x04 \x01(\tR\areplica\x123\n" +
+	"\x16last_committed_boot_id\x18\x05 \x01(\tR\x13lastCommittedBootId\"\x98\x01\n" +
 	"\x0eConditionBatch\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x125\n" +
 	"\bsnapshot\x18\x02 \x01(\v2\x19.ironlink.v1.SnapshotPartR\bsnapshot\x123\n" +
