@@ -645,6 +645,7 @@ func (l *linkLoop) deliver(ctx context.Context, resend bool) error {
 		desired := impairmentToProto(c.Desired)
 		if err := l.stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Command{Command: &ironlinkv1.Command{
 			CommandId: c.ID, DeviceId: c.DeviceID, Generation: c.Generation, Desired: desired, Reason: c.Reason, Actor: c.Actor,
+			Redelivery: c.State == store.CommandSent,
 		}}}); err != nil {
 			return fmt.Errorf("send command %s: %w", c.ID, err)
 		}

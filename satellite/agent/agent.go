@@ -51,6 +51,7 @@ type Agent struct {
 	outbox    *link.Outbox
 	log       *slog.Logger
 	pollNow   chan struct{}
+	listedCh  chan struct{} // closed after the first complete listing
 
 	mu      sync.Mutex
 	tracker *conditions.Tracker
@@ -96,7 +97,7 @@ func New(cfg Config, ir *ironic.Client, pl *placement.Client, outbox *link.Outbo
 	return &Agent{
 		cfg: cfg, ironic: ir, placement: pl, outbox: outbox, log: log,
 		gate:    &gate.Applier{Ironic: ir, Placement: pl, Trait: ReadyTrait},
-		pollNow: make(chan struct{}, 1),
+		pollNow: make(chan struct{}, 1), listedCh: make(chan struct{}),
 		tracker: conditions.NewTracker(), facts: map[string]*ironlinkv1.DeviceFacts{},
 		desired: map[string]desired{}, locks: map[string]*sync.Mutex{},
 	}
@@ -196,6 +197,9 @@ func (a *Agent) Poll(ctx context.Context) error {
 			delete(a.facts, id)
 			updates = append(updates, &ironlinkv1.DeviceUpdate{DeviceId: id, Removed: true, ObservedTime: timestamppb.New(now)})
 		}
+	}
+	if !a.listed {
+		close(a.listedCh)
 	}
 	a.listed = true
 	a.stats.Polls++

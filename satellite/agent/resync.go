@@ -19,6 +19,14 @@ import (
 // DriftCorrection for the hub. Devices the hub never touched are left alone.
 // It implements link.DesiredStateHandler.
 func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredStates) []*ironlinkv1.DriftCorrection {
+	// Desired states usually arrive with the link, often before the first
+	// listing: wait for it, so that every listed device is converged now
+	// rather than at the next resync.
+	select {
+	case <-a.listedCh:
+	case <-ctx.Done():
+		return nil
+	}
 	start := time.Now()
 	type item struct {
 		id         string

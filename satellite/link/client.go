@@ -75,7 +75,8 @@ type Client struct {
 	handler    CommandHandler
 	log        *slog.Logger
 	inflightMu sync.Mutex
-	inflight   map[string]bool // command id/generation being applied
+	inflight   map[string]bool         // command id/generation being applied
+	recent     map[string]recentResult // command id/generation → result, for redeliveries
 	outbound   chan *ironlinkv1.ConnectRequest
 	desired    chan *ironlinkv1.DesiredStates
 	sem        chan struct{}
@@ -108,7 +109,7 @@ func NewClient(cfg Config, outbox *Outbox, snap SnapshotFunc, handler CommandHan
 	}
 	return &Client{cfg: cfg, outbox: outbox, snap: snap, handler: handler, log: log,
 		outbound: make(chan *ironlinkv1.ConnectRequest, 64), desired: make(chan *ironlinkv1.DesiredStates, 1),
-		sem: make(chan struct{}, cfg.MaxConcurrentCommands), inflight: map[string]bool{}}
+		sem: make(chan struct{}, cfg.MaxConcurrentCommands), inflight: map[string]bool{}, recent: map[string]recentResult{}}
 }
 
 // Connected reports whether a link is up (Welcome received and not ended).
@@ -274,6 +275,13 @@ func (c *Client) dispatch(ctx context.Context, cmd *ironlinkv1.Command) {
 		c.log.Info("command resent while still being applied; ignored", "command_id", cmd.GetCommandId(), "generation", cmd.GetGeneration())
 		return
 	}
+	if r, ok := c.recent[key]; ok && cmd.GetRedelivery() && time.Since(r.at) < recentResultTTL {
+		c.inflightMu.Unlock()
+		c.log.Info("command redelivered after it was applied; answering with its result", "command_id", cmd.GetCommandId(), "generation", cmd.GetGeneration())
+		c.enqueue(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_CommandResult{CommandResult: r.res}},
+			"command result dropped: no link for a minute; the hub will resend the command")
+		return
+	}
 	c.inflight[key] = true
 	c.inflightMu.Unlock()
 	c.log.Info("command received", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(),
@@ -292,9 +300,33 @@ func (c *Client) dispatch(ctx context.Context, cmd *ironlinkv1.Command) {
 		defer func() { <-c.sem }()
 		// The result outlives this link: it is sent on the next one if need be.
 		r := c.handler.HandleCommand(context.WithoutCancel(ctx), cmd)
+		c.remember(key, r)
 		c.enqueue(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_CommandResult{CommandResult: r}},
 			"command result dropped: no link for a minute; the hub will resend the command")
 	}()
+}
+
+// recentResultTTL is how long a command's result is kept to answer a
+// redelivery of it without applying it again.
+const recentResultTTL = 10 * time.Minute
+
+type recentResult struct {
+	res *ironlinkv1.CommandResult
+	at  time.Time
+}
+
+// remember keeps r for redeliveries of key, dropping expired entries (the
+// map stays small: one entry per command applied in the last TTL).
+func (c *Client) remember(key string, r *ironlinkv1.CommandResult) {
+	c.inflightMu.Lock()
+	defer c.inflightMu.Unlock()
+	now := time.Now()
+	for k, v := range c.recent {
+		if now.Sub(v.at) > recentResultTTL {
+			delete(c.recent, k)
+		}
+	}
+	c.recent[key] = recentResult{res: r, at: now}
 }
 
 // enqueue queues m for the current or next link, waiting at most a minute.

@@ -878,7 +878,12 @@ type Command struct {
 	// Operator's reason, for logs.
 	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Authenticated client id (or "anonymous") that asked for it.
-	Actor         string `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
+	Actor string `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
+	// True when the hub sends this generation again only because no result
+	// arrived (a timeout or a new link), not to retry a failure: a satellite
+	// that already finished applying it answers with the result it has
+	// instead of applying it again.
+	Redelivery    bool `protobuf:"varint,7,opt,name=redelivery,proto3" json:"redelivery,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -953,6 +958,13 @@ func (x *Command) GetActor() string {
 		return x.Actor
 	}
 	return ""
+}
+
+func (x *Command) GetRedelivery() bool {
+	if x != nil {
+		return x.Redelivery
+	}
+	return false
 }
 
 // CommandResult reports the outcome of applying a Command.
@@ -1371,7 +1383,7 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"\robserved_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\"D\n" +
 	"\bBatchAck\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x1c\n" +
-	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\xcb\x01\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\xeb\x01\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1b\n" +
@@ -1381,7 +1393,10 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"generation\x126\n" +
 	"\adesired\x18\x04 \x01(\x0e2\x1c.ironlink.v1.ImpairmentStateR\adesired\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x14\n" +
-	"\x05actor\x18\x06 \x01(\tR\x05actor\"\xb3\x01\n" +
+	"\x05actor\x18\x06 \x01(\tR\x05actor\x12\x1e\n" +
+	"\n" +
+	"redelivery\x18\a \x01(\bR\n" +
+	"redelivery\"\xb3\x01\n" +
 	"\rCommandResult\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1b\n" +
