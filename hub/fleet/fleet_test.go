@@ -19,10 +19,11 @@ import (
 	"github.com/ironlink/ironlink/internal/pgtest"
 )
 
-// TestBadOperatorInputWritesNothing sends malformed, unknown and empty input
-// to every mutating and reading RPC and checks the code and that no row of
-// commands, impairment_history or status_history appeared.
-func TestBadOperatorInputWritesNothing(t *testing.T) {
+// newStoreWithDevice migrates a fresh database, opens a store on it and
+// reports one enrolled device for site-a; it returns the store, the
+// database URL, the device id and a quiet logger.
+func newStoreWithDevice(t *testing.T) (*store.Store, string, string, *slog.Logger) {
+	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	if _, err := store.Migrate(ctx, url); err != nil {
@@ -33,19 +34,28 @@ func TestBadOperatorInputWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(st.Close)
 	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", Replica: "r"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := uuid.NewString()
+	id := uuid.NewString()
 	now := time.Now().UTC()
 	if _, err := st.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{{
-		DeviceID: known, ObservedTime: now,
+		DeviceID: id, ObservedTime: now,
 		Conditions: []condition.Condition{{Type: condition.Enrolled, Status: condition.True, Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}},
 	}}}); err != nil {
 		t.Fatal(err)
 	}
+	return st, url, id, log
+}
+
+// TestBadOperatorInputWritesNothing sends malformed, unknown and empty input
+// to every mutating and reading RPC and checks the code and that no row of
+// commands, impairment_history or status_history appeared.
+func TestBadOperatorInputWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	st, url, known, log := newStoreWithDevice(t)
 	srv := fleet.NewServer(st, nil, log)
 	count := func() int {
 		return pgtest.Count(t, url, `SELECT (SELECT count(*) FROM commands) + (SELECT count(*) FROM impairment_history) + (SELECT count(*) FROM status_history)`)
@@ -134,23 +144,7 @@ func TestBadOperatorInputWritesNothing(t *testing.T) {
 // TestQuarantineRecordsActorAndReason checks the happy path an operator sees.
 func TestQuarantineRecordsActorAndReason(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, url, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	sess, _ := st.OpenLink(ctx, store.LinkHello{Site: "site-a", Replica: "r"})
-	id := uuid.NewString()
-	now := time.Now().UTC()
-	if _, err := st.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{{DeviceID: id, ObservedTime: now,
-		Conditions: []condition.Condition{{Type: condition.Enrolled, Status: condition.True, Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}}}}}); err != nil {
-		t.Fatal(err)
-	}
+	st, _, id, log := newStoreWithDevice(t)
 	srv := fleet.NewServer(st, func(context.Context) string { return "ops-alice" }, log)
 	r, err := srv.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: strings.ToUpper(id), Reason: "Xid 79"})
 	if err != nil {
