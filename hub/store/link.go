@@ -170,9 +170,6 @@ func (s *Store) ApplyBatch(ctx context.Context, site string, epoch int64, b Batc
 	return res, nil
 }
 
-// storedCondition is a current-condition row.
-type storedCondition = condition.Condition
-
 func (s *Store) applyDevices(ctx context.Context, tx pgx.Tx, site string, b Batch) (int, error) {
 	if len(b.Devices) == 0 {
 		return 0, nil
@@ -232,7 +229,7 @@ func (s *Store) applyDevices(ctx context.Context, tx pgx.Tx, site string, b Batc
 	for _, d := range b.Devices {
 		cur := current[d.DeviceID]
 		if cur == nil {
-			cur = map[condition.Type]storedCondition{}
+			cur = map[condition.Type]condition.Condition{}
 			current[d.DeviceID] = cur
 		}
 		for _, c := range d.Conditions {
@@ -294,7 +291,7 @@ func (s *Store) markUnseenRemoved(ctx context.Context, tx pgx.Tx, site, snapshot
 	return len(ids), nil
 }
 
-func loadConditions(ctx context.Context, q pgx.Tx, ids []string) (map[string]map[condition.Type]storedCondition, error) {
+func loadConditions(ctx context.Context, q pgx.Tx, ids []string) (map[string]map[condition.Type]condition.Condition, error) {
 	rows, err := q.Query(ctx, `
 		SELECT device_id::text, type, status, reason, message, last_transition_time, observed_time, observed_generation
 		FROM device_conditions WHERE device_id = ANY($1::uuid[])`, ids)
@@ -302,7 +299,7 @@ func loadConditions(ctx context.Context, q pgx.Tx, ids []string) (map[string]map
 		return nil, fmt.Errorf("load conditions: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]map[condition.Type]storedCondition{}
+	out := map[string]map[condition.Type]condition.Condition{}
 	for rows.Next() {
 		var id, typ, st string
 		var c condition.Condition
@@ -311,7 +308,7 @@ func loadConditions(ctx context.Context, q pgx.Tx, ids []string) (map[string]map
 		}
 		c.Type, c.Status = condition.Type(typ), condition.Status(st)
 		if out[id] == nil {
-			out[id] = map[condition.Type]storedCondition{}
+			out[id] = map[condition.Type]condition.Condition{}
 		}
 		out[id][c.Type] = c
 	}
@@ -342,7 +339,7 @@ func (s *Store) recomputeSite(ctx context.Context, tx pgx.Tx, site string, stale
 // recomputeDevices re-derives the operational status of ids from conds (the
 // devices' current conditions), their desired impairment and their site's
 // stale flag, and records every change in status_history.
-func (s *Store) recomputeDevices(ctx context.Context, tx pgx.Tx, ids []string, conds map[string]map[condition.Type]storedCondition) (int, error) {
+func (s *Store) recomputeDevices(ctx context.Context, tx pgx.Tx, ids []string, conds map[string]map[condition.Type]condition.Condition) (int, error) {
 	rows, err := tx.Query(ctx, `
 		SELECT d.id::text, d.status, d.status_reason, d.desired_impairment, s.stale
 		FROM devices d JOIN sites s ON s.name = d.site

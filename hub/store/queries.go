@@ -94,7 +94,7 @@ func (s *Store) GetDevice(ctx context.Context, id string) (Device, error) {
 	if err != nil {
 		return Device{}, fmt.Errorf("get device %s: %w", id, err)
 	}
-	var conds map[string]map[condition.Type]storedCondition
+	var conds map[string]map[condition.Type]condition.Condition
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		conds, err = loadConditions(ctx, tx, []string{id})
 		return err

@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ironlink/ironlink/internal/sitename"
 )
 
 // SatellitePrefix starts every satellite's client id: a satellite of site S
@@ -21,14 +23,9 @@ import (
 const SatellitePrefix = "ironlink-agent-"
 
 var (
-	siteRe     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 	clientIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
 	kidRe      = regexp.MustCompile(`^[A-Za-z0-9._:+=-]{1,128}$`)
 )
-
-// ValidSiteName reports whether s is a valid site name: [a-z0-9-], 1-63
-// bytes, no leading or trailing '-' (a DNS label, RFC 1123 §2.1).
-func ValidSiteName(s string) bool { return siteRe.MatchString(s) }
 
 // SatelliteClientID returns the client id of the satellite of site.
 func SatelliteClientID(site string) string { return SatellitePrefix + site }
@@ -242,7 +239,7 @@ func ParseRoster(data []byte) (*Roster, error) {
 			switch {
 			case e.Site == "":
 				fail("site is required for a satellite")
-			case !ValidSiteName(e.Site):
+			case !sitename.Valid(e.Site):
 				fail("site %q is invalid: [a-z0-9-], 1-63 bytes, no leading or trailing '-'", e.Site)
 			case e.ClientID != "" && e.ClientID != SatelliteClientID(e.Site):
 				fail("a satellite of site %s must be named %s", e.Site, SatelliteClientID(e.Site))

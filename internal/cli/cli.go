@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -33,19 +32,6 @@ func EnvDuration(key string, def time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("%s=%q: %w", key, v, err)
 	}
 	return d, nil
-}
-
-// EnvBool returns the boolean in environment variable key, or def when unset.
-func EnvBool(key string, def bool) (bool, error) {
-	v := os.Getenv(key)
-	if v == "" {
-		return def, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fmt.Errorf("%s=%q: %w", key, v, err)
-	}
-	return b, nil
 }
 
 // NewLogger returns a JSON or text slog logger on stderr at level

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -80,7 +79,6 @@ type Client struct {
 	outbound   chan *ironlinkv1.ConnectRequest
 	desired    chan *ironlinkv1.DesiredStates
 	sem        chan struct{}
-	connected  atomic.Bool
 }
 
 // NewClient returns a client that sends from outbox (snapshots via snap) and
@@ -112,9 +110,6 @@ func NewClient(cfg Config, outbox *Outbox, snap SnapshotFunc, handler CommandHan
 		sem: make(chan struct{}, cfg.MaxConcurrentCommands), inflight: map[string]bool{}, recent: map[string]recentResult{}}
 }
 
-// Connected reports whether a link is up (Welcome received and not ended).
-func (c *Client) Connected() bool { return c.connected.Load() }
-
 // Run keeps a link open until ctx ends, reconnecting with backoff. It
 // returns nil when ctx ends, or an error when the hub address is unusable.
 func (c *Client) Run(ctx context.Context) error {
@@ -137,7 +132,6 @@ func (c *Client) Run(ctx context.Context) error {
 	for {
 		start := time.Now()
 		err := c.session(ctx, api)
-		c.connected.Store(false)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -178,7 +172,6 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 		return errors.New("hub did not answer hello with a welcome")
 	}
 	c.outbox.Restart(w.GetLastCommittedSequence(), w.GetLastCommittedBootId() == c.cfg.BootID)
-	c.connected.Store(true)
 	c.log.Info("link up", "replica", w.GetReplica(), "epoch", w.GetEpoch(), "hub_last_sequence", w.GetLastCommittedSequence())
 
 	msgs := make(chan *ironlinkv1.ConnectResponse)

@@ -22,13 +22,12 @@ type Outbox struct {
 	// MaxDevicesPerBatch splits large pushes and snapshots (default 500; the hub refuses >1000).
 	MaxDevicesPerBatch int
 
-	mu            sync.Mutex
-	next          uint64 // sequence of the next batch
-	queue         []*ironlinkv1.ConditionBatch
-	sent          int // queue[:sent] have been sent on the current link
-	needSnapshot  bool
-	wake          chan struct{}
-	lastAckedSent uint64
+	mu           sync.Mutex
+	next         uint64 // sequence of the next batch
+	queue        []*ironlinkv1.ConditionBatch
+	sent         int // queue[:sent] have been sent on the current link
+	needSnapshot bool
+	wake         chan struct{}
 }
 
 // NewOutbox returns an empty outbox that needs a snapshot first.
@@ -101,7 +100,6 @@ func (o *Outbox) Restart(lastCommitted uint64, ours bool) {
 		i++
 	}
 	o.queue, o.sent = o.queue[i:], 0
-	o.lastAckedSent = max(o.lastAckedSent, min(lastCommitted, o.next-1))
 	resumable := !o.needSnapshot && ours &&
 		((len(o.queue) > 0 && o.queue[0].GetSequence() == lastCommitted+1) ||
 			(len(o.queue) == 0 && o.next == lastCommitted+1))
@@ -148,7 +146,6 @@ func (o *Outbox) Ack(seq uint64) {
 	}
 	o.queue = o.queue[i:]
 	o.sent = max(o.sent-i, 0)
-	o.lastAckedSent = max(o.lastAckedSent, seq)
 }
 
 // Pending returns the number of unacked batches and the highest sequence sent.
@@ -156,13 +153,6 @@ func (o *Outbox) Pending() (batches int, lastSequence uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return len(o.queue), o.next - 1
-}
-
-// LastAcked returns the highest sequence the hub acknowledged.
-func (o *Outbox) LastAcked() uint64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.lastAckedSent
 }
 
 func newID() string {

@@ -31,6 +31,7 @@ import (
 	"github.com/ironlink/ironlink/internal/openstacksim"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/satellite/accessrules"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 const readyTrait = "CUSTOM_CUSTOMER_READY"
@@ -207,7 +208,7 @@ func conditionOf(d *ironlinkv1.Device, typ string) *ironlinkv1.Condition {
 func waitCommand(t *testing.T, fc ironlinkv1.FleetServiceClient, id string, want ironlinkv1.CommandState) *ironlinkv1.OperatorCommand {
 	t.Helper()
 	var cmd *ironlinkv1.OperatorCommand
-	eventually(t, 60*time.Second, func() error {
+	harness.Eventually(t, 60*time.Second, func() error {
 		r, err := fc.GetCommand(context.Background(), &ironlinkv1.GetCommandRequest{CommandId: id})
 		if err != nil {
 			return err
@@ -230,7 +231,7 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 		"ops-viewer": {auth.ScopeOperationsRead},
 	})
 	hubAddr, _ := startHub(t, db, id)
-	start(t, "ironlink-satellite", nil, append([]string{"--site", site, "--hub", hubAddr, "--clouds-yaml", c.cloudsYAML,
+	harness.Start(t, "ironlink-satellite", bins.Satellite(), append([]string{"--site", site, "--hub", hubAddr, "--clouds-yaml", c.cloudsYAML,
 		"--cloud", c.name, "--poll-interval", poll.String(), "--max-backoff", "2s", "--resync-interval", "3s", "--log-level", "debug"}, id.satelliteArgs(site)...)...)
 	fc := ironlinkv1.NewFleetServiceClient(id.dialAs(t, hubAddr, "ops-admin"))
 
@@ -253,7 +254,7 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 	}
 
 	t.Run("every node appears with the right conditions and status", func(t *testing.T) {
-		eventually(t, 60*time.Second, func() error {
+		harness.Eventually(t, 60*time.Second, func() error {
 			var got []*ironlinkv1.Device
 			tok := ""
 			for {
@@ -327,7 +328,7 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 		if tr := c.nodeTraits(t, target); slices.Contains(tr, readyTrait) {
 			t.Errorf("node still has %s: %v", readyTrait, tr)
 		}
-		eventually(t, 30*time.Second, func() error {
+		harness.Eventually(t, 30*time.Second, func() error {
 			d := getDevice(t, fc, target)
 			cr := conditionOf(d.GetDevice(), "CustomerReady")
 			if d.GetDevice().GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_QUARANTINED ||
@@ -357,7 +358,7 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 		if tr := c.nodeTraits(t, target); !slices.Contains(tr, readyTrait) {
 			t.Errorf("node lacks %s: %v", readyTrait, tr)
 		}
-		eventually(t, 30*time.Second, func() error {
+		harness.Eventually(t, 30*time.Second, func() error {
 			d := getDevice(t, fc, target).GetDevice()
 			if d.GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_AVAILABLE || d.GetAppliedGeneration() != 2 {
 				return fmt.Errorf("status %v applied generation %d", d.GetStatus(), d.GetAppliedGeneration())
@@ -377,7 +378,7 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 			t.Fatalf("remove the trait behind ironlink's back: %v", err)
 		}
 		removed := time.Now()
-		eventually(t, 30*time.Second, func() error {
+		harness.Eventually(t, 30*time.Second, func() error {
 			d := getDevice(t, fc, target).GetDevice()
 			if d.GetDriftCorrections() < 1 || !strings.Contains(d.GetLastDriftCorrection(), "provider") {
 				return fmt.Errorf("drift corrections %d, last %q", d.GetDriftCorrections(), d.GetLastDriftCorrection())
@@ -398,7 +399,7 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 		t.Cleanup(func() { _ = nodes.UnsetMaintenance(context.Background(), c.bm, id).ExtractErr() })
 		set := time.Now()
 		// One poll interval, plus the time one listing and one commit take.
-		eventually(t, poll+3*time.Second, func() error {
+		harness.Eventually(t, poll+3*time.Second, func() error {
 			d := getDevice(t, fc, id).GetDevice()
 			if d.GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_MAINTENANCE {
 				return fmt.Errorf("status %v", d.GetStatus())
@@ -423,7 +424,7 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 				_ = nodes.Delete(context.Background(), c.bm, n.UUID).ExtractErr()
 			}
 		})
-		eventually(t, 30*time.Second, func() error {
+		harness.Eventually(t, 30*time.Second, func() error {
 			r, err := fc.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: n.UUID})
 			if err != nil {
 				return err
@@ -437,7 +438,7 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 			t.Fatalf("delete node: %v", err)
 		}
 		deleted = true
-		eventually(t, 30*time.Second, func() error {
+		harness.Eventually(t, 30*time.Second, func() error {
 			d := getDevice(t, fc, n.UUID).GetDevice()
 			if !d.GetRemoved() || d.GetRemoveTime() == nil {
 				return fmt.Errorf("device removed=%v", d.GetRemoved())
@@ -529,7 +530,7 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 		}
 		id.writeRoster(t, []string{auth.SatelliteClientID(site)})
 		removed := time.Now()
-		eventually(t, 20*time.Second, func() error {
+		harness.Eventually(t, 20*time.Second, func() error {
 			if st := linkState(); st == ironlinkv1.LinkState_LINK_STATE_CONNECTED {
 				return fmt.Errorf("link still %v", st)
 			}
@@ -537,7 +538,7 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 		})
 		t.Logf("link closed %s after the roster lost the satellite", time.Since(removed).Round(time.Millisecond))
 		id.writeRoster(t, nil)
-		eventually(t, 30*time.Second, func() error {
+		harness.Eventually(t, 30*time.Second, func() error {
 			if st := linkState(); st != ironlinkv1.LinkState_LINK_STATE_CONNECTED {
 				return fmt.Errorf("link %v", st)
 			}

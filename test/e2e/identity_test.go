@@ -4,6 +4,7 @@ import (
 	"crypto"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,7 +74,7 @@ func (id *identity) writeRoster(t *testing.T, without []string) {
 	t.Helper()
 	var sats, ops []string
 	for client, entry := range id.entries {
-		if contains(without, client) {
+		if slices.Contains(without, client) {
 			continue
 		}
 		if _, ok := id.sites[client]; ok {
@@ -96,15 +97,6 @@ func (id *identity) writeRoster(t *testing.T, without []string) {
 	if err := os.Rename(tmp, id.roster); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // hubArgs are the hub flags for TLS and authentication with this identity.

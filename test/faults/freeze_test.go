@@ -6,8 +6,8 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/pgtest"
-	"github.com/ironlink/ironlink/test/faults/harness"
 	"github.com/ironlink/ironlink/test/faults/satsim"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 // Satellite keepalive settings of the freeze scenario, and gRPC-Go's floor

@@ -21,8 +21,8 @@ import (
 	"github.com/ironlink/ironlink/internal/tcpproxy"
 	"github.com/ironlink/ironlink/satellite/conditions"
 	"github.com/ironlink/ironlink/satellite/ironic"
-	"github.com/ironlink/ironlink/test/faults/harness"
 	"github.com/ironlink/ironlink/test/faults/satsim"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 const readyTrait = openstacksim.ReadyTrait

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironlink/ironlink/test/faults/harness"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 var repeatN = flag.Int("faults.repeat", 1, "run each fault scenario this many times, each with fresh processes and databases")

@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ironlink/ironlink/test/faults/harness"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 // pgCluster is a private PostgreSQL cluster started from Debian's binaries

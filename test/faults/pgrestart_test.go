@@ -6,8 +6,8 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/test/faults/harness"
 	"github.com/ironlink/ironlink/test/faults/satsim"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 // TestPostgresRestart stops PostgreSQL (pg_ctl -m fast) while batches and

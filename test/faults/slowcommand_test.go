@@ -7,7 +7,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/openstacksim"
 	"github.com/ironlink/ironlink/internal/pgtest"
-	"github.com/ironlink/ironlink/test/faults/harness"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 // TestSlowCommandIsNotAppliedTwice: applying a quarantine takes longer than

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/ironlink/ironlink/hub/app"
 	"github.com/ironlink/ironlink/hub/store"
@@ -72,30 +73,29 @@ func run(args []string) error {
 	fs.StringVar(&logLevel, "log-level", cli.Env("IRONLINK_LOG_LEVEL", "info"), "debug, info, warn or error (env IRONLINK_LOG_LEVEL)")
 	fs.StringVar(&logFormat, "log-format", cli.Env("IRONLINK_LOG_FORMAT", "text"), "text or json (env IRONLINK_LOG_FORMAT)")
 	durations := []struct {
-		p    *durationFlag
+		p    *time.Duration
 		name string
 		env  string
-		def  string
+		def  time.Duration
 		help string
 	}{
-		{(*durationFlag)(&cfg.MaxTokenLifetime), "max-token-lifetime", "IRONLINK_HUB_MAX_TOKEN_LIFETIME", "5m", "refuse client assertions whose exp-iat is longer"},
-		{(*durationFlag)(&cfg.StaleAfter), "stale-after", "IRONLINK_HUB_STALE_AFTER", "3m", "a site silent this long is UNREACHABLE"},
-		{(*durationFlag)(&cfg.Link.HeartbeatInterval), "heartbeat-interval", "IRONLINK_HUB_HEARTBEAT_INTERVAL", "20s", "hub → satellite heartbeat interval"},
-		{(*durationFlag)(&cfg.Link.CommandSweep), "command-sweep", "IRONLINK_HUB_COMMAND_SWEEP", "5s", "how often each link looks for due commands without a notification"},
-		{(*durationFlag)(&cfg.Link.Delivery.ResendAfter), "command-resend-after", "IRONLINK_HUB_COMMAND_RESEND_AFTER", "30s", "resend a command that got no result after this long"},
-		{(*durationFlag)(&cfg.MaxConnectionAge), "max-connection-age", "IRONLINK_HUB_MAX_CONNECTION_AGE", "30m", "connections older than this are asked to reconnect, so satellites spread over replicas (0: never)"},
-		{(*durationFlag)(&cfg.KeepaliveTime), "keepalive-time", "IRONLINK_HUB_KEEPALIVE_TIME", "30s", "ping an idle connection after this long"},
-		{(*durationFlag)(&cfg.KeepaliveTimeout), "keepalive-timeout", "IRONLINK_HUB_KEEPALIVE_TIMEOUT", "10s", "drop a connection whose ping is not answered within this"},
-		{(*durationFlag)(&cfg.KeepaliveMinTime), "keepalive-min-time", "IRONLINK_HUB_KEEPALIVE_MIN_TIME", "10s", "refuse clients that ping more often (must be ≤ the satellites' keepalive time)"},
-		{(*durationFlag)(&cfg.Link.Delivery.FailureBackoff), "command-failure-backoff", "IRONLINK_HUB_COMMAND_FAILURE_BACKOFF", "10s", "first wait before a failed command is retried (doubles, capped at 5m)"},
+		{&cfg.MaxTokenLifetime, "max-token-lifetime", "IRONLINK_HUB_MAX_TOKEN_LIFETIME", 5 * time.Minute, "refuse client assertions whose exp-iat is longer"},
+		{&cfg.StaleAfter, "stale-after", "IRONLINK_HUB_STALE_AFTER", 3 * time.Minute, "a site silent this long is UNREACHABLE"},
+		{&cfg.Link.HeartbeatInterval, "heartbeat-interval", "IRONLINK_HUB_HEARTBEAT_INTERVAL", 20 * time.Second, "hub → satellite heartbeat interval"},
+		{&cfg.Link.CommandSweep, "command-sweep", "IRONLINK_HUB_COMMAND_SWEEP", 5 * time.Second, "how often each link looks for due commands without a notification"},
+		{&cfg.Link.Delivery.ResendAfter, "command-resend-after", "IRONLINK_HUB_COMMAND_RESEND_AFTER", 30 * time.Second, "resend a command that got no result after this long"},
+		{&cfg.MaxConnectionAge, "max-connection-age", "IRONLINK_HUB_MAX_CONNECTION_AGE", 30 * time.Minute, "connections older than this are asked to reconnect, so satellites spread over replicas (0: never)"},
+		{&cfg.KeepaliveTime, "keepalive-time", "IRONLINK_HUB_KEEPALIVE_TIME", 30 * time.Second, "ping an idle connection after this long"},
+		{&cfg.KeepaliveTimeout, "keepalive-timeout", "IRONLINK_HUB_KEEPALIVE_TIMEOUT", 10 * time.Second, "drop a connection whose ping is not answered within this"},
+		{&cfg.KeepaliveMinTime, "keepalive-min-time", "IRONLINK_HUB_KEEPALIVE_MIN_TIME", 10 * time.Second, "refuse clients that ping more often (must be ≤ the satellites' keepalive time)"},
+		{&cfg.Link.Delivery.FailureBackoff, "command-failure-backoff", "IRONLINK_HUB_COMMAND_FAILURE_BACKOFF", 10 * time.Second, "first wait before a failed command is retried (doubles, capped at 5m)"},
 	}
 	for _, d := range durations {
-		def, derr := cli.EnvDuration(d.env, mustDuration(d.def))
+		def, derr := cli.EnvDuration(d.env, d.def)
 		if derr != nil && err == nil {
 			err = derr
 		}
-		*d.p = durationFlag(def)
-		fs.Var(d.p, d.name, d.help+" (env "+d.env+")")
+		fs.DurationVar(d.p, d.name, def, d.help+" (env "+d.env+")")
 	}
 	if perr := fs.Parse(args); perr != nil {
 		return perr

@@ -1,6 +1,6 @@
-// Package harness starts real ironlink processes for the fault-injection
-// suite (test/faults) and the link benchmark (test/bench): it builds the
-// binaries once, runs them on loopback with their output captured, stops
+// Package harness starts real ironlink processes for the end-to-end suite
+// (test/e2e), the fault-injection suite (test/faults) and the link benchmark
+// (test/bench): it builds the binaries once, runs them on loopback with their output captured, stops
 // them gracefully (SIGTERM) or brutally (SIGKILL), and offers the small
 // helpers those tests share (free ports, gRPC dialling, bounded waits,
 // direct SQL reads of the hub's tables).
@@ -43,16 +43,16 @@ func (b Binaries) Hub() string { return filepath.Join(b.Dir, "ironlink-hub") }
 // Satellite is the path of ironlink-satellite.
 func (b Binaries) Satellite() string { return filepath.Join(b.Dir, "ironlink-satellite") }
 
-// RepoRoot is the module root (two levels above this package's directory's parent).
+// RepoRoot is the module root (two levels above this package's directory, test/harness).
 func RepoRoot() string {
 	_, self, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(self), "..", "..", "..")
+	return filepath.Join(filepath.Dir(self), "..", "..")
 }
 
 // Build compiles ironlink-hub and ironlink-satellite into a new temporary
 // directory; the caller removes it (os.RemoveAll(b.Dir)).
 func Build() (Binaries, error) {
-	dir, err := os.MkdirTemp("", "ironlink-faults-bin-")
+	dir, err := os.MkdirTemp("", "ironlink-test-bin-")
 	if err != nil {
 		return Binaries{}, err
 	}
