@@ -43,6 +43,34 @@ func (t Type) Valid() bool {
 	return false
 }
 
+// Site condition types: conditions about a whole site rather than a device,
+// sent by the satellite in the link's SiteConditions message.
+const (
+	// OpenStackAuthenticated is True while Keystone accepts the site's
+	// application credential; False/AuthenticationFailed once a
+	// (re-)authentication got 401 (expired, deleted or rotated credential,
+	// access rules rejected), until one succeeds again.
+	OpenStackAuthenticated Type = "OpenStackAuthenticated"
+	// OrphanDetection is True when the sweep can compare Nova with Ironic;
+	// False/Standalone on a site without Nova, False/HypervisorFieldHidden
+	// when the credential cannot see Nova's hypervisor field, Unknown when
+	// Nova could not be read.
+	OrphanDetection Type = "OrphanDetection"
+)
+
+// SiteTypes lists the site condition types in their fixed order.
+var SiteTypes = []Type{OpenStackAuthenticated, OrphanDetection}
+
+// ValidSite reports whether t is one of the site condition types.
+func (t Type) ValidSite() bool {
+	for _, k := range SiteTypes {
+		if k == t {
+			return true
+		}
+	}
+	return false
+}
+
 // Status is a condition's tri-state value. True is always the good/yes direction.
 type Status string
 
@@ -93,9 +121,23 @@ func (c Condition) SameObservation(o Condition) bool {
 // naming the first bad field: unknown type, bad status, empty or overlong
 // reason, overlong message, or a zero observed time.
 func (c Condition) Validate() error {
-	switch {
-	case !c.Type.Valid():
+	if !c.Type.Valid() {
 		return fmt.Errorf("condition type %q is not one of %v", c.Type, Types)
+	}
+	return c.validateFields()
+}
+
+// ValidateSite checks a site condition received from the wire, like
+// Validate but against SiteTypes.
+func (c Condition) ValidateSite() error {
+	if !c.Type.ValidSite() {
+		return fmt.Errorf("site condition type %q is not one of %v", c.Type, SiteTypes)
+	}
+	return c.validateFields()
+}
+
+func (c Condition) validateFields() error {
+	switch {
 	case !c.Status.Valid():
 		return fmt.Errorf("condition %s: status %q is not True, False or Unknown", c.Type, c.Status)
 	case c.Reason == "":

@@ -80,6 +80,60 @@ func (ConditionStatus) EnumDescriptor() ([]byte, []int) {
 	return file_ironlink_v1_conditions_proto_rawDescGZIP(), []int{0}
 }
 
+// InstanceMismatchKind names the two kinds of orphan (OPENSTACK.md section 4).
+type InstanceMismatchKind int32
+
+const (
+	// Never sent.
+	InstanceMismatchKind_INSTANCE_MISMATCH_KIND_UNSPECIFIED InstanceMismatchKind = 0
+	// Ironic points at an instance Nova does not know (404) or has deleted.
+	InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NOVA_UNKNOWN InstanceMismatchKind = 1
+	// Nova has a live instance on the node, and the node's instance_uuid is
+	// empty or names another instance.
+	InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NODE_UNAWARE InstanceMismatchKind = 2
+)
+
+// Enum value maps for InstanceMismatchKind.
+var (
+	InstanceMismatchKind_name = map[int32]string{
+		0: "INSTANCE_MISMATCH_KIND_UNSPECIFIED",
+		1: "INSTANCE_MISMATCH_KIND_NOVA_UNKNOWN",
+		2: "INSTANCE_MISMATCH_KIND_NODE_UNAWARE",
+	}
+	InstanceMismatchKind_value = map[string]int32{
+		"INSTANCE_MISMATCH_KIND_UNSPECIFIED":  0,
+		"INSTANCE_MISMATCH_KIND_NOVA_UNKNOWN": 1,
+		"INSTANCE_MISMATCH_KIND_NODE_UNAWARE": 2,
+	}
+)
+
+func (x InstanceMismatchKind) Enum() *InstanceMismatchKind {
+	p := new(InstanceMismatchKind)
+	*p = x
+	return p
+}
+
+func (x InstanceMismatchKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (InstanceMismatchKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_ironlink_v1_conditions_proto_enumTypes[1].Descriptor()
+}
+
+func (InstanceMismatchKind) Type() protoreflect.EnumType {
+	return &file_ironlink_v1_conditions_proto_enumTypes[1]
+}
+
+func (x InstanceMismatchKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use InstanceMismatchKind.Descriptor instead.
+func (InstanceMismatchKind) EnumDescriptor() ([]byte, []int) {
+	return file_ironlink_v1_conditions_proto_rawDescGZIP(), []int{1}
+}
+
 // Condition is one observation about a device, shaped like a Kubernetes
 // metav1.Condition (KEP-1623) plus observed_time.
 type Condition struct {
@@ -208,9 +262,14 @@ type DeviceFacts struct {
 	// Ironic conductor_group (microversion 1.46+); empty for the default group.
 	ConductorGroup string `protobuf:"bytes,9,opt,name=conductor_group,json=conductorGroup,proto3" json:"conductor_group,omitempty"`
 	// Ironic fault (microversion 1.42+), for example "power failure"; empty when none.
-	Fault         string `protobuf:"bytes,10,opt,name=fault,proto3" json:"fault,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Fault string `protobuf:"bytes,10,opt,name=fault,proto3" json:"fault,omitempty"`
+	// Nova/Ironic disagreements about the node's instance that the satellite's
+	// orphan sweep saw on two consecutive sweeps (OPENSTACK.md section 4);
+	// empty when the records agree, on standalone sites, and when the sweep
+	// cannot judge (see the site condition OrphanDetection).
+	InstanceMismatches []*InstanceMismatch `protobuf:"bytes,11,rep,name=instance_mismatches,json=instanceMismatches,proto3" json:"instance_mismatches,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *DeviceFacts) Reset() {
@@ -313,6 +372,110 @@ func (x *DeviceFacts) GetFault() string {
 	return ""
 }
 
+func (x *DeviceFacts) GetInstanceMismatches() []*InstanceMismatch {
+	if x != nil {
+		return x.InstanceMismatches
+	}
+	return nil
+}
+
+// InstanceMismatch is one orphaned instance: Nova and Ironic disagree about
+// which instance runs on a node. The satellite only reports it; an operator
+// repairs it (Ironic's instance_uuid can only be set or cleared, never
+// replaced).
+type InstanceMismatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which side holds the record the other side lacks.
+	Kind InstanceMismatchKind `protobuf:"varint,1,opt,name=kind,proto3,enum=ironlink.v1.InstanceMismatchKind" json:"kind,omitempty"`
+	// The node's instance_uuid in Ironic; empty when Ironic has none.
+	IronicInstanceUuid string `protobuf:"bytes,2,opt,name=ironic_instance_uuid,json=ironicInstanceUuid,proto3" json:"ironic_instance_uuid,omitempty"`
+	// The Nova server involved: for NOVA_UNKNOWN the id Ironic points at; for
+	// NODE_UNAWARE the live server whose hypervisor_hostname is this node.
+	NovaServerId string `protobuf:"bytes,3,opt,name=nova_server_id,json=novaServerId,proto3" json:"nova_server_id,omitempty"`
+	// Nova's status of that server ("ACTIVE", "DELETED", ...); empty when Nova
+	// answered 404.
+	NovaServerStatus string `protobuf:"bytes,4,opt,name=nova_server_status,json=novaServerStatus,proto3" json:"nova_server_status,omitempty"`
+	// The server's project (tenant_id); empty when Nova does not know it.
+	NovaProjectId string `protobuf:"bytes,5,opt,name=nova_project_id,json=novaProjectId,proto3" json:"nova_project_id,omitempty"`
+	// When the satellite first saw the mismatch (UTC); it is reported from
+	// the second consecutive sweep that still sees it.
+	FirstSeenTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=first_seen_time,json=firstSeenTime,proto3" json:"first_seen_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceMismatch) Reset() {
+	*x = InstanceMismatch{}
+	mi := &file_ironlink_v1_conditions_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceMismatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceMismatch) ProtoMessage() {}
+
+func (x *InstanceMismatch) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_conditions_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceMismatch.ProtoReflect.Descriptor instead.
+func (*InstanceMismatch) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_conditions_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *InstanceMismatch) GetKind() InstanceMismatchKind {
+	if x != nil {
+		return x.Kind
+	}
+	return InstanceMismatchKind_INSTANCE_MISMATCH_KIND_UNSPECIFIED
+}
+
+func (x *InstanceMismatch) GetIronicInstanceUuid() string {
+	if x != nil {
+		return x.IronicInstanceUuid
+	}
+	return ""
+}
+
+func (x *InstanceMismatch) GetNovaServerId() string {
+	if x != nil {
+		return x.NovaServerId
+	}
+	return ""
+}
+
+func (x *InstanceMismatch) GetNovaServerStatus() string {
+	if x != nil {
+		return x.NovaServerStatus
+	}
+	return ""
+}
+
+func (x *InstanceMismatch) GetNovaProjectId() string {
+	if x != nil {
+		return x.NovaProjectId
+	}
+	return ""
+}
+
+func (x *InstanceMismatch) GetFirstSeenTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstSeenTime
+	}
+	return nil
+}
+
 var File_ironlink_v1_conditions_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_conditions_proto_rawDesc = "" +
@@ -325,7 +488,7 @@ const file_ironlink_v1_conditions_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12L\n" +
 	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12?\n" +
 	"\robserved_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\x12/\n" +
-	"\x13observed_generation\x18\a \x01(\x03R\x12observedGeneration\"\xc6\x02\n" +
+	"\x13observed_generation\x18\a \x01(\x03R\x12observedGeneration\"\x96\x03\n" +
 	"\vDeviceFacts\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fprovision_state\x18\x02 \x01(\tR\x0eprovisionState\x12\x1f\n" +
@@ -338,12 +501,24 @@ const file_ironlink_v1_conditions_proto_rawDesc = "" +
 	"\x05owner\x18\b \x01(\tR\x05owner\x12'\n" +
 	"\x0fconductor_group\x18\t \x01(\tR\x0econductorGroup\x12\x14\n" +
 	"\x05fault\x18\n" +
-	" \x01(\tR\x05fault*\x88\x01\n" +
+	" \x01(\tR\x05fault\x12N\n" +
+	"\x13instance_mismatches\x18\v \x03(\v2\x1d.ironlink.v1.InstanceMismatchR\x12instanceMismatches\"\xbb\x02\n" +
+	"\x10InstanceMismatch\x125\n" +
+	"\x04kind\x18\x01 \x01(\x0e2!.ironlink.v1.InstanceMismatchKindR\x04kind\x120\n" +
+	"\x14ironic_instance_uuid\x18\x02 \x01(\tR\x12ironicInstanceUuid\x12$\n" +
+	"\x0enova_server_id\x18\x03 \x01(\tR\fnovaServerId\x12,\n" +
+	"\x12nova_server_status\x18\x04 \x01(\tR\x10novaServerStatus\x12&\n" +
+	"\x0fnova_project_id\x18\x05 \x01(\tR\rnovaProjectId\x12B\n" +
+	"\x0ffirst_seen_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rfirstSeenTime*\x88\x01\n" +
 	"\x0fConditionStatus\x12 \n" +
 	"\x1cCONDITION_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CONDITION_STATUS_TRUE\x10\x01\x12\x1a\n" +
 	"\x16CONDITION_STATUS_FALSE\x10\x02\x12\x1c\n" +
-	"\x18CONDITION_STATUS_UNKNOWN\x10\x03B9Z7github.com/ironlink/ironlink/gen/ironlink/v1;ironlinkv1b\x06proto3"
+	"\x18CONDITION_STATUS_UNKNOWN\x10\x03*\x90\x01\n" +
+	"\x14InstanceMismatchKind\x12&\n" +
+	"\"INSTANCE_MISMATCH_KIND_UNSPECIFIED\x10\x00\x12'\n" +
+	"#INSTANCE_MISMATCH_KIND_NOVA_UNKNOWN\x10\x01\x12'\n" +
+	"#INSTANCE_MISMATCH_KIND_NODE_UNAWARE\x10\x02B9Z7github.com/ironlink/ironlink/gen/ironlink/v1;ironlinkv1b\x06proto3"
 
 var (
 	file_ironlink_v1_conditions_proto_rawDescOnce sync.Once
@@ -357,23 +532,28 @@ func file_ironlink_v1_conditions_proto_rawDescGZIP() []byte {
 	return file_ironlink_v1_conditions_proto_rawDescData
 }
 
-var file_ironlink_v1_conditions_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ironlink_v1_conditions_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_ironlink_v1_conditions_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_ironlink_v1_conditions_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_ironlink_v1_conditions_proto_goTypes = []any{
 	(ConditionStatus)(0),          // 0: ironlink.v1.ConditionStatus
-	(*Condition)(nil),             // 1: ironlink.v1.Condition
-	(*DeviceFacts)(nil),           // 2: ironlink.v1.DeviceFacts
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
+	(InstanceMismatchKind)(0),     // 1: ironlink.v1.InstanceMismatchKind
+	(*Condition)(nil),             // 2: ironlink.v1.Condition
+	(*DeviceFacts)(nil),           // 3: ironlink.v1.DeviceFacts
+	(*InstanceMismatch)(nil),      // 4: ironlink.v1.InstanceMismatch
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
 }
 var file_ironlink_v1_conditions_proto_depIdxs = []int32{
 	0, // 0: ironlink.v1.Condition.status:type_name -> ironlink.v1.ConditionStatus
-	3, // 1: ironlink.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	3, // 2: ironlink.v1.Condition.observed_time:type_name -> google.protobuf.Timestamp
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	5, // 1: ironlink.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	5, // 2: ironlink.v1.Condition.observed_time:type_name -> google.protobuf.Timestamp
+	4, // 3: ironlink.v1.DeviceFacts.instance_mismatches:type_name -> ironlink.v1.InstanceMismatch
+	1, // 4: ironlink.v1.InstanceMismatch.kind:type_name -> ironlink.v1.InstanceMismatchKind
+	5, // 5: ironlink.v1.InstanceMismatch.first_seen_time:type_name -> google.protobuf.Timestamp
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_conditions_proto_init() }
@@ -386,8 +566,8 @@ func file_ironlink_v1_conditions_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_conditions_proto_rawDesc), len(file_ironlink_v1_conditions_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   2,
+			NumEnums:      2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -798,9 +798,14 @@ type Site struct {
 	// Satellite version from the last Hello.
 	SatelliteVersion string `protobuf:"bytes,7,opt,name=satellite_version,json=satelliteVersion,proto3" json:"satellite_version,omitempty"`
 	// Capabilities from the last Hello.
-	Capabilities  []string `protobuf:"bytes,8,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Capabilities []string `protobuf:"bytes,8,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	// The site's conditions as last reported by its satellite
+	// (OpenStackAuthenticated, OrphanDetection; see link.proto SiteConditions).
+	Conditions []*Condition `protobuf:"bytes,9,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// Devices of the site with at least one InstanceMismatch (orphans).
+	InstanceMismatchCount int32 `protobuf:"varint,10,opt,name=instance_mismatch_count,json=instanceMismatchCount,proto3" json:"instance_mismatch_count,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Site) Reset() {
@@ -889,6 +894,20 @@ func (x *Site) GetCapabilities() []string {
 	return nil
 }
 
+func (x *Site) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *Site) GetInstanceMismatchCount() int32 {
+	if x != nil {
+		return x.InstanceMismatchCount
+	}
+	return 0
+}
+
 // ListDevicesRequest filters and pages devices.
 type ListDevicesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -906,9 +925,12 @@ type ListDevicesRequest struct {
 	// example IMPAIRMENT_STATE_QUARANTINED: every device under quarantine,
 	// whatever its status); IMPAIRMENT_STATE_UNSPECIFIED selects devices never
 	// touched. Empty for all.
-	Impairments   []ImpairmentState `protobuf:"varint,6,rep,packed,name=impairments,proto3,enum=ironlink.v1.ImpairmentState" json:"impairments,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Impairments []ImpairmentState `protobuf:"varint,6,rep,packed,name=impairments,proto3,enum=ironlink.v1.ImpairmentState" json:"impairments,omitempty"`
+	// Only devices with at least one InstanceMismatch in their facts
+	// (orphaned instances found by the satellite's sweep).
+	InstanceMismatch bool `protobuf:"varint,7,opt,name=instance_mismatch,json=instanceMismatch,proto3" json:"instance_mismatch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ListDevicesRequest) Reset() {
@@ -981,6 +1003,13 @@ func (x *ListDevicesRequest) GetImpairments() []ImpairmentState {
 		return x.Impairments
 	}
 	return nil
+}
+
+func (x *ListDevicesRequest) GetInstanceMismatch() bool {
+	if x != nil {
+		return x.InstanceMismatch
+	}
+	return false
 }
 
 // ListDevicesResponse is one page of devices (without conditions; use GetDevice).
@@ -1739,7 +1768,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12?\n" +
-	"\rcomplete_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\"\xd9\x02\n" +
+	"\rcomplete_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\"\xc9\x03\n" +
 	"\x04Site\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
 	"\n" +
@@ -1749,7 +1778,12 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x17last_committed_sequence\x18\x05 \x01(\x04R\x15lastCommittedSequence\x12!\n" +
 	"\fdevice_count\x18\x06 \x01(\x05R\vdeviceCount\x12+\n" +
 	"\x11satellite_version\x18\a \x01(\tR\x10satelliteVersion\x12\"\n" +
-	"\fcapabilities\x18\b \x03(\tR\fcapabilities\"\x89\x02\n" +
+	"\fcapabilities\x18\b \x03(\tR\fcapabilities\x126\n" +
+	"\n" +
+	"conditions\x18\t \x03(\v2\x16.ironlink.v1.ConditionR\n" +
+	"conditions\x126\n" +
+	"\x17instance_mismatch_count\x18\n" +
+	" \x01(\x05R\x15instanceMismatchCount\"\xb6\x02\n" +
 	"\x12ListDevicesRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\x0e2\x1e.ironlink.v1.OperationalStatusR\bstatuses\x12\x1b\n" +
@@ -1757,7 +1791,8 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\n" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\x12'\n" +
 	"\x0finclude_removed\x18\x05 \x01(\bR\x0eincludeRemoved\x12>\n" +
-	"\vimpairments\x18\x06 \x03(\x0e2\x1c.ironlink.v1.ImpairmentStateR\vimpairments\"l\n" +
+	"\vimpairments\x18\x06 \x03(\x0e2\x1c.ironlink.v1.ImpairmentStateR\vimpairments\x12+\n" +
+	"\x11instance_mismatch\x18\a \x01(\bR\x10instanceMismatch\"l\n" +
 	"\x13ListDevicesResponse\x12-\n" +
 	"\adevices\x18\x01 \x03(\v2\x13.ironlink.v1.DeviceR\adevices\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"T\n" +
@@ -1895,37 +1930,38 @@ var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	22, // 17: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
 	2,  // 18: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
 	22, // 19: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
-	0,  // 20: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	25, // 21: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
-	3,  // 22: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
-	3,  // 23: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
-	4,  // 24: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
-	5,  // 25: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
-	6,  // 26: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 27: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 28: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	1,  // 29: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	6,  // 30: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	7,  // 31: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	8,  // 32: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	10, // 33: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	12, // 34: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	14, // 35: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	16, // 36: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	18, // 37: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	20, // 38: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	9,  // 39: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	11, // 40: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	13, // 41: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	15, // 42: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	17, // 43: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	19, // 44: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	21, // 45: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	39, // [39:46] is the sub-list for method output_type
-	32, // [32:39] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	23, // 20: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
+	0,  // 21: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
+	25, // 22: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
+	3,  // 23: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
+	3,  // 24: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
+	4,  // 25: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
+	5,  // 26: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
+	6,  // 27: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	6,  // 28: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	6,  // 29: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	1,  // 30: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	6,  // 31: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	7,  // 32: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	8,  // 33: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	10, // 34: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	12, // 35: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	14, // 36: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	16, // 37: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	18, // 38: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	20, // 39: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	9,  // 40: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	11, // 41: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	13, // 42: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	15, // 43: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	17, // 44: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	19, // 45: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	21, // 46: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	40, // [40:47] is the sub-list for method output_type
+	33, // [33:40] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }

@@ -88,6 +88,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_Heartbeat
 	//	*ConnectRequest_DesiredStatesRequest
 	//	*ConnectRequest_DriftCorrection
+	//	*ConnectRequest_SiteConditions
 	Msg           isConnectRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -184,6 +185,15 @@ func (x *ConnectRequest) GetDriftCorrection() *DriftCorrection {
 	return nil
 }
 
+func (x *ConnectRequest) GetSiteConditions() *SiteConditions {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectRequest_SiteConditions); ok {
+			return x.SiteConditions
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Msg interface {
 	isConnectRequest_Msg()
 }
@@ -218,6 +228,12 @@ type ConnectRequest_DriftCorrection struct {
 	DriftCorrection *DriftCorrection `protobuf:"bytes,6,opt,name=drift_correction,json=driftCorrection,proto3,oneof"`
 }
 
+type ConnectRequest_SiteConditions struct {
+	// The site's own conditions (all of them, not deltas); sent after
+	// Welcome and whenever one changes.
+	SiteConditions *SiteConditions `protobuf:"bytes,7,opt,name=site_conditions,json=siteConditions,proto3,oneof"`
+}
+
 func (*ConnectRequest_Hello) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_Batch) isConnectRequest_Msg() {}
@@ -229,6 +245,8 @@ func (*ConnectRequest_Heartbeat) isConnectRequest_Msg() {}
 func (*ConnectRequest_DesiredStatesRequest) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_DriftCorrection) isConnectRequest_Msg() {}
+
+func (*ConnectRequest_SiteConditions) isConnectRequest_Msg() {}
 
 // ConnectResponse is one hub → satellite message.
 type ConnectResponse struct {
@@ -1281,6 +1299,58 @@ func (x *DriftCorrection) GetCorrectTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// SiteConditions is the complete set of site-level conditions the satellite
+// keeps about its OpenStack site. Types: OpenStackAuthenticated (Keystone
+// accepts the site's application credential; False/AuthenticationFailed when
+// re-authentication gets 401) and OrphanDetection (the orphan sweep can judge
+// Nova against Ironic; False/HypervisorFieldHidden when the credential cannot
+// see Nova's OS-EXT-SRV-ATTR:hypervisor_hostname, False/Standalone on a site
+// without Nova). The hub replaces the stored set with this one.
+type SiteConditions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 16 conditions, distinct types.
+	Conditions    []*Condition `protobuf:"bytes,1,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SiteConditions) Reset() {
+	*x = SiteConditions{}
+	mi := &file_ironlink_v1_link_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SiteConditions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SiteConditions) ProtoMessage() {}
+
+func (x *SiteConditions) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_link_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SiteConditions.ProtoReflect.Descriptor instead.
+func (*SiteConditions) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SiteConditions) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
 // Heartbeat keeps an idle link open.
 type Heartbeat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1292,7 +1362,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_ironlink_v1_link_proto_msgTypes[15]
+	mi := &file_ironlink_v1_link_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1374,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_link_proto_msgTypes[15]
+	mi := &file_ironlink_v1_link_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1387,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{15}
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Heartbeat) GetSentTime() *timestamppb.Timestamp {
@@ -1331,14 +1401,15 @@ var File_ironlink_v1_link_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_link_proto_rawDesc = "" +
 	"\n" +
-	"\x16ironlink/v1/link.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\"\x9b\x03\n" +
+	"\x16ironlink/v1/link.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\"\xe3\x03\n" +
 	"\x0eConnectRequest\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.ironlink.v1.HelloH\x00R\x05hello\x123\n" +
 	"\x05batch\x18\x02 \x01(\v2\x1b.ironlink.v1.ConditionBatchH\x00R\x05batch\x12C\n" +
 	"\x0ecommand_result\x18\x03 \x01(\v2\x1a.ironlink.v1.CommandResultH\x00R\rcommandResult\x126\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x16.ironlink.v1.HeartbeatH\x00R\theartbeat\x12Y\n" +
 	"\x16desired_states_request\x18\x05 \x01(\v2!.ironlink.v1.DesiredStatesRequestH\x00R\x14desiredStatesRequest\x12I\n" +
-	"\x10drift_correction\x18\x06 \x01(\v2\x1c.ironlink.v1.DriftCorrectionH\x00R\x0fdriftCorrectionB\x05\n" +
+	"\x10drift_correction\x18\x06 \x01(\v2\x1c.ironlink.v1.DriftCorrectionH\x00R\x0fdriftCorrection\x12F\n" +
+	"\x0fsite_conditions\x18\a \x01(\v2\x1b.ironlink.v1.SiteConditionsH\x00R\x0esiteConditionsB\x05\n" +
 	"\x03msg\"\xa4\x02\n" +
 	"\x0fConnectResponse\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.ironlink.v1.WelcomeH\x00R\awelcome\x12)\n" +
@@ -1422,7 +1493,11 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"generation\x18\x02 \x01(\x03R\n" +
 	"generation\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12=\n" +
-	"\fcorrect_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vcorrectTime\"D\n" +
+	"\fcorrect_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vcorrectTime\"H\n" +
+	"\x0eSiteConditions\x126\n" +
+	"\n" +
+	"conditions\x18\x01 \x03(\v2\x16.ironlink.v1.ConditionR\n" +
+	"conditions\"D\n" +
 	"\tHeartbeat\x127\n" +
 	"\tsent_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bsentTime*t\n" +
 	"\x0fImpairmentState\x12 \n" +
@@ -1445,7 +1520,7 @@ func file_ironlink_v1_link_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_link_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ironlink_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_ironlink_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_ironlink_v1_link_proto_goTypes = []any{
 	(ImpairmentState)(0),          // 0: ironlink.v1.ImpairmentState
 	(*ConnectRequest)(nil),        // 1: ironlink.v1.ConnectRequest
@@ -1463,41 +1538,44 @@ var file_ironlink_v1_link_proto_goTypes = []any{
 	(*DesiredStates)(nil),         // 13: ironlink.v1.DesiredStates
 	(*DeviceDesiredState)(nil),    // 14: ironlink.v1.DeviceDesiredState
 	(*DriftCorrection)(nil),       // 15: ironlink.v1.DriftCorrection
-	(*Heartbeat)(nil),             // 16: ironlink.v1.Heartbeat
-	(*Condition)(nil),             // 17: ironlink.v1.Condition
-	(*DeviceFacts)(nil),           // 18: ironlink.v1.DeviceFacts
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*SiteConditions)(nil),        // 16: ironlink.v1.SiteConditions
+	(*Heartbeat)(nil),             // 17: ironlink.v1.Heartbeat
+	(*Condition)(nil),             // 18: ironlink.v1.Condition
+	(*DeviceFacts)(nil),           // 19: ironlink.v1.DeviceFacts
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_ironlink_v1_link_proto_depIdxs = []int32{
 	3,  // 0: ironlink.v1.ConnectRequest.hello:type_name -> ironlink.v1.Hello
 	6,  // 1: ironlink.v1.ConnectRequest.batch:type_name -> ironlink.v1.ConditionBatch
 	11, // 2: ironlink.v1.ConnectRequest.command_result:type_name -> ironlink.v1.CommandResult
-	16, // 3: ironlink.v1.ConnectRequest.heartbeat:type_name -> ironlink.v1.Heartbeat
+	17, // 3: ironlink.v1.ConnectRequest.heartbeat:type_name -> ironlink.v1.Heartbeat
 	12, // 4: ironlink.v1.ConnectRequest.desired_states_request:type_name -> ironlink.v1.DesiredStatesRequest
 	15, // 5: ironlink.v1.ConnectRequest.drift_correction:type_name -> ironlink.v1.DriftCorrection
-	5,  // 6: ironlink.v1.ConnectResponse.welcome:type_name -> ironlink.v1.Welcome
-	9,  // 7: ironlink.v1.ConnectResponse.ack:type_name -> ironlink.v1.BatchAck
-	10, // 8: ironlink.v1.ConnectResponse.command:type_name -> ironlink.v1.Command
-	16, // 9: ironlink.v1.ConnectResponse.heartbeat:type_name -> ironlink.v1.Heartbeat
-	13, // 10: ironlink.v1.ConnectResponse.desired_states:type_name -> ironlink.v1.DesiredStates
-	4,  // 11: ironlink.v1.Hello.applied_generations:type_name -> ironlink.v1.AppliedGeneration
-	7,  // 12: ironlink.v1.ConditionBatch.snapshot:type_name -> ironlink.v1.SnapshotPart
-	8,  // 13: ironlink.v1.ConditionBatch.devices:type_name -> ironlink.v1.DeviceUpdate
-	17, // 14: ironlink.v1.DeviceUpdate.conditions:type_name -> ironlink.v1.Condition
-	18, // 15: ironlink.v1.DeviceUpdate.facts:type_name -> ironlink.v1.DeviceFacts
-	19, // 16: ironlink.v1.DeviceUpdate.observed_time:type_name -> google.protobuf.Timestamp
-	0,  // 17: ironlink.v1.Command.desired:type_name -> ironlink.v1.ImpairmentState
-	14, // 18: ironlink.v1.DesiredStates.devices:type_name -> ironlink.v1.DeviceDesiredState
-	0,  // 19: ironlink.v1.DeviceDesiredState.desired:type_name -> ironlink.v1.ImpairmentState
-	19, // 20: ironlink.v1.DriftCorrection.correct_time:type_name -> google.protobuf.Timestamp
-	19, // 21: ironlink.v1.Heartbeat.sent_time:type_name -> google.protobuf.Timestamp
-	1,  // 22: ironlink.v1.LinkService.Connect:input_type -> ironlink.v1.ConnectRequest
-	2,  // 23: ironlink.v1.LinkService.Connect:output_type -> ironlink.v1.ConnectResponse
-	23, // [23:24] is the sub-list for method output_type
-	22, // [22:23] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	16, // 6: ironlink.v1.ConnectRequest.site_conditions:type_name -> ironlink.v1.SiteConditions
+	5,  // 7: ironlink.v1.ConnectResponse.welcome:type_name -> ironlink.v1.Welcome
+	9,  // 8: ironlink.v1.ConnectResponse.ack:type_name -> ironlink.v1.BatchAck
+	10, // 9: ironlink.v1.ConnectResponse.command:type_name -> ironlink.v1.Command
+	17, // 10: ironlink.v1.ConnectResponse.heartbeat:type_name -> ironlink.v1.Heartbeat
+	13, // 11: ironlink.v1.ConnectResponse.desired_states:type_name -> ironlink.v1.DesiredStates
+	4,  // 12: ironlink.v1.Hello.applied_generations:type_name -> ironlink.v1.AppliedGeneration
+	7,  // 13: ironlink.v1.ConditionBatch.snapshot:type_name -> ironlink.v1.SnapshotPart
+	8,  // 14: ironlink.v1.ConditionBatch.devices:type_name -> ironlink.v1.DeviceUpdate
+	18, // 15: ironlink.v1.DeviceUpdate.conditions:type_name -> ironlink.v1.Condition
+	19, // 16: ironlink.v1.DeviceUpdate.facts:type_name -> ironlink.v1.DeviceFacts
+	20, // 17: ironlink.v1.DeviceUpdate.observed_time:type_name -> google.protobuf.Timestamp
+	0,  // 18: ironlink.v1.Command.desired:type_name -> ironlink.v1.ImpairmentState
+	14, // 19: ironlink.v1.DesiredStates.devices:type_name -> ironlink.v1.DeviceDesiredState
+	0,  // 20: ironlink.v1.DeviceDesiredState.desired:type_name -> ironlink.v1.ImpairmentState
+	20, // 21: ironlink.v1.DriftCorrection.correct_time:type_name -> google.protobuf.Timestamp
+	18, // 22: ironlink.v1.SiteConditions.conditions:type_name -> ironlink.v1.Condition
+	20, // 23: ironlink.v1.Heartbeat.sent_time:type_name -> google.protobuf.Timestamp
+	1,  // 24: ironlink.v1.LinkService.Connect:input_type -> ironlink.v1.ConnectRequest
+	2,  // 25: ironlink.v1.LinkService.Connect:output_type -> ironlink.v1.ConnectResponse
+	25, // [25:26] is the sub-list for method output_type
+	24, // [24:25] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_link_proto_init() }
@@ -1513,6 +1591,7 @@ func file_ironlink_v1_link_proto_init() {
 		(*ConnectRequest_Heartbeat)(nil),
 		(*ConnectRequest_DesiredStatesRequest)(nil),
 		(*ConnectRequest_DriftCorrection)(nil),
+		(*ConnectRequest_SiteConditions)(nil),
 	}
 	file_ironlink_v1_link_proto_msgTypes[1].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
@@ -1527,7 +1606,7 @@ func file_ironlink_v1_link_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_link_proto_rawDesc), len(file_ironlink_v1_link_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
