@@ -22,11 +22,20 @@ type DeviceFilter struct {
 	IncludeRemoved bool
 	// Impairments, when non-empty, keeps devices whose desired impairment is one of them.
 	Impairments []Impairment
+	// InstanceMismatch keeps only devices whose facts hold at least one
+	// InstanceMismatch (orphaned instance).
+	InstanceMismatch bool
 	// After is the keyset cursor: only devices with id > After (empty: from the start).
 	After string
 	// Limit is the page size (1-1000).
 	Limit int
 }
+
+// hasMismatch is true for a device row (alias d) whose facts hold a
+// non-empty instance_mismatches array; rows written before the field
+// existed lack it and are false.
+const hasMismatch = `(CASE WHEN jsonb_typeof(d.facts->'instance_mismatches') = 'array'
+	THEN jsonb_array_length(d.facts->'instance_mismatches') > 0 ELSE false END)`
 
 const deviceColumns = `d.id::text, d.site, d.name, d.facts, d.removed, d.removed_at, d.observed_at, d.status,
 	d.status_reason, d.status_changed_at, COALESCE(d.last_known_status, ''), d.desired_impairment,
@@ -69,7 +78,8 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 		  AND ($3 OR NOT d.removed)
 		  AND ($4 = '' OR d.id > $4::uuid)
 		  AND (cardinality($6::text[]) = 0 OR d.desired_impairment = ANY($6::text[]))
-		ORDER BY d.id LIMIT $5`, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1, imps)
+		  AND (NOT $7 OR `+hasMismatch+`)
+		ORDER BY d.id LIMIT $5`, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1, imps, f.InstanceMismatch)
 	if err != nil {
 		return nil, false, fmt.Errorf("list devices: %w", err)
 	}
@@ -187,22 +197,37 @@ func (s *Store) ListCommands(ctx context.Context, f CommandFilter) ([]Command, b
 	return cmds, more, nil
 }
 
-// ListSites returns every site in name order. A site counts as connected
-// when a replica holds its link and it was heard from within staleAfterSecs.
+// ListSites returns every site in name order, each with its site conditions
+// and its count of non-removed devices that have an instance mismatch. A
+// site counts as connected when a replica holds its link and it is not
+// stale.
 func (s *Store) ListSites(ctx context.Context) ([]Site, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT s.name, s.last_sequence, s.last_seen_at, COALESCE(s.link_replica, ''), s.stale,
 			s.link_replica IS NOT NULL AND NOT s.stale, s.satellite_version, s.capabilities,
-			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed)
+			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed),
+			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed AND `+hasMismatch+`)
 		FROM sites s ORDER BY s.name`)
 	if err != nil {
 		return nil, fmt.Errorf("list sites: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Site, error) {
+	sites, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Site, error) {
 		var st Site
 		var seq int64
-		err := r.Scan(&st.Name, &seq, &st.LastSeenAt, &st.Replica, &st.Stale, &st.Connected, &st.SatelliteVersion, &st.Capabilities, &st.DeviceCount)
+		err := r.Scan(&st.Name, &seq, &st.LastSeenAt, &st.Replica, &st.Stale, &st.Connected, &st.SatelliteVersion, &st.Capabilities,
+			&st.DeviceCount, &st.InstanceMismatchCount)
 		st.LastSequence = uint64(seq)
 		return st, err
 	})
+	if err != nil {
+		return nil, fmt.Errorf("list sites: %w", err)
+	}
+	conds, err := loadSiteConditions(ctx, s.pool, "")
+	if err != nil {
+		return nil, err
+	}
+	for i := range sites {
+		sites[i].Conditions = conds[sites[i].Name]
+	}
+	return sites, nil
 }

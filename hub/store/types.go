@@ -30,7 +30,9 @@ const (
 	CommandSuperseded CommandState = "SUPERSEDED"
 )
 
-// Facts are the Ironic fields a device's conditions came from (stored as JSON).
+// Facts are the Ironic fields a device's conditions came from, plus the
+// orphaned instances the satellite's sweep found on the node (stored as JSON
+// in devices.facts; fields absent from older rows decode as zero values).
 type Facts struct {
 	Name           string `json:"name,omitempty"`
 	ProvisionState string `json:"provision_state,omitempty"`
@@ -42,6 +44,42 @@ type Facts struct {
 	Owner          string `json:"owner,omitempty"`
 	ConductorGroup string `json:"conductor_group,omitempty"`
 	Fault          string `json:"fault,omitempty"`
+	// InstanceMismatches are the node's orphaned instances (at most 16);
+	// nil when Nova and Ironic agree, on standalone sites, and in rows
+	// written before the field existed.
+	InstanceMismatches []InstanceMismatch `json:"instance_mismatches,omitempty"`
+}
+
+// MismatchKind names which side of an orphaned instance holds the record the
+// other side lacks: "NOVA_UNKNOWN" or "NODE_UNAWARE".
+type MismatchKind string
+
+// Instance mismatch kinds (see proto InstanceMismatchKind).
+const (
+	// MismatchNovaUnknown: Ironic points at an instance Nova does not know
+	// (404) or has deleted.
+	MismatchNovaUnknown MismatchKind = "NOVA_UNKNOWN"
+	// MismatchNodeUnaware: Nova has a live instance on the node, and the
+	// node's instance_uuid is empty or names another instance.
+	MismatchNodeUnaware MismatchKind = "NODE_UNAWARE"
+)
+
+// InstanceMismatch is one orphaned instance on a device: Nova and Ironic
+// disagree about which instance runs on the node.
+type InstanceMismatch struct {
+	// Kind says which side lacks the record.
+	Kind MismatchKind `json:"kind"`
+	// IronicInstanceUUID is the node's instance_uuid in Ironic; "" when none.
+	IronicInstanceUUID string `json:"ironic_instance_uuid,omitempty"`
+	// NovaServerID is the Nova server involved.
+	NovaServerID string `json:"nova_server_id,omitempty"`
+	// NovaServerStatus is Nova's status of that server ("ACTIVE",
+	// "DELETED", ...); "" when Nova answered 404.
+	NovaServerStatus string `json:"nova_server_status,omitempty"`
+	// NovaProjectID is the server's project; "" when Nova does not know it.
+	NovaProjectID string `json:"nova_project_id,omitempty"`
+	// FirstSeenTime is when the satellite first saw the mismatch (UTC).
+	FirstSeenTime time.Time `json:"first_seen_time"`
 }
 
 // LinkHello is what a satellite says when its link opens.
@@ -170,4 +208,10 @@ type Site struct {
 	DeviceCount      int
 	SatelliteVersion string
 	Capabilities     []string
+	// Conditions are the site conditions last reported by its satellite, in
+	// condition.SiteTypes order; empty when none were reported.
+	Conditions []condition.Condition
+	// InstanceMismatchCount counts the site's devices, removed ones
+	// excepted, with at least one InstanceMismatch in their facts.
+	InstanceMismatchCount int
 }

@@ -1,0 +1,144 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ironlink/ironlink/internal/condition"
+)
+
+// ReplaceSiteConditions makes conds (already validated with
+// condition.Condition.ValidateSite, distinct types) the stored set of site
+// conditions of site, in one transaction under the link's epoch: types in
+// conds are written, stored types missing from conds are deleted.
+//
+//   - A condition whose status equals the stored one of its type keeps the
+//     stored last_transition_time; otherwise the incoming one is stored.
+//   - A set whose newest observed time is older than the newest stored one
+//     is a replay and is ignored whole (applied is false, nothing changes).
+//     Within a set that is applied, a condition older than the stored one of
+//     its type keeps the stored row, so no condition moves backwards.
+//   - An empty set clears the site's conditions.
+//
+// It also records the site as heard from. Errors: ErrFenced (a newer link
+// exists; nothing is written), ErrNotFound (no such site), database errors.
+func (s *Store) ReplaceSiteConditions(ctx context.Context, site string, epoch int64, conds []condition.Condition) (applied bool, err error) {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		applied = false
+		var curEpoch int64
+		err := tx.QueryRow(ctx, `SELECT link_epoch FROM sites WHERE name = $1 FOR NO KEY UPDATE`, site).Scan(&curEpoch)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("site %q: %w", site, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("lock site %q: %w", site, err)
+		}
+		if curEpoch != epoch {
+			return fmt.Errorf("site %q epoch %d (current %d): %w", site, epoch, curEpoch, ErrFenced)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE sites SET last_seen_at = now() WHERE name = $1`, site); err != nil {
+			return fmt.Errorf("touch site %q: %w", site, err)
+		}
+		stored, err := loadSiteConditions(ctx, tx, site)
+		if err != nil {
+			return err
+		}
+		cur := stored[site]
+		if len(conds) > 0 && latestObserved(conds).Before(latestObserved(cur)) {
+			return nil // a replay of an older set
+		}
+		batch := &pgx.Batch{}
+		keep := make([]string, 0, len(conds))
+		for _, c := range conds {
+			keep = append(keep, string(c.Type))
+			old, had := findType(cur, c.Type)
+			if had && c.ObservedTime.Before(old.ObservedTime) {
+				continue // the stored observation is newer
+			}
+			if had && old.Status == c.Status {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+			batch.Queue(`
+				INSERT INTO site_conditions (site, type, status, reason, message, last_transition_time, observed_time)
+				VALUES ($1, $2, $3, $4, $5, $6, $7)
+				ON CONFLICT (site, type) DO UPDATE SET status = $3, reason = $4, message = $5,
+					last_transition_time = $6, observed_time = $7`,
+				site, string(c.Type), string(c.Status), c.Reason, c.Message, c.LastTransitionTime, c.ObservedTime)
+		}
+		batch.Queue(`DELETE FROM site_conditions WHERE site = $1 AND NOT (type = ANY($2::text[]))`, site, keep)
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return fmt.Errorf("write site conditions of %q: %w", site, err)
+		}
+		applied = true
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	// Being heard from ends a site's staleness, as a heartbeat does.
+	if err := s.refreshStaleness(ctx, site); err != nil {
+		return applied, err
+	}
+	return applied, nil
+}
+
+func latestObserved(cs []condition.Condition) time.Time {
+	var t time.Time
+	for _, c := range cs {
+		if c.ObservedTime.After(t) {
+			t = c.ObservedTime
+		}
+	}
+	return t
+}
+
+func findType(cs []condition.Condition, t condition.Type) (condition.Condition, bool) {
+	for _, c := range cs {
+		if c.Type == t {
+			return c, true
+		}
+	}
+	return condition.Condition{}, false
+}
+
+// loadSiteConditions returns the stored site conditions of site (every site
+// when site is ""), per site in condition.SiteTypes order (unknown types,
+// which validation never lets in, last).
+func loadSiteConditions(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, site string) (map[string][]condition.Condition, error) {
+	rows, err := q.Query(ctx, `
+		SELECT site, type, status, reason, message, last_transition_time, observed_time
+		FROM site_conditions WHERE ($1 = '' OR site = $1)
+		ORDER BY site, array_position($2::text[], type), type`, site, siteTypeNames())
+	if err != nil {
+		return nil, fmt.Errorf("load site conditions: %w", err)
+	}
+	defer rows.Close()
+	out := map[string][]condition.Condition{}
+	for rows.Next() {
+		var name, typ, st string
+		var c condition.Condition
+		if err := rows.Scan(&name, &typ, &st, &c.Reason, &c.Message, &c.LastTransitionTime, &c.ObservedTime); err != nil {
+			return nil, fmt.Errorf("load site conditions: %w", err)
+		}
+		c.Type, c.Status = condition.Type(typ), condition.Status(st)
+		out[name] = append(out[name], c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load site conditions: %w", err)
+	}
+	return out, nil
+}
+
+func siteTypeNames() []string {
+	out := make([]string, len(condition.SiteTypes))
+	for i, t := range condition.SiteTypes {
+		out[i] = string(t)
+	}
+	return out
+}
