@@ -81,6 +81,13 @@ func FuzzToBatch(f *testing.F) {
 	seed, _ := proto.Marshal(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Batch{Batch: &ironlinkv1.ConditionBatch{
 		Sequence: 1, Devices: []*ironlinkv1.DeviceUpdate{goodDevice(devA)}}}})
 	f.Add(seed)
+	withMismatch := goodDevice(devA)
+	withMismatch.Facts = &ironlinkv1.DeviceFacts{Name: "node-1", InstanceMismatches: []*ironlinkv1.InstanceMismatch{{
+		Kind: ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NODE_UNAWARE, NovaServerId: devA, NovaServerStatus: "ACTIVE",
+		FirstSeenTime: timestamppb.Now()}}}
+	seed, _ = proto.Marshal(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Batch{Batch: &ironlinkv1.ConditionBatch{
+		Sequence: 2, Devices: []*ironlinkv1.DeviceUpdate{withMismatch}}}})
+	f.Add(seed)
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var m ironlinkv1.ConnectRequest
@@ -104,6 +111,17 @@ func FuzzToBatch(f *testing.F) {
 			for _, c := range d.Conditions {
 				if c.Validate() != nil {
 					t.Fatalf("accepted an invalid condition %+v", c)
+				}
+			}
+			if d.Facts == nil {
+				continue
+			}
+			if len(d.Facts.InstanceMismatches) > MaxInstanceMismatches {
+				t.Fatalf("accepted %d instance mismatches", len(d.Facts.InstanceMismatches))
+			}
+			for _, m := range d.Facts.InstanceMismatches {
+				if m.Kind == "" || m.FirstSeenTime.IsZero() || len(m.NovaServerID) > MaxMismatchIDBytes || len(m.NovaServerStatus) > MaxMismatchStatusBytes {
+					t.Fatalf("accepted an invalid instance mismatch %+v", m)
 				}
 			}
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/sitename"
 	"github.com/ironlink/ironlink/internal/wire"
 )
@@ -28,6 +29,23 @@ import (
 // MaxDevicesPerBatch is the most device updates one ConditionBatch may carry;
 // larger batches are refused with ResourceExhausted.
 const MaxDevicesPerBatch = 1000
+
+// MaxSiteConditions is the most conditions one SiteConditions message may
+// carry; more is refused with InvalidArgument.
+const MaxSiteConditions = 16
+
+// Limits on the instance mismatches of one device's facts (see
+// proto InstanceMismatch); anything beyond them is refused with
+// InvalidArgument, closing the link without writing the batch.
+const (
+	// MaxInstanceMismatches is the most mismatches one device may report.
+	MaxInstanceMismatches = 16
+	// MaxMismatchIDBytes bounds ironic_instance_uuid, nova_server_id and
+	// nova_project_id, in bytes.
+	MaxMismatchIDBytes = 64
+	// MaxMismatchStatusBytes bounds nova_server_status, in bytes.
+	MaxMismatchStatusBytes = 32
+)
 
 // Config tunes the link server.
 type Config struct {
@@ -436,6 +454,8 @@ func (l *linkLoop) handle(ctx context.Context, m *ironlinkv1.ConnectRequest) err
 		return l.sendDesiredStates(ctx)
 	case *ironlinkv1.ConnectRequest_DriftCorrection:
 		return l.handleCorrection(ctx, msg.DriftCorrection)
+	case *ironlinkv1.ConnectRequest_SiteConditions:
+		return l.handleSiteConditions(ctx, msg.SiteConditions)
 	case *ironlinkv1.ConnectRequest_Hello:
 		return status.Error(codes.InvalidArgument, "hello may only be the first message of a link")
 	default:
@@ -498,10 +518,106 @@ func ToBatch(b *ironlinkv1.ConditionBatch) (store.Batch, error) {
 			if len(u.Facts.Name) > 255 {
 				return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %s: name longer than 255 bytes", b.GetSequence(), key)
 			}
+			if u.Facts.InstanceMismatches, err = toMismatches(f.GetInstanceMismatches()); err != nil {
+				return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %s: %v", b.GetSequence(), key, err)
+			}
 		}
 		out.Devices = append(out.Devices, u)
 	}
 	return out, nil
+}
+
+// toMismatches validates and converts a device's instance mismatches: at
+// most MaxInstanceMismatches, each with a kind, ids of at most
+// MaxMismatchIDBytes, a status of at most MaxMismatchStatusBytes and a valid
+// first_seen_time. It returns nil for none.
+func toMismatches(ms []*ironlinkv1.InstanceMismatch) ([]store.InstanceMismatch, error) {
+	if len(ms) > MaxInstanceMismatches {
+		return nil, fmt.Errorf("%d instance mismatches, at most %d", len(ms), MaxInstanceMismatches)
+	}
+	var out []store.InstanceMismatch
+	for i, m := range ms {
+		var kind store.MismatchKind
+		switch m.GetKind() {
+		case ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NOVA_UNKNOWN:
+			kind = store.MismatchNovaUnknown
+		case ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NODE_UNAWARE:
+			kind = store.MismatchNodeUnaware
+		default:
+			return nil, fmt.Errorf("instance mismatch %d: kind %v is not NOVA_UNKNOWN or NODE_UNAWARE", i, m.GetKind())
+		}
+		for _, f := range [...]struct{ name, v string }{
+			{"ironic_instance_uuid", m.GetIronicInstanceUuid()}, {"nova_server_id", m.GetNovaServerId()}, {"nova_project_id", m.GetNovaProjectId()},
+		} {
+			if len(f.v) > MaxMismatchIDBytes {
+				return nil, fmt.Errorf("instance mismatch %d: %s is %d bytes, limit %d", i, f.name, len(f.v), MaxMismatchIDBytes)
+			}
+		}
+		if n := len(m.GetNovaServerStatus()); n > MaxMismatchStatusBytes {
+			return nil, fmt.Errorf("instance mismatch %d: nova_server_status is %d bytes, limit %d", i, n, MaxMismatchStatusBytes)
+		}
+		if m.GetFirstSeenTime() == nil || m.GetFirstSeenTime().CheckValid() != nil {
+			return nil, fmt.Errorf("instance mismatch %d: first_seen_time missing or invalid", i)
+		}
+		out = append(out, store.InstanceMismatch{
+			Kind: kind, IronicInstanceUUID: m.GetIronicInstanceUuid(), NovaServerID: m.GetNovaServerId(),
+			NovaServerStatus: m.GetNovaServerStatus(), NovaProjectID: m.GetNovaProjectId(),
+			FirstSeenTime: m.GetFirstSeenTime().AsTime(),
+		})
+	}
+	return out, nil
+}
+
+// ToSiteConditions validates a wire SiteConditions message and converts it:
+// at most MaxSiteConditions conditions of distinct site types, each valid by
+// condition.Condition.ValidateSite. A nil message is the empty set. Errors
+// are InvalidArgument statuses naming the bad condition.
+func ToSiteConditions(sc *ironlinkv1.SiteConditions) ([]condition.Condition, error) {
+	if n := len(sc.GetConditions()); n > MaxSiteConditions {
+		return nil, status.Errorf(codes.InvalidArgument, "site conditions: %d conditions, at most %d", n, MaxSiteConditions)
+	}
+	out := make([]condition.Condition, 0, len(sc.GetConditions()))
+	seen := map[condition.Type]bool{}
+	for _, pc := range sc.GetConditions() {
+		c, err := wire.SiteConditionFromProto(pc)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "site conditions: %v", err)
+		}
+		if seen[c.Type] {
+			return nil, status.Errorf(codes.InvalidArgument, "site conditions: condition %s appears twice", c.Type)
+		}
+		seen[c.Type] = true
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// handleSiteConditions replaces the site's stored site conditions with the
+// message's set, under this link's epoch (a superseded link gets ErrFenced
+// and writes nothing).
+func (l *linkLoop) handleSiteConditions(ctx context.Context, sc *ironlinkv1.SiteConditions) error {
+	conds, err := ToSiteConditions(sc)
+	if err != nil {
+		l.log.Warn("site conditions refused", "err", err)
+		return err
+	}
+	applied, err := l.s.store.ReplaceSiteConditions(ctx, l.site, l.epoch, conds)
+	switch {
+	case errors.Is(err, store.ErrFenced):
+		return err
+	case err != nil:
+		l.log.Error("record site conditions", "err", err)
+		return status.Error(codes.Unavailable, "hub could not record the site conditions; reconnect and resend")
+	case !applied:
+		l.log.Info("site conditions older than the stored ones ignored")
+		return nil
+	}
+	attrs := make([]any, 0, 2*len(conds))
+	for _, c := range conds {
+		attrs = append(attrs, string(c.Type), string(c.Status)+"/"+c.Reason)
+	}
+	l.log.Info("site conditions", attrs...)
+	return nil
 }
 
 // commitResult is the committer's answer for one batch.

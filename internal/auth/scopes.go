@@ -41,7 +41,8 @@ func ValidScope(s string) bool { return slices.Contains(AllScopes, s) }
 //
 // Treat it as read-only.
 var MethodScopes = map[string]string{
-	// The satellite's link: hello, condition batches, command results.
+	// The satellite's link: hello, condition batches, site conditions,
+	// command results.
 	"/ironlink.v1.LinkService/Connect": ScopeDeviceConditionCreate,
 
 	"/ironlink.v1.FleetService/ListDevices":  ScopeOperationsRead,

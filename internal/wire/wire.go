@@ -36,10 +36,21 @@ func ConditionToProto(c condition.Condition) *ironlinkv1.Condition {
 	return p
 }
 
-// ConditionFromProto converts and validates a wire condition. Errors name the
-// bad field (see condition.Condition.Validate); a missing
+// ConditionFromProto converts and validates a wire device condition. Errors
+// name the bad field (see condition.Condition.Validate); a missing
 // last_transition_time defaults to observed_time.
 func ConditionFromProto(p *ironlinkv1.Condition) (condition.Condition, error) {
+	return fromProto(p, condition.Condition.Validate)
+}
+
+// SiteConditionFromProto converts and validates a wire site condition (one
+// of condition.SiteTypes; see condition.Condition.ValidateSite), otherwise
+// like ConditionFromProto.
+func SiteConditionFromProto(p *ironlinkv1.Condition) (condition.Condition, error) {
+	return fromProto(p, condition.Condition.ValidateSite)
+}
+
+func fromProto(p *ironlinkv1.Condition, validate func(condition.Condition) error) (condition.Condition, error) {
 	if p == nil {
 		return condition.Condition{}, fmt.Errorf("condition is null")
 	}
@@ -73,7 +84,7 @@ func ConditionFromProto(p *ironlinkv1.Condition) (condition.Condition, error) {
 	} else {
 		c.LastTransitionTime = c.ObservedTime
 	}
-	if err := c.Validate(); err != nil {
+	if err := validate(c); err != nil {
 		return c, err
 	}
 	return c, nil

@@ -1,0 +1,321 @@
+package link_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/link"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/pgtest"
+)
+
+// newStore migrates a fresh database and opens a store on it.
+func newStore(t *testing.T) (*store.Store, string) {
+	t.Helper()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	if _, err := store.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return st, url
+}
+
+// startReplica serves a link server (one hub replica, no authentication)
+// over st on an in-memory listener and returns a client of it.
+func startReplica(t *testing.T, st *store.Store, replica string) ironlinkv1.LinkServiceClient {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	gs := grpc.NewServer()
+	ironlinkv1.RegisterLinkServiceServer(gs, link.NewServer(st, link.Config{
+		Replica: replica, HeartbeatInterval: time.Hour, CommandSweep: time.Hour,
+	}, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	cc, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return ironlinkv1.NewLinkServiceClient(cc)
+}
+
+// connect opens a link for site and reads the hub's Welcome and DesiredStates.
+func connect(t *testing.T, c ironlinkv1.LinkServiceClient, site string) ironlinkv1.LinkService_ConnectClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	s, err := c.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Hello{Hello: &ironlinkv1.Hello{
+		Site: site, BootId: uuid.NewString(), Version: "test"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"welcome", "desired states"} {
+		m, err := s.Recv()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", want, err)
+		}
+		if (want == "welcome" && m.GetWelcome() == nil) || (want == "desired states" && m.GetDesiredStates() == nil) {
+			t.Fatalf("got %v, want %s", m, want)
+		}
+	}
+	return s
+}
+
+// recvCode reads from s until the hub ends the link and returns its code.
+func recvCode(t *testing.T, s ironlinkv1.LinkService_ConnectClient) (codes.Code, string) {
+	t.Helper()
+	for {
+		if _, err := s.Recv(); err != nil {
+			st := status.Convert(err)
+			return st.Code(), st.Message()
+		}
+	}
+}
+
+func siteConds(cs ...*ironlinkv1.Condition) *ironlinkv1.ConnectRequest {
+	return &ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_SiteConditions{SiteConditions: &ironlinkv1.SiteConditions{Conditions: cs}}}
+}
+
+func wireCond(typ condition.Type, st ironlinkv1.ConditionStatus, reason string, at time.Time) *ironlinkv1.Condition {
+	return &ironlinkv1.Condition{Type: string(typ), Status: st, Reason: reason, ObservedTime: timestamppb.New(at)}
+}
+
+// storedSiteConditions returns what ListSites shows for site.
+func storedSiteConditions(t *testing.T, st *store.Store, site string) []condition.Condition {
+	t.Helper()
+	sites, err := st.ListSites(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sites {
+		if s.Name == site {
+			return s.Conditions
+		}
+	}
+	return nil
+}
+
+// waitSiteConditions waits until site's stored conditions satisfy ok.
+func waitSiteConditions(t *testing.T, st *store.Store, site string, ok func([]condition.Condition) bool) []condition.Condition {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cs := storedSiteConditions(t, st, site)
+		if ok(cs) {
+			return cs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("site %s conditions never got there: %+v", site, cs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+const (
+	condTrue  = ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE
+	condFalse = ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE
+)
+
+// TestSiteConditionsStoredAndBadOnesRefused: a link's site conditions are
+// stored and listed; a malformed set ends the link with InvalidArgument
+// and changes nothing.
+func TestSiteConditionsStoredAndBadOnesRefused(t *testing.T) {
+	st, url := newStore(t)
+	c := startReplica(t, st, "r1")
+	now := time.Now().UTC().Truncate(time.Microsecond)
+
+	s := connect(t, c, "site-a")
+	if err := s.Send(siteConds(
+		wireCond(condition.OpenStackAuthenticated, condTrue, "Authenticated", now),
+		wireCond(condition.OrphanDetection, condFalse, "Standalone", now),
+	)); err != nil {
+		t.Fatal(err)
+	}
+	good := waitSiteConditions(t, st, "site-a", func(cs []condition.Condition) bool { return len(cs) == 2 })
+	if good[0].Type != condition.OpenStackAuthenticated || good[0].Status != condition.True ||
+		good[1].Type != condition.OrphanDetection || good[1].Status != condition.False || good[1].Reason != "Standalone" {
+		t.Fatalf("stored %+v", good)
+	}
+	_ = s.CloseSend()
+	recvCode(t, s)
+
+	later := now.Add(time.Minute)
+	many := make([]*ironlinkv1.Condition, link.MaxSiteConditions+1)
+	for i := range many {
+		many[i] = wireCond(condition.OpenStackAuthenticated, condTrue, "Authenticated", later)
+	}
+	tests := []struct {
+		name  string
+		conds []*ironlinkv1.Condition
+		msg   string
+	}{
+		{"too many", many, "at most 16"},
+		{"type twice", []*ironlinkv1.Condition{
+			wireCond(condition.OpenStackAuthenticated, condFalse, "AuthenticationFailed", later),
+			wireCond(condition.OpenStackAuthenticated, condTrue, "Authenticated", later),
+		}, "twice"},
+		{"device condition type", []*ironlinkv1.Condition{wireCond(condition.Enrolled, condFalse, "Enroll", later)}, "Enrolled"},
+		{"unknown type", []*ironlinkv1.Condition{wireCond("Happy", condFalse, "Sad", later)}, "Happy"},
+		{"unspecified status", []*ironlinkv1.Condition{wireCond(condition.OpenStackAuthenticated, 0, "AuthenticationFailed", later)}, "status"},
+		{"empty reason", []*ironlinkv1.Condition{wireCond(condition.OpenStackAuthenticated, condFalse, "", later)}, "reason"},
+		{"no observed time", []*ironlinkv1.Condition{{Type: string(condition.OpenStackAuthenticated), Status: condFalse, Reason: "AuthenticationFailed"}}, "observed time"},
+		{"huge message", []*ironlinkv1.Condition{{Type: string(condition.OpenStackAuthenticated), Status: condFalse, Reason: "AuthenticationFailed",
+			Message: strings.Repeat("x", 5000), ObservedTime: timestamppb.New(later)}}, "message"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := connect(t, c, "site-a")
+			if err := s.Send(siteConds(tc.conds...)); err != nil {
+				t.Fatal(err)
+			}
+			code, msg := recvCode(t, s)
+			if code != codes.InvalidArgument || !strings.Contains(msg, tc.msg) {
+				t.Fatalf("link ended with %v %q, want InvalidArgument containing %q", code, msg, tc.msg)
+			}
+			if got := storedSiteConditions(t, st, "site-a"); len(got) != 2 || got[0] != good[0] || got[1] != good[1] {
+				t.Fatalf("stored conditions changed to %+v", got)
+			}
+			if n := pgtest.Count(t, url, `SELECT count(*) FROM site_conditions`); n != 2 {
+				t.Fatalf("site_conditions rows %d, want 2", n)
+			}
+		})
+	}
+}
+
+// TestSupersededLinkCannotOverwriteSiteConditions: a link superseded by a
+// newer link on another replica (which does not close it) is refused with
+// Aborted when it sends site conditions, and the newer link's set stays.
+func TestSupersededLinkCannotOverwriteSiteConditions(t *testing.T) {
+	st, _ := newStore(t)
+	r1, r2 := startReplica(t, st, "r1"), startReplica(t, st, "r2")
+	now := time.Now().UTC().Truncate(time.Microsecond)
+
+	old := connect(t, r1, "site-a")
+	newer := connect(t, r2, "site-a")
+	if err := newer.Send(siteConds(wireCond(condition.OpenStackAuthenticated, condTrue, "Authenticated", now))); err != nil {
+		t.Fatal(err)
+	}
+	waitSiteConditions(t, st, "site-a", func(cs []condition.Condition) bool { return len(cs) == 1 })
+
+	if err := old.Send(siteConds(wireCond(condition.OpenStackAuthenticated, condFalse, "AuthenticationFailed", now.Add(time.Minute)))); err != nil {
+		t.Fatal(err)
+	}
+	if code, msg := recvCode(t, old); code != codes.Aborted {
+		t.Fatalf("superseded link ended with %v %q, want Aborted", code, msg)
+	}
+	if got := storedSiteConditions(t, st, "site-a"); len(got) != 1 || got[0].Status != condition.True {
+		t.Fatalf("superseded link overwrote the site conditions: %+v", got)
+	}
+}
+
+// TestInstanceMismatchesInBatches: a batch's instance mismatches reach the
+// device's facts; a batch with a malformed one ends the link with
+// InvalidArgument and writes no device.
+func TestInstanceMismatchesInBatches(t *testing.T) {
+	st, url := newStore(t)
+	c := startReplica(t, st, "r1")
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	good := func() *ironlinkv1.InstanceMismatch {
+		return &ironlinkv1.InstanceMismatch{Kind: ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NOVA_UNKNOWN,
+			IronicInstanceUuid: uuid.NewString(), NovaServerId: uuid.NewString(), NovaServerStatus: "DELETED",
+			NovaProjectId: strings.Repeat("a", 32), FirstSeenTime: timestamppb.New(now.Add(-5 * time.Minute))}
+	}
+	batch := func(seq uint64, id string, ms ...*ironlinkv1.InstanceMismatch) *ironlinkv1.ConnectRequest {
+		return &ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Batch{Batch: &ironlinkv1.ConditionBatch{Sequence: seq,
+			Devices: []*ironlinkv1.DeviceUpdate{{DeviceId: id, ObservedTime: timestamppb.New(now),
+				Conditions: []*ironlinkv1.Condition{wireCond(condition.Enrolled, condTrue, "Enrolled", now)},
+				Facts:      &ironlinkv1.DeviceFacts{Name: "node-1", InstanceMismatches: ms}}}}}}
+	}
+
+	many := make([]*ironlinkv1.InstanceMismatch, link.MaxInstanceMismatches+1)
+	for i := range many {
+		many[i] = good()
+	}
+	tests := []struct {
+		name   string
+		mutate func(m *ironlinkv1.InstanceMismatch)
+		ms     []*ironlinkv1.InstanceMismatch
+		msg    string
+	}{
+		{"kind unspecified", func(m *ironlinkv1.InstanceMismatch) { m.Kind = 0 }, nil, "kind"},
+		{"kind unknown", func(m *ironlinkv1.InstanceMismatch) { m.Kind = 9 }, nil, "kind"},
+		{"long server id", func(m *ironlinkv1.InstanceMismatch) { m.NovaServerId = strings.Repeat("x", 65) }, nil, "nova_server_id"},
+		{"long instance uuid", func(m *ironlinkv1.InstanceMismatch) { m.IronicInstanceUuid = strings.Repeat("x", 65) }, nil, "ironic_instance_uuid"},
+		{"long project", func(m *ironlinkv1.InstanceMismatch) { m.NovaProjectId = strings.Repeat("x", 65) }, nil, "nova_project_id"},
+		{"long status", func(m *ironlinkv1.InstanceMismatch) { m.NovaServerStatus = strings.Repeat("X", 33) }, nil, "nova_server_status"},
+		{"no first seen time", func(m *ironlinkv1.InstanceMismatch) { m.FirstSeenTime = nil }, nil, "first_seen_time"},
+		{"too many", nil, many, "at most 16"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := tc.ms
+			if ms == nil {
+				m := good()
+				tc.mutate(m)
+				ms = []*ironlinkv1.InstanceMismatch{m}
+			}
+			s := connect(t, c, "site-a")
+			if err := s.Send(batch(1, uuid.NewString(), ms...)); err != nil {
+				t.Fatal(err)
+			}
+			code, msg := recvCode(t, s)
+			if code != codes.InvalidArgument || !strings.Contains(msg, tc.msg) {
+				t.Fatalf("link ended with %v %q, want InvalidArgument containing %q", code, msg, tc.msg)
+			}
+			if n := pgtest.Count(t, url, `SELECT count(*) FROM devices`); n != 0 {
+				t.Fatalf("%d devices written by a refused batch", n)
+			}
+		})
+	}
+
+	// A good batch is acked and its mismatches are on the device.
+	s := connect(t, c, "site-a")
+	id := uuid.NewString()
+	m := good()
+	if err := s.Send(batch(1, id, m)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.GetAck() != nil {
+			break
+		}
+	}
+	d, err := st.GetDevice(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := store.InstanceMismatch{Kind: store.MismatchNovaUnknown, IronicInstanceUUID: m.GetIronicInstanceUuid(),
+		NovaServerID: m.GetNovaServerId(), NovaServerStatus: "DELETED", NovaProjectID: m.GetNovaProjectId(), FirstSeenTime: now.Add(-5 * time.Minute)}
+	if got := d.Facts.InstanceMismatches; len(got) != 1 || got[0] != want {
+		t.Fatalf("stored mismatches %+v, want [%+v]", got, want)
+	}
+}
