@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/ironlink/ironlink/satellite/gate"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
+	"github.com/ironlink/ironlink/satellite/nova"
 	"github.com/ironlink/ironlink/satellite/placement"
 )
 
@@ -40,6 +42,20 @@ type Config struct {
 	// StatePath, when set, is a JSON file where the applied command
 	// generations are kept across restarts.
 	StatePath string
+	// SweepInterval between sweeps of assigned nodes and orphan checks
+	// (default 5 min; SPEC "Satellite schedules").
+	SweepInterval time.Duration
+	// SweepTimeout bounds one sweep (default: the sweep interval).
+	SweepTimeout time.Duration
+}
+
+// Clients are the agent's connections to its site. Ironic is required;
+// Placement is nil on a standalone site and Nova is nil where the site has
+// no Nova (no orphan detection).
+type Clients struct {
+	Ironic    *ironic.Client
+	Placement *placement.Client
+	Nova      *nova.Client
 }
 
 // Agent polls one site and applies its commands. Safe for concurrent use.
@@ -47,8 +63,10 @@ type Agent struct {
 	cfg       Config
 	ironic    *ironic.Client
 	placement *placement.Client // nil on a standalone site
+	nova      *nova.Client      // nil without Nova
 	gate      *gate.Applier
 	outbox    *link.Outbox
+	site      *link.SiteState // nil: site conditions not reported
 	log       *slog.Logger
 	pollNow   chan struct{}
 	listedCh  chan struct{} // closed after the first complete listing
@@ -59,6 +77,13 @@ type Agent struct {
 	listed  bool               // a complete listing has been made
 	desired map[string]desired // commands applied, by device
 	locks   map[string]*sync.Mutex
+	nodes   map[string]ironic.Node // last seen (listing or sweep re-read), by device
+
+	// Orphan sweep state (sweep.go).
+	suspects   map[mismatchKey]time.Time                 // candidates of the last sweep → first seen
+	mismatches map[string][]*ironlinkv1.InstanceMismatch // reported (seen on two sweeps), by device
+	projects   map[string]string                         // Nova server id → tenant_id
+	looked     map[string]bool                           // server ids looked up for their project
 
 	stats Stats
 }
@@ -81,10 +106,18 @@ type Stats struct {
 	// LastResyncDuration and LastResyncDevices describe the last resync.
 	LastResyncDuration time.Duration
 	LastResyncDevices  int
+	// Sweeps counts completed sweeps; FailedSweeps sweeps that could not
+	// read Ironic or Nova completely (their orphan verdicts were skipped).
+	Sweeps, FailedSweeps int
+	// LastSweep describes the last completed sweep.
+	LastSweep SweepStats
+	// InstanceMismatches is the number of orphans currently reported.
+	InstanceMismatches int
 }
 
-// New returns an agent. pl may be nil (standalone site).
-func New(cfg Config, ir *ironic.Client, pl *placement.Client, outbox *link.Outbox, log *slog.Logger) *Agent {
+// New returns an agent for the site's clients. site, when not nil, receives
+// the OrphanDetection site condition.
+func New(cfg Config, cl Clients, outbox *link.Outbox, site *link.SiteState, log *slog.Logger) *Agent {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Minute
 	}
@@ -94,8 +127,17 @@ func New(cfg Config, ir *ironic.Client, pl *placement.Client, outbox *link.Outbo
 	if cfg.CommandTimeout <= 0 {
 		cfg.CommandTimeout = 2 * time.Minute
 	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = 5 * time.Minute
+	}
+	if cfg.SweepTimeout <= 0 {
+		cfg.SweepTimeout = cfg.SweepInterval
+	}
+	ir, pl := cl.Ironic, cl.Placement
 	return &Agent{
-		cfg: cfg, ironic: ir, placement: pl, outbox: outbox, log: log,
+		cfg: cfg, ironic: ir, placement: pl, nova: cl.Nova, outbox: outbox, site: site, log: log,
+		nodes: map[string]ironic.Node{}, suspects: map[mismatchKey]time.Time{},
+		mismatches: map[string][]*ironlinkv1.InstanceMismatch{}, projects: map[string]string{}, looked: map[string]bool{},
 		gate:    &gate.Applier{Ironic: ir, Placement: pl, Trait: ReadyTrait},
 		pollNow: make(chan struct{}, 1), listedCh: make(chan struct{}),
 		tracker: conditions.NewTracker(), facts: map[string]*ironlinkv1.DeviceFacts{},
@@ -113,6 +155,8 @@ func (a *Agent) Stats() Stats {
 // Run polls at once and then every PollInterval (or sooner when a command
 // asks for a refresh) until ctx ends.
 func (a *Agent) Run(ctx context.Context) {
+	a.reportDetection()
+	go a.runSweeps(ctx)
 	t := time.NewTicker(a.cfg.PollInterval)
 	defer t.Stop()
 	for {
@@ -158,43 +202,29 @@ func (a *Agent) Poll(ctx context.Context) error {
 	}
 	now := time.Now().UTC()
 
+	a.lookupProjects(ctx, nodes)
+
 	a.mu.Lock()
 	var updates []*ironlinkv1.DeviceUpdate
 	seen := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		seen[n.UUID] = true
-		d := a.desired[n.UUID]
 		pv := view
 		if view.Read {
 			pv.ProviderExists = providers[n.UUID]
 			pv.HasTrait = ready[n.UUID]
 			pv.TraitDefined = traitDefined
 		}
-		conds := conditions.Map(a.cfg.Conditions, conditions.Observation{
-			Node: n, Now: now, Placement: pv, Quarantined: d.quarantined, AppliedGeneration: d.generation,
-		})
-		if a.placement != nil && !view.Read {
-			if _, had := a.tracker.Get(n.UUID, condition.CustomerReady); had {
-				conds = without(conds, condition.CustomerReady)
-			}
+		if u := a.evaluateLocked(n, pv, now); u != nil {
+			updates = append(updates, u)
 		}
-		changed := a.tracker.Observe(n.UUID, conds)
-		f := factsOf(n)
-		factsChanged := a.facts[n.UUID] == nil || !proto.Equal(a.facts[n.UUID], f)
-		if len(changed) == 0 && !factsChanged {
-			continue
-		}
-		a.facts[n.UUID] = f
-		u := &ironlinkv1.DeviceUpdate{DeviceId: n.UUID, Facts: f, ObservedTime: timestamppb.New(now)}
-		for _, c := range changed {
-			u.Conditions = append(u.Conditions, wire.ConditionToProto(c))
-		}
-		updates = append(updates, u)
 	}
 	for _, id := range a.tracker.Devices() {
 		if !seen[id] {
 			a.tracker.Forget(id)
 			delete(a.facts, id)
+			delete(a.nodes, id)
+			delete(a.mismatches, id)
 			updates = append(updates, &ironlinkv1.DeviceUpdate{DeviceId: id, Removed: true, ObservedTime: timestamppb.New(now)})
 		}
 	}
@@ -210,6 +240,41 @@ func (a *Agent) Poll(ctx context.Context) error {
 	a.outbox.Push(updates)
 	a.log.Info("poll done", "nodes", len(nodes), "changed", len(updates), "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// evaluateLocked maps node n (with the Placement view pv, the Nova project
+// and the reported orphans) to conditions and returns the update to send,
+// or nil when neither conditions nor facts changed. When Placement exists
+// but pv was not read, CustomerReady keeps its last value. a.mu is held.
+func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now time.Time) *ironlinkv1.DeviceUpdate {
+	a.nodes[n.UUID] = n
+	d := a.desired[n.UUID]
+	obs := conditions.Observation{
+		Node: n, Now: now, Placement: pv, Quarantined: d.quarantined, AppliedGeneration: d.generation,
+		InstanceMismatch: mismatchMessage(a.mismatches[n.UUID]),
+	}
+	if n.InstanceUUID != "" {
+		obs.InstanceProject = a.projects[strings.ToLower(n.InstanceUUID)]
+	}
+	conds := conditions.Map(a.cfg.Conditions, obs)
+	if a.placement != nil && !pv.Read {
+		if _, had := a.tracker.Get(n.UUID, condition.CustomerReady); had {
+			conds = without(conds, condition.CustomerReady)
+		}
+	}
+	changed := a.tracker.Observe(n.UUID, conds)
+	f := factsOf(n)
+	f.InstanceMismatches = a.mismatches[n.UUID]
+	factsChanged := a.facts[n.UUID] == nil || !proto.Equal(a.facts[n.UUID], f)
+	if len(changed) == 0 && !factsChanged {
+		return nil
+	}
+	a.facts[n.UUID] = f
+	u := &ironlinkv1.DeviceUpdate{DeviceId: n.UUID, Facts: f, ObservedTime: timestamppb.New(now)}
+	for _, c := range changed {
+		u.Conditions = append(u.Conditions, wire.ConditionToProto(c))
+	}
+	return u
 }
 
 func (a *Agent) countFailure() {

@@ -29,7 +29,7 @@ func newAgent(t *testing.T, opts openstacksim.Options, nodes int) (*openstacksim
 	pl.ReadRetry = ostest.FastRetry(3)
 	out := link.NewOutbox()
 	out.MaxBatches = 1 << 20
-	return sim, agent.New(agent.Config{PollInterval: time.Second}, ir, pl, out, ostest.Logger(t)), out
+	return sim, agent.New(agent.Config{PollInterval: time.Second}, agent.Clients{Ironic: ir, Placement: pl}, out, nil, ostest.Logger(t)), out
 }
 
 func snapshotOf(t *testing.T, out *link.Outbox, a *agent.Agent) []*ironlinkv1.DeviceUpdate {

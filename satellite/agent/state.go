@@ -26,19 +26,9 @@ type appliedDevice struct {
 // LoadState reads the applied generations from cfg.StatePath (a JSON file);
 // a missing file is an empty state. Errors: unreadable or malformed file.
 func (a *Agent) LoadState() error {
-	if a.cfg.StatePath == "" {
-		return nil
-	}
-	b, err := os.ReadFile(a.cfg.StatePath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+	st, err := readState(a.cfg.StatePath)
 	if err != nil {
-		return fmt.Errorf("read state file: %w", err)
-	}
-	var st appliedState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("state file %s is malformed: %w", a.cfg.StatePath, err)
+		return err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -46,6 +36,40 @@ func (a *Agent) LoadState() error {
 		a.desired[id] = desired{quarantined: d.Quarantined, generation: d.Generation}
 	}
 	return nil
+}
+
+// readState reads a state file; "" or a missing file is an empty state.
+func readState(path string) (appliedState, error) {
+	var st appliedState
+	if path == "" {
+		return st, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("read state file: %w", err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("state file %s is malformed: %w", path, err)
+	}
+	return st, nil
+}
+
+// ReadAppliedGenerations returns the applied generations kept in the state
+// file at path (see Config.StatePath), for a Hello sent before the agent
+// exists. Errors: unreadable or malformed file.
+func ReadAppliedGenerations(path string) ([]*ironlinkv1.AppliedGeneration, error) {
+	st, err := readState(path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*ironlinkv1.AppliedGeneration, 0, len(st.Devices))
+	for id, d := range st.Devices {
+		out = append(out, &ironlinkv1.AppliedGeneration{DeviceId: id, Generation: d.Generation})
+	}
+	return out, nil
 }
 
 // saveStateLocked writes the applied generations atomically (temp file,

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -18,13 +19,17 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/sitename"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 	"github.com/ironlink/ironlink/internal/version"
 	"github.com/ironlink/ironlink/satellite/agent"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
+	"github.com/ironlink/ironlink/satellite/metrics"
+	"github.com/ironlink/ironlink/satellite/nova"
 	"github.com/ironlink/ironlink/satellite/openstack"
 	"github.com/ironlink/ironlink/satellite/placement"
 )
@@ -44,6 +49,11 @@ type Config struct {
 	Link link.Config
 	// Identity is how the satellite proves itself to the hub.
 	Identity Identity
+	// MetricsAddr, when set, is the host:port serving Prometheus /metrics.
+	MetricsAddr string
+	// AuthBackoff is the first wait after a failed Keystone token request
+	// (doubling up to 10 min); 0 means 30 s.
+	AuthBackoff time.Duration
 }
 
 // Identity holds the satellite's credentials towards the hub: a private key
@@ -126,8 +136,10 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Run connects to OpenStack (retrying with backoff while Keystone or the
-// services are unreachable), then polls and keeps the hub link until ctx ends.
+// Run opens the hub link, connects to OpenStack (retrying with backoff while
+// Keystone or the services are unreachable or refuse the credential, which
+// the link reports as the site condition OpenStackAuthenticated), then polls,
+// sweeps and keeps the link until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -136,47 +148,185 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	clients, err := backoff.Retry(ctx, func() (*openstack.Clients, error) {
-		c, err := openstack.Connect(ctx, cfg.OpenStack, log)
-		if errors.Is(err, openstack.ErrConfig) {
-			return nil, backoff.Permanent(err) // retrying cannot fix a configuration error
-		}
-		if err != nil {
-			log.Warn("cannot reach OpenStack yet; retrying", "err", err)
-		}
-		return c, err
-	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(0))
+	applied, err := agent.ReadAppliedGenerations(cfg.Agent.StatePath)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("connect to OpenStack: %w", err)
-	}
-	log.Info("OpenStack connected", "ironic_microversion", clients.IronicVersion,
-		"placement_microversion", clients.PlacementVersion, "standalone", clients.Standalone())
-	ir := ironic.New(clients.Baremetal, log.With("component", "ironic"))
-	var pl *placement.Client
-	caps := []string{}
-	if !clients.Standalone() {
-		pl = placement.New(clients.Placement, log.With("component", "placement"))
-		caps = append(caps, "placement")
-	}
-	cfg.Agent.Conditions.Standalone = clients.Standalone()
-	outbox := link.NewOutbox()
-	ag := agent.New(cfg.Agent, ir, pl, outbox, log.With("component", "agent"))
-	if err := ag.LoadState(); err != nil {
 		return err
 	}
+	m := metrics.New()
+	site := link.NewSiteState(m.SiteCondition)
+	guard := openstack.NewAuthGuard(log.With("component", "keystone"))
+	guard.InitialInterval = cfg.AuthBackoff
+	guard.OnChange = func(st openstack.AuthState) {
+		site.Set(condition.Condition{Type: condition.OpenStackAuthenticated, Status: condition.Status(st.Status), Reason: st.Reason, Message: st.Message})
+	}
+	guard.OnTokenRequest = func(err error) { m.TokenRequest(err, openstack.IsAuthError(err)) }
+	cfg.OpenStack.AuthGuard = guard
+	cfg.OpenStack.WrapTransport = m.Transport
+
+	g, gctx := errgroup.WithContext(ctx)
+	if cfg.MetricsAddr != "" {
+		g.Go(func() error { return m.Serve(gctx, cfg.MetricsAddr) })
+	}
+
+	// The link comes up after the first attempt to reach OpenStack, whatever
+	// its outcome, so a refused credential reaches the hub; commands wait for
+	// the agent.
+	firstAttempt := make(chan struct{})
+	var firstOnce sync.Once
+	ready := &deferred{ready: make(chan struct{}), applied: applied}
+	outbox := link.NewOutbox()
 	var boot [8]byte
 	_, _ = rand.Read(boot[:])
 	lc := cfg.Link
-	lc.Site, lc.BootID, lc.Version, lc.Capabilities, lc.HubAddr = cfg.Site, hex.EncodeToString(boot[:]), version.Version, caps, cfg.HubAddr
+	lc.Site, lc.BootID, lc.Version, lc.HubAddr = cfg.Site, hex.EncodeToString(boot[:]), version.Version, cfg.HubAddr
 	lc.DialOptions = append(lc.DialOptions, dial...)
-	lc.Applied = ag.AppliedGenerations
-	client := link.NewClient(lc, outbox, ag.Snapshot, ag, log.With("component", "link"))
+	lc.Applied = ready.AppliedGenerations
+	lc.SiteState = site
+	lc.Capabilities = ready.Capabilities
+	client := link.NewClient(lc, outbox, ready.Snapshot, ready, log.With("component", "link"))
+	g.Go(func() error {
+		select {
+		case <-firstAttempt:
+		case <-gctx.Done():
+			return nil
+		}
+		return client.Run(gctx)
+	})
 
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { ag.Run(gctx); return nil })
-	g.Go(func() error { return client.Run(gctx) })
+	g.Go(func() error {
+		clients, err := backoff.Retry(gctx, func() (*openstack.Clients, error) {
+			c, err := openstack.Connect(gctx, cfg.OpenStack, log)
+			if errors.Is(err, openstack.ErrConfig) {
+				return nil, backoff.Permanent(err) // retrying cannot fix a configuration error
+			}
+			if err != nil {
+				log.Warn("cannot reach OpenStack yet; retrying", "err", err)
+				firstOnce.Do(func() { close(firstAttempt) })
+			}
+			return c, err
+		}, backoff.WithBackOff(connectBackoff(cfg.AuthBackoff)), backoff.WithMaxElapsedTime(0))
+		if err != nil {
+			if gctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("connect to OpenStack: %w", err)
+		}
+		log.Info("OpenStack connected", "ironic_microversion", clients.IronicVersion,
+			"placement_microversion", clients.PlacementVersion, "standalone", clients.Standalone(), "nova", clients.Compute != nil)
+		eps := map[string]string{"baremetal": clients.Baremetal.Endpoint}
+		cl := agent.Clients{Ironic: ironic.New(clients.Baremetal, log.With("component", "ironic"))}
+		if !clients.Standalone() {
+			cl.Placement = placement.New(clients.Placement, log.With("component", "placement"))
+			eps["placement"] = clients.Placement.Endpoint
+		}
+		if clients.Compute != nil {
+			cl.Nova = nova.New(clients.Compute, log.With("component", "nova"))
+			eps["compute"] = clients.Compute.Endpoint
+		}
+		m.SetEndpoints(eps)
+		var caps []string
+		if cl.Placement != nil {
+			caps = append(caps, "placement")
+		}
+		if cl.Nova != nil {
+			caps = append(caps, "nova")
+		}
+		cfg.Agent.Conditions.Standalone = clients.Standalone()
+		ag := agent.New(cfg.Agent, cl, outbox, site, log.With("component", "agent"))
+		if err := ag.LoadState(); err != nil {
+			return err
+		}
+		m.SetStats(func() metrics.Stats {
+			s := ag.Stats()
+			return metrics.Stats{Polls: s.Polls, FailedPolls: s.FailedPolls, Sweeps: s.Sweeps, FailedSweeps: s.FailedSweeps,
+				Resyncs: s.Resyncs, DriftCorrections: s.DriftCorrections, InstanceMismatches: s.InstanceMismatches,
+				LastPollSeconds: s.LastPollDuration.Seconds(), LastSweepSeconds: s.LastSweep.Duration.Seconds(),
+				LastResyncSeconds: s.LastResyncDuration.Seconds()}
+		})
+		ready.set(ag, caps)
+		firstOnce.Do(func() { close(firstAttempt) })
+		ag.Run(gctx)
+		return nil
+	})
 	return g.Wait()
+}
+
+// connectBackoff is the wait between Connect attempts: from 1 s, doubling
+// up to 10 min. A refused credential is also held back by the AuthGuard.
+func connectBackoff(first time.Duration) *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = time.Second
+	if first > 0 && first < b.InitialInterval {
+		b.InitialInterval = first
+	}
+	b.MaxInterval = 10 * time.Minute
+	return b
+}
+
+// deferred stands in for the agent until OpenStack is connected: no
+// snapshot yet, commands refused (the hub retries them with backoff),
+// desired states held until the agent exists.
+type deferred struct {
+	ready   chan struct{}
+	caps    []string
+	applied []*ironlinkv1.AppliedGeneration
+	once    sync.Once
+	ag      *agent.Agent
+}
+
+func (d *deferred) set(ag *agent.Agent, caps []string) {
+	d.once.Do(func() { d.ag, d.caps = ag, caps; close(d.ready) })
+}
+
+// Capabilities are the site's capabilities once connected.
+func (d *deferred) Capabilities() []string {
+	if d.get() == nil {
+		return nil
+	}
+	return d.caps
+}
+
+func (d *deferred) get() *agent.Agent {
+	select {
+	case <-d.ready:
+		return d.ag
+	default:
+		return nil
+	}
+}
+
+// Snapshot implements link.SnapshotFunc.
+func (d *deferred) Snapshot() ([]*ironlinkv1.DeviceUpdate, bool) {
+	if ag := d.get(); ag != nil {
+		return ag.Snapshot()
+	}
+	return nil, false
+}
+
+// AppliedGenerations lists the agent's applied generations, or the state
+// file's before the agent exists.
+func (d *deferred) AppliedGenerations() []*ironlinkv1.AppliedGeneration {
+	if ag := d.get(); ag != nil {
+		return ag.AppliedGenerations()
+	}
+	return d.applied
+}
+
+// HandleCommand implements link.CommandHandler.
+func (d *deferred) HandleCommand(ctx context.Context, c *ironlinkv1.Command) *ironlinkv1.CommandResult {
+	if ag := d.get(); ag != nil {
+		return ag.HandleCommand(ctx, c)
+	}
+	return &ironlinkv1.CommandResult{CommandId: c.GetCommandId(), DeviceId: c.GetDeviceId(), Generation: c.GetGeneration(),
+		Error: "the satellite is not connected to OpenStack yet (see the site condition OpenStackAuthenticated); the hub retries"}
+}
+
+// HandleDesiredStates implements link.DesiredStateHandler.
+func (d *deferred) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredStates) []*ironlinkv1.DriftCorrection {
+	select {
+	case <-d.ready:
+		return d.ag.HandleDesiredStates(ctx, s)
+	case <-ctx.Done():
+		return nil
+	}
 }

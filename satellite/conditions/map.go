@@ -181,6 +181,17 @@ var transientStates = map[string]bool{
 	"building":        false,
 }
 
+// IsTransient reports whether Ironic's provision state ps is one a node
+// passes through (deploying, wait call-back, cleaning, deleting, ...), in
+// which Nova and Ironic legitimately disagree about an instance for a while
+// (OPENSTACK.md §4 exclusions). Unknown states count as transient.
+func IsTransient(ps string) bool {
+	if _, ok := transientStates[ps]; ok {
+		return true
+	}
+	return failureReasons[ps] == "" && stableReasons[ps] == "" && !holdStates[ps]
+}
+
 // holdStates are the "* hold" states (steps paused by request).
 var holdStates = map[string]bool{"clean hold": true, "deploy hold": true, "service hold": true}
 

@@ -42,8 +42,9 @@ type Config struct {
 	BootID string
 	// Version is the satellite version sent in Hello.
 	Version string
-	// Capabilities of the site ("placement", "nova").
-	Capabilities []string
+	// Capabilities, when set, returns the site's capabilities for each
+	// Hello ("placement", "nova"; empty while OpenStack is not connected).
+	Capabilities func() []string
 	// HubAddr is the hub's host:port.
 	HubAddr string
 	// DialOptions carry transport credentials (TLS or insecure); required.
@@ -64,6 +65,9 @@ type Config struct {
 	// ResyncInterval is how often the client asks the hub for the site's
 	// desired states, which starts a resync (default 15 min).
 	ResyncInterval time.Duration
+	// SiteState, when set, holds the site conditions sent after every Welcome
+	// and whenever they change.
+	SiteState *SiteState
 }
 
 // Client keeps the link to the hub.
@@ -148,6 +152,13 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 }
 
+func (c *Client) capabilities() []string {
+	if c.cfg.Capabilities == nil {
+		return nil
+	}
+	return c.cfg.Capabilities()
+}
+
 // session runs one link from Hello until it fails.
 func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -158,7 +169,7 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 	}
 	_, lastSent := c.outbox.Pending()
 	if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Hello{Hello: &ironlinkv1.Hello{
-		Site: c.cfg.Site, BootId: c.cfg.BootID, Version: c.cfg.Version, Capabilities: c.cfg.Capabilities,
+		Site: c.cfg.Site, BootId: c.cfg.BootID, Version: c.cfg.Version, Capabilities: c.capabilities(),
 		LastSequenceSent: lastSent, AppliedGenerations: c.applied(),
 	}}}); err != nil {
 		return fmt.Errorf("send hello: %w", err)
@@ -210,6 +221,19 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 	if err := flush(); err != nil {
 		return err
 	}
+	var siteChanged <-chan struct{}
+	sendSite := func() error {
+		if m := c.cfg.SiteState.message(); m != nil {
+			return stream.Send(m)
+		}
+		return nil
+	}
+	if c.cfg.SiteState != nil {
+		siteChanged = c.cfg.SiteState.changed
+		if err := sendSite(); err != nil {
+			return fmt.Errorf("send site conditions: %w", err)
+		}
+	}
 	for {
 		var err error
 		select {
@@ -223,6 +247,8 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 			return err
 		case <-c.outbox.Wake():
 			err = flush()
+		case <-siteChanged:
+			err = sendSite()
 		case m := <-c.outbound:
 			err = stream.Send(m)
 		case <-resync.C:

@@ -37,7 +37,26 @@ type Config struct {
 	Cloud string
 	// Placement is PlacementAuto (also for ""), PlacementOn or PlacementOff.
 	Placement string
+	// Nova is NovaAuto (also for ""), NovaOn or NovaOff: whether the orphan
+	// sweep reads Nova. A standalone site (no Placement) never uses Nova.
+	Nova string
+	// AuthGuard, when set, wraps re-authentication with backoff and is told
+	// the outcome of the first authentication (see [AuthGuard]).
+	AuthGuard *AuthGuard
+	// WrapTransport, when set, wraps the HTTP transport of every request
+	// after the first authentication (for example to count requests).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
+
+// Nova modes for [Config].Nova.
+const (
+	// NovaAuto reads Nova when the catalog lists a "compute" endpoint.
+	NovaAuto = "auto"
+	// NovaOn requires Nova; Connect fails without it.
+	NovaOn = "on"
+	// NovaOff never reads Nova: orphan detection is off.
+	NovaOff = "off"
+)
 
 // Clients is an authenticated connection to one site.
 type Clients struct {
@@ -49,6 +68,9 @@ type Clients struct {
 	// Placement is the Placement client, Microversion set to
 	// PlacementVersion; nil on a standalone site.
 	Placement *gophercloud.ServiceClient
+	// Compute is the Nova client (base API 2.1); nil when the site has no
+	// Nova or it is turned off.
+	Compute *gophercloud.ServiceClient
 	// IronicVersion is the negotiated Ironic microversion, e.g. "1.65".
 	IronicVersion string
 	// PlacementVersion is the negotiated Placement microversion, e.g.
@@ -102,6 +124,18 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Clients, error
 	default:
 		return nil, fmt.Errorf("openstack: placement mode %q: want auto, on or off: %w", cfg.Placement, ErrConfig)
 	}
+	novaMode := strings.ToLower(strings.TrimSpace(cfg.Nova))
+	if novaMode == "" {
+		novaMode = NovaAuto
+	}
+	switch novaMode {
+	case NovaAuto, NovaOn, NovaOff:
+	default:
+		return nil, fmt.Errorf("openstack: nova mode %q: want auto, on or off: %w", cfg.Nova, ErrConfig)
+	}
+	if mode == PlacementOff && novaMode == NovaOn {
+		return nil, fmt.Errorf("openstack: nova on with placement off: a standalone site has no Nova: %w", ErrConfig)
+	}
 
 	opts := []clouds.ParseOption{}
 	if cfg.Cloud != "" {
@@ -120,6 +154,9 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Clients, error
 	pc, err := config.NewProviderClient(ctx, ao,
 		config.WithHTTPClient(http.Client{Timeout: httpTimeout}),
 		config.WithTLSConfig(tlsCfg))
+	if cfg.AuthGuard != nil {
+		cfg.AuthGuard.Observe(err)
+	}
 	if err != nil {
 		if IsAuthError(err) {
 			return nil, fmt.Errorf("openstack: cloud %q: Keystone refused the credential (expired, deleted or rotated application credential?): %w", cfg.Cloud, err)
@@ -127,6 +164,12 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Clients, error
 		return nil, fmt.Errorf("openstack: cloud %q: authenticate at %s: %w", cfg.Cloud, ao.IdentityEndpoint, err)
 	}
 	pc.UseTokenLock()
+	if cfg.WrapTransport != nil {
+		pc.HTTPClient.Transport = cfg.WrapTransport(pc.HTTPClient.Transport)
+	}
+	if cfg.AuthGuard != nil {
+		cfg.AuthGuard.Install(pc)
+	}
 	pc.ReauthBeforeTokenExpiration = reauthMargin(pc.TokenExpiry(), time.Now())
 	pc.UserAgent.Prepend("ironlink-satellite")
 	log.Info("authenticated to Keystone", "cloud", cfg.Cloud, "identity", ao.IdentityEndpoint,
@@ -181,6 +224,24 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Clients, error
 	pl.Microversion = pv.String()
 	c.Placement, c.PlacementVersion = pl, pv.String()
 	log.Info("placement microversion negotiated", "endpoint", pl.Endpoint, "server_min", prng.Min.String(), "server_max", prng.Max.String(), "using", c.PlacementVersion)
+
+	if novaMode == NovaOff {
+		log.Info("nova disabled by configuration: no orphan detection")
+		return c, nil
+	}
+	cp, _, err := Retry(ctx, versionPolicy(), log, "find compute endpoint", nil, func(context.Context) (*gophercloud.ServiceClient, error) {
+		return gcopenstack.NewComputeV2(pc, eo)
+	})
+	if err != nil {
+		var nf *gophercloud.ErrEndpointNotFound
+		if novaMode == NovaAuto && (errors.As(err, &nf) || isEndpointNotFound(err)) {
+			log.Info("no compute endpoint in the catalog: no orphan detection", "cloud", cfg.Cloud)
+			return c, nil
+		}
+		return nil, fmt.Errorf("openstack: cloud %q: compute endpoint: %w", cfg.Cloud, err)
+	}
+	c.Compute = cp
+	log.Info("nova found", "endpoint", cp.Endpoint)
 	return c, nil
 }
 

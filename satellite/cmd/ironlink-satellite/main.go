@@ -48,6 +48,8 @@ func run(args []string) error {
 	fs.StringVar(&cfg.OpenStack.CloudsYAML, "clouds-yaml", cli.Env("OS_CLIENT_CONFIG_FILE", ""), "path of clouds.yaml; empty: gophercloud's search path (env OS_CLIENT_CONFIG_FILE)")
 	fs.StringVar(&cfg.OpenStack.Cloud, "cloud", cli.Env("OS_CLOUD", ""), "cloud name in clouds.yaml (env OS_CLOUD)")
 	fs.StringVar(&cfg.OpenStack.Placement, "placement", cli.Env("IRONLINK_PLACEMENT", "auto"), "auto (from the Keystone catalog), on, or off for a standalone-Ironic site (env IRONLINK_PLACEMENT)")
+	fs.StringVar(&cfg.OpenStack.Nova, "nova", cli.Env("IRONLINK_NOVA", "auto"), "auto (from the Keystone catalog), on, or off: whether the sweep compares Nova's servers with Ironic to find orphaned instances (env IRONLINK_NOVA)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", cli.Env("IRONLINK_METRICS_ADDR", ""), "host:port serving Prometheus metrics on /metrics; empty: off (env IRONLINK_METRICS_ADDR)")
 	fs.DurationVar(&cfg.Agent.PollInterval, "poll-interval", poll, "interval between Ironic listings (env IRONLINK_POLL_INTERVAL)")
 	fs.StringVar(&pool, "validation-pool", cli.Env("IRONLINK_VALIDATION_POOL", ""), "validation-pool selector, e.g. resource_class=gpu-validate or trait=CUSTOM_VALIDATION,conductor_group=burnin; empty: no pool (env IRONLINK_VALIDATION_POOL)")
 	fs.StringVar(&internal, "internal-projects", cli.Env("IRONLINK_INTERNAL_PROJECTS", ""), "comma-separated project IDs that are not customers (env IRONLINK_INTERNAL_PROJECTS)")
@@ -72,6 +74,8 @@ func run(args []string) error {
 		{&cfg.Link.HeartbeatInterval, "heartbeat-interval", "IRONLINK_HEARTBEAT_INTERVAL", 20 * time.Second, "satellite → hub heartbeat (the hub's, if shorter, wins)"},
 		{&cfg.Link.KeepaliveTime, "keepalive-time", "IRONLINK_KEEPALIVE_TIME", 30 * time.Second, "gRPC keepalive ping interval (≥ the hub's keepalive-min-time)"},
 		{&cfg.Link.KeepaliveTimeout, "keepalive-timeout", "IRONLINK_KEEPALIVE_TIMEOUT", 10 * time.Second, "drop the link when a ping is not answered within this"},
+		{&cfg.Agent.SweepInterval, "sweep-interval", "IRONLINK_SWEEP_INTERVAL", 5 * time.Minute, "how often assigned nodes are re-read one by one and Nova is compared with Ironic for orphaned instances"},
+		{&cfg.AuthBackoff, "auth-backoff", "IRONLINK_AUTH_BACKOFF", 30 * time.Second, "first wait before asking Keystone for a token again after a failure (doubles up to 10 min)"},
 		{&cfg.Link.ResyncInterval, "resync-interval", "IRONLINK_RESYNC_INTERVAL", 15 * time.Minute, "how often the desired quarantine/release state is re-applied to Ironic and Placement (also at every link start)"},
 		{&cfg.Link.MaxBackoff, "max-backoff", "IRONLINK_MAX_BACKOFF", 30 * time.Second, "upper bound of the reconnect delay (exponential, full jitter)"},
 	} {
