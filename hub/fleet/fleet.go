@@ -101,7 +101,7 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 	if err := checkSiteFilter(req.GetSite()); err != nil {
 		return nil, err
 	}
-	f := store.DeviceFilter{Site: req.GetSite(), IncludeRemoved: req.GetIncludeRemoved(), Limit: limit}
+	f := store.DeviceFilter{Site: req.GetSite(), IncludeRemoved: req.GetIncludeRemoved(), InstanceMismatch: req.GetInstanceMismatch(), Limit: limit}
 	for _, im := range req.GetImpairments() {
 		switch im {
 		case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:
@@ -289,7 +289,11 @@ func (s *Server) ListSites(ctx context.Context, _ *ironlinkv1.ListSitesRequest) 
 	resp := &ironlinkv1.ListSitesResponse{}
 	for _, st := range sites {
 		p := &ironlinkv1.Site{Name: st.Name, Replica: st.Replica, LastCommittedSequence: st.LastSequence,
-			DeviceCount: int32(st.DeviceCount), SatelliteVersion: st.SatelliteVersion, Capabilities: st.Capabilities}
+			DeviceCount: int32(st.DeviceCount), SatelliteVersion: st.SatelliteVersion, Capabilities: st.Capabilities,
+			InstanceMismatchCount: int32(st.InstanceMismatchCount)}
+		for _, c := range st.Conditions {
+			p.Conditions = append(p.Conditions, wire.ConditionToProto(c))
+		}
 		switch {
 		case st.Stale:
 			p.LinkState = ironlinkv1.LinkState_LINK_STATE_UNREACHABLE
@@ -332,6 +336,16 @@ func impairmentToProto(i store.Impairment) ironlinkv1.ImpairmentState {
 	return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED
 }
 
+func mismatchKindToProto(k store.MismatchKind) ironlinkv1.InstanceMismatchKind {
+	switch k {
+	case store.MismatchNovaUnknown:
+		return ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NOVA_UNKNOWN
+	case store.MismatchNodeUnaware:
+		return ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NODE_UNAWARE
+	}
+	return ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_UNSPECIFIED
+}
+
 func commandStateFromProto(p ironlinkv1.CommandState) (store.CommandState, bool) {
 	name, ok := ironlinkv1.CommandState_name[int32(p)]
 	if !ok || p == ironlinkv1.CommandState_COMMAND_STATE_UNSPECIFIED {
@@ -351,6 +365,12 @@ func deviceToProto(d store.Device) *ironlinkv1.Device {
 			Maintenance: d.Facts.Maintenance, ResourceClass: d.Facts.ResourceClass, InstanceUuid: d.Facts.InstanceUUID,
 			Lessee: d.Facts.Lessee, Owner: d.Facts.Owner, ConductorGroup: d.Facts.ConductorGroup, Fault: d.Facts.Fault,
 		},
+	}
+	for _, m := range d.Facts.InstanceMismatches {
+		p.Facts.InstanceMismatches = append(p.Facts.InstanceMismatches, &ironlinkv1.InstanceMismatch{
+			Kind: mismatchKindToProto(m.Kind), IronicInstanceUuid: m.IronicInstanceUUID, NovaServerId: m.NovaServerID,
+			NovaServerStatus: m.NovaServerStatus, NovaProjectId: m.NovaProjectID, FirstSeenTime: timestamppb.New(m.FirstSeenTime),
+		})
 	}
 	if d.RemovedAt != nil {
 		p.RemoveTime = timestamppb.New(*d.RemovedAt)

@@ -173,3 +173,80 @@ func TestQuarantineRecordsActorAndReason(t *testing.T) {
 		t.Fatalf("never-touched filter: %v %v", n.GetDevices(), err)
 	}
 }
+
+// TestSitesShowConditionsAndOrphansAreListable: what an operator sees of
+// site conditions and orphaned instances through the API.
+func TestSitesShowConditionsAndOrphansAreListable(t *testing.T) {
+	ctx := context.Background()
+	st, _, clean, log := newStoreWithDevice(t)
+	srv := fleet.NewServer(st, nil, log)
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", Replica: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	seen := now.Add(-10 * time.Minute)
+	if _, err := st.ReplaceSiteConditions(ctx, "site-a", sess.Epoch, []condition.Condition{
+		{Type: condition.OpenStackAuthenticated, Status: condition.False, Reason: "AuthenticationFailed", Message: "Keystone answered 401", LastTransitionTime: now, ObservedTime: now},
+		{Type: condition.OrphanDetection, Status: condition.True, Reason: "Compared", LastTransitionTime: now, ObservedTime: now},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	orphan, serverID := uuid.NewString(), uuid.NewString()
+	if _, err := st.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 2, Devices: []store.DeviceUpdate{{
+		DeviceID: orphan, ObservedTime: now,
+		Conditions: []condition.Condition{{Type: condition.Enrolled, Status: condition.True, Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}},
+		Facts: &store.Facts{Name: "node-2", InstanceMismatches: []store.InstanceMismatch{{
+			Kind: store.MismatchNodeUnaware, NovaServerID: serverID, NovaServerStatus: "ACTIVE", NovaProjectID: "customer-1", FirstSeenTime: seen,
+		}}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	sites, err := srv.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sites.GetSites()) != 1 {
+		t.Fatalf("sites %v", sites.GetSites())
+	}
+	site := sites.GetSites()[0]
+	cs := site.GetConditions()
+	if site.GetInstanceMismatchCount() != 1 || site.GetDeviceCount() != 2 || len(cs) != 2 ||
+		cs[0].GetType() != "OpenStackAuthenticated" || cs[0].GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE ||
+		cs[0].GetReason() != "AuthenticationFailed" || cs[0].GetMessage() != "Keystone answered 401" ||
+		!cs[0].GetLastTransitionTime().AsTime().Equal(now) || cs[1].GetType() != "OrphanDetection" {
+		t.Fatalf("site %v", site)
+	}
+
+	list, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{InstanceMismatch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.GetDevices()) != 1 || list.GetDevices()[0].GetDeviceId() != orphan {
+		t.Fatalf("instance_mismatch filter: %v", list.GetDevices())
+	}
+	ms := list.GetDevices()[0].GetFacts().GetInstanceMismatches()
+	if len(ms) != 1 || ms[0].GetKind() != ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NODE_UNAWARE ||
+		ms[0].GetNovaServerId() != serverID || ms[0].GetNovaServerStatus() != "ACTIVE" || ms[0].GetNovaProjectId() != "customer-1" ||
+		ms[0].GetIronicInstanceUuid() != "" || !ms[0].GetFirstSeenTime().AsTime().Equal(seen) {
+		t.Fatalf("mismatches in ListDevices: %v", ms)
+	}
+	all, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{})
+	if err != nil || len(all.GetDevices()) != 2 {
+		t.Fatalf("without the filter: %v %v", all.GetDevices(), err)
+	}
+	g, err := srv.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: orphan})
+	if err != nil || len(g.GetDevice().GetFacts().GetInstanceMismatches()) != 1 {
+		t.Fatalf("GetDevice: %v %v", g.GetDevice().GetFacts(), err)
+	}
+	g, err = srv.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: clean})
+	if err != nil || len(g.GetDevice().GetFacts().GetInstanceMismatches()) != 0 {
+		t.Fatalf("GetDevice of a device without mismatches: %v %v", g.GetDevice().GetFacts(), err)
+	}
+	// The filter pages like the others.
+	p1, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{InstanceMismatch: true, PageSize: 1, Site: "site-a"})
+	if err != nil || len(p1.GetDevices()) != 1 || p1.GetNextPageToken() != "" {
+		t.Fatalf("one page: %v next %q err %v", p1.GetDevices(), p1.GetNextPageToken(), err)
+	}
+}
