@@ -20,13 +20,14 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ironlink/ironlink/satellite/ironic"
+	"github.com/ironlink/ironlink/satellite/nova"
 	"github.com/ironlink/ironlink/satellite/openstack"
 	"github.com/ironlink/ironlink/satellite/placement"
 )
 
 // Rule is one Keystone access rule.
 type Rule struct {
-	// Service is the catalog service type ("baremetal", "placement").
+	// Service is the catalog service type ("baremetal", "placement", "compute").
 	Service string `json:"service" yaml:"service"`
 	// Method is the HTTP method.
 	Method string `json:"method" yaml:"method"`
@@ -41,6 +42,7 @@ func Rules() []Rule {
 	calls = append(calls, openstack.APICalls()...)
 	calls = append(calls, ironic.APICalls()...)
 	calls = append(calls, placement.APICalls()...)
+	calls = append(calls, nova.APICalls()...)
 	out := make([]Rule, 0, len(calls))
 	for _, c := range calls {
 		r := Rule{Service: c.Service, Method: c.Method, Path: c.Path}
