@@ -17,6 +17,20 @@ import (
 // the guard waits after a failed (re-)authentication.
 var ErrAuthBackoff = errors.New("openstack: not asking Keystone for a token yet (backing off after a failure)")
 
+// IsAuthBackoff reports whether err is a request refused locally because
+// the guard is backing off (gophercloud's ErrUnableToReauthenticate does
+// not unwrap to the reauthentication error, so it is looked into here).
+func IsAuthBackoff(err error) bool {
+	if errors.Is(err, ErrAuthBackoff) {
+		return true
+	}
+	var ure *gophercloud.ErrUnableToReauthenticate
+	if errors.As(err, &ure) {
+		return errors.Is(ure.ErrReauth, ErrAuthBackoff)
+	}
+	return false
+}
+
 // AuthState is what the guard knows about the credential.
 type AuthState struct {
 	// Status: "True" (Keystone issued a token), "False" (Keystone answered
