@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
 
@@ -41,7 +43,8 @@ const readyTrait = "CUSTOM_CUSTOMER_READY"
 type cloud struct {
 	cloudsYAML, name string
 	bm, pl           *gophercloud.ServiceClient
-	sim              *openstacksim.Cloud // nil for a real cloud
+	cp               *gophercloud.ServiceClient // nil without Nova
+	sim              *openstacksim.Cloud        // nil for a real cloud
 }
 
 func simCloud(t *testing.T) *cloud {
@@ -93,7 +96,35 @@ func connectCloud(t *testing.T, path, name string) *cloud {
 		t.Fatal(err)
 	}
 	pl.Microversion = "1.39"
-	return &cloud{cloudsYAML: path, name: name, bm: bm, pl: pl}
+	c := &cloud{cloudsYAML: path, name: name, bm: bm, pl: pl}
+	if cp, err := openstack.NewComputeV2(pc, eo); err == nil {
+		c.cp = cp
+	}
+	return c
+}
+
+// serverProjects maps every live Nova server id to its project (empty
+// without Nova).
+func (c *cloud) serverProjects(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	if c.cp == nil {
+		return out
+	}
+	pages, err := servers.List(c.cp, servers.ListOpts{AllTenants: true}).AllPages(context.Background())
+	if err != nil {
+		t.Fatalf("list servers: %v", err)
+	}
+	ss, err := servers.ExtractServers(pages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ss {
+		if s.Status != "DELETED" && s.Status != "SOFT_DELETED" {
+			out[s.ID] = s.TenantID
+		}
+	}
+	return out
 }
 
 func TestEndToEndSimulator(t *testing.T) {
@@ -134,7 +165,10 @@ var failureStates = []string{"deploy failed", "clean failed", "inspect failed", 
 
 // expectedStatus is the test's own oracle for SPEC's status rules, from what
 // Ironic and Placement say directly (no internal projects configured, no pool).
-func expectedStatus(n nodes.Node, rpTraits []string) ironlinkv1.OperationalStatus {
+// expectedStatus is the status SPEC's rules give a seeded node; projects
+// are the Nova servers' projects (every project is a customer here: the
+// satellite runs without --internal-projects).
+func expectedStatus(n nodes.Node, rpTraits []string, projects map[string]string) ironlinkv1.OperationalStatus {
 	switch {
 	case n.ProvisionState == "enroll" || n.ProvisionState == "verifying":
 		return ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_ONBOARDING
@@ -142,6 +176,8 @@ func expectedStatus(n nodes.Node, rpTraits []string) ironlinkv1.OperationalStatu
 		return ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_FAULTED
 	case n.Maintenance:
 		return ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_MAINTENANCE
+	case n.InstanceUUID != "" && projects[n.InstanceUUID] != "":
+		return ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_IN_SERVICE
 	case n.InstanceUUID != "":
 		return ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_ALLOCATED
 	case slices.Contains(rpTraits, readyTrait):
@@ -232,7 +268,7 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 	})
 	hubAddr, _ := startHub(t, db, id)
 	harness.Start(t, "ironlink-satellite", bins.Satellite(), append([]string{"--site", site, "--hub", hubAddr, "--clouds-yaml", c.cloudsYAML,
-		"--cloud", c.name, "--poll-interval", poll.String(), "--max-backoff", "2s", "--resync-interval", "3s", "--log-level", "debug"}, id.satelliteArgs(site)...)...)
+		"--cloud", c.name, "--poll-interval", poll.String(), "--max-backoff", "2s", "--resync-interval", "3s", "--sweep-interval", "2s", "--auth-backoff", "1s", "--log-level", "debug"}, id.satelliteArgs(site)...)...)
 	fc := ironlinkv1.NewFleetServiceClient(id.dialAs(t, hubAddr, "ops-admin"))
 
 	initial := c.nodes(t)
@@ -240,8 +276,9 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 		t.Fatal("the cloud has no Ironic nodes; seed some first (the test bed's seed-nodes)")
 	}
 	expected := map[string]ironlinkv1.OperationalStatus{}
+	projects := c.serverProjects(t)
 	for _, n := range initial {
-		expected[n.UUID] = expectedStatus(n, c.rpTraits(t, n.UUID))
+		expected[n.UUID] = expectedStatus(n, c.rpTraits(t, n.UUID), projects)
 	}
 	pick := func(want ironlinkv1.OperationalStatus, not ...string) string {
 		for _, n := range initial {
@@ -546,6 +583,143 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 		})
 	})
 
+	t.Run("an instance_uuid Nova does not know is an orphan at the operator API after two sweeps", func(t *testing.T) {
+		if c.cp == nil {
+			t.Skip("the cloud has no Nova: orphan detection does not run (standalone site)")
+		}
+		// The last eligible node: available, no instance, not in maintenance.
+		var id string
+		for i := len(initial) - 1; i >= 0; i-- {
+			n := initial[i]
+			if n.ProvisionState == "available" && n.InstanceUUID == "" && !n.Maintenance && n.UUID != target {
+				id = n.UUID
+				break
+			}
+		}
+		if id == "" {
+			t.Fatal("no available node without an instance")
+		}
+		ghost := uuid()
+		setInstance := func(v any) error {
+			_, err := nodes.Update(context.Background(), c.bm, id, nodes.UpdateOpts{nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_uuid", Value: v}}).Extract()
+			return err
+		}
+		if err := setInstance(ghost); err != nil {
+			t.Fatalf("set instance_uuid: %v", err)
+		}
+		cleared := false
+		t.Cleanup(func() {
+			if !cleared {
+				_, _ = nodes.Update(context.Background(), c.bm, id, nodes.UpdateOpts{nodes.UpdateOperation{Op: nodes.RemoveOp, Path: "/instance_uuid"}}).Extract()
+			}
+		})
+		set := time.Now()
+		var seen *ironlinkv1.Device
+		harness.Eventually(t, 60*time.Second, func() error {
+			r, err := fc.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: site, InstanceMismatch: true})
+			if err != nil {
+				return err
+			}
+			for _, d := range r.GetDevices() {
+				if d.GetDeviceId() == id {
+					seen = d
+					return nil
+				}
+			}
+			return fmt.Errorf("%d devices with mismatches, not yet %s", len(r.GetDevices()), id)
+		})
+		t.Logf("orphan listed at the hub %s after instance_uuid was set (sweep every 2 s, two sweeps needed)", time.Since(set).Round(time.Millisecond))
+		ms := seen.GetFacts().GetInstanceMismatches()
+		if len(ms) != 1 || ms[0].GetKind() != ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NOVA_UNKNOWN ||
+			ms[0].GetIronicInstanceUuid() != ghost || ms[0].GetNovaServerId() != ghost {
+			t.Fatalf("mismatches %v", ms)
+		}
+		d := getDevice(t, fc, id).GetDevice()
+		if ia := conditionOf(d, "InstanceAllocated"); ia.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_UNKNOWN ||
+			ia.GetReason() != "InstanceRecordMismatch" || !strings.Contains(ia.GetMessage(), ghost) {
+			t.Fatalf("InstanceAllocated %v", ia)
+		}
+		sites, err := fc.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := sites.GetSites()[0].GetInstanceMismatchCount(); n < 1 {
+			t.Errorf("ListSites counts %d devices with mismatches", n)
+		}
+		// Repaired by an operator: the verdict goes away.
+		if err := func() error {
+			_, err := nodes.Update(context.Background(), c.bm, id, nodes.UpdateOpts{nodes.UpdateOperation{Op: nodes.RemoveOp, Path: "/instance_uuid"}}).Extract()
+			return err
+		}(); err != nil {
+			t.Fatalf("clear instance_uuid: %v", err)
+		}
+		cleared = true
+		harness.Eventually(t, 60*time.Second, func() error {
+			d := getDevice(t, fc, id).GetDevice()
+			if len(d.GetFacts().GetInstanceMismatches()) != 0 {
+				return fmt.Errorf("still reported: %v", d.GetFacts().GetInstanceMismatches())
+			}
+			return nil
+		})
+	})
+
+	t.Run("the site conditions reach the operator API", func(t *testing.T) {
+		harness.Eventually(t, 30*time.Second, func() error {
+			r, err := fc.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
+			if err != nil {
+				return err
+			}
+			got := map[string]string{}
+			for _, cd := range r.GetSites()[0].GetConditions() {
+				got[cd.GetType()] = cd.GetStatus().String() + "/" + cd.GetReason()
+			}
+			wantDetection := "CONDITION_STATUS_TRUE/Enabled"
+			if c.cp == nil {
+				wantDetection = "CONDITION_STATUS_FALSE/Standalone"
+			}
+			if got["OpenStackAuthenticated"] != "CONDITION_STATUS_TRUE/Authenticated" || got["OrphanDetection"] != wantDetection {
+				return fmt.Errorf("site conditions %v", got)
+			}
+			return nil
+		})
+	})
+
+	if c.sim != nil {
+		t.Run("a credential Keystone refuses is a site condition, and heals", func(t *testing.T) {
+			c.sim.InjectFault(openstacksim.Fault{Service: "identity", Method: "POST", PathContains: "/auth/tokens", Status: 401, Times: -1})
+			c.sim.ExpireTokens()
+			issued := c.sim.TokensIssued()
+			authState := func() (string, error) {
+				r, err := fc.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
+				if err != nil {
+					return "", err
+				}
+				for _, cd := range r.GetSites()[0].GetConditions() {
+					if cd.GetType() == "OpenStackAuthenticated" {
+						return cd.GetStatus().String() + "/" + cd.GetReason(), nil
+					}
+				}
+				return "", errors.New("no OpenStackAuthenticated")
+			}
+			harness.Eventually(t, 30*time.Second, func() error {
+				if s, err := authState(); err != nil || s != "CONDITION_STATUS_FALSE/AuthenticationFailed" {
+					return fmt.Errorf("OpenStackAuthenticated %s %v", s, err)
+				}
+				return nil
+			})
+			c.sim.ClearFaults()
+			harness.Eventually(t, 60*time.Second, func() error {
+				if s, err := authState(); err != nil || s != "CONDITION_STATUS_TRUE/Authenticated" {
+					return fmt.Errorf("OpenStackAuthenticated %s %v", s, err)
+				}
+				return nil
+			})
+			if n := c.sim.TokensIssued() - issued; n != 1 {
+				t.Errorf("%d tokens issued on recovery, want 1", n)
+			}
+		})
+	}
+
 	t.Run("the site is listed as connected", func(t *testing.T) {
 		r, err := fc.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
 		if err != nil {
@@ -556,6 +730,13 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 			t.Fatalf("sites: %v", r.GetSites())
 		}
 	})
+}
+
+func uuid() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 func randHex(n int) string {
