@@ -30,6 +30,10 @@ const (
 	ReasonNovaUnreachable       = "NovaUnreachable"
 )
 
+// maxMismatchesPerDevice is the most orphans reported for one node (the
+// hub's limit per device).
+const maxMismatchesPerDevice = 16
+
 // sweepReaders is how many nodes a sweep re-reads at once.
 const sweepReaders = 8
 
@@ -225,7 +229,7 @@ func (a *Agent) Sweep(ctx context.Context) error {
 				first = now
 			}
 			suspects[k] = first
-			if seenBefore {
+			if seenBefore && len(reported[c.node]) < maxMismatchesPerDevice {
 				c.m.FirstSeenTime = timestamppb.New(first)
 				reported[c.node] = append(reported[c.node], c.m)
 				st.Reported++
