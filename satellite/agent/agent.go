@@ -103,9 +103,12 @@ type Stats struct {
 	LastPollNodes int
 	// Resyncs counts impairment resyncs; DriftCorrections the corrections they made.
 	Resyncs, DriftCorrections int
-	// LastResyncDuration and LastResyncDevices describe the last resync.
+	// LastResyncDuration and LastResyncDevices describe the last resync;
+	// LastResyncApplied counts the devices the bulk read found differing
+	// (or all of them when the bulk read failed), checked one by one.
 	LastResyncDuration time.Duration
 	LastResyncDevices  int
+	LastResyncApplied  int
 	// Sweeps counts completed sweeps; FailedSweeps sweeps that could not
 	// read Ironic or Nova completely (their orphan verdicts were skipped).
 	Sweeps, FailedSweeps int

@@ -10,12 +10,64 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 )
 
+// gateSnapshot reads the gate of the whole site at once — one node listing
+// (with traits) and, where Placement exists, the provider list and the
+// providers carrying the trait — and returns a func telling whether a
+// device already matches its desired state on both sides. Only devices it
+// says no to are applied one by one (and re-read then), so a resync of a
+// converged 10,000-node site costs a dozen requests instead of ~25,000.
+// It returns nil when the bulk read fails or lacks node traits; every
+// device is then checked one by one.
+func (a *Agent) gateSnapshot(ctx context.Context) func(id string, quarantine bool) bool {
+	nodes, err := a.ironic.ListNodes(ctx)
+	if err != nil {
+		a.log.Warn("resync: bulk read of Ironic failed; checking devices one by one", "err", err)
+		return nil
+	}
+	nodeHas := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		if n.Missing["traits"] {
+			return nil
+		}
+		nodeHas[n.UUID] = n.HasTrait(ReadyTrait)
+	}
+	if a.placement == nil {
+		return func(id string, q bool) bool {
+			has, ok := nodeHas[id]
+			return ok && has == !q
+		}
+	}
+	providers, err := a.placement.Providers(ctx)
+	if err != nil {
+		a.log.Warn("resync: bulk read of Placement failed; checking devices one by one", "err", err)
+		return nil
+	}
+	ready, defined, err := a.placement.ProvidersWithTrait(ctx, ReadyTrait)
+	if err != nil {
+		a.log.Warn("resync: bulk read of Placement failed; checking devices one by one", "err", err)
+		return nil
+	}
+	return func(id string, q bool) bool {
+		has, ok := nodeHas[id]
+		if !ok || has == q {
+			return false
+		}
+		if !providers[id] {
+			// No provider yet: the gate writes nothing there; a release
+			// still needs the trait defined.
+			return q || defined
+		}
+		return ready[id] == !q
+	}
+}
+
 // HandleDesiredStates takes the hub's desired impairment states for the
 // site (the truth: SPEC "Desired impairment state per device ... is the
 // truth"), remembers them, and converges OpenStack to them: for every device
 // still listed by Ironic it re-applies the desired state through the gate
 // (idempotent: reads the node and provider traits, writes only what
-// differs). Every write it had to make is a drift, returned as a
+// differs) — after one bulk read of the site has shown it differs
+// (gateSnapshot). Every write it had to make is a drift, returned as a
 // DriftCorrection for the hub. Devices the hub never touched are left alone.
 // It implements link.DesiredStateHandler.
 func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredStates) []*ironlinkv1.DriftCorrection {
@@ -54,12 +106,17 @@ func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredSt
 	a.mu.Unlock()
 	sort.Slice(todo, func(i, j int) bool { return todo[i].id < todo[j].id })
 
+	inSync := a.gateSnapshot(ctx)
 	var out []*ironlinkv1.DriftCorrection
-	failed := 0
+	failed, applied := 0, 0
 	for _, it := range todo {
 		if ctx.Err() != nil {
 			break
 		}
+		if inSync != nil && inSync(it.id, it.quarantine) {
+			continue
+		}
+		applied++
 		lock := a.deviceLock(it.id)
 		lock.Lock()
 		cctx, cancel := context.WithTimeout(ctx, a.cfg.CommandTimeout)
@@ -82,8 +139,10 @@ func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredSt
 	a.stats.DriftCorrections += len(out)
 	a.stats.LastResyncDuration = time.Since(start)
 	a.stats.LastResyncDevices = len(todo)
+	a.stats.LastResyncApplied = applied
 	a.mu.Unlock()
-	a.log.Info("resync done", "devices", len(todo), "corrected", len(out), "failed", failed, "took", time.Since(start).Round(time.Millisecond))
+	a.log.Info("resync done", "devices", len(todo), "checked_one_by_one", applied, "corrected", len(out), "failed", failed,
+		"bulk_read", inSync != nil, "took", time.Since(start).Round(time.Millisecond))
 	if len(out) > 0 {
 		select {
 		case a.pollNow <- struct{}{}:
