@@ -26,7 +26,11 @@ type churnStep struct {
 // manageable) and power flips through target_power_state. Transient states
 // hold the node's reservation like a conductor, so writes meanwhile get 409
 // NodeLocked; the node's resource provider generation is bumped when
-// Nova would update its inventory. r may be nil (then a random seed is
+// Nova would update its inventory. Nova's servers follow the nodes (unless
+// the site has no Nova): a deploy creates a BUILD server on the node
+// (task_state spawning) that turns ACTIVE or ERROR with the deploy, a
+// tear-down sets task_state deleting, and clearing instance_uuid deletes
+// the server, so churn alone makes no orphans. r may be nil (then a random seed is
 // used). Churn blocks until ctx is done; an interval ≤ 0 returns at once.
 func (c *Cloud) Churn(ctx context.Context, interval time.Duration, r *rand.Rand) {
 	if interval <= 0 {
@@ -94,6 +98,8 @@ func (c *Cloud) ChurnOnce(r *rand.Rand) []string {
 func (c *Cloud) applyChurnLocked(rec *nodeRec, st churnStep) string {
 	before := rec.n
 	st.apply(&rec.n)
+	// Nova follows: a deploy boots a server, a tear-down deletes it
+	c.syncServerForChurnLocked(&before, &rec.n)
 	now := c.now()
 	rec.n.UpdatedAt = now
 	if rec.n.ProvisionState != before.ProvisionState {

@@ -20,6 +20,7 @@ const (
 	ServiceIdentity  = "identity"
 	ServiceBaremetal = "baremetal"
 	ServicePlacement = "placement"
+	ServiceCompute   = "compute"
 )
 
 // Path prefixes under which the single listener serves each service.
@@ -27,6 +28,7 @@ const (
 	identityPrefix  = "/identity"
 	baremetalPrefix = "/baremetal"
 	placementPrefix = "/placement"
+	computePrefix   = "/compute"
 )
 
 // Options configures a [Cloud]. The zero value gives the test bed's setup.
@@ -43,16 +45,33 @@ type Options struct {
 	// PlacementMaxVersion is the highest Placement microversion served,
 	// "1.N" with N ≤ 39; default "1.39" (Placement 8.0). The minimum is 1.0.
 	PlacementMaxVersion string
-	// NoPlacement makes a standalone-Ironic site: Placement is left out of
-	// the Keystone catalog and /placement answers 404.
+	// NoPlacement makes a standalone-Ironic site: Placement and Nova are
+	// left out of the Keystone catalog and /placement and /compute answer
+	// 404.
 	NoPlacement bool
+	// NoNova leaves Nova (compute) out of the catalog and makes /compute
+	// answer 404, for a site with Ironic and Placement but no Nova. The
+	// default is a site with Nova; NoPlacement implies NoNova.
+	NoNova bool
+	// NovaNonAdmin simulates a credential without Nova's admin policy
+	// (Nova's default policy, a token without the admin role): server
+	// lists lose the OS-EXT-SRV-ATTR:* keys (and host_status, flavor
+	// extra_specs), all_tenants answers 403, filters other than the
+	// non-admin ones (node, host, deleted, …) are silently dropped, and
+	// other projects' servers are 404. Only Nova's answers change: the
+	// token still lists the admin role, and Ironic and Placement still
+	// answer as for an admin.
+	NovaNonAdmin bool
+	// NovaMaxLimit is Nova's [api]max_limit: the default and the cap of the
+	// limit query parameter of server lists; default 1000.
+	NovaMaxLimit int
 	// Logger receives one debug line per request and info lines for churn;
 	// default: discard.
 	Logger *slog.Logger
 }
 
-// Cloud is one simulated OpenStack site: Keystone, Ironic and Placement
-// sharing one in-memory state and one HTTP listener. All methods are safe for
+// Cloud is one simulated OpenStack site: Keystone, Ironic, Placement and
+// Nova sharing one in-memory state and one HTTP listener. All methods are safe for
 // concurrent use.
 type Cloud struct {
 	opts         Options
@@ -77,6 +96,10 @@ type Cloud struct {
 	faults    []*Fault
 	churn     map[string][]churnStep
 
+	servers     map[string]*serverRec // by ID, deleted ones too
+	serverOrder []*serverRec          // creation order
+	serverSeq   int64
+
 	reqMu    sync.Mutex
 	requests []Request
 
@@ -94,9 +117,9 @@ type token struct {
 	revoked         bool
 }
 
-// New returns a Cloud with empty Ironic and Placement (Placement knows the
-// os-traits standard traits) and one application credential, ready for
-// [Cloud.Start].
+// New returns a Cloud with empty Ironic, Placement (which knows the
+// os-traits standard traits) and Nova, and one application credential,
+// ready for [Cloud.Start].
 func New(opts Options) *Cloud {
 	if opts.TokenTTL <= 0 {
 		opts.TokenTTL = time.Hour
@@ -106,6 +129,9 @@ func New(opts Options) *Cloud {
 	}
 	if opts.IronicMaxVersion == "" {
 		opts.IronicMaxVersion = "1.82"
+	}
+	if opts.NovaMaxLimit <= 0 {
+		opts.NovaMaxLimit = 1000
 	}
 	if opts.PlacementMaxVersion == "" {
 		opts.PlacementMaxVersion = "1.39"
@@ -126,6 +152,7 @@ func New(opts Options) *Cloud {
 		traits:        map[string]time.Time{},
 		tokens:        map[string]*token{},
 		churn:         map[string][]churnStep{},
+		servers:       map[string]*serverRec{},
 		now:           func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
 	}
 	c.ironicMax = mustMinor(opts.IronicMaxVersion, 82)
@@ -187,7 +214,9 @@ func (c *Cloud) Start(addr string) error {
 
 // URL returns the base URL, "http://127.0.0.1:PORT" (no trailing slash), or
 // "" before [Cloud.Start]. Keystone is at URL()+"/identity/v3", Ironic at
-// URL()+"/baremetal", Placement at URL()+"/placement".
+// URL()+"/baremetal", Placement at URL()+"/placement", Nova at
+// URL()+"/compute/v2.1" (the catalog URL; version list at
+// URL()+"/compute/").
 func (c *Cloud) URL() string {
 	c.srvMu.Lock()
 	defer c.srvMu.Unlock()
@@ -214,14 +243,15 @@ func (c *Cloud) Close() error {
 // Request is one HTTP request the Cloud answered, as recorded for
 // [Cloud.Requests].
 type Request struct {
-	// Service is "identity", "baremetal", "placement", or "" for a path
-	// outside the three prefixes.
+	// Service is "identity", "baremetal", "placement", "compute", or "" for
+	// a path outside the four prefixes (or of a service the site lacks).
 	Service string
 	// Method is the HTTP method.
 	Method string
 	// Path is relative to the service root, e.g. "/v1/nodes/abc/traits/X"
 	// for Ironic, "/v3/auth/tokens" for Keystone, "/resource_providers/x"
-	// for Placement ("" or "/" for a service root).
+	// for Placement, "/v2.1/servers/detail" for Nova ("" or "/" for a
+	// service root).
 	Path string
 	// Query is the raw query string without "?".
 	Query string
@@ -250,7 +280,8 @@ func (c *Cloud) ResetRequests() {
 // Fault makes matching requests fail (or slow down) before the simulated
 // service sees them; see [Cloud.InjectFault].
 type Fault struct {
-	// Service is "identity", "baremetal" or "placement"; "" matches any.
+	// Service is "identity", "baremetal", "placement" or "compute"; ""
+	// matches any.
 	Service string
 	// Method is the HTTP method to match; "" matches any.
 	Method string
@@ -264,8 +295,9 @@ type Fault struct {
 	// Body is sent as the response body (Content-Type application/json).
 	// "" gives a realistic body for that service and status: Ironic's
 	// error_message envelope (409 → NodeLocked for the node in the path),
-	// Placement's errors[] (409 → placement.concurrent_update), Keystone's
-	// {"error": ...}.
+	// Placement's errors[] (409 → placement.concurrent_update), Nova's
+	// {"<faultName>": {"code", "message"}} (with microversion headers on
+	// /v2.1), Keystone's {"error": ...}.
 	Body string
 	// Times is how many matching requests fail; 0 means 1, a negative value
 	// means every matching request until [Cloud.ClearFaults].
@@ -325,8 +357,8 @@ func (c *Cloud) takeFault(service, method, rel string) *Fault {
 	return nil
 }
 
-// ExpireTokens makes every token issued so far invalid: Ironic and Placement
-// answer 401 for them. Tokens issued afterwards are valid again.
+// ExpireTokens makes every token issued so far invalid: Ironic, Placement
+// and Nova answer 401 for them. Tokens issued afterwards are valid again.
 func (c *Cloud) ExpireTokens() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -383,6 +415,7 @@ func splitService(p string) (service, rel string) {
 		{identityPrefix, ServiceIdentity},
 		{baremetalPrefix, ServiceBaremetal},
 		{placementPrefix, ServicePlacement},
+		{computePrefix, ServiceCompute},
 	} {
 		if p == s.prefix || strings.HasPrefix(p, s.prefix+"/") {
 			return s.name, p[len(s.prefix):]
@@ -391,11 +424,11 @@ func splitService(p string) (service, rel string) {
 	return "", p
 }
 
-// ServeHTTP answers one request for any of the three services. It is the
+// ServeHTTP answers one request for any of the four services. It is the
 // handler [Cloud.Start] serves; tests may also mount it elsewhere.
 func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	service, rel := splitService(r.URL.Path)
-	if service == ServicePlacement && c.opts.NoPlacement {
+	if (service == ServicePlacement && c.opts.NoPlacement) || (service == ServiceCompute && !c.novaEnabled()) {
 		service = ""
 	}
 	rec := &statusRecorder{ResponseWriter: w}
@@ -439,10 +472,12 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.serveBaremetal(rec, r, rel)
 	case ServicePlacement:
 		c.servePlacement(rec, r, rel)
+	case ServiceCompute:
+		c.serveCompute(rec, r, rel)
 	default:
 		rec.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		rec.WriteHeader(http.StatusNotFound)
-		_, _ = io.WriteString(rec, "404 Not Found: the simulator serves /identity, /baremetal and /placement\n")
+		_, _ = io.WriteString(rec, "404 Not Found: the simulator serves /identity, /baremetal, /placement and /compute (unless disabled)\n")
 	}
 }
 
@@ -490,6 +525,26 @@ func (c *Cloud) writeFault(w http.ResponseWriter, r *http.Request, service, rel 
 			vp = &ver
 		}
 		c.placementError(w, r, f.Status, msg, code, vp, rid)
+	case ServiceCompute:
+		setNovaRequestID(w)
+		if strings.HasPrefix(rel, "/v2.1/") {
+			if minor, _, status, _ := novaVersion(r.Header); status == 0 {
+				setNovaVersionHeaders(w, fmt.Sprintf("2.%d", minor))
+			}
+		}
+		if f.Body != "" {
+			writeRaw(w, f.Status, f.Body)
+			return
+		}
+		switch f.Status {
+		case http.StatusUnauthorized:
+			c.middleware401(w)
+		case http.StatusInternalServerError:
+			// FaultWrapper's text for an unexpected exception
+			novaError(w, f.Status, "Unexpected API Error. Please report this at http://bugs.launchpad.net/nova/ and attach the Nova API log if possible.\n<class 'Exception'>")
+		default:
+			novaError(w, f.Status, defaultText(f.Status))
+		}
 	default:
 		if f.Body != "" {
 			writeRaw(w, f.Status, f.Body)

@@ -45,7 +45,7 @@ func keystoneErrorExtra(w http.ResponseWriter, status int, message, identityBase
 }
 
 // middleware401 is keystonemiddleware's rejection of a missing, unknown or
-// expired token at Ironic and Placement.
+// expired token at Ironic, Placement and Nova.
 func (c *Cloud) middleware401(w http.ResponseWriter) {
 	// www_authenticate_uri of the test bed's [keystone_authtoken] is the
 	// Keystone v3 URL.
@@ -279,9 +279,10 @@ func (c *Cloud) accessRules() []any {
 	return rules
 }
 
-// catalog is the service catalog: identity, baremetal and (unless
-// NoPlacement) placement, each with public, internal and admin endpoints in
-// RegionOne.
+// catalog is the service catalog: identity, baremetal, (unless
+// NoPlacement) placement and (unless NoNova or NoPlacement) compute, each
+// with public, internal and admin endpoints in RegionOne. Nova's URL ends in
+// /v2.1 like the test bed's (http://127.0.0.1:18774/v2.1).
 func (c *Cloud) catalog() []any {
 	base := c.URL()
 	type svc struct{ typ, name, url, id string }
@@ -291,6 +292,9 @@ func (c *Cloud) catalog() []any {
 	}
 	if !c.opts.NoPlacement {
 		svcs = append(svcs, svc{"placement", "placement", base + placementPrefix, "7d9a4a9c8a1b4b8d6b4c3e2f1a0b9c8d"})
+	}
+	if c.novaEnabled() {
+		svcs = append(svcs, svc{"compute", "nova", base + computePrefix + "/v2.1", "6c8f3f8b7f0a4a7c5a3b2d1e0f9a8b7c"})
 	}
 	out := make([]any, 0, len(svcs))
 	for i, s := range svcs {

@@ -69,6 +69,14 @@ func novaReserved(n *Node) int {
 // default, fake Nova driver), not on the Ironic nodes. Nodes whose name
 // already exists are left alone, as the script does. It returns the seeded
 // nodes in order.
+//
+// Unless the site has no Nova, every seeded node with an instance_uuid
+// (roles 2 and 8) also gets its Nova server, as Nova's Ironic driver would
+// have booted it (see the test bed's seed-servers): ID = instance_uuid,
+// ACTIVE, OS-EXT-SRV-ATTR:hypervisor_hostname = node UUID, host
+// [SimComputeHost], name = the node's instance_info display_name, project =
+// the node's lessee, else its owner (the credential's project). A seeded
+// cloud therefore has no orphans; [Cloud.SeedOrphans] makes some.
 func (c *Cloud) SeedLikeTestbed(n int) []Node {
 	c.DefineTrait(ReadyTrait)
 	now := c.now()
@@ -143,6 +151,7 @@ func (c *Cloud) SeedLikeTestbed(n int) []Node {
 		}
 		if node.InstanceUUID != "" {
 			pr.generation++ // the allocation PUT for the instance
+			c.serverForNodeLocked(&node)
 		}
 		c.mu.Unlock()
 	}

@@ -1,11 +1,12 @@
 // Command ironlink-openstacksim serves a simulated OpenStack site (Keystone,
-// Ironic and Placement on one loopback listener) seeded like the test bed,
-// for `make demo` and manual poking.
+// Ironic, Placement and Nova on one loopback listener) seeded like the test
+// bed, for `make demo` and manual poking.
 //
 // Usage:
 //
 //	ironlink-openstacksim [--listen 127.0.0.1:0] [--nodes 50] [--churn 10s]
 //	    [--clouds-yaml PATH] [--cloud sim] [--token-ttl 1h] [--no-placement]
+//	    [--no-nova] [--nova-non-admin] [--orphans-ironic N] [--orphans-nova N]
 //
 // Once listening it prints exactly one line on stdout,
 // OPENSTACK_SIM_URL=http://127.0.0.1:PORT, and logs everything else (slog,
@@ -40,7 +41,11 @@ func run() error {
 	cloudsYAML := flag.String("clouds-yaml", "", "write a clouds.yaml for the simulated site to this path")
 	cloud := flag.String("cloud", "sim", "cloud name in the clouds.yaml")
 	tokenTTL := flag.Duration("token-ttl", time.Hour, "lifetime of issued Keystone tokens")
-	noPlacement := flag.Bool("no-placement", false, "simulate a standalone-Ironic site (no Placement in the catalog)")
+	noPlacement := flag.Bool("no-placement", false, "simulate a standalone-Ironic site (no Placement and no Nova in the catalog)")
+	noNova := flag.Bool("no-nova", false, "leave Nova (compute) out of the catalog; /compute answers 404")
+	novaNonAdmin := flag.Bool("nova-non-admin", false, "answer Nova requests as for a credential without the admin policy (no OS-EXT-SRV-ATTR fields, all_tenants 403)")
+	orphansIronic := flag.Int("orphans-ironic", 0, "after seeding, delete the Nova server of this many active nodes (Ironic points at an instance Nova does not know)")
+	orphansNova := flag.Int("orphans-nova", 0, "after seeding, boot this many Nova servers on available nodes that do not point back")
 	debug := flag.Bool("debug", false, "log every request")
 	nodeTraits := flag.Bool("node-traits", true, "also put CUSTOM_CUSTOMER_READY on the Ironic node of every provider that has it, as a Nova-managed site converges to (false: provider only, like the test bed's default seed)")
 	flag.Parse()
@@ -51,7 +56,8 @@ func run() error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	c := openstacksim.New(openstacksim.Options{TokenTTL: *tokenTTL, NoPlacement: *noPlacement, Logger: log})
+	c := openstacksim.New(openstacksim.Options{TokenTTL: *tokenTTL, NoPlacement: *noPlacement, NoNova: *noNova,
+		NovaNonAdmin: *novaNonAdmin, Logger: log})
 	if *nodes > 0 {
 		c.SeedLikeTestbed(*nodes)
 		log.Info("seeded nodes like the test bed", "nodes", *nodes)
@@ -61,6 +67,13 @@ func run() error {
 					_ = c.UpdateNode(n.UUID, func(n *openstacksim.Node) { n.Traits = append(n.Traits, openstacksim.ReadyTrait) })
 				}
 			}
+		}
+		if *orphansIronic > 0 || *orphansNova > 0 {
+			ironic, nova, err := c.SeedOrphans(*orphansIronic, *orphansNova)
+			if err != nil {
+				return err
+			}
+			log.Info("seeded deliberate orphans", "ironic_side", ironic, "nova_side", nova)
 		}
 	}
 	if err := c.Start(*listen); err != nil {
