@@ -185,7 +185,11 @@ func truthDiff(ctx context.Context, pool *pgxpool.Pool, s *site) error {
 		tr, _, ok := s.sim.ProviderTraits(n.UUID)
 		pv := conditions.PlacementView{Read: true, ProviderExists: ok, HasTrait: slices.Contains(tr, readyTrait),
 			TraitDefined: s.sim.TraitDefined(readyTrait)}
-		want := conditions.Map(conditions.Config{}, conditions.Observation{Node: toIronic(n), Now: time.Now(), Placement: pv})
+		obs := conditions.Observation{Node: toIronic(n), Now: time.Now(), Placement: pv}
+		if srv, ok := s.sim.Server(n.InstanceUUID); ok && n.InstanceUUID != "" {
+			obs.InstanceProject = srv.TenantID // the satellite learns it from Nova
+		}
+		want := conditions.Map(conditions.Config{}, obs)
 		g := got[n.UUID]
 		for _, w := range want {
 			h, ok := g[string(w.Type)]
