@@ -43,6 +43,7 @@ fi
 echo ">> starting the OpenStack simulator (${DEMO_NODES:-50} nodes)"
 : >"$STATE/openstacksim.log"
 bin/ironlink-openstacksim --listen 127.0.0.1:0 --nodes "${DEMO_NODES:-50}" --churn "${DEMO_CHURN:-15s}" \
+  --orphans-ironic "${DEMO_ORPHANS:-1}" --orphans-nova "${DEMO_ORPHANS:-1}" \
   --clouds-yaml "$STATE/clouds.yaml" --cloud sim >"$STATE/openstacksim.out" 2>"$STATE/openstacksim.log" &
 pids+=($!)
 for _ in $(seq 100); do grep -q OPENSTACK_SIM_URL "$STATE/openstacksim.out" 2>/dev/null && break; sleep 0.1; done
@@ -92,7 +93,8 @@ fi
 echo ">> starting ironlink-satellite for site 'demo' (log: .demo/satellite.log)"
 bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim \
   --client-key "$PKI/satellite.pem" --hub-ca "$PKI/ca.pem" --state-file "$STATE/satellite-state.json" \
-  --poll-interval "${DEMO_POLL_INTERVAL:-10s}" >"$STATE/satellite.log" 2>&1 &
+  --poll-interval "${DEMO_POLL_INTERVAL:-10s}" --sweep-interval "${DEMO_SWEEP_INTERVAL:-15s}" \
+  --metrics-addr "${DEMO_METRICS_ADDR:-127.0.0.1:9108}" >"$STATE/satellite.log" 2>&1 &
 pids+=($!)
 
 psql_bin=$(pg_bindir)/psql
@@ -128,7 +130,7 @@ Try these in another terminal. First define how to mint a short-lived operator t
   # what the hub serves (server reflection needs no token)
   $G $HUB list
 
-  # sites and their link state
+  # sites: link state, site conditions (OpenStackAuthenticated, OrphanDetection), orphan count
   $G $A $HUB ironlink.v1.FleetService/ListSites
 
   # devices of the site, a page at a time; only the faulted ones
@@ -145,6 +147,12 @@ Try these in another terminal. First define how to mint a short-lived operator t
   # its commands (state SUCCEEDED once the satellite applied it), then release it
   $G $A -d '{"device_id":"$device"}' $HUB ironlink.v1.FleetService/ListCommands
   $G $A -d '{"device_id":"$device","reason":"GPU replaced"}' $HUB ironlink.v1.FleetService/ReleaseDevice
+
+  # orphaned Nova instances (two seeded, one of each kind; reported after two sweeps, ~30 s)
+  $G $A -d '{"site":"demo","instance_mismatch":true}' $HUB ironlink.v1.FleetService/ListDevices
+
+  # the satellite's own metrics
+  curl -s http://${DEMO_METRICS_ADDR:-127.0.0.1:9108}/metrics | grep ^ironlink_
 
 Logs: .demo/hub*.log, .demo/satellite.log, .demo/openstacksim.log. Keys, certificates and the
 roster: .demo/pki. Press Ctrl-C to stop everything.

@@ -123,7 +123,7 @@ func TestSweepReportsIronicSideOrphanAfterTwoSweeps(t *testing.T) {
 		t.Fatalf("mismatches %v", ms)
 	}
 	c := cond(d, condition.InstanceAllocated)
-	if c.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_UNKNOWN || c.GetReason() != "InstanceRecordMismatch" || !strings.Contains(c.GetMessage(), ghost) {
+	if c.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE || c.GetReason() != "InstanceRecordMismatch" || !strings.Contains(c.GetMessage(), ghost) {
 		t.Fatalf("InstanceAllocated %v", c)
 	}
 	if ms := s.device(t, good).GetFacts().GetInstanceMismatches(); len(ms) != 0 {
@@ -142,7 +142,7 @@ func TestSweepReportsIronicSideOrphanAfterTwoSweeps(t *testing.T) {
 	if ms := d.GetFacts().GetInstanceMismatches(); len(ms) != 0 {
 		t.Fatalf("still reported after repair: %v", ms)
 	}
-	if c := cond(d, condition.InstanceAllocated); c.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE {
+	if c := cond(d, condition.InstanceAllocated); c.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE || c.GetReason() != "NovaInstance" {
 		t.Fatalf("InstanceAllocated after repair %v", c)
 	}
 	if st := s.a.Stats(); st.InstanceMismatches != 0 {
@@ -168,7 +168,8 @@ func TestSweepReportsNovaSideOrphan(t *testing.T) {
 		ms[0].GetNovaServerId() != srv.ID || ms[0].GetIronicInstanceUuid() != "" || ms[0].GetNovaProjectId() != "p-cust" {
 		t.Fatalf("mismatches %v", ms)
 	}
-	if c := cond(s.device(t, bare), condition.InstanceAllocated); c.GetReason() != "InstanceRecordMismatch" || !strings.Contains(c.GetMessage(), srv.ID) {
+	if c := cond(s.device(t, bare), condition.InstanceAllocated); c.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_UNKNOWN ||
+		c.GetReason() != "InstanceRecordMismatch" || !strings.Contains(c.GetMessage(), srv.ID) {
 		t.Fatalf("InstanceAllocated %v", c)
 	}
 }

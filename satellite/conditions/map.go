@@ -133,7 +133,8 @@ type Observation struct {
 	InstanceProject string
 	// InstanceMismatch, when not "", is the orphan sweep's description of a
 	// Nova↔Ironic disagreement about the node's instance
-	// (InstanceAllocated Unknown/InstanceRecordMismatch, OPENSTACK.md §4).
+	// (InstanceAllocated reason InstanceRecordMismatch: True while Ironic
+	// holds the node, Unknown when only Nova does; OPENSTACK.md §4).
 	InstanceMismatch string
 }
 
@@ -321,7 +322,12 @@ func Map(cfg Config, obs Observation) []condition.Condition {
 
 	// InstanceAllocated.
 	switch {
+	case obs.InstanceMismatch != "" && (n.InstanceUUID != "" || n.AllocationUUID != ""):
+		// Ironic holds the node (SPEC: True when instance_uuid is set), but
+		// for an instance Nova does not know: the reason says so.
+		mk(condition.InstanceAllocated, condition.True, ReasonInstanceRecordMismatch, Clean(obs.InstanceMismatch), now)
 	case obs.InstanceMismatch != "":
+		// Ironic says free, Nova runs a server on it: cannot tell.
 		mk(condition.InstanceAllocated, condition.Unknown, ReasonInstanceRecordMismatch, Clean(obs.InstanceMismatch), now)
 	case n.AllocationUUID != "":
 		mk(condition.InstanceAllocated, condition.True, ReasonIronicAllocation, "allocation "+n.AllocationUUID, now)

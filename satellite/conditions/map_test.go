@@ -336,7 +336,8 @@ func TestMapInstanceAllocated(t *testing.T) {
 		{"standalone instance_uuid", true, "i-1", "", "", want{condition.True, ReasonInstanceAssociated, "instance_uuid i-1", true}},
 		{"standalone allocation", true, "a-1", "a-1", "", want{condition.True, ReasonIronicAllocation, "allocation a-1", true}},
 		{"allocation only", true, "", "a-1", "", want{condition.True, ReasonIronicAllocation, "", false}},
-		{"mismatch from sweep", false, "i-1", "", "Ironic points at instance i-1, which Nova does not know", want{condition.Unknown, ReasonInstanceRecordMismatch, "Nova does not know", false}},
+		{"mismatch from sweep, Ironic holds the node", false, "i-1", "", "Ironic points at instance i-1, which Nova does not know", want{condition.True, ReasonInstanceRecordMismatch, "Nova does not know", false}},
+		{"mismatch from sweep, Ironic says free", false, "", "", "Nova server s-1 runs on this node, but Ironic has no instance_uuid", want{condition.Unknown, ReasonInstanceRecordMismatch, "Nova server s-1", false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := base()

@@ -635,9 +635,13 @@ func runSuite(t *testing.T, c *cloud, poll time.Duration) {
 			t.Fatalf("mismatches %v", ms)
 		}
 		d := getDevice(t, fc, id).GetDevice()
-		if ia := conditionOf(d, "InstanceAllocated"); ia.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_UNKNOWN ||
+		if ia := conditionOf(d, "InstanceAllocated"); ia.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE ||
 			ia.GetReason() != "InstanceRecordMismatch" || !strings.Contains(ia.GetMessage(), ghost) {
 			t.Fatalf("InstanceAllocated %v", ia)
+		}
+		// Ironic holds the node, so it is not offered to customers.
+		if d.GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_ALLOCATED {
+			t.Errorf("status of the orphaned node %v (%s), want ALLOCATED", d.GetStatus(), d.GetStatusReason())
 		}
 		sites, err := fc.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
 		if err != nil {
