@@ -122,7 +122,7 @@ func (a *Agent) setDetection(s condition.Status, reason, msg string) bool {
 //
 // Nodes in a transient provision state and servers with a task_state are
 // excluded, and a mismatch is reported (in the device's facts and as
-// InstanceAllocated Unknown/InstanceRecordMismatch) only when two
+// InstanceAllocated reason InstanceRecordMismatch) only when two
 // consecutive sweeps saw it. When Nova's listing has servers but none shows
 // OS-EXT-SRV-ATTR:hypervisor_hostname, the credential lacks the policy to
 // see it: the sweep does not judge and sets the site condition
