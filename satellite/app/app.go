@@ -194,7 +194,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	})
 
 	g.Go(func() error {
+		// Bring the link up anyway if the first attempt hangs (Keystone
+		// black-holed): the hub should see the site and why it is stuck.
+		go func() {
+			select {
+			case <-time.After(linkWait):
+				firstOnce.Do(func() { close(firstAttempt) })
+			case <-gctx.Done():
+			}
+		}()
 		clients, err := backoff.Retry(gctx, func() (*openstack.Clients, error) {
+			// After a failed token request the guard decides when the
+			// next one may go (--auth-backoff, doubling).
+			if err := guard.Wait(gctx); err != nil {
+				return nil, backoff.Permanent(err)
+			}
 			c, err := openstack.Connect(gctx, cfg.OpenStack, log)
 			if errors.Is(err, openstack.ErrConfig) {
 				return nil, backoff.Permanent(err) // retrying cannot fix a configuration error
@@ -250,6 +264,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	})
 	return g.Wait()
 }
+
+// linkWait is how long the link waits for the first attempt to reach
+// OpenStack before coming up without it.
+const linkWait = 10 * time.Second
 
 // connectBackoff is the wait between Connect attempts: from 1 s, doubling
 // up to 10 min. A refused credential is also held back by the AuthGuard.

@@ -114,12 +114,39 @@ func (g *AuthGuard) reauth(ctx context.Context) error {
 		return fmt.Errorf("%w: next attempt at %s; last error: %s", ErrAuthBackoff, next.UTC().Format(time.RFC3339), st.Message)
 	}
 	g.mu.Unlock()
-	err := g.orig(ctx)
-	if ctx.Err() != nil && err != nil {
-		return err // our own deadline, not Keystone's answer
+	tctx, cancel := context.WithTimeout(ctx, tokenTimeout)
+	defer cancel()
+	err := g.orig(tctx)
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		return err // shutting down: not Keystone's answer
 	}
+	// A caller's deadline that ran out while Keystone did not answer is
+	// Keystone not answering: recorded (Unknown/KeystoneUnreachable, backoff).
 	g.record(err)
 	return err
+}
+
+// tokenTimeout bounds one token request made through the guard.
+const tokenTimeout = 30 * time.Second
+
+// Wait blocks until the guard allows the next token request (at once when
+// it is not backing off) or ctx ends; it returns ctx's error then.
+func (g *AuthGuard) Wait(ctx context.Context) error {
+	g.mu.Lock()
+	next := g.state.NextAttempt
+	g.mu.Unlock()
+	d := time.Until(next)
+	if next.IsZero() || d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (g *AuthGuard) record(err error) {

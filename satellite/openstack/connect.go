@@ -150,8 +150,11 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Clients, error
 	}
 	ao.AllowReauth = true
 
-	// WithTLSConfig(nil) keeps the default transport (no TLS settings in clouds.yaml).
-	pc, err := config.NewProviderClient(ctx, ao,
+	// WithTLSConfig(nil) keeps the default transport (no TLS settings in
+	// clouds.yaml). The first token request is bounded like the guard's.
+	actx, cancel := context.WithTimeout(ctx, tokenTimeout)
+	defer cancel()
+	pc, err := config.NewProviderClient(actx, ao,
 		config.WithHTTPClient(http.Client{Timeout: httpTimeout}),
 		config.WithTLSConfig(tlsCfg))
 	if cfg.AuthGuard != nil {

@@ -13,22 +13,29 @@ import (
 	"github.com/ironlink/ironlink/satellite/openstack"
 )
 
-// Environment variables naming the real cloud for gated tests.
+// Environment variables naming the real cloud for gated tests: the same
+// ones the end-to-end suite reads (README "Testing against your own
+// OpenStack").
 const (
 	// EnvCloudsYAML is the path of a clouds.yaml (e.g. the test bed's).
-	EnvCloudsYAML = "IRONLINK_TEST_CLOUDS_YAML"
+	EnvCloudsYAML = "IRONLINK_E2E_CLOUDS_YAML"
 	// EnvCloud is the cloud entry in it (e.g. "testbed").
-	EnvCloud = "IRONLINK_TEST_CLOUD"
+	EnvCloud = "IRONLINK_E2E_CLOUD"
+	// EnvRequireReal set to "1" turns a missing cloud into a failure (CI).
+	EnvRequireReal = "IRONLINK_E2E_REQUIRE_REAL"
 )
 
-// RealCloudConfig returns the Config named by EnvCloudsYAML and EnvCloud, or
-// skips t with a clear message when either is unset.
+// RealCloudConfig returns the Config named by EnvCloudsYAML and EnvCloud.
+// When either is unset it skips t with a clear message, or fails t when
+// EnvRequireReal is "1".
 func RealCloudConfig(t testing.TB) openstack.Config {
 	t.Helper()
 	path, cloud := os.Getenv(EnvCloudsYAML), os.Getenv(EnvCloud)
 	if path == "" || cloud == "" {
-		t.Skipf("real-cloud test skipped: set %s (clouds.yaml path) and %s (cloud name), e.g. %s=/work/tb/.openstack-testbed/clouds.yaml %s=testbed",
-			EnvCloudsYAML, EnvCloud, EnvCloudsYAML, EnvCloud)
+		if os.Getenv(EnvRequireReal) == "1" {
+			t.Fatalf("%s=1 but %s / %s are not set: no real cloud to test against", EnvRequireReal, EnvCloudsYAML, EnvCloud)
+		}
+		t.Skipf("real-cloud test skipped: set %s (clouds.yaml path) and %s (cloud name) to run it against a cloud", EnvCloudsYAML, EnvCloud)
 	}
 	return openstack.Config{CloudsYAML: path, Cloud: cloud, Placement: openstack.PlacementAuto}
 }
