@@ -47,6 +47,9 @@ func TestRealQuarantineRelease(t *testing.T) {
 			}
 		}
 		if node == "" {
+			if os.Getenv(ostest.EnvRequireReal) == "1" {
+				t.Fatal("no available node with a resource provider on the test cloud (seed more nodes)")
+			}
 			t.Skip("no available node with a resource provider on the test cloud")
 		}
 	}
