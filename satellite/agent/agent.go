@@ -78,6 +78,7 @@ type Agent struct {
 	desired map[string]desired // commands applied, by device
 	locks   map[string]*sync.Mutex
 	nodes   map[string]ironic.Node // last seen (listing or sweep re-read), by device
+	asOf    map[string]time.Time   // when the data in nodes was read (listing or re-read start)
 
 	// Orphan sweep state (sweep.go).
 	suspects   map[mismatchKey]time.Time                 // candidates of the last sweep → first seen
@@ -137,15 +138,17 @@ func New(cfg Config, cl Clients, outbox *link.Outbox, site *link.SiteState, log 
 		cfg.SweepTimeout = cfg.SweepInterval
 	}
 	ir, pl := cl.Ironic, cl.Placement
-	return &Agent{
+	a := &Agent{
 		cfg: cfg, ironic: ir, placement: pl, nova: cl.Nova, outbox: outbox, site: site, log: log,
-		nodes: map[string]ironic.Node{}, suspects: map[mismatchKey]time.Time{},
+		nodes: map[string]ironic.Node{}, asOf: map[string]time.Time{}, suspects: map[mismatchKey]time.Time{},
 		mismatches: map[string][]*ironlinkv1.InstanceMismatch{}, projects: map[string]string{}, looked: map[string]bool{},
 		gate:    &gate.Applier{Ironic: ir, Placement: pl, Trait: ReadyTrait},
 		pollNow: make(chan struct{}, 1), listedCh: make(chan struct{}),
 		tracker: conditions.NewTracker(), facts: map[string]*ironlinkv1.DeviceFacts{},
 		desired: map[string]desired{}, locks: map[string]*sync.Mutex{},
 	}
+	a.reportDetection()
+	return a
 }
 
 // Stats returns a copy of the counters.
@@ -158,7 +161,6 @@ func (a *Agent) Stats() Stats {
 // Run polls at once and then every PollInterval (or sooner when a command
 // asks for a refresh) until ctx ends.
 func (a *Agent) Run(ctx context.Context) {
-	a.reportDetection()
 	go a.runSweeps(ctx)
 	t := time.NewTicker(a.cfg.PollInterval)
 	defer t.Stop()
@@ -218,7 +220,7 @@ func (a *Agent) Poll(ctx context.Context) error {
 			pv.HasTrait = ready[n.UUID]
 			pv.TraitDefined = traitDefined
 		}
-		if u := a.evaluateLocked(n, pv, now); u != nil {
+		if u := a.evaluateLocked(n, pv, now, start); u != nil {
 			updates = append(updates, u)
 		}
 	}
@@ -227,6 +229,7 @@ func (a *Agent) Poll(ctx context.Context) error {
 			a.tracker.Forget(id)
 			delete(a.facts, id)
 			delete(a.nodes, id)
+			delete(a.asOf, id)
 			delete(a.mismatches, id)
 			updates = append(updates, &ironlinkv1.DeviceUpdate{DeviceId: id, Removed: true, ObservedTime: timestamppb.New(now)})
 		}
@@ -248,9 +251,14 @@ func (a *Agent) Poll(ctx context.Context) error {
 // evaluateLocked maps node n (with the Placement view pv, the Nova project
 // and the reported orphans) to conditions and returns the update to send,
 // or nil when neither conditions nor facts changed. When Placement exists
-// but pv was not read, CustomerReady keeps its last value. a.mu is held.
-func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now time.Time) *ironlinkv1.DeviceUpdate {
-	a.nodes[n.UUID] = n
+// but pv was not read, CustomerReady keeps its last value. asOf is when n
+// was read; data older than what was already evaluated for the node (a
+// sweep's re-read overtaken by a listing) is ignored. a.mu is held.
+func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, asOf time.Time) *ironlinkv1.DeviceUpdate {
+	if prev, ok := a.asOf[n.UUID]; ok && asOf.Before(prev) {
+		return nil
+	}
+	a.nodes[n.UUID], a.asOf[n.UUID] = n, asOf
 	d := a.desired[n.UUID]
 	obs := conditions.Observation{
 		Node: n, Now: now, Placement: pv, Quarantined: d.quarantined, AppliedGeneration: d.generation,

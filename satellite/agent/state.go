@@ -7,6 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 )
@@ -16,6 +20,22 @@ import (
 type appliedState struct {
 	// Devices maps Ironic node UUID → last applied command.
 	Devices map[string]appliedDevice `json:"devices"`
+	// Orphans are the sweep's suspected and reported instance mismatches,
+	// so a restarted satellite neither drops reported orphans nor restarts
+	// their two-sweep count and first-seen time.
+	Orphans []orphanRecord `json:"orphans,omitempty"`
+}
+
+// orphanRecord is one suspected (Reported false) or reported mismatch.
+type orphanRecord struct {
+	Node               string    `json:"node"`
+	Kind               string    `json:"kind"` // InstanceMismatchKind name
+	Server             string    `json:"server"`
+	IronicInstanceUUID string    `json:"ironic_instance_uuid,omitempty"`
+	ServerStatus       string    `json:"server_status,omitempty"`
+	ProjectID          string    `json:"project_id,omitempty"`
+	FirstSeen          time.Time `json:"first_seen"`
+	Reported           bool      `json:"reported,omitempty"`
 }
 
 type appliedDevice struct {
@@ -23,7 +43,8 @@ type appliedDevice struct {
 	Generation  int64 `json:"generation"`
 }
 
-// LoadState reads the applied generations from cfg.StatePath (a JSON file);
+// LoadState reads the applied generations and the orphan sweep's memory
+// from cfg.StatePath (a JSON file);
 // a missing file is an empty state. Errors: unreadable or malformed file.
 func (a *Agent) LoadState() error {
 	st, err := readState(a.cfg.StatePath)
@@ -34,6 +55,18 @@ func (a *Agent) LoadState() error {
 	defer a.mu.Unlock()
 	for id, d := range st.Devices {
 		a.desired[id] = desired{quarantined: d.Quarantined, generation: d.Generation}
+	}
+	for _, o := range st.Orphans {
+		kind := ironlinkv1.InstanceMismatchKind(ironlinkv1.InstanceMismatchKind_value[o.Kind])
+		if kind == ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_UNSPECIFIED || o.Node == "" {
+			continue
+		}
+		a.suspects[mismatchKey{node: o.Node, kind: kind, server: o.Server}] = o.FirstSeen
+		if o.Reported && len(a.mismatches[o.Node]) < maxMismatchesPerDevice {
+			a.mismatches[o.Node] = append(a.mismatches[o.Node], &ironlinkv1.InstanceMismatch{Kind: kind,
+				IronicInstanceUuid: o.IronicInstanceUUID, NovaServerId: o.Server, NovaServerStatus: o.ServerStatus,
+				NovaProjectId: o.ProjectID, FirstSeenTime: timestamppb.New(o.FirstSeen)})
+		}
 	}
 	return nil
 }
@@ -82,6 +115,27 @@ func (a *Agent) saveStateLocked() error {
 	for id, d := range a.desired {
 		st.Devices[id] = appliedDevice{Quarantined: d.quarantined, Generation: d.generation}
 	}
+	reported := map[mismatchKey]bool{}
+	for node, ms := range a.mismatches {
+		for _, m := range ms {
+			k := mismatchKey{node: node, kind: m.GetKind(), server: m.GetNovaServerId()}
+			reported[k] = true
+			st.Orphans = append(st.Orphans, orphanRecord{Node: node, Kind: m.GetKind().String(), Server: m.GetNovaServerId(),
+				IronicInstanceUUID: m.GetIronicInstanceUuid(), ServerStatus: m.GetNovaServerStatus(), ProjectID: m.GetNovaProjectId(),
+				FirstSeen: m.GetFirstSeenTime().AsTime(), Reported: true})
+		}
+	}
+	for k, first := range a.suspects {
+		if !reported[k] {
+			st.Orphans = append(st.Orphans, orphanRecord{Node: k.node, Kind: k.kind.String(), Server: k.server, FirstSeen: first})
+		}
+	}
+	sort.Slice(st.Orphans, func(i, j int) bool {
+		if st.Orphans[i].Node != st.Orphans[j].Node {
+			return st.Orphans[i].Node < st.Orphans[j].Node
+		}
+		return st.Orphans[i].Server < st.Orphans[j].Server
+	})
 	b, err := json.Marshal(st)
 	if err != nil {
 		return err

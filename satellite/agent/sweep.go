@@ -27,6 +27,7 @@ const (
 	ReasonNovaNotConfigured     = "NovaNotConfigured"
 	ReasonHypervisorFieldHidden = "HypervisorFieldHidden"
 	ReasonAllTenantsForbidden   = "AllTenantsForbidden"
+	ReasonSweepPending          = "SweepPending"
 	ReasonNovaUnreachable       = "NovaUnreachable"
 )
 
@@ -98,6 +99,8 @@ func (a *Agent) reportDetection() {
 		a.setDetection(condition.False, ReasonStandalone, "standalone Ironic site: no Nova, orphan detection skipped")
 	case a.nova == nil:
 		a.setDetection(condition.False, ReasonNovaNotConfigured, "no compute endpoint in the catalog, or Nova turned off (--nova=off): orphan detection skipped")
+	default:
+		a.setDetection(condition.Unknown, ReasonSweepPending, "the first sweep has not compared Nova with Ironic yet")
 	}
 }
 
@@ -153,7 +156,9 @@ func (a *Agent) Sweep(ctx context.Context) error {
 	sort.Strings(assigned)
 
 	// 1. Re-read the assigned nodes.
-	fresh, failures := a.readNodes(ctx, assigned)
+	readStart := time.Now()
+	fresh, undecided := a.readNodes(ctx, assigned)
+	failures := len(undecided)
 	st.NodesRead, st.NodeReadFailures = len(assigned), failures
 	for id, n := range fresh {
 		known[id] = n
@@ -188,7 +193,7 @@ func (a *Agent) Sweep(ctx context.Context) error {
 		default:
 			st.Servers, st.Judged = len(servers), true
 			var lookups, reads int
-			found, lookups, reads = a.judge(ctx, known, fresh, servers)
+			found, lookups, reads = a.judge(ctx, known, fresh, servers, undecided)
 			st.ServerLookups, st.NodesRead = lookups, st.NodesRead+reads
 			if ctx.Err() == nil {
 				a.setDetection(condition.True, ReasonDetectionEnabled,
@@ -235,6 +240,18 @@ func (a *Agent) Sweep(ctx context.Context) error {
 				st.Reported++
 			}
 		}
+		// No verdict for a node is not a verdict: what the last sweeps
+		// knew about it stays (suspicion and report, first-seen time).
+		for k, first := range a.suspects {
+			if _, ok := suspects[k]; !ok && undecided[k.node] {
+				suspects[k] = first
+			}
+		}
+		for id := range undecided {
+			if ms, ok := a.mismatches[id]; ok {
+				reported[id] = ms
+			}
+		}
 		for id := range reported {
 			reeval[id] = true
 		}
@@ -244,6 +261,9 @@ func (a *Agent) Sweep(ctx context.Context) error {
 			}
 		}
 		a.suspects, a.mismatches = suspects, reported
+		if err := a.saveStateLocked(); err != nil {
+			a.log.Error("orphan state not saved; a restart re-learns it over two sweeps", "err", err)
+		}
 	}
 	var updates []*ironlinkv1.DeviceUpdate
 	ids := make([]string, 0, len(reeval))
@@ -253,16 +273,19 @@ func (a *Agent) Sweep(ctx context.Context) error {
 	sort.Strings(ids)
 	for _, id := range ids {
 		n, ok := a.nodes[id]
-		if f, isFresh := fresh[id]; isFresh {
-			n, ok = f, true
-		}
 		if !ok {
 			continue // removed by a listing meanwhile
 		}
 		if _, listed := a.facts[id]; !listed {
 			continue
 		}
-		if u := a.evaluateLocked(n, conditions.PlacementView{}, now); u != nil {
+		// The sweep's own read, unless a listing that started later has
+		// been evaluated meanwhile (then its newer data is used).
+		asOf := a.asOf[id]
+		if f, isFresh := fresh[id]; isFresh && !readStart.Before(asOf) {
+			n, asOf = f, readStart
+		}
+		if u := a.evaluateLocked(n, conditions.PlacementView{}, now, asOf); u != nil {
 			updates = append(updates, u)
 		}
 	}
@@ -291,12 +314,13 @@ type candidate struct {
 	m    *ironlinkv1.InstanceMismatch
 }
 
-// readNodes GETs each node (sweepReaders at a time) and returns those read;
-// a node Ironic no longer has is left to the next listing.
-func (a *Agent) readNodes(ctx context.Context, ids []string) (map[string]ironic.Node, int) {
+// readNodes GETs each node (sweepReaders at a time) and returns those read
+// and those that failed; a node Ironic no longer has is left to the next
+// listing.
+func (a *Agent) readNodes(ctx context.Context, ids []string) (map[string]ironic.Node, map[string]bool) {
 	var mu sync.Mutex
 	out := make(map[string]ironic.Node, len(ids))
-	failures := 0
+	failed := map[string]bool{}
 	work := make(chan string)
 	var wg sync.WaitGroup
 	for range min(sweepReaders, len(ids)) {
@@ -311,8 +335,8 @@ func (a *Agent) readNodes(ctx context.Context, ids []string) (map[string]ironic.
 					out[id] = n
 				case errors.Is(err, ironic.ErrNodeNotFound):
 				default:
-					failures++
-					if failures <= 3 {
+					failed[id] = true
+					if len(failed) <= 3 {
 						a.log.Warn("sweep could not re-read a node", "device_id", id, "err", err)
 					}
 				}
@@ -328,14 +352,16 @@ func (a *Agent) readNodes(ctx context.Context, ids []string) (map[string]ironic.
 	}
 	close(work)
 	wg.Wait()
-	return out, failures
+	return out, failed
 }
 
 // judge finds this sweep's candidate orphans. known are the site's nodes
 // (fresh where re-read); it re-reads a node a server claims when the sweep
 // has not read it yet, and GETs a server Ironic points at that the listing
-// lacks. It returns the candidates and the number of server and node reads.
-func (a *Agent) judge(ctx context.Context, known, fresh map[string]ironic.Node, servers []nova.Server) ([]candidate, int, int) {
+// lacks. Nodes it could not decide for (a failed read) are added to
+// undecided. It returns the candidates and the number of server and node
+// reads.
+func (a *Agent) judge(ctx context.Context, known, fresh map[string]ironic.Node, servers []nova.Server, undecided map[string]bool) ([]candidate, int, int) {
 	byID := make(map[string]nova.Server, len(servers))
 	for _, s := range servers {
 		byID[s.ID] = s
@@ -369,6 +395,7 @@ func (a *Agent) judge(ctx context.Context, known, fresh map[string]ironic.Node, 
 			out = append(out, candidate{id, &ironlinkv1.InstanceMismatch{Kind: ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NOVA_UNKNOWN,
 				IronicInstanceUuid: n.InstanceUUID, NovaServerId: inst}})
 		case err != nil:
+			undecided[id] = true
 			a.log.Warn("sweep could not look up a server; no verdict for its node", "device_id", id, "instance_uuid", inst, "err", err)
 		case s.Deleted():
 			out = append(out, candidate{id, &ironlinkv1.InstanceMismatch{Kind: ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NOVA_UNKNOWN,
@@ -389,6 +416,7 @@ func (a *Agent) judge(ctx context.Context, known, fresh map[string]ironic.Node, 
 			reads++
 			fn, err := a.ironic.GetNode(ctx, n.UUID)
 			if err != nil {
+				undecided[n.UUID] = true
 				a.log.Warn("sweep could not re-read a node a server claims; no verdict", "device_id", n.UUID, "server", s.ID, "err", err)
 				continue
 			}

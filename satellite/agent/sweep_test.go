@@ -21,12 +21,18 @@ import (
 // sweepSite is a simulated site with Nova and an agent whose site
 // conditions are kept.
 type sweepSite struct {
-	sim  *openstacksim.Cloud
-	a    *agent.Agent
-	site *link.SiteState
+	sim     *openstacksim.Cloud
+	a       *agent.Agent
+	site    *link.SiteState
+	restart func() // a new agent on the same clients and state file
 }
 
 func newSweepSite(t *testing.T, opts openstacksim.Options) *sweepSite {
+	t.Helper()
+	return newSweepSiteWith(t, opts, agent.Config{PollInterval: time.Hour})
+}
+
+func newSweepSiteWith(t *testing.T, opts openstacksim.Options, cfg agent.Config) *sweepSite {
 	t.Helper()
 	sim, c := ostest.ConnectSim(t, opts)
 	sim.DefineTrait("CUSTOM_CUSTOMER_READY")
@@ -43,7 +49,15 @@ func newSweepSite(t *testing.T, opts openstacksim.Options) *sweepSite {
 	out := link.NewOutbox()
 	out.MaxBatches = 1 << 20
 	site := link.NewSiteState(nil)
-	return &sweepSite{sim: sim, site: site, a: agent.New(agent.Config{PollInterval: time.Hour}, cl, out, site, ostest.Logger(t))}
+	s := &sweepSite{sim: sim, site: site, a: agent.New(cfg, cl, out, site, ostest.Logger(t))}
+	s.restart = func() {
+		s.site = link.NewSiteState(nil)
+		s.a = agent.New(cfg, cl, out, s.site, ostest.Logger(t))
+		if err := s.a.LoadState(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
 }
 
 func (s *sweepSite) node(t *testing.T, name, state, instance string) string {
@@ -291,5 +305,61 @@ func TestSweepCatchesTransitionMissedByListing(t *testing.T) {
 	}
 	if n := s.a.Stats().LastSweep.NodesRead; n != 1 {
 		t.Fatalf("sweep read %d nodes, want 1", n)
+	}
+}
+
+// A restarted satellite keeps what its sweeps learnt (state file): a
+// reported orphan is in the first snapshot again with its first-seen time,
+// and a suspect seen once before the restart is reported by the first
+// sweep after it.
+func TestSweepMemorySurvivesRestart(t *testing.T) {
+	s := newSweepSiteWith(t, openstacksim.Options{}, agent.Config{PollInterval: time.Hour, StatePath: t.TempDir() + "/state.json"})
+	reported := s.node(t, "n-reported", "active", "0b3f9c2e-6666-4c55-9a1e-3f2b8c7d6e5f")
+	s.poll(t)
+	s.sweep(t)
+	s.sweep(t)
+	before := s.device(t, reported).GetFacts().GetInstanceMismatches()
+	if len(before) != 1 {
+		t.Fatalf("not reported before the restart: %v", before)
+	}
+	suspect := s.node(t, "n-suspect", "active", "0b3f9c2e-7777-4c55-9a1e-3f2b8c7d6e5f")
+	s.poll(t)
+	s.sweep(t) // the new one is a suspect now
+
+	s.restart()
+	s.poll(t)
+	after := s.device(t, reported).GetFacts().GetInstanceMismatches()
+	if len(after) != 1 || !after[0].GetFirstSeenTime().AsTime().Equal(before[0].GetFirstSeenTime().AsTime()) {
+		t.Fatalf("after the restart: %v, before: %v", after, before)
+	}
+	if c, _ := s.site.Get(condition.OrphanDetection); c.Reason != agent.ReasonSweepPending {
+		t.Fatalf("OrphanDetection before the first sweep after a restart: %+v", c)
+	}
+	s.sweep(t)
+	if ms := s.device(t, suspect).GetFacts().GetInstanceMismatches(); len(ms) != 1 {
+		t.Fatalf("suspect from before the restart not reported by the first sweep after it: %v", ms)
+	}
+}
+
+// A failed lookup of one server is no verdict: the node's reported orphan
+// stays, with its first-seen time.
+func TestSweepKeepsVerdictWhenLookupFails(t *testing.T) {
+	s := newSweepSite(t, openstacksim.Options{})
+	ghost := "0b3f9c2e-8888-4c55-9a1e-3f2b8c7d6e5f"
+	orphan := s.node(t, "n-orphan", "active", ghost)
+	s.poll(t)
+	s.sweep(t)
+	s.sweep(t)
+	before := s.device(t, orphan).GetFacts().GetInstanceMismatches()
+	if len(before) != 1 {
+		t.Fatal("not reported")
+	}
+	s.sim.InjectFault(openstacksim.Fault{Service: "compute", PathContains: "/servers/" + ghost, Status: http.StatusInternalServerError, Times: -1})
+	if err := s.a.Sweep(context.Background()); err != nil {
+		t.Logf("sweep: %v", err)
+	}
+	after := s.device(t, orphan).GetFacts().GetInstanceMismatches()
+	if len(after) != 1 || !after[0].GetFirstSeenTime().AsTime().Equal(before[0].GetFirstSeenTime().AsTime()) {
+		t.Fatalf("after a failed lookup: %v, before: %v", after, before)
 	}
 }
