@@ -6,6 +6,8 @@
 # Settings (environment): DATABASE_URL (use this PostgreSQL instead of a
 # private throwaway cluster), IRONLINK_HUB_LISTEN (default localhost:7070),
 # DEMO_NODES (50), DEMO_CHURN (15s), DEMO_POLL_INTERVAL (10s), DEMO_PG_PORT (55432),
+# DEMO_SWEEP_INTERVAL (15s), DEMO_ORPHANS (1 of each kind), DEMO_METRICS_ADDR
+# (127.0.0.1:9108, the satellite's /metrics),
 # DEMO_REPLICAS (1; with 2, two hub replicas on 127.0.0.1:7071/7072 run behind
 # the small ironlink-lb TCP load balancer on $IRONLINK_HUB_LISTEN).
 set -euo pipefail

@@ -24,4 +24,7 @@ if ! pg_answers "$url"; then
 fi
 export IRONLINK_TEST_DATABASE_URL=$url
 
+if [ -z "${IRONLINK_E2E_CLOUDS_YAML:-}" ] || [ -z "${IRONLINK_E2E_CLOUD:-}" ]; then
+  echo ">> no real cloud named: the real-cloud tests will be skipped (set IRONLINK_E2E_CLOUDS_YAML and IRONLINK_E2E_CLOUD; README \"Testing against your own OpenStack\")" >&2
+fi
 go test -count=1 -timeout 30m "$@" ./...
