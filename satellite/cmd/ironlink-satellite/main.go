@@ -109,5 +109,9 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return app.Run(ctx, cfg, log.With("site", cfg.Site))
+	err = app.Run(ctx, cfg, log.With("site", cfg.Site))
+	if err == nil {
+		log.Info("satellite stopped", "site", cfg.Site)
+	}
+	return err
 }
