@@ -230,6 +230,10 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 	}
 	if c.cfg.SiteState != nil {
 		siteChanged = c.cfg.SiteState.changed
+		select { // the full set goes now: a pending change signal is covered
+		case <-siteChanged:
+		default:
+		}
 		if err := sendSite(); err != nil {
 			return fmt.Errorf("send site conditions: %w", err)
 		}
