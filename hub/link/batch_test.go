@@ -3,6 +3,7 @@ package link
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -10,6 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/condition"
 )
 
 func goodCondition() *ironlinkv1.Condition {
@@ -126,4 +129,49 @@ func FuzzToBatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestClampBatchOnlyFarFutureTimes(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	soon, far := now.Add(30*time.Second), now.Add(2*time.Minute)
+	past := now.Add(-time.Hour)
+	b := store.Batch{Devices: []store.DeviceUpdate{
+		{ObservedTime: soon, Conditions: []condition.Condition{{ObservedTime: soon, LastTransitionTime: past}}},
+		{ObservedTime: far, Conditions: []condition.Condition{{ObservedTime: far, LastTransitionTime: far.Add(time.Minute)}},
+			Facts: &store.Facts{InstanceMismatches: []store.InstanceMismatch{{FirstSeenTime: far}, {FirstSeenTime: past}}}},
+	}}
+	sk := ClampBatch(&b, now)
+	if sk.Ahead != 3*time.Minute || !sk.Latest.Equal(far.Add(time.Minute)) || !sk.Now.Equal(now) {
+		t.Fatalf("skew %+v", sk)
+	}
+	d0, d1 := b.Devices[0], b.Devices[1]
+	if !d0.ObservedTime.Equal(soon) || !d0.Conditions[0].ObservedTime.Equal(soon) || !d0.Conditions[0].LastTransitionTime.Equal(past) {
+		t.Fatalf("times within the tolerance changed: %+v", d0)
+	}
+	if !d1.ObservedTime.Equal(now) || !d1.Conditions[0].ObservedTime.Equal(now) || !d1.Conditions[0].LastTransitionTime.Equal(now) ||
+		!d1.Facts.InstanceMismatches[0].FirstSeenTime.Equal(now) || !d1.Facts.InstanceMismatches[1].FirstSeenTime.Equal(past) {
+		t.Fatalf("far-future times not clamped to now: %+v", d1)
+	}
+	if sk := ClampConditions([]condition.Condition{{ObservedTime: soon}}, now); sk.Ahead != 0 {
+		t.Fatalf("clamped within the tolerance: %+v", sk)
+	}
+	cs := []condition.Condition{{ObservedTime: time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)}}
+	if sk := ClampConditions(cs, now); sk.Ahead <= 0 || !cs[0].ObservedTime.Equal(now) {
+		t.Fatalf("year 9000: %+v %+v", sk, cs)
+	}
+}
+
+func TestToBatchRefusesNonCamelCaseReason(t *testing.T) {
+	for _, r := range []string{"Not CamelCase\nat all", "has space", "9Lives", "Dash-ed", "Ünicode"} {
+		b := &ironlinkv1.ConditionBatch{Sequence: 1, Devices: []*ironlinkv1.DeviceUpdate{goodDevice(devA)}}
+		b.Devices[0].Conditions[0].Reason = r
+		if _, err := ToBatch(b); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "CamelCase") {
+			t.Errorf("reason %q: %v, want InvalidArgument naming CamelCase", r, err)
+		}
+	}
+	if _, err := ToSiteConditions(&ironlinkv1.SiteConditions{Conditions: []*ironlinkv1.Condition{{
+		Type: string(condition.OpenStackAuthenticated), Status: ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE,
+		Reason: "Authentication failed", ObservedTime: timestamppb.Now()}}}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "CamelCase") {
+		t.Errorf("site condition with a spaced reason: %v", err)
+	}
 }

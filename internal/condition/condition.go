@@ -91,6 +91,25 @@ const MaxMessageBytes = 1024
 // MaxReasonBytes is the longest reason accepted.
 const MaxReasonBytes = 128
 
+// ValidReason reports whether r is one CamelCase word as SPEC.md requires
+// of a reason: an ASCII letter followed by ASCII letters and digits, at most
+// MaxReasonBytes. It does not insist on an upper-case first letter.
+func ValidReason(r string) bool {
+	if r == "" || len(r) > MaxReasonBytes {
+		return false
+	}
+	for i := 0; i < len(r); i++ {
+		b := r[i]
+		switch {
+		case 'A' <= b && b <= 'Z', 'a' <= b && b <= 'z':
+		case '0' <= b && b <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // Condition is one observation about a device.
 type Condition struct {
 	// Type is the condition type.
@@ -118,8 +137,9 @@ func (c Condition) SameObservation(o Condition) bool {
 }
 
 // Validate checks a condition received from the wire. It returns an error
-// naming the first bad field: unknown type, bad status, empty or overlong
-// reason, overlong message, or a zero observed time.
+// naming the first bad field: unknown type, bad status, empty, overlong or
+// non-CamelCase reason, a message over MaxMessageBytes, or a zero observed
+// time.
 func (c Condition) Validate() error {
 	if !c.Type.Valid() {
 		return fmt.Errorf("condition type %q is not one of %v", c.Type, Types)
@@ -144,7 +164,9 @@ func (c Condition) validateFields() error {
 		return fmt.Errorf("condition %s: reason is empty", c.Type)
 	case len(c.Reason) > MaxReasonBytes:
 		return fmt.Errorf("condition %s: reason is %d bytes, limit %d", c.Type, len(c.Reason), MaxReasonBytes)
-	case len(c.Message) > MaxMessageBytes+8:
+	case !ValidReason(c.Reason):
+		return fmt.Errorf("condition %s: reason %q is not one CamelCase word (ASCII letter, then letters and digits)", c.Type, c.Reason)
+	case len(c.Message) > MaxMessageBytes:
 		return fmt.Errorf("condition %s: message is %d bytes, limit %d", c.Type, len(c.Message), MaxMessageBytes)
 	case c.ObservedTime.IsZero():
 		return fmt.Errorf("condition %s: observed time is missing", c.Type)
