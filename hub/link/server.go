@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -380,6 +381,7 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
 				if b, err = ToBatch(pb); err != nil {
 					l.log.Warn("batch refused", "err", err)
 				} else {
+					l.noteSkew(ClampBatch(&b, time.Now()))
 					pending = append(pending, b)
 				}
 			} else {
@@ -442,6 +444,86 @@ type linkLoop struct {
 	epoch  int64
 	id     *auth.Identity
 	log    *slog.Logger
+	// skewWarned is set once the link has logged that the satellite's
+	// clock runs ahead.
+	skewWarned bool
+}
+
+// noteSkew logs, once per link, that the satellite sent times in the
+// future (sk from ClampBatch or ClampConditions); nothing when sk is zero.
+func (l *linkLoop) noteSkew(sk Skew) {
+	if sk.Ahead <= 0 || l.skewWarned {
+		return
+	}
+	l.skewWarned = true
+	ahead := sk.Ahead.Round(time.Second).String()
+	if sk.Ahead == math.MaxInt64 {
+		ahead = "over 290 years" // time.Duration saturated
+	}
+	l.log.Warn(fmt.Sprintf("satellite clock ahead by %s: its times more than %s in the future are replaced by the hub's receive time (warned once per link)",
+		ahead, store.MaxClockSkew), "satellite_time", sk.Latest, "hub_time", sk.Now)
+}
+
+// Skew describes timestamps of one message that lay more than
+// store.MaxClockSkew in the future and were clamped; the zero Skew means
+// none did.
+type Skew struct {
+	// Ahead is how far the latest clamped time lay ahead of Now (saturating
+	// at the largest time.Duration).
+	Ahead time.Duration
+	// Latest is the latest clamped time as the satellite sent it.
+	Latest time.Time
+	// Now is the receive time the clamped times were replaced with.
+	Now time.Time
+}
+
+// clamp returns t, or now when t lies more than store.MaxClockSkew after
+// now, recording the clamp in sk.
+func (sk *Skew) clamp(t, now time.Time) time.Time {
+	if !t.After(now.Add(store.MaxClockSkew)) {
+		return t
+	}
+	if t.After(sk.Latest) {
+		sk.Latest, sk.Now, sk.Ahead = t, now, t.Sub(now)
+	}
+	return now
+}
+
+// ClampBatch replaces every time in b that lies more than
+// store.MaxClockSkew after now (the hub's receive time) by now: device
+// observed times, condition observed and last-transition times, and the
+// first-seen times of instance mismatches. A satellite whose clock runs
+// ahead would otherwise store times that make every later, genuine report
+// look older and be ignored. It returns what it clamped.
+func ClampBatch(b *store.Batch, now time.Time) Skew {
+	var sk Skew
+	for i := range b.Devices {
+		d := &b.Devices[i]
+		d.ObservedTime = sk.clamp(d.ObservedTime, now)
+		sk.clampConditions(d.Conditions, now)
+		if d.Facts != nil {
+			for j := range d.Facts.InstanceMismatches {
+				m := &d.Facts.InstanceMismatches[j]
+				m.FirstSeenTime = sk.clamp(m.FirstSeenTime, now)
+			}
+		}
+	}
+	return sk
+}
+
+// ClampConditions is ClampBatch for a list of conditions (a site's set):
+// observed and last-transition times.
+func ClampConditions(cs []condition.Condition, now time.Time) Skew {
+	var sk Skew
+	sk.clampConditions(cs, now)
+	return sk
+}
+
+func (sk *Skew) clampConditions(cs []condition.Condition, now time.Time) {
+	for i := range cs {
+		cs[i].ObservedTime = sk.clamp(cs[i].ObservedTime, now)
+		cs[i].LastTransitionTime = sk.clamp(cs[i].LastTransitionTime, now)
+	}
 }
 
 func (l *linkLoop) handle(ctx context.Context, m *ironlinkv1.ConnectRequest) error {
@@ -601,14 +683,15 @@ func (l *linkLoop) handleSiteConditions(ctx context.Context, sc *ironlinkv1.Site
 		l.log.Warn("site conditions refused", "err", err)
 		return err
 	}
-	applied, err := l.s.store.ReplaceSiteConditions(ctx, l.site, l.epoch, conds)
+	l.noteSkew(ClampConditions(conds, time.Now()))
+	res, err := l.s.store.ReplaceSiteConditions(ctx, l.site, l.epoch, conds)
 	switch {
 	case errors.Is(err, store.ErrFenced):
 		return err
 	case err != nil:
 		l.log.Error("record site conditions", "err", err)
 		return status.Error(codes.Unavailable, "hub could not record the site conditions; reconnect and resend")
-	case !applied:
+	case !res.Applied:
 		l.log.Info("site conditions older than the stored ones ignored")
 		return nil
 	}
@@ -616,7 +699,13 @@ func (l *linkLoop) handleSiteConditions(ctx context.Context, sc *ironlinkv1.Site
 	for _, c := range conds {
 		attrs = append(attrs, string(c.Type), string(c.Status)+"/"+c.Reason)
 	}
-	l.log.Info("site conditions", attrs...)
+	// A set that only refreshes observed times (the satellite resends its
+	// set on every link and on each poll's signal) is not news.
+	if res.Changed {
+		l.log.Info("site conditions changed", attrs...)
+	} else {
+		l.log.Debug("site conditions unchanged", attrs...)
+	}
 	return nil
 }
 
@@ -718,9 +807,12 @@ func (l *linkLoop) handleCorrection(ctx context.Context, c *ironlinkv1.DriftCorr
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "drift correction: device_id %q is not a UUID", c.GetDeviceId())
 	}
-	at := time.Now()
+	now := time.Now()
+	at := now
 	if c.GetCorrectTime().IsValid() {
-		at = c.GetCorrectTime().AsTime()
+		var sk Skew
+		at = sk.clamp(c.GetCorrectTime().AsTime(), now)
+		l.noteSkew(sk)
 	}
 	err = l.s.store.RecordDriftCorrection(ctx, l.site, did.String(), c.GetGeneration(), truncate(c.GetDetail(), 1024), at)
 	switch {

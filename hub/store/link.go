@@ -109,7 +109,8 @@ func (s *Store) MarkStaleSites(ctx context.Context, staleAfter time.Duration) ([
 // ApplyBatch commits b for site in one transaction, under the link's epoch.
 // Sequences at or below the site's last committed sequence are recognised as
 // duplicates and change nothing. Conditions older (by observed time) than the
-// stored ones are ignored, so a replay never moves a condition backwards.
+// stored ones are ignored, so a replay never moves a condition backwards; a
+// stored observed time more than MaxClockSkew in the future counts as now.
 // When b is the final part of a snapshot, every device of the site that no
 // part of that snapshot mentioned is marked removed.
 //
@@ -189,7 +190,10 @@ func (s *Store) applyDevices(ctx context.Context, tx pgx.Tx, site string, b Batc
 		return 0, fmt.Errorf("check device sites: %w", err)
 	}
 
-	// Upsert the device rows.
+	// Upsert the device rows. A stored observed time more than MaxClockSkew
+	// in the future (written before the link clamped satellite clocks)
+	// counts as now, here and for conditions below, so it cannot freeze them.
+	now := time.Now()
 	rows := 0
 	batch := &pgx.Batch{}
 	for _, d := range b.Devices {
@@ -209,11 +213,11 @@ func (s *Store) applyDevices(ctx context.Context, tx pgx.Tx, site string, b Batc
 			ON CONFLICT (id) DO UPDATE SET
 				name        = CASE WHEN $4::jsonb IS NULL THEN devices.name ELSE $3 END,
 				facts       = COALESCE($4::jsonb, devices.facts),
-				observed_at = GREATEST(devices.observed_at, $5),
+				observed_at = GREATEST(CASE WHEN devices.observed_at > $8 THEN $9 ELSE devices.observed_at END, $5),
 				snapshot_id = COALESCE($6, devices.snapshot_id),
 				removed     = $7,
 				removed_at  = CASE WHEN $7 THEN COALESCE(devices.removed_at, now()) END`,
-			d.DeviceID, site, name, nullJSON(facts), d.ObservedTime, snap, d.Removed)
+			d.DeviceID, site, name, nullJSON(facts), d.ObservedTime, snap, d.Removed, now.Add(MaxClockSkew), now)
 		rows++
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
@@ -234,10 +238,11 @@ func (s *Store) applyDevices(ctx context.Context, tx pgx.Tx, site string, b Batc
 		}
 		for _, c := range d.Conditions {
 			old, had := cur[c.Type]
-			if had && c.ObservedTime.Before(old.ObservedTime) {
+			oldObserved := notFuture(old.ObservedTime, now)
+			if had && c.ObservedTime.Before(oldObserved) {
 				continue // older than what we have: a replay
 			}
-			if had && !c.ObservedTime.After(old.ObservedTime) && old.SameObservation(c) {
+			if had && !c.ObservedTime.After(oldObserved) && old.SameObservation(c) {
 				continue
 			}
 			cur[c.Type] = c

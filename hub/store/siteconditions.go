@@ -23,12 +23,16 @@ import (
 //     Within a set that is applied, a condition older than the stored one of
 //     its type keeps the stored row, so no condition moves backwards.
 //   - An empty set clears the site's conditions.
+//   - A stored observed time more than MaxClockSkew in the future (written
+//     before the link clamped satellite clocks) counts as now, so it cannot
+//     make every later set look older.
 //
 // It also records the site as heard from. Errors: ErrFenced (a newer link
 // exists; nothing is written), ErrNotFound (no such site), database errors.
-func (s *Store) ReplaceSiteConditions(ctx context.Context, site string, epoch int64, conds []condition.Condition) (applied bool, err error) {
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		applied = false
+func (s *Store) ReplaceSiteConditions(ctx context.Context, site string, epoch int64, conds []condition.Condition) (SiteConditionsResult, error) {
+	var res SiteConditionsResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		res = SiteConditionsResult{}
 		var curEpoch int64
 		err := tx.QueryRow(ctx, `SELECT link_epoch FROM sites WHERE name = $1 FOR NO KEY UPDATE`, site).Scan(&curEpoch)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -48,6 +52,10 @@ func (s *Store) ReplaceSiteConditions(ctx context.Context, site string, epoch in
 			return err
 		}
 		cur := stored[site]
+		now := time.Now()
+		for i := range cur {
+			cur[i].ObservedTime = notFuture(cur[i].ObservedTime, now)
+		}
 		if len(conds) > 0 && latestObserved(conds).Before(latestObserved(cur)) {
 			return nil // a replay of an older set
 		}
@@ -59,6 +67,9 @@ func (s *Store) ReplaceSiteConditions(ctx context.Context, site string, epoch in
 			if had && c.ObservedTime.Before(old.ObservedTime) {
 				continue // the stored observation is newer
 			}
+			if !had || old.Status != c.Status || old.Reason != c.Reason {
+				res.Changed = true
+			}
 			if had && old.Status == c.Status {
 				c.LastTransitionTime = old.LastTransitionTime
 			}
@@ -69,21 +80,51 @@ func (s *Store) ReplaceSiteConditions(ctx context.Context, site string, epoch in
 					last_transition_time = $6, observed_time = $7`,
 				site, string(c.Type), string(c.Status), c.Reason, c.Message, c.LastTransitionTime, c.ObservedTime)
 		}
+		for _, old := range cur {
+			if _, kept := findType(conds, old.Type); !kept {
+				res.Changed = true // cleared
+			}
+		}
 		batch.Queue(`DELETE FROM site_conditions WHERE site = $1 AND NOT (type = ANY($2::text[]))`, site, keep)
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return fmt.Errorf("write site conditions of %q: %w", site, err)
 		}
-		applied = true
+		res.Applied = true
 		return nil
 	})
 	if err != nil {
-		return false, err
+		return SiteConditionsResult{}, err
 	}
 	// Being heard from ends a site's staleness, as a heartbeat does.
 	if err := s.refreshStaleness(ctx, site); err != nil {
-		return applied, err
+		return res, err
 	}
-	return applied, nil
+	return res, nil
+}
+
+// SiteConditionsResult says what ReplaceSiteConditions did.
+type SiteConditionsResult struct {
+	// Applied is false when the set was older than the stored one and was
+	// ignored whole.
+	Applied bool
+	// Changed is true when the applied set added or removed a condition
+	// type, or changed the status or reason of one; false when it only
+	// refreshed observed times or messages.
+	Changed bool
+}
+
+// MaxClockSkew is how far in the future a satellite's timestamps may lie
+// before the hub treats them as coming from a clock that runs ahead: the
+// link clamps such times to its receive time, and the store counts stored
+// times beyond it as now.
+const MaxClockSkew = time.Minute
+
+// notFuture returns t, or now when t lies more than MaxClockSkew after now.
+func notFuture(t, now time.Time) time.Time {
+	if t.After(now.Add(MaxClockSkew)) {
+		return now
+	}
+	return t
 }
 
 func latestObserved(cs []condition.Condition) time.Time {

@@ -47,8 +47,8 @@ func TestSiteConditionsReplaceKeepTransitionTimeAndIgnoreOlderSets(t *testing.T)
 		siteCond(condition.OrphanDetection, condition.True, "Compared", t0),
 		siteCond(condition.OpenStackAuthenticated, condition.True, "Authenticated", t0),
 	}
-	if applied, err := s.ReplaceSiteConditions(ctx, "site-a", sess.Epoch, first); err != nil || !applied {
-		t.Fatalf("first set: applied=%v err=%v", applied, err)
+	if res, err := s.ReplaceSiteConditions(ctx, "site-a", sess.Epoch, first); err != nil || !res.Applied || !res.Changed {
+		t.Fatalf("first set: %+v err=%v", res, err)
 	}
 	got := siteOf(t, s, "site-a").Conditions
 	if len(got) != 2 || got[0].Type != condition.OpenStackAuthenticated || got[1].Type != condition.OrphanDetection ||
@@ -63,8 +63,8 @@ func TestSiteConditionsReplaceKeepTransitionTimeAndIgnoreOlderSets(t *testing.T)
 		siteCond(condition.OpenStackAuthenticated, condition.True, "Authenticated", t1),
 		siteCond(condition.OrphanDetection, condition.False, "HypervisorFieldHidden", t1),
 	}
-	if applied, err := s.ReplaceSiteConditions(ctx, "site-a", sess.Epoch, second); err != nil || !applied {
-		t.Fatalf("second set: applied=%v err=%v", applied, err)
+	if res, err := s.ReplaceSiteConditions(ctx, "site-a", sess.Epoch, second); err != nil || !res.Applied || !res.Changed {
+		t.Fatalf("second set: %+v err=%v", res, err)
 	}
 	got = siteOf(t, s, "site-a").Conditions
 	if !got[0].LastTransitionTime.Equal(t0) || !got[0].ObservedTime.Equal(t1) {
@@ -76,9 +76,9 @@ func TestSiteConditionsReplaceKeepTransitionTimeAndIgnoreOlderSets(t *testing.T)
 
 	// A replayed older set changes nothing.
 	stale := []condition.Condition{siteCond(condition.OpenStackAuthenticated, condition.False, "AuthenticationFailed", t0.Add(time.Minute))}
-	applied, err := s.ReplaceSiteConditions(ctx, "site-a", sess.Epoch, stale)
-	if err != nil || applied {
-		t.Fatalf("older set: applied=%v err=%v, want ignored", applied, err)
+	res, err := s.ReplaceSiteConditions(ctx, "site-a", sess.Epoch, stale)
+	if err != nil || res.Applied || res.Changed {
+		t.Fatalf("older set: %+v err=%v, want ignored", res, err)
 	}
 	if again := siteOf(t, s, "site-a").Conditions; !reflect.DeepEqual(again, got) {
 		t.Fatalf("older set changed the stored one:\n%+v\nwant\n%+v", again, got)
@@ -86,8 +86,8 @@ func TestSiteConditionsReplaceKeepTransitionTimeAndIgnoreOlderSets(t *testing.T)
 
 	// A newer set without OrphanDetection replaces the whole set.
 	third := []condition.Condition{siteCond(condition.OpenStackAuthenticated, condition.False, "AuthenticationFailed", t2)}
-	if applied, err := s.ReplaceSiteConditions(ctx, "site-a", sess.Epoch, third); err != nil || !applied {
-		t.Fatalf("third set: applied=%v err=%v", applied, err)
+	if res, err := s.ReplaceSiteConditions(ctx, "site-a", sess.Epoch, third); err != nil || !res.Applied || !res.Changed {
+		t.Fatalf("third set: %+v err=%v", res, err)
 	}
 	got = siteOf(t, s, "site-a").Conditions
 	if len(got) != 1 || got[0].Status != condition.False || !got[0].LastTransitionTime.Equal(t2) {
@@ -227,5 +227,95 @@ func TestInstanceMismatchFactsFilterAndCount(t *testing.T) {
 	}
 	if n := siteOf(t, s, "site-a").InstanceMismatchCount; n != 1 {
 		t.Fatalf("site-a mismatch count after repair %d, want 1", n)
+	}
+}
+
+func TestSiteConditionsChangedOnlyOnStatusReasonOrTypes(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	sess := open(t, s, "site-a")
+	t0 := time.Now().UTC().Truncate(time.Microsecond).Add(-time.Hour)
+	set := func(at time.Time, cs ...condition.Condition) store.SiteConditionsResult {
+		t.Helper()
+		res, err := s.ReplaceSiteConditions(ctx, "site-a", sess.Epoch, cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	auth := func(st condition.Status, reason string, at time.Time) condition.Condition {
+		return siteCond(condition.OpenStackAuthenticated, st, reason, at)
+	}
+	if res := set(t0, auth(condition.True, "Authenticated", t0)); !res.Applied || !res.Changed {
+		t.Fatalf("first set: %+v", res)
+	}
+	// The same set again, observed later and with another message: applied, not a change.
+	again := auth(condition.True, "Authenticated", t0.Add(time.Minute))
+	again.Message = "another message"
+	if res := set(t0, again); !res.Applied || res.Changed {
+		t.Fatalf("resent set: %+v, want applied and unchanged", res)
+	}
+	// Same status, other reason: a change.
+	if res := set(t0, auth(condition.True, "Reauthenticated", t0.Add(2*time.Minute))); !res.Applied || !res.Changed {
+		t.Fatalf("new reason: %+v", res)
+	}
+	// A type added, then removed: changes.
+	orphan := siteCond(condition.OrphanDetection, condition.True, "Compared", t0.Add(3*time.Minute))
+	if res := set(t0, auth(condition.True, "Reauthenticated", t0.Add(3*time.Minute)), orphan); !res.Changed {
+		t.Fatalf("type added: %+v", res)
+	}
+	if res := set(t0, auth(condition.True, "Reauthenticated", t0.Add(4*time.Minute))); !res.Applied || !res.Changed {
+		t.Fatalf("type removed: %+v", res)
+	}
+}
+
+// Times stored in the far future (by a hub before the link clamped
+// satellite clocks) must not freeze a site: they count as now.
+func TestStoredFutureTimesDoNotFreezeConditions(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	sess := open(t, s, "site-a")
+	future := time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)
+	if res, err := s.ReplaceSiteConditions(ctx, "site-a", sess.Epoch, []condition.Condition{
+		siteCond(condition.OpenStackAuthenticated, condition.False, "AuthenticationFailed", future)}); err != nil || !res.Applied {
+		t.Fatalf("future set: %+v %v", res, err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond).Add(time.Second)
+	if res, err := s.ReplaceSiteConditions(ctx, "site-a", sess.Epoch, []condition.Condition{
+		siteCond(condition.OpenStackAuthenticated, condition.True, "Authenticated", now)}); err != nil || !res.Applied || !res.Changed {
+		t.Fatalf("genuine set after a future one: %+v %v, want applied", res, err)
+	}
+	if got := siteOf(t, s, "site-a").Conditions; len(got) != 1 || got[0].Status != condition.True || !got[0].ObservedTime.Equal(now) {
+		t.Fatalf("after genuine set: %+v", got)
+	}
+	// An older replay is still ignored.
+	if res, err := s.ReplaceSiteConditions(ctx, "site-a", sess.Epoch, []condition.Condition{
+		siteCond(condition.OpenStackAuthenticated, condition.False, "AuthenticationFailed", now.Add(-time.Hour))}); err != nil || res.Applied {
+		t.Fatalf("older set: %+v %v, want ignored", res, err)
+	}
+
+	// Device conditions and the device's observed time likewise.
+	dev := uuid.NewString()
+	if _, err := s.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{{
+		DeviceID: dev, ObservedTime: future, Conditions: conds(future, map[condition.Type]condition.Status{condition.MaintenanceClear: condition.False}),
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 2, Devices: []store.DeviceUpdate{{
+		DeviceID: dev, ObservedTime: now, Conditions: conds(now, nil),
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.GetDevice(ctx, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ObservedAt == nil || !d.ObservedAt.Equal(now) {
+		t.Fatalf("device observed_at %v, want %v", d.ObservedAt, now)
+	}
+	for _, c := range d.Conditions {
+		if c.Type == condition.MaintenanceClear && (c.Status != condition.True || !c.ObservedTime.Equal(now)) {
+			t.Fatalf("MaintenanceClear after a genuine batch: %+v", c)
+		}
 	}
 }
