@@ -33,7 +33,7 @@ func runKeygen(args []string) error { return keygenTo(args, os.Stdout, os.Stderr
 func keygenTo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ironlink-hub keygen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = cli.Usage(fs, "ironlink-hub keygen --client-id ID [--site S] [--scopes a,b] [--alg ES256|RS256|EdDSA] [--kid K] --out key.pem")
+	fs.Usage = usage(fs, "ironlink-hub keygen --client-id ID [--site S] [--scopes a,b] [--alg ES256|RS256|EdDSA] [--kid K] --out key.pem [--force]")
 	clientID := fs.String("client-id", "", "roster client id: ironlink-agent-<site> for a satellite, any other name for an operator")
 	site := fs.String("site", "", "the satellite's site (default: from an ironlink-agent-<site> client id; empty for an operator)")
 	scopes := fs.String("scopes", "", "comma-separated scopes (default device:update,device-condition:create for a satellite, operations:read for an operator)")
@@ -113,7 +113,7 @@ func runToken(args []string) error { return tokenTo(args, os.Stdout, os.Stderr) 
 func tokenTo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ironlink-hub token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = cli.Usage(fs, "ironlink-hub token --key key.pem --client-id ID [--kid K] [--audience AUD] [--lifetime 2m]")
+	fs.Usage = usage(fs, "ironlink-hub token --key key.pem --client-id ID [--kid K] [--audience AUD] [--lifetime 2m]")
 	keyFile := fs.String("key", cli.Env("IRONLINK_CLIENT_KEY", ""), "private key file (PEM) (env IRONLINK_CLIENT_KEY)")
 	clientID := fs.String("client-id", cli.Env("IRONLINK_CLIENT_ID", ""), "roster client id (env IRONLINK_CLIENT_ID)")
 	kid := fs.String("kid", cli.Env("IRONLINK_CLIENT_KID", ""), "key id in the roster (env IRONLINK_CLIENT_KID; default: the key's RFC 7638 thumbprint)")
@@ -149,8 +149,11 @@ func tokenTo(args []string, stdout, stderr io.Writer) error {
 // development only: it writes a throwaway CA, a server certificate for
 // localhost/127.0.0.1/::1 and, per --client, a client certificate for mutual
 // TLS into --dir (see tlsutil.GenerateTestPKI), and prints the file paths as
-// shell assignments (IRONLINK_TLS_CA=..., IRONLINK_TLS_CERT=...,
-// IRONLINK_TLS_KEY=...).
+// assignments of the environment variables that read them: the hub's
+// IRONLINK_TLS_CERT and IRONLINK_TLS_KEY, the satellite's IRONLINK_HUB_CA
+// and, with --client, the hub's IRONLINK_TLS_CLIENT_CA. Each client's
+// certificate and key (the satellite's IRONLINK_TLS_CLIENT_CERT and
+// IRONLINK_TLS_CLIENT_KEY) are named on stderr.
 //
 //	ironlink-hub dev-pki --dir .demo/pki [--client ironlink-agent-demo,ops-console]
 func runDevPKI(args []string) error { return devPKITo(args, os.Stdout, os.Stderr) }
@@ -158,7 +161,7 @@ func runDevPKI(args []string) error { return devPKITo(args, os.Stdout, os.Stderr
 func devPKITo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ironlink-hub dev-pki", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = cli.Usage(fs, "ironlink-hub dev-pki --dir DIR [--client ID,ID]")
+	fs.Usage = usage(fs, "ironlink-hub dev-pki --dir DIR [--client ID,ID]")
 	dir := fs.String("dir", "", "directory to write the CA, server and client certificates into")
 	clients := fs.String("client", "", "comma-separated client ids to issue mutual-TLS client certificates for")
 	if err := fs.Parse(args); err != nil {
@@ -174,7 +177,9 @@ func devPKITo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("dev-pki: %w", err)
 	}
-	fmt.Fprintf(stdout, "IRONLINK_TLS_CA=%s\nIRONLINK_TLS_CERT=%s\nIRONLINK_TLS_KEY=%s\n", ca, cert, key)
+	fmt.Fprintf(stdout, "# ironlink-hub (server certificate)\nIRONLINK_TLS_CERT=%s\nIRONLINK_TLS_KEY=%s\n", cert, key)
+	fmt.Fprintf(stdout, "# ironlink-satellite (CA to verify the hub; also grpcurl -cacert)\nIRONLINK_HUB_CA=%s\n", ca)
+	issued := 0
 	for _, id := range strings.Split(*clients, ",") {
 		if id = strings.TrimSpace(id); id == "" {
 			continue
@@ -183,7 +188,11 @@ func devPKITo(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("dev-pki: %w", err)
 		}
-		fmt.Fprintf(stderr, "client certificate for %s: %s (key %s)\n", id, c, k)
+		issued++
+		fmt.Fprintf(stderr, "client certificate for %s: IRONLINK_TLS_CLIENT_CERT=%s IRONLINK_TLS_CLIENT_KEY=%s\n", id, c, k)
+	}
+	if issued > 0 {
+		fmt.Fprintf(stdout, "# ironlink-hub, for mutual TLS (every client then needs a certificate)\nIRONLINK_TLS_CLIENT_CA=%s\n", ca)
 	}
 	return nil
 }

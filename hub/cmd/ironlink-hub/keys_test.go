@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -121,10 +122,27 @@ func TestDevPKI(t *testing.T) {
 	if err := devPKITo([]string{"--dir", dir, "--client", "ironlink-agent-demo, ops-console"}, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"IRONLINK_TLS_CA=" + filepath.Join(dir, "ca.pem"), "IRONLINK_TLS_CERT=" + filepath.Join(dir, "server.pem"), "IRONLINK_TLS_KEY=" + filepath.Join(dir, "server-key.pem")} {
+	// Every variable printed is one a program reads: the hub's server
+	// certificate and client CA, the satellite's hub CA.
+	for _, want := range []string{"IRONLINK_HUB_CA=" + filepath.Join(dir, "ca.pem"), "IRONLINK_TLS_CERT=" + filepath.Join(dir, "server.pem"),
+		"IRONLINK_TLS_KEY=" + filepath.Join(dir, "server-key.pem"), "IRONLINK_TLS_CLIENT_CA=" + filepath.Join(dir, "ca.pem")} {
 		if !strings.Contains(out.String(), want+"\n") {
 			t.Fatalf("output %q lacks %q", out.String(), want)
 		}
+	}
+	read := readVariables(t)
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if name, _, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") && !read[name] {
+			t.Errorf("dev-pki prints %s, which no program reads", name)
+		}
+	}
+	for _, m := range regexp.MustCompile(`(IRONLINK_[A-Z0-9_]+)=`).FindAllStringSubmatch(errOut.String(), -1) {
+		if !read[m[1]] {
+			t.Errorf("dev-pki names %s on stderr, which no program reads", m[1])
+		}
+	}
+	if want := "IRONLINK_TLS_CLIENT_CERT=" + filepath.Join(dir, "client-ironlink-agent-demo.pem"); !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr %q lacks %q", errOut.String(), want)
 	}
 	for _, f := range []string{"client-ironlink-agent-demo.pem", "client-ops-console-key.pem"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
@@ -134,4 +152,21 @@ func TestDevPKI(t *testing.T) {
 	if err := devPKITo(nil, &out, &errOut); err == nil {
 		t.Fatal("dev-pki without --dir accepted")
 	}
+}
+
+// readVariables returns the environment variables ironlink-hub and
+// ironlink-satellite read, from their main.go sources.
+func readVariables(t *testing.T) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, f := range []string{"main.go", filepath.Join("..", "..", "..", "satellite", "cmd", "ironlink-satellite", "main.go")} {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`"(IRONLINK_[A-Z0-9_]+)"`).FindAllStringSubmatch(string(src), -1) {
+			out[m[1]] = true
+		}
+	}
+	return out
 }

@@ -14,8 +14,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,7 +28,7 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
@@ -35,7 +37,8 @@ func main() {
 	}
 }
 
-func run(args []string) error {
+// run runs the subcommand in args; serve's and migrate's usage go to stderr.
+func run(args []string, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "keygen":
@@ -46,21 +49,25 @@ func run(args []string) error {
 			return runDevPKI(args[1:])
 		}
 	}
-	cmd := "serve"
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "version") {
-		cmd, args = args[0], args[1:]
-	}
-	if cmd == "version" {
-		fmt.Println(version.Version)
-		return nil
+	if len(args) > 0 {
+		switch args[0] {
+		case "version":
+			fmt.Println(version.Version)
+			return nil
+		case "migrate":
+			return runMigrate(args[1:], stderr)
+		case "serve":
+			args = args[1:]
+		}
 	}
 	hostname, _ := os.Hostname()
-	fs := flag.NewFlagSet("ironlink-hub "+cmd, flag.ContinueOnError)
-	fs.Usage = cli.Usage(fs, "ironlink-hub [serve|migrate|keygen|token|dev-pki|version] [flags]")
+	fs := flag.NewFlagSet("ironlink-hub serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = usage(fs, "ironlink-hub [serve] [flags]\n       ironlink-hub migrate|keygen|token|dev-pki|version ... (each with -h)")
 	var cfg app.Config
 	var logLevel, logFormat string
 	var err error
-	fs.StringVar(&cfg.DatabaseURL, "database-url", cli.Env("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
+	addMigrateFlags(fs, &cfg.DatabaseURL, &logLevel, &logFormat)
 	fs.StringVar(&cfg.Listen, "listen", cli.Env("IRONLINK_HUB_LISTEN", "localhost:7070"), "gRPC listen address (env IRONLINK_HUB_LISTEN)")
 	fs.StringVar(&cfg.Replica, "replica", cli.Env("IRONLINK_HUB_REPLICA", fmt.Sprintf("%s-%d", hostname, os.Getpid())), "name of this replica (env IRONLINK_HUB_REPLICA)")
 	fs.StringVar(&cfg.RosterPath, "roster", cli.Env("IRONLINK_HUB_ROSTER", ""), "YAML roster of clients (satellites, operators) and their public keys; reloaded on SIGHUP and on change (env IRONLINK_HUB_ROSTER; required unless --no-auth)")
@@ -70,8 +77,6 @@ func run(args []string) error {
 	fs.StringVar(&cfg.TLSKey, "tls-key", cli.Env("IRONLINK_TLS_KEY", ""), "server private key PEM (env IRONLINK_TLS_KEY)")
 	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cli.Env("IRONLINK_TLS_CLIENT_CA", ""), "CA bundle for client certificates: turns mutual TLS on, the certificate bound to the client id (env IRONLINK_TLS_CLIENT_CA)")
 	fs.BoolVar(&cfg.Plaintext, "plaintext", false, "serve without TLS (local development only)")
-	fs.StringVar(&logLevel, "log-level", cli.Env("IRONLINK_LOG_LEVEL", "info"), "debug, info, warn or error (env IRONLINK_LOG_LEVEL)")
-	fs.StringVar(&logFormat, "log-format", cli.Env("IRONLINK_LOG_FORMAT", "text"), "text or json (env IRONLINK_LOG_FORMAT)")
 	durations := []struct {
 		p    *time.Duration
 		name string
@@ -112,16 +117,68 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if cmd == "migrate" {
-		if cfg.DatabaseURL == "" {
-			return errors.New("database URL is required (--database-url or DATABASE_URL)")
-		}
-		applied, err := store.Migrate(ctx, cfg.DatabaseURL)
-		if err != nil {
-			return err
-		}
-		log.Info("migrations done", "applied", applied)
-		return nil
-	}
 	return app.Run(ctx, cfg, log)
+}
+
+// runMigrate implements `ironlink-hub migrate`: apply pending migrations
+// and exit. It takes only the flags that matter to it.
+func runMigrate(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ironlink-hub migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = usage(fs, "ironlink-hub migrate [--database-url URL] [--log-level L] [--log-format F]")
+	var databaseURL, logLevel, logFormat string
+	addMigrateFlags(fs, &databaseURL, &logLevel, &logFormat)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("migrate: unexpected arguments %v", fs.Args())
+	}
+	if databaseURL == "" {
+		return errors.New("database URL is required (--database-url or DATABASE_URL)")
+	}
+	log, err := cli.NewLogger(logLevel, logFormat)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	applied, err := store.Migrate(ctx, databaseURL)
+	if err != nil {
+		return err
+	}
+	log.Info("migrations done", "applied", applied)
+	return nil
+}
+
+// addMigrateFlags defines the flags serve and migrate share.
+func addMigrateFlags(fs *flag.FlagSet, databaseURL, logLevel, logFormat *string) {
+	fs.StringVar(databaseURL, "database-url", cli.Env("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
+	fs.StringVar(logLevel, "log-level", cli.Env("IRONLINK_LOG_LEVEL", "info"), "debug, info, warn or error (env IRONLINK_LOG_LEVEL)")
+	fs.StringVar(logFormat, "log-format", cli.Env("IRONLINK_LOG_FORMAT", "text"), "text or json (env IRONLINK_LOG_FORMAT)")
+}
+
+// usage prints a usage line and the flag defaults of fs to fs's output. The
+// heading says that flags fall back to an environment variable only when
+// one of them does, and names which.
+func usage(fs *flag.FlagSet, line string) func() {
+	return func() {
+		w := fs.Output()
+		heading := "flags:"
+		withEnv, all := 0, 0
+		fs.VisitAll(func(f *flag.Flag) {
+			all++
+			if strings.Contains(f.Usage, "(env ") {
+				withEnv++
+			}
+		})
+		switch {
+		case withEnv > 0 && withEnv == all:
+			heading = "flags (each also read from the environment variable shown; the flag wins):"
+		case withEnv > 0:
+			heading = "flags (those showing an environment variable also read it; the flag wins):"
+		}
+		fmt.Fprintf(w, "usage: %s\n\n%s\n", line, heading)
+		fs.PrintDefaults()
+	}
 }
