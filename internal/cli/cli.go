@@ -54,7 +54,7 @@ func NewLogger(level, format string) (*slog.Logger, error) {
 // Usage prints a usage line and the flag defaults of fs to stderr.
 func Usage(fs *flag.FlagSet, line string) func() {
 	return func() {
-		fmt.Fprintf(os.Stderr, "usage: %s\n\nflags (each also read from the environment variable shown):\n", line)
+		fmt.Fprintf(os.Stderr, "usage: %s\n\nflags (those showing an environment variable also read it; the flag wins):\n", line)
 		fs.PrintDefaults()
 	}
 }
