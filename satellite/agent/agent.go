@@ -47,7 +47,18 @@ type Config struct {
 	SweepInterval time.Duration
 	// SweepTimeout bounds one sweep (default: the sweep interval).
 	SweepTimeout time.Duration
+	// RequestResync, when set, asks the hub for the desired states (the
+	// link's RequestResync). A poll calls it, at most every
+	// ResyncRequestMinInterval, when it sees a device's gate differ from the
+	// state last applied — for example a quarantine that nova-compute undid
+	// by rewriting the provider's traits from a node-trait list it read
+	// just before the quarantine.
+	RequestResync func()
 }
+
+// ResyncRequestMinInterval is the least time between two resyncs a poll
+// asks for.
+const ResyncRequestMinInterval = 30 * time.Second
 
 // Clients are the agent's connections to its site. Ironic is required;
 // Placement is nil on a standalone site and Nova is nil where the site has
@@ -86,7 +97,8 @@ type Agent struct {
 	projects   map[string]string                         // Nova server id → tenant_id
 	looked     map[string]bool                           // server ids looked up for their project
 
-	stats Stats
+	stats         Stats
+	lastResyncAsk time.Time
 }
 
 type desired struct {
@@ -211,6 +223,7 @@ func (a *Agent) Poll(ctx context.Context) error {
 
 	a.mu.Lock()
 	var updates []*ironlinkv1.DeviceUpdate
+	drifted := 0
 	seen := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		seen[n.UUID] = true
@@ -222,6 +235,9 @@ func (a *Agent) Poll(ctx context.Context) error {
 		}
 		if u := a.evaluateLocked(n, pv, now, start); u != nil {
 			updates = append(updates, u)
+		}
+		if a.gateDiffersLocked(n, pv) {
+			drifted++
 		}
 	}
 	for _, id := range a.tracker.Devices() {
@@ -238,6 +254,10 @@ func (a *Agent) Poll(ctx context.Context) error {
 		close(a.listedCh)
 	}
 	a.listed = true
+	askResync := drifted > 0 && a.cfg.RequestResync != nil && time.Since(a.lastResyncAsk) >= ResyncRequestMinInterval
+	if askResync {
+		a.lastResyncAsk = time.Now()
+	}
 	a.stats.Polls++
 	a.stats.LastPollDuration = time.Since(start)
 	a.stats.LastPollNodes = len(nodes)
@@ -245,7 +265,32 @@ func (a *Agent) Poll(ctx context.Context) error {
 
 	a.outbox.Push(updates)
 	a.log.Info("poll done", "nodes", len(nodes), "changed", len(updates), "took", time.Since(start).Round(time.Millisecond))
+	if askResync {
+		a.log.Warn("devices' gate differs from the state last applied; asking the hub for a resync", "devices", drifted)
+		a.cfg.RequestResync()
+	}
 	return nil
+}
+
+// gateDiffersLocked reports whether node n's gate trait (and, where
+// Placement was read, its provider's) differs from the impairment state
+// last applied to it; devices never commanded are not judged. a.mu is held.
+func (a *Agent) gateDiffersLocked(n ironic.Node, pv conditions.PlacementView) bool {
+	d, ok := a.desired[n.UUID]
+	if !ok || d.generation == 0 || n.Missing["traits"] {
+		return false
+	}
+	want := !d.quarantined
+	if n.HasTrait(ReadyTrait) != want {
+		return true
+	}
+	if a.placement == nil || !pv.Read || !pv.ProviderExists {
+		return false
+	}
+	if want && !pv.TraitDefined {
+		return true
+	}
+	return pv.HasTrait != want
 }
 
 // evaluateLocked maps node n (with the Placement view pv, the Nova project

@@ -363,3 +363,37 @@ func TestSweepKeepsVerdictWhenLookupFails(t *testing.T) {
 		t.Fatalf("after a failed lookup: %v, before: %v", after, before)
 	}
 }
+
+// A poll that sees a commanded device's gate differ from what was applied
+// (nova-compute rewrote the provider's traits from a stale node-trait list
+// right after a quarantine) asks the hub for a resync at once, and not
+// again within ResyncRequestMinInterval; a converged site asks nothing.
+func TestPollAsksForResyncWhenGateDrifts(t *testing.T) {
+	asked := 0
+	s := newSweepSiteWith(t, openstacksim.Options{}, agent.Config{PollInterval: time.Hour, RequestResync: func() { asked++ }})
+	id := s.node(t, "n-q", "available", "")
+	if err := s.sim.SetProviderTraits(id, []string{"CUSTOM_CUSTOMER_READY"}); err != nil {
+		t.Fatal(err)
+	}
+	s.poll(t)
+	ctx := context.Background()
+	if r := s.a.HandleCommand(ctx, &ironlinkv1.Command{CommandId: "c1", DeviceId: id, Generation: 1, Desired: ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED}); !r.GetSuccess() {
+		t.Fatal(r.GetError())
+	}
+	s.poll(t)
+	if asked != 0 {
+		t.Fatalf("converged site asked for %d resyncs", asked)
+	}
+	// Nova puts the trait back on the provider behind ironlink's back.
+	if err := s.sim.SetProviderTraits(id, []string{"CUSTOM_CUSTOMER_READY"}); err != nil {
+		t.Fatal(err)
+	}
+	s.poll(t)
+	if asked != 1 {
+		t.Fatalf("drifted quarantine: %d resync requests, want 1", asked)
+	}
+	s.poll(t)
+	if asked != 1 {
+		t.Fatalf("second poll within %s asked again (%d)", agent.ResyncRequestMinInterval, asked)
+	}
+}

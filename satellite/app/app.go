@@ -184,6 +184,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	lc.SiteState = site
 	lc.Capabilities = ready.Capabilities
 	client := link.NewClient(lc, outbox, ready.Snapshot, ready, log.With("component", "link"))
+	cfg.Agent.RequestResync = client.RequestResync
 	g.Go(func() error {
 		select {
 		case <-firstAttempt:

@@ -83,6 +83,7 @@ type Client struct {
 	outbound   chan *ironlinkv1.ConnectRequest
 	desired    chan *ironlinkv1.DesiredStates
 	sem        chan struct{}
+	resyncNow  chan struct{}
 }
 
 // NewClient returns a client that sends from outbox (snapshots via snap) and
@@ -111,7 +112,8 @@ func NewClient(cfg Config, outbox *Outbox, snap SnapshotFunc, handler CommandHan
 	}
 	return &Client{cfg: cfg, outbox: outbox, snap: snap, handler: handler, log: log,
 		outbound: make(chan *ironlinkv1.ConnectRequest, 64), desired: make(chan *ironlinkv1.DesiredStates, 1),
-		sem: make(chan struct{}, cfg.MaxConcurrentCommands), inflight: map[string]bool{}, recent: map[string]recentResult{}}
+		resyncNow: make(chan struct{}, 1),
+		sem:       make(chan struct{}, cfg.MaxConcurrentCommands), inflight: map[string]bool{}, recent: map[string]recentResult{}}
 }
 
 // Run keeps a link open until ctx ends, reconnecting with backoff. It
@@ -157,6 +159,16 @@ func (c *Client) capabilities() []string {
 		return nil
 	}
 	return c.cfg.Capabilities()
+}
+
+// RequestResync asks the hub for the site's desired states now (as the
+// resync ticker does), which starts a resync; it never blocks, and a request
+// made while the link is down is sent when it comes up.
+func (c *Client) RequestResync() {
+	select {
+	case c.resyncNow <- struct{}{}:
+	default:
+	}
 }
 
 // session runs one link from Hello until it fails.
@@ -255,6 +267,8 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 			err = sendSite()
 		case m := <-c.outbound:
 			err = stream.Send(m)
+		case <-c.resyncNow:
+			err = stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_DesiredStatesRequest{DesiredStatesRequest: &ironlinkv1.DesiredStatesRequest{}}})
 		case <-resync.C:
 			err = stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_DesiredStatesRequest{DesiredStatesRequest: &ironlinkv1.DesiredStatesRequest{}}})
 		case <-hb.C:
