@@ -113,17 +113,7 @@ func (s *realSite) sweep(t *testing.T, label string) agent.SweepStats {
 // device returns the device as a new link's snapshot would send it.
 func (s *realSite) device(t *testing.T, id string) *ironlinkv1.DeviceUpdate {
 	t.Helper()
-	devs, ok := s.a.Snapshot()
-	if !ok {
-		t.Fatal("no snapshot")
-	}
-	for _, d := range devs {
-		if d.GetDeviceId() == id {
-			return d
-		}
-	}
-	t.Fatalf("device %s not in the snapshot", id)
-	return nil
+	return snapshotDevice(t, s.a, id)
 }
 
 func (s *realSite) command(t *testing.T, id string, gen int64, quarantine bool) *ironlinkv1.CommandResult {

@@ -85,7 +85,13 @@ func (s *sweepSite) sweep(t *testing.T) {
 // snapshot would send them).
 func (s *sweepSite) device(t *testing.T, id string) *ironlinkv1.DeviceUpdate {
 	t.Helper()
-	devs, ok := s.a.Snapshot()
+	return snapshotDevice(t, s.a, id)
+}
+
+// snapshotDevice returns device id as a new link's snapshot would send it.
+func snapshotDevice(t *testing.T, a *agent.Agent, id string) *ironlinkv1.DeviceUpdate {
+	t.Helper()
+	devs, ok := a.Snapshot()
 	if !ok {
 		t.Fatal("no snapshot")
 	}
