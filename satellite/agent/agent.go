@@ -64,9 +64,12 @@ const ResyncRequestMinInterval = 30 * time.Second
 // Placement is nil on a standalone site and Nova is nil where the site has
 // no Nova (no orphan detection).
 type Clients struct {
-	Ironic    *ironic.Client
+	// Ironic lists, re-reads and writes node traits (required).
+	Ironic *ironic.Client
+	// Placement reads and writes resource-provider traits; nil standalone.
 	Placement *placement.Client
-	Nova      *nova.Client
+	// Nova lists servers for the orphan sweep; nil without Nova.
+	Nova *nova.Client
 }
 
 // Agent polls one site and applies its commands. Safe for concurrent use.

@@ -22,13 +22,22 @@ import (
 
 // Reasons of the OrphanDetection site condition.
 const (
-	ReasonDetectionEnabled      = "Enabled"
-	ReasonStandalone            = "Standalone"
-	ReasonNovaNotConfigured     = "NovaNotConfigured"
+	// ReasonDetectionEnabled (True): the last sweep compared Nova with Ironic.
+	ReasonDetectionEnabled = "Enabled"
+	// ReasonStandalone (False): a standalone-Ironic site has no Nova.
+	ReasonStandalone = "Standalone"
+	// ReasonNovaNotConfigured (False): no compute endpoint, or --nova off.
+	ReasonNovaNotConfigured = "NovaNotConfigured"
+	// ReasonHypervisorFieldHidden (False): Nova lists servers without
+	// OS-EXT-SRV-ATTR:hypervisor_hostname for this credential.
 	ReasonHypervisorFieldHidden = "HypervisorFieldHidden"
-	ReasonAllTenantsForbidden   = "AllTenantsForbidden"
-	ReasonSweepPending          = "SweepPending"
-	ReasonNovaUnreachable       = "NovaUnreachable"
+	// ReasonAllTenantsForbidden (False): Nova answers 403 to all_tenants.
+	ReasonAllTenantsForbidden = "AllTenantsForbidden"
+	// ReasonSweepPending (Unknown): no sweep has run since the start.
+	ReasonSweepPending = "SweepPending"
+	// ReasonNovaUnreachable (Unknown): the last sweep could not list Nova's
+	// servers; earlier verdicts are kept.
+	ReasonNovaUnreachable = "NovaUnreachable"
 )
 
 // maxMismatchesPerDevice is the most orphans reported for one node (the

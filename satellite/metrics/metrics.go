@@ -25,13 +25,17 @@ import (
 // Stats is what the metrics read from the agent at scrape time (a subset
 // of agent.Stats, copied by the caller's func).
 type Stats struct {
-	Polls, FailedPolls        int
-	Sweeps, FailedSweeps      int
+	// Polls and FailedPolls count completed and skipped polls.
+	Polls, FailedPolls int
+	// Sweeps and FailedSweeps count completed and incomplete sweeps.
+	Sweeps, FailedSweeps int
+	// Resyncs counts impairment resyncs; DriftCorrections the traits they corrected.
 	Resyncs, DriftCorrections int
-	InstanceMismatches        int
-	LastPollSeconds           float64
-	LastSweepSeconds          float64
-	LastResyncSeconds         float64
+	// InstanceMismatches is the number of orphans currently reported.
+	InstanceMismatches int
+	// LastPollSeconds, LastSweepSeconds and LastResyncSeconds are the wall
+	// times of the last poll, sweep and resync, in seconds.
+	LastPollSeconds, LastSweepSeconds, LastResyncSeconds float64
 }
 
 // Satellite holds the registry and the metrics the satellite updates.
