@@ -35,6 +35,9 @@ const (
 	ReasonAllTenantsForbidden = "AllTenantsForbidden"
 	// ReasonSweepPending (Unknown): no sweep has run since the start.
 	ReasonSweepPending = "SweepPending"
+	// ReasonNotConnected (Unknown): the satellite has not reached OpenStack
+	// yet, so it does not know whether the site has Nova.
+	ReasonNotConnected = "NotConnected"
 	// ReasonNovaUnreachable (Unknown): the last sweep could not list Nova's
 	// servers; earlier verdicts are kept.
 	ReasonNovaUnreachable = "NovaUnreachable"

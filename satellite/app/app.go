@@ -161,6 +161,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	guard.OnTokenRequest = func(err error) { m.TokenRequest(err, openstack.IsAuthError(err)) }
 	cfg.OpenStack.AuthGuard = guard
+	// Every site condition is known from the first message on; the agent
+	// replaces this one once OpenStack answers.
+	site.Set(condition.Condition{Type: condition.OrphanDetection, Status: condition.Unknown, Reason: agent.ReasonNotConnected,
+		Message: "not connected to OpenStack yet: whether the site has Nova is not known"})
 	cfg.OpenStack.WrapTransport = m.Transport
 
 	g, gctx := errgroup.WithContext(ctx)

@@ -40,9 +40,38 @@ func TestEndToEndStandaloneSimulator(t *testing.T) {
 	const site = "standalone"
 	id := newIdentity(t, []string{site}, map[string][]string{"ops": {auth.ScopeOperationsRead, auth.ScopeOperationsWrite}})
 	hubAddr, _ := startHub(t, pgtest.NewDatabase(t), id)
+	// The satellite starts while Keystone refuses its credential: the hub
+	// sees the site and why, with every site condition present.
+	sim.InjectFault(openstacksim.Fault{Service: openstacksim.ServiceIdentity, Method: "POST", PathContains: "/auth/tokens", Status: 401, Times: -1})
 	harness.Start(t, "ironlink-satellite", bins.Satellite(), append([]string{"--site", site, "--hub", hubAddr, "--clouds-yaml", path,
-		"--cloud", "sa", "--poll-interval", "1s", "--sweep-interval", "1s", "--max-backoff", "2s", "--log-level", "debug"}, id.satelliteArgs(site)...)...)
+		"--cloud", "sa", "--poll-interval", "1s", "--sweep-interval", "1s", "--max-backoff", "2s", "--auth-backoff", "1s",
+		"--log-level", "debug"}, id.satelliteArgs(site)...)...)
 	fc := ironlinkv1.NewFleetServiceClient(id.dialAs(t, hubAddr, "ops"))
+	siteConds := func() (map[string]string, error) {
+		sites, err := fc.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
+		if err != nil {
+			return nil, err
+		}
+		if len(sites.GetSites()) != 1 {
+			return nil, fmt.Errorf("sites %v", sites.GetSites())
+		}
+		got := map[string]string{}
+		for _, c := range sites.GetSites()[0].GetConditions() {
+			got[c.GetType()] = strings.TrimPrefix(c.GetStatus().String(), "CONDITION_STATUS_") + "/" + c.GetReason()
+		}
+		return got, nil
+	}
+	harness.Eventually(t, 30*time.Second, func() error {
+		got, err := siteConds()
+		if err != nil {
+			return err
+		}
+		if got["OpenStackAuthenticated"] != "FALSE/AuthenticationFailed" || got["OrphanDetection"] != "UNKNOWN/NotConnected" {
+			return fmt.Errorf("site conditions while Keystone refuses at start: %v", got)
+		}
+		return nil
+	})
+	sim.ClearFaults()
 
 	want := map[string]ironlinkv1.OperationalStatus{
 		ready.UUID:  ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_AVAILABLE,
