@@ -106,6 +106,26 @@ func (s *Store) MarkStaleSites(ctx context.Context, staleAfter time.Duration) ([
 	return names, nil
 }
 
+// lockSite locks the site row (FOR NO KEY UPDATE: writers of the site
+// queue here, readers do not) and checks that epoch is the site's current
+// link epoch. It returns the last committed sequence and the stale flag.
+// Errors: ErrNotFound, ErrFenced (a newer link exists), database errors.
+func lockSite(ctx context.Context, tx pgx.Tx, site string, epoch int64) (lastSeq int64, stale bool, err error) {
+	var curEpoch int64
+	err = tx.QueryRow(ctx, `SELECT link_epoch, last_sequence, stale FROM sites WHERE name = $1 FOR NO KEY UPDATE`, site).
+		Scan(&curEpoch, &lastSeq, &stale)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, fmt.Errorf("site %q: %w", site, ErrNotFound)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("lock site %q: %w", site, err)
+	}
+	if curEpoch != epoch {
+		return 0, false, fmt.Errorf("site %q epoch %d (current %d): %w", site, epoch, curEpoch, ErrFenced)
+	}
+	return lastSeq, stale, nil
+}
+
 // ApplyBatch commits b for site in one transaction, under the link's epoch.
 // Sequences at or below the site's last committed sequence are recognised as
 // duplicates and change nothing. Conditions older (by observed time) than the
@@ -120,18 +140,9 @@ func (s *Store) ApplyBatch(ctx context.Context, site string, epoch int64, b Batc
 	var res BatchResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		res = BatchResult{}
-		var curEpoch, lastSeq int64
-		var stale bool
-		err := tx.QueryRow(ctx, `SELECT link_epoch, last_sequence, stale FROM sites WHERE name = $1 FOR NO KEY UPDATE`, site).
-			Scan(&curEpoch, &lastSeq, &stale)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("site %q: %w", site, ErrNotFound)
-		}
+		lastSeq, stale, err := lockSite(ctx, tx, site, epoch)
 		if err != nil {
-			return fmt.Errorf("lock site %q: %w", site, err)
-		}
-		if curEpoch != epoch {
-			return fmt.Errorf("site %q epoch %d (current %d): %w", site, epoch, curEpoch, ErrFenced)
+			return err
 		}
 		if b.Sequence <= uint64(lastSeq) {
 			res.Duplicate = true

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -33,16 +32,8 @@ func (s *Store) ReplaceSiteConditions(ctx context.Context, site string, epoch in
 	var res SiteConditionsResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		res = SiteConditionsResult{}
-		var curEpoch int64
-		err := tx.QueryRow(ctx, `SELECT link_epoch FROM sites WHERE name = $1 FOR NO KEY UPDATE`, site).Scan(&curEpoch)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("site %q: %w", site, ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("lock site %q: %w", site, err)
-		}
-		if curEpoch != epoch {
-			return fmt.Errorf("site %q epoch %d (current %d): %w", site, epoch, curEpoch, ErrFenced)
+		if _, _, err := lockSite(ctx, tx, site, epoch); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE sites SET last_seen_at = now() WHERE name = $1`, site); err != nil {
 			return fmt.Errorf("touch site %q: %w", site, err)
