@@ -204,20 +204,11 @@ func (a *Agent) Poll(ctx context.Context) error {
 		a.countFailure()
 		return fmt.Errorf("list Ironic nodes: %w", err)
 	}
-	view := conditions.PlacementView{}
-	var providers, ready map[string]bool
-	var traitDefined bool
+	var pg placementGate
 	if a.placement != nil {
-		var perr error
-		providers, perr = a.placement.Providers(ctx)
-		if perr == nil {
-			ready, traitDefined, perr = a.placement.ProvidersWithTrait(ctx, ReadyTrait)
-		}
-		if perr != nil {
+		if pg, err = a.readPlacementGate(ctx); err != nil {
 			// Ironic was read: go on, but keep each device's last CustomerReady.
-			a.log.Warn("Placement unreadable; CustomerReady kept as last seen", "err", perr)
-		} else {
-			view.Read = true
+			a.log.Warn("Placement unreadable; CustomerReady kept as last seen", "err", err)
 		}
 	}
 	now := time.Now().UTC()
@@ -230,12 +221,7 @@ func (a *Agent) Poll(ctx context.Context) error {
 	seen := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		seen[n.UUID] = true
-		pv := view
-		if view.Read {
-			pv.ProviderExists = providers[n.UUID]
-			pv.HasTrait = ready[n.UUID]
-			pv.TraitDefined = traitDefined
-		}
+		pv := pg.view(n.UUID)
 		if u := a.evaluateLocked(n, pv, now, start); u != nil {
 			updates = append(updates, u)
 		}
@@ -275,25 +261,64 @@ func (a *Agent) Poll(ctx context.Context) error {
 	return nil
 }
 
-// gateDiffersLocked reports whether node n's gate trait (and, where
-// Placement was read, its provider's) differs from the impairment state
-// last applied to it; devices never commanded are not judged. a.mu is held.
+// gateDiffersLocked reports whether node n's gate differs from the
+// impairment state last applied to it (see gateMatches); devices never
+// commanded are not judged. a.mu is held.
 func (a *Agent) gateDiffersLocked(n ironic.Node, pv conditions.PlacementView) bool {
 	d, ok := a.desired[n.UUID]
 	if !ok || d.generation == 0 || n.Missing["traits"] {
 		return false
 	}
-	want := !d.quarantined
-	if n.HasTrait(ReadyTrait) != want {
-		return true
-	}
-	if a.placement == nil || !pv.Read || !pv.ProviderExists {
+	return !gateMatches(!d.quarantined, n.HasTrait(ReadyTrait), pv, a.placement != nil)
+}
+
+// gateMatches reports whether a device's gate agrees with want (true:
+// released, trait present): the Ironic node trait always; where the site
+// has Placement and it was read, also the provider trait when the
+// provider exists, and for a release the trait must be defined in
+// Placement (the gate creates it).
+func gateMatches(want, nodeHas bool, pv conditions.PlacementView, hasPlacement bool) bool {
+	switch {
+	case nodeHas != want:
 		return false
-	}
-	if want && !pv.TraitDefined {
+	case !hasPlacement || !pv.Read:
 		return true
+	case want && !pv.TraitDefined:
+		return false
+	case !pv.ProviderExists:
+		return true // no provider yet: the gate writes nothing there
 	}
-	return pv.HasTrait != want
+	return pv.HasTrait == want
+}
+
+// placementGate is one read of the gate on Placement's side for the whole
+// site: which providers exist, which carry the trait, whether the trait is
+// defined. The zero value is "not read".
+type placementGate struct {
+	read             bool
+	providers, ready map[string]bool
+	defined          bool
+}
+
+// readPlacementGate reads the gate on Placement's side (two requests).
+func (a *Agent) readPlacementGate(ctx context.Context) (placementGate, error) {
+	providers, err := a.placement.Providers(ctx)
+	if err != nil {
+		return placementGate{}, err
+	}
+	ready, defined, err := a.placement.ProvidersWithTrait(ctx, ReadyTrait)
+	if err != nil {
+		return placementGate{}, err
+	}
+	return placementGate{read: true, providers: providers, ready: ready, defined: defined}, nil
+}
+
+// view is what Map and gateMatches need of device id's provider.
+func (g placementGate) view(id string) conditions.PlacementView {
+	if !g.read {
+		return conditions.PlacementView{}
+	}
+	return conditions.PlacementView{Read: true, ProviderExists: g.providers[id], HasTrait: g.ready[id], TraitDefined: g.defined}
 }
 
 // evaluateLocked maps node n (with the Placement view pv, the Nova project

@@ -31,33 +31,16 @@ func (a *Agent) gateSnapshot(ctx context.Context) func(id string, quarantine boo
 		}
 		nodeHas[n.UUID] = n.HasTrait(ReadyTrait)
 	}
-	if a.placement == nil {
-		return func(id string, q bool) bool {
-			has, ok := nodeHas[id]
-			return ok && has == !q
+	var pg placementGate
+	if a.placement != nil {
+		if pg, err = a.readPlacementGate(ctx); err != nil {
+			a.log.Warn("resync: bulk read of Placement failed; checking devices one by one", "err", err)
+			return nil
 		}
-	}
-	providers, err := a.placement.Providers(ctx)
-	if err != nil {
-		a.log.Warn("resync: bulk read of Placement failed; checking devices one by one", "err", err)
-		return nil
-	}
-	ready, defined, err := a.placement.ProvidersWithTrait(ctx, ReadyTrait)
-	if err != nil {
-		a.log.Warn("resync: bulk read of Placement failed; checking devices one by one", "err", err)
-		return nil
 	}
 	return func(id string, q bool) bool {
 		has, ok := nodeHas[id]
-		if !ok || has == q {
-			return false
-		}
-		if !providers[id] {
-			// No provider yet: the gate writes nothing there; a release
-			// still needs the trait defined.
-			return q || defined
-		}
-		return ready[id] == !q
+		return ok && gateMatches(!q, has, pg.view(id), a.placement != nil)
 	}
 }
 
