@@ -182,29 +182,6 @@ func (t roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// Requests returns the number of OpenStack requests counted for service
-// ("" for all services).
-func (m *Satellite) Requests(service string) int {
-	mfs, err := m.Registry.Gather()
-	if err != nil {
-		return 0
-	}
-	n := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != "ironlink_satellite_openstack_requests_total" {
-			continue
-		}
-		for _, mt := range mf.GetMetric() {
-			for _, l := range mt.GetLabel() {
-				if l.GetName() == "service" && (service == "" || l.GetValue() == service) {
-					n += mt.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return int(n)
-}
-
 // Serve serves /metrics on addr (host:port) until ctx ends. Errors: the
 // address cannot be listened on.
 func (m *Satellite) Serve(ctx context.Context, addr string) error {

@@ -34,10 +34,10 @@ func TestMetricsServeWhatHappened(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	if n := m.Requests("baremetal"); n != 2 {
+	if n := requests(t, m, "baremetal"); n != 2 {
 		t.Errorf("baremetal requests %d, want 2", n)
 	}
-	if n := m.Requests(""); n != 4 {
+	if n := requests(t, m, ""); n != 4 {
 		t.Errorf("all requests %d, want 4", n)
 	}
 	m.SiteCondition(condition.Condition{Type: condition.OpenStackAuthenticated, Status: condition.False, Reason: "AuthenticationFailed"})
@@ -77,4 +77,28 @@ func TestMetricsServeWhatHappened(t *testing.T) {
 	if strings.Contains(body, `reason="AuthenticationFailed"`) {
 		t.Error("/metrics still shows the old site condition status")
 	}
+}
+
+// requests sums ironlink_satellite_openstack_requests_total for service
+// ("" for all services).
+func requests(t *testing.T, m *metrics.Satellite, service string) int {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "ironlink_satellite_openstack_requests_total" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "service" && (service == "" || l.GetValue() == service) {
+					n += mt.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return int(n)
 }
