@@ -4,20 +4,15 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 )
@@ -43,21 +38,7 @@ func (l *logBuffer) String() string {
 // startLoggedReplica is startReplica with the server's Info log kept in logs.
 func startLoggedReplica(t *testing.T, st *store.Store, logs *logBuffer) ironlinkv1.LinkServiceClient {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	ironlinkv1.RegisterLinkServiceServer(gs, link.NewServer(st, link.Config{
-		Replica: "r1", HeartbeatInterval: time.Hour, CommandSweep: time.Hour,
-	}, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	cc, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	return ironlinkv1.NewLinkServiceClient(cc)
+	return serveReplica(t, st, "r1", slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 }
 
 var year9000 = time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -44,11 +44,17 @@ func newStore(t *testing.T) (*store.Store, string) {
 // over st on an in-memory listener and returns a client of it.
 func startReplica(t *testing.T, st *store.Store, replica string) ironlinkv1.LinkServiceClient {
 	t.Helper()
+	return serveReplica(t, st, replica, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// serveReplica is startReplica logging to log.
+func serveReplica(t *testing.T, st *store.Store, replica string, log *slog.Logger) ironlinkv1.LinkServiceClient {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
 	ironlinkv1.RegisterLinkServiceServer(gs, link.NewServer(st, link.Config{
 		Replica: replica, HeartbeatInterval: time.Hour, CommandSweep: time.Hour,
-	}, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	}, log))
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
 	cc, err := grpc.NewClient("passthrough:///bufnet",

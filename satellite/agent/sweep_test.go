@@ -306,7 +306,7 @@ func TestSweepCatchesTransitionMissedByListing(t *testing.T) {
 	if c := cond(s.device(t, idle), condition.MaintenanceClear); c.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE {
 		t.Fatalf("unassigned node re-read by the sweep: %v", c)
 	}
-	if c, _ := s.site.Get(condition.OrphanDetection); c.Reason != agent.ReasonNovaNotConfigured && c.Reason != "" {
+	if c, ok := s.site.Get(condition.OrphanDetection); !ok || c.Status != condition.False || c.Reason != agent.ReasonNovaNotConfigured {
 		t.Fatalf("OrphanDetection without Nova %+v", c)
 	}
 	if n := s.a.Stats().LastSweep.NodesRead; n != 1 {
