@@ -27,7 +27,7 @@ import (
 )
 
 // ReadyTrait is the Placement/Ironic trait that gates a node open to customers.
-const ReadyTrait = "CUSTOM_CUSTOMER_READY"
+const ReadyTrait = conditions.ReadyTrait
 
 // Config configures the agent.
 type Config struct {
