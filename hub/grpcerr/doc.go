@@ -36,7 +36,7 @@
 // Decode failures: grpc-go (v1.85, rpc_util.go recv) turns a request that
 // the proto codec cannot unmarshal — for example a proto3 string that is not
 // valid UTF-8 — into codes.Internal, and writes that status before any
-// interceptor can change it (server_stream RecvMsg). DecodeOptions installs
+// interceptor can change it (serverStream.RecvMsg in stream.go). DecodeOptions installs
 // a server codec that instead leaves a marker in the message and an
 // interceptor pair that answers InvalidArgument naming the offending field
 // (see decode.go); hub/app installs them on the hub's server.
