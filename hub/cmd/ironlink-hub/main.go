@@ -162,17 +162,24 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 // errInvalid is returned by validate after it printed the problems.
 var errInvalid = errors.New("configuration invalid")
 
-// splitErrors flattens errors.Join trees into one message per problem.
+// splitErrors flattens errors.Join trees into one message per problem
+// (an error wrapping several with fmt.Errorf's %w keeps its own message).
 func splitErrors(err error) []string {
 	if err == nil {
 		return nil
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []string
+		var msgs []string
 		for _, e := range j.Unwrap() {
-			out = append(out, splitErrors(e)...)
+			msgs = append(msgs, e.Error())
 		}
-		return out
+		if strings.Join(msgs, "\n") == err.Error() { // errors.Join's message
+			var out []string
+			for _, e := range j.Unwrap() {
+				out = append(out, splitErrors(e)...)
+			}
+			return out
+		}
 	}
 	return []string{err.Error()}
 }
