@@ -597,4 +597,3 @@ func newUUID() string {
 
 // requestID returns an oslo-style request id, "req-<uuid>".
 func requestID() string { return "req-" + newUUID() }
-
