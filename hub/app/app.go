@@ -31,6 +31,7 @@ import (
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/logkey"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
 
@@ -191,7 +192,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
 	}
 
-	log.Info("hub serving", "listen", lis.Addr().String(), "replica", cfg.Replica)
+	log.Info("hub serving", "listen", lis.Addr().String(), logkey.Replica, cfg.Replica)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return linkSrv.ListenForCommands(gctx, cfg.DatabaseURL) })
 	g.Go(func() error { linkSrv.RunStaleSweep(gctx, cfg.StaleAfter); return nil })

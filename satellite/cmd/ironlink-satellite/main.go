@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ironlink/ironlink/internal/cli"
+	"github.com/ironlink/ironlink/internal/logkey"
 	"github.com/ironlink/ironlink/internal/version"
 	"github.com/ironlink/ironlink/satellite/app"
 	"github.com/ironlink/ironlink/satellite/conditions"
@@ -51,9 +52,9 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err = app.Run(ctx, cfg, log.With("site", cfg.Site))
+	err = app.Run(ctx, cfg, log.With(logkey.Site, cfg.Site))
 	if err == nil {
-		log.Info("satellite stopped", "site", cfg.Site)
+		log.Info("satellite stopped", logkey.Site, cfg.Site)
 	}
 	return err
 }
