@@ -3,9 +3,11 @@ SHELL := /bin/bash
 GO ?= go
 BUF_VERSION := v1.75.0
 BUF := $(GO) run github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 BIN := bin
 
-.PHONY: all build generate lint test test-unit test-e2e demo clean check-generated
+.PHONY: all build generate check-generated lint tidy-check breaking test demo clean
 
 all: build
 
@@ -26,11 +28,20 @@ check-generated: generate
 	git diff --exit-code -- gen || (echo "gen/ is out of date: run make generate and commit" >&2; exit 1)
 	test -z "$$(git status --porcelain -- gen)" || (git status --porcelain -- gen; echo "gen/ has untracked files: run make generate and commit" >&2; exit 1)
 
-## lint: gofmt, go vet and buf lint
-lint:
+## lint: gofmt, go mod tidy (no diff), go vet, staticcheck (pinned) and buf lint
+lint: tidy-check
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
 	$(BUF) lint
+
+## tidy-check: fail when go.mod/go.sum differ from what `go mod tidy` writes
+tidy-check:
+	@$(GO) mod tidy -diff || (echo "go.mod/go.sum are not tidy: run go mod tidy and commit" >&2; exit 1)
+
+## breaking: buf breaking of proto/ against the merge-base with main (on main: HEAD~1); see scripts/buf-breaking.sh
+breaking:
+	BUF="$(BUF)" ./scripts/buf-breaking.sh
 
 ## test: everything — unit, storage (real PostgreSQL) and end-to-end (real processes) tests
 test: build
@@ -40,5 +51,6 @@ test: build
 demo: build
 	./scripts/demo.sh
 
+## clean: remove bin/
 clean:
 	rm -rf $(BIN)

@@ -10,6 +10,12 @@
 # (127.0.0.1:9108, the satellite's /metrics),
 # DEMO_REPLICAS (1; with 2, two hub replicas on 127.0.0.1:7071/7072 run behind
 # the small ironlink-lb TCP load balancer on $IRONLINK_HUB_LISTEN).
+#
+# The satellite may be stopped and started again while the demo runs
+# (.demo/start-satellite.sh starts it with the demo's flags); the demo ends
+# only when you stop it or the simulator or the hub (with DEMO_REPLICAS=2:
+# the load balancer) exits. Pid files and the satellite's state file of an
+# earlier run are cleared at start; a demo still running is refused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pg.sh
@@ -17,6 +23,18 @@ cd "$(dirname "$0")/.."
 HUB=${IRONLINK_HUB_LISTEN:-localhost:7070}
 STATE=$PWD/.demo
 mkdir -p "$STATE"
+for f in "$STATE"/*.pid; do
+  [ -e "$f" ] || continue
+  p=$(cat "$f" 2>/dev/null || true)
+  if [ -n "$p" ] && [ "$p" != $$ ] && kill -0 "$p" 2>/dev/null && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q 'ironlink\|demo.sh'; then
+    echo "an earlier demo is still running (pid $p in .demo/$(basename "$f")): stop it first (kill -TERM \$(cat .demo/demo.pid))" >&2
+    exit 1
+  fi
+done
+# What an earlier run left: its pids, and the satellite's applied
+# generations, which mean nothing to this run's new database and simulator.
+rm -f "$STATE"/*.pid "$STATE"/satellite-state.json "$STATE"/satellite-state.json.*
+echo $$ >"$STATE/demo.pid"
 pids=()
 cleanup() {
   trap - INT TERM EXIT
@@ -24,9 +42,14 @@ cleanup() {
   exec 1>&2 2>/dev/null
   echo
   echo ">> stopping the demo"
+  # A satellite restarted by hand (.demo/start-satellite.sh) is not a child.
+  sat=$(cat "$STATE/satellite.pid" 2>/dev/null || true)
+  [ -n "$sat" ] && kill "$sat" 2>/dev/null || true
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for _ in $(seq 150); do [ -n "$sat" ] && kill -0 "$sat" 2>/dev/null || break; sleep 0.1; done
   stop_private_pg
+  rm -f "$STATE"/*.pid
   echo ">> everything the demo started is stopped"
   exit "${1:-0}"
 }
@@ -48,6 +71,7 @@ bin/ironlink-openstacksim --listen 127.0.0.1:0 --nodes "${DEMO_NODES:-50}" --chu
   --orphans-ironic "${DEMO_ORPHANS:-1}" --orphans-nova "${DEMO_ORPHANS:-1}" \
   --clouds-yaml "$STATE/clouds.yaml" --cloud sim >"$STATE/openstacksim.out" 2>"$STATE/openstacksim.log" &
 pids+=($!)
+core=($!) # the processes whose exit ends the demo
 for _ in $(seq 100); do grep -q OPENSTACK_SIM_URL "$STATE/openstacksim.out" 2>/dev/null && break; sleep 0.1; done
 grep -q OPENSTACK_SIM_URL "$STATE/openstacksim.out" || { cat "$STATE/openstacksim.log"; exit 1; }
 
@@ -79,6 +103,7 @@ replicas=${DEMO_REPLICAS:-1}
 if [ "$replicas" = 1 ]; then
   echo ">> starting ironlink-hub on $HUB (log: .demo/hub.log)"
   start_hub hub "$HUB"
+  core+=("$(cat "$STATE/hub.pid")")
 else
   backends=()
   for i in $(seq "$replicas"); do
@@ -90,19 +115,50 @@ else
   echo ">> starting the ironlink-lb load balancer on $HUB"
   bin/ironlink-lb --listen "$HUB" "${backends[@]}" >"$STATE/lb.log" 2>&1 &
   pids+=($!)
+  core+=($!)
 fi
 
-echo ">> starting ironlink-satellite for site 'demo' (log: .demo/satellite.log)"
-bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim \
-  --client-key "$PKI/satellite.pem" --hub-ca "$PKI/ca.pem" --state-file "$STATE/satellite-state.json" \
-  --poll-interval "${DEMO_POLL_INTERVAL:-10s}" --sweep-interval "${DEMO_SWEEP_INTERVAL:-15s}" \
-  --metrics-addr "${DEMO_METRICS_ADDR:-127.0.0.1:9108}" >"$STATE/satellite.log" 2>&1 &
-pids+=($!)
+echo ">> starting ironlink-satellite for site 'demo' (log: .demo/satellite.log; restart: .demo/start-satellite.sh)"
+# The satellite's command line, kept as a script so that it can be started
+# again by hand after a kill (as a user restarting it would).
+cat >"$STATE/start-satellite.sh" <<EOS
+#!/usr/bin/env bash
+# Starts the demo's satellite in the background with the flags make demo
+# used (log appended to .demo/satellite.log, pid in .demo/satellite.pid).
+# Restart it: kill \$(cat .demo/satellite.pid); .demo/start-satellite.sh
+set -euo pipefail
+cd "$PWD"
+alive() { case "\$(ps -o stat= -p "\$1" 2>/dev/null)" in "" | Z*) return 1 ;; esac; }
+if p=\$(cat "$STATE/satellite.pid" 2>/dev/null); then
+  # just killed: give it up to 15 s to finish shutting down
+  for _ in \$(seq 150); do alive "\$p" || break; sleep 0.1; done
+  if alive "\$p"; then
+    echo "the demo satellite is still running (pid \$p): kill it first" >&2
+    exit 1
+  fi
+fi
+nohup bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim \\
+  --client-key "$PKI/satellite.pem" --hub-ca "$PKI/ca.pem" --state-file "$STATE/satellite-state.json" \\
+  --poll-interval "${DEMO_POLL_INTERVAL:-10s}" --sweep-interval "${DEMO_SWEEP_INTERVAL:-15s}" \\
+  --metrics-addr "${DEMO_METRICS_ADDR:-127.0.0.1:9108}" >>"$STATE/satellite.log" 2>&1 </dev/null &
+echo \$! >"$STATE/satellite.pid"
+echo "demo satellite started (pid \$!, log: .demo/satellite.log)"
+EOS
+chmod +x "$STATE/start-satellite.sh"
+: >"$STATE/satellite.log"
+"$STATE/start-satellite.sh" >/dev/null
 
 psql_bin=$(pg_bindir)/psql
 device=""
 for _ in $(seq 150); do
-  device=$("$psql_bin" "$db" -Atqc "SELECT id FROM devices WHERE status = 'AVAILABLE' ORDER BY id LIMIT 1" 2>/dev/null || true)
+  # A plain AVAILABLE device: not one of the orphans the simulator seeded
+  # (their nodes are in its log) nor one the sweep reported.
+  orphans=$(grep 'seeded deliberate orphans' "$STATE/openstacksim.log" | grep -oE '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}' |
+    sed "s/.*/'&'/" | paste -sd, || true)
+  device=$("$psql_bin" "$db" -Atqc "SELECT id FROM devices WHERE status = 'AVAILABLE' AND NOT removed
+    AND id NOT IN (${orphans:-'00000000-0000-0000-0000-000000000000'})
+    AND CASE WHEN jsonb_typeof(facts->'instance_mismatches') = 'array' THEN jsonb_array_length(facts->'instance_mismatches') = 0 ELSE true END
+    ORDER BY id LIMIT 1" 2>/dev/null || true)
   [ -n "$device" ] && break
   sleep 0.2
 done
@@ -156,8 +212,11 @@ Try these in another terminal. First define how to mint a short-lived operator t
   # the satellite's own metrics
   curl -s http://${DEMO_METRICS_ADDR:-127.0.0.1:9108}/metrics | grep ^ironlink_
 
+  # restart the satellite (the demo keeps running; ListSites shows the link come back)
+  kill \$(cat $STATE/satellite.pid); sleep 1; $STATE/start-satellite.sh
+
 Logs: .demo/hub*.log, .demo/satellite.log, .demo/openstacksim.log. Keys, certificates and the
-roster: .demo/pki. Press Ctrl-C to stop everything.
+roster: .demo/pki. Press Ctrl-C to stop everything (or kill -TERM \$(cat .demo/demo.pid)).
 EOM
 if [ "$replicas" != 1 ]; then
   cat <<EOM
@@ -169,9 +228,7 @@ satellite move to another (ListSites shows the replica holding the link):
   $G $A $HUB ironlink.v1.FleetService/ListSites
 EOM
 fi
-if [ "$replicas" = 1 ]; then
-  wait -n "${pids[@]}" || true
-  echo ">> a demo process exited unexpectedly; see .demo/*.log" >&2
-  exit 1
-fi
-wait
+# The satellite is not waited for: it may be stopped and started again.
+wait -n "${core[@]}" || true
+echo ">> a demo process exited unexpectedly (the simulator or the hub); see .demo/*.log" >&2
+exit 1

@@ -32,6 +32,7 @@ import (
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/logkey"
 	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
@@ -77,58 +78,67 @@ type Config struct {
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 }
 
-// Validate checks c and fills defaults. Errors name the bad setting.
-func (c *Config) Validate() error {
-	if c.Listen == "" {
-		c.Listen = "localhost:7070"
-	}
+// Validate checks c and returns it with every unset setting filled from
+// [Defaults] (the only place defaults live; the flags show the same
+// values). c itself is not changed: the returned Config is the one passed
+// down, by value, to everything Run builds. Every problem is reported
+// (errors.Join), each naming the flag and environment variable to fix.
+// MaxConnectionAge is the one duration whose zero is kept (0 = never).
+func (c Config) Validate() (Config, error) {
+	d := Defaults()
+	var errs []error
+	fill(&c.Listen, d.Listen)
+	fill(&c.Audience, d.Audience)
+	fill(&c.MaxTokenLifetime, d.MaxTokenLifetime)
+	fill(&c.StaleAfter, d.StaleAfter)
+	fill(&c.KeepaliveTime, d.KeepaliveTime)
+	fill(&c.KeepaliveTimeout, d.KeepaliveTimeout)
+	fill(&c.KeepaliveMinTime, d.KeepaliveMinTime)
+	fill(&c.MaxConnectionAgeGrace, d.MaxConnectionAgeGrace)
+	fill(&c.ShutdownGrace, d.ShutdownGrace)
+	fill(&c.Link.HeartbeatInterval, d.Link.HeartbeatInterval)
+	fill(&c.Link.CommandSweep, d.Link.CommandSweep)
+	fill(&c.Link.Delivery.ResendAfter, d.Link.Delivery.ResendAfter)
+	fill(&c.Link.Delivery.FailureBackoff, d.Link.Delivery.FailureBackoff)
+	fill(&c.Link.Delivery.MaxFailureBackoff, d.Link.Delivery.MaxFailureBackoff)
+	fill(&c.Link.HelloTimeout, d.Link.HelloTimeout)
 	if c.DatabaseURL == "" {
-		return errors.New("database URL is required (--database-url or DATABASE_URL)")
+		errs = append(errs, errors.New("database URL is required (--database-url or DATABASE_URL)"))
 	}
 	if c.RosterPath == "" && !c.NoAuth {
-		return errors.New("a client roster is required (--roster or IRONLINK_HUB_ROSTER); --no-auth turns authentication off for local development")
+		errs = append(errs, errors.New("a client roster is required (--roster or IRONLINK_HUB_ROSTER); --no-auth turns authentication off for local development"))
 	}
 	if (c.TLSCert == "" || c.TLSKey == "") && !c.Plaintext {
-		return errors.New("a TLS certificate and key are required (--tls-cert, --tls-key); --plaintext serves without TLS for local development")
-	}
-	if c.Audience == "" {
-		c.Audience = "ironlink-hub"
-	}
-	if c.MaxTokenLifetime == 0 {
-		c.MaxTokenLifetime = auth.DefaultMaxLifetime
-	}
-	if c.StaleAfter == 0 {
-		c.StaleAfter = 3 * time.Minute
+		errs = append(errs, errors.New("a TLS certificate and key are required (--tls-cert, --tls-key); --plaintext serves without TLS for local development"))
 	}
 	if c.StaleAfter < time.Second {
-		return fmt.Errorf("stale-after %s is below 1s", c.StaleAfter)
-	}
-	if c.KeepaliveTime == 0 {
-		c.KeepaliveTime = 30 * time.Second
-	}
-	if c.KeepaliveTimeout == 0 {
-		c.KeepaliveTimeout = 10 * time.Second
-	}
-	if c.KeepaliveMinTime == 0 {
-		c.KeepaliveMinTime = 10 * time.Second
-	}
-	if c.MaxConnectionAgeGrace == 0 {
-		c.MaxConnectionAgeGrace = time.Minute
+		errs = append(errs, fmt.Errorf("stale-after %s is below 1s", c.StaleAfter))
 	}
 	if c.KeepaliveMinTime > c.KeepaliveTime {
-		return fmt.Errorf("keepalive min time %s is above the keepalive time %s", c.KeepaliveMinTime, c.KeepaliveTime)
+		errs = append(errs, fmt.Errorf("keepalive min time %s is above the keepalive time %s", c.KeepaliveMinTime, c.KeepaliveTime))
 	}
-	if c.ShutdownGrace == 0 {
-		c.ShutdownGrace = 10 * time.Second
+	for _, n := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"--max-token-lifetime", c.MaxTokenLifetime}, {"--heartbeat-interval", c.Link.HeartbeatInterval},
+		{"--command-sweep", c.Link.CommandSweep}, {"--command-resend-after", c.Link.Delivery.ResendAfter},
+		{"--command-failure-backoff", c.Link.Delivery.FailureBackoff}, {"--max-connection-age", c.MaxConnectionAge},
+		{"--keepalive-time", c.KeepaliveTime}, {"--keepalive-timeout", c.KeepaliveTimeout},
+	} {
+		if n.d < 0 {
+			errs = append(errs, fmt.Errorf("%s %s is negative", n.name, n.d))
+		}
 	}
 	c.Link.Replica = c.Replica
-	return nil
+	return c, errors.Join(errs...)
 }
 
 // Run migrates the database, serves until ctx ends, then shuts down
 // gracefully. It returns the first fatal error.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.Validate()
+	if err != nil {
 		return err
 	}
 	applied, err := store.Migrate(ctx, cfg.DatabaseURL)
@@ -184,7 +194,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
 	}
 
-	log.Info("hub serving", "listen", lis.Addr().String(), "replica", cfg.Replica)
+	log.Info("hub serving", "listen", lis.Addr().String(), logkey.Replica, cfg.Replica)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return linkSrv.ListenForCommands(gctx, cfg.DatabaseURL) })
 	g.Go(func() error { linkSrv.RunStaleSweep(gctx, cfg.StaleAfter); return nil })

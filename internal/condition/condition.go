@@ -49,7 +49,9 @@ const (
 	// OpenStackAuthenticated is True while Keystone accepts the site's
 	// application credential; False/AuthenticationFailed once a
 	// (re-)authentication got 401 (expired, deleted or rotated credential,
-	// access rules rejected), until one succeeds again.
+	// access rules rejected), until one succeeds again; False/ConfigInvalid
+	// when clouds.yaml cannot authenticate at all (no request sent);
+	// Unknown/KeystoneUnreachable when Keystone does not answer.
 	OpenStackAuthenticated Type = "OpenStackAuthenticated"
 	// OrphanDetection is True when the sweep can compare Nova with Ironic;
 	// False/Standalone on a site without Nova, False/HypervisorFieldHidden

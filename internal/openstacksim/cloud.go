@@ -1,7 +1,6 @@
 package openstacksim
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -598,15 +597,3 @@ func newUUID() string {
 
 // requestID returns an oslo-style request id, "req-<uuid>".
 func requestID() string { return "req-" + newUUID() }
-
-// ctxSleep waits d or until ctx is done; it reports whether d elapsed.
-func ctxSleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}

@@ -646,13 +646,11 @@ func (c *Cloud) ironicList(w http.ResponseWriter, r *http.Request, ver int, deta
 	public := c.ironicPublic()
 	items := make([]any, 0, len(page))
 	for _, rec := range page {
-		if fields != nil {
-			for _, f := range fields {
-				if !ironicNodeFields[f] {
-					c.mu.Unlock()
-					ironicError(w, http.StatusBadRequest, fmt.Sprintf("Field %s is not a valid field.", f))
-					return
-				}
+		for _, f := range fields {
+			if !ironicNodeFields[f] {
+				c.mu.Unlock()
+				ironicError(w, http.StatusBadRequest, fmt.Sprintf("Field %s is not a valid field.", f))
+				return
 			}
 		}
 		items = append(items, renderNode(rec, ver, fields, public))

@@ -259,6 +259,7 @@ func pyBool(s string) (bool, error) {
 	case "0", "f", "false", "off", "n", "no":
 		return false, nil
 	}
+	//lint:ignore ST1005 Nova's own message, word for word
 	return false, fmt.Errorf("Unrecognized value '%s', acceptable values are: '0', '1', 'f', 'false', 'n', 'no', 'off', 'on', 't', 'true', 'y', 'yes'", s)
 }
 

@@ -183,7 +183,7 @@ func TestPlacementVersionsAndRequiredFilter(t *testing.T) {
 		t.Fatalf("required at 1.17: %v", err)
 	}
 	pl.Microversion = "1.40"
-	resp, _, err = rawJSON(t, pl, "GET", pl.ServiceURL("resource_providers"), nil, 200)
+	_, _, err = rawJSON(t, pl, "GET", pl.ServiceURL("resource_providers"), nil, 200)
 	if !gophercloud.ResponseCodeIs(err, 406) {
 		t.Fatalf("1.40: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -79,8 +80,10 @@ type Identity struct {
 	Plaintext bool
 }
 
-// dialOptions turns id into gRPC transport and per-RPC credentials.
-func (id Identity) dialOptions(site string) ([]grpc.DialOption, error) {
+// dialOptions turns id (validated: ClientID and Audience filled) into gRPC
+// transport and per-RPC credentials. Errors: a TLS or key file that cannot
+// be read or parsed.
+func (id Identity) dialOptions() ([]grpc.DialOption, error) {
 	var opts []grpc.DialOption
 	if id.Plaintext {
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -104,36 +107,49 @@ func (id Identity) dialOptions(site string) ([]grpc.DialOption, error) {
 			return nil, fmt.Errorf("client key: %w", err)
 		}
 	}
-	clientID := id.ClientID
-	if clientID == "" {
-		clientID = auth.SatelliteClientID(site)
-	}
-	aud := id.Audience
-	if aud == "" {
-		aud = "ironlink-hub"
-	}
 	return append(opts, grpc.WithPerRPCCredentials(&auth.ClientCredentials{
-		Key: key, KID: kid, ClientID: clientID, Audience: aud, Insecure: id.Plaintext})), nil
+		Key: key, KID: kid, ClientID: id.ClientID, Audience: id.Audience, Insecure: id.Plaintext})), nil
 }
 
-// Validate checks c. Errors name the bad setting.
-func (c *Config) Validate() error {
-	if c.Site == "" {
-		return errors.New("site is required (--site or IRONLINK_SITE)")
+// Validate checks c and returns it with every unset setting filled from
+// [Defaults] (the only place defaults live; the flags show the same
+// values). c itself is not changed: the returned Config is the one Run
+// passes down. Every problem is reported (errors.Join), each naming the
+// flag and environment variable to fix. The clouds.yaml it points at is
+// read by [Check] and by Run, not here.
+func (c Config) Validate() (Config, error) {
+	d := Defaults()
+	fill(&c.Agent.PollInterval, d.Agent.PollInterval)
+	fill(&c.Agent.SweepInterval, d.Agent.SweepInterval)
+	fill(&c.AuthBackoff, d.AuthBackoff)
+	fill(&c.Link.HeartbeatInterval, d.Link.HeartbeatInterval)
+	fill(&c.Link.KeepaliveTime, d.Link.KeepaliveTime)
+	fill(&c.Link.KeepaliveTimeout, d.Link.KeepaliveTimeout)
+	fill(&c.Link.ResyncInterval, d.Link.ResyncInterval)
+	fill(&c.Link.MaxBackoff, d.Link.MaxBackoff)
+	fill(&c.Identity.Audience, d.Identity.Audience)
+	if c.Site != "" {
+		fill(&c.Identity.ClientID, auth.SatelliteClientID(c.Site))
 	}
-	if err := sitename.Check(c.Site); err != nil {
-		return fmt.Errorf("--site: %w", err)
+	var errs []error
+	if c.Site == "" {
+		errs = append(errs, errors.New("site is required (--site or IRONLINK_SITE)"))
+	} else if err := sitename.Check(c.Site); err != nil {
+		errs = append(errs, fmt.Errorf("--site: %w", err))
 	}
 	if c.HubAddr == "" {
-		return errors.New("hub address is required (--hub or IRONLINK_HUB_ADDR)")
+		errs = append(errs, errors.New("hub address is required (--hub or IRONLINK_HUB_ADDR)"))
 	}
 	if c.Identity.KeyFile == "" && !c.Identity.NoAuth {
-		return errors.New("a client key is required (--client-key or IRONLINK_CLIENT_KEY); --no-auth only for a hub running without authentication")
+		errs = append(errs, errors.New("a client key is required (--client-key or IRONLINK_CLIENT_KEY); --no-auth only for a hub running without authentication"))
 	}
 	if c.Agent.PollInterval < time.Second {
-		return fmt.Errorf("poll interval %s is below 1s", c.Agent.PollInterval)
+		errs = append(errs, fmt.Errorf("poll interval %s is below 1s", c.Agent.PollInterval))
 	}
-	return nil
+	if _, _, err := openstack.CheckModes(c.OpenStack); err != nil {
+		errs = append(errs, err)
+	}
+	return c, errors.Join(errs...)
 }
 
 // Run opens the hub link, connects to OpenStack (retrying with backoff while
@@ -141,10 +157,20 @@ func (c *Config) Validate() error {
 // the link reports as the site condition OpenStackAuthenticated), then polls,
 // sweeps and keeps the link until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.Validate()
+	if err != nil {
 		return err
 	}
-	dial, err := cfg.Identity.dialOptions(cfg.Site)
+	// The metrics port is taken first: a port in use is a start-up error
+	// naming the flag, before anything talks to OpenStack.
+	var metricsLn net.Listener
+	if cfg.MetricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr %s (IRONLINK_METRICS_ADDR): %w", cfg.MetricsAddr, err)
+		}
+		defer metricsLn.Close()
+	}
+	dial, err := cfg.Identity.dialOptions()
 	if err != nil {
 		return err
 	}
@@ -168,8 +194,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	cfg.OpenStack.WrapTransport = m.Transport
 
 	g, gctx := errgroup.WithContext(ctx)
-	if cfg.MetricsAddr != "" {
-		g.Go(func() error { return m.Serve(gctx, cfg.MetricsAddr) })
+	if metricsLn != nil {
+		g.Go(func() error { return m.ServeListener(gctx, metricsLn) })
 	}
 
 	// The link comes up after the first attempt to reach OpenStack, whatever
@@ -226,6 +252,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}, backoff.WithBackOff(connectBackoff(cfg.AuthBackoff)), backoff.WithMaxElapsedTime(0))
 		if err != nil {
 			if gctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, openstack.ErrConfig) {
+				// clouds.yaml cannot work: the guard reported it as
+				// OpenStackAuthenticated=False/ConfigInvalid; the link stays up
+				// so the hub shows why, and nothing is retried (SPEC: never a
+				// crash loop). A fixed file needs a restart.
+				log.Error("OpenStack configuration invalid: not connecting; fix clouds.yaml and restart the satellite", "err", err)
+				firstOnce.Do(func() { close(firstAttempt) })
+				<-gctx.Done()
 				return nil
 			}
 			return fmt.Errorf("connect to OpenStack: %w", err)

@@ -2,7 +2,12 @@ package app_test
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,4 +43,71 @@ func TestRefusedCredentialAtStartIsAskedWithBackoff(t *testing.T) {
 		t.Fatalf("%d token requests in 7 s with --auth-backoff 2s, want 1 to 3", n)
 	}
 	t.Logf("%d token requests in 7 s", n)
+}
+
+// A clouds.yaml that cannot authenticate (a password cloud without a user
+// domain) is reported as OpenStackAuthenticated=False/ConfigInvalid, the
+// satellite keeps running (no crash loop) and asks Keystone nothing, ever
+// (before the fix: Unknown/KeystoneUnreachable and a token request per
+// backoff). Seen on /metrics, as an operator would.
+func TestIncompleteCloudsYAMLIsConfigInvalidAndNotRetried(t *testing.T) {
+	sim, oc := ostest.StartSim(t, openstacksim.Options{})
+	doc, err := os.ReadFile(oc.CloudsYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(doc), "auth_url: ")
+	authURL, _, _ := strings.Cut(rest, "\n")
+	oc.CloudsYAML = filepath.Join(t.TempDir(), "clouds.yaml")
+	if err := os.WriteFile(oc.CloudsYAML, []byte("clouds:\n  sim:\n    auth_type: password\n    auth:\n      auth_url: "+authURL+
+		"\n      username: ops\n      password: pw\n      project_id: p1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := app.Config{Site: "badcloud", HubAddr: "127.0.0.1:1", OpenStack: oc, AuthBackoff: 200 * time.Millisecond, MetricsAddr: addr,
+		Identity: app.Identity{NoAuth: true, Plaintext: true}}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, cfg, ostest.Logger(t)) }()
+	want := `ironlink_satellite_site_condition{reason="ConfigInvalid",status="False",type="OpenStackAuthenticated"} 1`
+	var body string
+	for ctx.Err() == nil && !strings.Contains(body, want) {
+		time.Sleep(100 * time.Millisecond)
+		if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+		}
+	}
+	if !strings.Contains(body, want) {
+		t.Fatalf("/metrics lacks %s:\n%s", want, grepLines(body, "ironlink_satellite_site_condition"))
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned before its context ended: %v", err)
+	case <-ctx.Done():
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := len(sim.Requests()); n != 0 {
+		t.Fatalf("%d requests reached the cloud in 4 s with --auth-backoff 200ms, want none", n)
+	}
+}
+
+// grepLines returns the lines of s containing sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

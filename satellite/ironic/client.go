@@ -15,6 +15,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 
+	"github.com/ironlink/ironlink/internal/logkey"
 	"github.com/ironlink/ironlink/satellite/openstack"
 )
 
@@ -264,11 +265,11 @@ func (c *Client) listOnce(ctx context.Context, fields []string, missing map[stri
 			if w.ProvisionUpdatedAt.Bad != "" {
 				badTimes++
 				if badTimes <= 3 {
-					c.log.Warn("unparsable provision_updated_at, using zero time", "node", w.UUID, "value", w.ProvisionUpdatedAt.Bad)
+					c.log.Warn("unparsable provision_updated_at, using zero time", logkey.DeviceID, w.UUID, "value", w.ProvisionUpdatedAt.Bad)
 				}
 			}
 			if seen[w.UUID] {
-				c.log.Warn("node listed twice, keeping the first", "node", w.UUID, "page", page)
+				c.log.Warn("node listed twice, keeping the first", logkey.DeviceID, w.UUID, "page", page)
 				continue
 			}
 			seen[w.UUID] = true
@@ -324,7 +325,7 @@ func (c *Client) GetNode(ctx context.Context, id string) (Node, error) {
 		return Node{}, fmt.Errorf("ironic: get node %s: %w", id, err)
 	}
 	if w.ProvisionUpdatedAt.Bad != "" {
-		c.log.Warn("unparsable provision_updated_at, using zero time", "node", id, "value", w.ProvisionUpdatedAt.Bad)
+		c.log.Warn("unparsable provision_updated_at, using zero time", logkey.DeviceID, id, "value", w.ProvisionUpdatedAt.Bad)
 	}
 	return w.toNode(missing), nil
 }

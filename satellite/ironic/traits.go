@@ -8,6 +8,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 
+	"github.com/ironlink/ironlink/internal/logkey"
 	"github.com/ironlink/ironlink/satellite/openstack"
 )
 
@@ -55,7 +56,7 @@ func (c *Client) AddTrait(ctx context.Context, nodeID, trait string) error {
 	if err != nil {
 		return wrapWrite(op, nodeID, err)
 	}
-	c.log.Debug("node trait added", "node", nodeID, "trait", trait)
+	c.log.Debug("node trait added", logkey.DeviceID, nodeID, "trait", trait)
 	return nil
 }
 
@@ -77,7 +78,7 @@ func (c *Client) RemoveTrait(ctx context.Context, nodeID, trait string) error {
 		return struct{}{}, err
 	})
 	if err == nil {
-		c.log.Debug("node trait removed", "node", nodeID, "trait", trait)
+		c.log.Debug("node trait removed", logkey.DeviceID, nodeID, "trait", trait)
 		return nil
 	}
 	if openstack.StatusCode(err) != http.StatusNotFound {

@@ -189,6 +189,11 @@ func (m *Satellite) Serve(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("metrics: listen on %s: %w", addr, err)
 	}
+	return m.ServeListener(ctx, ln)
+}
+
+// ServeListener serves /metrics on ln until ctx ends, then closes it.
+func (m *Satellite) ServeListener(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -35,9 +35,11 @@ func IsAuthBackoff(err error) bool {
 type AuthState struct {
 	// Status: "True" (Keystone issued a token), "False" (Keystone answered
 	// 401: expired, deleted or rotated application credential, or access
-	// rules refused), "Unknown" (Keystone could not be reached).
+	// rules refused; or clouds.yaml is incomplete), "Unknown" (Keystone
+	// could not be reached).
 	Status string
-	// Reason is "Authenticated", "AuthenticationFailed" or "KeystoneUnreachable".
+	// Reason is "Authenticated", "AuthenticationFailed",
+	// "KeystoneUnreachable" or [ReasonConfigInvalid].
 	Reason string
 	// Message is the last error, or "" when authenticated.
 	Message string
@@ -47,6 +49,13 @@ type AuthState struct {
 	// failure; zero when authenticated.
 	NextAttempt time.Time
 }
+
+// ReasonConfigInvalid is the AuthState reason (status False) of a
+// configuration that cannot authenticate whatever Keystone says: clouds.yaml
+// unreadable, the cloud missing, or auth options incomplete (an error
+// wrapping [ErrConfig]). No token request was made; none is retried, and
+// no backoff is set: the satellite must be restarted with a fixed file.
+const ReasonConfigInvalid = "ConfigInvalid"
 
 // AuthGuard wraps a provider client's ReauthFunc so that a refused or
 // unreachable Keystone is asked again only with exponential backoff (30 s
@@ -71,9 +80,18 @@ type AuthGuard struct {
 	orig func(context.Context) error
 	now  func() time.Time
 
-	mu    sync.Mutex
-	state AuthState
-	bo    *backoff.ExponentialBackOff
+	mu     sync.Mutex
+	state  AuthState
+	bo     *backoff.ExponentialBackOff
+	method AuthMethod // how clouds.yaml authenticates, for log hints
+}
+
+// setMethod records how the cloud authenticates (Connect, after Check), so
+// the hints logged after a failure fit the credential actually configured.
+func (g *AuthGuard) setMethod(m AuthMethod) {
+	g.mu.Lock()
+	g.method = m
+	g.mu.Unlock()
 }
 
 // NewAuthGuard returns a guard that has seen no token request yet (State
@@ -150,12 +168,16 @@ func (g *AuthGuard) Wait(ctx context.Context) error {
 }
 
 func (g *AuthGuard) record(err error) {
-	if g.OnTokenRequest != nil {
+	configErr := errors.Is(err, ErrConfig)
+	if g.OnTokenRequest != nil && !configErr { // no token was asked for
 		g.OnTokenRequest(err)
 	}
 	g.mu.Lock()
 	old := g.state
-	if err == nil {
+	method := g.method
+	if configErr {
+		g.state = AuthState{Status: "False", Reason: ReasonConfigInvalid, Message: err.Error(), Failures: old.Failures + 1}
+	} else if err == nil {
 		g.state = AuthState{Status: "True", Reason: "Authenticated"}
 		g.bo = nil
 	} else {
@@ -182,9 +204,12 @@ func (g *AuthGuard) record(err error) {
 			g.log.Info("Keystone accepts the credential again", "after_failures", old.Failures)
 		case st.Status == "True":
 			// The first token: Connect logs it.
+		case configErr:
+			g.log.Error("clouds.yaml cannot authenticate: not asking Keystone; fix it and restart the satellite",
+				"reason", st.Reason, "err", err)
 		default:
-			g.log.Error("Keystone token request failed; backing off (check the application credential in clouds.yaml)",
-				"reason", st.Reason, "err", err, "next_attempt", st.NextAttempt)
+			g.log.Error("Keystone token request failed; backing off ("+method.checkHint()+")",
+				"reason", st.Reason, "auth_method", string(method), "err", err, "next_attempt", st.NextAttempt)
 		}
 		if g.OnChange != nil {
 			g.OnChange(st)

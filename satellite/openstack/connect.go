@@ -7,13 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	gcopenstack "github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/config"
-	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 )
 
 // Placement modes for [Config].Placement.
@@ -97,7 +95,7 @@ var ErrConfig = errors.New("configuration error")
 // clients for Ironic and (per cfg.Placement) Placement with negotiated
 // microversions. It follows OPENSTACK.md §5.3 and §6:
 //
-//   - clouds.Parse (WithLocations(cfg.CloudsYAML) when set) gives the auth
+//   - [Check] first: clouds.Parse (WithLocations(cfg.CloudsYAML) when set) gives the auth
 //     options, endpoint options (region, interface) and TLS config (cacert,
 //     cert/key, verify);
 //   - AllowReauth is forced on; the provider client uses a token lock and
@@ -105,7 +103,9 @@ var ErrConfig = errors.New("configuration error")
 //   - Ironic: "GET /v1" (falling back to "GET /") → min(max, 1.65), at
 //     least 1.37; Placement: "GET /" → min(max, 1.39), at least 1.6.
 //
-// Errors: a clouds.yaml problem, a refused credential (check [IsAuthError]),
+// Errors: a clouds.yaml problem or incomplete auth options ([Check];
+// wrapping [ErrConfig], reported to cfg.AuthGuard as False/ConfigInvalid),
+// a refused credential (check [IsAuthError]),
 // no baremetal endpoint, Placement missing with PlacementOn, a version
 // document that cannot be read, or a service too old. With PlacementAuto a
 // catalog that lists Placement whose version document cannot be read is an
@@ -115,40 +115,17 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Clients, error
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	mode := strings.ToLower(strings.TrimSpace(cfg.Placement))
-	if mode == "" {
-		mode = PlacementAuto
-	}
-	switch mode {
-	case PlacementAuto, PlacementOn, PlacementOff:
-	default:
-		return nil, fmt.Errorf("openstack: placement mode %q: want auto, on or off: %w", cfg.Placement, ErrConfig)
-	}
-	novaMode := strings.ToLower(strings.TrimSpace(cfg.Nova))
-	if novaMode == "" {
-		novaMode = NovaAuto
-	}
-	switch novaMode {
-	case NovaAuto, NovaOn, NovaOff:
-	default:
-		return nil, fmt.Errorf("openstack: nova mode %q: want auto, on or off: %w", cfg.Nova, ErrConfig)
-	}
-	if mode == PlacementOff && novaMode == NovaOn {
-		return nil, fmt.Errorf("openstack: nova on with placement off: a standalone site has no Nova: %w", ErrConfig)
-	}
-
-	opts := []clouds.ParseOption{}
-	if cfg.Cloud != "" {
-		opts = append(opts, clouds.WithCloudName(cfg.Cloud))
-	}
-	if cfg.CloudsYAML != "" {
-		opts = append(opts, clouds.WithLocations(cfg.CloudsYAML))
-	}
-	ao, eo, tlsCfg, err := clouds.Parse(opts...)
+	checked, err := Check(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("openstack: read cloud %q from clouds.yaml %q: %w: %w", cfg.Cloud, cfg.CloudsYAML, ErrConfig, err)
+		if cfg.AuthGuard != nil {
+			cfg.AuthGuard.Observe(err) // False/ConfigInvalid: no token was asked for
+		}
+		return nil, err
 	}
-	ao.AllowReauth = true
+	mode, novaMode, ao, eo, tlsCfg := checked.Placement, checked.Nova, checked.Auth, checked.Endpoint, checked.TLS
+	if cfg.AuthGuard != nil {
+		cfg.AuthGuard.setMethod(checked.Method)
+	}
 
 	// WithTLSConfig(nil) keeps the default transport (no TLS settings in
 	// clouds.yaml). The first token request is bounded like the guard's.
@@ -157,12 +134,19 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Clients, error
 	pc, err := config.NewProviderClient(actx, ao,
 		config.WithHTTPClient(http.Client{Timeout: httpTimeout}),
 		config.WithTLSConfig(tlsCfg))
+	if err != nil && isLocalAuthError(err) {
+		// Check builds the same request body, so this is a safety net.
+		err = fmt.Errorf("openstack: cloud %q (%s): %w: %w", cfg.Cloud, checked.Method, ErrConfig, err)
+	}
 	if cfg.AuthGuard != nil {
 		cfg.AuthGuard.Observe(err)
 	}
 	if err != nil {
+		if errors.Is(err, ErrConfig) {
+			return nil, err
+		}
 		if IsAuthError(err) {
-			return nil, fmt.Errorf("openstack: cloud %q: Keystone refused the credential (expired, deleted or rotated application credential?): %w", cfg.Cloud, err)
+			return nil, fmt.Errorf("openstack: cloud %q: Keystone refused the credential (%s): %w", cfg.Cloud, checked.Method.refusedHint(), err)
 		}
 		return nil, fmt.Errorf("openstack: cloud %q: authenticate at %s: %w", cfg.Cloud, ao.IdentityEndpoint, err)
 	}

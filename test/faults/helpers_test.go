@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -430,13 +429,6 @@ func sitesOn(pool *pgxpool.Pool, replica string) int {
 	var n int
 	_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM sites WHERE link_replica = $1`, replica).Scan(&n)
 	return n
-}
-
-func mustWriteFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -2,6 +2,7 @@
 // operator API, over one PostgreSQL database.
 //
 //	ironlink-hub [serve] [flags]   run the hub (migrates first)
+//	ironlink-hub validate [flags]  check serve's configuration (roster, TLS files) and exit
 //	ironlink-hub migrate [flags]   apply database migrations and exit
 //	ironlink-hub keygen ...        create a client key pair, print its roster entry
 //	ironlink-hub token ...         mint a short-lived client assertion (for grpcurl)
@@ -56,23 +57,41 @@ func run(args []string, stderr io.Writer) error {
 			return nil
 		case "migrate":
 			return runMigrate(args[1:], stderr)
+		case "validate":
+			return runValidate(args[1:], os.Stdout, stderr)
 		case "serve":
 			args = args[1:]
 		}
 	}
-	hostname, _ := os.Hostname()
 	fs := flag.NewFlagSet("ironlink-hub serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = usage(fs, "ironlink-hub [serve] [flags]\n       ironlink-hub migrate|keygen|token|dev-pki|version ... (each with -h)")
-	var cfg app.Config
-	var logLevel, logFormat string
-	var err error
+	fs.Usage = usage(fs, "ironlink-hub [serve] [flags]\n       ironlink-hub validate|migrate|keygen|token|dev-pki|version ... (each with -h)")
+	cfg, logLevel, logFormat, err := parseServeFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	log, err := cli.NewLogger(logLevel, logFormat)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return app.Run(ctx, cfg, log)
+}
+
+// parseServeFlags defines serve's flags on fs (their defaults are
+// app.Defaults', overridden by the environment variables named) and parses
+// args: the one loader serve and validate share. It returns the unvalidated
+// configuration and the log settings.
+func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel, logFormat string, err error) {
+	def := app.Defaults()
+	hostname, _ := os.Hostname()
 	addMigrateFlags(fs, &cfg.DatabaseURL, &logLevel, &logFormat)
-	fs.StringVar(&cfg.Listen, "listen", cli.Env("IRONLINK_HUB_LISTEN", "localhost:7070"), "gRPC listen address (env IRONLINK_HUB_LISTEN)")
+	fs.StringVar(&cfg.Listen, "listen", cli.Env("IRONLINK_HUB_LISTEN", def.Listen), "gRPC listen address (env IRONLINK_HUB_LISTEN)")
 	fs.StringVar(&cfg.Replica, "replica", cli.Env("IRONLINK_HUB_REPLICA", fmt.Sprintf("%s-%d", hostname, os.Getpid())), "name of this replica (env IRONLINK_HUB_REPLICA)")
 	fs.StringVar(&cfg.RosterPath, "roster", cli.Env("IRONLINK_HUB_ROSTER", ""), "YAML roster of clients (satellites, operators) and their public keys; reloaded on SIGHUP and on change (env IRONLINK_HUB_ROSTER; required unless --no-auth)")
 	fs.BoolVar(&cfg.NoAuth, "no-auth", false, "turn client authentication off (local development only)")
-	fs.StringVar(&cfg.Audience, "audience", cli.Env("IRONLINK_HUB_AUDIENCE", defaultAudience), "JWT audience clients must address (env IRONLINK_HUB_AUDIENCE)")
+	fs.StringVar(&cfg.Audience, "audience", cli.Env("IRONLINK_HUB_AUDIENCE", def.Audience), "JWT audience clients must address (env IRONLINK_HUB_AUDIENCE)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", cli.Env("IRONLINK_TLS_CERT", ""), "server certificate PEM, reloaded on change (env IRONLINK_TLS_CERT; required unless --plaintext)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", cli.Env("IRONLINK_TLS_KEY", ""), "server private key PEM (env IRONLINK_TLS_KEY)")
 	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cli.Env("IRONLINK_TLS_CLIENT_CA", ""), "CA bundle for client certificates: turns mutual TLS on, the certificate bound to the client id (env IRONLINK_TLS_CLIENT_CA)")
@@ -84,40 +103,85 @@ func run(args []string, stderr io.Writer) error {
 		def  time.Duration
 		help string
 	}{
-		{&cfg.MaxTokenLifetime, "max-token-lifetime", "IRONLINK_HUB_MAX_TOKEN_LIFETIME", 5 * time.Minute, "refuse client assertions whose exp-iat is longer"},
-		{&cfg.StaleAfter, "stale-after", "IRONLINK_HUB_STALE_AFTER", 3 * time.Minute, "a site silent this long is UNREACHABLE"},
-		{&cfg.Link.HeartbeatInterval, "heartbeat-interval", "IRONLINK_HUB_HEARTBEAT_INTERVAL", 20 * time.Second, "hub → satellite heartbeat interval"},
-		{&cfg.Link.CommandSweep, "command-sweep", "IRONLINK_HUB_COMMAND_SWEEP", 5 * time.Second, "how often each link looks for due commands without a notification"},
-		{&cfg.Link.Delivery.ResendAfter, "command-resend-after", "IRONLINK_HUB_COMMAND_RESEND_AFTER", 30 * time.Second, "resend a command that got no result after this long"},
-		{&cfg.MaxConnectionAge, "max-connection-age", "IRONLINK_HUB_MAX_CONNECTION_AGE", 30 * time.Minute, "connections older than this are asked to reconnect, so satellites spread over replicas (0: never)"},
-		{&cfg.KeepaliveTime, "keepalive-time", "IRONLINK_HUB_KEEPALIVE_TIME", 30 * time.Second, "ping an idle connection after this long"},
-		{&cfg.KeepaliveTimeout, "keepalive-timeout", "IRONLINK_HUB_KEEPALIVE_TIMEOUT", 10 * time.Second, "drop a connection whose ping is not answered within this"},
-		{&cfg.KeepaliveMinTime, "keepalive-min-time", "IRONLINK_HUB_KEEPALIVE_MIN_TIME", 10 * time.Second, "refuse clients that ping more often (must be ≤ the satellites' keepalive time)"},
-		{&cfg.Link.Delivery.FailureBackoff, "command-failure-backoff", "IRONLINK_HUB_COMMAND_FAILURE_BACKOFF", 10 * time.Second, "first wait before a failed command is retried (doubles, capped at 5m)"},
+		{&cfg.MaxTokenLifetime, "max-token-lifetime", "IRONLINK_HUB_MAX_TOKEN_LIFETIME", def.MaxTokenLifetime, "refuse client assertions whose exp-iat is longer"},
+		{&cfg.StaleAfter, "stale-after", "IRONLINK_HUB_STALE_AFTER", def.StaleAfter, "a site silent this long is UNREACHABLE"},
+		{&cfg.Link.HeartbeatInterval, "heartbeat-interval", "IRONLINK_HUB_HEARTBEAT_INTERVAL", def.Link.HeartbeatInterval, "hub → satellite heartbeat interval"},
+		{&cfg.Link.CommandSweep, "command-sweep", "IRONLINK_HUB_COMMAND_SWEEP", def.Link.CommandSweep, "how often each link looks for due commands without a notification"},
+		{&cfg.Link.Delivery.ResendAfter, "command-resend-after", "IRONLINK_HUB_COMMAND_RESEND_AFTER", def.Link.Delivery.ResendAfter, "resend a command that got no result after this long"},
+		{&cfg.MaxConnectionAge, "max-connection-age", "IRONLINK_HUB_MAX_CONNECTION_AGE", def.MaxConnectionAge, "connections older than this are asked to reconnect, so satellites spread over replicas (0: never)"},
+		{&cfg.KeepaliveTime, "keepalive-time", "IRONLINK_HUB_KEEPALIVE_TIME", def.KeepaliveTime, "ping an idle connection after this long"},
+		{&cfg.KeepaliveTimeout, "keepalive-timeout", "IRONLINK_HUB_KEEPALIVE_TIMEOUT", def.KeepaliveTimeout, "drop a connection whose ping is not answered within this"},
+		{&cfg.KeepaliveMinTime, "keepalive-min-time", "IRONLINK_HUB_KEEPALIVE_MIN_TIME", def.KeepaliveMinTime, "refuse clients that ping more often (must be ≤ the satellites' keepalive time)"},
+		{&cfg.Link.Delivery.FailureBackoff, "command-failure-backoff", "IRONLINK_HUB_COMMAND_FAILURE_BACKOFF", def.Link.Delivery.FailureBackoff, "first wait before a failed command is retried (doubles, capped at 5m)"},
 	}
 	for _, d := range durations {
-		def, derr := cli.EnvDuration(d.env, d.def)
+		v, derr := cli.EnvDuration(d.env, d.def)
 		if derr != nil && err == nil {
 			err = derr
 		}
-		fs.DurationVar(d.p, d.name, def, d.help+" (env "+d.env+")")
+		fs.DurationVar(d.p, d.name, v, d.help+" (env "+d.env+")")
 	}
 	if perr := fs.Parse(args); perr != nil {
-		return perr
+		return cfg, "", "", perr
 	}
 	if err != nil {
-		return err
+		return cfg, "", "", err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %v", fs.Args())
+		return cfg, "", "", fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
-	log, err := cli.NewLogger(logLevel, logFormat)
+	return cfg, logLevel, logFormat, nil
+}
+
+// runValidate implements `ironlink-hub validate`: the flags and environment
+// of serve, loaded and checked as serve would (app.Check: settings, roster,
+// TLS files, database URL syntax) without serving. It prints one line per
+// problem to stderr and returns errInvalid, or prints one OK line to stdout.
+func runValidate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ironlink-hub validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = usage(fs, "ironlink-hub validate [serve flags]\n\nChecks the configuration serve would run with (flags and environment, the roster,\nthe TLS files, the database URL's syntax; no connection is made) and exits 1 when\nanything is wrong.")
+	cfg, logLevel, logFormat, err := parseServeFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return app.Run(ctx, cfg, log)
+	problems := splitErrors(app.Check(cfg))
+	if _, lerr := cli.NewLogger(logLevel, logFormat); lerr != nil {
+		problems = append(problems, lerr.Error())
+	}
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stderr, "invalid:", strings.ReplaceAll(p, "\n", "\n  "))
+		}
+		return errInvalid
+	}
+	fmt.Fprintln(stdout, "ironlink-hub: configuration OK")
+	return nil
+}
+
+// errInvalid is returned by validate after it printed the problems.
+var errInvalid = errors.New("configuration invalid")
+
+// splitErrors flattens errors.Join trees into one message per problem
+// (an error wrapping several with fmt.Errorf's %w keeps its own message).
+func splitErrors(err error) []string {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var msgs []string
+		for _, e := range j.Unwrap() {
+			msgs = append(msgs, e.Error())
+		}
+		if strings.Join(msgs, "\n") == err.Error() { // errors.Join's message
+			var out []string
+			for _, e := range j.Unwrap() {
+				out = append(out, splitErrors(e)...)
+			}
+			return out
+		}
+	}
+	return []string{err.Error()}
 }
 
 // runMigrate implements `ironlink-hub migrate`: apply pending migrations

@@ -1,0 +1,44 @@
+package app
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Validate fills every unset setting from Defaults once, keeps what was
+// set (0 max-connection-age = never), leaves its receiver alone and names
+// every problem at once.
+func TestValidateFillsDefaultsOnce(t *testing.T) {
+	in := Config{DatabaseURL: "postgres://x/y", NoAuth: true, Plaintext: true, StaleAfter: 2 * time.Minute, Replica: "r1"}
+	got, err := in.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Defaults()
+	cases := []struct {
+		name      string
+		got, want any
+	}{
+		{"listen", got.Listen, d.Listen},
+		{"audience", got.Audience, d.Audience},
+		{"stale-after kept", got.StaleAfter, 2 * time.Minute},
+		{"max-connection-age 0 kept (never)", got.MaxConnectionAge, time.Duration(0)},
+		{"heartbeat", got.Link.HeartbeatInterval, d.Link.HeartbeatInterval},
+		{"resend-after", got.Link.Delivery.ResendAfter, d.Link.Delivery.ResendAfter},
+		{"max failure backoff", got.Link.Delivery.MaxFailureBackoff, 5 * time.Minute},
+		{"link replica", got.Link.Replica, "r1"},
+		{"receiver untouched", in.Listen, ""},
+	}
+	for _, tc := range cases {
+		if tc.got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+	_, err = Config{KeepaliveMinTime: time.Hour, StaleAfter: time.Millisecond}.Validate()
+	for _, w := range []string{"--database-url", "--roster", "--tls-cert", "stale-after 1ms is below 1s", "keepalive min time 1h0m0s"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q: %v", w, err)
+		}
+	}
+}
