@@ -30,6 +30,7 @@ import (
 	"github.com/ironlink/ironlink/hub/fleet"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/web"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
@@ -73,6 +74,10 @@ type Config struct {
 	// (GOAWAY) so satellites spread over replicas; MaxConnectionAgeGrace then
 	// bounds how long open streams may continue (defaults 30 m and 1 m; 0 = off).
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// Web is the fleet view (hub/web), off unless Web.Addr is set; it
+	// authenticates against the roster even with NoAuth, and serves with
+	// TLSCert/TLSKey unless Plaintext.
+	Web web.Config
 }
 
 // Validate checks c and fills defaults. Errors name the bad setting.
@@ -120,6 +125,15 @@ func (c *Config) Validate() error {
 		c.ShutdownGrace = 10 * time.Second
 	}
 	c.Link.Replica = c.Replica
+	if c.Web.Addr != "" {
+		if c.RosterPath == "" {
+			return errors.New("the fleet view (--web-addr) needs a roster (--roster): it never serves without authentication")
+		}
+		c.Web.TLSCert, c.Web.TLSKey, c.Web.Plaintext = c.TLSCert, c.TLSKey, c.Plaintext
+		if err := c.Web.Validate(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -168,6 +182,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("client authentication OFF (--no-auth): anyone who reaches the hub can report and quarantine; local development only")
 	}
 	fleetSrv := fleet.NewServer(st, actorFromContext, log.With("component", "fleet"))
+	var webSrv *web.Server
+	if cfg.Web.Addr != "" {
+		if watcher == nil { // --no-auth: the fleet view still authenticates against the roster
+			if watcher, err = auth.NewRosterWatcher(cfg.RosterPath, log.With("component", "roster"), nil); err != nil {
+				return fmt.Errorf("roster: %w", err)
+			}
+		}
+		if webSrv, err = web.New(cfg.Web, fleetSrv, st, watcher.Roster, log.With("component", "web")); err != nil {
+			return err
+		}
+	}
 	srv := NewGRPCServer(cfg, log, opts...)
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -189,6 +214,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if watcher != nil {
 		g.Go(func() error { return watcher.Run(gctx) })
 		g.Go(func() error { st.RunJTIPurge(gctx, time.Minute); return nil })
+	}
+	if webSrv != nil {
+		g.Go(func() error { return webSrv.Run(gctx) })
 	}
 	g.Go(func() error {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
