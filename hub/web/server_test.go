@@ -67,11 +67,11 @@ func newEnv(t *testing.T) *env {
 	}
 	e := &env{st: st, fleet: fleet.NewServer(st, actor, log), roster: roster, ops: ops, ids: map[string][]string{}}
 	seed := map[string][]webtest.Device{
-		"alpha": {{"a-faulted-1", hubstatus.Faulted}, {"a-faulted-2", hubstatus.Faulted}, {"a-maint", hubstatus.Maintenance},
-			{"a-avail-1", hubstatus.Available}, {"a-avail-2", hubstatus.Available}, {"a-avail-3", hubstatus.Available},
-			{"a-svc", hubstatus.InService}, {"a_held%", hubstatus.Held}},
-		"beta": {{"b-onb", hubstatus.Onboarding}, {"b-val", hubstatus.Validating}, {"b-alloc", hubstatus.Allocated},
-			{"b-faulted", hubstatus.Faulted}},
+		"alpha": {{Name: "a-faulted-1", Status: hubstatus.Faulted}, {Name: "a-faulted-2", Status: hubstatus.Faulted}, {Name: "a-maint", Status: hubstatus.Maintenance},
+			{Name: "a-avail-1", Status: hubstatus.Available}, {Name: "a-avail-2", Status: hubstatus.Available}, {Name: "a-avail-3", Status: hubstatus.Available},
+			{Name: "a-svc", Status: hubstatus.InService}, {Name: "a_held%", Status: hubstatus.Held}},
+		"beta": {{Name: "b-onb", Status: hubstatus.Onboarding}, {Name: "b-val", Status: hubstatus.Validating}, {Name: "b-alloc", Status: hubstatus.Allocated},
+			{Name: "b-faulted", Status: hubstatus.Faulted}},
 	}
 	for site, devs := range seed {
 		ids, err := webtest.SeedSite(ctx, st, site, devs)

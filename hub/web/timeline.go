@@ -83,10 +83,13 @@ type timelineSVG struct {
 	QuarantineLane float64
 }
 
+// tlMinSpan is the shortest time range the chart shows.
+const tlMinSpan = 5 * time.Minute
+
 // buildTimeline lays lanes and marks out between the earliest change shown
-// and now (at least the last hour). Points need not be sorted.
+// and now (at least tlMinSpan). Points need not be sorted.
 func buildTimeline(now time.Time, lanes []tlLane, marks []tlMark) timelineSVG {
-	from := now.Add(-time.Hour)
+	from := now
 	empty := true
 	for _, l := range lanes {
 		for _, p := range l.Points {
@@ -100,6 +103,9 @@ func buildTimeline(now time.Time, lanes []tlLane, marks []tlMark) timelineSVG {
 		if m.At.Before(from) {
 			from = m.At
 		}
+	}
+	if now.Sub(from) < tlMinSpan {
+		from = now.Add(-tlMinSpan)
 	}
 	span := now.Sub(from)
 	// A little room on the left so the first change is visible as an edge.

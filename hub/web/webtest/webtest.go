@@ -71,14 +71,19 @@ func Conditions(st hubstatus.Status, at time.Time) ([]condition.Condition, error
 }
 
 // SeedSite reports devs as one full snapshot of site (batches of 500), as a
-// satellite's first link would, then closes that link. It returns the
-// device ids in the order of devs.
+// satellite's first link would, observed now, then closes that link. It
+// returns the device ids in the order of devs.
 func SeedSite(ctx context.Context, st *store.Store, site string, devs []Device) ([]string, error) {
+	return SeedSiteAt(ctx, st, site, time.Now(), devs)
+}
+
+// SeedSiteAt is SeedSite with the conditions observed (and transitioned) at at.
+func SeedSiteAt(ctx context.Context, st *store.Store, site string, at time.Time, devs []Device) ([]string, error) {
 	sess, err := st.OpenLink(ctx, store.LinkHello{Site: site, BootID: uuid.NewString(), Version: "webtest", Replica: "webtest-seed"})
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now().UTC().Truncate(time.Microsecond)
+	now := at.UTC().Truncate(time.Microsecond)
 	snap := uuid.NewString()
 	ids := make([]string, len(devs))
 	var updates []store.DeviceUpdate
@@ -105,6 +110,29 @@ func SeedSite(ctx context.Context, st *store.Store, site string, devs []Device) 
 		return nil, err
 	}
 	return ids, nil
+}
+
+// Report sends one delta batch for site on a new link (then closed): each
+// device of changes gets the conditions of its new status, observed at at
+// (which must be later than what the hub holds, or the hub ignores it).
+func Report(ctx context.Context, st *store.Store, site string, at time.Time, changes map[string]hubstatus.Status) error {
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: site, BootID: uuid.NewString(), Version: "webtest", Replica: "webtest-seed"})
+	if err != nil {
+		return err
+	}
+	at = at.UTC().Truncate(time.Microsecond)
+	b := store.Batch{Sequence: sess.LastSequence + 1}
+	for id, status := range changes {
+		conds, err := Conditions(status, at)
+		if err != nil {
+			return err
+		}
+		b.Devices = append(b.Devices, store.DeviceUpdate{DeviceID: id, Conditions: conds, ObservedTime: at})
+	}
+	if _, err := st.ApplyBatch(ctx, site, sess.Epoch, b); err != nil {
+		return fmt.Errorf("webtest: report %s: %w", site, err)
+	}
+	return st.CloseLink(ctx, site, sess.Epoch)
 }
 
 // Operator is a roster operator the tests sign in as.
