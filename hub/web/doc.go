@@ -47,7 +47,8 @@
 //
 // Reads go through hub/fleet's Server (the public API's own handlers and
 // validation) wherever the API answers the question; the few reads it has no
-// RPC for (counts per site and status, the name search, condition history)
+// RPC for (counts per site and status, the device list with its name search,
+// condition history, site names)
 // are read-only SQL in queries.go. Writes go only through fleet's
 // QuarantineDevice and ReleaseDevice, with the caller's identity in the
 // context, so the actor recorded is the roster client id.

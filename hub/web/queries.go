@@ -171,3 +171,18 @@ func conditionHistory(ctx context.Context, pool *pgxpool.Pool, id string, limit 
 	}
 	return out, nil
 }
+
+// siteNames lists every site's name in order (for the device list's site
+// filter; FleetService.ListSites also counts each site's devices and
+// orphans, which costs a scan of every device's facts).
+func siteNames(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	rows, err := pool.Query(ctx, `SELECT name FROM sites ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list site names: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list site names: %w", err)
+	}
+	return names, nil
+}

@@ -477,15 +477,15 @@ func (s *Server) devices(w http.ResponseWriter, r *http.Request, id Identity) {
 		s.dbFail(w, r, err)
 		return
 	}
-	sites, err := s.fleet.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
+	sites, err := siteNames(ctx, s.store.Pool())
 	if err != nil {
-		s.apiFail(w, r, err)
+		s.dbFail(w, r, err)
 		return
 	}
 	d := devicesData{Filter: f, Rows: rows, Total: total}
 	d.Sites = append(d.Sites, option{Value: "", Label: "all sites", Selected: f.Site == ""})
-	for _, st := range sites.GetSites() {
-		d.Sites = append(d.Sites, option{Value: st.GetName(), Label: st.GetName(), Selected: st.GetName() == f.Site})
+	for _, name := range sites {
+		d.Sites = append(d.Sites, option{Value: name, Label: name, Selected: name == f.Site})
 	}
 	for _, st := range hubstatus.All {
 		d.Statuses = append(d.Statuses, option{Value: string(st), Label: string(st), Selected: slices.Contains(f.Statuses, st)})

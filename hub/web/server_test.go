@@ -43,7 +43,7 @@ func actor(ctx context.Context) string {
 	return "anonymous"
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
 	dbURL := pgtest.NewDatabase(t)
@@ -83,7 +83,7 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func (e *env) server(t *testing.T, cfg Config) *Server {
+func (e *env) server(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	s, err := New(cfg, e.fleet, e.st, func() *auth.Roster { return e.roster }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
