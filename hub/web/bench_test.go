@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-
 )
 
 // BenchmarkPages10000 renders the fleet view's pages over 10,000 devices in

@@ -46,10 +46,10 @@
 // (net/http CrossOriginProtection: Sec-Fetch-Site, else Origin vs Host).
 //
 // Reads go through hub/fleet's Server (the public API's own handlers and
-// validation) wherever the API answers the question; the few reads it has no
-// RPC for (counts per site and status, the device list with its name search,
-// condition history, site names)
-// are read-only SQL in queries.go. Writes go only through fleet's
+// validation) wherever the API answers the question; the reads it has no RPC
+// for (counts per site and status, the device list with its name search,
+// condition history, site names) are read-only SQL in queries.go, each one
+// statement whatever the fleet's size. Writes go only through fleet's
 // QuarantineDevice and ReleaseDevice, with the caller's identity in the
 // context, so the actor recorded is the roster client id.
 //
