@@ -9,7 +9,8 @@
 # DEMO_SWEEP_INTERVAL (15s), DEMO_ORPHANS (1 of each kind), DEMO_METRICS_ADDR
 # (127.0.0.1:9108, the satellite's /metrics),
 # DEMO_REPLICAS (1; with 2, two hub replicas on 127.0.0.1:7071/7072 run behind
-# the small ironlink-lb TCP load balancer on $IRONLINK_HUB_LISTEN).
+# the small ironlink-lb TCP load balancer on $IRONLINK_HUB_LISTEN),
+# DEMO_WEB_ADDR (127.0.0.1:7080, the fleet view's demo token proxy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pg.sh
@@ -68,7 +69,8 @@ bin/ironlink-hub keygen --client-id demo-operator --scopes operations:read,opera
 
 start_hub() { # name listen
   bin/ironlink-hub --database-url "$db" --listen "$2" --replica "$1" --stale-after 1m \
-    --roster "$PKI/roster.yaml" --tls-cert "$PKI/server.pem" --tls-key "$PKI/server-key.pem" >"$STATE/$1.log" 2>&1 &
+    --roster "$PKI/roster.yaml" --tls-cert "$PKI/server.pem" --tls-key "$PKI/server-key.pem" \
+    --web-addr "unix:$STATE/web-$1.sock" --web-auth proxy >"$STATE/$1.log" 2>&1 &
   pids+=($!)
   echo $! >"$STATE/$1.pid"
   for _ in $(seq 100); do grep -q "hub serving" "$STATE/$1.log" && return 0; sleep 0.2; done
@@ -91,6 +93,18 @@ else
   bin/ironlink-lb --listen "$HUB" "${backends[@]}" >"$STATE/lb.log" 2>&1 &
   pids+=($!)
 fi
+
+# The fleet view: each hub serves it on a unix socket in .demo (proxy mode:
+# whoever may open the socket is the trusted proxy); ironlink-hub web-proxy
+# stands in for oauth2-proxy on loopback, lets in the browser that presents
+# the secret token once, and names it demo-operator to the hub.
+WEB=${DEMO_WEB_ADDR:-127.0.0.1:7080}
+(umask 077; head -c 18 /dev/urandom | base64 | tr '+/' '-_' >"$STATE/web-token")
+web_hub=hub; [ "$replicas" = 1 ] || web_hub=hub-1
+echo ">> starting the fleet view's token proxy on $WEB (log: .demo/web-proxy.log)"
+bin/ironlink-hub web-proxy --listen "$WEB" --upstream "unix:$STATE/web-$web_hub.sock" --user demo-operator \
+  --token-file "$STATE/web-token" >"$STATE/web-proxy.log" 2>&1 &
+pids+=($!)
 
 echo ">> starting ironlink-satellite for site 'demo' (log: .demo/satellite.log)"
 bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim \
@@ -124,6 +138,10 @@ cat <<EOM
 
 ironlink demo is running: hub on $HUB (TLS, client authentication on), satellite for site "demo", ${DEMO_NODES:-50} simulated nodes.
 ${pathnote:-}
+Fleet view (open in a browser on this machine; the link signs you in as demo-operator):
+
+  http://$WEB/?token=$(cat "$STATE/web-token")
+
 Try these in another terminal. First define how to mint a short-lived operator token
 (a private-key JWT for client demo-operator; each call gets a fresh one):
 

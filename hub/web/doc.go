@@ -18,6 +18,7 @@
 //   - POST /devices/{id}/quarantine, POST /devices/{id}/release;
 //   - GET /commands/{id} a command's progress (PENDING → SENT → SUCCEEDED or
 //     FAILED), polled by the page until it is final;
+//   - GET /assets/...  the embedded CSS and script;
 //   - GET /healthz     the only path served without authentication.
 //
 // Every page carries a region that the script refreshes in place (a GET of

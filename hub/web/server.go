@@ -89,7 +89,11 @@ func New(cfg Config, fl *fleet.Server, st *store.Store, roster func() *auth.Rost
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+	files := http.StripPrefix("/assets/", http.FileServerFS(assets))
+	mux.Handle("GET /assets/", s.authed(func(w http.ResponseWriter, r *http.Request, _ Identity) {
+		w.Header().Set("Cache-Control", "private, max-age=3600")
+		files.ServeHTTP(w, r)
+	}))
 	mux.Handle("GET /{$}", s.authed(s.overview))
 	mux.Handle("GET /devices", s.authed(s.devices))
 	mux.Handle("GET /devices/{id}", s.authed(s.device))
@@ -207,7 +211,7 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, Identity)) ht
 			http.Error(w, aerr.msg, aerr.code)
 			return
 		}
-		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Cache-Control", "no-store") // pages; assets override it
 		h(w, r.WithContext(context.WithValue(r.Context(), identityKey, id)), id)
 	})
 }

@@ -137,6 +137,8 @@ func TestProxyAuthentication(t *testing.T) {
 		{name: "client not in the roster", path: "/", user: "mallory", code: 403, body: "not an operator"},
 		{name: "operator without operations:read", path: "/", user: "ops-none", code: 403, body: "lacks the operations:read scope"},
 		{name: "device page without the header", path: "/devices/" + e.ids["alpha"][0], user: "", code: 401},
+		{name: "assets need an identity too", path: "/assets/app.js", code: 401},
+		{name: "assets for an operator", path: "/assets/app.css", user: "ops-read", code: 200, body: "svg.timeline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := do(t, h, "GET", tc.path, tc.user, tc.from, nil, nil)

@@ -149,8 +149,11 @@ func buildTimeline(now time.Time, lanes []tlLane, marks []tlMark) timelineSVG {
 	t.AxisY = y + 4
 	t.Height = int(y) + tlAxisH
 	layout := "15:04"
-	if span > 20*time.Hour {
+	switch {
+	case span > 20*time.Hour:
 		layout = "Jan 2 15:04"
+	case span < 30*time.Minute:
+		layout = "15:04:05" // ticks less than 5 minutes apart
 	}
 	const ticks = 6
 	for i := 0; i <= ticks; i++ {
