@@ -224,6 +224,31 @@ func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Actio
 	}
 }
 
+// clickNav clicks sel, which navigates, and waits until the new document
+// has loaded and shows waitSel (the old document may show it too, so a
+// marker set on the old window tells them apart).
+func clickNav(t *testing.T, ctx context.Context, what, sel, waitSel string) {
+	t.Helper()
+	var mark int
+	eval(t, ctx, `window.__beforeNav = 1`, &mark)
+	run(t, ctx, what, chromedp.Click(chromedp.CSS(sel)))
+	js := `!window.__beforeNav && document.readyState === 'complete' && !!document.querySelector(` + "`" + waitSel + "`" + `)`
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		// Evaluations during the navigation fail (their document is gone): retry.
+		ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ok, err := chromedp.Run(ectx, chromedp.Evaluate[bool](js))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the next page never showed %s (last error %v)", what, waitSel, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // eval evaluates js in the tab (awaiting a promise) and decodes its value into out.
 func eval[T any](t *testing.T, ctx context.Context, js string, out *T) {
 	t.Helper()
@@ -348,9 +373,8 @@ func TestFleetViewInChromium(t *testing.T) {
 	})
 
 	t.Run("matrix cell opens the filtered list", func(t *testing.T) {
-		run(t, writer, "click alpha × FAULTED", chromedp.Navigate(e.webURL+"/"), chromedp.WaitVisible(chromedp.CSS("#matrix")),
-			chromedp.Click(chromedp.CSS(`#matrix tr[data-site="alpha"] a[href="/devices?site=alpha&status=FAULTED"]`)),
-			chromedp.WaitVisible(chromedp.CSS("#devices")))
+		run(t, writer, "open the overview", chromedp.Navigate(e.webURL+"/"), chromedp.WaitVisible(chromedp.CSS("#matrix")))
+		clickNav(t, writer, "click alpha × FAULTED", `#matrix tr[data-site="alpha"] a[href="/devices?site=alpha&status=FAULTED"]`, "#devices")
 		var got struct {
 			URL      string
 			Statuses []string
@@ -371,8 +395,8 @@ func TestFleetViewInChromium(t *testing.T) {
 		}
 		// The checkboxes of the filter form reflect the filter; ticking
 		// MAINTENANCE as well widens it.
-		run(t, writer, "add MAINTENANCE", chromedp.Click(chromedp.CSS(`#filters input[name=status][value=MAINTENANCE]`)),
-			chromedp.Click(chromedp.CSS(`#filters button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS("#devices")))
+		run(t, writer, "tick MAINTENANCE", chromedp.Click(chromedp.CSS(`#filters input[name=status][value=MAINTENANCE]`)))
+		clickNav(t, writer, "apply the filter", `#filters button[type=submit]`, "#devices")
 		var statuses []string
 		eval(t, writer, `[...document.querySelectorAll('#devices tbody tr')].map(tr => tr.dataset.status)`, &statuses)
 		sort.Strings(statuses)
@@ -383,9 +407,9 @@ func TestFleetViewInChromium(t *testing.T) {
 	})
 
 	t.Run("search by name and paging", func(t *testing.T) {
-		run(t, writer, "search cpu-", chromedp.Navigate(e.webURL+"/devices"), chromedp.WaitVisible(chromedp.CSS("#filters")),
-			chromedp.SendKeys(chromedp.CSS(`#filters input[name=q]`), "CPU-B0"),
-			chromedp.Submit(chromedp.CSS(`#filters input[name=q]`)), chromedp.WaitVisible(chromedp.CSS("#devices")))
+		run(t, writer, "type CPU-B0", chromedp.Navigate(e.webURL+"/devices"), chromedp.WaitVisible(chromedp.CSS("#filters")),
+			chromedp.SendKeys(chromedp.CSS(`#filters input[name=q]`), "CPU-B0"))
+		clickNav(t, writer, "search", `#filters button[type=submit]`, "#devices")
 		var names []string
 		eval(t, writer, `[...document.querySelectorAll('#devices tbody tr td:first-child a')].map(a => a.textContent)`, &names)
 		if !slices.Equal(sortedCopy(names), []string{"cpu-b01", "cpu-b02", "cpu-b03", "cpu-b04", "cpu-b05"}) {
@@ -408,7 +432,7 @@ func TestFleetViewInChromium(t *testing.T) {
 			if !next {
 				break
 			}
-			run(t, writer, "next page", chromedp.Click(chromedp.CSS("#next-page")), chromedp.WaitVisible(chromedp.CSS("#first-page")))
+			clickNav(t, writer, "next page", "#next-page", "#first-page")
 		}
 		if n := len(seeded["alpha"]) + len(seeded["beta"]) + len(seeded["gamma"]) + satDevices; len(seen) != n {
 			t.Fatalf("paging showed %d devices, want %d", len(seen), n)
