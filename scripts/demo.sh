@@ -92,7 +92,8 @@ bin/ironlink-hub keygen --client-id demo-operator --scopes operations:read,opera
 
 start_hub() { # name listen
   bin/ironlink-hub --database-url "$db" --listen "$2" --replica "$1" --stale-after 1m \
-    --roster "$PKI/roster.yaml" --tls-cert "$PKI/server.pem" --tls-key "$PKI/server-key.pem" >"$STATE/$1.log" 2>&1 &
+    --roster "$PKI/roster.yaml" --tls-cert "$PKI/server.pem" --tls-key "$PKI/server-key.pem" \
+    --web-addr "unix:$STATE/web-$1.sock" --web-auth proxy >"$STATE/$1.log" 2>&1 &
   pids+=($!)
   echo $! >"$STATE/$1.pid"
   for _ in $(seq 100); do grep -q "hub serving" "$STATE/$1.log" && return 0; sleep 0.2; done
@@ -118,35 +119,24 @@ else
   core+=($!)
 fi
 
-echo ">> starting ironlink-satellite for site 'demo' (log: .demo/satellite.log; restart: .demo/start-satellite.sh)"
-# The satellite's command line, kept as a script so that it can be started
-# again by hand after a kill (as a user restarting it would).
-cat >"$STATE/start-satellite.sh" <<EOS
-#!/usr/bin/env bash
-# Starts the demo's satellite in the background with the flags make demo
-# used (log appended to .demo/satellite.log, pid in .demo/satellite.pid).
-# Restart it: kill \$(cat .demo/satellite.pid); .demo/start-satellite.sh
-set -euo pipefail
-cd "$PWD"
-alive() { case "\$(ps -o stat= -p "\$1" 2>/dev/null)" in "" | Z*) return 1 ;; esac; }
-if p=\$(cat "$STATE/satellite.pid" 2>/dev/null); then
-  # just killed: give it up to 15 s to finish shutting down
-  for _ in \$(seq 150); do alive "\$p" || break; sleep 0.1; done
-  if alive "\$p"; then
-    echo "the demo satellite is still running (pid \$p): kill it first" >&2
-    exit 1
-  fi
-fi
-nohup bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim \\
-  --client-key "$PKI/satellite.pem" --hub-ca "$PKI/ca.pem" --state-file "$STATE/satellite-state.json" \\
-  --poll-interval "${DEMO_POLL_INTERVAL:-10s}" --sweep-interval "${DEMO_SWEEP_INTERVAL:-15s}" \\
-  --metrics-addr "${DEMO_METRICS_ADDR:-127.0.0.1:9108}" >>"$STATE/satellite.log" 2>&1 </dev/null &
-echo \$! >"$STATE/satellite.pid"
-echo "demo satellite started (pid \$!, log: .demo/satellite.log)"
-EOS
-chmod +x "$STATE/start-satellite.sh"
-: >"$STATE/satellite.log"
-"$STATE/start-satellite.sh" >/dev/null
+# The fleet view: each hub serves it on a unix socket in .demo (proxy mode:
+# whoever may open the socket is the trusted proxy); ironlink-hub web-proxy
+# stands in for oauth2-proxy on loopback, lets in the browser that presents
+# the secret token once, and names it demo-operator to the hub.
+WEB=${DEMO_WEB_ADDR:-127.0.0.1:7080}
+(umask 077; head -c 18 /dev/urandom | base64 | tr '+/' '-_' >"$STATE/web-token")
+web_hub=hub; [ "$replicas" = 1 ] || web_hub=hub-1
+echo ">> starting the fleet view's token proxy on $WEB (log: .demo/web-proxy.log)"
+bin/ironlink-hub web-proxy --listen "$WEB" --upstream "unix:$STATE/web-$web_hub.sock" --user demo-operator \
+  --token-file "$STATE/web-token" >"$STATE/web-proxy.log" 2>&1 &
+pids+=($!)
+
+echo ">> starting ironlink-satellite for site 'demo' (log: .demo/satellite.log)"
+bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim \
+  --client-key "$PKI/satellite.pem" --hub-ca "$PKI/ca.pem" --state-file "$STATE/satellite-state.json" \
+  --poll-interval "${DEMO_POLL_INTERVAL:-10s}" --sweep-interval "${DEMO_SWEEP_INTERVAL:-15s}" \
+  --metrics-addr "${DEMO_METRICS_ADDR:-127.0.0.1:9108}" >"$STATE/satellite.log" 2>&1 &
+pids+=($!)
 
 psql_bin=$(pg_bindir)/psql
 device=""
@@ -180,6 +170,10 @@ cat <<EOM
 
 ironlink demo is running: hub on $HUB (TLS, client authentication on), satellite for site "demo", ${DEMO_NODES:-50} simulated nodes.
 ${pathnote:-}
+Fleet view (open in a browser on this machine; the link signs you in as demo-operator):
+
+  http://$WEB/?token=$(cat "$STATE/web-token")
+
 Try these in another terminal. First define how to mint a short-lived operator token
 (a private-key JWT for client demo-operator; each call gets a fresh one):
 

@@ -31,6 +31,7 @@ import (
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/web"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/logkey"
 	"github.com/ironlink/ironlink/internal/textcheck"
@@ -76,6 +77,10 @@ type Config struct {
 	// (GOAWAY) so satellites spread over replicas; MaxConnectionAgeGrace then
 	// bounds how long open streams may continue (defaults 30 m and 1 m; 0 = off).
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// Web is the fleet view (hub/web), off unless Web.Addr is set; it
+	// authenticates against the roster even with NoAuth, and serves with
+	// TLSCert/TLSKey unless Plaintext.
+	Web web.Config
 }
 
 // Validate checks c and returns it with every unset setting filled from
@@ -131,6 +136,15 @@ func (c Config) Validate() (Config, error) {
 		}
 	}
 	c.Link.Replica = c.Replica
+	if c.Web.Addr != "" {
+		if c.RosterPath == "" {
+			errs = append(errs, errors.New("the fleet view (--web-addr) needs a roster (--roster): it never serves without authentication"))
+		}
+		c.Web.TLSCert, c.Web.TLSKey, c.Web.Plaintext = c.TLSCert, c.TLSKey, c.Plaintext
+		if err := c.Web.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return c, errors.Join(errs...)
 }
 
@@ -180,6 +194,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("client authentication OFF (--no-auth): anyone who reaches the hub can report and quarantine; local development only")
 	}
 	fleetSrv := fleet.NewServer(st, actorFromContext, log.With("component", "fleet"))
+	var webSrv *web.Server
+	if cfg.Web.Addr != "" {
+		if watcher == nil { // --no-auth: the fleet view still authenticates against the roster
+			if watcher, err = auth.NewRosterWatcher(cfg.RosterPath, log.With("component", "roster"), nil); err != nil {
+				return fmt.Errorf("roster: %w", err)
+			}
+		}
+		if webSrv, err = web.New(cfg.Web, fleetSrv, st, watcher.Roster, log.With("component", "web")); err != nil {
+			return err
+		}
+	}
 	srv := NewGRPCServer(cfg, log, opts...)
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -201,6 +226,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if watcher != nil {
 		g.Go(func() error { return watcher.Run(gctx) })
 		g.Go(func() error { st.RunJTIPurge(gctx, time.Minute); return nil })
+	}
+	if webSrv != nil {
+		g.Go(func() error { return webSrv.Run(gctx) })
 	}
 	g.Go(func() error {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

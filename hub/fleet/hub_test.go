@@ -108,8 +108,8 @@ func newTestHub(tb testing.TB) *testHub {
 	}
 	h.Command = cmd.ID
 
-	cfg := app.Config{DatabaseURL: url, NoAuth: true, Plaintext: true}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := app.Config{DatabaseURL: url, NoAuth: true, Plaintext: true}.Validate()
+	if err != nil {
 		tb.Fatal(err)
 	}
 	srv := app.NewGRPCServer(cfg, log)

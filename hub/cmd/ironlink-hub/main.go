@@ -7,6 +7,8 @@
 //	ironlink-hub keygen ...        create a client key pair, print its roster entry
 //	ironlink-hub token ...         mint a short-lived client assertion (for grpcurl)
 //	ironlink-hub dev-pki ...       create a throwaway CA and certificates (development)
+//	ironlink-hub web-proxy ...     the demo's token proxy in front of the fleet view
+//	ironlink-hub web-cert ...      a client certificate over an operator key (fleet view, mtls)
 //	ironlink-hub version
 package main
 
@@ -24,6 +26,7 @@ import (
 
 	"github.com/ironlink/ironlink/hub/app"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/web"
 	"github.com/ironlink/ironlink/internal/cli"
 	"github.com/ironlink/ironlink/internal/version"
 )
@@ -48,6 +51,10 @@ func run(args []string, stderr io.Writer) error {
 			return runToken(args[1:])
 		case "dev-pki":
 			return runDevPKI(args[1:])
+		case "web-proxy":
+			return runWebProxy(args[1:], stderr)
+		case "web-cert":
+			return runWebCert(args[1:], stderr)
 		}
 	}
 	if len(args) > 0 {
@@ -65,7 +72,7 @@ func run(args []string, stderr io.Writer) error {
 	}
 	fs := flag.NewFlagSet("ironlink-hub serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = usage(fs, "ironlink-hub [serve] [flags]\n       ironlink-hub validate|migrate|keygen|token|dev-pki|version ... (each with -h)")
+	fs.Usage = usage(fs, "ironlink-hub [serve] [flags]\n       ironlink-hub validate|migrate|keygen|token|dev-pki|web-proxy|web-cert|version ... (each with -h)")
 	cfg, logLevel, logFormat, err := parseServeFlags(fs, args)
 	if err != nil {
 		return err
@@ -96,6 +103,7 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 	fs.StringVar(&cfg.TLSKey, "tls-key", cli.Env("IRONLINK_TLS_KEY", ""), "server private key PEM (env IRONLINK_TLS_KEY)")
 	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cli.Env("IRONLINK_TLS_CLIENT_CA", ""), "CA bundle for client certificates: turns mutual TLS on, the certificate bound to the client id (env IRONLINK_TLS_CLIENT_CA)")
 	fs.BoolVar(&cfg.Plaintext, "plaintext", false, "serve without TLS (local development only)")
+	web.AddFlags(fs, &cfg.Web)
 	durations := []struct {
 		p    *time.Duration
 		name string

@@ -1,0 +1,63 @@
+// ironlink fleet view: progressive enhancement, no build step, no library.
+// 1. Elements with data-refresh="SECONDS" are replaced (outerHTML) by a GET
+//    of data-src (default: this page) sent with X-Ironlink-Fragment, every
+//    SECONDS while the tab is visible; the server drops data-refresh from an
+//    element that is final (a finished command), which ends its polling.
+// 2. Forms with data-async="ID" are POSTed with fetch; the answer (a
+//    fragment) replaces the content of element ID, without a page reload.
+"use strict";
+(function () {
+  const due = new WeakMap();
+  async function refresh(el) {
+    const src = el.dataset.src || location.pathname + location.search;
+    try {
+      const r = await fetch(src, { headers: { "X-Ironlink-Fragment": "1" }, credentials: "same-origin", cache: "no-store" });
+      if (!r.ok) { el.setAttribute("data-refresh-error", String(r.status)); return; }
+      const html = await r.text();
+      if (el.isConnected) { el.outerHTML = html; }
+    } catch (e) {
+      el.setAttribute("data-refresh-error", "network");
+    }
+  }
+  function tick() {
+    if (document.hidden) { return; }
+    const now = Date.now();
+    document.querySelectorAll("[data-refresh]").forEach(function (el) {
+      const every = Math.max(0.5, parseFloat(el.dataset.refresh) || 5) * 1000;
+      const next = due.get(el);
+      if (next === undefined) { due.set(el, now + every); return; }
+      if (now >= next) { due.set(el, now + every); refresh(el); }
+    });
+  }
+  setInterval(tick, 250);
+
+  document.addEventListener("submit", async function (ev) {
+    const form = ev.target;
+    if (!(form instanceof HTMLFormElement) || !form.dataset.async) { return; }
+    ev.preventDefault();
+    const btn = ev.submitter;
+    const action = (btn && btn.hasAttribute("formaction")) ? btn.formAction : form.action;
+    const slot = document.getElementById(form.dataset.async);
+    const buttons = form.querySelectorAll("button");
+    buttons.forEach(function (b) { b.disabled = true; });
+    try {
+      const r = await fetch(action, {
+        method: "POST", body: new URLSearchParams(new FormData(form)),
+        headers: { "X-Ironlink-Fragment": "1" }, credentials: "same-origin",
+      });
+      const html = await r.text();
+      slot.innerHTML = r.ok ? html : '<p class="error" id="post-error"></p>';
+      if (!r.ok) {
+        const doc = new DOMParser().parseFromString(html, "text/html");
+        const msg = doc.getElementById("error");
+        slot.querySelector("#post-error").textContent = r.status + ": " + (msg ? msg.textContent : html.trim());
+      } else {
+        form.reset();
+      }
+    } catch (e) {
+      slot.textContent = "the hub did not answer: " + e;
+    } finally {
+      buttons.forEach(function (b) { b.disabled = false; });
+    }
+  });
+})();

@@ -1,0 +1,188 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	hubstatus "github.com/ironlink/ironlink/hub/status"
+	"github.com/ironlink/ironlink/hub/store"
+)
+
+// The read-only queries the fleet view needs that FleetService has no RPC
+// for. Each is one statement (no per-row follow-ups), served by the
+// migrations' indexes: devices (site, status, id) for the counts, the
+// primary key for keyset paging, condition_history (device_id, id) for a
+// device's history.
+
+// cellCount is the number of devices of one site in one status.
+type cellCount struct {
+	Site   string
+	Status hubstatus.Status
+	N      int
+}
+
+// countBySiteStatus counts the devices that are not removed, per site and status.
+func countBySiteStatus(ctx context.Context, pool *pgxpool.Pool) ([]cellCount, error) {
+	rows, err := pool.Query(ctx, `SELECT site, status, count(*) FROM devices WHERE NOT removed GROUP BY site, status`)
+	if err != nil {
+		return nil, fmt.Errorf("count devices by site and status: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (cellCount, error) {
+		var c cellCount
+		var st string
+		err := r.Scan(&c.Site, &st, &c.N)
+		c.Status = hubstatus.Status(st)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count devices by site and status: %w", err)
+	}
+	return out, nil
+}
+
+// listFilter is the device list's filter: ListDevices' filters (the same
+// meaning as store.DeviceFilter) plus Name, a case-insensitive substring of
+// the device name or a prefix of its id.
+type listFilter struct {
+	Site             string
+	Statuses         []hubstatus.Status
+	Impairments      []store.Impairment
+	InstanceMismatch bool
+	IncludeRemoved   bool
+	Name             string
+	// After is the keyset cursor: only ids greater than it.
+	After string
+	Limit int
+}
+
+// listRow is one device of the list, with only the columns the list shows.
+type listRow struct {
+	ID, Site, Name    string
+	Status            hubstatus.Status
+	StatusReason      string
+	StatusChangedAt   time.Time
+	LastKnownStatus   hubstatus.Status
+	DesiredImpairment store.Impairment
+	Removed           bool
+	LastCommandError  string
+	Orphaned          bool
+}
+
+// hasMismatch is the same predicate as the store's ListDevices filter
+// instance_mismatch: facts hold a non-empty instance_mismatches array.
+const hasMismatch = `(CASE WHEN jsonb_typeof(d.facts->'instance_mismatches') = 'array'
+	THEN jsonb_array_length(d.facts->'instance_mismatches') > 0 ELSE false END)`
+
+const listWhere = `
+	WHERE ($1 = '' OR d.site = $1)
+	  AND (cardinality($2::text[]) = 0 OR d.status = ANY($2::text[]))
+	  AND ($3 OR NOT d.removed)
+	  AND (cardinality($4::text[]) = 0 OR d.desired_impairment = ANY($4::text[]))
+	  AND (NOT $5 OR ` + hasMismatch + `)
+	  AND ($6 = '' OR d.name ILIKE $6 ESCAPE '\' OR d.id::text LIKE $7 ESCAPE '\')`
+
+func (f listFilter) args() []any {
+	sts := make([]string, len(f.Statuses))
+	for i, s := range f.Statuses {
+		sts[i] = string(s)
+	}
+	imps := make([]string, len(f.Impairments))
+	for i, im := range f.Impairments {
+		imps[i] = string(im)
+	}
+	var like, prefix string
+	if f.Name != "" {
+		esc := likeEscape(f.Name)
+		like, prefix = "%"+esc+"%", strings.ToLower(esc)+"%"
+	}
+	return []any{f.Site, sts, f.IncludeRemoved, imps, f.InstanceMismatch, like, prefix}
+}
+
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// listDevices returns up to f.Limit devices in id order after f.After, and
+// whether more follow: the keyset paging of FleetService.ListDevices.
+func listDevices(ctx context.Context, pool *pgxpool.Pool, f listFilter) ([]listRow, bool, error) {
+	args := append(f.args(), f.After, f.Limit+1)
+	rows, err := pool.Query(ctx, `
+		SELECT d.id::text, d.site, d.name, d.status, d.status_reason, d.status_changed_at,
+			COALESCE(d.last_known_status, ''), d.desired_impairment, d.removed, d.last_command_error, `+hasMismatch+`
+		FROM devices d`+listWhere+`
+		  AND ($8 = '' OR d.id > $8::uuid)
+		ORDER BY d.id LIMIT $9`, args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("list devices: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (listRow, error) {
+		var d listRow
+		var st, lks, imp string
+		err := r.Scan(&d.ID, &d.Site, &d.Name, &st, &d.StatusReason, &d.StatusChangedAt, &lks, &imp, &d.Removed,
+			&d.LastCommandError, &d.Orphaned)
+		d.Status, d.LastKnownStatus, d.DesiredImpairment = hubstatus.Status(st), hubstatus.Status(lks), store.Impairment(imp)
+		return d, err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("list devices: %w", err)
+	}
+	more := len(out) > f.Limit
+	if more {
+		out = out[:f.Limit]
+	}
+	return out, more, nil
+}
+
+// countDevices counts every device f selects (ignoring After and Limit).
+func countDevices(ctx context.Context, pool *pgxpool.Pool, f listFilter) (int, error) {
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM devices d`+listWhere, f.args()...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count devices: %w", err)
+	}
+	return n, nil
+}
+
+// conditionChange is one condition_history row.
+type conditionChange struct {
+	Type, Status, Reason, Message string
+	LastTransitionTime            time.Time
+	ObservedTime                  time.Time
+}
+
+// conditionHistory returns up to limit condition changes of a device, newest first.
+func conditionHistory(ctx context.Context, pool *pgxpool.Pool, id string, limit int) ([]conditionChange, error) {
+	rows, err := pool.Query(ctx, `SELECT type, status, reason, message, last_transition_time, observed_time
+		FROM condition_history WHERE device_id = $1 ORDER BY id DESC LIMIT $2`, id, limit)
+	if err != nil {
+		return nil, fmt.Errorf("condition history of %s: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (conditionChange, error) {
+		var c conditionChange
+		err := r.Scan(&c.Type, &c.Status, &c.Reason, &c.Message, &c.LastTransitionTime, &c.ObservedTime)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("condition history of %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// siteNames lists every site's name in order (for the device list's site
+// filter; FleetService.ListSites also counts each site's devices and
+// orphans, which costs a scan of every device's facts).
+func siteNames(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	rows, err := pool.Query(ctx, `SELECT name FROM sites ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list site names: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list site names: %w", err)
+	}
+	return names, nil
+}
