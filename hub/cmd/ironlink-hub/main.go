@@ -102,6 +102,9 @@ func run(args []string, stderr io.Writer) error {
 		}
 		fs.DurationVar(d.p, d.name, def, d.help+" (env "+d.env+")")
 	}
+	if terr := addThrottleFlags(fs, &cfg.Throttle); terr != nil && err == nil {
+		err = terr
+	}
 	if perr := fs.Parse(args); perr != nil {
 		return perr
 	}
