@@ -26,9 +26,9 @@ import (
 // --operator-max-streams.
 const (
 	// DefaultRate is the sustained calls per second one client may make.
-	DefaultRate = 20
+	DefaultRate = 50
 	// DefaultBurst is how many calls one client may make at once.
-	DefaultBurst = 40
+	DefaultBurst = 100
 	// DefaultMaxStreams is how many streams one client may hold open.
 	DefaultMaxStreams = 16
 )
