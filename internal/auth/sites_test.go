@@ -109,3 +109,18 @@ func TestRemovedNamesOperatorThatLostSites(t *testing.T) {
 		})
 	}
 }
+
+// TestChartValuesSiteBoundOperator: the chart's example of an operator bound
+// to one site parses as such.
+func TestChartValuesSiteBoundOperator(t *testing.T) {
+	r, err := LoadRoster("../../deploy/charts/hub/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Client("ops-site-a"); c == nil || !slices.Equal(c.Sites, []string{"site-a"}) {
+		t.Fatalf("ops-site-a = %+v", c)
+	}
+	if c := r.Client("ops-console"); c == nil || c.Sites != nil {
+		t.Fatalf("ops-console = %+v, want every site", c)
+	}
+}
