@@ -116,7 +116,9 @@ func TestFailureClassDecidesResend(t *testing.T) {
 				FailureClass: tc.class, FailureReason: tc.reason}}}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, func() bool { g, _ := st.GetCommand(ctx, q.ID); return g.State == store.CommandFailed })
+			// Wait for the error, not for FAILED: a resent command is SENT
+			// again within a sweep, keeping its last error and class.
+			waitFor(t, func() bool { g, _ := st.GetCommand(ctx, q.ID); return g.LastError != "" })
 			g, _ := st.GetCommand(ctx, q.ID)
 			wantClass := map[ironlinkv1.FailureClass]store.FailureClass{
 				ironlinkv1.FailureClass_FAILURE_CLASS_PERMANENT: store.FailurePermanent,
