@@ -2,13 +2,13 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/ironlink/ironlink/hub/authn"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 )
 
 // siteScope is which sites the caller of an RPC may read and change: every
@@ -47,7 +47,7 @@ func (s *Server) deny(ctx context.Context, sc siteScope, what, site string) erro
 	method, _ := grpc.Method(ctx)
 	s.log.Warn("permission denied: site not among the operator's sites", "client_id", sc.clientID, "method", method,
 		"object", what, "site", site, "allowed_sites", sc.sites)
-	return status.Errorf(codes.PermissionDenied, "client %s may not use %s: the roster binds the client to other sites", sc.clientID, what)
+	return grpcerr.PermissionDenied(grpcerr.ReasonWrongSite, fmt.Sprintf("client %s may not use %s: the roster binds the client to other sites", sc.clientID, what))
 }
 
 // checkDevice refuses, before anything is written, a device of a site the
@@ -59,7 +59,7 @@ func (s *Server) checkDevice(ctx context.Context, sc siteScope, id string) error
 	}
 	site, err := s.store.DeviceSite(ctx, id)
 	if err != nil {
-		return s.storeErr(err)
+		return s.storeErr(err, "device", id)
 	}
 	if !sc.allows(site) {
 		return s.deny(ctx, sc, "device "+id, site)

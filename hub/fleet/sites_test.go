@@ -16,6 +16,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/fleet"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/condition"
@@ -156,8 +157,8 @@ func TestSiteBoundOperator(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				before := rows()
 				err := tc.call()
-				if status.Code(err) != codes.PermissionDenied {
-					t.Fatalf("%v, want PermissionDenied", err)
+				if status.Code(err) != codes.PermissionDenied || grpcerr.Reason(err) != grpcerr.ReasonWrongSite {
+					t.Fatalf("%v (reason %q), want PermissionDenied %s", err, grpcerr.Reason(err), grpcerr.ReasonWrongSite)
 				}
 				if strings.Contains(status.Convert(err).Message(), "site-b") && !strings.Contains(tc.name, "of the site") {
 					t.Errorf("the reply names the other site: %q", status.Convert(err).Message())
@@ -232,6 +233,7 @@ func TestRetryCommandAndFailureClassAtTheAPI(t *testing.T) {
 		{"unknown command", &ironlinkv1.RetryCommandRequest{CommandId: uuid.NewString()}, codes.NotFound},
 		{"reason too long", &ironlinkv1.RetryCommandRequest{CommandId: cmdA.ID, Reason: strings.Repeat("x", 2000)}, codes.InvalidArgument},
 		{"reason not UTF-8", &ironlinkv1.RetryCommandRequest{CommandId: cmdA.ID, Reason: "\xff"}, codes.InvalidArgument},
+		{"reason with a NUL byte", &ironlinkv1.RetryCommandRequest{CommandId: cmdA.ID, Reason: "a\x00b"}, codes.InvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := srv.RetryCommand(ctx, tc.req); status.Code(err) != tc.want {
@@ -257,8 +259,9 @@ func TestRetryCommandAndFailureClassAtTheAPI(t *testing.T) {
 	}
 	// The original is superseded now, and the new one is not FAILED.
 	for _, id := range []string{cmdA.ID, r.GetCommand().GetCommandId()} {
-		if _, err := srv.RetryCommand(ctx, &ironlinkv1.RetryCommandRequest{CommandId: id}); status.Code(err) != codes.FailedPrecondition {
-			t.Fatalf("retry of %s: %v, want FailedPrecondition", id, err)
+		if _, err := srv.RetryCommand(ctx, &ironlinkv1.RetryCommandRequest{CommandId: id}); status.Code(err) != codes.FailedPrecondition ||
+			grpcerr.Reason(err) != grpcerr.ReasonNotRetryable {
+			t.Fatalf("retry of %s: %v, want FailedPrecondition %s", id, err, grpcerr.ReasonNotRetryable)
 		}
 	}
 }

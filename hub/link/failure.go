@@ -1,10 +1,10 @@
 package link
 
 import (
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"fmt"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 )
@@ -28,7 +28,8 @@ func failureClassFromProto(c ironlinkv1.FailureClass) store.FailureClass {
 // InvalidArgument naming the field.
 func checkFailure(r *ironlinkv1.CommandResult) error {
 	if fr := r.GetFailureReason(); fr != "" && !condition.ValidReason(fr) {
-		return status.Errorf(codes.InvalidArgument, "command result: failure_reason is not one CamelCase word of at most %d bytes", condition.MaxReasonBytes)
+		return grpcerr.InvalidArgument("command_result.failure_reason", grpcerr.ReasonInvalidValue,
+			fmt.Sprintf("command result: failure_reason is not one CamelCase word of at most %d bytes", condition.MaxReasonBytes))
 	}
 	return nil
 }

@@ -4,8 +4,8 @@
 // go-grpc-middleware v2's interceptors/ratelimit), and each client may hold
 // at most a configured number of streams open at once. A refused call gets
 // ResourceExhausted; a rate-limited one carries a google.rpc.RetryInfo
-// detail saying how long to wait, and a google.rpc.ErrorInfo with a stable
-// reason.
+// detail saying how long to wait; both carry a google.rpc.ErrorInfo with a
+// stable reason (hub/grpcerr).
 //
 // The satellites' link (ironlink.v1.LinkService) and the public services
 // (health, reflection; auth.PublicServices) are exempt: they are neither
@@ -16,6 +16,6 @@
 // (authn.FromContext; "anonymous" when authentication is off). Buckets are
 // kept per roster client id, so their number is bounded by the roster.
 //
-// It imports hub/authn and internal/auth; it must not import the store or
+// It imports hub/authn, hub/grpcerr and internal/auth; it must not import
 // the services it protects.
 package throttle

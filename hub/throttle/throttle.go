@@ -19,6 +19,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/internal/auth"
 )
 
@@ -33,16 +34,14 @@ const (
 	DefaultMaxStreams = 16
 )
 
-// ErrorInfo reasons (google.rpc.ErrorInfo.reason, domain ErrorDomain) of
-// the refusals, stable for clients to match on.
+// ErrorInfo reasons (google.rpc.ErrorInfo.reason, domain grpcerr.Domain)
+// of the refusals, stable for clients to match on.
 const (
 	// ReasonRateLimited: the client's calls came faster than its rate and
 	// burst allow; RetryInfo says when the next one is allowed.
 	ReasonRateLimited = "RATE_LIMITED"
 	// ReasonTooManyStreams: the client already holds MaxStreams streams.
 	ReasonTooManyStreams = "TOO_MANY_STREAMS"
-	// ErrorDomain is the ErrorInfo domain.
-	ErrorDomain = "ironlink.v1"
 )
 
 // Config is the per-client limits. The zero Config limits nothing.
@@ -235,26 +234,13 @@ func (h *hint) decorate(err error) error {
 	if h.err == nil || status.Code(err) != codes.ResourceExhausted {
 		return err
 	}
-	st := status.New(codes.ResourceExhausted, h.err.Error())
-	ds, derr := st.WithDetails(
-		&errdetails.RetryInfo{RetryDelay: durationpb.New(max(h.err.RetryAfter, time.Millisecond))},
-		&errdetails.ErrorInfo{Reason: ReasonRateLimited, Domain: ErrorDomain, Metadata: map[string]string{
-			"client_id": h.err.ClientID, "rate_per_second": fmt.Sprint(h.err.Rate), "burst": fmt.Sprint(h.err.Burst)}},
-	)
-	if derr != nil {
-		return st.Err()
-	}
-	return ds.Err()
+	return grpcerr.New(codes.ResourceExhausted, ReasonRateLimited, h.err.Error(),
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(max(h.err.RetryAfter, time.Millisecond))})
 }
 
 func tooManyStreams(client string, n int) error {
-	st := status.New(codes.ResourceExhausted, fmt.Sprintf("client %s already holds %d streams open, its limit; close one and retry", client, n))
-	ds, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonTooManyStreams, Domain: ErrorDomain,
-		Metadata: map[string]string{"client_id": client, "max_streams": fmt.Sprint(n)}})
-	if err != nil {
-		return st.Err()
-	}
-	return ds.Err()
+	return grpcerr.New(codes.ResourceExhausted, ReasonTooManyStreams,
+		fmt.Sprintf("client %s already holds %d streams open, its limit; close one and retry", client, n))
 }
 
 // hintStream is ss with a context carrying the hint.

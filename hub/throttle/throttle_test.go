@@ -166,7 +166,7 @@ func TestBurstGetsResourceExhaustedWithRetryInfo(t *testing.T) {
 		if retry <= 0 || retry > time.Second/5 {
 			t.Fatalf("RetryInfo delay %s, want within (0, 200ms] at 5 calls/s", retry)
 		}
-		if info.GetReason() != throttle.ReasonRateLimited || info.GetMetadata()["client_id"] != "ops-script" {
+		if info.GetReason() != throttle.ReasonRateLimited || info.GetDomain() != "ironlink.v1" {
 			t.Fatalf("ErrorInfo %v", info)
 		}
 		if !strings.Contains(st.Message(), "ops-script") {
