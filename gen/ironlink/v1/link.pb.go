@@ -1068,7 +1068,8 @@ type CommandResult struct {
 	FailureClass FailureClass `protobuf:"varint,7,opt,name=failure_class,json=failureClass,proto3,enum=ironlink.v1.FailureClass" json:"failure_class,omitempty"`
 	// When success is false: one CamelCase word naming the failure, for
 	// example "NodeNotFound", "AccessDenied", "NodeLocked",
-	// "ServiceUnavailable", "Timeout"; at most 64 bytes.
+	// "ServiceUnavailable", "Timeout" (as a condition reason: at most 128
+	// bytes); empty on success.
 	FailureReason string `protobuf:"bytes,8,opt,name=failure_reason,json=failureReason,proto3" json:"failure_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
