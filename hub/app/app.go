@@ -1,6 +1,7 @@
 // Package app wires the hub together: configuration, migrations, the store,
-// the gRPC server (link + fleet services, health, reflection, logging and
-// panic-recovery interceptors) and the background loops (command
+// the gRPC server (link + fleet services, health, reflection, logging,
+// panic-recovery, authentication and per-client operator limit
+// interceptors) and the background loops (command
 // notifications, stale-site sweep). cmd/ironlink-hub only parses flags and
 // calls Run.
 package app
@@ -31,6 +32,7 @@ import (
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/throttle"
 	"github.com/ironlink/ironlink/hub/web"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/logkey"
@@ -81,6 +83,10 @@ type Config struct {
 	// authenticates against the roster even with NoAuth, and serves with
 	// TLSCert/TLSKey unless Plaintext.
 	Web web.Config
+	// Throttle is the per-client rate limit and stream cap of the operator
+	// API (the link is exempt); the zero value limits nothing, the flags
+	// default to throttle.DefaultConfig.
+	Throttle throttle.Config
 }
 
 // Validate checks c and returns it with every unset setting filled from
@@ -193,6 +199,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	} else {
 		log.Warn("client authentication OFF (--no-auth): anyone who reaches the hub can report and quarantine; local development only")
 	}
+	// After authentication, so each client has its own bucket.
+	lim, err := throttle.New(cfg.Throttle)
+	if err != nil {
+		return fmt.Errorf("operator limits: %w", err)
+	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(lim.UnaryInterceptor()), grpc.ChainStreamInterceptor(lim.StreamInterceptor()))
 	fleetSrv := fleet.NewServer(st, actorFromContext, log.With("component", "fleet"))
 	var webSrv *web.Server
 	if cfg.Web.Addr != "" {

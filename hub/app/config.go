@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"github.com/ironlink/ironlink/hub/throttle"
 	"net"
 	"time"
 
@@ -36,6 +37,9 @@ func Defaults() Config {
 		MaxConnectionAge:      30 * time.Minute,
 		MaxConnectionAgeGrace: time.Minute,
 		ShutdownGrace:         10 * time.Second,
+		// Not filled by Validate: a zero Throttle means "no limit" (tests,
+		// embedded hubs); the flags default to these values.
+		Throttle: throttle.DefaultConfig(),
 		Link: link.Config{
 			HeartbeatInterval: 20 * time.Second,
 			CommandSweep:      5 * time.Second,

@@ -5,7 +5,10 @@
 // hub/grpcerr) or NotFound and writes nothing; a listing filtered by a site
 // or device that does not exist is NotFound, not an empty list. Error
 // replies and log lines echo at most a prefix of the caller's input
-// (textcheck.Quote).
+// (textcheck.Quote). An operator whose roster entry lists sites sees only
+// those (listings are filtered); naming another site's device, command or
+// site is PermissionDenied, writes nothing and is logged as a refusal with
+// the client id (sites.go).
 package fleet
 
 import (
@@ -140,7 +143,11 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 	if err := checkSiteFilter(req.GetSite()); err != nil {
 		return nil, err
 	}
-	f := store.DeviceFilter{Site: req.GetSite(), IncludeRemoved: req.GetIncludeRemoved(), InstanceMismatch: req.GetInstanceMismatch(), Limit: limit}
+	sc := callerScope(ctx)
+	if err := s.checkSiteAllowed(ctx, sc, req.GetSite()); err != nil {
+		return nil, err
+	}
+	f := store.DeviceFilter{Site: req.GetSite(), Sites: sc.sites, IncludeRemoved: req.GetIncludeRemoved(), InstanceMismatch: req.GetInstanceMismatch(), Limit: limit}
 	for i, im := range req.GetImpairments() {
 		switch im {
 		case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:
@@ -204,6 +211,9 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 	if err != nil {
 		return nil, s.storeErr(err, "device", id)
 	}
+	if sc := callerScope(ctx); !sc.allows(d.Site) {
+		return nil, s.deny(ctx, sc, "device "+id, d.Site)
+	}
 	sh, err := s.store.StatusHistory(ctx, id, limit)
 	if err != nil {
 		return nil, s.storeErr(err, "device", id)
@@ -236,6 +246,9 @@ func (s *Server) setImpairment(ctx context.Context, deviceID, reason string, des
 	}
 	if err := textcheck.Text("reason", reason, MaxReasonBytes); err != nil {
 		return nil, grpcerr.FromCheck(err)
+	}
+	if err := s.checkDevice(ctx, callerScope(ctx), id); err != nil {
+		return nil, err
 	}
 	actor := s.actor(ctx)
 	cmd, err := s.store.SetDesiredImpairment(ctx, id, desired, actor, reason, SourceOperatorAPI)
@@ -275,6 +288,9 @@ func (s *Server) GetCommand(ctx context.Context, req *ironlinkv1.GetCommandReque
 	if err != nil {
 		return nil, s.storeErr(err, "command", id)
 	}
+	if sc := callerScope(ctx); !sc.allows(c.Site) {
+		return nil, s.deny(ctx, sc, "command "+id, c.Site)
+	}
 	return &ironlinkv1.GetCommandResponse{Command: commandToProto(c)}, nil
 }
 
@@ -287,9 +303,16 @@ func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsR
 	if err := checkSiteFilter(req.GetSite()); err != nil {
 		return nil, err
 	}
-	f := store.CommandFilter{Site: req.GetSite(), Limit: limit}
+	sc := callerScope(ctx)
+	if err := s.checkSiteAllowed(ctx, sc, req.GetSite()); err != nil {
+		return nil, err
+	}
+	f := store.CommandFilter{Site: req.GetSite(), Sites: sc.sites, Limit: limit}
 	if req.GetDeviceId() != "" {
 		if f.DeviceID, err = parseID("device_id", req.GetDeviceId()); err != nil {
+			return nil, err
+		}
+		if err := s.checkDevice(ctx, sc, f.DeviceID); err != nil {
 			return nil, err
 		}
 	}
@@ -334,7 +357,11 @@ func (s *Server) ListSites(ctx context.Context, _ *ironlinkv1.ListSitesRequest) 
 		return nil, s.storeErr(err, "", "")
 	}
 	resp := &ironlinkv1.ListSitesResponse{}
+	sc := callerScope(ctx)
 	for _, st := range sites {
+		if !sc.allows(st.Name) {
+			continue
+		}
 		p := &ironlinkv1.Site{Name: st.Name, Replica: st.Replica, LastCommittedSequence: st.LastSequence,
 			DeviceCount: int32(st.DeviceCount), SatelliteVersion: st.SatelliteVersion, Capabilities: st.Capabilities,
 			InstanceMismatchCount: int32(st.InstanceMismatchCount)}
@@ -383,6 +410,16 @@ func impairmentToProto(i store.Impairment) ironlinkv1.ImpairmentState {
 	return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED
 }
 
+func failureClassToProto(f store.FailureClass) ironlinkv1.FailureClass {
+	switch f {
+	case store.FailureTransient:
+		return ironlinkv1.FailureClass_FAILURE_CLASS_TRANSIENT
+	case store.FailurePermanent:
+		return ironlinkv1.FailureClass_FAILURE_CLASS_PERMANENT
+	}
+	return ironlinkv1.FailureClass_FAILURE_CLASS_UNSPECIFIED
+}
+
 func mismatchKindToProto(k store.MismatchKind) ironlinkv1.InstanceMismatchKind {
 	switch k {
 	case store.MismatchNovaUnknown:
@@ -407,6 +444,7 @@ func deviceToProto(d store.Device) *ironlinkv1.Device {
 		StatusChangeTime: timestamppb.New(d.StatusChangedAt), LastKnownStatus: statusToProto(d.LastKnownStatus),
 		Removed: d.Removed, DesiredImpairment: impairmentToProto(d.DesiredImpairment),
 		DesiredGeneration: d.DesiredGeneration, AppliedGeneration: d.AppliedGeneration, LastCommandError: d.LastCommandError,
+		LastCommandFailureClass: failureClassToProto(d.LastCommandFailureClass), LastCommandFailureReason: d.LastCommandFailureReason,
 		Facts: &ironlinkv1.DeviceFacts{
 			Name: d.Facts.Name, ProvisionState: d.Facts.ProvisionState, PowerState: d.Facts.PowerState,
 			Maintenance: d.Facts.Maintenance, ResourceClass: d.Facts.ResourceClass, InstanceUuid: d.Facts.InstanceUUID,
@@ -441,6 +479,7 @@ func commandToProto(c store.Command) *ironlinkv1.OperatorCommand {
 		Desired: impairmentToProto(c.Desired), State: ironlinkv1.CommandState(ironlinkv1.CommandState_value["COMMAND_STATE_"+string(c.State)]),
 		Actor: c.Actor, Reason: c.Reason, Source: c.Source, Attempts: int32(c.Attempts), LastError: c.LastError,
 		ResultDetail: c.ResultDetail, CreateTime: timestamppb.New(c.CreatedAt), UpdateTime: timestamppb.New(c.UpdatedAt),
+		FailureClass: failureClassToProto(c.FailureClass), FailureReason: c.FailureReason,
 	}
 	if c.CompletedAt != nil {
 		p.CompleteTime = timestamppb.New(*c.CompletedAt)

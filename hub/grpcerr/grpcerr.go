@@ -55,6 +55,8 @@ const (
 	ReasonLinkSuperseded = "LINK_SUPERSEDED"
 	// ReasonDatabaseUnavailable: the hub cannot reach PostgreSQL; retry.
 	ReasonDatabaseUnavailable = "DATABASE_UNAVAILABLE"
+	// ReasonNotRetryable: RetryCommand named a command that is not FAILED.
+	ReasonNotRetryable = "COMMAND_NOT_FAILED"
 )
 
 // RetryDelay is the RetryInfo delay an Unavailable database suggests.
@@ -124,6 +126,7 @@ func PermissionDenied(reason, msg string) error {
 //	store.ErrNotFound                    NotFound, NOT_FOUND (the store's message: "device <uuid>: not found")
 //	store.ErrWrongSite                   PermissionDenied, WRONG_SITE (the store's message)
 //	store.ErrFenced                      Aborted, LINK_SUPERSEDED ("… reconnect")
+//	store.ErrNotRetryable                FailedPrecondition, COMMAND_NOT_FAILED (the store's message)
 //	PostgreSQL class 22 (data exception:
 //	  NUL byte, bad encoding, overflow)  InvalidArgument, INVALID_VALUE: the value is wrong, a retry cannot help
 //	anything else                        Unavailable, DATABASE_UNAVAILABLE, RetryInfo 1 s ("database unavailable; retry")
@@ -150,6 +153,8 @@ func FromStore(err error) error {
 		return New(codes.PermissionDenied, ReasonWrongSite, err.Error())
 	case errors.Is(err, store.ErrFenced):
 		return New(codes.Aborted, ReasonLinkSuperseded, "link superseded by a newer link for this site; reconnect")
+	case errors.Is(err, store.ErrNotRetryable):
+		return New(codes.FailedPrecondition, ReasonNotRetryable, err.Error())
 	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22"):
 		return New(codes.InvalidArgument, ReasonInvalidValue,
 			fmt.Sprintf("a value was refused by the database (SQLSTATE %s: %s)", pgErr.Code, textcheck.Prefix(pgErr.Message, textcheck.EchoBytes)))

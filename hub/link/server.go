@@ -765,9 +765,13 @@ func (l *linkLoop) handleResult(ctx context.Context, r *ironlinkv1.CommandResult
 	if err1 != nil || err2 != nil {
 		return status.Errorf(codes.InvalidArgument, "command result: command_id %q / device_id %q must be UUIDs", r.GetCommandId(), r.GetDeviceId())
 	}
+	if err := checkFailure(r); err != nil {
+		return err
+	}
 	ignored, err := l.s.store.RecordResult(ctx, l.site, store.CommandResult{
 		CommandID: cid.String(), DeviceID: did.String(), Generation: r.GetGeneration(),
 		Success: r.GetSuccess(), Error: truncate(r.GetError(), 2048), Detail: truncate(r.GetDetail(), 2048),
+		FailureClass: failureClassFromProto(r.GetFailureClass()), FailureReason: r.GetFailureReason(),
 	})
 	switch {
 	case errors.Is(err, store.ErrWrongSite):
@@ -780,7 +784,8 @@ func (l *linkLoop) handleResult(ctx context.Context, r *ironlinkv1.CommandResult
 		return status.Error(codes.Unavailable, "hub could not record the result; reconnect and resend")
 	}
 	l.log.Info("command result", "command_id", cid, "device_id", did, "generation", r.GetGeneration(),
-		"success", r.GetSuccess(), "ignored", ignored, "error", r.GetError())
+		"success", r.GetSuccess(), "ignored", ignored, "error", r.GetError(),
+		"failure_class", failureClassFromProto(r.GetFailureClass()), "failure_reason", r.GetFailureReason())
 	return nil
 }
 

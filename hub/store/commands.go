@@ -19,50 +19,97 @@ import (
 // Errors: ErrNotFound when the device does not exist (nothing is written).
 func (s *Store) SetDesiredImpairment(ctx context.Context, deviceID string, desired Impairment, actor, reason, source string) (Command, error) {
 	var cmd Command
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var site string
-		var gen int64
-		err := tx.QueryRow(ctx, `
-			UPDATE devices SET desired_impairment = $2, desired_generation = desired_generation + 1
-			WHERE id = $1 RETURNING site, desired_generation`, deviceID, string(desired)).Scan(&site, &gen)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("device %s: %w", deviceID, ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("set desired state of device %s: %w", deviceID, err)
-		}
-		_, err = tx.Exec(ctx, `
-			UPDATE commands SET state = 'SUPERSEDED', updated_at = now(), completed_at = now()
-			WHERE device_id = $1 AND state IN ('PENDING', 'SENT', 'FAILED')`, deviceID)
-		if err != nil {
-			return fmt.Errorf("supersede older commands of device %s: %w", deviceID, err)
-		}
-		row := tx.QueryRow(ctx, `
-			INSERT INTO commands (device_id, site, generation, desired, actor, reason, source)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
-			RETURNING `+commandColumns, deviceID, site, gen, string(desired), actor, reason, source)
-		if cmd, err = scanCommand(row); err != nil {
-			return fmt.Errorf("insert command: %w", err)
-		}
-		_, err = tx.Exec(ctx, `
-			INSERT INTO impairment_history (device_id, desired, generation, actor, reason, source, command_id)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`, deviceID, string(desired), gen, actor, reason, source, cmd.ID)
-		if err != nil {
-			return fmt.Errorf("append impairment history: %w", err)
-		}
-		conds, err := loadConditions(ctx, tx, []string{deviceID})
-		if err != nil {
-			return err
-		}
-		if _, err := s.recomputeDevices(ctx, tx, []string{deviceID}, conds); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, site); err != nil {
-			return fmt.Errorf("notify site %q: %w", site, err)
-		}
-		return nil
+	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+		cmd, err = s.setDesiredTx(ctx, tx, deviceID, desired, actor, reason, source)
+		return err
 	})
 	return cmd, err
+}
+
+// ErrNotRetryable: RetryCommand was asked to retry a command that is not
+// FAILED (pending, sent, succeeded or superseded); nothing was written.
+var ErrNotRetryable = errors.New("only a FAILED command can be retried")
+
+// RetryCommand is an operator's retry of the FAILED command id: in one
+// transaction it re-issues the command's desired state for its device as
+// SetDesiredImpairment does (next generation, a PENDING command, the
+// history entry with actor, reason and source, the site notified), so a
+// PERMANENT failure goes out again. The device row is locked first (the
+// lock order of SetDesiredImpairment and RecordResult), so a concurrent
+// quarantine or release either comes first and makes the command
+// SUPERSEDED (ErrNotRetryable) or comes after the retry and wins.
+//
+// Errors: ErrNotFound for an unknown command; ErrNotRetryable when the
+// command is not FAILED. Nothing is written on error.
+func (s *Store) RetryCommand(ctx context.Context, id, actor, reason, source string) (Command, error) {
+	var cmd Command
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var deviceID, state, desired string
+		err := tx.QueryRow(ctx, `
+			SELECT d.id::text FROM devices d
+			WHERE d.id = (SELECT device_id FROM commands WHERE id = $1) FOR UPDATE`, id).Scan(&deviceID)
+		if err == nil {
+			err = tx.QueryRow(ctx, `SELECT state, desired FROM commands WHERE id = $1 FOR UPDATE`, id).Scan(&state, &desired)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("command %s: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("load command %s: %w", id, err)
+		}
+		if state != string(CommandFailed) {
+			return fmt.Errorf("command %s is %s: %w", id, state, ErrNotRetryable)
+		}
+		cmd, err = s.setDesiredTx(ctx, tx, deviceID, Impairment(desired), actor, reason, source)
+		return err
+	})
+	return cmd, err
+}
+
+// setDesiredTx is SetDesiredImpairment inside tx.
+func (s *Store) setDesiredTx(ctx context.Context, tx pgx.Tx, deviceID string, desired Impairment, actor, reason, source string) (Command, error) {
+	var site string
+	var gen int64
+	err := tx.QueryRow(ctx, `
+		UPDATE devices SET desired_impairment = $2, desired_generation = desired_generation + 1
+		WHERE id = $1 RETURNING site, desired_generation`, deviceID, string(desired)).Scan(&site, &gen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Command{}, fmt.Errorf("device %s: %w", deviceID, ErrNotFound)
+	}
+	if err != nil {
+		return Command{}, fmt.Errorf("set desired state of device %s: %w", deviceID, err)
+	}
+	_, err = tx.Exec(ctx, `
+		UPDATE commands SET state = 'SUPERSEDED', updated_at = now(), completed_at = now()
+		WHERE device_id = $1 AND state IN ('PENDING', 'SENT', 'FAILED')`, deviceID)
+	if err != nil {
+		return Command{}, fmt.Errorf("supersede older commands of device %s: %w", deviceID, err)
+	}
+	row := tx.QueryRow(ctx, `
+		INSERT INTO commands (device_id, site, generation, desired, actor, reason, source)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		RETURNING `+commandColumns, deviceID, site, gen, string(desired), actor, reason, source)
+	cmd, err := scanCommand(row)
+	if err != nil {
+		return Command{}, fmt.Errorf("insert command: %w", err)
+	}
+	_, err = tx.Exec(ctx, `
+		INSERT INTO impairment_history (device_id, desired, generation, actor, reason, source, command_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, deviceID, string(desired), gen, actor, reason, source, cmd.ID)
+	if err != nil {
+		return Command{}, fmt.Errorf("append impairment history: %w", err)
+	}
+	conds, err := loadConditions(ctx, tx, []string{deviceID})
+	if err != nil {
+		return Command{}, err
+	}
+	if _, err := s.recomputeDevices(ctx, tx, []string{deviceID}, conds); err != nil {
+		return Command{}, err
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, site); err != nil {
+		return Command{}, fmt.Errorf("notify site %q: %w", site, err)
+	}
+	return cmd, nil
 }
 
 // DeliveryPolicy says when an unfinished command goes out again.
@@ -77,7 +124,9 @@ type DeliveryPolicy struct {
 // send now (none when a newer link holds the site): the
 // current generation of each device's desired state when it is PENDING, SENT
 // longer than p.ResendAfter ago (or resend is true: the link just started),
-// or FAILED and past its backoff. Oldest first, at most limit.
+// or FAILED and past its backoff — unless the failure is PERMANENT: that
+// one waits for a newer desired state or RetryCommand. Oldest first, at
+// most limit.
 func (s *Store) DueCommands(ctx context.Context, site string, epoch int64, p DeliveryPolicy, resend bool, limit int) ([]Command, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+commandColumnsC+`
@@ -87,7 +136,7 @@ func (s *Store) DueCommands(ctx context.Context, site string, epoch int64, p Del
 		WHERE c.site = $1 AND (
 			c.state = 'PENDING'
 			OR (c.state = 'SENT' AND ($2 OR c.sent_at < now() - make_interval(secs => $3)))
-			OR (c.state = 'FAILED' AND c.updated_at < now() - make_interval(secs =>
+			OR (c.state = 'FAILED' AND c.failure_class <> 'PERMANENT' AND c.updated_at < now() - make_interval(secs =>
 				LEAST($5::float8, $4::float8 * power(2, GREATEST(c.attempts - 1, 0))))))
 		ORDER BY c.created_at LIMIT $6`,
 		site, resend, p.ResendAfter.Seconds(), p.FailureBackoff.Seconds(), p.MaxFailureBackoff.Seconds(), limit, epoch)
@@ -117,6 +166,11 @@ type CommandResult struct {
 	Success    bool
 	Error      string
 	Detail     string
+	// FailureClass and FailureReason classify Error (ignored on success):
+	// FailurePermanent stops the resends until a newer desired state or
+	// RetryCommand.
+	FailureClass  FailureClass
+	FailureReason string
 }
 
 // RecordResult stores a site's result for a command. A result for a
@@ -151,16 +205,21 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 		}
 		if r.Success {
 			_, err = tx.Exec(ctx, `UPDATE commands SET state = 'SUCCEEDED', last_error = '', result_detail = $2,
-				updated_at = now(), completed_at = now() WHERE id = $1`, r.CommandID, r.Detail)
+				failure_class = '', failure_reason = '', updated_at = now(), completed_at = now() WHERE id = $1`, r.CommandID, r.Detail)
 			if err == nil {
 				_, err = tx.Exec(ctx, `UPDATE devices SET applied_generation = GREATEST(applied_generation, $2),
-					last_command_error = '' WHERE id = $1`, r.DeviceID, gen)
+					last_command_error = '', last_command_failure_class = '', last_command_failure_reason = '' WHERE id = $1`, r.DeviceID, gen)
 			}
 		} else {
+			class := r.FailureClass
+			if !class.Valid() {
+				class = FailureUnclassified
+			}
 			_, err = tx.Exec(ctx, `UPDATE commands SET state = 'FAILED', last_error = $2, result_detail = $3,
-				updated_at = now() WHERE id = $1`, r.CommandID, r.Error, r.Detail)
+				failure_class = $4, failure_reason = $5, updated_at = now() WHERE id = $1`, r.CommandID, r.Error, r.Detail, string(class), r.FailureReason)
 			if err == nil {
-				_, err = tx.Exec(ctx, `UPDATE devices SET last_command_error = $2 WHERE id = $1`, r.DeviceID, r.Error)
+				_, err = tx.Exec(ctx, `UPDATE devices SET last_command_error = $2, last_command_failure_class = $3,
+					last_command_failure_reason = $4 WHERE id = $1`, r.DeviceID, r.Error, string(class), r.FailureReason)
 			}
 		}
 		if err != nil {
@@ -172,16 +231,16 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 }
 
 const commandColumns = `id::text, device_id::text, site, generation, desired, state, actor, reason, source,
-	attempts, last_error, result_detail, created_at, updated_at, completed_at`
+	attempts, last_error, result_detail, created_at, updated_at, completed_at, failure_class, failure_reason`
 
 const commandColumnsC = `c.id::text, c.device_id::text, c.site, c.generation, c.desired, c.state, c.actor, c.reason, c.source,
-	c.attempts, c.last_error, c.result_detail, c.created_at, c.updated_at, c.completed_at`
+	c.attempts, c.last_error, c.result_detail, c.created_at, c.updated_at, c.completed_at, c.failure_class, c.failure_reason`
 
 func scanCommand(r pgx.Row) (Command, error) {
 	var c Command
-	var desired, state string
+	var desired, state, class string
 	err := r.Scan(&c.ID, &c.DeviceID, &c.Site, &c.Generation, &desired, &state, &c.Actor, &c.Reason, &c.Source,
-		&c.Attempts, &c.LastError, &c.ResultDetail, &c.CreatedAt, &c.UpdatedAt, &c.CompletedAt)
-	c.Desired, c.State = Impairment(desired), CommandState(state)
+		&c.Attempts, &c.LastError, &c.ResultDetail, &c.CreatedAt, &c.UpdatedAt, &c.CompletedAt, &class, &c.FailureReason)
+	c.Desired, c.State, c.FailureClass = Impairment(desired), CommandState(state), FailureClass(class)
 	return c, err
 }

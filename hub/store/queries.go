@@ -16,6 +16,9 @@ import (
 type DeviceFilter struct {
 	// Site, when non-empty, keeps devices of that site.
 	Site string
+	// Sites, when non-nil, keeps only devices of these sites (an operator
+	// bound to sites); an empty non-nil slice keeps none.
+	Sites []string
 	// Statuses, when non-empty, keeps devices with one of them.
 	Statuses []status.Status
 	// IncludeRemoved keeps removed devices too.
@@ -40,19 +43,20 @@ const hasMismatch = `(CASE WHEN jsonb_typeof(d.facts->'instance_mismatches') = '
 const deviceColumns = `d.id::text, d.site, d.name, d.facts, d.removed, d.removed_at, d.observed_at, d.status,
 	d.status_reason, d.status_changed_at, COALESCE(d.last_known_status, ''), d.desired_impairment,
 	d.desired_generation, d.applied_generation, d.last_command_error, d.drift_corrections,
-	d.last_drift_correction, d.last_drift_correction_at`
+	d.last_drift_correction, d.last_drift_correction_at, d.last_command_failure_class, d.last_command_failure_reason`
 
 func scanDevice(r pgx.Row) (Device, error) {
 	var d Device
 	var facts []byte
-	var st, lks, desired string
+	var st, lks, desired, class string
 	err := r.Scan(&d.ID, &d.Site, &d.Name, &facts, &d.Removed, &d.RemovedAt, &d.ObservedAt, &st,
 		&d.StatusReason, &d.StatusChangedAt, &lks, &desired, &d.DesiredGeneration, &d.AppliedGeneration, &d.LastCommandError,
-		&d.DriftCorrections, &d.LastDriftCorrection, &d.LastDriftCorrectionAt)
+		&d.DriftCorrections, &d.LastDriftCorrection, &d.LastDriftCorrectionAt, &class, &d.LastCommandFailureReason)
 	if err != nil {
 		return d, err
 	}
 	d.Status, d.LastKnownStatus, d.DesiredImpairment = status.Status(st), status.Status(lks), Impairment(desired)
+	d.LastCommandFailureClass = FailureClass(class)
 	if len(facts) > 0 {
 		if err := json.Unmarshal(facts, &d.Facts); err != nil {
 			return d, fmt.Errorf("decode facts of device %s: %w", d.ID, err)
@@ -79,7 +83,8 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 		  AND ($4 = '' OR d.id > $4::uuid)
 		  AND (cardinality($6::text[]) = 0 OR d.desired_impairment = ANY($6::text[]))
 		  AND (NOT $7 OR `+hasMismatch+`)
-		ORDER BY d.id LIMIT $5`, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1, imps, f.InstanceMismatch)
+		  AND ($8::text[] IS NULL OR d.site = ANY($8::text[]))
+		ORDER BY d.id LIMIT $5`, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1, imps, f.InstanceMismatch, f.Sites)
 	if err != nil {
 		return nil, false, fmt.Errorf("list devices: %w", err)
 	}
@@ -118,6 +123,20 @@ func (s *Store) GetDevice(ctx context.Context, id string) (Device, error) {
 		}
 	}
 	return d, nil
+}
+
+// DeviceSite returns the site a device belongs to (it never changes once
+// the device is known). Errors: ErrNotFound.
+func (s *Store) DeviceSite(ctx context.Context, id string) (string, error) {
+	var site string
+	err := s.pool.QueryRow(ctx, `SELECT site FROM devices WHERE id = $1`, id).Scan(&site)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("device %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("site of device %s: %w", id, err)
+	}
+	return site, nil
 }
 
 // StatusHistory returns up to limit status changes of a device, newest first.
@@ -168,7 +187,10 @@ func (s *Store) GetCommand(ctx context.Context, id string) (Command, error) {
 type CommandFilter struct {
 	DeviceID string
 	Site     string
-	States   []CommandState
+	// Sites, when non-nil, keeps only commands of these sites (an operator
+	// bound to sites); an empty non-nil slice keeps none.
+	Sites  []string
+	States []CommandState
 	// Offset and Limit page through the newest-first list.
 	Offset, Limit int
 }
@@ -182,7 +204,8 @@ func (s *Store) ListCommands(ctx context.Context, f CommandFilter) ([]Command, b
 	rows, err := s.pool.Query(ctx, `SELECT `+commandColumns+` FROM commands
 		WHERE ($1 = '' OR device_id = $1::uuid) AND ($2 = '' OR site = $2)
 		  AND (cardinality($3::text[]) = 0 OR state = ANY($3::text[]))
-		ORDER BY created_at DESC, id OFFSET $4 LIMIT $5`, f.DeviceID, f.Site, states, f.Offset, f.Limit+1)
+		  AND ($6::text[] IS NULL OR site = ANY($6::text[]))
+		ORDER BY created_at DESC, id OFFSET $4 LIMIT $5`, f.DeviceID, f.Site, states, f.Offset, f.Limit+1, f.Sites)
 	if err != nil {
 		return nil, false, fmt.Errorf("list commands: %w", err)
 	}

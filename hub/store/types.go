@@ -30,6 +30,24 @@ const (
 	CommandSuperseded CommandState = "SUPERSEDED"
 )
 
+// FailureClass is how a satellite classified a failed command, as stored:
+// "" (not classified: a satellite older than the field; treated as
+// transient), "TRANSIENT" (resent after the capped backoff) or "PERMANENT"
+// (not resent until a newer desired state or RetryCommand).
+type FailureClass string
+
+// Failure classes (see proto FailureClass).
+const (
+	FailureUnclassified FailureClass = ""
+	FailureTransient    FailureClass = "TRANSIENT"
+	FailurePermanent    FailureClass = "PERMANENT"
+)
+
+// Valid reports whether f is one of the failure classes above.
+func (f FailureClass) Valid() bool {
+	return f == FailureUnclassified || f == FailureTransient || f == FailurePermanent
+}
+
 // Facts are the Ironic fields a device's conditions came from, plus the
 // orphaned instances the satellite's sweep found on the node (stored as JSON
 // in devices.facts; fields absent from older rows decode as zero values).
@@ -151,6 +169,10 @@ type Device struct {
 	DesiredGeneration int64
 	AppliedGeneration int64
 	LastCommandError  string
+	// LastCommandFailureClass and LastCommandFailureReason classify
+	// LastCommandError; both empty when it is.
+	LastCommandFailureClass  FailureClass
+	LastCommandFailureReason string
 	// DriftCorrections counts resync corrections; LastDriftCorrection and
 	// LastDriftCorrectionAt describe the last one.
 	DriftCorrections      int64
@@ -195,6 +217,10 @@ type Command struct {
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 	CompletedAt  *time.Time
+	// FailureClass and FailureReason classify LastError; both empty when
+	// it is, or when the satellite did not classify it.
+	FailureClass  FailureClass
+	FailureReason string
 }
 
 // Site is a site as operators see it.

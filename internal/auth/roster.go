@@ -44,6 +44,10 @@ type Client struct {
 	ID string
 	// Site is the site a satellite is bound to; empty for operators.
 	Site string
+	// Sites are the sites an operator may read and change (roster "sites");
+	// nil means every site. Always nil for a satellite, which is bound to
+	// Site.
+	Sites []string
 	// Scopes the client holds (each one of AllScopes), in roster order.
 	Scopes []string
 	// Keys are the client's public keys; more than one during a rotation.
@@ -124,7 +128,8 @@ func Removed(old, new *Roster) []string {
 	var out []string
 	for _, oc := range old.Clients() {
 		nc := new.Client(oc.ID)
-		if nc == nil || nc.Site != oc.Site || slices.ContainsFunc(oc.Scopes, func(s string) bool { return !nc.HasScope(s) }) {
+		if nc == nil || nc.Site != oc.Site || slices.ContainsFunc(oc.Scopes, func(s string) bool { return !nc.HasScope(s) }) ||
+			lostSites(oc.Sites, nc.Sites) {
 			out = append(out, oc.ID)
 			continue
 		}
@@ -136,6 +141,15 @@ func Removed(old, new *Roster) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// lostSites reports whether an operator allowed old sites (nil: every
+// site) is allowed fewer under new.
+func lostSites(old, new []string) bool {
+	if new == nil {
+		return false
+	}
+	return old == nil || slices.ContainsFunc(old, func(s string) bool { return !slices.Contains(new, s) })
 }
 
 // rosterFile is the YAML shape: the satellites/operators section of
@@ -151,6 +165,7 @@ type rosterFile struct {
 type clientEntry struct {
 	ClientID string     `yaml:"clientId"`
 	Site     string     `yaml:"site"`
+	Sites    *[]string  `yaml:"sites"`
 	Scopes   []string   `yaml:"scopes"`
 	Keys     []keyEntry `yaml:"keys"`
 }
@@ -192,12 +207,18 @@ func LoadRoster(path string) (*Roster, error) {
 //	  - clientId: ops-console
 //	    scopes: [operations:read, operations:write]
 //	    keys: [...]
+//	  - clientId: ops-site-a                # bound to sites: sees and changes
+//	    sites: [site-a]                     # only these; absent = every site
+//	    scopes: [operations:read, operations:write]
+//	    keys: [...]
 //
 // At least one of satellites/operators must be present (possibly empty).
 // Every problem found is reported (joined with errors.Join), each naming the
 // entry: a duplicate client id, a satellite without a site or with an invalid
-// site name or a client id other than ironlink-agent-<site>, an operator with
-// a site or a site scope (SiteScopes) or named like a satellite, an unknown
+// site name or a client id other than ironlink-agent-<site> or with sites, an
+// operator with a site or a site scope (SiteScopes) or named like a
+// satellite, an operator's sites list that is empty, holds an invalid site
+// name or names a site twice, an unknown
 // scope, a key that is missing, unparsable, private, of an unsupported type
 // or registered for two clients, a kid missing or duplicated within a client.
 // Messages never include key material.
@@ -244,12 +265,30 @@ func ParseRoster(data []byte) (*Roster, error) {
 			case e.ClientID != "" && e.ClientID != SatelliteClientID(e.Site):
 				fail("a satellite of site %s must be named %s", e.Site, SatelliteClientID(e.Site))
 			}
+			if e.Sites != nil {
+				fail("a satellite is bound to its site: sites is for operators")
+			}
 		} else {
 			if e.Site != "" {
 				fail("an operator has no site (satellites go under satellites:)")
 			}
 			if strings.HasPrefix(e.ClientID, SatellitePrefix) {
 				fail("client ids starting with %s are reserved for satellites", SatellitePrefix)
+			}
+			if e.Sites != nil && len(*e.Sites) == 0 {
+				fail("sites is empty: list the sites the operator may use, or leave sites out for every site")
+			}
+			if e.Sites != nil {
+				seen := map[string]bool{}
+				for _, site := range *e.Sites {
+					switch {
+					case !sitename.Valid(site):
+						fail("sites: %q is invalid: [a-z0-9-], 1-63 bytes, no leading or trailing '-'", site)
+					case seen[site]:
+						fail("sites: %s listed twice", site)
+					}
+					seen[site] = true
+				}
 			}
 		}
 		seenScope := map[string]bool{}
@@ -265,6 +304,9 @@ func ParseRoster(data []byte) (*Roster, error) {
 			seenScope[s] = true
 		}
 		c := &Client{ID: e.ClientID, Site: e.Site, Scopes: slices.Clone(e.Scopes)}
+		if e.Sites != nil && !satellite {
+			c.Sites = slices.Clone(*e.Sites)
+		}
 		for j, ke := range e.Keys {
 			k, err := parseKeyEntry(ke)
 			if err != nil {

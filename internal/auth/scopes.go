@@ -53,6 +53,7 @@ var MethodScopes = map[string]string{
 
 	"/ironlink.v1.FleetService/QuarantineDevice": ScopeOperationsWrite,
 	"/ironlink.v1.FleetService/ReleaseDevice":    ScopeOperationsWrite,
+	"/ironlink.v1.FleetService/RetryCommand":     ScopeOperationsWrite,
 }
 
 // PublicServices are the fully qualified gRPC service names served without

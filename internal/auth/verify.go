@@ -91,6 +91,10 @@ type Identity struct {
 	ClientID string
 	// Site is the satellite's site; empty for operators.
 	Site string
+	// Sites are the sites an operator may read and change, as the roster
+	// said when the token was verified; nil means every site (see
+	// AllowsSite).
+	Sites []string
 	// Scopes the client held in the roster when the token was verified.
 	Scopes []string
 	// KeyID is the kid of the key that signed the token.
@@ -99,6 +103,23 @@ type Identity struct {
 
 // HasScope reports whether the identity holds scope.
 func (id Identity) HasScope(scope string) bool { return slices.Contains(id.Scopes, scope) }
+
+// AllowsSite reports whether the identity may read and change devices of
+// site: a satellite only its own site, an operator the sites of its roster
+// entry (every site when it lists none).
+func (id Identity) AllowsSite(site string) bool {
+	switch {
+	case id.Site != "":
+		return id.Site == site
+	case id.Sites == nil:
+		return true
+	}
+	return slices.Contains(id.Sites, site)
+}
+
+// SiteBound reports whether the identity is limited to some sites (a
+// satellite, or an operator whose roster entry lists sites).
+func (id Identity) SiteBound() bool { return id.Site != "" || id.Sites != nil }
 
 // Verifier checks client assertions (RFC 7523 §3, OpenID Connect
 // private_key_jwt) against a roster. It is safe for concurrent use; set the
@@ -241,7 +262,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 	if replayed {
 		return Identity{}, refuse(CheckReplay, "client %s", client.ID)
 	}
-	return Identity{ClientID: client.ID, Site: client.Site, Scopes: slices.Clone(client.Scopes), KeyID: key.KID}, nil
+	return Identity{ClientID: client.ID, Site: client.Site, Sites: slices.Clone(client.Sites), Scopes: slices.Clone(client.Scopes), KeyID: key.KID}, nil
 }
 
 func validJTI(s string) bool {

@@ -417,6 +417,7 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:
 	default:
 		res.Error = fmt.Sprintf("desired state %v is not QUARANTINED or RELEASED", cmd.GetDesired())
+		setFailure(res, gate.Failure{Permanent: true, Reason: "InvalidCommand"})
 		return res
 	}
 	lock := a.deviceLock(cmd.GetDeviceId())
@@ -428,6 +429,7 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	a.mu.Unlock()
 	if prev.generation > cmd.GetGeneration() {
 		res.Error = fmt.Sprintf("generation %d is older than the applied generation %d", cmd.GetGeneration(), prev.generation)
+		setFailure(res, gate.Failure{Permanent: true, Reason: "StaleGeneration"})
 		return res
 	}
 	// Applying is idempotent, so a repeated generation (a resend after a
@@ -440,7 +442,10 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	r, err := a.gate.Apply(ctx, cmd.GetDeviceId(), quarantine)
 	if err != nil {
 		res.Error = err.Error()
-		a.log.Warn("command failed", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(), "err", err)
+		f := gate.Classify(err)
+		setFailure(res, f)
+		a.log.Warn("command failed", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(), "err", err,
+			"permanent", f.Permanent, "failure_reason", f.Reason)
 		return res
 	}
 	res.Success, res.Detail = true, r.Detail

@@ -377,7 +377,9 @@ func (d *deferred) HandleCommand(ctx context.Context, c *ironlinkv1.Command) *ir
 		return ag.HandleCommand(ctx, c)
 	}
 	return &ironlinkv1.CommandResult{CommandId: c.GetCommandId(), DeviceId: c.GetDeviceId(), Generation: c.GetGeneration(),
-		Error: "the satellite is not connected to OpenStack yet (see the site condition OpenStackAuthenticated); the hub retries"}
+		Error:         "the satellite is not connected to OpenStack yet (see the site condition OpenStackAuthenticated); the hub retries",
+		FailureClass:  ironlinkv1.FailureClass_FAILURE_CLASS_TRANSIENT,
+		FailureReason: "OpenStackNotConnected"}
 }
 
 // HandleDesiredStates implements link.DesiredStateHandler.

@@ -275,8 +275,11 @@ func StartHub(tb testing.TB, bins Binaries, dbURL, replica string, extra ...stri
 func StartHubAt(tb testing.TB, bins Binaries, addr, dbURL, replica string, extra ...string) *Hub {
 	tb.Helper()
 	// Authentication and TLS are covered by the e2e suite; the link's fault
-	// handling is the same without them.
-	args := append([]string{"--database-url", dbURL, "--listen", addr, "--replica", replica, "--no-auth", "--plaintext"}, extra...)
+	// handling is the same without them. Without authentication every
+	// caller shares one operator bucket, and the benchmark polls far above
+	// any human rate: the operator limits are off unless extra sets them.
+	args := append([]string{"--database-url", dbURL, "--listen", addr, "--replica", replica, "--no-auth", "--plaintext",
+		"--operator-rate", "0", "--operator-max-streams", "0"}, extra...)
 	p := Start(tb, "hub "+replica, bins.Hub(), args...)
 	h := &Hub{Proc: p, Addr: addr, Replica: replica}
 	cc := Dial(tb, addr)

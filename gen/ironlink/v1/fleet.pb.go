@@ -125,7 +125,9 @@ const (
 	CommandState_COMMAND_STATE_SENT CommandState = 2
 	// The site applied it.
 	CommandState_COMMAND_STATE_SUCCEEDED CommandState = 3
-	// The site reported a failure (see last_error); it is sent again after a backoff.
+	// The site reported a failure (see last_error and failure_class): a
+	// TRANSIENT one is sent again after a backoff, a PERMANENT one only after
+	// a newer desired state or RetryCommand.
 	CommandState_COMMAND_STATE_FAILED CommandState = 4
 	// A newer desired state for the device replaced it before it finished.
 	CommandState_COMMAND_STATE_SUPERSEDED CommandState = 5
@@ -277,8 +279,14 @@ type Device struct {
 	LastDriftCorrection string `protobuf:"bytes,18,opt,name=last_drift_correction,json=lastDriftCorrection,proto3" json:"last_drift_correction,omitempty"`
 	// When the last correction was made (UTC); unset when none.
 	LastDriftCorrectionTime *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=last_drift_correction_time,json=lastDriftCorrectionTime,proto3" json:"last_drift_correction_time,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Class of last_command_error: PERMANENT failures are not resent until a
+	// newer desired state or RetryCommand; UNSPECIFIED when last_command_error
+	// is empty or the satellite did not classify it (treated as TRANSIENT).
+	LastCommandFailureClass FailureClass `protobuf:"varint,20,opt,name=last_command_failure_class,json=lastCommandFailureClass,proto3,enum=ironlink.v1.FailureClass" json:"last_command_failure_class,omitempty"`
+	// CamelCase word naming last_command_error (see CommandResult.failure_reason).
+	LastCommandFailureReason string `protobuf:"bytes,21,opt,name=last_command_failure_reason,json=lastCommandFailureReason,proto3" json:"last_command_failure_reason,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *Device) Reset() {
@@ -442,6 +450,20 @@ func (x *Device) GetLastDriftCorrectionTime() *timestamppb.Timestamp {
 		return x.LastDriftCorrectionTime
 	}
 	return nil
+}
+
+func (x *Device) GetLastCommandFailureClass() FailureClass {
+	if x != nil {
+		return x.LastCommandFailureClass
+	}
+	return FailureClass_FAILURE_CLASS_UNSPECIFIED
+}
+
+func (x *Device) GetLastCommandFailureReason() string {
+	if x != nil {
+		return x.LastCommandFailureReason
+	}
+	return ""
 }
 
 // StatusChange is one entry of a device's status history.
@@ -640,7 +662,12 @@ type OperatorCommand struct {
 	// When last changed (UTC).
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// When it reached a final state (UTC); unset before.
-	CompleteTime  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=complete_time,json=completeTime,proto3" json:"complete_time,omitempty"`
+	CompleteTime *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=complete_time,json=completeTime,proto3" json:"complete_time,omitempty"`
+	// Class of last_error (see FailureClass); UNSPECIFIED when last_error is
+	// empty or the satellite did not classify it (treated as TRANSIENT).
+	FailureClass FailureClass `protobuf:"varint,16,opt,name=failure_class,json=failureClass,proto3,enum=ironlink.v1.FailureClass" json:"failure_class,omitempty"`
+	// CamelCase word naming last_error, for example "NodeNotFound".
+	FailureReason string `protobuf:"bytes,17,opt,name=failure_reason,json=failureReason,proto3" json:"failure_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -778,6 +805,20 @@ func (x *OperatorCommand) GetCompleteTime() *timestamppb.Timestamp {
 		return x.CompleteTime
 	}
 	return nil
+}
+
+func (x *OperatorCommand) GetFailureClass() FailureClass {
+	if x != nil {
+		return x.FailureClass
+	}
+	return FailureClass_FAILURE_CLASS_UNSPECIFIED
+}
+
+func (x *OperatorCommand) GetFailureReason() string {
+	if x != nil {
+		return x.FailureReason
+	}
+	return ""
 }
 
 // Site is one satellite's site.
@@ -1617,6 +1658,108 @@ func (x *ListCommandsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// RetryCommandRequest names the FAILED command to send again.
+type RetryCommandRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Command id (UUID).
+	CommandId string `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	// Why, optional, at most 1024 bytes; the quarantine history records
+	// "retry of command <id>" followed by it.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryCommandRequest) Reset() {
+	*x = RetryCommandRequest{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryCommandRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryCommandRequest) ProtoMessage() {}
+
+func (x *RetryCommandRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryCommandRequest.ProtoReflect.Descriptor instead.
+func (*RetryCommandRequest) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RetryCommandRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *RetryCommandRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// RetryCommandResponse returns the command created for the retry.
+type RetryCommandResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new command (state PENDING, the next generation).
+	Command       *OperatorCommand `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryCommandResponse) Reset() {
+	*x = RetryCommandResponse{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryCommandResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryCommandResponse) ProtoMessage() {}
+
+func (x *RetryCommandResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryCommandResponse.ProtoReflect.Descriptor instead.
+func (*RetryCommandResponse) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RetryCommandResponse) GetCommand() *OperatorCommand {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
 // ListSitesRequest has no filters yet.
 type ListSitesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1626,7 +1769,7 @@ type ListSitesRequest struct {
 
 func (x *ListSitesRequest) Reset() {
 	*x = ListSitesRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +1781,7 @@ func (x *ListSitesRequest) String() string {
 func (*ListSitesRequest) ProtoMessage() {}
 
 func (x *ListSitesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +1794,7 @@ func (x *ListSitesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSitesRequest.ProtoReflect.Descriptor instead.
 func (*ListSitesRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{17}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{19}
 }
 
 // ListSitesResponse lists sites by name.
@@ -1665,7 +1808,7 @@ type ListSitesResponse struct {
 
 func (x *ListSitesResponse) Reset() {
 	*x = ListSitesResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1820,7 @@ func (x *ListSitesResponse) String() string {
 func (*ListSitesResponse) ProtoMessage() {}
 
 func (x *ListSitesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1833,7 @@ func (x *ListSitesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSitesResponse.ProtoReflect.Descriptor instead.
 func (*ListSitesResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{18}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListSitesResponse) GetSites() []*Site {
@@ -1704,7 +1847,7 @@ var File_ironlink_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\"\xd3\a\n" +
+	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\"\xea\b\n" +
 	"\x06Device\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x12\x12\n" +
@@ -1728,7 +1871,9 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\robserved_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\x12+\n" +
 	"\x11drift_corrections\x18\x11 \x01(\x03R\x10driftCorrections\x122\n" +
 	"\x15last_drift_correction\x18\x12 \x01(\tR\x13lastDriftCorrection\x12W\n" +
-	"\x1alast_drift_correction_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\x17lastDriftCorrectionTime\"\x9b\x01\n" +
+	"\x1alast_drift_correction_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\x17lastDriftCorrectionTime\x12V\n" +
+	"\x1alast_command_failure_class\x18\x14 \x01(\x0e2\x19.ironlink.v1.FailureClassR\x17lastCommandFailureClass\x12=\n" +
+	"\x1blast_command_failure_reason\x18\x15 \x01(\tR\x18lastCommandFailureReason\"\x9b\x01\n" +
 	"\fStatusChange\x126\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12;\n" +
@@ -1745,7 +1890,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\vchange_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"changeTime\x12\x1d\n" +
 	"\n" +
-	"command_id\x18\a \x01(\tR\tcommandId\"\xcb\x04\n" +
+	"command_id\x18\a \x01(\tR\tcommandId\"\xb2\x05\n" +
 	"\x0fOperatorCommand\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1b\n" +
@@ -1768,7 +1913,9 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12?\n" +
-	"\rcomplete_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\"\xc9\x03\n" +
+	"\rcomplete_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\x12>\n" +
+	"\rfailure_class\x18\x10 \x01(\x0e2\x19.ironlink.v1.FailureClassR\ffailureClass\x12%\n" +
+	"\x0efailure_reason\x18\x11 \x01(\tR\rfailureReason\"\xc9\x03\n" +
 	"\x04Site\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
 	"\n" +
@@ -1827,7 +1974,13 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\"x\n" +
 	"\x14ListCommandsResponse\x128\n" +
 	"\bcommands\x18\x01 \x03(\v2\x1c.ironlink.v1.OperatorCommandR\bcommands\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x12\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"L\n" +
+	"\x13RetryCommandRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"N\n" +
+	"\x14RetryCommandResponse\x126\n" +
+	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\"\x12\n" +
 	"\x10ListSitesRequest\"<\n" +
 	"\x11ListSitesResponse\x12'\n" +
 	"\x05sites\x18\x01 \x03(\v2\x11.ironlink.v1.SiteR\x05sites*\xad\x03\n" +
@@ -1856,7 +2009,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x16LINK_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14LINK_STATE_CONNECTED\x10\x01\x12\x1b\n" +
 	"\x17LINK_STATE_DISCONNECTED\x10\x02\x12\x1a\n" +
-	"\x16LINK_STATE_UNREACHABLE\x10\x032\xd5\x04\n" +
+	"\x16LINK_STATE_UNREACHABLE\x10\x032\xaa\x05\n" +
 	"\fFleetService\x12P\n" +
 	"\vListDevices\x12\x1f.ironlink.v1.ListDevicesRequest\x1a .ironlink.v1.ListDevicesResponse\x12J\n" +
 	"\tGetDevice\x12\x1d.ironlink.v1.GetDeviceRequest\x1a\x1e.ironlink.v1.GetDeviceResponse\x12_\n" +
@@ -1865,7 +2018,8 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\n" +
 	"GetCommand\x12\x1e.ironlink.v1.GetCommandRequest\x1a\x1f.ironlink.v1.GetCommandResponse\x12S\n" +
 	"\fListCommands\x12 .ironlink.v1.ListCommandsRequest\x1a!.ironlink.v1.ListCommandsResponse\x12J\n" +
-	"\tListSites\x12\x1d.ironlink.v1.ListSitesRequest\x1a\x1e.ironlink.v1.ListSitesResponseB9Z7github.com/ironlink/ironlink/gen/ironlink/v1;ironlinkv1b\x06proto3"
+	"\tListSites\x12\x1d.ironlink.v1.ListSitesRequest\x1a\x1e.ironlink.v1.ListSitesResponse\x12S\n" +
+	"\fRetryCommand\x12 .ironlink.v1.RetryCommandRequest\x1a!.ironlink.v1.RetryCommandResponseB9Z7github.com/ironlink/ironlink/gen/ironlink/v1;ironlinkv1b\x06proto3"
 
 var (
 	file_ironlink_v1_fleet_proto_rawDescOnce sync.Once
@@ -1880,7 +2034,7 @@ func file_ironlink_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ironlink_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_ironlink_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(OperationalStatus)(0),           // 0: ironlink.v1.OperationalStatus
 	(CommandState)(0),                // 1: ironlink.v1.CommandState
@@ -1902,66 +2056,74 @@ var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(*GetCommandResponse)(nil),       // 17: ironlink.v1.GetCommandResponse
 	(*ListCommandsRequest)(nil),      // 18: ironlink.v1.ListCommandsRequest
 	(*ListCommandsResponse)(nil),     // 19: ironlink.v1.ListCommandsResponse
-	(*ListSitesRequest)(nil),         // 20: ironlink.v1.ListSitesRequest
-	(*ListSitesResponse)(nil),        // 21: ironlink.v1.ListSitesResponse
-	(*timestamppb.Timestamp)(nil),    // 22: google.protobuf.Timestamp
-	(*Condition)(nil),                // 23: ironlink.v1.Condition
-	(*DeviceFacts)(nil),              // 24: ironlink.v1.DeviceFacts
-	(ImpairmentState)(0),             // 25: ironlink.v1.ImpairmentState
+	(*RetryCommandRequest)(nil),      // 20: ironlink.v1.RetryCommandRequest
+	(*RetryCommandResponse)(nil),     // 21: ironlink.v1.RetryCommandResponse
+	(*ListSitesRequest)(nil),         // 22: ironlink.v1.ListSitesRequest
+	(*ListSitesResponse)(nil),        // 23: ironlink.v1.ListSitesResponse
+	(*timestamppb.Timestamp)(nil),    // 24: google.protobuf.Timestamp
+	(*Condition)(nil),                // 25: ironlink.v1.Condition
+	(*DeviceFacts)(nil),              // 26: ironlink.v1.DeviceFacts
+	(ImpairmentState)(0),             // 27: ironlink.v1.ImpairmentState
+	(FailureClass)(0),                // 28: ironlink.v1.FailureClass
 }
 var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	0,  // 0: ironlink.v1.Device.status:type_name -> ironlink.v1.OperationalStatus
-	22, // 1: ironlink.v1.Device.status_change_time:type_name -> google.protobuf.Timestamp
+	24, // 1: ironlink.v1.Device.status_change_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: ironlink.v1.Device.last_known_status:type_name -> ironlink.v1.OperationalStatus
-	22, // 3: ironlink.v1.Device.remove_time:type_name -> google.protobuf.Timestamp
-	23, // 4: ironlink.v1.Device.conditions:type_name -> ironlink.v1.Condition
-	24, // 5: ironlink.v1.Device.facts:type_name -> ironlink.v1.DeviceFacts
-	25, // 6: ironlink.v1.Device.desired_impairment:type_name -> ironlink.v1.ImpairmentState
-	22, // 7: ironlink.v1.Device.observed_time:type_name -> google.protobuf.Timestamp
-	22, // 8: ironlink.v1.Device.last_drift_correction_time:type_name -> google.protobuf.Timestamp
-	0,  // 9: ironlink.v1.StatusChange.status:type_name -> ironlink.v1.OperationalStatus
-	22, // 10: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
-	25, // 11: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
-	22, // 12: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
-	25, // 13: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
-	1,  // 14: ironlink.v1.OperatorCommand.state:type_name -> ironlink.v1.CommandState
-	22, // 15: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
-	22, // 16: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
-	22, // 17: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
-	2,  // 18: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
-	22, // 19: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
-	23, // 20: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
-	0,  // 21: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	25, // 22: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
-	3,  // 23: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
-	3,  // 24: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
-	4,  // 25: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
-	5,  // 26: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
-	6,  // 27: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 28: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 29: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	1,  // 30: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	6,  // 31: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	7,  // 32: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	8,  // 33: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	10, // 34: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	12, // 35: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	14, // 36: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	16, // 37: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	18, // 38: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	20, // 39: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	9,  // 40: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	11, // 41: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	13, // 42: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	15, // 43: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	17, // 44: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	19, // 45: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	21, // 46: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	40, // [40:47] is the sub-list for method output_type
-	33, // [33:40] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	24, // 3: ironlink.v1.Device.remove_time:type_name -> google.protobuf.Timestamp
+	25, // 4: ironlink.v1.Device.conditions:type_name -> ironlink.v1.Condition
+	26, // 5: ironlink.v1.Device.facts:type_name -> ironlink.v1.DeviceFacts
+	27, // 6: ironlink.v1.Device.desired_impairment:type_name -> ironlink.v1.ImpairmentState
+	24, // 7: ironlink.v1.Device.observed_time:type_name -> google.protobuf.Timestamp
+	24, // 8: ironlink.v1.Device.last_drift_correction_time:type_name -> google.protobuf.Timestamp
+	28, // 9: ironlink.v1.Device.last_command_failure_class:type_name -> ironlink.v1.FailureClass
+	0,  // 10: ironlink.v1.StatusChange.status:type_name -> ironlink.v1.OperationalStatus
+	24, // 11: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
+	27, // 12: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
+	24, // 13: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
+	27, // 14: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
+	1,  // 15: ironlink.v1.OperatorCommand.state:type_name -> ironlink.v1.CommandState
+	24, // 16: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
+	24, // 17: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
+	24, // 18: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
+	28, // 19: ironlink.v1.OperatorCommand.failure_class:type_name -> ironlink.v1.FailureClass
+	2,  // 20: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
+	24, // 21: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
+	25, // 22: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
+	0,  // 23: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
+	27, // 24: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
+	3,  // 25: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
+	3,  // 26: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
+	4,  // 27: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
+	5,  // 28: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
+	6,  // 29: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	6,  // 30: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	6,  // 31: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	1,  // 32: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	6,  // 33: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	6,  // 34: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	7,  // 35: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	8,  // 36: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	10, // 37: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	12, // 38: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	14, // 39: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	16, // 40: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	18, // 41: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	22, // 42: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	20, // 43: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
+	9,  // 44: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	11, // 45: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	13, // 46: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	15, // 47: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	17, // 48: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	19, // 49: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	23, // 50: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	21, // 51: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
+	44, // [44:52] is the sub-list for method output_type
+	36, // [36:44] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }
@@ -1977,7 +2139,7 @@ func file_ironlink_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_fleet_proto_rawDesc), len(file_ironlink_v1_fleet_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

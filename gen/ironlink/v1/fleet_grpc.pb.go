@@ -26,6 +26,7 @@ const (
 	FleetService_GetCommand_FullMethodName       = "/ironlink.v1.FleetService/GetCommand"
 	FleetService_ListCommands_FullMethodName     = "/ironlink.v1.FleetService/ListCommands"
 	FleetService_ListSites_FullMethodName        = "/ironlink.v1.FleetService/ListSites"
+	FleetService_RetryCommand_FullMethodName     = "/ironlink.v1.FleetService/RetryCommand"
 )
 
 // FleetServiceClient is the client API for FleetService service.
@@ -34,6 +35,12 @@ const (
 //
 // FleetService serves operators: what the fleet looks like now and why, and
 // quarantine/release of devices. Any hub replica answers any call.
+//
+// An operator whose roster entry lists sites sees only those sites: every
+// listing is filtered to them, and naming a device, command or site of
+// another site (a filter, a Get, a write) is PermissionDenied and changes
+// nothing. Every call counts against the caller's rate limit
+// (ResourceExhausted with a google.rpc.RetryInfo detail saying when to retry).
 type FleetServiceClient interface {
 	// ListDevices lists devices, optionally filtered by site and status, in
 	// device-id order. Errors: InvalidArgument for a bad page_token or page_size.
@@ -53,6 +60,15 @@ type FleetServiceClient interface {
 	ListCommands(ctx context.Context, in *ListCommandsRequest, opts ...grpc.CallOption) (*ListCommandsResponse, error)
 	// ListSites lists every site that has ever connected.
 	ListSites(ctx context.Context, in *ListSitesRequest, opts ...grpc.CallOption) (*ListSitesResponse, error)
+	// RetryCommand is an operator's retry of a FAILED command: it re-issues
+	// the command's desired state as a new generation, exactly as calling
+	// QuarantineDevice or ReleaseDevice again would (a new PENDING command,
+	// recorded in the quarantine history with who and why), so a PERMANENT
+	// failure goes out again once someone has fixed its cause. Errors:
+	// InvalidArgument (malformed id, reason too long), NotFound,
+	// FailedPrecondition when the command is not FAILED (still pending or
+	// sent, succeeded, or superseded by a newer desired state).
+	RetryCommand(ctx context.Context, in *RetryCommandRequest, opts ...grpc.CallOption) (*RetryCommandResponse, error)
 }
 
 type fleetServiceClient struct {
@@ -133,12 +149,28 @@ func (c *fleetServiceClient) ListSites(ctx context.Context, in *ListSitesRequest
 	return out, nil
 }
 
+func (c *fleetServiceClient) RetryCommand(ctx context.Context, in *RetryCommandRequest, opts ...grpc.CallOption) (*RetryCommandResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetryCommandResponse)
+	err := c.cc.Invoke(ctx, FleetService_RetryCommand_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FleetServiceServer is the server API for FleetService service.
 // All implementations must embed UnimplementedFleetServiceServer
 // for forward compatibility.
 //
 // FleetService serves operators: what the fleet looks like now and why, and
 // quarantine/release of devices. Any hub replica answers any call.
+//
+// An operator whose roster entry lists sites sees only those sites: every
+// listing is filtered to them, and naming a device, command or site of
+// another site (a filter, a Get, a write) is PermissionDenied and changes
+// nothing. Every call counts against the caller's rate limit
+// (ResourceExhausted with a google.rpc.RetryInfo detail saying when to retry).
 type FleetServiceServer interface {
 	// ListDevices lists devices, optionally filtered by site and status, in
 	// device-id order. Errors: InvalidArgument for a bad page_token or page_size.
@@ -158,6 +190,15 @@ type FleetServiceServer interface {
 	ListCommands(context.Context, *ListCommandsRequest) (*ListCommandsResponse, error)
 	// ListSites lists every site that has ever connected.
 	ListSites(context.Context, *ListSitesRequest) (*ListSitesResponse, error)
+	// RetryCommand is an operator's retry of a FAILED command: it re-issues
+	// the command's desired state as a new generation, exactly as calling
+	// QuarantineDevice or ReleaseDevice again would (a new PENDING command,
+	// recorded in the quarantine history with who and why), so a PERMANENT
+	// failure goes out again once someone has fixed its cause. Errors:
+	// InvalidArgument (malformed id, reason too long), NotFound,
+	// FailedPrecondition when the command is not FAILED (still pending or
+	// sent, succeeded, or superseded by a newer desired state).
+	RetryCommand(context.Context, *RetryCommandRequest) (*RetryCommandResponse, error)
 	mustEmbedUnimplementedFleetServiceServer()
 }
 
@@ -188,6 +229,9 @@ func (UnimplementedFleetServiceServer) ListCommands(context.Context, *ListComman
 }
 func (UnimplementedFleetServiceServer) ListSites(context.Context, *ListSitesRequest) (*ListSitesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSites not implemented")
+}
+func (UnimplementedFleetServiceServer) RetryCommand(context.Context, *RetryCommandRequest) (*RetryCommandResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetryCommand not implemented")
 }
 func (UnimplementedFleetServiceServer) mustEmbedUnimplementedFleetServiceServer() {}
 func (UnimplementedFleetServiceServer) testEmbeddedByValue()                      {}
@@ -336,6 +380,24 @@ func _FleetService_ListSites_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FleetService_RetryCommand_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetryCommandRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FleetServiceServer).RetryCommand(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FleetService_RetryCommand_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FleetServiceServer).RetryCommand(ctx, req.(*RetryCommandRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FleetService_ServiceDesc is the grpc.ServiceDesc for FleetService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -370,6 +432,10 @@ var FleetService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSites",
 			Handler:    _FleetService_ListSites_Handler,
+		},
+		{
+			MethodName: "RetryCommand",
+			Handler:    _FleetService_RetryCommand_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -75,6 +75,66 @@ func (ImpairmentState) EnumDescriptor() ([]byte, []int) {
 	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{0}
 }
 
+// FailureClass says whether a failed command can succeed if it is sent again
+// unchanged.
+type FailureClass int32
+
+const (
+	// Not classified, as from a satellite older than the field; the hub treats
+	// it as TRANSIENT.
+	FailureClass_FAILURE_CLASS_UNSPECIFIED FailureClass = 0
+	// May succeed later without anyone acting: 409 NodeLocked or a Placement
+	// generation race that outlasted the retries, 5xx, timeouts, Keystone
+	// refusing the credential (a rotation heals it). Resent after a backoff.
+	FailureClass_FAILURE_CLASS_TRANSIENT FailureClass = 1
+	// Fails again until someone acts: the node was deleted (404), the
+	// credential lacks the access rule or a policy refuses the call (403), the
+	// request itself was refused (400, an invalid or stale command). Not
+	// resent until a newer desired state or an operator's RetryCommand.
+	FailureClass_FAILURE_CLASS_PERMANENT FailureClass = 2
+)
+
+// Enum value maps for FailureClass.
+var (
+	FailureClass_name = map[int32]string{
+		0: "FAILURE_CLASS_UNSPECIFIED",
+		1: "FAILURE_CLASS_TRANSIENT",
+		2: "FAILURE_CLASS_PERMANENT",
+	}
+	FailureClass_value = map[string]int32{
+		"FAILURE_CLASS_UNSPECIFIED": 0,
+		"FAILURE_CLASS_TRANSIENT":   1,
+		"FAILURE_CLASS_PERMANENT":   2,
+	}
+)
+
+func (x FailureClass) Enum() *FailureClass {
+	p := new(FailureClass)
+	*p = x
+	return p
+}
+
+func (x FailureClass) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FailureClass) Descriptor() protoreflect.EnumDescriptor {
+	return file_ironlink_v1_link_proto_enumTypes[1].Descriptor()
+}
+
+func (FailureClass) Type() protoreflect.EnumType {
+	return &file_ironlink_v1_link_proto_enumTypes[1]
+}
+
+func (x FailureClass) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FailureClass.Descriptor instead.
+func (FailureClass) EnumDescriptor() ([]byte, []int) {
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{1}
+}
+
 // ConnectRequest is one satellite → hub message.
 type ConnectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -999,7 +1059,18 @@ type CommandResult struct {
 	// Error text when success is false.
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// What was done, for example "node trait removed; provider trait removed (generation 12)".
-	Detail        string `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
+	Detail string `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
+	// When success is false: whether sending the same command again can
+	// succeed without anyone acting (TRANSIENT) or not (PERMANENT). The hub
+	// resends a TRANSIENT (or UNSPECIFIED) failure after a capped backoff and
+	// a PERMANENT one only after a newer desired state or an operator's
+	// FleetService.RetryCommand.
+	FailureClass FailureClass `protobuf:"varint,7,opt,name=failure_class,json=failureClass,proto3,enum=ironlink.v1.FailureClass" json:"failure_class,omitempty"`
+	// When success is false: one CamelCase word naming the failure, for
+	// example "NodeNotFound", "AccessDenied", "NodeLocked",
+	// "ServiceUnavailable", "Timeout" (as a condition reason: at most 128
+	// bytes); empty on success.
+	FailureReason string `protobuf:"bytes,8,opt,name=failure_reason,json=failureReason,proto3" json:"failure_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1072,6 +1143,20 @@ func (x *CommandResult) GetError() string {
 func (x *CommandResult) GetDetail() string {
 	if x != nil {
 		return x.Detail
+	}
+	return ""
+}
+
+func (x *CommandResult) GetFailureClass() FailureClass {
+	if x != nil {
+		return x.FailureClass
+	}
+	return FailureClass_FAILURE_CLASS_UNSPECIFIED
+}
+
+func (x *CommandResult) GetFailureReason() string {
+	if x != nil {
+		return x.FailureReason
 	}
 	return ""
 }
@@ -1467,7 +1552,7 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"\x05actor\x18\x06 \x01(\tR\x05actor\x12\x1e\n" +
 	"\n" +
 	"redelivery\x18\a \x01(\bR\n" +
-	"redelivery\"\xb3\x01\n" +
+	"redelivery\"\x9a\x02\n" +
 	"\rCommandResult\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1b\n" +
@@ -1477,7 +1562,9 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"generation\x12\x18\n" +
 	"\asuccess\x18\x04 \x01(\bR\asuccess\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x16\n" +
-	"\x06detail\x18\x06 \x01(\tR\x06detail\"\x16\n" +
+	"\x06detail\x18\x06 \x01(\tR\x06detail\x12>\n" +
+	"\rfailure_class\x18\a \x01(\x0e2\x19.ironlink.v1.FailureClassR\ffailureClass\x12%\n" +
+	"\x0efailure_reason\x18\b \x01(\tR\rfailureReason\"\x16\n" +
 	"\x14DesiredStatesRequest\"J\n" +
 	"\rDesiredStates\x129\n" +
 	"\adevices\x18\x01 \x03(\v2\x1f.ironlink.v1.DeviceDesiredStateR\adevices\"\x89\x01\n" +
@@ -1503,7 +1590,11 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"\x0fImpairmentState\x12 \n" +
 	"\x1cIMPAIRMENT_STATE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cIMPAIRMENT_STATE_QUARANTINED\x10\x01\x12\x1d\n" +
-	"\x19IMPAIRMENT_STATE_RELEASED\x10\x022W\n" +
+	"\x19IMPAIRMENT_STATE_RELEASED\x10\x02*g\n" +
+	"\fFailureClass\x12\x1d\n" +
+	"\x19FAILURE_CLASS_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17FAILURE_CLASS_TRANSIENT\x10\x01\x12\x1b\n" +
+	"\x17FAILURE_CLASS_PERMANENT\x10\x022W\n" +
 	"\vLinkService\x12H\n" +
 	"\aConnect\x12\x1b.ironlink.v1.ConnectRequest\x1a\x1c.ironlink.v1.ConnectResponse(\x010\x01B9Z7github.com/ironlink/ironlink/gen/ironlink/v1;ironlinkv1b\x06proto3"
 
@@ -1519,63 +1610,65 @@ func file_ironlink_v1_link_proto_rawDescGZIP() []byte {
 	return file_ironlink_v1_link_proto_rawDescData
 }
 
-var file_ironlink_v1_link_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_ironlink_v1_link_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_ironlink_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_ironlink_v1_link_proto_goTypes = []any{
 	(ImpairmentState)(0),          // 0: ironlink.v1.ImpairmentState
-	(*ConnectRequest)(nil),        // 1: ironlink.v1.ConnectRequest
-	(*ConnectResponse)(nil),       // 2: ironlink.v1.ConnectResponse
-	(*Hello)(nil),                 // 3: ironlink.v1.Hello
-	(*AppliedGeneration)(nil),     // 4: ironlink.v1.AppliedGeneration
-	(*Welcome)(nil),               // 5: ironlink.v1.Welcome
-	(*ConditionBatch)(nil),        // 6: ironlink.v1.ConditionBatch
-	(*SnapshotPart)(nil),          // 7: ironlink.v1.SnapshotPart
-	(*DeviceUpdate)(nil),          // 8: ironlink.v1.DeviceUpdate
-	(*BatchAck)(nil),              // 9: ironlink.v1.BatchAck
-	(*Command)(nil),               // 10: ironlink.v1.Command
-	(*CommandResult)(nil),         // 11: ironlink.v1.CommandResult
-	(*DesiredStatesRequest)(nil),  // 12: ironlink.v1.DesiredStatesRequest
-	(*DesiredStates)(nil),         // 13: ironlink.v1.DesiredStates
-	(*DeviceDesiredState)(nil),    // 14: ironlink.v1.DeviceDesiredState
-	(*DriftCorrection)(nil),       // 15: ironlink.v1.DriftCorrection
-	(*SiteConditions)(nil),        // 16: ironlink.v1.SiteConditions
-	(*Heartbeat)(nil),             // 17: ironlink.v1.Heartbeat
-	(*Condition)(nil),             // 18: ironlink.v1.Condition
-	(*DeviceFacts)(nil),           // 19: ironlink.v1.DeviceFacts
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(FailureClass)(0),             // 1: ironlink.v1.FailureClass
+	(*ConnectRequest)(nil),        // 2: ironlink.v1.ConnectRequest
+	(*ConnectResponse)(nil),       // 3: ironlink.v1.ConnectResponse
+	(*Hello)(nil),                 // 4: ironlink.v1.Hello
+	(*AppliedGeneration)(nil),     // 5: ironlink.v1.AppliedGeneration
+	(*Welcome)(nil),               // 6: ironlink.v1.Welcome
+	(*ConditionBatch)(nil),        // 7: ironlink.v1.ConditionBatch
+	(*SnapshotPart)(nil),          // 8: ironlink.v1.SnapshotPart
+	(*DeviceUpdate)(nil),          // 9: ironlink.v1.DeviceUpdate
+	(*BatchAck)(nil),              // 10: ironlink.v1.BatchAck
+	(*Command)(nil),               // 11: ironlink.v1.Command
+	(*CommandResult)(nil),         // 12: ironlink.v1.CommandResult
+	(*DesiredStatesRequest)(nil),  // 13: ironlink.v1.DesiredStatesRequest
+	(*DesiredStates)(nil),         // 14: ironlink.v1.DesiredStates
+	(*DeviceDesiredState)(nil),    // 15: ironlink.v1.DeviceDesiredState
+	(*DriftCorrection)(nil),       // 16: ironlink.v1.DriftCorrection
+	(*SiteConditions)(nil),        // 17: ironlink.v1.SiteConditions
+	(*Heartbeat)(nil),             // 18: ironlink.v1.Heartbeat
+	(*Condition)(nil),             // 19: ironlink.v1.Condition
+	(*DeviceFacts)(nil),           // 20: ironlink.v1.DeviceFacts
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 }
 var file_ironlink_v1_link_proto_depIdxs = []int32{
-	3,  // 0: ironlink.v1.ConnectRequest.hello:type_name -> ironlink.v1.Hello
-	6,  // 1: ironlink.v1.ConnectRequest.batch:type_name -> ironlink.v1.ConditionBatch
-	11, // 2: ironlink.v1.ConnectRequest.command_result:type_name -> ironlink.v1.CommandResult
-	17, // 3: ironlink.v1.ConnectRequest.heartbeat:type_name -> ironlink.v1.Heartbeat
-	12, // 4: ironlink.v1.ConnectRequest.desired_states_request:type_name -> ironlink.v1.DesiredStatesRequest
-	15, // 5: ironlink.v1.ConnectRequest.drift_correction:type_name -> ironlink.v1.DriftCorrection
-	16, // 6: ironlink.v1.ConnectRequest.site_conditions:type_name -> ironlink.v1.SiteConditions
-	5,  // 7: ironlink.v1.ConnectResponse.welcome:type_name -> ironlink.v1.Welcome
-	9,  // 8: ironlink.v1.ConnectResponse.ack:type_name -> ironlink.v1.BatchAck
-	10, // 9: ironlink.v1.ConnectResponse.command:type_name -> ironlink.v1.Command
-	17, // 10: ironlink.v1.ConnectResponse.heartbeat:type_name -> ironlink.v1.Heartbeat
-	13, // 11: ironlink.v1.ConnectResponse.desired_states:type_name -> ironlink.v1.DesiredStates
-	4,  // 12: ironlink.v1.Hello.applied_generations:type_name -> ironlink.v1.AppliedGeneration
-	7,  // 13: ironlink.v1.ConditionBatch.snapshot:type_name -> ironlink.v1.SnapshotPart
-	8,  // 14: ironlink.v1.ConditionBatch.devices:type_name -> ironlink.v1.DeviceUpdate
-	18, // 15: ironlink.v1.DeviceUpdate.conditions:type_name -> ironlink.v1.Condition
-	19, // 16: ironlink.v1.DeviceUpdate.facts:type_name -> ironlink.v1.DeviceFacts
-	20, // 17: ironlink.v1.DeviceUpdate.observed_time:type_name -> google.protobuf.Timestamp
+	4,  // 0: ironlink.v1.ConnectRequest.hello:type_name -> ironlink.v1.Hello
+	7,  // 1: ironlink.v1.ConnectRequest.batch:type_name -> ironlink.v1.ConditionBatch
+	12, // 2: ironlink.v1.ConnectRequest.command_result:type_name -> ironlink.v1.CommandResult
+	18, // 3: ironlink.v1.ConnectRequest.heartbeat:type_name -> ironlink.v1.Heartbeat
+	13, // 4: ironlink.v1.ConnectRequest.desired_states_request:type_name -> ironlink.v1.DesiredStatesRequest
+	16, // 5: ironlink.v1.ConnectRequest.drift_correction:type_name -> ironlink.v1.DriftCorrection
+	17, // 6: ironlink.v1.ConnectRequest.site_conditions:type_name -> ironlink.v1.SiteConditions
+	6,  // 7: ironlink.v1.ConnectResponse.welcome:type_name -> ironlink.v1.Welcome
+	10, // 8: ironlink.v1.ConnectResponse.ack:type_name -> ironlink.v1.BatchAck
+	11, // 9: ironlink.v1.ConnectResponse.command:type_name -> ironlink.v1.Command
+	18, // 10: ironlink.v1.ConnectResponse.heartbeat:type_name -> ironlink.v1.Heartbeat
+	14, // 11: ironlink.v1.ConnectResponse.desired_states:type_name -> ironlink.v1.DesiredStates
+	5,  // 12: ironlink.v1.Hello.applied_generations:type_name -> ironlink.v1.AppliedGeneration
+	8,  // 13: ironlink.v1.ConditionBatch.snapshot:type_name -> ironlink.v1.SnapshotPart
+	9,  // 14: ironlink.v1.ConditionBatch.devices:type_name -> ironlink.v1.DeviceUpdate
+	19, // 15: ironlink.v1.DeviceUpdate.conditions:type_name -> ironlink.v1.Condition
+	20, // 16: ironlink.v1.DeviceUpdate.facts:type_name -> ironlink.v1.DeviceFacts
+	21, // 17: ironlink.v1.DeviceUpdate.observed_time:type_name -> google.protobuf.Timestamp
 	0,  // 18: ironlink.v1.Command.desired:type_name -> ironlink.v1.ImpairmentState
-	14, // 19: ironlink.v1.DesiredStates.devices:type_name -> ironlink.v1.DeviceDesiredState
-	0,  // 20: ironlink.v1.DeviceDesiredState.desired:type_name -> ironlink.v1.ImpairmentState
-	20, // 21: ironlink.v1.DriftCorrection.correct_time:type_name -> google.protobuf.Timestamp
-	18, // 22: ironlink.v1.SiteConditions.conditions:type_name -> ironlink.v1.Condition
-	20, // 23: ironlink.v1.Heartbeat.sent_time:type_name -> google.protobuf.Timestamp
-	1,  // 24: ironlink.v1.LinkService.Connect:input_type -> ironlink.v1.ConnectRequest
-	2,  // 25: ironlink.v1.LinkService.Connect:output_type -> ironlink.v1.ConnectResponse
-	25, // [25:26] is the sub-list for method output_type
-	24, // [24:25] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	1,  // 19: ironlink.v1.CommandResult.failure_class:type_name -> ironlink.v1.FailureClass
+	15, // 20: ironlink.v1.DesiredStates.devices:type_name -> ironlink.v1.DeviceDesiredState
+	0,  // 21: ironlink.v1.DeviceDesiredState.desired:type_name -> ironlink.v1.ImpairmentState
+	21, // 22: ironlink.v1.DriftCorrection.correct_time:type_name -> google.protobuf.Timestamp
+	19, // 23: ironlink.v1.SiteConditions.conditions:type_name -> ironlink.v1.Condition
+	21, // 24: ironlink.v1.Heartbeat.sent_time:type_name -> google.protobuf.Timestamp
+	2,  // 25: ironlink.v1.LinkService.Connect:input_type -> ironlink.v1.ConnectRequest
+	3,  // 26: ironlink.v1.LinkService.Connect:output_type -> ironlink.v1.ConnectResponse
+	26, // [26:27] is the sub-list for method output_type
+	25, // [25:26] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_link_proto_init() }
@@ -1605,7 +1698,7 @@ func file_ironlink_v1_link_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_link_proto_rawDesc), len(file_ironlink_v1_link_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,

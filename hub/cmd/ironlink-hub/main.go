@@ -104,6 +104,9 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cli.Env("IRONLINK_TLS_CLIENT_CA", ""), "CA bundle for client certificates: turns mutual TLS on, the certificate bound to the client id (env IRONLINK_TLS_CLIENT_CA)")
 	fs.BoolVar(&cfg.Plaintext, "plaintext", false, "serve without TLS (local development only)")
 	web.AddFlags(fs, &cfg.Web)
+	if terr := addThrottleFlags(fs, &cfg.Throttle, def.Throttle); terr != nil {
+		err = terr
+	}
 	durations := []struct {
 		p    *time.Duration
 		name string
