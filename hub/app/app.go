@@ -19,15 +19,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
-	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
-	"github.com/ironlink/ironlink/hub/fleet"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
@@ -162,25 +157,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("roster: %w", err)
 		}
 		v := &auth.Verifier{Roster: watcher.Roster, Audience: cfg.Audience, MaxLifetime: cfg.MaxTokenLifetime, Replay: st}
-		opts = append(opts, grpc.ChainUnaryInterceptor(authn.UnaryInterceptor(v, log)), grpc.ChainStreamInterceptor(authn.StreamInterceptor(v, log)))
+		opts = append(opts, AuthOptions(v, log)...)
 		log.Info("client authentication on", "roster", cfg.RosterPath, "clients", len(watcher.Roster().Clients()), "audience", cfg.Audience)
 	} else {
 		log.Warn("client authentication OFF (--no-auth): anyone who reaches the hub can report and quarantine; local development only")
 	}
-	fleetSrv := fleet.NewServer(st, actorFromContext, log.With("component", "fleet"))
+	fleetSrv := NewFleetServer(st, log.With("component", "fleet"))
 	srv := NewGRPCServer(cfg, log, opts...)
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	ironlinkv1.RegisterLinkServiceServer(srv, linkSrv)
-	ironlinkv1.RegisterFleetServiceServer(srv, fleetSrv)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(srv, hs)
-	reflection.Register(srv)
-	for _, svc := range []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName} {
-		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
-	}
+	hs := RegisterServices(srv, linkSrv, fleetSrv)
 
 	log.Info("hub serving", "listen", lis.Addr().String(), "replica", cfg.Replica)
 	g, gctx := errgroup.WithContext(ctx)

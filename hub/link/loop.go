@@ -23,12 +23,13 @@ import (
 // control then holds the satellite) until a task finishes; it never grows
 // a queue without bound and never waits on the database itself.
 const (
-	// maxPendingCommits bounds the batches and site-condition sets
-	// waiting for the committer.
-	maxPendingCommits = 4
-	// maxPendingWrites bounds the results, drift corrections, heartbeats
-	// and command reads waiting for the recorder.
-	maxPendingWrites = 16
+	// MaxPendingCommits bounds the batches and site-condition sets
+	// waiting for a link's committer.
+	MaxPendingCommits = 4
+	// MaxPendingWrites bounds the results, drift corrections, heartbeats
+	// and command reads waiting for a link's writer (one more runs, and the
+	// stream's reader holds one message).
+	MaxPendingWrites = 16
 )
 
 // linkLoop holds the per-link state used by the owning goroutine.
@@ -81,8 +82,8 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 			}
 		}
 	}()
-	l.commits = newQueue(ctx, maxPendingCommits)
-	l.writes = newQueue(ctx, maxPendingWrites)
+	l.commits = newQueue(ctx, MaxPendingCommits)
+	l.writes = newQueue(ctx, MaxPendingWrites)
 	l.writes.push(l.deliverTask(true)) // SENT commands go out again on a new link
 
 	hb := time.NewTicker(l.s.cfg.HeartbeatInterval)
