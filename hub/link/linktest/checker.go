@@ -134,7 +134,9 @@ func (s *CheckedStream) SendMsg(m any) error {
 
 // check records every invariant m breaks. Callers hold s.mu.
 func (s *CheckedStream) check(m *ironlinkv1.ConnectResponse) {
-	bad := func(format string, args ...any) { s.c.violate(s.n, "message %d: "+format, append([]any{s.sent + 1}, args...)...) }
+	bad := func(format string, args ...any) {
+		s.c.violate(s.n, "message %d: "+format, append([]any{s.sent + 1}, args...)...)
+	}
 	switch {
 	case s.returned:
 		bad("sent after the handler returned: %v", m)
