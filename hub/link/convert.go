@@ -1,18 +1,20 @@
 package link
 
 import (
+	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/sitename"
+	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/internal/wire"
 )
 
@@ -37,48 +39,115 @@ const (
 	MaxMismatchStatusBytes = 32
 )
 
-// ToBatch validates a wire batch and converts it. Errors are gRPC statuses:
-// InvalidArgument for malformed content, ResourceExhausted for oversized batches.
+// MaxFactBytes bounds each text field of a device's facts (name,
+// provision_state, power_state, resource_class, instance_uuid, lessee,
+// owner, conductor_group, fault), in bytes.
+const MaxFactBytes = 255
+
+// MaxSnapshotIDBytes bounds a snapshot id, in bytes.
+const MaxSnapshotIDBytes = 64
+
+// maxTypeBytes bounds a condition type before it is looked up (and echoed).
+const maxTypeBytes = 64
+
+// invalid is InvalidArgument for field, its message prefixed by where (the
+// message it is in, e.g. "batch 7").
+func invalid(where, field, reason, format string, args ...any) error {
+	return grpcerr.InvalidArgument(field, reason, where+": "+fmt.Sprintf(format, args...))
+}
+
+// textErr turns a textcheck error into InvalidArgument for its field,
+// prefixed by where; nil stays nil.
+func textErr(where string, err error) error {
+	var te *textcheck.Error
+	if !errors.As(err, &te) {
+		return err
+	}
+	return grpcerr.InvalidArgument(te.Field, te.Reason, where+": "+te.Error())
+}
+
+// parseUUID parses an id field, refusing anything but a UUID; it returns
+// the canonical form.
+func parseUUID(where, field, v string) (string, error) {
+	id, err := uuid.Parse(v)
+	if err != nil {
+		return "", invalid(where, field, grpcerr.ReasonNotUUID, "%s %s is not a UUID", field, textcheck.Quote(v))
+	}
+	return id.String(), nil
+}
+
+// toCondition validates one wire condition at field (site says which types
+// are allowed) and converts it: a one-line type, a message of valid text,
+// and what condition.Condition.Validate checks (the reason is one CamelCase
+// word, which admits no control character).
+func toCondition(where, field string, pc *ironlinkv1.Condition, site bool) (condition.Condition, error) {
+	if err := textcheck.Line(field+".type", pc.GetType(), maxTypeBytes); err != nil {
+		return condition.Condition{}, textErr(where, err)
+	}
+	if err := textcheck.Text(field+".message", pc.GetMessage(), condition.MaxMessageBytes); err != nil {
+		return condition.Condition{}, textErr(where, err)
+	}
+	from := wire.ConditionFromProto
+	if site {
+		from = wire.SiteConditionFromProto
+	}
+	c, err := from(pc)
+	if err != nil {
+		return condition.Condition{}, invalid(where, field, grpcerr.ReasonInvalidValue, "%v", err)
+	}
+	return c, nil
+}
+
+// ToBatch validates a wire batch and converts it. Errors are gRPC statuses
+// (hub/grpcerr, with the field's proto path in a BadRequest detail):
+// InvalidArgument for malformed content (ids not UUIDs, text too long, not
+// UTF-8 or with control characters, invalid conditions or times),
+// ResourceExhausted for more than MaxDevicesPerBatch devices. Echoed input
+// is cut (textcheck.Quote).
 func ToBatch(b *ironlinkv1.ConditionBatch) (store.Batch, error) {
 	if b.GetSequence() == 0 {
-		return store.Batch{}, status.Error(codes.InvalidArgument, "batch: sequence must be > 0")
+		return store.Batch{}, invalid("batch", "batch.sequence", grpcerr.ReasonOutOfRange, "sequence must be > 0")
 	}
+	where := fmt.Sprintf("batch %d", b.GetSequence())
 	if n := len(b.GetDevices()); n > MaxDevicesPerBatch {
-		return store.Batch{}, status.Errorf(codes.ResourceExhausted, "batch %d: %d devices, limit %d", b.GetSequence(), n, MaxDevicesPerBatch)
+		return store.Batch{}, grpcerr.New(codes.ResourceExhausted, grpcerr.ReasonOutOfRange, fmt.Sprintf("%s: %d devices, limit %d", where, n, MaxDevicesPerBatch))
 	}
 	out := store.Batch{Sequence: b.GetSequence()}
 	if sp := b.GetSnapshot(); sp != nil {
-		if sp.GetSnapshotId() == "" || len(sp.GetSnapshotId()) > 64 {
-			return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d: snapshot_id must be 1-64 bytes", b.GetSequence())
+		if sp.GetSnapshotId() == "" {
+			return store.Batch{}, invalid(where, "batch.snapshot.snapshot_id", grpcerr.ReasonRequired, "snapshot_id must be 1-%d bytes", MaxSnapshotIDBytes)
+		}
+		if err := textcheck.Line("batch.snapshot.snapshot_id", sp.GetSnapshotId(), MaxSnapshotIDBytes); err != nil {
+			return store.Batch{}, textErr(where, err)
 		}
 		out.SnapshotID, out.SnapshotFinal = sp.GetSnapshotId(), sp.GetFinal()
 	}
 	seen := make(map[string]bool, len(b.GetDevices()))
 	for i, d := range b.GetDevices() {
-		id, err := uuid.Parse(d.GetDeviceId())
+		field := fmt.Sprintf("batch.devices[%d]", i)
+		key, err := parseUUID(where, field+".device_id", d.GetDeviceId())
 		if err != nil {
-			return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %d: device_id %q is not a UUID", b.GetSequence(), i, d.GetDeviceId())
+			return store.Batch{}, err
 		}
-		key := id.String()
 		if seen[key] {
-			return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d: device %s appears twice", b.GetSequence(), key)
+			return store.Batch{}, invalid(where, field+".device_id", grpcerr.ReasonInvalidValue, "device %s appears twice", key)
 		}
 		seen[key] = true
 		if d.GetObservedTime() == nil || d.GetObservedTime().CheckValid() != nil {
-			return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %s: observed_time missing or invalid", b.GetSequence(), key)
+			return store.Batch{}, invalid(where, field+".observed_time", grpcerr.ReasonInvalidValue, "device %s: observed_time missing or invalid", key)
 		}
 		u := store.DeviceUpdate{DeviceID: key, Removed: d.GetRemoved(), ObservedTime: d.GetObservedTime().AsTime()}
-		if len(d.GetConditions()) > 7 {
-			return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %s: %d conditions, at most 7", b.GetSequence(), key, len(d.GetConditions()))
+		if len(d.GetConditions()) > len(condition.Types) {
+			return store.Batch{}, invalid(where, field+".conditions", grpcerr.ReasonOutOfRange, "device %s: %d conditions, at most %d", key, len(d.GetConditions()), len(condition.Types))
 		}
 		types := map[string]bool{}
-		for _, pc := range d.GetConditions() {
-			c, err := wire.ConditionFromProto(pc)
+		for j, pc := range d.GetConditions() {
+			c, err := toCondition(where+" device "+key, fmt.Sprintf("%s.conditions[%d]", field, j), pc, false)
 			if err != nil {
-				return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %s: %v", b.GetSequence(), key, err)
+				return store.Batch{}, err
 			}
 			if types[string(c.Type)] {
-				return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %s: condition %s appears twice", b.GetSequence(), key, c.Type)
+				return store.Batch{}, invalid(where, fmt.Sprintf("%s.conditions[%d].type", field, j), grpcerr.ReasonInvalidValue, "device %s: condition %s appears twice", key, c.Type)
 			}
 			types[string(c.Type)] = true
 			u.Conditions = append(u.Conditions, c)
@@ -89,11 +158,17 @@ func ToBatch(b *ironlinkv1.ConditionBatch) (store.Batch, error) {
 				Maintenance: f.GetMaintenance(), ResourceClass: f.GetResourceClass(), InstanceUUID: f.GetInstanceUuid(),
 				Lessee: f.GetLessee(), Owner: f.GetOwner(), ConductorGroup: f.GetConductorGroup(), Fault: f.GetFault(),
 			}
-			if len(u.Facts.Name) > 255 {
-				return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %s: name longer than 255 bytes", b.GetSequence(), key)
+			for _, t := range [...]struct{ name, v string }{
+				{"name", u.Facts.Name}, {"provision_state", u.Facts.ProvisionState}, {"power_state", u.Facts.PowerState},
+				{"resource_class", u.Facts.ResourceClass}, {"instance_uuid", u.Facts.InstanceUUID}, {"lessee", u.Facts.Lessee},
+				{"owner", u.Facts.Owner}, {"conductor_group", u.Facts.ConductorGroup}, {"fault", u.Facts.Fault},
+			} {
+				if err := textcheck.Line(field+".facts."+t.name, t.v, MaxFactBytes); err != nil {
+					return store.Batch{}, textErr(where+" device "+key, err)
+				}
 			}
-			if u.Facts.InstanceMismatches, err = toMismatches(f.GetInstanceMismatches()); err != nil {
-				return store.Batch{}, status.Errorf(codes.InvalidArgument, "batch %d device %s: %v", b.GetSequence(), key, err)
+			if u.Facts.InstanceMismatches, err = toMismatches(where+" device "+key, field+".facts.instance_mismatches", f.GetInstanceMismatches()); err != nil {
+				return store.Batch{}, err
 			}
 		}
 		out.Devices = append(out.Devices, u)
@@ -101,16 +176,17 @@ func ToBatch(b *ironlinkv1.ConditionBatch) (store.Batch, error) {
 	return out, nil
 }
 
-// toMismatches validates and converts a device's instance mismatches: at
-// most MaxInstanceMismatches, each with a kind, ids of at most
-// MaxMismatchIDBytes, a status of at most MaxMismatchStatusBytes and a valid
-// first_seen_time. It returns nil for none.
-func toMismatches(ms []*ironlinkv1.InstanceMismatch) ([]store.InstanceMismatch, error) {
+// toMismatches validates and converts a device's instance mismatches (at
+// field): at most MaxInstanceMismatches, each with a kind, ids of at most
+// MaxMismatchIDBytes, a status of at most MaxMismatchStatusBytes (one-line
+// text) and a valid first_seen_time. It returns nil for none.
+func toMismatches(where, field string, ms []*ironlinkv1.InstanceMismatch) ([]store.InstanceMismatch, error) {
 	if len(ms) > MaxInstanceMismatches {
-		return nil, fmt.Errorf("%d instance mismatches, at most %d", len(ms), MaxInstanceMismatches)
+		return nil, invalid(where, field, grpcerr.ReasonOutOfRange, "%d instance mismatches, at most %d", len(ms), MaxInstanceMismatches)
 	}
 	var out []store.InstanceMismatch
 	for i, m := range ms {
+		f := fmt.Sprintf("%s[%d]", field, i)
 		var kind store.MismatchKind
 		switch m.GetKind() {
 		case ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NOVA_UNKNOWN:
@@ -118,20 +194,21 @@ func toMismatches(ms []*ironlinkv1.InstanceMismatch) ([]store.InstanceMismatch, 
 		case ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NODE_UNAWARE:
 			kind = store.MismatchNodeUnaware
 		default:
-			return nil, fmt.Errorf("instance mismatch %d: kind %v is not NOVA_UNKNOWN or NODE_UNAWARE", i, m.GetKind())
+			return nil, invalid(where, f+".kind", grpcerr.ReasonInvalidValue, "instance mismatch %d: kind %v is not NOVA_UNKNOWN or NODE_UNAWARE", i, m.GetKind())
 		}
-		for _, f := range [...]struct{ name, v string }{
-			{"ironic_instance_uuid", m.GetIronicInstanceUuid()}, {"nova_server_id", m.GetNovaServerId()}, {"nova_project_id", m.GetNovaProjectId()},
+		for _, t := range [...]struct {
+			name, v string
+			max     int
+		}{
+			{"ironic_instance_uuid", m.GetIronicInstanceUuid(), MaxMismatchIDBytes}, {"nova_server_id", m.GetNovaServerId(), MaxMismatchIDBytes},
+			{"nova_project_id", m.GetNovaProjectId(), MaxMismatchIDBytes}, {"nova_server_status", m.GetNovaServerStatus(), MaxMismatchStatusBytes},
 		} {
-			if len(f.v) > MaxMismatchIDBytes {
-				return nil, fmt.Errorf("instance mismatch %d: %s is %d bytes, limit %d", i, f.name, len(f.v), MaxMismatchIDBytes)
+			if err := textcheck.Line(f+"."+t.name, t.v, t.max); err != nil {
+				return nil, textErr(fmt.Sprintf("%s: instance mismatch %d", where, i), err)
 			}
 		}
-		if n := len(m.GetNovaServerStatus()); n > MaxMismatchStatusBytes {
-			return nil, fmt.Errorf("instance mismatch %d: nova_server_status is %d bytes, limit %d", i, n, MaxMismatchStatusBytes)
-		}
 		if m.GetFirstSeenTime() == nil || m.GetFirstSeenTime().CheckValid() != nil {
-			return nil, fmt.Errorf("instance mismatch %d: first_seen_time missing or invalid", i)
+			return nil, invalid(where, f+".first_seen_time", grpcerr.ReasonInvalidValue, "instance mismatch %d: first_seen_time missing or invalid", i)
 		}
 		out = append(out, store.InstanceMismatch{
 			Kind: kind, IronicInstanceUUID: m.GetIronicInstanceUuid(), NovaServerID: m.GetNovaServerId(),
@@ -144,30 +221,30 @@ func toMismatches(ms []*ironlinkv1.InstanceMismatch) ([]store.InstanceMismatch, 
 
 // ToSiteConditions validates a wire SiteConditions message and converts it:
 // at most MaxSiteConditions conditions of distinct site types, each valid by
-// condition.Condition.ValidateSite. A nil message is the empty set. Errors
-// are InvalidArgument statuses naming the bad condition.
+// condition.Condition.ValidateSite, with one-line type and reason and a
+// message of valid text. A nil message is the empty set. Errors are
+// InvalidArgument statuses naming the bad condition.
 func ToSiteConditions(sc *ironlinkv1.SiteConditions) ([]condition.Condition, error) {
+	const where = "site conditions"
 	if n := len(sc.GetConditions()); n > MaxSiteConditions {
-		return nil, status.Errorf(codes.InvalidArgument, "site conditions: %d conditions, at most %d", n, MaxSiteConditions)
+		return nil, invalid(where, "site_conditions.conditions", grpcerr.ReasonOutOfRange, "%d conditions, at most %d", n, MaxSiteConditions)
 	}
 	out := make([]condition.Condition, 0, len(sc.GetConditions()))
 	seen := map[condition.Type]bool{}
-	for _, pc := range sc.GetConditions() {
-		c, err := wire.SiteConditionFromProto(pc)
+	for i, pc := range sc.GetConditions() {
+		field := fmt.Sprintf("site_conditions.conditions[%d]", i)
+		c, err := toCondition(where, field, pc, true)
 		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "site conditions: %v", err)
+			return nil, err
 		}
 		if seen[c.Type] {
-			return nil, status.Errorf(codes.InvalidArgument, "site conditions: condition %s appears twice", c.Type)
+			return nil, invalid(where, field+".type", grpcerr.ReasonInvalidValue, "condition %s appears twice", c.Type)
 		}
 		seen[c.Type] = true
 		out = append(out, c)
 	}
 	return out, nil
 }
-
-// handleSiteConditions replaces the site's stored site conditions with the
-// message's set, under this link's epoch (a superseded link gets ErrFenced
 
 // Skew describes timestamps of one message that lay more than
 // store.MaxClockSkew in the future and were clamped; the zero Skew means
@@ -278,47 +355,66 @@ const (
 
 // checkHello validates a Hello: a valid site name, boot_id and version of
 // at most MaxHelloTextBytes, at most MaxCapabilities capabilities of at most
-// MaxCapabilityBytes each, and at most MaxAppliedGenerations applied
-// generations whose device ids are UUIDs. It returns those device ids in
-// canonical form, for the site check. Errors are InvalidArgument statuses.
+// MaxCapabilityBytes each (all one-line text), and at most
+// MaxAppliedGenerations applied generations whose device ids are UUIDs. It
+// returns those device ids in canonical form, for the site check. Errors are
+// InvalidArgument statuses naming the field.
 func checkHello(h *ironlinkv1.Hello) (appliedDevices []string, err error) {
-	switch {
-	case !sitename.Valid(h.GetSite()):
-		return nil, status.Errorf(codes.InvalidArgument, "hello: site %q is not a valid site name ([a-z0-9-], 1-63 bytes)", truncate(h.GetSite(), 64))
-	case len(h.GetBootId()) > MaxHelloTextBytes || len(h.GetVersion()) > MaxHelloTextBytes || len(h.GetCapabilities()) > MaxCapabilities:
-		return nil, status.Error(codes.InvalidArgument, "hello: boot_id, version or capabilities too long")
-	case len(h.GetAppliedGenerations()) > MaxAppliedGenerations:
-		return nil, status.Errorf(codes.InvalidArgument, "hello: %d applied generations, at most %d", len(h.GetAppliedGenerations()), MaxAppliedGenerations)
+	const where = "hello"
+	if !sitename.Valid(h.GetSite()) {
+		return nil, invalid(where, "hello.site", grpcerr.ReasonInvalidValue, "site %s is not a valid site name ([a-z0-9-], 1-63 bytes)", textcheck.Quote(h.GetSite()))
+	}
+	if err := textcheck.Line("hello.boot_id", h.GetBootId(), MaxHelloTextBytes); err != nil {
+		return nil, textErr(where, err)
+	}
+	if err := textcheck.Line("hello.version", h.GetVersion(), MaxHelloTextBytes); err != nil {
+		return nil, textErr(where, err)
+	}
+	if n := len(h.GetCapabilities()); n > MaxCapabilities {
+		return nil, invalid(where, "hello.capabilities", grpcerr.ReasonOutOfRange, "%d capabilities, at most %d", n, MaxCapabilities)
 	}
 	for i, c := range h.GetCapabilities() {
-		if len(c) > MaxCapabilityBytes {
-			return nil, status.Errorf(codes.InvalidArgument, "hello: capability %d is %d bytes, limit %d", i, len(c), MaxCapabilityBytes)
+		if err := textcheck.Line(fmt.Sprintf("hello.capabilities[%d]", i), c, MaxCapabilityBytes); err != nil {
+			return nil, textErr(where, err)
 		}
 	}
+	if n := len(h.GetAppliedGenerations()); n > MaxAppliedGenerations {
+		return nil, invalid(where, "hello.applied_generations", grpcerr.ReasonOutOfRange, "%d applied generations, at most %d", n, MaxAppliedGenerations)
+	}
 	for i, g := range h.GetAppliedGenerations() {
-		id, err := uuid.Parse(g.GetDeviceId())
+		id, err := parseUUID(where, fmt.Sprintf("hello.applied_generations[%d].device_id", i), g.GetDeviceId())
 		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "hello: applied generation %d: device_id %q is not a UUID", i, truncate(g.GetDeviceId(), 64))
+			return nil, err
 		}
-		appliedDevices = append(appliedDevices, id.String())
+		appliedDevices = append(appliedDevices, id)
 	}
 	return appliedDevices, nil
 }
 
 // ToResult validates a wire CommandResult and converts it: command_id and
 // device_id must be UUIDs (stored in canonical form); error and detail are
-// cut to MaxResultTextBytes. Errors are InvalidArgument statuses.
+// cut to MaxResultTextBytes (at a UTF-8 boundary) and must be text
+// (textcheck.Text: no NUL or control characters but tab and newline).
+// Errors are InvalidArgument statuses naming the field.
 func ToResult(r *ironlinkv1.CommandResult) (store.CommandResult, error) {
-	cid, err1 := uuid.Parse(r.GetCommandId())
-	did, err2 := uuid.Parse(r.GetDeviceId())
-	if err1 != nil || err2 != nil {
-		return store.CommandResult{}, status.Errorf(codes.InvalidArgument, "command result: command_id %q / device_id %q must be UUIDs",
-			truncate(r.GetCommandId(), 64), truncate(r.GetDeviceId(), 64))
+	const where = "command result"
+	cid, err := parseUUID(where, "command_result.command_id", r.GetCommandId())
+	if err != nil {
+		return store.CommandResult{}, err
 	}
-	return store.CommandResult{
-		CommandID: cid.String(), DeviceID: did.String(), Generation: r.GetGeneration(), Success: r.GetSuccess(),
-		Error: truncate(r.GetError(), MaxResultTextBytes), Detail: truncate(r.GetDetail(), MaxResultTextBytes),
-	}, nil
+	did, err := parseUUID(where, "command_result.device_id", r.GetDeviceId())
+	if err != nil {
+		return store.CommandResult{}, err
+	}
+	out := store.CommandResult{CommandID: cid, DeviceID: did, Generation: r.GetGeneration(), Success: r.GetSuccess(),
+		Error: truncate(r.GetError(), MaxResultTextBytes), Detail: truncate(r.GetDetail(), MaxResultTextBytes)}
+	if err := textcheck.Text("command_result.error", out.Error, MaxResultTextBytes); err != nil {
+		return store.CommandResult{}, textErr(where, err)
+	}
+	if err := textcheck.Text("command_result.detail", out.Detail, MaxResultTextBytes); err != nil {
+		return store.CommandResult{}, textErr(where, err)
+	}
+	return out, nil
 }
 
 // Correction is a validated DriftCorrection.
@@ -335,17 +431,23 @@ type Correction struct {
 }
 
 // ToCorrection validates a wire DriftCorrection and converts it, with now
-// as the hub's receive time for the clamp (see ClampBatch). Errors are
-// InvalidArgument statuses.
+// as the hub's receive time for the clamp (see ClampBatch): device_id must
+// be a UUID, detail (cut to MaxCorrectionDetailBytes) text. Errors are
+// InvalidArgument statuses naming the field.
 func ToCorrection(c *ironlinkv1.DriftCorrection, now time.Time) (Correction, Skew, error) {
-	did, err := uuid.Parse(c.GetDeviceId())
+	const where = "drift correction"
+	did, err := parseUUID(where, "drift_correction.device_id", c.GetDeviceId())
 	if err != nil {
-		return Correction{}, Skew{}, status.Errorf(codes.InvalidArgument, "drift correction: device_id %q is not a UUID", truncate(c.GetDeviceId(), 64))
+		return Correction{}, Skew{}, err
+	}
+	detail := truncate(c.GetDetail(), MaxCorrectionDetailBytes)
+	if err := textcheck.Text("drift_correction.detail", detail, MaxCorrectionDetailBytes); err != nil {
+		return Correction{}, Skew{}, textErr(where, err)
 	}
 	var sk Skew
 	at := now
 	if c.GetCorrectTime().IsValid() {
 		at = sk.clamp(c.GetCorrectTime().AsTime(), now)
 	}
-	return Correction{DeviceID: did.String(), Generation: c.GetGeneration(), Detail: truncate(c.GetDetail(), MaxCorrectionDetailBytes), At: at}, sk, nil
+	return Correction{DeviceID: did, Generation: c.GetGeneration(), Detail: detail, At: at}, sk, nil
 }

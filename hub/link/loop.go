@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
 )
@@ -127,10 +128,6 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 				Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.Now()}}})
 		}
 		if err != nil {
-			if errors.Is(err, store.ErrFenced) {
-				l.log.Info("link fenced by a newer link")
-				return status.Error(codes.Aborted, "link superseded by a newer link for this site; reconnect")
-			}
 			return err
 		}
 	}
@@ -163,7 +160,8 @@ func (l *linkLoop) receive(m *ironlinkv1.ConnectRequest) error {
 			return err
 		}
 		if b.Sequence <= l.lastSequence {
-			err := status.Errorf(codes.InvalidArgument, "batch %d: sequences must increase within a link (previous batch %d)", b.Sequence, l.lastSequence)
+			err := grpcerr.InvalidArgument("batch.sequence", grpcerr.ReasonOutOfRange,
+				fmt.Sprintf("batch %d: sequences must increase within a link (previous batch %d)", b.Sequence, l.lastSequence))
 			l.log.Warn("batch refused", "err", err)
 			return err
 		}
@@ -202,9 +200,9 @@ func (l *linkLoop) receive(m *ironlinkv1.ConnectRequest) error {
 	case *ironlinkv1.ConnectRequest_DesiredStatesRequest:
 		l.writes.push(l.desiredStatesTask())
 	case *ironlinkv1.ConnectRequest_Hello:
-		return status.Error(codes.InvalidArgument, "hello may only be the first message of a link")
+		return grpcerr.InvalidArgument("hello", grpcerr.ReasonInvalidValue, "hello may only be the first message of a link")
 	default:
-		return status.Error(codes.InvalidArgument, "empty or unknown message")
+		return grpcerr.InvalidArgument("msg", grpcerr.ReasonRequired, "empty or unknown message")
 	}
 	return nil
 }
@@ -212,7 +210,7 @@ func (l *linkLoop) receive(m *ironlinkv1.ConnectRequest) error {
 // needScope refuses with PermissionDenied when the link's client lacks scope.
 func (l *linkLoop) needScope(scope, what string) error {
 	if l.id != nil && !l.id.HasScope(scope) {
-		return status.Errorf(codes.PermissionDenied, "client %s lacks scope %s needed to %s", l.id.ClientID, scope, what)
+		return grpcerr.PermissionDenied(grpcerr.ReasonMissingScope, fmt.Sprintf("client %s lacks scope %s needed to %s", l.id.ClientID, scope, what))
 	}
 	return nil
 }

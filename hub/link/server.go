@@ -2,6 +2,7 @@ package link
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
 )
@@ -111,7 +113,7 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
 	})
 	if err != nil {
 		log.Error("open link", "err", err)
-		return status.Error(codes.Unavailable, "hub cannot record the link now; retry")
+		return grpcerr.FromStore(err)
 	}
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
@@ -173,7 +175,7 @@ func (s *Server) recvHello(stream ironlinkv1.LinkService_ConnectServer) (*ironli
 	}
 	h := r.m.GetHello()
 	if h == nil {
-		return nil, nil, status.Error(codes.InvalidArgument, "the first message of a link must be a hello")
+		return nil, nil, grpcerr.InvalidArgument("hello", grpcerr.ReasonRequired, "the first message of a link must be a hello")
 	}
 	applied, err := checkHello(h)
 	if err != nil {
@@ -191,7 +193,7 @@ func (s *Server) authorizeHello(ctx context.Context, site string, applied []stri
 	if ident, ok := authn.FromContext(ctx); ok {
 		if ident.Site != site {
 			log.Warn("hello refused: site is not the client's", "client_id", ident.ClientID, "client_site", ident.Site)
-			return nil, nil, status.Errorf(codes.PermissionDenied, "client %s may only link site %q, not %q", ident.ClientID, ident.Site, site)
+			return nil, nil, grpcerr.PermissionDenied(grpcerr.ReasonWrongSite, fmt.Sprintf("client %s may only link site %q, not %q", ident.ClientID, ident.Site, site))
 		}
 		id = &ident
 		log = log.With("client_id", ident.ClientID)
@@ -200,10 +202,10 @@ func (s *Server) authorizeHello(ctx context.Context, site string, applied []stri
 	switch {
 	case err != nil:
 		log.Error("check applied generations", "err", err)
-		return nil, nil, status.Error(codes.Unavailable, "hub cannot check the hello now; retry")
+		return nil, nil, grpcerr.FromStore(err)
 	case foreign:
 		log.Warn("hello refused: applied generation for a device of another site", "device_id", dev, "device_site", other)
-		return nil, nil, status.Errorf(codes.PermissionDenied, "hello: device %s of applied_generations belongs to another site", dev)
+		return nil, nil, grpcerr.PermissionDenied(grpcerr.ReasonWrongSite, fmt.Sprintf("hello: device %s of applied_generations belongs to another site", dev))
 	}
 	return id, log, nil
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 )
@@ -17,20 +18,33 @@ import (
 // Each runs on a queue's worker, never on the loop; it may log, and it
 // returns what the loop must send or the status ending the link.
 
+// refused turns the store error of a task about what into the status that
+// ends the link (hub/grpcerr.FromStore: PermissionDenied for another site's
+// ids, Aborted when a newer link fenced this one, Unavailable when the
+// database fails, ...) and logs it: Error for a database failure, Info for
+// fencing, Warn for what the satellite sent. attrs are added to the log line.
+func (l *linkLoop) refused(what string, err error, attrs ...any) outcome {
+	st := grpcerr.FromStore(err)
+	attrs = append(attrs, "err", err)
+	switch status.Code(st) {
+	case codes.Unavailable:
+		l.log.Error(what+": database failed", attrs...)
+	case codes.Aborted:
+		l.log.Info("link fenced by a newer link", attrs...)
+	case codes.Canceled, codes.DeadlineExceeded:
+	default:
+		l.log.Warn(what+" refused", attrs...)
+	}
+	return outcome{err: st}
+}
+
 // commitTask commits b under the link's epoch and answers with its ack.
 func (l *linkLoop) commitTask(b store.Batch) task {
 	return task{kind: "batch", run: func(ctx context.Context) outcome {
 		start := time.Now()
 		res, err := l.s.store.ApplyBatch(ctx, l.site, l.epoch, b)
-		switch {
-		case errors.Is(err, store.ErrFenced):
-			return outcome{err: err}
-		case errors.Is(err, store.ErrWrongSite):
-			l.log.Warn("batch refused", "err", err)
-			return outcome{err: status.Error(codes.PermissionDenied, err.Error())}
-		case err != nil:
-			l.log.Error("commit batch", "sequence", b.Sequence, "err", err)
-			return outcome{err: status.Error(codes.Unavailable, "hub could not commit the batch; reconnect and resend")}
+		if err != nil {
+			return l.refused("batch", err, "sequence", b.Sequence)
 		}
 		l.log.Debug("batch committed", "sequence", b.Sequence, "devices", len(b.Devices), "snapshot", b.SnapshotID != "",
 			"duplicate", res.Duplicate, "rows", res.RowsWritten, "took", time.Since(start))
@@ -46,11 +60,8 @@ func (l *linkLoop) siteConditionsTask(conds []condition.Condition) task {
 	return task{kind: "site conditions", run: func(ctx context.Context) outcome {
 		res, err := l.s.store.ReplaceSiteConditions(ctx, l.site, l.epoch, conds)
 		switch {
-		case errors.Is(err, store.ErrFenced):
-			return outcome{err: err}
 		case err != nil:
-			l.log.Error("record site conditions", "err", err)
-			return outcome{err: status.Error(codes.Unavailable, "hub could not record the site conditions; reconnect and resend")}
+			return l.refused("site conditions", err)
 		case !res.Applied:
 			l.log.Info("site conditions older than the stored ones ignored")
 			return outcome{}
@@ -75,18 +86,11 @@ func (l *linkLoop) resultTask(r store.CommandResult) task {
 	return task{kind: "result", run: func(ctx context.Context) outcome {
 		ignored, err := l.s.store.RecordResult(ctx, l.site, r)
 		switch {
-		case errors.Is(err, store.ErrWrongSite):
-			l.log.Warn("command result refused", "err", err)
-			return outcome{err: status.Error(codes.PermissionDenied, err.Error())}
-		case errors.Is(err, store.ErrMismatch):
-			l.log.Warn("command result refused", "err", err)
-			return outcome{err: status.Error(codes.InvalidArgument, err.Error())}
 		case errors.Is(err, store.ErrNotFound):
 			l.log.Warn("result for unknown command ignored", "command_id", r.CommandID)
 			return outcome{}
 		case err != nil:
-			l.log.Error("record command result", "err", err)
-			return outcome{err: status.Error(codes.Unavailable, "hub could not record the result; reconnect and resend")}
+			return l.refused("command result", err, "command_id", r.CommandID)
 		}
 		l.log.Info("command result", "command_id", r.CommandID, "device_id", r.DeviceID, "generation", r.Generation,
 			"success", r.Success, "ignored", ignored, "error", r.Error)
@@ -99,15 +103,11 @@ func (l *linkLoop) correctionTask(c Correction) task {
 	return task{kind: "correction", run: func(ctx context.Context) outcome {
 		ignored, err := l.s.store.RecordDriftCorrection(ctx, l.site, c.DeviceID, c.Generation, c.Detail, c.At)
 		switch {
-		case errors.Is(err, store.ErrWrongSite):
-			l.log.Warn("drift correction refused", "err", err)
-			return outcome{err: status.Error(codes.PermissionDenied, err.Error())}
 		case errors.Is(err, store.ErrNotFound):
 			l.log.Warn("correction for unknown device ignored", "device_id", c.DeviceID)
 			return outcome{}
 		case err != nil:
-			l.log.Error("record drift correction", "err", err)
-			return outcome{err: status.Error(codes.Unavailable, "hub could not record the correction; reconnect and resend")}
+			return l.refused("drift correction", err, "device_id", c.DeviceID)
 		case ignored:
 			l.log.Info("drift correction for a generation that is not the desired one ignored", "device_id", c.DeviceID, "generation", c.Generation)
 			return outcome{}
@@ -120,7 +120,10 @@ func (l *linkLoop) correctionTask(c Correction) task {
 // touchTask records that the link is alive (a satellite heartbeat).
 func (l *linkLoop) touchTask() task {
 	return task{kind: "touch", run: func(ctx context.Context) outcome {
-		return outcome{err: l.s.store.Touch(ctx, l.site, l.epoch)}
+		if err := l.s.store.Touch(ctx, l.site, l.epoch); err != nil {
+			return l.refused("heartbeat", err)
+		}
+		return outcome{}
 	}}
 }
 
@@ -140,8 +143,7 @@ func (l *linkLoop) desiredStatesTask() task {
 func (l *linkLoop) desiredStates(ctx context.Context) (*ironlinkv1.ConnectResponse, error) {
 	states, err := l.s.store.DesiredStates(ctx, l.site)
 	if err != nil {
-		l.log.Error("load desired states", "err", err)
-		return nil, status.Error(codes.Unavailable, "hub could not read desired states; reconnect")
+		return nil, l.refused("desired states", err).err
 	}
 	msg := &ironlinkv1.DesiredStates{}
 	for _, d := range states {
