@@ -113,7 +113,7 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 		case err = <-recvErr:
 			if errors.Is(err, io.EOF) {
 				l.log.Info("link closed by satellite")
-				return nil
+				return l.finishQueued(ctx)
 			}
 			l.log.Info("link ended", "err", err)
 			return err
@@ -131,6 +131,43 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 			return err
 		}
 	}
+}
+
+// drainTimeout bounds how long a link closed by its satellite waits for the
+// work it queued before returning.
+const drainTimeout = 5 * time.Second
+
+// finishQueued runs the work queued before the satellite closed its side
+// (results, corrections, batches it may still want acked) to the end, at
+// most drainTimeout, so a satellite that reports and then closes loses
+// nothing. It returns nil, or the first error a task ended with.
+func (l *linkLoop) finishQueued(ctx context.Context) error {
+	deadline := time.NewTimer(drainTimeout)
+	defer deadline.Stop()
+	for !l.commits.idle() || !l.writes.idle() {
+		commitIn, nextCommit := l.commits.next()
+		writeIn, nextWrite := l.writes.next()
+		var err error
+		select {
+		case commitIn <- nextCommit:
+			l.commits.pop()
+		case writeIn <- nextWrite:
+			l.writes.pop()
+		case o := <-l.commits.done:
+			err = l.finish(l.commits, o)
+		case o := <-l.writes.done:
+			err = l.finish(l.writes, o)
+		case <-ctx.Done():
+			return l.ended(ctx)
+		case <-deadline.C:
+			l.log.Warn("link closed with work still queued", "commits", len(l.commits.pending), "writes", len(l.writes.pending))
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ended returns the status for a link whose context ended.
@@ -220,6 +257,7 @@ func (l *linkLoop) needScope(scope, what string) error {
 // dropped, and runs before any task queued meanwhile) or returns its error,
 // which ends the link.
 func (l *linkLoop) finish(q *queue, o outcome) error {
+	q.busy = false
 	if o.err != nil {
 		return o.err
 	}
@@ -270,6 +308,7 @@ type outcome struct {
 type queue struct {
 	max     int
 	pending []task
+	busy    bool // the worker runs a task whose outcome the loop has not taken
 	in      chan task
 	done    chan outcome
 }
@@ -322,4 +361,7 @@ func (q *queue) next() (chan<- task, task) {
 }
 
 // pop drops the first waiting task, which the worker took.
-func (q *queue) pop() { q.pending = q.pending[1:] }
+func (q *queue) pop() { q.pending, q.busy = q.pending[1:], true }
+
+// idle reports whether no task waits or runs.
+func (q *queue) idle() bool { return len(q.pending) == 0 && !q.busy }

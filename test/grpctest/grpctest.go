@@ -97,15 +97,35 @@ func Start(t testing.TB, st *store.Store, o Options) *Hub {
 	return h
 }
 
+// Target is the dial target of every Hub, for grpc.NewClient with the
+// options of DialOptions or SatelliteOptions.
+const Target = "passthrough:///grpctest"
+
+// DialOptions returns the options that reach the hub (in memory,
+// plaintext), followed by opts.
+func (h *Hub) DialOptions(opts ...grpc.DialOption) []grpc.DialOption {
+	return append([]grpc.DialOption{
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return h.lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	}, opts...)
+}
+
+// SatelliteOptions returns dial options (for Target) authenticated as the
+// satellite of site, as Satellite does, for clients that dial themselves
+// (test/faults/satsim).
+func (h *Hub) SatelliteOptions(t testing.TB, site string, scopes ...string) []grpc.DialOption {
+	t.Helper()
+	if len(scopes) == 0 {
+		scopes = []string{auth.ScopeDeviceConditionCreate, auth.ScopeDeviceUpdate}
+	}
+	return h.DialOptions(h.credentials(t, auth.SatelliteClientID(site), site, scopes)...)
+}
+
 // Dial returns a client connection to the hub without credentials (for
 // health, reflection, or refused calls); extra options are added.
 func (h *Hub) Dial(t testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
-	cc, err := grpc.NewClient("passthrough:///grpctest",
-		append([]grpc.DialOption{
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return h.lis.DialContext(ctx) }),
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-		}, opts...)...)
+	cc, err := grpc.NewClient(Target, h.DialOptions(opts...)...)
 	if err != nil {
 		t.Fatalf("grpctest: dial: %v", err)
 	}
@@ -151,8 +171,15 @@ func (h *Hub) Remove(t testing.TB, id string) {
 
 func (h *Hub) client(t testing.TB, id, site string, scopes []string) *grpc.ClientConn {
 	t.Helper()
+	return h.Dial(t, h.credentials(t, id, site, scopes)...)
+}
+
+// credentials returns the per-RPC credentials of client id (none without
+// authentication), adding it to the roster with site and scopes on first use.
+func (h *Hub) credentials(t testing.TB, id, site string, scopes []string) []grpc.DialOption {
+	t.Helper()
 	if h.Config.NoAuth {
-		return h.Dial(t)
+		return nil
 	}
 	h.mu.Lock()
 	key, ok := h.keys[id]
@@ -178,8 +205,8 @@ func (h *Hub) client(t testing.TB, id, site string, scopes []string) *grpc.Clien
 	if !ok {
 		h.setRoster(t)
 	}
-	return h.Dial(t, grpc.WithPerRPCCredentials(&auth.ClientCredentials{Key: key, KID: "k1", ClientID: id,
-		Audience: h.Config.Audience, Insecure: true}))
+	return []grpc.DialOption{grpc.WithPerRPCCredentials(&auth.ClientCredentials{Key: key, KID: "k1", ClientID: id,
+		Audience: h.Config.Audience, Insecure: true})}
 }
 
 // setRoster parses the current entries into the roster the verifier reads.

@@ -57,6 +57,9 @@ type Config struct {
 	Logf func(format string, args ...any)
 	// MaxBackoff bounds the reconnect delay (default 500 ms, full jitter from 20 ms).
 	MaxBackoff time.Duration
+	// DialOptions replace the default plaintext dial options (for an
+	// in-memory hub with credentials, see test/grpctest).
+	DialOptions []grpc.DialOption
 }
 
 // Change is one condition change the satellite sent.
@@ -279,7 +282,11 @@ func (s *Sat) violation(format string, args ...any) {
 
 // Run keeps a link open until ctx ends, reconnecting with full-jitter backoff.
 func (s *Sat) Run(ctx context.Context) {
-	cc, err := grpc.NewClient(s.cfg.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts := s.cfg.DialOptions
+	if opts == nil {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	cc, err := grpc.NewClient(s.cfg.Addr, opts...)
 	if err != nil {
 		s.mu.Lock()
 		s.violation("dial: %v", err)
