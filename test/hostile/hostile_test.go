@@ -193,7 +193,9 @@ func TestHostileSatellite(t *testing.T) {
 	big := strings.Repeat("x", 1<<20)
 	unknown := uuid.NewString()
 	a0, a1, b0, b1 := f.devA[0], f.devA[1], f.devB[0], f.devB[1]
-	helloA := func() *ironlinkv1.Hello { return &ironlinkv1.Hello{Site: "site-a", BootId: "hostile", Version: "hostile"} }
+	helloA := func() *ironlinkv1.Hello {
+		return &ironlinkv1.Hello{Site: "site-a", BootId: "hostile", Version: "hostile"}
+	}
 
 	// Cases refused at the hello: nothing at all may change, sites included.
 	helloCases := []struct {
@@ -352,4 +354,3 @@ func TestHostileSatellite(t *testing.T) {
 		f.unchanged(t, before, false)
 	})
 }
-
