@@ -3,6 +3,7 @@ package link
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 	"unicode/utf8"
 
@@ -105,8 +106,8 @@ func toCondition(where, field string, pc *ironlinkv1.Condition, site bool) (cond
 // ResourceExhausted for more than MaxDevicesPerBatch devices. Echoed input
 // is cut (textcheck.Quote).
 func ToBatch(b *ironlinkv1.ConditionBatch) (store.Batch, error) {
-	if b.GetSequence() == 0 {
-		return store.Batch{}, invalid("batch", "batch.sequence", grpcerr.ReasonOutOfRange, "sequence must be > 0")
+	if b.GetSequence() == 0 || b.GetSequence() > math.MaxInt64 {
+		return store.Batch{}, invalid("batch", "batch.sequence", grpcerr.ReasonOutOfRange, "sequence must be > 0 and at most 2^63-1, not %d", b.GetSequence())
 	}
 	where := fmt.Sprintf("batch %d", b.GetSequence())
 	if n := len(b.GetDevices()); n > MaxDevicesPerBatch {

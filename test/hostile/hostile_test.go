@@ -258,6 +258,7 @@ func TestHostileSatellite(t *testing.T) {
 		{"batch naming a device twice", []*ironlinkv1.ConnectRequest{batchMsg(f.lastSequence+1, device(a1), device(strings.ToUpper(a1)))}, codes.InvalidArgument, grpcerr.ReasonInvalidValue},
 		{"batch sequence repeated on a link", []*ironlinkv1.ConnectRequest{batchMsg(f.lastSequence, device(a1)), batchMsg(f.lastSequence, device(a1))},
 			codes.InvalidArgument, grpcerr.ReasonOutOfRange},
+		{"batch with a sequence above 2^63-1 (stored as a negative number before)", []*ironlinkv1.ConnectRequest{batchMsg(1<<63+1, device(a1))}, codes.InvalidArgument, grpcerr.ReasonOutOfRange},
 		{"batch with sequence 0", []*ironlinkv1.ConnectRequest{batchMsg(0, device(a1))}, codes.InvalidArgument, grpcerr.ReasonOutOfRange},
 		{"batch with an oversized device id", []*ironlinkv1.ConnectRequest{batchMsg(f.lastSequence+1, device(big))}, codes.InvalidArgument, grpcerr.ReasonNotUUID},
 		{"batch with a NUL in facts", []*ironlinkv1.ConnectRequest{batchMsg(f.lastSequence+1, nulFacts)}, codes.InvalidArgument, grpcerr.ReasonControlChar},
