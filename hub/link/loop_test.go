@@ -58,7 +58,7 @@ func inMemoryLink(t *testing.T, srv *link.Server, site string) *linktest.Stream 
 
 // seedCommand registers a device of site and quarantines it; it returns
 // the device and the PENDING command.
-func seedCommand(t *testing.T, st *store.Store, site string) (string, store.Command) {
+func seedCommand(t testing.TB, st *store.Store, site string) (string, store.Command) {
 	t.Helper()
 	ctx := context.Background()
 	sess, err := st.OpenLink(ctx, store.LinkHello{Site: site, BootID: "seed", Replica: "seed"})

@@ -22,7 +22,7 @@ import (
 )
 
 // newStore migrates a fresh database and opens a store on it.
-func newStore(t *testing.T) (*store.Store, string) {
+func newStore(t testing.TB) (*store.Store, string) {
 	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
