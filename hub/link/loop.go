@@ -42,8 +42,8 @@ type linkLoop struct {
 	id     *auth.Identity
 	log    *slog.Logger
 	// skewWarned is set once the link has logged that the satellite's
-	// clock runs ahead.
-	skewWarned bool
+	// clock runs ahead; clockWarned once its heartbeats showed a clock off.
+	skewWarned, clockWarned bool
 	// lastSequence is the sequence of the last batch received on this
 	// link (0 before the first): sequences must increase within a link, so
 	// acks do too.
@@ -233,6 +233,7 @@ func (l *linkLoop) receive(m *ironlinkv1.ConnectRequest) error {
 		l.noteSkew(sk)
 		l.writes.push(l.correctionTask(c))
 	case *ironlinkv1.ConnectRequest_Heartbeat:
+		l.noteClock(msg.Heartbeat.GetSentTime(), time.Now())
 		l.writes.pushOnce(l.touchTask())
 	case *ironlinkv1.ConnectRequest_DesiredStatesRequest:
 		l.writes.push(l.desiredStatesTask())
@@ -285,6 +286,29 @@ func (l *linkLoop) noteSkew(sk Skew) {
 	}
 	l.log.Warn(fmt.Sprintf("satellite clock ahead by %s: its times more than %s in the future are replaced by the hub's receive time (warned once per link)",
 		ahead, store.MaxClockSkew), "satellite_time", sk.Latest, "hub_time", sk.Now)
+}
+
+// noteClock logs, once per link, that a satellite heartbeat's sent_time
+// lies more than store.MaxClockSkew from the hub's receive time now, ahead
+// or behind: an operator should fix that clock. (Times ahead are clamped;
+// times behind are stored as sent, and make the site's newer reports look
+// older than what a correct clock stored before.) Nothing for a missing or
+// invalid sent_time.
+func (l *linkLoop) noteClock(sent *timestamppb.Timestamp, now time.Time) {
+	if l.clockWarned || !sent.IsValid() {
+		return
+	}
+	off := sent.AsTime().Sub(now)
+	if off >= -store.MaxClockSkew && off <= store.MaxClockSkew {
+		return
+	}
+	l.clockWarned = true
+	dir := "ahead"
+	if off < 0 {
+		dir, off = "behind", -off
+	}
+	l.log.Warn(fmt.Sprintf("satellite clock %s by about %s (heartbeat sent_time against the hub's receive time; warned once per link)",
+		dir, off.Round(time.Second)), "satellite_time", sent.AsTime(), "hub_time", now)
 }
 
 // A task is one piece of a link's database work, run by a queue's worker
