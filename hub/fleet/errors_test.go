@@ -143,10 +143,15 @@ func TestBadTextIsInvalidArgument(t *testing.T) {
 			}
 		})
 	}
-	// Tab and newline are text: a multi-line reason is stored as sent.
+	// Tab and newline are text: a multi-line reason is stored as sent, and
+	// the checksum sees that write (so the checks above can fail).
+	before := tableChecksum(t, h.Store.Pool())
 	r, err := h.Fleet.QuarantineDevice(context.Background(), &ironlinkv1.QuarantineDeviceRequest{DeviceId: dev, Reason: "GPU 3:\tXid 79\nGPU 5:\tXid 48"})
 	if err != nil || r.GetCommand().GetReason() != "GPU 3:\tXid 79\nGPU 5:\tXid 48" {
 		t.Fatalf("multi-line reason: %v %v", r, err)
+	}
+	if tableChecksum(t, h.Store.Pool()) == before {
+		t.Fatal("the table checksum missed a quarantine")
 	}
 }
 
