@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -143,6 +144,21 @@ func (h *Hub) Satellite(t testing.TB, site string, scopes ...string) *grpc.Clien
 		scopes = []string{auth.ScopeDeviceConditionCreate, auth.ScopeDeviceUpdate}
 	}
 	return h.client(t, auth.SatelliteClientID(site), site, scopes)
+}
+
+// SatelliteWithClock is Satellite for a satellite whose clock is off by
+// offset: its client assertions are signed with that clock's times.
+func (h *Hub) SatelliteWithClock(t testing.TB, site string, offset time.Duration) *grpc.ClientConn {
+	t.Helper()
+	opts := h.credentials(t, auth.SatelliteClientID(site), site, []string{auth.ScopeDeviceConditionCreate, auth.ScopeDeviceUpdate})
+	if len(opts) == 0 {
+		return h.Dial(t)
+	}
+	h.mu.Lock()
+	key := h.keys[auth.SatelliteClientID(site)]
+	h.mu.Unlock()
+	return h.Dial(t, grpc.WithPerRPCCredentials(&auth.ClientCredentials{Key: key, KID: "k1", ClientID: auth.SatelliteClientID(site),
+		Audience: h.Config.Audience, Insecure: true, Now: func() time.Time { return time.Now().Add(offset) }}))
 }
 
 // Operator returns a connection authenticated as operator client id with

@@ -355,3 +355,38 @@ func TestHostileSatellite(t *testing.T) {
 		f.unchanged(t, before, false)
 	})
 }
+
+// TestSkewedClockCannotAuthenticate: with authentication on, a satellite
+// whose clock is 10 minutes ahead or behind cannot link at all: its client
+// assertions are not yet valid (ahead) or expired (behind) beyond the 30 s
+// leeway, and the hub says which (Unauthenticated naming the check), so the
+// operator knows to fix the clock. Nothing is recorded.
+func TestSkewedClockCannotAuthenticate(t *testing.T) {
+	f := setup(t)
+	tests := []struct {
+		name   string
+		offset time.Duration
+		want   string
+	}{
+		{"ahead", 10 * time.Minute, "in the future"},
+		{"behind", -10 * time.Minute, "expired"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := f.snapshot(t)
+			s, err := satsim.OpenScript(context.Background(), f.hub.SatelliteWithClock(t, "site-a", tc.offset),
+				satsim.HelloMsg(&ironlinkv1.Hello{Site: "site-a", BootId: "skewed"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, st, err := s.Wait(10 * time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Code() != codes.Unauthenticated || !strings.Contains(st.Message(), tc.want) {
+				t.Fatalf("link ended %v %q, want Unauthenticated containing %q", st.Code(), st.Message(), tc.want)
+			}
+			f.unchanged(t, before, true)
+		})
+	}
+}
