@@ -20,15 +20,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
-	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
-	"github.com/ironlink/ironlink/hub/fleet"
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
@@ -194,7 +189,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("roster: %w", err)
 		}
 		v := &auth.Verifier{Roster: watcher.Roster, Audience: cfg.Audience, MaxLifetime: cfg.MaxTokenLifetime, Replay: st}
-		opts = append(opts, grpc.ChainUnaryInterceptor(authn.UnaryInterceptor(v, log)), grpc.ChainStreamInterceptor(authn.StreamInterceptor(v, log)))
+		opts = append(opts, AuthOptions(v, log)...)
 		log.Info("client authentication on", "roster", cfg.RosterPath, "clients", len(watcher.Roster().Clients()), "audience", cfg.Audience)
 	} else {
 		log.Warn("client authentication OFF (--no-auth): anyone who reaches the hub can report and quarantine; local development only")
@@ -205,7 +200,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("operator limits: %w", err)
 	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(lim.UnaryInterceptor()), grpc.ChainStreamInterceptor(lim.StreamInterceptor()))
-	fleetSrv := fleet.NewServer(st, actorFromContext, log.With("component", "fleet"))
+	fleetSrv := NewFleetServer(st, log.With("component", "fleet"))
 	var webSrv *web.Server
 	if cfg.Web.Addr != "" {
 		if watcher == nil { // --no-auth: the fleet view still authenticates against the roster
@@ -222,14 +217,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	ironlinkv1.RegisterLinkServiceServer(srv, linkSrv)
-	ironlinkv1.RegisterFleetServiceServer(srv, fleetSrv)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(srv, hs)
-	reflection.Register(srv)
-	for _, svc := range []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName} {
-		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
-	}
+	hs := RegisterServices(srv, linkSrv, fleetSrv)
 
 	log.Info("hub serving", "listen", lis.Addr().String(), logkey.Replica, cfg.Replica)
 	g, gctx := errgroup.WithContext(ctx)

@@ -49,6 +49,9 @@ const (
 	ReasonNotFound = "NOT_FOUND"
 	// ReasonWrongSite: the caller named something of another site.
 	ReasonWrongSite = "WRONG_SITE"
+	// ReasonMismatch: the caller named ids that do not belong together (a
+	// command result naming another device than the command's).
+	ReasonMismatch = "IDS_MISMATCH"
 	// ReasonMissingScope: the caller lacks the scope the call needs.
 	ReasonMissingScope = "MISSING_SCOPE"
 	// ReasonLinkSuperseded: a newer link for the site exists; reconnect.
@@ -125,6 +128,7 @@ func PermissionDenied(reason, msg string) error {
 //	context.Canceled / DeadlineExceeded  Canceled / DeadlineExceeded
 //	store.ErrNotFound                    NotFound, NOT_FOUND (the store's message: "device <uuid>: not found")
 //	store.ErrWrongSite                   PermissionDenied, WRONG_SITE (the store's message)
+//	store.ErrMismatch                    InvalidArgument, IDS_MISMATCH (the store's message)
 //	store.ErrFenced                      Aborted, LINK_SUPERSEDED ("… reconnect")
 //	store.ErrNotRetryable                FailedPrecondition, COMMAND_NOT_FAILED (the store's message)
 //	PostgreSQL class 22 (data exception:
@@ -151,6 +155,8 @@ func FromStore(err error) error {
 		return New(codes.NotFound, ReasonNotFound, err.Error())
 	case errors.Is(err, store.ErrWrongSite):
 		return New(codes.PermissionDenied, ReasonWrongSite, err.Error())
+	case errors.Is(err, store.ErrMismatch):
+		return New(codes.InvalidArgument, ReasonMismatch, err.Error())
 	case errors.Is(err, store.ErrFenced):
 		return New(codes.Aborted, ReasonLinkSuperseded, "link superseded by a newer link for this site; reconnect")
 	case errors.Is(err, store.ErrNotRetryable):

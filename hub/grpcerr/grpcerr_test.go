@@ -35,6 +35,8 @@ func TestFromStore(t *testing.T) {
 			codes.NotFound, grpcerr.ReasonNotFound, "device 0c1d5b6e-0000-4000-8000-000000000001: not found", ""},
 		{"wrong site", fmt.Errorf("command x is for site %q: %w", "site-b", store.ErrWrongSite),
 			codes.PermissionDenied, grpcerr.ReasonWrongSite, `for site "site-b"`, ""},
+		{"mismatched ids", fmt.Errorf("command x is for device a, not b: %w", store.ErrMismatch),
+			codes.InvalidArgument, grpcerr.ReasonMismatch, "not b", ""},
 		{"fenced", fmt.Errorf("touch site %q epoch 3: %w", "site-a", store.ErrFenced),
 			codes.Aborted, grpcerr.ReasonLinkSuperseded, "reconnect", ""},
 		{"canceled", fmt.Errorf("list devices: %w", context.Canceled), codes.Canceled, "", "", ""},

@@ -38,6 +38,7 @@ func TestToBatchRefusesBadInput(t *testing.T) {
 		msg    string
 	}{
 		{"sequence zero", func(b *ironlinkv1.ConditionBatch) { b.Sequence = 0 }, codes.InvalidArgument, "sequence"},
+		{"sequence beyond int64", func(b *ironlinkv1.ConditionBatch) { b.Sequence = 1<<63 + 1 }, codes.InvalidArgument, "sequence"},
 		{"device id not a UUID", func(b *ironlinkv1.ConditionBatch) { b.Devices[0].DeviceId = "node-001" }, codes.InvalidArgument, "not a UUID"},
 		{"device twice", func(b *ironlinkv1.ConditionBatch) { b.Devices = append(b.Devices, goodDevice(strings.ToUpper(devA))) }, codes.InvalidArgument, "twice"},
 		{"no observed time", func(b *ironlinkv1.ConditionBatch) { b.Devices[0].ObservedTime = nil }, codes.InvalidArgument, "observed_time"},

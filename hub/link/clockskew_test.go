@@ -15,6 +15,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/test/grpctest"
 )
 
 // logBuffer is a goroutine-safe log sink.
@@ -36,7 +37,7 @@ func (l *logBuffer) String() string {
 }
 
 // startLoggedReplica is startReplica with the server's Info log kept in logs.
-func startLoggedReplica(t *testing.T, st *store.Store, logs *logBuffer) ironlinkv1.LinkServiceClient {
+func startLoggedReplica(t *testing.T, st *store.Store, logs *logBuffer) *grpctest.Hub {
 	t.Helper()
 	return serveReplica(t, st, "r1", slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 }

@@ -4,17 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
@@ -22,10 +18,11 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/test/grpctest"
 )
 
 // newStore migrates a fresh database and opens a store on it.
-func newStore(t *testing.T) (*store.Store, string) {
+func newStore(t testing.TB) (*store.Store, string) {
 	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
@@ -40,39 +37,28 @@ func newStore(t *testing.T) (*store.Store, string) {
 	return st, url
 }
 
-// startReplica serves a link server (one hub replica, no authentication)
-// over st on an in-memory listener and returns a client of it.
-func startReplica(t *testing.T, st *store.Store, replica string) ironlinkv1.LinkServiceClient {
+// startReplica serves a hub replica over st as hub/app builds it
+// (test/grpctest: production interceptors, authentication on, every link
+// stream checked by linktest.Checker).
+func startReplica(t *testing.T, st *store.Store, replica string) *grpctest.Hub {
 	t.Helper()
 	return serveReplica(t, st, replica, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 // serveReplica is startReplica logging to log.
-func serveReplica(t *testing.T, st *store.Store, replica string, log *slog.Logger) ironlinkv1.LinkServiceClient {
+func serveReplica(t *testing.T, st *store.Store, replica string, log *slog.Logger) *grpctest.Hub {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	ironlinkv1.RegisterLinkServiceServer(gs, link.NewServer(st, link.Config{
-		Replica: replica, HeartbeatInterval: time.Hour, CommandSweep: time.Hour,
-	}, log))
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	cc, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	return ironlinkv1.NewLinkServiceClient(cc)
+	return grpctest.Start(t, st, grpctest.Options{Replica: replica, Log: log,
+		Link: link.Config{HeartbeatInterval: time.Hour, CommandSweep: time.Hour}})
 }
 
-// connect opens a link for site and reads the hub's Welcome and DesiredStates.
-func connect(t *testing.T, c ironlinkv1.LinkServiceClient, site string) ironlinkv1.LinkService_ConnectClient {
+// connect opens a link for site, authenticated as the site's satellite,
+// and reads the hub's Welcome and DesiredStates.
+func connect(t *testing.T, h *grpctest.Hub, site string) ironlinkv1.LinkService_ConnectClient {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	s, err := c.Connect(ctx)
+	s, err := ironlinkv1.NewLinkServiceClient(h.Satellite(t, site)).Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

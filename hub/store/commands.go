@@ -175,17 +175,22 @@ type CommandResult struct {
 
 // RecordResult stores a site's result for a command. A result for a
 // generation that is no longer the device's desired generation, or for a
-// command already finished, is ignored (ignored=true). A result for a device
-// of another site is ErrWrongSite; an unknown command is ErrNotFound.
+// command already finished, is ignored (ignored=true). The result changes
+// only the command and the command's own device.
+//
+// Errors (nothing is written): ErrNotFound for an unknown command;
+// ErrWrongSite when the command, or the device the result names, belongs to
+// another site; ErrMismatch when the result names a device of this site
+// (or an unknown one) that is not the command's.
 func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) (ignored bool, err error) {
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		var cmdSite, state string
+		var cmdSite, state, cmdDevice string
 		var gen, desiredGen int64
 		// Lock order everywhere: device row, then command rows (as
 		// SetDesiredImpairment does), so the two cannot deadlock.
 		err := tx.QueryRow(ctx, `
-			SELECT d.desired_generation FROM devices d
-			WHERE d.id = (SELECT device_id FROM commands WHERE id = $1) FOR UPDATE`, r.CommandID).Scan(&desiredGen)
+			SELECT d.desired_generation, d.id::text FROM devices d
+			WHERE d.id = (SELECT device_id FROM commands WHERE id = $1) FOR UPDATE`, r.CommandID).Scan(&desiredGen, &cmdDevice)
 		if err == nil {
 			err = tx.QueryRow(ctx, `SELECT site, state, generation FROM commands WHERE id = $1 FOR UPDATE`,
 				r.CommandID).Scan(&cmdSite, &state, &gen)
@@ -199,6 +204,17 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 		if cmdSite != site {
 			return fmt.Errorf("command %s is for site %q: %w", r.CommandID, cmdSite, ErrWrongSite)
 		}
+		if r.DeviceID != cmdDevice {
+			var devSite string
+			err := tx.QueryRow(ctx, `SELECT site FROM devices WHERE id = $1`, r.DeviceID).Scan(&devSite)
+			switch {
+			case err == nil && devSite != site:
+				return fmt.Errorf("device %s is registered to site %q: %w", r.DeviceID, devSite, ErrWrongSite)
+			case err != nil && !errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("load device %s: %w", r.DeviceID, err)
+			}
+			return fmt.Errorf("command %s is for device %s, not %s: %w", r.CommandID, cmdDevice, r.DeviceID, ErrMismatch)
+		}
 		if gen != r.Generation || gen != desiredGen || state == string(CommandSucceeded) || state == string(CommandSuperseded) {
 			ignored = true
 			return nil
@@ -208,7 +224,7 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 				failure_class = '', failure_reason = '', updated_at = now(), completed_at = now() WHERE id = $1`, r.CommandID, r.Detail)
 			if err == nil {
 				_, err = tx.Exec(ctx, `UPDATE devices SET applied_generation = GREATEST(applied_generation, $2),
-					last_command_error = '', last_command_failure_class = '', last_command_failure_reason = '' WHERE id = $1`, r.DeviceID, gen)
+					last_command_error = '', last_command_failure_class = '', last_command_failure_reason = '' WHERE id = $1`, cmdDevice, gen)
 			}
 		} else {
 			class := r.FailureClass
@@ -219,7 +235,7 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 				failure_class = $4, failure_reason = $5, updated_at = now() WHERE id = $1`, r.CommandID, r.Error, r.Detail, string(class), r.FailureReason)
 			if err == nil {
 				_, err = tx.Exec(ctx, `UPDATE devices SET last_command_error = $2, last_command_failure_class = $3,
-					last_command_failure_reason = $4 WHERE id = $1`, r.DeviceID, r.Error, string(class), r.FailureReason)
+					last_command_failure_reason = $4 WHERE id = $1`, cmdDevice, r.Error, string(class), r.FailureReason)
 			}
 		}
 		if err != nil {

@@ -35,12 +35,19 @@ func (s *Store) DesiredStates(ctx context.Context, site string) ([]DesiredState,
 }
 
 // RecordDriftCorrection appends a resync correction for a device of site and
-// counts it on the device. Errors: ErrNotFound (unknown device),
-// ErrWrongSite (device of another site; nothing is written).
-func (s *Store) RecordDriftCorrection(ctx context.Context, site, deviceID string, generation int64, detail string, at time.Time) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error {
-		var devSite string
-		err := tx.QueryRow(ctx, `SELECT site FROM devices WHERE id = $1 FOR UPDATE`, deviceID).Scan(&devSite)
+// counts it on the device. A correction that does not re-apply the device's
+// current desired state (generation not its desired generation, or no
+// desired state at all) is ignored (ignored=true, nothing written): it was
+// made from a stale view, or names a generation the hub never issued.
+// Errors (nothing is written): ErrNotFound (unknown device), ErrWrongSite
+// (device of another site).
+func (s *Store) RecordDriftCorrection(ctx context.Context, site, deviceID string, generation int64, detail string, at time.Time) (ignored bool, err error) {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		ignored = false
+		var devSite, desired string
+		var desiredGen int64
+		err := tx.QueryRow(ctx, `SELECT site, desired_impairment, desired_generation FROM devices WHERE id = $1 FOR UPDATE`, deviceID).
+			Scan(&devSite, &desired, &desiredGen)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("device %s: %w", deviceID, ErrNotFound)
 		}
@@ -49,6 +56,10 @@ func (s *Store) RecordDriftCorrection(ctx context.Context, site, deviceID string
 		}
 		if devSite != site {
 			return fmt.Errorf("device %s is registered to site %q: %w", deviceID, devSite, ErrWrongSite)
+		}
+		if desired == string(ImpairmentNone) || generation != desiredGen {
+			ignored = true
+			return nil
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO drift_corrections (device_id, generation, detail, corrected_at) VALUES ($1, $2, $3, $4)`,
 			deviceID, generation, detail, at); err != nil {
@@ -61,4 +72,23 @@ func (s *Store) RecordDriftCorrection(ctx context.Context, site, deviceID string
 		}
 		return nil
 	})
+	return ignored, err
+}
+
+// ForeignDevice returns the first of ids (device UUIDs) registered to
+// another site than site, with that site, or ok=false when none is (unknown
+// ids are not foreign). Errors are database errors.
+func (s *Store) ForeignDevice(ctx context.Context, site string, ids []string) (id, otherSite string, ok bool, err error) {
+	if len(ids) == 0 {
+		return "", "", false, nil
+	}
+	err = s.pool.QueryRow(ctx, `SELECT id::text, site FROM devices WHERE id = ANY($1::uuid[]) AND site <> $2 ORDER BY id LIMIT 1`,
+		ids, site).Scan(&id, &otherSite)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", false, nil
+	}
+	if err != nil {
+		return "", "", false, fmt.Errorf("check device sites: %w", err)
+	}
+	return id, otherSite, true, nil
 }

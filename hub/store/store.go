@@ -23,8 +23,12 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrFenced: a newer link for the site exists; this link's writes are refused.
 	ErrFenced = errors.New("link superseded by a newer link for the site")
-	// ErrWrongSite: a device in the batch is already known under another site.
+	// ErrWrongSite: a device or command a link message names belongs to
+	// another site than the link's.
 	ErrWrongSite = errors.New("device belongs to another site")
+	// ErrMismatch: a message names ids that do not belong together (a
+	// command result naming another device than the command's).
+	ErrMismatch = errors.New("ids do not match")
 )
 
 // NotifyChannel is the PostgreSQL LISTEN/NOTIFY channel on which the hub

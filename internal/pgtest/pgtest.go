@@ -9,9 +9,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-
+	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -103,4 +104,76 @@ func Count(tb testing.TB, dbURL, sql string, args ...any) int {
 		tb.Fatalf("pgtest: %s: %v", sql, err)
 	}
 	return n
+}
+
+// QueryString returns the result of a single-text query ("" for NULL).
+func QueryString(tb testing.TB, dbURL, sql string, args ...any) string {
+	tb.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		tb.Fatalf("pgtest: connect: %v", err)
+	}
+	defer c.Close(ctx)
+	var s *string
+	if err := c.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
+		tb.Fatalf("pgtest: %s: %v", sql, err)
+	}
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// Checksums returns an MD5 checksum of the rows of every table in the
+// public schema (rows as text, sorted), keyed by table name, except the
+// tables named in skip. Two calls around an action show which tables it
+// changed (see ChangedTables).
+func Checksums(tb testing.TB, dbURL string, skip ...string) map[string]string {
+	tb.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		tb.Fatalf("pgtest: connect: %v", err)
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename`)
+	if err != nil {
+		tb.Fatalf("pgtest: list tables: %v", err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		tb.Fatalf("pgtest: list tables: %v", err)
+	}
+	out := map[string]string{}
+	for _, t := range tables {
+		if slices.Contains(skip, t) {
+			continue
+		}
+		var sum string
+		q := fmt.Sprintf(`SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM %s t`, pgx.Identifier{t}.Sanitize())
+		if err := c.QueryRow(ctx, q).Scan(&sum); err != nil {
+			tb.Fatalf("pgtest: checksum %s: %v", t, err)
+		}
+		out[t] = sum
+	}
+	return out
+}
+
+// ChangedTables returns the tables whose checksums differ between before
+// and after (see Checksums), sorted.
+func ChangedTables(before, after map[string]string) []string {
+	var out []string
+	for t, sum := range after {
+		if before[t] != sum {
+			out = append(out, t)
+		}
+	}
+	for t := range before {
+		if _, ok := after[t]; !ok {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

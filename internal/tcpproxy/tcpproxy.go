@@ -3,7 +3,8 @@
 // backends that accept them (skipping dead ones), and can cut every open
 // connection (RST/FIN, as a network failure or a load balancer restart would)
 // or freeze them (stop forwarding without closing, as a black-holed route
-// would) on command.
+// would) on command, and can close connections that carry no byte for an
+// idle timeout, as cloud load balancers do.
 package tcpproxy
 
 import (
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,9 +30,14 @@ type Proxy struct {
 	closed  bool
 	dialTO  time.Duration
 	accepts int
+	idle    time.Duration // 0: never close idle connections
+	idleCut int
 }
 
-type pair struct{ client, backend net.Conn }
+type pair struct {
+	client, backend net.Conn
+	last            atomic.Int64 // unix nanoseconds of the last byte either way
+}
 
 // New listens on addr (e.g. "127.0.0.1:0") and forwards to backends
 // (host:port). It serves until Close.
@@ -88,6 +95,23 @@ func (p *Proxy) Thaw() {
 	p.mu.Lock()
 	p.frozen = false
 	p.mu.Unlock()
+}
+
+// SetIdleTimeout makes the proxy close (both sides of) every connection,
+// open or new, that forwards no byte in either direction for d, as a load
+// balancer's idle timeout does (AWS ALB and many others: 60 s by default);
+// d = 0 turns it off. The check runs every d/10 (at least every 10 ms).
+func (p *Proxy) SetIdleTimeout(d time.Duration) {
+	p.mu.Lock()
+	p.idle = d
+	p.mu.Unlock()
+}
+
+// IdleCuts returns how many connections the idle timeout closed so far.
+func (p *Proxy) IdleCuts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.idleCut
 }
 
 // Refuse makes the proxy close new connections at once (a down load
@@ -148,14 +172,18 @@ func (p *Proxy) handle(client net.Conn) {
 		return
 	}
 	pr := &pair{client: client, backend: backend}
+	pr.last.Store(time.Now().UnixNano())
 	p.mu.Lock()
 	p.conns[pr] = struct{}{}
 	p.accepts++
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)
-	go func() { p.pipe(backend, client); done <- struct{}{} }()
-	go func() { p.pipe(client, backend); done <- struct{}{} }()
+	go func() { p.pipe(pr, backend, client); done <- struct{}{} }()
+	go func() { p.pipe(pr, client, backend); done <- struct{}{} }()
+	stop := make(chan struct{})
+	go p.watchIdle(pr, stop)
 	<-done
+	close(stop)
 	client.Close()
 	backend.Close()
 	<-done
@@ -164,8 +192,36 @@ func (p *Proxy) handle(client net.Conn) {
 	p.mu.Unlock()
 }
 
-// pipe copies src → dst, holding bytes while the proxy is frozen.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// watchIdle closes pr once it has been idle for the idle timeout, until stop.
+func (p *Proxy) watchIdle(pr *pair, stop <-chan struct{}) {
+	for {
+		p.mu.Lock()
+		idle := p.idle
+		p.mu.Unlock()
+		every := max(idle/10, 10*time.Millisecond)
+		if idle <= 0 {
+			every = 100 * time.Millisecond
+		}
+		select {
+		case <-stop:
+			return
+		case <-time.After(every):
+		}
+		if idle > 0 && time.Since(time.Unix(0, pr.last.Load())) >= idle {
+			p.mu.Lock()
+			p.idleCut++
+			p.mu.Unlock()
+			p.log.Debug("tcpproxy: idle timeout", "idle", idle)
+			pr.client.Close()
+			pr.backend.Close()
+			return
+		}
+	}
+}
+
+// pipe copies src → dst, holding bytes while the proxy is frozen, and
+// records activity on pr.
+func (p *Proxy) pipe(pr *pair, dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -182,6 +238,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
+			pr.last.Store(time.Now().UnixNano())
 		}
 		if err != nil {
 			return

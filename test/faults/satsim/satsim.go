@@ -57,6 +57,16 @@ type Config struct {
 	Logf func(format string, args ...any)
 	// MaxBackoff bounds the reconnect delay (default 500 ms, full jitter from 20 ms).
 	MaxBackoff time.Duration
+	// ClockOffset is added to the satellite's clock for every time it
+	// sends (observed, transition and heartbeat times): a satellite whose
+	// clock runs ahead (> 0) or behind (< 0).
+	ClockOffset time.Duration
+	// HeartbeatInterval is how often the satellite sends a heartbeat
+	// (default 1 s).
+	HeartbeatInterval time.Duration
+	// DialOptions replace the default plaintext dial options (for an
+	// in-memory hub with credentials, see test/grpctest).
+	DialOptions []grpc.DialOption
 }
 
 // Change is one condition change the satellite sent.
@@ -111,6 +121,9 @@ func New(cfg Config) *Sat {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 500 * time.Millisecond
 	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = time.Second
+	}
 	var b [8]byte
 	_, _ = crand.Read(b[:])
 	s := &Sat{cfg: cfg, bootID: hex.EncodeToString(b[:]), next: 1, wake: make(chan struct{}, 1),
@@ -141,7 +154,7 @@ func key(dev, typ string) string { return dev + "/" + typ }
 // clock returns a strictly increasing UTC time with microsecond precision
 // (PostgreSQL's). Callers hold s.mu.
 func (s *Sat) clock() time.Time {
-	t := time.Now().UTC().Truncate(time.Microsecond)
+	t := time.Now().Add(s.cfg.ClockOffset).UTC().Truncate(time.Microsecond)
 	if !t.After(s.lastClock) {
 		t = s.lastClock.Add(time.Microsecond)
 	}
@@ -279,7 +292,11 @@ func (s *Sat) violation(format string, args ...any) {
 
 // Run keeps a link open until ctx ends, reconnecting with full-jitter backoff.
 func (s *Sat) Run(ctx context.Context) {
-	cc, err := grpc.NewClient(s.cfg.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts := s.cfg.DialOptions
+	if opts == nil {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	cc, err := grpc.NewClient(s.cfg.Addr, opts...)
 	if err != nil {
 		s.mu.Lock()
 		s.violation("dial: %v", err)
@@ -424,7 +441,7 @@ func (s *Sat) session(ctx context.Context, api ironlinkv1.LinkServiceClient) err
 			}
 		}
 	}
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(s.cfg.HeartbeatInterval)
 	defer tick.Stop()
 	for {
 		if err := fill(); err != nil {
@@ -442,7 +459,7 @@ func (s *Sat) session(ctx context.Context, api ironlinkv1.LinkServiceClient) err
 		case <-s.wake:
 		case <-tick.C:
 			if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Heartbeat{
-				Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.Now()}}}); err != nil {
+				Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.New(time.Now().Add(s.cfg.ClockOffset))}}}); err != nil {
 				return err
 			}
 		case r := <-s.resultsCh:

@@ -1,0 +1,48 @@
+package app
+
+import (
+	"log/slog"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/authn"
+	"github.com/ironlink/ironlink/hub/fleet"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/auth"
+)
+
+// AuthOptions returns the server options that authenticate and authorize
+// every call but health and reflection with v (hub/authn), for
+// NewGRPCServer: they run after its logging and panic-recovery interceptors.
+// Run and the test harness (test/grpctest) both use it.
+func AuthOptions(v *auth.Verifier, log *slog.Logger) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(authn.UnaryInterceptor(v, log)),
+		grpc.ChainStreamInterceptor(authn.StreamInterceptor(v, log)),
+	}
+}
+
+// NewFleetServer returns the operator API over st, naming the authenticated
+// client (or "anonymous" without authentication) as the actor of every change.
+func NewFleetServer(st *store.Store, log *slog.Logger) *fleet.Server {
+	return fleet.NewServer(st, actorFromContext, log)
+}
+
+// RegisterServices registers the hub's services on srv: the link and fleet
+// services, health (every service SERVING) and server reflection. It returns
+// the health server, for Shutdown when the hub drains.
+func RegisterServices(srv *grpc.Server, linkSrv ironlinkv1.LinkServiceServer, fleetSrv ironlinkv1.FleetServiceServer) *health.Server {
+	ironlinkv1.RegisterLinkServiceServer(srv, linkSrv)
+	ironlinkv1.RegisterFleetServiceServer(srv, fleetSrv)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+	for _, svc := range []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName} {
+		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+	}
+	return hs
+}

@@ -1,0 +1,391 @@
+package link
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/auth"
+)
+
+// Bounds on the work a link may have waiting for the database. When either
+// queue is full the loop stops reading the stream (backpressure: gRPC flow
+// control then holds the satellite) until a task finishes; it never grows
+// a queue without bound and never waits on the database itself.
+const (
+	// MaxPendingCommits bounds the batches and site-condition sets
+	// waiting for a link's committer.
+	MaxPendingCommits = 4
+	// MaxPendingWrites bounds the results, drift corrections, heartbeats
+	// and command reads waiting for a link's writer (one more runs, and the
+	// stream's reader holds one message).
+	MaxPendingWrites = 16
+)
+
+// linkLoop holds the per-link state used by the owning goroutine.
+type linkLoop struct {
+	s      *Server
+	stream ironlinkv1.LinkService_ConnectServer
+	site   string
+	epoch  int64
+	id     *auth.Identity
+	log    *slog.Logger
+	// skewWarned is set once the link has logged that the satellite's
+	// clock runs ahead; clockWarned once its heartbeats showed a clock off.
+	skewWarned, clockWarned bool
+	// lastSequence is the sequence of the last batch received on this
+	// link (0 before the first): sequences must increase within a link, so
+	// acks do too.
+	lastSequence uint64
+	// commits runs the writes under the link's fencing epoch that lock the
+	// site row, in stream order: condition batches and site conditions.
+	commits *queue
+	// writes runs everything else that touches the database, in order:
+	// command results, drift corrections, heartbeats (store.Touch), the
+	// reads that decide which commands and desired states to send, and
+	// marking commands sent. One FIFO, so a result received before a
+	// delivery decision is recorded before that decision reads the commands.
+	writes *queue
+}
+
+// run is the link's loop: the only goroutine that sends on the stream. A
+// reader goroutine feeds it the satellite's messages; two workers (commits,
+// writes) do the database work and hand back what to send. It returns the
+// status that ends the link.
+func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
+	// The unbuffered channel is the backpressure: the reader waits until
+	// the loop takes the message, which it does only while both queues
+	// have room.
+	msgs := make(chan *ironlinkv1.ConnectRequest)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := l.stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	l.commits = newQueue(ctx, MaxPendingCommits)
+	l.writes = newQueue(ctx, MaxPendingWrites)
+	l.writes.push(l.deliverTask(true)) // SENT commands go out again on a new link
+
+	hb := time.NewTicker(l.s.cfg.HeartbeatInterval)
+	defer hb.Stop()
+	sweep := time.NewTicker(l.s.cfg.CommandSweep)
+	defer sweep.Stop()
+	for {
+		var err error
+		in := msgs
+		if l.commits.full() || l.writes.full() {
+			in = nil
+		}
+		commitIn, nextCommit := l.commits.next()
+		writeIn, nextWrite := l.writes.next()
+		select {
+		case commitIn <- nextCommit:
+			l.commits.pop()
+		case writeIn <- nextWrite:
+			l.writes.pop()
+		case o := <-l.commits.done:
+			err = l.finish(l.commits, o)
+		case o := <-l.writes.done:
+			err = l.finish(l.writes, o)
+		case <-ctx.Done():
+			return l.ended(ctx)
+		case err = <-recvErr:
+			if errors.Is(err, io.EOF) {
+				l.log.Info("link closed by satellite")
+				return l.finishQueued(ctx)
+			}
+			l.log.Info("link ended", "err", err)
+			return err
+		case m := <-in:
+			err = l.receive(m)
+		case <-wake:
+			l.writes.pushOnce(l.deliverTask(false))
+		case <-sweep.C:
+			l.writes.pushOnce(l.deliverTask(false))
+		case <-hb.C:
+			err = l.stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Heartbeat{
+				Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.Now()}}})
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// drainTimeout bounds how long a link closed by its satellite waits for the
+// work it queued before returning.
+const drainTimeout = 5 * time.Second
+
+// finishQueued runs the work queued before the satellite closed its side
+// (results, corrections, batches it may still want acked) to the end, at
+// most drainTimeout, so a satellite that reports and then closes loses
+// nothing. It returns nil, or the first error a task ended with.
+func (l *linkLoop) finishQueued(ctx context.Context) error {
+	deadline := time.NewTimer(drainTimeout)
+	defer deadline.Stop()
+	for !l.commits.idle() || !l.writes.idle() {
+		commitIn, nextCommit := l.commits.next()
+		writeIn, nextWrite := l.writes.next()
+		var err error
+		select {
+		case commitIn <- nextCommit:
+			l.commits.pop()
+		case writeIn <- nextWrite:
+			l.writes.pop()
+		case o := <-l.commits.done:
+			err = l.finish(l.commits, o)
+		case o := <-l.writes.done:
+			err = l.finish(l.writes, o)
+		case <-ctx.Done():
+			return l.ended(ctx)
+		case <-deadline.C:
+			l.log.Warn("link closed with work still queued", "commits", len(l.commits.pending), "writes", len(l.writes.pending))
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ended returns the status for a link whose context ended.
+func (l *linkLoop) ended(ctx context.Context) error {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errSuperseded):
+		l.log.Info("link superseded by a newer link")
+		return status.Error(codes.Aborted, "link superseded by a newer link for this site; reconnect")
+	case errors.Is(cause, errDraining):
+		l.log.Info("link drained")
+		return status.Error(codes.Unavailable, "hub replica draining; reconnect")
+	case errors.Is(cause, errRevoked):
+		return status.Error(codes.Unauthenticated, "client removed from the hub's roster")
+	}
+	return status.FromContextError(ctx.Err()).Err()
+}
+
+// receive validates one satellite message and queues its database work.
+// Validation errors (and scope or protocol errors) end the link before
+// anything is queued, so a refused message changes nothing.
+func (l *linkLoop) receive(m *ironlinkv1.ConnectRequest) error {
+	switch msg := m.GetMsg().(type) {
+	case *ironlinkv1.ConnectRequest_Batch:
+		b, err := ToBatch(msg.Batch)
+		if err != nil {
+			l.log.Warn("batch refused", "err", err)
+			return err
+		}
+		if b.Sequence <= l.lastSequence {
+			err := grpcerr.InvalidArgument("batch.sequence", grpcerr.ReasonOutOfRange,
+				fmt.Sprintf("batch %d: sequences must increase within a link (previous batch %d)", b.Sequence, l.lastSequence))
+			l.log.Warn("batch refused", "err", err)
+			return err
+		}
+		l.lastSequence = b.Sequence
+		l.noteSkew(ClampBatch(&b, time.Now()))
+		l.commits.push(l.commitTask(b))
+	case *ironlinkv1.ConnectRequest_SiteConditions:
+		conds, err := ToSiteConditions(msg.SiteConditions)
+		if err != nil {
+			l.log.Warn("site conditions refused", "err", err)
+			return err
+		}
+		l.noteSkew(ClampConditions(conds, time.Now()))
+		l.commits.push(l.siteConditionsTask(conds))
+	case *ironlinkv1.ConnectRequest_CommandResult:
+		if err := l.needScope(auth.ScopeDeviceUpdate, "report command results"); err != nil {
+			return err
+		}
+		r, err := ToResult(msg.CommandResult)
+		if err != nil {
+			return err
+		}
+		l.writes.push(l.resultTask(r))
+	case *ironlinkv1.ConnectRequest_DriftCorrection:
+		if err := l.needScope(auth.ScopeDeviceUpdate, "report corrections"); err != nil {
+			return err
+		}
+		c, sk, err := ToCorrection(msg.DriftCorrection, time.Now())
+		if err != nil {
+			return err
+		}
+		l.noteSkew(sk)
+		l.writes.push(l.correctionTask(c))
+	case *ironlinkv1.ConnectRequest_Heartbeat:
+		l.noteClock(msg.Heartbeat.GetSentTime(), time.Now())
+		l.writes.pushOnce(l.touchTask())
+	case *ironlinkv1.ConnectRequest_DesiredStatesRequest:
+		l.writes.push(l.desiredStatesTask())
+	case *ironlinkv1.ConnectRequest_Hello:
+		return grpcerr.InvalidArgument("hello", grpcerr.ReasonInvalidValue, "hello may only be the first message of a link")
+	default:
+		return grpcerr.InvalidArgument("msg", grpcerr.ReasonRequired, "empty or unknown message")
+	}
+	return nil
+}
+
+// needScope refuses with PermissionDenied when the link's client lacks scope.
+func (l *linkLoop) needScope(scope, what string) error {
+	if l.id != nil && !l.id.HasScope(scope) {
+		return grpcerr.PermissionDenied(grpcerr.ReasonMissingScope, fmt.Sprintf("client %s lacks scope %s needed to %s", l.id.ClientID, scope, what))
+	}
+	return nil
+}
+
+// finish sends what a finished task produced, in order, then puts its
+// follow-up first on the same queue (past the bound: a follow-up is never
+// dropped, and runs before any task queued meanwhile) or returns its error,
+// which ends the link.
+func (l *linkLoop) finish(q *queue, o outcome) error {
+	q.busy = false
+	if o.err != nil {
+		return o.err
+	}
+	for _, m := range o.send {
+		if err := l.stream.Send(m); err != nil {
+			return err
+		}
+	}
+	if o.then != nil {
+		q.pending = append([]task{*o.then}, q.pending...)
+	}
+	return nil
+}
+
+// noteSkew logs, once per link, that the satellite sent times in the
+// future (sk from ClampBatch or ClampConditions); nothing when sk is zero.
+func (l *linkLoop) noteSkew(sk Skew) {
+	if sk.Ahead <= 0 || l.skewWarned {
+		return
+	}
+	l.skewWarned = true
+	ahead := sk.Ahead.Round(time.Second).String()
+	if sk.Ahead == math.MaxInt64 {
+		ahead = "over 290 years" // time.Duration saturated
+	}
+	l.log.Warn(fmt.Sprintf("satellite clock ahead by %s: its times more than %s in the future are replaced by the hub's receive time (warned once per link)",
+		ahead, store.MaxClockSkew), "satellite_time", sk.Latest, "hub_time", sk.Now)
+}
+
+// noteClock logs, once per link, that a satellite heartbeat's sent_time
+// lies more than store.MaxClockSkew from the hub's receive time now, ahead
+// or behind: an operator should fix that clock. (Times ahead are clamped;
+// times behind are stored as sent, and make the site's newer reports look
+// older than what a correct clock stored before.) Nothing for a missing or
+// invalid sent_time.
+func (l *linkLoop) noteClock(sent *timestamppb.Timestamp, now time.Time) {
+	if l.clockWarned || !sent.IsValid() {
+		return
+	}
+	off := sent.AsTime().Sub(now)
+	if off >= -store.MaxClockSkew && off <= store.MaxClockSkew {
+		return
+	}
+	l.clockWarned = true
+	dir := "ahead"
+	if off < 0 {
+		dir, off = "behind", -off
+	}
+	l.log.Warn(fmt.Sprintf("satellite clock %s by about %s (heartbeat sent_time against the hub's receive time; warned once per link)",
+		dir, off.Round(time.Second)), "satellite_time", sent.AsTime(), "hub_time", now)
+}
+
+// A task is one piece of a link's database work, run by a queue's worker
+// off the loop. kind names it for coalescing (see queue.pushOnce).
+type task struct {
+	kind string
+	run  func(ctx context.Context) outcome
+}
+
+// outcome is what a finished task hands back to the loop: messages to send
+// in order, then an optional follow-up task, or an error ending the link.
+type outcome struct {
+	send []*ironlinkv1.ConnectResponse
+	then *task
+	err  error
+}
+
+// queue runs tasks one at a time, in order, on its own worker goroutine.
+// Tasks wait in pending (owned by the loop) until the worker takes the
+// next one; full says the loop should stop taking new work.
+type queue struct {
+	max     int
+	pending []task
+	busy    bool // the worker runs a task whose outcome the loop has not taken
+	in      chan task
+	done    chan outcome
+}
+
+// newQueue starts a worker that runs until ctx ends.
+func newQueue(ctx context.Context, max int) *queue {
+	q := &queue{max: max, in: make(chan task), done: make(chan outcome)}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case t := <-q.in:
+				o := t.run(ctx)
+				select {
+				case q.done <- o:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return q
+}
+
+// full reports whether max tasks are waiting.
+func (q *queue) full() bool { return len(q.pending) >= q.max }
+
+// push appends t.
+func (q *queue) push(t task) { q.pending = append(q.pending, t) }
+
+// pushOnce appends t unless a task of the same kind is still waiting (not
+// yet taken by the worker): that one will do the same work later anyway.
+func (q *queue) pushOnce(t task) {
+	for _, p := range q.pending {
+		if p.kind == t.kind {
+			return
+		}
+	}
+	q.push(t)
+}
+
+// next returns the worker's channel and the first waiting task, or a nil
+// channel (never ready in a select) when none waits.
+func (q *queue) next() (chan<- task, task) {
+	if len(q.pending) == 0 {
+		return nil, task{}
+	}
+	return q.in, q.pending[0]
+}
+
+// pop drops the first waiting task, which the worker took.
+func (q *queue) pop() { q.pending, q.busy = q.pending[1:], true }
+
+// idle reports whether no task waits or runs.
+func (q *queue) idle() bool { return len(q.pending) == 0 && !q.busy }

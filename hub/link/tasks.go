@@ -1,0 +1,192 @@
+package link
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/condition"
+)
+
+// The tasks a link's queues run (see linkLoop.commits and linkLoop.writes).
+// Each runs on a queue's worker, never on the loop; it may log, and it
+// returns what the loop must send or the status ending the link.
+
+// refused turns the store error of a task about what into the status that
+// ends the link (hub/grpcerr.FromStore: PermissionDenied for another site's
+// ids, Aborted when a newer link fenced this one, Unavailable when the
+// database fails, ...) and logs it: Error for a database failure, Info for
+// fencing, Warn for what the satellite sent. attrs are added to the log line.
+func (l *linkLoop) refused(what string, err error, attrs ...any) outcome {
+	st := grpcerr.FromStore(err)
+	attrs = append(attrs, "err", err)
+	switch status.Code(st) {
+	case codes.Unavailable:
+		l.log.Error(what+": database failed", attrs...)
+	case codes.Aborted:
+		l.log.Info("link fenced by a newer link", attrs...)
+	case codes.Canceled, codes.DeadlineExceeded:
+	default:
+		l.log.Warn(what+" refused", attrs...)
+	}
+	return outcome{err: st}
+}
+
+// commitTask commits b under the link's epoch and answers with its ack.
+func (l *linkLoop) commitTask(b store.Batch) task {
+	return task{kind: "batch", run: func(ctx context.Context) outcome {
+		start := time.Now()
+		res, err := l.s.store.ApplyBatch(ctx, l.site, l.epoch, b)
+		if err != nil {
+			return l.refused("batch", err, "sequence", b.Sequence)
+		}
+		l.log.Debug("batch committed", "sequence", b.Sequence, "devices", len(b.Devices), "snapshot", b.SnapshotID != "",
+			"duplicate", res.Duplicate, "rows", res.RowsWritten, "took", time.Since(start))
+		return outcome{send: []*ironlinkv1.ConnectResponse{{Msg: &ironlinkv1.ConnectResponse_Ack{Ack: &ironlinkv1.BatchAck{
+			Sequence: b.Sequence, Duplicate: res.Duplicate}}}}}
+	}}
+}
+
+// siteConditionsTask replaces the site's stored site conditions with conds,
+// under the link's epoch (a superseded link gets ErrFenced and writes
+// nothing).
+func (l *linkLoop) siteConditionsTask(conds []condition.Condition) task {
+	return task{kind: "site conditions", run: func(ctx context.Context) outcome {
+		res, err := l.s.store.ReplaceSiteConditions(ctx, l.site, l.epoch, conds)
+		switch {
+		case err != nil:
+			return l.refused("site conditions", err)
+		case !res.Applied:
+			l.log.Info("site conditions older than the stored ones ignored")
+			return outcome{}
+		}
+		attrs := make([]any, 0, 2*len(conds))
+		for _, c := range conds {
+			attrs = append(attrs, string(c.Type), string(c.Status)+"/"+c.Reason)
+		}
+		// A set that only refreshes observed times (the satellite resends its
+		// set on every link and on each poll's signal) is not news.
+		if res.Changed {
+			l.log.Info("site conditions changed", attrs...)
+		} else {
+			l.log.Debug("site conditions unchanged", attrs...)
+		}
+		return outcome{}
+	}}
+}
+
+// resultTask records a command result.
+func (l *linkLoop) resultTask(r store.CommandResult) task {
+	return task{kind: "result", run: func(ctx context.Context) outcome {
+		ignored, err := l.s.store.RecordResult(ctx, l.site, r)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			l.log.Warn("result for unknown command ignored", "command_id", r.CommandID)
+			return outcome{}
+		case err != nil:
+			return l.refused("command result", err, "command_id", r.CommandID)
+		}
+		l.log.Info("command result", "command_id", r.CommandID, "device_id", r.DeviceID, "generation", r.Generation,
+			"success", r.Success, "ignored", ignored, "error", r.Error,
+			"failure_class", r.FailureClass, "failure_reason", r.FailureReason)
+		return outcome{}
+	}}
+}
+
+// correctionTask records a drift correction.
+func (l *linkLoop) correctionTask(c Correction) task {
+	return task{kind: "correction", run: func(ctx context.Context) outcome {
+		ignored, err := l.s.store.RecordDriftCorrection(ctx, l.site, c.DeviceID, c.Generation, c.Detail, c.At)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			l.log.Warn("correction for unknown device ignored", "device_id", c.DeviceID)
+			return outcome{}
+		case err != nil:
+			return l.refused("drift correction", err, "device_id", c.DeviceID)
+		case ignored:
+			l.log.Info("drift correction for a generation that is not the desired one ignored", "device_id", c.DeviceID, "generation", c.Generation)
+			return outcome{}
+		}
+		l.log.Info("drift corrected by the satellite", "device_id", c.DeviceID, "generation", c.Generation, "detail", c.Detail)
+		return outcome{}
+	}}
+}
+
+// touchTask records that the link is alive (a satellite heartbeat).
+func (l *linkLoop) touchTask() task {
+	return task{kind: "touch", run: func(ctx context.Context) outcome {
+		if err := l.s.store.Touch(ctx, l.site, l.epoch); err != nil {
+			return l.refused("heartbeat", err)
+		}
+		return outcome{}
+	}}
+}
+
+// desiredStatesTask reads the site's desired states and answers with them.
+func (l *linkLoop) desiredStatesTask() task {
+	return task{kind: "desired states", run: func(ctx context.Context) outcome {
+		m, err := l.desiredStates(ctx)
+		if err != nil {
+			return outcome{err: err}
+		}
+		return outcome{send: []*ironlinkv1.ConnectResponse{m}}
+	}}
+}
+
+// desiredStates reads the desired impairment state of every device of the
+// site that has one, as the DesiredStates message.
+func (l *linkLoop) desiredStates(ctx context.Context) (*ironlinkv1.ConnectResponse, error) {
+	states, err := l.s.store.DesiredStates(ctx, l.site)
+	if err != nil {
+		return nil, l.refused("desired states", err).err
+	}
+	msg := &ironlinkv1.DesiredStates{}
+	for _, d := range states {
+		msg.Devices = append(msg.Devices, &ironlinkv1.DeviceDesiredState{DeviceId: d.DeviceID, Desired: impairmentToProto(d.Desired), Generation: d.Generation})
+	}
+	return &ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_DesiredStates{DesiredStates: msg}}, nil
+}
+
+// deliverTask reads the site's due commands (resend: SENT ones too, at link
+// start) and answers with them; its follow-up marks them sent. The follow-up
+// runs on the same queue before any later delivery, so a command is never
+// sent twice by one decision.
+func (l *linkLoop) deliverTask(resend bool) task {
+	return task{kind: "deliver", run: func(ctx context.Context) outcome {
+		cmds, err := l.s.store.DueCommands(ctx, l.site, l.epoch, l.s.cfg.Delivery, resend, 100)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.log.Warn("load due commands", "err", err)
+			}
+			return outcome{} // the next sweep tries again
+		}
+		if len(cmds) == 0 {
+			return outcome{}
+		}
+		o := outcome{then: &task{kind: "mark sent", run: func(ctx context.Context) outcome { return l.markSent(ctx, cmds) }}}
+		for _, c := range cmds {
+			o.send = append(o.send, &ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Command{Command: &ironlinkv1.Command{
+				CommandId: c.ID, DeviceId: c.DeviceID, Generation: c.Generation, Desired: impairmentToProto(c.Desired),
+				Reason: c.Reason, Actor: c.Actor, Redelivery: c.State == store.CommandSent,
+			}}})
+		}
+		return o
+	}}
+}
+
+// markSent records that cmds went out.
+func (l *linkLoop) markSent(ctx context.Context, cmds []store.Command) outcome {
+	for _, c := range cmds {
+		if err := l.s.store.MarkSent(ctx, c.ID); err != nil {
+			l.log.Warn("mark command sent", "command_id", c.ID, "err", err)
+		}
+		l.log.Info("command sent", "command_id", c.ID, "device_id", c.DeviceID, "generation", c.Generation, "desired", c.Desired)
+	}
+	return outcome{}
+}

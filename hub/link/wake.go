@@ -1,0 +1,56 @@
+package link
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgxlisten"
+
+	"github.com/ironlink/ironlink/hub/store"
+)
+
+// ListenForCommands LISTENs on store.NotifyChannel over a dedicated
+// connection to databaseURL (reconnecting after a second when it drops) and
+// wakes the matching link for each notification. It blocks until ctx ends.
+// Notifications are hints: each link's command sweep (Config.CommandSweep)
+// finds due commands without them.
+func (s *Server) ListenForCommands(ctx context.Context, databaseURL string) error {
+	l := &pgxlisten.Listener{
+		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, databaseURL) },
+		LogError:       func(_ context.Context, err error) { s.log.Warn("command listener", "err", err) },
+		ReconnectDelay: time.Second,
+	}
+	l.Handle(store.NotifyChannel, pgxlisten.HandlerFunc(func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+		s.Wake(n.Payload)
+		return nil
+	}))
+	err := l.Listen(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// RunStaleSweep marks sites silent for longer than staleAfter as stale every
+// staleAfter/6 (at least every second) until ctx ends.
+func (s *Server) RunStaleSweep(ctx context.Context, staleAfter time.Duration) {
+	every := max(staleAfter/6, time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			sites, err := s.store.MarkStaleSites(ctx, staleAfter)
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("stale sweep failed", "err", err)
+			}
+			for _, site := range sites {
+				s.log.Warn("site unreachable: silent for longer than stale_after", "site", site, "stale_after", staleAfter)
+			}
+		}
+	}
+}
