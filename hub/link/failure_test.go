@@ -2,46 +2,29 @@ package link_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/test/grpctest"
 )
 
-// fastRetryReplica serves a link server whose sweep runs every 20 ms and
-// whose failure backoff is 10 ms, so a failure that is resent at all is
-// resent within a few sweeps.
-func fastRetryReplica(t *testing.T, st *store.Store) ironlinkv1.LinkServiceClient {
+// fastRetryReplica serves a replica (test/grpctest: production wiring)
+// whose sweep runs every 20 ms and whose failure backoff is 10 ms, so a
+// failure that is resent at all is resent within a few sweeps.
+func fastRetryReplica(t *testing.T, st *store.Store) *grpctest.Hub {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	ironlinkv1.RegisterLinkServiceServer(gs, link.NewServer(st, link.Config{
-		Replica: "r1", HeartbeatInterval: time.Hour, CommandSweep: 20 * time.Millisecond,
+	return grpctest.Start(t, st, grpctest.Options{Replica: "r1", Link: link.Config{
+		HeartbeatInterval: time.Hour, CommandSweep: 20 * time.Millisecond,
 		Delivery: store.DeliveryPolicy{ResendAfter: time.Hour, FailureBackoff: 10 * time.Millisecond, MaxFailureBackoff: 10 * time.Millisecond},
-	}, slog.New(slog.NewTextHandler(io.Discard, nil))))
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	cc, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	return ironlinkv1.NewLinkServiceClient(cc)
+	}})
 }
 
 // commands reads s in the background and passes on every Command.
