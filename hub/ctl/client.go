@@ -38,7 +38,7 @@ type Settings struct {
 // connFlags are the root command's connection flags (empty: not given).
 type connFlags struct {
 	config, context, hub, ca, clientID, key, audience, serverName string
-	plaintext, noAuth                                            bool
+	plaintext, noAuth                                             bool
 }
 
 // resolveSettings picks the context (--context, $IRONLINK_CONTEXT, then

@@ -171,7 +171,7 @@ func siteProblems(s *ironlinkv1.Site) string {
 // deviceFilters are the flags of `get devices`.
 type deviceFilters struct {
 	site, status, impairment, name string
-	orphaned, removed               bool
+	orphaned, removed              bool
 }
 
 func (a *app) newGetDevices() *cobra.Command {
