@@ -144,6 +144,8 @@ func (a *app) fetchSites(ctx context.Context, names []string, links []ironlinkv1
 			wide: []string{s.GetName(), linkStateName(s.GetLinkState()), strconv.Itoa(int(s.GetDeviceCount())), strconv.Itoa(int(s.GetInstanceMismatchCount())), conds,
 				s.GetReplica(), s.GetSatelliteVersion(), strings.Join(s.GetCapabilities(), ","), strconv.FormatUint(s.GetLastCommittedSequence(), 10), seen},
 			name: s.GetName(), msg: s, goneMarker: "(gone)",
+			sig: signature(s.GetLinkState(), s.GetDeviceCount(), s.GetInstanceMismatchCount(), conds, s.GetReplica(),
+				s.GetSatelliteVersion(), s.GetCapabilities()),
 		})
 	}
 	l.msg = keep
@@ -316,6 +318,8 @@ func (a *app) fetchDevices(ctx context.Context, req *ironlinkv1.ListDevicesReque
 			wide: []string{displayName(d), d.GetSite(), d.GetDeviceId(), deviceStatus(d), d.GetStatusReason(), deviceImpairment(d), gen,
 				f.GetProvisionState(), f.GetPowerState(), f.GetInstanceUuid(), truncate(d.GetLastCommandError(), 60), a.age(d.GetObservedTime()), age},
 			name: qualifiedName(d), msg: d, goneMarker: "(no longer listed)",
+			sig: signature(d.GetStatus(), d.GetStatusReason(), d.GetStatusChangeTime().AsTime(), d.GetLastKnownStatus(), d.GetRemoved(),
+				deviceImpairment(d), gen, f.GetProvisionState(), f.GetPowerState(), f.GetInstanceUuid(), d.GetLastCommandError(), d.GetName()),
 		})
 	}
 	return l, nil
@@ -424,6 +428,7 @@ func (a *app) fetchCommands(ctx context.Context, ids []string, site, device stri
 			wide: []string{cm.GetCommandId(), dev, cm.GetDeviceId(), cm.GetSite(), actionName(cm.GetDesired()), strconv.FormatInt(cm.GetGeneration(), 10),
 				commandStateName(cm.GetState()), strconv.Itoa(int(cm.GetAttempts())), cm.GetActor(), cm.GetSource(), cm.GetReason(), cm.GetLastError(), cm.GetResultDetail(), age},
 			name: cm.GetCommandId(), msg: cm, goneMarker: "(gone)",
+			sig: signature(cm.GetState(), cm.GetAttempts(), cm.GetLastError(), cm.GetResultDetail(), dev),
 		})
 	}
 	return l, nil

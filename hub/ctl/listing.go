@@ -28,7 +28,13 @@ type item struct {
 	name       string
 	msg        proto.Message
 	goneMarker string // shown in --watch when the item leaves the listing
+	// sig is what --watch compares to decide the item changed: its fields
+	// without the ages, which change on every poll.
+	sig string
 }
+
+// signature joins the fields that make an item's sig.
+func signature(fields ...any) string { return fmt.Sprint(fields...) }
 
 type fetchFunc func(ctx context.Context) (*listing, error)
 
@@ -151,7 +157,7 @@ func (a *app) watch(ctx context.Context, c *client, out string, interval time.Du
 		cur := map[string]item{}
 		for _, it := range l.items {
 			cur[it.key] = it
-			if p, ok := prev[it.key]; !ok || strings.Join(p.row(true), "\x00") != strings.Join(it.row(true), "\x00") {
+			if p, ok := prev[it.key]; !ok || p.sig != it.sig {
 				changed = append(changed, it)
 			}
 		}

@@ -242,15 +242,16 @@ func (f *fleet) run(args ...string) result {
 // "<age>", so tables are stable enough for golden files.
 func (f *fleet) inProcess(ctx context.Context, args ...string) result {
 	var out, errb syncBuffer
-	code := f.inProcessTo(ctx, &out, &errb, args...)
+	code := f.inProcessTo(ctx, &out, &errb, func(time.Time) string { return "<age>" }, args...)
 	return result{out.String(), errb.String(), code}
 }
 
-// inProcessTo is inProcess writing to out and errb as it goes.
-func (f *fleet) inProcessTo(ctx context.Context, out, errb *syncBuffer, args ...string) int {
+// inProcessTo is inProcess writing to out and errb as it goes, with ages
+// printed by age.
+func (f *fleet) inProcessTo(ctx context.Context, out, errb *syncBuffer, age func(time.Time) string, args ...string) int {
 	env := map[string]string{"IRONLINK_CONFIG": f.config}
 	return ctl.Execute(ctx, ctl.Options{Stdout: out, Stderr: errb, Getenv: func(k string) string { return env[k] },
-		Age: func(time.Time) string { return "<age>" }, PollInterval: 200 * time.Millisecond}, args)
+		Age: age, PollInterval: 200 * time.Millisecond}, args)
 }
 
 type syncBuffer struct {
@@ -466,7 +467,9 @@ func TestCLI(t *testing.T) {
 		code := -1
 		done := make(chan struct{})
 		go func() {
-			code = f.inProcessTo(wctx, &out, &errb, "get", "devices", "--site", site, "--watch", "--interval", "200ms")
+			// ages that change on every poll, as real ones do: they alone must not reprint a row
+			tick := func(time.Time) string { return time.Now().Format("05.000") }
+			code = f.inProcessTo(wctx, &out, &errb, tick, "get", "devices", "--site", site, "--watch", "--interval", "200ms")
 			close(done)
 		}()
 		harness.Eventually(t, 10*time.Second, func() error {
@@ -491,6 +494,9 @@ func TestCLI(t *testing.T) {
 		last := lines[len(lines)-1]
 		if !strings.HasPrefix(last, "node-010") || !strings.Contains(last, "QUARANTINED") {
 			t.Fatalf("the last line is %q, want node-010's QUARANTINED row\n%s", last, out.String())
+		}
+		if n := strings.Count(out.String(), "node-001"); n != 1 {
+			t.Fatalf("node-001 did not change but is printed %d times:\n%s", n, out.String())
 		}
 		if strings.Count(out.String(), "NAME") != 1 {
 			t.Fatalf("the header is printed more than once:\n%s", out.String())
