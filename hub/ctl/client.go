@@ -199,13 +199,17 @@ func (c *client) explain(err error) error {
 	case codes.NotFound:
 		return &Error{Code: ExitNotFound, Msg: msg}
 	case codes.InvalidArgument:
-		if ei := errorInfo(st); ei != nil && ei.GetReason() == "DEVICE_NAME_AMBIGUOUS" {
+		if ei := errorInfo(st); ei != nil && ei.GetReason() == reasonDeviceNameAmbiguous {
 			return &Error{Code: ExitUsage, Msg: msg + "\n(name the site: --site SITE or SITE/NAME, or use the UUID)"}
 		}
 		return &Error{Code: ExitUsage, Msg: msg}
 	}
 	return &Error{Code: ExitError, Msg: fmt.Sprintf("%s: %s", st.Code(), msg)}
 }
+
+// reasonDeviceNameAmbiguous is the ErrorInfo reason of a device name that
+// several devices share (fleet.proto, "Naming a device").
+const reasonDeviceNameAmbiguous = "DEVICE_NAME_AMBIGUOUS"
 
 func errorInfo(st *status.Status) *errdetails.ErrorInfo {
 	for _, d := range st.Details() {

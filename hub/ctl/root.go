@@ -26,8 +26,8 @@ type Options struct {
 	// Age formats the age of a time (default: kubectl-like "5s", "3m12s",
 	// "4h", "2d"); tests replace it to get stable golden output.
 	Age func(t time.Time) string
-	// PollInterval is how often --wait and --watch poll (default 1 s and
-	// --interval).
+	// PollInterval is how often --wait polls a command (default 1 s);
+	// --watch polls every --interval.
 	PollInterval time.Duration
 }
 
@@ -87,6 +87,13 @@ func (a *app) closeClient() {
 // NewRootCommand returns the `ironlink` command tree. Run it with Execute
 // (which maps errors to exit codes) or with cobra directly.
 func NewRootCommand(opts Options) *cobra.Command {
+	root, _ := newRoot(opts)
+	return root
+}
+
+// newRoot builds the command tree and the app it runs on (whose hub
+// connection the caller closes).
+func newRoot(opts Options) (*cobra.Command, *app) {
 	opts.defaults()
 	a := &app{opts: opts}
 	root := &cobra.Command{
@@ -132,17 +139,17 @@ at more than one site, or by UUID.
 
 	root.AddCommand(a.newGetCommand(), a.newDescribeCommand(),
 		a.newImpairCommand(true), a.newImpairCommand(false), a.newConfigCommand())
-	root.PersistentPostRun = func(*cobra.Command, []string) { a.closeClient() }
-	return root
+	return root, a
 }
 
 // Execute runs the command tree with args (without the program name) and
 // returns the process exit code, printing errors as "error: ..." on stderr.
 func Execute(ctx context.Context, opts Options, args []string) int {
 	opts.defaults()
-	root := NewRootCommand(opts)
+	root, a := newRoot(opts)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
+	a.closeClient()
 	if err == nil {
 		return ExitOK
 	}

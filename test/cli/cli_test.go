@@ -56,7 +56,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-const site = "cli"
+// site is the test's main site; otherSite has three more nodes named
+// node-001…node-003 too, so those names are ambiguous.
+const (
+	site       = "cli"
+	otherSite  = "cli-b"
+	otherNodes = 3
+)
 
 // fleet is one test's hub, satellite and simulator, and a CLI config with
 // contexts for an admin (read+write), a viewer (read) and a stranger (a key
@@ -105,6 +111,8 @@ func newFleet(t *testing.T, nodes int) *fleet {
 		switch {
 		case client == auth.SatelliteClientID(site):
 			s, scopes = site, auth.SiteScopes
+		case client == auth.SatelliteClientID(otherSite):
+			s, scopes = otherSite, auth.SiteScopes
 		case client == "ops-admin":
 			scopes = append(scopes, auth.ScopeOperationsWrite)
 		}
@@ -115,11 +123,12 @@ func newFleet(t *testing.T, nodes int) *fleet {
 		return path, entry
 	}
 	satKey, satEntry := keyFile(auth.SatelliteClientID(site))
+	otherKey, otherEntry := keyFile(auth.SatelliteClientID(otherSite))
 	adminKey, adminEntry := keyFile("ops-admin")
 	viewerKey, viewerEntry := keyFile("ops-viewer")
 	strangerKey, _ := keyFile("ops-stranger")
 	roster := filepath.Join(dir, "roster.yaml")
-	if err := os.WriteFile(roster, []byte("satellites:\n"+satEntry+"operators:\n"+adminEntry+viewerEntry), 0o644); err != nil {
+	if err := os.WriteFile(roster, []byte("satellites:\n"+satEntry+otherEntry+"operators:\n"+adminEntry+viewerEntry), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -145,6 +154,19 @@ func newFleet(t *testing.T, nodes int) *fleet {
 	})
 	f.satellite = harness.Start(t, "ironlink-satellite", bins.Satellite(), "--site", site, "--hub", f.hub,
 		"--clouds-yaml", clouds, "--cloud", "sim", "--client-key", satKey, "--hub-ca", ca,
+		"--poll-interval", "1s", "--sweep-interval", "1h", "--max-backoff", "1s")
+	other := openstacksim.New(openstacksim.Options{})
+	if err := other.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	other.SeedLikeTestbed(otherNodes)
+	otherClouds := filepath.Join(dir, "other-clouds.yaml")
+	if err := other.WriteCloudsYAML(otherClouds, "sim"); err != nil {
+		t.Fatal(err)
+	}
+	harness.Start(t, "ironlink-satellite "+otherSite, bins.Satellite(), "--site", otherSite, "--hub", f.hub,
+		"--clouds-yaml", otherClouds, "--cloud", "sim", "--client-key", otherKey, "--hub-ca", ca,
 		"--poll-interval", "1s", "--sweep-interval", "1h", "--max-backoff", "1s")
 
 	f.config = filepath.Join(dir, "ironlink.yaml")
@@ -176,12 +198,12 @@ contexts:
 	}
 	// every node has reported and none is UNKNOWN
 	harness.Eventually(t, 60*time.Second, func() error {
-		r, err := f.api.ListDevices(context.Background(), &ironlinkv1.ListDevicesRequest{Site: site})
+		r, err := f.api.ListDevices(context.Background(), &ironlinkv1.ListDevicesRequest{})
 		if err != nil {
 			return err
 		}
-		if len(r.GetDevices()) != nodes {
-			return fmt.Errorf("%d devices, want %d", len(r.GetDevices()), nodes)
+		if len(r.GetDevices()) != nodes+otherNodes {
+			return fmt.Errorf("%d devices, want %d", len(r.GetDevices()), nodes+otherNodes)
 		}
 		for _, d := range r.GetDevices() {
 			if d.GetStatus() == ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_UNKNOWN {
@@ -406,7 +428,7 @@ func TestCLI(t *testing.T) {
 		}
 		check(t, &fromYAML)
 
-		r = f.run("describe", "device", "node-001", "-o", "json")
+		r = f.run("describe", "device", "cli/node-001", "-o", "json")
 		var gd ironlinkv1.GetDeviceResponse
 		if err := protojson.Unmarshal([]byte(r.stdout), &gd); err != nil || gd.GetDevice().GetDeviceId() != f.nodes["node-001"] || len(gd.GetDevice().GetConditions()) != 7 {
 			t.Fatalf("describe -o json: %v %v\n%v", err, gd.GetDevice(), r)
@@ -422,7 +444,7 @@ func TestCLI(t *testing.T) {
 			stderrHas []string
 		}{
 			{"unknown device suggests names", []string{"describe", "device", "node-0001"}, ctl.ExitNotFound, []string{`no device named "node-0001"`, "did you mean node-001"}},
-			{"unknown device in a quarantine changes nothing", []string{"quarantine", "node-001", "nod-002", "--reason", "x"}, ctl.ExitNotFound, []string{`no device named "nod-002"`, "node-002"}},
+			{"unknown device in a quarantine changes nothing", []string{"quarantine", "node-009", "nod-002", "--reason", "x"}, ctl.ExitNotFound, []string{`no device named "nod-002"`, "node-002"}},
 			{"missing reason", []string{"quarantine", "node-001"}, ctl.ExitUsage, []string{"--reason is required"}},
 			{"blank reason", []string{"release", "node-001", "--reason", "  "}, ctl.ExitUsage, []string{"--reason is required"}},
 			{"unknown status", []string{"get", "devices", "--status", "broken"}, ctl.ExitUsage, []string{"--status broken: want one or more of", "faulted"}},
@@ -431,8 +453,10 @@ func TestCLI(t *testing.T) {
 			{"unknown site", []string{"get", "sites", "atlantis"}, ctl.ExitNotFound, []string{`no site "atlantis"`}},
 			{"unknown command", []string{"frobnicate"}, ctl.ExitUsage, []string{"unknown command"}},
 			{"key not in the roster", []string{"--context", "stranger", "get", "sites"}, ctl.ExitAuth, []string{"the hub refused the key: is client ops-stranger in the roster"}},
-			{"viewer may not quarantine", []string{"--context", "viewer", "quarantine", "node-001", "--reason", "x"}, ctl.ExitAuth, []string{"client ops-viewer may not do this", "operations:write"}},
+			{"viewer may not quarantine", []string{"--context", "viewer", "quarantine", "node-009", "--reason", "x"}, ctl.ExitAuth, []string{"client ops-viewer may not do this", "operations:write"}},
 			{"hub not running", []string{"--context", "nowhere", "get", "sites", "--request-timeout", "3s"}, ctl.ExitUnreachable, []string{"cannot reach the hub"}},
+			{"ambiguous name lists the candidates", []string{"describe", "device", "node-002"}, ctl.ExitUsage, []string{`device name "node-002" is used by 2 devices`, "cli/", "cli-b/", "name the site: --site SITE or SITE/NAME"}},
+			{"ambiguous name in a quarantine changes nothing", []string{"quarantine", "node-009", "node-001", "--reason", "x"}, ctl.ExitUsage, []string{`device name "node-001" is used by 2 devices`}},
 			{"site clash in SITE/NAME", []string{"describe", "device", "other/node-001", "--site", site}, ctl.ExitUsage, []string{`names site "other" but --site is "cli"`}},
 		}
 		for _, tc := range tests {
@@ -443,21 +467,22 @@ func TestCLI(t *testing.T) {
 		if after := f.commandCount(); after != before {
 			t.Fatalf("bad input created %d commands", after-before)
 		}
-		// the viewer can read
-		f.expect(f.run("--context", "viewer", "get", "devices", "node-001"), 0, []string{"node-001"}, nil)
+		// the viewer can read; SITE/NAME and --site pick one of a shared name
+		f.expect(f.run("--context", "viewer", "get", "devices", "cli/node-001"), 0, []string{"node-001  cli "}, nil)
+		f.expect(f.run("describe", "device", "node-001", "--site", otherSite), 0, []string{"Site:               cli-b"}, nil)
 	})
 
 	t.Run("quarantine --wait reaches SUCCEEDED, release gives it back", func(t *testing.T) {
-		r := f.run("quarantine", "node-001", "--reason", "GPU 3 throws Xid 79", "--wait", "--timeout", "60s")
+		r := f.run("quarantine", "cli/node-001", "--reason", "GPU 3 throws Xid 79", "--wait", "--timeout", "60s")
 		f.expect(r, 0, []string{"cli/node-001: quarantine requested", "cli/node-001: SUCCEEDED"}, nil)
-		f.expect(f.run("get", "devices", "node-001"), 0, []string{"QUARANTINED", "quarantined"}, nil)
+		f.expect(f.run("get", "devices", "--site", site, "node-001"), 0, []string{"QUARANTINED", "quarantined"}, nil)
 		r = f.run("describe", "device", "cli/node-001")
 		f.expect(r, 0, []string{"Quarantine history", "ops-admin", "GPU 3 throws Xid 79", "SUCCEEDED"}, nil)
 		f.expect(f.run("get", "devices", "--impairment", "quarantined", "-o", "name"), 0, []string{"cli/node-001\n"}, nil)
 
 		r = f.run("release", f.nodes["node-001"], "--reason", "GPU replaced", "--wait", "--timeout", "60s")
 		f.expect(r, 0, []string{"cli/node-001: SUCCEEDED"}, nil)
-		f.expect(f.run("get", "commands", "--device", "node-001"), 0, []string{"release", "quarantine", "SUCCEEDED", "GPU replaced"}, nil)
+		f.expect(f.run("get", "commands", "--device", "cli/node-001"), 0, []string{"release", "quarantine", "SUCCEEDED", "GPU replaced"}, nil)
 	})
 
 	t.Run("--watch prints the rows that change", func(t *testing.T) {
@@ -515,7 +540,7 @@ func TestCLI(t *testing.T) {
 
 	t.Run("--wait times out when the site is not connected", func(t *testing.T) {
 		f.satellite.Stop(15 * time.Second)
-		r := f.run("quarantine", "node-002", "--reason", "no satellite", "--wait", "--timeout", "3s")
+		r := f.run("quarantine", "cli/node-002", "--reason", "no satellite", "--wait", "--timeout", "3s")
 		f.expect(r, ctl.ExitWaitTimeout, []string{"cli/node-002: PENDING"}, []string{"1 command still not finished after 3s", "site cli is DISCONNECTED", "is its satellite running?"})
 	})
 }
