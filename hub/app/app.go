@@ -28,9 +28,11 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/fleet"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
 
@@ -221,12 +223,21 @@ func actorFromContext(ctx context.Context) string {
 	return "anonymous"
 }
 
+// maxLoggedValue caps each value of the per-RPC log line (bytes).
+const maxLoggedValue = 2048
+
 // NewGRPCServer builds the hub's gRPC server with keepalive enforcement and
 // the logging and panic-recovery interceptors (go-grpc-middleware v2) on
-// unary and stream calls, followed by whatever extra (e.g. authentication)
-// interceptors and credentials opts carry.
+// unary and stream calls, then grpcerr.DecodeOptions (a request that cannot
+// be decoded is InvalidArgument naming the field, not Internal), followed by
+// whatever extra (e.g. authentication) interceptors and credentials opts carry.
 func NewGRPCServer(cfg Config, log *slog.Logger, opts ...grpc.ServerOption) *grpc.Server {
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		for i := 1; i < len(fields); i += 2 { // grpc.error can carry a client's input: log a prefix
+			if v, ok := fields[i].(string); ok {
+				fields[i] = textcheck.Prefix(v, maxLoggedValue)
+			}
+		}
 		log.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
@@ -241,5 +252,5 @@ func NewGRPCServer(cfg Config, log *slog.Logger, opts ...grpc.ServerOption) *grp
 			MaxConnectionAge: cfg.MaxConnectionAge, MaxConnectionAgeGrace: cfg.MaxConnectionAgeGrace}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(16 << 20),
-	}, opts...)...)
+	}, append(grpcerr.DecodeOptions(), opts...)...)...)
 }

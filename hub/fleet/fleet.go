@@ -1,17 +1,21 @@
 // Package fleet serves the operator API (ironlink.v1.FleetService): device
 // listings and details with histories, quarantine and release, commands and
 // sites. It validates every request before touching the store, so bad input
-// gets InvalidArgument or NotFound and writes nothing.
+// gets InvalidArgument (with a google.rpc.BadRequest naming the field, see
+// hub/grpcerr) or NotFound and writes nothing; a listing filtered by a site
+// or device that does not exist is NotFound, not an empty list. Error
+// replies and log lines echo at most a prefix of the caller's input
+// (textcheck.Quote).
 package fleet
 
 import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
@@ -19,9 +23,11 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	hubstatus "github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/sitename"
+	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/internal/wire"
 )
 
@@ -51,13 +57,14 @@ func NewServer(st *store.Store, actor ActorFunc, log *slog.Logger) *Server {
 	return &Server{store: st, actor: actor, log: log}
 }
 
+// parseID returns the canonical form of the UUID s in field (required).
 func parseID(field, s string) (string, error) {
 	if s == "" {
-		return "", status.Errorf(codes.InvalidArgument, "%s is required", field)
+		return "", grpcerr.InvalidArgument(field, grpcerr.ReasonRequired, field+" is required")
 	}
 	id, err := uuid.Parse(s)
 	if err != nil {
-		return "", status.Errorf(codes.InvalidArgument, "%s %q is not a UUID", field, s)
+		return "", grpcerr.InvalidArgument(field, grpcerr.ReasonNotUUID, field+" "+textcheck.Quote(s)+" is not a UUID")
 	}
 	return id.String(), nil
 }
@@ -65,7 +72,8 @@ func parseID(field, s string) (string, error) {
 // checkSiteFilter refuses a site filter that cannot name a site.
 func checkSiteFilter(site string) error {
 	if site != "" && !sitename.Valid(site) {
-		return status.Errorf(codes.InvalidArgument, "site %q is not a valid site name", site)
+		return grpcerr.InvalidArgument("site", grpcerr.ReasonInvalidValue, "site "+textcheck.Quote(site)+
+			" is not a valid site name (lower-case letters, digits and '-', 1-63 bytes)")
 	}
 	return nil
 }
@@ -75,21 +83,52 @@ func pageSize(n int32) (int, error) {
 	case n == 0:
 		return 100, nil
 	case n < 0 || n > 1000:
-		return 0, status.Errorf(codes.InvalidArgument, "page_size %d is outside 1-1000 (0 means 100)", n)
+		return 0, grpcerr.InvalidArgument("page_size", grpcerr.ReasonOutOfRange, fmt.Sprintf("page_size %d is outside 1-1000 (0 means 100)", n))
 	}
 	return int(n), nil
 }
 
-// storeErr maps store errors to gRPC statuses in one place.
-func (s *Server) storeErr(err error) error {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
+// storeErr turns a store error into the status the caller sees
+// (grpcerr.FromStore); a NotFound of the resource named name of
+// resourceType also carries a ResourceInfo. A database failure is logged.
+func (s *Server) storeErr(err error, resourceType, name string) error {
+	if errors.Is(err, store.ErrNotFound) && resourceType != "" {
+		return grpcerr.NotFound(resourceType, name, err.Error())
 	}
-	s.log.Error("store", "err", err)
-	return status.Error(codes.Unavailable, "database unavailable; retry")
+	gerr := grpcerr.FromStore(err)
+	switch status.Code(gerr) {
+	case codes.Unavailable:
+		s.log.Error("store", "err", err)
+	case codes.InvalidArgument:
+		s.log.Warn("store refused a value", "err", textcheck.Prefix(err.Error(), 256))
+	}
+	return gerr
+}
+
+// checkExists answers NotFound when a listing came back empty for a site or
+// device that does not exist (an empty list would look like a healthy empty
+// site); it is called only for empty listings, so the common path costs no
+// extra query.
+func (s *Server) checkExists(ctx context.Context, site, deviceID string) error {
+	if site != "" {
+		ok, err := s.store.SiteExists(ctx, site)
+		if err != nil {
+			return s.storeErr(err, "", "")
+		}
+		if !ok {
+			return grpcerr.NotFound("site", site, "site "+textcheck.Quote(site)+" not found: no satellite of that name has linked to the hub")
+		}
+	}
+	if deviceID != "" {
+		ok, err := s.store.DeviceExists(ctx, deviceID)
+		if err != nil {
+			return s.storeErr(err, "", "")
+		}
+		if !ok {
+			return grpcerr.NotFound("device", deviceID, "device "+deviceID+" not found")
+		}
+	}
+	return nil
 }
 
 // ListDevices implements FleetService.ListDevices.
@@ -105,7 +144,7 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 	if f.NameLike, f.NameLike2, err = nameFilters(req.GetNamePrefix(), req.GetNamePattern()); err != nil {
 		return nil, err
 	}
-	for _, im := range req.GetImpairments() {
+	for i, im := range req.GetImpairments() {
 		switch im {
 		case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:
 			f.Impairments = append(f.Impairments, store.ImpairmentQuarantined)
@@ -114,13 +153,13 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 		case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED:
 			f.Impairments = append(f.Impairments, store.ImpairmentNone)
 		default:
-			return nil, status.Errorf(codes.InvalidArgument, "impairment %v is not a valid filter", im)
+			return nil, grpcerr.InvalidArgument(fmt.Sprintf("impairments[%d]", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("impairment %v is not a valid filter", im))
 		}
 	}
-	for _, st := range req.GetStatuses() {
+	for i, st := range req.GetStatuses() {
 		hs, ok := statusFromProto(st)
 		if !ok {
-			return nil, status.Errorf(codes.InvalidArgument, "status %v is not a valid filter", st)
+			return nil, grpcerr.InvalidArgument(fmt.Sprintf("statuses[%d]", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("status %v is not a valid filter", st))
 		}
 		f.Statuses = append(f.Statuses, hs)
 	}
@@ -128,13 +167,18 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 		raw, err := base64.RawURLEncoding.DecodeString(tok)
 		id, perr := uuid.ParseBytes(raw)
 		if err != nil || perr != nil {
-			return nil, status.Error(codes.InvalidArgument, "page_token is malformed")
+			return nil, grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, "page_token is malformed: pass next_page_token of the previous page unchanged")
 		}
 		f.After = id.String()
 	}
 	devs, more, err := s.store.ListDevices(ctx, f)
 	if err != nil {
-		return nil, s.storeErr(err)
+		return nil, s.storeErr(err, "", "")
+	}
+	if len(devs) == 0 {
+		if err := s.checkExists(ctx, f.Site, ""); err != nil {
+			return nil, err
+		}
 	}
 	resp := &ironlinkv1.ListDevicesResponse{}
 	for _, d := range devs {
@@ -154,22 +198,22 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 	}
 	limit := int(req.GetHistoryLimit())
 	if limit < 0 || limit > 1000 {
-		return nil, status.Errorf(codes.InvalidArgument, "history_limit %d is outside 0-1000", limit)
+		return nil, grpcerr.InvalidArgument("history_limit", grpcerr.ReasonOutOfRange, fmt.Sprintf("history_limit %d is outside 0-1000 (0 means 50)", limit))
 	}
 	if limit == 0 {
 		limit = 50
 	}
 	d, err := s.store.GetDevice(ctx, id)
 	if err != nil {
-		return nil, s.storeErr(err)
+		return nil, s.storeErr(err, "device", id)
 	}
 	sh, err := s.store.StatusHistory(ctx, id, limit)
 	if err != nil {
-		return nil, s.storeErr(err)
+		return nil, s.storeErr(err, "device", id)
 	}
 	ih, err := s.store.ImpairmentHistory(ctx, id, limit)
 	if err != nil {
-		return nil, s.storeErr(err)
+		return nil, s.storeErr(err, "device", id)
 	}
 	resp := &ironlinkv1.GetDeviceResponse{Device: deviceToProto(d)}
 	for _, c := range sh {
@@ -186,13 +230,11 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 
 func (s *Server) setImpairment(ctx context.Context, ref deviceRef, reason string, desired store.Impairment) (*ironlinkv1.OperatorCommand, error) {
 	reason = strings.TrimSpace(reason)
-	switch {
-	case reason == "":
-		return nil, status.Error(codes.InvalidArgument, "reason is required")
-	case len(reason) > MaxReasonBytes:
-		return nil, status.Errorf(codes.InvalidArgument, "reason is %d bytes, limit %d", len(reason), MaxReasonBytes)
-	case !utf8.ValidString(reason):
-		return nil, status.Error(codes.InvalidArgument, "reason is not valid UTF-8")
+	if reason == "" {
+		return nil, grpcerr.InvalidArgument("reason", grpcerr.ReasonRequired, "reason is required: say why (it is kept in the device's quarantine history)")
+	}
+	if err := textcheck.Text("reason", reason, MaxReasonBytes); err != nil {
+		return nil, grpcerr.FromCheck(err)
 	}
 	id, err := s.resolveDevice(ctx, ref)
 	if err != nil {
@@ -201,7 +243,7 @@ func (s *Server) setImpairment(ctx context.Context, ref deviceRef, reason string
 	actor := s.actor(ctx)
 	cmd, err := s.store.SetDesiredImpairment(ctx, id, desired, actor, reason, SourceOperatorAPI)
 	if err != nil {
-		return nil, s.storeErr(err)
+		return nil, s.storeErr(err, "device", id)
 	}
 	s.log.Info("impairment requested", "device_id", id, "desired", desired, "generation", cmd.Generation,
 		"actor", actor, "reason", reason, "command_id", cmd.ID)
@@ -234,7 +276,7 @@ func (s *Server) GetCommand(ctx context.Context, req *ironlinkv1.GetCommandReque
 	}
 	c, err := s.store.GetCommand(ctx, id)
 	if err != nil {
-		return nil, s.storeErr(err)
+		return nil, s.storeErr(err, "command", id)
 	}
 	return &ironlinkv1.GetCommandResponse{Command: commandToProto(c)}, nil
 }
@@ -258,10 +300,10 @@ func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsR
 			return nil, err
 		}
 	}
-	for _, st := range req.GetStates() {
+	for i, st := range req.GetStates() {
 		cs, ok := commandStateFromProto(st)
 		if !ok {
-			return nil, status.Errorf(codes.InvalidArgument, "state %v is not a valid filter", st)
+			return nil, grpcerr.InvalidArgument(fmt.Sprintf("states[%d]", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("state %v is not a valid filter", st))
 		}
 		f.States = append(f.States, cs)
 	}
@@ -269,13 +311,18 @@ func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsR
 		raw, err := base64.RawURLEncoding.DecodeString(tok)
 		off, perr := strconv.Atoi(string(raw))
 		if err != nil || perr != nil || off < 0 {
-			return nil, status.Error(codes.InvalidArgument, "page_token is malformed")
+			return nil, grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, "page_token is malformed: pass next_page_token of the previous page unchanged")
 		}
 		f.Offset = off
 	}
 	cmds, more, err := s.store.ListCommands(ctx, f)
 	if err != nil {
-		return nil, s.storeErr(err)
+		return nil, s.storeErr(err, "", "")
+	}
+	if len(cmds) == 0 {
+		if err := s.checkExists(ctx, f.Site, f.DeviceID); err != nil {
+			return nil, err
+		}
 	}
 	resp := &ironlinkv1.ListCommandsResponse{}
 	for _, c := range cmds {
@@ -291,7 +338,7 @@ func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsR
 func (s *Server) ListSites(ctx context.Context, _ *ironlinkv1.ListSitesRequest) (*ironlinkv1.ListSitesResponse, error) {
 	sites, err := s.store.ListSites(ctx)
 	if err != nil {
-		return nil, s.storeErr(err)
+		return nil, s.storeErr(err, "", "")
 	}
 	resp := &ironlinkv1.ListSitesResponse{}
 	for _, st := range sites {

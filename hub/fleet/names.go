@@ -12,22 +12,18 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/textcheck"
 )
 
-// Error details (google.rpc.ErrorInfo) of requests that name a device; see
-// fleet.proto "Naming a device".
-const (
-	// ErrorDomain is ErrorInfo.domain of the details below.
-	ErrorDomain = "ironlink.v1"
-	// ReasonDeviceNotFound: NotFound for an unknown device_name; metadata
-	// "suggestions" holds similar names, comma-separated (may be empty).
-	ReasonDeviceNotFound = "DEVICE_NOT_FOUND"
-	// ReasonDeviceNameAmbiguous: InvalidArgument for a device_name several
-	// devices share; metadata "candidates" holds "site/device_id" pairs,
-	// comma-separated.
-	ReasonDeviceNameAmbiguous = "DEVICE_NAME_AMBIGUOUS"
-)
+// ReasonDeviceNameAmbiguous is the ErrorInfo reason (domain grpcerr.Domain)
+// of InvalidArgument for a device_name several devices share; its metadata
+// "candidates" holds "site/device_id" pairs, comma-separated. An unknown
+// device_name is NotFound with reason grpcerr.ReasonNotFound, a ResourceInfo
+// and metadata "suggestions": similar names, comma-separated (may be empty).
+// See fleet.proto "Naming a device".
+const ReasonDeviceNameAmbiguous = "DEVICE_NAME_AMBIGUOUS"
 
 const (
 	maxDeviceNameBytes      = 255 // Ironic's limit on node names
@@ -53,9 +49,9 @@ func (s *Server) resolveDevice(ctx context.Context, ref deviceRef) (string, erro
 	}
 	switch {
 	case ref.id != "" && ref.name != "":
-		return "", status.Error(codes.InvalidArgument, "give device_id or device_name, not both")
+		return "", grpcerr.InvalidArgument("device_name", grpcerr.ReasonInvalidValue, "give device_id or device_name, not both")
 	case ref.id == "" && ref.name == "":
-		return "", status.Error(codes.InvalidArgument, "device_id or device_name is required")
+		return "", grpcerr.InvalidArgument("device_id", grpcerr.ReasonRequired, "device_id or device_name is required")
 	case ref.id != "":
 		id, err := parseID("device_id", ref.id)
 		if err != nil || ref.site == "" {
@@ -63,19 +59,19 @@ func (s *Server) resolveDevice(ctx context.Context, ref deviceRef) (string, erro
 		}
 		site, err := s.store.DeviceSite(ctx, id)
 		if err != nil {
-			return "", s.storeErr(err)
+			return "", s.storeErr(err, "device", id)
 		}
 		if site != ref.site {
-			return "", status.Errorf(codes.NotFound, "device %s is not at site %q (it is at %q)", id, ref.site, site)
+			return "", grpcerr.NotFound("device", id, fmt.Sprintf("device %s is not at site %q (it is at %q)", id, ref.site, site))
 		}
 		return id, nil
 	}
-	if len(ref.name) > maxDeviceNameBytes || !utf8.ValidString(ref.name) {
-		return "", status.Errorf(codes.InvalidArgument, "device_name is not a valid Ironic node name (UTF-8, at most %d bytes)", maxDeviceNameBytes)
+	if err := textcheck.Line("device_name", ref.name, maxDeviceNameBytes); err != nil {
+		return "", grpcerr.FromCheck(err)
 	}
 	refs, err := s.store.DevicesByName(ctx, ref.name, ref.site)
 	if err != nil {
-		return "", s.storeErr(err)
+		return "", s.storeErr(err, "", "")
 	}
 	switch len(refs) {
 	case 1:
@@ -91,9 +87,10 @@ func (s *Server) resolveDevice(ctx context.Context, ref deviceRef) (string, erro
 	if ref.site != "" {
 		msg = fmt.Sprintf("device name %q is used by %d devices at site %q (%s): give the device_id", ref.name, len(refs), ref.site, strings.Join(cands, ", "))
 	}
+	msg = textcheck.Prefix(msg, grpcerr.MaxMessageBytes)
 	st, derr := status.New(codes.InvalidArgument, msg).WithDetails(
-		&errdetails.ErrorInfo{Reason: ReasonDeviceNameAmbiguous, Domain: ErrorDomain, Metadata: map[string]string{"candidates": strings.Join(cands, ",")}},
-		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "device_name", Description: msg}}},
+		&errdetails.ErrorInfo{Reason: ReasonDeviceNameAmbiguous, Domain: grpcerr.Domain, Metadata: map[string]string{"candidates": strings.Join(cands, ",")}},
+		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "device_name", Description: msg, Reason: ReasonDeviceNameAmbiguous}}},
 	)
 	if derr != nil {
 		return "", status.Error(codes.InvalidArgument, msg)
@@ -118,10 +115,11 @@ func (s *Server) nameNotFound(ctx context.Context, ref deviceRef) error {
 	if len(sugg) > 0 {
 		msg += "; did you mean " + strings.Join(sugg, ", ") + "?"
 	}
-	st, err := status.New(codes.NotFound, msg).WithDetails(&errdetails.ErrorInfo{
-		Reason: ReasonDeviceNotFound, Domain: ErrorDomain, Metadata: map[string]string{"suggestions": strings.Join(sugg, ",")}})
+	st, err := status.New(codes.NotFound, msg).WithDetails(
+		&errdetails.ErrorInfo{Reason: grpcerr.ReasonNotFound, Domain: grpcerr.Domain, Metadata: map[string]string{"suggestions": strings.Join(sugg, ",")}},
+		&errdetails.ResourceInfo{ResourceType: "device", ResourceName: ref.name})
 	if err != nil {
-		return status.Error(codes.NotFound, msg)
+		return grpcerr.NotFound("device", ref.name, msg)
 	}
 	return st.Err()
 }
@@ -129,11 +127,11 @@ func (s *Server) nameNotFound(ctx context.Context, ref deviceRef) error {
 // nameFilters turns ListDevicesRequest's name_prefix and name_pattern into
 // the store's LIKE patterns. Errors: InvalidArgument.
 func nameFilters(prefix, pattern string) (string, string, error) {
-	if len(prefix) > maxDeviceNameBytes || !utf8.ValidString(prefix) {
-		return "", "", status.Errorf(codes.InvalidArgument, "name_prefix must be UTF-8, at most %d bytes", maxDeviceNameBytes)
+	if err := textcheck.Line("name_prefix", prefix, maxDeviceNameBytes); err != nil {
+		return "", "", grpcerr.FromCheck(err)
 	}
-	if len(pattern) > maxNamePatternBytes || !utf8.ValidString(pattern) {
-		return "", "", status.Errorf(codes.InvalidArgument, "name_pattern must be UTF-8, at most %d bytes", maxNamePatternBytes)
+	if err := textcheck.Line("name_pattern", pattern, maxNamePatternBytes); err != nil {
+		return "", "", grpcerr.FromCheck(err)
 	}
 	var a, b string
 	if prefix != "" {
@@ -142,7 +140,7 @@ func nameFilters(prefix, pattern string) (string, string, error) {
 	if pattern != "" {
 		var err error
 		if b, err = store.GlobToLike(pattern); err != nil {
-			return "", "", status.Error(codes.InvalidArgument, "name_pattern: "+err.Error())
+			return "", "", grpcerr.InvalidArgument("name_pattern", grpcerr.ReasonInvalidValue, "name_pattern: "+err.Error())
 		}
 	}
 	if a == "" {

@@ -14,6 +14,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/fleet"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
@@ -100,7 +101,7 @@ func TestDevicesByName(t *testing.T) {
 			t.Fatalf("code %v (%v), want InvalidArgument", status.Code(err), err)
 		}
 		ei := errorInfo(err)
-		if ei == nil || ei.GetReason() != fleet.ReasonDeviceNameAmbiguous || ei.GetDomain() != fleet.ErrorDomain {
+		if ei == nil || ei.GetReason() != fleet.ReasonDeviceNameAmbiguous || ei.GetDomain() != grpcerr.Domain {
 			t.Fatalf("error info %v", ei)
 		}
 		want := "site-a/" + ids["site-a/shared"] + ",site-b/" + ids["site-b/shared"]
@@ -118,7 +119,7 @@ func TestDevicesByName(t *testing.T) {
 			t.Fatalf("code %v (%v), want NotFound", status.Code(err), err)
 		}
 		ei := errorInfo(err)
-		if ei == nil || ei.GetReason() != fleet.ReasonDeviceNotFound || ei.GetMetadata()["suggestions"] != "gpu-002,gpu-001,gpu-003" {
+		if ei == nil || ei.GetReason() != grpcerr.ReasonNotFound || ei.GetMetadata()["suggestions"] != "gpu-002,gpu-001,gpu-003" {
 			t.Fatalf("error info %v", ei)
 		}
 		if msg := status.Convert(err).Message(); msg != `no device named "gpu-0002"; did you mean gpu-002, gpu-001, gpu-003?` {

@@ -45,8 +45,8 @@ const (
 // (domain "ironlink.v1", reason "DEVICE_NAME_AMBIGUOUS", metadata
 // "candidates": comma-separated "site/device_id" pairs) and a BadRequest
 // field violation on device_name. An unknown name is NotFound with an
-// ErrorInfo detail (reason "DEVICE_NOT_FOUND", metadata "suggestions":
-// comma-separated similar names, possibly empty).
+// ErrorInfo detail (reason "NOT_FOUND", metadata "suggestions":
+// comma-separated similar names, possibly empty) and a ResourceInfo.
 type FleetServiceClient interface {
 	// ListDevices lists devices, optionally filtered by site, status and name, in
 	// device-id order. Errors: InvalidArgument for a bad page_token, page_size
@@ -169,8 +169,8 @@ func (c *fleetServiceClient) ListSites(ctx context.Context, in *ListSitesRequest
 // (domain "ironlink.v1", reason "DEVICE_NAME_AMBIGUOUS", metadata
 // "candidates": comma-separated "site/device_id" pairs) and a BadRequest
 // field violation on device_name. An unknown name is NotFound with an
-// ErrorInfo detail (reason "DEVICE_NOT_FOUND", metadata "suggestions":
-// comma-separated similar names, possibly empty).
+// ErrorInfo detail (reason "NOT_FOUND", metadata "suggestions":
+// comma-separated similar names, possibly empty) and a ResourceInfo.
 type FleetServiceServer interface {
 	// ListDevices lists devices, optionally filtered by site, status and name, in
 	// device-id order. Errors: InvalidArgument for a bad page_token, page_size

@@ -1,0 +1,46 @@
+// Package grpcerr is the hub's one map from errors to gRPC statuses, used by
+// the link (hub/link) and the operator API (hub/fleet) alike. Errors a client
+// can act on carry google.rpc error details (google.golang.org/genproto/
+// googleapis/rpc/errdetails), which grpcurl prints:
+//
+//   - every status made here has an ErrorInfo with a stable Reason (the
+//     Reason* constants and textcheck's, UPPER_SNAKE, never renamed) in
+//     Domain "ironlink.v1";
+//   - InvalidArgument adds a BadRequest whose field violation names the
+//     field by its proto path ("reason", "batch.devices[3].device_id");
+//   - NotFound adds a ResourceInfo; an Unavailable database adds a
+//     RetryInfo.
+//
+// Messages are capped at MaxMessageBytes and made valid UTF-8; callers
+// still name user input with textcheck.Quote so a 1 MB id is never echoed.
+//
+// Usage in a handler:
+//
+//	if err := textcheck.Text("reason", req.GetReason(), MaxReasonBytes); err != nil {
+//		return nil, grpcerr.FromCheck(err) // InvalidArgument, field "reason"
+//	}
+//	if _, err := uuid.Parse(id); err != nil {
+//		return nil, grpcerr.InvalidArgument("device_id", grpcerr.ReasonNotUUID,
+//			"device_id "+textcheck.Quote(id)+" is not a UUID")
+//	}
+//	d, err := st.GetDevice(ctx, id)
+//	if err != nil {
+//		return nil, grpcerr.FromStore(err) // NotFound, PermissionDenied, Aborted, Unavailable, ...
+//	}
+//
+// FromStore is the only place where store errors (hub/store's ErrNotFound,
+// ErrWrongSite, ErrFenced, PostgreSQL errors) become codes; see its table.
+// A handler logs a database failure itself (FromStore does not log):
+// status.Code(grpcerr.FromStore(err)) == codes.Unavailable says when.
+//
+// Decode failures: grpc-go (v1.85, rpc_util.go recv) turns a request that
+// the proto codec cannot unmarshal — for example a proto3 string that is not
+// valid UTF-8 — into codes.Internal, and writes that status before any
+// interceptor can change it (server_stream RecvMsg). DecodeOptions installs
+// a server codec that instead leaves a marker in the message and an
+// interceptor pair that answers InvalidArgument naming the offending field
+// (see decode.go); hub/app installs them on the hub's server.
+//
+// This package imports hub/store (for its sentinel errors) and
+// internal/textcheck, nothing else of the hub, and never the satellite.
+package grpcerr
