@@ -451,6 +451,8 @@ func TestCLI(t *testing.T) {
 			{"unknown output", []string{"get", "sites", "-o", "xml"}, ctl.ExitUsage, []string{"-o xml: want one of wide, json, yaml, name"}},
 			{"unknown context", []string{"--context", "prod", "get", "sites"}, ctl.ExitUsage, []string{`no context "prod"`, "admin, viewer"}},
 			{"unknown site", []string{"get", "sites", "atlantis"}, ctl.ExitNotFound, []string{`no site "atlantis"`}},
+			{"unknown site filter", []string{"get", "devices", "--site", "atlantis"}, ctl.ExitNotFound, []string{`site "atlantis" not found`}},
+			{"name pattern with a control character", []string{"get", "devices", "--name", "node\x01*"}, ctl.ExitUsage, []string{"name_pattern"}},
 			{"unknown command", []string{"frobnicate"}, ctl.ExitUsage, []string{"unknown command"}},
 			{"key not in the roster", []string{"--context", "stranger", "get", "sites"}, ctl.ExitAuth, []string{"the hub refused the key: is client ops-stranger in the roster"}},
 			{"viewer may not quarantine", []string{"--context", "viewer", "quarantine", "node-009", "--reason", "x"}, ctl.ExitAuth, []string{"client ops-viewer may not do this", "operations:write"}},
