@@ -212,6 +212,25 @@ contexts:
 		}
 		return nil
 	})
+	// and both sites report their site conditions, the first sweep done
+	// (OrphanDetection leaves SweepPending), so tables are stable
+	harness.Eventually(t, 60*time.Second, func() error {
+		r, err := f.api.ListSites(context.Background(), &ironlinkv1.ListSitesRequest{})
+		if err != nil {
+			return err
+		}
+		for _, s := range r.GetSites() {
+			if len(s.GetConditions()) == 0 {
+				return fmt.Errorf("site %s has reported no conditions", s.GetName())
+			}
+			for _, c := range s.GetConditions() {
+				if c.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE {
+					return fmt.Errorf("site %s: %s is %v (%s)", s.GetName(), c.GetType(), c.GetStatus(), c.GetReason())
+				}
+			}
+		}
+		return nil
+	})
 	return f
 }
 
