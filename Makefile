@@ -11,8 +11,9 @@ BIN := bin
 
 all: build
 
-## build: compile ironlink-hub, ironlink-satellite and the OpenStack simulator into bin/
+## build: compile ironlink (the operator CLI), ironlink-hub, ironlink-satellite and the OpenStack simulator into bin/
 build:
+	$(GO) build -o $(BIN)/ironlink ./hub/cmd/ironlink
 	$(GO) build -o $(BIN)/ironlink-hub ./hub/cmd/ironlink-hub
 	$(GO) build -o $(BIN)/ironlink-satellite ./satellite/cmd/ironlink-satellite
 	$(GO) build -o $(BIN)/ironlink-openstacksim ./internal/openstacksim/cmd/ironlink-openstacksim

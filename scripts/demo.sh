@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # make demo: PostgreSQL, an ironlink hub and a satellite against the built-in
 # OpenStack simulator (about 50 nodes in mixed states that keep changing),
-# then grpcurl commands to try. Ctrl-C stops everything this script started.
+# then ironlink CLI and grpcurl commands to try. Ctrl-C stops everything this script started.
 #
 # Settings (environment): DATABASE_URL (use this PostgreSQL instead of a
 # private throwaway cluster), IRONLINK_HUB_LISTEN (default localhost:7070),
 # DEMO_NODES (50), DEMO_CHURN (15s), DEMO_POLL_INTERVAL (10s), DEMO_PG_PORT (55432),
-# DEMO_SWEEP_INTERVAL (15s), DEMO_ORPHANS (1 of each kind), DEMO_METRICS_ADDR
+# DEMO_SWEEP_INTERVAL (15s), DEMO_ORPHANS (1 of each kind), DEMO_USER_CONFIG (1: write the
+# CLI context "demo" into a missing ~/.config/ironlink/config.yaml; 0: never), DEMO_METRICS_ADDR
 # (127.0.0.1:9108, the satellite's /metrics),
 # DEMO_REPLICAS (1; with 2, two hub replicas on 127.0.0.1:7071/7072 run behind
 # the small ironlink-lb TCP load balancer on $IRONLINK_HUB_LISTEN).
@@ -153,6 +154,31 @@ for _ in $(seq 150); do
   sleep 0.2
 done
 [ -n "$device" ] || { echo "no device reached the hub; see .demo/*.log" >&2; tail -20 "$STATE/satellite.log" >&2; exit 1; }
+devname=$("$psql_bin" "$db" -Atqc "SELECT name FROM devices WHERE id = '$device'")
+
+# A context "demo" for the ironlink CLI: always in .demo/ironlink.yaml; also in
+# the user's config when that does not exist yet, or already holds this demo's
+# context (an earlier make demo). Any other user config is left alone.
+# DEMO_USER_CONFIG=0 never touches the user's config.
+demo_cfg=$STATE/ironlink.yaml
+rm -f "$demo_cfg"
+bin/ironlink --config "$demo_cfg" config set-context demo --hub "$HUB" --ca "$PKI/ca.pem" \
+  --client-id demo-operator --key "$PKI/operator.pem" --use >/dev/null
+user_cfg=${IRONLINK_CONFIG:-${XDG_CONFIG_HOME:-$HOME/.config}/ironlink/config.yaml}
+cli="IRONLINK_CONFIG=$demo_cfg bin/ironlink"
+cfgnote="(your $user_cfg is left alone; the demo's context is in $demo_cfg)"
+if [ "${DEMO_USER_CONFIG:-1}" = 1 ]; then
+  if [ ! -e "$user_cfg" ]; then
+    bin/ironlink --config "$user_cfg" config set-context demo --hub "$HUB" --ca "$PKI/ca.pem" \
+      --client-id demo-operator --key "$PKI/operator.pem" --use >/dev/null
+    cli=bin/ironlink cfgnote="(context \"demo\" written to $user_cfg, which did not exist)"
+  elif grep -qF "$PKI/operator.pem" "$user_cfg"; then
+    bin/ironlink --config "$user_cfg" config set-context demo --hub "$HUB" --ca "$PKI/ca.pem" \
+      --client-id demo-operator --key "$PKI/operator.pem" >/dev/null
+    cli="bin/ironlink --context demo" cfgnote="(context \"demo\" refreshed in $user_cfg)"
+    [ "$(bin/ironlink --config "$user_cfg" config current-context 2>/dev/null)" = demo ] && cli=bin/ironlink
+  fi
+fi
 
 if ! command -v grpcurl >/dev/null; then
   gobin=$(go env GOPATH)/bin
@@ -169,12 +195,23 @@ A='-H "authorization: Bearer $(ironlink_token)"'
 cat <<EOM
 
 ironlink demo is running: hub on $HUB (TLS, client authentication on), satellite for site "demo", ${DEMO_NODES:-50} simulated nodes.
-${pathnote:-}
 Fleet view (open in a browser on this machine; the link signs you in as demo-operator):
 
   http://$WEB/?token=$(cat "$STATE/web-token")
 
-Try these in another terminal. First define how to mint a short-lived operator token
+Try the ironlink CLI in another terminal, from $PWD $cfgnote:
+
+  $cli get devices                                   # every device, its status and why
+  $cli get devices --status faulted,maintenance      # what is broken now, and why
+  $cli get sites                                     # which site stopped reporting
+  $cli describe device $devname
+  $cli quarantine $devname --reason "GPU 3 throws Xid 79" --wait
+  $cli release $devname --reason "GPU replaced" --wait
+  $cli get devices --orphaned                        # orphaned Nova instances (after ~30 s)
+  $cli get devices --watch                           # Ctrl-C stops watching
+
+The same through grpcurl ${pathnote:-}
+First define how to mint a short-lived operator token
 (a private-key JWT for client demo-operator; each call gets a fresh one):
 
   ironlink_token() { $PWD/bin/ironlink-hub token --key $PKI/operator.pem --client-id demo-operator; }

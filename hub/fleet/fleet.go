@@ -148,6 +148,9 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 		return nil, err
 	}
 	f := store.DeviceFilter{Site: req.GetSite(), Sites: sc.sites, IncludeRemoved: req.GetIncludeRemoved(), InstanceMismatch: req.GetInstanceMismatch(), Limit: limit}
+	if f.NameLike, f.NameLike2, err = nameFilters(req.GetNamePrefix(), req.GetNamePattern()); err != nil {
+		return nil, err
+	}
 	for i, im := range req.GetImpairments() {
 		switch im {
 		case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:
@@ -196,7 +199,7 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 
 // GetDevice implements FleetService.GetDevice.
 func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest) (*ironlinkv1.GetDeviceResponse, error) {
-	id, err := parseID("device_id", req.GetDeviceId())
+	id, err := s.resolveDevice(ctx, deviceRef{req.GetDeviceId(), req.GetDeviceName(), req.GetSite()})
 	if err != nil {
 		return nil, err
 	}
@@ -235,17 +238,17 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 	return resp, nil
 }
 
-func (s *Server) setImpairment(ctx context.Context, deviceID, reason string, desired store.Impairment) (*ironlinkv1.OperatorCommand, error) {
-	id, err := parseID("device_id", deviceID)
-	if err != nil {
-		return nil, err
-	}
+func (s *Server) setImpairment(ctx context.Context, ref deviceRef, reason string, desired store.Impairment) (*ironlinkv1.OperatorCommand, error) {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
 		return nil, grpcerr.InvalidArgument("reason", grpcerr.ReasonRequired, "reason is required: say why (it is kept in the device's quarantine history)")
 	}
 	if err := textcheck.Text("reason", reason, MaxReasonBytes); err != nil {
 		return nil, grpcerr.FromCheck(err)
+	}
+	id, err := s.resolveDevice(ctx, ref)
+	if err != nil {
+		return nil, err
 	}
 	if err := s.checkDevice(ctx, callerScope(ctx), id); err != nil {
 		return nil, err
@@ -262,7 +265,7 @@ func (s *Server) setImpairment(ctx context.Context, deviceID, reason string, des
 
 // QuarantineDevice implements FleetService.QuarantineDevice.
 func (s *Server) QuarantineDevice(ctx context.Context, req *ironlinkv1.QuarantineDeviceRequest) (*ironlinkv1.QuarantineDeviceResponse, error) {
-	c, err := s.setImpairment(ctx, req.GetDeviceId(), req.GetReason(), store.ImpairmentQuarantined)
+	c, err := s.setImpairment(ctx, deviceRef{req.GetDeviceId(), req.GetDeviceName(), req.GetSite()}, req.GetReason(), store.ImpairmentQuarantined)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +274,7 @@ func (s *Server) QuarantineDevice(ctx context.Context, req *ironlinkv1.Quarantin
 
 // ReleaseDevice implements FleetService.ReleaseDevice.
 func (s *Server) ReleaseDevice(ctx context.Context, req *ironlinkv1.ReleaseDeviceRequest) (*ironlinkv1.ReleaseDeviceResponse, error) {
-	c, err := s.setImpairment(ctx, req.GetDeviceId(), req.GetReason(), store.ImpairmentReleased)
+	c, err := s.setImpairment(ctx, deviceRef{req.GetDeviceId(), req.GetDeviceName(), req.GetSite()}, req.GetReason(), store.ImpairmentReleased)
 	if err != nil {
 		return nil, err
 	}
@@ -308,8 +311,12 @@ func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsR
 		return nil, err
 	}
 	f := store.CommandFilter{Site: req.GetSite(), Sites: sc.sites, Limit: limit}
-	if req.GetDeviceId() != "" {
-		if f.DeviceID, err = parseID("device_id", req.GetDeviceId()); err != nil {
+	if req.GetDeviceId() != "" || req.GetDeviceName() != "" {
+		ref := deviceRef{id: req.GetDeviceId(), name: req.GetDeviceName()}
+		if ref.name != "" {
+			ref.site = req.GetSite() // with a UUID, site stays a plain filter
+		}
+		if f.DeviceID, err = s.resolveDevice(ctx, ref); err != nil {
 			return nil, err
 		}
 		if err := s.checkDevice(ctx, sc, f.DeviceID); err != nil {

@@ -28,6 +28,12 @@ type DeviceFilter struct {
 	// InstanceMismatch keeps only devices whose facts hold at least one
 	// InstanceMismatch (orphaned instance).
 	InstanceMismatch bool
+	// NameLike, when non-empty, keeps devices whose name matches this LIKE
+	// pattern (backslash escapes; see LikePrefix and GlobToLike).
+	NameLike string
+	// NameLike2 is a second LIKE pattern that must match too (a prefix and
+	// a pattern given together).
+	NameLike2 string
 	// After is the keyset cursor: only devices with id > After (empty: from the start).
 	After string
 	// Limit is the page size (1-1000).
@@ -84,7 +90,8 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 		  AND (cardinality($6::text[]) = 0 OR d.desired_impairment = ANY($6::text[]))
 		  AND (NOT $7 OR `+hasMismatch+`)
 		  AND ($8::text[] IS NULL OR d.site = ANY($8::text[]))
-		ORDER BY d.id LIMIT $5`, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1, imps, f.InstanceMismatch, f.Sites)
+		  AND ($9 = '' OR d.name LIKE $9) AND ($10 = '' OR d.name LIKE $10)
+		ORDER BY d.id LIMIT $5`, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1, imps, f.InstanceMismatch, f.Sites, f.NameLike, f.NameLike2)
 	if err != nil {
 		return nil, false, fmt.Errorf("list devices: %w", err)
 	}

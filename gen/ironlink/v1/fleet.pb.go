@@ -970,8 +970,16 @@ type ListDevicesRequest struct {
 	// Only devices with at least one InstanceMismatch in their facts
 	// (orphaned instances found by the satellite's sweep).
 	InstanceMismatch bool `protobuf:"varint,7,opt,name=instance_mismatch,json=instanceMismatch,proto3" json:"instance_mismatch,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Only devices whose name starts with this (case-sensitive, like Ironic's
+	// names); empty for all.
+	NamePrefix string `protobuf:"bytes,8,opt,name=name_prefix,json=namePrefix,proto3" json:"name_prefix,omitempty"`
+	// Only devices whose name matches this shell-style pattern: "*" matches
+	// any run of characters, "?" one character, a backslash quotes the next one; a
+	// pattern without wildcards is an exact name. At most 256 bytes; empty for
+	// all. Combines with name_prefix (both must match).
+	NamePattern   string `protobuf:"bytes,9,opt,name=name_pattern,json=namePattern,proto3" json:"name_pattern,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListDevicesRequest) Reset() {
@@ -1053,6 +1061,20 @@ func (x *ListDevicesRequest) GetInstanceMismatch() bool {
 	return false
 }
 
+func (x *ListDevicesRequest) GetNamePrefix() string {
+	if x != nil {
+		return x.NamePrefix
+	}
+	return ""
+}
+
+func (x *ListDevicesRequest) GetNamePattern() string {
+	if x != nil {
+		return x.NamePattern
+	}
+	return ""
+}
+
 // ListDevicesResponse is one page of devices (without conditions; use GetDevice).
 type ListDevicesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1111,10 +1133,15 @@ func (x *ListDevicesResponse) GetNextPageToken() string {
 // GetDeviceRequest names a device.
 type GetDeviceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Ironic node UUID.
+	// Ironic node UUID; give this or device_name.
 	DeviceId string `protobuf:"bytes,1,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
 	// Maximum history entries returned per history, newest first; 0 means 50.
-	HistoryLimit  int32 `protobuf:"varint,2,opt,name=history_limit,json=historyLimit,proto3" json:"history_limit,omitempty"`
+	HistoryLimit int32 `protobuf:"varint,2,opt,name=history_limit,json=historyLimit,proto3" json:"history_limit,omitempty"`
+	// Ironic node name; give this or device_id.
+	DeviceName string `protobuf:"bytes,3,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	// Site of the device named by device_name, needed only when the name is
+	// used at more than one site; when set with device_id it must match.
+	Site          string `protobuf:"bytes,4,opt,name=site,proto3" json:"site,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1161,6 +1188,20 @@ func (x *GetDeviceRequest) GetHistoryLimit() int32 {
 		return x.HistoryLimit
 	}
 	return 0
+}
+
+func (x *GetDeviceRequest) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
+	}
+	return ""
+}
+
+func (x *GetDeviceRequest) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
 }
 
 // GetDeviceResponse is a device with its histories.
@@ -1230,10 +1271,15 @@ func (x *GetDeviceResponse) GetImpairmentHistory() []*ImpairmentChange {
 // QuarantineDeviceRequest asks to take a device away from customers.
 type QuarantineDeviceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Ironic node UUID.
+	// Ironic node UUID; give this or device_name.
 	DeviceId string `protobuf:"bytes,1,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
 	// Why; required, at most 1024 bytes.
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Ironic node name; give this or device_id.
+	DeviceName string `protobuf:"bytes,3,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	// Site of the device named by device_name, needed only when the name is
+	// used at more than one site; when set with device_id it must match.
+	Site          string `protobuf:"bytes,4,opt,name=site,proto3" json:"site,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1278,6 +1324,20 @@ func (x *QuarantineDeviceRequest) GetDeviceId() string {
 func (x *QuarantineDeviceRequest) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *QuarantineDeviceRequest) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
+	}
+	return ""
+}
+
+func (x *QuarantineDeviceRequest) GetSite() string {
+	if x != nil {
+		return x.Site
 	}
 	return ""
 }
@@ -1331,10 +1391,15 @@ func (x *QuarantineDeviceResponse) GetCommand() *OperatorCommand {
 // ReleaseDeviceRequest asks to give a device back to customers.
 type ReleaseDeviceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Ironic node UUID.
+	// Ironic node UUID; give this or device_name.
 	DeviceId string `protobuf:"bytes,1,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
 	// Why; required, at most 1024 bytes.
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Ironic node name; give this or device_id.
+	DeviceName string `protobuf:"bytes,3,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	// Site of the device named by device_name, needed only when the name is
+	// used at more than one site; when set with device_id it must match.
+	Site          string `protobuf:"bytes,4,opt,name=site,proto3" json:"site,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1379,6 +1444,20 @@ func (x *ReleaseDeviceRequest) GetDeviceId() string {
 func (x *ReleaseDeviceRequest) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *ReleaseDeviceRequest) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
+	}
+	return ""
+}
+
+func (x *ReleaseDeviceRequest) GetSite() string {
+	if x != nil {
+		return x.Site
 	}
 	return ""
 }
@@ -1524,7 +1603,7 @@ func (x *GetCommandResponse) GetCommand() *OperatorCommand {
 // ListCommandsRequest filters and pages commands.
 type ListCommandsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only commands of this device; empty for all.
+	// Only commands of this device (UUID); empty for all.
 	DeviceId string `protobuf:"bytes,1,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
 	// Only commands of this site; empty for all.
 	Site string `protobuf:"bytes,2,opt,name=site,proto3" json:"site,omitempty"`
@@ -1533,7 +1612,10 @@ type ListCommandsRequest struct {
 	// Maximum commands per page, 1-1000; 0 means 100.
 	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of a previous response; empty for the first page.
-	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only commands of the device with this name (within site when site is
+	// set); give this or device_id, not both.
+	DeviceName    string `protobuf:"bytes,6,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1599,6 +1681,13 @@ func (x *ListCommandsRequest) GetPageSize() int32 {
 func (x *ListCommandsRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListCommandsRequest) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
 	}
 	return ""
 }
@@ -1930,7 +2019,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"conditions\x18\t \x03(\v2\x16.ironlink.v1.ConditionR\n" +
 	"conditions\x126\n" +
 	"\x17instance_mismatch_count\x18\n" +
-	" \x01(\x05R\x15instanceMismatchCount\"\xb6\x02\n" +
+	" \x01(\x05R\x15instanceMismatchCount\"\xfa\x02\n" +
 	"\x12ListDevicesRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\x0e2\x1e.ironlink.v1.OperationalStatusR\bstatuses\x12\x1b\n" +
@@ -1939,39 +2028,53 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\x12'\n" +
 	"\x0finclude_removed\x18\x05 \x01(\bR\x0eincludeRemoved\x12>\n" +
 	"\vimpairments\x18\x06 \x03(\x0e2\x1c.ironlink.v1.ImpairmentStateR\vimpairments\x12+\n" +
-	"\x11instance_mismatch\x18\a \x01(\bR\x10instanceMismatch\"l\n" +
+	"\x11instance_mismatch\x18\a \x01(\bR\x10instanceMismatch\x12\x1f\n" +
+	"\vname_prefix\x18\b \x01(\tR\n" +
+	"namePrefix\x12!\n" +
+	"\fname_pattern\x18\t \x01(\tR\vnamePattern\"l\n" +
 	"\x13ListDevicesResponse\x12-\n" +
 	"\adevices\x18\x01 \x03(\v2\x13.ironlink.v1.DeviceR\adevices\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"T\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x89\x01\n" +
 	"\x10GetDeviceRequest\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12#\n" +
-	"\rhistory_limit\x18\x02 \x01(\x05R\fhistoryLimit\"\xd0\x01\n" +
+	"\rhistory_limit\x18\x02 \x01(\x05R\fhistoryLimit\x12\x1f\n" +
+	"\vdevice_name\x18\x03 \x01(\tR\n" +
+	"deviceName\x12\x12\n" +
+	"\x04site\x18\x04 \x01(\tR\x04site\"\xd0\x01\n" +
 	"\x11GetDeviceResponse\x12+\n" +
 	"\x06device\x18\x01 \x01(\v2\x13.ironlink.v1.DeviceR\x06device\x12@\n" +
 	"\x0estatus_history\x18\x02 \x03(\v2\x19.ironlink.v1.StatusChangeR\rstatusHistory\x12L\n" +
-	"\x12impairment_history\x18\x03 \x03(\v2\x1d.ironlink.v1.ImpairmentChangeR\x11impairmentHistory\"N\n" +
+	"\x12impairment_history\x18\x03 \x03(\v2\x1d.ironlink.v1.ImpairmentChangeR\x11impairmentHistory\"\x83\x01\n" +
 	"\x17QuarantineDeviceRequest\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"R\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vdevice_name\x18\x03 \x01(\tR\n" +
+	"deviceName\x12\x12\n" +
+	"\x04site\x18\x04 \x01(\tR\x04site\"R\n" +
 	"\x18QuarantineDeviceResponse\x126\n" +
-	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\"K\n" +
+	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\"\x80\x01\n" +
 	"\x14ReleaseDeviceRequest\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"O\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vdevice_name\x18\x03 \x01(\tR\n" +
+	"deviceName\x12\x12\n" +
+	"\x04site\x18\x04 \x01(\tR\x04site\"O\n" +
 	"\x15ReleaseDeviceResponse\x126\n" +
 	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\"2\n" +
 	"\x11GetCommandRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\"L\n" +
 	"\x12GetCommandResponse\x126\n" +
-	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\"\xb5\x01\n" +
+	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\"\xd6\x01\n" +
 	"\x13ListCommandsRequest\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x121\n" +
 	"\x06states\x18\x03 \x03(\x0e2\x19.ironlink.v1.CommandStateR\x06states\x12\x1b\n" +
 	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageToken\"x\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\x12\x1f\n" +
+	"\vdevice_name\x18\x06 \x01(\tR\n" +
+	"deviceName\"x\n" +
 	"\x14ListCommandsResponse\x128\n" +
 	"\bcommands\x18\x01 \x03(\v2\x1c.ironlink.v1.OperatorCommandR\bcommands\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"L\n" +

@@ -41,22 +41,40 @@ const (
 // another site (a filter, a Get, a write) is PermissionDenied and changes
 // nothing. Every call counts against the caller's rate limit
 // (ResourceExhausted with a google.rpc.RetryInfo detail saying when to retry).
+// Naming a device: every request that names one device takes either
+// device_id (the Ironic node UUID) or device_name (the Ironic node name, as
+// operators know it) — not both. A name is looked up among devices that are
+// not removed, and among removed ones only when no live device has it (Ironic
+// may give a new node the name of a deleted one); when the name is used at
+// more than one site, the request's site chooses. A name that
+// matches several devices is InvalidArgument with an ErrorInfo detail
+// (domain "ironlink.v1", reason "DEVICE_NAME_AMBIGUOUS", metadata
+// "candidates": comma-separated "site/device_id" pairs) and a BadRequest
+// field violation on device_name. An unknown name is NotFound with an
+// ErrorInfo detail (reason "NOT_FOUND", metadata "suggestions":
+// comma-separated similar names, possibly empty) and a ResourceInfo.
 type FleetServiceClient interface {
-	// ListDevices lists devices, optionally filtered by site and status, in
-	// device-id order. Errors: InvalidArgument for a bad page_token or page_size.
+	// ListDevices lists devices, optionally filtered by site, status and name, in
+	// device-id order. Errors: InvalidArgument for a bad page_token, page_size
+	// or name filter.
 	ListDevices(ctx context.Context, in *ListDevicesRequest, opts ...grpc.CallOption) (*ListDevicesResponse, error)
-	// GetDevice returns one device with its conditions and histories.
-	// Errors: InvalidArgument for a malformed id, NotFound for an unknown one.
+	// GetDevice returns one device with its conditions and histories. The
+	// device is named by device_id or by device_name (with site when the name
+	// is not unique; see "Naming a device" below).
+	// Errors: InvalidArgument for a malformed id or an ambiguous name,
+	// NotFound for an unknown one.
 	GetDevice(ctx context.Context, in *GetDeviceRequest, opts ...grpc.CallOption) (*GetDeviceResponse, error)
 	// QuarantineDevice takes a device away from customers: it records the
 	// desired state with a new generation and queues a command for the site.
-	// Errors: InvalidArgument (malformed id, empty reason), NotFound.
+	// The device is named by device_id or device_name (see GetDevice).
+	// Errors: InvalidArgument (malformed id, ambiguous name, empty reason), NotFound.
 	QuarantineDevice(ctx context.Context, in *QuarantineDeviceRequest, opts ...grpc.CallOption) (*QuarantineDeviceResponse, error)
 	// ReleaseDevice gives a device back to customers. Same errors as QuarantineDevice.
 	ReleaseDevice(ctx context.Context, in *ReleaseDeviceRequest, opts ...grpc.CallOption) (*ReleaseDeviceResponse, error)
 	// GetCommand returns one command. Errors: InvalidArgument, NotFound.
 	GetCommand(ctx context.Context, in *GetCommandRequest, opts ...grpc.CallOption) (*GetCommandResponse, error)
-	// ListCommands lists commands, newest first.
+	// ListCommands lists commands, newest first. A device filter may name the
+	// device by id or by name (see GetDevice).
 	ListCommands(ctx context.Context, in *ListCommandsRequest, opts ...grpc.CallOption) (*ListCommandsResponse, error)
 	// ListSites lists every site that has ever connected.
 	ListSites(ctx context.Context, in *ListSitesRequest, opts ...grpc.CallOption) (*ListSitesResponse, error)
@@ -171,22 +189,40 @@ func (c *fleetServiceClient) RetryCommand(ctx context.Context, in *RetryCommandR
 // another site (a filter, a Get, a write) is PermissionDenied and changes
 // nothing. Every call counts against the caller's rate limit
 // (ResourceExhausted with a google.rpc.RetryInfo detail saying when to retry).
+// Naming a device: every request that names one device takes either
+// device_id (the Ironic node UUID) or device_name (the Ironic node name, as
+// operators know it) — not both. A name is looked up among devices that are
+// not removed, and among removed ones only when no live device has it (Ironic
+// may give a new node the name of a deleted one); when the name is used at
+// more than one site, the request's site chooses. A name that
+// matches several devices is InvalidArgument with an ErrorInfo detail
+// (domain "ironlink.v1", reason "DEVICE_NAME_AMBIGUOUS", metadata
+// "candidates": comma-separated "site/device_id" pairs) and a BadRequest
+// field violation on device_name. An unknown name is NotFound with an
+// ErrorInfo detail (reason "NOT_FOUND", metadata "suggestions":
+// comma-separated similar names, possibly empty) and a ResourceInfo.
 type FleetServiceServer interface {
-	// ListDevices lists devices, optionally filtered by site and status, in
-	// device-id order. Errors: InvalidArgument for a bad page_token or page_size.
+	// ListDevices lists devices, optionally filtered by site, status and name, in
+	// device-id order. Errors: InvalidArgument for a bad page_token, page_size
+	// or name filter.
 	ListDevices(context.Context, *ListDevicesRequest) (*ListDevicesResponse, error)
-	// GetDevice returns one device with its conditions and histories.
-	// Errors: InvalidArgument for a malformed id, NotFound for an unknown one.
+	// GetDevice returns one device with its conditions and histories. The
+	// device is named by device_id or by device_name (with site when the name
+	// is not unique; see "Naming a device" below).
+	// Errors: InvalidArgument for a malformed id or an ambiguous name,
+	// NotFound for an unknown one.
 	GetDevice(context.Context, *GetDeviceRequest) (*GetDeviceResponse, error)
 	// QuarantineDevice takes a device away from customers: it records the
 	// desired state with a new generation and queues a command for the site.
-	// Errors: InvalidArgument (malformed id, empty reason), NotFound.
+	// The device is named by device_id or device_name (see GetDevice).
+	// Errors: InvalidArgument (malformed id, ambiguous name, empty reason), NotFound.
 	QuarantineDevice(context.Context, *QuarantineDeviceRequest) (*QuarantineDeviceResponse, error)
 	// ReleaseDevice gives a device back to customers. Same errors as QuarantineDevice.
 	ReleaseDevice(context.Context, *ReleaseDeviceRequest) (*ReleaseDeviceResponse, error)
 	// GetCommand returns one command. Errors: InvalidArgument, NotFound.
 	GetCommand(context.Context, *GetCommandRequest) (*GetCommandResponse, error)
-	// ListCommands lists commands, newest first.
+	// ListCommands lists commands, newest first. A device filter may name the
+	// device by id or by name (see GetDevice).
 	ListCommands(context.Context, *ListCommandsRequest) (*ListCommandsResponse, error)
 	// ListSites lists every site that has ever connected.
 	ListSites(context.Context, *ListSitesRequest) (*ListSitesResponse, error)

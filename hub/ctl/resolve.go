@@ -1,0 +1,213 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+)
+
+// deviceArg is how an operator named a device on the command line: a UUID,
+// a name, or SITE/NAME.
+type deviceArg struct {
+	raw, id, name, site string
+}
+
+// parseDeviceArg splits arg ("UUID", "NAME" or "SITE/NAME"); site (from
+// --site) applies when the argument names none. Errors (usage): empty, or
+// two sites that disagree.
+func parseDeviceArg(arg, site string) (deviceArg, error) {
+	d := deviceArg{raw: arg, site: site}
+	s := strings.TrimSpace(arg)
+	if s == "" {
+		return d, usageErrf("empty device name: give a name, SITE/NAME or UUID")
+	}
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		if s[:i] == "" || s[i+1:] == "" {
+			return d, usageErrf("device %q: want SITE/NAME", arg)
+		}
+		if site != "" && site != s[:i] {
+			return d, usageErrf("device %q names site %q but --site is %q", arg, s[:i], site)
+		}
+		d.site, s = s[:i], s[i+1:]
+	}
+	if id, err := uuid.Parse(s); err == nil && len(s) == 36 {
+		d.id = id.String()
+	} else {
+		d.name = s
+	}
+	return d, nil
+}
+
+func (d deviceArg) getRequest(historyLimit int32) *ironlinkv1.GetDeviceRequest {
+	return &ironlinkv1.GetDeviceRequest{DeviceId: d.id, DeviceName: d.name, Site: d.site, HistoryLimit: historyLimit}
+}
+
+// getDevice fetches the device d names (with up to historyLimit history
+// entries; 0 means the hub's default).
+func (c *client) getDevice(ctx context.Context, d deviceArg, historyLimit int32) (*ironlinkv1.GetDeviceResponse, error) {
+	cctx, cancel := c.call(ctx)
+	defer cancel()
+	r, err := c.fleet.GetDevice(cctx, d.getRequest(historyLimit))
+	if err != nil {
+		return nil, c.explain(err)
+	}
+	return r, nil
+}
+
+// resolveDevices resolves every argument before anything is changed, so a
+// typo in the third name changes nothing. It returns the devices in
+// argument order, without duplicates.
+func (c *client) resolveDevices(ctx context.Context, args []string, site string) ([]*ironlinkv1.Device, error) {
+	var out []*ironlinkv1.Device
+	var seen []string
+	for _, a := range args {
+		d, err := parseDeviceArg(a, site)
+		if err != nil {
+			return nil, err
+		}
+		r, err := c.getDevice(ctx, d, 1)
+		if err != nil {
+			return nil, err
+		}
+		if id := r.GetDevice().GetDeviceId(); !slices.Contains(seen, id) {
+			seen = append(seen, id)
+			out = append(out, r.GetDevice())
+		}
+	}
+	return out, nil
+}
+
+// displayName is how tables name a device: its name, else its UUID.
+func displayName(d *ironlinkv1.Device) string {
+	if d.GetName() != "" {
+		return d.GetName()
+	}
+	return d.GetDeviceId()
+}
+
+// qualifiedName is SITE/NAME (SITE/UUID for a nameless device), the form
+// -o name prints and every device argument accepts.
+func qualifiedName(d *ironlinkv1.Device) string {
+	return d.GetSite() + "/" + displayName(d)
+}
+
+func statusName(s ironlinkv1.OperationalStatus) string {
+	if s == ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_UNSPECIFIED {
+		return ""
+	}
+	return strings.TrimPrefix(s.String(), "OPERATIONAL_STATUS_")
+}
+
+// deviceStatus is the STATUS cell: UNREACHABLE keeps the last known status
+// beside it, and removed devices say so.
+func deviceStatus(d *ironlinkv1.Device) string {
+	s := statusName(d.GetStatus())
+	if d.GetStatus() == ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_UNREACHABLE && d.GetLastKnownStatus() != 0 {
+		s += " (was " + statusName(d.GetLastKnownStatus()) + ")"
+	}
+	if d.GetRemoved() {
+		s += " (removed)"
+	}
+	return s
+}
+
+func impairmentName(s ironlinkv1.ImpairmentState) string {
+	switch s {
+	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:
+		return "quarantined"
+	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:
+		return "released"
+	}
+	return ""
+}
+
+// deviceImpairment is the QUARANTINE cell: the desired state and whether
+// the site has applied it ("quarantined", "quarantined (applying)",
+// "released (failing)"); "-" when never touched.
+func deviceImpairment(d *ironlinkv1.Device) string {
+	s := impairmentName(d.GetDesiredImpairment())
+	if s == "" {
+		return ""
+	}
+	switch {
+	case d.GetLastCommandError() != "":
+		s += " (failing)"
+	case d.GetAppliedGeneration() < d.GetDesiredGeneration():
+		s += " (applying)"
+	}
+	return s
+}
+
+func actionName(s ironlinkv1.ImpairmentState) string {
+	switch s {
+	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:
+		return "quarantine"
+	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:
+		return "release"
+	}
+	return ""
+}
+
+func commandStateName(s ironlinkv1.CommandState) string {
+	if s == ironlinkv1.CommandState_COMMAND_STATE_UNSPECIFIED {
+		return ""
+	}
+	return strings.TrimPrefix(s.String(), "COMMAND_STATE_")
+}
+
+func conditionStatusName(s ironlinkv1.ConditionStatus) string {
+	switch s {
+	case ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE:
+		return "True"
+	case ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE:
+		return "False"
+	case ironlinkv1.ConditionStatus_CONDITION_STATUS_UNKNOWN:
+		return "Unknown"
+	}
+	return ""
+}
+
+func linkStateName(s ironlinkv1.LinkState) string {
+	if s == ironlinkv1.LinkState_LINK_STATE_UNSPECIFIED {
+		return ""
+	}
+	return strings.TrimPrefix(s.String(), "LINK_STATE_")
+}
+
+// parseEnumList turns "faulted,maintenance" into enum values by their
+// short names (case-insensitive). Errors (usage) list the valid names.
+func parseEnumList[E ~int32](flag, list string, names map[string]int32, prefix string, skip ...string) ([]E, error) {
+	var valid []string
+	for n, v := range names {
+		short := strings.ToLower(strings.TrimPrefix(n, prefix))
+		if v != 0 && !slices.Contains(skip, short) {
+			valid = append(valid, short)
+		}
+	}
+	slices.Sort(valid)
+	var out []E
+	for _, p := range strings.Split(list, ",") {
+		p = strings.ToLower(strings.TrimSpace(p))
+		if p == "" {
+			continue
+		}
+		v, ok := names[prefix+strings.ToUpper(p)]
+		if !ok || v == 0 || slices.Contains(skip, p) {
+			return nil, usageErrf("--%s %s: want one or more of %s, comma-separated", flag, p, strings.Join(valid, ", "))
+		}
+		out = append(out, E(v))
+	}
+	return out, nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
