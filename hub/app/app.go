@@ -73,6 +73,13 @@ type Config struct {
 	// (GOAWAY) so satellites spread over replicas; MaxConnectionAgeGrace then
 	// bounds how long open streams may continue (defaults 30 m and 1 m; 0 = off).
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// AdminAddr is the plaintext HTTP listener for /metrics, /healthz and
+	// /readyz (host:port; "" = none). The command's default is DefaultAdminAddr.
+	AdminAddr string
+	// SkipMigrate starts serving without applying migrations (they run in
+	// `ironlink-hub migrate`, e.g. a Helm hook Job); the replica is not ready
+	// while the schema is behind this binary.
+	SkipMigrate bool
 }
 
 // Validate checks c and fills defaults. Errors name the bad setting.
@@ -129,20 +136,27 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	applied, err := store.Migrate(ctx, cfg.DatabaseURL)
+	if !cfg.SkipMigrate {
+		applied, err := store.Migrate(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return err
+		}
+		if len(applied) > 0 {
+			log.Info("migrations applied", "versions", applied)
+		}
+	}
+	obs, err := newObservability(cfg, log)
 	if err != nil {
 		return err
 	}
-	if len(applied) > 0 {
-		log.Info("migrations applied", "versions", applied)
-	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, log)
+	st, err := store.Open(ctx, cfg.DatabaseURL, log, obs.storeOptions()...)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 
-	var opts []grpc.ServerOption
+	opts := obs.serverOptions()
+	cfg.Link.Hooks = obs.linkHooks()
 	if !cfg.Plaintext {
 		tc, err := tlsutil.ServerConfig(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
 		if err != nil {
@@ -157,11 +171,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if !cfg.NoAuth {
 		watcher, err = auth.NewRosterWatcher(cfg.RosterPath, log.With("component", "roster"), func(_, new *auth.Roster) {
 			linkSrv.RevokeUnauthorized(new)
+			obs.rosterReloaded()
 		})
 		if err != nil {
 			return fmt.Errorf("roster: %w", err)
 		}
-		v := &auth.Verifier{Roster: watcher.Roster, Audience: cfg.Audience, MaxLifetime: cfg.MaxTokenLifetime, Replay: st}
+		v := &auth.Verifier{Roster: watcher.Roster, Audience: cfg.Audience, MaxLifetime: cfg.MaxTokenLifetime, Replay: obs.replay(st)}
 		opts = append(opts, grpc.ChainUnaryInterceptor(authn.UnaryInterceptor(v, log)), grpc.ChainStreamInterceptor(authn.StreamInterceptor(v, log)))
 		log.Info("client authentication on", "roster", cfg.RosterPath, "clients", len(watcher.Roster().Clients()), "audience", cfg.Audience)
 	} else {
@@ -178,14 +193,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
-	for _, svc := range []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName} {
-		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
-	}
+	obs.start(ctx, st, srv, hs, []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName}, linkSrv, watcher)
 
 	log.Info("hub serving", "listen", lis.Addr().String(), "replica", cfg.Replica)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return linkSrv.ListenForCommands(gctx, cfg.DatabaseURL) })
 	g.Go(func() error { linkSrv.RunStaleSweep(gctx, cfg.StaleAfter); return nil })
+	g.Go(func() error { return obs.run(gctx) })
 	if watcher != nil {
 		g.Go(func() error { return watcher.Run(gctx) })
 		g.Go(func() error { st.RunJTIPurge(gctx, time.Minute); return nil })
@@ -199,6 +213,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("hub shutting down: draining links", "links", linkSrv.Links())
+		obs.drain()
 		hs.Shutdown()
 		linkSrv.Drain()
 		done := make(chan struct{})

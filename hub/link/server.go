@@ -62,6 +62,8 @@ type Config struct {
 	Delivery store.DeliveryPolicy
 	// HelloTimeout bounds the wait for the first message (default 30 s).
 	HelloTimeout time.Duration
+	// Hooks are told of link, batch and command events (metrics).
+	Hooks Hooks
 }
 
 func (c *Config) defaults() {
@@ -244,7 +246,7 @@ func (s *Server) unregister(c *conn) {
 }
 
 // Connect serves one satellite link until it ends.
-func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
+func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error) {
 	s.mu.Lock()
 	draining := s.draining
 	s.mu.Unlock()
@@ -289,6 +291,8 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
 		}
 	}()
 	log.Info("link opened", "epoch", sess.Epoch, "last_sequence", sess.LastSequence, "version", hello.GetVersion())
+	s.cfg.Hooks.opened(site)
+	defer func() { s.cfg.Hooks.ended(site, ctx, err) }()
 
 	if err := stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Welcome{Welcome: &ironlinkv1.Welcome{
 		LastCommittedSequence:    sess.LastSequence,
@@ -752,6 +756,7 @@ func (l *linkLoop) acked(r commitResult) error {
 	}
 	l.log.Debug("batch committed", "sequence", b.Sequence, "devices", len(b.Devices), "snapshot", b.SnapshotID != "",
 		"duplicate", res.Duplicate, "rows", res.RowsWritten, "took", r.took)
+	l.s.cfg.Hooks.committed(l.site, b, res, r.took)
 	return l.stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Ack{Ack: &ironlinkv1.BatchAck{
 		Sequence: b.Sequence, Duplicate: res.Duplicate}}})
 }
@@ -779,6 +784,7 @@ func (l *linkLoop) handleResult(ctx context.Context, r *ironlinkv1.CommandResult
 		l.log.Error("record command result", "err", err)
 		return status.Error(codes.Unavailable, "hub could not record the result; reconnect and resend")
 	}
+	l.s.cfg.Hooks.result(l.site, cid.String(), r.GetSuccess(), ignored)
 	l.log.Info("command result", "command_id", cid, "device_id", did, "generation", r.GetGeneration(),
 		"success", r.GetSuccess(), "ignored", ignored, "error", r.GetError())
 	return nil
@@ -857,6 +863,7 @@ func (l *linkLoop) deliver(ctx context.Context, resend bool) error {
 		}}}); err != nil {
 			return fmt.Errorf("send command %s: %w", c.ID, err)
 		}
+		l.s.cfg.Hooks.sent(l.site, c.ID, c.State == store.CommandSent)
 		if err := l.s.store.MarkSent(ctx, c.ID); err != nil {
 			l.log.Warn("mark command sent", "command_id", c.ID, "err", err)
 		}

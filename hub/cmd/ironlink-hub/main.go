@@ -77,6 +77,8 @@ func run(args []string, stderr io.Writer) error {
 	fs.StringVar(&cfg.TLSKey, "tls-key", cli.Env("IRONLINK_TLS_KEY", ""), "server private key PEM (env IRONLINK_TLS_KEY)")
 	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cli.Env("IRONLINK_TLS_CLIENT_CA", ""), "CA bundle for client certificates: turns mutual TLS on, the certificate bound to the client id (env IRONLINK_TLS_CLIENT_CA)")
 	fs.BoolVar(&cfg.Plaintext, "plaintext", false, "serve without TLS (local development only)")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", cli.Env("IRONLINK_HUB_ADMIN_ADDR", app.DefaultAdminAddr), "plaintext HTTP listener for /metrics, /healthz and /readyz; empty for none (env IRONLINK_HUB_ADMIN_ADDR)")
+	migrate := fs.Bool("migrate", true, "apply database migrations before serving; --migrate=false when the migrate subcommand runs them (e.g. a Helm hook Job)")
 	durations := []struct {
 		p    *time.Duration
 		name string
@@ -111,6 +113,7 @@ func run(args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
+	cfg.SkipMigrate = !*migrate
 	log, err := cli.NewLogger(logLevel, logFormat)
 	if err != nil {
 		return err
