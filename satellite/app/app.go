@@ -141,6 +141,7 @@ func (c *Config) Validate() error {
 // the link reports as the site condition OpenStackAuthenticated), then polls,
 // sweeps and keeps the link until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	cfg.fromCredentials()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -166,6 +167,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	site.Set(condition.Condition{Type: condition.OrphanDetection, Status: condition.Unknown, Reason: agent.ReasonNotConnected,
 		Message: "not connected to OpenStack yet: whether the site has Nova is not known"})
 	cfg.OpenStack.WrapTransport = m.Transport
+	m.SetReadiness(metrics.ReadyConfig{PollInterval: cfg.Agent.PollInterval})
+	cfg.Agent.Observer = m
 
 	g, gctx := errgroup.WithContext(ctx)
 	if cfg.MetricsAddr != "" {
@@ -186,6 +189,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	lc.DialOptions = append(lc.DialOptions, dial...)
 	lc.Applied = ready.AppliedGenerations
 	lc.SiteState = site
+	lc.OnLinkState = m.LinkState
+	m.SetOutbox(func() int { n, _ := outbox.Pending(); return n })
 	lc.Capabilities = ready.Capabilities
 	client := link.NewClient(lc, outbox, ready.Snapshot, ready, log.With("component", "link"))
 	cfg.Agent.RequestResync = client.RequestResync
@@ -197,6 +202,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		return client.Run(gctx)
 	})
+	g.Go(func() error { notifySystemd(gctx, m.Ready, log.With("component", "systemd")); return nil })
 
 	g.Go(func() error {
 		// Bring the link up anyway if the first attempt hangs (Keystone
@@ -258,9 +264,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		m.SetStats(func() metrics.Stats {
 			s := ag.Stats()
 			return metrics.Stats{Polls: s.Polls, FailedPolls: s.FailedPolls, Sweeps: s.Sweeps, FailedSweeps: s.FailedSweeps,
-				Resyncs: s.Resyncs, DriftCorrections: s.DriftCorrections, InstanceMismatches: s.InstanceMismatches,
-				LastPollSeconds: s.LastPollDuration.Seconds(), LastSweepSeconds: s.LastSweep.Duration.Seconds(),
-				LastResyncSeconds: s.LastResyncDuration.Seconds()}
+				Resyncs: s.Resyncs, DriftCorrections: s.DriftCorrections, InstanceMismatches: s.InstanceMismatches}
 		})
 		ready.set(ag, caps)
 		firstOnce.Do(func() { close(firstAttempt) })
