@@ -52,7 +52,7 @@ func run(args []string, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "version":
-			fmt.Println(version.Version)
+			fmt.Println(version.String())
 			return nil
 		case "migrate":
 			return runMigrate(args[1:], stderr)

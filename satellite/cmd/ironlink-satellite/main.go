@@ -32,7 +32,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) > 0 && args[0] == "version" {
-		fmt.Println(version.Version)
+		fmt.Println(version.String())
 		return nil
 	}
 	fs := flag.NewFlagSet("ironlink-satellite", flag.ContinueOnError)
