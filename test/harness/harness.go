@@ -260,6 +260,8 @@ type Hub struct {
 	*Proc
 	Addr    string
 	Replica string
+	// AdminAddr is its admin listener (/metrics, /healthz, /readyz).
+	AdminAddr string
 }
 
 // StartHub starts ironlink-hub (plaintext, --no-auth) on a free loopback
@@ -276,9 +278,10 @@ func StartHubAt(tb testing.TB, bins Binaries, addr, dbURL, replica string, extra
 	tb.Helper()
 	// Authentication and TLS are covered by the e2e suite; the link's fault
 	// handling is the same without them.
-	args := append([]string{"--database-url", dbURL, "--listen", addr, "--replica", replica, "--no-auth", "--plaintext"}, extra...)
+	admin := FreeAddr(tb)
+	args := append([]string{"--database-url", dbURL, "--listen", addr, "--replica", replica, "--no-auth", "--plaintext", "--admin-addr", admin}, extra...)
 	p := Start(tb, "hub "+replica, bins.Hub(), args...)
-	h := &Hub{Proc: p, Addr: addr, Replica: replica}
+	h := &Hub{Proc: p, Addr: addr, Replica: replica, AdminAddr: admin}
 	cc := Dial(tb, addr)
 	hc := healthpb.NewHealthClient(cc)
 	if err := Within(30*time.Second, func() error {
