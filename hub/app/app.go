@@ -31,6 +31,7 @@ import (
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/telemetry"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
 
@@ -145,10 +146,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			log.Info("migrations applied", "versions", applied)
 		}
 	}
+	log = slog.New(telemetry.LogHandler(log.Handler())) // trace ids in log lines
 	obs, err := newObservability(cfg, log)
 	if err != nil {
 		return err
 	}
+	defer obs.close()
 	st, err := store.Open(ctx, cfg.DatabaseURL, log, obs.storeOptions()...)
 	if err != nil {
 		return err

@@ -2,9 +2,12 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/ironlink/ironlink/hub/metrics"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/telemetry"
 )
 
 // DefaultAdminAddr is where the admin listener (/metrics, /healthz,
@@ -27,12 +31,23 @@ type observability struct {
 	metrics *metrics.Hub
 	checker *hubhealth.Checker
 	admin   net.Listener
+	// tracing is set when OTEL_* turned tracing on; shutdown flushes it.
+	tracing  bool
+	shutdown func(context.Context) error
 }
 
 // newObservability creates the metrics and binds the admin listener (so a
 // taken port fails the start, before anything else happens).
 func newObservability(cfg Config, log *slog.Logger) (*observability, error) {
 	o := &observability{cfg: cfg, log: log.With("component", "admin"), metrics: metrics.New(cfg.Replica)}
+	shutdown, on, err := telemetry.Setup(context.Background(), "ironlink-hub")
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	o.tracing, o.shutdown = on, shutdown
+	if on {
+		log.Info("tracing on: spans go to the OTLP exporter set by OTEL_* variables")
+	}
 	if cfg.AdminAddr != "" {
 		ln, err := hubhealth.Listen(cfg.AdminAddr)
 		if err != nil {
@@ -50,11 +65,17 @@ func (o *observability) storeOptions() []store.Option {
 
 // serverOptions put the per-RPC metrics interceptors into the chain
 // (before authentication, so refused calls are counted too).
+// With tracing on, an otelgrpc stats handler starts a span per RPC
+// (continuing the caller's W3C trace context).
 func (o *observability) serverOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(o.metrics.GRPC.UnaryServerInterceptor()),
 		grpc.ChainStreamInterceptor(o.metrics.GRPC.StreamServerInterceptor()),
 	}
+	if o.tracing {
+		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler()))
+	}
+	return opts
 }
 
 // linkHooks feed the link events into the metrics.
@@ -92,6 +113,15 @@ func (o *observability) run(ctx context.Context) error {
 	}
 	o.log.Info("admin listener serving /metrics, /healthz, /readyz (plaintext)", "addr", o.admin.Addr().String())
 	return hubhealth.Serve(ctx, o.admin, hubhealth.Handler(o.checker, o.metrics.Handler()))
+}
+
+// close flushes buffered spans (at most 5 s).
+func (o *observability) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := o.shutdown(ctx); err != nil {
+		o.log.Warn("flushing traces", "err", err)
+	}
 }
 
 // drain turns readiness off at once (shutdown).

@@ -23,6 +23,7 @@ import (
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/sitename"
+	"github.com/ironlink/ironlink/internal/telemetry"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 	"github.com/ironlink/ironlink/internal/version"
 	"github.com/ironlink/ironlink/satellite/agent"
@@ -166,7 +167,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// replaces this one once OpenStack answers.
 	site.Set(condition.Condition{Type: condition.OrphanDetection, Status: condition.Unknown, Reason: agent.ReasonNotConnected,
 		Message: "not connected to OpenStack yet: whether the site has Nova is not known"})
-	cfg.OpenStack.WrapTransport = m.Transport
+	log = slog.New(telemetry.LogHandler(log.Handler())) // trace ids in log lines
+	traceDial, wrap, flushTraces, err := setupTracing(log, m.Transport)
+	if err != nil {
+		return err
+	}
+	defer flushTraces()
+	cfg.OpenStack.WrapTransport = wrap
+	dial = append(dial, traceDial...)
 	m.SetReadiness(metrics.ReadyConfig{PollInterval: cfg.Agent.PollInterval})
 	cfg.Agent.Observer = m
 
