@@ -114,4 +114,3 @@ func (t traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
 func (t traceHandler) WithGroup(name string) slog.Handler {
 	return traceHandler{t.Handler.WithGroup(name)}
 }
-
