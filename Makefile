@@ -6,18 +6,22 @@ BUF := $(GO) run github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 BIN := bin
+# Stamped into every binary (internal/version): `ironlink-hub version` prints both.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+GOBUILD := $(GO) build -trimpath -ldflags "-X github.com/ironlink/ironlink/internal/version.Version=$(VERSION) -X github.com/ironlink/ironlink/internal/version.Commit=$(COMMIT)"
 
 .PHONY: all build generate check-generated lint tidy-check breaking test demo clean
 
 all: build
 
-## build: compile ironlink (the operator CLI), ironlink-hub, ironlink-satellite and the OpenStack simulator into bin/
+## build: compile ironlink (the operator CLI), ironlink-hub, ironlink-satellite and the OpenStack simulator into bin/ (version stamped)
 build:
-	$(GO) build -o $(BIN)/ironlink ./hub/cmd/ironlink
-	$(GO) build -o $(BIN)/ironlink-hub ./hub/cmd/ironlink-hub
-	$(GO) build -o $(BIN)/ironlink-satellite ./satellite/cmd/ironlink-satellite
-	$(GO) build -o $(BIN)/ironlink-openstacksim ./internal/openstacksim/cmd/ironlink-openstacksim
-	$(GO) build -o $(BIN)/ironlink-lb ./internal/tcpproxy/cmd/ironlink-lb
+	$(GOBUILD) -o $(BIN)/ironlink ./hub/cmd/ironlink
+	$(GOBUILD) -o $(BIN)/ironlink-hub ./hub/cmd/ironlink-hub
+	$(GOBUILD) -o $(BIN)/ironlink-satellite ./satellite/cmd/ironlink-satellite
+	$(GOBUILD) -o $(BIN)/ironlink-openstacksim ./internal/openstacksim/cmd/ironlink-openstacksim
+	$(GOBUILD) -o $(BIN)/ironlink-lb ./internal/tcpproxy/cmd/ironlink-lb
 
 ## generate: regenerate gen/ from proto/ with buf and the local plugins pinned in go.mod
 generate:

@@ -8,7 +8,8 @@
 # DEMO_NODES (50), DEMO_CHURN (15s), DEMO_POLL_INTERVAL (10s), DEMO_PG_PORT (55432),
 # DEMO_SWEEP_INTERVAL (15s), DEMO_ORPHANS (1 of each kind), DEMO_USER_CONFIG (1: write the
 # CLI context "demo" into a missing ~/.config/ironlink/config.yaml; 0: never), DEMO_METRICS_ADDR
-# (127.0.0.1:9108, the satellite's /metrics),
+# (127.0.0.1:9108, the satellite's /metrics and /readyz; the hub's admin
+# listener is 127.0.0.1:9090, replica i of several 127.0.0.1:909i),
 # DEMO_REPLICAS (1; with 2, two hub replicas on 127.0.0.1:7071/7072 run behind
 # the small ironlink-lb TCP load balancer on $IRONLINK_HUB_LISTEN).
 #
@@ -91,8 +92,8 @@ bin/ironlink-hub keygen --client-id demo-operator --scopes operations:read,opera
   grep -v '^#' "$PKI/operator.entry"
 } >"$PKI/roster.yaml"
 
-start_hub() { # name listen
-  bin/ironlink-hub --database-url "$db" --listen "$2" --replica "$1" --stale-after 1m \
+start_hub() { # name listen admin
+  bin/ironlink-hub --database-url "$db" --listen "$2" --admin-addr "$3" --replica "$1" --stale-after 1m \
     --roster "$PKI/roster.yaml" --tls-cert "$PKI/server.pem" --tls-key "$PKI/server-key.pem" \
     --web-addr "unix:$STATE/web-$1.sock" --web-auth proxy >"$STATE/$1.log" 2>&1 &
   pids+=($!)
@@ -104,14 +105,16 @@ start_hub() { # name listen
 replicas=${DEMO_REPLICAS:-1}
 if [ "$replicas" = 1 ]; then
   echo ">> starting ironlink-hub on $HUB (log: .demo/hub.log)"
-  start_hub hub "$HUB"
+  start_hub hub "$HUB" 127.0.0.1:9090
   core+=("$(cat "$STATE/hub.pid")")
+  admins=(127.0.0.1:9090)
 else
   backends=()
   for i in $(seq "$replicas"); do
     addr=127.0.0.1:$((7070 + i))
     echo ">> starting ironlink-hub replica hub-$i on $addr (log: .demo/hub-$i.log)"
-    start_hub "hub-$i" "$addr"
+    start_hub "hub-$i" "$addr" "127.0.0.1:$((9090 + i))"
+    admins+=("127.0.0.1:$((9090 + i))")
     backends+=(--backend "$addr")
   done
   echo ">> starting the ironlink-lb load balancer on $HUB"
@@ -191,6 +194,13 @@ if ! command -v grpcurl >/dev/null; then
 fi
 
 G="grpcurl -cacert $PKI/ca.pem"
+if [ -n "${PRIVATE_PG_DIR:-}" ]; then
+  pg_drill="
+  # stop PostgreSQL: /readyz turns 503 and the gRPC health NOT_SERVING within seconds; start it: both recover
+  $(pg_bindir)/pg_ctl -D $PRIVATE_PG_DIR/data -m fast stop   # (as the postgres user when you are root: runuser -u postgres -- ...)
+  $(pg_bindir)/pg_ctl -D $PRIVATE_PG_DIR/data -l $PRIVATE_PG_DIR/postgres.log -o '-c listen_addresses=127.0.0.1 -p ${DEMO_PG_PORT:-55432} -k $PRIVATE_PG_DIR' start
+"
+fi
 A='-H "authorization: Bearer $(ironlink_token)"'
 cat <<EOM
 
@@ -240,12 +250,17 @@ First define how to mint a short-lived operator token
   # orphaned Nova instances (two seeded, one of each kind; reported after two sweeps, ~30 s)
   $G $A -d '{"site":"demo","instance_mismatch":true}' $HUB ironlink.v1.FleetService/ListDevices
 
-  # the satellite's own metrics
+  # the satellite's own metrics and readiness (hub link up, last poll recent)
   curl -s http://${DEMO_METRICS_ADDR:-127.0.0.1:9108}/metrics | grep ^ironlink_
+  curl -s http://${DEMO_METRICS_ADDR:-127.0.0.1:9108}/readyz
 
   # restart the satellite (the demo keeps running; ListSites shows the link come back)
   kill \$(cat $STATE/satellite.pid); sleep 1; $STATE/start-satellite.sh
 
+  # the hub's admin listener: metrics, liveness, readiness (PostgreSQL reachable, schema current)
+  curl -s http://${admins[0]}/metrics | grep -E '^ironlink_hub_(links_open|site_stale|commands_open|ready)'
+  curl -s http://${admins[0]}/readyz; $G $HUB grpc.health.v1.Health/Check
+${pg_drill:-}
 Logs: .demo/hub*.log, .demo/satellite.log, .demo/openstacksim.log. Keys, certificates and the
 roster: .demo/pki. Press Ctrl-C to stop everything (or kill -TERM \$(cat .demo/demo.pid)).
 EOM

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/link"
@@ -31,6 +32,7 @@ import (
 	"github.com/ironlink/ironlink/hub/web"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/logkey"
+	"github.com/ironlink/ironlink/internal/telemetry"
 	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
@@ -82,6 +84,13 @@ type Config struct {
 	// API (the link is exempt); the zero value limits nothing, the flags
 	// default to throttle.DefaultConfig.
 	Throttle throttle.Config
+	// AdminAddr is the plaintext HTTP listener for /metrics, /healthz and
+	// /readyz (host:port; "" = none). The command's default is DefaultAdminAddr.
+	AdminAddr string
+	// SkipMigrate starts serving without applying migrations (they run in
+	// `ironlink-hub migrate`, e.g. a Helm hook Job); the replica is not ready
+	// while the schema is behind this binary.
+	SkipMigrate bool
 }
 
 // Validate checks c and returns it with every unset setting filled from
@@ -156,20 +165,29 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	applied, err := store.Migrate(ctx, cfg.DatabaseURL)
+	if !cfg.SkipMigrate {
+		applied, err := store.Migrate(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return err
+		}
+		if len(applied) > 0 {
+			log.Info("migrations applied", "versions", applied)
+		}
+	}
+	log = slog.New(telemetry.LogHandler(log.Handler())) // trace ids in log lines
+	obs, err := newObservability(cfg, log)
 	if err != nil {
 		return err
 	}
-	if len(applied) > 0 {
-		log.Info("migrations applied", "versions", applied)
-	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, log)
+	defer obs.close()
+	st, err := store.Open(ctx, cfg.DatabaseURL, log, obs.storeOptions()...)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 
-	var opts []grpc.ServerOption
+	opts := obs.serverOptions()
+	cfg.Link.Hooks = obs.linkHooks()
 	if !cfg.Plaintext {
 		tc, err := tlsutil.ServerConfig(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
 		if err != nil {
@@ -184,11 +202,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if !cfg.NoAuth {
 		watcher, err = auth.NewRosterWatcher(cfg.RosterPath, log.With("component", "roster"), func(_, new *auth.Roster) {
 			linkSrv.RevokeUnauthorized(new)
+			obs.rosterReloaded()
 		})
 		if err != nil {
 			return fmt.Errorf("roster: %w", err)
 		}
-		v := &auth.Verifier{Roster: watcher.Roster, Audience: cfg.Audience, MaxLifetime: cfg.MaxTokenLifetime, Replay: st}
+		v := &auth.Verifier{Roster: watcher.Roster, Audience: cfg.Audience, MaxLifetime: cfg.MaxTokenLifetime, Replay: obs.replay(st)}
 		opts = append(opts, AuthOptions(v, log)...)
 		log.Info("client authentication on", "roster", cfg.RosterPath, "clients", len(watcher.Roster().Clients()), "audience", cfg.Audience)
 	} else {
@@ -218,11 +237,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	hs := RegisterServices(srv, linkSrv, fleetSrv)
+	obs.start(ctx, st, srv, hs, []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName}, linkSrv, watcher)
 
 	log.Info("hub serving", "listen", lis.Addr().String(), logkey.Replica, cfg.Replica)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return linkSrv.ListenForCommands(gctx, cfg.DatabaseURL) })
 	g.Go(func() error { linkSrv.RunStaleSweep(gctx, cfg.StaleAfter); return nil })
+	g.Go(func() error { return obs.run(gctx) })
 	if watcher != nil {
 		g.Go(func() error { return watcher.Run(gctx) })
 		g.Go(func() error { st.RunJTIPurge(gctx, time.Minute); return nil })
@@ -239,6 +260,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("hub shutting down: draining links", "links", linkSrv.Links())
+		obs.drain()
 		hs.Shutdown()
 		linkSrv.Drain()
 		done := make(chan struct{})

@@ -31,6 +31,8 @@ type Config struct {
 	Delivery store.DeliveryPolicy
 	// HelloTimeout bounds the wait for the first message (default 30 s).
 	HelloTimeout time.Duration
+	// Hooks are told of link, batch and command events (metrics).
+	Hooks Hooks
 }
 
 func (c *Config) defaults() {
@@ -92,7 +94,7 @@ func NewServer(st *store.Store, cfg Config, log *slog.Logger) *Server {
 // The link ends with Aborted when a newer link of the site supersedes it,
 // Unavailable when this replica drains, Unauthenticated when the roster
 // drops the client, and the status of the first refused message otherwise.
-func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
+func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error) {
 	if s.isDraining() {
 		return status.Error(codes.Unavailable, "hub replica draining; reconnect")
 	}
@@ -130,6 +132,8 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
 		}
 	}()
 	log.Info("link opened", "epoch", sess.Epoch, "last_sequence", sess.LastSequence, "version", hello.GetVersion())
+	s.cfg.Hooks.opened(site)
+	defer func() { s.cfg.Hooks.ended(site, ctx, err) }()
 
 	if err := stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Welcome{Welcome: &ironlinkv1.Welcome{
 		LastCommittedSequence:    sess.LastSequence,

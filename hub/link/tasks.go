@@ -48,6 +48,7 @@ func (l *linkLoop) commitTask(b store.Batch) task {
 		}
 		l.log.Debug("batch committed", "sequence", b.Sequence, "devices", len(b.Devices), "snapshot", b.SnapshotID != "",
 			"duplicate", res.Duplicate, "rows", res.RowsWritten, "took", time.Since(start))
+		l.s.cfg.Hooks.committed(l.site, b, res, time.Since(start))
 		return outcome{send: []*ironlinkv1.ConnectResponse{{Msg: &ironlinkv1.ConnectResponse_Ack{Ack: &ironlinkv1.BatchAck{
 			Sequence: b.Sequence, Duplicate: res.Duplicate}}}}}
 	}}
@@ -92,6 +93,7 @@ func (l *linkLoop) resultTask(r store.CommandResult) task {
 		case err != nil:
 			return l.refused("command result", err, "command_id", r.CommandID)
 		}
+		l.s.cfg.Hooks.result(l.site, r.CommandID, r.Success, ignored)
 		l.log.Info("command result", "command_id", r.CommandID, "device_id", r.DeviceID, "generation", r.Generation,
 			"success", r.Success, "ignored", ignored, "error", r.Error,
 			"failure_class", r.FailureClass, "failure_reason", r.FailureReason)
@@ -183,6 +185,7 @@ func (l *linkLoop) deliverTask(resend bool) task {
 // markSent records that cmds went out.
 func (l *linkLoop) markSent(ctx context.Context, cmds []store.Command) outcome {
 	for _, c := range cmds {
+		l.s.cfg.Hooks.sent(l.site, c.ID, c.State == store.CommandSent)
 		if err := l.s.store.MarkSent(ctx, c.ID); err != nil {
 			l.log.Warn("mark command sent", "command_id", c.ID, "err", err)
 		}

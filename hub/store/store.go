@@ -44,11 +44,15 @@ type Store struct {
 }
 
 // Open connects a pgx pool to databaseURL (a PostgreSQL URL or key=value DSN)
-// and pings it. It does not migrate; call Migrate first.
-func Open(ctx context.Context, databaseURL string, log *slog.Logger) (*Store, error) {
+// and pings it. It does not migrate; call Migrate first. opts adjust the
+// pool (WithTracer).
+func Open(ctx context.Context, databaseURL string, log *slog.Logger, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

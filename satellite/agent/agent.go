@@ -54,6 +54,18 @@ type Config struct {
 	// by rewriting the provider's traits from a node-trait list it read
 	// just before the quarantine.
 	RequestResync func()
+	// Observer, when set, is told the wall time of every completed poll,
+	// sweep and resync (satellite/metrics turns them into histograms).
+	Observer Observer
+}
+
+// Observer receives the agent's timings. Its methods are called after each
+// poll that completed (not one skipped because a read failed), each sweep
+// and each resync; they must be quick and must not block.
+type Observer interface {
+	PollDone(took time.Duration)
+	SweepDone(took time.Duration, complete bool)
+	ResyncDone(took time.Duration)
 }
 
 // ResyncRequestMinInterval is the least time between two resyncs a poll
@@ -253,6 +265,9 @@ func (a *Agent) Poll(ctx context.Context) error {
 	a.mu.Unlock()
 
 	a.outbox.Push(updates)
+	if a.cfg.Observer != nil {
+		a.cfg.Observer.PollDone(time.Since(start))
+	}
 	a.log.Info("poll done", "nodes", len(nodes), "changed", len(updates), "took", time.Since(start).Round(time.Millisecond))
 	if askResync {
 		a.log.Warn("devices' gate differs from the state last applied; asking the hub for a resync", "devices", drifted)

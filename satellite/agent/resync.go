@@ -124,6 +124,9 @@ func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredSt
 	a.stats.LastResyncDevices = len(todo)
 	a.stats.LastResyncApplied = applied
 	a.mu.Unlock()
+	if a.cfg.Observer != nil {
+		a.cfg.Observer.ResyncDone(time.Since(start))
+	}
 	a.log.Info("resync done", "devices", len(todo), "checked_one_by_one", applied, "corrected", len(out), "failed", failed,
 		"bulk_read", inSync != nil, "took", time.Since(start).Round(time.Millisecond))
 	if len(out) > 0 {

@@ -314,6 +314,9 @@ func (a *Agent) Sweep(ctx context.Context) error {
 	a.mu.Unlock()
 
 	a.outbox.Push(updates)
+	if a.cfg.Observer != nil {
+		a.cfg.Observer.SweepDone(st.Duration, len(errs) == 0)
+	}
 	a.log.Info("sweep done", "assigned", len(assigned), "nodes_read", st.NodesRead, "node_read_failures", st.NodeReadFailures,
 		"servers", st.Servers, "server_lookups", st.ServerLookups, "judged", st.Judged, "candidates", st.Candidates,
 		"reported", st.Reported, "changed", len(updates), "took", st.Duration.Round(time.Millisecond))

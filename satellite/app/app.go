@@ -24,6 +24,7 @@ import (
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/sitename"
+	"github.com/ironlink/ironlink/internal/telemetry"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 	"github.com/ironlink/ironlink/internal/version"
 	"github.com/ironlink/ironlink/satellite/agent"
@@ -157,6 +158,7 @@ func (c Config) Validate() (Config, error) {
 // the link reports as the site condition OpenStackAuthenticated), then polls,
 // sweeps and keeps the link until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	cfg.fromCredentials()
 	cfg, err := cfg.Validate()
 	if err != nil {
 		return err
@@ -191,7 +193,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// replaces this one once OpenStack answers.
 	site.Set(condition.Condition{Type: condition.OrphanDetection, Status: condition.Unknown, Reason: agent.ReasonNotConnected,
 		Message: "not connected to OpenStack yet: whether the site has Nova is not known"})
-	cfg.OpenStack.WrapTransport = m.Transport
+	log = slog.New(telemetry.LogHandler(log.Handler())) // trace ids in log lines
+	traceDial, wrap, flushTraces, err := setupTracing(log, m.Transport)
+	if err != nil {
+		return err
+	}
+	defer flushTraces()
+	cfg.OpenStack.WrapTransport = wrap
+	dial = append(dial, traceDial...)
+	m.SetReadiness(metrics.ReadyConfig{PollInterval: cfg.Agent.PollInterval})
+	cfg.Agent.Observer = m
 
 	g, gctx := errgroup.WithContext(ctx)
 	if metricsLn != nil {
@@ -212,6 +223,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	lc.DialOptions = append(lc.DialOptions, dial...)
 	lc.Applied = ready.AppliedGenerations
 	lc.SiteState = site
+	lc.OnLinkState = m.LinkState
+	m.SetOutbox(func() int { n, _ := outbox.Pending(); return n })
 	lc.Capabilities = ready.Capabilities
 	client := link.NewClient(lc, outbox, ready.Snapshot, ready, log.With("component", "link"))
 	cfg.Agent.RequestResync = client.RequestResync
@@ -223,6 +236,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		return client.Run(gctx)
 	})
+	g.Go(func() error { notifySystemd(gctx, m.Ready, log.With("component", "systemd")); return nil })
 
 	g.Go(func() error {
 		// Bring the link up anyway if the first attempt hangs (Keystone
@@ -294,9 +308,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		m.SetStats(func() metrics.Stats {
 			s := ag.Stats()
 			return metrics.Stats{Polls: s.Polls, FailedPolls: s.FailedPolls, Sweeps: s.Sweeps, FailedSweeps: s.FailedSweeps,
-				Resyncs: s.Resyncs, DriftCorrections: s.DriftCorrections, InstanceMismatches: s.InstanceMismatches,
-				LastPollSeconds: s.LastPollDuration.Seconds(), LastSweepSeconds: s.LastSweep.Duration.Seconds(),
-				LastResyncSeconds: s.LastResyncDuration.Seconds()}
+				Resyncs: s.Resyncs, DriftCorrections: s.DriftCorrections, InstanceMismatches: s.InstanceMismatches}
 		})
 		ready.set(ag, caps)
 		firstOnce.Do(func() { close(firstAttempt) })

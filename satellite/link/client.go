@@ -68,6 +68,9 @@ type Config struct {
 	// SiteState, when set, holds the site conditions sent after every Welcome
 	// and whenever they change.
 	SiteState *SiteState
+	// OnLinkState, when set, is called with true when a link is up (the
+	// hub's Welcome arrived) and with false when it went down; it must not block.
+	OnLinkState func(up bool)
 }
 
 // Client keeps the link to the hub.
@@ -196,6 +199,10 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 	}
 	c.outbox.Restart(w.GetLastCommittedSequence(), w.GetLastCommittedBootId() == c.cfg.BootID)
 	c.log.Info("link up", "replica", w.GetReplica(), "epoch", w.GetEpoch(), "hub_last_sequence", w.GetLastCommittedSequence())
+	if c.cfg.OnLinkState != nil {
+		c.cfg.OnLinkState(true)
+		defer c.cfg.OnLinkState(false)
+	}
 
 	msgs := make(chan *ironlinkv1.ConnectResponse)
 	recvErr := make(chan error, 1)

@@ -1,7 +1,9 @@
 // Package metrics exports the satellite's Prometheus metrics on /metrics:
-// polls, sweeps, resyncs, orphans, Keystone token requests, site conditions
-// and every OpenStack request by service and status code. Counters that the
-// agent already keeps are read from its Stats at scrape time.
+// polls, sweeps, resyncs (with duration histograms), orphans, Keystone token
+// requests, site conditions, every OpenStack request by service and status
+// code, the hub link's state and the outbox depth. Counters that the agent
+// already keeps are read from its Stats at scrape time. The same listener
+// answers /healthz (alive) and /readyz (see Ready).
 package metrics
 
 import (
@@ -33,9 +35,6 @@ type Stats struct {
 	Resyncs, DriftCorrections int
 	// InstanceMismatches is the number of orphans currently reported.
 	InstanceMismatches int
-	// LastPollSeconds, LastSweepSeconds and LastResyncSeconds are the wall
-	// times of the last poll, sweep and resync, in seconds.
-	LastPollSeconds, LastSweepSeconds, LastResyncSeconds float64
 }
 
 // Satellite holds the registry and the metrics the satellite updates.
@@ -43,13 +42,20 @@ type Satellite struct {
 	// Registry holds every metric below plus Go runtime and process metrics.
 	Registry *prometheus.Registry
 
-	tokenRequests *prometheus.CounterVec
-	siteCondition *prometheus.GaugeVec
-	requests      *prometheus.CounterVec
+	tokenRequests  *prometheus.CounterVec
+	siteCondition  *prometheus.GaugeVec
+	requests       *prometheus.CounterVec
+	pollDuration   prometheus.Histogram
+	sweepDuration  *prometheus.HistogramVec
+	resyncDuration prometheus.Histogram
+	lastPoll       prometheus.Gauge
+	linkUp         prometheus.Gauge
 
 	mu        sync.RWMutex
 	endpoints []endpoint
 	stats     func() Stats
+	outbox    func() int
+	ready     readiness
 }
 
 type endpoint struct{ prefix, service string }
@@ -87,10 +93,76 @@ func New() *Satellite {
 	counter("ironlink_satellite_resyncs_total", "Impairment resyncs.", func(s Stats) int { return s.Resyncs })
 	counter("ironlink_satellite_drift_corrections_total", "Traits the resync had to correct.", func(s Stats) int { return s.DriftCorrections })
 	gauge("ironlink_satellite_instance_mismatches", "Orphaned instances currently reported (seen on two consecutive sweeps).", func(s Stats) float64 { return float64(s.InstanceMismatches) })
-	gauge("ironlink_satellite_last_poll_duration_seconds", "Wall time of the last completed poll, in seconds.", func(s Stats) float64 { return s.LastPollSeconds })
-	gauge("ironlink_satellite_last_sweep_duration_seconds", "Wall time of the last sweep, in seconds.", func(s Stats) float64 { return s.LastSweepSeconds })
-	gauge("ironlink_satellite_last_resync_duration_seconds", "Wall time of the last resync, in seconds.", func(s Stats) float64 { return s.LastResyncSeconds })
+	m.pollDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ironlink_satellite_poll_duration_seconds", Buckets: durationBuckets,
+		Help: "Wall time of each completed Ironic poll (listing, mapping, queueing the deltas), in seconds."})
+	m.sweepDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ironlink_satellite_sweep_duration_seconds", Buckets: durationBuckets,
+		Help: "Wall time of each sweep of assigned nodes with orphan detection, in seconds, by whether it read Ironic and Nova completely."}, []string{"complete"})
+	m.resyncDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ironlink_satellite_resync_duration_seconds", Buckets: durationBuckets,
+		Help: "Wall time of each impairment resync, in seconds."})
+	m.lastPoll = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlink_satellite_last_successful_poll_timestamp_seconds",
+		Help: "When the last poll completed, in Unix seconds (0 before the first)."})
+	m.linkUp = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlink_satellite_link_up",
+		Help: "1 while the link to the hub is up (the hub's welcome arrived), else 0."})
+	m.Registry.MustRegister(m.pollDuration, m.sweepDuration, m.resyncDuration, m.lastPoll, m.linkUp,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ironlink_satellite_outbox_batches",
+			Help: "Condition batches waiting for the hub's ack (bounded: beyond the bound they are replaced by one snapshot)."},
+			func() float64 {
+				m.mu.RLock()
+				f := m.outbox
+				m.mu.RUnlock()
+				if f == nil {
+					return 0
+				}
+				return float64(f())
+			}))
+	m.ready.start = time.Now()
+	m.ready.linkDownSince = m.ready.start
 	return m
+}
+
+// durationBuckets cover polls, sweeps and resyncs: 10 ms (a small site) to
+// 10 min (a sweep of 10,000 assigned nodes over a slow Ironic).
+var durationBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+// SetOutbox sets the func the outbox depth is read from (link.Outbox.Pending).
+func (m *Satellite) SetOutbox(f func() int) {
+	m.mu.Lock()
+	m.outbox = f
+	m.mu.Unlock()
+}
+
+// PollDone records a completed poll (agent.Observer).
+func (m *Satellite) PollDone(took time.Duration) {
+	now := time.Now()
+	m.pollDuration.Observe(took.Seconds())
+	m.lastPoll.Set(float64(now.UnixMilli()) / 1e3)
+	m.mu.Lock()
+	m.ready.lastPoll = now
+	m.mu.Unlock()
+}
+
+// SweepDone records a sweep (agent.Observer).
+func (m *Satellite) SweepDone(took time.Duration, complete bool) {
+	m.sweepDuration.WithLabelValues(strconv.FormatBool(complete)).Observe(took.Seconds())
+}
+
+// ResyncDone records a resync (agent.Observer).
+func (m *Satellite) ResyncDone(took time.Duration) { m.resyncDuration.Observe(took.Seconds()) }
+
+// LinkState records the hub link going up or down (link.Config.OnLinkState).
+func (m *Satellite) LinkState(up bool) {
+	m.mu.Lock()
+	if up {
+		m.linkUp.Set(1)
+		m.ready.linkUp = true
+	} else {
+		m.linkUp.Set(0)
+		if m.ready.linkUp {
+			m.ready.linkDownSince = time.Now()
+		}
+		m.ready.linkUp = false
+	}
+	m.mu.Unlock()
 }
 
 // SetStats sets the func the agent counters are read from.
@@ -182,8 +254,8 @@ func (t roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// Serve serves /metrics on addr (host:port) until ctx ends. Errors: the
-// address cannot be listened on.
+// Serve serves /metrics, /healthz and /readyz on addr (host:port) until
+// ctx ends. Errors: the address cannot be listened on.
 func (m *Satellite) Serve(ctx context.Context, addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -192,10 +264,13 @@ func (m *Satellite) Serve(ctx context.Context, addr string) error {
 	return m.ServeListener(ctx, ln)
 }
 
-// ServeListener serves /metrics on ln until ctx ends, then closes it.
+// ServeListener serves /metrics, /healthz and /readyz on ln until ctx ends,
+// then closes it.
 func (m *Satellite) ServeListener(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", m.serveReady)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

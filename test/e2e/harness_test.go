@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 func startHub(t *testing.T, dbURL string, id *identity, extra ...string) (string, *harness.Proc) {
 	t.Helper()
 	addr := harness.FreeAddr(t)
-	args := append([]string{"--database-url", dbURL, "--listen", addr, "--command-sweep", "1s", "--log-level", "debug"}, id.hubArgs()...)
+	args := append([]string{"--database-url", dbURL, "--listen", addr, "--admin-addr", harness.FreeAddr(t), "--command-sweep", "1s", "--log-level", "debug"}, id.hubArgs()...)
 	args = append(args, extra...)
 	p := harness.Start(t, "ironlink-hub", bins.Hub(), args...)
 	h := healthpb.NewHealthClient(id.dialAs(t, addr, ""))

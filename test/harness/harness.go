@@ -260,6 +260,8 @@ type Hub struct {
 	*Proc
 	Addr    string
 	Replica string
+	// AdminAddr is its admin listener (/metrics, /healthz, /readyz).
+	AdminAddr string
 }
 
 // StartHub starts ironlink-hub (plaintext, --no-auth) on a free loopback
@@ -278,10 +280,11 @@ func StartHubAt(tb testing.TB, bins Binaries, addr, dbURL, replica string, extra
 	// handling is the same without them. Without authentication every
 	// caller shares one operator bucket, and the benchmark polls far above
 	// any human rate: the operator limits are off unless extra sets them.
+	admin := FreeAddr(tb)
 	args := append([]string{"--database-url", dbURL, "--listen", addr, "--replica", replica, "--no-auth", "--plaintext",
-		"--operator-rate", "0", "--operator-max-streams", "0"}, extra...)
+		"--operator-rate", "0", "--operator-max-streams", "0", "--admin-addr", admin}, extra...)
 	p := Start(tb, "hub "+replica, bins.Hub(), args...)
-	h := &Hub{Proc: p, Addr: addr, Replica: replica}
+	h := &Hub{Proc: p, Addr: addr, Replica: replica, AdminAddr: admin}
 	cc := Dial(tb, addr)
 	hc := healthpb.NewHealthClient(cc)
 	if err := Within(30*time.Second, func() error {

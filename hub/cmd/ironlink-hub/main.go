@@ -60,7 +60,7 @@ func run(args []string, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "version":
-			fmt.Println(version.Version)
+			fmt.Println(version.String())
 			return nil
 		case "migrate":
 			return runMigrate(args[1:], stderr)
@@ -103,6 +103,8 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 	fs.StringVar(&cfg.TLSKey, "tls-key", cli.Env("IRONLINK_TLS_KEY", ""), "server private key PEM (env IRONLINK_TLS_KEY)")
 	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cli.Env("IRONLINK_TLS_CLIENT_CA", ""), "CA bundle for client certificates: turns mutual TLS on, the certificate bound to the client id (env IRONLINK_TLS_CLIENT_CA)")
 	fs.BoolVar(&cfg.Plaintext, "plaintext", false, "serve without TLS (local development only)")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", cli.Env("IRONLINK_HUB_ADMIN_ADDR", app.DefaultAdminAddr), "plaintext HTTP listener for /metrics, /healthz and /readyz; empty for none (env IRONLINK_HUB_ADMIN_ADDR)")
+	migrate := fs.Bool("migrate", true, "apply database migrations before serving; --migrate=false when the migrate subcommand runs them (e.g. a Helm hook Job)")
 	web.AddFlags(fs, &cfg.Web)
 	if terr := addThrottleFlags(fs, &cfg.Throttle, def.Throttle); terr != nil {
 		err = terr
@@ -141,6 +143,7 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 	if fs.NArg() > 0 {
 		return cfg, "", "", fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
+	cfg.SkipMigrate = !*migrate
 	return cfg, logLevel, logFormat, nil
 }
 

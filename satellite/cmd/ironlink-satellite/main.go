@@ -34,7 +34,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) > 0 && args[0] == "version" {
-		fmt.Println(version.Version)
+		fmt.Println(version.String())
 		return nil
 	}
 	if len(args) > 0 && args[0] == "validate" {
