@@ -132,6 +132,10 @@ type Stats struct {
 	LastSweep SweepStats
 	// InstanceMismatches is the number of orphans currently reported.
 	InstanceMismatches int
+	// HeldConditions counts conditions kept at their last known value
+	// because Ironic's answer lacked a field they need (one per condition
+	// per node per evaluation).
+	HeldConditions int
 }
 
 // New returns an agent for the site's clients. site, when not nil, receives
@@ -331,6 +335,11 @@ func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, 
 	if prev, ok := a.asOf[n.UUID]; ok && asOf.Before(prev) {
 		return nil
 	}
+	if prev, ok := a.nodes[n.UUID]; ok {
+		// A field the answer left out keeps its last known value, for the
+		// facts and the sweep; n.Unsent still says it is not fresh.
+		n = n.CarryUnsent(prev)
+	}
 	a.nodes[n.UUID], a.asOf[n.UUID] = n, asOf
 	d := a.desired[n.UUID]
 	obs := conditions.Observation{
@@ -346,6 +355,9 @@ func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, 
 			conds = without(conds, condition.CustomerReady)
 		}
 	}
+	if len(n.Unsent) > 0 {
+		conds = a.holdUnsentLocked(n, conds)
+	}
 	changed := a.tracker.Observe(n.UUID, conds)
 	f := factsOf(n)
 	f.InstanceMismatches = a.mismatches[n.UUID]
@@ -359,6 +371,27 @@ func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, 
 		u.Conditions = append(u.Conditions, wire.ConditionToProto(c))
 	}
 	return u
+}
+
+// holdUnsentLocked drops from conds every condition that Map could not
+// compute because Ironic's answer left out a field it needs
+// (conditions.UnsentNeeded) and that the tracker already has a value for:
+// that value is kept, unchanged, with its observed time of when it was
+// last computed from complete data, so neither a flip nor a "field
+// unavailable" status change reaches the hub. A device seen for the first
+// time gets Unknown/FieldUnavailable. a.mu is held.
+func (a *Agent) holdUnsentLocked(n ironic.Node, conds []condition.Condition) []condition.Condition {
+	out := conds[:0:0]
+	for _, c := range conds {
+		if c.Reason == conditions.ReasonFieldUnavailable && conditions.UnsentNeeded(a.cfg.Conditions, c.Type, n) != "" {
+			if _, had := a.tracker.Get(n.UUID, c.Type); had {
+				a.stats.HeldConditions++
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func (a *Agent) countFailure() {

@@ -173,7 +173,8 @@ func (a *Agent) Sweep(ctx context.Context) error {
 	failures := len(undecided)
 	st.NodesRead, st.NodeReadFailures = len(assigned), failures
 	for id, n := range fresh {
-		known[id] = n
+		n = n.CarryUnsent(known[id]) // a field the answer left out keeps its last known value
+		fresh[id], known[id] = n, n
 	}
 	var errs []error
 	if failures > 0 {
@@ -432,6 +433,7 @@ func (a *Agent) judge(ctx context.Context, known, fresh map[string]ironic.Node, 
 				a.log.Warn("sweep could not re-read a node a server claims; no verdict", "device_id", n.UUID, "server", s.ID, "err", err)
 				continue
 			}
+			fn = fn.CarryUnsent(n)
 			fresh[n.UUID], known[n.UUID], n = fn, fn, fn
 			if strings.EqualFold(n.InstanceUUID, s.ID) {
 				continue
