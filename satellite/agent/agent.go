@@ -54,7 +54,22 @@ type Config struct {
 	// by rewriting the provider's traits from a node-trait list it read
 	// just before the quarantine.
 	RequestResync func()
+	// DesiredStatesWait, when > 0, holds the process's first snapshot back
+	// until the hub's desired states have arrived (HandleDesiredStates), at
+	// most this long after the first complete listing. Without it a
+	// satellite that lost its state file would report every commanded
+	// device as never commanded (CustomerReady TraitAbsent, observed
+	// generation 0) and then, once the desired states arrive, as commanded
+	// again: two history rows per device for a change that never happened.
+	// The satellite sets DefaultDesiredStatesWait when it has a link; 0
+	// (tests, no link) sends the snapshot at once.
+	DesiredStatesWait time.Duration
 }
+
+// DefaultDesiredStatesWait is the DesiredStatesWait of a satellite with a
+// link: the hub sends its desired states right after Welcome, so the wait
+// is normally a round trip; the bound only matters for a hub that does not.
+const DefaultDesiredStatesWait = 30 * time.Second
 
 // ResyncRequestMinInterval is the least time between two resyncs a poll
 // asks for.
@@ -88,11 +103,17 @@ type Agent struct {
 	mu      sync.Mutex
 	tracker *conditions.Tracker
 	facts   map[string]*ironlinkv1.DeviceFacts
-	listed  bool               // a complete listing has been made
-	desired map[string]desired // commands applied, by device
-	locks   map[string]*sync.Mutex
-	nodes   map[string]ironic.Node // last seen (listing or sweep re-read), by device
-	asOf    map[string]time.Time   // when the data in nodes was read (listing or re-read start)
+	listed  bool                                // a complete listing has been made
+	desired map[string]desired                  // the hub's desired state known here, by device
+	views   map[string]conditions.PlacementView // last Placement view read, by device
+	// desiredKnown: the hub's desired states have been received once by
+	// this process (see Config.DesiredStatesWait); listedAt is when the
+	// first complete listing ended.
+	desiredKnown bool
+	listedAt     time.Time
+	locks        map[string]*sync.Mutex
+	nodes        map[string]ironic.Node // last seen (listing or sweep re-read), by device
+	asOf         map[string]time.Time   // when the data in nodes was read (listing or re-read start)
 
 	// Orphan sweep state (sweep.go).
 	suspects   map[mismatchKey]time.Time                 // candidates of the last sweep → first seen
@@ -102,11 +123,25 @@ type Agent struct {
 
 	stats         Stats
 	lastResyncAsk time.Time
+	stateSeq      uint64 // numbers the copies stateLocked takes
+
+	saveMu   sync.Mutex // serialises state file writes (never held with mu)
+	savedSeq uint64     // the newest copy written
 }
 
+// desired is the hub's desired impairment state of one device as this
+// satellite knows it. applied says the satellite has made OpenStack match
+// exactly this state (a command, a resync, or a bulk read finding it so);
+// only a difference between an applied state and OpenStack is drift.
 type desired struct {
 	quarantined bool
 	generation  int64
+	applied     bool
+}
+
+// same reports whether d and o are the same desired state.
+func (d desired) same(o desired) bool {
+	return d.quarantined == o.quarantined && d.generation == o.generation
 }
 
 // Stats are counters for logs and tests.
@@ -117,8 +152,12 @@ type Stats struct {
 	LastPollDuration time.Duration
 	// LastPollNodes is the node count of the last completed poll.
 	LastPollNodes int
-	// Resyncs counts impairment resyncs; DriftCorrections the corrections they made.
-	Resyncs, DriftCorrections int
+	// Resyncs counts impairment resyncs; DriftCorrections the corrections
+	// they made (OpenStack differed from a desired state already applied);
+	// ResyncFirstApplies the desired states a resync applied for the first
+	// time (for example a quarantine accepted while the link was down):
+	// writes, but not drift.
+	Resyncs, DriftCorrections, ResyncFirstApplies int
 	// LastResyncDuration and LastResyncDevices describe the last resync;
 	// LastResyncApplied counts the devices the bulk read found differing
 	// (or all of them when the bulk read failed), checked one by one.
@@ -164,7 +203,7 @@ func New(cfg Config, cl Clients, outbox *link.Outbox, site *link.SiteState, log 
 		gate:    &gate.Applier{Ironic: ir, Placement: pl, Trait: ReadyTrait},
 		pollNow: make(chan struct{}, 1), listedCh: make(chan struct{}),
 		tracker: conditions.NewTracker(), facts: map[string]*ironlinkv1.DeviceFacts{},
-		desired: map[string]desired{}, locks: map[string]*sync.Mutex{},
+		desired: map[string]desired{}, locks: map[string]*sync.Mutex{}, views: map[string]conditions.PlacementView{},
 	}
 	a.reportDetection()
 	return a
@@ -240,11 +279,18 @@ func (a *Agent) Poll(ctx context.Context) error {
 			delete(a.nodes, id)
 			delete(a.asOf, id)
 			delete(a.mismatches, id)
+			delete(a.views, id)
 			updates = append(updates, &ironlinkv1.DeviceUpdate{DeviceId: id, Removed: true, ObservedTime: timestamppb.New(now)})
 		}
 	}
 	if !a.listed {
 		close(a.listedCh)
+		a.listedAt = time.Now()
+		if w := a.cfg.DesiredStatesWait; w > 0 && !a.desiredKnown {
+			// Wake the sender when the wait for desired states ends, so the
+			// snapshot goes then even if the hub never sent them.
+			time.AfterFunc(w, func() { a.outbox.Push(nil) })
+		}
 	}
 	a.listed = true
 	askResync := drifted > 0 && a.cfg.RequestResync != nil && time.Since(a.lastResyncAsk) >= ResyncRequestMinInterval
@@ -341,6 +387,9 @@ func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, 
 		n = n.CarryUnsent(prev)
 	}
 	a.nodes[n.UUID], a.asOf[n.UUID] = n, asOf
+	if pv.Read {
+		a.views[n.UUID] = pv
+	}
 	d := a.desired[n.UUID]
 	obs := conditions.Observation{
 		Node: n, Now: now, Placement: pv, Quarantined: d.quarantined, AppliedGeneration: d.generation,
@@ -411,13 +460,17 @@ func without(cs []condition.Condition, t condition.Type) []condition.Condition {
 }
 
 // Snapshot returns every known device with all its conditions (for a new
-// link), or ok=false before the first complete listing. It implements
-// link.SnapshotFunc.
+// link), or ok=false before the first complete listing (and, with
+// Config.DesiredStatesWait, before the hub's desired states arrived or the
+// wait ended). It implements link.SnapshotFunc.
 func (a *Agent) Snapshot() ([]*ironlinkv1.DeviceUpdate, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.listed {
 		return nil, false
+	}
+	if w := a.cfg.DesiredStatesWait; w > 0 && !a.desiredKnown && time.Since(a.listedAt) < w {
+		return nil, false // HandleDesiredStates or the wait's timer wakes the sender
 	}
 	ids := a.tracker.Devices()
 	out := make([]*ironlinkv1.DeviceUpdate, 0, len(ids))
@@ -478,11 +531,12 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	}
 	res.Success, res.Detail = true, r.Detail
 	a.mu.Lock()
-	a.desired[cmd.GetDeviceId()] = desired{quarantined: quarantine, generation: cmd.GetGeneration()}
-	if err := a.saveStateLocked(); err != nil {
+	a.desired[cmd.GetDeviceId()] = desired{quarantined: quarantine, generation: cmd.GetGeneration(), applied: true}
+	st := a.stateLocked()
+	a.mu.Unlock()
+	if err := a.saveState(st); err != nil {
 		a.log.Error("applied generation not saved; it will be re-applied after a restart", "err", err)
 	}
-	a.mu.Unlock()
 	a.log.Info("command applied", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(),
 		"generation", cmd.GetGeneration(), "quarantine", quarantine, "detail", r.Detail, "took", time.Since(start).Round(time.Millisecond))
 	select {

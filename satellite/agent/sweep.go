@@ -274,9 +274,13 @@ func (a *Agent) Sweep(ctx context.Context) error {
 			}
 		}
 		a.suspects, a.mismatches = suspects, reported
-		if err := a.saveStateLocked(); err != nil {
-			a.log.Error("orphan state not saved; a restart re-learns it over two sweeps", "err", err)
-		}
+		st := a.stateLocked()
+		defer func() {
+			// After a.mu is released below (deferred calls run last).
+			if err := a.saveState(st); err != nil {
+				a.log.Error("orphan state not saved; a restart re-learns it over two sweeps", "err", err)
+			}
+		}()
 	}
 	var updates []*ironlinkv1.DeviceUpdate
 	ids := make([]string, 0, len(reeval))
