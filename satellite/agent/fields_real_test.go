@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/prototext"
+
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/satellite/agent"
+	"github.com/ironlink/ironlink/satellite/conditions"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
 	"github.com/ironlink/ironlink/satellite/openstack"
@@ -89,12 +92,20 @@ func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f
 // condKey is one condition's observable value.
 type condKey struct{ status, reason, message string }
 
+// factsKey is the key under which conditionValues keeps a device's facts.
+const factsKey = "facts"
+
+// conditionValues indexes a snapshot: device → condition type → value,
+// with the device's facts (as text) under factsKey.
 func conditionValues(devs []*ironlinkv1.DeviceUpdate) map[string]map[string]condKey {
 	out := map[string]map[string]condKey{}
 	for _, d := range devs {
 		m := map[string]condKey{}
 		for _, c := range d.GetConditions() {
 			m[c.GetType()] = condKey{c.GetStatus().String(), c.GetReason(), c.GetMessage()}
+		}
+		if d.GetFacts() != nil {
+			m[factsKey] = condKey{message: prototext.Format(d.GetFacts())}
 		}
 		out[d.GetDeviceId()] = m
 	}
@@ -125,7 +136,11 @@ func TestRealFieldsLeftOutOfLaterPagesFlipNothing(t *testing.T) {
 	}
 	out := link.NewOutbox()
 	out.MaxBatches = 1 << 20
-	a := agent.New(agent.Config{PollInterval: time.Hour}, cl, out, nil, ostest.Logger(t))
+	// Every test bed node is of class gpu-h100: all in the pool, so a lost
+	// resource_class would flip InValidationPool.
+	acfg := agent.Config{PollInterval: time.Hour, Conditions: conditions.Config{
+		ValidationPool: conditions.Selector{ResourceClass: envOr("IRONLINK_E2E_POOL_CLASS", "gpu-h100")}, Standalone: c.Standalone()}}
+	a := agent.New(acfg, cl, out, nil, ostest.Logger(t))
 
 	poll := func(label string) []*ironlinkv1.DeviceUpdate {
 		t.Helper()
@@ -168,8 +183,15 @@ func TestRealFieldsLeftOutOfLaterPagesFlipNothing(t *testing.T) {
 	back := poll("complete listing after")
 	after := conditionValues(freshSnapshot(t, out, a))
 
-	flips := 0
+	flips, factFlips := 0, 0
 	for _, d := range stripped {
+		if f := d.GetFacts(); f != nil {
+			was, now := before[d.GetDeviceId()][factsKey], after[d.GetDeviceId()][factsKey]
+			if was == now && prototext.Format(f) != was.message {
+				factFlips++
+				t.Errorf("stripped poll changed the facts of %s: %s → %s", d.GetDeviceId(), was.message, prototext.Format(f))
+			}
+		}
 		for _, c := range d.GetConditions() {
 			was, now := before[d.GetDeviceId()][c.GetType()], after[d.GetDeviceId()][c.GetType()]
 			if was == now { // the complete listing after says nothing changed
@@ -187,5 +209,5 @@ func TestRealFieldsLeftOutOfLaterPagesFlipNothing(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("flips: %d (complete poll after pushed %d device updates)", flips, len(back))
+	t.Logf("condition flips: %d, fact flips: %d (the complete poll after pushed %d device updates)", flips, factFlips, len(back))
 }
