@@ -22,8 +22,7 @@ import (
 	"github.com/ironlink/ironlink/satellite/gate"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
-	"github.com/ironlink/ironlink/satellite/nova"
-	"github.com/ironlink/ironlink/satellite/placement"
+	"github.com/ironlink/ironlink/satellite/site"
 )
 
 // ReadyTrait is the Placement/Ironic trait that gates a node open to customers.
@@ -75,24 +74,26 @@ const DefaultDesiredStatesWait = 30 * time.Second
 // asks for.
 const ResyncRequestMinInterval = 30 * time.Second
 
-// Clients are the agent's connections to its site. Ironic is required;
-// Placement is nil on a standalone site and Nova is nil where the site has
-// no Nova (no orphan detection).
+// Clients are the agent's connections to its site, through the seams of
+// satellite/site: the gophercloud-backed clients in production, a
+// site.Fixture in tests. Ironic is required; Placement is nil on a
+// standalone site and Nova is nil where the site has no Nova (no orphan
+// detection) — nil interfaces, not nil pointers.
 type Clients struct {
 	// Ironic lists, re-reads and writes node traits (required).
-	Ironic *ironic.Client
+	Ironic site.Ironic
 	// Placement reads and writes resource-provider traits; nil standalone.
-	Placement *placement.Client
+	Placement site.Placement
 	// Nova lists servers for the orphan sweep; nil without Nova.
-	Nova *nova.Client
+	Nova site.Nova
 }
 
 // Agent polls one site and applies its commands. Safe for concurrent use.
 type Agent struct {
 	cfg       Config
-	ironic    *ironic.Client
-	placement *placement.Client // nil on a standalone site
-	nova      *nova.Client      // nil without Nova
+	ironic    site.Ironic
+	placement site.Placement // nil on a standalone site
+	nova      site.Nova      // nil without Nova
 	gate      *gate.Applier
 	outbox    *link.Outbox
 	site      *link.SiteState // nil: site conditions not reported
