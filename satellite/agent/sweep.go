@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/satellite/conditions"
@@ -238,33 +236,9 @@ func (a *Agent) Sweep(ctx context.Context) error {
 		}
 		a.projects, a.looked = projects, map[string]bool{}
 		st.Candidates = len(found)
-		suspects := make(map[mismatchKey]time.Time, len(found))
-		reported := map[string][]*ironlinkv1.InstanceMismatch{}
-		for _, c := range found {
-			k := mismatchKey{node: c.node, kind: c.m.GetKind(), server: c.m.GetNovaServerId()}
-			first, seenBefore := a.suspects[k]
-			if !seenBefore {
-				first = now
-			}
-			suspects[k] = first
-			if seenBefore && len(reported[c.node]) < maxMismatchesPerDevice {
-				c.m.FirstSeenTime = timestamppb.New(first)
-				reported[c.node] = append(reported[c.node], c.m)
-				st.Reported++
-			}
-		}
-		// No verdict for a node is not a verdict: what the last sweeps
-		// knew about it stays (suspicion and report, first-seen time).
-		for k, first := range a.suspects {
-			if _, ok := suspects[k]; !ok && undecided[k.node] {
-				suspects[k] = first
-			}
-		}
-		for id := range undecided {
-			if ms, ok := a.mismatches[id]; ok {
-				reported[id] = ms
-			}
-		}
+		v := orphanVerdict(a.suspects, a.mismatches, found, undecided, now)
+		suspects, reported := v.suspects, v.reported
+		st.Reported = v.newlyReported
 		for id := range reported {
 			reeval[id] = true
 		}

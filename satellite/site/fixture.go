@@ -42,18 +42,12 @@ type Call struct {
 	Present bool
 	// Err is what the call returned.
 	Err error
+	// Changed: the call changed the site (a write that found it already
+	// as wanted did not).
+	Changed bool
 }
 
-// Write reports whether the call may change the site (AddTrait,
-// RemoveTrait, EnsureTrait, SetProviderTrait).
-func (c Call) Write() bool {
-	switch c.Method {
-	case MethodAddTrait, MethodRemoveTrait, MethodEnsureTrait, MethodSetProviderTrait:
-		return true
-	}
-	return false
-}
-
+// String renders the call for test failures, e.g. "AddTrait n1 CUSTOM_X".
 func (c Call) String() string {
 	s := c.Method
 	if c.ID != "" {
@@ -208,18 +202,20 @@ func (f *Fixture) Calls() []Call {
 	return slices.Clone(f.calls)
 }
 
-// Writes returns the write calls (Call.Write) made so far that succeeded.
+// Writes returns the calls made so far that changed the site
+// (Call.Changed), in order.
 func (f *Fixture) Writes() []Call {
 	var out []Call
 	for _, c := range f.Calls() {
-		if c.Write() && c.Err == nil {
+		if c.Changed {
 			out = append(out, c)
 		}
 	}
 	return out
 }
 
-// Changes returns how many writes actually changed node or provider id.
+// Changes returns how many writes changed node or provider id (or, for
+// EnsureTrait, defined trait id).
 func (f *Fixture) Changes(id string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -258,6 +254,13 @@ func (f *Fixture) beginLocked(c Call) error {
 func (f *Fixture) endLocked(err error) error {
 	f.calls[len(f.calls)-1].Err = err
 	return err
+}
+
+// changedLocked marks the last recorded call as having changed id. f.mu
+// is held.
+func (f *Fixture) changedLocked(id string) {
+	f.calls[len(f.calls)-1].Changed = true
+	f.changed[id]++
 }
 
 // ListNodes implements Ironic.
@@ -337,7 +340,7 @@ func (f *Fixture) setNodeTrait(c Call, present bool) error {
 		n.Traits = slices.DeleteFunc(slices.Clone(n.Traits), func(s string) bool { return s == c.Trait })
 	}
 	f.nodes[c.ID] = n
-	f.changed[c.ID]++
+	f.changedLocked(c.ID)
 	return nil
 }
 
@@ -384,7 +387,10 @@ func (f *Fixture) EnsureTrait(_ context.Context, trait string) error {
 	if !strings.HasPrefix(trait, "CUSTOM_") {
 		return f.endLocked(fmt.Errorf("fixture: %s is not a custom trait", trait))
 	}
-	f.defined[trait] = true
+	if !f.defined[trait] {
+		f.defined[trait] = true
+		f.changedLocked(trait)
+	}
 	return nil
 }
 
@@ -424,7 +430,7 @@ func (f *Fixture) SetProviderTrait(_ context.Context, id, trait string, present 
 		}
 		sort.Strings(p.traits)
 		p.generation++
-		f.changed[id]++
+		f.changedLocked(id)
 		res.Changed = true
 	}
 	res.Generation, res.Traits = p.generation, slices.Clone(p.traits)
