@@ -195,3 +195,40 @@ func TestFieldsLeftOutOfFirstListingAreUnknown(t *testing.T) {
 		}
 	}
 }
+
+// A sweep's single-node re-read that lacks fields (Ironic or a proxy
+// dropping them from GET /v1/nodes/{id}) changes nothing either: the
+// assigned node keeps its maintenance fault, lessee and instance, and no
+// orphan is suspected for an instance_uuid that was merely not sent.
+func TestSweepReadLackingFieldsFlipsNothing(t *testing.T) {
+	s := newSweepSite(t, openstacksim.Options{})
+	inst := "0b3f9c2e-4444-4c55-9a1e-3f2b8c7d6e5f"
+	busy := s.node(t, "n-busy", "active", inst)
+	if err := s.sim.UpdateNode(busy, func(n *openstacksim.Node) {
+		n.Maintenance, n.Fault, n.MaintenanceReason, n.Lessee = true, "power failure", "BMC unreachable", "customer"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.sim.AddServer(openstacksim.Server{ID: inst, TenantID: "customer", Status: "ACTIVE", HypervisorHostname: busy}); err != nil {
+		t.Fatal(err)
+	}
+	s.poll(t)
+	before := s.device(t, busy)
+	s.sim.SetFieldLoss(openstacksim.FieldLoss{SingleNode: true, Drop: []string{"fault", "maintenance_reason", "lessee", "instance_uuid"}})
+	for range 2 { // two sweeps: an orphan would be reported on the second
+		s.sweep(t)
+	}
+	after := s.device(t, busy)
+	if !proto.Equal(before.GetFacts(), after.GetFacts()) {
+		t.Errorf("facts changed: %v → %v", before.GetFacts(), after.GetFacts())
+	}
+	for i, c := range before.GetConditions() {
+		g := after.GetConditions()[i]
+		if g.GetStatus() != c.GetStatus() || g.GetReason() != c.GetReason() || g.GetMessage() != c.GetMessage() {
+			t.Errorf("%s: %v/%s %q → %v/%s %q", c.GetType(), c.GetStatus(), c.GetReason(), c.GetMessage(), g.GetStatus(), g.GetReason(), g.GetMessage())
+		}
+	}
+	if st := s.a.Stats(); st.InstanceMismatches != 0 || st.LastSweep.Candidates != 0 {
+		t.Errorf("orphans from a read that lacked instance_uuid: %+v", st.LastSweep)
+	}
+}
