@@ -213,3 +213,35 @@ func TestSweepOrphanOverFixture(t *testing.T) {
 		}
 	}
 }
+
+// A listing whose answer lacked one node's traits does not cost the resync
+// its bulk read: only that node is checked one by one.
+func TestResyncChecksOnlyNodesListedWithoutTraits(t *testing.T) {
+	ctx := context.Background()
+	s := newFixtureSite(t, 3, false)
+	s.poll(t)
+	states := &ironlinkv1.DesiredStates{}
+	for _, id := range s.ids {
+		states.Devices = append(states.Devices, &ironlinkv1.DeviceDesiredState{DeviceId: id, Desired: ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED, Generation: 1})
+	}
+	s.a.HandleDesiredStates(ctx, states) // applied (converged already)
+	s.f.UpdateNode(s.ids[1], func(n *ironic.Node) {
+		n.Unsent, n.Missing = map[string]bool{"traits": true}, map[string]bool{"traits": true}
+	})
+	s.f.ResetCalls()
+	if got := s.a.HandleDesiredStates(ctx, states); len(got) != 0 {
+		t.Fatalf("corrections %v", got)
+	}
+	var oneByOne []string
+	for _, c := range s.f.Calls() {
+		if c.Method == site.MethodNodeTraits {
+			oneByOne = append(oneByOne, c.ID)
+		}
+	}
+	if len(oneByOne) != 1 || oneByOne[0] != s.ids[1] {
+		t.Fatalf("checked one by one: %v, want only %s", oneByOne, s.ids[1])
+	}
+	if st := s.a.Stats(); st.LastResyncApplied != 1 {
+		t.Fatalf("LastResyncApplied %d, want 1", st.LastResyncApplied)
+	}
+}

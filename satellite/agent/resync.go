@@ -16,8 +16,9 @@ import (
 // device already matches its desired state on both sides. Only devices it
 // says no to are applied one by one (and re-read then), so a resync of a
 // converged 10,000-node site costs a dozen requests instead of ~25,000.
-// It returns nil when the bulk read fails or lacks node traits; every
-// device is then checked one by one.
+// It returns nil when the bulk read fails; every device is then checked
+// one by one. A node whose traits the listing did not carry counts as
+// differing (checked one by one).
 func (a *Agent) gateSnapshot(ctx context.Context) func(id string, quarantine bool) bool {
 	nodes, err := a.ironic.ListNodes(ctx)
 	if err != nil {
@@ -27,7 +28,7 @@ func (a *Agent) gateSnapshot(ctx context.Context) func(id string, quarantine boo
 	nodeHas := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		if n.Missing["traits"] {
-			return nil
+			continue // not sent for this node: it is checked one by one
 		}
 		nodeHas[n.UUID] = n.HasTrait(ReadyTrait)
 	}
