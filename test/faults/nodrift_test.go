@@ -11,59 +11,54 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/openstacksim"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
-// TestQuarantineAcrossLinkFailoverIsNotDrift: a quarantine is accepted
-// while the site's link is frozen; the link then fails over to the other
-// replica, whose resync (sent first on a new link) applies the quarantine
-// before the command, which then finds it applied. Nobody changed OpenStack behind
-// ironlink's back, so the device shows no drift correction. (Before the
-// fix: drift_corrections 1, "resync: quarantine: node trait removed; …".)
+// TestQuarantineAcrossLinkFailoverIsNotDrift: a quarantine is accepted,
+// its first application fails (Ironic answers 500 to the node's trait
+// read) and the hub backs off; meanwhile the site's link fails over to the
+// other replica, whose resync applies the quarantine (first, because the
+// command waits out its backoff); the resent command then finds it
+// applied. Nobody changed OpenStack behind ironlink's back, so the device
+// shows no drift correction. (Before the fix: drift_corrections 1,
+// "resync: quarantine: node trait removed; …".)
 func TestQuarantineAcrossLinkFailoverIsNotDrift(t *testing.T) { repeat(t, scenarioFailoverNoDrift) }
 
 func scenarioFailoverNoDrift(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	pool := harness.Pool(t, db)
-	a := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
-	b := harness.StartHub(t, bins, db, "hub-b", fastHub()...)
+	hubFlags := fastHub("--command-failure-backoff", "6s")
+	a := harness.StartHub(t, bins, db, "hub-a", hubFlags...)
+	b := harness.StartHub(t, bins, db, "hub-b", hubFlags...)
 	lb := newProxy(t, a.Addr)
 	fc := harness.Fleet(t, b.Addr)
 	s := newSite(t, "nodrift", 20)
 	s.startSatellite(t, "", lb.Addr())
 	waitDevices(t, pool, s, 30*time.Second)
 
-	// Which of the two comes first on the new link is a race (about two
-	// runs in three the resync); each try fails over once more, on another
-	// device, until a try had the resync apply first.
-	replicas := []*harness.Hub{a, b}
-	ready := s.readyNodes()
-	reproduced := false
-	for try := 0; try < 6 && !reproduced; try++ {
-		target, to := ready[try], replicas[(try+1)%2]
-		s.addNodeTrait(t, target)
-		lb.Freeze()
-		cmd := quarantine(t, fc, target, "fault suite: failover", 10*time.Second)
-		lb.SetBackends([]string{to.Addr})
-		lb.Cut()
-		lb.Thaw()
-		harness.Eventually(t, 30*time.Second, func() error {
-			if r := linkReplica(pool, s.name); r != to.Replica {
-				return errorf("link on %q, want %s", r, to.Replica)
-			}
-			return nil
-		})
-		c := waitCommand(t, fc, cmd, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 30*time.Second)
-		// "node trait already absent": the resync had applied it.
-		reproduced = strings.Contains(c.GetResultDetail(), "node trait already absent")
-		t.Logf("try %d: link failed over to %s; command %d attempts, detail %q; resync applied first: %v",
-			try+1, to.Replica, c.GetAttempts(), c.GetResultDetail(), reproduced)
+	target := s.readyNodes()[0]
+	s.addNodeTrait(t, target)
+	s.sim.InjectFault(openstacksim.Fault{Service: openstacksim.ServiceBaremetal, Method: "GET",
+		PathContains: "/v1/nodes/" + target + "/traits", Status: 500, Times: -1})
+	cmd := quarantine(t, fc, target, "fault suite: failover", 10*time.Second)
+	waitCommand(t, fc, cmd, ironlinkv1.CommandState_COMMAND_STATE_FAILED, 20*time.Second)
+	s.sim.ClearFaults()
+	lb.SetBackends([]string{b.Addr})
+	lb.Cut()
+	harness.Eventually(t, 30*time.Second, func() error {
+		if r := linkReplica(pool, s.name); r != b.Replica {
+			return errorf("link on %q, want %s", r, b.Replica)
+		}
+		return nil
+	})
+	c := waitCommand(t, fc, cmd, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 30*time.Second)
+	t.Logf("command: %d attempts, detail %q", c.GetAttempts(), c.GetResultDetail())
+	if !strings.Contains(c.GetResultDetail(), "node trait already absent") {
+		t.Fatalf("the resent command removed the node trait itself (%q): the resync did not apply first", c.GetResultDetail())
 	}
-	if !reproduced {
-		t.Fatal("in 6 failovers the resent command always came before the resync: the scenario was not exercised")
-	}
-	time.Sleep(2 * time.Second) // a correction would be reported right after the resync
+	time.Sleep(time.Second) // a correction is reported right after the resync
 	ctx := context.Background()
 	rows, err := pool.Query(ctx, `SELECT device_id::text, detail FROM drift_corrections`)
 	if err != nil {
