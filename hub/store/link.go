@@ -256,6 +256,11 @@ func (s *Store) applyDevices(ctx context.Context, tx pgx.Tx, site string, b Batc
 			if had && !c.ObservedTime.After(oldObserved) && old.SameObservation(c) {
 				continue
 			}
+			if had && old.Status == c.Status {
+				// Status unchanged: no transition, whatever time the
+				// satellite proposes (a restarted one knows no earlier).
+				c.LastTransitionTime = old.LastTransitionTime
+			}
 			cur[c.Type] = c
 			batch.Queue(`
 				INSERT INTO device_conditions (device_id, type, status, reason, message, last_transition_time, observed_time, observed_generation)

@@ -93,6 +93,7 @@ type Cloud struct {
 	issued    int
 	provSeq   int64
 	faults    []*Fault
+	fieldLoss FieldLoss // see SetFieldLoss
 	churn     map[string][]churnStep
 
 	servers     map[string]*serverRec // by ID, deleted ones too

@@ -653,7 +653,11 @@ func (c *Cloud) ironicList(w http.ResponseWriter, r *http.Request, ver int, deta
 				return
 			}
 		}
-		items = append(items, renderNode(rec, ver, fields, public))
+		item := renderNode(rec, ver, fields, public)
+		if marker != nil && c.fieldLoss.LaterPages {
+			c.fieldLoss.strip(item)
+		}
+		items = append(items, item)
 	}
 	c.mu.Unlock()
 
@@ -792,7 +796,52 @@ func (c *Cloud) ironicGet(w http.ResponseWriter, r *http.Request, ver int, ident
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, renderNode(rec, ver, fields, c.ironicPublic()))
+	item := renderNode(rec, ver, fields, c.ironicPublic())
+	if c.fieldLoss.SingleNode {
+		c.fieldLoss.strip(item)
+	}
+	writeJSON(w, http.StatusOK, item)
+}
+
+// FieldLoss makes Ironic leave fields out of node answers although they
+// were asked for with ?fields=, as Ironic versions that drop fields from
+// later pages, a proxy in front of Ironic, or a microversion mismatch do
+// (issue: conditions flipped on nodes of pages 2+). The zero value loses
+// nothing.
+type FieldLoss struct {
+	// LaterPages: list pages requested with a marker (page 2 onwards) lose
+	// the fields.
+	LaterPages bool
+	// SingleNode: GET /v1/nodes/{ident} loses them too.
+	SingleNode bool
+	// Drop names the keys removed; empty means every key outside Ironic's
+	// default field set (uuid, name, instance_uuid, power_state,
+	// provision_state, maintenance) and links, as if fields were ignored.
+	Drop []string
+}
+
+// strip removes the lost keys from a rendered node.
+func (l FieldLoss) strip(node map[string]any) {
+	if len(l.Drop) > 0 {
+		for _, k := range l.Drop {
+			delete(node, k)
+		}
+		return
+	}
+	for k := range node {
+		if k != "links" && !slices.Contains(ironicDefaultFields, k) {
+			delete(node, k)
+		}
+	}
+}
+
+// SetFieldLoss sets which node answers lose fields from now on (see
+// FieldLoss); SetFieldLoss(FieldLoss{}) restores complete answers.
+func (c *Cloud) SetFieldLoss(l FieldLoss) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l.Drop = slices.Clone(l.Drop)
+	c.fieldLoss = l
 }
 
 func (c *Cloud) ironicStates(w http.ResponseWriter, _ *http.Request, ver int, ident string) {

@@ -22,8 +22,7 @@ import (
 	"github.com/ironlink/ironlink/satellite/gate"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
-	"github.com/ironlink/ironlink/satellite/nova"
-	"github.com/ironlink/ironlink/satellite/placement"
+	"github.com/ironlink/ironlink/satellite/site"
 )
 
 // ReadyTrait is the Placement/Ironic trait that gates a node open to customers.
@@ -57,6 +56,16 @@ type Config struct {
 	// Observer, when set, is told the wall time of every completed poll,
 	// sweep and resync (satellite/metrics turns them into histograms).
 	Observer Observer
+	// DesiredStatesWait, when > 0, holds the process's first snapshot back
+	// until the hub's desired states have arrived (HandleDesiredStates), at
+	// most this long after the first complete listing. Without it a
+	// satellite that lost its state file would report every commanded
+	// device as never commanded (CustomerReady TraitAbsent, observed
+	// generation 0) and then, once the desired states arrive, as commanded
+	// again: two history rows per device for a change that never happened.
+	// The satellite sets DefaultDesiredStatesWait when it has a link; 0
+	// (tests, no link) sends the snapshot at once.
+	DesiredStatesWait time.Duration
 }
 
 // Observer receives the agent's timings. Its methods are called after each
@@ -68,28 +77,35 @@ type Observer interface {
 	ResyncDone(took time.Duration)
 }
 
+// DefaultDesiredStatesWait is the DesiredStatesWait of a satellite with a
+// link: the hub sends its desired states right after Welcome, so the wait
+// is normally a round trip; the bound only matters for a hub that does not.
+const DefaultDesiredStatesWait = 30 * time.Second
+
 // ResyncRequestMinInterval is the least time between two resyncs a poll
 // asks for.
 const ResyncRequestMinInterval = 30 * time.Second
 
-// Clients are the agent's connections to its site. Ironic is required;
-// Placement is nil on a standalone site and Nova is nil where the site has
-// no Nova (no orphan detection).
+// Clients are the agent's connections to its site, through the seams of
+// satellite/site: the gophercloud-backed clients in production, a
+// site.Fixture in tests. Ironic is required; Placement is nil on a
+// standalone site and Nova is nil where the site has no Nova (no orphan
+// detection) — nil interfaces, not nil pointers.
 type Clients struct {
 	// Ironic lists, re-reads and writes node traits (required).
-	Ironic *ironic.Client
+	Ironic site.Ironic
 	// Placement reads and writes resource-provider traits; nil standalone.
-	Placement *placement.Client
+	Placement site.Placement
 	// Nova lists servers for the orphan sweep; nil without Nova.
-	Nova *nova.Client
+	Nova site.Nova
 }
 
 // Agent polls one site and applies its commands. Safe for concurrent use.
 type Agent struct {
 	cfg       Config
-	ironic    *ironic.Client
-	placement *placement.Client // nil on a standalone site
-	nova      *nova.Client      // nil without Nova
+	ironic    site.Ironic
+	placement site.Placement // nil on a standalone site
+	nova      site.Nova      // nil without Nova
 	gate      *gate.Applier
 	outbox    *link.Outbox
 	site      *link.SiteState // nil: site conditions not reported
@@ -100,11 +116,17 @@ type Agent struct {
 	mu      sync.Mutex
 	tracker *conditions.Tracker
 	facts   map[string]*ironlinkv1.DeviceFacts
-	listed  bool               // a complete listing has been made
-	desired map[string]desired // commands applied, by device
-	locks   map[string]*sync.Mutex
-	nodes   map[string]ironic.Node // last seen (listing or sweep re-read), by device
-	asOf    map[string]time.Time   // when the data in nodes was read (listing or re-read start)
+	listed  bool                                // a complete listing has been made
+	desired map[string]desired                  // the hub's desired state known here, by device
+	views   map[string]conditions.PlacementView // last Placement view read, by device
+	// desiredKnown: the hub's desired states have been received once by
+	// this process (see Config.DesiredStatesWait); listedAt is when the
+	// first complete listing ended.
+	desiredKnown bool
+	listedAt     time.Time
+	locks        map[string]*sync.Mutex
+	nodes        map[string]ironic.Node // last seen (listing or sweep re-read), by device
+	asOf         map[string]time.Time   // when the data in nodes was read (listing or re-read start)
 
 	// Orphan sweep state (sweep.go).
 	suspects   map[mismatchKey]time.Time                 // candidates of the last sweep → first seen
@@ -114,11 +136,25 @@ type Agent struct {
 
 	stats         Stats
 	lastResyncAsk time.Time
+	stateSeq      uint64 // numbers the copies stateLocked takes
+
+	saveMu   sync.Mutex // serialises state file writes (never held with mu)
+	savedSeq uint64     // the newest copy written
 }
 
+// desired is the hub's desired impairment state of one device as this
+// satellite knows it. applied says the satellite has made OpenStack match
+// exactly this state (a command, a resync, or a bulk read finding it so);
+// only a difference between an applied state and OpenStack is drift.
 type desired struct {
 	quarantined bool
 	generation  int64
+	applied     bool
+}
+
+// same reports whether d and o are the same desired state.
+func (d desired) same(o desired) bool {
+	return d.quarantined == o.quarantined && d.generation == o.generation
 }
 
 // Stats are counters for logs and tests.
@@ -129,8 +165,12 @@ type Stats struct {
 	LastPollDuration time.Duration
 	// LastPollNodes is the node count of the last completed poll.
 	LastPollNodes int
-	// Resyncs counts impairment resyncs; DriftCorrections the corrections they made.
-	Resyncs, DriftCorrections int
+	// Resyncs counts impairment resyncs; DriftCorrections the corrections
+	// they made (OpenStack differed from a desired state already applied);
+	// ResyncFirstApplies the desired states a resync applied for the first
+	// time (for example a quarantine accepted while the link was down):
+	// writes, but not drift.
+	Resyncs, DriftCorrections, ResyncFirstApplies int
 	// LastResyncDuration and LastResyncDevices describe the last resync;
 	// LastResyncApplied counts the devices the bulk read found differing
 	// (or all of them when the bulk read failed), checked one by one.
@@ -144,6 +184,10 @@ type Stats struct {
 	LastSweep SweepStats
 	// InstanceMismatches is the number of orphans currently reported.
 	InstanceMismatches int
+	// HeldConditions counts conditions kept at their last known value
+	// because Ironic's answer lacked a field they need (one per condition
+	// per node per evaluation).
+	HeldConditions int
 }
 
 // New returns an agent for the site's clients. site, when not nil, receives
@@ -172,7 +216,7 @@ func New(cfg Config, cl Clients, outbox *link.Outbox, site *link.SiteState, log 
 		gate:    &gate.Applier{Ironic: ir, Placement: pl, Trait: ReadyTrait},
 		pollNow: make(chan struct{}, 1), listedCh: make(chan struct{}),
 		tracker: conditions.NewTracker(), facts: map[string]*ironlinkv1.DeviceFacts{},
-		desired: map[string]desired{}, locks: map[string]*sync.Mutex{},
+		desired: map[string]desired{}, locks: map[string]*sync.Mutex{}, views: map[string]conditions.PlacementView{},
 	}
 	a.reportDetection()
 	return a
@@ -248,11 +292,18 @@ func (a *Agent) Poll(ctx context.Context) error {
 			delete(a.nodes, id)
 			delete(a.asOf, id)
 			delete(a.mismatches, id)
+			delete(a.views, id)
 			updates = append(updates, &ironlinkv1.DeviceUpdate{DeviceId: id, Removed: true, ObservedTime: timestamppb.New(now)})
 		}
 	}
 	if !a.listed {
 		close(a.listedCh)
+		a.listedAt = time.Now()
+		if w := a.cfg.DesiredStatesWait; w > 0 && !a.desiredKnown {
+			// Wake the sender when the wait for desired states ends, so the
+			// snapshot goes then even if the hub never sent them.
+			time.AfterFunc(w, func() { a.outbox.Push(nil) })
+		}
 	}
 	a.listed = true
 	askResync := drifted > 0 && a.cfg.RequestResync != nil && time.Since(a.lastResyncAsk) >= ResyncRequestMinInterval
@@ -346,7 +397,15 @@ func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, 
 	if prev, ok := a.asOf[n.UUID]; ok && asOf.Before(prev) {
 		return nil
 	}
+	if prev, ok := a.nodes[n.UUID]; ok {
+		// A field the answer left out keeps its last known value, for the
+		// facts and the sweep; n.Unsent still says it is not fresh.
+		n = n.CarryUnsent(prev)
+	}
 	a.nodes[n.UUID], a.asOf[n.UUID] = n, asOf
+	if pv.Read {
+		a.views[n.UUID] = pv
+	}
 	d := a.desired[n.UUID]
 	obs := conditions.Observation{
 		Node: n, Now: now, Placement: pv, Quarantined: d.quarantined, AppliedGeneration: d.generation,
@@ -361,6 +420,9 @@ func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, 
 			conds = without(conds, condition.CustomerReady)
 		}
 	}
+	if len(n.Unsent) > 0 {
+		conds = a.holdUnsentLocked(n, conds)
+	}
 	changed := a.tracker.Observe(n.UUID, conds)
 	f := factsOf(n)
 	f.InstanceMismatches = a.mismatches[n.UUID]
@@ -374,6 +436,27 @@ func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, 
 		u.Conditions = append(u.Conditions, wire.ConditionToProto(c))
 	}
 	return u
+}
+
+// holdUnsentLocked drops from conds every condition that Map could not
+// compute because Ironic's answer left out a field it needs
+// (conditions.UnsentNeeded) and that the tracker already has a value for:
+// that value is kept, unchanged, with its observed time of when it was
+// last computed from complete data, so neither a flip nor a "field
+// unavailable" status change reaches the hub. A device seen for the first
+// time gets Unknown/FieldUnavailable. a.mu is held.
+func (a *Agent) holdUnsentLocked(n ironic.Node, conds []condition.Condition) []condition.Condition {
+	out := conds[:0:0]
+	for _, c := range conds {
+		if c.Reason == conditions.ReasonFieldUnavailable && conditions.UnsentNeeded(a.cfg.Conditions, c.Type, n) != "" {
+			if _, had := a.tracker.Get(n.UUID, c.Type); had {
+				a.stats.HeldConditions++
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func (a *Agent) countFailure() {
@@ -393,13 +476,17 @@ func without(cs []condition.Condition, t condition.Type) []condition.Condition {
 }
 
 // Snapshot returns every known device with all its conditions (for a new
-// link), or ok=false before the first complete listing. It implements
-// link.SnapshotFunc.
+// link), or ok=false before the first complete listing (and, with
+// Config.DesiredStatesWait, before the hub's desired states arrived or the
+// wait ended). It implements link.SnapshotFunc.
 func (a *Agent) Snapshot() ([]*ironlinkv1.DeviceUpdate, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.listed {
 		return nil, false
+	}
+	if w := a.cfg.DesiredStatesWait; w > 0 && !a.desiredKnown && time.Since(a.listedAt) < w {
+		return nil, false // HandleDesiredStates or the wait's timer wakes the sender
 	}
 	ids := a.tracker.Devices()
 	out := make([]*ironlinkv1.DeviceUpdate, 0, len(ids))
@@ -465,11 +552,12 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	}
 	res.Success, res.Detail = true, r.Detail
 	a.mu.Lock()
-	a.desired[cmd.GetDeviceId()] = desired{quarantined: quarantine, generation: cmd.GetGeneration()}
-	if err := a.saveStateLocked(); err != nil {
+	a.desired[cmd.GetDeviceId()] = desired{quarantined: quarantine, generation: cmd.GetGeneration(), applied: true}
+	st := a.stateLocked()
+	a.mu.Unlock()
+	if err := a.saveState(st); err != nil {
 		a.log.Error("applied generation not saved; it will be re-applied after a restart", "err", err)
 	}
-	a.mu.Unlock()
 	a.log.Info("command applied", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(),
 		"generation", cmd.GetGeneration(), "quarantine", quarantine, "detail", r.Detail, "took", time.Since(start).Round(time.Millisecond))
 	select {

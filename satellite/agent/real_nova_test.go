@@ -71,11 +71,8 @@ func newRealSite(t *testing.T) *realSite {
 	t.Helper()
 	cloud := ostest.RealNovaIronic(t)
 	log := ostest.Logger(t)
-	cl := agent.Clients{
-		Ironic:    ironic.New(cloud.Clients.Baremetal, log),
-		Placement: placement.New(cloud.Clients.Placement, log),
-		Nova:      nova.New(cloud.Clients.Compute, log),
-	}
+	ir, pl, nv := ironic.New(cloud.Clients.Baremetal, log), placement.New(cloud.Clients.Placement, log), nova.New(cloud.Clients.Compute, log)
+	cl := agent.Clients{Ironic: ir, Placement: pl, Nova: nv}
 	out := link.NewOutbox()
 	out.MaxBatches = 1 << 20
 	site := link.NewSiteState(nil)
@@ -87,7 +84,7 @@ func newRealSite(t *testing.T) *realSite {
 		}
 	}}
 	s := &realSite{
-		cloud: cloud, site: site, ir: cl.Ironic, pl: cl.Placement, nv: cl.Nova, resyncAsked: asked,
+		cloud: cloud, site: site, ir: ir, pl: pl, nv: nv, resyncAsked: asked,
 		a:    agent.New(cfg, cl, out, site, log),
 		gate: &gate.Applier{Ironic: cl.Ironic, Placement: cl.Placement, Trait: agent.ReadyTrait},
 	}

@@ -16,8 +16,9 @@ import (
 // device already matches its desired state on both sides. Only devices it
 // says no to are applied one by one (and re-read then), so a resync of a
 // converged 10,000-node site costs a dozen requests instead of ~25,000.
-// It returns nil when the bulk read fails or lacks node traits; every
-// device is then checked one by one.
+// It returns nil when the bulk read fails; every device is then checked
+// one by one. A node whose traits the listing did not carry counts as
+// differing (checked one by one).
 func (a *Agent) gateSnapshot(ctx context.Context) func(id string, quarantine bool) bool {
 	nodes, err := a.ironic.ListNodes(ctx)
 	if err != nil {
@@ -27,7 +28,7 @@ func (a *Agent) gateSnapshot(ctx context.Context) func(id string, quarantine boo
 	nodeHas := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		if n.Missing["traits"] {
-			return nil
+			continue // not sent for this node: it is checked one by one
 		}
 		nodeHas[n.UUID] = n.HasTrait(ReadyTrait)
 	}
@@ -50,9 +51,18 @@ func (a *Agent) gateSnapshot(ctx context.Context) func(id string, quarantine boo
 // still listed by Ironic it re-applies the desired state through the gate
 // (idempotent: reads the node and provider traits, writes only what
 // differs) — after one bulk read of the site has shown it differs
-// (gateSnapshot). Every write it had to make is a drift, returned as a
-// DriftCorrection for the hub. Devices the hub never touched are left alone.
-// It implements link.DesiredStateHandler.
+// (gateSnapshot). A write made for a desired state this satellite had
+// already applied is a drift (someone changed OpenStack behind ironlink's
+// back) and is returned as a DriftCorrection for the hub; a write for a
+// desired state it had not applied yet (a command accepted while the link
+// was down, or a satellite without its state file) is the first
+// application of that state, logged and counted
+// (Stats.ResyncFirstApplies), not drift. Devices the hub never touched are
+// left alone. It implements link.DesiredStateHandler.
+//
+// The first call of a process also re-evaluates the devices whose desired
+// state it learnt, before the first snapshot is sent (see
+// Config.DesiredStatesWait).
 func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredStates) []*ironlinkv1.DriftCorrection {
 	// Desired states usually arrive with the link, often before the first
 	// listing: wait for it, so that every listed device is converged now
@@ -67,36 +77,60 @@ func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredSt
 		id         string
 		quarantine bool
 		generation int64
+		known      bool // this exact state was applied before: a write is drift
 	}
 	var todo []item
+	var updates []*ironlinkv1.DeviceUpdate
+	now := time.Now().UTC()
 	a.mu.Lock()
 	for _, d := range s.GetDevices() {
 		q := d.GetDesired() == ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED
 		if !q && d.GetDesired() != ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED {
 			continue
 		}
-		if cur := a.desired[d.GetDeviceId()]; cur.generation > d.GetGeneration() {
+		id := d.GetDeviceId()
+		cur, had := a.desired[id]
+		if cur.generation > d.GetGeneration() {
 			continue // a newer command was applied already; the hub will catch up
 		}
-		a.desired[d.GetDeviceId()] = desired{quarantined: q, generation: d.GetGeneration()}
-		if _, listed := a.facts[d.GetDeviceId()]; listed {
-			todo = append(todo, item{d.GetDeviceId(), q, d.GetGeneration()})
+		next := desired{quarantined: q, generation: d.GetGeneration()}
+		next.applied = cur.applied && cur.same(next)
+		a.desired[id] = next
+		if _, listed := a.facts[id]; listed {
+			todo = append(todo, item{id, q, d.GetGeneration(), next.applied})
+			if !had || !cur.same(next) {
+				// CustomerReady says whether the device is commanded: tell
+				// the hub now, not at the next poll.
+				if u := a.evaluateLocked(a.nodes[id], a.views[id], now, a.asOf[id]); u != nil {
+					updates = append(updates, u)
+				}
+			}
 		}
 	}
-	if err := a.saveStateLocked(); err != nil {
+	st := a.stateLocked()
+	first := !a.desiredKnown
+	a.desiredKnown = true
+	a.mu.Unlock()
+	if err := a.saveState(st); err != nil {
 		a.log.Error("desired states not saved", "err", err)
 	}
-	a.mu.Unlock()
+	// Pushed before the first snapshot is allowed is dropped (the snapshot
+	// carries it); the push wakes the sender, whose snapshot now can go.
+	a.outbox.Push(updates)
+	if first {
+		a.log.Info("hub's desired states received", "devices", len(s.GetDevices()), "reevaluated", len(updates))
+	}
 	sort.Slice(todo, func(i, j int) bool { return todo[i].id < todo[j].id })
 
 	inSync := a.gateSnapshot(ctx)
 	var out []*ironlinkv1.DriftCorrection
-	failed, applied := 0, 0
+	failed, applied, firsts := 0, 0, 0
 	for _, it := range todo {
 		if ctx.Err() != nil {
 			break
 		}
 		if inSync != nil && inSync(it.id, it.quarantine) {
+			a.markApplied(it.id, it.quarantine, it.generation)
 			continue
 		}
 		applied++
@@ -111,29 +145,57 @@ func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredSt
 			a.log.Warn("resync could not converge a device; next resync retries", "device_id", it.id, "err", err)
 			continue
 		}
-		if r.NodeChanged || r.ProviderChanged {
+		// Known before this resync, or applied meanwhile by a command.
+		known := a.markApplied(it.id, it.quarantine, it.generation) || it.known
+		switch wrote := r.NodeChanged || r.ProviderChanged; {
+		case wrote && known:
 			out = append(out, &ironlinkv1.DriftCorrection{DeviceId: it.id, Generation: it.generation,
 				Detail: "resync: " + r.Detail, CorrectTime: timestamppb.Now()})
 			a.log.Warn("drift corrected", "device_id", it.id, "generation", it.generation, "detail", r.Detail)
+		case wrote:
+			firsts++
+			a.log.Info("resync applied a desired state this satellite had not applied yet (not drift)",
+				"device_id", it.id, "generation", it.generation, "quarantine", it.quarantine, "detail", r.Detail)
 		}
 	}
 	a.mu.Lock()
 	a.stats.Resyncs++
 	a.stats.DriftCorrections += len(out)
+	a.stats.ResyncFirstApplies += firsts
 	a.stats.LastResyncDuration = time.Since(start)
 	a.stats.LastResyncDevices = len(todo)
 	a.stats.LastResyncApplied = applied
+	st = a.stateLocked()
 	a.mu.Unlock()
 	if a.cfg.Observer != nil {
 		a.cfg.Observer.ResyncDone(time.Since(start))
 	}
-	a.log.Info("resync done", "devices", len(todo), "checked_one_by_one", applied, "corrected", len(out), "failed", failed,
-		"bulk_read", inSync != nil, "took", time.Since(start).Round(time.Millisecond))
-	if len(out) > 0 {
+	if err := a.saveState(st); err != nil {
+		a.log.Error("applied desired states not saved", "err", err)
+	}
+	a.log.Info("resync done", "devices", len(todo), "checked_one_by_one", applied, "corrected", len(out), "first_applied", firsts,
+		"failed", failed, "bulk_read", inSync != nil, "took", time.Since(start).Round(time.Millisecond))
+	if len(out) > 0 || firsts > 0 {
 		select {
 		case a.pollNow <- struct{}{}:
 		default:
 		}
 	}
 	return out
+}
+
+// markApplied records that OpenStack matches device id's desired state
+// (quarantine, generation), if that is still the state known; it reports
+// whether the state had been applied before.
+func (a *Agent) markApplied(id string, quarantine bool, generation int64) (before bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d, ok := a.desired[id]
+	if !ok || !d.same(desired{quarantined: quarantine, generation: generation}) {
+		return false
+	}
+	before = d.applied
+	d.applied = true
+	a.desired[id] = d
+	return before
 }

@@ -2,12 +2,19 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/openstacksim"
+	"github.com/ironlink/ironlink/satellite/agent"
+	"github.com/ironlink/ironlink/satellite/ironic"
+	"github.com/ironlink/ironlink/satellite/link"
+	"github.com/ironlink/ironlink/satellite/openstack/ostest"
+	"github.com/ironlink/ironlink/satellite/placement"
 )
 
 // The resync heals what someone undid behind ironlink's back: a quarantined
@@ -83,5 +90,119 @@ func TestResyncCorrectsDriftAndReportsIt(t *testing.T) {
 	}
 	if tr, _, _ := sim.ProviderTraits(q); slices.Contains(tr, openstacksim.ReadyTrait) {
 		t.Errorf("stale release put the trait back: %v", tr)
+	}
+}
+
+// A desired state the satellite had not applied yet (a quarantine accepted
+// while the link was down, applied by the new link's resync before the
+// command arrives) is applied by the resync but is not drift: no
+// DriftCorrection, counted as a first application. The same state found
+// changed behind ironlink's back on a later resync is drift. (Before the
+// fix the first application was reported as a drift correction.)
+func TestResyncFirstApplicationIsNotDrift(t *testing.T) {
+	ctx := context.Background()
+	sim, a, _ := newAgent(t, openstacksim.Options{}, 2)
+	if err := a.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q := sim.Nodes()[0].UUID
+	states := &ironlinkv1.DesiredStates{Devices: []*ironlinkv1.DeviceDesiredState{
+		{DeviceId: q, Desired: ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED, Generation: 1},
+	}}
+	if got := a.HandleDesiredStates(ctx, states); len(got) != 0 {
+		t.Fatalf("first application of generation 1 reported as drift: %v", got)
+	}
+	if tr, _, _ := sim.ProviderTraits(q); slices.Contains(tr, openstacksim.ReadyTrait) {
+		t.Fatalf("the resync did not apply the quarantine: provider %v", tr)
+	}
+	if st := a.Stats(); st.DriftCorrections != 0 || st.ResyncFirstApplies != 1 {
+		t.Fatalf("stats %+v; want 0 drift corrections, 1 first application", st)
+	}
+	// The command the hub resends afterwards finds it applied.
+	res := a.HandleCommand(ctx, &ironlinkv1.Command{CommandId: "c1", DeviceId: q, Generation: 1, Desired: ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED})
+	if !res.GetSuccess() || !strings.Contains(res.GetDetail(), "already absent") {
+		t.Fatalf("command after the resync: %v", res)
+	}
+	// Now someone puts the trait back: that is drift.
+	traits, _, _ := sim.ProviderTraits(q)
+	if err := sim.SetProviderTraits(q, append(traits, openstacksim.ReadyTrait)); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.HandleDesiredStates(ctx, states); len(got) != 1 || got[0].GetGeneration() != 1 {
+		t.Fatalf("drift of an applied state: corrections %v, want 1", got)
+	}
+	if st := a.Stats(); st.DriftCorrections != 1 || st.ResyncFirstApplies != 1 {
+		t.Fatalf("stats %+v; want 1 drift correction, 1 first application", st)
+	}
+}
+
+// With DesiredStatesWait the first snapshot waits for the hub's desired
+// states, so a satellite without its state file never reports a commanded
+// device as uncommanded first: its CustomerReady is Quarantined with the
+// hub's generation in the very first snapshot. Without desired states the
+// snapshot goes when the wait ends.
+func TestFirstSnapshotCarriesDesiredStates(t *testing.T) {
+	ctx := context.Background()
+	sim, c := ostest.ConnectSim(t, openstacksim.Options{})
+	sim.DefineTrait(agent.ReadyTrait)
+	var ids []string
+	for i := range 2 {
+		n := sim.AddNode(openstacksim.Node{Name: fmt.Sprintf("w-%d", i), ProvisionState: "available"})
+		sim.AddProvider(n.UUID, n.UUID, nil) // quarantined: no trait anywhere
+		ids = append(ids, n.UUID)
+	}
+	newA := func(wait time.Duration) (*agent.Agent, *link.Outbox) {
+		out := link.NewOutbox()
+		cl := agent.Clients{Ironic: ironic.New(c.Baremetal, ostest.Logger(t)), Placement: placement.New(c.Placement, ostest.Logger(t))}
+		return agent.New(agent.Config{PollInterval: time.Hour, DesiredStatesWait: wait}, cl, out, nil, ostest.Logger(t)), out
+	}
+	a, out := newA(time.Hour)
+	if err := a.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Take(a.Snapshot); len(got) != 0 {
+		t.Fatalf("snapshot sent before the desired states: %v", got)
+	}
+	a.HandleDesiredStates(ctx, &ironlinkv1.DesiredStates{Devices: []*ironlinkv1.DeviceDesiredState{
+		{DeviceId: ids[0], Desired: ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED, Generation: 3},
+	}})
+	var devs []*ironlinkv1.DeviceUpdate
+	for _, b := range out.Take(a.Snapshot) {
+		devs = append(devs, b.GetDevices()...)
+	}
+	if len(devs) != 2 {
+		t.Fatalf("snapshot after the desired states has %d devices, want 2", len(devs))
+	}
+	for _, d := range devs {
+		for _, cd := range d.GetConditions() {
+			if cd.GetType() != "CustomerReady" {
+				continue
+			}
+			wantReason, wantGen := "TraitAbsent", int64(0)
+			if d.GetDeviceId() == ids[0] {
+				wantReason, wantGen = "Quarantined", 3
+			}
+			if cd.GetReason() != wantReason || cd.GetObservedGeneration() != wantGen {
+				t.Errorf("device %s CustomerReady %s gen %d, want %s gen %d", d.GetDeviceId(), cd.GetReason(), cd.GetObservedGeneration(), wantReason, wantGen)
+			}
+		}
+	}
+
+	// No desired states at all: the snapshot goes when the wait ends.
+	a, out = newA(200 * time.Millisecond)
+	if err := a.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Take(a.Snapshot); len(got) != 0 {
+		t.Fatalf("snapshot sent before the wait ended: %v", got)
+	}
+	<-out.Wake() // the poll's push
+	select {
+	case <-out.Wake():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the end of the wait did not wake the sender")
+	}
+	if got := out.Take(a.Snapshot); len(got) == 0 {
+		t.Fatal("no snapshot after the wait ended")
 	}
 }

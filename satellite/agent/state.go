@@ -41,6 +41,10 @@ type orphanRecord struct {
 type appliedDevice struct {
 	Quarantined bool  `json:"quarantined"`
 	Generation  int64 `json:"generation"`
+	// Pending: the hub's desired state is known (from a resync) but the
+	// satellite has not made OpenStack match it yet. Files written before
+	// this field existed hold applied states only.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // LoadState reads the applied generations and the orphan sweep's memory
@@ -54,7 +58,7 @@ func (a *Agent) LoadState() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, d := range st.Devices {
-		a.desired[id] = desired{quarantined: d.Quarantined, generation: d.Generation}
+		a.desired[id] = desired{quarantined: d.Quarantined, generation: d.Generation, applied: !d.Pending}
 	}
 	for _, o := range st.Orphans {
 		kind := ironlinkv1.InstanceMismatchKind(ironlinkv1.InstanceMismatchKind_value[o.Kind])
@@ -100,20 +104,24 @@ func ReadAppliedGenerations(path string) ([]*ironlinkv1.AppliedGeneration, error
 	}
 	out := make([]*ironlinkv1.AppliedGeneration, 0, len(st.Devices))
 	for id, d := range st.Devices {
-		out = append(out, &ironlinkv1.AppliedGeneration{DeviceId: id, Generation: d.Generation})
+		if !d.Pending {
+			out = append(out, &ironlinkv1.AppliedGeneration{DeviceId: id, Generation: d.Generation})
+		}
 	}
 	return out, nil
 }
 
-// saveStateLocked writes the applied generations atomically (temp file,
-// fsync, rename). Callers hold a.mu.
-func (a *Agent) saveStateLocked() error {
+// stateLocked takes a copy of what the state file keeps (desired states,
+// orphan memory) and numbers it; write it with saveState after releasing
+// a.mu, so that no file I/O (the fsync) runs under the agent-wide mutex.
+// Callers hold a.mu.
+func (a *Agent) stateLocked() pendingState {
 	if a.cfg.StatePath == "" {
-		return nil
+		return pendingState{}
 	}
 	st := appliedState{Devices: make(map[string]appliedDevice, len(a.desired))}
 	for id, d := range a.desired {
-		st.Devices[id] = appliedDevice{Quarantined: d.quarantined, Generation: d.generation}
+		st.Devices[id] = appliedDevice{Quarantined: d.quarantined, Generation: d.generation, Pending: !d.applied}
 	}
 	reported := map[mismatchKey]bool{}
 	for node, ms := range a.mismatches {
@@ -136,11 +144,43 @@ func (a *Agent) saveStateLocked() error {
 		}
 		return st.Orphans[i].Server < st.Orphans[j].Server
 	})
+	a.stateSeq++
+	return pendingState{st: &st, seq: a.stateSeq}
+}
+
+// pendingState is a numbered copy of the state to write (stateLocked).
+type pendingState struct {
+	st  *appliedState // nil: no state file configured
+	seq uint64
+}
+
+// saveState writes p atomically (temp file, fsync, rename) unless a newer
+// copy has been written already (copies taken later carry everything an
+// earlier one has). Safe for concurrent use; must not be called with a.mu
+// held.
+func (a *Agent) saveState(p pendingState) error {
+	if p.st == nil {
+		return nil
+	}
+	a.saveMu.Lock()
+	defer a.saveMu.Unlock()
+	if p.seq <= a.savedSeq {
+		return nil
+	}
+	if err := writeState(a.cfg.StatePath, *p.st); err != nil {
+		return err
+	}
+	a.savedSeq = p.seq
+	return nil
+}
+
+// writeState replaces the state file at path with st.
+func writeState(path string, st appliedState) error {
 	b, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(a.cfg.StatePath), ".ironlink-state-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".ironlink-state-*")
 	if err != nil {
 		return fmt.Errorf("write state file: %w", err)
 	}
@@ -156,20 +196,23 @@ func (a *Agent) saveStateLocked() error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("close state file: %w", err)
 	}
-	if err := os.Rename(tmp.Name(), a.cfg.StatePath); err != nil {
+	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("replace state file: %w", err)
 	}
 	return nil
 }
 
 // AppliedGenerations lists the applied generation of every device the
-// satellite has applied a command to (for the link's Hello).
+// satellite has applied a desired state to (for the link's Hello); states
+// known but not applied yet are left out.
 func (a *Agent) AppliedGenerations() []*ironlinkv1.AppliedGeneration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make([]*ironlinkv1.AppliedGeneration, 0, len(a.desired))
 	for id, d := range a.desired {
-		out = append(out, &ironlinkv1.AppliedGeneration{DeviceId: id, Generation: d.generation})
+		if d.applied {
+			out = append(out, &ironlinkv1.AppliedGeneration{DeviceId: id, Generation: d.generation})
+		}
 	}
 	return out
 }

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/satellite/conditions"
@@ -173,7 +171,8 @@ func (a *Agent) Sweep(ctx context.Context) error {
 	failures := len(undecided)
 	st.NodesRead, st.NodeReadFailures = len(assigned), failures
 	for id, n := range fresh {
-		known[id] = n
+		n = n.CarryUnsent(known[id]) // a field the answer left out keeps its last known value
+		fresh[id], known[id] = n, n
 	}
 	var errs []error
 	if failures > 0 {
@@ -237,33 +236,9 @@ func (a *Agent) Sweep(ctx context.Context) error {
 		}
 		a.projects, a.looked = projects, map[string]bool{}
 		st.Candidates = len(found)
-		suspects := make(map[mismatchKey]time.Time, len(found))
-		reported := map[string][]*ironlinkv1.InstanceMismatch{}
-		for _, c := range found {
-			k := mismatchKey{node: c.node, kind: c.m.GetKind(), server: c.m.GetNovaServerId()}
-			first, seenBefore := a.suspects[k]
-			if !seenBefore {
-				first = now
-			}
-			suspects[k] = first
-			if seenBefore && len(reported[c.node]) < maxMismatchesPerDevice {
-				c.m.FirstSeenTime = timestamppb.New(first)
-				reported[c.node] = append(reported[c.node], c.m)
-				st.Reported++
-			}
-		}
-		// No verdict for a node is not a verdict: what the last sweeps
-		// knew about it stays (suspicion and report, first-seen time).
-		for k, first := range a.suspects {
-			if _, ok := suspects[k]; !ok && undecided[k.node] {
-				suspects[k] = first
-			}
-		}
-		for id := range undecided {
-			if ms, ok := a.mismatches[id]; ok {
-				reported[id] = ms
-			}
-		}
+		v := orphanVerdict(a.suspects, a.mismatches, found, undecided, now)
+		suspects, reported := v.suspects, v.reported
+		st.Reported = v.newlyReported
 		for id := range reported {
 			reeval[id] = true
 		}
@@ -273,9 +248,13 @@ func (a *Agent) Sweep(ctx context.Context) error {
 			}
 		}
 		a.suspects, a.mismatches = suspects, reported
-		if err := a.saveStateLocked(); err != nil {
-			a.log.Error("orphan state not saved; a restart re-learns it over two sweeps", "err", err)
-		}
+		st := a.stateLocked()
+		defer func() {
+			// After a.mu is released below (deferred calls run last).
+			if err := a.saveState(st); err != nil {
+				a.log.Error("orphan state not saved; a restart re-learns it over two sweeps", "err", err)
+			}
+		}()
 	}
 	var updates []*ironlinkv1.DeviceUpdate
 	ids := make([]string, 0, len(reeval))
@@ -435,6 +414,7 @@ func (a *Agent) judge(ctx context.Context, known, fresh map[string]ironic.Node, 
 				a.log.Warn("sweep could not re-read a node a server claims; no verdict", "device_id", n.UUID, "server", s.ID, "err", err)
 				continue
 			}
+			fn = fn.CarryUnsent(n)
 			fresh[n.UUID], known[n.UUID], n = fn, fn, fn
 			if strings.EqualFold(n.InstanceUUID, s.ID) {
 				continue

@@ -36,15 +36,18 @@ func newSweepSiteWith(t *testing.T, opts openstacksim.Options, cfg agent.Config)
 	t.Helper()
 	sim, c := ostest.ConnectSim(t, opts)
 	sim.DefineTrait("CUSTOM_CUSTOMER_READY")
-	cl := agent.Clients{Ironic: ironic.New(c.Baremetal, ostest.Logger(t))}
-	cl.Ironic.ReadRetry = ostest.FastRetry(2)
+	ir := ironic.New(c.Baremetal, ostest.Logger(t))
+	ir.ReadRetry = ostest.FastRetry(2)
+	cl := agent.Clients{Ironic: ir}
 	if c.Placement != nil {
-		cl.Placement = placement.New(c.Placement, ostest.Logger(t))
-		cl.Placement.ReadRetry = ostest.FastRetry(2)
+		pl := placement.New(c.Placement, ostest.Logger(t))
+		pl.ReadRetry = ostest.FastRetry(2)
+		cl.Placement = pl
 	}
 	if c.Compute != nil {
-		cl.Nova = nova.New(c.Compute, ostest.Logger(t))
-		cl.Nova.ReadRetry = ostest.FastRetry(2)
+		nv := nova.New(c.Compute, ostest.Logger(t))
+		nv.ReadRetry = ostest.FastRetry(2)
+		cl.Nova = nv
 	}
 	out := link.NewOutbox()
 	out.MaxBatches = 1 << 20

@@ -228,6 +228,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	lc.Capabilities = ready.Capabilities
 	client := link.NewClient(lc, outbox, ready.Snapshot, ready, log.With("component", "link"))
 	cfg.Agent.RequestResync = client.RequestResync
+	cfg.Agent.DesiredStatesWait = agent.DefaultDesiredStatesWait
 	g.Go(func() error {
 		select {
 		case <-firstAttempt:

@@ -228,8 +228,17 @@ func Map(cfg Config, obs Observation) []condition.Condition {
 		})
 	}
 
+	unsentMsg := func(t condition.Type) string {
+		if f := UnsentNeeded(cfg, t, *n); f != "" {
+			return "Ironic's answer did not include " + f + ", which this condition needs"
+		}
+		return ""
+	}
+
 	// Enrolled.
-	switch {
+	switch msg := unsentMsg(condition.Enrolled); {
+	case msg != "":
+		mk(condition.Enrolled, condition.Unknown, ReasonFieldUnavailable, msg, now)
 	case n.Missing["provision_state"]:
 		mk(condition.Enrolled, condition.Unknown, ReasonFieldUnavailable, "Ironic did not report provision_state", now)
 	case n.ProvisionState == "enroll":
@@ -248,7 +257,9 @@ func Map(cfg Config, obs Observation) []condition.Condition {
 
 	// ProvisioningHealthy.
 	ps := n.ProvisionState
-	switch {
+	switch msg := unsentMsg(condition.ProvisioningHealthy); {
+	case msg != "":
+		mk(condition.ProvisioningHealthy, condition.Unknown, ReasonFieldUnavailable, msg, now)
 	case n.Missing["provision_state"]:
 		mk(condition.ProvisioningHealthy, condition.Unknown, ReasonFieldUnavailable, "Ironic did not report provision_state", now)
 	case failureReasons[ps] != "":
@@ -279,7 +290,9 @@ func Map(cfg Config, obs Observation) []condition.Condition {
 	}
 
 	// MaintenanceClear.
-	switch {
+	switch msg := unsentMsg(condition.MaintenanceClear); {
+	case msg != "":
+		mk(condition.MaintenanceClear, condition.Unknown, ReasonFieldUnavailable, msg, now)
 	case n.Missing["maintenance"]:
 		mk(condition.MaintenanceClear, condition.Unknown, ReasonFieldUnavailable, "Ironic did not report maintenance", now)
 	case !n.Maintenance:
@@ -321,7 +334,9 @@ func Map(cfg Config, obs Observation) []condition.Condition {
 	}
 
 	// InstanceAllocated.
-	switch {
+	switch msg := unsentMsg(condition.InstanceAllocated); {
+	case msg != "":
+		mk(condition.InstanceAllocated, condition.Unknown, ReasonFieldUnavailable, msg, now)
 	case obs.InstanceMismatch != "" && (n.InstanceUUID != "" || n.AllocationUUID != ""):
 		// Ironic holds the node (SPEC: True when instance_uuid is set), but
 		// for an instance Nova does not know: the reason says so.
@@ -340,16 +355,86 @@ func Map(cfg Config, obs Observation) []condition.Condition {
 	}
 
 	// CustomerAllocated.
-	mapCustomer(cfg, obs, mk, now)
+	if msg := unsentMsg(condition.CustomerAllocated); msg != "" {
+		mk(condition.CustomerAllocated, condition.Unknown, ReasonFieldUnavailable, msg, now)
+	} else {
+		mapCustomer(cfg, obs, mk, now)
+	}
 
 	// CustomerReady.
-	mapReady(cfg, obs, mk, now)
+	if msg := unsentMsg(condition.CustomerReady); msg != "" {
+		mk(condition.CustomerReady, condition.Unknown, ReasonFieldUnavailable, msg, now)
+	} else {
+		mapReady(cfg, obs, mk, now)
+	}
 	for i := range out {
 		if out[i].Type == condition.CustomerReady {
 			out[i].ObservedGeneration = obs.AppliedGeneration
 		}
 	}
 	return out
+}
+
+// UnsentNeeded returns the first field, in nodeFields order, that
+// condition t of node n needs and that Ironic's answer left out
+// (ironic.Node.Unsent), or "" when t can be computed from what was sent.
+// What a condition needs can depend on the fields that were sent: Enrolled
+// needs last_error only in enroll, MaintenanceClear needs fault and
+// maintenance_reason only under maintenance, and so on. Map reports such a
+// condition Unknown/FieldUnavailable; the agent keeps the last known value
+// instead when there is one.
+func UnsentNeeded(cfg Config, t condition.Type, n ironic.Node) string {
+	if len(n.Unsent) == 0 {
+		return ""
+	}
+	var need []string
+	ps := n.ProvisionState
+	switch t {
+	case condition.Enrolled:
+		need = []string{"provision_state"}
+		if ps == "enroll" {
+			need = append(need, "last_error")
+		}
+	case condition.ProvisioningHealthy:
+		need = []string{"provision_state"}
+		switch wait, transient := transientStates[ps]; {
+		case failureReasons[ps] != "":
+			need = append(need, "last_error")
+		case holdStates[ps]:
+			need = append(need, "target_provision_state")
+		case transient && wait:
+			need = append(need, "target_provision_state", "provision_updated_at")
+		case transient:
+			need = append(need, "target_provision_state")
+		}
+	case condition.MaintenanceClear:
+		need = []string{"maintenance"}
+		if n.Maintenance {
+			need = append(need, "fault", "maintenance_reason")
+		}
+	case condition.InValidationPool:
+		// Map asks Selector.Match, which already tells a definite
+		// mismatch of a sent field from a field that is not there.
+		s := cfg.ValidationPool
+		for _, f := range []struct{ want, field string }{{s.ResourceClass, "resource_class"}, {s.Trait, "traits"},
+			{s.Owner, "owner"}, {s.ConductorGroup, "conductor_group"}} {
+			if f.want != "" {
+				need = append(need, f.field)
+			}
+		}
+	case condition.InstanceAllocated:
+		need = []string{"instance_uuid", "allocation_uuid"}
+	case condition.CustomerAllocated:
+		need = []string{"instance_uuid", "allocation_uuid", "lessee"}
+	case condition.CustomerReady:
+		need = []string{"traits"}
+	}
+	for _, f := range need {
+		if n.Unsent[f] {
+			return f
+		}
+	}
+	return ""
 }
 
 type mkFunc func(t condition.Type, s condition.Status, reason, msg string, ltt time.Time)

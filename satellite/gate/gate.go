@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/placement"
+	"github.com/ironlink/ironlink/satellite/site"
 )
 
 // DefaultTrait is the gate trait used when Applier.Trait is "".
@@ -17,11 +17,12 @@ const DefaultTrait = "CUSTOM_CUSTOMER_READY"
 // Applier writes the gate trait for one device at a time. Its methods are
 // safe for concurrent use on different nodes.
 type Applier struct {
-	// Ironic writes the node trait (required).
-	Ironic *ironic.Client
+	// Ironic writes the node trait (required): a *ironic.Client, or a
+	// site.Fixture in tests.
+	Ironic site.Ironic
 	// Placement writes the resource-provider trait; nil on a standalone
-	// site.
-	Placement *placement.Client
+	// site (a nil interface, not a nil *placement.Client).
+	Placement site.Placement
 	// Trait is the gate trait; "" means DefaultTrait.
 	Trait string
 }

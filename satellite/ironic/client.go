@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -231,6 +232,8 @@ func (c *Client) listOnce(ctx context.Context, fields []string, missing map[stri
 	seen := map[string]bool{}
 	marker := ""
 	badTimes := 0
+	unsent := map[string]int{} // field → nodes whose answer lacked it
+	firstUnsentPage := 0
 	for page := 1; ; page++ {
 		if page > maxPages {
 			return nil, page, fmt.Errorf("more than %d pages: giving up", maxPages)
@@ -273,11 +276,22 @@ func (c *Client) listOnce(ctx context.Context, fields []string, missing map[stri
 				continue
 			}
 			seen[w.UUID] = true
-			nodes = append(nodes, w.toNode(missing))
+			n := w.toNode(fields, missing)
+			for f := range n.Unsent {
+				if firstUnsentPage == 0 {
+					firstUnsentPage = page
+				}
+				unsent[f]++
+			}
+			nodes = append(nodes, n)
 		}
 		if len(p.Nodes) == 0 || (p.Next == "" && len(p.Nodes) < limit) {
 			if nodes == nil {
 				nodes = []Node{}
+			}
+			if len(unsent) > 0 {
+				c.log.Warn("Ironic's listing lacked fields that were asked for; conditions that need them keep their last known value",
+					"nodes_lacking", unsentSummary(unsent), "first_page", firstUnsentPage, "pages", page)
 			}
 			return nodes, page, nil
 		}
@@ -287,6 +301,20 @@ func (c *Client) listOnce(ctx context.Context, fields []string, missing map[stri
 		}
 		marker = last
 	}
+}
+
+// unsentSummary renders field → node count as "fault=17,lessee=17" (sorted).
+func unsentSummary(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + strconv.Itoa(m[k])
+	}
+	return strings.Join(parts, ",")
 }
 
 // GetNode reads one node by UUID or name (Ironic api-ref "Show Node
@@ -300,9 +328,9 @@ func (c *Client) GetNode(ctx context.Context, id string) (Node, error) {
 	var (
 		w       wireNode
 		missing map[string]bool
+		fields  []string
 	)
 	for {
-		var fields []string
 		fields, missing = c.fields("get", v)
 		q := url.Values{}
 		q.Set("fields", strings.Join(fields, ","))
@@ -327,5 +355,9 @@ func (c *Client) GetNode(ctx context.Context, id string) (Node, error) {
 	if w.ProvisionUpdatedAt.Bad != "" {
 		c.log.Warn("unparsable provision_updated_at, using zero time", logkey.DeviceID, id, "value", w.ProvisionUpdatedAt.Bad)
 	}
-	return w.toNode(missing), nil
+	n := w.toNode(fields, missing)
+	if len(n.Unsent) > 0 {
+		c.log.Warn("Ironic's answer for a node lacked fields that were asked for", "node", id, "fields", strings.Join(slices.Sorted(maps.Keys(n.Unsent)), ","))
+	}
+	return n, nil
 }

@@ -16,6 +16,11 @@
 //     negotiated microversion allows (a newer field is a 406; updated_at is
 //     a 400 on the test bed, §8). Fields the version lacks are reported in
 //     [Node].Missing.
+//   - Every node of every answer is checked for each field asked for: a key
+//     that is absent (some Ironic versions, proxies and microversion
+//     mismatches drop fields from later pages or single reads) is reported
+//     in [Node].Unsent, never decoded as "" — null and "" are values, absent
+//     is not. gophercloud's nodes.Node cannot tell these apart (§6).
 //   - Timestamps without a UTC offset decode as UTC; an unparsable one
 //     decodes as the zero time with a warning instead of failing the page
 //     (gophercloud fails the whole page, §6).

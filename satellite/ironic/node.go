@@ -3,6 +3,7 @@ package ironic
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 
 // Node is the part of an Ironic node the satellite uses (Ironic api-ref
 // "Nodes", "Show Node Details"; OPENSTACK.md §1.1). Absent or null string
-// fields are "". Timestamps are UTC.
+// fields are "" (see Missing and Unsent for what was not sent). Timestamps
+// are UTC.
 type Node struct {
 	// UUID is the node's UUID, the device key.
 	UUID string
@@ -53,10 +55,21 @@ type Node struct {
 	// when Ironic sent null or a timestamp that could not be parsed.
 	ProvisionUpdatedAt time.Time
 	// Missing holds the Ironic field names (e.g. "lessee", "fault") that
-	// the negotiated microversion does not have, or that the response
-	// lacked; nil when nothing is missing. Conditions that need a missing
-	// field are Unknown/FieldUnavailable, never False.
+	// the negotiated microversion does not have, that the server refused,
+	// that came back null where null means "cannot tell" (provision_state,
+	// maintenance, traits), or that the answer lacked (Unsent); nil when
+	// nothing is missing. Conditions that need a missing field are never
+	// False because of it.
 	Missing map[string]bool
+	// Unsent holds the fields that were asked for (?fields=) and whose key
+	// was absent from this answer: some Ironic versions, proxies and
+	// microversion mismatches drop fields from later pages or single
+	// reads. Their values above are "" (or the last known value after
+	// CarryUnsent); a condition that depends on one is Unknown with reason
+	// FieldUnavailable, and the agent keeps the last known value of the
+	// condition instead (README "Conditions"). A subset of Missing; nil
+	// when the answer had every field asked for.
+	Unsent map[string]bool
 }
 
 // HasTrait reports whether the node carries trait t.
@@ -122,66 +135,233 @@ func fieldsWithout(v openstack.Microversion, dropped map[string]bool) (fields []
 	return fields, missing
 }
 
-// wireNode is a node as Ironic sends it. Pointers mark fields whose absence
-// matters (reported in Missing).
-type wireNode struct {
-	UUID                 string    `json:"uuid"`
-	Name                 string    `json:"name"`
-	ProvisionState       *string   `json:"provision_state"`
-	TargetProvisionState string    `json:"target_provision_state"`
-	ProvisionUpdatedAt   flexTime  `json:"provision_updated_at"`
-	PowerState           string    `json:"power_state"`
-	Maintenance          *bool     `json:"maintenance"`
-	MaintenanceReason    string    `json:"maintenance_reason"`
-	Fault                string    `json:"fault"`
-	LastError            string    `json:"last_error"`
-	InstanceUUID         string    `json:"instance_uuid"`
-	AllocationUUID       string    `json:"allocation_uuid"`
-	ResourceClass        string    `json:"resource_class"`
-	Traits               *[]string `json:"traits"`
-	ConductorGroup       string    `json:"conductor_group"`
-	Owner                string    `json:"owner"`
-	Lessee               string    `json:"lessee"`
+// optString is a string field of a node that records whether the key was
+// in the answer at all: absent (Set false), null (Set true, V "") and ""
+// are told apart, which gophercloud's nodes.Node cannot (OPENSTACK.md §6).
+type optString struct {
+	V         string
+	Set, Null bool
 }
 
-// toNode converts a wire node; versionMissing are the fields the
-// microversion lacks (copied, never shared between nodes).
-func (w *wireNode) toNode(versionMissing map[string]bool) Node {
+func (o *optString) UnmarshalJSON(b []byte) error {
+	o.Set = true
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		o.V, o.Null = "", true
+		return nil
+	}
+	return json.Unmarshal(b, &o.V)
+}
+
+// optBool is optString for a boolean; null decodes as Set with V false
+// and Null true.
+type optBool struct {
+	V, Set, Null bool
+}
+
+func (o *optBool) UnmarshalJSON(b []byte) error {
+	o.Set = true
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		o.V, o.Null = false, true
+		return nil
+	}
+	return json.Unmarshal(b, &o.V)
+}
+
+// optStrings is optString for a list of strings; null is Set with Null.
+type optStrings struct {
+	V         []string
+	Set, Null bool
+}
+
+func (o *optStrings) UnmarshalJSON(b []byte) error {
+	o.Set = true
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		o.V, o.Null = nil, true
+		return nil
+	}
+	return json.Unmarshal(b, &o.V)
+}
+
+// optTime is flexTime that records whether the key was present.
+type optTime struct {
+	flexTime
+	Set bool
+}
+
+func (o *optTime) UnmarshalJSON(b []byte) error {
+	o.Set = true
+	return o.flexTime.UnmarshalJSON(b)
+}
+
+// wireNode is a node as Ironic sends it. Every field records whether its
+// key was present, so a field that was asked for and not sent (some Ironic
+// versions, proxies or microversions drop fields from later pages) is
+// reported in Node.Unsent instead of decoding as "".
+type wireNode struct {
+	UUID                 string     `json:"uuid"`
+	Name                 optString  `json:"name"`
+	ProvisionState       optString  `json:"provision_state"`
+	TargetProvisionState optString  `json:"target_provision_state"`
+	ProvisionUpdatedAt   optTime    `json:"provision_updated_at"`
+	PowerState           optString  `json:"power_state"`
+	Maintenance          optBool    `json:"maintenance"`
+	MaintenanceReason    optString  `json:"maintenance_reason"`
+	Fault                optString  `json:"fault"`
+	LastError            optString  `json:"last_error"`
+	InstanceUUID         optString  `json:"instance_uuid"`
+	AllocationUUID       optString  `json:"allocation_uuid"`
+	ResourceClass        optString  `json:"resource_class"`
+	Traits               optStrings `json:"traits"`
+	ConductorGroup       optString  `json:"conductor_group"`
+	Owner                optString  `json:"owner"`
+	Lessee               optString  `json:"lessee"`
+}
+
+// present reports whether field f (an Ironic field name of nodeFields) was
+// in the answer; uuid always is (a node without one is refused).
+func (w *wireNode) present(f string) bool {
+	switch f {
+	case "uuid":
+		return true
+	case "name":
+		return w.Name.Set
+	case "provision_state":
+		return w.ProvisionState.Set
+	case "target_provision_state":
+		return w.TargetProvisionState.Set
+	case "provision_updated_at":
+		return w.ProvisionUpdatedAt.Set
+	case "power_state":
+		return w.PowerState.Set
+	case "maintenance":
+		return w.Maintenance.Set
+	case "maintenance_reason":
+		return w.MaintenanceReason.Set
+	case "fault":
+		return w.Fault.Set
+	case "last_error":
+		return w.LastError.Set
+	case "instance_uuid":
+		return w.InstanceUUID.Set
+	case "allocation_uuid":
+		return w.AllocationUUID.Set
+	case "resource_class":
+		return w.ResourceClass.Set
+	case "traits":
+		return w.Traits.Set
+	case "conductor_group":
+		return w.ConductorGroup.Set
+	case "owner":
+		return w.Owner.Set
+	case "lessee":
+		return w.Lessee.Set
+	}
+	return false
+}
+
+// toNode converts a wire node. asked are the fields the request named;
+// versionMissing are the fields the microversion (or the server) lacks
+// (copied, never shared between nodes). An asked field whose key is absent
+// is reported in both Unsent and Missing.
+func (w *wireNode) toNode(asked []string, versionMissing map[string]bool) Node {
 	n := Node{
 		UUID:                 w.UUID,
-		Name:                 w.Name,
-		TargetProvisionState: w.TargetProvisionState,
-		PowerState:           w.PowerState,
-		MaintenanceReason:    w.MaintenanceReason,
-		Fault:                w.Fault,
-		LastError:            w.LastError,
-		InstanceUUID:         w.InstanceUUID,
-		AllocationUUID:       w.AllocationUUID,
-		ResourceClass:        w.ResourceClass,
-		ConductorGroup:       w.ConductorGroup,
-		Owner:                w.Owner,
-		Lessee:               w.Lessee,
+		Name:                 w.Name.V,
+		ProvisionState:       w.ProvisionState.V,
+		TargetProvisionState: w.TargetProvisionState.V,
+		PowerState:           w.PowerState.V,
+		Maintenance:          w.Maintenance.V,
+		MaintenanceReason:    w.MaintenanceReason.V,
+		Fault:                w.Fault.V,
+		LastError:            w.LastError.V,
+		InstanceUUID:         w.InstanceUUID.V,
+		AllocationUUID:       w.AllocationUUID.V,
+		ResourceClass:        w.ResourceClass.V,
+		ConductorGroup:       w.ConductorGroup.V,
+		Owner:                w.Owner.V,
+		Lessee:               w.Lessee.V,
+		Traits:               w.Traits.V,
 		ProvisionUpdatedAt:   w.ProvisionUpdatedAt.T,
 	}
 	for k := range versionMissing {
 		n.miss(k)
 	}
-	if w.ProvisionState != nil {
-		n.ProvisionState = *w.ProvisionState
-	} else {
-		n.miss("provision_state")
+	for _, f := range asked {
+		if !w.present(f) {
+			n.unsent(f)
+		}
 	}
-	if w.Maintenance != nil {
-		n.Maintenance = *w.Maintenance
-	} else {
+	// Fields whose null means "cannot tell" (Ironic always has a value).
+	if w.ProvisionState.Null {
+		n.miss("provision_state") // null: Ironic reported none
+	}
+	if w.Maintenance.Null {
 		n.miss("maintenance")
 	}
-	if w.Traits != nil {
-		n.Traits = *w.Traits
-	} else if !versionMissing["traits"] {
-		// Ironic sends "traits": [] for a node without traits; null or
-		// absent means we cannot tell.
+	if w.Traits.Null {
+		// Ironic sends "traits": [] for a node without traits; null means
+		// we cannot tell.
 		n.miss("traits")
+	}
+	return n
+}
+
+// unsent records that field f was asked for and not in the answer.
+func (n *Node) unsent(f string) {
+	if n.Unsent == nil {
+		n.Unsent = map[string]bool{}
+	}
+	n.Unsent[f] = true
+	n.miss(f)
+}
+
+// CarryUnsent returns n with every field in n.Unsent taken from prev, the
+// last read of the same node (when prev read it: a field missing from prev
+// too stays as decoded). Unsent and Missing are kept as they are, so
+// conditions still know the values are not fresh. It is how facts and the
+// sweep keep the last known value of a field a page left out.
+func (n Node) CarryUnsent(prev Node) Node {
+	if len(n.Unsent) == 0 || prev.UUID != n.UUID {
+		return n
+	}
+	for f := range n.Unsent {
+		if prev.Missing[f] && !prev.Unsent[f] {
+			continue // prev lacked it too (not asked for, null): nothing known
+		}
+		switch f {
+		case "name":
+			n.Name = prev.Name
+		case "provision_state":
+			n.ProvisionState = prev.ProvisionState
+		case "target_provision_state":
+			n.TargetProvisionState = prev.TargetProvisionState
+		case "provision_updated_at":
+			n.ProvisionUpdatedAt = prev.ProvisionUpdatedAt
+		case "power_state":
+			n.PowerState = prev.PowerState
+		case "maintenance":
+			n.Maintenance = prev.Maintenance
+		case "maintenance_reason":
+			n.MaintenanceReason = prev.MaintenanceReason
+		case "fault":
+			n.Fault = prev.Fault
+		case "last_error":
+			n.LastError = prev.LastError
+		case "instance_uuid":
+			n.InstanceUUID = prev.InstanceUUID
+		case "allocation_uuid":
+			n.AllocationUUID = prev.AllocationUUID
+		case "resource_class":
+			n.ResourceClass = prev.ResourceClass
+		case "traits":
+			n.Traits = slices.Clone(prev.Traits)
+		case "conductor_group":
+			n.ConductorGroup = prev.ConductorGroup
+		case "owner":
+			n.Owner = prev.Owner
+		case "lessee":
+			n.Lessee = prev.Lessee
+		}
 	}
 	return n
 }

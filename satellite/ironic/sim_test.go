@@ -497,3 +497,42 @@ func BenchmarkSimListNodes10k(b *testing.B) {
 		}
 	}
 }
+
+// Pages 2+ that lack fields (Ironic ignoring ?fields= on later pages, or a
+// proxy stripping them) are reported per node in Unsent; page 1 is
+// complete; a single-node read that lacks them likewise.
+func TestListReportsFieldsLeftOutOfLaterPages(t *testing.T) {
+	sim, c := ostest.ConnectSim(t, openstacksim.Options{})
+	for i := range 7 {
+		sim.AddNode(openstacksim.Node{Name: fmt.Sprintf("n-%d", i), ProvisionState: "available", Maintenance: true, Fault: "power failure"})
+	}
+	ic := ironic.New(c.Baremetal, ostest.Logger(t))
+	ic.PageLimit = 3
+	sim.SetFieldLoss(openstacksim.FieldLoss{LaterPages: true, SingleNode: true})
+	nodes, err := ic.ListNodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 7 {
+		t.Fatalf("%d nodes, want 7", len(nodes))
+	}
+	for i, n := range nodes {
+		switch {
+		case i < 3 && (len(n.Unsent) > 0 || n.Fault != "power failure"):
+			t.Errorf("page 1 node %s: unsent %v fault %q", n.Name, n.Unsent, n.Fault)
+		case i >= 3 && (!n.Unsent["fault"] || !n.Unsent["traits"] || !n.Missing["fault"] || n.Unsent["maintenance"] || !n.Maintenance):
+			t.Errorf("page %d node %s: unsent %v missing %v maintenance %v", i/3+1, n.Name, n.Unsent, n.Missing, n.Maintenance)
+		}
+	}
+	n, err := ic.GetNode(context.Background(), nodes[0].UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.Unsent["fault"] || !n.Unsent["lessee"] {
+		t.Errorf("single read: unsent %v", n.Unsent)
+	}
+	sim.SetFieldLoss(openstacksim.FieldLoss{})
+	if n, err = ic.GetNode(context.Background(), nodes[0].UUID); err != nil || len(n.Unsent) > 0 {
+		t.Errorf("complete single read: unsent %v, %v", n.Unsent, err)
+	}
+}
