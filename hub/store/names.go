@@ -26,7 +26,7 @@ type DeviceRef struct {
 // preferred: removed ones are returned only when no live device has the name
 // (Ironic may give a new node the name of a deleted one). At most 50 are
 // returned; an empty result (no error) means no device has the name. Served
-// by the devices_name index (migration 00008).
+// by the devices_name index (migration 00007).
 func (s *Store) DevicesByName(ctx context.Context, name, site string) ([]DeviceRef, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT d.id::text, d.site, d.name, d.removed FROM devices d
