@@ -144,12 +144,12 @@ func (c *Checker) record(err error) {
 	}
 }
 
-// Last returns the latest verdict (nil: ready), when it was reached, and
-// whether any check ran yet.
-func (c *Checker) Last() (err error, at time.Time, ok bool) {
+// Last returns when the latest verdict was reached, whether any check ran
+// yet, and the verdict itself (nil: ready).
+func (c *Checker) Last() (at time.Time, ok bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.last, c.lastAt, c.known
+	return c.lastAt, c.known, c.last
 }
 
 // Run checks at once and then every interval (default 2 s) until ctx ends.

@@ -334,7 +334,6 @@ func TestHostileSatellite(t *testing.T) {
 	// A client of site-a without device:update may not report results or
 	// corrections at all.
 	t.Run("result without the device:update scope", func(t *testing.T) {
-		before := f.snapshot(t)
 		cc := f.hub.Satellite(t, "site-a-readonly", auth.ScopeDeviceConditionCreate)
 		s, err := satsim.OpenScript(context.Background(), cc, satsim.HelloMsg(&ironlinkv1.Hello{Site: "site-a-readonly"}))
 		if err != nil {
@@ -343,7 +342,7 @@ func TestHostileSatellite(t *testing.T) {
 		if _, err := s.Welcome(10 * time.Second); err != nil {
 			t.Fatal(err)
 		}
-		before = f.snapshot(t) // the new site's row is the hello's bookkeeping
+		before := f.snapshot(t) // the new site's row is the hello's bookkeeping
 		_ = s.Send(resultMsg(f.cmdA.ID, a0, f.cmdA.Generation, false, "hostile"))
 		_, st, err := s.Wait(10 * time.Second)
 		if err != nil {
