@@ -73,6 +73,11 @@ func (s *Server) resolveDevice(ctx context.Context, ref deviceRef) (string, erro
 	if err != nil {
 		return "", s.storeErr(err, "", "")
 	}
+	// An operator bound to sites resolves names among its sites only: a
+	// name used elsewhere is neither a candidate nor a hint.
+	if sc := callerScope(ctx); sc.bound() {
+		refs = slices.DeleteFunc(refs, func(r store.DeviceRef) bool { return !sc.allows(r.Site) })
+	}
 	switch len(refs) {
 	case 1:
 		return refs[0].ID, nil
@@ -106,10 +111,14 @@ func (s *Server) nameNotFound(ctx context.Context, ref deviceRef) error {
 		where = fmt.Sprintf(" at site %q", ref.site)
 	}
 	var sugg []string
-	if names, err := s.store.NameCandidates(ctx, ref.name, ref.site, suggestionCandidatePool); err == nil {
-		sugg = Suggest(ref.name, names, maxSuggestions)
-	} else {
-		s.log.Warn("device name suggestions", "err", err)
+	// No suggestions for an operator bound to sites: the candidates may be
+	// other sites' device names, which are not the caller's to see.
+	if !callerScope(ctx).bound() {
+		if names, err := s.store.NameCandidates(ctx, ref.name, ref.site, suggestionCandidatePool); err == nil {
+			sugg = Suggest(ref.name, names, maxSuggestions)
+		} else {
+			s.log.Warn("device name suggestions", "err", err)
+		}
 	}
 	msg := fmt.Sprintf("no device named %q%s", ref.name, where)
 	if len(sugg) > 0 {

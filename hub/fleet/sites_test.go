@@ -265,3 +265,51 @@ func TestRetryCommandAndFailureClassAtTheAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestSiteBoundOperatorNamesOnlyItsSites: a device name used at another
+// site is, for an operator bound to site-a, an unknown name — NotFound with
+// no candidates or suggestions that would reveal the other site's devices —
+// and a name used at both sites resolves to its own site's device.
+func TestSiteBoundOperatorNamesOnlyItsSites(t *testing.T) {
+	st, _, _, _ := newStoreWithDevice(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	seq := uint64(0)
+	named := func(site, name string) string {
+		seq++
+		sess, err := st.OpenLink(ctx, store.LinkHello{Site: site, Replica: "r"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := uuid.NewString()
+		if _, err := st.ApplyBatch(ctx, site, sess.Epoch, store.Batch{Sequence: seq, Devices: []store.DeviceUpdate{{
+			DeviceID: id, ObservedTime: now, Facts: &store.Facts{Name: name},
+			Conditions: []condition.Condition{{Type: condition.Enrolled, Status: condition.True, Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}},
+		}}}); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	onlyB := named("site-b", "gpu-b-07")
+	sharedA := named("site-a", "gpu-shared")
+	sharedB := named("site-b", "gpu-shared")
+	srv := fleet.NewServer(st, func(context.Context) string { return "ops-a" }, slog.New(slog.NewTextHandler(&syncBuffer{}, nil)))
+	bound := authn.NewContext(ctx, auth.Identity{ClientID: "ops-a", Sites: []string{"site-a"}, Scopes: []string{auth.ScopeOperationsRead}})
+
+	_, err := srv.GetDevice(bound, &ironlinkv1.GetDeviceRequest{DeviceName: "gpu-b-07"})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("another site's name: %v, want NotFound", err)
+	}
+	if msg := status.Convert(err).Message(); strings.Contains(msg, onlyB) || strings.Contains(msg, "site-b") || strings.Contains(msg, "did you mean") {
+		t.Errorf("NotFound reveals site-b: %q", msg)
+	}
+	r, err := srv.GetDevice(bound, &ironlinkv1.GetDeviceRequest{DeviceName: "gpu-shared"})
+	if err != nil || r.GetDevice().GetDeviceId() != sharedA {
+		t.Fatalf("shared name for a site-a operator: %v %v, want %s", r.GetDevice().GetDeviceId(), err, sharedA)
+	}
+	// An operator of every site gets the ambiguity, with both candidates.
+	_, err = srv.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceName: "gpu-shared"})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), sharedB) {
+		t.Fatalf("shared name for every site: %v, want InvalidArgument naming %s", err, sharedB)
+	}
+}
