@@ -134,7 +134,7 @@ func newFleet(t *testing.T, nodes int) *fleet {
 
 	db := pgtest.NewDatabase(t)
 	f.hub = harness.FreeAddr(t)
-	hub := harness.Start(t, "ironlink-hub", bins.Hub(), "--database-url", db, "--listen", f.hub, "--replica", "hub-1",
+	hub := harness.Start(t, "ironlink-hub", bins.Hub(), "--database-url", db, "--listen", f.hub, "--replica", "hub-1", "--admin-addr", harness.FreeAddr(t),
 		"--command-sweep", "1s", "--roster", roster, "--tls-cert", cert, "--tls-key", key)
 	tc, err := tlsutil.ClientConfig(ca, "", "", "")
 	if err != nil {
