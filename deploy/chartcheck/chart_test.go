@@ -493,6 +493,9 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"unknown entry field", "operators: [{clientId: ops, scopes: [operations:read], keys: [" + key + "], site: x}]", "site"},
 		{"unknown top-level key", "replicas: 3", "replicas"},
 		{"bad duration", "hub: {staleAfter: soon}", "staleAfter"},
+		{"operator bound to a badly named site", "operators: [{clientId: ops, sites: [Site_A], scopes: [operations:read], keys: [" + key + "]}]", "sites"},
+		{"operator bound to no site", "operators: [{clientId: ops, sites: [], scopes: [operations:read], keys: [" + key + "]}]", "sites"},
+		{"negative operator rate", "hub: {operatorRate: -1}", "operatorRate"},
 	}
 	dir := t.TempDir()
 	for i, tc := range cases {
