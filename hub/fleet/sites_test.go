@@ -1,11 +1,9 @@
 package fleet_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,25 +19,8 @@ import (
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // twoSites adds a device of site-b next to newStoreWithDevice's device of
 // site-a, quarantines both (as an operator of every site) and returns the
@@ -86,7 +67,7 @@ func twoSites(t *testing.T, st *store.Store) (devB string, cmdA, cmdB store.Comm
 func TestSiteBoundOperator(t *testing.T) {
 	st, url, _, _ := newStoreWithDevice(t)
 	devB, cmdA, cmdB, devA := twoSites(t, st)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	srv := fleet.NewServer(st, func(context.Context) string { return "ops-a" }, slog.New(slog.NewTextHandler(&logs, nil)))
 	ctx := authn.NewContext(context.Background(), auth.Identity{ClientID: "ops-a", Sites: []string{"site-a"},
 		Scopes: []string{auth.ScopeOperationsRead, auth.ScopeOperationsWrite}})
@@ -293,7 +274,7 @@ func TestSiteBoundOperatorNamesOnlyItsSites(t *testing.T) {
 	onlyB := named("site-b", "gpu-b-07")
 	sharedA := named("site-a", "gpu-shared")
 	sharedB := named("site-b", "gpu-shared")
-	srv := fleet.NewServer(st, func(context.Context) string { return "ops-a" }, slog.New(slog.NewTextHandler(&syncBuffer{}, nil)))
+	srv := fleet.NewServer(st, func(context.Context) string { return "ops-a" }, slog.New(slog.NewTextHandler(&syncbuf.Buffer{}, nil)))
 	bound := authn.NewContext(ctx, auth.Identity{ClientID: "ops-a", Sites: []string{"site-a"}, Scopes: []string{auth.ScopeOperationsRead}})
 
 	_, err := srv.GetDevice(bound, &ironlinkv1.GetDeviceRequest{DeviceName: "gpu-b-07"})

@@ -1,11 +1,9 @@
 package link_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,29 +13,12 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/syncbuf"
 	"github.com/ironlink/ironlink/test/grpctest"
 )
 
-// logBuffer is a goroutine-safe log sink.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startLoggedReplica is startReplica with the server's Info log kept in logs.
-func startLoggedReplica(t *testing.T, st *store.Store, logs *logBuffer) *grpctest.Hub {
+func startLoggedReplica(t *testing.T, st *store.Store, logs *syncbuf.Buffer) *grpctest.Hub {
 	t.Helper()
 	return serveReplica(t, st, "r1", slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 }
@@ -50,7 +31,7 @@ var year9000 = time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)
 // replaces them.
 func TestFutureSiteConditionsClampedNotFrozen(t *testing.T) {
 	st, _ := newStore(t)
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	c := startLoggedReplica(t, st, &logs)
 	s := connect(t, c, "site-a")
 
@@ -88,7 +69,7 @@ func TestFutureSiteConditionsClampedNotFrozen(t *testing.T) {
 // mismatch first-seen time).
 func TestFutureDeviceConditionsClampedNotFrozen(t *testing.T) {
 	st, _ := newStore(t)
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	c := startLoggedReplica(t, st, &logs)
 	s := connect(t, c, "site-a")
 	id := uuid.NewString()
@@ -164,7 +145,7 @@ func TestFutureDeviceConditionsClampedNotFrozen(t *testing.T) {
 // observed time is not logged at Info; a change of status is.
 func TestUnchangedSiteConditionsLoggedAtDebug(t *testing.T) {
 	st, _ := newStore(t)
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	c := startLoggedReplica(t, st, &logs)
 	s := connect(t, c, "site-a")
 	now := time.Now().UTC().Truncate(time.Microsecond)

@@ -1,27 +1,27 @@
 package auth
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ironlink/ironlink/internal/syncbuf"
 )
 
 type change struct{ old, new *Roster }
 
 // startWatcher runs a watcher on path until the test ends and returns it
 // with the channel its OnChange calls go to.
-func startWatcher(t *testing.T, path string, every time.Duration) (*RosterWatcher, chan change, *syncBuffer) {
+func startWatcher(t *testing.T, path string, every time.Duration) (*RosterWatcher, chan change, *syncbuf.Buffer) {
 	t.Helper()
 	changes := make(chan change, 10)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	w, err := NewRosterWatcher(path, slog.New(slog.NewTextHandler(logs, nil)), func(o, n *Roster) { changes <- change{o, n} }, WithCheckInterval(every))
 	if err != nil {
 		t.Fatal(err)
@@ -36,23 +36,6 @@ func startWatcher(t *testing.T, path string, every time.Duration) (*RosterWatche
 		t.Fatal("watcher did not start")
 	}
 	return w, changes, logs
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // writeAtomic replaces path the way editors and config tools do.

@@ -1,7 +1,6 @@
 package openstack_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ironlink/ironlink/internal/openstacksim"
+	"github.com/ironlink/ironlink/internal/syncbuf"
 	"github.com/ironlink/ironlink/satellite/openstack"
 	"github.com/ironlink/ironlink/satellite/openstack/ostest"
 )
@@ -85,24 +84,6 @@ func TestCheckNamesIncompleteClouds(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A password cloud without a user domain is a configuration error:
 // OpenStackAuthenticated False/ConfigInvalid with gophercloud's message,
 // no token request sent and nothing to retry (before the fix: Unknown/
@@ -110,7 +91,7 @@ func (s *syncBuffer) String() string {
 func TestConnectReportsIncompleteCloudAsConfigInvalid(t *testing.T) {
 	sim, simCfg := ostest.StartSim(t, openstacksim.Options{})
 	cfg := openstack.Config{Cloud: "c", CloudsYAML: writeClouds(t, "password", simAuthURL(t, simCfg), "      username: ops\n      password: pw\n      project_id: 0123\n")}
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	guard := openstack.NewAuthGuard(slog.New(slog.NewTextHandler(&logs, nil)))
 	cfg.AuthGuard = guard
 	sim.ResetRequests()
@@ -141,7 +122,7 @@ func TestRefusedPasswordHintFitsTheAuthMethod(t *testing.T) {
 	_, simCfg := ostest.StartSim(t, openstacksim.Options{})
 	cfg := openstack.Config{Cloud: "c", CloudsYAML: writeClouds(t, "password", simAuthURL(t, simCfg),
 		"      username: ops\n      password: pw\n      user_domain_name: Default\n      project_id: 0123\n")}
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	guard := openstack.NewAuthGuard(slog.New(slog.NewTextHandler(&logs, nil)))
 	cfg.AuthGuard = guard
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

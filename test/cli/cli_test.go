@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/openstacksim"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/syncbuf"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -282,34 +282,17 @@ func (f *fleet) run(args ...string) result {
 // inProcess runs the cobra root in this process with ages printed as
 // "<age>", so tables are stable enough for golden files.
 func (f *fleet) inProcess(ctx context.Context, args ...string) result {
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	code := f.inProcessTo(ctx, &out, &errb, func(time.Time) string { return "<age>" }, args...)
 	return result{out.String(), errb.String(), code}
 }
 
 // inProcessTo is inProcess writing to out and errb as it goes, with ages
 // printed by age.
-func (f *fleet) inProcessTo(ctx context.Context, out, errb *syncBuffer, age func(time.Time) string, args ...string) int {
+func (f *fleet) inProcessTo(ctx context.Context, out, errb *syncbuf.Buffer, age func(time.Time) string, args ...string) int {
 	env := map[string]string{"IRONLINK_CONFIG": f.config}
 	return ctl.Execute(ctx, ctl.Options{Stdout: out, Stderr: errb, Getenv: func(k string) string { return env[k] },
 		Age: age, PollInterval: 200 * time.Millisecond}, args)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var (
@@ -509,7 +492,7 @@ func TestCLI(t *testing.T) {
 	t.Run("--watch prints the rows that change", func(t *testing.T) {
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		var out, errb syncBuffer
+		var out, errb syncbuf.Buffer
 		code := -1
 		done := make(chan struct{})
 		go func() {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -22,8 +23,8 @@ import (
 func TestPostgresRestart(t *testing.T) { repeat(t, scenarioPGRestart) }
 
 func scenarioPGRestart(t *testing.T) {
-	pg := startPGCluster(t)
-	db := pg.newDatabase(t, "ironlink")
+	pg := pgtest.StartCluster(t)
+	db := pg.NewDatabase(t, "ironlink")
 	pool := harness.Pool(t, db)
 	hubFlags := fastHub("--command-sweep", "30s")
 	a := harness.StartHub(t, bins, db, "hub-a", hubFlags...)
@@ -53,7 +54,7 @@ func scenarioPGRestart(t *testing.T) {
 	q1 := quarantine(t, fcB, ready[1], "fault suite: pg restart", 10*time.Second)
 	r0 := release(t, fcA, ready[0], "fault suite: pg restart", 10*time.Second)
 	before := sat.Stats()
-	pg.stop(t)
+	pg.Stop(t)
 	t.Logf("PostgreSQL stopped; scripted satellite had %d unacked batches (sent %d, acked %d)", before.Unacked, before.LastSent, before.LastAcked)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	_, err := fcA.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: ready[2], Reason: "fault suite: while PostgreSQL is down"})
@@ -64,7 +65,7 @@ func scenarioPGRestart(t *testing.T) {
 		t.Logf("quarantine while PostgreSQL is down: %v", err)
 	}
 	time.Sleep(3 * time.Second)
-	pg.start(t)
+	pg.Start(t)
 	t.Log("PostgreSQL started again")
 
 	harness.Eventually(t, 30*time.Second, func() error {

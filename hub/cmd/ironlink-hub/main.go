@@ -150,7 +150,7 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 // runValidate implements `ironlink-hub validate`: the flags and environment
 // of serve, loaded and checked as serve would (app.Check: settings, roster,
 // TLS files, database URL syntax) without serving. It prints one line per
-// problem to stderr and returns errInvalid, or prints one OK line to stdout.
+// problem to stderr and returns cli.ErrInvalid, or prints one OK line to stdout.
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ironlink-hub validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -159,43 +159,15 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	problems := splitErrors(app.Check(cfg))
+	problems := cli.Problems(app.Check(cfg))
 	if _, lerr := cli.NewLogger(logLevel, logFormat); lerr != nil {
 		problems = append(problems, lerr.Error())
 	}
-	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintln(stderr, "invalid:", strings.ReplaceAll(p, "\n", "\n  "))
-		}
-		return errInvalid
+	if err := cli.ReportProblems(stderr, problems); err != nil {
+		return err
 	}
 	fmt.Fprintln(stdout, "ironlink-hub: configuration OK")
 	return nil
-}
-
-// errInvalid is returned by validate after it printed the problems.
-var errInvalid = errors.New("configuration invalid")
-
-// splitErrors flattens errors.Join trees into one message per problem
-// (an error wrapping several with fmt.Errorf's %w keeps its own message).
-func splitErrors(err error) []string {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var msgs []string
-		for _, e := range j.Unwrap() {
-			msgs = append(msgs, e.Error())
-		}
-		if strings.Join(msgs, "\n") == err.Error() { // errors.Join's message
-			var out []string
-			for _, e := range j.Unwrap() {
-				out = append(out, splitErrors(e)...)
-			}
-			return out
-		}
-	}
-	return []string{err.Error()}
 }
 
 // runMigrate implements `ironlink-hub migrate`: apply pending migrations

@@ -138,7 +138,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel, logF
 // environment of a run, loaded and checked as a run would (app.Check: the
 // settings, the client key and TLS files, the selector, clouds.yaml and
 // its auth options) without contacting the hub or OpenStack. It prints one
-// line per problem to stderr and returns errInvalid, or one OK line (with
+// line per problem to stderr and returns cli.ErrInvalid, or one OK line (with
 // the cloud's auth method) to stdout.
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ironlink-satellite validate", flag.ContinueOnError)
@@ -158,42 +158,14 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	} else {
 		m, cerr := app.Check(cfg)
 		method = string(m)
-		problems = splitErrors(cerr)
+		problems = cli.Problems(cerr)
 		if _, lerr := cli.NewLogger(logLevel, logFormat); lerr != nil {
 			problems = append(problems, lerr.Error())
 		}
 	}
-	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintln(stderr, "invalid:", strings.ReplaceAll(p, "\n", "\n  "))
-		}
-		return errInvalid
+	if err := cli.ReportProblems(stderr, problems); err != nil {
+		return err
 	}
 	fmt.Fprintf(stdout, "ironlink-satellite: configuration OK (site %s, cloud %q, %s)\n", cfg.Site, cfg.OpenStack.Cloud, method)
 	return nil
-}
-
-// errInvalid is returned by validate after it printed the problems.
-var errInvalid = errors.New("configuration invalid")
-
-// splitErrors flattens errors.Join trees into one message per problem
-// (an error wrapping several with fmt.Errorf's %w keeps its own message).
-func splitErrors(err error) []string {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var msgs []string
-		for _, e := range j.Unwrap() {
-			msgs = append(msgs, e.Error())
-		}
-		if strings.Join(msgs, "\n") == err.Error() { // errors.Join's message
-			var out []string
-			for _, e := range j.Unwrap() {
-				out = append(out, splitErrors(e)...)
-			}
-			return out
-		}
-	}
-	return []string{err.Error()}
 }
