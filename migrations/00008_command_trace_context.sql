@@ -6,7 +6,7 @@
 -- propagator writes them. The hub puts them on the Command it delivers,
 -- possibly much later on a satellite's long-lived link, so the delivery
 -- and the satellite's OpenStack writes join the operator's trace. '' when
--- the call was not traced (tracing off, no trace context, a policy).
+-- the call was not traced (tracing off, or no trace context).
 ALTER TABLE commands
     ADD COLUMN traceparent text NOT NULL DEFAULT '',
     ADD COLUMN tracestate  text NOT NULL DEFAULT '';

@@ -225,7 +225,7 @@ type Command struct {
 	// and tracestate header values) of the call that created the command,
 	// taken from its ctx by SetDesiredImpairment or RetryCommand with the
 	// OpenTelemetry TraceContext propagator; both empty when that ctx had
-	// no valid span context (tracing off, a policy).
+	// no valid span context (tracing off, an untraced caller).
 	TraceParent string
 	TraceState  string
 }
