@@ -5,6 +5,10 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -159,6 +163,12 @@ func (l *linkLoop) desiredStates(ctx context.Context) (*ironlinkv1.ConnectRespon
 // start) and answers with them; its follow-up marks them sent. The follow-up
 // runs on the same queue before any later delivery, so a command is never
 // sent twice by one decision.
+//
+// Each command is delivered under a "deliver command" span, a child of the
+// trace context stored with it (that of the operator call that created it),
+// and carries that span's W3C context to the satellite (Command.traceparent,
+// tracestate), so the satellite's apply joins the operator's trace. The span
+// ends when the follow-up has marked the command sent.
 func (l *linkLoop) deliverTask(resend bool) task {
 	return task{kind: "deliver", run: func(ctx context.Context) outcome {
 		cmds, err := l.s.store.DueCommands(ctx, l.site, l.epoch, l.s.cfg.Delivery, resend, 100)
@@ -171,25 +181,55 @@ func (l *linkLoop) deliverTask(resend bool) task {
 		if len(cmds) == 0 {
 			return outcome{}
 		}
-		o := outcome{then: &task{kind: "mark sent", run: func(ctx context.Context) outcome { return l.markSent(ctx, cmds) }}}
-		for _, c := range cmds {
+		spans := make([]trace.Span, len(cmds))
+		o := outcome{then: &task{kind: "mark sent", run: func(ctx context.Context) outcome { return l.markSent(ctx, cmds, spans) }}}
+		for i, c := range cmds {
+			tc := l.deliverySpan(c, &spans[i])
 			o.send = append(o.send, &ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Command{Command: &ironlinkv1.Command{
 				CommandId: c.ID, DeviceId: c.DeviceID, Generation: c.Generation, Desired: impairmentToProto(c.Desired),
 				Reason: c.Reason, Actor: c.Actor, Redelivery: c.State == store.CommandSent,
+				Traceparent: tc.Get("traceparent"), Tracestate: tc.Get("tracestate"),
 			}}})
 		}
 		return o
 	}}
 }
 
-// markSent records that cmds went out.
-func (l *linkLoop) markSent(ctx context.Context, cmds []store.Command) outcome {
-	for _, c := range cmds {
+// tracerName names the tracer of the link's spans, taken from the global
+// provider at each span (a no-op one unless tracing is on).
+const tracerName = "github.com/ironlink/ironlink/hub/link"
+
+// deliverySpan starts the "deliver command" span of c in *span, a child of
+// the trace context stored with c (a root span when there is none), and
+// returns the W3C context to send with c: the span's own when it records,
+// else the stored one unchanged (tracing off on this replica still passes
+// the operator's trace on).
+func (l *linkLoop) deliverySpan(c store.Command, span *trace.Span) propagation.MapCarrier {
+	stored := propagation.MapCarrier{"traceparent": c.TraceParent}
+	if c.TraceState != "" {
+		stored["tracestate"] = c.TraceState
+	}
+	parent := propagation.TraceContext{}.Extract(context.Background(), stored)
+	ctx, sp := otel.Tracer(tracerName).Start(parent, "deliver command", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+		attribute.String("ironlink.site", l.site), attribute.String("ironlink.command_id", c.ID),
+		attribute.String("ironlink.device_id", c.DeviceID), attribute.Int64("ironlink.generation", c.Generation),
+		attribute.String("ironlink.desired", string(c.Desired)), attribute.Bool("ironlink.redelivery", c.State == store.CommandSent)))
+	*span = sp
+	out := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, out)
+	return out
+}
+
+// markSent records that cmds went out and ends their delivery spans.
+func (l *linkLoop) markSent(ctx context.Context, cmds []store.Command, spans []trace.Span) outcome {
+	for i, c := range cmds {
+		defer spans[i].End()
 		l.s.cfg.Hooks.sent(l.site, c.ID, c.State == store.CommandSent)
 		if err := l.s.store.MarkSent(ctx, c.ID); err != nil {
 			l.log.Warn("mark command sent", "command_id", c.ID, "err", err)
+			spans[i].RecordError(err)
 		}
-		l.log.Info("command sent", "command_id", c.ID, "device_id", c.DeviceID, "generation", c.Generation, "desired", c.Desired)
+		l.log.InfoContext(trace.ContextWithSpan(ctx, spans[i]), "command sent", "command_id", c.ID, "device_id", c.DeviceID, "generation", c.Generation, "desired", c.Desired)
 	}
 	return outcome{}
 }

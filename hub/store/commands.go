@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // SetDesiredImpairment records an operator's (or a policy's) wish for a
@@ -14,7 +15,8 @@ import (
 // next generation, a PENDING command carries it, every older unfinished
 // command of the device becomes SUPERSEDED, the change is appended to the
 // impairment history, the status is re-derived, and the site is notified on
-// NotifyChannel (delivered at commit).
+// NotifyChannel (delivered at commit). The command keeps the W3C trace
+// context of ctx (Command.TraceParent, TraceState) for its delivery.
 //
 // Errors: ErrNotFound when the device does not exist (nothing is written).
 func (s *Store) SetDesiredImpairment(ctx context.Context, deviceID string, desired Impairment, actor, reason, source string) (Command, error) {
@@ -85,10 +87,13 @@ func (s *Store) setDesiredTx(ctx context.Context, tx pgx.Tx, deviceID string, de
 	if err != nil {
 		return Command{}, fmt.Errorf("supersede older commands of device %s: %w", deviceID, err)
 	}
+	// The caller's W3C trace context goes with the command (see TraceParent).
+	tc := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, tc)
 	row := tx.QueryRow(ctx, `
-		INSERT INTO commands (device_id, site, generation, desired, actor, reason, source)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
-		RETURNING `+commandColumns, deviceID, site, gen, string(desired), actor, reason, source)
+		INSERT INTO commands (device_id, site, generation, desired, actor, reason, source, traceparent, tracestate)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		RETURNING `+commandColumns, deviceID, site, gen, string(desired), actor, reason, source, tc.Get("traceparent"), tc.Get("tracestate"))
 	cmd, err := scanCommand(row)
 	if err != nil {
 		return Command{}, fmt.Errorf("insert command: %w", err)
@@ -247,16 +252,19 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 }
 
 const commandColumns = `id::text, device_id::text, site, generation, desired, state, actor, reason, source,
-	attempts, last_error, result_detail, created_at, updated_at, completed_at, failure_class, failure_reason`
+	attempts, last_error, result_detail, created_at, updated_at, completed_at, failure_class, failure_reason,
+	traceparent, tracestate`
 
 const commandColumnsC = `c.id::text, c.device_id::text, c.site, c.generation, c.desired, c.state, c.actor, c.reason, c.source,
-	c.attempts, c.last_error, c.result_detail, c.created_at, c.updated_at, c.completed_at, c.failure_class, c.failure_reason`
+	c.attempts, c.last_error, c.result_detail, c.created_at, c.updated_at, c.completed_at, c.failure_class, c.failure_reason,
+	c.traceparent, c.tracestate`
 
 func scanCommand(r pgx.Row) (Command, error) {
 	var c Command
 	var desired, state, class string
 	err := r.Scan(&c.ID, &c.DeviceID, &c.Site, &c.Generation, &desired, &state, &c.Actor, &c.Reason, &c.Source,
-		&c.Attempts, &c.LastError, &c.ResultDetail, &c.CreatedAt, &c.UpdatedAt, &c.CompletedAt, &class, &c.FailureReason)
+		&c.Attempts, &c.LastError, &c.ResultDetail, &c.CreatedAt, &c.UpdatedAt, &c.CompletedAt, &class, &c.FailureReason,
+		&c.TraceParent, &c.TraceState)
 	c.Desired, c.State, c.FailureClass = Impairment(desired), CommandState(state), FailureClass(class)
 	return c, err
 }

@@ -221,6 +221,13 @@ type Command struct {
 	// it is, or when the satellite did not classify it.
 	FailureClass  FailureClass
 	FailureReason string
+	// TraceParent and TraceState are the W3C trace context (traceparent
+	// and tracestate header values) of the call that created the command,
+	// taken from its ctx by SetDesiredImpairment or RetryCommand with the
+	// OpenTelemetry TraceContext propagator; both empty when that ctx had
+	// no valid span context (tracing off, an untraced caller).
+	TraceParent string
+	TraceState  string
 }
 
 // Site is a site as operators see it.

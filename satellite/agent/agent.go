@@ -546,7 +546,7 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 		res.Error = err.Error()
 		f := gate.Classify(err)
 		setFailure(res, f)
-		a.log.Warn("command failed", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(), "err", err,
+		a.log.WarnContext(ctx, "command failed", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(), "err", err,
 			"permanent", f.Permanent, "failure_reason", f.Reason)
 		return res
 	}
@@ -558,7 +558,7 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	if err := a.saveState(st); err != nil {
 		a.log.Error("applied generation not saved; it will be re-applied after a restart", "err", err)
 	}
-	a.log.Info("command applied", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(),
+	a.log.InfoContext(ctx, "command applied", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(),
 		"generation", cmd.GetGeneration(), "quarantine", quarantine, "detail", r.Detail, "took", time.Since(start).Round(time.Millisecond))
 	select {
 	case a.pollNow <- struct{}{}:

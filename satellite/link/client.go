@@ -11,6 +11,11 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -343,11 +348,41 @@ func (c *Client) dispatch(ctx context.Context, cmd *ironlinkv1.Command) {
 		}
 		defer func() { <-c.sem }()
 		// The result outlives this link: it is sent on the next one if need be.
-		r := c.handler.HandleCommand(context.WithoutCancel(ctx), cmd)
+		actx, span := startApplySpan(context.WithoutCancel(ctx), cmd)
+		defer span.End()
+		r := c.handler.HandleCommand(actx, cmd)
+		if !r.GetSuccess() {
+			span.SetStatus(codes.Error, r.GetError())
+		}
+		span.SetAttributes(attribute.Bool("ironlink.success", r.GetSuccess()), attribute.String("ironlink.failure_reason", r.GetFailureReason()))
 		c.remember(key, r)
 		c.enqueue(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_CommandResult{CommandResult: r}},
 			"command result dropped: no link for a minute; the hub will resend the command")
+		span.AddEvent("result queued for the hub")
 	}()
+}
+
+// tracerName names the tracer of the link's spans, taken from the global
+// provider at each span (a no-op one unless tracing is on).
+const tracerName = "github.com/ironlink/ironlink/satellite/link"
+
+// startApplySpan starts the "apply command" span of cmd: a child of the W3C
+// trace context the hub sent with it (Command.traceparent, tracestate: the
+// hub's delivery, itself a child of the operator's call), so the OpenStack
+// requests made under the returned ctx and the queued result join the
+// operator's trace. Without a valid trace context it is a child of ctx.
+func startApplySpan(ctx context.Context, cmd *ironlinkv1.Command) (context.Context, trace.Span) {
+	if cmd.GetTraceparent() != "" {
+		carrier := propagation.MapCarrier{"traceparent": cmd.GetTraceparent()}
+		if cmd.GetTracestate() != "" {
+			carrier["tracestate"] = cmd.GetTracestate()
+		}
+		ctx = propagation.TraceContext{}.Extract(ctx, carrier)
+	}
+	return otel.Tracer(tracerName).Start(ctx, "apply command", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+		attribute.String("ironlink.command_id", cmd.GetCommandId()), attribute.String("ironlink.device_id", cmd.GetDeviceId()),
+		attribute.Int64("ironlink.generation", cmd.GetGeneration()), attribute.String("ironlink.desired", cmd.GetDesired().String()),
+		attribute.Bool("ironlink.redelivery", cmd.GetRedelivery())))
 }
 
 // recentResultTTL is how long a command's result is kept to answer a

@@ -961,7 +961,17 @@ type Command struct {
 	// arrived (a timeout or a new link), not to retry a failure: a satellite
 	// that already finished applying it answers with the result it has
 	// instead of applying it again.
-	Redelivery    bool `protobuf:"varint,7,opt,name=redelivery,proto3" json:"redelivery,omitempty"`
+	Redelivery bool `protobuf:"varint,7,opt,name=redelivery,proto3" json:"redelivery,omitempty"`
+	// W3C Trace Context (https://www.w3.org/TR/trace-context/) of the hub's
+	// delivery of this command, a child of the operator call that created
+	// it: the traceparent header value ("00-<trace id>-<span id>-<flags>"),
+	// empty when that call was not traced. A satellite applies the command
+	// under a span that continues it, so the operator's call, the delivery
+	// and the OpenStack writes form one trace. Older satellites ignore it.
+	Traceparent string `protobuf:"bytes,8,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// The tracestate header value that goes with traceparent; empty when
+	// there is none.
+	Tracestate    string `protobuf:"bytes,9,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1043,6 +1053,20 @@ func (x *Command) GetRedelivery() bool {
 		return x.Redelivery
 	}
 	return false
+}
+
+func (x *Command) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *Command) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
 }
 
 // CommandResult reports the outcome of applying a Command.
@@ -1539,7 +1563,7 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"\robserved_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\"D\n" +
 	"\bBatchAck\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x1c\n" +
-	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\xeb\x01\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\xad\x02\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1b\n" +
@@ -1552,7 +1576,11 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"\x05actor\x18\x06 \x01(\tR\x05actor\x12\x1e\n" +
 	"\n" +
 	"redelivery\x18\a \x01(\bR\n" +
-	"redelivery\"\x9a\x02\n" +
+	"redelivery\x12 \n" +
+	"\vtraceparent\x18\b \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\t \x01(\tR\n" +
+	"tracestate\"\x9a\x02\n" +
 	"\rCommandResult\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1b\n" +
