@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/wire"
 )
 
 // deviceArg is how an operator named a device on the command line: a UUID,
@@ -97,10 +98,7 @@ func qualifiedName(d *ironlinkv1.Device) string {
 }
 
 func statusName(s ironlinkv1.OperationalStatus) string {
-	if s == ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_UNSPECIFIED {
-		return ""
-	}
-	return strings.TrimPrefix(s.String(), "OPERATIONAL_STATUS_")
+	return wire.EnumName(s, "OPERATIONAL_STATUS_")
 }
 
 // deviceStatus is the STATUS cell: UNREACHABLE keeps the last known status
@@ -154,10 +152,7 @@ func actionName(s ironlinkv1.ImpairmentState) string {
 }
 
 func commandStateName(s ironlinkv1.CommandState) string {
-	if s == ironlinkv1.CommandState_COMMAND_STATE_UNSPECIFIED {
-		return ""
-	}
-	return strings.TrimPrefix(s.String(), "COMMAND_STATE_")
+	return wire.EnumName(s, "COMMAND_STATE_")
 }
 
 func conditionStatusName(s ironlinkv1.ConditionStatus) string {
@@ -173,10 +168,7 @@ func conditionStatusName(s ironlinkv1.ConditionStatus) string {
 }
 
 func linkStateName(s ironlinkv1.LinkState) string {
-	if s == ironlinkv1.LinkState_LINK_STATE_UNSPECIFIED {
-		return ""
-	}
-	return strings.TrimPrefix(s.String(), "LINK_STATE_")
+	return wire.EnumName(s, "LINK_STATE_")
 }
 
 // parseEnumList turns "faulted,maintenance" into enum values by their

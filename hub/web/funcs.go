@@ -10,14 +10,12 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	hubstatus "github.com/ironlink/ironlink/hub/status"
+	"github.com/ironlink/ironlink/internal/wire"
 )
 
 // statusName is an operational status without its enum prefix ("FAULTED").
 func statusName(s ironlinkv1.OperationalStatus) string {
-	if s == ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_UNSPECIFIED {
-		return ""
-	}
-	return strings.TrimPrefix(s.String(), "OPERATIONAL_STATUS_")
+	return wire.EnumName(s, "OPERATIONAL_STATUS_")
 }
 
 // condName is a condition status as the SPEC writes it: True, False, Unknown.
@@ -33,10 +31,10 @@ func condName(s ironlinkv1.ConditionStatus) string {
 
 // impName is a desired impairment state: QUARANTINED, RELEASED or NONE.
 func impName(s ironlinkv1.ImpairmentState) string {
-	if s == ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED {
-		return "NONE"
+	if n := wire.EnumName(s, "IMPAIRMENT_STATE_"); n != "" {
+		return n
 	}
-	return strings.TrimPrefix(s.String(), "IMPAIRMENT_STATE_")
+	return "NONE"
 }
 
 // humanAge says how long ago t was: "45s", "12m", "3h 5m", "2d 4h".

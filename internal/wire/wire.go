@@ -5,6 +5,7 @@ package wire
 
 import (
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -88,4 +89,18 @@ func fromProto(p *ironlinkv1.Condition, validate func(condition.Condition) error
 		return c, err
 	}
 	return c, nil
+}
+
+// EnumName is a protobuf enum value's name without its prefix
+// (EnumName(OPERATIONAL_STATUS_FAULTED, "OPERATIONAL_STATUS_") is "FAULTED"),
+// and "" for the zero value (every ironlink.v1 enum's UNSPECIFIED). Both the
+// CLI and the fleet view print enums this way.
+func EnumName[E interface {
+	~int32
+	String() string
+}](e E, prefix string) string {
+	if e == 0 {
+		return ""
+	}
+	return strings.TrimPrefix(e.String(), prefix)
 }
