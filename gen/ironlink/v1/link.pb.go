@@ -149,6 +149,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_DesiredStatesRequest
 	//	*ConnectRequest_DriftCorrection
 	//	*ConnectRequest_SiteConditions
+	//	*ConnectRequest_OperationProgress
 	Msg           isConnectRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -254,6 +255,15 @@ func (x *ConnectRequest) GetSiteConditions() *SiteConditions {
 	return nil
 }
 
+func (x *ConnectRequest) GetOperationProgress() *OperationProgress {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectRequest_OperationProgress); ok {
+			return x.OperationProgress
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Msg interface {
 	isConnectRequest_Msg()
 }
@@ -294,6 +304,11 @@ type ConnectRequest_SiteConditions struct {
 	SiteConditions *SiteConditions `protobuf:"bytes,7,opt,name=site_conditions,json=siteConditions,proto3,oneof"`
 }
 
+type ConnectRequest_OperationProgress struct {
+	// Progress of an operation (satellites with the "operations" capability).
+	OperationProgress *OperationProgress `protobuf:"bytes,8,opt,name=operation_progress,json=operationProgress,proto3,oneof"`
+}
+
 func (*ConnectRequest_Hello) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_Batch) isConnectRequest_Msg() {}
@@ -308,6 +323,8 @@ func (*ConnectRequest_DriftCorrection) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_SiteConditions) isConnectRequest_Msg() {}
 
+func (*ConnectRequest_OperationProgress) isConnectRequest_Msg() {}
+
 // ConnectResponse is one hub → satellite message.
 type ConnectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -320,6 +337,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_Command
 	//	*ConnectResponse_Heartbeat
 	//	*ConnectResponse_DesiredStates
+	//	*ConnectResponse_Operation
 	Msg           isConnectResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -407,6 +425,15 @@ func (x *ConnectResponse) GetDesiredStates() *DesiredStates {
 	return nil
 }
 
+func (x *ConnectResponse) GetOperation() *OperationRequest {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectResponse_Operation); ok {
+			return x.Operation
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Msg interface {
 	isConnectResponse_Msg()
 }
@@ -437,6 +464,12 @@ type ConnectResponse_DesiredStates struct {
 	DesiredStates *DesiredStates `protobuf:"bytes,5,opt,name=desired_states,json=desiredStates,proto3,oneof"`
 }
 
+type ConnectResponse_Operation struct {
+	// Desired work of one operation (only to satellites that announced the
+	// "operations" capability).
+	Operation *OperationRequest `protobuf:"bytes,6,opt,name=operation,proto3,oneof"`
+}
+
 func (*ConnectResponse_Welcome) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Ack) isConnectResponse_Msg() {}
@@ -446,6 +479,8 @@ func (*ConnectResponse_Command) isConnectResponse_Msg() {}
 func (*ConnectResponse_Heartbeat) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_DesiredStates) isConnectResponse_Msg() {}
+
+func (*ConnectResponse_Operation) isConnectResponse_Msg() {}
 
 // Hello opens a link.
 type Hello struct {
@@ -1510,7 +1545,7 @@ var File_ironlink_v1_link_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_link_proto_rawDesc = "" +
 	"\n" +
-	"\x16ironlink/v1/link.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\"\xe3\x03\n" +
+	"\x16ironlink/v1/link.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x1cironlink/v1/operations.proto\"\xb4\x04\n" +
 	"\x0eConnectRequest\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.ironlink.v1.HelloH\x00R\x05hello\x123\n" +
 	"\x05batch\x18\x02 \x01(\v2\x1b.ironlink.v1.ConditionBatchH\x00R\x05batch\x12C\n" +
@@ -1518,14 +1553,16 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"\theartbeat\x18\x04 \x01(\v2\x16.ironlink.v1.HeartbeatH\x00R\theartbeat\x12Y\n" +
 	"\x16desired_states_request\x18\x05 \x01(\v2!.ironlink.v1.DesiredStatesRequestH\x00R\x14desiredStatesRequest\x12I\n" +
 	"\x10drift_correction\x18\x06 \x01(\v2\x1c.ironlink.v1.DriftCorrectionH\x00R\x0fdriftCorrection\x12F\n" +
-	"\x0fsite_conditions\x18\a \x01(\v2\x1b.ironlink.v1.SiteConditionsH\x00R\x0esiteConditionsB\x05\n" +
-	"\x03msg\"\xa4\x02\n" +
+	"\x0fsite_conditions\x18\a \x01(\v2\x1b.ironlink.v1.SiteConditionsH\x00R\x0esiteConditions\x12O\n" +
+	"\x12operation_progress\x18\b \x01(\v2\x1e.ironlink.v1.OperationProgressH\x00R\x11operationProgressB\x05\n" +
+	"\x03msg\"\xe3\x02\n" +
 	"\x0fConnectResponse\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.ironlink.v1.WelcomeH\x00R\awelcome\x12)\n" +
 	"\x03ack\x18\x02 \x01(\v2\x15.ironlink.v1.BatchAckH\x00R\x03ack\x120\n" +
 	"\acommand\x18\x03 \x01(\v2\x14.ironlink.v1.CommandH\x00R\acommand\x126\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x16.ironlink.v1.HeartbeatH\x00R\theartbeat\x12C\n" +
-	"\x0edesired_states\x18\x05 \x01(\v2\x1a.ironlink.v1.DesiredStatesH\x00R\rdesiredStatesB\x05\n" +
+	"\x0edesired_states\x18\x05 \x01(\v2\x1a.ironlink.v1.DesiredStatesH\x00R\rdesiredStates\x12=\n" +
+	"\toperation\x18\x06 \x01(\v2\x1d.ironlink.v1.OperationRequestH\x00R\toperationB\x05\n" +
 	"\x03msg\"\xf1\x01\n" +
 	"\x05Hello\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x17\n" +
@@ -1660,9 +1697,11 @@ var file_ironlink_v1_link_proto_goTypes = []any{
 	(*DriftCorrection)(nil),       // 16: ironlink.v1.DriftCorrection
 	(*SiteConditions)(nil),        // 17: ironlink.v1.SiteConditions
 	(*Heartbeat)(nil),             // 18: ironlink.v1.Heartbeat
-	(*Condition)(nil),             // 19: ironlink.v1.Condition
-	(*DeviceFacts)(nil),           // 20: ironlink.v1.DeviceFacts
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*OperationProgress)(nil),     // 19: ironlink.v1.OperationProgress
+	(*OperationRequest)(nil),      // 20: ironlink.v1.OperationRequest
+	(*Condition)(nil),             // 21: ironlink.v1.Condition
+	(*DeviceFacts)(nil),           // 22: ironlink.v1.DeviceFacts
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
 }
 var file_ironlink_v1_link_proto_depIdxs = []int32{
 	4,  // 0: ironlink.v1.ConnectRequest.hello:type_name -> ironlink.v1.Hello
@@ -1672,31 +1711,33 @@ var file_ironlink_v1_link_proto_depIdxs = []int32{
 	13, // 4: ironlink.v1.ConnectRequest.desired_states_request:type_name -> ironlink.v1.DesiredStatesRequest
 	16, // 5: ironlink.v1.ConnectRequest.drift_correction:type_name -> ironlink.v1.DriftCorrection
 	17, // 6: ironlink.v1.ConnectRequest.site_conditions:type_name -> ironlink.v1.SiteConditions
-	6,  // 7: ironlink.v1.ConnectResponse.welcome:type_name -> ironlink.v1.Welcome
-	10, // 8: ironlink.v1.ConnectResponse.ack:type_name -> ironlink.v1.BatchAck
-	11, // 9: ironlink.v1.ConnectResponse.command:type_name -> ironlink.v1.Command
-	18, // 10: ironlink.v1.ConnectResponse.heartbeat:type_name -> ironlink.v1.Heartbeat
-	14, // 11: ironlink.v1.ConnectResponse.desired_states:type_name -> ironlink.v1.DesiredStates
-	5,  // 12: ironlink.v1.Hello.applied_generations:type_name -> ironlink.v1.AppliedGeneration
-	8,  // 13: ironlink.v1.ConditionBatch.snapshot:type_name -> ironlink.v1.SnapshotPart
-	9,  // 14: ironlink.v1.ConditionBatch.devices:type_name -> ironlink.v1.DeviceUpdate
-	19, // 15: ironlink.v1.DeviceUpdate.conditions:type_name -> ironlink.v1.Condition
-	20, // 16: ironlink.v1.DeviceUpdate.facts:type_name -> ironlink.v1.DeviceFacts
-	21, // 17: ironlink.v1.DeviceUpdate.observed_time:type_name -> google.protobuf.Timestamp
-	0,  // 18: ironlink.v1.Command.desired:type_name -> ironlink.v1.ImpairmentState
-	1,  // 19: ironlink.v1.CommandResult.failure_class:type_name -> ironlink.v1.FailureClass
-	15, // 20: ironlink.v1.DesiredStates.devices:type_name -> ironlink.v1.DeviceDesiredState
-	0,  // 21: ironlink.v1.DeviceDesiredState.desired:type_name -> ironlink.v1.ImpairmentState
-	21, // 22: ironlink.v1.DriftCorrection.correct_time:type_name -> google.protobuf.Timestamp
-	19, // 23: ironlink.v1.SiteConditions.conditions:type_name -> ironlink.v1.Condition
-	21, // 24: ironlink.v1.Heartbeat.sent_time:type_name -> google.protobuf.Timestamp
-	2,  // 25: ironlink.v1.LinkService.Connect:input_type -> ironlink.v1.ConnectRequest
-	3,  // 26: ironlink.v1.LinkService.Connect:output_type -> ironlink.v1.ConnectResponse
-	26, // [26:27] is the sub-list for method output_type
-	25, // [25:26] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	19, // 7: ironlink.v1.ConnectRequest.operation_progress:type_name -> ironlink.v1.OperationProgress
+	6,  // 8: ironlink.v1.ConnectResponse.welcome:type_name -> ironlink.v1.Welcome
+	10, // 9: ironlink.v1.ConnectResponse.ack:type_name -> ironlink.v1.BatchAck
+	11, // 10: ironlink.v1.ConnectResponse.command:type_name -> ironlink.v1.Command
+	18, // 11: ironlink.v1.ConnectResponse.heartbeat:type_name -> ironlink.v1.Heartbeat
+	14, // 12: ironlink.v1.ConnectResponse.desired_states:type_name -> ironlink.v1.DesiredStates
+	20, // 13: ironlink.v1.ConnectResponse.operation:type_name -> ironlink.v1.OperationRequest
+	5,  // 14: ironlink.v1.Hello.applied_generations:type_name -> ironlink.v1.AppliedGeneration
+	8,  // 15: ironlink.v1.ConditionBatch.snapshot:type_name -> ironlink.v1.SnapshotPart
+	9,  // 16: ironlink.v1.ConditionBatch.devices:type_name -> ironlink.v1.DeviceUpdate
+	21, // 17: ironlink.v1.DeviceUpdate.conditions:type_name -> ironlink.v1.Condition
+	22, // 18: ironlink.v1.DeviceUpdate.facts:type_name -> ironlink.v1.DeviceFacts
+	23, // 19: ironlink.v1.DeviceUpdate.observed_time:type_name -> google.protobuf.Timestamp
+	0,  // 20: ironlink.v1.Command.desired:type_name -> ironlink.v1.ImpairmentState
+	1,  // 21: ironlink.v1.CommandResult.failure_class:type_name -> ironlink.v1.FailureClass
+	15, // 22: ironlink.v1.DesiredStates.devices:type_name -> ironlink.v1.DeviceDesiredState
+	0,  // 23: ironlink.v1.DeviceDesiredState.desired:type_name -> ironlink.v1.ImpairmentState
+	23, // 24: ironlink.v1.DriftCorrection.correct_time:type_name -> google.protobuf.Timestamp
+	21, // 25: ironlink.v1.SiteConditions.conditions:type_name -> ironlink.v1.Condition
+	23, // 26: ironlink.v1.Heartbeat.sent_time:type_name -> google.protobuf.Timestamp
+	2,  // 27: ironlink.v1.LinkService.Connect:input_type -> ironlink.v1.ConnectRequest
+	3,  // 28: ironlink.v1.LinkService.Connect:output_type -> ironlink.v1.ConnectResponse
+	28, // [28:29] is the sub-list for method output_type
+	27, // [27:28] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_link_proto_init() }
@@ -1705,6 +1746,7 @@ func file_ironlink_v1_link_proto_init() {
 		return
 	}
 	file_ironlink_v1_conditions_proto_init()
+	file_ironlink_v1_operations_proto_init()
 	file_ironlink_v1_link_proto_msgTypes[0].OneofWrappers = []any{
 		(*ConnectRequest_Hello)(nil),
 		(*ConnectRequest_Batch)(nil),
@@ -1713,6 +1755,7 @@ func file_ironlink_v1_link_proto_init() {
 		(*ConnectRequest_DesiredStatesRequest)(nil),
 		(*ConnectRequest_DriftCorrection)(nil),
 		(*ConnectRequest_SiteConditions)(nil),
+		(*ConnectRequest_OperationProgress)(nil),
 	}
 	file_ironlink_v1_link_proto_msgTypes[1].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
@@ -1720,6 +1763,7 @@ func file_ironlink_v1_link_proto_init() {
 		(*ConnectResponse_Command)(nil),
 		(*ConnectResponse_Heartbeat)(nil),
 		(*ConnectResponse_DesiredStates)(nil),
+		(*ConnectResponse_Operation)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
