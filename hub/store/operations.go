@@ -1,0 +1,576 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/propagation"
+)
+
+// OperationState is an operation's life-cycle state as stored (proto
+// OperationState without its prefix).
+type OperationState string
+
+// Operation states. SUCCEEDED, FAILED and CANCELLED are final: nothing
+// moves an operation out of them.
+const (
+	OperationPending   OperationState = "PENDING"
+	OperationRunning   OperationState = "RUNNING"
+	OperationSucceeded OperationState = "SUCCEEDED"
+	OperationFailed    OperationState = "FAILED"
+	OperationCancelled OperationState = "CANCELLED"
+)
+
+// Final reports whether s is a final state.
+func (s OperationState) Final() bool {
+	return s == OperationSucceeded || s == OperationFailed || s == OperationCancelled
+}
+
+// OperationKind is what an operation does, as stored (proto OperationKind
+// without its prefix: "ENROL", "INSPECT", ...).
+type OperationKind string
+
+// KindEnrol is the one kind whose target is a node spec, not a device.
+const KindEnrol OperationKind = "ENROL"
+
+// Errors of the operation store (wrapped; nothing written when returned).
+var (
+	// ErrOperationActive: the device (or, for ENROL, the node name at the
+	// site) already has a PENDING or RUNNING operation.
+	ErrOperationActive = errors.New("an operation is already active")
+	// ErrOperationFinished: the operation is in a final state.
+	ErrOperationFinished = errors.New("operation finished")
+)
+
+// NewOperation is one operation to store (StartOperation, one per target).
+type NewOperation struct {
+	// ID is the operation id (a UUID the caller chose, so it can keep an
+	// ENROL's credentials under it before the row exists).
+	ID   string
+	Site string
+	// DeviceID is the node UUID; "" for ENROL.
+	DeviceID   string
+	DeviceName string
+	Kind       OperationKind
+	// Node is the redacted NodeSpec as protojson (ENROL only; nil else).
+	// It must never carry a driver_info value.
+	Node json.RawMessage
+	// Params is the OperationParams as protojson.
+	Params                json.RawMessage
+	Actor, Reason, Source string
+	Forced                bool
+	// ProvisionState is the node's provision_state as last reported, the
+	// starting point shown until the satellite reports.
+	ProvisionState string
+	// SecretHolder names the replica process keeping an ENROL's
+	// driver_info in memory ("" else).
+	SecretHolder string
+}
+
+// Operation is a stored operation.
+type Operation struct {
+	ID, GroupID, Site string
+	// DeviceID is "" for an ENROL whose node does not exist yet.
+	DeviceID, DeviceName  string
+	Kind                  OperationKind
+	Node, Params, Steps   json.RawMessage
+	State                 OperationState
+	Actor, Reason, Source string
+	Forced                bool
+	// Attempts counts deliveries; ProgressAttempt is the attempt of the
+	// last accepted progress.
+	Attempts, ProgressAttempt int32
+	LastError, FailureReason  string
+	ProvisionState, ServerID  string
+	CancelRequested           bool
+	CancelActor, CancelReason string
+	SecretHolder              string
+	TraceParent, TraceState   string
+	CreatedAt, UpdatedAt      time.Time
+	SentAt, ProgressAt        *time.Time
+	StartedAt, EndedAt        *time.Time
+}
+
+const operationColumns = `id::text, group_id::text, site, coalesce(device_id::text, ''), device_name, kind,
+	coalesce(node, 'null'::jsonb), params, steps, state, actor, reason, source, forced, attempts, progress_attempt,
+	last_error, failure_reason, provision_state, server_id, cancel_requested, cancel_actor, cancel_reason,
+	secret_holder, traceparent, tracestate, created_at, updated_at, sent_at, progress_at, started_at, ended_at`
+
+func scanOperation(r pgx.Row) (Operation, error) {
+	var o Operation
+	var node, params, steps []byte
+	var kind, state string
+	err := r.Scan(&o.ID, &o.GroupID, &o.Site, &o.DeviceID, &o.DeviceName, &kind, &node, &params, &steps, &state,
+		&o.Actor, &o.Reason, &o.Source, &o.Forced, &o.Attempts, &o.ProgressAttempt, &o.LastError, &o.FailureReason,
+		&o.ProvisionState, &o.ServerID, &o.CancelRequested, &o.CancelActor, &o.CancelReason, &o.SecretHolder,
+		&o.TraceParent, &o.TraceState, &o.CreatedAt, &o.UpdatedAt, &o.SentAt, &o.ProgressAt, &o.StartedAt, &o.EndedAt)
+	if string(node) != "null" {
+		o.Node = node
+	}
+	o.Params, o.Steps, o.Kind, o.State = params, steps, OperationKind(kind), OperationState(state)
+	return o, err
+}
+
+// OperationsChannel is the LISTEN/NOTIFY channel on which every change of
+// an operation is announced (payload: the operation id), for
+// WatchOperation. A hint only: watchers poll too.
+const OperationsChannel = "ironlink_operations"
+
+// isUniqueViolation reports a PostgreSQL unique_violation (23505).
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+// CreateOperations stores ops (one per target) under one new group id, in
+// one transaction, and notifies each site on NotifyChannel (the link's
+// delivery hint) and OperationsChannel. The W3C trace context of ctx goes
+// with each operation. It returns the group id and the stored operations,
+// in the order of ops.
+//
+// Errors (nothing written): ErrOperationActive (wrapped with the device or
+// node name) when a target already has an active operation, also when two
+// requests race for it.
+func (s *Store) CreateOperations(ctx context.Context, ops []NewOperation) (string, []Operation, error) {
+	var group string
+	var out []Operation
+	tc := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, tc)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		out = out[:0]
+		if err := tx.QueryRow(ctx, `SELECT gen_random_uuid()::text`).Scan(&group); err != nil {
+			return fmt.Errorf("new group id: %w", err)
+		}
+		sites := map[string]bool{}
+		for _, n := range ops {
+			var dev any
+			if n.DeviceID != "" {
+				dev = n.DeviceID
+			}
+			var node any
+			if n.Node != nil {
+				node = []byte(n.Node)
+			}
+			params := []byte(n.Params)
+			if params == nil {
+				params = []byte("{}")
+			}
+			o, err := scanOperation(tx.QueryRow(ctx, `
+				INSERT INTO operations (id, group_id, site, device_id, device_name, kind, node, params, actor, reason, source,
+					forced, provision_state, secret_holder, traceparent, tracestate)
+				VALUES ($16, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+				RETURNING `+operationColumns,
+				group, n.Site, dev, n.DeviceName, string(n.Kind), node, params, n.Actor, n.Reason, n.Source,
+				n.Forced, n.ProvisionState, n.SecretHolder, tc.Get("traceparent"), tc.Get("tracestate"), n.ID))
+			if isUniqueViolation(err) {
+				target := n.DeviceID
+				if target == "" {
+					target = "node " + n.DeviceName + " at site " + n.Site
+				} else {
+					target = "device " + target
+				}
+				return fmt.Errorf("%s: %w", target, ErrOperationActive)
+			}
+			if err != nil {
+				return fmt.Errorf("insert operation: %w", err)
+			}
+			out = append(out, o)
+			sites[n.Site] = true
+		}
+		for site := range sites {
+			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, site); err != nil {
+				return fmt.Errorf("notify site %q: %w", site, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return group, out, nil
+}
+
+// ActiveOperation returns the PENDING or RUNNING operation of device id, if
+// any (ok=false when none).
+func (s *Store) ActiveOperation(ctx context.Context, deviceID string) (Operation, bool, error) {
+	o, err := scanOperation(s.pool.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations
+		WHERE device_id = $1 AND state IN ('PENDING', 'RUNNING')`, deviceID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Operation{}, false, nil
+	}
+	if err != nil {
+		return Operation{}, false, fmt.Errorf("active operation of device %s: %w", deviceID, err)
+	}
+	return o, true, nil
+}
+
+// GetOperation returns operation id. Errors: ErrNotFound.
+func (s *Store) GetOperation(ctx context.Context, id string) (Operation, error) {
+	o, err := scanOperation(s.pool.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Operation{}, fmt.Errorf("operation %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Operation{}, fmt.Errorf("load operation %s: %w", id, err)
+	}
+	return o, nil
+}
+
+// OperationFilter selects operations for ListOperations; zero fields do
+// not filter.
+type OperationFilter struct {
+	// Sites: only these (nil: every site). An empty non-nil slice matches nothing.
+	Sites    []string
+	DeviceID string
+	GroupID  string
+	Kinds    []OperationKind
+	States   []OperationState
+	// After is the keyset position: only operations older than it
+	// (created_at, id) in the newest-first order; zero: from the newest.
+	AfterTime time.Time
+	AfterID   string
+	Limit     int
+}
+
+// ListOperations returns operations matching f, newest first (created_at,
+// then id, descending), at most f.Limit.
+func (s *Store) ListOperations(ctx context.Context, f OperationFilter) ([]Operation, error) {
+	kinds := make([]string, len(f.Kinds))
+	for i, k := range f.Kinds {
+		kinds[i] = string(k)
+	}
+	states := make([]string, len(f.States))
+	for i, st := range f.States {
+		states[i] = string(st)
+	}
+	var after any
+	if !f.AfterTime.IsZero() {
+		after = f.AfterTime
+	}
+	afterID := nullable(f.AfterID)
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+operationColumns+` FROM operations
+		WHERE ($1::text[] IS NULL OR site = ANY($1))
+		  AND ($2::uuid IS NULL OR device_id = $2)
+		  AND ($3::uuid IS NULL OR group_id = $3)
+		  AND (cardinality($4::text[]) = 0 OR kind = ANY($4))
+		  AND (cardinality($5::text[]) = 0 OR state = ANY($5))
+		  AND ($6::timestamptz IS NULL OR (created_at, id) < ($6, $7::uuid))
+		ORDER BY created_at DESC, id DESC LIMIT $8`,
+		f.Sites, nullable(f.DeviceID), nullable(f.GroupID), kinds, states, after, afterID, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list operations: %w", err)
+	}
+	ops, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Operation, error) { return scanOperation(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list operations: %w", err)
+	}
+	return ops, nil
+}
+
+// notifyOperation announces a change of operation id on OperationsChannel.
+func notifyOperation(ctx context.Context, tx pgx.Tx, id string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, OperationsChannel, id); err != nil {
+		return fmt.Errorf("notify operation %s: %w", id, err)
+	}
+	return nil
+}
+
+// CancelOperation carries out an operator's cancel of operation id: a
+// PENDING operation becomes CANCELLED at once; a RUNNING one gets
+// cancel_requested (with actor and reason) and becomes due for delivery
+// (sent_at cleared, the site notified), provided abortable(provision_state)
+// — the caller's judgement of whether Ironic can abort from the last
+// reported state. A RUNNING operation whose cancel is already requested is
+// returned unchanged.
+//
+// Errors (nothing written): ErrNotFound; ErrOperationFinished for a final
+// state; ErrNotCancellable (wrapped with the provision state) when
+// abortable says no.
+func (s *Store) CancelOperation(ctx context.Context, id, actor, reason string, abortable func(provisionState string) bool) (Operation, error) {
+	var o Operation
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		o, err = scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE`, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("operation %s: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("load operation %s: %w", id, err)
+		}
+		switch {
+		case o.State.Final():
+			return fmt.Errorf("operation %s is %s: %w", id, o.State, ErrOperationFinished)
+		case o.State == OperationPending:
+			o, err = scanOperation(tx.QueryRow(ctx, `UPDATE operations SET state = 'CANCELLED', cancel_actor = $2,
+				cancel_reason = $3, updated_at = now(), ended_at = now() WHERE id = $1 RETURNING `+operationColumns, id, actor, reason))
+		case o.CancelRequested:
+			return nil
+		case !abortable(o.ProvisionState):
+			return fmt.Errorf("operation %s is running with the node in provision state %q: %w", id, o.ProvisionState, ErrNotCancellable)
+		default:
+			o, err = scanOperation(tx.QueryRow(ctx, `UPDATE operations SET cancel_requested = true, cancel_actor = $2,
+				cancel_reason = $3, sent_at = NULL, updated_at = now() WHERE id = $1 RETURNING `+operationColumns, id, actor, reason))
+			if err == nil {
+				_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, o.Site)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("cancel operation %s: %w", id, err)
+		}
+		return notifyOperation(ctx, tx, id)
+	})
+	return o, err
+}
+
+// ErrNotCancellable: a RUNNING operation's node is in a provision state
+// Ironic cannot abort from.
+var ErrNotCancellable = errors.New("the node's provision state cannot be aborted")
+
+// OperationDelivery says which operations of a site go out and when.
+type OperationDelivery struct {
+	// PerSiteLimit: at most this many operations RUNNING at a site; PENDING
+	// ones beyond wait (queued, oldest first).
+	PerSiteLimit int
+	// ResendAfter: a RUNNING operation without progress for this long is
+	// sent again (attempt+1); each resend without progress in between
+	// doubles the wait, up to MaxResendAfter.
+	ResendAfter, MaxResendAfter time.Duration
+}
+
+// DueOperations returns, for the link of site with epoch (none when a
+// newer link holds the site), the operations to send now: RUNNING ones
+// that are due (a cancel to send, no delivery or progress for the resend
+// wait, or every one when resend is true: the link just started), then
+// PENDING ones, oldest first, as many as free slots under p.PerSiteLimit
+// allow (more when some are refused by take). It does not change them:
+// MarkOperationSent does, per operation. At most limit.
+func (s *Store) DueOperations(ctx context.Context, site string, epoch int64, p OperationDelivery, resend bool, limit int) (running, pending []Operation, free int, err error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+operationColumns+` FROM operations o
+		WHERE o.site = $1 AND o.state = 'RUNNING'
+		  AND EXISTS (SELECT 1 FROM sites s WHERE s.name = o.site AND s.link_epoch = $2)
+		  AND ($3 OR o.sent_at IS NULL OR GREATEST(o.sent_at, o.progress_at) < now() - make_interval(secs =>
+			LEAST($5::float8, $4::float8 * power(2, LEAST(GREATEST(o.attempts - o.progress_attempt - 1, 0), 20)))))
+		ORDER BY o.created_at LIMIT $6`,
+		site, epoch, resend, p.ResendAfter.Seconds(), p.MaxResendAfter.Seconds(), limit)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("due operations of site %q: %w", site, err)
+	}
+	if running, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Operation, error) { return scanOperation(r) }); err != nil {
+		return nil, nil, 0, fmt.Errorf("due operations of site %q: %w", site, err)
+	}
+	var n int
+	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM operations WHERE site = $1 AND state = 'RUNNING'`, site).Scan(&n)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("running operations of site %q: %w", site, err)
+	}
+	free = max(p.PerSiteLimit-n, 0)
+	if free == 0 {
+		return running, nil, 0, nil
+	}
+	rows, err = s.pool.Query(ctx, `
+		SELECT `+operationColumns+` FROM operations o
+		WHERE o.site = $1 AND o.state = 'PENDING'
+		  AND EXISTS (SELECT 1 FROM sites s WHERE s.name = o.site AND s.link_epoch = $2)
+		ORDER BY o.created_at, o.id LIMIT $3`, site, epoch, limit)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("pending operations of site %q: %w", site, err)
+	}
+	if pending, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Operation, error) { return scanOperation(r) }); err != nil {
+		return nil, nil, 0, fmt.Errorf("pending operations of site %q: %w", site, err)
+	}
+	return running, pending, free, nil
+}
+
+// MarkOperationSent records a delivery of operation id by the link of site
+// with epoch: attempts+1, sent_at now, and PENDING becomes RUNNING (started
+// now), all only while the operation is still PENDING or RUNNING and the
+// link still holds the site. It returns the operation as updated (its
+// Attempts is the attempt to send) and ok=false when it was not (finished
+// meanwhile, or the link was fenced): then nothing must be sent.
+func (s *Store) MarkOperationSent(ctx context.Context, site string, epoch int64, id string) (Operation, bool, error) {
+	var o Operation
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		o, err = scanOperation(tx.QueryRow(ctx, `
+			UPDATE operations o SET attempts = attempts + 1, sent_at = now(), updated_at = now(),
+				state = 'RUNNING', started_at = coalesce(started_at, now())
+			WHERE id = $1 AND site = $2 AND state IN ('PENDING', 'RUNNING')
+			  AND EXISTS (SELECT 1 FROM sites s WHERE s.name = o.site AND s.link_epoch = $3)
+			RETURNING `+operationColumns, id, site, epoch))
+		if err != nil {
+			return err
+		}
+		return notifyOperation(ctx, tx, id)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Operation{}, false, nil
+	}
+	if err != nil {
+		return Operation{}, false, fmt.Errorf("mark operation %s sent: %w", id, err)
+	}
+	return o, true, nil
+}
+
+// FailOperation ends the open operation id as FAILED with errText and
+// failureReason (the hub's own verdict, e.g. an ENROL whose credentials are
+// gone). No-op for a finished operation.
+func (s *Store) FailOperation(ctx context.Context, id, errText, failureReason string) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE operations SET state = 'FAILED', last_error = $2, failure_reason = $3,
+			cancel_requested = false, updated_at = now(), ended_at = now() WHERE id = $1 AND state IN ('PENDING', 'RUNNING')`,
+			id, errText, failureReason)
+		if err != nil {
+			return fmt.Errorf("fail operation %s: %w", id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil
+		}
+		return notifyOperation(ctx, tx, id)
+	})
+}
+
+// OperationProgress is a satellite's report on one operation.
+type OperationProgress struct {
+	OperationID string
+	Attempt     int32
+	// State is RUNNING or a final state.
+	State OperationState
+	// Steps is the full step list as protojson (replaces the stored one).
+	Steps                                     json.RawMessage
+	DeviceID, ProvisionState, Error, ServerID string
+	FailureReason                             string
+	CancelRefused                             bool
+}
+
+// ProgressResult says what RecordOperationProgress did.
+type ProgressResult struct {
+	// Ignored: the progress answered an older attempt than the last
+	// delivery, or the operation had already finished; nothing written.
+	Ignored bool
+	// Why says why it was ignored.
+	Why string
+	// Operation is the operation after the update (before, when ignored).
+	Operation Operation
+}
+
+// RecordOperationProgress stores progress p from site's satellite: state,
+// steps (replaced), provision state, device id (an ENROL's node, once it
+// exists), server id, and on FAILED the error. Final states never go
+// backwards: progress for a finished operation is ignored, and so is
+// progress for an attempt older than the last delivery. A cancel_refused
+// clears cancel_requested. Every change is announced on OperationsChannel.
+//
+// Errors (nothing written): ErrNotFound for an unknown operation;
+// ErrWrongSite when it, or the device p names, belongs to another site;
+// ErrMismatch when p names a device that is not the operation's.
+func (s *Store) RecordOperationProgress(ctx context.Context, site string, p OperationProgress) (ProgressResult, error) {
+	var res ProgressResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		res = ProgressResult{}
+		o, err := scanOperation(tx.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE`, p.OperationID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("operation %s: %w", p.OperationID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("load operation %s: %w", p.OperationID, err)
+		}
+		res.Operation = o
+		if o.Site != site {
+			return fmt.Errorf("operation %s is for site %q: %w", p.OperationID, o.Site, ErrWrongSite)
+		}
+		switch {
+		case o.State.Final():
+			res.Ignored, res.Why = true, "operation already "+string(o.State)
+			return nil
+		case p.Attempt != o.Attempts:
+			res.Ignored, res.Why = true, fmt.Sprintf("progress for attempt %d, last delivery is attempt %d", p.Attempt, o.Attempts)
+			return nil
+		}
+		dev := o.DeviceID
+		if p.DeviceID != "" && p.DeviceID != o.DeviceID {
+			if o.DeviceID != "" || o.Kind != KindEnrol {
+				return fmt.Errorf("operation %s is for device %s, not %s: %w", p.OperationID, o.DeviceID, p.DeviceID, ErrMismatch)
+			}
+			var devSite string
+			err := tx.QueryRow(ctx, `SELECT site FROM devices WHERE id = $1`, p.DeviceID).Scan(&devSite)
+			switch {
+			case err == nil && devSite != site:
+				return fmt.Errorf("device %s is registered to site %q: %w", p.DeviceID, devSite, ErrWrongSite)
+			case err != nil && !errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("load device %s: %w", p.DeviceID, err)
+			}
+			dev = p.DeviceID
+		}
+		steps := []byte(p.Steps)
+		if steps == nil {
+			steps = []byte("[]")
+		}
+		final := p.State.Final()
+		var devArg any
+		if dev != "" {
+			devArg = dev
+		}
+		errText, reason := o.LastError, o.FailureReason
+		if p.State == OperationFailed {
+			errText, reason = p.Error, p.FailureReason
+		} else if p.State == OperationSucceeded {
+			errText, reason = "", ""
+		}
+		serverID := o.ServerID
+		if p.ServerID != "" {
+			serverID = p.ServerID
+		}
+		cancelReq := o.CancelRequested && !p.CancelRefused && !final
+		res.Operation, err = scanOperation(tx.QueryRow(ctx, `
+			UPDATE operations SET state = $2, steps = $3, device_id = $4, provision_state = $5, server_id = $6,
+				last_error = $7, failure_reason = $8, cancel_requested = $9, progress_attempt = $10,
+				progress_at = now(), updated_at = now(), started_at = coalesce(started_at, now()),
+				ended_at = CASE WHEN $11 THEN now() ELSE ended_at END
+			WHERE id = $1 RETURNING `+operationColumns,
+			p.OperationID, string(p.State), steps, devArg, p.ProvisionState, serverID, errText, reason, cancelReq, p.Attempt, final))
+		if isUniqueViolation(err) {
+			// The enrolled node already has another active operation (an
+			// ENROL took over an existing node): keep the device unset.
+			return fmt.Errorf("operation %s: device %s: %w", p.OperationID, dev, ErrOperationActive)
+		}
+		if err != nil {
+			return fmt.Errorf("record progress of operation %s: %w", p.OperationID, err)
+		}
+		return notifyOperation(ctx, tx, p.OperationID)
+	})
+	return res, err
+}
+
+// RecentOperations returns the newest operations of device id, at most limit.
+func (s *Store) RecentOperations(ctx context.Context, deviceID string, limit int) ([]Operation, error) {
+	return s.ListOperations(ctx, OperationFilter{DeviceID: deviceID, Limit: limit})
+}
+
+// SiteCapabilities returns the capabilities site's satellite announced in
+// its last hello. Errors: ErrNotFound for a site that never linked.
+func (s *Store) SiteCapabilities(ctx context.Context, site string) ([]string, error) {
+	var caps []string
+	err := s.pool.QueryRow(ctx, `SELECT capabilities FROM sites WHERE name = $1`, site).Scan(&caps)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("site %q: %w", site, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("capabilities of site %q: %w", site, err)
+	}
+	return caps, nil
+}
+
+// nullable returns nil (SQL NULL) for "", else s.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
