@@ -182,7 +182,9 @@ func (s *Server) storeErr(err error, resourceType, name string) error {
 	return gerr
 }
 
-func precondition(reason, msg string) error { return grpcerr.New(codes.FailedPrecondition, reason, msg) }
+func precondition(reason, msg string) error {
+	return grpcerr.New(codes.FailedPrecondition, reason, msg)
+}
 
 func sourceAddress(ctx context.Context) string {
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
