@@ -237,11 +237,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	hs := RegisterServices(srv, linkSrv, fleetSrv)
-	obs.start(ctx, st, srv, hs, []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName}, linkSrv, watcher)
+	opsSrv := NewOperationServer(st, linkSrv, log.With("component", "operations"))
+	RegisterOperations(srv, hs, opsSrv)
+	obs.start(ctx, st, srv, hs, []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName,
+		ironlinkv1.OperationService_ServiceDesc.ServiceName}, linkSrv, watcher)
 
 	log.Info("hub serving", "listen", lis.Addr().String(), logkey.Replica, cfg.Replica)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return linkSrv.ListenForCommands(gctx, cfg.DatabaseURL) })
+	g.Go(func() error {
+		return opsSrv.Changes().Listen(gctx, cfg.DatabaseURL, func(err error) { log.Warn("operation listener", "err", err) })
+	})
 	g.Go(func() error { linkSrv.RunStaleSweep(gctx, cfg.StaleAfter); return nil })
 	g.Go(func() error { return obs.run(gctx) })
 	if watcher != nil {

@@ -11,6 +11,8 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/fleet"
+	"github.com/ironlink/ironlink/hub/link"
+	"github.com/ironlink/ironlink/hub/operations"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
 )
@@ -45,4 +47,18 @@ func RegisterServices(srv *grpc.Server, linkSrv ironlinkv1.LinkServiceServer, fl
 		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
 	}
 	return hs
+}
+
+// NewOperationServer returns the operations API over st, sharing linkSrv's
+// credential vault (ENROL's BMC credentials stay in this process's memory)
+// and waking linkSrv's link of a site when an operation is asked for.
+func NewOperationServer(st *store.Store, linkSrv *link.Server, log *slog.Logger) *operations.Server {
+	return operations.NewServer(st, operations.Config{Vault: linkSrv.Vault(), Actor: actorFromContext, Wake: linkSrv.Wake}, log)
+}
+
+// RegisterOperations registers the operations service on srv (after
+// RegisterServices; reflection lists it) and marks it SERVING on hs.
+func RegisterOperations(srv *grpc.Server, hs *health.Server, opsSrv ironlinkv1.OperationServiceServer) {
+	ironlinkv1.RegisterOperationServiceServer(srv, opsSrv)
+	hs.SetServingStatus(ironlinkv1.OperationService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 }

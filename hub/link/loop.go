@@ -57,6 +57,9 @@ type linkLoop struct {
 	// marking commands sent. One FIFO, so a result received before a
 	// delivery decision is recorded before that decision reads the commands.
 	writes *queue
+	// ops is set when the hello announced operations.Capability: only
+	// then are operations delivered (operations.go).
+	ops bool
 }
 
 // run is the link's loop: the only goroutine that sends on the stream. A
@@ -86,6 +89,7 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 	l.commits = newQueue(ctx, MaxPendingCommits)
 	l.writes = newQueue(ctx, MaxPendingWrites)
 	l.writes.push(l.deliverTask(true)) // SENT commands go out again on a new link
+	l.pushOperations(true)             // and RUNNING operations
 
 	hb := time.NewTicker(l.s.cfg.HeartbeatInterval)
 	defer hb.Stop()
@@ -121,8 +125,10 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 			err = l.receive(m)
 		case <-wake:
 			l.writes.pushOnce(l.deliverTask(false))
+			l.pushOperations(false)
 		case <-sweep.C:
 			l.writes.pushOnce(l.deliverTask(false))
+			l.pushOperations(false)
 		case <-hb.C:
 			err = l.stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Heartbeat{
 				Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.Now()}}})
@@ -237,6 +243,8 @@ func (l *linkLoop) receive(m *ironlinkv1.ConnectRequest) error {
 		l.writes.pushOnce(l.touchTask())
 	case *ironlinkv1.ConnectRequest_DesiredStatesRequest:
 		l.writes.push(l.desiredStatesTask())
+	case *ironlinkv1.ConnectRequest_OperationProgress:
+		return l.receiveProgress(msg.OperationProgress)
 	case *ironlinkv1.ConnectRequest_Hello:
 		return grpcerr.InvalidArgument("hello", grpcerr.ReasonInvalidValue, "hello may only be the first message of a link")
 	default:

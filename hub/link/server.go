@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/operations"
+	"github.com/ironlink/ironlink/hub/operations/vault"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
 )
@@ -33,6 +36,11 @@ type Config struct {
 	HelloTimeout time.Duration
 	// Hooks are told of link, batch and command events (metrics).
 	Hooks Hooks
+	// Operations says when operations go out (defaults: operations.go).
+	Operations store.OperationDelivery
+	// Vault holds ENROL credentials in memory (default: a new one for
+	// Replica); the operation server of the process must share it.
+	Vault *vault.Vault
 }
 
 func (c *Config) defaults() {
@@ -54,6 +62,7 @@ func (c *Config) defaults() {
 	if c.HelloTimeout <= 0 {
 		c.HelloTimeout = 30 * time.Second
 	}
+	c.operationDefaults()
 }
 
 // Server implements ironlinkv1.LinkServiceServer.
@@ -144,7 +153,8 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error
 	}}}); err != nil {
 		return err
 	}
-	l := &linkLoop{s: s, stream: stream, site: site, epoch: sess.Epoch, id: id, log: log}
+	l := &linkLoop{s: s, stream: stream, site: site, epoch: sess.Epoch, id: id, log: log,
+		ops: slices.Contains(hello.GetCapabilities(), operations.Capability)}
 	desired, err := l.desiredStates(ctx)
 	if err != nil {
 		return err

@@ -54,6 +54,14 @@ var MethodScopes = map[string]string{
 	"/ironlink.v1.FleetService/QuarantineDevice": ScopeOperationsWrite,
 	"/ironlink.v1.FleetService/ReleaseDevice":    ScopeOperationsWrite,
 	"/ironlink.v1.FleetService/RetryCommand":     ScopeOperationsWrite,
+
+	// Operations (hub/operations): the node lifecycle at a site.
+	"/ironlink.v1.OperationService/GetOperation":   ScopeOperationsRead,
+	"/ironlink.v1.OperationService/ListOperations": ScopeOperationsRead,
+	"/ironlink.v1.OperationService/WatchOperation": ScopeOperationsRead,
+
+	"/ironlink.v1.OperationService/StartOperation":  ScopeOperationsWrite,
+	"/ironlink.v1.OperationService/CancelOperation": ScopeOperationsWrite,
 }
 
 // PublicServices are the fully qualified gRPC service names served without

@@ -75,6 +75,12 @@ func TestMethodScopesExpected(t *testing.T) {
 		"/ironlink.v1.FleetService/ListSites":        ScopeOperationsRead,
 		"/ironlink.v1.FleetService/QuarantineDevice": ScopeOperationsWrite,
 		"/ironlink.v1.FleetService/ReleaseDevice":    ScopeOperationsWrite,
+
+		"/ironlink.v1.OperationService/GetOperation":    ScopeOperationsRead,
+		"/ironlink.v1.OperationService/ListOperations":  ScopeOperationsRead,
+		"/ironlink.v1.OperationService/WatchOperation":  ScopeOperationsRead,
+		"/ironlink.v1.OperationService/StartOperation":  ScopeOperationsWrite,
+		"/ironlink.v1.OperationService/CancelOperation": ScopeOperationsWrite,
 	}
 	for m, s := range want {
 		if MethodScopes[m] != s {

@@ -86,7 +86,8 @@ func Start(t testing.TB, st *store.Store, o Options) *Hub {
 		opts = app.AuthOptions(v, log)
 	}
 	srv := app.NewGRPCServer(cfg, log, opts...)
-	app.RegisterServices(srv, h.Checker.Service(h.Link), app.NewFleetServer(st, log.With("component", "fleet")))
+	hs := app.RegisterServices(srv, h.Checker.Service(h.Link), app.NewFleetServer(st, log.With("component", "fleet")))
+	app.RegisterOperations(srv, hs, app.NewOperationServer(st, h.Link, log.With("component", "operations")))
 	go func() { _ = srv.Serve(h.lis) }()
 	t.Cleanup(func() {
 		srv.Stop()
