@@ -117,6 +117,9 @@ func (c Config) Validate() (Config, error) {
 	fill(&c.Link.Delivery.FailureBackoff, d.Link.Delivery.FailureBackoff)
 	fill(&c.Link.Delivery.MaxFailureBackoff, d.Link.Delivery.MaxFailureBackoff)
 	fill(&c.Link.HelloTimeout, d.Link.HelloTimeout)
+	fill(&c.Link.Operations.PerSiteLimit, d.Link.Operations.PerSiteLimit)
+	fill(&c.Link.Operations.ResendAfter, d.Link.Operations.ResendAfter)
+	fill(&c.Link.Operations.MaxResendAfter, d.Link.Operations.MaxResendAfter)
 	if c.DatabaseURL == "" {
 		errs = append(errs, errors.New("database URL is required (--database-url or DATABASE_URL)"))
 	}

@@ -49,6 +49,11 @@ func Defaults() Config {
 				FailureBackoff:    10 * time.Second,
 				MaxFailureBackoff: 5 * time.Minute,
 			},
+			Operations: store.OperationDelivery{
+				PerSiteLimit:   link.DefaultOperationsPerSite,
+				ResendAfter:    link.DefaultOperationResendAfter,
+				MaxResendAfter: link.DefaultOperationMaxResendAfter,
+			},
 		},
 	}
 }

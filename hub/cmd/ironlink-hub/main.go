@@ -109,6 +109,9 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 	if terr := addThrottleFlags(fs, &cfg.Throttle, def.Throttle); terr != nil {
 		err = terr
 	}
+	if oerr := addOperationFlags(fs, &cfg.Link.Operations, def.Link.Operations); oerr != nil && err == nil {
+		err = oerr
+	}
 	durations := []struct {
 		p    *time.Duration
 		name string
