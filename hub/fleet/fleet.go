@@ -27,6 +27,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/operations"
 	hubstatus "github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/sitename"
@@ -234,6 +235,13 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 		resp.ImpairmentHistory = append(resp.ImpairmentHistory, &ironlinkv1.ImpairmentChange{
 			Desired: impairmentToProto(c.Desired), Generation: c.Generation, Actor: c.Actor, Reason: c.Reason,
 			Source: c.Source, ChangeTime: timestamppb.New(c.ChangedAt), CommandId: c.CommandID})
+	}
+	ops, err := s.store.RecentOperations(ctx, id, limit)
+	if err != nil {
+		return nil, s.storeErr(err, "device", id)
+	}
+	for _, o := range ops {
+		resp.RecentOperations = append(resp.RecentOperations, operations.ToProto(o))
 	}
 	return resp, nil
 }

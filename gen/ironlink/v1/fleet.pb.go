@@ -1213,8 +1213,11 @@ type GetDeviceResponse struct {
 	StatusHistory []*StatusChange `protobuf:"bytes,2,rep,name=status_history,json=statusHistory,proto3" json:"status_history,omitempty"`
 	// Quarantine/release history, newest first.
 	ImpairmentHistory []*ImpairmentChange `protobuf:"bytes,3,rep,name=impairment_history,json=impairmentHistory,proto3" json:"impairment_history,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The device's most recent operations (OperationService), newest first,
+	// at most history_limit; driver_info values redacted.
+	RecentOperations []*Operation `protobuf:"bytes,50,rep,name=recent_operations,json=recentOperations,proto3" json:"recent_operations,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetDeviceResponse) Reset() {
@@ -1264,6 +1267,13 @@ func (x *GetDeviceResponse) GetStatusHistory() []*StatusChange {
 func (x *GetDeviceResponse) GetImpairmentHistory() []*ImpairmentChange {
 	if x != nil {
 		return x.ImpairmentHistory
+	}
+	return nil
+}
+
+func (x *GetDeviceResponse) GetRecentOperations() []*Operation {
+	if x != nil {
+		return x.RecentOperations
 	}
 	return nil
 }
@@ -1936,7 +1946,7 @@ var File_ironlink_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\"\xea\b\n" +
+	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\x1a\x1cironlink/v1/operations.proto\"\xea\b\n" +
 	"\x06Device\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x12\x12\n" +
@@ -2040,11 +2050,12 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\rhistory_limit\x18\x02 \x01(\x05R\fhistoryLimit\x12\x1f\n" +
 	"\vdevice_name\x18\x03 \x01(\tR\n" +
 	"deviceName\x12\x12\n" +
-	"\x04site\x18\x04 \x01(\tR\x04site\"\xd0\x01\n" +
+	"\x04site\x18\x04 \x01(\tR\x04site\"\x95\x02\n" +
 	"\x11GetDeviceResponse\x12+\n" +
 	"\x06device\x18\x01 \x01(\v2\x13.ironlink.v1.DeviceR\x06device\x12@\n" +
 	"\x0estatus_history\x18\x02 \x03(\v2\x19.ironlink.v1.StatusChangeR\rstatusHistory\x12L\n" +
-	"\x12impairment_history\x18\x03 \x03(\v2\x1d.ironlink.v1.ImpairmentChangeR\x11impairmentHistory\"\x83\x01\n" +
+	"\x12impairment_history\x18\x03 \x03(\v2\x1d.ironlink.v1.ImpairmentChangeR\x11impairmentHistory\x12C\n" +
+	"\x11recent_operations\x182 \x03(\v2\x16.ironlink.v1.OperationR\x10recentOperations\"\x83\x01\n" +
 	"\x17QuarantineDeviceRequest\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
@@ -2168,6 +2179,7 @@ var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(*DeviceFacts)(nil),              // 26: ironlink.v1.DeviceFacts
 	(ImpairmentState)(0),             // 27: ironlink.v1.ImpairmentState
 	(FailureClass)(0),                // 28: ironlink.v1.FailureClass
+	(*Operation)(nil),                // 29: ironlink.v1.Operation
 }
 var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	0,  // 0: ironlink.v1.Device.status:type_name -> ironlink.v1.OperationalStatus
@@ -2199,34 +2211,35 @@ var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	3,  // 26: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
 	4,  // 27: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
 	5,  // 28: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
-	6,  // 29: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 30: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 31: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	1,  // 32: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	6,  // 33: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	6,  // 34: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	7,  // 35: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	8,  // 36: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	10, // 37: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	12, // 38: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	14, // 39: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	16, // 40: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	18, // 41: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	22, // 42: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	20, // 43: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
-	9,  // 44: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	11, // 45: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	13, // 46: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	15, // 47: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	17, // 48: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	19, // 49: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	23, // 50: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	21, // 51: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
-	44, // [44:52] is the sub-list for method output_type
-	36, // [36:44] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	29, // 29: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
+	6,  // 30: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	6,  // 31: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	6,  // 32: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	1,  // 33: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	6,  // 34: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	6,  // 35: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	7,  // 36: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	8,  // 37: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	10, // 38: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	12, // 39: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	14, // 40: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	16, // 41: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	18, // 42: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	22, // 43: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	20, // 44: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
+	9,  // 45: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	11, // 46: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	13, // 47: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	15, // 48: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	17, // 49: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	19, // 50: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	23, // 51: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	21, // 52: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
+	45, // [45:53] is the sub-list for method output_type
+	37, // [37:45] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }
@@ -2236,6 +2249,7 @@ func file_ironlink_v1_fleet_proto_init() {
 	}
 	file_ironlink_v1_conditions_proto_init()
 	file_ironlink_v1_link_proto_init()
+	file_ironlink_v1_operations_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
