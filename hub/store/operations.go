@@ -109,7 +109,7 @@ func scanOperation(r pgx.Row) (Operation, error) {
 		&o.Actor, &o.Reason, &o.Source, &o.Forced, &o.Attempts, &o.ProgressAttempt, &o.LastError, &o.FailureReason,
 		&o.ProvisionState, &o.ServerID, &o.CancelRequested, &o.CancelActor, &o.CancelReason, &o.SecretHolder,
 		&o.TraceParent, &o.TraceState, &o.CreatedAt, &o.UpdatedAt, &o.SentAt, &o.ProgressAt, &o.StartedAt, &o.EndedAt)
-	if string(node) != "null" {
+	if len(node) > 0 && string(node) != "null" {
 		o.Node = node
 	}
 	o.Params, o.Steps, o.Kind, o.State = params, steps, OperationKind(kind), OperationState(state)
@@ -442,7 +442,8 @@ type OperationProgress struct {
 	Attempt     int32
 	// State is RUNNING or a final state.
 	State OperationState
-	// Steps is the full step list as protojson (replaces the stored one).
+	// Steps is the full step list as protojson (replaces the stored one;
+	// empty keeps it).
 	Steps                                     json.RawMessage
 	DeviceID, ProvisionState, Error, ServerID string
 	FailureReason                             string
@@ -508,9 +509,15 @@ func (s *Store) RecordOperationProgress(ctx context.Context, site string, p Oper
 			}
 			dev = p.DeviceID
 		}
+		// A progress without steps (or without a provision state) keeps
+		// the stored ones.
 		steps := []byte(p.Steps)
-		if steps == nil {
-			steps = []byte("[]")
+		if len(steps) == 0 || string(steps) == "[]" {
+			steps = o.Steps
+		}
+		provision := p.ProvisionState
+		if provision == "" {
+			provision = o.ProvisionState
 		}
 		final := p.State.Final()
 		var devArg any
@@ -534,7 +541,7 @@ func (s *Store) RecordOperationProgress(ctx context.Context, site string, p Oper
 				progress_at = now(), updated_at = now(), started_at = coalesce(started_at, now()),
 				ended_at = CASE WHEN $11 THEN now() ELSE ended_at END
 			WHERE id = $1 RETURNING `+operationColumns,
-			p.OperationID, string(p.State), steps, devArg, p.ProvisionState, serverID, errText, reason, cancelReq, p.Attempt, final))
+			p.OperationID, string(p.State), steps, devArg, provision, serverID, errText, reason, cancelReq, p.Attempt, final))
 		if isUniqueViolation(err) {
 			// The enrolled node already has another active operation (an
 			// ENROL took over an existing node): keep the device unset.
