@@ -104,11 +104,11 @@ func checkShape(req *ironlinkv1.StartOperationRequest) (string, error) {
 		names := map[string]int{}
 		macs := map[string]string{}
 		for i, n := range req.GetNodes() {
+			if j, dup := names[n.GetName()]; dup && n.GetName() != "" {
+				return "", bad(fmt.Sprintf("nodes[%d].name", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("nodes[%d].name %s is also nodes[%d]'s", i, textcheck.Quote(n.GetName()), j))
+			}
 			if err := checkNode(fmt.Sprintf("nodes[%d]", i), n, macs); err != nil {
 				return "", err
-			}
-			if j, dup := names[n.GetName()]; dup {
-				return "", bad(fmt.Sprintf("nodes[%d].name", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("node name %q is also nodes[%d]", n.GetName(), j))
 			}
 			names[n.GetName()] = i
 		}
