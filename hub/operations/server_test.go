@@ -85,7 +85,9 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) checksums(t *testing.T) map[string]string { return pgtest.Checksums(t, f.url, "jti_replay") }
+func (f *fixture) checksums(t *testing.T) map[string]string {
+	return pgtest.Checksums(t, f.url, "jti_replay")
+}
 
 func ipmiNode(name string) *ironlinkv1.NodeSpec {
 	return &ironlinkv1.NodeSpec{Name: name, Driver: "ipmi", ResourceClass: "gpu-h100",
