@@ -156,6 +156,7 @@ func dial(s Settings) (*grpc.ClientConn, error) {
 type client struct {
 	settings Settings
 	fleet    ironlinkv1.FleetServiceClient
+	ops      ironlinkv1.OperationServiceClient
 	timeout  time.Duration
 	close    func() error
 }

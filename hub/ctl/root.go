@@ -74,7 +74,7 @@ func (a *app) connect() (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.cl = &client{settings: s, fleet: ironlinkv1.NewFleetServiceClient(cc), timeout: a.timeout, close: cc.Close}
+	a.cl = &client{settings: s, fleet: ironlinkv1.NewFleetServiceClient(cc), ops: ironlinkv1.NewOperationServiceClient(cc), timeout: a.timeout, close: cc.Close}
 	return a.cl, nil
 }
 
@@ -138,7 +138,7 @@ at more than one site, or by UUID.
 	_ = root.RegisterFlagCompletionFunc("context", a.completeContexts)
 
 	root.AddCommand(a.newGetCommand(), a.newDescribeCommand(),
-		a.newImpairCommand(true), a.newImpairCommand(false), a.newConfigCommand())
+		a.newImpairCommand(true), a.newImpairCommand(false), a.newConfigCommand(), a.newOpCommand())
 	return root, a
 }
 

@@ -1,0 +1,489 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/wire"
+)
+
+// opKinds maps the CLI's kind names to the proto values.
+var opKinds = map[string]ironlinkv1.OperationKind{
+	"enrol": ironlinkv1.OperationKind_OPERATION_KIND_ENROL, "inspect": ironlinkv1.OperationKind_OPERATION_KIND_INSPECT,
+	"clean": ironlinkv1.OperationKind_OPERATION_KIND_CLEAN, "provide": ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE,
+	"deploy": ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY, "undeploy": ironlinkv1.OperationKind_OPERATION_KIND_UNDEPLOY,
+	"nova-create": ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, "nova-delete": ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE,
+}
+
+func kindNames() string {
+	var n []string
+	for k := range opKinds {
+		n = append(n, k)
+	}
+	slices.Sort(n)
+	return strings.Join(n, ", ")
+}
+
+func opKindName(k ironlinkv1.OperationKind) string {
+	return strings.ReplaceAll(strings.ToLower(wire.EnumName(k, "OPERATION_KIND_")), "_", "-")
+}
+
+func opStateName(s ironlinkv1.OperationState) string { return wire.EnumName(s, "OPERATION_STATE_") }
+
+func opFinal(s ironlinkv1.OperationState) bool {
+	return s == ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED || s == ironlinkv1.OperationState_OPERATION_STATE_FAILED ||
+		s == ironlinkv1.OperationState_OPERATION_STATE_CANCELLED
+}
+
+// newOpCommand builds `ironlink op` (OperationService).
+func (a *app) newOpCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "op",
+		Short: "Run node lifecycle operations at a site: enrol, inspect, clean, provide, deploy, Nova create",
+		Long: `Operations are durable work the hub stores and the site's satellite carries
+out against Ironic (and Nova): PENDING (queued), RUNNING, then SUCCEEDED,
+FAILED (with Ironic's last_error) or CANCELLED. They need scope
+operations:write to start or cancel, operations:read to look.`,
+	}
+	cmd.AddCommand(a.newOpStartCommand(), a.newOpGetCommand(), a.newOpListCommand(), a.newOpCancelCommand(), a.newOpWatchCommand())
+	return cmd
+}
+
+func (a *app) newOpStartCommand() *cobra.Command {
+	var reason, site, nodesFile, imageSource, imageChecksum, novaImage, novaFlavor, novaName, keyName, serverID, userData string
+	var cleanSteps, networks, sshKeys []string
+	var force, wait bool
+	var rootGB int32
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "start KIND [DEVICE...] --reason TEXT",
+		Short: "Start an operation on devices (or, for enrol, on node specs from --nodes)",
+		Long: `Start one operation per target, grouped. KIND is one of ` + kindNames() + `.
+Devices are named by Ironic node name or UUID (--site narrows names). enrol
+takes --site and --nodes FILE: a JSON array of NodeSpec objects as in the API
+(name, driver, driverInfo, resourceClass, properties, owner, lessee, traits,
+ports [{address, pxeEnabled}]); "-" reads stdin. BMC credentials in
+driverInfo go to the site's Ironic only, never into the hub's database.
+
+With --wait the command follows every operation to its end and fails (exit 6)
+when one ends FAILED or CANCELLED, or (exit 7) when --timeout passes first.`,
+		Example: `  ironlink op start enrol --site site-b --nodes rack1.json --reason "rack 1" --wait
+  ironlink op start provide node-001 node-002 --reason "make available" --wait
+  ironlink op start clean node-007 --clean-step deploy.erase_devices_metadata --reason "wipe"
+  ironlink op start deploy node-007 --image-source http://img/ubuntu.qcow2 --image-checksum sha256:ab12... --reason "image node"
+  ironlink op start nova-create node-009 --nova-image ubuntu-22.04 --nova-name slurm-w9 --reason "SLURM worker"`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, ok := opKinds[args[0]]
+			if !ok {
+				return usageErrf("unknown operation kind %q: want one of %s", args[0], kindNames())
+			}
+			if strings.TrimSpace(reason) == "" {
+				return usageErrf("--reason is required: say why (it is kept with the operation)")
+			}
+			req := &ironlinkv1.StartOperationRequest{Kind: kind, Site: site, Devices: args[1:], Reason: reason, Force: force}
+			if kind == ironlinkv1.OperationKind_OPERATION_KIND_ENROL {
+				if nodesFile == "" {
+					return usageErrf("enrol needs --nodes FILE (a JSON array of node specs)")
+				}
+				nodes, err := readNodes(nodesFile)
+				if err != nil {
+					return err
+				}
+				req.Nodes = nodes
+			}
+			p := &ironlinkv1.OperationParams{ServerId: serverID}
+			for _, s := range cleanSteps {
+				iface, step, ok := strings.Cut(s, ".")
+				if !ok {
+					return usageErrf("--clean-step %q: want INTERFACE.STEP, e.g. deploy.erase_devices_metadata", s)
+				}
+				p.CleanSteps = append(p.CleanSteps, &ironlinkv1.CleanStep{Interface: iface, Step: step})
+			}
+			if kind == ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY {
+				p.Deploy = &ironlinkv1.DeployParams{ImageSource: imageSource, ImageChecksum: imageChecksum, RootGb: rootGB}
+				if userData != "" || len(sshKeys) > 0 {
+					p.Deploy.ConfigDrive = &ironlinkv1.ConfigDrive{UserData: userData, SshKeys: sshKeys}
+				}
+			}
+			if kind == ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE {
+				p.NovaCreate = &ironlinkv1.NovaCreateParams{Name: novaName, Flavor: novaFlavor, Image: novaImage, KeyName: keyName, UserData: userData, Networks: networks}
+			}
+			req.Params = p
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			cctx, cancel := c.call(ctx)
+			resp, err := c.ops.StartOperation(cctx, req)
+			cancel()
+			if err != nil {
+				return c.explain(err)
+			}
+			a.printOperations(resp.GetOperations(), false)
+			fmt.Fprintf(a.opts.Stderr, "group %s: follow with `ironlink op list --group %s`\n", resp.GetGroupId(), resp.GetGroupId())
+			if !wait {
+				return nil
+			}
+			return a.waitOperations(ctx, c, resp.GetOperations(), timeout)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&reason, "reason", "", "why (required; kept with the operation)")
+	f.StringVar(&site, "site", "", "the site (required for enrol; narrows device names otherwise)")
+	f.StringVar(&nodesFile, "nodes", "", "enrol: JSON array of node specs (\"-\": stdin)")
+	f.BoolVar(&force, "force", false, "override the quarantine guard of provide, deploy, nova-create (recorded)")
+	f.StringSliceVar(&cleanSteps, "clean-step", nil, "clean: INTERFACE.STEP, repeatable, in order")
+	f.StringVar(&imageSource, "image-source", "", "deploy: instance_info.image_source (URL or Glance image id)")
+	f.StringVar(&imageChecksum, "image-checksum", "", "deploy: image checksum (required for an http(s) image)")
+	f.Int32Var(&rootGB, "root-gb", 0, "deploy: root partition size in GiB (0: the node's local_gb)")
+	f.StringSliceVar(&sshKeys, "ssh-key", nil, "deploy: SSH public key for the config drive, repeatable")
+	f.StringVar(&userData, "user-data", "", "deploy, nova-create: cloud-init user data")
+	f.StringVar(&novaImage, "nova-image", "", "nova-create: image name or id")
+	f.StringVar(&novaFlavor, "nova-flavor", "", "nova-create: flavor (default: the site's flavor of the node's resource class)")
+	f.StringVar(&novaName, "nova-name", "", "nova-create: server name")
+	f.StringVar(&keyName, "key-name", "", "nova-create: key pair name")
+	f.StringSliceVar(&networks, "network", nil, "nova-create: network id, repeatable (default: the site's networks)")
+	f.StringVar(&serverID, "server-id", "", "nova-delete: server id (default: the node's instance)")
+	f.BoolVar(&wait, "wait", false, "follow every operation to its end (exit 6 when one FAILED or was CANCELLED, 7 on --timeout)")
+	f.DurationVar(&timeout, "timeout", 30*time.Minute, "how long --wait waits")
+	return cmd
+}
+
+// readNodes reads a JSON array of NodeSpec (protojson) from path ("-": stdin).
+func readNodes(path string) ([]*ironlinkv1.NodeSpec, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, usageErrf("--nodes: %v", err)
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, usageErrf("--nodes %s: want a JSON array of node specs: %v", path, err)
+	}
+	nodes := make([]*ironlinkv1.NodeSpec, len(raw))
+	for i, r := range raw {
+		nodes[i] = &ironlinkv1.NodeSpec{}
+		if err := protojson.Unmarshal(r, nodes[i]); err != nil {
+			return nil, usageErrf("--nodes %s: node %d: %v", path, i, err)
+		}
+	}
+	return nodes, nil
+}
+
+// printOperations prints ops as a table (wide: with group and last error).
+func (a *app) printOperations(ops []*ironlinkv1.Operation, wide bool) {
+	header := []string{"OPERATION", "KIND", "SITE", "DEVICE", "STATE", "PROVISION STATE", "ATTEMPTS", "AGE"}
+	if wide {
+		header = append(header, "ACTOR", "REASON", "LAST ERROR")
+	}
+	t := newTable(a.opts.Stdout, "", header...)
+	for _, o := range ops {
+		state := opStateName(o.GetState())
+		if o.GetCancelRequested() {
+			state += " (cancelling)"
+		}
+		if o.GetForced() {
+			state += " (forced)"
+		}
+		dev := o.GetDeviceName()
+		if dev == "" {
+			dev = o.GetDeviceId()
+		}
+		row := []string{o.GetOperationId(), opKindName(o.GetKind()), o.GetSite(), dev, state, o.GetProvisionState(),
+			fmt.Sprint(o.GetAttempts()), a.age(o.GetCreateTime())}
+		if wide {
+			row = append(row, o.GetActor(), truncate(o.GetReason(), 40), truncate(o.GetLastError(), 80))
+		}
+		t.row(row...)
+	}
+	t.flush()
+}
+
+// waitOperations polls every operation until each is final, printing state
+// changes. All SUCCEEDED: nil; any FAILED or CANCELLED: ExitCommandFailed;
+// timeout: ExitWaitTimeout.
+func (a *app) waitOperations(ctx context.Context, c *client, ops []*ironlinkv1.Operation, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	last := map[string]string{}
+	var failed []string
+	open := slices.Clone(ops)
+	for len(open) > 0 {
+		var still []*ironlinkv1.Operation
+		for _, o := range open {
+			cctx, cancel := c.call(ctx)
+			r, err := c.ops.GetOperation(cctx, &ironlinkv1.GetOperationRequest{OperationId: o.GetOperationId()})
+			cancel()
+			if err != nil {
+				return c.explain(err)
+			}
+			cur := r.GetOperation()
+			line := opStateName(cur.GetState()) + " " + cur.GetProvisionState()
+			if last[cur.GetOperationId()] != line {
+				last[cur.GetOperationId()] = line
+				fmt.Fprintf(a.opts.Stdout, "%s %s %s: %s", cur.GetOperationId(), opKindName(cur.GetKind()), first(cur.GetDeviceName(), cur.GetDeviceId()), opStateName(cur.GetState()))
+				if ps := cur.GetProvisionState(); ps != "" {
+					fmt.Fprintf(a.opts.Stdout, " (%s)", ps)
+				}
+				if e := cur.GetLastError(); e != "" {
+					fmt.Fprintf(a.opts.Stdout, ": %s", e)
+				}
+				fmt.Fprintln(a.opts.Stdout)
+			}
+			switch {
+			case cur.GetState() == ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED:
+			case opFinal(cur.GetState()):
+				failed = append(failed, cur.GetOperationId()+" "+opStateName(cur.GetState()))
+			default:
+				still = append(still, cur)
+			}
+		}
+		open = still
+		if len(open) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return &Error{Code: ExitWaitTimeout, Msg: fmt.Sprintf("%d operations not finished within --timeout %s (still running at the site; follow with `ironlink op watch ID`)", len(open), timeout)}
+		}
+		select {
+		case <-ctx.Done():
+			return &Error{Code: ExitError, Msg: "interrupted"}
+		case <-time.After(a.opts.PollInterval):
+		}
+	}
+	if len(failed) > 0 {
+		return &Error{Code: ExitCommandFailed, Msg: "operations did not succeed: " + strings.Join(failed, ", ")}
+	}
+	return nil
+}
+
+func (a *app) newOpGetCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "get OPERATION_ID",
+		Short: "Show one operation with its steps",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output, "", outWide, outJSON, outYAML); err != nil {
+				return err
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			cctx, cancel := c.call(cmd.Context())
+			defer cancel()
+			r, err := c.ops.GetOperation(cctx, &ironlinkv1.GetOperationRequest{OperationId: args[0]})
+			if err != nil {
+				return c.explain(err)
+			}
+			if output == outJSON || output == outYAML {
+				return writeProto(a.opts.Stdout, output, r.GetOperation())
+			}
+			a.describeOperation(r.GetOperation())
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output: wide, json, yaml")
+	return cmd
+}
+
+// describeOperation prints an operation's fields and its steps.
+func (a *app) describeOperation(o *ironlinkv1.Operation) {
+	w := a.opts.Stdout
+	t := newTable(w, "")
+	for _, kv := range [][2]string{
+		{"Operation:", o.GetOperationId()}, {"Group:", o.GetGroupId()}, {"Kind:", opKindName(o.GetKind())},
+		{"Site:", o.GetSite()}, {"Device:", strings.TrimSpace(o.GetDeviceName() + " " + o.GetDeviceId())},
+		{"State:", opStateName(o.GetState())}, {"Provision state:", o.GetProvisionState()},
+		{"Cancel requested:", fmt.Sprint(o.GetCancelRequested())}, {"Forced:", fmt.Sprint(o.GetForced())},
+		{"Attempts:", fmt.Sprint(o.GetAttempts())}, {"Server:", o.GetServerId()}, {"Actor:", o.GetActor()},
+		{"Reason:", o.GetReason()}, {"Source:", o.GetSourceAddress()}, {"Created:", a.age(o.GetCreateTime())},
+		{"Started:", a.age(o.GetStartTime())}, {"Ended:", a.age(o.GetEndTime())}, {"Last error:", o.GetLastError()},
+	} {
+		t.row(kv[0], kv[1])
+	}
+	t.flush()
+	if len(o.GetSteps()) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Steps:")
+	st := newTable(w, "  ", "STEP", "OBSERVED", "STARTED", "ENDED", "MESSAGE")
+	for _, s := range o.GetSteps() {
+		st.row(s.GetName(), s.GetObservedState(), a.age(s.GetStartTime()), a.age(s.GetEndTime()), truncate(s.GetMessage(), 80))
+	}
+	st.flush()
+}
+
+func (a *app) newOpListCommand() *cobra.Command {
+	var output, site, device, group string
+	var kinds, states []string
+	var limit int32
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List operations, newest first",
+		Example: `  ironlink op list --site site-b --state pending,running
+  ironlink op list --device node-007 -o wide`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output, "", outWide, outJSON, outYAML); err != nil {
+				return err
+			}
+			req := &ironlinkv1.ListOperationsRequest{Site: site, Device: device, GroupId: group, PageSize: limit}
+			for _, k := range kinds {
+				v, ok := opKinds[k]
+				if !ok {
+					return usageErrf("--kind %q: want one of %s", k, kindNames())
+				}
+				req.Kinds = append(req.Kinds, v)
+			}
+			for _, s := range states {
+				v, ok := ironlinkv1.OperationState_value["OPERATION_STATE_"+strings.ToUpper(s)]
+				if !ok || v == 0 {
+					return usageErrf("--state %q: want pending, running, succeeded, failed or cancelled", s)
+				}
+				req.States = append(req.States, ironlinkv1.OperationState(v))
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			cctx, cancel := c.call(cmd.Context())
+			defer cancel()
+			r, err := c.ops.ListOperations(cctx, req)
+			if err != nil {
+				return c.explain(err)
+			}
+			if output == outJSON || output == outYAML {
+				return writeProto(a.opts.Stdout, output, r)
+			}
+			a.printOperations(r.GetOperations(), output == outWide)
+			if r.GetNextPageToken() != "" {
+				fmt.Fprintf(a.opts.Stderr, "more operations: raise --limit (at most 1000) or filter\n")
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&output, "output", "o", "", "output: wide, json, yaml")
+	f.StringVar(&site, "site", "", "only this site")
+	f.StringVar(&device, "device", "", "only this device (name or UUID)")
+	f.StringVar(&group, "group", "", "only this group id")
+	f.StringSliceVar(&kinds, "kind", nil, "only these kinds ("+kindNames()+")")
+	f.StringSliceVar(&states, "state", nil, "only these states (pending, running, succeeded, failed, cancelled)")
+	f.Int32Var(&limit, "limit", 100, "at most this many (1-1000)")
+	return cmd
+}
+
+func (a *app) newOpCancelCommand() *cobra.Command {
+	var reason string
+	var wait bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "cancel OPERATION_ID --reason TEXT",
+		Short: "Cancel an operation (PENDING at once; RUNNING only from an Ironic \"* wait\" state)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return usageErrf("--reason is required: say why")
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			cctx, cancel := c.call(cmd.Context())
+			r, err := c.ops.CancelOperation(cctx, &ironlinkv1.CancelOperationRequest{OperationId: args[0], Reason: reason})
+			cancel()
+			if err != nil {
+				return c.explain(err)
+			}
+			a.printOperations([]*ironlinkv1.Operation{r.GetOperation()}, false)
+			if !wait || opFinal(r.GetOperation().GetState()) {
+				return nil
+			}
+			err = a.waitOperations(cmd.Context(), c, []*ironlinkv1.Operation{r.GetOperation()}, timeout)
+			var e *Error
+			if errors.As(err, &e) && e.Code == ExitCommandFailed && strings.HasSuffix(e.Msg, "CANCELLED") {
+				return nil // cancelled is what was asked for
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (required)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the operation has ended")
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	return cmd
+}
+
+func (a *app) newOpWatchCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "watch OPERATION_ID",
+		Short: "Follow an operation until it ends (exit 6 when it FAILED or was CANCELLED)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output, "", outJSON); err != nil {
+				return err
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			stream, err := c.ops.WatchOperation(cmd.Context(), &ironlinkv1.WatchOperationRequest{OperationId: args[0]})
+			if err != nil {
+				return c.explain(err)
+			}
+			var last *ironlinkv1.Operation
+			for {
+				m, err := stream.Recv()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					return c.explain(err)
+				}
+				o := m.GetOperation()
+				last = o
+				if output == outJSON {
+					if err := writeProtoLine(a.opts.Stdout, o); err != nil {
+						return err
+					}
+					continue
+				}
+				step := ""
+				if n := len(o.GetSteps()); n > 0 {
+					step = o.GetSteps()[n-1].GetName()
+				}
+				fmt.Fprintf(a.opts.Stdout, "%s  %-9s  %-16s  step %-20s  attempt %d", time.Now().UTC().Format("15:04:05"), opStateName(o.GetState()),
+					cell(o.GetProvisionState()), cell(step), o.GetAttempts())
+				if e := o.GetLastError(); e != "" {
+					fmt.Fprintf(a.opts.Stdout, "  %s", e)
+				}
+				fmt.Fprintln(a.opts.Stdout)
+			}
+			if last != nil && last.GetState() != ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED {
+				return &Error{Code: ExitCommandFailed, Msg: fmt.Sprintf("operation %s ended %s: %s", last.GetOperationId(), opStateName(last.GetState()), orDash(last.GetLastError()))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output: json (one line per change)")
+	return cmd
+}
