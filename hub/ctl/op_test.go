@@ -1,0 +1,124 @@
+package ctl_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ironlink/ironlink/hub/app"
+	"github.com/ironlink/ironlink/hub/ctl"
+	"github.com/ironlink/ironlink/hub/link"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/pgtest"
+)
+
+// opsHub serves the hub's services without authentication on a TCP port
+// over a fresh database holding site-a (operations capability) with one
+// manageable device, node-1. It returns the address and the store.
+func opsHub(t *testing.T) (string, *store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	if _, err := store.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(ctx, url, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: "b", Replica: "r0", Capabilities: []string{"operations"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := st.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{{DeviceID: uuid.NewString(), ObservedTime: now,
+		Facts:      &store.Facts{Name: "node-1", ProvisionState: "manageable"},
+		Conditions: []condition.Condition{{Type: condition.Enrolled, Status: condition.True, Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := app.Config{DatabaseURL: url, NoAuth: true, Plaintext: true, Replica: "r1"}.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := app.NewGRPCServer(cfg, log)
+	linkSrv := link.NewServer(st, cfg.Link, log)
+	hs := app.RegisterServices(srv, linkSrv, app.NewFleetServer(st, log))
+	app.RegisterOperations(srv, hs, app.NewOperationServer(st, linkSrv, log))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String(), st
+}
+
+func TestOpCommands(t *testing.T) {
+	addr, st := opsHub(t)
+	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
+	run := func(args ...string) (string, string, int) {
+		var out, errb bytes.Buffer
+		code := ctl.Execute(context.Background(), ctl.Options{Stdout: &out, Stderr: &errb, PollInterval: 20 * time.Millisecond,
+			Getenv: func(k string) string {
+				if k == ctl.EnvConfig {
+					return cfgPath
+				}
+				return ""
+			}}, append([]string{"--hub", addr, "--plaintext", "--no-auth"}, args...))
+		return out.String(), errb.String(), code
+	}
+	if _, errs, code := run("op", "start", "reboot", "node-1", "--reason", "x"); code != ctl.ExitUsage || !strings.Contains(errs, "unknown operation kind") {
+		t.Fatalf("unknown kind: exit %d %s", code, errs)
+	}
+	if _, errs, code := run("op", "start", "deploy", "node-1", "--reason", "x"); code != ctl.ExitUsage || !strings.Contains(errs, "image_source") {
+		t.Fatalf("deploy without image: exit %d %s", code, errs)
+	}
+	out, errs, code := run("op", "start", "inspect", "node-1", "--reason", "new rack")
+	if code != 0 || !strings.Contains(out, "PENDING") || !strings.Contains(out, "inspect") {
+		t.Fatalf("start: exit %d\n%s%s", code, out, errs)
+	}
+	id := strings.Fields(strings.Split(out, "\n")[1])[0]
+	if out, _, code := run("op", "list", "--state", "pending", "-o", "wide"); code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "new rack") {
+		t.Fatalf("list: exit %d\n%s", code, out)
+	}
+	if out, _, code := run("op", "get", id); code != 0 || !strings.Contains(out, "node-1") {
+		t.Fatalf("get: exit %d\n%s", code, out)
+	}
+	if out, errs, code := run("op", "start", "clean", "node-1", "--clean-step", "deploy.erase_devices_metadata", "--reason", "x"); code != ctl.ExitError || !strings.Contains(errs, "already running") {
+		t.Fatalf("second operation on a busy device: exit %d %s%s", code, out, errs)
+	}
+	// The satellite's part is played by the store: the operation fails.
+	ctx := context.Background()
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: "b2", Replica: "r0", Capabilities: []string{"operations"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := st.MarkOperationSent(ctx, "site-a", sess.Epoch, id); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if _, err := st.RecordOperationProgress(ctx, "site-a", store.OperationProgress{OperationID: id, Attempt: 1, State: store.OperationFailed, Error: "inspection timed out"}); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = run("op", "watch", id)
+	if code != ctl.ExitCommandFailed || !strings.Contains(out, "FAILED") || !strings.Contains(errs, "inspection timed out") {
+		t.Fatalf("watch of a FAILED operation: exit %d\n%s%s", code, out, errs)
+	}
+	if _, errs, code := run("op", "cancel", id, "--reason", "stop"); code != ctl.ExitError || !strings.Contains(errs, "is FAILED") {
+		t.Fatalf("cancel a finished operation: exit %d %s", code, errs)
+	}
+	out, errs, code = run("op", "start", "provide", "node-1", "--reason", "make available", "--wait", "--timeout", "300ms")
+	if code != ctl.ExitWaitTimeout {
+		t.Fatalf("--wait without a satellite: exit %d, want %d\n%s%s", code, ctl.ExitWaitTimeout, out, errs)
+	}
+}
