@@ -240,6 +240,20 @@ func TestEnrolKeepsCredentialsOutOfTheDatabase(t *testing.T) {
 	}
 }
 
+func TestGetDeviceListsRecentOperations(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	resp, err := f.api.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, Devices: []string{"a-manageable"}, Reason: "check"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet := ironlinkv1.NewFleetServiceClient(f.hub.Operator(t, "ops-admin"))
+	d, err := fleet.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceName: "a-manageable"})
+	if err != nil || len(d.GetRecentOperations()) != 1 || d.RecentOperations[0].GetOperationId() != resp.Operations[0].GetOperationId() {
+		t.Fatalf("GetDevice recent operations %v %v", d.GetRecentOperations(), err)
+	}
+}
+
 func TestListAndCancelOperations(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
