@@ -26,7 +26,7 @@ func TestVaultKeepsCopiesUntilTTLOrDrop(t *testing.T) {
 	if _, ok := v.Get("op2"); ok || v.Len() != 0 {
 		t.Fatalf("after Drop: ok=%v len=%d", ok, v.Len())
 	}
-	if !v.SameReplica("r1/other-process") || v.SameReplica("r2/" + v.Holder()[3:]) || v.SameReplica("r10/x") {
+	if !v.SameReplica("r1/other-process") || v.SameReplica("r2/"+v.Holder()[3:]) || v.SameReplica("r10/x") {
 		t.Fatalf("SameReplica wrong for holder %s", v.Holder())
 	}
 }
