@@ -22,6 +22,9 @@ import (
 //   - commands name UUIDs, a generation above 0 and a desired state;
 //     desired-state entries likewise;
 //   - heartbeats carry a valid sent_time;
+//   - operations name a UUID, a kind, and an attempt above 0 that strictly
+//     increases per operation on the stream (every delivery is a new
+//     attempt);
 //   - nothing is sent after a Send returned an error, nor after the
 //     handler returned.
 //
@@ -96,6 +99,7 @@ type CheckedStream struct {
 	sent     int
 	lastAck  uint64
 	gens     map[string]int64 // device → highest generation sent
+	attempts map[string]int32 // operation → highest attempt sent
 	failed   error            // first Send error
 	returned bool
 }
@@ -178,6 +182,21 @@ func (s *CheckedStream) check(m *ironlinkv1.ConnectResponse) {
 		if !msg.Heartbeat.GetSentTime().IsValid() {
 			bad("heartbeat without a valid sent_time")
 		}
+	case *ironlinkv1.ConnectResponse_Operation:
+		op := msg.Operation
+		if _, err := uuid.Parse(op.GetOperationId()); err != nil {
+			bad("operation id %q is not a UUID", op.GetOperationId())
+		}
+		if op.GetKind() == ironlinkv1.OperationKind_OPERATION_KIND_UNSPECIFIED {
+			bad("operation %s without a kind", op.GetOperationId())
+		}
+		if s.attempts == nil {
+			s.attempts = map[string]int32{}
+		}
+		if last := s.attempts[op.GetOperationId()]; op.GetAttempt() <= last {
+			bad("operation %s attempt %d after attempt %d: attempts must strictly increase", op.GetOperationId(), op.GetAttempt(), last)
+		}
+		s.attempts[op.GetOperationId()] = max(s.attempts[op.GetOperationId()], op.GetAttempt())
 	}
 }
 

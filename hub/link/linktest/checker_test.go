@@ -43,6 +43,11 @@ func heartbeat(valid bool) *ironlinkv1.ConnectResponse {
 	return &ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Heartbeat{Heartbeat: hb}}
 }
 
+func operation(id string, attempt int32) *ironlinkv1.ConnectResponse {
+	return &ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Operation{Operation: &ironlinkv1.OperationRequest{
+		OperationId: id, Attempt: attempt, Kind: ironlinkv1.OperationKind_OPERATION_KIND_INSPECT}}}
+}
+
 // TestCheckerFlagsEachViolation: every invariant the Checker documents is
 // caught, and a well-behaved sequence passes.
 func TestCheckerFlagsEachViolation(t *testing.T) {
@@ -64,6 +69,10 @@ func TestCheckerFlagsEachViolation(t *testing.T) {
 		{"command generation zero", []*ironlinkv1.ConnectResponse{welcome(), command(cmd1, 0)}, "want > 0"},
 		{"command id not a UUID", []*ironlinkv1.ConnectResponse{welcome(), command("c-1", 1)}, "not a UUID"},
 		{"heartbeat without time", []*ironlinkv1.ConnectResponse{welcome(), heartbeat(false)}, "sent_time"},
+		{"operation attempts increase", []*ironlinkv1.ConnectResponse{welcome(), operation(cmd1, 1), operation(cmd2, 1), operation(cmd1, 2)}, ""},
+		{"operation attempt repeated", []*ironlinkv1.ConnectResponse{welcome(), operation(cmd1, 2), operation(cmd1, 2)}, "strictly increase"},
+		{"operation attempt zero", []*ironlinkv1.ConnectResponse{welcome(), operation(cmd1, 0)}, "strictly increase"},
+		{"operation id not a UUID", []*ironlinkv1.ConnectResponse{welcome(), operation("op-1", 1)}, "not a UUID"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
