@@ -162,8 +162,10 @@ type Decision struct {
 //  5. hold-down not yet elapsed (Now − Since < HoldDown) → WAIT;
 //  6. stale trigger → PENDING StaleTrigger: the site is unreachable now,
 //     the cause began before the site's last reconnection
-//     (Since < UnreachableUntil), or the cause was older than the guard
-//     window when the hub first saw it (ChangedAt − Since > Window);
+//     (Since < UnreachableUntil), the cause was older than the guard
+//     window when the hub first saw it (ChangedAt − Since > Window), or the
+//     policy sees it only now, later than hold-down + window (Now − Since >
+//     HoldDown + Window: the policy was off or no evaluator ran);
 //  7. the guard: with A automatic quarantines in (Now − Window, Now] and D
 //     devices not removed, the quarantine is allowed when the guard is not
 //     tripped, A+1 ≤ MaxDevices and (A+1)·100 ≤ MaxPercent·D; otherwise
@@ -228,6 +230,9 @@ func Decide(in Input) Decision {
 	case t.ChangedAt.Sub(since) > p.Guard.Window:
 		return pending(ReasonStaleTrigger, "the cause was %s old when the hub first saw it, older than the guard window %s",
 			t.ChangedAt.Sub(since).Truncate(time.Second), p.Guard.Window)
+	case in.Now.Sub(since) > rule.HoldDown+p.Guard.Window:
+		return pending(ReasonStaleTrigger, "the cause is %s old, older than hold-down %s + guard window %s: a backlog (policy off or not evaluated meanwhile)",
+			in.Now.Sub(since).Truncate(time.Second), rule.HoldDown, p.Guard.Window)
 	}
 	a := windowCount(in.Site.RecentActions, in.Now, p.Guard.Window, d.DryRun)
 	d.WindowCount = a

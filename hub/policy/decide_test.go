@@ -140,8 +140,14 @@ func TestDecide(t *testing.T) {
 			in.Trigger.ChangedAt = t0.Add(-time.Hour + time.Second)
 		}), ActionPending, ReasonStaleTrigger, "faulted", false, false},
 		{"cause exactly the window old when first seen is not stale", with(func(in *Input) {
-			in.Trigger.CauseSince = t0.Add(-2 * time.Hour)
-			in.Trigger.ChangedAt = t0.Add(-time.Hour)
+			in.Trigger.CauseSince = t0.Add(-time.Hour)
+			in.Trigger.ChangedAt = t0
+		}), ActionQuarantine, ReasonRuleMatched, "faulted", false, false},
+		{"trigger the policy sees later than hold-down + window is stale", with(func(in *Input) {
+			in.Now = t0.Add(time.Hour)
+		}), ActionPending, ReasonStaleTrigger, "faulted", false, false},
+		{"trigger seen exactly at hold-down + window is not stale", with(func(in *Input) {
+			in.Now = in.Trigger.CauseSince.Add(30*time.Second + time.Hour)
 		}), ActionQuarantine, ReasonRuleMatched, "faulted", false, false},
 		{"stale trigger in dry-run is a dry-run pending", with(func(in *Input) {
 			in.Policy = dry
