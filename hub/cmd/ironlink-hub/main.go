@@ -109,6 +109,9 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 	if terr := addThrottleFlags(fs, &cfg.Throttle, def.Throttle); terr != nil {
 		err = terr
 	}
+	if perr := addPolicyFlags(fs, &cfg, def); perr != nil && err == nil {
+		err = perr
+	}
 	durations := []struct {
 		p    *time.Duration
 		name string
