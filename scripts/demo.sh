@@ -239,6 +239,9 @@ Try the ironlink CLI in another terminal, from $PWD $cfgnote:
   $cli release $devname --reason "GPU replaced" --wait
   $cli get devices --orphaned                        # orphaned Nova instances (after ~30 s)
   $cli get devices --watch                           # Ctrl-C stops watching
+  $cli get decisions --site demo                     # what the quarantine policy decided (dry-run: nothing changed)
+  $cli get pending                                   # automatic quarantines waiting for you
+  $cli approve ID... --reason "confirmed broken"     # or: $cli reject ID... --reason "..."
 
 The same through grpcurl ${pathnote:-}
 First define how to mint a short-lived operator token

@@ -156,6 +156,7 @@ func dial(s Settings) (*grpc.ClientConn, error) {
 type client struct {
 	settings Settings
 	fleet    ironlinkv1.FleetServiceClient
+	policy   ironlinkv1.PolicyServiceClient
 	timeout  time.Duration
 	close    func() error
 }

@@ -74,7 +74,7 @@ func (a *app) connect() (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.cl = &client{settings: s, fleet: ironlinkv1.NewFleetServiceClient(cc), timeout: a.timeout, close: cc.Close}
+	a.cl = &client{settings: s, fleet: ironlinkv1.NewFleetServiceClient(cc), policy: ironlinkv1.NewPolicyServiceClient(cc), timeout: a.timeout, close: cc.Close}
 	return a.cl, nil
 }
 
@@ -138,7 +138,8 @@ at more than one site, or by UUID.
 	_ = root.RegisterFlagCompletionFunc("context", a.completeContexts)
 
 	root.AddCommand(a.newGetCommand(), a.newDescribeCommand(),
-		a.newImpairCommand(true), a.newImpairCommand(false), a.newConfigCommand())
+		a.newImpairCommand(true), a.newImpairCommand(false), a.newConfigCommand(),
+		a.newResolveCommand(true), a.newResolveCommand(false))
 	return root, a
 }
 

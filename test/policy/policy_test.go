@@ -1,6 +1,6 @@
 // Package policy_test runs the quarantine policy end to end: the policy file
 // on disk, the evaluator on its advisory lock at its default 1 s interval,
-// PolicyService and FleetService over gRPC (in memory), the metrics page, and
+// PolicyService and FleetService over gRPC (TCP), the CLI, the metrics page, and
 // scripted satellites committing condition batches through the store exactly
 // as the link server does.
 package policy_test
@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,10 +25,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/app"
+	"github.com/ironlink/ironlink/hub/ctl"
 	"github.com/ironlink/ironlink/hub/metrics"
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/policyapi"
@@ -57,6 +58,7 @@ type hub struct {
 	fleet   ironlinkv1.FleetServiceClient
 	policy  ironlinkv1.PolicyServiceClient
 	metrics string
+	addr    string
 }
 
 func startHub(t *testing.T) *hub {
@@ -104,18 +106,20 @@ func startHub(t *testing.T) *hub {
 	srv := app.NewGRPCServer(cfg, log, grpc.ChainUnaryInterceptor(api.FleetDecorator()))
 	ironlinkv1.RegisterFleetServiceServer(srv, app.NewFleetServer(st, log))
 	ironlinkv1.RegisterPolicyServiceServer(srv, api)
-	lis := bufconn.Listen(1 << 20)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	cc, err := grpc.NewClient("passthrough:///policy", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
 	hs := httptest.NewServer(m.Handler())
 	t.Cleanup(hs.Close)
-	return &hub{st: st, url: url, fleet: ironlinkv1.NewFleetServiceClient(cc), policy: ironlinkv1.NewPolicyServiceClient(cc), metrics: hs.URL}
+	return &hub{st: st, url: url, fleet: ironlinkv1.NewFleetServiceClient(cc), policy: ironlinkv1.NewPolicyServiceClient(cc), metrics: hs.URL, addr: lis.Addr().String()}
 }
 
 // sat is a scripted satellite: it commits batches through the store under
@@ -424,5 +428,42 @@ func TestDryRunSite(t *testing.T) {
 		if n := pgtest.Count(t, h.url, q); n != 0 {
 			t.Fatalf("%s = %d, want 0", q, n)
 		}
+	}
+}
+
+// The CLI: get pending, approve, get decisions.
+func TestCLI(t *testing.T) {
+	h := startHub(t)
+	a := newSat(t, h.st, "site-a", 20)
+	for i := 0; i < 4; i++ { // 5 % per device on 20: the 3rd is 15 % > 10 %: 2 quarantined, 2 held
+		a.fault(a.ids[i], time.Now())
+	}
+	waitFor(t, "4 decisions", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 4 })
+	run := func(args ...string) (string, int) {
+		var out, errb strings.Builder
+		code := ctl.Execute(context.Background(), ctl.Options{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }},
+			append([]string{"--hub", h.addr, "--plaintext", "--no-auth"}, args...))
+		return out.String() + errb.String(), code
+	}
+	out, code := run("get", "pending", "--site", "site-a", "-o", "name")
+	ids := strings.Fields(out)
+	if code != 0 || len(ids) != 2 {
+		t.Fatalf("get pending: %d %q", code, out)
+	}
+	if out, code := run("get", "pending"); code != 0 || !strings.Contains(out, "HeldByGuard") || !strings.Contains(out, "site-a-00") {
+		t.Fatalf("get pending table: %d %q", code, out)
+	}
+	if out, code := run(append([]string{"approve", "--reason", "confirmed"}, ids...)...); code != 0 || strings.Count(out, "approved (command ") != 2 {
+		t.Fatalf("approve: %d %q", code, out)
+	}
+	if out, code := run("approve", ids[0], "--reason", "again"); code == 0 {
+		t.Fatalf("approving twice succeeded: %q", out)
+	}
+	if out, code := run("reject", "x", "--reason", "r"); code == 0 || !strings.Contains(out, "not a pending action id") {
+		t.Fatalf("bad id: %d %q", code, out)
+	}
+	out, code = run("get", "decisions", "--site", "site-a", "-o", "wide")
+	if code != 0 || strings.Count(out, "QUARANTINE ") != 2 || strings.Count(out, "HeldByGuard") != 2 || !strings.Contains(out, "ProvisioningHealthy=False(DeployFailed)") {
+		t.Fatalf("get decisions: %d %q", code, out)
 	}
 }
