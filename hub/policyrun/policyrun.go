@@ -49,6 +49,7 @@ type Config struct {
 	Policy func() *policy.File
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Hooks observe the passes (metrics).
 	Hooks Hooks
 }
 
