@@ -370,3 +370,47 @@ func TestExclusionAndOneLeader(t *testing.T) {
 		t.Fatalf("decisions from %d replicas", n)
 	}
 }
+
+// A blip shorter than the hold-down is never decided; a later fault of the
+// same device is a new trigger with its own decision, once.
+func TestHoldDownBlipAndRefault(t *testing.T) {
+	ctx := context.Background()
+	st, url := newStore(t)
+	a := newSite(t, st, "site-a", 50)
+	doc := `
+policy:
+  default:
+    enabled: true
+    rules: [{name: faulted, to: [FAULTED], holdDown: 30s}]
+`
+	clk := &clock{t: time.Now()}
+	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, doc), Now: clk.Now, Replica: "r1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a.fault(a.ids[:1], "DeployFailed", time.Now())
+	clk.Add(10 * time.Second)
+	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
+		t.Fatalf("inside the hold-down: %+v %v", stats, err)
+	}
+	a.batch([]store.DeviceUpdate{{DeviceID: a.ids[0], Conditions: conds(time.Now(), ""), ObservedTime: time.Now()}}) // the blip ends
+	clk.Add(time.Minute)
+	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
+		t.Fatalf("after the blip: %+v %v", stats, err)
+	}
+	a.fault(a.ids[:1], "DeployFailed", clk.Now().Add(-31*time.Second))
+	if stats, err := ev.Tick(ctx); err != nil || stats.Quarantined != 1 {
+		t.Fatalf("a fault that held: %+v %v", stats, err)
+	}
+	if _, err := st.SetDesiredImpairment(ctx, a.ids[0], store.ImpairmentReleased, "bob", "fixed", "operator-api"); err != nil {
+		t.Fatal(err)
+	}
+	a.batch([]store.DeviceUpdate{{DeviceID: a.ids[0], Conditions: conds(time.Now(), ""), ObservedTime: time.Now()}})
+	a.fault(a.ids[:1], "CleanFailed", clk.Now().Add(-31*time.Second))
+	if stats, err := ev.Tick(ctx); err != nil || stats.Quarantined != 1 {
+		t.Fatalf("the second fault: %+v %v", stats, err)
+	}
+	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
+		t.Fatalf("decided twice: %+v %v", stats, err)
+	}
+	if n := count(t, url, `SELECT count(DISTINCT trigger_id) FROM policy_decisions WHERE action = 'QUARANTINE'`); n != 2 {
+		t.Fatalf("%d triggers quarantined, want 2", n)
+	}
+}

@@ -89,6 +89,11 @@ func (s *Store) PolicyCandidates(ctx context.Context) ([]PolicyCandidate, error)
 		JOIN LATERAL (SELECT id, status, changed_at FROM status_history
 			WHERE device_id = d.id ORDER BY id DESC LIMIT $1) h ON true
 		WHERE d.status IN ('FAULTED', 'MAINTENANCE') AND NOT d.removed
+			-- Already decided: a decision whose trigger starts the current run
+			-- (no status other than FAULTED, MAINTENANCE, UNREACHABLE since).
+			AND NOT EXISTS (SELECT 1 FROM policy_decisions pd WHERE pd.device_id = d.id AND pd.kind = 'QUARANTINE'
+				AND NOT EXISTS (SELECT 1 FROM status_history x WHERE x.device_id = d.id AND x.id > pd.trigger_id
+					AND x.status NOT IN ('FAULTED', 'MAINTENANCE', 'UNREACHABLE')))
 		ORDER BY d.site, d.id, h.id DESC`, historyDepth)
 	if err != nil {
 		return nil, fmt.Errorf("policy candidates: %w", err)
