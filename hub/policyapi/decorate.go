@@ -2,10 +2,12 @@ package policyapi
 
 import (
 	"context"
+	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 )
@@ -35,7 +37,11 @@ func (s *Server) FleetDecorator() grpc.UnaryServerInterceptor {
 				by[st.Site] = st
 			}
 			for _, site := range r.GetSites() {
-				site.PolicyState = by[site.GetName()]
+				st := by[site.GetName()]
+				site.PolicyState = st
+				if c := guardCondition(st); c != nil {
+					site.Conditions = append(site.Conditions, c)
+				}
 			}
 		case *ironlinkv1.ListDevicesResponse:
 			s.addHolds(ctx, r.GetDevices())
@@ -46,6 +52,23 @@ func (s *Server) FleetDecorator() grpc.UnaryServerInterceptor {
 		}
 		return resp, nil
 	}
+}
+
+// GuardConditionType is the hub-side site condition showing the guard on
+// sites whose policy is enabled: True (reason Armed) or False (reason
+// GuardTripped, the detail as message, since the trip).
+const GuardConditionType = "PolicyGuardArmed"
+
+func guardCondition(st *ironlinkv1.SitePolicyState) *ironlinkv1.Condition {
+	if st == nil || !st.GetEnabled() {
+		return nil
+	}
+	if !st.GetGuardTripped() {
+		return &ironlinkv1.Condition{Type: GuardConditionType, Status: ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE, Reason: "Armed"}
+	}
+	return &ironlinkv1.Condition{Type: GuardConditionType, Status: ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE, Reason: "GuardTripped",
+		Message:            fmt.Sprintf("rule %s: %s; %d pending", st.GetGuardTrippedRule(), st.GetGuardTrippedDetail(), st.GetPendingHeldCount()),
+		LastTransitionTime: st.GetGuardTrippedTime(), ObservedTime: timestamppb.Now()}
 }
 
 func (s *Server) addHolds(ctx context.Context, devs []*ironlinkv1.Device) {

@@ -251,6 +251,10 @@ func TestGuardPendingApproveRelease(t *testing.T) {
 	if ps := sites.GetSites()[0].GetPolicyState(); !ps.GetGuardTripped() || ps.GetPendingHeldCount() != 15 {
 		t.Fatalf("ListSites policy_state %v", ps)
 	}
+	conds := sites.GetSites()[0].GetConditions()
+	if c := conds[len(conds)-1]; c.GetType() != "PolicyGuardArmed" || c.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE || c.GetReason() != "GuardTripped" {
+		t.Fatalf("site condition %v", c)
+	}
 	page := promtest.Scrape(t, h.metrics+"/metrics")
 	if v, _ := page.Value("ironlink_policy_guard_tripped", "site", "site-a"); v != 1 {
 		t.Errorf("guard tripped metric %v, want 1", v)
