@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -128,3 +129,29 @@ func TestWatcherKeepsLastGood(t *testing.T) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestWatcherRunReloadsOnChange(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/policy.yaml"
+	if err := os.WriteFile(path, []byte("policy:\n  default:\n    enabled: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWatcher(path, 50*time.Millisecond, discard(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if err := os.WriteFile(path, []byte("policy:\n  default:\n    enabled: true\n    rules: [{name: a}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !w.Policy().Default.Enabled {
+		if time.Now().After(deadline) {
+			t.Fatal("the changed file was not reloaded")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
