@@ -18,7 +18,9 @@ import (
 	"github.com/ironlink/ironlink/internal/pgtest"
 )
 
-func newStore(t *testing.T) (*store.Store, string) {
+func newStore(t *testing.T) (*store.Store, string) { return newBenchStore(t) }
+
+func newBenchStore(t testing.TB) (*store.Store, string) {
 	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
@@ -36,7 +38,7 @@ func newStore(t *testing.T) (*store.Store, string) {
 // site is a scripted satellite at the store's level: it opens a link and
 // commits batches exactly as the link server does.
 type site struct {
-	t     *testing.T
+	t     testing.TB
 	st    *store.Store
 	name  string
 	epoch int64
@@ -63,6 +65,10 @@ func conds(at time.Time, faultReason string) []condition.Condition {
 }
 
 func newSite(t *testing.T, st *store.Store, name string, n int) *site {
+	return newBenchSite(t, st, name, n)
+}
+
+func newBenchSite(t testing.TB, st *store.Store, name string, n int) *site {
 	s := &site{t: t, st: st, name: name}
 	for i := 0; i < n; i++ {
 		s.ids = append(s.ids, uuid.NewString())
@@ -109,7 +115,9 @@ func (s *site) fault(ids []string, reason string, at time.Time) {
 	s.batch(ups)
 }
 
-func livePolicy(t *testing.T, doc string) func() *policy.File {
+func livePolicy(t *testing.T, doc string) func() *policy.File { return benchPolicy(t, doc) }
+
+func benchPolicy(t testing.TB, doc string) func() *policy.File {
 	t.Helper()
 	f, err := policy.Parse([]byte(doc))
 	if err != nil {
