@@ -28,12 +28,14 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/app"
+	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/ctl"
 	"github.com/ironlink/ironlink/hub/metrics"
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/policyapi"
 	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/promtest"
@@ -469,5 +471,65 @@ func TestCLI(t *testing.T) {
 	out, code = run("get", "decisions", "--site", "site-a", "-o", "wide")
 	if code != 0 || strings.Count(out, "QUARANTINE ") != 2 || strings.Count(out, "HeldByGuard") != 2 || !strings.Contains(out, "ProvisioningHealthy=False(DeployFailed)") {
 		t.Fatalf("get decisions: %d %q", code, out)
+	}
+}
+
+// An operator bound to site-a sees only site-a's policy data and cannot
+// resolve site-b's actions; bad input is InvalidArgument. The calls go to
+// the server directly with the identity the authentication interceptor
+// would have put in the context.
+func TestSiteBoundOperator(t *testing.T) {
+	h := startHub(t)
+	a := newSat(t, h.st, "site-a", 10)
+	b := newSat(t, h.st, "site-b", 10)
+	a.fault(a.ids[0], time.Now()) // 1 of 10 = 10 %: quarantined
+	b.fault(b.ids[0], time.Now())
+	b.fault(b.ids[1], time.Now()) // 20 %: held
+	waitFor(t, "3 decisions", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 3 })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	api := policyapi.NewServer(h.st, policy.Static(policy.Disabled()), nil, log)
+	ctx := authn.NewContext(context.Background(), auth.Identity{ClientID: "op-a", Sites: []string{"site-a"}})
+	ds, err := api.ListPolicyDecisions(ctx, &ironlinkv1.ListPolicyDecisionsRequest{})
+	if err != nil || len(ds.GetDecisions()) != 1 || ds.GetDecisions()[0].GetSite() != "site-a" {
+		t.Fatalf("bound decisions %v %v", ds, err)
+	}
+	if _, err := api.ListPendingActions(ctx, &ironlinkv1.ListPendingActionsRequest{Site: "site-b"}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("other site's pending: %v", err)
+	}
+	all, err := api.ListPendingActions(context.Background(), &ironlinkv1.ListPendingActionsRequest{Site: "site-b"})
+	if err != nil || len(all.GetActions()) != 1 {
+		t.Fatalf("site-b pending %v %v", all, err)
+	}
+	if _, err := api.ApprovePendingActions(ctx, &ironlinkv1.ApprovePendingActionsRequest{Ids: []int64{all.GetActions()[0].GetId()}, Reason: "x"}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("approving another site's action: %v", err)
+	}
+	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM policy_pending_actions WHERE state = 'PENDING'`); n != 1 {
+		t.Fatal("a refused approve changed something")
+	}
+	for _, err := range []error{
+		func() error {
+			_, err := api.ListPolicyDecisions(ctx, &ironlinkv1.ListPolicyDecisionsRequest{PageSize: 5000})
+			return err
+		}(),
+		func() error {
+			_, err := api.ListPolicyDecisions(ctx, &ironlinkv1.ListPolicyDecisionsRequest{PageToken: "!!"})
+			return err
+		}(),
+		func() error {
+			_, err := api.ListPolicyDecisions(ctx, &ironlinkv1.ListPolicyDecisionsRequest{DeviceId: "node-1"})
+			return err
+		}(),
+		func() error {
+			_, err := api.GetEffectivePolicy(ctx, &ironlinkv1.GetEffectivePolicyRequest{Site: "Bad_Site"})
+			return err
+		}(),
+		func() error {
+			_, err := api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.ids[1], Reason: "x"})
+			return err
+		}(),
+	} {
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("bad input: %v, want InvalidArgument", err)
+		}
 	}
 }
