@@ -92,9 +92,29 @@ bin/ironlink-hub keygen --client-id demo-operator --scopes operations:read,opera
   grep -v '^#' "$PKI/operator.entry"
 } >"$PKI/roster.yaml"
 
+# The quarantine policy (README "Quarantine policy"): in dry-run unless
+# DEMO_POLICY_DRY_RUN=false, so the demo logs decisions without taking devices away.
+cat >"$STATE/policy.yaml" <<EOP
+policy:
+  default:
+    enabled: true
+    dryRun: ${DEMO_POLICY_DRY_RUN:-true}
+    guard: {maxDevices: 5, maxPercent: 10, window: 1h}
+    rules:
+      - name: offered-faulted
+        to: [FAULTED]
+        holdDown: 30s
+      - name: power-failure
+        to: [MAINTENANCE]
+        reasons: [PowerFailure]
+        holdDown: 2m
+        autoReleaseAfter: 30m
+EOP
+
 start_hub() { # name listen admin
   bin/ironlink-hub --database-url "$db" --listen "$2" --admin-addr "$3" --replica "$1" --stale-after 1m \
     --roster "$PKI/roster.yaml" --tls-cert "$PKI/server.pem" --tls-key "$PKI/server-key.pem" \
+    --policy-file "$STATE/policy.yaml" \
     --web-addr "unix:$STATE/web-$1.sock" --web-auth proxy >"$STATE/$1.log" 2>&1 &
   pids+=($!)
   echo $! >"$STATE/$1.pid"
@@ -219,6 +239,9 @@ Try the ironlink CLI in another terminal, from $PWD $cfgnote:
   $cli release $devname --reason "GPU replaced" --wait
   $cli get devices --orphaned                        # orphaned Nova instances (after ~30 s)
   $cli get devices --watch                           # Ctrl-C stops watching
+  $cli get decisions --site demo                     # what the quarantine policy decided (dry-run: nothing changed)
+  $cli get pending                                   # automatic quarantines waiting for you
+  $cli approve ID... --reason "confirmed broken"     # or: $cli reject ID... --reason "..."
 
 The same through grpcurl ${pathnote:-}
 First define how to mint a short-lived operator token
@@ -249,6 +272,16 @@ First define how to mint a short-lived operator token
 
   # orphaned Nova instances (two seeded, one of each kind; reported after two sweeps, ~30 s)
   $G $A -d '{"site":"demo","instance_mismatch":true}' $HUB ironlink.v1.FleetService/ListDevices
+
+  # the quarantine policy (.demo/policy.yaml, dry-run: decisions are logged, nothing changes;
+  # edit the file and the hub reloads it): what is in force, what it decided, what waits, the guard
+  $G $A -d '{"site":"demo"}' $HUB ironlink.v1.PolicyService/GetEffectivePolicy
+  $G $A -d '{"site":"demo"}' $HUB ironlink.v1.PolicyService/ListPolicyDecisions
+  $G $A -d '{"site":"demo"}' $HUB ironlink.v1.PolicyService/ListPendingActions
+  $G $A -d '{"site":"demo"}' $HUB ironlink.v1.PolicyService/ListSitePolicyStates
+  $G $A -d '{"ids":[1,2],"reason":"confirmed broken"}' $HUB ironlink.v1.PolicyService/ApprovePendingActions
+  $G $A -d '{"device_id":"$device","kind":"DEVICE_HOLD_KIND_EXCLUSION","reason":"burn-in"}' $HUB ironlink.v1.PolicyService/SetDeviceHold
+  curl -s http://${admins[0]}/metrics | grep ^ironlink_policy_
 
   # the satellite's own metrics and readiness (hub link up, last poll recent)
   curl -s http://${DEMO_METRICS_ADDR:-127.0.0.1:9108}/metrics | grep ^ironlink_

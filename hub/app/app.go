@@ -91,6 +91,13 @@ type Config struct {
 	// `ironlink-hub migrate`, e.g. a Helm hook Job); the replica is not ready
 	// while the schema is behind this binary.
 	SkipMigrate bool
+	// PolicyFile is the quarantine policy (hub/policy: the chart values'
+	// `policy` key); "" = automatic quarantine off. Reloaded on SIGHUP and on
+	// change; the last good file stays in force.
+	PolicyFile string
+	// PolicyInterval is how often the policy evaluator runs on the replica
+	// holding its advisory lock (default 1 s).
+	PolicyInterval time.Duration
 }
 
 // Validate checks c and returns it with every unset setting filled from
@@ -120,6 +127,7 @@ func (c Config) Validate() (Config, error) {
 	fill(&c.Link.Operations.PerSiteLimit, d.Link.Operations.PerSiteLimit)
 	fill(&c.Link.Operations.ResendAfter, d.Link.Operations.ResendAfter)
 	fill(&c.Link.Operations.MaxResendAfter, d.Link.Operations.MaxResendAfter)
+	fill(&c.PolicyInterval, d.PolicyInterval)
 	if c.DatabaseURL == "" {
 		errs = append(errs, errors.New("database URL is required (--database-url or DATABASE_URL)"))
 	}
@@ -222,6 +230,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("operator limits: %w", err)
 	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(lim.UnaryInterceptor()), grpc.ChainStreamInterceptor(lim.StreamInterceptor()))
+	pol, err := newPolicy(cfg, st, obs, log)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(pol.api.FleetDecorator()))
 	fleetSrv := NewFleetServer(st, log.With("component", "fleet"))
 	var webSrv *web.Server
 	if cfg.Web.Addr != "" {
@@ -242,8 +255,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	hs := RegisterServices(srv, linkSrv, fleetSrv)
 	opsSrv := NewOperationServer(st, linkSrv, log.With("component", "operations"))
 	RegisterOperations(srv, hs, opsSrv)
+	pol.register(srv, hs)
 	obs.start(ctx, st, srv, hs, []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName,
-		ironlinkv1.OperationService_ServiceDesc.ServiceName}, linkSrv, watcher)
+		ironlinkv1.OperationService_ServiceDesc.ServiceName, ironlinkv1.PolicyService_ServiceDesc.ServiceName}, linkSrv, watcher)
 
 	log.Info("hub serving", "listen", lis.Addr().String(), logkey.Replica, cfg.Replica)
 	g, gctx := errgroup.WithContext(ctx)
@@ -253,6 +267,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	})
 	g.Go(func() error { linkSrv.RunStaleSweep(gctx, cfg.StaleAfter); return nil })
 	g.Go(func() error { return obs.run(gctx) })
+	g.Go(func() error { return pol.run(gctx) })
 	if watcher != nil {
 		g.Go(func() error { return watcher.Run(gctx) })
 		g.Go(func() error { st.RunJTIPurge(gctx, time.Minute); return nil })

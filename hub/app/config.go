@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ironlink/ironlink/hub/link"
+	"github.com/ironlink/ironlink/hub/policy"
+	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/tlsutil"
@@ -37,6 +39,7 @@ func Defaults() Config {
 		MaxConnectionAge:      30 * time.Minute,
 		MaxConnectionAgeGrace: time.Minute,
 		ShutdownGrace:         10 * time.Second,
+		PolicyInterval:        policyrun.DefaultInterval,
 		// Not filled by Validate: a zero Throttle means "no limit" (tests,
 		// embedded hubs); the flags default to these values.
 		Throttle: throttle.DefaultConfig(),
@@ -86,6 +89,11 @@ func Check(c Config) error {
 	if !c.NoAuth && c.RosterPath != "" {
 		if _, rerr := auth.LoadRoster(c.RosterPath); rerr != nil {
 			errs = append(errs, fmt.Errorf("--roster: %w", rerr))
+		}
+	}
+	if c.PolicyFile != "" {
+		if _, perr := policy.Load(c.PolicyFile); perr != nil {
+			errs = append(errs, fmt.Errorf("--policy-file: %w", perr))
 		}
 	}
 	if !c.Plaintext && c.TLSCert != "" && c.TLSKey != "" {

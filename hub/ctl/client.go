@@ -157,6 +157,7 @@ type client struct {
 	settings Settings
 	fleet    ironlinkv1.FleetServiceClient
 	ops      ironlinkv1.OperationServiceClient
+	policy   ironlinkv1.PolicyServiceClient
 	timeout  time.Duration
 	close    func() error
 }

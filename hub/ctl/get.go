@@ -75,7 +75,7 @@ func (a *app) newGetCommand() *cobra.Command {
   ironlink get devices --site demo --impairment quarantined -o wide
   ironlink get commands --device node-007`,
 	}
-	get.AddCommand(a.newGetSites(), a.newGetDevices(), a.newGetCommands())
+	get.AddCommand(a.newGetSites(), a.newGetDevices(), a.newGetCommands(), a.newGetDecisions(), a.newGetPending())
 	return get
 }
 

@@ -74,7 +74,8 @@ func (a *app) connect() (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.cl = &client{settings: s, fleet: ironlinkv1.NewFleetServiceClient(cc), ops: ironlinkv1.NewOperationServiceClient(cc), timeout: a.timeout, close: cc.Close}
+	a.cl = &client{settings: s, fleet: ironlinkv1.NewFleetServiceClient(cc), ops: ironlinkv1.NewOperationServiceClient(cc),
+		policy: ironlinkv1.NewPolicyServiceClient(cc), timeout: a.timeout, close: cc.Close}
 	return a.cl, nil
 }
 
@@ -138,7 +139,8 @@ at more than one site, or by UUID.
 	_ = root.RegisterFlagCompletionFunc("context", a.completeContexts)
 
 	root.AddCommand(a.newGetCommand(), a.newDescribeCommand(),
-		a.newImpairCommand(true), a.newImpairCommand(false), a.newConfigCommand(), a.newOpCommand())
+		a.newImpairCommand(true), a.newImpairCommand(false), a.newConfigCommand(), a.newOpCommand(),
+		a.newResolveCommand(true), a.newResolveCommand(false))
 	return root, a
 }
 

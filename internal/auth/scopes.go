@@ -62,6 +62,15 @@ var MethodScopes = map[string]string{
 
 	"/ironlink.v1.OperationService/StartOperation":  ScopeOperationsWrite,
 	"/ironlink.v1.OperationService/CancelOperation": ScopeOperationsWrite,
+	// The quarantine policy (hub/policyapi).
+	"/ironlink.v1.PolicyService/GetEffectivePolicy":    ScopeOperationsRead,
+	"/ironlink.v1.PolicyService/ListPolicyDecisions":   ScopeOperationsRead,
+	"/ironlink.v1.PolicyService/ListPendingActions":    ScopeOperationsRead,
+	"/ironlink.v1.PolicyService/ListSitePolicyStates":  ScopeOperationsRead,
+	"/ironlink.v1.PolicyService/ApprovePendingActions": ScopeOperationsWrite,
+	"/ironlink.v1.PolicyService/RejectPendingActions":  ScopeOperationsWrite,
+	"/ironlink.v1.PolicyService/SetDeviceHold":         ScopeOperationsWrite,
+	"/ironlink.v1.PolicyService/ClearDeviceHold":       ScopeOperationsWrite,
 }
 
 // PublicServices are the fully qualified gRPC service names served without

@@ -285,8 +285,11 @@ type Device struct {
 	LastCommandFailureClass FailureClass `protobuf:"varint,20,opt,name=last_command_failure_class,json=lastCommandFailureClass,proto3,enum=ironlink.v1.FailureClass" json:"last_command_failure_class,omitempty"`
 	// CamelCase word naming last_command_error (see CommandResult.failure_reason).
 	LastCommandFailureReason string `protobuf:"bytes,21,opt,name=last_command_failure_reason,json=lastCommandFailureReason,proto3" json:"last_command_failure_reason,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// The device's exclusion from automation and planned maintenance
+	// (PolicyService.SetDeviceHold), in kind order; ended ones are left out.
+	PolicyHolds   []*DeviceHold `protobuf:"bytes,30,rep,name=policy_holds,json=policyHolds,proto3" json:"policy_holds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Device) Reset() {
@@ -464,6 +467,13 @@ func (x *Device) GetLastCommandFailureReason() string {
 		return x.LastCommandFailureReason
 	}
 	return ""
+}
+
+func (x *Device) GetPolicyHolds() []*DeviceHold {
+	if x != nil {
+		return x.PolicyHolds
+	}
+	return nil
 }
 
 // StatusChange is one entry of a device's status history.
@@ -845,8 +855,11 @@ type Site struct {
 	Conditions []*Condition `protobuf:"bytes,9,rep,name=conditions,proto3" json:"conditions,omitempty"`
 	// Devices of the site with at least one InstanceMismatch (orphans).
 	InstanceMismatchCount int32 `protobuf:"varint,10,opt,name=instance_mismatch_count,json=instanceMismatchCount,proto3" json:"instance_mismatch_count,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// The site's quarantine-policy state: guard tripped since when and by
+	// which rule, counts (PolicyService.ListSitePolicyStates).
+	PolicyState   *SitePolicyState `protobuf:"bytes,30,opt,name=policy_state,json=policyState,proto3" json:"policy_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Site) Reset() {
@@ -947,6 +960,13 @@ func (x *Site) GetInstanceMismatchCount() int32 {
 		return x.InstanceMismatchCount
 	}
 	return 0
+}
+
+func (x *Site) GetPolicyState() *SitePolicyState {
+	if x != nil {
+		return x.PolicyState
+	}
+	return nil
 }
 
 // ListDevicesRequest filters and pages devices.
@@ -1946,7 +1966,7 @@ var File_ironlink_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\x1a\x1cironlink/v1/operations.proto\"\xea\b\n" +
+	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\x1a\x1cironlink/v1/operations.proto\x1a\x18ironlink/v1/policy.proto\"\xa6\t\n" +
 	"\x06Device\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x12\x12\n" +
@@ -1972,7 +1992,8 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x15last_drift_correction\x18\x12 \x01(\tR\x13lastDriftCorrection\x12W\n" +
 	"\x1alast_drift_correction_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\x17lastDriftCorrectionTime\x12V\n" +
 	"\x1alast_command_failure_class\x18\x14 \x01(\x0e2\x19.ironlink.v1.FailureClassR\x17lastCommandFailureClass\x12=\n" +
-	"\x1blast_command_failure_reason\x18\x15 \x01(\tR\x18lastCommandFailureReason\"\x9b\x01\n" +
+	"\x1blast_command_failure_reason\x18\x15 \x01(\tR\x18lastCommandFailureReason\x12:\n" +
+	"\fpolicy_holds\x18\x1e \x03(\v2\x17.ironlink.v1.DeviceHoldR\vpolicyHolds\"\x9b\x01\n" +
 	"\fStatusChange\x126\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12;\n" +
@@ -2014,7 +2035,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"updateTime\x12?\n" +
 	"\rcomplete_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\x12>\n" +
 	"\rfailure_class\x18\x10 \x01(\x0e2\x19.ironlink.v1.FailureClassR\ffailureClass\x12%\n" +
-	"\x0efailure_reason\x18\x11 \x01(\tR\rfailureReason\"\xc9\x03\n" +
+	"\x0efailure_reason\x18\x11 \x01(\tR\rfailureReason\"\x8a\x04\n" +
 	"\x04Site\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
 	"\n" +
@@ -2029,7 +2050,8 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"conditions\x18\t \x03(\v2\x16.ironlink.v1.ConditionR\n" +
 	"conditions\x126\n" +
 	"\x17instance_mismatch_count\x18\n" +
-	" \x01(\x05R\x15instanceMismatchCount\"\xfa\x02\n" +
+	" \x01(\x05R\x15instanceMismatchCount\x12?\n" +
+	"\fpolicy_state\x18\x1e \x01(\v2\x1c.ironlink.v1.SitePolicyStateR\vpolicyState\"\xfa\x02\n" +
 	"\x12ListDevicesRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\x0e2\x1e.ironlink.v1.OperationalStatusR\bstatuses\x12\x1b\n" +
@@ -2179,7 +2201,9 @@ var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(*DeviceFacts)(nil),              // 26: ironlink.v1.DeviceFacts
 	(ImpairmentState)(0),             // 27: ironlink.v1.ImpairmentState
 	(FailureClass)(0),                // 28: ironlink.v1.FailureClass
-	(*Operation)(nil),                // 29: ironlink.v1.Operation
+	(*DeviceHold)(nil),               // 29: ironlink.v1.DeviceHold
+	(*SitePolicyState)(nil),          // 30: ironlink.v1.SitePolicyState
+	(*Operation)(nil),                // 31: ironlink.v1.Operation
 }
 var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	0,  // 0: ironlink.v1.Device.status:type_name -> ironlink.v1.OperationalStatus
@@ -2192,54 +2216,56 @@ var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	24, // 7: ironlink.v1.Device.observed_time:type_name -> google.protobuf.Timestamp
 	24, // 8: ironlink.v1.Device.last_drift_correction_time:type_name -> google.protobuf.Timestamp
 	28, // 9: ironlink.v1.Device.last_command_failure_class:type_name -> ironlink.v1.FailureClass
-	0,  // 10: ironlink.v1.StatusChange.status:type_name -> ironlink.v1.OperationalStatus
-	24, // 11: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
-	27, // 12: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
-	24, // 13: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
-	27, // 14: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
-	1,  // 15: ironlink.v1.OperatorCommand.state:type_name -> ironlink.v1.CommandState
-	24, // 16: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
-	24, // 17: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
-	24, // 18: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
-	28, // 19: ironlink.v1.OperatorCommand.failure_class:type_name -> ironlink.v1.FailureClass
-	2,  // 20: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
-	24, // 21: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
-	25, // 22: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
-	0,  // 23: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	27, // 24: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
-	3,  // 25: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
-	3,  // 26: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
-	4,  // 27: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
-	5,  // 28: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
-	29, // 29: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
-	6,  // 30: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 31: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 32: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	1,  // 33: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	6,  // 34: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	6,  // 35: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	7,  // 36: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	8,  // 37: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	10, // 38: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	12, // 39: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	14, // 40: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	16, // 41: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	18, // 42: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	22, // 43: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	20, // 44: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
-	9,  // 45: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	11, // 46: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	13, // 47: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	15, // 48: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	17, // 49: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	19, // 50: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	23, // 51: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	21, // 52: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
-	45, // [45:53] is the sub-list for method output_type
-	37, // [37:45] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	29, // 10: ironlink.v1.Device.policy_holds:type_name -> ironlink.v1.DeviceHold
+	0,  // 11: ironlink.v1.StatusChange.status:type_name -> ironlink.v1.OperationalStatus
+	24, // 12: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
+	27, // 13: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
+	24, // 14: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
+	27, // 15: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
+	1,  // 16: ironlink.v1.OperatorCommand.state:type_name -> ironlink.v1.CommandState
+	24, // 17: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
+	24, // 18: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
+	24, // 19: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
+	28, // 20: ironlink.v1.OperatorCommand.failure_class:type_name -> ironlink.v1.FailureClass
+	2,  // 21: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
+	24, // 22: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
+	25, // 23: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
+	30, // 24: ironlink.v1.Site.policy_state:type_name -> ironlink.v1.SitePolicyState
+	0,  // 25: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
+	27, // 26: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
+	3,  // 27: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
+	3,  // 28: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
+	4,  // 29: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
+	5,  // 30: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
+	31, // 31: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
+	6,  // 32: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	6,  // 33: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	6,  // 34: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	1,  // 35: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	6,  // 36: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	6,  // 37: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	7,  // 38: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	8,  // 39: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	10, // 40: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	12, // 41: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	14, // 42: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	16, // 43: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	18, // 44: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	22, // 45: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	20, // 46: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
+	9,  // 47: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	11, // 48: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	13, // 49: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	15, // 50: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	17, // 51: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	19, // 52: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	23, // 53: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	21, // 54: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
+	47, // [47:55] is the sub-list for method output_type
+	39, // [39:47] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }
@@ -2250,6 +2276,7 @@ func file_ironlink_v1_fleet_proto_init() {
 	file_ironlink_v1_conditions_proto_init()
 	file_ironlink_v1_link_proto_init()
 	file_ironlink_v1_operations_proto_init()
+	file_ironlink_v1_policy_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -112,6 +112,9 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 	if oerr := addOperationFlags(fs, &cfg.Link.Operations, def.Link.Operations); oerr != nil && err == nil {
 		err = oerr
 	}
+	if perr := addPolicyFlags(fs, &cfg, def); perr != nil && err == nil {
+		err = perr
+	}
 	durations := []struct {
 		p    *time.Duration
 		name string

@@ -1,0 +1,72 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/metrics"
+	"github.com/ironlink/ironlink/hub/policy"
+	"github.com/ironlink/ironlink/hub/policyapi"
+	"github.com/ironlink/ironlink/hub/policyrun"
+	"github.com/ironlink/ironlink/hub/store"
+)
+
+// hubPolicy is the quarantine policy's part of a replica: the file
+// watcher, the evaluator (leading on one replica at a time) and the API.
+type hubPolicy struct {
+	watcher *policy.Watcher
+	eval    *policyrun.Evaluator
+	api     *policyapi.Server
+}
+
+// newPolicy loads --policy-file (an invalid file fails the start; none
+// means automatic quarantine off everywhere) and builds the evaluator and
+// PolicyService, with their metrics.
+func newPolicy(cfg Config, st *store.Store, obs *observability, log *slog.Logger) (*hubPolicy, error) {
+	plog := log.With("component", "policy")
+	w := policy.Static(policy.Disabled())
+	if cfg.PolicyFile != "" {
+		var err error
+		if w, err = policy.NewWatcher(cfg.PolicyFile, 0, plog, nil); err != nil {
+			return nil, fmt.Errorf("policy: %w", err)
+		}
+	} else {
+		plog.Info("no --policy-file: automatic quarantine is off")
+	}
+	api := policyapi.NewServer(st, w, actorFromContext, plog)
+	hooks := obs.metrics.WatchPolicy(func(ctx context.Context) ([]metrics.PolicySiteState, error) {
+		states, err := api.SiteStates(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		out := make([]metrics.PolicySiteState, len(states))
+		for i, s := range states {
+			out[i] = metrics.PolicySiteState{Site: s.GetSite(), Tripped: s.GetGuardTripped(),
+				PendingHeld: int(s.GetPendingHeldCount()), PendingStale: int(s.GetPendingStaleCount())}
+		}
+		return out, nil
+	}, plog)
+	eval := policyrun.New(st, policyrun.Config{Interval: cfg.PolicyInterval, Replica: cfg.Replica, Policy: w.Policy, Hooks: hooks}, plog)
+	return &hubPolicy{watcher: w, eval: eval, api: api}, nil
+}
+
+// register serves PolicyService on srv and marks it SERVING.
+func (p *hubPolicy) register(srv *grpc.Server, hs *health.Server) {
+	ironlinkv1.RegisterPolicyServiceServer(srv, p.api)
+	hs.SetServingStatus(ironlinkv1.PolicyService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+}
+
+// run watches the file and runs the evaluator until ctx ends.
+func (p *hubPolicy) run(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.watcher.Run(ctx) }()
+	err := p.eval.Run(ctx)
+	<-done
+	return err
+}

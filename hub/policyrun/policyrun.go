@@ -1,0 +1,338 @@
+// Package policyrun is the hub's quarantine-policy evaluator: every
+// Interval, on exactly one replica at a time (a PostgreSQL session advisory
+// lock), it reads the devices in FAULTED or MAINTENANCE with their
+// triggering status change (store.PolicyCandidates), applies the pure
+// decision of hub/policy and records it with store.RecordPolicyDecision
+// (one decision per device and triggering change: a quarantine is a
+// desired state like an operator's, with source "policy"); it re-arms
+// tripped guards, expires pending actions whose cause is gone, and
+// releases policy quarantines whose rule auto-releases.
+package policyrun
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ironlink/ironlink/hub/policy"
+	"github.com/ironlink/ironlink/hub/status"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/logkey"
+)
+
+// LockKey is the PostgreSQL advisory lock (pg_try_advisory_lock) whose
+// holder is the one evaluator of the fleet.
+const LockKey int64 = 0x69726f6e706f6c // "ironpol"
+
+// DefaultInterval is how often the evaluator runs (--policy-interval).
+const DefaultInterval = time.Second
+
+// Hooks observe the evaluator (metrics); nil fields are skipped.
+type Hooks struct {
+	// Decided is called for every recorded decision: its action, whether
+	// it is a dry-run, and its latency (decision time − the triggering
+	// status change's commit time; 0 for releases).
+	Decided func(action string, dryRun bool, latency time.Duration)
+	// Leading is called with true when this replica takes the lock and
+	// false when it loses it.
+	Leading func(bool)
+}
+
+// Config configures an Evaluator.
+type Config struct {
+	// Interval between passes (default DefaultInterval).
+	Interval time.Duration
+	// Replica names this replica in decisions.
+	Replica string
+	// Policy returns the policy file in force (a policy.Watcher's Policy).
+	Policy func() *policy.File
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Hooks observe the passes (metrics).
+	Hooks Hooks
+}
+
+// Evaluator applies the quarantine policy. Run it on every replica: only
+// the holder of LockKey evaluates.
+type Evaluator struct {
+	st  *store.Store
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns an evaluator over st.
+func New(st *store.Store, cfg Config, log *slog.Logger) *Evaluator {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = policy.Disabled
+	}
+	return &Evaluator{st: st, cfg: cfg, log: log}
+}
+
+// Run evaluates every Interval while this replica holds the advisory
+// lock, trying to take it every Interval otherwise, until ctx ends (then
+// it returns nil). Losing the lock's connection ends the lead; a failed
+// pass is logged and the next one runs as usual.
+func (e *Evaluator) Run(ctx context.Context) error {
+	tick := time.NewTicker(e.cfg.Interval)
+	defer tick.Stop()
+	for {
+		if err := e.lead(ctx, tick.C); err != nil && ctx.Err() == nil {
+			e.log.Warn("policy evaluator lost its lock connection", logkey.Err, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// lead takes the lock (returns nil at once when another replica holds it)
+// and evaluates until ctx ends or the lock connection fails.
+func (e *Evaluator) lead(ctx context.Context, tick <-chan time.Time) error {
+	conn, err := e.st.Pool().Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire lock connection: %w", err)
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, LockKey).Scan(&got); err != nil {
+		conn.Release()
+		return fmt.Errorf("try policy lock: %w", err)
+	}
+	if !got {
+		conn.Release()
+		return nil
+	}
+	e.log.Info("policy evaluator leading", logkey.Replica, e.cfg.Replica, "interval", e.cfg.Interval)
+	if e.cfg.Hooks.Leading != nil {
+		e.cfg.Hooks.Leading(true)
+	}
+	defer func() {
+		if e.cfg.Hooks.Leading != nil {
+			e.cfg.Hooks.Leading(false)
+		}
+		ctx2, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		// Unlock, or drop the connection so the session (and its lock) ends.
+		if _, err := conn.Exec(ctx2, `SELECT pg_advisory_unlock($1)`, LockKey); err != nil {
+			_ = conn.Conn().Close(ctx2)
+		}
+		conn.Release()
+	}()
+	for {
+		if _, err := e.Tick(ctx); err != nil && ctx.Err() == nil {
+			e.log.Error("policy pass failed", logkey.Err, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+		}
+		if err := conn.Ping(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// Stats counts what one pass did.
+type Stats struct {
+	Decisions, Quarantined, Pending, Skipped, Released, Expired, Rearmed int
+}
+
+// Tick runs one pass now, whether or not this replica holds the lock (Run
+// calls it only while it does; tests call it directly).
+func (e *Evaluator) Tick(ctx context.Context) (Stats, error) {
+	var stats Stats
+	file := e.cfg.Policy()
+	now := e.cfg.Now()
+	maxWin := file.Default.Guard.Window
+	for _, name := range file.SiteNames() {
+		if w := file.Effective(name).Guard.Window; w > maxWin {
+			maxWin = w
+		}
+	}
+	n, err := e.st.ExpirePendingActions(ctx)
+	if err != nil {
+		return stats, err
+	}
+	stats.Expired = n
+	sites, err := e.st.PolicySites(ctx, now.Add(-maxWin))
+	if err != nil {
+		return stats, err
+	}
+	bySite := make(map[string]*store.PolicySite, len(sites))
+	for i := range sites {
+		bySite[sites[i].Name] = &sites[i]
+	}
+	cands, err := e.st.PolicyCandidates(ctx)
+	if err != nil {
+		return stats, err
+	}
+	ids := make([]string, 0, len(cands))
+	for _, c := range cands {
+		if file.Effective(c.Site).Enabled {
+			ids = append(ids, c.DeviceID)
+		}
+	}
+	holds := map[string][]store.DeviceHold{}
+	if len(ids) > 0 {
+		if holds, err = e.st.DeviceHolds(ctx, ids); err != nil {
+			return stats, err
+		}
+	}
+	for _, c := range cands {
+		p := file.Effective(c.Site)
+		site := bySite[c.Site]
+		if !p.Enabled || site == nil {
+			continue // no policy here: nothing to decide or log
+		}
+		excl, planned := holdsOf(holds[c.DeviceID])
+		in := policy.Input{
+			Policy: p,
+			Trigger: policy.Trigger{DeviceID: c.DeviceID, HistoryID: c.HistoryID, From: c.From, To: c.To,
+				CauseType: string(c.Cause.Type), CauseReason: c.Cause.Reason, CauseMessage: c.Cause.Message,
+				CauseSince: c.Cause.LastTransitionTime, ChangedAt: c.ChangedAt, UnreachableUntil: c.UnreachableUntil,
+				AlreadyQuarantined: c.Quarantined},
+			Site:     siteState(site),
+			Excluded: excl, Planned: planned, Now: now,
+		}
+		d := policy.Decide(in)
+		if d.Action == policy.ActionWait {
+			continue
+		}
+		triggered := c.ChangedAt
+		rec := store.PolicyDecision{DeviceID: c.DeviceID, Site: c.Site, Kind: store.DecisionKindQuarantine, TriggerID: c.HistoryID,
+			Action: string(d.Action), Reason: d.Reason, Detail: d.Detail, Rule: d.Rule, DryRun: d.DryRun,
+			From: string(c.From), To: string(c.To), Cause: c.Cause, TriggeredAt: &triggered,
+			WindowCount: d.WindowCount, SiteDevices: d.Devices, Trips: d.Trips, Replica: e.cfg.Replica, DecidedAt: now}
+		out, recorded, err := e.st.RecordPolicyDecision(ctx, rec)
+		if err != nil {
+			return stats, fmt.Errorf("device %s: %w", c.DeviceID, err)
+		}
+		if !recorded {
+			continue
+		}
+		stats.Decisions++
+		e.observe(out, e.cfg.Now().Sub(c.ChangedAt))
+		switch out.Action {
+		case string(policy.ActionQuarantine):
+			stats.Quarantined++
+			site.Recent = append(site.Recent, store.PolicyAction{At: now, DryRun: out.DryRun})
+		case string(policy.ActionPending):
+			stats.Pending++
+			if !out.DryRun {
+				if out.Reason == policy.ReasonHeldByGuard {
+					site.OpenHeld++
+				} else {
+					site.OpenStale++
+				}
+			}
+		default:
+			stats.Skipped++
+		}
+		if out.Trips && site.TrippedSince == nil {
+			site.TrippedSince, site.TrippedRule = &now, out.Rule
+			e.log.Warn("policy guard tripped: further automatic quarantines wait for an operator",
+				logkey.Site, c.Site, "rule", out.Rule, "detail", out.Detail)
+		}
+	}
+	// Re-arm tripped guards once an operator has dealt with what they held.
+	for i := range sites {
+		s := &sites[i]
+		if s.TrippedSince == nil {
+			continue
+		}
+		p := file.Effective(s.Name)
+		if policy.Rearm(p.Guard, siteState(s), s.OpenHeld, now) {
+			if ok, err := e.st.RearmGuard(ctx, s.Name); err != nil {
+				return stats, err
+			} else if ok {
+				stats.Rearmed++
+				e.log.Info("policy guard re-armed", logkey.Site, s.Name)
+			}
+		}
+	}
+	n, err = e.releases(ctx, file, bySite, now)
+	stats.Released = n
+	return stats, err
+}
+
+func (e *Evaluator) releases(ctx context.Context, file *policy.File, bySite map[string]*store.PolicySite, now time.Time) (int, error) {
+	qs, err := e.st.PolicyQuarantines(ctx)
+	if err != nil || len(qs) == 0 {
+		return 0, err
+	}
+	ids := make([]string, len(qs))
+	for i, q := range qs {
+		ids[i] = q.DeviceID
+	}
+	holds, err := e.st.DeviceHolds(ctx, ids)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, q := range qs {
+		p := file.Effective(q.Site)
+		var cleared time.Time
+		if q.Status == status.Quarantined {
+			cleared = q.StatusChangedAt
+		}
+		excl, _ := holdsOf(holds[q.DeviceID])
+		d := policy.DecideRelease(p, policy.Quarantine{DeviceID: q.DeviceID, Generation: q.Generation, Rule: q.Rule,
+			Status: q.Status, ClearedSince: cleared}, !q.SiteStale, excl, now)
+		if d.Action != policy.ActionRelease {
+			continue
+		}
+		out, recorded, err := e.st.RecordPolicyDecision(ctx, store.PolicyDecision{DeviceID: q.DeviceID, Site: q.Site,
+			Kind: store.DecisionKindRelease, TriggerID: q.Generation, Action: string(d.Action), Reason: d.Reason,
+			Detail: d.Detail, Rule: d.Rule, DryRun: d.DryRun, From: string(q.Status), Replica: e.cfg.Replica, DecidedAt: now})
+		if err != nil {
+			return n, fmt.Errorf("release device %s: %w", q.DeviceID, err)
+		}
+		if recorded {
+			n++
+			e.observe(out, 0)
+		}
+	}
+	return n, nil
+}
+
+func (e *Evaluator) observe(d store.PolicyDecision, latency time.Duration) {
+	e.log.Info("policy decision", logkey.DeviceID, d.DeviceID, logkey.Site, d.Site, "action", d.Action, "reason", d.Reason,
+		"rule", d.Rule, "dry_run", d.DryRun, logkey.CommandID, d.CommandID, "detail", d.Detail)
+	if e.cfg.Hooks.Decided != nil {
+		e.cfg.Hooks.Decided(d.Action, d.DryRun, latency)
+	}
+}
+
+func siteState(s *store.PolicySite) policy.SiteState {
+	st := policy.SiteState{Reachable: !s.Stale, Devices: s.Devices, Tripped: s.TrippedSince != nil}
+	for _, a := range s.Recent {
+		st.RecentActions = append(st.RecentActions, policy.RecentAction{At: a.At, DryRun: a.DryRun})
+	}
+	return st
+}
+
+// holdsOf splits a device's holds into its exclusion and planned maintenance.
+func holdsOf(hs []store.DeviceHold) (excl, planned *policy.Exclusion) {
+	for _, h := range hs {
+		x := &policy.Exclusion{Reason: h.Reason, Author: h.Author, Start: h.StartsAt}
+		if h.EndsAt != nil {
+			x.End = *h.EndsAt
+		}
+		switch h.Kind {
+		case store.HoldExclusion:
+			excl = x
+		case store.HoldPlannedMaintenance:
+			planned = x
+		}
+	}
+	return excl, planned
+}

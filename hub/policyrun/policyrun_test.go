@@ -1,0 +1,424 @@
+package policyrun_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ironlink/ironlink/hub/policy"
+	"github.com/ironlink/ironlink/hub/policyrun"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/pgtest"
+)
+
+func newStore(t *testing.T) (*store.Store, string) { return newBenchStore(t) }
+
+func newBenchStore(t testing.TB) (*store.Store, string) {
+	t.Helper()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	if _, err := store.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s, url
+}
+
+// site is a scripted satellite at the store's level: it opens a link and
+// commits batches exactly as the link server does.
+type site struct {
+	t     testing.TB
+	st    *store.Store
+	name  string
+	epoch int64
+	seq   uint64
+	ids   []string
+}
+
+func conds(at time.Time, faultReason string) []condition.Condition {
+	good := map[condition.Type]condition.Status{
+		condition.Enrolled: condition.True, condition.ProvisioningHealthy: condition.True,
+		condition.MaintenanceClear: condition.True, condition.InValidationPool: condition.False,
+		condition.InstanceAllocated: condition.False, condition.CustomerAllocated: condition.False,
+		condition.CustomerReady: condition.True,
+	}
+	var out []condition.Condition
+	for _, typ := range condition.Types {
+		c := condition.Condition{Type: typ, Status: good[typ], Reason: "Ok", LastTransitionTime: at, ObservedTime: at}
+		if typ == condition.ProvisioningHealthy && faultReason != "" {
+			c.Status, c.Reason, c.Message = condition.False, faultReason, "last_error: deploy timed out"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func newSite(t *testing.T, st *store.Store, name string, n int) *site {
+	return newBenchSite(t, st, name, n)
+}
+
+func newBenchSite(t testing.TB, st *store.Store, name string, n int) *site {
+	s := &site{t: t, st: st, name: name}
+	for i := 0; i < n; i++ {
+		s.ids = append(s.ids, uuid.NewString())
+	}
+	s.connect()
+	now := time.Now()
+	var ups []store.DeviceUpdate
+	for i, id := range s.ids {
+		ups = append(ups, store.DeviceUpdate{DeviceID: id, Conditions: conds(now, ""), ObservedTime: now, Facts: &store.Facts{Name: fmt.Sprintf("%s-%03d", name, i)}})
+	}
+	s.batch(ups)
+	return s
+}
+
+func (s *site) connect() {
+	sess, err := s.st.OpenLink(context.Background(), store.LinkHello{Site: s.name, BootID: "b", Replica: "r1"})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.epoch = sess.Epoch
+}
+
+func (s *site) batch(ups []store.DeviceUpdate) {
+	s.t.Helper()
+	s.seq++
+	if _, err := s.st.ApplyBatch(context.Background(), s.name, s.epoch, store.Batch{Sequence: s.seq, Devices: ups}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// fault turns devices ids FAULTED (ProvisioningHealthy=False reason), the
+// fault having begun at at.
+func (s *site) fault(ids []string, reason string, at time.Time) {
+	var ups []store.DeviceUpdate
+	for _, id := range ids {
+		c := conds(time.Now(), reason)
+		for i := range c { // the fault began at at; observed now
+			if c[i].Type == condition.ProvisioningHealthy {
+				c[i].LastTransitionTime = at
+			}
+		}
+		ups = append(ups, store.DeviceUpdate{DeviceID: id, Conditions: c, ObservedTime: time.Now()})
+	}
+	s.batch(ups)
+}
+
+func livePolicy(t *testing.T, doc string) func() *policy.File { return benchPolicy(t, doc) }
+
+func benchPolicy(t testing.TB, doc string) func() *policy.File {
+	t.Helper()
+	f, err := policy.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() *policy.File { return f }
+}
+
+const testPolicy = `
+policy:
+  default:
+    enabled: true
+    guard: {maxDevices: 5, maxPercent: 10, window: 1h}
+    rules:
+      - name: offered-faulted
+        to: [FAULTED]
+        autoReleaseAfter: 1m
+  sites:
+    site-dry: {dryRun: true}
+    site-off: {enabled: false}
+`
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func count(t *testing.T, url, sql string, args ...any) int { return pgtest.Count(t, url, sql, args...) }
+
+// 50 devices, 20 fault within a minute, guard 5 / 10 %: 5 quarantined, 15
+// pending, the guard tripped; 3 approved in bulk; a release (operator's and
+// the policy's own) goes through during the trip; nothing is decided twice.
+func TestGuardHoldsTheRest(t *testing.T) {
+	ctx := context.Background()
+	st, url := newStore(t)
+	a := newSite(t, st, "site-a", 50)
+	clk := &clock{t: time.Now()}
+	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, testPolicy), Now: clk.Now, Replica: "r1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+
+	start := time.Now()
+	for i := 0; i < 20; i++ { // 20 faults over ~a minute (satellite times)
+		a.fault(a.ids[i:i+1], "DeployFailed", start.Add(time.Duration(i)*3*time.Second-time.Minute))
+	}
+	stats, err := ev.Tick(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Quarantined != 5 || stats.Pending != 15 {
+		t.Fatalf("pass: %+v; want 5 quarantined, 15 pending", stats)
+	}
+	if n := count(t, url, `SELECT count(*) FROM commands WHERE source = 'policy' AND desired = 'QUARANTINED' AND state = 'PENDING'`); n != 5 {
+		t.Fatalf("%d policy quarantine commands, want 5", n)
+	}
+	if n := count(t, url, `SELECT count(*) FROM policy_pending_actions WHERE state = 'PENDING' AND reason = 'HeldByGuard'`); n != 15 {
+		t.Fatalf("%d pending held by guard, want 15", n)
+	}
+	sites, err := st.PolicySites(ctx, time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := sites[0]; s.TrippedSince == nil || s.TrippedRule != "offered-faulted" || s.OpenHeld != 15 || len(s.Recent) != 5 {
+		t.Fatalf("site state %+v", s)
+	}
+	// Idempotent: another pass decides nothing new.
+	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
+		t.Fatalf("second pass: %+v %v", stats, err)
+	}
+	// Every decision names its rule and trigger.
+	ds, _, err := st.ListPolicyDecisions(ctx, store.DecisionFilter{Site: "site-a", Actions: []string{"QUARANTINE"}, Limit: 100})
+	if err != nil || len(ds) != 5 {
+		t.Fatalf("decisions %d %v", len(ds), err)
+	}
+	for _, d := range ds {
+		if d.Rule != "offered-faulted" || d.From != "AVAILABLE" || d.To != "FAULTED" || d.Cause.Reason != "DeployFailed" || d.CommandID == "" || d.SiteDevices != 50 {
+			t.Fatalf("decision %+v", d)
+		}
+	}
+
+	// Approve 3 in bulk.
+	pend, _, err := st.ListPendingActions(ctx, store.PendingFilter{Site: "site-a", Limit: 100})
+	if err != nil || len(pend) != 15 {
+		t.Fatalf("pending %d %v", len(pend), err)
+	}
+	ids := []int64{pend[0].ID, pend[1].ID, pend[2].ID}
+	got, err := st.ResolvePendingActions(ctx, ids, true, "alice", "confirmed broken")
+	if err != nil || len(got) != 3 {
+		t.Fatalf("approve: %v %v", got, err)
+	}
+	for _, p := range got {
+		if p.State != store.PendingApproved || p.CommandID == "" || p.ResolvedBy != "alice" {
+			t.Fatalf("approved %+v", p)
+		}
+	}
+	// Approving again is refused, all or nothing.
+	if _, err := st.ResolvePendingActions(ctx, []int64{pend[3].ID, pend[0].ID}, false, "bob", "x"); err == nil {
+		t.Fatal("resolving an approved action again was accepted")
+	}
+	if n := count(t, url, `SELECT count(*) FROM policy_pending_actions WHERE state = 'PENDING'`); n != 12 {
+		t.Fatalf("%d still pending, want 12 (a refused bulk call changed something)", n)
+	}
+
+	// A release during the trip: an operator's goes through...
+	if _, err := st.SetDesiredImpairment(ctx, ds[0].DeviceID, store.ImpairmentReleased, "bob", "false alarm", "operator-api"); err != nil {
+		t.Fatal(err)
+	}
+	// ...and so does the policy's own auto-release once the cause cleared.
+	healed := ds[1].DeviceID
+	a.batch([]store.DeviceUpdate{{DeviceID: healed, Conditions: conds(time.Now(), ""), ObservedTime: time.Now()}})
+	clk.Add(61 * time.Second)
+	stats, err = ev.Tick(ctx)
+	if err != nil || stats.Released != 1 {
+		t.Fatalf("release pass: %+v %v", stats, err)
+	}
+	d, err := st.GetDevice(ctx, healed)
+	if err != nil || d.DesiredImpairment != store.ImpairmentReleased {
+		t.Fatalf("healed device %+v %v", d.DesiredImpairment, err)
+	}
+	if n := count(t, url, `SELECT count(*) FROM policy_site_state WHERE guard_tripped_since IS NOT NULL`); n != 1 {
+		t.Fatal("the guard re-armed with actions still pending")
+	}
+	// Reject the rest: the guard re-arms only once the window has room too.
+	var rest []int64
+	for _, p := range pend[3:] {
+		rest = append(rest, p.ID)
+	}
+	if _, err := st.ResolvePendingActions(ctx, rest, false, "alice", "not now"); err != nil {
+		t.Fatal(err)
+	}
+	if stats, err := ev.Tick(ctx); err != nil || stats.Rearmed != 0 {
+		t.Fatalf("re-armed with a full window: %+v %v", stats, err)
+	}
+	clk.Add(time.Hour)
+	if stats, err := ev.Tick(ctx); err != nil || stats.Rearmed != 1 {
+		t.Fatalf("not re-armed after the window slid: %+v %v", stats, err)
+	}
+}
+
+// A link cut long enough for the site to turn UNREACHABLE, with faults
+// during it: on reconnect nothing is quarantined automatically; every one is
+// pending as a stale trigger.
+func TestOutageIsNotReplayed(t *testing.T) {
+	ctx := context.Background()
+	st, url := newStore(t)
+	b := newSite(t, st, "site-b", 50)
+	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, testPolicy), Replica: "r1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	pgtest.MustExec(t, url, `UPDATE sites SET last_seen_at = now() - interval '10 minutes' WHERE name = 'site-b'`)
+	if stale, err := st.MarkStaleSites(ctx, time.Minute); err != nil || len(stale) != 1 {
+		t.Fatalf("stale %v %v", stale, err)
+	}
+	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
+		t.Fatalf("pass while unreachable: %+v %v", stats, err)
+	}
+	// The faults happened during the cut; the satellite reports them after.
+	during := time.Now().Add(-30 * time.Second)
+	b.connect()
+	b.fault(b.ids[:8], "CleanFailed", during)
+	stats, err := ev.Tick(ctx)
+	if err != nil || stats.Pending != 8 || stats.Quarantined != 0 {
+		t.Fatalf("pass after reconnect: %+v %v", stats, err)
+	}
+	if n := count(t, url, `SELECT count(*) FROM commands`); n != 0 {
+		t.Fatalf("%d commands after an outage, want none", n)
+	}
+	if n := count(t, url, `SELECT count(*) FROM policy_pending_actions WHERE reason = 'StaleTrigger' AND state = 'PENDING'`); n != 8 {
+		t.Fatalf("%d stale pending, want 8", n)
+	}
+	// A fault that begins after the reconnect is acted on.
+	b.fault(b.ids[8:9], "CleanFailed", time.Now())
+	if stats, err := ev.Tick(ctx); err != nil || stats.Quarantined != 1 {
+		t.Fatalf("fresh fault after reconnect: %+v %v", stats, err)
+	}
+}
+
+// A dry-run site logs what it would do and changes nothing; a site with
+// the policy off logs nothing.
+func TestDryRunChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	st, url := newStore(t)
+	dry := newSite(t, st, "site-dry", 50)
+	off := newSite(t, st, "site-off", 10)
+	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, testPolicy), Replica: "r1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	dry.fault(dry.ids[:7], "DeployFailed", time.Now())
+	off.fault(off.ids[:3], "DeployFailed", time.Now())
+	stats, err := ev.Tick(ctx)
+	if err != nil || stats.Decisions != 7 {
+		t.Fatalf("pass: %+v %v", stats, err)
+	}
+	if n := count(t, url, `SELECT count(*) FROM policy_decisions WHERE dry_run AND action = 'QUARANTINE'`); n != 5 {
+		t.Fatalf("%d would-quarantine, want 5", n)
+	}
+	if n := count(t, url, `SELECT count(*) FROM policy_decisions WHERE dry_run AND action = 'PENDING' AND reason = 'HeldByGuard'`); n != 2 {
+		t.Fatalf("%d would-be-held, want 2", n)
+	}
+	for _, q := range []string{`SELECT count(*) FROM commands`, `SELECT count(*) FROM policy_pending_actions`,
+		`SELECT count(*) FROM policy_site_state WHERE guard_tripped_since IS NOT NULL`, `SELECT count(*) FROM policy_decisions WHERE site = 'site-off'`} {
+		if n := count(t, url, q); n != 0 {
+			t.Fatalf("%s = %d, want 0", q, n)
+		}
+	}
+}
+
+// Exclusions and planned maintenance skip, and only one of two evaluators
+// leads.
+func TestExclusionAndOneLeader(t *testing.T) {
+	ctx := context.Background()
+	st, url := newStore(t)
+	a := newSite(t, st, "site-a", 50)
+	if _, err := st.SetDeviceHold(ctx, store.DeviceHold{DeviceID: a.ids[0], Kind: store.HoldExclusion, Reason: "burn-in", Author: "alice", StartsAt: time.Now().Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SetDeviceHold(ctx, store.DeviceHold{DeviceID: uuid.NewString(), Kind: store.HoldExclusion, Reason: "x", Author: "a", StartsAt: time.Now()}); err == nil {
+		t.Fatal("hold on an unknown device accepted")
+	}
+	cfg := policyrun.Config{Policy: livePolicy(t, testPolicy), Interval: 20 * time.Millisecond}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	leading := map[string]int{}
+	for _, r := range []string{"r1", "r2"} {
+		c := cfg
+		c.Replica = r
+		c.Hooks.Leading = func(on bool) {
+			mu.Lock()
+			if on {
+				leading[r]++
+			}
+			mu.Unlock()
+		}
+		ev := policyrun.New(st, c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = ev.Run(rctx) }()
+	}
+	a.fault(a.ids[:2], "DeployFailed", time.Now())
+	deadline := time.Now().Add(10 * time.Second)
+	for count(t, url, `SELECT count(*) FROM policy_decisions`) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	if n := count(t, url, `SELECT count(*) FROM policy_decisions WHERE action = 'SKIP' AND reason = 'ExcludedFromAutomation'`); n != 1 {
+		t.Fatalf("%d exclusion skips, want 1", n)
+	}
+	if n := count(t, url, `SELECT count(*) FROM policy_decisions WHERE action = 'QUARANTINE'`); n != 1 {
+		t.Fatalf("%d quarantines, want 1", n)
+	}
+	if len(leading) != 1 {
+		t.Fatalf("leaders: %v, want exactly one", leading)
+	}
+	if n := count(t, url, `SELECT count(DISTINCT replica) FROM policy_decisions`); n != 1 {
+		t.Fatalf("decisions from %d replicas", n)
+	}
+}
+
+// A blip shorter than the hold-down is never decided; a later fault of the
+// same device is a new trigger with its own decision, once.
+func TestHoldDownBlipAndRefault(t *testing.T) {
+	ctx := context.Background()
+	st, url := newStore(t)
+	a := newSite(t, st, "site-a", 50)
+	doc := `
+policy:
+  default:
+    enabled: true
+    rules: [{name: faulted, to: [FAULTED], holdDown: 30s}]
+`
+	clk := &clock{t: time.Now()}
+	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, doc), Now: clk.Now, Replica: "r1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a.fault(a.ids[:1], "DeployFailed", time.Now())
+	clk.Add(10 * time.Second)
+	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
+		t.Fatalf("inside the hold-down: %+v %v", stats, err)
+	}
+	a.batch([]store.DeviceUpdate{{DeviceID: a.ids[0], Conditions: conds(time.Now(), ""), ObservedTime: time.Now()}}) // the blip ends
+	clk.Add(time.Minute)
+	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
+		t.Fatalf("after the blip: %+v %v", stats, err)
+	}
+	a.fault(a.ids[:1], "DeployFailed", clk.Now().Add(-31*time.Second))
+	if stats, err := ev.Tick(ctx); err != nil || stats.Quarantined != 1 {
+		t.Fatalf("a fault that held: %+v %v", stats, err)
+	}
+	if _, err := st.SetDesiredImpairment(ctx, a.ids[0], store.ImpairmentReleased, "bob", "fixed", "operator-api"); err != nil {
+		t.Fatal(err)
+	}
+	a.batch([]store.DeviceUpdate{{DeviceID: a.ids[0], Conditions: conds(time.Now(), ""), ObservedTime: time.Now()}})
+	a.fault(a.ids[:1], "CleanFailed", clk.Now().Add(-31*time.Second))
+	if stats, err := ev.Tick(ctx); err != nil || stats.Quarantined != 1 {
+		t.Fatalf("the second fault: %+v %v", stats, err)
+	}
+	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
+		t.Fatalf("decided twice: %+v %v", stats, err)
+	}
+	if n := count(t, url, `SELECT count(DISTINCT trigger_id) FROM policy_decisions WHERE action = 'QUARANTINE'`); n != 2 {
+		t.Fatalf("%d triggers quarantined, want 2", n)
+	}
+}

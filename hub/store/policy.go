@@ -1,0 +1,526 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ironlink/ironlink/hub/status"
+	"github.com/ironlink/ironlink/internal/condition"
+)
+
+// SourcePolicy is the source recorded for quarantines and releases the
+// quarantine policy makes (automatically, or when an operator approves a
+// pending action).
+const SourcePolicy = "policy"
+
+// ActorPolicy is the actor of automatic policy decisions.
+const ActorPolicy = "policy"
+
+// Decision kinds and the pending-action reasons, as stored.
+const (
+	DecisionKindQuarantine = "QUARANTINE"
+	DecisionKindRelease    = "RELEASE"
+)
+
+// Pending action states, as stored.
+const (
+	PendingOpen     = "PENDING"
+	PendingApproved = "APPROVED"
+	PendingRejected = "REJECTED"
+	PendingExpired  = "EXPIRED"
+)
+
+// Device hold kinds, as stored.
+const (
+	HoldExclusion          = "EXCLUSION"
+	HoldPlannedMaintenance = "PLANNED_MAINTENANCE"
+)
+
+// ErrNotPending: an approve or reject named a pending action that is no
+// longer PENDING (approved, rejected or expired); nothing was written.
+var ErrNotPending = errors.New("pending action is not pending")
+
+// PolicyCandidate is a device in FAULTED or MAINTENANCE with its triggering
+// status change, read from status_history (see PolicyCandidates).
+type PolicyCandidate struct {
+	DeviceID, Site string
+	// HistoryID is the status_history row where the device entered the
+	// current run of FAULTED/MAINTENANCE (UNREACHABLE rows inside the run
+	// are skipped); ChangedAt its time.
+	HistoryID int64
+	ChangedAt time.Time
+	// From is the last status before that row other than UNREACHABLE ("" when
+	// the history holds none within the rows read).
+	From status.Status
+	// To is the status of the triggering row; Current the device's status now.
+	To, Current status.Status
+	// UnreachableUntil is when the device last left UNREACHABLE before
+	// HistoryID (zero when it did not within the rows read).
+	UnreachableUntil time.Time
+	// Cause is the condition behind Current (ProvisioningHealthy for
+	// FAULTED, MaintenanceClear for MAINTENANCE).
+	Cause condition.Condition
+	// Quarantined is true when the desired impairment is QUARANTINED.
+	Quarantined bool
+	// SiteStale is the site's stale flag.
+	SiteStale bool
+}
+
+// historyDepth bounds the status_history rows read per candidate.
+const historyDepth = 32
+
+// PolicyCandidates returns the devices, not removed, whose status is FAULTED
+// or MAINTENANCE and whose triggering status change has no QUARANTINE
+// decision yet, in site then id order. Errors are database errors.
+func (s *Store) PolicyCandidates(ctx context.Context) ([]PolicyCandidate, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT d.id::text, d.site, d.status, d.desired_impairment = 'QUARANTINED', s.stale,
+			COALESCE(c.type, ''), COALESCE(c.status, 'Unknown'), COALESCE(c.reason, ''), COALESCE(c.message, ''),
+			COALESCE(c.last_transition_time, 'epoch'::timestamptz),
+			h.id, h.status, h.changed_at
+		FROM devices d
+		JOIN sites s ON s.name = d.site
+		LEFT JOIN device_conditions c ON c.device_id = d.id
+			AND c.type = CASE d.status WHEN 'FAULTED' THEN 'ProvisioningHealthy' ELSE 'MaintenanceClear' END
+		JOIN LATERAL (SELECT id, status, changed_at FROM status_history
+			WHERE device_id = d.id ORDER BY id DESC LIMIT $1) h ON true
+		WHERE d.status IN ('FAULTED', 'MAINTENANCE') AND NOT d.removed
+			-- Already decided: a decision whose trigger starts the current run
+			-- (no status other than FAULTED, MAINTENANCE, UNREACHABLE since).
+			AND NOT EXISTS (SELECT 1 FROM policy_decisions pd WHERE pd.device_id = d.id AND pd.kind = 'QUARANTINE'
+				AND NOT EXISTS (SELECT 1 FROM status_history x WHERE x.device_id = d.id AND x.id > pd.trigger_id
+					AND x.status NOT IN ('FAULTED', 'MAINTENANCE', 'UNREACHABLE')))
+		ORDER BY d.site, d.id, h.id DESC`, historyDepth)
+	if err != nil {
+		return nil, fmt.Errorf("policy candidates: %w", err)
+	}
+	type hrow struct {
+		id     int64
+		status status.Status
+		at     time.Time
+	}
+	var out []PolicyCandidate
+	var hist [][]hrow
+	for rows.Next() {
+		var c PolicyCandidate
+		var cur, ctype, cstatus, hst string
+		var h hrow
+		if err := rows.Scan(&c.DeviceID, &c.Site, &cur, &c.Quarantined, &c.SiteStale, &ctype, &cstatus, &c.Cause.Reason,
+			&c.Cause.Message, &c.Cause.LastTransitionTime, &h.id, &hst, &h.at); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("policy candidates: %w", err)
+		}
+		h.status = status.Status(hst)
+		if n := len(out); n == 0 || out[n-1].DeviceID != c.DeviceID {
+			c.Current = status.Status(cur)
+			c.Cause.Type, c.Cause.Status = condition.Type(ctype), condition.Status(cstatus)
+			if c.Cause.LastTransitionTime.Unix() == 0 {
+				c.Cause.LastTransitionTime = time.Time{}
+			}
+			out = append(out, c)
+			hist = append(hist, nil)
+		}
+		hist[len(hist)-1] = append(hist[len(hist)-1], h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("policy candidates: %w", err)
+	}
+	// Walk each history newest first: the run of FAULTED/MAINTENANCE (and
+	// UNREACHABLE inside it), then the status before it.
+	impaired := func(st status.Status) bool { return st == status.Faulted || st == status.Maintenance }
+	for i := range out {
+		h := hist[i]
+		j := 0
+		trig := -1
+		for ; j < len(h); j++ {
+			if impaired(h[j].status) {
+				trig = j
+			} else if h[j].status != status.Unreachable {
+				break
+			}
+		}
+		if trig < 0 {
+			continue // the history lags the device row: next tick
+		}
+		out[i].HistoryID, out[i].ChangedAt, out[i].To = h[trig].id, h[trig].at, h[trig].status
+		// From: the first status older than the trigger other than UNREACHABLE;
+		// UnreachableUntil: when the newest UNREACHABLE period before the
+		// trigger ended (the time of the row after it).
+		for k := trig + 1; k < len(h); k++ {
+			if h[k].status == status.Unreachable {
+				if out[i].UnreachableUntil.IsZero() {
+					out[i].UnreachableUntil = h[k-1].at
+				}
+				continue
+			}
+			if out[i].From == "" {
+				out[i].From = h[k].status
+			}
+			if !out[i].UnreachableUntil.IsZero() {
+				break
+			}
+		}
+	}
+	// Drop the ones already decided.
+	ids := make([]string, 0, len(out))
+	for _, c := range out {
+		ids = append(ids, c.DeviceID)
+	}
+	rows, err = s.pool.Query(ctx, `SELECT device_id::text, trigger_id FROM policy_decisions
+		WHERE kind = 'QUARANTINE' AND device_id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("policy candidates: decided triggers: %w", err)
+	}
+	decided := map[string]map[int64]bool{}
+	for rows.Next() {
+		var id string
+		var trig int64
+		if err := rows.Scan(&id, &trig); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("policy candidates: decided triggers: %w", err)
+		}
+		if decided[id] == nil {
+			decided[id] = map[int64]bool{}
+		}
+		decided[id][trig] = true
+	}
+	rows.Close()
+	kept := out[:0]
+	for _, c := range out {
+		if c.HistoryID != 0 && !decided[c.DeviceID][c.HistoryID] {
+			kept = append(kept, c)
+		}
+	}
+	return kept, rows.Err()
+}
+
+// PolicySite is what the evaluator reads about a site before deciding.
+type PolicySite struct {
+	Name string
+	// Stale is the site's stale flag (UNREACHABLE).
+	Stale bool
+	// Devices counts its devices not removed.
+	Devices int
+	// Recent are the times of its QUARANTINE decisions (live and dry-run)
+	// decided after since.
+	Recent []PolicyAction
+	// TrippedSince is when the guard tripped (nil: armed); TrippedRule and
+	// TrippedDetail say by which rule and why.
+	TrippedSince               *time.Time
+	TrippedRule, TrippedDetail string
+	// OpenHeld and OpenStale count the site's PENDING actions held by the
+	// guard and from stale triggers.
+	OpenHeld, OpenStale int
+}
+
+// PolicyAction is one QUARANTINE decision's time and dry-run flag.
+type PolicyAction struct {
+	At     time.Time
+	DryRun bool
+}
+
+// PolicySites returns the policy view of every site (name order), with
+// the QUARANTINE decisions decided after since.
+func (s *Store) PolicySites(ctx context.Context, since time.Time) ([]PolicySite, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT s.name, s.stale,
+			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed),
+			ps.guard_tripped_since, COALESCE(ps.guard_tripped_rule, ''), COALESCE(ps.guard_tripped_detail, ''),
+			(SELECT count(*) FROM policy_pending_actions p WHERE p.site = s.name AND p.state = 'PENDING' AND p.reason = 'HeldByGuard'),
+			(SELECT count(*) FROM policy_pending_actions p WHERE p.site = s.name AND p.state = 'PENDING' AND p.reason = 'StaleTrigger')
+		FROM sites s LEFT JOIN policy_site_state ps ON ps.site = s.name ORDER BY s.name`)
+	if err != nil {
+		return nil, fmt.Errorf("policy sites: %w", err)
+	}
+	sites, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PolicySite, error) {
+		var p PolicySite
+		err := r.Scan(&p.Name, &p.Stale, &p.Devices, &p.TrippedSince, &p.TrippedRule, &p.TrippedDetail, &p.OpenHeld, &p.OpenStale)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("policy sites: %w", err)
+	}
+	rows, err = s.pool.Query(ctx, `SELECT site, decided_at, dry_run FROM policy_decisions
+		WHERE kind = 'QUARANTINE' AND action = 'QUARANTINE' AND decided_at > $1 ORDER BY site, decided_at`, since)
+	if err != nil {
+		return nil, fmt.Errorf("policy sites: recent actions: %w", err)
+	}
+	recent := map[string][]PolicyAction{}
+	for rows.Next() {
+		var site string
+		var a PolicyAction
+		if err := rows.Scan(&site, &a.At, &a.DryRun); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("policy sites: recent actions: %w", err)
+		}
+		recent[site] = append(recent[site], a)
+	}
+	rows.Close()
+	for i := range sites {
+		sites[i].Recent = recent[sites[i].Name]
+	}
+	return sites, rows.Err()
+}
+
+// DeviceHold is an exclusion from automation or a planned maintenance of
+// one device.
+type DeviceHold struct {
+	DeviceID string
+	// Kind is HoldExclusion or HoldPlannedMaintenance.
+	Kind           string
+	Reason, Author string
+	StartsAt       time.Time
+	// EndsAt is nil for an exclusion until cleared.
+	EndsAt    *time.Time
+	CreatedAt time.Time
+}
+
+// SetDeviceHold records (or replaces) h for its device. Errors:
+// ErrNotFound (no such device).
+func (s *Store) SetDeviceHold(ctx context.Context, h DeviceHold) (DeviceHold, error) {
+	err := s.pool.QueryRow(ctx, `
+		INSERT INTO policy_device_holds (device_id, kind, reason, author, starts_at, ends_at)
+		SELECT d.id, $2, $3, $4, $5, $6 FROM devices d WHERE d.id = $1
+		ON CONFLICT (device_id, kind) DO UPDATE SET reason = $3, author = $4, starts_at = $5, ends_at = $6, created_at = now()
+		RETURNING created_at`, h.DeviceID, h.Kind, h.Reason, h.Author, h.StartsAt, h.EndsAt).Scan(&h.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return DeviceHold{}, fmt.Errorf("device %s: %w", h.DeviceID, ErrNotFound)
+	}
+	if err != nil {
+		return DeviceHold{}, fmt.Errorf("set %s of device %s: %w", h.Kind, h.DeviceID, err)
+	}
+	return h, nil
+}
+
+// ClearDeviceHold removes the hold of kind from device; cleared is false
+// when there was none.
+func (s *Store) ClearDeviceHold(ctx context.Context, deviceID, kind string) (cleared bool, err error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM policy_device_holds WHERE device_id = $1 AND kind = $2`, deviceID, kind)
+	if err != nil {
+		return false, fmt.Errorf("clear %s of device %s: %w", kind, deviceID, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// DeviceHolds returns the holds of ids (every device's when ids is nil),
+// by device id then kind. Ended holds are included (the caller compares
+// EndsAt with its clock).
+func (s *Store) DeviceHolds(ctx context.Context, ids []string) (map[string][]DeviceHold, error) {
+	rows, err := s.pool.Query(ctx, `SELECT device_id::text, kind, reason, author, starts_at, ends_at, created_at
+		FROM policy_device_holds WHERE $1::uuid[] IS NULL OR device_id = ANY($1::uuid[]) ORDER BY device_id, kind`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("device holds: %w", err)
+	}
+	hs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeviceHold, error) {
+		var h DeviceHold
+		err := r.Scan(&h.DeviceID, &h.Kind, &h.Reason, &h.Author, &h.StartsAt, &h.EndsAt, &h.CreatedAt)
+		return h, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("device holds: %w", err)
+	}
+	out := map[string][]DeviceHold{}
+	for _, h := range hs {
+		out[h.DeviceID] = append(out[h.DeviceID], h)
+	}
+	return out, nil
+}
+
+// PolicyDecision is one decision of the quarantine policy, as logged.
+type PolicyDecision struct {
+	ID       int64
+	DeviceID string
+	Site     string
+	// Kind is DecisionKindQuarantine or DecisionKindRelease.
+	Kind string
+	// TriggerID is the status_history id of the triggering change
+	// (QUARANTINE) or the desired generation released (RELEASE).
+	TriggerID int64
+	// Action is QUARANTINE, PENDING, SKIP or RELEASE (policy.Action).
+	Action, Reason, Detail, Rule string
+	DryRun                       bool
+	From, To                     string
+	Cause                        condition.Condition
+	TriggeredAt                  *time.Time
+	WindowCount, SiteDevices     int
+	// Trips: the decision trips the site's guard (not stored as a column:
+	// it sets policy_site_state).
+	Trips bool
+	// CommandID is the command the decision created ("" when none);
+	// PendingID the pending action it created (0 when none).
+	CommandID string
+	PendingID int64
+	Replica   string
+	DecidedAt time.Time
+}
+
+// RecordPolicyDecision logs d, once per (device, kind, trigger), and in
+// the same transaction does what it says unless it is a dry-run: QUARANTINE
+// or RELEASE sets the device's desired state as an operator's call does
+// (SetDesiredImpairment: actor ActorPolicy, source SourcePolicy, reason
+// naming the rule and the triggering condition); PENDING adds a pending
+// action; Trips marks the site's guard tripped. A QUARANTINE whose device
+// is meanwhile quarantined, or a RELEASE whose quarantine is no longer the
+// device's desired state, is logged as SKIP instead.
+//
+// recorded is false (nothing written) when the trigger was already
+// decided. It returns the logged decision (ID, CommandID, PendingID set).
+func (s *Store) RecordPolicyDecision(ctx context.Context, d PolicyDecision) (out PolicyDecision, recorded bool, err error) {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		out, recorded = d, false
+		var desired string
+		var gen int64
+		err := tx.QueryRow(ctx, `SELECT desired_impairment, desired_generation FROM devices WHERE id = $1 FOR UPDATE`, d.DeviceID).Scan(&desired, &gen)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("device %s: %w", d.DeviceID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("lock device %s: %w", d.DeviceID, err)
+		}
+		switch {
+		case d.Kind == DecisionKindQuarantine && d.Action == "QUARANTINE" && desired == string(ImpairmentQuarantined):
+			out.Action, out.Reason, out.Detail, out.Trips = "SKIP", "AlreadyQuarantined", "quarantined meanwhile", false
+		case d.Kind == DecisionKindRelease && d.Action == "RELEASE" && (desired != string(ImpairmentQuarantined) || gen != d.TriggerID):
+			out.Action, out.Reason, out.Detail = "SKIP", "QuarantineSuperseded", "the policy's quarantine is no longer in force"
+		}
+		var since any
+		if !out.Cause.LastTransitionTime.IsZero() {
+			since = out.Cause.LastTransitionTime
+		}
+		err = tx.QueryRow(ctx, `
+			INSERT INTO policy_decisions (device_id, site, kind, trigger_id, action, reason, detail, rule, dry_run,
+				from_status, to_status, cause_type, cause_reason, cause_message, cause_since, triggered_at,
+				window_count, site_devices, replica, decided_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, COALESCE($20, now()))
+			ON CONFLICT (device_id, kind, trigger_id) DO NOTHING
+			RETURNING id, decided_at`,
+			out.DeviceID, out.Site, out.Kind, out.TriggerID, out.Action, out.Reason, out.Detail, out.Rule, out.DryRun,
+			out.From, out.To, string(out.Cause.Type), out.Cause.Reason, out.Cause.Message, since, out.TriggeredAt,
+			out.WindowCount, out.SiteDevices, out.Replica, nullTime(out.DecidedAt)).Scan(&out.ID, &out.DecidedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // decided before
+		}
+		if err != nil {
+			return fmt.Errorf("log policy decision: %w", err)
+		}
+		recorded = true
+		if out.DryRun {
+			return nil
+		}
+		switch out.Action {
+		case "QUARANTINE", "RELEASE":
+			imp, verb := ImpairmentQuarantined, "quarantine"
+			if out.Action == "RELEASE" {
+				imp, verb = ImpairmentReleased, "release"
+			}
+			reason := fmt.Sprintf("policy rule %s: %s (decision %d)", out.Rule, out.Detail, out.ID)
+			cmd, err := s.setDesiredTx(ctx, tx, out.DeviceID, imp, ActorPolicy, reason, SourcePolicy)
+			if err != nil {
+				return fmt.Errorf("policy %s: %w", verb, err)
+			}
+			out.CommandID = cmd.ID
+			if _, err := tx.Exec(ctx, `UPDATE policy_decisions SET command_id = $2 WHERE id = $1`, out.ID, cmd.ID); err != nil {
+				return fmt.Errorf("link decision to command: %w", err)
+			}
+		case "PENDING":
+			err := tx.QueryRow(ctx, `INSERT INTO policy_pending_actions (decision_id, device_id, site, rule, reason, detail, created_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`, out.ID, out.DeviceID, out.Site, out.Rule, out.Reason, out.Detail, out.DecidedAt).
+				Scan(&out.PendingID)
+			if err != nil {
+				return fmt.Errorf("add pending action: %w", err)
+			}
+		}
+		if out.Trips {
+			_, err := tx.Exec(ctx, `
+				INSERT INTO policy_site_state (site, guard_tripped_since, guard_tripped_rule, guard_tripped_detail, updated_at)
+				VALUES ($1, $2, $3, $4, now())
+				ON CONFLICT (site) DO UPDATE SET guard_tripped_since = COALESCE(policy_site_state.guard_tripped_since, $2),
+					guard_tripped_rule = CASE WHEN policy_site_state.guard_tripped_since IS NULL THEN $3 ELSE policy_site_state.guard_tripped_rule END,
+					guard_tripped_detail = CASE WHEN policy_site_state.guard_tripped_since IS NULL THEN $4 ELSE policy_site_state.guard_tripped_detail END,
+					updated_at = now()`, out.Site, out.DecidedAt, out.Rule, out.Detail)
+			if err != nil {
+				return fmt.Errorf("trip guard of site %q: %w", out.Site, err)
+			}
+		}
+		return nil
+	})
+	return out, recorded, err
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// RearmGuard clears the tripped state of site's guard; it reports whether
+// the guard was tripped.
+func (s *Store) RearmGuard(ctx context.Context, site string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE policy_site_state SET guard_tripped_since = NULL, guard_tripped_rule = '',
+		guard_tripped_detail = '', updated_at = now() WHERE site = $1 AND guard_tripped_since IS NOT NULL`, site)
+	if err != nil {
+		return false, fmt.Errorf("re-arm guard of site %q: %w", site, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// ExpirePendingActions marks EXPIRED every PENDING action whose cause is
+// gone: its device is removed, quarantined meanwhile, or no longer in
+// FAULTED, MAINTENANCE or UNREACHABLE (an unreachable site keeps its
+// actions). It returns the number expired.
+func (s *Store) ExpirePendingActions(ctx context.Context) (int, error) {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE policy_pending_actions p SET state = 'EXPIRED', resolved_at = now(), resolved_by = 'policy',
+			resolution_reason = CASE WHEN d.removed THEN 'device removed'
+				WHEN d.desired_impairment = 'QUARANTINED' THEN 'quarantined meanwhile'
+				ELSE 'cause cleared: status ' || d.status END
+		FROM devices d WHERE d.id = p.device_id AND p.state = 'PENDING'
+			AND (d.removed OR d.desired_impairment = 'QUARANTINED' OR d.status NOT IN ('FAULTED', 'MAINTENANCE', 'UNREACHABLE'))`)
+	if err != nil {
+		return 0, fmt.Errorf("expire pending actions: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// PolicyQuarantine is a device whose desired state is a quarantine the
+// policy made, for the auto-release decision.
+type PolicyQuarantine struct {
+	DeviceID, Site, Rule string
+	Generation           int64
+	Status               status.Status
+	StatusChangedAt      time.Time
+	SiteStale            bool
+}
+
+// PolicyQuarantines returns the devices whose desired state is a policy
+// quarantine (latest impairment change with source SourcePolicy, from a
+// decision or an approved pending action) without a RELEASE decision for
+// its generation.
+func (s *Store) PolicyQuarantines(ctx context.Context) ([]PolicyQuarantine, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT d.id::text, d.site, COALESCE(pd.rule, pa.rule, ''), d.desired_generation, d.status, d.status_changed_at, s.stale
+		FROM devices d
+		JOIN sites s ON s.name = d.site
+		JOIN commands c ON c.device_id = d.id AND c.generation = d.desired_generation AND c.source = 'policy'
+		LEFT JOIN policy_decisions pd ON pd.command_id = c.id
+		LEFT JOIN policy_pending_actions pa ON pa.command_id = c.id
+		WHERE d.desired_impairment = 'QUARANTINED' AND NOT d.removed
+			AND NOT EXISTS (SELECT 1 FROM policy_decisions r WHERE r.device_id = d.id AND r.kind = 'RELEASE' AND r.trigger_id = d.desired_generation)
+		ORDER BY d.site, d.id`)
+	if err != nil {
+		return nil, fmt.Errorf("policy quarantines: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (PolicyQuarantine, error) {
+		var q PolicyQuarantine
+		var st string
+		err := r.Scan(&q.DeviceID, &q.Site, &q.Rule, &q.Generation, &st, &q.StatusChangedAt, &q.SiteStale)
+		q.Status = status.Status(st)
+		return q, err
+	})
+}
