@@ -50,6 +50,8 @@ type Server struct {
 	store *store.Store
 	actor ActorFunc
 	log   *slog.Logger
+	// feed wakes WatchFleet streams (watch.go).
+	feed feedWake
 }
 
 // NewServer returns a fleet server over st. actor may be nil ("anonymous").
@@ -191,6 +193,9 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 	for _, d := range devs {
 		resp.Devices = append(resp.Devices, deviceToProto(d))
 	}
+	if err := s.addStatusMessages(ctx, resp.Devices); err != nil {
+		return nil, err
+	}
 	if more {
 		resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(devs[len(devs)-1].ID))
 	}
@@ -234,6 +239,9 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 		resp.ImpairmentHistory = append(resp.ImpairmentHistory, &ironlinkv1.ImpairmentChange{
 			Desired: impairmentToProto(c.Desired), Generation: c.Generation, Actor: c.Actor, Reason: c.Reason,
 			Source: c.Source, ChangeTime: timestamppb.New(c.ChangedAt), CommandId: c.CommandID})
+	}
+	if err := s.explainDevice(ctx, d, resp); err != nil {
+		return nil, err
 	}
 	return resp, nil
 }

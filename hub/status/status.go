@@ -73,17 +73,17 @@ type Rule int
 
 // The rules, in the order Derive tries them.
 const (
-	RuleNeverReported   Rule = iota + 1 // UNKNOWN: the device was never reported.
-	RuleSiteStale                       // UNREACHABLE: the site is silent for longer than stale_after.
-	RuleNotEnrolled                     // ONBOARDING: Enrolled is not True.
-	RuleProvisioningBad                 // FAULTED: ProvisioningHealthy is False.
-	RuleInMaintenance                   // MAINTENANCE: MaintenanceClear is False.
-	RuleQuarantined                     // QUARANTINED: the hub's quarantine is in force.
-	RuleInValidation                    // VALIDATING: InValidationPool is True.
-	RuleCustomerAllocated               // IN_SERVICE: CustomerAllocated is True.
-	RuleInstanceAllocated               // ALLOCATED: InstanceAllocated is True.
-	RuleCustomerReady                   // AVAILABLE: CustomerReady is True.
-	RuleHealthyNotOffered               // HELD: healthy but not offered to customers.
+	RuleNeverReported     Rule = iota + 1 // UNKNOWN: the device was never reported.
+	RuleSiteStale                         // UNREACHABLE: the site is silent for longer than stale_after.
+	RuleNotEnrolled                       // ONBOARDING: Enrolled is not True.
+	RuleProvisioningBad                   // FAULTED: ProvisioningHealthy is False.
+	RuleInMaintenance                     // MAINTENANCE: MaintenanceClear is False.
+	RuleQuarantined                       // QUARANTINED: the hub's quarantine is in force.
+	RuleInValidation                      // VALIDATING: InValidationPool is True.
+	RuleCustomerAllocated                 // IN_SERVICE: CustomerAllocated is True.
+	RuleInstanceAllocated                 // ALLOCATED: InstanceAllocated is True.
+	RuleCustomerReady                     // AVAILABLE: CustomerReady is True.
+	RuleHealthyNotOffered                 // HELD: healthy but not offered to customers.
 )
 
 // ruleText says what each rule tests, indexed by Rule.
@@ -179,4 +179,27 @@ func RuleFor(s Status) Rule {
 		}
 	}
 	return 0
+}
+
+// Condition is the condition type rule r looks at ("" for UNKNOWN,
+// UNREACHABLE and QUARANTINED, which look at none): the one whose reason
+// and message explain a device that has r's status.
+func (r Rule) Condition() condition.Type {
+	switch r {
+	case RuleNotEnrolled:
+		return condition.Enrolled
+	case RuleProvisioningBad:
+		return condition.ProvisioningHealthy
+	case RuleInMaintenance:
+		return condition.MaintenanceClear
+	case RuleInValidation:
+		return condition.InValidationPool
+	case RuleCustomerAllocated:
+		return condition.CustomerAllocated
+	case RuleInstanceAllocated:
+		return condition.InstanceAllocated
+	case RuleCustomerReady, RuleHealthyNotOffered:
+		return condition.CustomerReady
+	}
+	return ""
 }

@@ -147,7 +147,7 @@ func TestDeriveNamesRuleAndCondition(t *testing.T) {
 		if got.Rule != RuleFor(got.Status) || got.Rule.Status() != got.Status {
 			t.Errorf("%s: rule %v, want %v", got.Status, got.Rule, RuleFor(got.Status))
 		}
-		if got.Because != behind[got.Status] {
+		if got.Because != behind[got.Status] || got.Rule.Condition() != got.Because {
 			t.Errorf("%s: because %q, want %q", got.Status, got.Because, behind[got.Status])
 		}
 		if !strings.HasPrefix(got.Rule.String(), fmt.Sprintf("%d. %s: ", int(got.Rule), got.Status)) {
