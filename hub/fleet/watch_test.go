@@ -157,11 +157,15 @@ func TestWatchFleetResumesAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1, r2 := startReplica(t, url), startReplica(t, url)
+	// The reference watcher, and the one that breaks, both start at
+	// replica 2's head, before the seed.
+	head := watch(t, r2.fleet, &ironlinkv1.WatchFleetRequest{}, 0, 0, nil).first
 	devs := seedSites(t, r1.store, 4, "demo")["demo"]
 
-	// 40 alternating quarantines and releases: 40 commands created, 36
-	// superseding a pending one of the same device, 40 status changes.
-	const ops, total = 40, 40 + 36 + 40
+	// 4 first statuses; 40 alternating quarantines and releases: 40
+	// commands created, 36 superseding a pending one of the same device, 40
+	// status changes.
+	const ops, total = 40, 4 + 40 + 36 + 40
 	created := make(chan string, ops)
 	start := make(chan string)
 	go func() {
@@ -191,9 +195,6 @@ func TestWatchFleetResumesAcrossReplicas(t *testing.T) {
 		}
 	}()
 
-	// The reference watcher, and the one that breaks, both from replica 2's head.
-	headResp := watch(t, r2.fleet, &ironlinkv1.WatchFleetRequest{}, 0, 0, nil)
-	head := headResp.first
 	refDone := make(chan watched)
 	go func() { refDone <- watch(t, r2.fleet, &ironlinkv1.WatchFleetRequest{Cursor: head}, total, 0, nil) }()
 	var broken watched

@@ -6,16 +6,18 @@ package store
 //
 // Commit-safe order. Every source row carries the id of the transaction
 // that wrote it (an xid8 column, DEFAULT pg_current_xact_id(): free on the
-// write path, no trigger on ingest). A read takes the watermark W =
-// pg_snapshot_xmin(pg_current_snapshot()), the oldest transaction still
-// running, and reads only rows with xid < W: every transaction below W has
-// committed or aborted, so no row can later appear below W. Rows are ordered
+// write path, no trigger on ingest). A read takes the watermark W, the
+// oldest transaction still running in the hub's database
+// (pg_snapshot_xmin(pg_current_snapshot()) narrowed to this database, see
+// watermarkQuery), and reads only rows with xid < W: every transaction of
+// this database below W has committed or aborted, so no row can later
+// appear below W. Rows are ordered
 // by (xid, source number, id) and a cursor is a position in that order. A
 // bigserial alone would not do: transaction A takes id 1, B takes id 2 and
 // commits first, a reader passes id 2, and A's row is never read. Here B's
 // row waits until A has finished, then both come, A's first. The price is
-// latency: a long-running writing transaction anywhere in the cluster holds
-// the feed back until it ends.
+// latency: a long-running writing transaction in the hub's database holds
+// the feed back until it ends (one in another database does not).
 //
 // Adding a source (the integrator's recipe for operation state changes and
 // policy decisions):
@@ -237,9 +239,30 @@ func (s *Store) FeedCursorValid(ctx context.Context, c FeedCursor) (bool, error)
 	return c.XID <= m, nil
 }
 
+// watermarkQuery is the feed's watermark: the oldest transaction that was
+// running in this database when the statement's snapshot was taken (the
+// snapshot's xmax when none was). It is pg_snapshot_xmin narrowed to this
+// database, so a long transaction in another database of the cluster does
+// not hold the feed back. Sound because the snapshot comes first (taken at
+// statement start) and pg_stat_activity is read after it: a transaction of
+// the snapshot's in-progress list that is still running then shows up with
+// its database and counts; one that has ended meanwhile has committed or
+// aborted, and later reads see its rows; one that starts later has an xid
+// at or above xmax. Prepared transactions count by their database too.
+const watermarkQuery = `
+	WITH snap AS (SELECT pg_current_snapshot() AS s),
+	here AS (
+		SELECT backend_xid AS x FROM pg_stat_activity
+		WHERE datid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND backend_xid IS NOT NULL
+		UNION ALL
+		SELECT transaction FROM pg_prepared_xacts WHERE database = current_database())
+	SELECT COALESCE(
+		(SELECT min(x) FROM snap, pg_snapshot_xip(snap.s) AS x WHERE xid(x) IN (SELECT x FROM here)),
+		(SELECT pg_snapshot_xmax(s) FROM snap))::text`
+
 func (s *Store) watermark(ctx context.Context) (uint64, error) {
 	var w string
-	if err := s.pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text`).Scan(&w); err != nil {
+	if err := s.pool.QueryRow(ctx, watermarkQuery).Scan(&w); err != nil {
 		return 0, fmt.Errorf("feed: read watermark: %w", err)
 	}
 	x, err := strconv.ParseUint(w, 10, 64)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/pgtest"
 )
 
 // feedReader follows the feed from a cursor and keeps every event it read.
@@ -350,4 +351,38 @@ func TestFeedCursorRoundTripAndFilters(t *testing.T) {
 			t.Errorf("%s: %d status and %d command events, want %d and %d", tc.name, st, cmds, tc.st, tc.cmds)
 		}
 	}
+}
+
+// TestFeedIgnoresOtherDatabasesTransactions: a writing transaction left open
+// in another database of the cluster does not hold the feed back (one in
+// the hub's own database does: TestFeedOrderSurvivesOutOfOrderCommits).
+func TestFeedIgnoresOtherDatabasesTransactions(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	other, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	otx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = otx.Rollback(ctx) }()
+	if _, err := otx.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil { // takes an xid, stays open
+		t.Fatal(err)
+	}
+	sess := open(t, s, "site-a")
+	head, err := s.FeedHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := addDevice(t, s, "site-a", sess, 1)
+	tx := begin(t, s)
+	insertStatus(t, tx, dev, "X")
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := &feedReader{s: s, cur: head, limit: 10}
+	r.until(t, "with another database's transaction open", func(got []string) bool { return len(got) == 1 })
 }
