@@ -138,7 +138,7 @@ at more than one site, or by UUID.
 	_ = root.RegisterFlagCompletionFunc("context", a.completeContexts)
 
 	root.AddCommand(a.newGetCommand(), a.newDescribeCommand(),
-		a.newImpairCommand(true), a.newImpairCommand(false), a.newConfigCommand())
+		a.newImpairCommand(true), a.newImpairCommand(false), a.newConfigCommand(), a.newWatchCommand())
 	return root, a
 }
 
