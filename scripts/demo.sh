@@ -219,6 +219,7 @@ Try the ironlink CLI in another terminal, from $PWD $cfgnote:
   $cli release $devname --reason "GPU replaced" --wait
   $cli get devices --orphaned                        # orphaned Nova instances (after ~30 s)
   $cli get devices --watch                           # Ctrl-C stops watching
+  $cli watch                                         # the change feed: every status and command change as it commits
 
 The same through grpcurl ${pathnote:-}
 First define how to mint a short-lived operator token
@@ -246,6 +247,9 @@ First define how to mint a short-lived operator token
   # its commands (state SUCCEEDED once the satellite applied it), then release it
   $G $A -d '{"device_id":"$device"}' $HUB ironlink.v1.FleetService/ListCommands
   $G $A -d '{"device_id":"$device","reason":"GPU replaced"}' $HUB ironlink.v1.FleetService/ReleaseDevice
+
+  # the change feed, as changes commit (Ctrl-C ends it; "cursor":"<a cursor it printed>" resumes)
+  $G $A -d '{"site":"demo"}' $HUB ironlink.v1.FleetService/WatchFleet
 
   # orphaned Nova instances (two seeded, one of each kind; reported after two sweeps, ~30 s)
   $G $A -d '{"site":"demo","instance_mismatch":true}' $HUB ironlink.v1.FleetService/ListDevices

@@ -19,8 +19,9 @@ const (
 	// WatchPoll is how often a watcher reads the feed when nothing woke it
 	// (status changes announce nothing, to keep ingest free of NOTIFY).
 	WatchPoll = 500 * time.Millisecond
-	// WatchProgressEvery is the longest a watcher goes without a message
-	// while its cursor moves past events its filters skip (progress marks).
+	// WatchProgressEvery is the longest a watcher goes without a message:
+	// then it gets a progress mark (a keep-alive that also moves its cursor
+	// past events its filters skipped).
 	WatchProgressEvery = 5 * time.Second
 	// watchBatch is how many events one feed read returns at most.
 	watchBatch = 500
@@ -156,7 +157,7 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 			}
 			lastSent = time.Now()
 		}
-		if len(evs) == 0 && next != cur && time.Since(lastSent) >= WatchProgressEvery {
+		if len(evs) == 0 && time.Since(lastSent) >= WatchProgressEvery {
 			if err := stream.Send(&ironlinkv1.WatchFleetResponse{Cursor: next.String()}); err != nil {
 				return err
 			}
