@@ -1741,8 +1741,9 @@ type WatchFleetResponse struct {
 	// Position after this message: pass it as WatchFleetRequest.cursor to
 	// resume. Cursors only grow; they are valid on every replica.
 	Cursor string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
-	// The change; unset on a progress mark (sent at most every few seconds
-	// while nothing matches the filters, and once the backlog is read).
+	// The change; unset on a progress mark: the first message of a stream,
+	// and one after every 5 s without another message (a keep-alive that
+	// also moves the cursor past changes the filters skipped).
 	Event         *FleetEvent `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
