@@ -12,7 +12,7 @@
 // decisions): a migration gives its table `xid xid8 DEFAULT
 // pg_current_xact_id()` and an (xid, id) index (or an events table filled by
 // an AFTER trigger, like command_events), optionally a
-// pg_notify('ironlink_feed', ”) in that trigger; then one entry in
+// NOTIFY on FeedNotifyChannel in that trigger; then one entry in
 // feedSources (a new, never reused source number, the kind, the query, the
 // scan); then a FleetEventKind and a FleetEvent oneof member in fleet.proto,
 // filled by hub/fleet's eventToProto. feed.go's comment has the details.
