@@ -239,25 +239,27 @@ func (s *Store) FeedCursorValid(ctx context.Context, c FeedCursor) (bool, error)
 	return c.XID <= m, nil
 }
 
-// watermarkQuery is the feed's watermark: the oldest transaction that was
-// running in this database when the statement's snapshot was taken (the
-// snapshot's xmax when none was). It is pg_snapshot_xmin narrowed to this
-// database, so a long transaction in another database of the cluster does
-// not hold the feed back. Sound because the snapshot comes first (taken at
-// statement start) and pg_stat_activity is read after it: a transaction of
-// the snapshot's in-progress list that is still running then shows up with
-// its database and counts; one that has ended meanwhile has committed or
-// aborted, and later reads see its rows; one that starts later has an xid
-// at or above xmax. Prepared transactions count by their database too.
+// watermarkQuery is the feed's watermark: the oldest transaction of the
+// statement's snapshot still running that is not known to belong to another
+// database of the cluster (the snapshot's xmax when there is none). It is
+// pg_snapshot_xmin narrowed so that a long transaction in another database
+// does not hold the feed back. Only transactions positively seen in another
+// database (pg_stat_activity with their database, or pg_prepared_xacts) are
+// left out; a transaction whose session this role may not see (its
+// backend_xid reads NULL) still counts, as does one that has ended since the
+// snapshot (later reads see its rows). Sound because the snapshot is taken
+// at statement start, before pg_stat_activity is read, transactions never
+// change database, and one that starts later has an xid at or above xmax.
 const watermarkQuery = `
 	WITH snap AS (SELECT pg_current_snapshot() AS s),
-	here AS (
+	elsewhere AS (
 		SELECT backend_xid AS x FROM pg_stat_activity
-		WHERE datid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND backend_xid IS NOT NULL
+		WHERE datid IS NOT NULL AND datid <> (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND backend_xid IS NOT NULL
 		UNION ALL
-		SELECT transaction FROM pg_prepared_xacts WHERE database = current_database())
+		SELECT transaction FROM pg_prepared_xacts WHERE database <> current_database())
 	SELECT COALESCE(
-		(SELECT min(x) FROM snap, pg_snapshot_xip(snap.s) AS x WHERE xid(x) IN (SELECT x FROM here)),
+		(SELECT min(x) FROM snap, pg_snapshot_xip(snap.s) AS x WHERE xid(x) NOT IN (SELECT x FROM elsewhere)),
 		(SELECT pg_snapshot_xmax(s) FROM snap))::text`
 
 func (s *Store) watermark(ctx context.Context) (uint64, error) {
