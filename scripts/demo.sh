@@ -242,6 +242,7 @@ Try the ironlink CLI in another terminal, from $PWD $cfgnote:
   $cli get decisions --site demo                     # what the quarantine policy decided (dry-run: nothing changed)
   $cli get pending                                   # automatic quarantines waiting for you
   $cli approve ID... --reason "confirmed broken"     # or: $cli reject ID... --reason "..."
+  $cli watch                                         # the change feed: every status and command change as it commits
 
 The same through grpcurl ${pathnote:-}
 First define how to mint a short-lived operator token
@@ -269,6 +270,9 @@ First define how to mint a short-lived operator token
   # its commands (state SUCCEEDED once the satellite applied it), then release it
   $G $A -d '{"device_id":"$device"}' $HUB ironlink.v1.FleetService/ListCommands
   $G $A -d '{"device_id":"$device","reason":"GPU replaced"}' $HUB ironlink.v1.FleetService/ReleaseDevice
+
+  # the change feed, as changes commit (Ctrl-C ends it; "cursor":"<a cursor it printed>" resumes)
+  $G $A -d '{"site":"demo"}' $HUB ironlink.v1.FleetService/WatchFleet
 
   # orphaned Nova instances (two seeded, one of each kind; reported after two sweeps, ~30 s)
   $G $A -d '{"site":"demo","instance_mismatch":true}' $HUB ironlink.v1.FleetService/ListDevices

@@ -107,6 +107,7 @@ func (a *app) printDevice(w io.Writer, r *ironlinkv1.GetDeviceResponse, cmds []*
 	field(w, "Site", d.GetSite())
 	field(w, "Status", fmt.Sprintf("%s for %s", deviceStatus(d), a.age(d.GetStatusChangeTime())))
 	field(w, "Reason", d.GetStatusReason())
+	a.printExplanation(w, r.GetExplanation())
 	q := "never quarantined or released"
 	if d.GetDesiredGeneration() > 0 {
 		q = fmt.Sprintf("%s (generation %d, applied %d)", impairmentName(d.GetDesiredImpairment()), d.GetDesiredGeneration(), d.GetAppliedGeneration())

@@ -302,7 +302,7 @@ func (a *app) fetchDevices(ctx context.Context, req *ironlinkv1.ListDevicesReque
 	})
 	l := &listing{
 		header:     []string{"NAME", "SITE", "STATUS", "REASON", "QUARANTINE", "AGE"},
-		wideHeader: []string{"NAME", "SITE", "UUID", "STATUS", "REASON", "QUARANTINE", "GEN", "PROVISION", "POWER", "INSTANCE", "LAST-ERROR", "OBSERVED", "AGE"},
+		wideHeader: []string{"NAME", "SITE", "UUID", "STATUS", "REASON", "MESSAGE", "QUARANTINE", "GEN", "PROVISION", "POWER", "INSTANCE", "LAST-ERROR", "OBSERVED", "AGE"},
 		msg:        all,
 	}
 	for _, d := range all.GetDevices() {
@@ -315,11 +315,11 @@ func (a *app) fetchDevices(ctx context.Context, req *ironlinkv1.ListDevicesReque
 		l.items = append(l.items, item{
 			key:   d.GetDeviceId(),
 			cells: []string{displayName(d), d.GetSite(), deviceStatus(d), d.GetStatusReason(), deviceImpairment(d), age},
-			wide: []string{displayName(d), d.GetSite(), d.GetDeviceId(), deviceStatus(d), d.GetStatusReason(), deviceImpairment(d), gen,
+			wide: []string{displayName(d), d.GetSite(), d.GetDeviceId(), deviceStatus(d), d.GetStatusReason(), truncate(d.GetStatusMessage(), 60), deviceImpairment(d), gen,
 				f.GetProvisionState(), f.GetPowerState(), f.GetInstanceUuid(), truncate(d.GetLastCommandError(), 60), a.age(d.GetObservedTime()), age},
 			name: qualifiedName(d), msg: d, goneMarker: "(no longer listed)",
 			sig: signature(d.GetStatus(), d.GetStatusReason(), d.GetStatusChangeTime().AsTime(), d.GetLastKnownStatus(), d.GetRemoved(),
-				deviceImpairment(d), gen, f.GetProvisionState(), f.GetPowerState(), f.GetInstanceUuid(), d.GetLastCommandError(), d.GetName()),
+				deviceImpairment(d), gen, f.GetProvisionState(), f.GetPowerState(), f.GetInstanceUuid(), d.GetLastCommandError(), d.GetName(), d.GetStatusMessage()),
 		})
 	}
 	return l, nil

@@ -140,7 +140,7 @@ at more than one site, or by UUID.
 
 	root.AddCommand(a.newGetCommand(), a.newDescribeCommand(),
 		a.newImpairCommand(true), a.newImpairCommand(false), a.newConfigCommand(), a.newOpCommand(),
-		a.newResolveCommand(true), a.newResolveCommand(false))
+		a.newResolveCommand(true), a.newResolveCommand(false), a.newWatchCommand())
 	return root, a
 }
 

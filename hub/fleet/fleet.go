@@ -51,6 +51,8 @@ type Server struct {
 	store *store.Store
 	actor ActorFunc
 	log   *slog.Logger
+	// feed wakes WatchFleet streams (watch.go).
+	feed feedWake
 }
 
 // NewServer returns a fleet server over st. actor may be nil ("anonymous").
@@ -192,6 +194,9 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 	for _, d := range devs {
 		resp.Devices = append(resp.Devices, deviceToProto(d))
 	}
+	if err := s.addStatusMessages(ctx, resp.Devices); err != nil {
+		return nil, err
+	}
 	if more {
 		resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(devs[len(devs)-1].ID))
 	}
@@ -242,6 +247,9 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 	}
 	for _, o := range ops {
 		resp.RecentOperations = append(resp.RecentOperations, operations.ToProto(o))
+	}
+	if err := s.explainDevice(ctx, d, resp); err != nil {
+		return nil, err
 	}
 	return resp, nil
 }

@@ -60,6 +60,65 @@ type Result struct {
 	Status Status
 	// Reason names the rule that matched, for example "ProvisioningHealthy=False: CleanFailed".
 	Reason string
+	// Rule is the rule of the order that matched (1-11).
+	Rule Rule
+	// Because is the type of the condition behind the status ("" when the
+	// rule looks at no condition: UNKNOWN, UNREACHABLE, QUARANTINED).
+	Because condition.Type
+}
+
+// Rule is one rule of the status order (SPEC.md "operational_status (hub
+// side)"), numbered from 1 in the order they are tried.
+type Rule int
+
+// The rules, in the order Derive tries them.
+const (
+	RuleNeverReported     Rule = iota + 1 // UNKNOWN: the device was never reported.
+	RuleSiteStale                         // UNREACHABLE: the site is silent for longer than stale_after.
+	RuleNotEnrolled                       // ONBOARDING: Enrolled is not True.
+	RuleProvisioningBad                   // FAULTED: ProvisioningHealthy is False.
+	RuleInMaintenance                     // MAINTENANCE: MaintenanceClear is False.
+	RuleQuarantined                       // QUARANTINED: the hub's quarantine is in force.
+	RuleInValidation                      // VALIDATING: InValidationPool is True.
+	RuleCustomerAllocated                 // IN_SERVICE: CustomerAllocated is True.
+	RuleInstanceAllocated                 // ALLOCATED: InstanceAllocated is True.
+	RuleCustomerReady                     // AVAILABLE: CustomerReady is True.
+	RuleHealthyNotOffered                 // HELD: healthy but not offered to customers.
+)
+
+// ruleText says what each rule tests, indexed by Rule.
+var ruleText = [...]string{
+	RuleNeverReported:     "never reported by its site",
+	RuleSiteStale:         "site silent for longer than stale_after",
+	RuleNotEnrolled:       "Enrolled is not True",
+	RuleProvisioningBad:   "ProvisioningHealthy is False",
+	RuleInMaintenance:     "MaintenanceClear is False",
+	RuleQuarantined:       "the hub's quarantine is in force",
+	RuleInValidation:      "InValidationPool is True",
+	RuleCustomerAllocated: "CustomerAllocated is True",
+	RuleInstanceAllocated: "InstanceAllocated is True",
+	RuleCustomerReady:     "CustomerReady is True",
+	RuleHealthyNotOffered: "healthy but not offered to customers",
+}
+
+// Valid reports whether r is one of the eleven rules.
+func (r Rule) Valid() bool { return r >= RuleNeverReported && r <= RuleHealthyNotOffered }
+
+// Status is the status rule r yields ("" for an invalid rule).
+func (r Rule) Status() Status {
+	if !r.Valid() {
+		return ""
+	}
+	return All[r-1]
+}
+
+// String renders r as "<n>. <STATUS>: <what it tests>", for example
+// "4. FAULTED: ProvisioningHealthy is False".
+func (r Rule) String() string {
+	if !r.Valid() {
+		return fmt.Sprintf("rule(%d)", int(r))
+	}
+	return fmt.Sprintf("%d. %s: %s", int(r), r.Status(), ruleText[r])
 }
 
 // Derive returns the operational_status for in. Rules, first match wins:
@@ -68,6 +127,8 @@ type Result struct {
 // (MaintenanceClear=False) · QUARANTINED (hub quarantine in force) ·
 // VALIDATING (InValidationPool=True) · IN_SERVICE (CustomerAllocated=True) ·
 // ALLOCATED (InstanceAllocated=True) · AVAILABLE (CustomerReady=True) · HELD.
+// The result names the rule that matched (Rule) and the condition it looked
+// at (Because), which is what GetDevice's explanation is built from.
 func Derive(in Input) Result {
 	get := func(t condition.Type) condition.Condition {
 		if c, ok := in.Conditions[t]; ok {
@@ -78,34 +139,67 @@ func Derive(in Input) Result {
 	why := func(c condition.Condition) string { return fmt.Sprintf("%s=%s: %s", c.Type, c.Status, c.Reason) }
 
 	if !in.Reported {
-		return Result{Unknown, "NeverReported"}
+		return Result{Unknown, "NeverReported", RuleNeverReported, ""}
 	}
 	if in.SiteStale {
-		return Result{Unreachable, "SiteStale"}
+		return Result{Unreachable, "SiteStale", RuleSiteStale, ""}
 	}
 	if c := get(condition.Enrolled); c.Status != condition.True {
-		return Result{Onboarding, why(c)}
+		return Result{Onboarding, why(c), RuleNotEnrolled, c.Type}
 	}
 	if c := get(condition.ProvisioningHealthy); c.Status == condition.False {
-		return Result{Faulted, why(c)}
+		return Result{Faulted, why(c), RuleProvisioningBad, c.Type}
 	}
 	if c := get(condition.MaintenanceClear); c.Status == condition.False {
-		return Result{Maintenance, why(c)}
+		return Result{Maintenance, why(c), RuleInMaintenance, c.Type}
 	}
 	if in.Quarantined {
-		return Result{Quarantined, "QuarantinedByHub"}
+		return Result{Quarantined, "QuarantinedByHub", RuleQuarantined, ""}
 	}
 	if c := get(condition.InValidationPool); c.Status == condition.True {
-		return Result{Validating, why(c)}
+		return Result{Validating, why(c), RuleInValidation, c.Type}
 	}
 	if c := get(condition.CustomerAllocated); c.Status == condition.True {
-		return Result{InService, why(c)}
+		return Result{InService, why(c), RuleCustomerAllocated, c.Type}
 	}
 	if c := get(condition.InstanceAllocated); c.Status == condition.True {
-		return Result{Allocated, why(c)}
+		return Result{Allocated, why(c), RuleInstanceAllocated, c.Type}
 	}
 	if c := get(condition.CustomerReady); c.Status == condition.True {
-		return Result{Available, why(c)}
+		return Result{Available, why(c), RuleCustomerReady, c.Type}
 	}
-	return Result{Held, "HealthyNotOffered: " + why(get(condition.CustomerReady))}
+	return Result{Held, "HealthyNotOffered: " + why(get(condition.CustomerReady)), RuleHealthyNotOffered, condition.CustomerReady}
+}
+
+// RuleFor returns the rule that yields s (0 for a status that is not one of All).
+func RuleFor(s Status) Rule {
+	for i, k := range All {
+		if k == s {
+			return Rule(i + 1)
+		}
+	}
+	return 0
+}
+
+// Condition is the condition type rule r looks at ("" for UNKNOWN,
+// UNREACHABLE and QUARANTINED, which look at none): the one whose reason
+// and message explain a device that has r's status.
+func (r Rule) Condition() condition.Type {
+	switch r {
+	case RuleNotEnrolled:
+		return condition.Enrolled
+	case RuleProvisioningBad:
+		return condition.ProvisioningHealthy
+	case RuleInMaintenance:
+		return condition.MaintenanceClear
+	case RuleInValidation:
+		return condition.InValidationPool
+	case RuleCustomerAllocated:
+		return condition.CustomerAllocated
+	case RuleInstanceAllocated:
+		return condition.InstanceAllocated
+	case RuleCustomerReady, RuleHealthyNotOffered:
+		return condition.CustomerReady
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -129,5 +130,37 @@ func TestAllStatusesValid(t *testing.T) {
 	}
 	if Status("BROKEN").Valid() {
 		t.Fatal("unknown status reported valid")
+	}
+}
+
+// TestDeriveNamesRuleAndCondition checks that every result names the rule
+// that matched (the one of its status) and the condition it looked at.
+func TestDeriveNamesRuleAndCondition(t *testing.T) {
+	behind := map[Status]condition.Type{
+		Unknown: "", Unreachable: "", Onboarding: condition.Enrolled, Faulted: condition.ProvisioningHealthy,
+		Maintenance: condition.MaintenanceClear, Quarantined: "", Validating: condition.InValidationPool,
+		InService: condition.CustomerAllocated, Allocated: condition.InstanceAllocated,
+		Available: condition.CustomerReady, Held: condition.CustomerReady,
+	}
+	check := func(got Result) {
+		t.Helper()
+		if got.Rule != RuleFor(got.Status) || got.Rule.Status() != got.Status {
+			t.Errorf("%s: rule %v, want %v", got.Status, got.Rule, RuleFor(got.Status))
+		}
+		if got.Because != behind[got.Status] || got.Rule.Condition() != got.Because {
+			t.Errorf("%s: because %q, want %q", got.Status, got.Because, behind[got.Status])
+		}
+		if !strings.HasPrefix(got.Rule.String(), fmt.Sprintf("%d. %s: ", int(got.Rule), got.Status)) {
+			t.Errorf("rule text %q", got.Rule.String())
+		}
+	}
+	check(Derive(healthyHeld()))
+	for _, r := range rules {
+		in := healthyHeld()
+		r.trigger(&in)
+		check(Derive(in))
+	}
+	if RuleFor("BOGUS") != 0 || Rule(0).Valid() || Rule(12).Valid() {
+		t.Error("invalid statuses and rules must not map to a rule")
 	}
 }

@@ -50,6 +50,7 @@ var MethodScopes = map[string]string{
 	"/ironlink.v1.FleetService/GetCommand":   ScopeOperationsRead,
 	"/ironlink.v1.FleetService/ListCommands": ScopeOperationsRead,
 	"/ironlink.v1.FleetService/ListSites":    ScopeOperationsRead,
+	"/ironlink.v1.FleetService/WatchFleet":   ScopeOperationsRead,
 
 	"/ironlink.v1.FleetService/QuarantineDevice": ScopeOperationsWrite,
 	"/ironlink.v1.FleetService/ReleaseDevice":    ScopeOperationsWrite,

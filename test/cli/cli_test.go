@@ -533,6 +533,44 @@ func TestCLI(t *testing.T) {
 		f.expect(f.run("release", "node-010", "--reason", "done", "--wait"), 0, nil, nil)
 	})
 
+	t.Run("watch follows the change feed and resumes from its cursor", func(t *testing.T) {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var out, errb syncbuf.Buffer
+		code := -1
+		done := make(chan struct{})
+		go func() {
+			code = f.inProcessTo(wctx, &out, &errb, func(time.Time) string { return "<age>" }, "watch", "--site", site, "-o", "wide")
+			close(done)
+		}()
+		time.Sleep(time.Second) // the stream is open (its start is "now")
+		f.expect(f.run("quarantine", "node-010", "--reason", "feed me", "--wait", "--timeout", "60s"), 0, nil, nil)
+		harness.Eventually(t, 20*time.Second, func() error {
+			o := out.String()
+			if !strings.Contains(o, "-> QUARANTINED  QuarantinedByHub") ||
+				!strings.Contains(o, "command  cli/node-010  quarantine") || !strings.Contains(o, "SENT -> SUCCEEDED") {
+				return fmt.Errorf("watch printed:\n%s%s", o, errb.String())
+			}
+			return nil
+		})
+		cancel()
+		<-done
+		if code != 0 || !strings.Contains(errb.String(), "resume with: ironlink watch --cursor ") {
+			t.Fatalf("watch exited %d: %s", code, errb.String())
+		}
+		// Resuming from the first change's cursor prints the changes after it, the first one not again.
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		first, _, _ := strings.Cut(lines[0], " ")
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		defer rcancel()
+		var rout, rerr syncbuf.Buffer
+		f.inProcessTo(rctx, &rout, &rerr, func(time.Time) string { return "<age>" }, "watch", "--site", site, "-o", "wide", "--cursor", first)
+		if got, want := strings.TrimSpace(rout.String()), strings.Join(lines[1:], "\n"); !strings.HasPrefix(got, want) || strings.Contains(got, lines[0]) {
+			t.Fatalf("resumed after %s:\n%s\nwant:\n%s", first, got, want)
+		}
+		f.expect(f.run("release", "node-010", "--reason", "done again", "--wait"), 0, nil, nil)
+	})
+
 	t.Run("--wait fails with the site's error when the trait write is refused", func(t *testing.T) {
 		f.sim.InjectFault(openstacksim.Fault{Service: openstacksim.ServiceBaremetal, Method: "PUT",
 			PathContains: f.nodes["node-009"] + "/traits", Status: 403, Times: -1})

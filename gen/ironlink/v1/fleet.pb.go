@@ -237,6 +237,59 @@ func (LinkState) EnumDescriptor() ([]byte, []int) {
 	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{2}
 }
 
+// FleetEventKind names the kinds of change the feed carries.
+type FleetEventKind int32
+
+const (
+	// Never sent; as a filter, not allowed.
+	FleetEventKind_FLEET_EVENT_KIND_UNSPECIFIED FleetEventKind = 0
+	// A device's operational status changed (a status history entry).
+	FleetEventKind_FLEET_EVENT_KIND_DEVICE_STATUS FleetEventKind = 1
+	// A command was created or changed state (or was sent again).
+	FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE FleetEventKind = 2
+)
+
+// Enum value maps for FleetEventKind.
+var (
+	FleetEventKind_name = map[int32]string{
+		0: "FLEET_EVENT_KIND_UNSPECIFIED",
+		1: "FLEET_EVENT_KIND_DEVICE_STATUS",
+		2: "FLEET_EVENT_KIND_COMMAND_STATE",
+	}
+	FleetEventKind_value = map[string]int32{
+		"FLEET_EVENT_KIND_UNSPECIFIED":   0,
+		"FLEET_EVENT_KIND_DEVICE_STATUS": 1,
+		"FLEET_EVENT_KIND_COMMAND_STATE": 2,
+	}
+)
+
+func (x FleetEventKind) Enum() *FleetEventKind {
+	p := new(FleetEventKind)
+	*p = x
+	return p
+}
+
+func (x FleetEventKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FleetEventKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_ironlink_v1_fleet_proto_enumTypes[3].Descriptor()
+}
+
+func (FleetEventKind) Type() protoreflect.EnumType {
+	return &file_ironlink_v1_fleet_proto_enumTypes[3]
+}
+
+func (x FleetEventKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FleetEventKind.Descriptor instead.
+func (FleetEventKind) EnumDescriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{3}
+}
+
 // Device is one Ironic node as the hub knows it.
 type Device struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -287,7 +340,13 @@ type Device struct {
 	LastCommandFailureReason string `protobuf:"bytes,21,opt,name=last_command_failure_reason,json=lastCommandFailureReason,proto3" json:"last_command_failure_reason,omitempty"`
 	// The device's exclusion from automation and planned maintenance
 	// (PolicyService.SetDeviceHold), in kind order; ended ones are left out.
-	PolicyHolds   []*DeviceHold `protobuf:"bytes,30,rep,name=policy_holds,json=policyHolds,proto3" json:"policy_holds,omitempty"`
+	PolicyHolds []*DeviceHold `protobuf:"bytes,30,rep,name=policy_holds,json=policyHolds,proto3" json:"policy_holds,omitempty"`
+	// The short form of why the device has its status: the message of the
+	// condition behind status_reason (the Ironic last_error of a FAULTED
+	// device, the maintenance reason of one in MAINTENANCE), who quarantined
+	// it and why for QUARANTINED, since when the site is silent for
+	// UNREACHABLE; empty when there is nothing to add to status_reason.
+	StatusMessage string `protobuf:"bytes,40,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -474,6 +533,13 @@ func (x *Device) GetPolicyHolds() []*DeviceHold {
 		return x.PolicyHolds
 	}
 	return nil
+}
+
+func (x *Device) GetStatusMessage() string {
+	if x != nil {
+		return x.StatusMessage
+	}
+	return ""
 }
 
 // StatusChange is one entry of a device's status history.
@@ -1236,8 +1302,11 @@ type GetDeviceResponse struct {
 	// The device's most recent operations (OperationService), newest first,
 	// at most history_limit; driver_info values redacted.
 	RecentOperations []*Operation `protobuf:"bytes,50,rep,name=recent_operations,json=recentOperations,proto3" json:"recent_operations,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Why the device has its status: the rule that matched, the conditions
+	// behind it and since when, the quarantine in force and who set it.
+	Explanation   *StatusExplanation `protobuf:"bytes,40,opt,name=explanation,proto3" json:"explanation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetDeviceResponse) Reset() {
@@ -1298,6 +1367,722 @@ func (x *GetDeviceResponse) GetRecentOperations() []*Operation {
 	return nil
 }
 
+func (x *GetDeviceResponse) GetExplanation() *StatusExplanation {
+	if x != nil {
+		return x.Explanation
+	}
+	return nil
+}
+
+// StatusExplanation says why a device has its operational status
+// (README "How status is derived").
+type StatusExplanation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The status explained (Device.status).
+	Status OperationalStatus `protobuf:"varint,1,opt,name=status,proto3,enum=ironlink.v1.OperationalStatus" json:"status,omitempty"`
+	// The rule of the status order that matched, 1-11 (1 UNKNOWN … 11 HELD).
+	Rule int32 `protobuf:"varint,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	// The rule in words, for example "4. FAULTED: ProvisioningHealthy is False".
+	RuleDescription string `protobuf:"bytes,3,opt,name=rule_description,json=ruleDescription,proto3" json:"rule_description,omitempty"`
+	// Device.status_reason.
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Device.status_message: the short form of the explanation.
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// Since when the device has this status (UTC).
+	Since *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	// The conditions behind the status, with their reasons, messages and
+	// last_transition_time (since when they hold); empty when the rule looks
+	// at no condition (UNKNOWN, UNREACHABLE, QUARANTINED).
+	Conditions []*Condition `protobuf:"bytes,7,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// The quarantine in force, whatever the status (a FAULTED device may be
+	// quarantined too); unset when the desired impairment is not QUARANTINED.
+	Quarantine *QuarantineExplanation `protobuf:"bytes,8,opt,name=quarantine,proto3" json:"quarantine,omitempty"`
+	// The site's silence; set only when status is UNREACHABLE.
+	SiteSilence *SiteSilence `protobuf:"bytes,9,opt,name=site_silence,json=siteSilence,proto3" json:"site_silence,omitempty"`
+	// For UNREACHABLE: the status before the site fell silent.
+	LastKnownStatus OperationalStatus `protobuf:"varint,10,opt,name=last_known_status,json=lastKnownStatus,proto3,enum=ironlink.v1.OperationalStatus" json:"last_known_status,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *StatusExplanation) Reset() {
+	*x = StatusExplanation{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusExplanation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusExplanation) ProtoMessage() {}
+
+func (x *StatusExplanation) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusExplanation.ProtoReflect.Descriptor instead.
+func (*StatusExplanation) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StatusExplanation) GetStatus() OperationalStatus {
+	if x != nil {
+		return x.Status
+	}
+	return OperationalStatus_OPERATIONAL_STATUS_UNSPECIFIED
+}
+
+func (x *StatusExplanation) GetRule() int32 {
+	if x != nil {
+		return x.Rule
+	}
+	return 0
+}
+
+func (x *StatusExplanation) GetRuleDescription() string {
+	if x != nil {
+		return x.RuleDescription
+	}
+	return ""
+}
+
+func (x *StatusExplanation) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *StatusExplanation) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *StatusExplanation) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *StatusExplanation) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *StatusExplanation) GetQuarantine() *QuarantineExplanation {
+	if x != nil {
+		return x.Quarantine
+	}
+	return nil
+}
+
+func (x *StatusExplanation) GetSiteSilence() *SiteSilence {
+	if x != nil {
+		return x.SiteSilence
+	}
+	return nil
+}
+
+func (x *StatusExplanation) GetLastKnownStatus() OperationalStatus {
+	if x != nil {
+		return x.LastKnownStatus
+	}
+	return OperationalStatus_OPERATIONAL_STATUS_UNSPECIFIED
+}
+
+// QuarantineExplanation is who put a device under quarantine, why, when and
+// from where, and how far the site has applied it.
+type QuarantineExplanation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Who: the authenticated client id, or for source "policy" the policy
+	// rule as the policy recorded it.
+	Actor string `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	// Why, as given.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// From where: "operator-api", "policy", ...
+	Source string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	// When it was recorded (UTC).
+	ChangeTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=change_time,json=changeTime,proto3" json:"change_time,omitempty"`
+	// Generation of the desired state.
+	Generation int64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The command carrying it (UUID).
+	CommandId string `protobuf:"bytes,6,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	// The command's state now.
+	CommandState CommandState `protobuf:"varint,7,opt,name=command_state,json=commandState,proto3,enum=ironlink.v1.CommandState" json:"command_state,omitempty"`
+	// Whether the site reported it applied (applied_generation >= generation).
+	Applied bool `protobuf:"varint,8,opt,name=applied,proto3" json:"applied,omitempty"`
+	// The site's last error for the command; empty when none.
+	LastError     string `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuarantineExplanation) Reset() {
+	*x = QuarantineExplanation{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuarantineExplanation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuarantineExplanation) ProtoMessage() {}
+
+func (x *QuarantineExplanation) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuarantineExplanation.ProtoReflect.Descriptor instead.
+func (*QuarantineExplanation) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *QuarantineExplanation) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *QuarantineExplanation) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *QuarantineExplanation) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *QuarantineExplanation) GetChangeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ChangeTime
+	}
+	return nil
+}
+
+func (x *QuarantineExplanation) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *QuarantineExplanation) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *QuarantineExplanation) GetCommandState() CommandState {
+	if x != nil {
+		return x.CommandState
+	}
+	return CommandState_COMMAND_STATE_UNSPECIFIED
+}
+
+func (x *QuarantineExplanation) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *QuarantineExplanation) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+// SiteSilence says since when a device's site has not been heard from.
+type SiteSilence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The site.
+	Site string `protobuf:"bytes,1,opt,name=site,proto3" json:"site,omitempty"`
+	// When the hub last heard from it (UTC); unset when never.
+	LastSeenTime  *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SiteSilence) Reset() {
+	*x = SiteSilence{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SiteSilence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SiteSilence) ProtoMessage() {}
+
+func (x *SiteSilence) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SiteSilence.ProtoReflect.Descriptor instead.
+func (*SiteSilence) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SiteSilence) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+func (x *SiteSilence) GetLastSeenTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeenTime
+	}
+	return nil
+}
+
+// WatchFleetRequest filters the change feed and says where to start.
+type WatchFleetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only changes of devices (and commands) of this site; empty for all.
+	Site string `protobuf:"bytes,1,opt,name=site,proto3" json:"site,omitempty"`
+	// Only device status changes into or out of one of these statuses;
+	// command changes are not filtered by status. Empty for all.
+	Statuses []OperationalStatus `protobuf:"varint,2,rep,packed,name=statuses,proto3,enum=ironlink.v1.OperationalStatus" json:"statuses,omitempty"`
+	// Resume after this cursor (WatchFleetResponse.cursor, opaque); empty:
+	// start from now (changes committed from the call on).
+	Cursor string `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// Only these kinds of change; empty for all.
+	Kinds []FleetEventKind `protobuf:"varint,4,rep,packed,name=kinds,proto3,enum=ironlink.v1.FleetEventKind" json:"kinds,omitempty"`
+	// Start from the oldest change the hub keeps instead of now (ignored
+	// when cursor is set).
+	FromOldest    bool `protobuf:"varint,5,opt,name=from_oldest,json=fromOldest,proto3" json:"from_oldest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchFleetRequest) Reset() {
+	*x = WatchFleetRequest{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchFleetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchFleetRequest) ProtoMessage() {}
+
+func (x *WatchFleetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchFleetRequest.ProtoReflect.Descriptor instead.
+func (*WatchFleetRequest) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WatchFleetRequest) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+func (x *WatchFleetRequest) GetStatuses() []OperationalStatus {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+func (x *WatchFleetRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *WatchFleetRequest) GetKinds() []FleetEventKind {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+func (x *WatchFleetRequest) GetFromOldest() bool {
+	if x != nil {
+		return x.FromOldest
+	}
+	return false
+}
+
+// WatchFleetResponse is one change, or a progress mark without one.
+type WatchFleetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Position after this message: pass it as WatchFleetRequest.cursor to
+	// resume. Cursors only grow; they are valid on every replica.
+	Cursor string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// The change; unset on a progress mark: the first message of a stream,
+	// and one after every 5 s without another message (a keep-alive that
+	// also moves the cursor past changes the filters skipped).
+	Event         *FleetEvent `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchFleetResponse) Reset() {
+	*x = WatchFleetResponse{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchFleetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchFleetResponse) ProtoMessage() {}
+
+func (x *WatchFleetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchFleetResponse.ProtoReflect.Descriptor instead.
+func (*WatchFleetResponse) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *WatchFleetResponse) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *WatchFleetResponse) GetEvent() *FleetEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+// FleetEvent is one committed change.
+type FleetEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which kind of change, matching the field set below.
+	Kind FleetEventKind `protobuf:"varint,1,opt,name=kind,proto3,enum=ironlink.v1.FleetEventKind" json:"kind,omitempty"`
+	// When it was recorded (UTC).
+	EventTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=event_time,json=eventTime,proto3" json:"event_time,omitempty"`
+	// The change.
+	//
+	// Types that are valid to be assigned to Change:
+	//
+	//	*FleetEvent_DeviceStatus
+	//	*FleetEvent_CommandState
+	Change        isFleetEvent_Change `protobuf_oneof:"change"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FleetEvent) Reset() {
+	*x = FleetEvent{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FleetEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FleetEvent) ProtoMessage() {}
+
+func (x *FleetEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FleetEvent.ProtoReflect.Descriptor instead.
+func (*FleetEvent) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *FleetEvent) GetKind() FleetEventKind {
+	if x != nil {
+		return x.Kind
+	}
+	return FleetEventKind_FLEET_EVENT_KIND_UNSPECIFIED
+}
+
+func (x *FleetEvent) GetEventTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EventTime
+	}
+	return nil
+}
+
+func (x *FleetEvent) GetChange() isFleetEvent_Change {
+	if x != nil {
+		return x.Change
+	}
+	return nil
+}
+
+func (x *FleetEvent) GetDeviceStatus() *DeviceStatusEvent {
+	if x != nil {
+		if x, ok := x.Change.(*FleetEvent_DeviceStatus); ok {
+			return x.DeviceStatus
+		}
+	}
+	return nil
+}
+
+func (x *FleetEvent) GetCommandState() *CommandStateEvent {
+	if x != nil {
+		if x, ok := x.Change.(*FleetEvent_CommandState); ok {
+			return x.CommandState
+		}
+	}
+	return nil
+}
+
+type isFleetEvent_Change interface {
+	isFleetEvent_Change()
+}
+
+type FleetEvent_DeviceStatus struct {
+	// A device status change.
+	DeviceStatus *DeviceStatusEvent `protobuf:"bytes,3,opt,name=device_status,json=deviceStatus,proto3,oneof"`
+}
+
+type FleetEvent_CommandState struct {
+	// A command state change.
+	CommandState *CommandStateEvent `protobuf:"bytes,4,opt,name=command_state,json=commandState,proto3,oneof"`
+}
+
+func (*FleetEvent_DeviceStatus) isFleetEvent_Change() {}
+
+func (*FleetEvent_CommandState) isFleetEvent_Change() {}
+
+// DeviceStatusEvent is one entry of a device's status history.
+type DeviceStatusEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ironic node UUID.
+	DeviceId string `protobuf:"bytes,1,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// Site of the device.
+	Site string `protobuf:"bytes,2,opt,name=site,proto3" json:"site,omitempty"`
+	// Ironic node name; may be empty.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// The new status.
+	Status OperationalStatus `protobuf:"varint,4,opt,name=status,proto3,enum=ironlink.v1.OperationalStatus" json:"status,omitempty"`
+	// Why (see Device.status_reason).
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The status before; UNSPECIFIED for a device's first status.
+	PreviousStatus OperationalStatus `protobuf:"varint,6,opt,name=previous_status,json=previousStatus,proto3,enum=ironlink.v1.OperationalStatus" json:"previous_status,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeviceStatusEvent) Reset() {
+	*x = DeviceStatusEvent{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceStatusEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceStatusEvent) ProtoMessage() {}
+
+func (x *DeviceStatusEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceStatusEvent.ProtoReflect.Descriptor instead.
+func (*DeviceStatusEvent) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DeviceStatusEvent) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *DeviceStatusEvent) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+func (x *DeviceStatusEvent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeviceStatusEvent) GetStatus() OperationalStatus {
+	if x != nil {
+		return x.Status
+	}
+	return OperationalStatus_OPERATIONAL_STATUS_UNSPECIFIED
+}
+
+func (x *DeviceStatusEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DeviceStatusEvent) GetPreviousStatus() OperationalStatus {
+	if x != nil {
+		return x.PreviousStatus
+	}
+	return OperationalStatus_OPERATIONAL_STATUS_UNSPECIFIED
+}
+
+// CommandStateEvent is a command as it was right after one of its changes.
+type CommandStateEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The command at that moment (state, attempts, last_error as then).
+	Command *OperatorCommand `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	// Its state before; UNSPECIFIED when it was just created.
+	PreviousState CommandState `protobuf:"varint,2,opt,name=previous_state,json=previousState,proto3,enum=ironlink.v1.CommandState" json:"previous_state,omitempty"`
+	// Name of the command's device; may be empty.
+	DeviceName    string `protobuf:"bytes,3,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommandStateEvent) Reset() {
+	*x = CommandStateEvent{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandStateEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandStateEvent) ProtoMessage() {}
+
+func (x *CommandStateEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandStateEvent.ProtoReflect.Descriptor instead.
+func (*CommandStateEvent) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CommandStateEvent) GetCommand() *OperatorCommand {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *CommandStateEvent) GetPreviousState() CommandState {
+	if x != nil {
+		return x.PreviousState
+	}
+	return CommandState_COMMAND_STATE_UNSPECIFIED
+}
+
+func (x *CommandStateEvent) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
+	}
+	return ""
+}
+
 // QuarantineDeviceRequest asks to take a device away from customers.
 type QuarantineDeviceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1316,7 +2101,7 @@ type QuarantineDeviceRequest struct {
 
 func (x *QuarantineDeviceRequest) Reset() {
 	*x = QuarantineDeviceRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[9]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +2113,7 @@ func (x *QuarantineDeviceRequest) String() string {
 func (*QuarantineDeviceRequest) ProtoMessage() {}
 
 func (x *QuarantineDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[9]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +2126,7 @@ func (x *QuarantineDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineDeviceRequest.ProtoReflect.Descriptor instead.
 func (*QuarantineDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{9}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *QuarantineDeviceRequest) GetDeviceId() string {
@@ -1383,7 +2168,7 @@ type QuarantineDeviceResponse struct {
 
 func (x *QuarantineDeviceResponse) Reset() {
 	*x = QuarantineDeviceResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[10]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +2180,7 @@ func (x *QuarantineDeviceResponse) String() string {
 func (*QuarantineDeviceResponse) ProtoMessage() {}
 
 func (x *QuarantineDeviceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[10]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +2193,7 @@ func (x *QuarantineDeviceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineDeviceResponse.ProtoReflect.Descriptor instead.
 func (*QuarantineDeviceResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{10}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *QuarantineDeviceResponse) GetCommand() *OperatorCommand {
@@ -1436,7 +2221,7 @@ type ReleaseDeviceRequest struct {
 
 func (x *ReleaseDeviceRequest) Reset() {
 	*x = ReleaseDeviceRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[11]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +2233,7 @@ func (x *ReleaseDeviceRequest) String() string {
 func (*ReleaseDeviceRequest) ProtoMessage() {}
 
 func (x *ReleaseDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[11]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +2246,7 @@ func (x *ReleaseDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseDeviceRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{11}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReleaseDeviceRequest) GetDeviceId() string {
@@ -1503,7 +2288,7 @@ type ReleaseDeviceResponse struct {
 
 func (x *ReleaseDeviceResponse) Reset() {
 	*x = ReleaseDeviceResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[12]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +2300,7 @@ func (x *ReleaseDeviceResponse) String() string {
 func (*ReleaseDeviceResponse) ProtoMessage() {}
 
 func (x *ReleaseDeviceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[12]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +2313,7 @@ func (x *ReleaseDeviceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseDeviceResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseDeviceResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{12}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReleaseDeviceResponse) GetCommand() *OperatorCommand {
@@ -1549,7 +2334,7 @@ type GetCommandRequest struct {
 
 func (x *GetCommandRequest) Reset() {
 	*x = GetCommandRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[13]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +2346,7 @@ func (x *GetCommandRequest) String() string {
 func (*GetCommandRequest) ProtoMessage() {}
 
 func (x *GetCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[13]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +2359,7 @@ func (x *GetCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCommandRequest.ProtoReflect.Descriptor instead.
 func (*GetCommandRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{13}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetCommandRequest) GetCommandId() string {
@@ -1595,7 +2380,7 @@ type GetCommandResponse struct {
 
 func (x *GetCommandResponse) Reset() {
 	*x = GetCommandResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[14]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +2392,7 @@ func (x *GetCommandResponse) String() string {
 func (*GetCommandResponse) ProtoMessage() {}
 
 func (x *GetCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[14]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +2405,7 @@ func (x *GetCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCommandResponse.ProtoReflect.Descriptor instead.
 func (*GetCommandResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{14}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetCommandResponse) GetCommand() *OperatorCommand {
@@ -1652,7 +2437,7 @@ type ListCommandsRequest struct {
 
 func (x *ListCommandsRequest) Reset() {
 	*x = ListCommandsRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[15]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +2449,7 @@ func (x *ListCommandsRequest) String() string {
 func (*ListCommandsRequest) ProtoMessage() {}
 
 func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[15]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +2462,7 @@ func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommandsRequest.ProtoReflect.Descriptor instead.
 func (*ListCommandsRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{15}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListCommandsRequest) GetDeviceId() string {
@@ -1735,7 +2520,7 @@ type ListCommandsResponse struct {
 
 func (x *ListCommandsResponse) Reset() {
 	*x = ListCommandsResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[16]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +2532,7 @@ func (x *ListCommandsResponse) String() string {
 func (*ListCommandsResponse) ProtoMessage() {}
 
 func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[16]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +2545,7 @@ func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommandsResponse.ProtoReflect.Descriptor instead.
 func (*ListCommandsResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{16}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListCommandsResponse) GetCommands() []*OperatorCommand {
@@ -1791,7 +2576,7 @@ type RetryCommandRequest struct {
 
 func (x *RetryCommandRequest) Reset() {
 	*x = RetryCommandRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +2588,7 @@ func (x *RetryCommandRequest) String() string {
 func (*RetryCommandRequest) ProtoMessage() {}
 
 func (x *RetryCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +2601,7 @@ func (x *RetryCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryCommandRequest.ProtoReflect.Descriptor instead.
 func (*RetryCommandRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{17}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RetryCommandRequest) GetCommandId() string {
@@ -1844,7 +2629,7 @@ type RetryCommandResponse struct {
 
 func (x *RetryCommandResponse) Reset() {
 	*x = RetryCommandResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +2641,7 @@ func (x *RetryCommandResponse) String() string {
 func (*RetryCommandResponse) ProtoMessage() {}
 
 func (x *RetryCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +2654,7 @@ func (x *RetryCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryCommandResponse.ProtoReflect.Descriptor instead.
 func (*RetryCommandResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{18}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RetryCommandResponse) GetCommand() *OperatorCommand {
@@ -1888,7 +2673,7 @@ type ListSitesRequest struct {
 
 func (x *ListSitesRequest) Reset() {
 	*x = ListSitesRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2685,7 @@ func (x *ListSitesRequest) String() string {
 func (*ListSitesRequest) ProtoMessage() {}
 
 func (x *ListSitesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2698,7 @@ func (x *ListSitesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSitesRequest.ProtoReflect.Descriptor instead.
 func (*ListSitesRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{19}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{27}
 }
 
 // ListSitesResponse lists sites by name.
@@ -1927,7 +2712,7 @@ type ListSitesResponse struct {
 
 func (x *ListSitesResponse) Reset() {
 	*x = ListSitesResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2724,7 @@ func (x *ListSitesResponse) String() string {
 func (*ListSitesResponse) ProtoMessage() {}
 
 func (x *ListSitesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2737,7 @@ func (x *ListSitesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSitesResponse.ProtoReflect.Descriptor instead.
 func (*ListSitesResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{20}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListSitesResponse) GetSites() []*Site {
@@ -1966,7 +2751,7 @@ var File_ironlink_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\x1a\x1cironlink/v1/operations.proto\x1a\x18ironlink/v1/policy.proto\"\xa6\t\n" +
+	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\x1a\x1cironlink/v1/operations.proto\x1a\x18ironlink/v1/policy.proto\"\xcd\t\n" +
 	"\x06Device\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x12\x12\n" +
@@ -1993,7 +2778,8 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x1alast_drift_correction_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\x17lastDriftCorrectionTime\x12V\n" +
 	"\x1alast_command_failure_class\x18\x14 \x01(\x0e2\x19.ironlink.v1.FailureClassR\x17lastCommandFailureClass\x12=\n" +
 	"\x1blast_command_failure_reason\x18\x15 \x01(\tR\x18lastCommandFailureReason\x12:\n" +
-	"\fpolicy_holds\x18\x1e \x03(\v2\x17.ironlink.v1.DeviceHoldR\vpolicyHolds\"\x9b\x01\n" +
+	"\fpolicy_holds\x18\x1e \x03(\v2\x17.ironlink.v1.DeviceHoldR\vpolicyHolds\x12%\n" +
+	"\x0estatus_message\x18( \x01(\tR\rstatusMessage\"\x9b\x01\n" +
 	"\fStatusChange\x126\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12;\n" +
@@ -2072,12 +2858,77 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\rhistory_limit\x18\x02 \x01(\x05R\fhistoryLimit\x12\x1f\n" +
 	"\vdevice_name\x18\x03 \x01(\tR\n" +
 	"deviceName\x12\x12\n" +
-	"\x04site\x18\x04 \x01(\tR\x04site\"\x95\x02\n" +
+	"\x04site\x18\x04 \x01(\tR\x04site\"\xd7\x02\n" +
 	"\x11GetDeviceResponse\x12+\n" +
 	"\x06device\x18\x01 \x01(\v2\x13.ironlink.v1.DeviceR\x06device\x12@\n" +
 	"\x0estatus_history\x18\x02 \x03(\v2\x19.ironlink.v1.StatusChangeR\rstatusHistory\x12L\n" +
 	"\x12impairment_history\x18\x03 \x03(\v2\x1d.ironlink.v1.ImpairmentChangeR\x11impairmentHistory\x12C\n" +
-	"\x11recent_operations\x182 \x03(\v2\x16.ironlink.v1.OperationR\x10recentOperations\"\x83\x01\n" +
+	"\x11recent_operations\x182 \x03(\v2\x16.ironlink.v1.OperationR\x10recentOperations\x12@\n" +
+	"\vexplanation\x18( \x01(\v2\x1e.ironlink.v1.StatusExplanationR\vexplanation\"\xf3\x03\n" +
+	"\x11StatusExplanation\x126\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x06status\x12\x12\n" +
+	"\x04rule\x18\x02 \x01(\x05R\x04rule\x12)\n" +
+	"\x10rule_description\x18\x03 \x01(\tR\x0fruleDescription\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x120\n" +
+	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x126\n" +
+	"\n" +
+	"conditions\x18\a \x03(\v2\x16.ironlink.v1.ConditionR\n" +
+	"conditions\x12B\n" +
+	"\n" +
+	"quarantine\x18\b \x01(\v2\".ironlink.v1.QuarantineExplanationR\n" +
+	"quarantine\x12;\n" +
+	"\fsite_silence\x18\t \x01(\v2\x18.ironlink.v1.SiteSilenceR\vsiteSilence\x12J\n" +
+	"\x11last_known_status\x18\n" +
+	" \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x0flastKnownStatus\"\xd2\x02\n" +
+	"\x15QuarantineExplanation\x12\x14\n" +
+	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12;\n" +
+	"\vchange_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"changeTime\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\x03R\n" +
+	"generation\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x06 \x01(\tR\tcommandId\x12>\n" +
+	"\rcommand_state\x18\a \x01(\x0e2\x19.ironlink.v1.CommandStateR\fcommandState\x12\x18\n" +
+	"\aapplied\x18\b \x01(\bR\aapplied\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\t \x01(\tR\tlastError\"c\n" +
+	"\vSiteSilence\x12\x12\n" +
+	"\x04site\x18\x01 \x01(\tR\x04site\x12@\n" +
+	"\x0elast_seen_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\"\xcf\x01\n" +
+	"\x11WatchFleetRequest\x12\x12\n" +
+	"\x04site\x18\x01 \x01(\tR\x04site\x12:\n" +
+	"\bstatuses\x18\x02 \x03(\x0e2\x1e.ironlink.v1.OperationalStatusR\bstatuses\x12\x16\n" +
+	"\x06cursor\x18\x03 \x01(\tR\x06cursor\x121\n" +
+	"\x05kinds\x18\x04 \x03(\x0e2\x1b.ironlink.v1.FleetEventKindR\x05kinds\x12\x1f\n" +
+	"\vfrom_oldest\x18\x05 \x01(\bR\n" +
+	"fromOldest\"[\n" +
+	"\x12WatchFleetResponse\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12-\n" +
+	"\x05event\x18\x02 \x01(\v2\x17.ironlink.v1.FleetEventR\x05event\"\x90\x02\n" +
+	"\n" +
+	"FleetEvent\x12/\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1b.ironlink.v1.FleetEventKindR\x04kind\x129\n" +
+	"\n" +
+	"event_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\teventTime\x12E\n" +
+	"\rdevice_status\x18\x03 \x01(\v2\x1e.ironlink.v1.DeviceStatusEventH\x00R\fdeviceStatus\x12E\n" +
+	"\rcommand_state\x18\x04 \x01(\v2\x1e.ironlink.v1.CommandStateEventH\x00R\fcommandStateB\b\n" +
+	"\x06change\"\xf1\x01\n" +
+	"\x11DeviceStatusEvent\x12\x1b\n" +
+	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
+	"\x04site\x18\x02 \x01(\tR\x04site\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x126\n" +
+	"\x06status\x18\x04 \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x06status\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12G\n" +
+	"\x0fprevious_status\x18\x06 \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x0epreviousStatus\"\xae\x01\n" +
+	"\x11CommandStateEvent\x126\n" +
+	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\x12@\n" +
+	"\x0eprevious_state\x18\x02 \x01(\x0e2\x19.ironlink.v1.CommandStateR\rpreviousState\x12\x1f\n" +
+	"\vdevice_name\x18\x03 \x01(\tR\n" +
+	"deviceName\"\x83\x01\n" +
 	"\x17QuarantineDeviceRequest\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
@@ -2145,7 +2996,11 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x16LINK_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14LINK_STATE_CONNECTED\x10\x01\x12\x1b\n" +
 	"\x17LINK_STATE_DISCONNECTED\x10\x02\x12\x1a\n" +
-	"\x16LINK_STATE_UNREACHABLE\x10\x032\xaa\x05\n" +
+	"\x16LINK_STATE_UNREACHABLE\x10\x03*z\n" +
+	"\x0eFleetEventKind\x12 \n" +
+	"\x1cFLEET_EVENT_KIND_UNSPECIFIED\x10\x00\x12\"\n" +
+	"\x1eFLEET_EVENT_KIND_DEVICE_STATUS\x10\x01\x12\"\n" +
+	"\x1eFLEET_EVENT_KIND_COMMAND_STATE\x10\x022\xfb\x05\n" +
 	"\fFleetService\x12P\n" +
 	"\vListDevices\x12\x1f.ironlink.v1.ListDevicesRequest\x1a .ironlink.v1.ListDevicesResponse\x12J\n" +
 	"\tGetDevice\x12\x1d.ironlink.v1.GetDeviceRequest\x1a\x1e.ironlink.v1.GetDeviceResponse\x12_\n" +
@@ -2155,7 +3010,9 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"GetCommand\x12\x1e.ironlink.v1.GetCommandRequest\x1a\x1f.ironlink.v1.GetCommandResponse\x12S\n" +
 	"\fListCommands\x12 .ironlink.v1.ListCommandsRequest\x1a!.ironlink.v1.ListCommandsResponse\x12J\n" +
 	"\tListSites\x12\x1d.ironlink.v1.ListSitesRequest\x1a\x1e.ironlink.v1.ListSitesResponse\x12S\n" +
-	"\fRetryCommand\x12 .ironlink.v1.RetryCommandRequest\x1a!.ironlink.v1.RetryCommandResponseB9Z7github.com/ironlink/ironlink/gen/ironlink/v1;ironlinkv1b\x06proto3"
+	"\fRetryCommand\x12 .ironlink.v1.RetryCommandRequest\x1a!.ironlink.v1.RetryCommandResponse\x12O\n" +
+	"\n" +
+	"WatchFleet\x12\x1e.ironlink.v1.WatchFleetRequest\x1a\x1f.ironlink.v1.WatchFleetResponse0\x01B9Z7github.com/ironlink/ironlink/gen/ironlink/v1;ironlinkv1b\x06proto3"
 
 var (
 	file_ironlink_v1_fleet_proto_rawDescOnce sync.Once
@@ -2169,103 +3026,135 @@ func file_ironlink_v1_fleet_proto_rawDescGZIP() []byte {
 	return file_ironlink_v1_fleet_proto_rawDescData
 }
 
-var file_ironlink_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ironlink_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_ironlink_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_ironlink_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(OperationalStatus)(0),           // 0: ironlink.v1.OperationalStatus
 	(CommandState)(0),                // 1: ironlink.v1.CommandState
 	(LinkState)(0),                   // 2: ironlink.v1.LinkState
-	(*Device)(nil),                   // 3: ironlink.v1.Device
-	(*StatusChange)(nil),             // 4: ironlink.v1.StatusChange
-	(*ImpairmentChange)(nil),         // 5: ironlink.v1.ImpairmentChange
-	(*OperatorCommand)(nil),          // 6: ironlink.v1.OperatorCommand
-	(*Site)(nil),                     // 7: ironlink.v1.Site
-	(*ListDevicesRequest)(nil),       // 8: ironlink.v1.ListDevicesRequest
-	(*ListDevicesResponse)(nil),      // 9: ironlink.v1.ListDevicesResponse
-	(*GetDeviceRequest)(nil),         // 10: ironlink.v1.GetDeviceRequest
-	(*GetDeviceResponse)(nil),        // 11: ironlink.v1.GetDeviceResponse
-	(*QuarantineDeviceRequest)(nil),  // 12: ironlink.v1.QuarantineDeviceRequest
-	(*QuarantineDeviceResponse)(nil), // 13: ironlink.v1.QuarantineDeviceResponse
-	(*ReleaseDeviceRequest)(nil),     // 14: ironlink.v1.ReleaseDeviceRequest
-	(*ReleaseDeviceResponse)(nil),    // 15: ironlink.v1.ReleaseDeviceResponse
-	(*GetCommandRequest)(nil),        // 16: ironlink.v1.GetCommandRequest
-	(*GetCommandResponse)(nil),       // 17: ironlink.v1.GetCommandResponse
-	(*ListCommandsRequest)(nil),      // 18: ironlink.v1.ListCommandsRequest
-	(*ListCommandsResponse)(nil),     // 19: ironlink.v1.ListCommandsResponse
-	(*RetryCommandRequest)(nil),      // 20: ironlink.v1.RetryCommandRequest
-	(*RetryCommandResponse)(nil),     // 21: ironlink.v1.RetryCommandResponse
-	(*ListSitesRequest)(nil),         // 22: ironlink.v1.ListSitesRequest
-	(*ListSitesResponse)(nil),        // 23: ironlink.v1.ListSitesResponse
-	(*timestamppb.Timestamp)(nil),    // 24: google.protobuf.Timestamp
-	(*Condition)(nil),                // 25: ironlink.v1.Condition
-	(*DeviceFacts)(nil),              // 26: ironlink.v1.DeviceFacts
-	(ImpairmentState)(0),             // 27: ironlink.v1.ImpairmentState
-	(FailureClass)(0),                // 28: ironlink.v1.FailureClass
-	(*DeviceHold)(nil),               // 29: ironlink.v1.DeviceHold
-	(*SitePolicyState)(nil),          // 30: ironlink.v1.SitePolicyState
-	(*Operation)(nil),                // 31: ironlink.v1.Operation
+	(FleetEventKind)(0),              // 3: ironlink.v1.FleetEventKind
+	(*Device)(nil),                   // 4: ironlink.v1.Device
+	(*StatusChange)(nil),             // 5: ironlink.v1.StatusChange
+	(*ImpairmentChange)(nil),         // 6: ironlink.v1.ImpairmentChange
+	(*OperatorCommand)(nil),          // 7: ironlink.v1.OperatorCommand
+	(*Site)(nil),                     // 8: ironlink.v1.Site
+	(*ListDevicesRequest)(nil),       // 9: ironlink.v1.ListDevicesRequest
+	(*ListDevicesResponse)(nil),      // 10: ironlink.v1.ListDevicesResponse
+	(*GetDeviceRequest)(nil),         // 11: ironlink.v1.GetDeviceRequest
+	(*GetDeviceResponse)(nil),        // 12: ironlink.v1.GetDeviceResponse
+	(*StatusExplanation)(nil),        // 13: ironlink.v1.StatusExplanation
+	(*QuarantineExplanation)(nil),    // 14: ironlink.v1.QuarantineExplanation
+	(*SiteSilence)(nil),              // 15: ironlink.v1.SiteSilence
+	(*WatchFleetRequest)(nil),        // 16: ironlink.v1.WatchFleetRequest
+	(*WatchFleetResponse)(nil),       // 17: ironlink.v1.WatchFleetResponse
+	(*FleetEvent)(nil),               // 18: ironlink.v1.FleetEvent
+	(*DeviceStatusEvent)(nil),        // 19: ironlink.v1.DeviceStatusEvent
+	(*CommandStateEvent)(nil),        // 20: ironlink.v1.CommandStateEvent
+	(*QuarantineDeviceRequest)(nil),  // 21: ironlink.v1.QuarantineDeviceRequest
+	(*QuarantineDeviceResponse)(nil), // 22: ironlink.v1.QuarantineDeviceResponse
+	(*ReleaseDeviceRequest)(nil),     // 23: ironlink.v1.ReleaseDeviceRequest
+	(*ReleaseDeviceResponse)(nil),    // 24: ironlink.v1.ReleaseDeviceResponse
+	(*GetCommandRequest)(nil),        // 25: ironlink.v1.GetCommandRequest
+	(*GetCommandResponse)(nil),       // 26: ironlink.v1.GetCommandResponse
+	(*ListCommandsRequest)(nil),      // 27: ironlink.v1.ListCommandsRequest
+	(*ListCommandsResponse)(nil),     // 28: ironlink.v1.ListCommandsResponse
+	(*RetryCommandRequest)(nil),      // 29: ironlink.v1.RetryCommandRequest
+	(*RetryCommandResponse)(nil),     // 30: ironlink.v1.RetryCommandResponse
+	(*ListSitesRequest)(nil),         // 31: ironlink.v1.ListSitesRequest
+	(*ListSitesResponse)(nil),        // 32: ironlink.v1.ListSitesResponse
+	(*timestamppb.Timestamp)(nil),    // 33: google.protobuf.Timestamp
+	(*Condition)(nil),                // 34: ironlink.v1.Condition
+	(*DeviceFacts)(nil),              // 35: ironlink.v1.DeviceFacts
+	(ImpairmentState)(0),             // 36: ironlink.v1.ImpairmentState
+	(FailureClass)(0),                // 37: ironlink.v1.FailureClass
+	(*DeviceHold)(nil),               // 38: ironlink.v1.DeviceHold
+	(*SitePolicyState)(nil),          // 39: ironlink.v1.SitePolicyState
+	(*Operation)(nil),                // 40: ironlink.v1.Operation
 }
 var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	0,  // 0: ironlink.v1.Device.status:type_name -> ironlink.v1.OperationalStatus
-	24, // 1: ironlink.v1.Device.status_change_time:type_name -> google.protobuf.Timestamp
+	33, // 1: ironlink.v1.Device.status_change_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: ironlink.v1.Device.last_known_status:type_name -> ironlink.v1.OperationalStatus
-	24, // 3: ironlink.v1.Device.remove_time:type_name -> google.protobuf.Timestamp
-	25, // 4: ironlink.v1.Device.conditions:type_name -> ironlink.v1.Condition
-	26, // 5: ironlink.v1.Device.facts:type_name -> ironlink.v1.DeviceFacts
-	27, // 6: ironlink.v1.Device.desired_impairment:type_name -> ironlink.v1.ImpairmentState
-	24, // 7: ironlink.v1.Device.observed_time:type_name -> google.protobuf.Timestamp
-	24, // 8: ironlink.v1.Device.last_drift_correction_time:type_name -> google.protobuf.Timestamp
-	28, // 9: ironlink.v1.Device.last_command_failure_class:type_name -> ironlink.v1.FailureClass
-	29, // 10: ironlink.v1.Device.policy_holds:type_name -> ironlink.v1.DeviceHold
+	33, // 3: ironlink.v1.Device.remove_time:type_name -> google.protobuf.Timestamp
+	34, // 4: ironlink.v1.Device.conditions:type_name -> ironlink.v1.Condition
+	35, // 5: ironlink.v1.Device.facts:type_name -> ironlink.v1.DeviceFacts
+	36, // 6: ironlink.v1.Device.desired_impairment:type_name -> ironlink.v1.ImpairmentState
+	33, // 7: ironlink.v1.Device.observed_time:type_name -> google.protobuf.Timestamp
+	33, // 8: ironlink.v1.Device.last_drift_correction_time:type_name -> google.protobuf.Timestamp
+	37, // 9: ironlink.v1.Device.last_command_failure_class:type_name -> ironlink.v1.FailureClass
+	38, // 10: ironlink.v1.Device.policy_holds:type_name -> ironlink.v1.DeviceHold
 	0,  // 11: ironlink.v1.StatusChange.status:type_name -> ironlink.v1.OperationalStatus
-	24, // 12: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
-	27, // 13: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
-	24, // 14: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
-	27, // 15: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
+	33, // 12: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
+	36, // 13: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
+	33, // 14: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
+	36, // 15: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
 	1,  // 16: ironlink.v1.OperatorCommand.state:type_name -> ironlink.v1.CommandState
-	24, // 17: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
-	24, // 18: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
-	24, // 19: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
-	28, // 20: ironlink.v1.OperatorCommand.failure_class:type_name -> ironlink.v1.FailureClass
+	33, // 17: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
+	33, // 18: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
+	33, // 19: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
+	37, // 20: ironlink.v1.OperatorCommand.failure_class:type_name -> ironlink.v1.FailureClass
 	2,  // 21: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
-	24, // 22: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
-	25, // 23: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
-	30, // 24: ironlink.v1.Site.policy_state:type_name -> ironlink.v1.SitePolicyState
+	33, // 22: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
+	34, // 23: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
+	39, // 24: ironlink.v1.Site.policy_state:type_name -> ironlink.v1.SitePolicyState
 	0,  // 25: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	27, // 26: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
-	3,  // 27: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
-	3,  // 28: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
-	4,  // 29: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
-	5,  // 30: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
-	31, // 31: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
-	6,  // 32: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 33: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 34: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	1,  // 35: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	6,  // 36: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	6,  // 37: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	7,  // 38: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	8,  // 39: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	10, // 40: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	12, // 41: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	14, // 42: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	16, // 43: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	18, // 44: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	22, // 45: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	20, // 46: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
-	9,  // 47: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	11, // 48: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	13, // 49: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	15, // 50: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	17, // 51: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	19, // 52: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	23, // 53: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	21, // 54: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
-	47, // [47:55] is the sub-list for method output_type
-	39, // [39:47] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	36, // 26: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
+	4,  // 27: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
+	4,  // 28: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
+	5,  // 29: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
+	6,  // 30: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
+	40, // 31: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
+	13, // 32: ironlink.v1.GetDeviceResponse.explanation:type_name -> ironlink.v1.StatusExplanation
+	0,  // 33: ironlink.v1.StatusExplanation.status:type_name -> ironlink.v1.OperationalStatus
+	33, // 34: ironlink.v1.StatusExplanation.since:type_name -> google.protobuf.Timestamp
+	34, // 35: ironlink.v1.StatusExplanation.conditions:type_name -> ironlink.v1.Condition
+	14, // 36: ironlink.v1.StatusExplanation.quarantine:type_name -> ironlink.v1.QuarantineExplanation
+	15, // 37: ironlink.v1.StatusExplanation.site_silence:type_name -> ironlink.v1.SiteSilence
+	0,  // 38: ironlink.v1.StatusExplanation.last_known_status:type_name -> ironlink.v1.OperationalStatus
+	33, // 39: ironlink.v1.QuarantineExplanation.change_time:type_name -> google.protobuf.Timestamp
+	1,  // 40: ironlink.v1.QuarantineExplanation.command_state:type_name -> ironlink.v1.CommandState
+	33, // 41: ironlink.v1.SiteSilence.last_seen_time:type_name -> google.protobuf.Timestamp
+	0,  // 42: ironlink.v1.WatchFleetRequest.statuses:type_name -> ironlink.v1.OperationalStatus
+	3,  // 43: ironlink.v1.WatchFleetRequest.kinds:type_name -> ironlink.v1.FleetEventKind
+	18, // 44: ironlink.v1.WatchFleetResponse.event:type_name -> ironlink.v1.FleetEvent
+	3,  // 45: ironlink.v1.FleetEvent.kind:type_name -> ironlink.v1.FleetEventKind
+	33, // 46: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
+	19, // 47: ironlink.v1.FleetEvent.device_status:type_name -> ironlink.v1.DeviceStatusEvent
+	20, // 48: ironlink.v1.FleetEvent.command_state:type_name -> ironlink.v1.CommandStateEvent
+	0,  // 49: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
+	0,  // 50: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
+	7,  // 51: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
+	1,  // 52: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
+	7,  // 53: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	7,  // 54: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	7,  // 55: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	1,  // 56: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	7,  // 57: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	7,  // 58: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	8,  // 59: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	9,  // 60: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	11, // 61: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	21, // 62: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	23, // 63: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	25, // 64: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	27, // 65: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	31, // 66: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	29, // 67: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
+	16, // 68: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
+	10, // 69: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	12, // 70: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	22, // 71: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	24, // 72: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	26, // 73: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	28, // 74: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	32, // 75: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	30, // 76: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
+	17, // 77: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
+	69, // [69:78] is the sub-list for method output_type
+	60, // [60:69] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }
@@ -2277,13 +3166,17 @@ func file_ironlink_v1_fleet_proto_init() {
 	file_ironlink_v1_link_proto_init()
 	file_ironlink_v1_operations_proto_init()
 	file_ironlink_v1_policy_proto_init()
+	file_ironlink_v1_fleet_proto_msgTypes[14].OneofWrappers = []any{
+		(*FleetEvent_DeviceStatus)(nil),
+		(*FleetEvent_CommandState)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_fleet_proto_rawDesc), len(file_ironlink_v1_fleet_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   21,
+			NumEnums:      4,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	FleetService_ListCommands_FullMethodName     = "/ironlink.v1.FleetService/ListCommands"
 	FleetService_ListSites_FullMethodName        = "/ironlink.v1.FleetService/ListSites"
 	FleetService_RetryCommand_FullMethodName     = "/ironlink.v1.FleetService/RetryCommand"
+	FleetService_WatchFleet_FullMethodName       = "/ironlink.v1.FleetService/WatchFleet"
 )
 
 // FleetServiceClient is the client API for FleetService service.
@@ -87,6 +88,16 @@ type FleetServiceClient interface {
 	// FailedPrecondition when the command is not FAILED (still pending or
 	// sent, succeeded, or superseded by a newer desired state).
 	RetryCommand(ctx context.Context, in *RetryCommandRequest, opts ...grpc.CallOption) (*RetryCommandResponse, error)
+	// WatchFleet follows the fleet's change feed: device status changes and
+	// command state changes, each sent once it has committed, in commit-safe
+	// order (a change is sent only when no older transaction can still add
+	// one before it), every message with a cursor. A client that reconnects
+	// with the last cursor it received gets every later change exactly once,
+	// from any hub replica. Messages without an event are progress marks: the
+	// cursor moved past changes the filters skipped (send them back like any
+	// cursor). Errors: InvalidArgument for a malformed cursor or filter,
+	// NotFound for an unknown site, PermissionDenied for another site.
+	WatchFleet(ctx context.Context, in *WatchFleetRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchFleetResponse], error)
 }
 
 type fleetServiceClient struct {
@@ -177,6 +188,25 @@ func (c *fleetServiceClient) RetryCommand(ctx context.Context, in *RetryCommandR
 	return out, nil
 }
 
+func (c *fleetServiceClient) WatchFleet(ctx context.Context, in *WatchFleetRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchFleetResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &FleetService_ServiceDesc.Streams[0], FleetService_WatchFleet_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchFleetRequest, WatchFleetResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FleetService_WatchFleetClient = grpc.ServerStreamingClient[WatchFleetResponse]
+
 // FleetServiceServer is the server API for FleetService service.
 // All implementations must embed UnimplementedFleetServiceServer
 // for forward compatibility.
@@ -235,6 +265,16 @@ type FleetServiceServer interface {
 	// FailedPrecondition when the command is not FAILED (still pending or
 	// sent, succeeded, or superseded by a newer desired state).
 	RetryCommand(context.Context, *RetryCommandRequest) (*RetryCommandResponse, error)
+	// WatchFleet follows the fleet's change feed: device status changes and
+	// command state changes, each sent once it has committed, in commit-safe
+	// order (a change is sent only when no older transaction can still add
+	// one before it), every message with a cursor. A client that reconnects
+	// with the last cursor it received gets every later change exactly once,
+	// from any hub replica. Messages without an event are progress marks: the
+	// cursor moved past changes the filters skipped (send them back like any
+	// cursor). Errors: InvalidArgument for a malformed cursor or filter,
+	// NotFound for an unknown site, PermissionDenied for another site.
+	WatchFleet(*WatchFleetRequest, grpc.ServerStreamingServer[WatchFleetResponse]) error
 	mustEmbedUnimplementedFleetServiceServer()
 }
 
@@ -268,6 +308,9 @@ func (UnimplementedFleetServiceServer) ListSites(context.Context, *ListSitesRequ
 }
 func (UnimplementedFleetServiceServer) RetryCommand(context.Context, *RetryCommandRequest) (*RetryCommandResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RetryCommand not implemented")
+}
+func (UnimplementedFleetServiceServer) WatchFleet(*WatchFleetRequest, grpc.ServerStreamingServer[WatchFleetResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchFleet not implemented")
 }
 func (UnimplementedFleetServiceServer) mustEmbedUnimplementedFleetServiceServer() {}
 func (UnimplementedFleetServiceServer) testEmbeddedByValue()                      {}
@@ -434,6 +477,17 @@ func _FleetService_RetryCommand_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FleetService_WatchFleet_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchFleetRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(FleetServiceServer).WatchFleet(m, &grpc.GenericServerStream[WatchFleetRequest, WatchFleetResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FleetService_WatchFleetServer = grpc.ServerStreamingServer[WatchFleetResponse]
+
 // FleetService_ServiceDesc is the grpc.ServiceDesc for FleetService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -474,6 +528,12 @@ var FleetService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _FleetService_RetryCommand_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchFleet",
+			Handler:       _FleetService_WatchFleet_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "ironlink/v1/fleet.proto",
 }

@@ -1,0 +1,174 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+)
+
+// newWatchCommand is `ironlink watch`: it follows the hub's change feed
+// (FleetService.WatchFleet), one line per device status change or command
+// state change as it commits, and resumes from its last cursor when the
+// connection to the hub breaks (another replica answers).
+func (a *app) newWatchCommand() *cobra.Command {
+	var site, statuses, kinds, cursor, output string
+	var fromOldest, once bool
+	cmd := &cobra.Command{
+		Use:     "watch",
+		Aliases: []string{"events"},
+		Short:   "Follow the fleet's change feed: status and command changes as they commit",
+		Long: `watch prints every device status change and command state change of the
+fleet as the hub commits it, oldest first, until interrupted. Each change
+has a cursor (shown by -o wide and -o json): ` + "`--cursor`" + ` resumes after it,
+on any hub replica, without losing or repeating a change. When the
+connection to the hub breaks, watch reconnects and resumes by itself; on
+Ctrl-C it prints the cursor to resume from.`,
+		Example: `  ironlink watch
+  ironlink watch --site demo --status faulted,maintenance
+  ironlink watch --kind command -o wide
+  ironlink watch --cursor 123456.1.42      # resume after a cursor
+  ironlink watch --from-oldest -o json     # the whole retained feed, one JSON object per message`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output, outTable, outWide, outJSON); err != nil {
+				return err
+			}
+			req := &ironlinkv1.WatchFleetRequest{Site: site, Cursor: cursor, FromOldest: fromOldest}
+			var err error
+			if req.Statuses, err = parseEnumList[ironlinkv1.OperationalStatus]("status", statuses, ironlinkv1.OperationalStatus_value, "OPERATIONAL_STATUS_"); err != nil {
+				return err
+			}
+			for _, k := range strings.Split(kinds, ",") {
+				switch strings.ToLower(strings.TrimSpace(k)) {
+				case "":
+				case "status":
+					req.Kinds = append(req.Kinds, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_DEVICE_STATUS)
+				case "command":
+					req.Kinds = append(req.Kinds, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE)
+				default:
+					return usageErrf("--kind %s: want status, command or both, comma-separated", k)
+				}
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			return a.follow(cmd.Context(), c, req, output, once)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&site, "site", "", "only changes of this site")
+	fl.StringVar(&statuses, "status", "", "only status changes into or out of these statuses, comma-separated (command changes are not filtered by status)")
+	fl.StringVar(&kinds, "kind", "", "only these kinds of change: status, command (comma-separated; default both)")
+	fl.StringVar(&cursor, "cursor", "", "resume after this cursor (from -o wide or -o json)")
+	fl.BoolVar(&fromOldest, "from-oldest", false, "start from the oldest change the hub keeps instead of now")
+	fl.StringVarP(&output, "output", "o", "", "wide (with cursors) or json (every WatchFleetResponse, one per line)")
+	fl.BoolVar(&once, "no-reconnect", false, "end when the connection to the hub breaks instead of resuming")
+	_ = cmd.RegisterFlagCompletionFunc("site", a.completeSites)
+	_ = cmd.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions([]string{"status", "command"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// follow streams req, printing each message, and reconnects from the last
+// cursor after a broken connection (Unavailable) unless once.
+func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, once bool) error {
+	w := a.opts.Stdout
+	last := req.GetCursor()
+	defer func() {
+		if last != "" && ctx.Err() != nil {
+			fmt.Fprintf(a.opts.Stderr, "resume with: ironlink watch --cursor %s\n", last)
+		}
+	}()
+	for {
+		if last != "" {
+			req.Cursor = last
+		}
+		err := a.followOnce(ctx, c, req, output, w, &last)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if once || status.Code(err) != codes.Unavailable || last == "" {
+			return c.explain(err)
+		}
+		fmt.Fprintf(a.opts.Stderr, "connection to the hub lost (%s); resuming after cursor %s\n", status.Convert(err).Message(), last)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, w io.Writer, last *string) error {
+	s, err := c.fleet.WatchFleet(ctx, req)
+	if err != nil {
+		return err
+	}
+	for {
+		m, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return status.Error(codes.Unavailable, "the hub ended the stream")
+		}
+		if err != nil {
+			return err
+		}
+		*last = m.GetCursor()
+		if output == outJSON {
+			if err := writeProtoLine(w, m); err != nil {
+				return err
+			}
+			continue
+		}
+		if m.GetEvent() == nil {
+			continue
+		}
+		line := a.eventLine(m.GetEvent())
+		if output == outWide {
+			line = m.GetCursor() + "  " + line
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// eventLine renders one change: time, kind, SITE/NAME, what changed and why.
+func (a *app) eventLine(e *ironlinkv1.FleetEvent) string {
+	at := e.GetEventTime().AsTime().UTC().Format(time.RFC3339)
+	if ds := e.GetDeviceStatus(); ds != nil {
+		name := ds.GetName()
+		if name == "" {
+			name = ds.GetDeviceId()
+		}
+		from := statusName(ds.GetPreviousStatus())
+		if from == "" {
+			from = "(new)"
+		}
+		return fmt.Sprintf("%s  status   %s/%s  %s -> %s  %s", at, ds.GetSite(), name, from, statusName(ds.GetStatus()), ds.GetReason())
+	}
+	if cs := e.GetCommandState(); cs != nil {
+		cm := cs.GetCommand()
+		name := cs.GetDeviceName()
+		if name == "" {
+			name = cm.GetDeviceId()
+		}
+		change := "created " + commandStateName(cm.GetState())
+		if cs.GetPreviousState() != ironlinkv1.CommandState_COMMAND_STATE_UNSPECIFIED {
+			change = commandStateName(cs.GetPreviousState()) + " -> " + commandStateName(cm.GetState())
+		}
+		line := fmt.Sprintf("%s  command  %s/%s  %s %s gen %d %s (attempt %d) by %s: %q", at, cm.GetSite(), name, actionName(cm.GetDesired()),
+			shortID(cm.GetCommandId()), cm.GetGeneration(), change, cm.GetAttempts(), cm.GetActor(), cm.GetReason())
+		if cm.GetLastError() != "" {
+			line += "; error: " + truncate(cm.GetLastError(), 100)
+		}
+		return line
+	}
+	return at + "  (a kind of change this CLI does not know: upgrade it)"
+}

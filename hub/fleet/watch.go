@@ -1,0 +1,202 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/textcheck"
+)
+
+// Watch tuning (FleetService.WatchFleet).
+const (
+	// WatchPoll is how often a watcher reads the feed when nothing woke it
+	// (status changes announce nothing, to keep ingest free of NOTIFY).
+	WatchPoll = 500 * time.Millisecond
+	// WatchProgressEvery is the longest a watcher goes without a message:
+	// then it gets a progress mark (a keep-alive that also moves its cursor
+	// past events its filters skipped).
+	WatchProgressEvery = 5 * time.Second
+	// watchBatch is how many events one feed read returns at most.
+	watchBatch = 500
+)
+
+// feedWake shares one LISTEN connection (store.ListenFeed) among this
+// replica's watchers: it runs while at least one watcher is subscribed.
+// The zero value is ready to use.
+type feedWake struct {
+	mu     sync.Mutex
+	subs   map[chan struct{}]struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// subscribe returns a channel that receives (coalesced) wake-ups and the
+// function that ends the subscription.
+func (w *feedWake) subscribe(st *store.Store) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.subs == nil {
+		w.subs = map[chan struct{}]struct{}{}
+	}
+	w.subs[ch] = struct{}{}
+	if w.cancel == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		w.cancel, w.done = cancel, done
+		go func() { defer close(done); st.ListenFeed(ctx, w.broadcast) }()
+	}
+	return ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.subs, ch)
+		if len(w.subs) == 0 && w.cancel != nil {
+			w.cancel()
+			w.cancel = nil
+		}
+	}
+}
+
+func (w *feedWake) broadcast() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ch := range w.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// WatchFleet implements FleetService.WatchFleet: it validates the request,
+// sends a progress mark with the starting cursor, then every event of the
+// feed (hub/store feed.go) that matches, each with its cursor, reading
+// again when a feed source notifies and every WatchPoll, until the client
+// goes away. A database failure ends the stream with Unavailable; the
+// client resumes from its last cursor.
+func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1.FleetService_WatchFleetServer) error {
+	ctx := stream.Context()
+	if err := checkSiteFilter(req.GetSite()); err != nil {
+		return err
+	}
+	sc := callerScope(ctx)
+	if err := s.checkSiteAllowed(ctx, sc, req.GetSite()); err != nil {
+		return err
+	}
+	f := store.FeedFilter{Site: req.GetSite(), Sites: sc.sites}
+	for i, st := range req.GetStatuses() {
+		hs, ok := statusFromProto(st)
+		if !ok {
+			return grpcerr.InvalidArgument(fmt.Sprintf("statuses[%d]", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("status %v is not a valid filter", st))
+		}
+		f.Statuses = append(f.Statuses, hs)
+	}
+	for i, k := range req.GetKinds() {
+		switch k {
+		case ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_DEVICE_STATUS:
+			f.Kinds = append(f.Kinds, store.EventDeviceStatus)
+		case ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE:
+			f.Kinds = append(f.Kinds, store.EventCommandState)
+		default:
+			return grpcerr.InvalidArgument(fmt.Sprintf("kinds[%d]", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("kind %v is not a valid filter", k))
+		}
+	}
+	var cur store.FeedCursor
+	if c := req.GetCursor(); c != "" {
+		var err error
+		if cur, err = store.ParseFeedCursor(c); err != nil {
+			return grpcerr.InvalidArgument("cursor", grpcerr.ReasonInvalidValue, "cursor "+textcheck.Quote(c)+
+				" is malformed: pass a cursor of a WatchFleetResponse unchanged")
+		}
+		ok, err := s.store.FeedCursorValid(ctx, cur)
+		if err != nil {
+			return s.storeErr(err, "", "")
+		}
+		if !ok {
+			return grpcerr.InvalidArgument("cursor", grpcerr.ReasonInvalidValue, "cursor "+textcheck.Quote(c)+
+				" is ahead of this hub's database: it comes from another hub")
+		}
+	}
+	if f.Site != "" {
+		if err := s.checkExists(ctx, f.Site, ""); err != nil {
+			return err
+		}
+	}
+	wake, unsubscribe := s.feed.subscribe(s.store)
+	defer unsubscribe()
+	if req.GetCursor() == "" && !req.GetFromOldest() {
+		var err error
+		if cur, err = s.store.FeedHead(ctx); err != nil {
+			return s.storeErr(err, "", "")
+		}
+	}
+	if err := stream.Send(&ironlinkv1.WatchFleetResponse{Cursor: cur.String()}); err != nil {
+		return err
+	}
+	lastSent := time.Now()
+	poll := time.NewTicker(WatchPoll)
+	defer poll.Stop()
+	for {
+		evs, next, more, err := s.store.ReadFeed(ctx, cur, f, watchBatch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return s.storeErr(err, "", "")
+		}
+		for _, ev := range evs {
+			if err := stream.Send(&ironlinkv1.WatchFleetResponse{Cursor: ev.Cursor.String(), Event: eventToProto(ev)}); err != nil {
+				return err
+			}
+			lastSent = time.Now()
+		}
+		if len(evs) == 0 && time.Since(lastSent) >= WatchProgressEvery {
+			if err := stream.Send(&ironlinkv1.WatchFleetResponse{Cursor: next.String()}); err != nil {
+				return err
+			}
+			lastSent = time.Now()
+		}
+		cur = next
+		if more {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-poll.C:
+		}
+	}
+}
+
+// eventToProto converts a feed event.
+func eventToProto(ev store.FeedEvent) *ironlinkv1.FleetEvent {
+	p := &ironlinkv1.FleetEvent{EventTime: timestamppb.New(ev.At)}
+	switch {
+	case ev.Status != nil:
+		e := ev.Status
+		p.Kind = ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_DEVICE_STATUS
+		p.Change = &ironlinkv1.FleetEvent_DeviceStatus{DeviceStatus: &ironlinkv1.DeviceStatusEvent{
+			DeviceId: e.DeviceID, Site: e.Site, Name: e.Name, Status: statusToProto(e.Status), Reason: e.Reason,
+			PreviousStatus: statusToProto(e.Previous),
+		}}
+	case ev.Command != nil:
+		e := ev.Command
+		p.Kind = ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE
+		var prev ironlinkv1.CommandState
+		if e.Previous != "" {
+			prev = ironlinkv1.CommandState(ironlinkv1.CommandState_value["COMMAND_STATE_"+string(e.Previous)])
+		}
+		p.Change = &ironlinkv1.FleetEvent_CommandState{CommandState: &ironlinkv1.CommandStateEvent{
+			Command: commandToProto(e.Command), PreviousState: prev, DeviceName: e.DeviceName,
+		}}
+	}
+	return p
+}

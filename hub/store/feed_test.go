@@ -1,0 +1,388 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ironlink/ironlink/hub/status"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/pgtest"
+)
+
+// feedReader follows the feed from a cursor and keeps every event it read.
+type feedReader struct {
+	s      *store.Store
+	cur    store.FeedCursor
+	f      store.FeedFilter
+	limit  int
+	events []store.FeedEvent
+}
+
+// read reads until the feed has nothing more readable now.
+func (r *feedReader) read(t *testing.T) {
+	t.Helper()
+	for {
+		evs, next, more, err := r.s.ReadFeed(context.Background(), r.cur, r.f, r.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if !r.cur.Less(ev.Cursor) {
+				t.Fatalf("event %s at or before the cursor %s it was read after", ev.Cursor, r.cur)
+			}
+		}
+		if next.Less(r.cur) {
+			t.Fatalf("cursor moved back from %s to %s", r.cur, next)
+		}
+		r.events = append(r.events, evs...)
+		r.cur = next
+		if !more {
+			return
+		}
+	}
+}
+
+// reasons lists the reasons of the status events this test wrote (one
+// capital letter) read so far, in order. (A start from the head may also
+// read the devices' first statuses: the head is the watermark, and another
+// database's transaction may hold it below them.)
+func (r *feedReader) reasons() []string {
+	var out []string
+	for _, ev := range r.events {
+		if ev.Status != nil && len(ev.Status.Reason) == 1 {
+			out = append(out, ev.Status.Reason)
+		}
+	}
+	return out
+}
+
+// until reads until cond holds for the reasons read, for at most 30 s (the
+// watermark is cluster-wide: another database's writing transaction holds
+// it back while it runs).
+func (r *feedReader) until(t *testing.T, what string, cond func([]string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.read(t)
+		if cond(r.reasons()) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: feed read %q", what, r.reasons())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func insertStatus(t *testing.T, tx pgx.Tx, device, reason string) int64 {
+	t.Helper()
+	var id int64
+	if err := tx.QueryRow(context.Background(), `INSERT INTO status_history (device_id, status, reason) VALUES ($1, 'FAULTED', $2) RETURNING id`,
+		device, reason).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func begin(t *testing.T, s *store.Store) pgx.Tx {
+	t.Helper()
+	tx, err := s.Pool().Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return tx
+}
+
+// TestFeedOrderSurvivesOutOfOrderCommits: transactions that commit out of
+// the order of their ids lose nothing and repeat nothing in the feed.
+//
+// A takes the lower row id (and transaction id), B the higher one, B
+// commits first: a reader ordering by the row id would pass B's id and
+// never see A's. The feed holds B back while A runs, then gives A, B.
+// Then C begins and D begins; D writes and commits, C writes and commits
+// after: D's event comes first, C's after it, and neither is skipped.
+func TestFeedOrderSurvivesOutOfOrderCommits(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	sess := open(t, s, "site-a")
+	dev := addDevice(t, s, "site-a", sess, 1)
+	head, err := s.FeedHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &feedReader{s: s, cur: head, limit: 100}
+
+	txA, txB := begin(t, s), begin(t, s)
+	idA := insertStatus(t, txA, dev, "A")
+	idB := insertStatus(t, txB, dev, "B")
+	if idA >= idB {
+		t.Fatalf("ids A=%d B=%d: want A below B", idA, idB)
+	}
+	if err := txB.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var maxVisible int64
+	if err := s.Pool().QueryRow(ctx, `SELECT max(id) FROM status_history`).Scan(&maxVisible); err != nil || maxVisible != idB {
+		t.Fatalf("max visible id %d (%v): want B's %d, which a bigserial reader would pass A's %d with", maxVisible, err, idB, idA)
+	}
+	r.read(t)
+	if got := r.reasons(); len(got) != 0 {
+		t.Fatalf("feed gave %q while A (older than B) is still running: B must wait for A", got)
+	}
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.until(t, "after A commits", func(got []string) bool { return len(got) >= 2 })
+
+	txC, txD := begin(t, s), begin(t, s)
+	if _, err := txC.Exec(ctx, `SELECT 1`); err != nil { // C runs, writes nothing yet
+		t.Fatal(err)
+	}
+	insertStatus(t, txD, dev, "D")
+	if err := txD.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.until(t, "after D commits", func(got []string) bool { return len(got) >= 3 })
+	insertStatus(t, txC, dev, "C")
+	if err := txC.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.until(t, "after C commits", func(got []string) bool { return len(got) >= 4 })
+	time.Sleep(100 * time.Millisecond)
+	r.read(t)
+	if got, want := strings.Join(r.reasons(), ","), "A,B,D,C"; got != want {
+		t.Fatalf("feed order %s, want %s (each exactly once)", got, want)
+	}
+	// A second reader from the same head, reading once everything
+	// committed, sees exactly the same sequence with the same cursors.
+	r2 := &feedReader{s: s, cur: head, limit: 1}
+	r2.read(t)
+	if len(r2.events) != len(r.events) || len(r2.events) < 4 {
+		t.Fatalf("replay from the head read %d events, the live reader %d", len(r2.events), len(r.events))
+	}
+	for i := range r.events {
+		if r.events[i].Cursor != r2.events[i].Cursor {
+			t.Fatalf("event %d: live cursor %s, replay %s", i, r.events[i].Cursor, r2.events[i].Cursor)
+		}
+	}
+}
+
+// TestFeedConcurrentWritersNoGapsNoDuplicates: eight writers commit status
+// rows and commands in transactions of random length while a reader tails
+// the feed in small pages (so the per-source limits and their merge are
+// exercised); once they are done the reader has every row exactly once,
+// in strictly increasing cursor order.
+func TestFeedConcurrentWritersNoGapsNoDuplicates(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	sess := open(t, s, "site-a")
+	var devs []string
+	for i := range 8 {
+		devs = append(devs, addDevice(t, s, "site-a", sess, uint64(i+1)))
+	}
+	head, err := s.FeedHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, txs = 8, 15
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	want := map[string]bool{} // status reasons and command ids written
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range txs {
+				if i%5 == 4 { // a command: one creation event, plus the superseded one's state change
+					cmd, err := s.SetDesiredImpairment(ctx, devs[w], store.ImpairmentQuarantined, "ops", "test", "operator-api")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					want["cmd:"+cmd.ID] = true
+					mu.Unlock()
+					continue
+				}
+				tx, err := s.Pool().Begin(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for k := range 1 + rand.IntN(3) {
+					reason := fmt.Sprintf("w%d-t%d-r%d", w, i, k)
+					if _, err := tx.Exec(ctx, `INSERT INTO status_history (device_id, status, reason) VALUES ($1, 'FAULTED', $2)`, devs[w], reason); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					want[reason] = true
+					mu.Unlock()
+					time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+				}
+				if err := tx.Commit(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	r := &feedReader{s: s, cur: head, limit: 7}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+			r.read(t)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	seen := func() map[string]int {
+		m := map[string]int{}
+		for _, ev := range r.events {
+			switch {
+			case ev.Status != nil && strings.HasPrefix(ev.Status.Reason, "w"):
+				m[ev.Status.Reason]++
+			case ev.Command != nil && ev.Command.Previous == "":
+				m["cmd:"+ev.Command.Command.ID]++
+			}
+		}
+		return m
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(seen()) < len(want) && time.Now().Before(deadline) {
+		r.read(t)
+		time.Sleep(20 * time.Millisecond)
+	}
+	got := seen()
+	for k := range want {
+		if got[k] != 1 {
+			t.Errorf("%s read %d times, want once", k, got[k])
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			t.Errorf("%s read but never written", k)
+		}
+	}
+	for i := 1; i < len(r.events); i++ {
+		if !r.events[i-1].Cursor.Less(r.events[i].Cursor) {
+			t.Fatalf("cursors not increasing: %s then %s", r.events[i-1].Cursor, r.events[i].Cursor)
+		}
+	}
+	t.Logf("%d rows written, %d events read", len(want), len(r.events))
+}
+
+// TestFeedCursorRoundTripAndFilters: cursors print and parse back, bad
+// ones are refused, and the filters keep what they say.
+func TestFeedCursorRoundTripAndFilters(t *testing.T) {
+	for _, bad := range []string{"", "1.2", "a.b.c", "1.2.-3", "1.2.3.4", "-1.1.1"} {
+		if _, err := store.ParseFeedCursor(bad); err == nil {
+			t.Errorf("cursor %q accepted", bad)
+		}
+	}
+	c := store.FeedCursor{XID: 12345678901, Source: 2, ID: 99}
+	if back, err := store.ParseFeedCursor(c.String()); err != nil || back != c {
+		t.Fatalf("round trip %s: %v %v", c, back, err)
+	}
+
+	ctx := context.Background()
+	s, _ := newStore(t)
+	sessA, sessB := open(t, s, "site-a"), open(t, s, "site-b")
+	head, err := s.FeedHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := addDevice(t, s, "site-a", sessA, 1)
+	addDevice(t, s, "site-b", sessB, 1)
+	if _, err := s.SetDesiredImpairment(ctx, a, store.ImpairmentQuarantined, "ops", "Xid 79", "operator-api"); err != nil {
+		t.Fatal(err)
+	}
+	count := func(f store.FeedFilter) (status, commands int) {
+		r := &feedReader{s: s, cur: head, f: f, limit: 100}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			r.read(t)
+			// everything is written: wait until the watermark passed it all
+			all := &feedReader{s: s, cur: head, limit: 100}
+			all.read(t)
+			if len(all.events) >= 4 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		r.read(t)
+		for _, ev := range r.events {
+			if ev.Status != nil {
+				status++
+			} else {
+				commands++
+			}
+		}
+		return status, commands
+	}
+	// Events: a AVAILABLE, b AVAILABLE, a QUARANTINED (from AVAILABLE), a's command.
+	for _, tc := range []struct {
+		name     string
+		f        store.FeedFilter
+		st, cmds int
+	}{
+		{"all", store.FeedFilter{}, 3, 1},
+		{"site-b", store.FeedFilter{Site: "site-b"}, 1, 0},
+		{"allowed site-a", store.FeedFilter{Sites: []string{"site-a"}}, 2, 1},
+		{"allowed none", store.FeedFilter{Sites: []string{}}, 0, 0},
+		{"into or out of QUARANTINED", store.FeedFilter{Statuses: []status.Status{status.Quarantined}}, 1, 1},
+		{"out of AVAILABLE counts", store.FeedFilter{Statuses: []status.Status{status.Available}}, 3, 1},
+		{"commands only", store.FeedFilter{Kinds: []store.EventKind{store.EventCommandState}}, 0, 1},
+		{"status only", store.FeedFilter{Kinds: []store.EventKind{store.EventDeviceStatus}}, 3, 0},
+	} {
+		st, cmds := count(tc.f)
+		if st != tc.st || cmds != tc.cmds {
+			t.Errorf("%s: %d status and %d command events, want %d and %d", tc.name, st, cmds, tc.st, tc.cmds)
+		}
+	}
+}
+
+// TestFeedIgnoresOtherDatabasesTransactions: a writing transaction left open
+// in another database of the cluster does not hold the feed back (one in
+// the hub's own database does: TestFeedOrderSurvivesOutOfOrderCommits).
+func TestFeedIgnoresOtherDatabasesTransactions(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	other, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	otx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = otx.Rollback(ctx) }()
+	if _, err := otx.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil { // takes an xid, stays open
+		t.Fatal(err)
+	}
+	sess := open(t, s, "site-a")
+	head, err := s.FeedHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := addDevice(t, s, "site-a", sess, 1)
+	tx := begin(t, s)
+	insertStatus(t, tx, dev, "X")
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := &feedReader{s: s, cur: head, limit: 10}
+	r.until(t, "with another database's transaction open", func(got []string) bool { return len(got) == 1 })
+}
