@@ -977,7 +977,28 @@ type ListDevicesRequest struct {
 	// any run of characters, "?" one character, a backslash quotes the next one; a
 	// pattern without wildcards is an exact name. At most 256 bytes; empty for
 	// all. Combines with name_prefix (both must match).
-	NamePattern   string `protobuf:"bytes,9,opt,name=name_pattern,json=namePattern,proto3" json:"name_pattern,omitempty"`
+	NamePattern string `protobuf:"bytes,9,opt,name=name_pattern,json=namePattern,proto3" json:"name_pattern,omitempty"`
+	// The fleet as it was at this instant, answered from the stored
+	// histories instead of the current state; unset for now. Must be after
+	// the Unix epoch and not after the hub's clock (InvalidArgument), and not
+	// before the oldest history the hub keeps (InvalidArgument, OUT_OF_RANGE:
+	// --history-retention dropped it). As of that instant:
+	// status, status_reason and status_change_time are the newest status
+	// change recorded at or before it (UNKNOWN with reason NeverReported
+	// before the device's first status); last_known_status is the status
+	// before an UNREACHABLE; removed and remove_time say whether the device
+	// had been removed by then (a device removed and seen again since counts
+	// as present); desired_impairment and desired_generation are the newest
+	// quarantine/release at or before it, applied_generation the highest
+	// generation whose command had SUCCEEDED by then. Devices first seen
+	// after it are absent (GetDevice: NotFound). id, site, name, facts are
+	// the current values (they have no history); observed_time,
+	// last_command_error and the drift-correction fields are left unset.
+	// Times are the hub's commit times, not the satellite's observations.
+	// The filters (statuses, impairments, include_removed) apply to those
+	// values; instance_mismatch reads facts and cannot be combined with
+	// as_of (InvalidArgument).
+	AsOf          *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1075,6 +1096,13 @@ func (x *ListDevicesRequest) GetNamePattern() string {
 	return ""
 }
 
+func (x *ListDevicesRequest) GetAsOf() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AsOf
+	}
+	return nil
+}
+
 // ListDevicesResponse is one page of devices (without conditions; use GetDevice).
 type ListDevicesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1141,7 +1169,27 @@ type GetDeviceRequest struct {
 	DeviceName string `protobuf:"bytes,3,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
 	// Site of the device named by device_name, needed only when the name is
 	// used at more than one site; when set with device_id it must match.
-	Site          string `protobuf:"bytes,4,opt,name=site,proto3" json:"site,omitempty"`
+	Site string `protobuf:"bytes,4,opt,name=site,proto3" json:"site,omitempty"`
+	// The fleet as it was at this instant, answered from the stored
+	// histories instead of the current state; unset for now. Must be after
+	// the Unix epoch and not after the hub's clock (InvalidArgument), and not
+	// before the oldest history the hub keeps (InvalidArgument, OUT_OF_RANGE:
+	// --history-retention dropped it). As of that instant:
+	// status, status_reason and status_change_time are the newest status
+	// change recorded at or before it (UNKNOWN with reason NeverReported
+	// before the device's first status); last_known_status is the status
+	// before an UNREACHABLE; removed and remove_time say whether the device
+	// had been removed by then (a device removed and seen again since counts
+	// as present); desired_impairment and desired_generation are the newest
+	// quarantine/release at or before it, applied_generation the highest
+	// generation whose command had SUCCEEDED by then. Devices first seen
+	// after it are absent (GetDevice: NotFound). id, site, name, facts are
+	// the current values (they have no history); observed_time,
+	// last_command_error and the drift-correction fields are left unset.
+	// Times are the hub's commit times, not the satellite's observations.
+	// The device's conditions are, per type, the newest one recorded at or
+	// before it; the histories hold only entries at or before it.
+	AsOf          *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1202,6 +1250,13 @@ func (x *GetDeviceRequest) GetSite() string {
 		return x.Site
 	}
 	return ""
+}
+
+func (x *GetDeviceRequest) GetAsOf() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AsOf
+	}
+	return nil
 }
 
 // GetDeviceResponse is a device with its histories.
@@ -2019,7 +2074,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"conditions\x18\t \x03(\v2\x16.ironlink.v1.ConditionR\n" +
 	"conditions\x126\n" +
 	"\x17instance_mismatch_count\x18\n" +
-	" \x01(\x05R\x15instanceMismatchCount\"\xfa\x02\n" +
+	" \x01(\x05R\x15instanceMismatchCount\"\xab\x03\n" +
 	"\x12ListDevicesRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\x0e2\x1e.ironlink.v1.OperationalStatusR\bstatuses\x12\x1b\n" +
@@ -2031,16 +2086,18 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x11instance_mismatch\x18\a \x01(\bR\x10instanceMismatch\x12\x1f\n" +
 	"\vname_prefix\x18\b \x01(\tR\n" +
 	"namePrefix\x12!\n" +
-	"\fname_pattern\x18\t \x01(\tR\vnamePattern\"l\n" +
+	"\fname_pattern\x18\t \x01(\tR\vnamePattern\x12/\n" +
+	"\x05as_of\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"l\n" +
 	"\x13ListDevicesResponse\x12-\n" +
 	"\adevices\x18\x01 \x03(\v2\x13.ironlink.v1.DeviceR\adevices\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x89\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xba\x01\n" +
 	"\x10GetDeviceRequest\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12#\n" +
 	"\rhistory_limit\x18\x02 \x01(\x05R\fhistoryLimit\x12\x1f\n" +
 	"\vdevice_name\x18\x03 \x01(\tR\n" +
 	"deviceName\x12\x12\n" +
-	"\x04site\x18\x04 \x01(\tR\x04site\"\xd0\x01\n" +
+	"\x04site\x18\x04 \x01(\tR\x04site\x12/\n" +
+	"\x05as_of\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"\xd0\x01\n" +
 	"\x11GetDeviceResponse\x12+\n" +
 	"\x06device\x18\x01 \x01(\v2\x13.ironlink.v1.DeviceR\x06device\x12@\n" +
 	"\x0estatus_history\x18\x02 \x03(\v2\x19.ironlink.v1.StatusChangeR\rstatusHistory\x12L\n" +
@@ -2195,38 +2252,40 @@ var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	25, // 22: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
 	0,  // 23: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
 	27, // 24: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
-	3,  // 25: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
-	3,  // 26: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
-	4,  // 27: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
-	5,  // 28: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
-	6,  // 29: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 30: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	6,  // 31: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	1,  // 32: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	6,  // 33: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	6,  // 34: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	7,  // 35: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	8,  // 36: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	10, // 37: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	12, // 38: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	14, // 39: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	16, // 40: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	18, // 41: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	22, // 42: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	20, // 43: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
-	9,  // 44: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	11, // 45: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	13, // 46: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	15, // 47: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	17, // 48: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	19, // 49: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	23, // 50: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	21, // 51: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
-	44, // [44:52] is the sub-list for method output_type
-	36, // [36:44] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	24, // 25: ironlink.v1.ListDevicesRequest.as_of:type_name -> google.protobuf.Timestamp
+	3,  // 26: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
+	24, // 27: ironlink.v1.GetDeviceRequest.as_of:type_name -> google.protobuf.Timestamp
+	3,  // 28: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
+	4,  // 29: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
+	5,  // 30: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
+	6,  // 31: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	6,  // 32: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	6,  // 33: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	1,  // 34: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	6,  // 35: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	6,  // 36: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	7,  // 37: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	8,  // 38: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	10, // 39: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	12, // 40: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	14, // 41: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	16, // 42: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	18, // 43: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	22, // 44: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	20, // 45: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
+	9,  // 46: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	11, // 47: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	13, // 48: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	15, // 49: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	17, // 50: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	19, // 51: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	23, // 52: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	21, // 53: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
+	46, // [46:54] is the sub-list for method output_type
+	38, // [38:46] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }
