@@ -49,6 +49,11 @@ type Config struct {
 	StaleAfter time.Duration
 	// Link tunes the link server.
 	Link link.Config
+	// History partitions condition_history and status_history by time and
+	// drops whole partitions older than History.Retention (0 = keep
+	// forever); flags --history-retention and --history-partition-interval,
+	// Ahead has no flag (default 4) (README "History partitions and retention").
+	History store.PartitionPolicy
 	// Keepalive: the server pings an idle connection after KeepaliveTime and
 	// drops it when no answer comes within KeepaliveTimeout; clients may ping
 	// at most every KeepaliveMinTime (must be ≤ the satellite's keepalive time).
@@ -117,6 +122,12 @@ func (c Config) Validate() (Config, error) {
 	fill(&c.Link.Delivery.FailureBackoff, d.Link.Delivery.FailureBackoff)
 	fill(&c.Link.Delivery.MaxFailureBackoff, d.Link.Delivery.MaxFailureBackoff)
 	fill(&c.Link.HelloTimeout, d.Link.HelloTimeout)
+	fill(&c.History.Interval, d.History.Interval)
+	fill(&c.History.Ahead, d.History.Ahead)
+	if c.History.Interval < time.Hour || c.History.Ahead < 1 || c.History.Retention < 0 {
+		errs = append(errs, fmt.Errorf("history partitions: interval %s must be at least 1h, ahead %d at least 1, retention %s not negative (--history-partition-interval, --history-retention)",
+			c.History.Interval, c.History.Ahead, c.History.Retention))
+	}
 	if c.DatabaseURL == "" {
 		errs = append(errs, errors.New("database URL is required (--database-url or DATABASE_URL)"))
 	}
@@ -243,6 +254,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return linkSrv.ListenForCommands(gctx, cfg.DatabaseURL) })
 	g.Go(func() error { linkSrv.RunStaleSweep(gctx, cfg.StaleAfter); return nil })
+	g.Go(func() error { st.RunHistoryPartitions(gctx, cfg.History, time.Hour); return nil })
 	g.Go(func() error { return obs.run(gctx) })
 	if watcher != nil {
 		g.Go(func() error { return watcher.Run(gctx) })

@@ -37,6 +37,7 @@ func Defaults() Config {
 		MaxConnectionAge:      30 * time.Minute,
 		MaxConnectionAgeGrace: time.Minute,
 		ShutdownGrace:         10 * time.Second,
+		History:               store.PartitionPolicy{Interval: store.DefaultPartitionInterval, Ahead: store.DefaultPartitionsAhead},
 		// Not filled by Validate: a zero Throttle means "no limit" (tests,
 		// embedded hubs); the flags default to these values.
 		Throttle: throttle.DefaultConfig(),
