@@ -117,7 +117,15 @@ func (s *Store) listDevicesAsOf(ctx context.Context, f DeviceFilter) ([]Device, 
 		imps[i] = string(im)
 	}
 	args = append(args, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1, imps, f.Sites, f.NameLike, f.NameLike2)
-	rows, err := s.pool.Query(ctx, `
+	var devs []Device
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The plan's cost grows with the devices walked, past PostgreSQL's
+		// jit_above_cost at a few thousand: JIT compilation then costs
+		// seconds for a query that runs in milliseconds.
+		if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `
 		SELECT * FROM (`+asOfSelect+`
 			WHERE d.first_seen_at <= $1
 			  AND ($3 = '' OR d.site = $3)
@@ -132,10 +140,12 @@ func (s *Store) listDevicesAsOf(ctx context.Context, f DeviceFilter) ([]Device, 
 		  AND ($5 OR NOT a.removed)
 		  AND (cardinality($8::text[]) = 0 OR a.desired_impairment = ANY($8::text[]))
 		ORDER BY a.id LIMIT $7`, args...)
-	if err != nil {
-		return nil, false, fmt.Errorf("list devices as of %s: %w", f.AsOf.UTC().Format(time.RFC3339), err)
-	}
-	devs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Device, error) { return scanDevice(r) })
+		if err != nil {
+			return err
+		}
+		devs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Device, error) { return scanDevice(r) })
+		return err
+	})
 	if err != nil {
 		return nil, false, fmt.Errorf("list devices as of %s: %w", f.AsOf.UTC().Format(time.RFC3339), err)
 	}
