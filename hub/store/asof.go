@@ -132,7 +132,10 @@ func (s *Store) listDevicesAsOf(ctx context.Context, f DeviceFilter) ([]Device, 
 			  AND ($6 = '' OR d.id > $6::uuid)
 			  AND ($9::text[] IS NULL OR d.site = ANY($9::text[]))
 			  AND ($10 = '' OR d.name LIKE $10) AND ($11 = '' OR d.name LIKE $11)
-			ORDER BY d.id) AS a (id, site, name, facts, removed, removed_at, observed_at, status, status_reason,
+			  -- QUARANTINED or RELEASED as of $1 needs an impairment row by then.
+			  AND (cardinality($8::text[]) = 0 OR 'NONE' = ANY($8::text[]) OR EXISTS (
+				SELECT 1 FROM impairment_history i0 WHERE i0.device_id = d.id AND i0.changed_at <= $1))
+			) AS a (id, site, name, facts, removed, removed_at, observed_at, status, status_reason,
 				status_changed_at, last_known_status, desired_impairment, desired_generation, applied_generation,
 				last_command_error, drift_corrections, last_drift_correction, last_drift_correction_at,
 				last_command_failure_class, last_command_failure_reason)

@@ -397,9 +397,17 @@ func BenchmarkHistoryQueries(b *testing.B) {
 		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 		return ds[len(ds)/2]
 	}
-	with := listSites()
-	pgtest.MustExec(b, url, `DROP INDEX devices_instance_mismatch`)
-	without := listSites()
+	// Alternate, so that the load of the moment hits both.
+	var with, without time.Duration
+	for round := 0; round < 3; round++ {
+		with += listSites()
+		pgtest.MustExec(b, url, `DROP INDEX devices_instance_mismatch`)
+		without += listSites()
+		pgtest.MustExec(b, url, `CREATE INDEX devices_instance_mismatch ON devices (site)
+			WHERE NOT removed AND (CASE WHEN jsonb_typeof(facts->'instance_mismatches') = 'array'
+				THEN jsonb_array_length(facts->'instance_mismatches') > 0 ELSE false END)`)
+	}
+	with, without = with/3, without/3
 	fmt.Printf("ListSites at %d devices: median %.2f ms with devices_instance_mismatch, %.2f ms without (ratio %.3f)\n",
 		h.devices, float64(with.Microseconds())/1000, float64(without.Microseconds())/1000, float64(with)/float64(without))
 }
