@@ -84,16 +84,20 @@ SELECT setval(pg_get_serial_sequence('status_history', 'id'), COALESCE((SELECT m
 DROP TABLE condition_history_old;
 DROP TABLE status_history_old;
 
--- ListSites counts each site's devices with an orphaned instance; without
--- an index that read every device's facts (~100 ms at 10,000 devices).
--- This partial index holds exactly those devices, so the count reads only
--- them. The predicate is store.hasMismatch's, character for character.
+-- ListSites counts each site's live devices and those with an orphaned
+-- instance; without these indexes that read every device row, facts
+-- included (~30 ms at 10,000 devices, more with JIT). Both are partial
+-- indexes read index-only: devices_site_live holds the live devices,
+-- devices_instance_mismatch exactly those with an orphaned instance (the
+-- predicate is store.hasMismatch's, character for character).
+CREATE INDEX devices_site_live ON devices (site) WHERE NOT removed;
 CREATE INDEX devices_instance_mismatch ON devices (site)
     WHERE NOT removed AND (CASE WHEN jsonb_typeof(facts->'instance_mismatches') = 'array'
         THEN jsonb_array_length(facts->'instance_mismatches') > 0 ELSE false END);
 
 -- +goose Down
 DROP INDEX devices_instance_mismatch;
+DROP INDEX devices_site_live;
 ALTER TABLE condition_history RENAME TO condition_history_part;
 ALTER TABLE status_history RENAME TO status_history_part;
 ALTER INDEX condition_history_device RENAME TO condition_history_part_device;
