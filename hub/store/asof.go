@@ -46,8 +46,10 @@ const (
 //   - observed_at, last_command_error and its class and reason, drift
 //     corrections: not recorded over time, so empty/zero;
 //   - id, site, name, facts: the current values (they have no history).
-const asOfSelect = `
-	SELECT d.id::text, d.site, d.name, d.facts,
+const asOfSelect = `SELECT ` + asOfColumns + asOfFrom
+
+// asOfColumns and asOfFrom make up asOfSelect.
+const asOfColumns = `d.id::text, d.site, d.name, d.facts,
 		d.removed_at IS NOT NULL AND d.removed_at <= $1,
 		CASE WHEN d.removed_at <= $1 THEN d.removed_at END,
 		NULL::timestamptz,
@@ -58,7 +60,9 @@ const asOfSelect = `
 			WHEN $2::timestamptz IS NOT NULL AND d.first_seen_at < $2 THEN $2 ELSE d.first_seen_at END),
 		COALESCE(lk.status, ''),
 		COALESCE(ih.desired, 'NONE'), COALESCE(ih.generation, 0), COALESCE(ap.generation, 0),
-		'', 0::bigint, '', NULL::timestamptz, '', ''
+		'', 0::bigint, '', NULL::timestamptz, '', ''`
+
+const asOfFrom = `
 	FROM devices d
 	LEFT JOIN LATERAL (
 		SELECT h.id, h.status, h.reason, h.changed_at FROM status_history h
@@ -126,7 +130,11 @@ func (s *Store) listDevicesAsOf(ctx context.Context, f DeviceFilter) ([]Device, 
 			return err
 		}
 		rows, err := tx.Query(ctx, `
-		SELECT * FROM (`+asOfSelect+`
+		SELECT a.id, a.site, a.name, a.facts, a.removed, a.removed_at, a.observed_at, a.status, a.status_reason,
+			a.status_changed_at, a.last_known_status, a.desired_impairment, a.desired_generation, a.applied_generation,
+			a.last_command_error, a.drift_corrections, a.last_drift_correction, a.last_drift_correction_at,
+			a.last_command_failure_class, a.last_command_failure_reason
+		FROM (SELECT `+asOfColumns+`, d.id AS uid`+asOfFrom+`
 			WHERE d.first_seen_at <= $1
 			  AND ($3 = '' OR d.site = $3)
 			  AND ($6 = '' OR d.id > $6::uuid)
@@ -138,11 +146,11 @@ func (s *Store) listDevicesAsOf(ctx context.Context, f DeviceFilter) ([]Device, 
 			) AS a (id, site, name, facts, removed, removed_at, observed_at, status, status_reason,
 				status_changed_at, last_known_status, desired_impairment, desired_generation, applied_generation,
 				last_command_error, drift_corrections, last_drift_correction, last_drift_correction_at,
-				last_command_failure_class, last_command_failure_reason)
+				last_command_failure_class, last_command_failure_reason, uid)
 		WHERE (cardinality($4::text[]) = 0 OR a.status = ANY($4::text[]))
 		  AND ($5 OR NOT a.removed)
 		  AND (cardinality($8::text[]) = 0 OR a.desired_impairment = ANY($8::text[]))
-		ORDER BY a.id LIMIT $7`, args...)
+		ORDER BY a.uid LIMIT $7`, args...)
 		if err != nil {
 			return err
 		}

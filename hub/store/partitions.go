@@ -157,8 +157,10 @@ func partitionName(table string, from time.Time) string {
 // work and the others return Skipped. A new partition is split off the
 // catch-all tail (FROM last bound TO MAXVALUE): rows already in the tail
 // that fall into it are moved, so nothing is lost when the task did not
-// run for a while. DDL waits at most 5 s for its locks (lock_timeout); a
-// timeout is returned as an error and the next run tries again.
+// run for a while. Nothing is locked when there is nothing to do; else
+// devices and the history tables are locked ACCESS EXCLUSIVE for the
+// transaction (waiting at most 1 s: a timeout is returned as an error and
+// the next run tries again).
 func (s *Store) MaintainHistoryPartitions(ctx context.Context, p PartitionPolicy, now time.Time) (MaintainResult, error) {
 	p = p.withDefaults()
 	var res MaintainResult
@@ -172,8 +174,30 @@ func (s *Store) MaintainHistoryPartitions(ctx context.Context, p PartitionPolicy
 			res.Skipped = true
 			return nil
 		}
-		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
+		work := false
+		for _, ht := range historyTables {
+			ps, err := listPartitions(ctx, tx, ht.table)
+			if err != nil {
+				return err
+			}
+			work = work || needsWork(ps, now, p)
+		}
+		if !work {
+			return nil
+		}
+		// Writers lock devices before the history tables (ApplyBatch and
+		// SetDesiredImpairment write devices first), and partition DDL
+		// locks devices too (ACCESS EXCLUSIVE while it moves the history
+		// tables' foreign-key triggers): taking the same order here, all at
+		// once, makes the DDL wait instead of deadlocking with ingest. Held
+		// until commit, a few milliseconds per partition; waiting at most
+		// lock_timeout (1 s) so that a long reader delays other queries by
+		// no more than that.
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '1s'`); err != nil {
 			return fmt.Errorf("set lock_timeout: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `LOCK TABLE devices, condition_history, status_history IN ACCESS EXCLUSIVE MODE`); err != nil {
+			return fmt.Errorf("lock for partition DDL: %w", err)
 		}
 		for _, ht := range historyTables {
 			created, err := s.createAhead(ctx, tx, ht.table, ht.key, now, p)
@@ -195,6 +219,25 @@ func (s *Store) MaintainHistoryPartitions(ctx context.Context, p PartitionPolicy
 		return MaintainResult{}, fmt.Errorf("maintain history partitions: %w", err)
 	}
 	return res, nil
+}
+
+// needsWork reports whether a table with partitions ps needs a partition
+// created ahead or dropped by retention at now.
+func needsWork(ps []Partition, now time.Time, p PartitionPolicy) bool {
+	if len(ps) == 0 || ps[len(ps)-1].From == nil || ps[len(ps)-1].To != nil {
+		return true // createAhead reports the broken layout
+	}
+	if ps[len(ps)-1].From.Before(now.Add(time.Duration(p.Ahead) * p.Interval)) {
+		return true
+	}
+	if p.Retention > 0 {
+		for _, pt := range ps {
+			if pt.To != nil && !pt.To.After(now.Add(-p.Retention)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // createAhead splits partitions of p.Interval off table's tail until the
@@ -277,10 +320,14 @@ func (s *Store) RunHistoryPartitions(ctx context.Context, p PartitionPolicy, eve
 		case len(res.Dropped) > 0:
 			s.log.Info("history partitions dropped by retention", "partitions", res.Dropped, "retention", p.Retention)
 		}
+		wait := every
+		if err != nil && wait > time.Minute {
+			wait = time.Minute // a lock timeout: try again soon
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(every):
+		case <-time.After(wait):
 		}
 	}
 }

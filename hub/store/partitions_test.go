@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
 )
 
@@ -177,5 +179,62 @@ func TestRetentionDropsOnlyWholeOldPartitions(t *testing.T) {
 	// Retention 0 keeps everything.
 	if res, err := s.MaintainHistoryPartitions(ctx, store.PartitionPolicy{Interval: day, Ahead: 10}, later.Add(365*day)); err != nil || len(res.Dropped) != 0 {
 		t.Fatalf("retention 0 dropped %v (%v)", res.Dropped, err)
+	}
+}
+
+// TestPartitionDDLAlongsideIngestFailsNothing splits partitions off the
+// tail while two sites ingest and a quarantine is set: no batch, command
+// or partition run may fail (no deadlock between the DDL and the writers).
+func TestPartitionDDLAlongsideIngestFailsNothing(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	ids := []string{newHistoryDevice(t, s, "site-a"), newHistoryDevice(t, s, "site-b")}
+	stop := make(chan struct{})
+	errs := make(chan error, 3)
+	for i, site := range []string{"site-a", "site-b"} {
+		go func() {
+			sess, err := s.OpenLink(ctx, store.LinkHello{Site: site, BootID: "b2", Replica: "r1"})
+			if err != nil {
+				errs <- err
+				return
+			}
+			for seq := sess.LastSequence + 1; ; seq++ {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				now := time.Now().UTC()
+				over := map[condition.Type]condition.Status{}
+				if seq%2 == 0 {
+					over[condition.ProvisioningHealthy] = condition.False
+				}
+				if _, err := s.ApplyBatch(ctx, site, sess.Epoch, store.Batch{Sequence: seq, Devices: []store.DeviceUpdate{
+					{DeviceID: ids[i], Conditions: conds(now, over), ObservedTime: now}}}); err != nil {
+					errs <- fmt.Errorf("%s batch %d: %w", site, seq, err)
+					return
+				}
+				if seq%5 == 0 {
+					if _, err := s.SetDesiredImpairment(ctx, ids[i], store.ImpairmentQuarantined, "op", "x", "operator-api"); err != nil {
+						errs <- fmt.Errorf("%s quarantine: %w", site, err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	week := 7 * 24 * time.Hour
+	now := time.Now()
+	for i := 0; i < 15; i++ {
+		if _, err := s.MaintainHistoryPartitions(ctx, store.PartitionPolicy{Interval: week, Ahead: 1}, now.Add(time.Duration(i)*week)); err != nil {
+			t.Errorf("partition run %d: %v", i, err)
+		}
+	}
+	close(stop)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
