@@ -32,29 +32,23 @@ ALTER TABLE status_history RENAME TO status_history_old;
 ALTER TABLE status_history_old RENAME CONSTRAINT status_history_pkey TO status_history_old_pkey;
 ALTER INDEX status_history_device RENAME TO status_history_old_device;
 
+-- The new tables copy the old ones' columns with their defaults, identity
+-- and CHECK constraints (LIKE), so a column another migration added before
+-- this one is kept; the foreign key to devices is added explicitly.
+
 -- Append-only: every change of a condition's status, reason or message.
 CREATE TABLE condition_history (
-    id                   bigint GENERATED ALWAYS AS IDENTITY,
-    device_id            uuid        NOT NULL REFERENCES devices (id),
-    type                 text        NOT NULL,
-    status               text        NOT NULL,
-    reason               text        NOT NULL,
-    message              text        NOT NULL DEFAULT '',
-    last_transition_time timestamptz NOT NULL,
-    observed_time        timestamptz NOT NULL,
-    recorded_at          timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (id, recorded_at)
+    LIKE condition_history_old INCLUDING DEFAULTS INCLUDING IDENTITY INCLUDING CONSTRAINTS INCLUDING GENERATED,
+    PRIMARY KEY (id, recorded_at),
+    FOREIGN KEY (device_id) REFERENCES devices (id)
 ) PARTITION BY RANGE (recorded_at);
 CREATE INDEX condition_history_device ON condition_history (device_id, recorded_at, id);
 
 -- Append-only: every operational_status change.
 CREATE TABLE status_history (
-    id          bigint GENERATED ALWAYS AS IDENTITY,
-    device_id   uuid        NOT NULL REFERENCES devices (id),
-    status      text        NOT NULL,
-    reason      text        NOT NULL,
-    changed_at  timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (id, changed_at)
+    LIKE status_history_old INCLUDING DEFAULTS INCLUDING IDENTITY INCLUDING CONSTRAINTS INCLUDING GENERATED,
+    PRIMARY KEY (id, changed_at),
+    FOREIGN KEY (device_id) REFERENCES devices (id)
 ) PARTITION BY RANGE (changed_at);
 CREATE INDEX status_history_device ON status_history (device_id, changed_at, id);
 
@@ -72,13 +66,8 @@ END
 $$;
 -- +goose StatementEnd
 
-INSERT INTO condition_history (id, device_id, type, status, reason, message, last_transition_time, observed_time, recorded_at)
-    OVERRIDING SYSTEM VALUE
-    SELECT id, device_id, type, status, reason, message, last_transition_time, observed_time, recorded_at
-    FROM condition_history_old;
-INSERT INTO status_history (id, device_id, status, reason, changed_at)
-    OVERRIDING SYSTEM VALUE
-    SELECT id, device_id, status, reason, changed_at FROM status_history_old;
+INSERT INTO condition_history OVERRIDING SYSTEM VALUE SELECT * FROM condition_history_old;
+INSERT INTO status_history OVERRIDING SYSTEM VALUE SELECT * FROM status_history_old;
 SELECT setval(pg_get_serial_sequence('condition_history', 'id'), COALESCE((SELECT max(id) FROM condition_history_old), 0) + 1, false);
 SELECT setval(pg_get_serial_sequence('status_history', 'id'), COALESCE((SELECT max(id) FROM status_history_old), 0) + 1, false);
 DROP TABLE condition_history_old;

@@ -2,17 +2,23 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/migrations"
 )
 
 // partitionsOf returns table's partitions in range order.
@@ -236,5 +242,50 @@ func TestPartitionDDLAlongsideIngestFailsNothing(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestMigrationMovesExistingHistoryRows migrates to 00008, writes history
+// the way the code does, then migrates on: the rows are all in the
+// partitioned tables, ids continue, and the code's inserts work.
+func TestMigrationMovesExistingHistoryRows(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.MustExec(t, url, `INSERT INTO sites (name) VALUES ('site-a');
+		INSERT INTO devices (id, site) VALUES ('00000000-0000-0000-0000-000000000001', 'site-a');
+		INSERT INTO status_history (device_id, status, reason, changed_at) VALUES
+			('00000000-0000-0000-0000-000000000001', 'AVAILABLE', 'Old', now() - interval '400 days'),
+			('00000000-0000-0000-0000-000000000001', 'FAULTED', 'Old', now() - interval '1 day');
+		INSERT INTO condition_history (device_id, type, status, reason, last_transition_time, observed_time)
+			VALUES ('00000000-0000-0000-0000-000000000001', 'Enrolled', 'True', 'Old', now(), now())`)
+	if _, err := store.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	if got := pgtest.QueryString(t, url, `SELECT string_agg(id || ':' || status || ':' || tableoid::regclass::text, ',' ORDER BY id) FROM status_history`); got != "1:AVAILABLE:status_history_legacy,2:FAULTED:status_history_legacy" {
+		t.Fatalf("status_history after migration: %q", got)
+	}
+	if n := pgtest.Count(t, url, `SELECT count(*) FROM condition_history`); n != 1 {
+		t.Fatalf("condition_history rows %d, want 1", n)
+	}
+	s, err := store.Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	newHistoryDevice(t, s, "site-a")
+	if n := pgtest.Count(t, url, `SELECT min(id) FROM status_history WHERE reason <> 'Old'`); n != 3 {
+		t.Fatalf("first new status_history id %d, want 3", n)
 	}
 }
