@@ -49,6 +49,11 @@ type Config struct {
 	StaleAfter time.Duration
 	// Link tunes the link server.
 	Link link.Config
+	// History partitions condition_history and status_history by time and
+	// drops whole partitions older than History.Retention (0 = keep
+	// forever); flags --history-retention and --history-partition-interval,
+	// Ahead has no flag (default 4) (README "History partitions and retention").
+	History store.PartitionPolicy
 	// Keepalive: the server pings an idle connection after KeepaliveTime and
 	// drops it when no answer comes within KeepaliveTimeout; clients may ping
 	// at most every KeepaliveMinTime (must be ≤ the satellite's keepalive time).
@@ -128,6 +133,12 @@ func (c Config) Validate() (Config, error) {
 	fill(&c.Link.Operations.ResendAfter, d.Link.Operations.ResendAfter)
 	fill(&c.Link.Operations.MaxResendAfter, d.Link.Operations.MaxResendAfter)
 	fill(&c.PolicyInterval, d.PolicyInterval)
+	fill(&c.History.Interval, d.History.Interval)
+	fill(&c.History.Ahead, d.History.Ahead)
+	if c.History.Interval < time.Hour || c.History.Ahead < 1 || c.History.Retention < 0 {
+		errs = append(errs, fmt.Errorf("history partitions: interval %s must be at least 1h, ahead %d at least 1, retention %s not negative (--history-partition-interval, --history-retention)",
+			c.History.Interval, c.History.Ahead, c.History.Retention))
+	}
 	if c.DatabaseURL == "" {
 		errs = append(errs, errors.New("database URL is required (--database-url or DATABASE_URL)"))
 	}
@@ -266,6 +277,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return opsSrv.Changes().Listen(gctx, cfg.DatabaseURL, func(err error) { log.Warn("operation listener", "err", err) })
 	})
 	g.Go(func() error { linkSrv.RunStaleSweep(gctx, cfg.StaleAfter); return nil })
+	g.Go(func() error { st.RunHistoryPartitions(gctx, cfg.History, time.Hour); return nil })
 	g.Go(func() error { return obs.run(gctx) })
 	g.Go(func() error { return pol.run(gctx) })
 	if watcher != nil {

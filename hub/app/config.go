@@ -40,6 +40,7 @@ func Defaults() Config {
 		MaxConnectionAgeGrace: time.Minute,
 		ShutdownGrace:         10 * time.Second,
 		PolicyInterval:        policyrun.DefaultInterval,
+		History:               store.PartitionPolicy{Interval: store.DefaultPartitionInterval, Ahead: store.DefaultPartitionsAhead},
 		// Not filled by Validate: a zero Throttle means "no limit" (tests,
 		// embedded hubs); the flags default to these values.
 		Throttle: throttle.DefaultConfig(),

@@ -26,7 +26,7 @@ func (a *app) newDescribeCommand() *cobra.Command {
 }
 
 func (a *app) newDescribeDevice() *cobra.Command {
-	var site, output string
+	var site, output, asOfFlag string
 	var history, commands int
 	cmd := &cobra.Command{
 		Use:     "device NAME|SITE/NAME|UUID...",
@@ -34,7 +34,8 @@ func (a *app) newDescribeDevice() *cobra.Command {
 		Short:   "A device's facts, conditions with reasons and ages, status and why, histories and recent commands",
 		Example: `  ironlink describe device node-007
   ironlink describe device node-007 --history 5
-  ironlink describe device node-007 -o yaml   # the GetDevice answer`,
+  ironlink describe device node-007 -o yaml   # the GetDevice answer
+  ironlink describe device node-007 --as-of 9h  # as it was 9 hours ago`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: a.completeDevices,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -43,6 +44,10 @@ func (a *app) newDescribeDevice() *cobra.Command {
 			}
 			if history < 1 || history > 1000 {
 				return usageErrf("--history %d: want 1-1000", history)
+			}
+			asOf, err := parseAsOf(asOfFlag, a.opts.Now())
+			if err != nil {
+				return err
 			}
 			c, err := a.connect()
 			if err != nil {
@@ -58,7 +63,7 @@ func (a *app) newDescribeDevice() *cobra.Command {
 				devs = append(devs, d)
 			}
 			for i, d := range devs {
-				r, err := c.getDevice(ctx, d, int32(history))
+				r, err := c.getDeviceAsOf(ctx, d, int32(history), asOf)
 				if err != nil {
 					return err
 				}
@@ -69,7 +74,7 @@ func (a *app) newDescribeDevice() *cobra.Command {
 					continue
 				}
 				var cmds []*ironlinkv1.OperatorCommand
-				if commands > 0 {
+				if commands > 0 && asOf == nil {
 					cctx, cancel := c.call(ctx)
 					lc, err := c.fleet.ListCommands(cctx, &ironlinkv1.ListCommandsRequest{DeviceId: r.GetDevice().GetDeviceId(), PageSize: int32(commands)})
 					cancel()
@@ -89,7 +94,8 @@ func (a *app) newDescribeDevice() *cobra.Command {
 	cmd.Flags().StringVar(&site, "site", "", "the site of a device name used at more than one site")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "json or yaml: print the hub's GetDevice answer instead")
 	cmd.Flags().IntVar(&history, "history", 10, "history entries to show per history (1-1000)")
-	cmd.Flags().IntVar(&commands, "commands", 5, "recent commands to show (0: none)")
+	cmd.Flags().IntVar(&commands, "commands", 5, "recent commands to show (0: none; none with --as-of)")
+	cmd.Flags().StringVar(&asOfFlag, "as-of", "", asOfHelp)
 	_ = cmd.RegisterFlagCompletionFunc("site", a.completeSites)
 	return cmd
 }

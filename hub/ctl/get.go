@@ -174,6 +174,8 @@ func siteProblems(s *ironlinkv1.Site) string {
 type deviceFilters struct {
 	site, status, impairment, name string
 	orphaned, removed              bool
+	// asOf is --as-of (see parseAsOf).
+	asOf string
 }
 
 func (a *app) newGetDevices() *cobra.Command {
@@ -199,7 +201,9 @@ Filters combine (all must match): --site, --status, --impairment, --orphaned,
   # by name pattern, as JSON
   ironlink get devices --name 'gpu-*' -o json
   # keep watching one site
-  ironlink get devices --site demo --watch`,
+  ironlink get devices --site demo --watch
+  # what was faulted at site-b at 03:00 UTC
+  ironlink get devices --site site-b --status faulted --as-of 2026-12-01T03:00:00Z`,
 		ValidArgsFunction: a.completeDevices,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.check(); err != nil {
@@ -208,6 +212,12 @@ Filters combine (all must match): --site, --status, --impairment, --orphaned,
 			req, err := df.request()
 			if err != nil {
 				return err
+			}
+			if req.AsOf, err = parseAsOf(df.asOf, a.opts.Now()); err != nil {
+				return err
+			}
+			if req.AsOf != nil && (len(args) > 0 || f.watch) {
+				return usageErrf("--as-of lists by filters, without device arguments or --watch (for one device: describe device --as-of)")
 			}
 			if len(args) > 0 && (df.status != "" || df.impairment != "" || df.orphaned || df.name != "") {
 				return usageErrf("give device names or filters (--status, --impairment, --orphaned, --name), not both")
@@ -230,6 +240,7 @@ func (df *deviceFilters) register(cmd *cobra.Command, a *app) {
 	fl.BoolVar(&df.orphaned, "orphaned", false, "only devices with an orphaned Nova instance (Nova and Ironic disagree)")
 	fl.StringVar(&df.name, "name", "", "only devices whose name matches this pattern (* and ?; no wildcard: that exact name)")
 	fl.BoolVar(&df.removed, "include-removed", false, "also devices that vanished from Ironic")
+	fl.StringVar(&df.asOf, "as-of", "", asOfHelp)
 	_ = cmd.RegisterFlagCompletionFunc("site", a.completeSites)
 	var statuses []string
 	for n, v := range ironlinkv1.OperationalStatus_value {

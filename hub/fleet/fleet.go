@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
@@ -98,6 +99,9 @@ func pageSize(n int32) (int, error) {
 // (grpcerr.FromStore); a NotFound of the resource named name of
 // resourceType also carries a ResourceInfo. A database failure is logged.
 func (s *Server) storeErr(err error, resourceType, name string) error {
+	if gerr := asOfErr(err); gerr != nil {
+		return gerr
+	}
 	if errors.Is(err, store.ErrNotFound) && resourceType != "" {
 		return grpcerr.NotFound(resourceType, name, err.Error())
 	}
@@ -151,6 +155,9 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 		return nil, err
 	}
 	f := store.DeviceFilter{Site: req.GetSite(), Sites: sc.sites, IncludeRemoved: req.GetIncludeRemoved(), InstanceMismatch: req.GetInstanceMismatch(), Limit: limit}
+	if f.AsOf, err = parseAsOf(req.GetAsOf(), time.Now()); err != nil {
+		return nil, err
+	}
 	if f.NameLike, f.NameLike2, err = nameFilters(req.GetNamePrefix(), req.GetNamePattern()); err != nil {
 		return nil, err
 	}
@@ -205,6 +212,9 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 
 // GetDevice implements FleetService.GetDevice.
 func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest) (*ironlinkv1.GetDeviceResponse, error) {
+	if req.GetAsOf() != nil {
+		return s.getDeviceAsOf(ctx, req)
+	}
 	id, err := s.resolveDevice(ctx, deviceRef{req.GetDeviceId(), req.GetDeviceName(), req.GetSite()})
 	if err != nil {
 		return nil, err

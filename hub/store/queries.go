@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -38,6 +39,10 @@ type DeviceFilter struct {
 	After string
 	// Limit is the page size (1-1000).
 	Limit int
+	// AsOf, when not zero, answers from the stored histories as the fleet
+	// was at that time (see listDevicesAsOf); InstanceMismatch cannot be
+	// combined with it (ErrAsOfUnsupported).
+	AsOf time.Time
 }
 
 // hasMismatch is true for a device row (alias d) whose facts hold a
@@ -73,6 +78,9 @@ func scanDevice(r pgx.Row) (Device, error) {
 
 // ListDevices returns up to f.Limit devices in id order, and whether more follow.
 func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool, error) {
+	if !f.AsOf.IsZero() {
+		return s.listDevicesAsOf(ctx, f)
+	}
 	sts := make([]string, len(f.Statuses))
 	for i, st := range f.Statuses {
 		sts[i] = string(st)
@@ -146,20 +154,16 @@ func (s *Store) DeviceSite(ctx context.Context, id string) (string, error) {
 	return site, nil
 }
 
-// StatusHistory returns up to limit status changes of a device, newest first.
+// StatusHistory returns up to limit status changes of a device, newest
+// first (by the time recorded, then id: the order of the partition key, so
+// only the newest partitions of status_history are read).
 func (s *Store) StatusHistory(ctx context.Context, id string, limit int) ([]StatusChange, error) {
 	rows, err := s.pool.Query(ctx, `SELECT status, reason, changed_at FROM status_history
-		WHERE device_id = $1 ORDER BY id DESC LIMIT $2`, id, limit)
+		WHERE device_id = $1 ORDER BY changed_at DESC, id DESC LIMIT $2`, id, limit)
 	if err != nil {
 		return nil, fmt.Errorf("status history of %s: %w", id, err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (StatusChange, error) {
-		var c StatusChange
-		var st string
-		err := r.Scan(&st, &c.Reason, &c.ChangedAt)
-		c.Status = status.Status(st)
-		return c, err
-	})
+	return collectStatusChanges(rows, id)
 }
 
 // ImpairmentHistory returns up to limit quarantine/release entries of a device, newest first.
@@ -169,13 +173,7 @@ func (s *Store) ImpairmentHistory(ctx context.Context, id string, limit int) ([]
 	if err != nil {
 		return nil, fmt.Errorf("impairment history of %s: %w", id, err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ImpairmentChange, error) {
-		var c ImpairmentChange
-		var desired string
-		err := r.Scan(&desired, &c.Generation, &c.Actor, &c.Reason, &c.Source, &c.CommandID, &c.ChangedAt)
-		c.Desired = Impairment(desired)
-		return c, err
-	})
+	return collectImpairmentChanges(rows, id)
 }
 
 // GetCommand returns one command. Errors: ErrNotFound.

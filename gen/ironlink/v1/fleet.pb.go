@@ -1063,7 +1063,28 @@ type ListDevicesRequest struct {
 	// any run of characters, "?" one character, a backslash quotes the next one; a
 	// pattern without wildcards is an exact name. At most 256 bytes; empty for
 	// all. Combines with name_prefix (both must match).
-	NamePattern   string `protobuf:"bytes,9,opt,name=name_pattern,json=namePattern,proto3" json:"name_pattern,omitempty"`
+	NamePattern string `protobuf:"bytes,9,opt,name=name_pattern,json=namePattern,proto3" json:"name_pattern,omitempty"`
+	// The fleet as it was at this instant, answered from the stored
+	// histories instead of the current state; unset for now. Must be after
+	// the Unix epoch and not after the hub's clock (InvalidArgument), and not
+	// before the oldest history the hub keeps (InvalidArgument, OUT_OF_RANGE:
+	// --history-retention dropped it). As of that instant:
+	// status, status_reason and status_change_time are the newest status
+	// change recorded at or before it (UNKNOWN with reason NeverReported
+	// before the device's first status); last_known_status is the status
+	// before an UNREACHABLE; removed and remove_time say whether the device
+	// had been removed by then (a device removed and seen again since counts
+	// as present); desired_impairment and desired_generation are the newest
+	// quarantine/release at or before it, applied_generation the highest
+	// generation whose command had SUCCEEDED by then. Devices first seen
+	// after it are absent (GetDevice: NotFound). id, site, name, facts are
+	// the current values (they have no history); observed_time,
+	// last_command_error and the drift-correction fields are left unset.
+	// Times are the hub's commit times, not the satellite's observations.
+	// The filters (statuses, impairments, include_removed) apply to those
+	// values; instance_mismatch reads facts and cannot be combined with
+	// as_of (InvalidArgument).
+	AsOf          *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1161,6 +1182,13 @@ func (x *ListDevicesRequest) GetNamePattern() string {
 	return ""
 }
 
+func (x *ListDevicesRequest) GetAsOf() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AsOf
+	}
+	return nil
+}
+
 // ListDevicesResponse is one page of devices (without conditions; use GetDevice).
 type ListDevicesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1227,7 +1255,27 @@ type GetDeviceRequest struct {
 	DeviceName string `protobuf:"bytes,3,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
 	// Site of the device named by device_name, needed only when the name is
 	// used at more than one site; when set with device_id it must match.
-	Site          string `protobuf:"bytes,4,opt,name=site,proto3" json:"site,omitempty"`
+	Site string `protobuf:"bytes,4,opt,name=site,proto3" json:"site,omitempty"`
+	// The fleet as it was at this instant, answered from the stored
+	// histories instead of the current state; unset for now. Must be after
+	// the Unix epoch and not after the hub's clock (InvalidArgument), and not
+	// before the oldest history the hub keeps (InvalidArgument, OUT_OF_RANGE:
+	// --history-retention dropped it). As of that instant:
+	// status, status_reason and status_change_time are the newest status
+	// change recorded at or before it (UNKNOWN with reason NeverReported
+	// before the device's first status); last_known_status is the status
+	// before an UNREACHABLE; removed and remove_time say whether the device
+	// had been removed by then (a device removed and seen again since counts
+	// as present); desired_impairment and desired_generation are the newest
+	// quarantine/release at or before it, applied_generation the highest
+	// generation whose command had SUCCEEDED by then. Devices first seen
+	// after it are absent (GetDevice: NotFound). id, site, name, facts are
+	// the current values (they have no history); observed_time,
+	// last_command_error and the drift-correction fields are left unset.
+	// Times are the hub's commit times, not the satellite's observations.
+	// The device's conditions are, per type, the newest one recorded at or
+	// before it; the histories hold only entries at or before it.
+	AsOf          *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1288,6 +1336,13 @@ func (x *GetDeviceRequest) GetSite() string {
 		return x.Site
 	}
 	return ""
+}
+
+func (x *GetDeviceRequest) GetAsOf() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AsOf
+	}
+	return nil
 }
 
 // GetDeviceResponse is a device with its histories.
@@ -2837,7 +2892,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"conditions\x126\n" +
 	"\x17instance_mismatch_count\x18\n" +
 	" \x01(\x05R\x15instanceMismatchCount\x12?\n" +
-	"\fpolicy_state\x18\x1e \x01(\v2\x1c.ironlink.v1.SitePolicyStateR\vpolicyState\"\xfa\x02\n" +
+	"\fpolicy_state\x18\x1e \x01(\v2\x1c.ironlink.v1.SitePolicyStateR\vpolicyState\"\xab\x03\n" +
 	"\x12ListDevicesRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\x0e2\x1e.ironlink.v1.OperationalStatusR\bstatuses\x12\x1b\n" +
@@ -2849,16 +2904,18 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x11instance_mismatch\x18\a \x01(\bR\x10instanceMismatch\x12\x1f\n" +
 	"\vname_prefix\x18\b \x01(\tR\n" +
 	"namePrefix\x12!\n" +
-	"\fname_pattern\x18\t \x01(\tR\vnamePattern\"l\n" +
+	"\fname_pattern\x18\t \x01(\tR\vnamePattern\x12/\n" +
+	"\x05as_of\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"l\n" +
 	"\x13ListDevicesResponse\x12-\n" +
 	"\adevices\x18\x01 \x03(\v2\x13.ironlink.v1.DeviceR\adevices\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x89\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xba\x01\n" +
 	"\x10GetDeviceRequest\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12#\n" +
 	"\rhistory_limit\x18\x02 \x01(\x05R\fhistoryLimit\x12\x1f\n" +
 	"\vdevice_name\x18\x03 \x01(\tR\n" +
 	"deviceName\x12\x12\n" +
-	"\x04site\x18\x04 \x01(\tR\x04site\"\xd7\x02\n" +
+	"\x04site\x18\x04 \x01(\tR\x04site\x12/\n" +
+	"\x05as_of\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"\xd7\x02\n" +
 	"\x11GetDeviceResponse\x12+\n" +
 	"\x06device\x18\x01 \x01(\v2\x13.ironlink.v1.DeviceR\x06device\x12@\n" +
 	"\x0estatus_history\x18\x02 \x03(\v2\x19.ironlink.v1.StatusChangeR\rstatusHistory\x12L\n" +
@@ -3099,62 +3156,64 @@ var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	39, // 24: ironlink.v1.Site.policy_state:type_name -> ironlink.v1.SitePolicyState
 	0,  // 25: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
 	36, // 26: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
-	4,  // 27: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
-	4,  // 28: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
-	5,  // 29: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
-	6,  // 30: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
-	40, // 31: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
-	13, // 32: ironlink.v1.GetDeviceResponse.explanation:type_name -> ironlink.v1.StatusExplanation
-	0,  // 33: ironlink.v1.StatusExplanation.status:type_name -> ironlink.v1.OperationalStatus
-	33, // 34: ironlink.v1.StatusExplanation.since:type_name -> google.protobuf.Timestamp
-	34, // 35: ironlink.v1.StatusExplanation.conditions:type_name -> ironlink.v1.Condition
-	14, // 36: ironlink.v1.StatusExplanation.quarantine:type_name -> ironlink.v1.QuarantineExplanation
-	15, // 37: ironlink.v1.StatusExplanation.site_silence:type_name -> ironlink.v1.SiteSilence
-	0,  // 38: ironlink.v1.StatusExplanation.last_known_status:type_name -> ironlink.v1.OperationalStatus
-	33, // 39: ironlink.v1.QuarantineExplanation.change_time:type_name -> google.protobuf.Timestamp
-	1,  // 40: ironlink.v1.QuarantineExplanation.command_state:type_name -> ironlink.v1.CommandState
-	33, // 41: ironlink.v1.SiteSilence.last_seen_time:type_name -> google.protobuf.Timestamp
-	0,  // 42: ironlink.v1.WatchFleetRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	3,  // 43: ironlink.v1.WatchFleetRequest.kinds:type_name -> ironlink.v1.FleetEventKind
-	18, // 44: ironlink.v1.WatchFleetResponse.event:type_name -> ironlink.v1.FleetEvent
-	3,  // 45: ironlink.v1.FleetEvent.kind:type_name -> ironlink.v1.FleetEventKind
-	33, // 46: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
-	19, // 47: ironlink.v1.FleetEvent.device_status:type_name -> ironlink.v1.DeviceStatusEvent
-	20, // 48: ironlink.v1.FleetEvent.command_state:type_name -> ironlink.v1.CommandStateEvent
-	0,  // 49: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
-	0,  // 50: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
-	7,  // 51: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
-	1,  // 52: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
-	7,  // 53: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	7,  // 54: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	7,  // 55: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	1,  // 56: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	7,  // 57: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	7,  // 58: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	8,  // 59: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	9,  // 60: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	11, // 61: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	21, // 62: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	23, // 63: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	25, // 64: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	27, // 65: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	31, // 66: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	29, // 67: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
-	16, // 68: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
-	10, // 69: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	12, // 70: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	22, // 71: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	24, // 72: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	26, // 73: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	28, // 74: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	32, // 75: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	30, // 76: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
-	17, // 77: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
-	69, // [69:78] is the sub-list for method output_type
-	60, // [60:69] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	33, // 27: ironlink.v1.ListDevicesRequest.as_of:type_name -> google.protobuf.Timestamp
+	4,  // 28: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
+	33, // 29: ironlink.v1.GetDeviceRequest.as_of:type_name -> google.protobuf.Timestamp
+	4,  // 30: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
+	5,  // 31: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
+	6,  // 32: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
+	40, // 33: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
+	13, // 34: ironlink.v1.GetDeviceResponse.explanation:type_name -> ironlink.v1.StatusExplanation
+	0,  // 35: ironlink.v1.StatusExplanation.status:type_name -> ironlink.v1.OperationalStatus
+	33, // 36: ironlink.v1.StatusExplanation.since:type_name -> google.protobuf.Timestamp
+	34, // 37: ironlink.v1.StatusExplanation.conditions:type_name -> ironlink.v1.Condition
+	14, // 38: ironlink.v1.StatusExplanation.quarantine:type_name -> ironlink.v1.QuarantineExplanation
+	15, // 39: ironlink.v1.StatusExplanation.site_silence:type_name -> ironlink.v1.SiteSilence
+	0,  // 40: ironlink.v1.StatusExplanation.last_known_status:type_name -> ironlink.v1.OperationalStatus
+	33, // 41: ironlink.v1.QuarantineExplanation.change_time:type_name -> google.protobuf.Timestamp
+	1,  // 42: ironlink.v1.QuarantineExplanation.command_state:type_name -> ironlink.v1.CommandState
+	33, // 43: ironlink.v1.SiteSilence.last_seen_time:type_name -> google.protobuf.Timestamp
+	0,  // 44: ironlink.v1.WatchFleetRequest.statuses:type_name -> ironlink.v1.OperationalStatus
+	3,  // 45: ironlink.v1.WatchFleetRequest.kinds:type_name -> ironlink.v1.FleetEventKind
+	18, // 46: ironlink.v1.WatchFleetResponse.event:type_name -> ironlink.v1.FleetEvent
+	3,  // 47: ironlink.v1.FleetEvent.kind:type_name -> ironlink.v1.FleetEventKind
+	33, // 48: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
+	19, // 49: ironlink.v1.FleetEvent.device_status:type_name -> ironlink.v1.DeviceStatusEvent
+	20, // 50: ironlink.v1.FleetEvent.command_state:type_name -> ironlink.v1.CommandStateEvent
+	0,  // 51: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
+	0,  // 52: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
+	7,  // 53: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
+	1,  // 54: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
+	7,  // 55: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	7,  // 56: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	7,  // 57: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	1,  // 58: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	7,  // 59: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	7,  // 60: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	8,  // 61: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	9,  // 62: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	11, // 63: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	21, // 64: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	23, // 65: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	25, // 66: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	27, // 67: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	31, // 68: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	29, // 69: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
+	16, // 70: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
+	10, // 71: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	12, // 72: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	22, // 73: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	24, // 74: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	26, // 75: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	28, // 76: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	32, // 77: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	30, // 78: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
+	17, // 79: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
+	71, // [71:80] is the sub-list for method output_type
+	62, // [62:71] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }

@@ -131,6 +131,8 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 		{&cfg.KeepaliveTime, "keepalive-time", "IRONLINK_HUB_KEEPALIVE_TIME", def.KeepaliveTime, "ping an idle connection after this long"},
 		{&cfg.KeepaliveTimeout, "keepalive-timeout", "IRONLINK_HUB_KEEPALIVE_TIMEOUT", def.KeepaliveTimeout, "drop a connection whose ping is not answered within this"},
 		{&cfg.KeepaliveMinTime, "keepalive-min-time", "IRONLINK_HUB_KEEPALIVE_MIN_TIME", def.KeepaliveMinTime, "refuse clients that ping more often (must be ≤ the satellites' keepalive time)"},
+		{&cfg.History.Retention, "history-retention", "IRONLINK_HUB_HISTORY_RETENTION", def.History.Retention, "drop condition and status history partitions wholly older than this (0: keep forever)"},
+		{&cfg.History.Interval, "history-partition-interval", "IRONLINK_HUB_HISTORY_PARTITION_INTERVAL", def.History.Interval, "time range of each new history partition (at least 1h)"},
 		{&cfg.Link.Delivery.FailureBackoff, "command-failure-backoff", "IRONLINK_HUB_COMMAND_FAILURE_BACKOFF", def.Link.Delivery.FailureBackoff, "first wait before a failed command is retried (doubles, capped at 5m)"},
 	}
 	for _, d := range durations {

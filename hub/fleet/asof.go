@@ -1,0 +1,97 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/store"
+)
+
+// parseAsOf checks the as_of field of ListDevices and GetDevice (see
+// fleet.proto): unset is the zero time (the present); otherwise it must be
+// a valid timestamp after the Unix epoch and not after now. Errors:
+// InvalidArgument naming field "as_of".
+func parseAsOf(ts *timestamppb.Timestamp, now time.Time) (time.Time, error) {
+	if ts == nil {
+		return time.Time{}, nil
+	}
+	if err := ts.CheckValid(); err != nil {
+		return time.Time{}, grpcerr.InvalidArgument("as_of", grpcerr.ReasonInvalidValue, "as_of is not a valid timestamp: "+err.Error())
+	}
+	t := ts.AsTime()
+	switch {
+	case !t.After(time.Unix(0, 0)):
+		return time.Time{}, grpcerr.InvalidArgument("as_of", grpcerr.ReasonOutOfRange,
+			fmt.Sprintf("as_of %s is not after the Unix epoch", t.Format(time.RFC3339Nano)))
+	case t.After(now):
+		return time.Time{}, grpcerr.InvalidArgument("as_of", grpcerr.ReasonOutOfRange,
+			fmt.Sprintf("as_of %s is in the future (the hub's clock reads %s); leave it unset for the present",
+				t.Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano)))
+	}
+	return t, nil
+}
+
+// asOfErr turns the store's as-of refusals into InvalidArgument; nil for
+// any other error.
+func asOfErr(err error) error {
+	switch {
+	case errors.Is(err, store.ErrHistoryExpired):
+		return grpcerr.InvalidArgument("as_of", grpcerr.ReasonOutOfRange, err.Error()+" (hub flag --history-retention)")
+	case errors.Is(err, store.ErrAsOfUnsupported):
+		return grpcerr.InvalidArgument("instance_mismatch", grpcerr.ReasonInvalidValue,
+			"instance_mismatch cannot be combined with as_of: facts have no history")
+	}
+	return nil
+}
+
+// getDeviceAsOf is GetDevice for a request with as_of set: the device and
+// its histories as they were then (store.GetDeviceAsOf).
+func (s *Server) getDeviceAsOf(ctx context.Context, req *ironlinkv1.GetDeviceRequest) (*ironlinkv1.GetDeviceResponse, error) {
+	asOf, err := parseAsOf(req.GetAsOf(), time.Now())
+	if err != nil {
+		return nil, err
+	}
+	id, err := s.resolveDevice(ctx, deviceRef{req.GetDeviceId(), req.GetDeviceName(), req.GetSite()})
+	if err != nil {
+		return nil, err
+	}
+	limit := int(req.GetHistoryLimit())
+	if limit < 0 || limit > 1000 {
+		return nil, grpcerr.InvalidArgument("history_limit", grpcerr.ReasonOutOfRange, fmt.Sprintf("history_limit %d is outside 0-1000 (0 means 50)", limit))
+	}
+	if limit == 0 {
+		limit = 50
+	}
+	d, err := s.store.GetDeviceAsOf(ctx, id, asOf)
+	if err != nil {
+		return nil, s.storeErr(err, "device", id)
+	}
+	if sc := callerScope(ctx); !sc.allows(d.Site) {
+		return nil, s.deny(ctx, sc, "device "+id, d.Site)
+	}
+	sh, err := s.store.StatusHistoryAsOf(ctx, id, asOf, limit)
+	if err != nil {
+		return nil, s.storeErr(err, "device", id)
+	}
+	ih, err := s.store.ImpairmentHistoryAsOf(ctx, id, asOf, limit)
+	if err != nil {
+		return nil, s.storeErr(err, "device", id)
+	}
+	resp := &ironlinkv1.GetDeviceResponse{Device: deviceToProto(d)}
+	for _, c := range sh {
+		resp.StatusHistory = append(resp.StatusHistory, &ironlinkv1.StatusChange{
+			Status: statusToProto(c.Status), Reason: c.Reason, ChangeTime: timestamppb.New(c.ChangedAt)})
+	}
+	for _, c := range ih {
+		resp.ImpairmentHistory = append(resp.ImpairmentHistory, &ironlinkv1.ImpairmentChange{
+			Desired: impairmentToProto(c.Desired), Generation: c.Generation, Actor: c.Actor, Reason: c.Reason,
+			Source: c.Source, ChangeTime: timestamppb.New(c.ChangedAt), CommandId: c.CommandID})
+	}
+	return resp, nil
+}
