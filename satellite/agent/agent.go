@@ -6,8 +6,10 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,11 +19,13 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/internal/wire"
 	"github.com/ironlink/ironlink/satellite/conditions"
 	"github.com/ironlink/ironlink/satellite/gate"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
+	"github.com/ironlink/ironlink/satellite/placement"
 	"github.com/ironlink/ironlink/satellite/site"
 )
 
@@ -507,9 +511,9 @@ func (a *Agent) Snapshot() ([]*ironlinkv1.DeviceUpdate, bool) {
 }
 
 // HandleCommand applies a hub command to the node and its resource provider
-// through the gate (idempotent), remembers the applied generation, asks for
-// an immediate poll so the new CustomerReady reaches the hub, and returns
-// the result. It implements link.CommandHandler.
+// through the gate (idempotent), remembers the applied generation, re-reads
+// only that node (refreshNode) so the new CustomerReady reaches the hub, and
+// returns the result. It implements link.CommandHandler.
 func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *ironlinkv1.CommandResult {
 	res := &ironlinkv1.CommandResult{CommandId: cmd.GetCommandId(), DeviceId: cmd.GetDeviceId(), Generation: cmd.GetGeneration()}
 	var quarantine bool
@@ -543,14 +547,14 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	start := time.Now()
 	r, err := a.gate.Apply(ctx, cmd.GetDeviceId(), quarantine)
 	if err != nil {
-		res.Error = err.Error()
+		res.Error = textcheck.SanitizeText(err.Error(), maxResultTextBytes)
 		f := gate.Classify(err)
 		setFailure(res, f)
 		a.log.WarnContext(ctx, "command failed", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(), "err", err,
 			"permanent", f.Permanent, "failure_reason", f.Reason)
 		return res
 	}
-	res.Success, res.Detail = true, r.Detail
+	res.Success, res.Detail = true, textcheck.SanitizeText(r.Detail, maxResultTextBytes)
 	a.mu.Lock()
 	a.desired[cmd.GetDeviceId()] = desired{quarantined: quarantine, generation: cmd.GetGeneration(), applied: true}
 	st := a.stateLocked()
@@ -560,11 +564,66 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	}
 	a.log.InfoContext(ctx, "command applied", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(),
 		"generation", cmd.GetGeneration(), "quarantine", quarantine, "detail", r.Detail, "took", time.Since(start).Round(time.Millisecond))
+	a.refreshNode(ctx, cmd.GetDeviceId(), quarantine)
+	return res
+}
+
+// refreshNode re-reads device id after a command changed its gate — the
+// node (GET /v1/nodes/{id}) and, where the site has Placement, its
+// provider's traits (GET /resource_providers/{id}/traits) — evaluates it
+// and pushes what changed, so the new CustomerReady reaches the hub after
+// two requests instead of a listing of the whole site (issue 11: a
+// 10,000-node site lists in pages for seconds). quarantined is the state
+// just applied: after a release the gate has made sure the trait is
+// defined in Placement. When a read fails, or Ironic no longer has the
+// node, it asks for an immediate poll instead (the listing then decides).
+// The per-device lock of the command is held, so no other command or
+// resync of the device interleaves; a listing that started after the
+// re-read wins (evaluateLocked's asOf rule).
+func (a *Agent) refreshNode(ctx context.Context, id string, quarantined bool) {
+	start := time.Now()
+	n, err := a.ironic.GetNode(ctx, id)
+	if err != nil {
+		a.log.WarnContext(ctx, "re-read after a command failed; polling the site instead", "device_id", id, "err", err)
+		a.askPoll()
+		return
+	}
+	var pv conditions.PlacementView
+	if a.placement != nil {
+		ts, _, err := a.placement.ProviderTraits(ctx, id)
+		switch {
+		case errors.Is(err, placement.ErrProviderNotFound):
+			pv = conditions.PlacementView{Read: true}
+		case err != nil:
+			a.log.WarnContext(ctx, "provider re-read after a command failed; polling the site instead", "device_id", id, "err", err)
+			a.askPoll()
+			return
+		default:
+			pv = conditions.PlacementView{Read: true, ProviderExists: true, HasTrait: slices.Contains(ts, ReadyTrait)}
+		}
+	}
+	now := time.Now().UTC()
+	a.mu.Lock()
+	if _, listed := a.facts[id]; !listed {
+		a.mu.Unlock()
+		return // not listed yet: the first listing carries it
+	}
+	if pv.Read {
+		pv.TraitDefined = !quarantined || pv.HasTrait || a.views[id].TraitDefined
+	}
+	u := a.evaluateLocked(n, pv, now, start)
+	a.mu.Unlock()
+	if u != nil {
+		a.outbox.Push([]*ironlinkv1.DeviceUpdate{u})
+	}
+}
+
+// askPoll asks Run for a poll now (at most one pending).
+func (a *Agent) askPoll() {
 	select {
 	case a.pollNow <- struct{}{}:
 	default:
 	}
-	return res
 }
 
 func (a *Agent) deviceLock(id string) *sync.Mutex {
@@ -578,10 +637,28 @@ func (a *Agent) deviceLock(id string) *sync.Mutex {
 	return l
 }
 
+// Limits of the hub's link validation (hub/link: MaxFactBytes,
+// MaxResultTextBytes, MaxCorrectionDetailBytes, MaxMismatchStatusBytes,
+// MaxMismatchIDBytes), which the satellite cannot import: text relayed from
+// OpenStack is sanitized to them (textcheck.SanitizeLine/SanitizeText)
+// before it is sent, because the hub refuses a whole batch or result with
+// InvalidArgument for one bad value and the satellite would resend it for
+// ever.
+const (
+	maxFactBytes           = 255
+	maxResultTextBytes     = 2048
+	maxCorrectionBytes     = 1024
+	maxMismatchStatusBytes = 32
+	maxMismatchIDBytes     = 64
+)
+
+// factsOf returns n's facts for the hub, each one-line value sanitized
+// (NUL and control characters replaced, cut to maxFactBytes).
 func factsOf(n ironic.Node) *ironlinkv1.DeviceFacts {
+	l := func(s string) string { return textcheck.SanitizeLine(s, maxFactBytes) }
 	return &ironlinkv1.DeviceFacts{
-		Name: n.Name, ProvisionState: n.ProvisionState, PowerState: n.PowerState, Maintenance: n.Maintenance,
-		ResourceClass: n.ResourceClass, InstanceUuid: n.InstanceUUID, Lessee: n.Lessee, Owner: n.Owner,
-		ConductorGroup: n.ConductorGroup, Fault: n.Fault,
+		Name: l(n.Name), ProvisionState: l(n.ProvisionState), PowerState: l(n.PowerState), Maintenance: n.Maintenance,
+		ResourceClass: l(n.ResourceClass), InstanceUuid: l(n.InstanceUUID), Lessee: l(n.Lessee), Owner: l(n.Owner),
+		ConductorGroup: l(n.ConductorGroup), Fault: l(n.Fault),
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/satellite/ironic"
 )
 
@@ -223,7 +224,7 @@ func Map(cfg Config, obs Observation) []condition.Condition {
 	out := make([]condition.Condition, 0, len(condition.Types))
 	mk := func(t condition.Type, s condition.Status, reason, msg string, ltt time.Time) {
 		out = append(out, condition.Condition{
-			Type: t, Status: s, Reason: reason, Message: condition.Truncate(msg),
+			Type: t, Status: s, Reason: reason, Message: textcheck.SanitizeText(msg, condition.MaxMessageBytes),
 			LastTransitionTime: ltt, ObservedTime: now,
 		})
 	}
