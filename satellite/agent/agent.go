@@ -430,7 +430,7 @@ func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, 
 	changed := a.tracker.Observe(n.UUID, conds)
 	f := factsOf(n)
 	f.InstanceMismatches = a.mismatches[n.UUID]
-	factsChanged := a.facts[n.UUID] == nil || !proto.Equal(a.facts[n.UUID], f)
+	factsChanged := !sameFacts(a.facts[n.UUID], f)
 	if len(changed) == 0 && !factsChanged {
 		return nil
 	}
@@ -651,6 +651,26 @@ const (
 	maxMismatchStatusBytes = 32
 	maxMismatchIDBytes     = 64
 )
+
+// sameFacts reports whether facts a (nil: none yet) and b are equal:
+// field by field, the instance mismatches by proto.Equal (reflection only
+// when a device has some; a poll compares 10,000 facts).
+func sameFacts(a, b *ironlinkv1.DeviceFacts) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.Name != b.Name || a.ProvisionState != b.ProvisionState || a.PowerState != b.PowerState || a.Maintenance != b.Maintenance ||
+		a.ResourceClass != b.ResourceClass || a.InstanceUuid != b.InstanceUuid || a.Lessee != b.Lessee || a.Owner != b.Owner ||
+		a.ConductorGroup != b.ConductorGroup || a.Fault != b.Fault || len(a.InstanceMismatches) != len(b.InstanceMismatches) {
+		return false
+	}
+	for i, m := range a.InstanceMismatches {
+		if !proto.Equal(m, b.InstanceMismatches[i]) {
+			return false
+		}
+	}
+	return true
+}
 
 // factsOf returns n's facts for the hub, each one-line value sanitized
 // (NUL and control characters replaced, cut to maxFactBytes).

@@ -137,3 +137,11 @@ func TestOpenStackTextSanitized(t *testing.T) {
 		check(d)
 	}
 }
+
+// sameFacts compares DeviceFacts field by field: a field added to the
+// message must be added there too (else its change would not be sent).
+func TestSameFactsCoversEveryField(t *testing.T) {
+	if n := (&ironlinkv1.DeviceFacts{}).ProtoReflect().Descriptor().Fields().Len(); n != 11 {
+		t.Fatalf("DeviceFacts has %d fields; sameFacts in agent.go compares 11: update it", n)
+	}
+}
