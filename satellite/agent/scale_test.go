@@ -39,6 +39,9 @@ const (
 	envScaleNodes      = "IRONLINK_SCALE_SIM_NODES"      // child: serve a site of this many nodes
 	envScaleStandalone = "IRONLINK_SCALE_SIM_STANDALONE" // child: "1" for a standalone Ironic (no Placement)
 	envScaleClouds     = "IRONLINK_SCALE_SIM_CLOUDS"     // child: where to write clouds.yaml
+	// envScaleHeapProfile, when set, is where BenchmarkPollScale writes a
+	// heap profile of the agent's steady state (go tool pprof -sample_index=inuse_space).
+	envScaleHeapProfile = "IRONLINK_SCALE_HEAP_PROFILE"
 )
 
 func TestMain(m *testing.M) {
