@@ -54,6 +54,11 @@ var MethodScopes = map[string]string{
 	"/ironlink.v1.FleetService/QuarantineDevice": ScopeOperationsWrite,
 	"/ironlink.v1.FleetService/ReleaseDevice":    ScopeOperationsWrite,
 	"/ironlink.v1.FleetService/RetryCommand":     ScopeOperationsWrite,
+
+	// Bulk quarantine/release by selector: the preview only reads.
+	"/ironlink.v1.BulkService/PreviewBulkImpairment": ScopeOperationsRead,
+	"/ironlink.v1.BulkService/BulkQuarantine":        ScopeOperationsWrite,
+	"/ironlink.v1.BulkService/BulkRelease":           ScopeOperationsWrite,
 }
 
 // PublicServices are the fully qualified gRPC service names served without
