@@ -156,6 +156,7 @@ func dial(s Settings) (*grpc.ClientConn, error) {
 type client struct {
 	settings Settings
 	fleet    ironlinkv1.FleetServiceClient
+	bulk     ironlinkv1.BulkServiceClient
 	timeout  time.Duration
 	close    func() error
 }
