@@ -138,6 +138,8 @@ type Agent struct {
 	projects   map[string]string                         // Nova server id → tenant_id
 	looked     map[string]bool                           // server ids looked up for their project
 
+	condBuf       []condition.Condition   // evaluateLocked's scratch for conditions.MapInto
+	factsScratch  *ironlinkv1.DeviceFacts // evaluateLocked's scratch facts (never sent or kept)
 	stats         Stats
 	lastResyncAsk time.Time
 	stateSeq      uint64 // numbers the copies stateLocked takes
@@ -418,7 +420,10 @@ func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, 
 	if n.InstanceUUID != "" {
 		obs.InstanceProject = a.projects[strings.ToLower(n.InstanceUUID)]
 	}
-	conds := conditions.Map(a.cfg.Conditions, obs)
+	// One buffer for every evaluation (a.mu is held; the tracker copies
+	// what it keeps, holdUnsentLocked and without build new slices).
+	conds := conditions.MapInto(a.condBuf, a.cfg.Conditions, obs)
+	a.condBuf = conds
 	if a.placement != nil && !pv.Read {
 		if _, had := a.tracker.Get(n.UUID, condition.CustomerReady); had {
 			conds = without(conds, condition.CustomerReady)
@@ -428,13 +433,25 @@ func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, 
 		conds = a.holdUnsentLocked(n, conds)
 	}
 	changed := a.tracker.Observe(n.UUID, conds)
-	f := factsOf(n)
+	// The facts are built in a scratch message and kept only when they
+	// changed (most polls change none of 10,000).
+	f := a.factsScratch
+	if f == nil {
+		f = &ironlinkv1.DeviceFacts{}
+	}
+	fillFacts(f, n)
 	f.InstanceMismatches = a.mismatches[n.UUID]
 	factsChanged := !sameFacts(a.facts[n.UUID], f)
-	if len(changed) == 0 && !factsChanged {
-		return nil
+	if !factsChanged {
+		a.factsScratch = f
+		if len(changed) == 0 {
+			return nil
+		}
+		f = a.facts[n.UUID]
+	} else {
+		a.factsScratch = nil
+		a.facts[n.UUID] = f
 	}
-	a.facts[n.UUID] = f
 	u := &ironlinkv1.DeviceUpdate{DeviceId: n.UUID, Facts: f, ObservedTime: timestamppb.New(now)}
 	for _, c := range changed {
 		u.Conditions = append(u.Conditions, wire.ConditionToProto(c))
@@ -672,13 +689,12 @@ func sameFacts(a, b *ironlinkv1.DeviceFacts) bool {
 	return true
 }
 
-// factsOf returns n's facts for the hub, each one-line value sanitized
-// (NUL and control characters replaced, cut to maxFactBytes).
-func factsOf(n ironic.Node) *ironlinkv1.DeviceFacts {
+// fillFacts sets every field of f but InstanceMismatches to n's facts for
+// the hub, each one-line value sanitized (NUL and control characters
+// replaced, cut to maxFactBytes).
+func fillFacts(f *ironlinkv1.DeviceFacts, n ironic.Node) {
 	l := func(s string) string { return textcheck.SanitizeLine(s, maxFactBytes) }
-	return &ironlinkv1.DeviceFacts{
-		Name: l(n.Name), ProvisionState: l(n.ProvisionState), PowerState: l(n.PowerState), Maintenance: n.Maintenance,
-		ResourceClass: l(n.ResourceClass), InstanceUuid: l(n.InstanceUUID), Lessee: l(n.Lessee), Owner: l(n.Owner),
-		ConductorGroup: l(n.ConductorGroup), Fault: l(n.Fault),
-	}
+	f.Name, f.ProvisionState, f.PowerState, f.Maintenance = l(n.Name), l(n.ProvisionState), l(n.PowerState), n.Maintenance
+	f.ResourceClass, f.InstanceUuid, f.Lessee, f.Owner = l(n.ResourceClass), l(n.InstanceUUID), l(n.Lessee), l(n.Owner)
+	f.ConductorGroup, f.Fault = l(n.ConductorGroup), l(n.Fault)
 }
