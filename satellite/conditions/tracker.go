@@ -61,11 +61,15 @@ func (t *Tracker) Observe(deviceID string, conds []condition.Condition) (changed
 		m = make([]slot, len(condition.Types))
 		t.devices[deviceID] = m
 	}
+	next := 0 // conds usually come in condition.Types order (Map's)
 	for _, c := range conds {
-		i := typeIndex(c.Type)
-		if i < 0 {
+		i := -1
+		if next < len(condition.Types) && condition.Types[next] == c.Type {
+			i = next
+		} else if i = typeIndex(c.Type); i < 0 {
 			continue
 		}
+		next = i + 1
 		if c.ObservedTime.IsZero() {
 			c.ObservedTime = time.Now().UTC()
 		}
