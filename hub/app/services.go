@@ -40,10 +40,15 @@ func NewFleetServer(st *store.Store, log *slog.Logger) *fleet.Server {
 func RegisterServices(srv *grpc.Server, linkSrv ironlinkv1.LinkServiceServer, fleetSrv ironlinkv1.FleetServiceServer) *health.Server {
 	ironlinkv1.RegisterLinkServiceServer(srv, linkSrv)
 	ironlinkv1.RegisterFleetServiceServer(srv, fleetSrv)
+	if b, ok := fleetSrv.(interface {
+		Bulk() ironlinkv1.BulkServiceServer
+	}); ok { // the bulk quarantine/release by selector (hub/fleet/bulk.go)
+		ironlinkv1.RegisterBulkServiceServer(srv, b.Bulk())
+	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
-	for _, svc := range []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName} {
+	for _, svc := range []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName, ironlinkv1.BulkService_ServiceDesc.ServiceName} {
 		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
 	}
 	return hs

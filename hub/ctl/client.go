@@ -158,6 +158,7 @@ type client struct {
 	fleet    ironlinkv1.FleetServiceClient
 	ops      ironlinkv1.OperationServiceClient
 	policy   ironlinkv1.PolicyServiceClient
+	bulk     ironlinkv1.BulkServiceClient
 	timeout  time.Duration
 	close    func() error
 }

@@ -14,6 +14,7 @@ import (
 // newImpairCommand builds `quarantine` (quarantine true) or `release`.
 func (a *app) newImpairCommand(quarantine bool) *cobra.Command {
 	var reason, site string
+	var bf bulkFlags // --selector, --expected-count, --yes (bulk.go)
 	var wait bool
 	var timeout time.Duration
 	verb, doing, long := "release", "released", `Give devices back to customers: the hub records the desired state (who, why,
@@ -42,7 +43,7 @@ nothing. Without --wait the command returns once the hub has recorded it
 SUCCEEDED — and fails (exit 6) when one is FAILED (with the site's error) or
 SUPERSEDED, or (exit 7) when --timeout passes first.`,
 		Example:           example,
-		Args:              cobra.MinimumNArgs(1),
+		Args:              bf.args,
 		ValidArgsFunction: a.completeDevices,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(reason) == "" {
@@ -50,6 +51,9 @@ SUPERSEDED, or (exit 7) when --timeout passes first.`,
 			}
 			if timeout <= 0 {
 				return usageErrf("--timeout %s: want a positive duration", timeout)
+			}
+			if bf.selector != "" {
+				return a.runBulk(cmd.Context(), quarantine, &bf, reason, wait, timeout)
 			}
 			c, err := a.connect()
 			if err != nil {
@@ -84,6 +88,7 @@ SUPERSEDED, or (exit 7) when --timeout passes first.`,
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every command SUCCEEDED (exit 6 when one FAILED, 7 on --timeout)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long --wait waits")
 	_ = cmd.RegisterFlagCompletionFunc("site", a.completeSites)
+	bf.register(cmd, verb)
 	return cmd
 }
 

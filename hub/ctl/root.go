@@ -19,6 +19,9 @@ import (
 // Tests set them to run the command tree in-process.
 type Options struct {
 	Stdout, Stderr io.Writer
+	// Stdin answers confirmation prompts (bulk quarantine/release without
+	// --yes); default os.Stdin.
+	Stdin io.Reader
 	// Getenv reads the environment.
 	Getenv func(string) string
 	// Now is the clock ages are measured against.
@@ -37,6 +40,9 @@ func (o *Options) defaults() {
 	}
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
+	}
+	if o.Stdin == nil {
+		o.Stdin = os.Stdin
 	}
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
@@ -75,7 +81,7 @@ func (a *app) connect() (*client, error) {
 		return nil, err
 	}
 	a.cl = &client{settings: s, fleet: ironlinkv1.NewFleetServiceClient(cc), ops: ironlinkv1.NewOperationServiceClient(cc),
-		policy: ironlinkv1.NewPolicyServiceClient(cc), timeout: a.timeout, close: cc.Close}
+		policy: ironlinkv1.NewPolicyServiceClient(cc), bulk: ironlinkv1.NewBulkServiceClient(cc), timeout: a.timeout, close: cc.Close}
 	return a.cl, nil
 }
 

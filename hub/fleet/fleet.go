@@ -337,6 +337,11 @@ func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsR
 		return nil, err
 	}
 	f := store.CommandFilter{Site: req.GetSite(), Sites: sc.sites, Limit: limit}
+	if rid := req.GetRequestId(); rid != "" { // a BulkService request (bulk.go)
+		if f.RequestID, err = parseID("request_id", rid); err != nil {
+			return nil, err
+		}
+	}
 	if req.GetDeviceId() != "" || req.GetDeviceName() != "" {
 		ref := deviceRef{id: req.GetDeviceId(), name: req.GetDeviceName()}
 		if ref.name != "" {

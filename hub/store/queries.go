@@ -196,6 +196,9 @@ type CommandFilter struct {
 	// bound to sites); an empty non-nil slice keeps none.
 	Sites  []string
 	States []CommandState
+	// RequestID, when non-empty, keeps the commands of one bulk request
+	// (BulkSetDesiredImpairment).
+	RequestID string
 	// Offset and Limit page through the newest-first list.
 	Offset, Limit int
 }
@@ -210,7 +213,8 @@ func (s *Store) ListCommands(ctx context.Context, f CommandFilter) ([]Command, b
 		WHERE ($1 = '' OR device_id = $1::uuid) AND ($2 = '' OR site = $2)
 		  AND (cardinality($3::text[]) = 0 OR state = ANY($3::text[]))
 		  AND ($6::text[] IS NULL OR site = ANY($6::text[]))
-		ORDER BY created_at DESC, id OFFSET $4 LIMIT $5`, f.DeviceID, f.Site, states, f.Offset, f.Limit+1, f.Sites)
+		  AND ($7 = '' OR request_id = $7::uuid)
+		ORDER BY created_at DESC, id OFFSET $4 LIMIT $5`, f.DeviceID, f.Site, states, f.Offset, f.Limit+1, f.Sites, f.RequestID)
 	if err != nil {
 		return nil, false, fmt.Errorf("list commands: %w", err)
 	}

@@ -72,6 +72,10 @@ var MethodScopes = map[string]string{
 	"/ironlink.v1.PolicyService/RejectPendingActions":  ScopeOperationsWrite,
 	"/ironlink.v1.PolicyService/SetDeviceHold":         ScopeOperationsWrite,
 	"/ironlink.v1.PolicyService/ClearDeviceHold":       ScopeOperationsWrite,
+	// Bulk quarantine/release by selector: the preview only reads.
+	"/ironlink.v1.BulkService/PreviewBulkImpairment": ScopeOperationsRead,
+	"/ironlink.v1.BulkService/BulkQuarantine":        ScopeOperationsWrite,
+	"/ironlink.v1.BulkService/BulkRelease":           ScopeOperationsWrite,
 }
 
 // PublicServices are the fully qualified gRPC service names served without

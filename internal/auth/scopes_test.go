@@ -34,7 +34,7 @@ func TestMethodScopesCoverEveryMethod(t *testing.T) {
 	if files < 3 {
 		t.Fatalf("found %d ironlink.v1 files in the registry", files)
 	}
-	for _, sd := range []grpc.ServiceDesc{ironlinkv1.LinkService_ServiceDesc, ironlinkv1.FleetService_ServiceDesc} {
+	for _, sd := range []grpc.ServiceDesc{ironlinkv1.LinkService_ServiceDesc, ironlinkv1.FleetService_ServiceDesc, ironlinkv1.BulkService_ServiceDesc} {
 		for _, m := range sd.Methods {
 			methods["/"+sd.ServiceName+"/"+m.MethodName] = true
 		}

@@ -6,8 +6,10 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,11 +19,13 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/internal/wire"
 	"github.com/ironlink/ironlink/satellite/conditions"
 	"github.com/ironlink/ironlink/satellite/gate"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
+	"github.com/ironlink/ironlink/satellite/placement"
 	"github.com/ironlink/ironlink/satellite/site"
 )
 
@@ -134,6 +138,8 @@ type Agent struct {
 	projects   map[string]string                         // Nova server id → tenant_id
 	looked     map[string]bool                           // server ids looked up for their project
 
+	condBuf       []condition.Condition   // evaluateLocked's scratch for conditions.MapInto
+	factsScratch  *ironlinkv1.DeviceFacts // evaluateLocked's scratch facts (never sent or kept)
 	stats         Stats
 	lastResyncAsk time.Time
 	stateSeq      uint64 // numbers the copies stateLocked takes
@@ -414,7 +420,10 @@ func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, 
 	if n.InstanceUUID != "" {
 		obs.InstanceProject = a.projects[strings.ToLower(n.InstanceUUID)]
 	}
-	conds := conditions.Map(a.cfg.Conditions, obs)
+	// One buffer for every evaluation (a.mu is held; the tracker copies
+	// what it keeps, holdUnsentLocked and without build new slices).
+	conds := conditions.MapInto(a.condBuf, a.cfg.Conditions, obs)
+	a.condBuf = conds
 	if a.placement != nil && !pv.Read {
 		if _, had := a.tracker.Get(n.UUID, condition.CustomerReady); had {
 			conds = without(conds, condition.CustomerReady)
@@ -424,13 +433,25 @@ func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, 
 		conds = a.holdUnsentLocked(n, conds)
 	}
 	changed := a.tracker.Observe(n.UUID, conds)
-	f := factsOf(n)
-	f.InstanceMismatches = a.mismatches[n.UUID]
-	factsChanged := a.facts[n.UUID] == nil || !proto.Equal(a.facts[n.UUID], f)
-	if len(changed) == 0 && !factsChanged {
-		return nil
+	// The facts are built in a scratch message and kept only when they
+	// changed (most polls change none of 10,000).
+	f := a.factsScratch
+	if f == nil {
+		f = &ironlinkv1.DeviceFacts{}
 	}
-	a.facts[n.UUID] = f
+	fillFacts(f, n)
+	f.InstanceMismatches = a.mismatches[n.UUID]
+	factsChanged := !sameFacts(a.facts[n.UUID], f)
+	if !factsChanged {
+		a.factsScratch = f
+		if len(changed) == 0 {
+			return nil
+		}
+		f = a.facts[n.UUID]
+	} else {
+		a.factsScratch = nil
+		a.facts[n.UUID] = f
+	}
 	u := &ironlinkv1.DeviceUpdate{DeviceId: n.UUID, Facts: f, ObservedTime: timestamppb.New(now)}
 	for _, c := range changed {
 		u.Conditions = append(u.Conditions, wire.ConditionToProto(c))
@@ -507,9 +528,9 @@ func (a *Agent) Snapshot() ([]*ironlinkv1.DeviceUpdate, bool) {
 }
 
 // HandleCommand applies a hub command to the node and its resource provider
-// through the gate (idempotent), remembers the applied generation, asks for
-// an immediate poll so the new CustomerReady reaches the hub, and returns
-// the result. It implements link.CommandHandler.
+// through the gate (idempotent), remembers the applied generation, re-reads
+// only that node (refreshNode) so the new CustomerReady reaches the hub, and
+// returns the result. It implements link.CommandHandler.
 func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *ironlinkv1.CommandResult {
 	res := &ironlinkv1.CommandResult{CommandId: cmd.GetCommandId(), DeviceId: cmd.GetDeviceId(), Generation: cmd.GetGeneration()}
 	var quarantine bool
@@ -543,14 +564,14 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	start := time.Now()
 	r, err := a.gate.Apply(ctx, cmd.GetDeviceId(), quarantine)
 	if err != nil {
-		res.Error = err.Error()
+		res.Error = textcheck.SanitizeText(err.Error(), maxResultTextBytes)
 		f := gate.Classify(err)
 		setFailure(res, f)
 		a.log.WarnContext(ctx, "command failed", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(), "err", err,
 			"permanent", f.Permanent, "failure_reason", f.Reason)
 		return res
 	}
-	res.Success, res.Detail = true, r.Detail
+	res.Success, res.Detail = true, textcheck.SanitizeText(r.Detail, maxResultTextBytes)
 	a.mu.Lock()
 	a.desired[cmd.GetDeviceId()] = desired{quarantined: quarantine, generation: cmd.GetGeneration(), applied: true}
 	st := a.stateLocked()
@@ -560,11 +581,66 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	}
 	a.log.InfoContext(ctx, "command applied", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(),
 		"generation", cmd.GetGeneration(), "quarantine", quarantine, "detail", r.Detail, "took", time.Since(start).Round(time.Millisecond))
+	a.refreshNode(ctx, cmd.GetDeviceId(), quarantine)
+	return res
+}
+
+// refreshNode re-reads device id after a command changed its gate — the
+// node (GET /v1/nodes/{id}) and, where the site has Placement, its
+// provider's traits (GET /resource_providers/{id}/traits) — evaluates it
+// and pushes what changed, so the new CustomerReady reaches the hub after
+// two requests instead of a listing of the whole site (issue 11: a
+// 10,000-node site lists in pages for seconds). quarantined is the state
+// just applied: after a release the gate has made sure the trait is
+// defined in Placement. When a read fails, or Ironic no longer has the
+// node, it asks for an immediate poll instead (the listing then decides).
+// The per-device lock of the command is held, so no other command or
+// resync of the device interleaves; a listing that started after the
+// re-read wins (evaluateLocked's asOf rule).
+func (a *Agent) refreshNode(ctx context.Context, id string, quarantined bool) {
+	start := time.Now()
+	n, err := a.ironic.GetNode(ctx, id)
+	if err != nil {
+		a.log.WarnContext(ctx, "re-read after a command failed; polling the site instead", "device_id", id, "err", err)
+		a.askPoll()
+		return
+	}
+	var pv conditions.PlacementView
+	if a.placement != nil {
+		ts, _, err := a.placement.ProviderTraits(ctx, id)
+		switch {
+		case errors.Is(err, placement.ErrProviderNotFound):
+			pv = conditions.PlacementView{Read: true}
+		case err != nil:
+			a.log.WarnContext(ctx, "provider re-read after a command failed; polling the site instead", "device_id", id, "err", err)
+			a.askPoll()
+			return
+		default:
+			pv = conditions.PlacementView{Read: true, ProviderExists: true, HasTrait: slices.Contains(ts, ReadyTrait)}
+		}
+	}
+	now := time.Now().UTC()
+	a.mu.Lock()
+	if _, listed := a.facts[id]; !listed {
+		a.mu.Unlock()
+		return // not listed yet: the first listing carries it
+	}
+	if pv.Read {
+		pv.TraitDefined = !quarantined || pv.HasTrait || a.views[id].TraitDefined
+	}
+	u := a.evaluateLocked(n, pv, now, start)
+	a.mu.Unlock()
+	if u != nil {
+		a.outbox.Push([]*ironlinkv1.DeviceUpdate{u})
+	}
+}
+
+// askPoll asks Run for a poll now (at most one pending).
+func (a *Agent) askPoll() {
 	select {
 	case a.pollNow <- struct{}{}:
 	default:
 	}
-	return res
 }
 
 func (a *Agent) deviceLock(id string) *sync.Mutex {
@@ -578,10 +654,47 @@ func (a *Agent) deviceLock(id string) *sync.Mutex {
 	return l
 }
 
-func factsOf(n ironic.Node) *ironlinkv1.DeviceFacts {
-	return &ironlinkv1.DeviceFacts{
-		Name: n.Name, ProvisionState: n.ProvisionState, PowerState: n.PowerState, Maintenance: n.Maintenance,
-		ResourceClass: n.ResourceClass, InstanceUuid: n.InstanceUUID, Lessee: n.Lessee, Owner: n.Owner,
-		ConductorGroup: n.ConductorGroup, Fault: n.Fault,
+// Limits of the hub's link validation (hub/link: MaxFactBytes,
+// MaxResultTextBytes, MaxCorrectionDetailBytes, MaxMismatchStatusBytes,
+// MaxMismatchIDBytes), which the satellite cannot import: text relayed from
+// OpenStack is sanitized to them (textcheck.SanitizeLine/SanitizeText)
+// before it is sent, because the hub refuses a whole batch or result with
+// InvalidArgument for one bad value and the satellite would resend it for
+// ever.
+const (
+	maxFactBytes           = 255
+	maxResultTextBytes     = 2048
+	maxCorrectionBytes     = 1024
+	maxMismatchStatusBytes = 32
+	maxMismatchIDBytes     = 64
+)
+
+// sameFacts reports whether facts a (nil: none yet) and b are equal:
+// field by field, the instance mismatches by proto.Equal (reflection only
+// when a device has some; a poll compares 10,000 facts).
+func sameFacts(a, b *ironlinkv1.DeviceFacts) bool {
+	if a == nil || b == nil {
+		return a == b
 	}
+	if a.Name != b.Name || a.ProvisionState != b.ProvisionState || a.PowerState != b.PowerState || a.Maintenance != b.Maintenance ||
+		a.ResourceClass != b.ResourceClass || a.InstanceUuid != b.InstanceUuid || a.Lessee != b.Lessee || a.Owner != b.Owner ||
+		a.ConductorGroup != b.ConductorGroup || a.Fault != b.Fault || len(a.InstanceMismatches) != len(b.InstanceMismatches) {
+		return false
+	}
+	for i, m := range a.InstanceMismatches {
+		if !proto.Equal(m, b.InstanceMismatches[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// fillFacts sets every field of f but InstanceMismatches to n's facts for
+// the hub, each one-line value sanitized (NUL and control characters
+// replaced, cut to maxFactBytes).
+func fillFacts(f *ironlinkv1.DeviceFacts, n ironic.Node) {
+	l := func(s string) string { return textcheck.SanitizeLine(s, maxFactBytes) }
+	f.Name, f.ProvisionState, f.PowerState, f.Maintenance = l(n.Name), l(n.ProvisionState), l(n.PowerState), n.Maintenance
+	f.ResourceClass, f.InstanceUuid, f.Lessee, f.Owner = l(n.ResourceClass), l(n.InstanceUUID), l(n.Lessee), l(n.Owner)
+	f.ConductorGroup, f.Fault = l(n.ConductorGroup), l(n.Fault)
 }

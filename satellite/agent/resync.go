@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/textcheck"
 )
 
 // gateSnapshot reads the gate of the whole site at once — one node listing
@@ -150,7 +151,7 @@ func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredSt
 		switch wrote := r.NodeChanged || r.ProviderChanged; {
 		case wrote && known:
 			out = append(out, &ironlinkv1.DriftCorrection{DeviceId: it.id, Generation: it.generation,
-				Detail: "resync: " + r.Detail, CorrectTime: timestamppb.Now()})
+				Detail: textcheck.SanitizeText("resync: "+r.Detail, maxCorrectionBytes), CorrectTime: timestamppb.Now()})
 			a.log.Warn("drift corrected", "device_id", it.id, "generation", it.generation, "detail", r.Detail)
 		case wrote:
 			firsts++

@@ -12,6 +12,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/satellite/conditions"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/nova"
@@ -118,6 +119,7 @@ func (a *Agent) setDetection(s condition.Status, reason, msg string) bool {
 	if a.site == nil {
 		return false
 	}
+	msg = textcheck.SanitizeText(msg, condition.MaxMessageBytes) // may carry Nova's error text
 	return a.site.Set(condition.Condition{Type: condition.OrphanDetection, Status: s, Reason: reason, Message: msg})
 }
 
@@ -393,7 +395,7 @@ func (a *Agent) judge(ctx context.Context, known, fresh map[string]ironic.Node, 
 			a.log.Warn("sweep could not look up a server; no verdict for its node", "device_id", id, "instance_uuid", inst, "err", err)
 		case s.Deleted():
 			out = append(out, candidate{id, &ironlinkv1.InstanceMismatch{Kind: ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NOVA_UNKNOWN,
-				IronicInstanceUuid: n.InstanceUUID, NovaServerId: inst, NovaServerStatus: s.Status, NovaProjectId: s.TenantID}})
+				IronicInstanceUuid: n.InstanceUUID, NovaServerId: inst, NovaServerStatus: novaText(s.Status, maxMismatchStatusBytes), NovaProjectId: novaText(s.TenantID, maxMismatchIDBytes)}})
 		}
 	}
 
@@ -424,7 +426,7 @@ func (a *Agent) judge(ctx context.Context, known, fresh map[string]ironic.Node, 
 			continue
 		}
 		out = append(out, candidate{n.UUID, &ironlinkv1.InstanceMismatch{Kind: ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NODE_UNAWARE,
-			IronicInstanceUuid: n.InstanceUUID, NovaServerId: s.ID, NovaServerStatus: s.Status, NovaProjectId: s.TenantID}})
+			IronicInstanceUuid: n.InstanceUUID, NovaServerId: s.ID, NovaServerStatus: novaText(s.Status, maxMismatchStatusBytes), NovaProjectId: novaText(s.TenantID, maxMismatchIDBytes)}})
 	}
 	return out, lookups, reads
 }
@@ -483,6 +485,9 @@ func (a *Agent) lookupProjects(ctx context.Context, nodes []ironic.Node) {
 		}
 	}
 }
+
+// novaText sanitizes a value of Nova's answer for an InstanceMismatch.
+func novaText(s string, max int) string { return textcheck.SanitizeLine(s, max) }
 
 func anyVisible(servers []nova.Server) bool {
 	for _, s := range servers {

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/satellite/ironic"
 )
 
@@ -211,6 +212,14 @@ var faultReasons = map[string]string{
 // obs.Now otherwise. ObservedGeneration is obs.AppliedGeneration on CustomerReady,
 // 0 elsewhere.
 func Map(cfg Config, obs Observation) []condition.Condition {
+	return MapInto(make([]condition.Condition, 0, len(condition.Types)), cfg, obs)
+}
+
+// MapInto is Map appending to dst[:0] and returning it: a caller that
+// evaluates every node of a listing reuses one buffer (it must not keep
+// the result past its next call) instead of allocating seven conditions
+// per node per poll.
+func MapInto(dst []condition.Condition, cfg Config, obs Observation) []condition.Condition {
 	now := obs.Now.UTC()
 	if obs.Now.IsZero() {
 		now = time.Now().UTC()
@@ -220,10 +229,10 @@ func Map(cfg Config, obs Observation) []condition.Condition {
 	if pua := n.ProvisionUpdatedAt; !pua.IsZero() && !pua.After(now) {
 		provTime = pua.UTC()
 	}
-	out := make([]condition.Condition, 0, len(condition.Types))
+	out := dst[:0]
 	mk := func(t condition.Type, s condition.Status, reason, msg string, ltt time.Time) {
 		out = append(out, condition.Condition{
-			Type: t, Status: s, Reason: reason, Message: condition.Truncate(msg),
+			Type: t, Status: s, Reason: reason, Message: textcheck.SanitizeText(msg, condition.MaxMessageBytes),
 			LastTransitionTime: ltt, ObservedTime: now,
 		})
 	}

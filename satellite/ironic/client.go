@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -67,6 +68,9 @@ type Client struct {
 	// Node.Missing. Ironic 21.4 answers 500 for allocation_uuid (and
 	// conductor) in a list's fields but serves them on a single node.
 	dropped map[string]map[string]bool
+	// lastCount is the node count of the last complete listing (a size
+	// hint for the next one).
+	lastCount atomic.Int64
 }
 
 // New returns a Client for sc, whose Microversion must have been negotiated
@@ -228,8 +232,9 @@ func (c *Client) ListNodes(ctx context.Context) ([]Node, error) {
 }
 
 func (c *Client) listOnce(ctx context.Context, fields []string, missing map[string]bool, limit int) ([]Node, int, error) {
-	var nodes []Node
-	seen := map[string]bool{}
+	hint := int(c.lastCount.Load()) // the last listing's size: one allocation for a site that did not grow
+	nodes := make([]Node, 0, hint)
+	seen := make(map[string]struct{}, hint)
 	marker := ""
 	badTimes := 0
 	unsent := map[string]int{} // field → nodes whose answer lacked it
@@ -247,7 +252,10 @@ func (c *Client) listOnce(ctx context.Context, fields []string, missing map[stri
 		u := c.sc.ServiceURL("nodes") + "?" + q.Encode()
 		op := "ironic: list nodes page " + strconv.Itoa(page)
 		p, _, err := openstack.Retry(ctx, c.ReadRetry, c.log, op, nil, func(ctx context.Context) (listPage, error) {
-			var p listPage
+			// A fresh, zeroed page sized for a full answer: no growing while
+			// decoding (never a reused one: json keeps a reused element's
+			// fields the answer lacks, which would hide an unsent field).
+			p := listPage{Nodes: make([]wireNode, 0, limit)}
 			_, err := c.sc.Get(ctx, u, &p, &gophercloud.RequestOpts{OkCodes: []int{http.StatusOK}})
 			return p, err
 		})
@@ -271,11 +279,11 @@ func (c *Client) listOnce(ctx context.Context, fields []string, missing map[stri
 					c.log.Warn("unparsable provision_updated_at, using zero time", logkey.DeviceID, w.UUID, "value", w.ProvisionUpdatedAt.Bad)
 				}
 			}
-			if seen[w.UUID] {
+			if _, dup := seen[w.UUID]; dup {
 				c.log.Warn("node listed twice, keeping the first", logkey.DeviceID, w.UUID, "page", page)
 				continue
 			}
-			seen[w.UUID] = true
+			seen[w.UUID] = struct{}{}
 			n := w.toNode(fields, missing)
 			for f := range n.Unsent {
 				if firstUnsentPage == 0 {
@@ -286,9 +294,7 @@ func (c *Client) listOnce(ctx context.Context, fields []string, missing map[stri
 			nodes = append(nodes, n)
 		}
 		if len(p.Nodes) == 0 || (p.Next == "" && len(p.Nodes) < limit) {
-			if nodes == nil {
-				nodes = []Node{}
-			}
+			c.lastCount.Store(int64(len(nodes)))
 			if len(unsent) > 0 {
 				c.log.Warn("Ironic's listing lacked fields that were asked for; conditions that need them keep their last known value",
 					"nodes_lacking", unsentSummary(unsent), "first_page", firstUnsentPage, "pages", page)

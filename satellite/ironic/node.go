@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ironlink/ironlink/satellite/openstack"
 )
@@ -59,7 +60,7 @@ type Node struct {
 	// that came back null where null means "cannot tell" (provision_state,
 	// maintenance, traits), or that the answer lacked (Unsent); nil when
 	// nothing is missing. Conditions that need a missing field are never
-	// False because of it.
+	// False because of it. Read-only: nodes of one listing may share it.
 	Missing map[string]bool
 	// Unsent holds the fields that were asked for (?fields=) and whose key
 	// was absent from this answer: some Ironic versions, proxies and
@@ -149,7 +150,27 @@ func (o *optString) UnmarshalJSON(b []byte) error {
 		o.V, o.Null = "", true
 		return nil
 	}
+	if v, ok := plainJSONString(b); ok {
+		o.V = v
+		return nil
+	}
 	return json.Unmarshal(b, &o.V)
+}
+
+// plainJSONString decodes b when it is a JSON string without escapes and
+// of valid UTF-8 — nearly every node field — without a nested
+// json.Unmarshal (which re-validates b and costs an allocation per field:
+// a 10,000-node listing has 170,000 of them). The enclosing decoder has
+// validated b already; anything else is left to json.Unmarshal.
+func plainJSONString(b []byte) (string, bool) {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return "", false
+	}
+	in := b[1 : len(b)-1]
+	if bytes.IndexByte(in, '\\') >= 0 || !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
 }
 
 // optBool is optString for a boolean; null decodes as Set with V false
@@ -160,8 +181,15 @@ type optBool struct {
 
 func (o *optBool) UnmarshalJSON(b []byte) error {
 	o.Set = true
-	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+	switch string(bytes.TrimSpace(b)) {
+	case "null":
 		o.V, o.Null = false, true
+		return nil
+	case "true":
+		o.V = true
+		return nil
+	case "false":
+		o.V = false
 		return nil
 	}
 	return json.Unmarshal(b, &o.V)
@@ -302,6 +330,11 @@ func (w *wireNode) toNode(asked []string, versionMissing map[string]bool) Node {
 		// Ironic sends "traits": [] for a node without traits; null means
 		// we cannot tell.
 		n.miss("traits")
+	}
+	if len(n.Missing) > 0 && len(n.Missing) == len(versionMissing) {
+		// Nothing beyond what the request could not ask for (the common
+		// case: one map shared by the listing's nodes, not one per node).
+		n.Missing = versionMissing
 	}
 	return n
 }

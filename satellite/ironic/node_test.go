@@ -73,3 +73,21 @@ func TestCarryUnsent(t *testing.T) {
 		t.Fatalf("carried from another node: %+v", got)
 	}
 }
+
+// The fast path of a string field decodes exactly as encoding/json does,
+// escapes, invalid UTF-8 and null included.
+func TestOptStringAsJSON(t *testing.T) {
+	for _, raw := range []string{`"plain"`, `""`, `"caf\u00e9"`, `"tab\there"`, `"nul\u0000"`, "\"bad\xffutf8\"", `"quote\"d"`, `"é"`, `null`} {
+		var o optString
+		if err := o.UnmarshalJSON([]byte(raw)); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		var want *string
+		if err := json.Unmarshal([]byte(raw), &want); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		if (want == nil) != o.Null || (want != nil && *want != o.V) || !o.Set {
+			t.Errorf("%s: decoded %+v, encoding/json %v", raw, o, want)
+		}
+	}
+}

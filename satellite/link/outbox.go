@@ -144,6 +144,9 @@ func (o *Outbox) Ack(seq uint64) {
 	for i < len(o.queue) && o.queue[i].GetSequence() <= seq {
 		i++
 	}
+	// Nil the acked slots: the reslice keeps the backing array, and with
+	// it a whole snapshot (tens of MiB at 10,000 devices) until it regrows.
+	clear(o.queue[:i])
 	o.queue = o.queue[i:]
 	o.sent = max(o.sent-i, 0)
 }

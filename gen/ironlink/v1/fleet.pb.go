@@ -2485,7 +2485,9 @@ type ListCommandsRequest struct {
 	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only commands of the device with this name (within site when site is
 	// set); give this or device_id, not both.
-	DeviceName    string `protobuf:"bytes,6,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	DeviceName string `protobuf:"bytes,6,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	// Only commands created by this BulkService request (UUID).
+	RequestId     string `protobuf:"bytes,60,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2558,6 +2560,13 @@ func (x *ListCommandsRequest) GetPageToken() string {
 func (x *ListCommandsRequest) GetDeviceName() string {
 	if x != nil {
 		return x.DeviceName
+	}
+	return ""
+}
+
+func (x *ListCommandsRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -3006,7 +3015,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\"L\n" +
 	"\x12GetCommandResponse\x126\n" +
-	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\"\xd6\x01\n" +
+	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\"\xf5\x01\n" +
 	"\x13ListCommandsRequest\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x121\n" +
@@ -3015,7 +3024,9 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\n" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\x12\x1f\n" +
 	"\vdevice_name\x18\x06 \x01(\tR\n" +
-	"deviceName\"x\n" +
+	"deviceName\x12\x1d\n" +
+	"\n" +
+	"request_id\x18< \x01(\tR\trequestId\"x\n" +
 	"\x14ListCommandsResponse\x128\n" +
 	"\bcommands\x18\x01 \x03(\v2\x1c.ironlink.v1.OperatorCommandR\bcommands\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"L\n" +

@@ -1,0 +1,200 @@
+package ctl
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+)
+
+// bulkFlags are the flags of `quarantine --selector` / `release --selector`:
+// every device a selector matches, after a preview and a confirmation
+// (BulkService).
+type bulkFlags struct {
+	selector string
+	expected int
+	yes      bool
+}
+
+// register adds the bulk flags to the quarantine or release command.
+func (f *bulkFlags) register(cmd *cobra.Command, verb string) {
+	cmd.Flags().StringVar(&f.selector, "selector", "", "act on every device matching this selector instead of named devices: "+
+		"comma-separated site=SITE, status=STATUS (repeatable, or a|b), reason=CONDITION_REASON (repeatable, or a|b), class=RESOURCE_CLASS, name=GLOB; "+
+		"the matching devices are shown and confirmed first")
+	cmd.Flags().IntVar(&f.expected, "expected-count", 0, "with --selector: the number of devices you expect to match; the hub refuses, changing nothing, when it differs")
+	cmd.Flags().BoolVar(&f.yes, "yes", false, "with --selector: do not ask for confirmation")
+	cmd.Use += "\n  " + verb + " --selector SELECTOR --reason TEXT [--expected-count N] [--yes]"
+	cmd.Example += fmt.Sprintf(`
+  # every faulted device of site-b whose Ironic fault is a power failure
+  ironlink %s --selector 'site=site-b,status=faulted,reason=PowerFailure' --reason "PDU swap"
+  ironlink %s --selector 'site=site-b,name=gpu-r4-*' --expected-count 32 --yes --reason "rack r4"`, verb, verb)
+}
+
+// args accepts devices, or none with --selector.
+func (f *bulkFlags) args(cmd *cobra.Command, args []string) error {
+	if f.selector != "" {
+		if len(args) > 0 {
+			return usageErrf("--selector and device arguments are exclusive: give one or the other")
+		}
+		return nil
+	}
+	if f.expected != 0 || f.yes {
+		return usageErrf("--expected-count and --yes go with --selector")
+	}
+	return cobra.MinimumNArgs(1)(cmd, args)
+}
+
+// parseSelector parses the --selector syntax into a DeviceSelector:
+// comma-separated key=value terms with keys site, status, reason, class
+// (or resource-class) and name; status and reason may repeat or list
+// values separated by '|'. Statuses are case-insensitive operational
+// status names (faulted, in-service, ...).
+func parseSelector(s string) (*ironlinkv1.DeviceSelector, error) {
+	sel := &ironlinkv1.DeviceSelector{}
+	for _, term := range strings.Split(s, ",") {
+		term = strings.TrimSpace(term)
+		if term == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(term, "=")
+		k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
+		if !ok || v == "" {
+			return nil, usageErrf("--selector term %q: want key=value (keys: site, status, reason, class, name)", term)
+		}
+		once := func(dst *string) error {
+			if *dst != "" {
+				return usageErrf("--selector: %s given twice", k)
+			}
+			*dst = v
+			return nil
+		}
+		var err error
+		switch k {
+		case "site":
+			err = once(&sel.Site)
+		case "class", "resource-class", "resource_class":
+			err = once(&sel.ResourceClass)
+		case "name":
+			err = once(&sel.NamePattern)
+		case "status":
+			for _, x := range strings.Split(v, "|") {
+				name := "OPERATIONAL_STATUS_" + strings.ReplaceAll(strings.ToUpper(strings.TrimSpace(x)), "-", "_")
+				st, ok := ironlinkv1.OperationalStatus_value[name]
+				if !ok || st == 0 {
+					return nil, usageErrf("--selector: unknown status %q (faulted, maintenance, quarantined, available, in-service, ...)", x)
+				}
+				sel.Statuses = append(sel.Statuses, ironlinkv1.OperationalStatus(st))
+			}
+		case "reason":
+			for _, x := range strings.Split(v, "|") {
+				sel.ConditionReasons = append(sel.ConditionReasons, strings.TrimSpace(x))
+			}
+		default:
+			return nil, usageErrf("--selector: unknown key %q (site, status, reason, class, name)", k)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if sel.Site == "" && len(sel.Statuses) == 0 && len(sel.ConditionReasons) == 0 && sel.ResourceClass == "" && sel.NamePattern == "" {
+		return nil, usageErrf("--selector %q selects nothing: give at least one of site, status, reason, class, name", s)
+	}
+	return sel, nil
+}
+
+// runBulk previews the selector, prints the matching devices, asks for
+// confirmation (unless --yes), and makes the bulk call with the count the
+// user saw (or --expected-count), so the hub refuses it if the fleet moved
+// in between; with wait it follows every command as for named devices.
+func (a *app) runBulk(ctx context.Context, quarantine bool, f *bulkFlags, reason string, wait bool, timeout time.Duration) error {
+	verb := "release"
+	if quarantine {
+		verb = "quarantine"
+	}
+	sel, err := parseSelector(f.selector)
+	if err != nil {
+		return err
+	}
+	c, err := a.connect()
+	if err != nil {
+		return err
+	}
+	cctx, cancel := c.call(ctx)
+	p, err := c.bulk.PreviewBulkImpairment(cctx, &ironlinkv1.PreviewBulkImpairmentRequest{Selector: sel})
+	cancel()
+	if err != nil {
+		return c.explain(err)
+	}
+	w := tabwriter.NewWriter(a.opts.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "DEVICE\tSTATUS")
+	for _, d := range p.GetDevices() {
+		name := d.GetName()
+		if name == "" {
+			name = d.GetDeviceId()
+		}
+		fmt.Fprintf(w, "%s/%s\t%s\n", d.GetSite(), name, statusName(d.GetStatus()))
+	}
+	_ = w.Flush()
+	n := int(p.GetCount())
+	if n > len(p.GetDevices()) {
+		fmt.Fprintf(a.opts.Stdout, "… and %d more\n", n-len(p.GetDevices()))
+	}
+	fmt.Fprintf(a.opts.Stdout, "%d devices match %q\n", n, f.selector)
+	if n == 0 {
+		return &Error{Code: ExitNotFound, Msg: "no device matches the selector: nothing to " + verb}
+	}
+	expected := n
+	if f.expected != 0 {
+		if f.expected != n {
+			return &Error{Code: ExitError, Msg: fmt.Sprintf("--expected-count %d, but the selector matches %d devices: nothing was changed", f.expected, n)}
+		}
+		expected = f.expected
+	}
+	if !f.yes {
+		fmt.Fprintf(a.opts.Stderr, "%s these %d devices? Type yes to go on: ", strings.ToUpper(verb[:1])+verb[1:], n)
+		line, _ := bufio.NewReader(a.opts.Stdin).ReadString('\n')
+		if ans := strings.ToLower(strings.TrimSpace(line)); ans != "yes" && ans != "y" {
+			return usageErrf("not confirmed: nothing was changed (pass --yes to skip the question)")
+		}
+	}
+	cctx, cancel = c.call(ctx)
+	defer cancel()
+	var reqID string
+	var cmds []*ironlinkv1.OperatorCommand
+	if quarantine {
+		r, err := c.bulk.BulkQuarantine(cctx, &ironlinkv1.BulkQuarantineRequest{Selector: sel, Reason: reason, ExpectedCount: int32(expected)})
+		if err != nil {
+			return c.explain(err)
+		}
+		reqID, cmds = r.GetRequestId(), r.GetCommands()
+	} else {
+		r, err := c.bulk.BulkRelease(cctx, &ironlinkv1.BulkReleaseRequest{Selector: sel, Reason: reason, ExpectedCount: int32(expected)})
+		if err != nil {
+			return c.explain(err)
+		}
+		reqID, cmds = r.GetRequestId(), r.GetCommands()
+	}
+	names := map[string]*ironlinkv1.Device{}
+	for _, d := range p.GetDevices() {
+		names[d.GetDeviceId()] = &ironlinkv1.Device{DeviceId: d.GetDeviceId(), Site: d.GetSite(), Name: d.GetName()}
+	}
+	devs := make([]*ironlinkv1.Device, len(cmds))
+	for i, cm := range cmds {
+		devs[i] = names[cm.GetDeviceId()]
+		if devs[i] == nil {
+			devs[i] = &ironlinkv1.Device{DeviceId: cm.GetDeviceId(), Site: cm.GetSite()}
+		}
+	}
+	fmt.Fprintf(a.opts.Stdout, "request %s: %s requested for %d devices\n", reqID, verb, len(cmds))
+	if !wait {
+		fmt.Fprintf(a.opts.Stderr, "the sites apply it shortly: list the request's commands with ListCommands request_id=%s or use --wait\n", reqID)
+		return nil
+	}
+	return a.waitCommands(ctx, c, devs, cmds, timeout)
+}

@@ -1,0 +1,203 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/textcheck"
+	"github.com/ironlink/ironlink/internal/wire"
+)
+
+// Bulk returns the bulk quarantine and release by selector
+// (ironlink.v1.BulkService; issue 12 item 5) over the same store, actor
+// and site binding as s.
+func (s *Server) Bulk() ironlinkv1.BulkServiceServer { return bulkServer{s: s} }
+
+// bulkServer implements ironlinkv1.BulkServiceServer.
+type bulkServer struct {
+	ironlinkv1.UnimplementedBulkServiceServer
+	s *Server
+}
+
+// MaxPreviewDevices is the most devices a preview lists (its count is
+// always the full number).
+const MaxPreviewDevices = 1000
+
+// maxSelectorValues bounds each repeated field of a selector.
+const maxSelectorValues = 32
+
+// ReasonCountMismatch is the ErrorInfo reason of a bulk call refused
+// because the selector matched another number of devices than
+// expected_count; its metadata "matched" is the current count and
+// "expected" the caller's.
+const ReasonCountMismatch = "BULK_COUNT_MISMATCH"
+
+// ReasonTooManyDevices is the ErrorInfo reason of a bulk call whose
+// selector matched more than store.MaxBulkDevices devices.
+const ReasonTooManyDevices = "BULK_TOO_MANY_DEVICES"
+
+// SourceBulk is the source recorded for impairment changes made by a bulk call.
+const SourceBulk = "operator-api-bulk"
+
+// bulkSelector validates sel (at field) and converts it for the store,
+// bound to the caller's sites. It also returns the selector's canonical
+// text for the record ("site=site-b,status=FAULTED,...").
+func (s *Server) bulkSelector(ctx context.Context, field string, sel *ironlinkv1.DeviceSelector) (store.DeviceSelector, string, error) {
+	var out store.DeviceSelector
+	if sel.GetSite() == "" && len(sel.GetStatuses()) == 0 && len(sel.GetConditionReasons()) == 0 &&
+		sel.GetResourceClass() == "" && sel.GetNamePattern() == "" {
+		return out, "", grpcerr.InvalidArgument(field, grpcerr.ReasonRequired,
+			field+" is empty: give at least one of site, statuses, condition_reasons, resource_class, name_pattern (an empty selector would match the whole fleet)")
+	}
+	if err := checkSiteFilter(sel.GetSite()); err != nil {
+		return out, "", err
+	}
+	sc := callerScope(ctx)
+	if err := s.checkSiteAllowed(ctx, sc, sel.GetSite()); err != nil {
+		return out, "", err
+	}
+	out.Site, out.Sites = sel.GetSite(), sc.sites
+	var parts []string
+	if out.Site != "" {
+		parts = append(parts, "site="+out.Site)
+	}
+	if len(sel.GetStatuses()) > maxSelectorValues || len(sel.GetConditionReasons()) > maxSelectorValues {
+		return out, "", grpcerr.InvalidArgument(field, grpcerr.ReasonOutOfRange, fmt.Sprintf("%s: at most %d statuses and %d condition reasons", field, maxSelectorValues, maxSelectorValues))
+	}
+	for i, st := range sel.GetStatuses() {
+		hs, ok := statusFromProto(st)
+		if !ok {
+			return out, "", grpcerr.InvalidArgument(fmt.Sprintf("%s.statuses[%d]", field, i), grpcerr.ReasonInvalidValue, fmt.Sprintf("status %v is not a valid selector", st))
+		}
+		out.Statuses = append(out.Statuses, hs)
+		parts = append(parts, "status="+wire.EnumName(st, "OPERATIONAL_STATUS_"))
+	}
+	for i, r := range sel.GetConditionReasons() {
+		f := fmt.Sprintf("%s.condition_reasons[%d]", field, i)
+		if err := textcheck.Line(f, r, condition.MaxReasonBytes); err != nil {
+			return out, "", grpcerr.FromCheck(err)
+		}
+		if r == "" {
+			return out, "", grpcerr.InvalidArgument(f, grpcerr.ReasonRequired, f+" is empty")
+		}
+		out.Reasons = append(out.Reasons, r)
+		parts = append(parts, "reason="+r)
+	}
+	if rc := sel.GetResourceClass(); rc != "" {
+		if err := textcheck.Line(field+".resource_class", rc, 255); err != nil {
+			return out, "", grpcerr.FromCheck(err)
+		}
+		out.ResourceClass = rc
+		parts = append(parts, "class="+rc)
+	}
+	if p := sel.GetNamePattern(); p != "" {
+		if err := textcheck.Line(field+".name_pattern", p, maxNamePatternBytes); err != nil {
+			return out, "", grpcerr.FromCheck(err)
+		}
+		like, err := store.GlobToLike(p)
+		if err != nil {
+			return out, "", grpcerr.InvalidArgument(field+".name_pattern", grpcerr.ReasonInvalidValue, field+".name_pattern: "+err.Error())
+		}
+		out.NameLike = like
+		parts = append(parts, "name="+p)
+	}
+	return out, strings.Join(parts, ","), nil
+}
+
+// PreviewBulkImpairment implements BulkService.PreviewBulkImpairment.
+func (b bulkServer) PreviewBulkImpairment(ctx context.Context, req *ironlinkv1.PreviewBulkImpairmentRequest) (*ironlinkv1.PreviewBulkImpairmentResponse, error) {
+	s := b.s
+	sel, _, err := s.bulkSelector(ctx, "selector", req.GetSelector())
+	if err != nil {
+		return nil, err
+	}
+	ms, n, err := s.store.MatchDevices(ctx, sel, MaxPreviewDevices)
+	if err != nil {
+		return nil, s.storeErr(err, "", "")
+	}
+	resp := &ironlinkv1.PreviewBulkImpairmentResponse{Count: int32(n)}
+	for _, m := range ms {
+		resp.Devices = append(resp.Devices, &ironlinkv1.BulkMatch{DeviceId: m.ID, Site: m.Site, Name: m.Name, Status: statusToProto(m.Status)})
+	}
+	return resp, nil
+}
+
+// bulkImpair validates a bulk call and runs it in the store.
+func (s *Server) bulkImpair(ctx context.Context, selector *ironlinkv1.DeviceSelector, reason string, expected int32, desired store.Impairment) (string, []*ironlinkv1.OperatorCommand, error) {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return "", nil, grpcerr.InvalidArgument("reason", grpcerr.ReasonRequired, "reason is required: say why (it is kept in every device's quarantine history)")
+	}
+	if err := textcheck.Text("reason", reason, MaxReasonBytes); err != nil {
+		return "", nil, grpcerr.FromCheck(err)
+	}
+	if expected < 1 {
+		return "", nil, grpcerr.InvalidArgument("expected_count", grpcerr.ReasonRequired,
+			fmt.Sprintf("expected_count %d: give the count PreviewBulkImpairment returned (at least 1)", expected))
+	}
+	sel, text, err := s.bulkSelector(ctx, "selector", selector)
+	if err != nil {
+		return "", nil, err
+	}
+	actor := s.actor(ctx)
+	r, cmds, err := s.store.BulkSetDesiredImpairment(ctx, sel, int(expected),
+		store.BulkRequest{Desired: desired, Selector: text, Actor: actor, Reason: reason, Source: SourceBulk})
+	var mismatch *store.CountMismatchError
+	switch {
+	case errors.As(err, &mismatch):
+		s.log.Warn("bulk impairment refused: count mismatch", "selector", text, "expected", mismatch.Expected, "matched", mismatch.Matched, "actor", actor)
+		return "", nil, countMismatch(text, mismatch)
+	case errors.Is(err, store.ErrTooManyDevices):
+		return "", nil, grpcerr.New(codes.FailedPrecondition, ReasonTooManyDevices,
+			fmt.Sprintf("selector %s matches more than %d devices: narrow it (one call acts on at most %d)", textcheck.Quote(text), store.MaxBulkDevices, store.MaxBulkDevices))
+	case err != nil:
+		return "", nil, s.storeErr(err, "", "")
+	}
+	s.log.Info("bulk impairment requested", "request_id", r.ID, "desired", desired, "selector", text, "devices", len(cmds), "actor", actor, "reason", reason)
+	out := make([]*ironlinkv1.OperatorCommand, len(cmds))
+	for i, c := range cmds {
+		out[i] = commandToProto(c)
+	}
+	return r.ID, out, nil
+}
+
+// countMismatch is the FailedPrecondition of a refused bulk call.
+func countMismatch(selector string, e *store.CountMismatchError) error {
+	st := status.New(codes.FailedPrecondition, fmt.Sprintf("selector %s matches %d devices, not the expected %d: nothing was changed; preview again and pass the new count if it is right",
+		textcheck.Quote(selector), e.Matched, e.Expected))
+	d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonCountMismatch, Domain: grpcerr.Domain,
+		Metadata: map[string]string{"matched": strconv.Itoa(e.Matched), "expected": strconv.Itoa(e.Expected)}})
+	if err != nil {
+		return st.Err()
+	}
+	return d.Err()
+}
+
+// BulkQuarantine implements BulkService.BulkQuarantine.
+func (b bulkServer) BulkQuarantine(ctx context.Context, req *ironlinkv1.BulkQuarantineRequest) (*ironlinkv1.BulkQuarantineResponse, error) {
+	id, cmds, err := b.s.bulkImpair(ctx, req.GetSelector(), req.GetReason(), req.GetExpectedCount(), store.ImpairmentQuarantined)
+	if err != nil {
+		return nil, err
+	}
+	return &ironlinkv1.BulkQuarantineResponse{RequestId: id, Commands: cmds}, nil
+}
+
+// BulkRelease implements BulkService.BulkRelease.
+func (b bulkServer) BulkRelease(ctx context.Context, req *ironlinkv1.BulkReleaseRequest) (*ironlinkv1.BulkReleaseResponse, error) {
+	id, cmds, err := b.s.bulkImpair(ctx, req.GetSelector(), req.GetReason(), req.GetExpectedCount(), store.ImpairmentReleased)
+	if err != nil {
+		return nil, err
+	}
+	return &ironlinkv1.BulkReleaseResponse{RequestId: id, Commands: cmds}, nil
+}

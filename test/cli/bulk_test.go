@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/ctl"
+	"github.com/ironlink/ironlink/internal/syncbuf"
+)
+
+// withStdin runs the cobra root in this process with stdin answering the
+// confirmation prompt.
+func (f *fleet) withStdin(stdin string, args ...string) result {
+	var out, errb syncbuf.Buffer
+	env := map[string]string{"IRONLINK_CONFIG": f.config}
+	code := ctl.Execute(context.Background(), ctl.Options{Stdout: &out, Stderr: &errb, Stdin: strings.NewReader(stdin),
+		Getenv: func(k string) string { return env[k] }, PollInterval: 200 * time.Millisecond}, args)
+	return result{out.String(), errb.String(), code}
+}
+
+// `ironlink quarantine --selector` and `release --selector` against a real
+// hub and satellite: the preview lists the matching devices and their
+// count; a refused confirmation or a wrong --expected-count changes
+// nothing; "yes" quarantines them all under one request id (ListCommands
+// by request_id lists exactly them); a release with --yes --wait follows
+// every command to SUCCEEDED; a read-only operator sees the preview and is
+// refused the act.
+func TestBulkCLI(t *testing.T) {
+	f := newFleet(t, 10)
+	ctx := context.Background()
+	var want []string
+	for name := range f.nodes {
+		if strings.HasPrefix(name, "node-00") {
+			want = append(want, name)
+		}
+	}
+	n := len(want)
+	selector := "site=" + site + ",name=node-00*"
+	before := f.commandCount()
+
+	r := f.withStdin("no\n", "quarantine", "--selector", selector, "--reason", "rack r4 PDU swap")
+	f.expect(r, ctl.ExitUsage, []string{fmt.Sprintf("%d devices match", n), site + "/" + want[0]}, []string{"Type yes", "not confirmed: nothing was changed"})
+	r = f.withStdin("", "quarantine", "--selector", selector, "--expected-count", fmt.Sprint(n+1), "--yes", "--reason", "x")
+	f.expect(r, ctl.ExitError, nil, []string{fmt.Sprintf("--expected-count %d, but the selector matches %d devices", n+1, n)})
+	r = f.withStdin("", "--context", "viewer", "quarantine", "--selector", selector, "--yes", "--reason", "x")
+	f.expect(r, ctl.ExitAuth, []string{fmt.Sprintf("%d devices match", n)}, []string{"operations:write"})
+	r = f.withStdin("", "quarantine", "--selector", "site="+site+",bogus=1", "--reason", "x")
+	f.expect(r, ctl.ExitUsage, nil, []string{`unknown key "bogus"`})
+	if got := f.commandCount(); got != before {
+		t.Fatalf("refused bulk runs created %d commands", got-before)
+	}
+
+	r = f.withStdin("yes\n", "quarantine", "--selector", selector, "--reason", "rack r4 PDU swap")
+	f.expect(r, 0, []string{fmt.Sprintf("quarantine requested for %d devices", n)}, nil)
+	m := uuidRE.FindStringSubmatch(r.stdout[strings.Index(r.stdout, "request "):])
+	if m == nil {
+		t.Fatalf("no request id printed\n%v", r)
+	}
+	lc, err := f.api.ListCommands(ctx, &ironlinkv1.ListCommandsRequest{RequestId: m[0], PageSize: 1000})
+	if err != nil || len(lc.GetCommands()) != n {
+		t.Fatalf("ListCommands(request_id %s): %d commands, %v; want %d", m[0], len(lc.GetCommands()), err, n)
+	}
+	for _, c := range lc.GetCommands() {
+		if c.GetDesired() != ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED || c.GetSite() != site {
+			t.Fatalf("command %v", c)
+		}
+	}
+
+	r = f.withStdin("", "release", "--selector", selector, "--yes", "--wait", "--timeout", "90s", "--reason", "PDU back")
+	f.expect(r, 0, []string{fmt.Sprintf("release requested for %d devices", n), "SUCCEEDED"}, nil)
+	if got := strings.Count(r.stdout, "SUCCEEDED"); got < n {
+		t.Fatalf("%d SUCCEEDED lines, want %d\n%v", got, n, r)
+	}
+}
