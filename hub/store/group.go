@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ironlink/ironlink/internal/condition"
@@ -64,6 +65,16 @@ type groupCommitter struct {
 	mu      sync.Mutex
 	waiting []*groupItem
 	running int
+	// groups and writes count the transactions committed and the writes
+	// they carried (GroupStats).
+	groups, writes atomic.Int64
+}
+
+// GroupStats counts, since Open, the group transactions this Store
+// committed and the writes (condition batches and site-condition sets)
+// they carried: writes/groups is the mean group size.
+func (s *Store) GroupStats() (groups, writes int64) {
+	return s.group.groups.Load(), s.group.writes.Load()
 }
 
 // submit queues it and waits until its group committed or ctx ended
@@ -143,6 +154,9 @@ func (g *groupCommitter) commit(s *Store, group []*groupItem) {
 		}
 	} else if err != nil {
 		group[0].err = err
+	} else {
+		g.groups.Add(1)
+		g.writes.Add(int64(len(group)))
 	}
 	for _, it := range group {
 		close(it.done)
