@@ -183,7 +183,6 @@ func TestGroupCommitConcurrentSites(t *testing.T) {
 // transaction; the group is then committed write by write, so only that
 // write fails.
 func TestGroupFailureIsRetriedWithoutTheOffender(t *testing.T) {
-	ctx := context.Background()
 	s, url := newGroupStore(t)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	good, bad := openSite(t, s, "good"), openSite(t, s, "bad")
