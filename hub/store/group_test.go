@@ -16,7 +16,9 @@ import (
 	"github.com/ironlink/ironlink/internal/pgtest"
 )
 
-func newGroupStore(t *testing.T) (*Store, string) {
+func newGroupStore(t *testing.T) (*Store, string) { return newGroupStoreTB(t) }
+
+func newGroupStoreTB(t testing.TB) (*Store, string) {
 	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,6 +60,11 @@ type devWrite struct {
 	observed       time.Time
 	removed        bool
 	exists         bool
+	// The status it is written with (see devRows) and the desired
+	// impairment it was derived with.
+	status, reason pgtype.Text
+	changed        bool
+	desired        string
 }
 
 // applyGroupTx is applyGroup inside tx. In order:
@@ -85,23 +91,42 @@ func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem)
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	rows, err := tx.Query(ctx, `SELECT name, link_epoch, last_sequence, stale FROM sites
-		WHERE name = ANY($1::text[]) ORDER BY name FOR NO KEY UPDATE`, names)
-	if err != nil {
-		return fmt.Errorf("lock sites: %w", err)
-	}
-	locked := map[string]siteLock{}
-	for rows.Next() {
-		var n string
-		var l siteLock
-		if err := rows.Scan(&n, &l.epoch, &l.lastSeq, &l.stale); err != nil {
-			rows.Close()
-			return fmt.Errorf("lock sites: %w", err)
+	// The devices the batches name, read with their conditions in the
+	// same round trip as the site locks, after them. The device rows are
+	// not locked: the site locks keep every other ingest write away, and a
+	// quarantine or release committed meanwhile is caught when the device
+	// is written (see groupWrites.results).
+	var ids []string
+	for _, it := range items {
+		if it.batch != nil {
+			for _, d := range it.batch.Devices {
+				ids = append(ids, d.DeviceID)
+			}
 		}
-		locked[n] = l
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	rb := &pgx.Batch{}
+	rb.Queue(`SELECT name, link_epoch, last_sequence, stale FROM sites
+		WHERE name = ANY($1::text[]) ORDER BY name FOR NO KEY UPDATE`, names)
+	if len(ids) > 0 {
+		rb.Queue(loadDeviceStatesSQL, ids)
+	}
+	br := tx.SendBatch(ctx, rb)
+	locked, err := readSiteLocks(br)
+	if err != nil {
+		br.Close()
+		return err
+	}
+	states := map[string]devState{}
+	current := map[string]map[condition.Type]condition.Condition{}
+	if len(ids) > 0 {
+		if err := readDeviceStates(br, states, current); err != nil {
+			br.Close()
+			return err
+		}
+	}
+	if err := br.Close(); err != nil {
 		return fmt.Errorf("lock sites: %w", err)
 	}
 
@@ -129,39 +154,9 @@ func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem)
 		}
 	}
 
-	// Lock the named devices and refuse batches naming another site's.
-	var ids []string
-	for _, it := range batches {
-		for _, d := range it.batch.Devices {
-			ids = append(ids, d.DeviceID)
-		}
-	}
-	states := map[string]devState{}
-	if len(ids) > 0 {
-		slices.Sort(ids)
-		ids = slices.Compact(ids)
-		rows, err := tx.Query(ctx, `SELECT id::text, site, status, status_reason, desired_impairment FROM devices
-			WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`, ids)
-		if err != nil {
-			return fmt.Errorf("lock devices: %w", err)
-		}
-		for rows.Next() {
-			var id string
-			var d devState
-			if err := rows.Scan(&id, &d.site, &d.status, &d.reason, &d.desired); err != nil {
-				rows.Close()
-				return fmt.Errorf("lock devices: %w", err)
-			}
-			states[id] = d
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("lock devices: %w", err)
-		}
-	}
+	// Refuse batches naming another site's devices.
 	claimed := map[string]string{} // device id → site of the batch creating it in this group
 	applied := batches[:0:0]
-	var appliedIDs []string
 	for _, it := range batches {
 		var bad error
 		for _, d := range it.batch.Devices {
@@ -182,7 +177,6 @@ func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem)
 			if _, ok := states[d.DeviceID]; !ok {
 				claimed[d.DeviceID] = it.site
 			}
-			appliedIDs = append(appliedIDs, d.DeviceID)
 		}
 		applied = append(applied, it)
 		touch.add(it.site, &it.batch.Sequence, true)
@@ -191,68 +185,34 @@ func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem)
 		}
 	}
 
-	current := map[string]map[condition.Type]condition.Condition{}
-	if len(appliedIDs) > 0 {
-		if current, err = loadConditions(ctx, tx, appliedIDs); err != nil {
-			return err
-		}
-	}
 	w := s.groupWrites(applied, states, current)
 
 	// One round trip for every write.
 	batch := &pgx.Batch{}
 	touch.queue(batch)
 	w.queue(batch)
-	var removedQ, insertQ bool
-	if len(w.unseen.sites) > 0 {
-		removedQ = true
-		batch.Queue(`
-			WITH m AS (
-				UPDATE devices d SET removed = true, removed_at = now()
-				FROM unnest($1::text[], $2::text[]) AS u(site, snapshot_id)
-				WHERE d.site = u.site AND NOT d.removed AND d.snapshot_id IS DISTINCT FROM u.snapshot_id
-				RETURNING d.site)
-			SELECT site, count(*) FROM m GROUP BY site`, w.unseen.sites, w.unseen.snapshots)
-	}
-	insertQ = len(w.inserts.ids) > 0
-	br := tx.SendBatch(ctx, batch)
-	if err := w.results(br, touch.len() > 0, insertQ); err != nil {
+	br = tx.SendBatch(ctx, batch)
+	raced, err := w.results(br, touch.len() > 0)
+	if err != nil {
 		br.Close()
 		return err
-	}
-	if removedQ {
-		rows, err := br.Query()
-		if err != nil {
-			br.Close()
-			return fmt.Errorf("mark unseen devices removed: %w", err)
-		}
-		bySite := map[string]int{}
-		for rows.Next() {
-			var site string
-			var n int
-			if err := rows.Scan(&site, &n); err != nil {
-				rows.Close()
-				br.Close()
-				return fmt.Errorf("mark unseen devices removed: %w", err)
-			}
-			bySite[site] = n
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			br.Close()
-			return fmt.Errorf("mark unseen devices removed: %w", err)
-		}
-		for _, it := range applied {
-			if n := bySite[it.site]; n > 0 {
-				it.bres.RowsWritten += n
-				s.log.Info("devices missing from snapshot marked removed", "site", it.site, "count", n)
-			}
-		}
 	}
 	if err := br.Close(); err != nil {
 		return fmt.Errorf("write condition batches: %w", err)
 	}
-
+	for _, it := range applied {
+		if n := w.removed[it.site]; n > 0 {
+			it.bres.RowsWritten += n
+			s.log.Info("devices missing from snapshot marked removed", "site", it.site, "count", n)
+		}
+	}
+	if len(raced) > 0 {
+		// A quarantine or release committed between the read and the
+		// write of these devices: derive their status again.
+		if _, err := s.recomputeDevices(ctx, tx, raced, current); err != nil {
+			return err
+		}
+	}
 	for _, it := range siteSets {
 		if it.sres, err = writeSiteConditions(ctx, tx, it.site, it.conds); err != nil {
 			return err
@@ -270,6 +230,69 @@ func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem)
 				it.bres.RowsWritten += n
 			}
 		}
+	}
+	return nil
+}
+
+// readSiteLocks reads the result of the site lock query.
+func readSiteLocks(br pgx.BatchResults) (map[string]siteLock, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("lock sites: %w", err)
+	}
+	defer rows.Close()
+	locked := map[string]siteLock{}
+	for rows.Next() {
+		var n string
+		var l siteLock
+		if err := rows.Scan(&n, &l.epoch, &l.lastSeq, &l.stale); err != nil {
+			return nil, fmt.Errorf("lock sites: %w", err)
+		}
+		locked[n] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock sites: %w", err)
+	}
+	return locked, nil
+}
+
+// loadDeviceStatesSQL reads the devices $1 that exist (site, status,
+// desired impairment) with their conditions (one row per condition).
+const loadDeviceStatesSQL = `
+	SELECT d.id::text, d.site, d.status, d.status_reason, d.desired_impairment,
+		c.type, c.status, c.reason, c.message, c.last_transition_time, c.observed_time, c.observed_generation
+	FROM devices d LEFT JOIN device_conditions c ON c.device_id = d.id
+	WHERE d.id = ANY($1::uuid[])`
+
+// readDeviceStates reads the result of loadDeviceStatesSQL into states
+// and conds.
+func readDeviceStates(br pgx.BatchResults, states map[string]devState, conds map[string]map[condition.Type]condition.Condition) error {
+	rows, err := br.Query()
+	if err != nil {
+		return fmt.Errorf("load devices: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var d devState
+		var typ, st, reason, msg pgtype.Text
+		var ltt, obs pgtype.Timestamptz
+		var gen pgtype.Int8
+		if err := rows.Scan(&id, &d.site, &d.status, &d.reason, &d.desired, &typ, &st, &reason, &msg, &ltt, &obs, &gen); err != nil {
+			return fmt.Errorf("load devices: %w", err)
+		}
+		states[id] = d
+		if !typ.Valid {
+			continue
+		}
+		if conds[id] == nil {
+			conds[id] = map[condition.Type]condition.Condition{}
+		}
+		conds[id][condition.Type(typ.String)] = condition.Condition{Type: condition.Type(typ.String), Status: condition.Status(st.String),
+			Reason: reason.String, Message: msg.String, LastTransitionTime: ltt.Time, ObservedTime: obs.Time, ObservedGeneration: gen.Int64}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load devices: %w", err)
 	}
 	return nil
 }
@@ -326,12 +349,18 @@ func (r *condRows) add(id string, c condition.Condition) {
 	r.generations = append(r.generations, c.ObservedGeneration)
 }
 
-// devRows are device rows as unnest() arrays.
+// devRows are device rows as unnest() arrays, with the status each is
+// written with: status and reason null keep the stored ones; changed says
+// the status itself changed (status_changed_at, last_known_status).
 type devRows struct {
 	ids, sites, names []string
 	facts, snapshots  []pgtype.Text
 	observed          []time.Time
 	removed           []bool
+	status, reason    []pgtype.Text
+	changed           []bool
+	// desired is the desired impairment each status was derived with.
+	desired []string
 }
 
 func (r *devRows) add(d *devWrite) {
@@ -342,14 +371,10 @@ func (r *devRows) add(d *devWrite) {
 	r.snapshots = append(r.snapshots, d.snapshot)
 	r.observed = append(r.observed, d.observed)
 	r.removed = append(r.removed, d.removed)
-}
-
-// statusRows are status changes as unnest() arrays: changed says the
-// status itself changed (history row, changed_at, last_known_status);
-// otherwise only the reason did.
-type statusRows struct {
-	ids, statuses, reasons []string
-	changed                []bool
+	r.status = append(r.status, d.status)
+	r.reason = append(r.reason, d.reason)
+	r.changed = append(r.changed, d.changed)
+	r.desired = append(r.desired, d.desired)
 }
 
 // groupWrites is everything a group writes for its batches.
@@ -357,25 +382,30 @@ type groupWrites struct {
 	now              time.Time
 	inserts, updates devRows
 	conds, history   condRows
-	statuses         statusRows
-	unseen           struct{ sites, snapshots []string }
-	// statusQueued is how many status statements queue queued.
-	statusQueued int
+	// statusHistory are the status_history rows (device, status, reason).
+	statusHistory struct{ ids, statuses, reasons []string }
+	unseen        struct{ sites, snapshots []string }
+	// removed counts, per site, the devices the final snapshot parts
+	// marked removed (filled by results).
+	removed map[string]int
 }
 
 // groupWrites merges the applied batches into current (each device's
 // stored conditions, updated in place) and derives the statuses of their
-// devices from states (the locked rows; absent: new devices). Per batch
-// and device, in order, the rules of ApplyBatch:
+// devices from states (the rows read; absent: new devices) with
+// hub/status.Derive. Per batch and device, in order, the rules of
+// ApplyBatch:
 //
 //   - a condition older (observed time) than the stored one is a replay and
 //     is dropped; a stored time more than MaxClockSkew ahead counts as now;
 //   - one not newer and the same observation changes nothing;
 //   - an unchanged status keeps the stored last_transition_time;
 //   - every change of status, reason, message or generation is one
-//     condition_history row.
+//     condition_history row;
+//   - a changed operational status is one status_history row; a changed
+//     reason alone updates the reason.
 func (s *Store) groupWrites(applied []*groupItem, states map[string]devState, current map[string]map[condition.Type]condition.Condition) *groupWrites {
-	w := &groupWrites{now: time.Now()}
+	w := &groupWrites{now: time.Now(), removed: map[string]int{}}
 	for _, it := range applied {
 		b := it.batch
 		res := &it.bres
@@ -444,11 +474,6 @@ func (s *Store) groupWrites(applied []*groupItem, states map[string]devState, cu
 		}
 		for _, id := range order {
 			dw := devs[id]
-			if dw.exists {
-				w.updates.add(dw)
-			} else {
-				w.inserts.add(dw)
-			}
 			types := make([]condition.Type, 0, len(touched[id]))
 			for t := range touched[id] {
 				types = append(types, t)
@@ -462,8 +487,16 @@ func (s *Store) groupWrites(applied []*groupItem, states map[string]devState, cu
 				st = devState{status: string(status.Unknown), reason: "NeverReported", desired: string(ImpairmentNone)}
 			}
 			// The site's stale flag is cleared by this group.
-			if w.statuses.derive(id, st, current[id], false) {
-				res.RowsWritten += 2
+			if dw.derive(st, current[id], false) {
+				w.statusHistory.ids = append(w.statusHistory.ids, id)
+				w.statusHistory.statuses = append(w.statusHistory.statuses, dw.status.String)
+				w.statusHistory.reasons = append(w.statusHistory.reasons, dw.reason.String)
+				res.RowsWritten++
+			}
+			if dw.exists {
+				w.updates.add(dw)
+			} else {
+				w.inserts.add(dw)
 			}
 		}
 		if b.SnapshotID != "" && b.SnapshotFinal {
@@ -474,10 +507,11 @@ func (s *Store) groupWrites(applied []*groupItem, states map[string]devState, cu
 	return w
 }
 
-// derive adds the status change of device id, if any, from its stored
-// state st and conditions c with the site's stale flag; it reports whether
-// the status (not only its reason) changed.
-func (r *statusRows) derive(id string, st devState, c map[condition.Type]condition.Condition, stale bool) bool {
+// derive sets the status d is written with, from its stored state st and
+// conditions c with the site's stale flag (the rules of recomputeDevices);
+// it reports whether the status (not only its reason) changed.
+func (d *devWrite) derive(st devState, c map[condition.Type]condition.Condition, stale bool) bool {
+	d.desired = st.desired
 	res := status.Derive(status.Input{
 		Reported:    len(c) > 0,
 		SiteStale:   stale,
@@ -486,21 +520,187 @@ func (r *statusRows) derive(id string, st devState, c map[condition.Type]conditi
 	})
 	if string(res.Status) == st.status {
 		if res.Reason != st.reason && res.Status != status.Unreachable {
-			// Same status for another reason (say CleanFailed → DeployFailed):
-			// keep the reason current; the history records status changes.
-			r.add(id, res, false)
+			d.reason = pgtype.Text{String: res.Reason, Valid: true}
 		}
 		return false
 	}
-	r.add(id, res, true)
+	d.status = pgtype.Text{String: string(res.Status), Valid: true}
+	d.reason = pgtype.Text{String: res.Reason, Valid: true}
+	d.changed = true
 	return true
 }
 
-func (r *statusRows) add(id string, res status.Result, changed bool) {
-	r.ids = append(r.ids, id)
-	r.statuses = append(r.statuses, string(res.Status))
-	r.reasons = append(r.reasons, res.Reason)
-	r.changed = append(r.changed, changed)
+// Statement order follows the foreign keys: devices first.
+const (
+	groupInsertDevices = `
+		INSERT INTO devices (id, site, name, facts, observed_at, snapshot_id, removed, removed_at, status, status_reason)
+		SELECT u.id, u.site, u.name, COALESCE(u.facts::jsonb, '{}'), u.observed_at, u.snapshot_id, u.removed,
+			CASE WHEN u.removed THEN now() END, COALESCE(u.status, 'UNKNOWN'), COALESCE(u.reason, 'NeverReported')
+		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::bool[], $8::text[], $9::text[])
+			AS u(id, site, name, facts, observed_at, snapshot_id, removed, status, reason)
+		ON CONFLICT (id) DO NOTHING`
+	groupUpdateDevices = `
+		UPDATE devices d SET
+			name              = CASE WHEN u.facts IS NULL THEN d.name ELSE u.name END,
+			facts             = COALESCE(u.facts::jsonb, d.facts),
+			observed_at       = GREATEST(CASE WHEN d.observed_at > $11 THEN $12 ELSE d.observed_at END, u.observed_at),
+			snapshot_id       = COALESCE(u.snapshot_id, d.snapshot_id),
+			removed           = u.removed,
+			removed_at        = CASE WHEN u.removed THEN COALESCE(d.removed_at, now()) END,
+			status            = COALESCE(u.status, d.status),
+			status_reason     = COALESCE(u.reason, d.status_reason),
+			status_changed_at = CASE WHEN u.changed THEN now() ELSE d.status_changed_at END,
+			last_known_status = CASE WHEN NOT u.changed THEN d.last_known_status
+			                         WHEN u.status = 'UNREACHABLE' THEN d.status END
+		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::bool[], $8::text[], $9::text[], $10::bool[])
+			AS u(id, site, name, facts, observed_at, snapshot_id, removed, status, reason, changed)
+		WHERE d.id = u.id
+		RETURNING d.id::text, d.desired_impairment`
+	groupUpsertConditions = `
+		INSERT INTO device_conditions (device_id, type, status, reason, message, last_transition_time, observed_time, observed_generation)
+		SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::bigint[])
+		ON CONFLICT (device_id, type) DO UPDATE SET
+			status = EXCLUDED.status, reason = EXCLUDED.reason, message = EXCLUDED.message,
+			last_transition_time = EXCLUDED.last_transition_time, observed_time = EXCLUDED.observed_time,
+			observed_generation = EXCLUDED.observed_generation`
+	groupAppendConditionHistory = `
+		INSERT INTO condition_history (device_id, type, status, reason, message, last_transition_time, observed_time)
+		SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[])`
+	groupAppendStatusHistory = `
+		INSERT INTO status_history (device_id, status, reason)
+		SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[])`
+	groupMarkUnseen = `
+		WITH m AS (
+			UPDATE devices d SET removed = true, removed_at = now()
+			FROM unnest($1::text[], $2::text[]) AS u(site, snapshot_id)
+			WHERE d.site = u.site AND NOT d.removed AND d.snapshot_id IS DISTINCT FROM u.snapshot_id
+			RETURNING d.site)
+		SELECT site, count(*) FROM m GROUP BY site`
+)
+
+// queue queues the group's writes, one statement per table, each over
+// unnest() arrays.
+func (w *groupWrites) queue(b *pgx.Batch) {
+	if r := &w.inserts; len(r.ids) > 0 {
+		b.Queue(groupInsertDevices, r.ids, r.sites, r.names, r.facts, r.observed, r.snapshots, r.removed, r.status, r.reason)
+	}
+	if r := &w.updates; len(r.ids) > 0 {
+		b.Queue(groupUpdateDevices, r.ids, r.sites, r.names, r.facts, r.observed, r.snapshots, r.removed, r.status, r.reason, r.changed,
+			w.now.Add(MaxClockSkew), w.now)
+	}
+	if r := &w.conds; len(r.ids) > 0 {
+		b.Queue(groupUpsertConditions, r.ids, r.types, r.statuses, r.reasons, r.messages, r.transitions, r.observed, r.generations)
+	}
+	if r := &w.history; len(r.ids) > 0 {
+		b.Queue(groupAppendConditionHistory, r.ids, r.types, r.statuses, r.reasons, r.messages, r.transitions, r.observed)
+	}
+	if r := &w.statusHistory; len(r.ids) > 0 {
+		b.Queue(groupAppendStatusHistory, r.ids, r.statuses, r.reasons)
+	}
+	if len(w.unseen.sites) > 0 {
+		b.Queue(groupMarkUnseen, w.unseen.sites, w.unseen.snapshots)
+	}
+}
+
+// results reads the results of what queue queued (after the sites update
+// when touched). It returns the devices whose desired impairment changed
+// between the read and the write (their status must be derived again); an
+// insert that lost a device to a concurrent insert is errDeviceRace.
+func (w *groupWrites) results(br pgx.BatchResults, touched bool) (raced []string, err error) {
+	if touched {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("update sites: %w", err)
+		}
+	}
+	if len(w.inserts.ids) > 0 {
+		tag, err := br.Exec()
+		if err != nil {
+			return nil, fmt.Errorf("insert devices: %w", err)
+		}
+		if int(tag.RowsAffected()) != len(w.inserts.ids) {
+			return nil, errDeviceRace
+		}
+	}
+	if len(w.updates.ids) > 0 {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, fmt.Errorf("update devices: %w", err)
+		}
+		want := make(map[string]string, len(w.updates.ids))
+		for i, id := range w.updates.ids {
+			want[id] = w.updates.desired[i]
+		}
+		for rows.Next() {
+			var id, desired string
+			if err := rows.Scan(&id, &desired); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("update devices: %w", err)
+			}
+			if want[id] != desired {
+				raced = append(raced, id)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("update devices: %w", err)
+		}
+	}
+	steps := []struct {
+		ok   bool
+		what string
+	}{
+		{len(w.conds.ids) > 0, "upsert conditions"},
+		{len(w.history.ids) > 0, "append condition history"},
+		{len(w.statusHistory.ids) > 0, "append status history"},
+	}
+	for _, st := range steps {
+		if !st.ok {
+			continue
+		}
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("%s: %w", st.what, err)
+		}
+	}
+	if len(w.unseen.sites) > 0 {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, fmt.Errorf("mark unseen devices removed: %w", err)
+		}
+		for rows.Next() {
+			var site string
+			var n int
+			if err := rows.Scan(&site, &n); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("mark unseen devices removed: %w", err)
+			}
+			w.removed[site] = n
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("mark unseen devices removed: %w", err)
+		}
+	}
+	return raced, nil
+}
+
+// statusRows are status changes as unnest() arrays: changed says the
+// status itself changed (history row, changed_at, last_known_status);
+// otherwise only the reason did.
+type statusRows struct {
+	ids, statuses, reasons []string
+	changed                []bool
+}
+
+// derive adds the status change of device id, if any, from its stored
+// state st and conditions c with the site's stale flag.
+func (r *statusRows) derive(id string, st devState, c map[condition.Type]condition.Condition, stale bool) {
+	var d devWrite
+	if d.derive(st, c, stale) || d.reason.Valid {
+		r.ids = append(r.ids, id)
+		r.statuses = append(r.statuses, cmp.Or(d.status.String, st.status))
+		r.reasons = append(r.reasons, d.reason.String)
+		r.changed = append(r.changed, d.changed)
+	}
 }
 
 // queue queues the status updates and status_history rows; it returns how
@@ -529,95 +729,6 @@ func (r *statusRows) queue(b *pgx.Batch) int {
 	if len(ids) == 0 {
 		return 1
 	}
-	b.Queue(`INSERT INTO status_history (device_id, status, reason)
-		SELECT id, status, reason FROM unnest($1::uuid[], $2::text[], $3::text[]) AS u(id, status, reason)`, ids, statuses, reasons)
+	b.Queue(groupAppendStatusHistory, ids, statuses, reasons)
 	return 2
-}
-
-// queue queues the device, condition, history and status writes, in the
-// order the foreign keys need.
-func (w *groupWrites) queue(b *pgx.Batch) {
-	if len(w.inserts.ids) > 0 {
-		r := &w.inserts
-		b.Queue(`
-			INSERT INTO devices (id, site, name, facts, observed_at, snapshot_id, removed, removed_at)
-			SELECT u.id, u.site, u.name, COALESCE(u.facts::jsonb, '{}'), u.observed_at, u.snapshot_id, u.removed,
-				CASE WHEN u.removed THEN now() END
-			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::bool[])
-				AS u(id, site, name, facts, observed_at, snapshot_id, removed)
-			ON CONFLICT (id) DO NOTHING`, r.ids, r.sites, r.names, r.facts, r.observed, r.snapshots, r.removed)
-	}
-	if len(w.updates.ids) > 0 {
-		r := &w.updates
-		b.Queue(`
-			UPDATE devices d SET
-				name        = CASE WHEN u.facts IS NULL THEN d.name ELSE u.name END,
-				facts       = COALESCE(u.facts::jsonb, d.facts),
-				observed_at = GREATEST(CASE WHEN d.observed_at > $8 THEN $9 ELSE d.observed_at END, u.observed_at),
-				snapshot_id = COALESCE(u.snapshot_id, d.snapshot_id),
-				removed     = u.removed,
-				removed_at  = CASE WHEN u.removed THEN COALESCE(d.removed_at, now()) END
-			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::bool[])
-				AS u(id, site, name, facts, observed_at, snapshot_id, removed)
-			WHERE d.id = u.id`, r.ids, r.sites, r.names, r.facts, r.observed, r.snapshots, r.removed,
-			w.now.Add(MaxClockSkew), w.now)
-	}
-	if len(w.conds.ids) > 0 {
-		r := &w.conds
-		b.Queue(`
-			INSERT INTO device_conditions (device_id, type, status, reason, message, last_transition_time, observed_time, observed_generation)
-			SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::bigint[])
-			ON CONFLICT (device_id, type) DO UPDATE SET
-				status = EXCLUDED.status, reason = EXCLUDED.reason, message = EXCLUDED.message,
-				last_transition_time = EXCLUDED.last_transition_time, observed_time = EXCLUDED.observed_time,
-				observed_generation = EXCLUDED.observed_generation`,
-			r.ids, r.types, r.statuses, r.reasons, r.messages, r.transitions, r.observed, r.generations)
-	}
-	if len(w.history.ids) > 0 {
-		r := &w.history
-		b.Queue(`
-			INSERT INTO condition_history (device_id, type, status, reason, message, last_transition_time, observed_time)
-			SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[])`,
-			r.ids, r.types, r.statuses, r.reasons, r.messages, r.transitions, r.observed)
-	}
-	w.statusQueued = w.statuses.queue(b)
-}
-
-// results reads the results of what queue queued (after the sites update
-// when touched): an insert that lost a device to a concurrent insert is
-// errDeviceRace.
-func (w *groupWrites) results(br pgx.BatchResults, touched, inserted bool) error {
-	if touched {
-		if _, err := br.Exec(); err != nil {
-			return fmt.Errorf("update sites: %w", err)
-		}
-	}
-	if inserted {
-		tag, err := br.Exec()
-		if err != nil {
-			return fmt.Errorf("insert devices: %w", err)
-		}
-		if int(tag.RowsAffected()) != len(w.inserts.ids) {
-			return errDeviceRace
-		}
-	}
-	steps := []struct {
-		ok   bool
-		what string
-	}{
-		{len(w.updates.ids) > 0, "update devices"},
-		{len(w.conds.ids) > 0, "upsert conditions"},
-		{len(w.history.ids) > 0, "append condition history"},
-		{w.statusQueued > 0, "record status changes"},
-		{w.statusQueued > 1, "append status history"},
-	}
-	for _, st := range steps {
-		if !st.ok {
-			continue
-		}
-		if _, err := br.Exec(); err != nil {
-			return fmt.Errorf("%s: %w", st.what, err)
-		}
-	}
-	return nil
 }
