@@ -67,23 +67,26 @@ type devWrite struct {
 	desired        string
 }
 
-// applyGroupTx is applyGroup inside tx. In order:
+// applyGroupTx is applyGroup inside tx, in three round trips and the
+// commit:
 //
 //  1. Lock every site row of the group (FOR NO KEY UPDATE, by name, so
-//     concurrent groups never deadlock) and sort the items out: an unknown
-//     site is ErrNotFound, another epoch ErrFenced, a sequence at or below
-//     the site's last a duplicate (it only records the site as heard from).
-//  2. Lock the device rows the batches name (by id) and refuse, with
-//     ErrWrongSite, a batch naming a device of another site — or one an
-//     earlier batch of the group creates for its own site.
-//  3. Merge the batches' conditions into the stored ones in Go (the rules
+//     concurrent groups never deadlock) and, in the same round trip, read
+//     the devices the batches name with their conditions. Sort the items
+//     out: an unknown site is ErrNotFound, another epoch ErrFenced, a
+//     sequence at or below the site's last a duplicate (it only records the
+//     site as heard from); a batch naming a device of another site — or one
+//     an earlier batch of the group creates for its own site — is
+//     ErrWrongSite.
+//  2. Merge the batches' conditions into the stored ones in Go (the rules
 //     of ApplyBatch), derive each device's status with hub/status, and send
 //     every write in one round trip: one statement per table over unnest()
-//     arrays (sites, devices insert and update, device_conditions upsert,
-//     condition_history append, snapshot removal marking, statuses and
-//     status_history append).
-//  4. Site-condition sets, and sites that were stale (every device's
-//     status re-derived), follow in the same transaction.
+//     arrays (sites; devices insert and update, each with its status;
+//     device_conditions upsert; condition_history append; status_history
+//     append; snapshot removal marking).
+//  3. Rarely: devices whose desired impairment changed between the read
+//     and the write, site-condition sets, and sites that were stale (every
+//     device's status re-derived), in the same transaction.
 func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem) error {
 	names := make([]string, 0, len(items))
 	for _, it := range items {

@@ -12,8 +12,9 @@ import (
 
 // ReplaceSiteConditions makes conds (already validated with
 // condition.Condition.ValidateSite, distinct types) the stored set of site
-// conditions of site, in one transaction under the link's epoch: types in
-// conds are written, stored types missing from conds are deleted.
+// conditions of site, in one transaction under the link's epoch (the group
+// commit's, shared with the other batches and sets waiting: see group.go):
+// types in conds are written, stored types missing from conds are deleted.
 //
 //   - A condition whose status equals the stored one of its type keeps the
 //     stored last_transition_time; otherwise the incoming one is stored.
