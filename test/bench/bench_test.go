@@ -271,3 +271,16 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	ratio(t, "smoke: 10 links x batches of 5", res.DeltasPerSec, raw.PerSec())
 }
+
+// TestManyLinksBenchSmoke keeps load (c) working at a size make test
+// affords: 200 links for 2 s with one quarantiner, every link up, deltas
+// committed.
+func TestManyLinksBenchSmoke(t *testing.T) {
+	raw := rawDeltas(t, time.Second)
+	res := run(t, load{links: 200, devices: 10, batch: 10, window: 4, quarantiners: 1, duration: 2 * time.Second})
+	t.Log(res)
+	if res.DeltasPerSec <= 0 || res.LinkFailures > 0 {
+		t.Fatalf("200 links: %s", res)
+	}
+	ratio(t, "smoke: 200 links x batches of 10", res.DeltasPerSec, raw.PerSec())
+}
