@@ -107,6 +107,11 @@ func (g *groupCommitter) work(s *Store) {
 			g.mu.Unlock()
 			return
 		}
+		if len(g.waiting) > 0 && g.running < GroupCommitWorkers {
+			// take left the rest for another worker: start it.
+			g.running++
+			go g.work(s)
+		}
 		g.mu.Unlock()
 		g.commit(s, group)
 	}
@@ -115,18 +120,29 @@ func (g *groupCommitter) work(s *Store) {
 // take removes the next group from waiting (g.mu held): items in arrival
 // order, one per site (a later item of a site already in the group waits
 // for the next group, so a site's writes stay in order), at most
-// GroupMaxDevices device updates. Items whose ctx ended are dropped.
+// 1/GroupCommitWorkers of the device updates waiting (so that the
+// workers share a burst: ten snapshot parts waiting make two groups of
+// five, committed on two connections at once) and at most
+// GroupMaxDevices. The first item is always taken. Items whose ctx ended
+// are dropped.
 func (g *groupCommitter) take() []*groupItem {
-	var group, rest []*groupItem
-	sites := map[string]bool{}
-	devices := 0
+	waiting := 0
+	live := g.waiting[:0]
 	for _, it := range g.waiting {
 		if err := it.ctx.Err(); err != nil {
 			it.err = fmt.Errorf("commit for site %q: %w", it.site, err)
 			close(it.done)
 			continue
 		}
-		if sites[it.site] || (len(group) > 0 && devices+it.devices() > GroupMaxDevices) {
+		waiting += it.devices()
+		live = append(live, it)
+	}
+	limit := min((waiting+GroupCommitWorkers-1)/GroupCommitWorkers, GroupMaxDevices)
+	var group, rest []*groupItem
+	sites := map[string]bool{}
+	devices := 0
+	for _, it := range live {
+		if sites[it.site] || (len(group) > 0 && devices+it.devices() > limit) {
 			rest = append(rest, it)
 			continue
 		}
@@ -134,6 +150,7 @@ func (g *groupCommitter) take() []*groupItem {
 		devices += it.devices()
 		group = append(group, it)
 	}
+	clear(g.waiting[len(live):])
 	g.waiting = rest
 	return group
 }
