@@ -12,8 +12,9 @@ import (
 
 // ReplaceSiteConditions makes conds (already validated with
 // condition.Condition.ValidateSite, distinct types) the stored set of site
-// conditions of site, in one transaction under the link's epoch: types in
-// conds are written, stored types missing from conds are deleted.
+// conditions of site, in one transaction under the link's epoch (the group
+// commit's, shared with the other batches and sets waiting: see group.go):
+// types in conds are written, stored types missing from conds are deleted.
 //
 //   - A condition whose status equals the stored one of its type keeps the
 //     stored last_transition_time; otherwise the incoming one is stored.
@@ -29,67 +30,61 @@ import (
 // It also records the site as heard from. Errors: ErrFenced (a newer link
 // exists; nothing is written), ErrNotFound (no such site), database errors.
 func (s *Store) ReplaceSiteConditions(ctx context.Context, site string, epoch int64, conds []condition.Condition) (SiteConditionsResult, error) {
-	var res SiteConditionsResult
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		res = SiteConditionsResult{}
-		if _, _, err := lockSite(ctx, tx, site, epoch); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE sites SET last_seen_at = now() WHERE name = $1`, site); err != nil {
-			return fmt.Errorf("touch site %q: %w", site, err)
-		}
-		stored, err := loadSiteConditions(ctx, tx, site)
-		if err != nil {
-			return err
-		}
-		cur := stored[site]
-		now := time.Now()
-		for i := range cur {
-			cur[i].ObservedTime = notFuture(cur[i].ObservedTime, now)
-		}
-		if len(conds) > 0 && latestObserved(conds).Before(latestObserved(cur)) {
-			return nil // a replay of an older set
-		}
-		batch := &pgx.Batch{}
-		keep := make([]string, 0, len(conds))
-		for _, c := range conds {
-			keep = append(keep, string(c.Type))
-			old, had := findType(cur, c.Type)
-			if had && c.ObservedTime.Before(old.ObservedTime) {
-				continue // the stored observation is newer
-			}
-			if !had || old.Status != c.Status || old.Reason != c.Reason {
-				res.Changed = true
-			}
-			if had && old.Status == c.Status {
-				c.LastTransitionTime = old.LastTransitionTime
-			}
-			batch.Queue(`
-				INSERT INTO site_conditions (site, type, status, reason, message, last_transition_time, observed_time)
-				VALUES ($1, $2, $3, $4, $5, $6, $7)
-				ON CONFLICT (site, type) DO UPDATE SET status = $3, reason = $4, message = $5,
-					last_transition_time = $6, observed_time = $7`,
-				site, string(c.Type), string(c.Status), c.Reason, c.Message, c.LastTransitionTime, c.ObservedTime)
-		}
-		for _, old := range cur {
-			if _, kept := findType(conds, old.Type); !kept {
-				res.Changed = true // cleared
-			}
-		}
-		batch.Queue(`DELETE FROM site_conditions WHERE site = $1 AND NOT (type = ANY($2::text[]))`, site, keep)
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-			return fmt.Errorf("write site conditions of %q: %w", site, err)
-		}
-		res.Applied = true
-		return nil
-	})
-	if err != nil {
+	it := &groupItem{site: site, epoch: epoch, conds: conds}
+	if err := s.group.submit(ctx, s, it); err != nil {
 		return SiteConditionsResult{}, err
 	}
-	// Being heard from ends a site's staleness, as a heartbeat does.
-	if err := s.refreshStaleness(ctx, site); err != nil {
+	return it.sres, nil
+}
+
+// writeSiteConditions is the write of ReplaceSiteConditions inside tx,
+// the site row already locked under the link's epoch and recorded as heard
+// from by the group.
+func writeSiteConditions(ctx context.Context, tx pgx.Tx, site string, conds []condition.Condition) (SiteConditionsResult, error) {
+	var res SiteConditionsResult
+	stored, err := loadSiteConditions(ctx, tx, site)
+	if err != nil {
 		return res, err
 	}
+	cur := stored[site]
+	now := time.Now()
+	for i := range cur {
+		cur[i].ObservedTime = notFuture(cur[i].ObservedTime, now)
+	}
+	if len(conds) > 0 && latestObserved(conds).Before(latestObserved(cur)) {
+		return res, nil // a replay of an older set
+	}
+	batch := &pgx.Batch{}
+	keep := make([]string, 0, len(conds))
+	for _, c := range conds {
+		keep = append(keep, string(c.Type))
+		old, had := findType(cur, c.Type)
+		if had && c.ObservedTime.Before(old.ObservedTime) {
+			continue // the stored observation is newer
+		}
+		if !had || old.Status != c.Status || old.Reason != c.Reason {
+			res.Changed = true
+		}
+		if had && old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+		batch.Queue(`
+			INSERT INTO site_conditions (site, type, status, reason, message, last_transition_time, observed_time)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (site, type) DO UPDATE SET status = $3, reason = $4, message = $5,
+				last_transition_time = $6, observed_time = $7`,
+			site, string(c.Type), string(c.Status), c.Reason, c.Message, c.LastTransitionTime, c.ObservedTime)
+	}
+	for _, old := range cur {
+		if _, kept := findType(conds, old.Type); !kept {
+			res.Changed = true // cleared
+		}
+	}
+	batch.Queue(`DELETE FROM site_conditions WHERE site = $1 AND NOT (type = ANY($2::text[]))`, site, keep)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return SiteConditionsResult{}, fmt.Errorf("write site conditions of %q: %w", site, err)
+	}
+	res.Applied = true
 	return res, nil
 }
 

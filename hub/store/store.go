@@ -41,6 +41,8 @@ type Store struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 	now  func() time.Time
+	// group commits the condition batches and site-condition sets (group.go).
+	group groupCommitter
 }
 
 // Open connects a pgx pool to databaseURL (a PostgreSQL URL or key=value DSN)

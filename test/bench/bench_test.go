@@ -32,6 +32,7 @@ var (
 	flagPoolMax  = flag.Int("bench.pool-max-conns", 0, "hub database pool size (pool_max_conns in the URL); 0 = the hub's default")
 	flagQuar     = flag.Int("bench.quarantiners", 4, "concurrent operators issuing quarantines one after another")
 	flagHubArgs  = flag.String("bench.hub-args", "", "extra ironlink-hub flags, space-separated")
+	flagRawDur   = flag.Duration("bench.raw-duration", 5*time.Second, "how long the raw ceiling (plain pgx) is measured before the hub")
 )
 
 // Result is what one load run measured.
@@ -194,6 +195,7 @@ func run(tb testing.TB, l load) Result {
 			}
 		}()
 	}
+	<-qctx.Done() // the measured duration, also with no quarantiners
 	qwg.Wait()
 	elapsed := time.Since(start)
 	d1, b1 := snap()
@@ -227,16 +229,28 @@ func pct(d []time.Duration, p int) time.Duration {
 	return s[i].Round(100 * time.Microsecond)
 }
 
-// BenchmarkLink runs the load once (it takes bench.duration however large
-// b.N is) and reports deltas/s and quarantine latency percentiles.
-func BenchmarkLink(b *testing.B) {
+// BenchmarkLink is load (a) of issue 11: bench.links (100) links sending
+// batches of bench.batch (10) deltas. It first measures the raw ceiling
+// (rawDeltas, bench.raw-duration), then runs the hub's load once (it takes
+// bench.duration however large b.N is) and reports deltas/s, the hub/raw
+// ratio and quarantine latency percentiles during the load.
+func BenchmarkLink(b *testing.B) { benchLinks(b, *flagLinks) }
+
+// BenchmarkLinks1000 is load (c): BenchmarkLink with 1,000 links.
+func BenchmarkLinks1000(b *testing.B) { benchLinks(b, 1000) }
+
+func benchLinks(b *testing.B, links int) {
 	var hubArgs []string
 	if *flagHubArgs != "" {
 		hubArgs = strings.Fields(*flagHubArgs)
 	}
-	res := run(b, load{links: *flagLinks, devices: *flagDevices, batch: *flagBatch, window: *flagWindow,
+	raw := rawDeltas(b, *flagRawDur)
+	fmt.Println("ironlink raw ceiling (condition deltas):", raw)
+	res := run(b, load{links: links, devices: *flagDevices, batch: *flagBatch, window: *flagWindow,
 		poolMax: *flagPoolMax, quarantiners: *flagQuar, duration: *flagDuration, hubArgs: hubArgs})
 	b.ReportMetric(res.DeltasPerSec, "deltas/s")
+	b.ReportMetric(raw.PerSec(), "raw-deltas/s")
+	b.ReportMetric(ratio(b, fmt.Sprintf("%d links x batches of %d", links, *flagBatch), res.DeltasPerSec, raw.PerSec()), "hub/raw-%")
 	b.ReportMetric(res.BatchesPerSec, "batches/s")
 	b.ReportMetric(float64(res.P50.Microseconds())/1000, "quarantine-p50-ms")
 	b.ReportMetric(float64(res.P99.Microseconds())/1000, "quarantine-p99-ms")
@@ -245,12 +259,28 @@ func BenchmarkLink(b *testing.B) {
 	fmt.Println("ironlink link benchmark:", res)
 }
 
-// TestBenchSmoke keeps the benchmark's machinery working: 10 links for 3 s,
-// every quarantine answered, throughput above zero.
+// TestBenchSmoke keeps the machinery of loads (a) and (c) working: the raw
+// ceiling for 1 s, then 10 links for 3 s, every quarantine answered,
+// throughput above zero.
 func TestBenchSmoke(t *testing.T) {
+	raw := rawDeltas(t, time.Second)
 	res := run(t, load{links: 10, devices: 10, batch: 5, window: 2, quarantiners: 2, duration: 3 * time.Second})
 	t.Log(res)
-	if res.DeltasPerSec <= 0 || res.Quarantines == 0 {
-		t.Fatalf("no load measured: %s", res)
+	if res.DeltasPerSec <= 0 || res.Quarantines == 0 || raw.Units == 0 {
+		t.Fatalf("no load measured: %s; raw %s", res, raw)
 	}
+	ratio(t, "smoke: 10 links x batches of 5", res.DeltasPerSec, raw.PerSec())
+}
+
+// TestManyLinksBenchSmoke keeps load (c) working at a size make test
+// affords: 200 links for 2 s with one quarantiner, every link up, deltas
+// committed.
+func TestManyLinksBenchSmoke(t *testing.T) {
+	raw := rawDeltas(t, time.Second)
+	res := run(t, load{links: 200, devices: 10, batch: 10, window: 4, quarantiners: 1, duration: 2 * time.Second})
+	t.Log(res)
+	if res.DeltasPerSec <= 0 || res.LinkFailures > 0 {
+		t.Fatalf("200 links: %s", res)
+	}
+	ratio(t, "smoke: 200 links x batches of 10", res.DeltasPerSec, raw.PerSec())
 }
