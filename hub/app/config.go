@@ -37,6 +37,7 @@ func Defaults() Config {
 		MaxConnectionAge:      30 * time.Minute,
 		MaxConnectionAgeGrace: time.Minute,
 		ShutdownGrace:         10 * time.Second,
+		CommandPoolConns:      4,
 		// Not filled by Validate: a zero Throttle means "no limit" (tests,
 		// embedded hubs); the flags default to these values.
 		Throttle: throttle.DefaultConfig(),
@@ -44,6 +45,7 @@ func Defaults() Config {
 			HeartbeatInterval: 20 * time.Second,
 			CommandSweep:      5 * time.Second,
 			HelloTimeout:      30 * time.Second,
+			LastSeenFlush:     2 * time.Second,
 			Delivery: store.DeliveryPolicy{
 				ResendAfter:       30 * time.Second,
 				FailureBackoff:    10 * time.Second,

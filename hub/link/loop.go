@@ -27,8 +27,8 @@ const (
 	// MaxPendingCommits bounds the batches and site-condition sets
 	// waiting for a link's committer.
 	MaxPendingCommits = 4
-	// MaxPendingWrites bounds the results, drift corrections, heartbeats
-	// and command reads waiting for a link's writer (one more runs, and the
+	// MaxPendingWrites bounds the results, drift corrections and command
+	// reads waiting for a link's writer (one more runs, and the
 	// stream's reader holds one message).
 	MaxPendingWrites = 16
 )
@@ -52,7 +52,7 @@ type linkLoop struct {
 	// site row, in stream order: condition batches and site conditions.
 	commits *queue
 	// writes runs everything else that touches the database, in order:
-	// command results, drift corrections, heartbeats (store.Touch), the
+	// command results, drift corrections, the
 	// reads that decide which commands and desired states to send, and
 	// marking commands sent. One FIFO, so a result received before a
 	// delivery decision is recorded before that decision reads the commands.
@@ -189,6 +189,7 @@ func (l *linkLoop) ended(ctx context.Context) error {
 // Validation errors (and scope or protocol errors) end the link before
 // anything is queued, so a refused message changes nothing.
 func (l *linkLoop) receive(m *ironlinkv1.ConnectRequest) error {
+	l.s.heard(l.site, l.epoch) // any message is a sign of life (liveness.go)
 	switch msg := m.GetMsg().(type) {
 	case *ironlinkv1.ConnectRequest_Batch:
 		b, err := ToBatch(msg.Batch)
@@ -234,7 +235,6 @@ func (l *linkLoop) receive(m *ironlinkv1.ConnectRequest) error {
 		l.writes.push(l.correctionTask(c))
 	case *ironlinkv1.ConnectRequest_Heartbeat:
 		l.noteClock(msg.Heartbeat.GetSentTime(), time.Now())
-		l.writes.pushOnce(l.touchTask())
 	case *ironlinkv1.ConnectRequest_DesiredStatesRequest:
 		l.writes.push(l.desiredStatesTask())
 	case *ironlinkv1.ConnectRequest_Hello:

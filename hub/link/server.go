@@ -31,6 +31,10 @@ type Config struct {
 	Delivery store.DeliveryPolicy
 	// HelloTimeout bounds the wait for the first message (default 30 s).
 	HelloTimeout time.Duration
+	// LastSeenFlush is how often the replica records its links' last-seen
+	// times, all in one statement (RunLastSeenFlush; default 2 s). A site's
+	// last_seen_at lags by at most this much, so stale_after must be larger.
+	LastSeenFlush time.Duration
 	// Hooks are told of link, batch and command events (metrics).
 	Hooks Hooks
 }
@@ -54,6 +58,9 @@ func (c *Config) defaults() {
 	if c.HelloTimeout <= 0 {
 		c.HelloTimeout = 30 * time.Second
 	}
+	if c.LastSeenFlush <= 0 {
+		c.LastSeenFlush = 2 * time.Second
+	}
 }
 
 // Server implements ironlinkv1.LinkServiceServer.
@@ -66,6 +73,9 @@ type Server struct {
 	mu       sync.Mutex
 	links    map[string]*conn
 	draining bool
+
+	// seen is the links' last-seen times not yet flushed (liveness.go).
+	seen lastSeen
 }
 
 // NewServer returns a link server over st.
@@ -119,7 +129,7 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error
 	}
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
-	c := &conn{site: site, id: id, wake: make(chan struct{}, 1), cancel: cancel}
+	c := &conn{site: site, epoch: sess.Epoch, id: id, wake: make(chan struct{}, 1), cancel: cancel}
 	if !s.register(c) {
 		return status.Error(codes.Unavailable, "hub replica draining; reconnect")
 	}

@@ -124,16 +124,6 @@ func (l *linkLoop) correctionTask(c Correction) task {
 	}}
 }
 
-// touchTask records that the link is alive (a satellite heartbeat).
-func (l *linkLoop) touchTask() task {
-	return task{kind: "touch", run: func(ctx context.Context) outcome {
-		if err := l.s.store.Touch(ctx, l.site, l.epoch); err != nil {
-			return l.refused("heartbeat", err)
-		}
-		return outcome{}
-	}}
-}
-
 // desiredStatesTask reads the site's desired states and answers with them.
 func (l *linkLoop) desiredStatesTask() task {
 	return task{kind: "desired states", run: func(ctx context.Context) outcome {

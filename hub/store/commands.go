@@ -21,7 +21,7 @@ import (
 // Errors: ErrNotFound when the device does not exist (nothing is written).
 func (s *Store) SetDesiredImpairment(ctx context.Context, deviceID string, desired Impairment, actor, reason, source string) (Command, error) {
 	var cmd Command
-	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+	err := s.inTxOn(ctx, s.commandPool(), func(tx pgx.Tx) (err error) {
 		cmd, err = s.setDesiredTx(ctx, tx, deviceID, desired, actor, reason, source)
 		return err
 	})
@@ -45,7 +45,7 @@ var ErrNotRetryable = errors.New("only a FAILED command can be retried")
 // command is not FAILED. Nothing is written on error.
 func (s *Store) RetryCommand(ctx context.Context, id, actor, reason, source string) (Command, error) {
 	var cmd Command
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTxOn(ctx, s.commandPool(), func(tx pgx.Tx) error {
 		var deviceID, state, desired string
 		err := tx.QueryRow(ctx, `
 			SELECT d.id::text FROM devices d
@@ -133,7 +133,7 @@ type DeliveryPolicy struct {
 // one waits for a newer desired state or RetryCommand. Oldest first, at
 // most limit.
 func (s *Store) DueCommands(ctx context.Context, site string, epoch int64, p DeliveryPolicy, resend bool, limit int) ([]Command, error) {
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.commandPool().Query(ctx, `
 		SELECT `+commandColumnsC+`
 		FROM commands c
 		JOIN devices d ON d.id = c.device_id AND d.desired_generation = c.generation
@@ -154,7 +154,7 @@ func (s *Store) DueCommands(ctx context.Context, site string, epoch int64, p Del
 // MarkSent records that command id was sent (attempts+1, state SENT) unless
 // it has finished meanwhile.
 func (s *Store) MarkSent(ctx context.Context, id string) error {
-	_, err := s.pool.Exec(ctx, `
+	_, err := s.commandPool().Exec(ctx, `
 		UPDATE commands SET state = 'SENT', attempts = attempts + 1, sent_at = now(), updated_at = now()
 		WHERE id = $1 AND state IN ('PENDING', 'SENT', 'FAILED')`, id)
 	if err != nil {
@@ -188,7 +188,7 @@ type CommandResult struct {
 // another site; ErrMismatch when the result names a device of this site
 // (or an unknown one) that is not the command's.
 func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) (ignored bool, err error) {
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTxOn(ctx, s.commandPool(), func(tx pgx.Tx) error {
 		var cmdSite, state, cmdDevice string
 		var gen, desiredGen int64
 		// Lock order everywhere: device row, then command rows (as

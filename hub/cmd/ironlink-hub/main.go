@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -104,6 +105,11 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cli.Env("IRONLINK_TLS_CLIENT_CA", ""), "CA bundle for client certificates: turns mutual TLS on, the certificate bound to the client id (env IRONLINK_TLS_CLIENT_CA)")
 	fs.BoolVar(&cfg.Plaintext, "plaintext", false, "serve without TLS (local development only)")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", cli.Env("IRONLINK_HUB_ADMIN_ADDR", app.DefaultAdminAddr), "plaintext HTTP listener for /metrics, /healthz and /readyz; empty for none (env IRONLINK_HUB_ADMIN_ADDR)")
+	poolConns, perr := strconv.Atoi(cli.Env("IRONLINK_HUB_COMMAND_POOL_CONNS", strconv.Itoa(int(def.CommandPoolConns))))
+	if perr != nil {
+		err = fmt.Errorf("IRONLINK_HUB_COMMAND_POOL_CONNS: %w", perr)
+	}
+	fs.IntVar(&poolConns, "command-pool-conns", poolConns, "database connections reserved for the command path: quarantine, release, delivery, results (env IRONLINK_HUB_COMMAND_POOL_CONNS)")
 	migrate := fs.Bool("migrate", true, "apply database migrations before serving; --migrate=false when the migrate subcommand runs them (e.g. a Helm hook Job)")
 	web.AddFlags(fs, &cfg.Web)
 	if terr := addThrottleFlags(fs, &cfg.Throttle, def.Throttle); terr != nil {
@@ -125,6 +131,7 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 		{&cfg.KeepaliveTime, "keepalive-time", "IRONLINK_HUB_KEEPALIVE_TIME", def.KeepaliveTime, "ping an idle connection after this long"},
 		{&cfg.KeepaliveTimeout, "keepalive-timeout", "IRONLINK_HUB_KEEPALIVE_TIMEOUT", def.KeepaliveTimeout, "drop a connection whose ping is not answered within this"},
 		{&cfg.KeepaliveMinTime, "keepalive-min-time", "IRONLINK_HUB_KEEPALIVE_MIN_TIME", def.KeepaliveMinTime, "refuse clients that ping more often (must be ≤ the satellites' keepalive time)"},
+		{&cfg.Link.LastSeenFlush, "last-seen-flush", "IRONLINK_HUB_LAST_SEEN_FLUSH", def.Link.LastSeenFlush, "how often this replica records all its links' last-seen times, in one statement (must be below --stale-after)"},
 		{&cfg.Link.Delivery.FailureBackoff, "command-failure-backoff", "IRONLINK_HUB_COMMAND_FAILURE_BACKOFF", def.Link.Delivery.FailureBackoff, "first wait before a failed command is retried (doubles, capped at 5m)"},
 	}
 	for _, d := range durations {
@@ -144,6 +151,7 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 		return cfg, "", "", fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
 	cfg.SkipMigrate = !*migrate
+	cfg.CommandPoolConns = int32(min(max(poolConns, -1), 1<<20))
 	return cfg, logLevel, logFormat, nil
 }
 
