@@ -25,7 +25,7 @@ const (
 	// carries one stream).
 	LinkConnWindow = 256 << 10
 	// LinkReadBuffer is each connection's read buffer.
-	LinkReadBuffer = 8 << 10
+	LinkReadBuffer = 4 << 10
 	// LinkWriteBuffer is each connection's write buffer, taken from a
 	// shared pool while a write is being flushed and returned after
 	// (grpc.SharedWriteBuffer), so an idle link holds none.

@@ -76,6 +76,8 @@ type Server struct {
 
 	// seen is the links' last-seen times not yet flushed (liveness.go).
 	seen lastSeen
+	// due caches the sites with due commands for the sweeps (wake.go).
+	due dueSites
 }
 
 // NewServer returns a link server over st.

@@ -185,6 +185,26 @@ func (l *linkLoop) deliverTask(resend bool) task {
 	}}
 }
 
+// sweepTask is the link's periodic look for due commands (Config.
+// CommandSweep): it asks the replica's cached set of sites with due
+// commands (Server.siteHasDue, one query for all links per interval) and
+// reads and sends the site's commands only when the site is in it.
+func (l *linkLoop) sweepTask() task {
+	return task{kind: "sweep", run: func(ctx context.Context) outcome {
+		due, err := l.s.siteHasDue(ctx, l.site)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.log.Warn("look for due commands", "err", err)
+			}
+			return outcome{} // the next sweep tries again
+		}
+		if !due {
+			return outcome{}
+		}
+		return l.deliverTask(false).run(ctx)
+	}}
+}
+
 // tracerName names the tracer of the link's spans, taken from the global
 // provider at each span (a no-op one unless tracing is on).
 const tracerName = "github.com/ironlink/ironlink/hub/link"

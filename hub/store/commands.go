@@ -138,17 +138,42 @@ func (s *Store) DueCommands(ctx context.Context, site string, epoch int64, p Del
 		FROM commands c
 		JOIN devices d ON d.id = c.device_id AND d.desired_generation = c.generation
 		JOIN sites s ON s.name = c.site AND s.link_epoch = $7
-		WHERE c.site = $1 AND (
-			c.state = 'PENDING'
-			OR (c.state = 'SENT' AND ($2 OR c.sent_at < now() - make_interval(secs => $3)))
-			OR (c.state = 'FAILED' AND c.failure_class <> 'PERMANENT' AND c.updated_at < now() - make_interval(secs =>
-				LEAST($5::float8, $4::float8 * power(2, GREATEST(c.attempts - 1, 0))))))
+		WHERE c.site = $1 AND `+dueCommand+`
 		ORDER BY c.created_at LIMIT $6`,
 		site, resend, p.ResendAfter.Seconds(), p.FailureBackoff.Seconds(), p.MaxFailureBackoff.Seconds(), limit, epoch)
 	if err != nil {
 		return nil, fmt.Errorf("due commands of site %q: %w", site, err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Command, error) { return scanCommand(r) })
+}
+
+// dueCommand is the condition under which command c (joined with its
+// device d) is due, for DueCommands and DueSites: $2 resend, $3
+// ResendAfter, $4 FailureBackoff, $5 MaxFailureBackoff (seconds).
+const dueCommand = `(
+			c.state = 'PENDING'
+			OR (c.state = 'SENT' AND ($2 OR c.sent_at < now() - make_interval(secs => $3)))
+			OR (c.state = 'FAILED' AND c.failure_class <> 'PERMANENT' AND c.updated_at < now() - make_interval(secs =>
+				LEAST($5::float8, $4::float8 * power(2, GREATEST(c.attempts - 1, 0))))))`
+
+// DueSites returns the sites that have a command DueCommands would return
+// now under p (resend false), whatever their link: one query for a
+// replica's command sweep instead of one per link (the links of these
+// sites then read their commands with DueCommands, under their epoch).
+func (s *Store) DueSites(ctx context.Context, p DeliveryPolicy) ([]string, error) {
+	rows, err := s.commandPool().Query(ctx, `
+		SELECT DISTINCT c.site FROM commands c
+		JOIN devices d ON d.id = c.device_id AND d.desired_generation = c.generation
+		WHERE c.state IN ('PENDING', 'SENT', 'FAILED') AND $1::text IS NULL AND `+dueCommand, // $1 unused: dueCommand numbers from $2
+		nil, false, p.ResendAfter.Seconds(), p.FailureBackoff.Seconds(), p.MaxFailureBackoff.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("sites with due commands: %w", err)
+	}
+	sites, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("sites with due commands: %w", err)
+	}
+	return sites, nil
 }
 
 // MarkSent records that command id was sent (attempts+1, state SENT) unless
