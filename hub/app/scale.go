@@ -27,8 +27,8 @@ const (
 	// LinkReadBuffer is each connection's read buffer.
 	LinkReadBuffer = 4 << 10
 	// LinkWriteBuffer is each connection's write buffer, taken from a
-	// shared pool while a write is being flushed and returned after
-	// (grpc.SharedWriteBuffer), so an idle link holds none.
+	// shared pool while a write is being flushed and returned after (the
+	// library's default shared write buffer), so an idle link holds none.
 	LinkWriteBuffer = 16 << 10
 )
 
@@ -40,7 +40,8 @@ func linkTransportOptions() []grpc.ServerOption {
 		grpc.InitialConnWindowSize(LinkConnWindow),
 		grpc.ReadBufferSize(LinkReadBuffer),
 		grpc.WriteBufferSize(LinkWriteBuffer),
-		grpc.SharedWriteBuffer(true),
+		// The write buffer is shared (pooled while not flushing) by
+		// default since grpc-go 1.7x; the option is deprecated.
 	}
 }
 

@@ -127,7 +127,7 @@ type idleLink struct {
 // arrived; the link runs until ctx ends.
 func dialIdle(ctx context.Context, addr, site string, beats, failed *atomic.Int64) (*idleLink, error) {
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithReadBufferSize(4<<10), grpc.WithWriteBufferSize(4<<10), grpc.WithSharedWriteBuffer(true),
+		grpc.WithReadBufferSize(4<<10), grpc.WithWriteBufferSize(4<<10),
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 	if err != nil {
 		return nil, err
