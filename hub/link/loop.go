@@ -118,7 +118,14 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 		case <-wake:
 			l.writes.pushOnce(l.deliverTask(false))
 		case <-sweep.C:
-			l.writes.pushOnce(l.sweepTask())
+			// Most sweeps end here: the replica's cached answer says the
+			// site has nothing due (no task, no query).
+			switch fresh, due := l.s.dueCached(l.site); {
+			case !fresh:
+				l.writes.pushOnce(l.sweepTask())
+			case due:
+				l.writes.pushOnce(l.deliverTask(false))
+			}
 		case <-hb.C:
 			err = l.stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Heartbeat{
 				Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.Now()}}})
