@@ -92,6 +92,10 @@ type Config struct {
 	// AdminAddr is the plaintext HTTP listener for /metrics, /healthz and
 	// /readyz (host:port; "" = none). The command's default is DefaultAdminAddr.
 	AdminAddr string
+	// CommandPoolConns sizes the command path's own database pool
+	// (quarantine, release, retry, command delivery and results; default
+	// 4), apart from the main pool that condition ingest can keep busy.
+	CommandPoolConns int32
 	// SkipMigrate starts serving without applying migrations (they run in
 	// `ironlink-hub migrate`, e.g. a Helm hook Job); the replica is not ready
 	// while the schema is behind this binary.
@@ -139,6 +143,8 @@ func (c Config) Validate() (Config, error) {
 		errs = append(errs, fmt.Errorf("history partitions: interval %s must be at least 1h, ahead %d at least 1, retention %s not negative (--history-partition-interval, --history-retention)",
 			c.History.Interval, c.History.Ahead, c.History.Retention))
 	}
+	fill(&c.Link.LastSeenFlush, d.Link.LastSeenFlush)
+	fill(&c.CommandPoolConns, d.CommandPoolConns)
 	if c.DatabaseURL == "" {
 		errs = append(errs, errors.New("database URL is required (--database-url or DATABASE_URL)"))
 	}
@@ -151,6 +157,12 @@ func (c Config) Validate() (Config, error) {
 	if c.StaleAfter < time.Second {
 		errs = append(errs, fmt.Errorf("stale-after %s is below 1s", c.StaleAfter))
 	}
+	if c.Link.LastSeenFlush > 0 && c.StaleAfter <= c.Link.LastSeenFlush {
+		errs = append(errs, fmt.Errorf("stale-after %s must be larger than the last-seen flush interval %s (--last-seen-flush): a live site's last_seen_at lags by up to that much", c.StaleAfter, c.Link.LastSeenFlush))
+	}
+	if c.CommandPoolConns < 0 {
+		errs = append(errs, fmt.Errorf("--command-pool-conns %d is negative", c.CommandPoolConns))
+	}
 	if c.KeepaliveMinTime > c.KeepaliveTime {
 		errs = append(errs, fmt.Errorf("keepalive min time %s is above the keepalive time %s", c.KeepaliveMinTime, c.KeepaliveTime))
 	}
@@ -162,6 +174,7 @@ func (c Config) Validate() (Config, error) {
 		{"--command-sweep", c.Link.CommandSweep}, {"--command-resend-after", c.Link.Delivery.ResendAfter},
 		{"--command-failure-backoff", c.Link.Delivery.FailureBackoff}, {"--max-connection-age", c.MaxConnectionAge},
 		{"--keepalive-time", c.KeepaliveTime}, {"--keepalive-timeout", c.KeepaliveTimeout},
+		{"--last-seen-flush", c.Link.LastSeenFlush},
 	} {
 		if n.d < 0 {
 			errs = append(errs, fmt.Errorf("%s %s is negative", n.name, n.d))
@@ -202,11 +215,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer obs.close()
+	raiseOpenFileLimit(log)
 	st, err := store.Open(ctx, cfg.DatabaseURL, log, obs.storeOptions()...)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	if err := st.OpenCommandPool(ctx, cfg.CommandPoolConns, obs.storeOptions()...); err != nil {
+		return err
+	}
 
 	opts := obs.serverOptions()
 	cfg.Link.Hooks = obs.linkHooks()
@@ -278,6 +295,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	})
 	g.Go(func() error { linkSrv.RunStaleSweep(gctx, cfg.StaleAfter); return nil })
 	g.Go(func() error { st.RunHistoryPartitions(gctx, cfg.History, time.Hour); return nil })
+	g.Go(func() error { linkSrv.RunLastSeenFlush(gctx, cfg.Link.LastSeenFlush); return nil })
 	g.Go(func() error { return obs.run(gctx) })
 	g.Go(func() error { return pol.run(gctx) })
 	if watcher != nil {
@@ -348,5 +366,5 @@ func NewGRPCServer(cfg Config, log *slog.Logger, opts ...grpc.ServerOption) *grp
 			MaxConnectionAge: cfg.MaxConnectionAge, MaxConnectionAgeGrace: cfg.MaxConnectionAgeGrace}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(16 << 20),
-	}, append(grpcerr.DecodeOptions(), opts...)...)...)
+	}, append(append(linkTransportOptions(), grpcerr.DecodeOptions()...), opts...)...)...)
 }

@@ -41,6 +41,7 @@ func Defaults() Config {
 		ShutdownGrace:         10 * time.Second,
 		PolicyInterval:        policyrun.DefaultInterval,
 		History:               store.PartitionPolicy{Interval: store.DefaultPartitionInterval, Ahead: store.DefaultPartitionsAhead},
+		CommandPoolConns:      4,
 		// Not filled by Validate: a zero Throttle means "no limit" (tests,
 		// embedded hubs); the flags default to these values.
 		Throttle: throttle.DefaultConfig(),
@@ -48,6 +49,7 @@ func Defaults() Config {
 			HeartbeatInterval: 20 * time.Second,
 			CommandSweep:      5 * time.Second,
 			HelloTimeout:      30 * time.Second,
+			LastSeenFlush:     2 * time.Second,
 			Delivery: store.DeliveryPolicy{
 				ResendAfter:       30 * time.Second,
 				FailureBackoff:    10 * time.Second,

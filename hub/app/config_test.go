@@ -42,3 +42,25 @@ func TestValidateFillsDefaultsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateStaleAfterAboveLastSeenFlush: a live site's last_seen_at lags
+// by up to the flush interval, so stale-after must exceed it.
+func TestValidateStaleAfterAboveLastSeenFlush(t *testing.T) {
+	base := Config{DatabaseURL: "postgres://x/y", NoAuth: true, Plaintext: true}
+	c := base
+	c.StaleAfter, c.Link.LastSeenFlush = 5*time.Second, 5*time.Second
+	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--last-seen-flush") {
+		t.Fatalf("stale-after equal to the flush interval: %v, want an error naming --last-seen-flush", err)
+	}
+	c.StaleAfter = 6 * time.Second
+	got, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.CommandPoolConns != Defaults().CommandPoolConns || got.Link.LastSeenFlush != 5*time.Second {
+		t.Fatalf("filled: command pool %d, flush %s", got.CommandPoolConns, got.Link.LastSeenFlush)
+	}
+	if d := Defaults(); d.StaleAfter <= d.Link.LastSeenFlush {
+		t.Fatalf("defaults: stale-after %s not above the flush interval %s", d.StaleAfter, d.Link.LastSeenFlush)
+	}
+}

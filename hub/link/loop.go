@@ -27,8 +27,8 @@ const (
 	// MaxPendingCommits bounds the batches and site-condition sets
 	// waiting for a link's committer.
 	MaxPendingCommits = 4
-	// MaxPendingWrites bounds the results, drift corrections, heartbeats
-	// and command reads waiting for a link's writer (one more runs, and the
+	// MaxPendingWrites bounds the results, drift corrections and command
+	// reads waiting for a link's writer (one more runs, and the
 	// stream's reader holds one message).
 	MaxPendingWrites = 16
 )
@@ -52,7 +52,7 @@ type linkLoop struct {
 	// site row, in stream order: condition batches and site conditions.
 	commits *queue
 	// writes runs everything else that touches the database, in order:
-	// command results, drift corrections, heartbeats (store.Touch), the
+	// command results, drift corrections, the
 	// reads that decide which commands and desired states to send, and
 	// marking commands sent. One FIFO, so a result received before a
 	// delivery decision is recorded before that decision reads the commands.
@@ -63,9 +63,9 @@ type linkLoop struct {
 }
 
 // run is the link's loop: the only goroutine that sends on the stream. A
-// reader goroutine feeds it the satellite's messages; two workers (commits,
-// writes) do the database work and hand back what to send. It returns the
-// status that ends the link.
+// reader goroutine feeds it the satellite's messages; two queues (commits,
+// writes) run the database work off the loop and hand back what to send.
+// It returns the status that ends the link.
 func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 	// The unbuffered channel is the backpressure: the reader waits until
 	// the loop takes the message, which it does only while both queues
@@ -86,8 +86,8 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 			}
 		}
 	}()
-	l.commits = newQueue(ctx, MaxPendingCommits)
-	l.writes = newQueue(ctx, MaxPendingWrites)
+	l.commits = newQueue(MaxPendingCommits)
+	l.writes = newQueue(MaxPendingWrites)
 	l.writes.push(l.deliverTask(true)) // SENT commands go out again on a new link
 	l.pushOperations(true)             // and RUNNING operations
 
@@ -101,13 +101,9 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 		if l.commits.full() || l.writes.full() {
 			in = nil
 		}
-		commitIn, nextCommit := l.commits.next()
-		writeIn, nextWrite := l.writes.next()
+		l.commits.start(ctx)
+		l.writes.start(ctx)
 		select {
-		case commitIn <- nextCommit:
-			l.commits.pop()
-		case writeIn <- nextWrite:
-			l.writes.pop()
 		case o := <-l.commits.done:
 			err = l.finish(l.commits, o)
 		case o := <-l.writes.done:
@@ -127,7 +123,14 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 			l.writes.pushOnce(l.deliverTask(false))
 			l.pushOperations(false)
 		case <-sweep.C:
-			l.writes.pushOnce(l.deliverTask(false))
+			// Most sweeps end here: the replica's cached answer says the
+			// site has nothing due (no task, no query).
+			switch fresh, due := l.s.dueCached(l.site); {
+			case !fresh:
+				l.writes.pushOnce(l.sweepTask())
+			case due:
+				l.writes.pushOnce(l.deliverTask(false))
+			}
 			l.pushOperations(false)
 		case <-hb.C:
 			err = l.stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Heartbeat{
@@ -151,14 +154,10 @@ func (l *linkLoop) finishQueued(ctx context.Context) error {
 	deadline := time.NewTimer(drainTimeout)
 	defer deadline.Stop()
 	for !l.commits.idle() || !l.writes.idle() {
-		commitIn, nextCommit := l.commits.next()
-		writeIn, nextWrite := l.writes.next()
+		l.commits.start(ctx)
+		l.writes.start(ctx)
 		var err error
 		select {
-		case commitIn <- nextCommit:
-			l.commits.pop()
-		case writeIn <- nextWrite:
-			l.writes.pop()
 		case o := <-l.commits.done:
 			err = l.finish(l.commits, o)
 		case o := <-l.writes.done:
@@ -195,6 +194,7 @@ func (l *linkLoop) ended(ctx context.Context) error {
 // Validation errors (and scope or protocol errors) end the link before
 // anything is queued, so a refused message changes nothing.
 func (l *linkLoop) receive(m *ironlinkv1.ConnectRequest) error {
+	l.s.heard(l.site, l.epoch) // any message is a sign of life (liveness.go)
 	switch msg := m.GetMsg().(type) {
 	case *ironlinkv1.ConnectRequest_Batch:
 		b, err := ToBatch(msg.Batch)
@@ -240,7 +240,6 @@ func (l *linkLoop) receive(m *ironlinkv1.ConnectRequest) error {
 		l.writes.push(l.correctionTask(c))
 	case *ironlinkv1.ConnectRequest_Heartbeat:
 		l.noteClock(msg.Heartbeat.GetSentTime(), time.Now())
-		l.writes.pushOnce(l.touchTask())
 	case *ironlinkv1.ConnectRequest_DesiredStatesRequest:
 		l.writes.push(l.desiredStatesTask())
 	case *ironlinkv1.ConnectRequest_OperationProgress:
@@ -319,8 +318,8 @@ func (l *linkLoop) noteClock(sent *timestamppb.Timestamp, now time.Time) {
 		dir, off.Round(time.Second)), "satellite_time", sent.AsTime(), "hub_time", now)
 }
 
-// A task is one piece of a link's database work, run by a queue's worker
-// off the loop. kind names it for coalescing (see queue.pushOnce).
+// A task is one piece of a link's database work, run by a queue off the
+// loop. kind names it for coalescing (see queue.pushOnce).
 type task struct {
 	kind string
 	run  func(ctx context.Context) outcome
@@ -334,36 +333,38 @@ type outcome struct {
 	err  error
 }
 
-// queue runs tasks one at a time, in order, on its own worker goroutine.
-// Tasks wait in pending (owned by the loop) until the worker takes the
-// next one; full says the loop should stop taking new work.
+// queue runs tasks one at a time, in order, each on a goroutine of its
+// own that lives only while the task runs (an idle link holds no worker
+// and no worker's stack: two per link at 10,000 links per replica).
+// Tasks wait in pending (owned by the loop) until start
+// runs the next one; full says the loop should stop taking new work.
 type queue struct {
 	max     int
 	pending []task
-	busy    bool // the worker runs a task whose outcome the loop has not taken
-	in      chan task
+	busy    bool // a task runs whose outcome the loop has not taken
 	done    chan outcome
 }
 
-// newQueue starts a worker that runs until ctx ends.
-func newQueue(ctx context.Context, max int) *queue {
-	q := &queue{max: max, in: make(chan task), done: make(chan outcome)}
+// newQueue returns an empty queue bounded by max waiting tasks.
+func newQueue(max int) *queue {
+	return &queue{max: max, done: make(chan outcome)}
+}
+
+// start runs the first waiting task on a new goroutine unless one runs
+// already; its outcome arrives on done (or is dropped when ctx ends).
+func (q *queue) start(ctx context.Context) {
+	if q.busy || len(q.pending) == 0 {
+		return
+	}
+	t := q.pending[0]
+	q.pending, q.busy = q.pending[1:], true
 	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case t := <-q.in:
-				o := t.run(ctx)
-				select {
-				case q.done <- o:
-				case <-ctx.Done():
-					return
-				}
-			}
+		o := t.run(ctx)
+		select {
+		case q.done <- o:
+		case <-ctx.Done():
 		}
 	}()
-	return q
 }
 
 // full reports whether max tasks are waiting.
@@ -373,7 +374,7 @@ func (q *queue) full() bool { return len(q.pending) >= q.max }
 func (q *queue) push(t task) { q.pending = append(q.pending, t) }
 
 // pushOnce appends t unless a task of the same kind is still waiting (not
-// yet taken by the worker): that one will do the same work later anyway.
+// yet started): that one will do the same work later anyway.
 func (q *queue) pushOnce(t task) {
 	for _, p := range q.pending {
 		if p.kind == t.kind {
@@ -382,18 +383,6 @@ func (q *queue) pushOnce(t task) {
 	}
 	q.push(t)
 }
-
-// next returns the worker's channel and the first waiting task, or a nil
-// channel (never ready in a select) when none waits.
-func (q *queue) next() (chan<- task, task) {
-	if len(q.pending) == 0 {
-		return nil, task{}
-	}
-	return q.in, q.pending[0]
-}
-
-// pop drops the first waiting task, which the worker took.
-func (q *queue) pop() { q.pending, q.busy = q.pending[1:], true }
 
 // idle reports whether no task waits or runs.
 func (q *queue) idle() bool { return len(q.pending) == 0 && !q.busy }

@@ -23,6 +23,7 @@ var (
 // conn is one open link on this replica.
 type conn struct {
 	site   string
+	epoch  int64          // the link's fencing epoch
 	id     *auth.Identity // nil without authentication
 	wake   chan struct{}
 	cancel context.CancelCauseFunc

@@ -34,6 +34,10 @@ type Config struct {
 	Delivery store.DeliveryPolicy
 	// HelloTimeout bounds the wait for the first message (default 30 s).
 	HelloTimeout time.Duration
+	// LastSeenFlush is how often the replica records its links' last-seen
+	// times, all in one statement (RunLastSeenFlush; default 2 s). A site's
+	// last_seen_at lags by at most this much, so stale_after must be larger.
+	LastSeenFlush time.Duration
 	// Hooks are told of link, batch and command events (metrics).
 	Hooks Hooks
 	// Operations says when operations go out (defaults: operations.go).
@@ -63,6 +67,9 @@ func (c *Config) defaults() {
 		c.HelloTimeout = 30 * time.Second
 	}
 	c.operationDefaults()
+	if c.LastSeenFlush <= 0 {
+		c.LastSeenFlush = 2 * time.Second
+	}
 }
 
 // Server implements ironlinkv1.LinkServiceServer.
@@ -75,6 +82,11 @@ type Server struct {
 	mu       sync.Mutex
 	links    map[string]*conn
 	draining bool
+
+	// seen is the links' last-seen times not yet flushed (liveness.go).
+	seen lastSeen
+	// due caches the sites with due commands for the sweeps (wake.go).
+	due dueSites
 }
 
 // NewServer returns a link server over st.
@@ -128,7 +140,7 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error
 	}
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
-	c := &conn{site: site, id: id, wake: make(chan struct{}, 1), cancel: cancel}
+	c := &conn{site: site, epoch: sess.Epoch, id: id, wake: make(chan struct{}, 1), cancel: cancel}
 	if !s.register(c) {
 		return status.Error(codes.Unavailable, "hub replica draining; reconnect")
 	}

@@ -124,16 +124,6 @@ func (l *linkLoop) correctionTask(c Correction) task {
 	}}
 }
 
-// touchTask records that the link is alive (a satellite heartbeat).
-func (l *linkLoop) touchTask() task {
-	return task{kind: "touch", run: func(ctx context.Context) outcome {
-		if err := l.s.store.Touch(ctx, l.site, l.epoch); err != nil {
-			return l.refused("heartbeat", err)
-		}
-		return outcome{}
-	}}
-}
-
 // desiredStatesTask reads the site's desired states and answers with them.
 func (l *linkLoop) desiredStatesTask() task {
 	return task{kind: "desired states", run: func(ctx context.Context) outcome {
@@ -192,6 +182,26 @@ func (l *linkLoop) deliverTask(resend bool) task {
 			}}})
 		}
 		return o
+	}}
+}
+
+// sweepTask is the link's periodic look for due commands (Config.
+// CommandSweep): it asks the replica's cached set of sites with due
+// commands (Server.siteHasDue, one query for all links per interval) and
+// reads and sends the site's commands only when the site is in it.
+func (l *linkLoop) sweepTask() task {
+	return task{kind: "sweep", run: func(ctx context.Context) outcome {
+		due, err := l.s.siteHasDue(ctx, l.site)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.log.Warn("look for due commands", "err", err)
+			}
+			return outcome{} // the next sweep tries again
+		}
+		if !due {
+			return outcome{}
+		}
+		return l.deliverTask(false).run(ctx)
 	}}
 }
 

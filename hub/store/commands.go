@@ -21,7 +21,7 @@ import (
 // Errors: ErrNotFound when the device does not exist (nothing is written).
 func (s *Store) SetDesiredImpairment(ctx context.Context, deviceID string, desired Impairment, actor, reason, source string) (Command, error) {
 	var cmd Command
-	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+	err := s.inTxOn(ctx, s.commandPool(), func(tx pgx.Tx) (err error) {
 		cmd, err = s.setDesiredTx(ctx, tx, deviceID, desired, actor, reason, source)
 		return err
 	})
@@ -45,7 +45,7 @@ var ErrNotRetryable = errors.New("only a FAILED command can be retried")
 // command is not FAILED. Nothing is written on error.
 func (s *Store) RetryCommand(ctx context.Context, id, actor, reason, source string) (Command, error) {
 	var cmd Command
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTxOn(ctx, s.commandPool(), func(tx pgx.Tx) error {
 		var deviceID, state, desired string
 		err := tx.QueryRow(ctx, `
 			SELECT d.id::text FROM devices d
@@ -133,16 +133,12 @@ type DeliveryPolicy struct {
 // one waits for a newer desired state or RetryCommand. Oldest first, at
 // most limit.
 func (s *Store) DueCommands(ctx context.Context, site string, epoch int64, p DeliveryPolicy, resend bool, limit int) ([]Command, error) {
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.commandPool().Query(ctx, `
 		SELECT `+commandColumnsC+`
 		FROM commands c
 		JOIN devices d ON d.id = c.device_id AND d.desired_generation = c.generation
 		JOIN sites s ON s.name = c.site AND s.link_epoch = $7
-		WHERE c.site = $1 AND (
-			c.state = 'PENDING'
-			OR (c.state = 'SENT' AND ($2 OR c.sent_at < now() - make_interval(secs => $3)))
-			OR (c.state = 'FAILED' AND c.failure_class <> 'PERMANENT' AND c.updated_at < now() - make_interval(secs =>
-				LEAST($5::float8, $4::float8 * power(2, GREATEST(c.attempts - 1, 0))))))
+		WHERE c.site = $1 AND `+dueCommand+`
 		ORDER BY c.created_at LIMIT $6`,
 		site, resend, p.ResendAfter.Seconds(), p.FailureBackoff.Seconds(), p.MaxFailureBackoff.Seconds(), limit, epoch)
 	if err != nil {
@@ -151,10 +147,39 @@ func (s *Store) DueCommands(ctx context.Context, site string, epoch int64, p Del
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Command, error) { return scanCommand(r) })
 }
 
+// dueCommand is the condition under which command c (joined with its
+// device d) is due, for DueCommands and DueSites: $2 resend, $3
+// ResendAfter, $4 FailureBackoff, $5 MaxFailureBackoff (seconds).
+const dueCommand = `(
+			c.state = 'PENDING'
+			OR (c.state = 'SENT' AND ($2 OR c.sent_at < now() - make_interval(secs => $3)))
+			OR (c.state = 'FAILED' AND c.failure_class <> 'PERMANENT' AND c.updated_at < now() - make_interval(secs =>
+				LEAST($5::float8, $4::float8 * power(2, GREATEST(c.attempts - 1, 0))))))`
+
+// DueSites returns the sites that have a command DueCommands would return
+// now under p (resend false), whatever their link: one query for a
+// replica's command sweep instead of one per link (the links of these
+// sites then read their commands with DueCommands, under their epoch).
+func (s *Store) DueSites(ctx context.Context, p DeliveryPolicy) ([]string, error) {
+	rows, err := s.commandPool().Query(ctx, `
+		SELECT DISTINCT c.site FROM commands c
+		JOIN devices d ON d.id = c.device_id AND d.desired_generation = c.generation
+		WHERE c.state IN ('PENDING', 'SENT', 'FAILED') AND $1::text IS NULL AND `+dueCommand, // $1 unused: dueCommand numbers from $2
+		nil, false, p.ResendAfter.Seconds(), p.FailureBackoff.Seconds(), p.MaxFailureBackoff.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("sites with due commands: %w", err)
+	}
+	sites, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("sites with due commands: %w", err)
+	}
+	return sites, nil
+}
+
 // MarkSent records that command id was sent (attempts+1, state SENT) unless
 // it has finished meanwhile.
 func (s *Store) MarkSent(ctx context.Context, id string) error {
-	_, err := s.pool.Exec(ctx, `
+	_, err := s.commandPool().Exec(ctx, `
 		UPDATE commands SET state = 'SENT', attempts = attempts + 1, sent_at = now(), updated_at = now()
 		WHERE id = $1 AND state IN ('PENDING', 'SENT', 'FAILED')`, id)
 	if err != nil {
@@ -188,7 +213,7 @@ type CommandResult struct {
 // another site; ErrMismatch when the result names a device of this site
 // (or an unknown one) that is not the command's.
 func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) (ignored bool, err error) {
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTxOn(ctx, s.commandPool(), func(tx pgx.Tx) error {
 		var cmdSite, state, cmdDevice string
 		var gen, desiredGen int64
 		// Lock order everywhere: device row, then command rows (as

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -46,61 +45,6 @@ func (s *Store) CloseLink(ctx context.Context, site string, epoch int64) error {
 		return fmt.Errorf("close link for site %q: %w", site, err)
 	}
 	return nil
-}
-
-// Touch records that the link with epoch is alive (heartbeat). It returns
-// ErrFenced when a newer link exists.
-func (s *Store) Touch(ctx context.Context, site string, epoch int64) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE sites SET last_seen_at = now() WHERE name = $1 AND link_epoch = $2`, site, epoch)
-	if err != nil {
-		return fmt.Errorf("touch site %q: %w", site, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("touch site %q epoch %d: %w", site, epoch, ErrFenced)
-	}
-	return s.refreshStaleness(ctx, site)
-}
-
-// refreshStaleness clears a site's stale flag after it was heard from and
-// recomputes its devices' statuses (UNREACHABLE → their current status).
-func (s *Store) refreshStaleness(ctx context.Context, site string) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE sites SET stale = false WHERE name = $1 AND stale`, site)
-	if err != nil {
-		return fmt.Errorf("clear stale flag of site %q: %w", site, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return nil
-	}
-	return s.inTx(ctx, func(tx pgx.Tx) error {
-		_, err := s.recomputeSite(ctx, tx, site, false)
-		return err
-	})
-}
-
-// MarkStaleSites flags every site not heard from for longer than staleAfter
-// and recomputes its devices (they become UNREACHABLE, keeping their last
-// known status beside it). It returns the names of the sites it flagged.
-func (s *Store) MarkStaleSites(ctx context.Context, staleAfter time.Duration) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `
-		UPDATE sites SET stale = true
-		WHERE NOT stale AND last_seen_at < now() - make_interval(secs => $1)
-		RETURNING name`, staleAfter.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("mark stale sites: %w", err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("mark stale sites: %w", err)
-	}
-	for _, site := range names {
-		if err := s.inTx(ctx, func(tx pgx.Tx) error {
-			_, err := s.recomputeSite(ctx, tx, site, true)
-			return err
-		}); err != nil {
-			return nil, err
-		}
-	}
-	return names, nil
 }
 
 // ApplyBatch commits b for site under the link's epoch, in one transaction

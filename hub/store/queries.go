@@ -178,7 +178,7 @@ func (s *Store) ImpairmentHistory(ctx context.Context, id string, limit int) ([]
 
 // GetCommand returns one command. Errors: ErrNotFound.
 func (s *Store) GetCommand(ctx context.Context, id string) (Command, error) {
-	c, err := scanCommand(s.pool.QueryRow(ctx, `SELECT `+commandColumns+` FROM commands WHERE id = $1`, id))
+	c, err := scanCommand(s.commandPool().QueryRow(ctx, `SELECT `+commandColumns+` FROM commands WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Command{}, fmt.Errorf("command %s: %w", id, ErrNotFound)
 	}

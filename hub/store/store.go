@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -43,6 +42,9 @@ type Store struct {
 	now  func() time.Time
 	// group commits the condition batches and site-condition sets (group.go).
 	group groupCommitter
+
+	// cmdPool is the command path's own pool (commandpool.go); nil: pool.
+	cmdPool *pgxpool.Pool
 }
 
 // Open connects a pgx pool to databaseURL (a PostgreSQL URL or key=value DSN)
@@ -70,8 +72,13 @@ func Open(ctx context.Context, databaseURL string, log *slog.Logger, opts ...Opt
 // Pool returns the underlying pool (for LISTEN connections and tests).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Close closes the pool.
-func (s *Store) Close() { s.pool.Close() }
+// Close closes the pool (and the command pool, when open).
+func (s *Store) Close() {
+	if s.cmdPool != nil {
+		s.cmdPool.Close()
+	}
+	s.pool.Close()
+}
 
 // Migrate applies every pending migration of package migrations with goose,
 // holding a PostgreSQL advisory lock so replicas starting together migrate
@@ -112,15 +119,5 @@ func Migrate(ctx context.Context, databaseURL string) ([]int64, error) {
 // failure (40001); fn must be safe to run again (it is: it only talks to
 // the transaction).
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	var err error
-	for attempt := 1; attempt <= 3; attempt++ {
-		err = pgx.BeginFunc(ctx, s.pool, fn)
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || (pgErr.Code != "40P01" && pgErr.Code != "40001") {
-			return err
-		}
-		s.log.Warn("transaction aborted by PostgreSQL; retrying", "code", pgErr.Code, "attempt", attempt)
-		time.Sleep(time.Duration(attempt*attempt) * 10 * time.Millisecond)
-	}
-	return err
+	return s.inTxOn(ctx, s.pool, fn)
 }

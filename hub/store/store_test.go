@@ -309,8 +309,8 @@ func TestStaleSiteIsUnreachableAndRecovers(t *testing.T) {
 	if d.Status != status.Unreachable || d.LastKnownStatus != status.Available || d.DesiredImpairment != store.ImpairmentNone {
 		t.Fatalf("stale device: %+v", d)
 	}
-	if err := s.Touch(ctx, "site-a", sess.Epoch); err != nil {
-		t.Fatal(err)
+	if res, err := s.FlushLastSeen(ctx, []store.LastSeen{{Site: "site-a", Epoch: sess.Epoch}}); err != nil || len(res.Recovered) != 1 {
+		t.Fatalf("heartbeat flush: %+v %v", res, err)
 	}
 	if d, _ := s.GetDevice(ctx, id); d.Status != status.Available {
 		t.Fatalf("after heartbeat: %s", d.Status)

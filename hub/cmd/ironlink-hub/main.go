@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -104,6 +105,11 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", cli.Env("IRONLINK_TLS_CLIENT_CA", ""), "CA bundle for client certificates: turns mutual TLS on, the certificate bound to the client id (env IRONLINK_TLS_CLIENT_CA)")
 	fs.BoolVar(&cfg.Plaintext, "plaintext", false, "serve without TLS (local development only)")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", cli.Env("IRONLINK_HUB_ADMIN_ADDR", app.DefaultAdminAddr), "plaintext HTTP listener for /metrics, /healthz and /readyz; empty for none (env IRONLINK_HUB_ADMIN_ADDR)")
+	poolConns, perr := strconv.Atoi(cli.Env("IRONLINK_HUB_COMMAND_POOL_CONNS", strconv.Itoa(int(def.CommandPoolConns))))
+	if perr != nil {
+		err = fmt.Errorf("IRONLINK_HUB_COMMAND_POOL_CONNS: %w", perr)
+	}
+	fs.IntVar(&poolConns, "command-pool-conns", poolConns, "database connections reserved for the command path: quarantine, release, delivery, results (env IRONLINK_HUB_COMMAND_POOL_CONNS)")
 	migrate := fs.Bool("migrate", true, "apply database migrations before serving; --migrate=false when the migrate subcommand runs them (e.g. a Helm hook Job)")
 	web.AddFlags(fs, &cfg.Web)
 	if terr := addThrottleFlags(fs, &cfg.Throttle, def.Throttle); terr != nil {
@@ -133,6 +139,7 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 		{&cfg.KeepaliveMinTime, "keepalive-min-time", "IRONLINK_HUB_KEEPALIVE_MIN_TIME", def.KeepaliveMinTime, "refuse clients that ping more often (must be ≤ the satellites' keepalive time)"},
 		{&cfg.History.Retention, "history-retention", "IRONLINK_HUB_HISTORY_RETENTION", def.History.Retention, "drop condition and status history partitions wholly older than this (0: keep forever)"},
 		{&cfg.History.Interval, "history-partition-interval", "IRONLINK_HUB_HISTORY_PARTITION_INTERVAL", def.History.Interval, "time range of each new history partition (at least 1h)"},
+		{&cfg.Link.LastSeenFlush, "last-seen-flush", "IRONLINK_HUB_LAST_SEEN_FLUSH", def.Link.LastSeenFlush, "how often this replica records all its links' last-seen times, in one statement (must be below --stale-after)"},
 		{&cfg.Link.Delivery.FailureBackoff, "command-failure-backoff", "IRONLINK_HUB_COMMAND_FAILURE_BACKOFF", def.Link.Delivery.FailureBackoff, "first wait before a failed command is retried (doubles, capped at 5m)"},
 	}
 	for _, d := range durations {
@@ -152,6 +159,7 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 		return cfg, "", "", fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
 	cfg.SkipMigrate = !*migrate
+	cfg.CommandPoolConns = int32(min(max(poolConns, -1), 1<<20))
 	return cfg, logLevel, logFormat, nil
 }
 

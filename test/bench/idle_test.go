@@ -1,0 +1,300 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/test/harness"
+)
+
+// Idle links (issue 11 items 4 and 7): many satellites linked to one
+// replica, each on its own TCP connection as real satellites are, saying
+// nothing but heartbeats. What is measured is the hub process's resident
+// memory (VmRSS of /proc/<pid>/status) and CPU while they idle, against the
+// same hub's own figures with no link, measured first in the same run.
+
+var (
+	flagIdleLinks  = flag.Int("bench.idle-links", 10000, "idle links for BenchmarkIdleLinks (one TCP connection each)")
+	flagIdleSettle = flag.Duration("bench.idle-settle", 20*time.Second, "how long the idle links are held before the hub's RSS and CPU are read")
+)
+
+// idleResult is what one idle-links run measured.
+type idleResult struct {
+	Links                 int
+	BaseRSS, RSS          int64         // bytes: the hub with no link, and with Links idle links
+	ConnectTime           time.Duration // until every link had its Welcome
+	CPUBase, CPU          float64       // hub CPU (fraction of one core) over the settle window: no link, idle links
+	LinkedInDB, Heartbeat int           // sites the database shows linked to the replica; heartbeats sent
+	// Go runtime figures of the hub with the idle links (its /metrics):
+	// goroutines, heap in use and goroutine stacks in use, bytes.
+	Goroutines, HeapInuse, StackInuse int64
+}
+
+func (r idleResult) String() string {
+	per := float64(r.RSS-r.BaseRSS) / float64(max(r.Links, 1))
+	return fmt.Sprintf("links=%d connect=%s hub RSS=%.1f MiB (no links: %.1f MiB; per link %.1f KiB; target 600 MiB: %.0f%% of it) hub CPU idle links=%.1f%% of a core (no links: %.1f%%) linked-in-db=%d heartbeats=%d (hub runtime: %d goroutines, heap in use %.1f MiB, stacks %.1f MiB)",
+		r.Links, r.ConnectTime.Round(time.Millisecond), mib(r.RSS), mib(r.BaseRSS), per/1024, 100*mib(r.RSS)/600, 100*r.CPU, 100*r.CPUBase, r.LinkedInDB, r.Heartbeat,
+		r.Goroutines, mib(r.HeapInuse), mib(r.StackInuse))
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// raiseNoFile raises this test process's open-file soft limit to the hard
+// limit (each link is a connection here too) and fails when it stays
+// below need.
+func raiseNoFile(tb testing.TB, need uint64) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		tb.Fatal(err)
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if lim.Cur < need {
+		tb.Fatalf("open-file hard limit %d is below the %d this run needs (raise it: ulimit -Hn)", lim.Cur, need)
+	}
+}
+
+// procRSS returns pid's resident set size in bytes.
+func procRSS(tb testing.TB, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	tb.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}
+
+// procCPU returns pid's user+system CPU time so far.
+func procCPU(tb testing.TB, pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // fields from 3 (state) on
+	utime, _ := strconv.ParseInt(f[11], 10, 64)              // field 14
+	stime, _ := strconv.ParseInt(f[12], 10, 64)              // field 15
+	return time.Duration(utime+stime) * time.Second / 100    // USER_HZ = 100 on Linux
+}
+
+// cpuOver returns pid's CPU use over d as a fraction of one core.
+func cpuOver(tb testing.TB, pid int, d time.Duration) float64 {
+	c0, t0 := procCPU(tb, pid), time.Now()
+	time.Sleep(d)
+	return float64(procCPU(tb, pid)-c0) / float64(time.Since(t0))
+}
+
+// idleLink is one idle satellite link: its own client connection, the
+// hello, the welcome, then heartbeats at the hub's interval; everything
+// the hub sends is read and dropped.
+type idleLink struct {
+	cc     *grpc.ClientConn
+	beats  *atomic.Int64
+	failed *atomic.Int64
+}
+
+// dialIdle opens the link of site to addr and returns once the Welcome
+// arrived; the link runs until ctx ends.
+func dialIdle(ctx context.Context, addr, site string, beats, failed *atomic.Int64) (*idleLink, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithReadBufferSize(4<<10), grpc.WithWriteBufferSize(4<<10),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		return nil, err
+	}
+	stream, err := ironlinkv1.NewLinkServiceClient(cc).Connect(ctx)
+	if err == nil {
+		err = stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Hello{Hello: &ironlinkv1.Hello{
+			Site: site, BootId: "idle-" + site, Version: "bench-idle"}}})
+	}
+	var w *ironlinkv1.ConnectResponse
+	if err == nil {
+		w, err = stream.Recv()
+	}
+	if err == nil && w.GetWelcome() == nil {
+		err = fmt.Errorf("first message %T, want a welcome", w.GetMsg())
+	}
+	if err != nil {
+		cc.Close()
+		return nil, fmt.Errorf("link %s: %w", site, err)
+	}
+	every := time.Duration(max(w.GetWelcome().GetHeartbeatIntervalSeconds(), 1)) * time.Second
+	l := &idleLink{cc: cc, beats: beats, failed: failed}
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				if ctx.Err() == nil {
+					failed.Add(1)
+				}
+				return
+			}
+		}
+	}()
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Heartbeat{
+					Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.Now()}}}) != nil {
+					return
+				}
+				beats.Add(1)
+			}
+		}
+	}()
+	return l, nil
+}
+
+// runIdle starts one hub, measures it with no link, opens n idle links
+// (64 at a time), holds them for settle and measures it again.
+func runIdle(tb testing.TB, n int, settle time.Duration, hubArgs ...string) idleResult {
+	raiseNoFile(tb, uint64(n)+512)
+	bins := binaries(tb)
+	db := pgtest.NewDatabase(tb)
+	hub := harness.StartHub(tb, bins, db, "idle", append([]string{"--log-level", "warn"}, hubArgs...)...)
+	pool := harness.Pool(tb, db)
+	res := idleResult{Links: n}
+	window := min(settle, 10*time.Second)
+	res.CPUBase = cpuOver(tb, hub.Pid(), window)
+	res.BaseRSS = procRSS(tb, hub.Pid())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var beats, failed atomic.Int64
+	links := make([]*idleLink, n)
+	var mu sync.Mutex
+	var errs []error
+	start := time.Now()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				l, err := dialIdle(ctx, hub.Addr, fmt.Sprintf("idle-%05d", i), &beats, &failed)
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					continue
+				}
+				links[i] = l
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	res.ConnectTime = time.Since(start)
+	tb.Cleanup(func() {
+		cancel()
+		for _, l := range links {
+			if l != nil {
+				l.cc.Close()
+			}
+		}
+	})
+	if len(errs) > 0 {
+		tb.Fatalf("%d of %d links failed to open; first: %v", len(errs), n, errs[0])
+	}
+	time.Sleep(settle - window)
+	res.CPU = cpuOver(tb, hub.Pid(), window)
+	res.RSS = procRSS(tb, hub.Pid())
+	res.Heartbeat = int(beats.Load())
+	res.Goroutines, res.HeapInuse, res.StackInuse = goMetric(tb, hub.AdminAddr, "go_goroutines"),
+		goMetric(tb, hub.AdminAddr, "go_memstats_heap_inuse_bytes"), goMetric(tb, hub.AdminAddr, "go_memstats_stack_inuse_bytes")
+	if f := failed.Load(); f > 0 {
+		tb.Fatalf("%d idle links ended while idle", f)
+	}
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM sites WHERE link_replica = 'idle'`).Scan(&res.LinkedInDB); err != nil {
+		tb.Fatal(err)
+	}
+	if res.LinkedInDB != n {
+		tb.Fatalf("the database shows %d sites linked to the replica, want %d", res.LinkedInDB, n)
+	}
+	return res
+}
+
+// BenchmarkIdleLinks opens -bench.idle-links idle links (default 10,000,
+// each its own TCP connection) to one ironlink-hub process and reports its
+// RSS and CPU against the same process with no link (target: < 600 MiB).
+// It takes the same time however large b.N is.
+func BenchmarkIdleLinks(b *testing.B) {
+	res := runIdle(b, *flagIdleLinks, *flagIdleSettle)
+	b.ReportMetric(mib(res.RSS), "hub-rss-MiB")
+	b.ReportMetric(float64(res.RSS-res.BaseRSS)/float64(res.Links)/1024, "KiB/link")
+	b.ReportMetric(100*res.CPU, "hub-cpu-%")
+	b.Logf("%s", res)
+	fmt.Println("ironlink idle links benchmark:", res)
+}
+
+// TestIdleLinksSmoke keeps the idle-links benchmark working: 500 idle links,
+// each its own connection, all welcomed, all shown linked in the database,
+// none dropped while idle; the hub's RSS is logged.
+func TestIdleLinksSmoke(t *testing.T) {
+	res := runIdle(t, 500, 4*time.Second)
+	t.Log(res)
+	if res.RSS <= 0 {
+		t.Fatalf("no RSS read: %s", res)
+	}
+}
+
+// goMetric reads one unlabelled gauge from the hub's /metrics at admin.
+func goMetric(tb testing.TB, admin, name string) int64 {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return int64(f)
+		}
+	}
+	tb.Fatalf("no %s in the hub's /metrics", name)
+	return 0
+}
