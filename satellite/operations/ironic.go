@@ -30,6 +30,7 @@ type node struct {
 	TargetProvisionState string         `json:"target_provision_state"`
 	ProvisionUpdatedAt   string         `json:"provision_updated_at"`
 	LastError            string         `json:"last_error"`
+	PowerState           string         `json:"power_state"`
 	InstanceUUID         string         `json:"instance_uuid"`
 	Reservation          string         `json:"reservation"`
 	Maintenance          bool           `json:"maintenance"`

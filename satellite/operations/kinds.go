@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/satellite/openstack"
@@ -84,6 +85,7 @@ func (u *run) pass(ctx context.Context) (outcome, error) {
 	}
 	u.mu.Lock()
 	u.deviceID = n.UUID
+	u.provisionState = n.ProvisionState
 	u.mu.Unlock()
 	if u.cancelRequested() {
 		if o, err, handled := u.tryCancel(ctx, n); handled {
@@ -369,6 +371,9 @@ func (u *run) enrol(ctx context.Context) (outcome, error) {
 		return waiting, err
 	}
 	u.setDevice(n.UUID)
+	u.mu.Lock()
+	u.provisionState = n.ProvisionState
+	u.mu.Unlock()
 	if n.Driver != spec.GetDriver() {
 		return waiting, fail("NodeNameTaken", "node %s named %q exists with driver %s, not %s", n.UUID, n.Name, n.Driver, spec.GetDriver())
 	}
@@ -498,8 +503,17 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 		return waiting, err
 	}
 	if srv == nil {
+		if time.Now().Before(u.retryAt) {
+			u.step("wait-schedulable", n.ProvisionState, "")
+			return waiting, nil
+		}
 		if n.ProvisionState != stAvailable || n.Maintenance {
 			return waiting, fail("InvalidState", "NOVA_CREATE needs an available node out of maintenance; node %s is %s (maintenance %v)", n.UUID, n.ProvisionState, n.Maintenance)
+		}
+		if n.PowerState == "" {
+			// Nova's Ironic driver reports a node without a power state as
+			// unavailable (reserved in Placement): no boot could land on it.
+			return waiting, fail("PowerStateUnknown", "node %s has no power state: Nova will not schedule onto it until Ironic knows it (fake-hardware never reads one; set it with a power action)", n.UUID)
 		}
 		fl, err := u.r.findFlavor(ctx, p.GetFlavor(), n.ResourceClass)
 		if errors.Is(err, errNotFound) {
@@ -516,7 +530,14 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 			return waiting, err
 		}
 		u.step("boot-server", n.ProvisionState, "flavor "+fl.Name)
+		u.boots++
 		sid, err := u.r.createServer(ctx, p.GetName(), fl.ID, img, p.GetKeyName(), p.GetUserData(), p.GetNetworks(), n.UUID)
+		if openstack.StatusCode(err) == http.StatusBadRequest && strings.Contains(string(openstack.ResponseBody(err)), "Compute host "+n.UUID+" could not be found") {
+			// nova-compute has not picked the node up yet (its resource
+			// tracker finds new Ironic nodes every minute or so).
+			u.step("wait-hypervisor", n.ProvisionState, "Nova does not know node "+n.UUID+" as a hypervisor yet")
+			return waiting, nil
+		}
 		if code := openstack.StatusCode(err); code == http.StatusBadRequest || code == http.StatusForbidden || code == http.StatusNotFound {
 			return waiting, fail("NovaRejected", "%v", err)
 		}
@@ -534,9 +555,34 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 	u.mu.Unlock()
 	switch srv.Status {
 	case "ERROR":
-		msg := "server " + srv.ID + " is in ERROR"
+		if srv.Fault == nil || srv.Fault.Message == "" {
+			if s, err := u.r.getServer(ctx, srv.ID); err == nil {
+				srv = s
+			}
+		}
+		fault := ""
 		if srv.Fault != nil {
-			msg += ": " + srv.Fault.Message
+			fault = srv.Fault.Message
+		}
+		if srv.TaskState == "deleting" {
+			u.step("delete-unscheduled-server", srv.Status, "")
+			return waiting, nil
+		}
+		if srv.HypervisorHostname == "" && strings.Contains(fault, "No valid host") && u.boots < maxBoots {
+			// Nova's resource view of a node lags behind Ironic (its
+			// resource tracker reports a newly available node to Placement
+			// within a minute or so): the server never reached the node, so
+			// it is deleted and the boot tried again after a while.
+			u.step("delete-unscheduled-server", srv.Status, "No valid host (Nova has not caught up with the node yet): deleting server "+srv.ID+" to boot again")
+			if err := u.r.deleteServer(ctx, srv.ID); err != nil {
+				return waiting, err
+			}
+			u.retryAt = time.Now().Add(u.r.cfg.NoValidHostWait)
+			return waiting, nil
+		}
+		msg := "server " + srv.ID + " is in ERROR"
+		if fault != "" {
+			msg += ": " + fault
 		}
 		return waiting, fail("ServerError", "%s", msg)
 	case "ACTIVE":
@@ -548,6 +594,10 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 	u.step("wait-active", srv.Status, "node "+n.ProvisionState)
 	return waiting, nil
 }
+
+// maxBoots bounds the server boots of one NOVA_CREATE in one process (a
+// boot that ended in "No valid host" before reaching the node is retried).
+const maxBoots = 10
 
 // findServer returns the server of this operation: the node's instance
 // (it must have the requested name) or a server of that name that is not on

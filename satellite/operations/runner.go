@@ -31,6 +31,10 @@ type Config struct {
 	// Retry bounds the retries of one call on 409 NodeLocked and
 	// 502/503/504 (default: 10 attempts within 2 min, waits 1 s → 15 s).
 	Retry openstack.RetryPolicy
+	// NoValidHostWait is how long NOVA_CREATE waits before booting again
+	// after a boot ended in "No valid host" without reaching the node
+	// (default 20 s).
+	NoValidHostWait time.Duration
 	// FinishedTTL is how long a final progress is kept to answer a
 	// redelivery without reading OpenStack again (default 1 h).
 	FinishedTTL time.Duration
@@ -83,6 +87,9 @@ func New(ctx context.Context, c Clients, cfg Config, report func(*ironlinkv1.Ope
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Hour
+	}
+	if cfg.NoValidHostWait <= 0 {
+		cfg.NoValidHostWait = 20 * time.Second
 	}
 	if cfg.FinishedTTL <= 0 {
 		cfg.FinishedTTL = time.Hour
@@ -233,6 +240,8 @@ type run struct {
 	// set on the first pass of this process
 	checked   bool
 	portsDone bool
+	boots     int       // NOVA_CREATE: servers booted by this process
+	retryAt   time.Time // NOVA_CREATE: no boot before this
 }
 
 func newRun(r *Runner, req *ironlinkv1.OperationRequest) *run {

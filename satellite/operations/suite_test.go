@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
+	gcconfig "github.com/gophercloud/gophercloud/v2/openstack/config"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
-	gcconfig "github.com/gophercloud/gophercloud/v2/openstack/config"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
@@ -253,6 +253,29 @@ func deleteNode(e *env, id string) {
 	_, _ = bm.Delete(ctx, bm.ServiceURL("nodes", id), &gophercloud.RequestOpts{OkCodes: []int{204}})
 }
 
+// deleteServersNamed removes the suite's servers left by a failed run.
+func deleteServersNamed(e *env, name string) {
+	c := e.admin.Compute
+	if c == nil {
+		return
+	}
+	ctx := context.Background()
+	var out struct {
+		Servers []struct {
+			ID   string `json:"id"`
+			Name string `json:"name"`
+		} `json:"servers"`
+	}
+	if _, err := c.Get(ctx, c.ServiceURL("servers")+"?all_tenants=1&name="+name, &out, nil); err != nil {
+		return
+	}
+	for _, s := range out.Servers {
+		if s.Name == name {
+			_, _ = c.Delete(ctx, c.ServiceURL("servers", s.ID), nil)
+		}
+	}
+}
+
 func spec(name string, macs ...string) *ironlinkv1.NodeSpec {
 	props, _ := structpb.NewStruct(map[string]any{"cpus": 32, "memory_mb": 262144, "local_gb": 20, "cpu_arch": "x86_64"})
 	s := &ironlinkv1.NodeSpec{Name: name, Driver: "fake-hardware", ResourceClass: "gpu-h100", Properties: props,
@@ -432,8 +455,21 @@ func runSuite(t *testing.T, e *env) {
 		if !e.nova {
 			t.Skip("this cloud runs no Nova with the Ironic driver (IRONLINK_E2E_NOVA_IRONIC=1 runs it)")
 		}
-		// ids[0] is available again; a Nova boot targeted at it.
+		// ids[0] is available again; a Nova boot targeted at it. A
+		// fake-hardware node never reads a power state, and Nova's Ironic
+		// driver keeps a node without one reserved: set it, as seed-nodes
+		// does (real hardware reports it during verification).
+		if n := getNode(t, e, ids[0]); n["power_state"] == nil {
+			bm := e.admin.Baremetal
+			if _, err := bm.Put(context.Background(), bm.ServiceURL("nodes", ids[0], "states", "power"), map[string]any{"target": "power off"}, nil, &gophercloud.RequestOpts{OkCodes: []int{202}}); err != nil {
+				t.Fatalf("power off %s: %v", ids[0], err)
+			}
+			for i := 0; i < 50 && getNode(t, e, ids[0])["power_state"] == nil; i++ {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
 		name := prefix + "-server"
+		t.Cleanup(func() { deleteServersNamed(e, name) })
 		before := len(e.rec.snapshot())
 		req := ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, ids[0], &ironlinkv1.OperationParams{NovaCreate: &ironlinkv1.NovaCreateParams{Name: name, Image: e.image}})
 		p, _, d := runOp(t, e, req)
