@@ -538,9 +538,18 @@ func runSuite(t *testing.T, e *env) {
 	})
 
 	t.Run("cancel outside a wait state is refused", func(t *testing.T) {
-		// ids[1] is in clean failed: PROVIDE would fail, so use an INSPECT
-		// request whose node is manageable (ids[2]) and cancel it before it
-		// starts: the node is not in a wait state.
+		// An INSPECT of a manageable node (ids[2]) cancelled before it
+		// starts: the node is not in a wait state, so the cancel is refused
+		// and the inspection goes on.
+		if getNode(t, e, ids[2])["provision_state"] != "manageable" { // clean failed after the abort above
+			bm := e.admin.Baremetal
+			if _, err := bm.Put(context.Background(), bm.ServiceURL("nodes", ids[2], "states", "provision"), map[string]any{"target": "manage"}, nil, &gophercloud.RequestOpts{OkCodes: []int{202}}); err != nil {
+				t.Fatalf("manage %s: %v", ids[2], err)
+			}
+			for i := 0; i < 100 && getNode(t, e, ids[2])["provision_state"] != "manageable"; i++ {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		got := make(chan *ironlinkv1.OperationProgress, 100)
