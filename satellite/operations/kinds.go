@@ -76,6 +76,9 @@ func (u *run) pass(ctx context.Context) (outcome, error) {
 	if k == ironlinkv1.OperationKind_OPERATION_KIND_ENROL {
 		return u.enrol(ctx)
 	}
+	if k == ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE && time.Now().Before(u.retryAt) && !u.cancelRequested() {
+		return waiting, nil // waiting to boot again: nothing to read until then
+	}
 	n, err := u.r.getNode(ctx, u.req.GetDeviceId())
 	if errors.Is(err, errNotFound) {
 		return waiting, fail("NodeNotFound", "Ironic has no node %s", u.req.GetDeviceId())
@@ -578,6 +581,7 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 				return waiting, err
 			}
 			u.retryAt = time.Now().Add(u.r.cfg.NoValidHostWait)
+			u.step("wait-schedulable", n.ProvisionState, "boot again at "+u.retryAt.UTC().Format(time.RFC3339))
 			return waiting, nil
 		}
 		msg := "server " + srv.ID + " is in ERROR"
