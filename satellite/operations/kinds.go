@@ -179,7 +179,11 @@ func (u *run) sameState(ctx context.Context, n *node, action string, args map[st
 	id := u.req.GetOperationId()
 	switch {
 	case ps == stManageable && n.actionTaken(id, action):
-		u.step("wait-manageable", ps, action+" finished")
+		msg := action + " finished"
+		if action == "inspect" {
+			msg += ": " + inspected(n.Properties)
+		}
+		u.step("wait-manageable", ps, msg)
 		return done, nil
 	case ps == stManageable:
 		if n.markerOf().OperationID != id || n.markerOf().Action != action || n.markerOf().Since != n.ProvisionUpdatedAt {
@@ -697,6 +701,21 @@ func (u *run) serverIDNow() string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.serverID
+}
+
+// inspected summarises the properties inspection fills in, for the final
+// step's message (the device's facts do not carry them).
+func inspected(props map[string]any) string {
+	var parts []string
+	for _, k := range []string{"cpus", "cpu_arch", "memory_mb", "local_gb"} {
+		if v, ok := props[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	if len(parts) == 0 {
+		return "no properties reported"
+	}
+	return strings.Join(parts, " ")
 }
 
 func sortedKeys(m map[string]any) []string {

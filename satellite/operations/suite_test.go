@@ -346,6 +346,9 @@ func runSuite(t *testing.T, e *env) {
 		p, _, d := runOp(t, e, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, ids[0], nil))
 		wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
 		measure(t, e, "INSPECT", before, d)
+		if last := p.GetSteps()[len(p.GetSteps())-1]; !strings.Contains(last.GetMessage(), "cpus=") || !strings.Contains(last.GetMessage(), "memory_mb=") {
+			t.Errorf("the inspection's last step does not report the inspected properties: %q", last.GetMessage())
+		}
 		if n := provisionPuts(e.rec.snapshot()[before:], ids[0], "inspect"); n != 1 {
 			t.Errorf("inspect asked %d times, want 1", n)
 		}
