@@ -9,6 +9,7 @@ import (
 	"github.com/ironlink/ironlink/satellite/agent"
 	"github.com/ironlink/ironlink/satellite/link"
 	"github.com/ironlink/ironlink/satellite/openstack"
+	"github.com/ironlink/ironlink/satellite/operations"
 )
 
 // The satellite's configuration goes one way (SPIRE's shape): flags or the
@@ -33,8 +34,9 @@ func Defaults() Config {
 			ResyncInterval:    15 * time.Minute,
 			MaxBackoff:        30 * time.Second,
 		},
-		OpenStack: openstack.Config{Placement: openstack.PlacementAuto, Nova: openstack.NovaAuto},
-		Identity:  Identity{Audience: "ironlink-hub"},
+		OpenStack:  openstack.Config{Placement: openstack.PlacementAuto, Nova: openstack.NovaAuto},
+		Identity:   Identity{Audience: "ironlink-hub"},
+		Operations: operations.Config{PollInterval: 2 * time.Second, MaxConcurrent: 8},
 	}
 }
 
@@ -65,6 +67,13 @@ func Check(c Config) (openstack.AuthMethod, error) {
 	if c.MetricsAddr != "" {
 		if _, _, serr := net.SplitHostPort(c.MetricsAddr); serr != nil {
 			errs = append(errs, fmt.Errorf("--metrics-addr %q: %w", c.MetricsAddr, serr))
+		}
+	}
+	if c.OperationsCloud != "" {
+		oc := c.OpenStack
+		oc.Cloud = c.OperationsCloud
+		if _, oerr := openstack.Check(oc); oerr != nil {
+			errs = append(errs, fmt.Errorf("--operations-cloud %q (IRONLINK_OPERATIONS_CLOUD): %w", c.OperationsCloud, oerr))
 		}
 	}
 	var method openstack.AuthMethod
