@@ -28,6 +28,8 @@ import (
 	"github.com/ironlink/ironlink/hub/metrics"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
+
+	hubpolicy "github.com/ironlink/ironlink/hub/policy"
 )
 
 // HelmVersion is the helm release the checks run (the same as .ci/run installs).
@@ -192,6 +194,7 @@ func TestChartRendersStrictlyValidObjects(t *testing.T) {
 		wantKinds  []string
 		wantImage  string
 		monitoring bool
+		policy     bool
 	}{
 		{name: "defaults", wantImage: "ironlink/ironlink-hub:" + appVersion(t),
 			wantKinds: []string{"apps/v1 Deployment", "batch/v1 Job", "v1 Service", "v1 ConfigMap", "v1 ServiceAccount", "policy/v1 PodDisruptionBudget"}},
@@ -199,7 +202,7 @@ func TestChartRendersStrictlyValidObjects(t *testing.T) {
 			wantImage: "registry.example/ironlink/ironlink-hub@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 			wantKinds: []string{"apps/v1 Deployment", "batch/v1 Job", "v1 Service", "v1 ConfigMap", "v1 ServiceAccount", "policy/v1 PodDisruptionBudget",
 				"monitoring.coreos.com/v1 ServiceMonitor", "monitoring.coreos.com/v1 PrometheusRule"},
-			monitoring: true},
+			monitoring: true, policy: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -265,6 +268,7 @@ func TestChartRendersStrictlyValidObjects(t *testing.T) {
 				}
 			}
 			checkRoster(t, r.configMaps)
+			checkPolicy(t, r.configMaps, envValue(d.Spec.Template.Spec.Containers[0], "IRONLINK_HUB_POLICY_FILE"), tc.policy)
 			if tc.monitoring {
 				checkMonitoring(t, r)
 			}
@@ -333,6 +337,35 @@ func checkRestricted(t *testing.T, what string, spec corev1.PodSpec) {
 		if !(podSeccomp || (sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault)) {
 			t.Errorf("%s/%s: seccomp profile not RuntimeDefault", what, c.Name)
 		}
+	}
+}
+
+// checkPolicy: with a policy in the values the roster ConfigMap carries a
+// policy.yaml the hub's loader accepts and the hub is pointed at it; without
+// one there is neither.
+func checkPolicy(t *testing.T, cms []corev1.ConfigMap, env string, want bool) {
+	t.Helper()
+	for _, cm := range cms {
+		data, ok := cm.Data["policy.yaml"]
+		if !ok {
+			continue
+		}
+		if !want {
+			t.Fatalf("policy.yaml rendered without a policy in the values:\n%s", data)
+		}
+		if _, err := hubpolicy.Parse([]byte(data)); err != nil {
+			t.Fatalf("rendered policy refused by the hub: %v\n%s", err, data)
+		}
+		if env != "/etc/ironlink/roster/policy.yaml" {
+			t.Fatalf("IRONLINK_HUB_POLICY_FILE = %q, want the mounted policy.yaml", env)
+		}
+		return
+	}
+	if want {
+		t.Fatal("no policy.yaml rendered although the values have a policy")
+	}
+	if env != "" {
+		t.Fatalf("IRONLINK_HUB_POLICY_FILE = %q without a policy", env)
 	}
 }
 
