@@ -5,14 +5,12 @@ import (
 	"crypto/sha256"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/ironlink/ironlink/internal/filewatch"
 )
 
 // DefaultCheckInterval is how often Watcher stats the policy file when no
@@ -170,52 +168,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	var events chan fsnotify.Event
-	var errs chan error
-	fw, err := fsnotify.NewWatcher()
-	if err == nil {
-		if err = fw.Add(filepath.Dir(w.path)); err != nil {
-			fw.Close()
-		}
-	}
-	if err != nil {
-		w.log.Warn("policy file events unavailable; relying on the periodic check", "path", w.path, "every", w.interval, "err", err)
-	} else {
-		defer fw.Close()
-		events, errs = fw.Events, fw.Errors
-	}
-	tick := time.NewTicker(w.interval)
-	defer tick.Stop()
-	deb := time.NewTimer(time.Hour)
-	deb.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-hup:
-			w.log.Info("SIGHUP: reloading policy", "path", w.path)
-			_, _ = w.Reload()
-		case _, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			deb.Reset(debounce)
-		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			w.log.Warn("policy file watch", "path", w.path, "err", err)
-		case <-deb.C:
-			_, _ = w.Reload()
-		case <-tick.C:
-			if w.changedOnDisk() {
-				_, _ = w.Reload()
-			}
-		}
-	}
+	return filewatch.Run(ctx, filewatch.Options{
+		Path: w.path, What: "policy", Interval: w.interval, Debounce: debounce, Log: w.log,
+		Reload:        func() { _, _ = w.Reload() },
+		ChangedOnDisk: w.changedOnDisk,
+	})
 }

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/ironlink/ironlink/internal/filewatch"
 )
 
 // DefaultRosterCheckInterval is how often RosterWatcher compares the roster
@@ -187,55 +185,10 @@ func (w *RosterWatcher) changedOnDisk() bool {
 // Reload. When fsnotify is unavailable it logs a warning and relies on the
 // periodic check. It returns nil when ctx ends.
 func (w *RosterWatcher) Run(ctx context.Context) error {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-
-	var events chan fsnotify.Event
-	var errs chan error
-	fw, err := fsnotify.NewWatcher()
-	if err == nil {
-		if err = fw.Add(filepath.Dir(w.path)); err != nil {
-			fw.Close()
-		}
-	}
-	if err != nil {
-		w.log.Warn("roster file events unavailable; relying on the periodic check", "path", w.path, "every", w.interval, "err", err)
-	} else {
-		defer fw.Close()
-		events, errs = fw.Events, fw.Errors
-	}
-	w.once.Do(func() { close(w.started) })
-
-	tick := time.NewTicker(w.interval)
-	defer tick.Stop()
-	debounce := time.NewTimer(time.Hour)
-	debounce.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-hup:
-			w.log.Info("SIGHUP: reloading roster", "path", w.path)
-			_, _ = w.Reload()
-		case _, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			debounce.Reset(rosterDebounce)
-		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			w.log.Warn("roster file watch", "path", w.path, "err", err)
-		case <-debounce.C:
-			_, _ = w.Reload()
-		case <-tick.C:
-			if w.changedOnDisk() {
-				_, _ = w.Reload()
-			}
-		}
-	}
+	return filewatch.Run(ctx, filewatch.Options{
+		Path: w.path, What: "roster", Interval: w.interval, Debounce: rosterDebounce, Log: w.log,
+		Reload:        func() { _, _ = w.Reload() },
+		ChangedOnDisk: w.changedOnDisk,
+		Started:       func() { w.once.Do(func() { close(w.started) }) },
+	})
 }
