@@ -72,7 +72,7 @@ func (s *Server) getDeviceAsOf(ctx context.Context, req *ironlinkv1.GetDeviceReq
 	if err != nil {
 		return nil, s.storeErr(err, "device", id)
 	}
-	if sc := callerScope(ctx); !sc.allows(d.Site) {
+	if sc := callerScope(ctx); !sc.Allows(d.Site) {
 		return nil, s.deny(ctx, sc, "device "+id, d.Site)
 	}
 	sh, err := s.store.StatusHistoryAsOf(ctx, id, asOf, limit)

@@ -67,7 +67,7 @@ func (s *Server) bulkSelector(ctx context.Context, field string, sel *ironlinkv1
 	if err := s.checkSiteAllowed(ctx, sc, sel.GetSite()); err != nil {
 		return out, "", err
 	}
-	out.Site, out.Sites = sel.GetSite(), sc.sites
+	out.Site, out.Sites = sel.GetSite(), sc.Sites
 	var parts []string
 	if out.Site != "" {
 		parts = append(parts, "site="+out.Site)

@@ -154,7 +154,7 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 	if err := s.checkSiteAllowed(ctx, sc, req.GetSite()); err != nil {
 		return nil, err
 	}
-	f := store.DeviceFilter{Site: req.GetSite(), Sites: sc.sites, IncludeRemoved: req.GetIncludeRemoved(), InstanceMismatch: req.GetInstanceMismatch(), Limit: limit}
+	f := store.DeviceFilter{Site: req.GetSite(), Sites: sc.Sites, IncludeRemoved: req.GetIncludeRemoved(), InstanceMismatch: req.GetInstanceMismatch(), Limit: limit}
 	if f.AsOf, err = parseAsOf(req.GetAsOf(), time.Now()); err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 	if err != nil {
 		return nil, s.storeErr(err, "device", id)
 	}
-	if sc := callerScope(ctx); !sc.allows(d.Site) {
+	if sc := callerScope(ctx); !sc.Allows(d.Site) {
 		return nil, s.deny(ctx, sc, "device "+id, d.Site)
 	}
 	sh, err := s.store.StatusHistory(ctx, id, limit)
@@ -317,7 +317,7 @@ func (s *Server) GetCommand(ctx context.Context, req *ironlinkv1.GetCommandReque
 	if err != nil {
 		return nil, s.storeErr(err, "command", id)
 	}
-	if sc := callerScope(ctx); !sc.allows(c.Site) {
+	if sc := callerScope(ctx); !sc.Allows(c.Site) {
 		return nil, s.deny(ctx, sc, "command "+id, c.Site)
 	}
 	return &ironlinkv1.GetCommandResponse{Command: commandToProto(c)}, nil
@@ -336,7 +336,7 @@ func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsR
 	if err := s.checkSiteAllowed(ctx, sc, req.GetSite()); err != nil {
 		return nil, err
 	}
-	f := store.CommandFilter{Site: req.GetSite(), Sites: sc.sites, Limit: limit}
+	f := store.CommandFilter{Site: req.GetSite(), Sites: sc.Sites, Limit: limit}
 	if rid := req.GetRequestId(); rid != "" { // a BulkService request (bulk.go)
 		if f.RequestID, err = parseID("request_id", rid); err != nil {
 			return nil, err
@@ -397,7 +397,7 @@ func (s *Server) ListSites(ctx context.Context, _ *ironlinkv1.ListSitesRequest) 
 	resp := &ironlinkv1.ListSitesResponse{}
 	sc := callerScope(ctx)
 	for _, st := range sites {
-		if !sc.allows(st.Name) {
+		if !sc.Allows(st.Name) {
 			continue
 		}
 		p := &ironlinkv1.Site{Name: st.Name, Replica: st.Replica, LastCommittedSequence: st.LastSequence,

@@ -75,8 +75,8 @@ func (s *Server) resolveDevice(ctx context.Context, ref deviceRef) (string, erro
 	}
 	// An operator bound to sites resolves names among its sites only: a
 	// name used elsewhere is neither a candidate nor a hint.
-	if sc := callerScope(ctx); sc.bound() {
-		refs = slices.DeleteFunc(refs, func(r store.DeviceRef) bool { return !sc.allows(r.Site) })
+	if sc := callerScope(ctx); sc.Bound() {
+		refs = slices.DeleteFunc(refs, func(r store.DeviceRef) bool { return !sc.Allows(r.Site) })
 	}
 	switch len(refs) {
 	case 1:
@@ -113,7 +113,7 @@ func (s *Server) nameNotFound(ctx context.Context, ref deviceRef) error {
 	var sugg []string
 	// No suggestions for an operator bound to sites: the candidates may be
 	// other sites' device names, which are not the caller's to see.
-	if !callerScope(ctx).bound() {
+	if !callerScope(ctx).Bound() {
 		if names, err := s.store.NameCandidates(ctx, ref.name, ref.site, suggestionCandidatePool); err == nil {
 			sugg = Suggest(ref.name, names, maxSuggestions)
 		} else {

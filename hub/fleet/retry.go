@@ -31,12 +31,12 @@ func (s *Server) RetryCommand(ctx context.Context, req *ironlinkv1.RetryCommandR
 		return nil, grpcerr.FromCheck(err)
 	}
 	sc := callerScope(ctx)
-	if sc.bound() {
+	if sc.Bound() {
 		c, err := s.store.GetCommand(ctx, id)
 		if err != nil {
 			return nil, s.storeErr(err, "command", id)
 		}
-		if !sc.allows(c.Site) {
+		if !sc.Allows(c.Site) {
 			return nil, s.deny(ctx, sc, "command "+id, c.Site)
 		}
 	}

@@ -90,7 +90,7 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 	if err := s.checkSiteAllowed(ctx, sc, req.GetSite()); err != nil {
 		return err
 	}
-	f := store.FeedFilter{Site: req.GetSite(), Sites: sc.sites}
+	f := store.FeedFilter{Site: req.GetSite(), Sites: sc.Sites}
 	for i, st := range req.GetStatuses() {
 		hs, ok := statusFromProto(st)
 		if !ok {

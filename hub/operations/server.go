@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -133,34 +132,15 @@ func NewServer(st *store.Store, cfg Config, log *slog.Logger) *Server {
 // Changes returns the notifier the server's watches listen on.
 func (s *Server) Changes() *Notifier { return s.cfg.Changes }
 
-// siteScope is which sites the caller may use (as hub/fleet's): nil sites
-// for every site.
-type siteScope struct {
-	clientID string
-	sites    []string
-}
+// siteScope is the caller's sites (authn.SiteScope, as hub/fleet's).
+type siteScope = authn.SiteScope
 
-func callerScope(ctx context.Context) siteScope {
-	id, ok := authn.FromContext(ctx)
-	switch {
-	case !ok:
-		return siteScope{clientID: "anonymous"}
-	case id.Site != "":
-		return siteScope{clientID: id.ClientID, sites: []string{id.Site}}
-	}
-	return siteScope{clientID: id.ClientID, sites: id.Sites}
-}
-
-func (sc siteScope) bound() bool             { return sc.sites != nil }
-func (sc siteScope) allows(site string) bool { return !sc.bound() || slices.Contains(sc.sites, site) }
+func callerScope(ctx context.Context) siteScope { return authn.CallerScope(ctx) }
 
 // deny logs the refusal and returns PermissionDenied; the object's site is
 // logged, never told.
 func (s *Server) deny(ctx context.Context, sc siteScope, what, site string) error {
-	method, _ := grpc.Method(ctx)
-	s.log.Warn("permission denied: site not among the operator's sites", "client_id", sc.clientID, "method", method,
-		"object", what, "site", site, "allowed_sites", sc.sites)
-	return grpcerr.PermissionDenied(grpcerr.ReasonWrongSite, fmt.Sprintf("client %s may not use %s: the roster binds the client to other sites", sc.clientID, what))
+	return sc.Deny(ctx, s.log, what, site)
 }
 
 func (s *Server) storeErr(err error, resourceType, name string) error {
@@ -242,7 +222,7 @@ func (s *Server) resolve(ctx context.Context, sc siteScope, field, ref, site str
 	if err != nil {
 		return "", s.storeErr(err, "", "")
 	}
-	refs = slices.DeleteFunc(refs, func(r store.DeviceRef) bool { return !sc.allows(r.Site) })
+	refs = slices.DeleteFunc(refs, func(r store.DeviceRef) bool { return !sc.Allows(r.Site) })
 	switch len(refs) {
 	case 1:
 		return refs[0].ID, nil
@@ -279,7 +259,7 @@ func (s *Server) StartOperation(ctx context.Context, req *ironlinkv1.StartOperat
 	secrets := map[string]map[string]string{}
 	if kind == store.KindEnrol {
 		site := req.GetSite()
-		if !sc.allows(site) {
+		if !sc.Allows(site) {
 			return nil, s.deny(ctx, sc, "site "+site, site)
 		}
 		if err := caps.check(ctx, site); err != nil {
@@ -353,7 +333,7 @@ func (s *Server) deviceOperation(ctx context.Context, sc siteScope, caps *capabi
 	if err != nil {
 		return store.NewOperation{}, s.storeErr(err, "device", id)
 	}
-	if !sc.allows(d.Site) {
+	if !sc.Allows(d.Site) {
 		return store.NewOperation{}, s.deny(ctx, sc, "device "+id, d.Site)
 	}
 	if site := req.GetSite(); site != "" && site != d.Site {
@@ -393,7 +373,7 @@ func (s *Server) get(ctx context.Context, raw string) (store.Operation, error) {
 	if err != nil {
 		return store.Operation{}, s.storeErr(err, "operation", id)
 	}
-	if sc := callerScope(ctx); !sc.allows(o.Site) {
+	if sc := callerScope(ctx); !sc.Allows(o.Site) {
 		return store.Operation{}, s.deny(ctx, sc, "operation "+id, o.Site)
 	}
 	return o, nil
@@ -423,12 +403,12 @@ func (s *Server) ListOperations(ctx context.Context, req *ironlinkv1.ListOperati
 		if !sitename.Valid(site) {
 			return nil, grpcerr.InvalidArgument("site", grpcerr.ReasonInvalidValue, "site "+textcheck.Quote(site)+" is not a valid site name")
 		}
-		if !sc.allows(site) {
+		if !sc.Allows(site) {
 			return nil, s.deny(ctx, sc, "site "+site, site)
 		}
 		f.Sites = []string{site}
-	} else if sc.bound() {
-		f.Sites = append([]string{}, sc.sites...)
+	} else if sc.Bound() {
+		f.Sites = append([]string{}, sc.Sites...)
 	}
 	for i, k := range req.GetKinds() {
 		sk := KindToStore(k)
