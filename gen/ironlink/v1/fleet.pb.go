@@ -1755,7 +1755,7 @@ type WatchFleetRequest struct {
 	// pending actions) of this site; empty for all.
 	Site string `protobuf:"bytes,1,opt,name=site,proto3" json:"site,omitempty"`
 	// Only device status changes into or out of one of these statuses;
-	// command changes are not filtered by status. Empty for all.
+	// the other kinds are not filtered by status. Empty for all.
 	Statuses []OperationalStatus `protobuf:"varint,2,rep,packed,name=statuses,proto3,enum=ironlink.v1.OperationalStatus" json:"statuses,omitempty"`
 	// Resume after this cursor (WatchFleetResponse.cursor, opaque); empty:
 	// start from now (changes committed from the call on).
