@@ -13,11 +13,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/wire"
 )
 
 // newWatchCommand is `ironlink watch`: it follows the hub's change feed
-// (FleetService.WatchFleet), one line per device status change or command
-// state change as it commits, and resumes from its last cursor when the
+// (FleetService.WatchFleet), one line per device status change, command or
+// operation state change, policy decision or pending action resolution as
+// it commits, and resumes from its last cursor when the
 // connection to the hub breaks (another replica answers).
 func (a *app) newWatchCommand() *cobra.Command {
 	var site, statuses, kinds, cursor, output string
@@ -25,8 +27,9 @@ func (a *app) newWatchCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "watch",
 		Aliases: []string{"events"},
-		Short:   "Follow the fleet's change feed: status and command changes as they commit",
-		Long: `watch prints every device status change and command state change of the
+		Short:   "Follow the fleet's change feed: status, command, operation and policy changes as they commit",
+		Long: `watch prints every device status change, command and operation state
+change, quarantine policy decision and pending action resolution of the
 fleet as the hub commits it, oldest first, until interrupted. Each change
 has a cursor (shown by -o wide and -o json): ` + "`--cursor`" + ` resumes after it,
 on any hub replica, without losing or repeating a change. When the
@@ -35,6 +38,7 @@ Ctrl-C it prints the cursor to resume from.`,
 		Example: `  ironlink watch
   ironlink watch --site demo --status faulted,maintenance
   ironlink watch --kind command -o wide
+  ironlink watch --kind operation,policy   # operations, policy decisions and pending actions
   ironlink watch --cursor 123456.1.42      # resume after a cursor
   ironlink watch --from-oldest -o json     # the whole retained feed, one JSON object per message`,
 		Args: cobra.NoArgs,
@@ -54,8 +58,17 @@ Ctrl-C it prints the cursor to resume from.`,
 					req.Kinds = append(req.Kinds, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_DEVICE_STATUS)
 				case "command":
 					req.Kinds = append(req.Kinds, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE)
+				case "operation":
+					req.Kinds = append(req.Kinds, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_OPERATION_STATE)
+				case "decision":
+					req.Kinds = append(req.Kinds, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION)
+				case "pending":
+					req.Kinds = append(req.Kinds, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION)
+				case "policy":
+					req.Kinds = append(req.Kinds, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION,
+						ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION)
 				default:
-					return usageErrf("--kind %s: want status, command or both, comma-separated", k)
+					return usageErrf("--kind %s: want %s, comma-separated", k, strings.Join(watchKinds, ", "))
 				}
 			}
 			c, err := a.connect()
@@ -68,15 +81,18 @@ Ctrl-C it prints the cursor to resume from.`,
 	fl := cmd.Flags()
 	fl.StringVar(&site, "site", "", "only changes of this site")
 	fl.StringVar(&statuses, "status", "", "only status changes into or out of these statuses, comma-separated (command changes are not filtered by status)")
-	fl.StringVar(&kinds, "kind", "", "only these kinds of change: status, command (comma-separated; default both)")
+	fl.StringVar(&kinds, "kind", "", "only these kinds of change: status, command, operation, decision, pending, policy (decision and pending); comma-separated, default all")
 	fl.StringVar(&cursor, "cursor", "", "resume after this cursor (from -o wide or -o json)")
 	fl.BoolVar(&fromOldest, "from-oldest", false, "start from the oldest change the hub keeps instead of now")
 	fl.StringVarP(&output, "output", "o", "", "wide (with cursors) or json (every WatchFleetResponse, one per line)")
 	fl.BoolVar(&once, "no-reconnect", false, "end when the connection to the hub breaks instead of resuming")
 	_ = cmd.RegisterFlagCompletionFunc("site", a.completeSites)
-	_ = cmd.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions([]string{"status", "command"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions(watchKinds, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
+
+// watchKinds are the values of `ironlink watch --kind`.
+var watchKinds = []string{"status", "command", "operation", "decision", "pending", "policy"}
 
 // follow streams req, printing each message, and reconnects from the last
 // cursor after a broken connection (Unavailable) unless once.
@@ -170,5 +186,61 @@ func (a *app) eventLine(e *ironlinkv1.FleetEvent) string {
 		}
 		return line
 	}
+	if line := policyOrOperationLine(e); line != "" {
+		return at + "  " + line
+	}
 	return at + "  (a kind of change this CLI does not know: upgrade it)"
+}
+
+// policyOrOperationLine renders an operation state change, a policy
+// decision or a pending action resolution without the time ("" for other
+// kinds).
+func policyOrOperationLine(e *ironlinkv1.FleetEvent) string {
+	if ev := e.GetOperationState(); ev != nil {
+		o := ev.GetOperation()
+		name := o.GetDeviceName()
+		if name == "" {
+			name = o.GetDeviceId()
+		}
+		change := "created " + opStateName(o.GetState())
+		if ev.GetPreviousState() != ironlinkv1.OperationState_OPERATION_STATE_UNSPECIFIED {
+			change = opStateName(ev.GetPreviousState()) + " -> " + opStateName(o.GetState())
+		}
+		line := fmt.Sprintf("operation %s/%s  %s %s %s (attempt %d, provision state %s) by %s: %q", o.GetSite(), name,
+			opKindName(o.GetKind()), shortID(o.GetOperationId()), change, o.GetAttempts(), o.GetProvisionState(), o.GetActor(), o.GetReason())
+		if o.GetLastError() != "" {
+			line += "; error: " + truncate(o.GetLastError(), 100)
+		}
+		return line
+	}
+	if pd := e.GetPolicyDecision(); pd != nil {
+		d := pd.GetDecision()
+		name := pd.GetDeviceName()
+		if name == "" {
+			name = d.GetDeviceId()
+		}
+		line := fmt.Sprintf("decision %s/%s  %s (%s) rule %s: %s -> %s", d.GetSite(), name,
+			wire.EnumName(d.GetAction(), "POLICY_ACTION_"), d.GetReason(), d.GetRule(), d.GetFromStatus(), d.GetToStatus())
+		if d.GetDetail() != "" {
+			line += ", " + truncate(d.GetDetail(), 100)
+		}
+		if d.GetDryRun() {
+			line += " [dry-run]"
+		}
+		if d.GetPendingActionId() != 0 {
+			line += fmt.Sprintf(" (pending action %d)", d.GetPendingActionId())
+		}
+		return line
+	}
+	if pa := e.GetPendingAction(); pa != nil {
+		p := pa.GetPendingAction()
+		name := p.GetDeviceName()
+		if name == "" {
+			name = p.GetDeviceId()
+		}
+		return fmt.Sprintf("pending  %s/%s  action %d %s -> %s by %s: %q", p.GetSite(), name, p.GetId(),
+			wire.EnumName(pa.GetPreviousState(), "PENDING_ACTION_STATE_"), wire.EnumName(p.GetState(), "PENDING_ACTION_STATE_"),
+			p.GetResolvedBy(), p.GetResolutionReason())
+	}
+	return ""
 }

@@ -10,6 +10,8 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/operations"
+	"github.com/ironlink/ironlink/hub/policyapi"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/textcheck"
 )
@@ -99,14 +101,11 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 		f.Statuses = append(f.Statuses, hs)
 	}
 	for i, k := range req.GetKinds() {
-		switch k {
-		case ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_DEVICE_STATUS:
-			f.Kinds = append(f.Kinds, store.EventDeviceStatus)
-		case ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE:
-			f.Kinds = append(f.Kinds, store.EventCommandState)
-		default:
+		sk, ok := feedKinds[k]
+		if !ok {
 			return grpcerr.InvalidArgument(fmt.Sprintf("kinds[%d]", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("kind %v is not a valid filter", k))
 		}
+		f.Kinds = append(f.Kinds, sk)
 	}
 	var cur store.FeedCursor
 	if c := req.GetCursor(); c != "" {
@@ -176,6 +175,15 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 	}
 }
 
+// feedKinds maps the kinds a WatchFleetRequest may filter on to the store's.
+var feedKinds = map[ironlinkv1.FleetEventKind]store.EventKind{
+	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_DEVICE_STATUS:   store.EventDeviceStatus,
+	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE:   store.EventCommandState,
+	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_OPERATION_STATE: store.EventOperationState,
+	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION: store.EventPolicyDecision,
+	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION:  store.EventPendingAction,
+}
+
 // eventToProto converts a feed event.
 func eventToProto(ev store.FeedEvent) *ironlinkv1.FleetEvent {
 	p := &ironlinkv1.FleetEvent{EventTime: timestamppb.New(ev.At)}
@@ -196,6 +204,29 @@ func eventToProto(ev store.FeedEvent) *ironlinkv1.FleetEvent {
 		}
 		p.Change = &ironlinkv1.FleetEvent_CommandState{CommandState: &ironlinkv1.CommandStateEvent{
 			Command: commandToProto(e.Command), PreviousState: prev, DeviceName: e.DeviceName,
+		}}
+	case ev.Operation != nil:
+		e := ev.Operation
+		p.Kind = ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_OPERATION_STATE
+		var prev ironlinkv1.OperationState
+		if e.Previous != "" {
+			prev = operations.StateFromStore(e.Previous)
+		}
+		p.Change = &ironlinkv1.FleetEvent_OperationState{OperationState: &ironlinkv1.OperationStateEvent{
+			Operation: operations.ToProto(e.Operation), PreviousState: prev,
+		}}
+	case ev.Decision != nil:
+		e := ev.Decision
+		p.Kind = ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION
+		p.Change = &ironlinkv1.FleetEvent_PolicyDecision{PolicyDecision: &ironlinkv1.PolicyDecisionEvent{
+			Decision: policyapi.DecisionToProto(e.Decision), DeviceName: e.DeviceName,
+		}}
+	case ev.Pending != nil:
+		e := ev.Pending
+		p.Kind = ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION
+		p.Change = &ironlinkv1.FleetEvent_PendingAction{PendingAction: &ironlinkv1.PendingActionEvent{
+			PendingAction: policyapi.PendingToProto(e.Action),
+			PreviousState: ironlinkv1.PendingActionState(ironlinkv1.PendingActionState_value["PENDING_ACTION_STATE_"+e.Previous]),
 		}}
 	}
 	return p

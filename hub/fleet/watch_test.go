@@ -363,3 +363,131 @@ func TestWatchFleetRefusesBadRequests(t *testing.T) {
 		})
 	}
 }
+
+// collectEvents follows req and returns its events once want arrived and
+// 1.5 s (three polls) passed without another, or fails after 30 s.
+func collectEvents(t *testing.T, c ironlinkv1.FleetServiceClient, req *ironlinkv1.WatchFleetRequest, want int) []*ironlinkv1.FleetEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := c.WatchFleet(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make(chan *ironlinkv1.WatchFleetResponse)
+	go func() {
+		defer close(msgs)
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				return
+			}
+			msgs <- m
+		}
+	}()
+	var got []*ironlinkv1.FleetEvent
+	var quiet <-chan time.Time
+	if want == 0 {
+		quiet = time.After(1500 * time.Millisecond)
+	}
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				t.Fatal("stream ended")
+			}
+			if m.GetEvent() == nil {
+				continue
+			}
+			got = append(got, m.GetEvent())
+			if len(got) == want {
+				quiet = time.After(1500 * time.Millisecond)
+			}
+		case <-quiet:
+			return got
+		case <-ctx.Done():
+			t.Fatalf("%d events after 30 s, want %d", len(got), want)
+		}
+	}
+}
+
+// TestWatchFleetOperationAndPolicyKinds: an operation's creation and state
+// changes, a policy decision and a pending action's rejection reach a
+// watcher as their kinds, with the operation, decision and pending action
+// as they were, and the kinds and site filters select them.
+func TestWatchFleetOperationAndPolicyKinds(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	if _, err := store.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	r := startReplica(t, url)
+	devs := seedSites(t, r.store, 2, "site-a", "site-b")
+	head := watch(t, r.fleet, &ironlinkv1.WatchFleetRequest{}, 0, 0, nil).first
+	_, ops, err := r.store.CreateOperations(ctx, []store.NewOperation{{ID: uuid.NewString(), Site: "site-a",
+		DeviceID: devs["site-a"][0], Kind: "INSPECT", Actor: "ops", Reason: "check"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.store.FailOperation(ctx, ops[0].ID, "no credentials", "CredentialsLost"); err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := r.store.RecordPolicyDecision(ctx, store.PolicyDecision{DeviceID: devs["site-a"][1], Site: "site-a",
+		Kind: store.DecisionKindQuarantine, TriggerID: 1, Action: "PENDING", Reason: "HeldByGuard", Rule: "faulted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.ResolvePendingActions(ctx, []int64{d.PendingID}, false, "ops", "not now"); err != nil {
+		t.Fatal(err)
+	}
+	kinds := func(k ...ironlinkv1.FleetEventKind) []ironlinkv1.FleetEventKind { return k }
+	const (
+		opKind       = ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_OPERATION_STATE
+		decisionKind = ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION
+		pendingKind  = ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION
+	)
+
+	got := collectEvents(t, r.fleet, &ironlinkv1.WatchFleetRequest{Cursor: head, Kinds: kinds(opKind)}, 2)
+	if len(got) != 2 {
+		t.Fatalf("%d operation events, want 2: %v", len(got), got)
+	}
+	for i, want := range []struct{ prev, state ironlinkv1.OperationState }{
+		{ironlinkv1.OperationState_OPERATION_STATE_UNSPECIFIED, ironlinkv1.OperationState_OPERATION_STATE_PENDING},
+		{ironlinkv1.OperationState_OPERATION_STATE_PENDING, ironlinkv1.OperationState_OPERATION_STATE_FAILED},
+	} {
+		e := got[i].GetOperationState()
+		if got[i].GetKind() != opKind || e.GetOperation().GetOperationId() != ops[0].ID || e.GetPreviousState() != want.prev ||
+			e.GetOperation().GetState() != want.state {
+			t.Errorf("operation event %d: %v, want %v→%v", i, got[i], want.prev, want.state)
+		}
+	}
+	if e := got[1].GetOperationState().GetOperation(); e.GetLastError() != "no credentials" || e.GetEndTime() == nil {
+		t.Errorf("FAILED event: last_error %q, end time %v", e.GetLastError(), e.GetEndTime())
+	}
+
+	got = collectEvents(t, r.fleet, &ironlinkv1.WatchFleetRequest{Cursor: head, Kinds: kinds(decisionKind, pendingKind)}, 2)
+	if len(got) != 2 || got[0].GetKind() != decisionKind || got[1].GetKind() != pendingKind {
+		t.Fatalf("policy events %v: want a decision, then a pending action", got)
+	}
+	if e := got[0].GetPolicyDecision(); e.GetDecision().GetId() != d.ID || e.GetDecision().GetAction() != ironlinkv1.PolicyAction_POLICY_ACTION_PENDING ||
+		e.GetDecision().GetPendingActionId() != d.PendingID || e.GetDeviceName() != "site-a-node-1" {
+		t.Errorf("decision event %v", e)
+	}
+	if e := got[1].GetPendingAction(); e.GetPendingAction().GetId() != d.PendingID ||
+		e.GetPendingAction().GetState() != ironlinkv1.PendingActionState_PENDING_ACTION_STATE_REJECTED ||
+		e.GetPreviousState() != ironlinkv1.PendingActionState_PENDING_ACTION_STATE_PENDING || e.GetPendingAction().GetResolvedBy() != "ops" {
+		t.Errorf("pending action event %v", e)
+	}
+
+	if got := collectEvents(t, r.fleet, &ironlinkv1.WatchFleetRequest{Cursor: head, Kinds: kinds(pendingKind)}, 1); len(got) != 1 || got[0].GetKind() != pendingKind {
+		t.Errorf("pending actions only: %v", got)
+	}
+	if got := collectEvents(t, r.fleet, &ironlinkv1.WatchFleetRequest{Cursor: head, Site: "site-b", Kinds: kinds(opKind, decisionKind, pendingKind)}, 0); len(got) != 0 {
+		t.Errorf("site-b: %v, want none", got)
+	}
+	// Without a kinds filter they come along with the others (the one
+	// command the policy did not create: none; statuses: none since head).
+	if got := collectEvents(t, r.fleet, &ironlinkv1.WatchFleetRequest{Cursor: head, Site: "site-a"}, 4); len(got) != 4 {
+		t.Errorf("site-a, all kinds: %d events, want 4: %v", len(got), got)
+	}
+}

@@ -5,11 +5,11 @@
 // Migrate (goose) before anything else touches the database.
 //
 // The change feed (feed.go: ReadFeed, FeedHead, ListenFeed) reads status
-// changes and command changes in commit-safe order: every source row carries
+// changes, command and operation state changes, policy decisions and pending
+// action resolutions (feed_sources.go) in commit-safe order: every source row carries
 // its writing transaction's xid8, and only rows of transactions older than
 // the oldest one still running in this database are read, ordered by
-// (xid, source, id). To add a source (operation state changes, policy
-// decisions): a migration gives its table `xid xid8 DEFAULT
+// (xid, source, id). To add a source: a migration gives its table `xid xid8 DEFAULT
 // pg_current_xact_id()` and an (xid, id) index (or an events table filled by
 // an AFTER trigger, like command_events), optionally a
 // NOTIFY on FeedNotifyChannel in that trigger; then one entry in

@@ -1,8 +1,8 @@
 package store
 
 // The change feed (FleetService.WatchFleet, SPEC.md "Explaining and
-// replaying"): device status changes and command state changes as they
-// commit, resumable from a cursor on any replica without gaps or duplicates.
+// replaying"): device status changes, command and operation state changes,
+// policy decisions and pending action resolutions as they commit, resumable from a cursor on any replica without gaps or duplicates.
 //
 // Commit-safe order. Every source row carries the id of the transaction
 // that wrote it (an xid8 column, DEFAULT pg_current_xact_id(): free on the
@@ -19,8 +19,8 @@ package store
 // latency: a long-running writing transaction in the hub's database holds
 // the feed back until it ends (one in another database does not).
 //
-// Adding a source (the integrator's recipe for operation state changes and
-// policy decisions):
+// Adding a source (as operation_events, policy_decisions and
+// policy_pending_events were, migrations/00016, feed_sources.go):
 //  1. a migration adds `xid xid8 DEFAULT pg_current_xact_id()` and an index
 //     on (xid, id) to the source table, or, when rows are updated in place,
 //     an events table filled by an AFTER trigger (as command_events is for
@@ -48,7 +48,8 @@ import (
 )
 
 // FeedNotifyChannel is the LISTEN/NOTIFY channel on which feed sources
-// announce new rows (command_events' trigger does; status changes do not,
+// announce new rows (the triggers of command_events, operation_events,
+// policy_decisions and policy_pending_events do; status changes do not,
 // to keep ingest free of it: watchers poll for those). A hint only.
 const FeedNotifyChannel = "ironlink_feed"
 
@@ -147,9 +148,14 @@ type FeedEvent struct {
 	Kind   EventKind
 	// At is when the change was recorded.
 	At time.Time
-	// Status is set for EventDeviceStatus, Command for EventCommandState.
-	Status  *StatusEvent
-	Command *CommandEvent
+	// Status is set for EventDeviceStatus, Command for EventCommandState,
+	// Operation for EventOperationState, Decision for EventPolicyDecision,
+	// Pending for EventPendingAction (feed_sources.go).
+	Status    *StatusEvent
+	Command   *CommandEvent
+	Operation *OperationEvent
+	Decision  *PolicyDecisionEvent
+	Pending   *PendingActionEvent
 }
 
 // feedSource is one table the feed reads. Every query takes $1 the
@@ -212,6 +218,9 @@ var feedSources = []feedSource{
 			ev.Cursor.XID, _ = strconv.ParseUint(x, 10, 64)
 			return ev, err
 		}},
+	{no: 3, kind: EventOperationState, query: feedOperationQuery, scan: scanFeedOperation},
+	{no: 4, kind: EventPolicyDecision, query: feedDecisionQuery, scan: scanFeedDecision},
+	{no: 5, kind: EventPendingAction, query: feedPendingQuery, scan: scanFeedPending},
 }
 
 // FeedHead returns the cursor of "now": after every event that can no

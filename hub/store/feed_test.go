@@ -386,3 +386,192 @@ func TestFeedIgnoresOtherDatabasesTransactions(t *testing.T) {
 	r := &feedReader{s: s, cur: head, limit: 10}
 	r.until(t, "with another database's transaction open", func(got []string) bool { return len(got) == 1 })
 }
+
+// newKinds are the feed kinds of operations and the quarantine policy.
+var newKinds = []store.EventKind{store.EventOperationState, store.EventPolicyDecision, store.EventPendingAction}
+
+// readAtLeast reads r until it holds n events, for at most 30 s (the
+// watermark is cluster-wide), then once more after a pause so that extra
+// events would show.
+func readAtLeast(t *testing.T, r *feedReader, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for r.read(t); len(r.events) < n; r.read(t) {
+		if time.Now().After(deadline) {
+			t.Fatalf("feed read %d events, want %d: %s", len(r.events), n, describeEvents(r.events))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	r.read(t)
+}
+
+// describeEvents renders events as "KIND:from>to" for the new kinds.
+func describeEvents(evs []store.FeedEvent) string {
+	var out []string
+	for _, ev := range evs {
+		switch {
+		case ev.Operation != nil:
+			out = append(out, fmt.Sprintf("op:%s>%s", ev.Operation.Previous, ev.Operation.Operation.State))
+		case ev.Decision != nil:
+			out = append(out, fmt.Sprintf("decision:%s", ev.Decision.Decision.Action))
+		case ev.Pending != nil:
+			out = append(out, fmt.Sprintf("pending:%s>%s", ev.Pending.Previous, ev.Pending.Action.State))
+		default:
+			out = append(out, string(ev.Kind))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// TestFeedOperationAndPolicyEvents: an operation created, sent (RUNNING)
+// and SUCCEEDED, a policy decision that holds a quarantine pending and the
+// operator's rejection of it appear in the feed in commit order, each with
+// the state of its moment, and the site and kinds filters apply to them.
+func TestFeedOperationAndPolicyEvents(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	sess, devs := opSite(t, s, "site-a", 2)
+	head, err := s.FeedHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ops, err := s.CreateOperations(ctx, []store.NewOperation{newOp("site-a", devs[0], "INSPECT")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ops[0].ID
+	if _, ok, err := s.MarkOperationSent(ctx, "site-a", sess.Epoch, id); !ok || err != nil {
+		t.Fatalf("send: %v %v", ok, err)
+	}
+	if _, err := s.RecordOperationProgress(ctx, "site-a", store.OperationProgress{OperationID: id, Attempt: 1,
+		State: store.OperationRunning, ProvisionState: "inspecting"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordOperationProgress(ctx, "site-a", store.OperationProgress{OperationID: id, Attempt: 1,
+		State: store.OperationSucceeded, ProvisionState: "manageable"}); err != nil {
+		t.Fatal(err)
+	}
+	d, recorded, err := s.RecordPolicyDecision(ctx, store.PolicyDecision{DeviceID: devs[1], Site: "site-a",
+		Kind: store.DecisionKindQuarantine, TriggerID: 1, Action: "PENDING", Reason: "HeldByGuard", Rule: "faulted"})
+	if err != nil || !recorded {
+		t.Fatalf("decision: %v %v", recorded, err)
+	}
+	if _, err := s.ResolvePendingActions(ctx, []int64{d.PendingID}, false, "ops", "not now"); err != nil {
+		t.Fatal(err)
+	}
+
+	r := &feedReader{s: s, cur: head, f: store.FeedFilter{Kinds: newKinds}, limit: 2}
+	readAtLeast(t, r, 5)
+	if got, want := describeEvents(r.events), "op:>PENDING,op:PENDING>RUNNING,op:RUNNING>SUCCEEDED,decision:PENDING,pending:PENDING>REJECTED"; got != want {
+		t.Fatalf("feed %s, want %s", got, want)
+	}
+	if o := r.events[1].Operation.Operation; o.ID != id || o.DeviceID != devs[0] || o.Site != "site-a" || o.Attempts != 1 || o.ProvisionState != "" || o.EndedAt != nil {
+		// the provision state of that moment, not the current "manageable"
+		t.Errorf("RUNNING event: operation %+v", o)
+	}
+	if o := r.events[2].Operation.Operation; o.ProvisionState != "manageable" || o.EndedAt == nil {
+		t.Errorf("SUCCEEDED event: provision state %q, ended %v", o.ProvisionState, o.EndedAt)
+	}
+	if e := r.events[3].Decision; e.Decision.ID != d.ID || e.Decision.PendingID != d.PendingID || e.Decision.Site != "site-a" || e.DeviceName == "" {
+		t.Errorf("decision event %+v", e)
+	}
+	if e := r.events[4].Pending; e.Action.ID != d.PendingID || e.Action.ResolvedBy != "ops" || e.Action.ResolutionReason != "not now" || e.Action.DeviceID != devs[1] {
+		t.Errorf("pending event %+v", e)
+	}
+
+	for _, tc := range []struct {
+		name string
+		f    store.FeedFilter
+		want string
+	}{
+		{"operations only", store.FeedFilter{Kinds: []store.EventKind{store.EventOperationState}}, "op:>PENDING,op:PENDING>RUNNING,op:RUNNING>SUCCEEDED"},
+		{"policy only", store.FeedFilter{Kinds: []store.EventKind{store.EventPolicyDecision, store.EventPendingAction}}, "decision:PENDING,pending:PENDING>REJECTED"},
+		{"other site", store.FeedFilter{Site: "site-b", Kinds: newKinds}, ""},
+		{"allowed site-a", store.FeedFilter{Sites: []string{"site-a"}, Kinds: newKinds}, "op:>PENDING,op:PENDING>RUNNING,op:RUNNING>SUCCEEDED,decision:PENDING,pending:PENDING>REJECTED"},
+		{"allowed none", store.FeedFilter{Sites: []string{}, Kinds: newKinds}, ""},
+		{"statuses do not filter them", store.FeedFilter{Statuses: []status.Status{status.Faulted}, Kinds: newKinds}, "op:>PENDING,op:PENDING>RUNNING,op:RUNNING>SUCCEEDED,decision:PENDING,pending:PENDING>REJECTED"},
+	} {
+		r := &feedReader{s: s, cur: head, f: tc.f, limit: 100}
+		r.read(t)
+		if got := describeEvents(r.events); got != tc.want {
+			t.Errorf("%s: feed %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestFeedNewSourcesSurviveOutOfOrderCommits: the out-of-order commit
+// safety of TestFeedOrderSurvivesOutOfOrderCommits holds across the new
+// sources. A (an operation's state change) takes the lower transaction id,
+// B (a policy decision) the higher; B commits first and is held back until
+// A ends, then both come, A first. Then C (a pending action's rejection)
+// writes first, D (the operation's next state change) writes and commits
+// first: nothing comes until C commits, then C, D.
+func TestFeedNewSourcesSurviveOutOfOrderCommits(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	_, devs := opSite(t, s, "site-a", 2)
+	_, ops, err := s.CreateOperations(ctx, []store.NewOperation{newOp("site-a", devs[0], "INSPECT")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := s.RecordPolicyDecision(ctx, store.PolicyDecision{DeviceID: devs[1], Site: "site-a",
+		Kind: store.DecisionKindQuarantine, TriggerID: 1, Action: "PENDING", Reason: "HeldByGuard", Rule: "faulted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Start after the setup's own two events.
+	setup := &feedReader{s: s, f: store.FeedFilter{Kinds: newKinds}, limit: 100}
+	readAtLeast(t, setup, 2)
+	head := setup.cur
+	r := &feedReader{s: s, cur: head, f: store.FeedFilter{Kinds: newKinds}, limit: 1}
+	exec := func(tx pgx.Tx, sql string, args ...any) {
+		t.Helper()
+		if _, err := tx.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit := func(tx pgx.Tx) {
+		t.Helper()
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	txA, txB := begin(t, s), begin(t, s)
+	exec(txA, `UPDATE operations SET state = 'RUNNING' WHERE id = $1`, ops[0].ID)
+	exec(txB, `INSERT INTO policy_decisions (device_id, site, kind, trigger_id, action, reason) VALUES ($1, 'site-a', 'QUARANTINE', 2, 'SKIP', 'B')`, devs[0])
+	commit(txB)
+	r.read(t)
+	if len(r.events) != 0 {
+		t.Fatalf("feed gave %s while A (older than B) is still running", describeEvents(r.events))
+	}
+	commit(txA)
+	readAtLeast(t, r, 2)
+
+	txC, txD := begin(t, s), begin(t, s)
+	exec(txC, `UPDATE policy_pending_actions SET state = 'REJECTED', resolved_by = 'C' WHERE id = $1`, d.PendingID)
+	exec(txD, `UPDATE operations SET state = 'SUCCEEDED' WHERE id = $1`, ops[0].ID)
+	commit(txD)
+	time.Sleep(100 * time.Millisecond)
+	r.read(t)
+	if len(r.events) != 2 {
+		t.Fatalf("feed gave %s while C (older than D) is still running", describeEvents(r.events))
+	}
+	commit(txC)
+	readAtLeast(t, r, 4)
+	if got, want := describeEvents(r.events), "op:PENDING>RUNNING,decision:SKIP,pending:PENDING>REJECTED,op:RUNNING>SUCCEEDED"; got != want {
+		t.Fatalf("feed %s, want %s (each exactly once, in commit-safe order)", got, want)
+	}
+	// A replay from the head, page by page, gives the same events and cursors.
+	r2 := &feedReader{s: s, cur: head, f: store.FeedFilter{Kinds: newKinds}, limit: 1}
+	r2.read(t)
+	if len(r2.events) != len(r.events) {
+		t.Fatalf("replay read %s, live %s", describeEvents(r2.events), describeEvents(r.events))
+	}
+	for i := range r.events {
+		if r.events[i].Cursor != r2.events[i].Cursor {
+			t.Fatalf("event %d: live cursor %s, replay %s", i, r.events[i].Cursor, r2.events[i].Cursor)
+		}
+	}
+}

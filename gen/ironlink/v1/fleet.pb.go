@@ -247,6 +247,13 @@ const (
 	FleetEventKind_FLEET_EVENT_KIND_DEVICE_STATUS FleetEventKind = 1
 	// A command was created or changed state (or was sent again).
 	FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE FleetEventKind = 2
+	// An operation was created or changed state.
+	FleetEventKind_FLEET_EVENT_KIND_OPERATION_STATE FleetEventKind = 3
+	// The quarantine policy logged a decision (dry-run ones included).
+	FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION FleetEventKind = 4
+	// A pending action was approved, rejected or expired (its creation is
+	// the PENDING decision's event).
+	FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION FleetEventKind = 5
 )
 
 // Enum value maps for FleetEventKind.
@@ -255,11 +262,17 @@ var (
 		0: "FLEET_EVENT_KIND_UNSPECIFIED",
 		1: "FLEET_EVENT_KIND_DEVICE_STATUS",
 		2: "FLEET_EVENT_KIND_COMMAND_STATE",
+		3: "FLEET_EVENT_KIND_OPERATION_STATE",
+		4: "FLEET_EVENT_KIND_POLICY_DECISION",
+		5: "FLEET_EVENT_KIND_PENDING_ACTION",
 	}
 	FleetEventKind_value = map[string]int32{
-		"FLEET_EVENT_KIND_UNSPECIFIED":   0,
-		"FLEET_EVENT_KIND_DEVICE_STATUS": 1,
-		"FLEET_EVENT_KIND_COMMAND_STATE": 2,
+		"FLEET_EVENT_KIND_UNSPECIFIED":     0,
+		"FLEET_EVENT_KIND_DEVICE_STATUS":   1,
+		"FLEET_EVENT_KIND_COMMAND_STATE":   2,
+		"FLEET_EVENT_KIND_OPERATION_STATE": 3,
+		"FLEET_EVENT_KIND_POLICY_DECISION": 4,
+		"FLEET_EVENT_KIND_PENDING_ACTION":  5,
 	}
 )
 
@@ -1738,10 +1751,11 @@ func (x *SiteSilence) GetLastSeenTime() *timestamppb.Timestamp {
 // WatchFleetRequest filters the change feed and says where to start.
 type WatchFleetRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only changes of devices (and commands) of this site; empty for all.
+	// Only changes of devices (and commands, operations, policy decisions and
+	// pending actions) of this site; empty for all.
 	Site string `protobuf:"bytes,1,opt,name=site,proto3" json:"site,omitempty"`
 	// Only device status changes into or out of one of these statuses;
-	// command changes are not filtered by status. Empty for all.
+	// the other kinds are not filtered by status. Empty for all.
 	Statuses []OperationalStatus `protobuf:"varint,2,rep,packed,name=statuses,proto3,enum=ironlink.v1.OperationalStatus" json:"statuses,omitempty"`
 	// Resume after this cursor (WatchFleetResponse.cursor, opaque); empty:
 	// start from now (changes committed from the call on).
@@ -1891,6 +1905,9 @@ type FleetEvent struct {
 	//
 	//	*FleetEvent_DeviceStatus
 	//	*FleetEvent_CommandState
+	//	*FleetEvent_OperationState
+	//	*FleetEvent_PolicyDecision
+	//	*FleetEvent_PendingAction
 	Change        isFleetEvent_Change `protobuf_oneof:"change"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1965,6 +1982,33 @@ func (x *FleetEvent) GetCommandState() *CommandStateEvent {
 	return nil
 }
 
+func (x *FleetEvent) GetOperationState() *OperationStateEvent {
+	if x != nil {
+		if x, ok := x.Change.(*FleetEvent_OperationState); ok {
+			return x.OperationState
+		}
+	}
+	return nil
+}
+
+func (x *FleetEvent) GetPolicyDecision() *PolicyDecisionEvent {
+	if x != nil {
+		if x, ok := x.Change.(*FleetEvent_PolicyDecision); ok {
+			return x.PolicyDecision
+		}
+	}
+	return nil
+}
+
+func (x *FleetEvent) GetPendingAction() *PendingActionEvent {
+	if x != nil {
+		if x, ok := x.Change.(*FleetEvent_PendingAction); ok {
+			return x.PendingAction
+		}
+	}
+	return nil
+}
+
 type isFleetEvent_Change interface {
 	isFleetEvent_Change()
 }
@@ -1979,9 +2023,30 @@ type FleetEvent_CommandState struct {
 	CommandState *CommandStateEvent `protobuf:"bytes,4,opt,name=command_state,json=commandState,proto3,oneof"`
 }
 
+type FleetEvent_OperationState struct {
+	// An operation state change.
+	OperationState *OperationStateEvent `protobuf:"bytes,70,opt,name=operation_state,json=operationState,proto3,oneof"`
+}
+
+type FleetEvent_PolicyDecision struct {
+	// A quarantine policy decision.
+	PolicyDecision *PolicyDecisionEvent `protobuf:"bytes,71,opt,name=policy_decision,json=policyDecision,proto3,oneof"`
+}
+
+type FleetEvent_PendingAction struct {
+	// A pending action resolution.
+	PendingAction *PendingActionEvent `protobuf:"bytes,72,opt,name=pending_action,json=pendingAction,proto3,oneof"`
+}
+
 func (*FleetEvent_DeviceStatus) isFleetEvent_Change() {}
 
 func (*FleetEvent_CommandState) isFleetEvent_Change() {}
+
+func (*FleetEvent_OperationState) isFleetEvent_Change() {}
+
+func (*FleetEvent_PolicyDecision) isFleetEvent_Change() {}
+
+func (*FleetEvent_PendingAction) isFleetEvent_Change() {}
 
 // DeviceStatusEvent is one entry of a device's status history.
 type DeviceStatusEvent struct {
@@ -2138,6 +2203,175 @@ func (x *CommandStateEvent) GetDeviceName() string {
 	return ""
 }
 
+// OperationStateEvent is an operation as it was right after one of its
+// state changes.
+type OperationStateEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation at that moment (state, device, attempts, last_error,
+	// provision_state, server_id and times as then; steps and
+	// cancel_requested as when the event was read).
+	Operation *Operation `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
+	// Its state before; UNSPECIFIED when it was just created.
+	PreviousState OperationState `protobuf:"varint,2,opt,name=previous_state,json=previousState,proto3,enum=ironlink.v1.OperationState" json:"previous_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperationStateEvent) Reset() {
+	*x = OperationStateEvent{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationStateEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationStateEvent) ProtoMessage() {}
+
+func (x *OperationStateEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationStateEvent.ProtoReflect.Descriptor instead.
+func (*OperationStateEvent) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *OperationStateEvent) GetOperation() *Operation {
+	if x != nil {
+		return x.Operation
+	}
+	return nil
+}
+
+func (x *OperationStateEvent) GetPreviousState() OperationState {
+	if x != nil {
+		return x.PreviousState
+	}
+	return OperationState_OPERATION_STATE_UNSPECIFIED
+}
+
+// PolicyDecisionEvent is one logged decision of the quarantine policy.
+type PolicyDecisionEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The decision as logged.
+	Decision *PolicyDecision `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
+	// Name of the decision's device; may be empty.
+	DeviceName    string `protobuf:"bytes,2,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyDecisionEvent) Reset() {
+	*x = PolicyDecisionEvent{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyDecisionEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyDecisionEvent) ProtoMessage() {}
+
+func (x *PolicyDecisionEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyDecisionEvent.ProtoReflect.Descriptor instead.
+func (*PolicyDecisionEvent) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PolicyDecisionEvent) GetDecision() *PolicyDecision {
+	if x != nil {
+		return x.Decision
+	}
+	return nil
+}
+
+func (x *PolicyDecisionEvent) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
+	}
+	return ""
+}
+
+// PendingActionEvent is a pending action as it was right after it was
+// resolved.
+type PendingActionEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pending action at that moment (state and resolution as then).
+	PendingAction *PendingAction `protobuf:"bytes,1,opt,name=pending_action,json=pendingAction,proto3" json:"pending_action,omitempty"`
+	// Its state before (PENDING, normally).
+	PreviousState PendingActionState `protobuf:"varint,2,opt,name=previous_state,json=previousState,proto3,enum=ironlink.v1.PendingActionState" json:"previous_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingActionEvent) Reset() {
+	*x = PendingActionEvent{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingActionEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingActionEvent) ProtoMessage() {}
+
+func (x *PendingActionEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingActionEvent.ProtoReflect.Descriptor instead.
+func (*PendingActionEvent) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PendingActionEvent) GetPendingAction() *PendingAction {
+	if x != nil {
+		return x.PendingAction
+	}
+	return nil
+}
+
+func (x *PendingActionEvent) GetPreviousState() PendingActionState {
+	if x != nil {
+		return x.PreviousState
+	}
+	return PendingActionState_PENDING_ACTION_STATE_UNSPECIFIED
+}
+
 // QuarantineDeviceRequest asks to take a device away from customers.
 type QuarantineDeviceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2156,7 +2390,7 @@ type QuarantineDeviceRequest struct {
 
 func (x *QuarantineDeviceRequest) Reset() {
 	*x = QuarantineDeviceRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2168,7 +2402,7 @@ func (x *QuarantineDeviceRequest) String() string {
 func (*QuarantineDeviceRequest) ProtoMessage() {}
 
 func (x *QuarantineDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2181,7 +2415,7 @@ func (x *QuarantineDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineDeviceRequest.ProtoReflect.Descriptor instead.
 func (*QuarantineDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{17}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *QuarantineDeviceRequest) GetDeviceId() string {
@@ -2223,7 +2457,7 @@ type QuarantineDeviceResponse struct {
 
 func (x *QuarantineDeviceResponse) Reset() {
 	*x = QuarantineDeviceResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2235,7 +2469,7 @@ func (x *QuarantineDeviceResponse) String() string {
 func (*QuarantineDeviceResponse) ProtoMessage() {}
 
 func (x *QuarantineDeviceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2248,7 +2482,7 @@ func (x *QuarantineDeviceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineDeviceResponse.ProtoReflect.Descriptor instead.
 func (*QuarantineDeviceResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{18}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QuarantineDeviceResponse) GetCommand() *OperatorCommand {
@@ -2276,7 +2510,7 @@ type ReleaseDeviceRequest struct {
 
 func (x *ReleaseDeviceRequest) Reset() {
 	*x = ReleaseDeviceRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2522,7 @@ func (x *ReleaseDeviceRequest) String() string {
 func (*ReleaseDeviceRequest) ProtoMessage() {}
 
 func (x *ReleaseDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2535,7 @@ func (x *ReleaseDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseDeviceRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{19}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReleaseDeviceRequest) GetDeviceId() string {
@@ -2343,7 +2577,7 @@ type ReleaseDeviceResponse struct {
 
 func (x *ReleaseDeviceResponse) Reset() {
 	*x = ReleaseDeviceResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2589,7 @@ func (x *ReleaseDeviceResponse) String() string {
 func (*ReleaseDeviceResponse) ProtoMessage() {}
 
 func (x *ReleaseDeviceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2602,7 @@ func (x *ReleaseDeviceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseDeviceResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseDeviceResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{20}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReleaseDeviceResponse) GetCommand() *OperatorCommand {
@@ -2389,7 +2623,7 @@ type GetCommandRequest struct {
 
 func (x *GetCommandRequest) Reset() {
 	*x = GetCommandRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[21]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2635,7 @@ func (x *GetCommandRequest) String() string {
 func (*GetCommandRequest) ProtoMessage() {}
 
 func (x *GetCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[21]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2648,7 @@ func (x *GetCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCommandRequest.ProtoReflect.Descriptor instead.
 func (*GetCommandRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{21}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetCommandRequest) GetCommandId() string {
@@ -2435,7 +2669,7 @@ type GetCommandResponse struct {
 
 func (x *GetCommandResponse) Reset() {
 	*x = GetCommandResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[22]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2681,7 @@ func (x *GetCommandResponse) String() string {
 func (*GetCommandResponse) ProtoMessage() {}
 
 func (x *GetCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[22]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2694,7 @@ func (x *GetCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCommandResponse.ProtoReflect.Descriptor instead.
 func (*GetCommandResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{22}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetCommandResponse) GetCommand() *OperatorCommand {
@@ -2494,7 +2728,7 @@ type ListCommandsRequest struct {
 
 func (x *ListCommandsRequest) Reset() {
 	*x = ListCommandsRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[23]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2740,7 @@ func (x *ListCommandsRequest) String() string {
 func (*ListCommandsRequest) ProtoMessage() {}
 
 func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[23]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2753,7 @@ func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommandsRequest.ProtoReflect.Descriptor instead.
 func (*ListCommandsRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{23}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListCommandsRequest) GetDeviceId() string {
@@ -2584,7 +2818,7 @@ type ListCommandsResponse struct {
 
 func (x *ListCommandsResponse) Reset() {
 	*x = ListCommandsResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[24]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2596,7 +2830,7 @@ func (x *ListCommandsResponse) String() string {
 func (*ListCommandsResponse) ProtoMessage() {}
 
 func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[24]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2609,7 +2843,7 @@ func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommandsResponse.ProtoReflect.Descriptor instead.
 func (*ListCommandsResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{24}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListCommandsResponse) GetCommands() []*OperatorCommand {
@@ -2640,7 +2874,7 @@ type RetryCommandRequest struct {
 
 func (x *RetryCommandRequest) Reset() {
 	*x = RetryCommandRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[25]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2652,7 +2886,7 @@ func (x *RetryCommandRequest) String() string {
 func (*RetryCommandRequest) ProtoMessage() {}
 
 func (x *RetryCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[25]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2665,7 +2899,7 @@ func (x *RetryCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryCommandRequest.ProtoReflect.Descriptor instead.
 func (*RetryCommandRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{25}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RetryCommandRequest) GetCommandId() string {
@@ -2693,7 +2927,7 @@ type RetryCommandResponse struct {
 
 func (x *RetryCommandResponse) Reset() {
 	*x = RetryCommandResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[26]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2939,7 @@ func (x *RetryCommandResponse) String() string {
 func (*RetryCommandResponse) ProtoMessage() {}
 
 func (x *RetryCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[26]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +2952,7 @@ func (x *RetryCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryCommandResponse.ProtoReflect.Descriptor instead.
 func (*RetryCommandResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{26}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RetryCommandResponse) GetCommand() *OperatorCommand {
@@ -2737,7 +2971,7 @@ type ListSitesRequest struct {
 
 func (x *ListSitesRequest) Reset() {
 	*x = ListSitesRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[27]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +2983,7 @@ func (x *ListSitesRequest) String() string {
 func (*ListSitesRequest) ProtoMessage() {}
 
 func (x *ListSitesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[27]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +2996,7 @@ func (x *ListSitesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSitesRequest.ProtoReflect.Descriptor instead.
 func (*ListSitesRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{27}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{30}
 }
 
 // ListSitesResponse lists sites by name.
@@ -2776,7 +3010,7 @@ type ListSitesResponse struct {
 
 func (x *ListSitesResponse) Reset() {
 	*x = ListSitesResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[28]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +3022,7 @@ func (x *ListSitesResponse) String() string {
 func (*ListSitesResponse) ProtoMessage() {}
 
 func (x *ListSitesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[28]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +3035,7 @@ func (x *ListSitesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSitesResponse.ProtoReflect.Descriptor instead.
 func (*ListSitesResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{28}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListSitesResponse) GetSites() []*Site {
@@ -2974,14 +3208,17 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"fromOldest\"[\n" +
 	"\x12WatchFleetResponse\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12-\n" +
-	"\x05event\x18\x02 \x01(\v2\x17.ironlink.v1.FleetEventR\x05event\"\x90\x02\n" +
+	"\x05event\x18\x02 \x01(\v2\x17.ironlink.v1.FleetEventR\x05event\"\xf4\x03\n" +
 	"\n" +
 	"FleetEvent\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.ironlink.v1.FleetEventKindR\x04kind\x129\n" +
 	"\n" +
 	"event_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\teventTime\x12E\n" +
 	"\rdevice_status\x18\x03 \x01(\v2\x1e.ironlink.v1.DeviceStatusEventH\x00R\fdeviceStatus\x12E\n" +
-	"\rcommand_state\x18\x04 \x01(\v2\x1e.ironlink.v1.CommandStateEventH\x00R\fcommandStateB\b\n" +
+	"\rcommand_state\x18\x04 \x01(\v2\x1e.ironlink.v1.CommandStateEventH\x00R\fcommandState\x12K\n" +
+	"\x0foperation_state\x18F \x01(\v2 .ironlink.v1.OperationStateEventH\x00R\x0eoperationState\x12K\n" +
+	"\x0fpolicy_decision\x18G \x01(\v2 .ironlink.v1.PolicyDecisionEventH\x00R\x0epolicyDecision\x12H\n" +
+	"\x0epending_action\x18H \x01(\v2\x1f.ironlink.v1.PendingActionEventH\x00R\rpendingActionB\b\n" +
 	"\x06change\"\xf1\x01\n" +
 	"\x11DeviceStatusEvent\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
@@ -2994,7 +3231,17 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\x12@\n" +
 	"\x0eprevious_state\x18\x02 \x01(\x0e2\x19.ironlink.v1.CommandStateR\rpreviousState\x12\x1f\n" +
 	"\vdevice_name\x18\x03 \x01(\tR\n" +
-	"deviceName\"\x83\x01\n" +
+	"deviceName\"\x8f\x01\n" +
+	"\x13OperationStateEvent\x124\n" +
+	"\toperation\x18\x01 \x01(\v2\x16.ironlink.v1.OperationR\toperation\x12B\n" +
+	"\x0eprevious_state\x18\x02 \x01(\x0e2\x1b.ironlink.v1.OperationStateR\rpreviousState\"o\n" +
+	"\x13PolicyDecisionEvent\x127\n" +
+	"\bdecision\x18\x01 \x01(\v2\x1b.ironlink.v1.PolicyDecisionR\bdecision\x12\x1f\n" +
+	"\vdevice_name\x18\x02 \x01(\tR\n" +
+	"deviceName\"\x9f\x01\n" +
+	"\x12PendingActionEvent\x12A\n" +
+	"\x0epending_action\x18\x01 \x01(\v2\x1a.ironlink.v1.PendingActionR\rpendingAction\x12F\n" +
+	"\x0eprevious_state\x18\x02 \x01(\x0e2\x1f.ironlink.v1.PendingActionStateR\rpreviousState\"\x83\x01\n" +
 	"\x17QuarantineDeviceRequest\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
@@ -3064,11 +3311,14 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x16LINK_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14LINK_STATE_CONNECTED\x10\x01\x12\x1b\n" +
 	"\x17LINK_STATE_DISCONNECTED\x10\x02\x12\x1a\n" +
-	"\x16LINK_STATE_UNREACHABLE\x10\x03*z\n" +
+	"\x16LINK_STATE_UNREACHABLE\x10\x03*\xeb\x01\n" +
 	"\x0eFleetEventKind\x12 \n" +
 	"\x1cFLEET_EVENT_KIND_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eFLEET_EVENT_KIND_DEVICE_STATUS\x10\x01\x12\"\n" +
-	"\x1eFLEET_EVENT_KIND_COMMAND_STATE\x10\x022\xfb\x05\n" +
+	"\x1eFLEET_EVENT_KIND_COMMAND_STATE\x10\x02\x12$\n" +
+	" FLEET_EVENT_KIND_OPERATION_STATE\x10\x03\x12$\n" +
+	" FLEET_EVENT_KIND_POLICY_DECISION\x10\x04\x12#\n" +
+	"\x1fFLEET_EVENT_KIND_PENDING_ACTION\x10\x052\xfb\x05\n" +
 	"\fFleetService\x12P\n" +
 	"\vListDevices\x12\x1f.ironlink.v1.ListDevicesRequest\x1a .ironlink.v1.ListDevicesResponse\x12J\n" +
 	"\tGetDevice\x12\x1d.ironlink.v1.GetDeviceRequest\x1a\x1e.ironlink.v1.GetDeviceResponse\x12_\n" +
@@ -3095,7 +3345,7 @@ func file_ironlink_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ironlink_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_ironlink_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(OperationalStatus)(0),           // 0: ironlink.v1.OperationalStatus
 	(CommandState)(0),                // 1: ironlink.v1.CommandState
@@ -3118,113 +3368,128 @@ var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(*FleetEvent)(nil),               // 18: ironlink.v1.FleetEvent
 	(*DeviceStatusEvent)(nil),        // 19: ironlink.v1.DeviceStatusEvent
 	(*CommandStateEvent)(nil),        // 20: ironlink.v1.CommandStateEvent
-	(*QuarantineDeviceRequest)(nil),  // 21: ironlink.v1.QuarantineDeviceRequest
-	(*QuarantineDeviceResponse)(nil), // 22: ironlink.v1.QuarantineDeviceResponse
-	(*ReleaseDeviceRequest)(nil),     // 23: ironlink.v1.ReleaseDeviceRequest
-	(*ReleaseDeviceResponse)(nil),    // 24: ironlink.v1.ReleaseDeviceResponse
-	(*GetCommandRequest)(nil),        // 25: ironlink.v1.GetCommandRequest
-	(*GetCommandResponse)(nil),       // 26: ironlink.v1.GetCommandResponse
-	(*ListCommandsRequest)(nil),      // 27: ironlink.v1.ListCommandsRequest
-	(*ListCommandsResponse)(nil),     // 28: ironlink.v1.ListCommandsResponse
-	(*RetryCommandRequest)(nil),      // 29: ironlink.v1.RetryCommandRequest
-	(*RetryCommandResponse)(nil),     // 30: ironlink.v1.RetryCommandResponse
-	(*ListSitesRequest)(nil),         // 31: ironlink.v1.ListSitesRequest
-	(*ListSitesResponse)(nil),        // 32: ironlink.v1.ListSitesResponse
-	(*timestamppb.Timestamp)(nil),    // 33: google.protobuf.Timestamp
-	(*Condition)(nil),                // 34: ironlink.v1.Condition
-	(*DeviceFacts)(nil),              // 35: ironlink.v1.DeviceFacts
-	(ImpairmentState)(0),             // 36: ironlink.v1.ImpairmentState
-	(FailureClass)(0),                // 37: ironlink.v1.FailureClass
-	(*DeviceHold)(nil),               // 38: ironlink.v1.DeviceHold
-	(*SitePolicyState)(nil),          // 39: ironlink.v1.SitePolicyState
-	(*Operation)(nil),                // 40: ironlink.v1.Operation
+	(*OperationStateEvent)(nil),      // 21: ironlink.v1.OperationStateEvent
+	(*PolicyDecisionEvent)(nil),      // 22: ironlink.v1.PolicyDecisionEvent
+	(*PendingActionEvent)(nil),       // 23: ironlink.v1.PendingActionEvent
+	(*QuarantineDeviceRequest)(nil),  // 24: ironlink.v1.QuarantineDeviceRequest
+	(*QuarantineDeviceResponse)(nil), // 25: ironlink.v1.QuarantineDeviceResponse
+	(*ReleaseDeviceRequest)(nil),     // 26: ironlink.v1.ReleaseDeviceRequest
+	(*ReleaseDeviceResponse)(nil),    // 27: ironlink.v1.ReleaseDeviceResponse
+	(*GetCommandRequest)(nil),        // 28: ironlink.v1.GetCommandRequest
+	(*GetCommandResponse)(nil),       // 29: ironlink.v1.GetCommandResponse
+	(*ListCommandsRequest)(nil),      // 30: ironlink.v1.ListCommandsRequest
+	(*ListCommandsResponse)(nil),     // 31: ironlink.v1.ListCommandsResponse
+	(*RetryCommandRequest)(nil),      // 32: ironlink.v1.RetryCommandRequest
+	(*RetryCommandResponse)(nil),     // 33: ironlink.v1.RetryCommandResponse
+	(*ListSitesRequest)(nil),         // 34: ironlink.v1.ListSitesRequest
+	(*ListSitesResponse)(nil),        // 35: ironlink.v1.ListSitesResponse
+	(*timestamppb.Timestamp)(nil),    // 36: google.protobuf.Timestamp
+	(*Condition)(nil),                // 37: ironlink.v1.Condition
+	(*DeviceFacts)(nil),              // 38: ironlink.v1.DeviceFacts
+	(ImpairmentState)(0),             // 39: ironlink.v1.ImpairmentState
+	(FailureClass)(0),                // 40: ironlink.v1.FailureClass
+	(*DeviceHold)(nil),               // 41: ironlink.v1.DeviceHold
+	(*SitePolicyState)(nil),          // 42: ironlink.v1.SitePolicyState
+	(*Operation)(nil),                // 43: ironlink.v1.Operation
+	(OperationState)(0),              // 44: ironlink.v1.OperationState
+	(*PolicyDecision)(nil),           // 45: ironlink.v1.PolicyDecision
+	(*PendingAction)(nil),            // 46: ironlink.v1.PendingAction
+	(PendingActionState)(0),          // 47: ironlink.v1.PendingActionState
 }
 var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	0,  // 0: ironlink.v1.Device.status:type_name -> ironlink.v1.OperationalStatus
-	33, // 1: ironlink.v1.Device.status_change_time:type_name -> google.protobuf.Timestamp
+	36, // 1: ironlink.v1.Device.status_change_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: ironlink.v1.Device.last_known_status:type_name -> ironlink.v1.OperationalStatus
-	33, // 3: ironlink.v1.Device.remove_time:type_name -> google.protobuf.Timestamp
-	34, // 4: ironlink.v1.Device.conditions:type_name -> ironlink.v1.Condition
-	35, // 5: ironlink.v1.Device.facts:type_name -> ironlink.v1.DeviceFacts
-	36, // 6: ironlink.v1.Device.desired_impairment:type_name -> ironlink.v1.ImpairmentState
-	33, // 7: ironlink.v1.Device.observed_time:type_name -> google.protobuf.Timestamp
-	33, // 8: ironlink.v1.Device.last_drift_correction_time:type_name -> google.protobuf.Timestamp
-	37, // 9: ironlink.v1.Device.last_command_failure_class:type_name -> ironlink.v1.FailureClass
-	38, // 10: ironlink.v1.Device.policy_holds:type_name -> ironlink.v1.DeviceHold
+	36, // 3: ironlink.v1.Device.remove_time:type_name -> google.protobuf.Timestamp
+	37, // 4: ironlink.v1.Device.conditions:type_name -> ironlink.v1.Condition
+	38, // 5: ironlink.v1.Device.facts:type_name -> ironlink.v1.DeviceFacts
+	39, // 6: ironlink.v1.Device.desired_impairment:type_name -> ironlink.v1.ImpairmentState
+	36, // 7: ironlink.v1.Device.observed_time:type_name -> google.protobuf.Timestamp
+	36, // 8: ironlink.v1.Device.last_drift_correction_time:type_name -> google.protobuf.Timestamp
+	40, // 9: ironlink.v1.Device.last_command_failure_class:type_name -> ironlink.v1.FailureClass
+	41, // 10: ironlink.v1.Device.policy_holds:type_name -> ironlink.v1.DeviceHold
 	0,  // 11: ironlink.v1.StatusChange.status:type_name -> ironlink.v1.OperationalStatus
-	33, // 12: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
-	36, // 13: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
-	33, // 14: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
-	36, // 15: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
+	36, // 12: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
+	39, // 13: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
+	36, // 14: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
+	39, // 15: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
 	1,  // 16: ironlink.v1.OperatorCommand.state:type_name -> ironlink.v1.CommandState
-	33, // 17: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
-	33, // 18: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
-	33, // 19: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
-	37, // 20: ironlink.v1.OperatorCommand.failure_class:type_name -> ironlink.v1.FailureClass
+	36, // 17: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
+	36, // 18: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
+	36, // 19: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
+	40, // 20: ironlink.v1.OperatorCommand.failure_class:type_name -> ironlink.v1.FailureClass
 	2,  // 21: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
-	33, // 22: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
-	34, // 23: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
-	39, // 24: ironlink.v1.Site.policy_state:type_name -> ironlink.v1.SitePolicyState
+	36, // 22: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
+	37, // 23: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
+	42, // 24: ironlink.v1.Site.policy_state:type_name -> ironlink.v1.SitePolicyState
 	0,  // 25: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	36, // 26: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
-	33, // 27: ironlink.v1.ListDevicesRequest.as_of:type_name -> google.protobuf.Timestamp
+	39, // 26: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
+	36, // 27: ironlink.v1.ListDevicesRequest.as_of:type_name -> google.protobuf.Timestamp
 	4,  // 28: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
-	33, // 29: ironlink.v1.GetDeviceRequest.as_of:type_name -> google.protobuf.Timestamp
+	36, // 29: ironlink.v1.GetDeviceRequest.as_of:type_name -> google.protobuf.Timestamp
 	4,  // 30: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
 	5,  // 31: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
 	6,  // 32: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
-	40, // 33: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
+	43, // 33: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
 	13, // 34: ironlink.v1.GetDeviceResponse.explanation:type_name -> ironlink.v1.StatusExplanation
 	0,  // 35: ironlink.v1.StatusExplanation.status:type_name -> ironlink.v1.OperationalStatus
-	33, // 36: ironlink.v1.StatusExplanation.since:type_name -> google.protobuf.Timestamp
-	34, // 37: ironlink.v1.StatusExplanation.conditions:type_name -> ironlink.v1.Condition
+	36, // 36: ironlink.v1.StatusExplanation.since:type_name -> google.protobuf.Timestamp
+	37, // 37: ironlink.v1.StatusExplanation.conditions:type_name -> ironlink.v1.Condition
 	14, // 38: ironlink.v1.StatusExplanation.quarantine:type_name -> ironlink.v1.QuarantineExplanation
 	15, // 39: ironlink.v1.StatusExplanation.site_silence:type_name -> ironlink.v1.SiteSilence
 	0,  // 40: ironlink.v1.StatusExplanation.last_known_status:type_name -> ironlink.v1.OperationalStatus
-	33, // 41: ironlink.v1.QuarantineExplanation.change_time:type_name -> google.protobuf.Timestamp
+	36, // 41: ironlink.v1.QuarantineExplanation.change_time:type_name -> google.protobuf.Timestamp
 	1,  // 42: ironlink.v1.QuarantineExplanation.command_state:type_name -> ironlink.v1.CommandState
-	33, // 43: ironlink.v1.SiteSilence.last_seen_time:type_name -> google.protobuf.Timestamp
+	36, // 43: ironlink.v1.SiteSilence.last_seen_time:type_name -> google.protobuf.Timestamp
 	0,  // 44: ironlink.v1.WatchFleetRequest.statuses:type_name -> ironlink.v1.OperationalStatus
 	3,  // 45: ironlink.v1.WatchFleetRequest.kinds:type_name -> ironlink.v1.FleetEventKind
 	18, // 46: ironlink.v1.WatchFleetResponse.event:type_name -> ironlink.v1.FleetEvent
 	3,  // 47: ironlink.v1.FleetEvent.kind:type_name -> ironlink.v1.FleetEventKind
-	33, // 48: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
+	36, // 48: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
 	19, // 49: ironlink.v1.FleetEvent.device_status:type_name -> ironlink.v1.DeviceStatusEvent
 	20, // 50: ironlink.v1.FleetEvent.command_state:type_name -> ironlink.v1.CommandStateEvent
-	0,  // 51: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
-	0,  // 52: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
-	7,  // 53: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
-	1,  // 54: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
-	7,  // 55: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	7,  // 56: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	7,  // 57: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	1,  // 58: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	7,  // 59: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	7,  // 60: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	8,  // 61: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	9,  // 62: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	11, // 63: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	21, // 64: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	23, // 65: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	25, // 66: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	27, // 67: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	31, // 68: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	29, // 69: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
-	16, // 70: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
-	10, // 71: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	12, // 72: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	22, // 73: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	24, // 74: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	26, // 75: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	28, // 76: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	32, // 77: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	30, // 78: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
-	17, // 79: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
-	71, // [71:80] is the sub-list for method output_type
-	62, // [62:71] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	21, // 51: ironlink.v1.FleetEvent.operation_state:type_name -> ironlink.v1.OperationStateEvent
+	22, // 52: ironlink.v1.FleetEvent.policy_decision:type_name -> ironlink.v1.PolicyDecisionEvent
+	23, // 53: ironlink.v1.FleetEvent.pending_action:type_name -> ironlink.v1.PendingActionEvent
+	0,  // 54: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
+	0,  // 55: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
+	7,  // 56: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
+	1,  // 57: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
+	43, // 58: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
+	44, // 59: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
+	45, // 60: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
+	46, // 61: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
+	47, // 62: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
+	7,  // 63: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	7,  // 64: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	7,  // 65: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	1,  // 66: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	7,  // 67: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	7,  // 68: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	8,  // 69: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	9,  // 70: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	11, // 71: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	24, // 72: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	26, // 73: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	28, // 74: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	30, // 75: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	34, // 76: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	32, // 77: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
+	16, // 78: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
+	10, // 79: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	12, // 80: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	25, // 81: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	27, // 82: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	29, // 83: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	31, // 84: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	35, // 85: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	33, // 86: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
+	17, // 87: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
+	79, // [79:88] is the sub-list for method output_type
+	70, // [70:79] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }
@@ -3239,6 +3504,9 @@ func file_ironlink_v1_fleet_proto_init() {
 	file_ironlink_v1_fleet_proto_msgTypes[14].OneofWrappers = []any{
 		(*FleetEvent_DeviceStatus)(nil),
 		(*FleetEvent_CommandState)(nil),
+		(*FleetEvent_OperationState)(nil),
+		(*FleetEvent_PolicyDecision)(nil),
+		(*FleetEvent_PendingAction)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3246,7 +3514,7 @@ func file_ironlink_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_fleet_proto_rawDesc), len(file_ironlink_v1_fleet_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   29,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

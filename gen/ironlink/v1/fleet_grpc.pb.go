@@ -88,8 +88,9 @@ type FleetServiceClient interface {
 	// FailedPrecondition when the command is not FAILED (still pending or
 	// sent, succeeded, or superseded by a newer desired state).
 	RetryCommand(ctx context.Context, in *RetryCommandRequest, opts ...grpc.CallOption) (*RetryCommandResponse, error)
-	// WatchFleet follows the fleet's change feed: device status changes and
-	// command state changes, each sent once it has committed, in commit-safe
+	// WatchFleet follows the fleet's change feed: device status changes,
+	// command and operation state changes, quarantine policy decisions and
+	// pending action resolutions, each sent once it has committed, in commit-safe
 	// order (a change is sent only when no older transaction can still add
 	// one before it), every message with a cursor. A client that reconnects
 	// with the last cursor it received gets every later change exactly once,
@@ -265,8 +266,9 @@ type FleetServiceServer interface {
 	// FailedPrecondition when the command is not FAILED (still pending or
 	// sent, succeeded, or superseded by a newer desired state).
 	RetryCommand(context.Context, *RetryCommandRequest) (*RetryCommandResponse, error)
-	// WatchFleet follows the fleet's change feed: device status changes and
-	// command state changes, each sent once it has committed, in commit-safe
+	// WatchFleet follows the fleet's change feed: device status changes,
+	// command and operation state changes, quarantine policy decisions and
+	// pending action resolutions, each sent once it has committed, in commit-safe
 	// order (a change is sent only when no older transaction can still add
 	// one before it), every message with a cursor. A client that reconnects
 	// with the last cursor it received gets every later change exactly once,
