@@ -100,6 +100,16 @@ func (a *app) newDescribeDevice() *cobra.Command {
 	return cmd
 }
 
+// optUint renders an optional inspected property (Ironic properties
+// cpus, memory_mb, local_gb) with its unit suffix; "" (shown as "-") when
+// the satellite did not know it.
+func optUint[T uint32 | uint64](v *T, unit string) string {
+	if v == nil {
+		return ""
+	}
+	return strconv.FormatUint(uint64(*v), 10) + unit
+}
+
 // field prints "Label:" padded to a common column, then the value.
 func field(w io.Writer, label, value string) {
 	fmt.Fprintf(w, "%-20s%s\n", label+":", orDash(value))
@@ -139,6 +149,8 @@ func (a *app) printDevice(w io.Writer, r *ironlinkv1.GetDeviceResponse, cmds []*
 		{"Provision state:", f.GetProvisionState()}, {"Power state:", f.GetPowerState()}, {"Maintenance:", maint},
 		{"Fault:", f.GetFault()}, {"Resource class:", f.GetResourceClass()}, {"Instance:", f.GetInstanceUuid()},
 		{"Lessee:", f.GetLessee()}, {"Owner:", f.GetOwner()}, {"Conductor group:", f.GetConductorGroup()},
+		{"CPUs:", optUint(f.Cpus, "")}, {"Memory:", optUint(f.MemoryMb, " MiB")}, {"Local disk:", optUint(f.LocalGb, " GiB")},
+		{"CPU arch:", f.GetCpuArch()},
 	} {
 		t.row(kv[0], kv[1])
 	}

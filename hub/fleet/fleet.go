@@ -487,6 +487,7 @@ func deviceToProto(d store.Device) *ironlinkv1.Device {
 			Name: d.Facts.Name, ProvisionState: d.Facts.ProvisionState, PowerState: d.Facts.PowerState,
 			Maintenance: d.Facts.Maintenance, ResourceClass: d.Facts.ResourceClass, InstanceUuid: d.Facts.InstanceUUID,
 			Lessee: d.Facts.Lessee, Owner: d.Facts.Owner, ConductorGroup: d.Facts.ConductorGroup, Fault: d.Facts.Fault,
+			Cpus: d.Facts.CPUs, MemoryMb: d.Facts.MemoryMB, LocalGb: d.Facts.LocalGB, CpuArch: d.Facts.CPUArch,
 		},
 	}
 	for _, m := range d.Facts.InstanceMismatches {

@@ -158,11 +158,13 @@ func ToBatch(b *ironlinkv1.ConditionBatch) (store.Batch, error) {
 				Name: f.GetName(), ProvisionState: f.GetProvisionState(), PowerState: f.GetPowerState(),
 				Maintenance: f.GetMaintenance(), ResourceClass: f.GetResourceClass(), InstanceUUID: f.GetInstanceUuid(),
 				Lessee: f.GetLessee(), Owner: f.GetOwner(), ConductorGroup: f.GetConductorGroup(), Fault: f.GetFault(),
+				CPUs: f.Cpus, MemoryMB: f.MemoryMb, LocalGB: f.LocalGb, CPUArch: f.CpuArch,
 			}
 			for _, t := range [...]struct{ name, v string }{
 				{"name", u.Facts.Name}, {"provision_state", u.Facts.ProvisionState}, {"power_state", u.Facts.PowerState},
 				{"resource_class", u.Facts.ResourceClass}, {"instance_uuid", u.Facts.InstanceUUID}, {"lessee", u.Facts.Lessee},
 				{"owner", u.Facts.Owner}, {"conductor_group", u.Facts.ConductorGroup}, {"fault", u.Facts.Fault},
+				{"cpu_arch", f.GetCpuArch()},
 			} {
 				if err := textcheck.Line(field+".facts."+t.name, t.v, MaxFactBytes); err != nil {
 					return store.Batch{}, textErr(where+" device "+key, err)

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
@@ -96,6 +97,7 @@ func TestEveryTextFieldIsChecked(t *testing.T) {
 		{"fact owner NUL", batch(func(b *ironlinkv1.ConditionBatch) { facts(b).Owner = "\x00" }), "batch.devices[0].facts.owner"},
 		{"fact conductor_group NUL", batch(func(b *ironlinkv1.ConditionBatch) { facts(b).ConductorGroup = "\x00" }), "batch.devices[0].facts.conductor_group"},
 		{"fact fault huge", batch(func(b *ironlinkv1.ConditionBatch) { facts(b).Fault = big }), "batch.devices[0].facts.fault"},
+		{"fact cpu_arch NUL", batch(func(b *ironlinkv1.ConditionBatch) { facts(b).CpuArch = proto.String("x86\x0064") }), "batch.devices[0].facts.cpu_arch"},
 		{"mismatch server id NUL", batch(func(b *ironlinkv1.ConditionBatch) { facts(b).InstanceMismatches[0].NovaServerId = "\x00" }),
 			"batch.devices[0].facts.instance_mismatches[0].nova_server_id"},
 		{"mismatch status control", batch(func(b *ironlinkv1.ConditionBatch) { facts(b).InstanceMismatches[0].NovaServerStatus = "A\x07" }),

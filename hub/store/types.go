@@ -62,6 +62,14 @@ type Facts struct {
 	Owner          string `json:"owner,omitempty"`
 	ConductorGroup string `json:"conductor_group,omitempty"`
 	Fault          string `json:"fault,omitempty"`
+	// CPUs, MemoryMB (MiB), LocalGB (GiB) and CPUArch are Ironic's node
+	// properties cpus, memory_mb, local_gb and cpu_arch, as inspection or
+	// enrolment set them; nil when the satellite did not know them (and in
+	// rows written before the fields existed).
+	CPUs     *uint32 `json:"cpus,omitempty"`
+	MemoryMB *uint64 `json:"memory_mb,omitempty"`
+	LocalGB  *uint64 `json:"local_gb,omitempty"`
+	CPUArch  *string `json:"cpu_arch,omitempty"`
 	// InstanceMismatches are the node's orphaned instances (at most 16);
 	// nil when Nova and Ironic agree, on standalone sites, and in rows
 	// written before the field existed.

@@ -678,7 +678,8 @@ func sameFacts(a, b *ironlinkv1.DeviceFacts) bool {
 	}
 	if a.Name != b.Name || a.ProvisionState != b.ProvisionState || a.PowerState != b.PowerState || a.Maintenance != b.Maintenance ||
 		a.ResourceClass != b.ResourceClass || a.InstanceUuid != b.InstanceUuid || a.Lessee != b.Lessee || a.Owner != b.Owner ||
-		a.ConductorGroup != b.ConductorGroup || a.Fault != b.Fault || len(a.InstanceMismatches) != len(b.InstanceMismatches) {
+		a.ConductorGroup != b.ConductorGroup || a.Fault != b.Fault || len(a.InstanceMismatches) != len(b.InstanceMismatches) ||
+		!samePtr(a.Cpus, b.Cpus) || !samePtr(a.MemoryMb, b.MemoryMb) || !samePtr(a.LocalGb, b.LocalGb) || !samePtr(a.CpuArch, b.CpuArch) {
 		return false
 	}
 	for i, m := range a.InstanceMismatches {
@@ -689,12 +690,40 @@ func sameFacts(a, b *ironlinkv1.DeviceFacts) bool {
 	return true
 }
 
+// samePtr reports whether two optional fact values are both unset or
+// both set and equal.
+func samePtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// setPtr sets the optional fact *p to v when has (reusing *p's storage: f
+// is the scratch message, whose values are never shared), else unsets it.
+func setPtr[T any](p **T, v T, has bool) {
+	switch {
+	case !has:
+		*p = nil
+	case *p != nil:
+		**p = v
+	default:
+		*p = &v
+	}
+}
+
 // fillFacts sets every field of f but InstanceMismatches to n's facts for
 // the hub, each one-line value sanitized (NUL and control characters
-// replaced, cut to maxFactBytes).
+// replaced, cut to maxFactBytes). The node's properties (cpus, memory_mb,
+// local_gb, cpu_arch) are unset when Ironic did not tell them.
 func fillFacts(f *ironlinkv1.DeviceFacts, n ironic.Node) {
 	l := func(s string) string { return textcheck.SanitizeLine(s, maxFactBytes) }
 	f.Name, f.ProvisionState, f.PowerState, f.Maintenance = l(n.Name), l(n.ProvisionState), l(n.PowerState), n.Maintenance
 	f.ResourceClass, f.InstanceUuid, f.Lessee, f.Owner = l(n.ResourceClass), l(n.InstanceUUID), l(n.Lessee), l(n.Owner)
 	f.ConductorGroup, f.Fault = l(n.ConductorGroup), l(n.Fault)
+	p := n.Properties
+	setPtr(&f.Cpus, p.CPUs, p.HasCPUs)
+	setPtr(&f.MemoryMb, p.MemoryMB, p.HasMemoryMB)
+	setPtr(&f.LocalGb, p.LocalGB, p.HasLocalGB)
+	setPtr(&f.CpuArch, l(p.CPUArch), p.HasCPUArch)
 }

@@ -3,7 +3,9 @@ package ironic
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -55,6 +57,10 @@ type Node struct {
 	// ProvisionUpdatedAt is when ProvisionState last changed (UTC); zero
 	// when Ironic sent null or a timestamp that could not be parsed.
 	ProvisionUpdatedAt time.Time
+	// Properties are the four hardware properties inspection sets (the
+	// rest of Ironic's properties is not decoded). They feed the device's
+	// facts only, never a condition.
+	Properties Properties
 	// Missing holds the Ironic field names (e.g. "lessee", "fault") that
 	// the negotiated microversion does not have, that the server refused,
 	// that came back null where null means "cannot tell" (provision_state,
@@ -71,6 +77,27 @@ type Node struct {
 	// condition instead (README "Conditions"). A subset of Missing; nil
 	// when the answer had every field asked for.
 	Unsent map[string]bool
+}
+
+// Properties are the hardware properties of a node that the satellite
+// reports (Ironic api-ref "Nodes", field properties; set by inspection or
+// at enrolment). Each value is known only when its Has flag is true: the
+// node has no properties, the key is absent, or its value is not of the
+// expected shape (Ironic stores what inspectors and operators wrote: old
+// inspectors write "8" for 8, so numeric strings are accepted).
+type Properties struct {
+	// CPUs is properties.cpus, the CPU count.
+	CPUs    uint32
+	HasCPUs bool
+	// MemoryMB is properties.memory_mb, RAM in MiB.
+	MemoryMB    uint64
+	HasMemoryMB bool
+	// LocalGB is properties.local_gb, the root disk's size in GiB.
+	LocalGB    uint64
+	HasLocalGB bool
+	// CPUArch is properties.cpu_arch, e.g. "x86_64".
+	CPUArch    string
+	HasCPUArch bool
 }
 
 // HasTrait reports whether the node carries trait t.
@@ -113,6 +140,9 @@ var nodeFields = []field{
 	{"conductor_group", openstack.Microversion{Major: 1, Minor: 46}, true},
 	{"owner", openstack.Microversion{Major: 1, Minor: 50}, true},
 	{"lessee", openstack.Microversion{Major: 1, Minor: 65}, true},
+	// properties is decoded for four keys only (Properties): it feeds
+	// facts, and a server that refuses it loses only those.
+	{"properties", openstack.Microversion{Major: 1, Minor: 1}, true},
 }
 
 // Fields returns the node fields requested at microversion v, and the
@@ -210,6 +240,88 @@ func (o *optStrings) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, &o.V)
 }
 
+// propUint is a non-negative integer property that Ironic may hold as a
+// JSON number or a string of digits ("16384"); anything else (null, "",
+// a fraction, a negative number, an object) leaves Set false. It never
+// fails decoding, so one odd node cannot fail a page.
+type propUint struct {
+	V   uint64
+	Set bool
+}
+
+func (p *propUint) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' {
+		b = bytes.TrimSpace(b[1 : len(b)-1])
+	}
+	v, err := strconv.ParseUint(string(b), 10, 64)
+	*p = propUint{V: v, Set: err == nil}
+	return nil
+}
+
+// propString is a string property; a value that is not a JSON string
+// (null, a number) leaves Set false and never fails decoding.
+type propString struct {
+	V   string
+	Set bool
+}
+
+func (p *propString) UnmarshalJSON(b []byte) error {
+	*p = propString{}
+	if len(b) == 0 || b[0] != '"' {
+		return nil
+	}
+	if v, ok := plainJSONString(b); ok {
+		p.V, p.Set = v, true
+		return nil
+	}
+	if json.Unmarshal(b, &p.V) == nil {
+		p.Set = true
+	}
+	return nil
+}
+
+// optProperties is the node's properties object, decoded for the keys of
+// Properties only (the decoder skips the others). Set records that the key
+// was in the answer; a value that is not an object (null included) is
+// Set with nothing known.
+type optProperties struct {
+	CPUs     propUint   `json:"cpus"`
+	MemoryMB propUint   `json:"memory_mb"`
+	LocalGB  propUint   `json:"local_gb"`
+	CPUArch  propString `json:"cpu_arch"`
+	Set      bool       `json:"-"`
+}
+
+func (o *optProperties) UnmarshalJSON(b []byte) error {
+	*o = optProperties{Set: true}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return nil
+	}
+	type plain optProperties // without this method
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil // a value that does not fit: nothing known
+	}
+	*o = optProperties(p)
+	o.Set = true
+	return nil
+}
+
+// properties converts the decoded keys; cpus above 2^32-1 is not known.
+func (o *optProperties) properties() Properties {
+	p := Properties{
+		MemoryMB: o.MemoryMB.V, HasMemoryMB: o.MemoryMB.Set,
+		LocalGB: o.LocalGB.V, HasLocalGB: o.LocalGB.Set,
+		CPUArch: o.CPUArch.V, HasCPUArch: o.CPUArch.Set,
+	}
+	if o.CPUs.Set && o.CPUs.V <= math.MaxUint32 {
+		p.CPUs, p.HasCPUs = uint32(o.CPUs.V), true
+	}
+	return p
+}
+
 // optTime is flexTime that records whether the key was present.
 type optTime struct {
 	flexTime
@@ -226,23 +338,24 @@ func (o *optTime) UnmarshalJSON(b []byte) error {
 // versions, proxies or microversions drop fields from later pages) is
 // reported in Node.Unsent instead of decoding as "".
 type wireNode struct {
-	UUID                 string     `json:"uuid"`
-	Name                 optString  `json:"name"`
-	ProvisionState       optString  `json:"provision_state"`
-	TargetProvisionState optString  `json:"target_provision_state"`
-	ProvisionUpdatedAt   optTime    `json:"provision_updated_at"`
-	PowerState           optString  `json:"power_state"`
-	Maintenance          optBool    `json:"maintenance"`
-	MaintenanceReason    optString  `json:"maintenance_reason"`
-	Fault                optString  `json:"fault"`
-	LastError            optString  `json:"last_error"`
-	InstanceUUID         optString  `json:"instance_uuid"`
-	AllocationUUID       optString  `json:"allocation_uuid"`
-	ResourceClass        optString  `json:"resource_class"`
-	Traits               optStrings `json:"traits"`
-	ConductorGroup       optString  `json:"conductor_group"`
-	Owner                optString  `json:"owner"`
-	Lessee               optString  `json:"lessee"`
+	UUID                 string        `json:"uuid"`
+	Name                 optString     `json:"name"`
+	ProvisionState       optString     `json:"provision_state"`
+	TargetProvisionState optString     `json:"target_provision_state"`
+	ProvisionUpdatedAt   optTime       `json:"provision_updated_at"`
+	PowerState           optString     `json:"power_state"`
+	Maintenance          optBool       `json:"maintenance"`
+	MaintenanceReason    optString     `json:"maintenance_reason"`
+	Fault                optString     `json:"fault"`
+	LastError            optString     `json:"last_error"`
+	InstanceUUID         optString     `json:"instance_uuid"`
+	AllocationUUID       optString     `json:"allocation_uuid"`
+	ResourceClass        optString     `json:"resource_class"`
+	Traits               optStrings    `json:"traits"`
+	ConductorGroup       optString     `json:"conductor_group"`
+	Owner                optString     `json:"owner"`
+	Lessee               optString     `json:"lessee"`
+	Properties           optProperties `json:"properties"`
 }
 
 // present reports whether field f (an Ironic field name of nodeFields) was
@@ -283,6 +396,8 @@ func (w *wireNode) present(f string) bool {
 		return w.Owner.Set
 	case "lessee":
 		return w.Lessee.Set
+	case "properties":
+		return w.Properties.Set
 	}
 	return false
 }
@@ -310,6 +425,7 @@ func (w *wireNode) toNode(asked []string, versionMissing map[string]bool) Node {
 		Lessee:               w.Lessee.V,
 		Traits:               w.Traits.V,
 		ProvisionUpdatedAt:   w.ProvisionUpdatedAt.T,
+		Properties:           w.Properties.properties(),
 	}
 	for k := range versionMissing {
 		n.miss(k)
@@ -394,6 +510,8 @@ func (n Node) CarryUnsent(prev Node) Node {
 			n.Owner = prev.Owner
 		case "lessee":
 			n.Lessee = prev.Lessee
+		case "properties":
+			n.Properties = prev.Properties
 		}
 	}
 	return n

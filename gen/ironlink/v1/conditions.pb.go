@@ -268,8 +268,22 @@ type DeviceFacts struct {
 	// empty when the records agree, on standalone sites, and when the sweep
 	// cannot judge (see the site condition OrphanDetection).
 	InstanceMismatches []*InstanceMismatch `protobuf:"bytes,11,rep,name=instance_mismatches,json=instanceMismatches,proto3" json:"instance_mismatches,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Ironic properties.cpus: the node's CPU count, as inspection (or the
+	// enrolment spec) set it. Unset when unknown: Ironic sent no properties,
+	// the key is absent, or its value is not a non-negative integer (Ironic
+	// api-ref "Nodes", properties; older inspectors store it as a string).
+	Cpus *uint32 `protobuf:"varint,12,opt,name=cpus,proto3,oneof" json:"cpus,omitempty"`
+	// Ironic properties.memory_mb: the node's RAM in MiB. Unset when unknown,
+	// as cpus.
+	MemoryMb *uint64 `protobuf:"varint,13,opt,name=memory_mb,json=memoryMb,proto3,oneof" json:"memory_mb,omitempty"`
+	// Ironic properties.local_gb: the size of the node's root disk in GiB.
+	// Unset when unknown, as cpus.
+	LocalGb *uint64 `protobuf:"varint,14,opt,name=local_gb,json=localGb,proto3,oneof" json:"local_gb,omitempty"`
+	// Ironic properties.cpu_arch, for example "x86_64" or "aarch64". Unset
+	// when Ironic sent no properties or the key is absent.
+	CpuArch       *string `protobuf:"bytes,15,opt,name=cpu_arch,json=cpuArch,proto3,oneof" json:"cpu_arch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeviceFacts) Reset() {
@@ -377,6 +391,34 @@ func (x *DeviceFacts) GetInstanceMismatches() []*InstanceMismatch {
 		return x.InstanceMismatches
 	}
 	return nil
+}
+
+func (x *DeviceFacts) GetCpus() uint32 {
+	if x != nil && x.Cpus != nil {
+		return *x.Cpus
+	}
+	return 0
+}
+
+func (x *DeviceFacts) GetMemoryMb() uint64 {
+	if x != nil && x.MemoryMb != nil {
+		return *x.MemoryMb
+	}
+	return 0
+}
+
+func (x *DeviceFacts) GetLocalGb() uint64 {
+	if x != nil && x.LocalGb != nil {
+		return *x.LocalGb
+	}
+	return 0
+}
+
+func (x *DeviceFacts) GetCpuArch() string {
+	if x != nil && x.CpuArch != nil {
+		return *x.CpuArch
+	}
+	return ""
 }
 
 // InstanceMismatch is one orphaned instance: Nova and Ironic disagree about
@@ -488,7 +530,7 @@ const file_ironlink_v1_conditions_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12L\n" +
 	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12?\n" +
 	"\robserved_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\x12/\n" +
-	"\x13observed_generation\x18\a \x01(\x03R\x12observedGeneration\"\x96\x03\n" +
+	"\x13observed_generation\x18\a \x01(\x03R\x12observedGeneration\"\xc2\x04\n" +
 	"\vDeviceFacts\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fprovision_state\x18\x02 \x01(\tR\x0eprovisionState\x12\x1f\n" +
@@ -502,7 +544,16 @@ const file_ironlink_v1_conditions_proto_rawDesc = "" +
 	"\x0fconductor_group\x18\t \x01(\tR\x0econductorGroup\x12\x14\n" +
 	"\x05fault\x18\n" +
 	" \x01(\tR\x05fault\x12N\n" +
-	"\x13instance_mismatches\x18\v \x03(\v2\x1d.ironlink.v1.InstanceMismatchR\x12instanceMismatches\"\xbb\x02\n" +
+	"\x13instance_mismatches\x18\v \x03(\v2\x1d.ironlink.v1.InstanceMismatchR\x12instanceMismatches\x12\x17\n" +
+	"\x04cpus\x18\f \x01(\rH\x00R\x04cpus\x88\x01\x01\x12 \n" +
+	"\tmemory_mb\x18\r \x01(\x04H\x01R\bmemoryMb\x88\x01\x01\x12\x1e\n" +
+	"\blocal_gb\x18\x0e \x01(\x04H\x02R\alocalGb\x88\x01\x01\x12\x1e\n" +
+	"\bcpu_arch\x18\x0f \x01(\tH\x03R\acpuArch\x88\x01\x01B\a\n" +
+	"\x05_cpusB\f\n" +
+	"\n" +
+	"_memory_mbB\v\n" +
+	"\t_local_gbB\v\n" +
+	"\t_cpu_arch\"\xbb\x02\n" +
 	"\x10InstanceMismatch\x125\n" +
 	"\x04kind\x18\x01 \x01(\x0e2!.ironlink.v1.InstanceMismatchKindR\x04kind\x120\n" +
 	"\x14ironic_instance_uuid\x18\x02 \x01(\tR\x12ironicInstanceUuid\x12$\n" +
@@ -561,6 +612,7 @@ func file_ironlink_v1_conditions_proto_init() {
 	if File_ironlink_v1_conditions_proto != nil {
 		return
 	}
+	file_ironlink_v1_conditions_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
