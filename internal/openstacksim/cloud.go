@@ -64,6 +64,11 @@ type Options struct {
 	// NovaMaxLimit is Nova's [api]max_limit: the default and the cap of the
 	// limit query parameter of server lists; default 1000.
 	NovaMaxLimit int
+	// ProvisionStep is the time between two provision states of a
+	// transition started through the API (provision.go: enrol, inspect,
+	// clean, provide, deploy, undeploy, Nova boot and delete); default
+	// 100 ms.
+	ProvisionStep time.Duration
 	// Logger receives one debug line per request and info lines for churn;
 	// default: discard.
 	Logger *slog.Logger
@@ -95,6 +100,7 @@ type Cloud struct {
 	faults    []*Fault
 	fieldLoss FieldLoss // see SetFieldLoss
 	churn     map[string][]churnStep
+	ops       *opsState // provision.go
 
 	servers     map[string]*serverRec // by ID, deleted ones too
 	serverOrder []*serverRec          // creation order

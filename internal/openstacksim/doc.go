@@ -100,10 +100,13 @@
 // messages stop after their first line; driver_internal_info is empty;
 // application-credential access rules are reported in the token but not
 // enforced; only nodes (list, detail, get, create, patch, delete,
-// maintenance, traits, states) exist in Ironic, and Placement's resources=
-// filter is ignored (member_of= matches nothing). Nova is read-only over
-// HTTP (servers change through the Go API; other methods get 405
-// badMethod, and paths other than servers a routing 404); of the list
+// maintenance, traits, states, provision and power actions), ports (list,
+// create) and drivers (list) exist in Ironic, and Placement's resources=
+// filter is ignored (member_of= matches nothing). Nova's servers change
+// over HTTP only by create (POST /v2.1/servers, targeted with
+// hypervisor_hostname from 2.74) and delete, and otherwise through the Go
+// API; flavors list the one flavor baremetal.gpu-h100; other methods get 405
+// badMethod, and other paths a routing 404; of the list
 // filters only status, name, node, host, deleted and (with all_tenants)
 // tenant_id/project_id are applied, others (changes-since, sort_key, ip, …)
 // are accepted and ignored and sort_key is not validated; JSON keys come
@@ -123,6 +126,24 @@
 // tokens ([Cloud.ExpireTokens]) and let a fleet change on its own
 // ([Cloud.Churn], for the demo; Nova's servers follow deploys and
 // tear-downs, so churn makes no orphans).
+//
+// Operations (provision.go): PUT …/states/provision runs Ironic's state
+// sequences in the background, one state every [Options.ProvisionStep]
+// (manage: verifying → manageable, setting a power state; inspect:
+// inspecting → inspect wait → manageable; clean and provide: cleaning ↔
+// clean wait → manageable/available, an unknown manual step → clean failed
+// with Ironic's "node does not support this clean step" last_error;
+// active: deploying ↔ wait call-back → active, needing
+// instance_info.image_source; deleted: deleting → cleaning → available;
+// abort from the wait states → the matching failed state), with 400
+// InvalidStateRequested for a transition the state does not allow and 409
+// NodeLocked while the conductor works; [Cloud.HoldWaitStates] holds them
+// in a wait state. A Nova boot lands on the chosen available node (ERROR
+// "No valid host was found." otherwise), which then deploys like Ironic's.
+// Deliberate differences: Ironic answers clean/inspect of fake-hardware at
+// once (no wait states) and real Nova learns a new node only after its
+// resource tracker ran; the simulator waits in every wait state and knows
+// nodes at once.
 //
 // The binary in cmd/ironlink-openstacksim serves a seeded, churning cloud
 // for `make demo`.

@@ -115,6 +115,14 @@ func (c *Cloud) serveBaremetal(w http.ResponseWriter, r *http.Request, rel strin
 		return
 	}
 	segs := strings.Split(strings.TrimPrefix(p, "/v1/"), "/")
+	switch { // provision.go
+	case len(segs) == 1 && segs[0] == "drivers" && r.Method == http.MethodGet:
+		c.ironicDrivers(w)
+		return
+	case len(segs) == 1 && segs[0] == "ports":
+		c.ironicPorts(w, r)
+		return
+	}
 	if segs[0] != "nodes" {
 		routingError(w, http.StatusNotFound, "", "")
 		return
@@ -196,6 +204,10 @@ func (c *Cloud) serveBaremetal(w http.ResponseWriter, r *http.Request, rel strin
 		default:
 			routingError(w, http.StatusMethodNotAllowed, "", "DELETE, GET, PUT")
 		}
+	case segs[2] == "states" && len(segs) == 4 && segs[3] == "provision" && r.Method == http.MethodPut:
+		c.ironicProvision(w, r, ver, ident)
+	case segs[2] == "states" && len(segs) == 4 && segs[3] == "power" && r.Method == http.MethodPut:
+		c.ironicPower(w, r, ver, ident)
 	case segs[2] == "states" && len(segs) == 3 && r.Method == http.MethodGet:
 		c.ironicStates(w, r, ver, ident)
 	default:

@@ -201,6 +201,9 @@ func (c *Cloud) serveCompute(w http.ResponseWriter, r *http.Request, rel string)
 		return
 	}
 	segs := strings.Split(strings.TrimPrefix(p, "/v2.1/"), "/")
+	if c.serveComputeOps(w, r, minor, segs) { // provision.go
+		return
+	}
 	if segs[0] != "servers" || len(segs) > 2 {
 		novaRoutingNotFound(w)
 		return
@@ -575,6 +578,9 @@ func (c *Cloud) renderServer(rec *serverRec, minor int, admin bool) map[string]a
 	}
 	if s.Status == ServerBuild {
 		m["OS-EXT-AZ:availability_zone"] = ""
+	}
+	if f := c.serverFaultLocked(s.ID); f != "" && s.Status == ServerError {
+		m["fault"] = map[string]any{"code": 500, "message": f, "created": novaTime(s.Updated)}
 	}
 	switch s.Status {
 	case "ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING":

@@ -3,7 +3,8 @@
 // make (satellite/openstack, satellite/ironic, satellite/placement). The file
 // deploy/openstack/access-rules.yaml is rendered from Rules; a test keeps the
 // two in step, and the end-to-end suite checks every request the satellite
-// made against the file.
+// made against the file. deploy/openstack/operations-access-rules.yaml is
+// rendered from OperationsRules the same way, for the operations credential.
 //
 // Rule shape and matching follow the Keystone API reference, "Application
 // Credentials": a rule is {service, method, path}; in path, "*" matches one
@@ -22,6 +23,7 @@ import (
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/nova"
 	"github.com/ironlink/ironlink/satellite/openstack"
+	"github.com/ironlink/ironlink/satellite/operations"
 	"github.com/ironlink/ironlink/satellite/placement"
 )
 
@@ -43,6 +45,25 @@ func Rules() []Rule {
 	calls = append(calls, ironic.APICalls()...)
 	calls = append(calls, placement.APICalls()...)
 	calls = append(calls, nova.APICalls()...)
+	return rulesOf(calls)
+}
+
+// OperationsRules returns every rule the operations credential needs
+// (satellite/operations: its calls plus the Ironic version documents that
+// connecting reads, but no Placement), sorted like [Rules];
+// deploy/openstack/operations-access-rules.yaml is rendered from it.
+func OperationsRules() []Rule {
+	var calls []openstack.APICall
+	for _, c := range openstack.APICalls() {
+		if c.Service == "baremetal" {
+			calls = append(calls, c)
+		}
+	}
+	calls = append(calls, operations.APICalls()...)
+	return rulesOf(calls)
+}
+
+func rulesOf(calls []openstack.APICall) []Rule {
 	out := make([]Rule, 0, len(calls))
 	for _, c := range calls {
 		r := Rule{Service: c.Service, Method: c.Method, Path: c.Path}

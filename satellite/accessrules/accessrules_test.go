@@ -22,6 +22,22 @@ func TestFileMatchesCode(t *testing.T) {
 	}
 }
 
+// The operations credential's file must be exactly what the operations
+// code's call table renders.
+func TestOperationsFileMatchesCode(t *testing.T) {
+	want, err := Render(OperationsRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("../../deploy/openstack/operations-access-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("deploy/openstack/operations-access-rules.yaml is out of step with satellite/operations; regenerate it:\n  go run ./satellite/accessrules/cmd/render -operations > deploy/openstack/operations-access-rules.yaml\nwant:\n%s", want)
+	}
+}
+
 func TestAllows(t *testing.T) {
 	tests := []struct {
 		rule                  Rule

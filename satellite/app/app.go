@@ -33,6 +33,7 @@ import (
 	"github.com/ironlink/ironlink/satellite/metrics"
 	"github.com/ironlink/ironlink/satellite/nova"
 	"github.com/ironlink/ironlink/satellite/openstack"
+	"github.com/ironlink/ironlink/satellite/operations"
 	"github.com/ironlink/ironlink/satellite/placement"
 )
 
@@ -56,6 +57,14 @@ type Config struct {
 	// AuthBackoff is the first wait after a failed Keystone token request
 	// (doubling up to 10 min); 0 means 30 s.
 	AuthBackoff time.Duration
+	// OperationsCloud, when set, is the cloud in the same clouds.yaml whose
+	// application credential runs operations (README "Operations"; rules in
+	// deploy/openstack/operations-access-rules.yaml). The "operations"
+	// capability is announced only once it authenticates; empty: no
+	// operations, observation and quarantine unchanged.
+	OperationsCloud string
+	// Operations tunes the operations runner (poll interval, concurrency).
+	Operations operations.Config
 }
 
 // Identity holds the satellite's credentials towards the hub: a private key
@@ -226,6 +235,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	lc.OnLinkState = m.LinkState
 	m.SetOutbox(func() int { n, _ := outbox.Pending(); return n })
 	lc.Capabilities = ready.Capabilities
+	lc.Operations = ready
 	client := link.NewClient(lc, outbox, ready.Snapshot, ready, log.With("component", "link"))
 	cfg.Agent.RequestResync = client.RequestResync
 	cfg.Agent.DesiredStatesWait = agent.DefaultDesiredStatesWait
@@ -313,10 +323,42 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		})
 		ready.set(ag, caps)
 		firstOnce.Do(func() { close(firstAttempt) })
+		if cfg.OperationsCloud != "" {
+			go startOperations(gctx, cfg, ready, client, log.With("component", "operations"))
+		}
 		ag.Run(gctx)
 		return nil
 	})
 	return g.Wait()
+}
+
+// startOperations connects with the operations credential (retrying with
+// backoff while it fails) and then runs operations: the runner is handed to
+// the link and "operations" joins the capabilities, announced by a fresh
+// Hello.
+func startOperations(ctx context.Context, cfg Config, ready *deferred, client *link.Client, log *slog.Logger) {
+	oc := cfg.OpenStack
+	oc.Cloud, oc.AuthGuard = cfg.OperationsCloud, nil
+	clients, err := backoff.Retry(ctx, func() (operations.Clients, error) {
+		c, _, err := operations.Connect(ctx, oc, log)
+		if errors.Is(err, openstack.ErrConfig) {
+			return c, backoff.Permanent(err)
+		}
+		if err != nil {
+			log.Warn("operations credential does not work yet; no operations capability; retrying", "cloud", oc.Cloud, "err", err)
+		}
+		return c, err
+	}, backoff.WithBackOff(connectBackoff(cfg.AuthBackoff)), backoff.WithMaxElapsedTime(0))
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error("operations credential unusable: no operations capability; fix clouds.yaml and restart", "cloud", oc.Cloud, "err", err)
+		}
+		return
+	}
+	r := operations.New(ctx, clients, cfg.Operations, client.SendOperationProgress, log)
+	ready.setOperations(r)
+	log.Info("operations credential works: announcing the operations capability", "cloud", oc.Cloud, "nova", clients.Compute != nil)
+	client.Rehello()
 }
 
 // linkWait is how long the link waits for the first attempt to reach
@@ -344,6 +386,27 @@ type deferred struct {
 	applied []*ironlinkv1.AppliedGeneration
 	once    sync.Once
 	ag      *agent.Agent
+	opsMu   sync.Mutex
+	ops     *operations.Runner
+}
+
+func (d *deferred) setOperations(r *operations.Runner) {
+	d.opsMu.Lock()
+	d.ops = r
+	d.opsMu.Unlock()
+}
+
+// HandleOperation implements link.OperationHandler: requests go to the
+// runner once the operations credential works (the hub sends none before
+// the capability is announced).
+func (d *deferred) HandleOperation(req *ironlinkv1.OperationRequest) {
+	d.opsMu.Lock()
+	r := d.ops
+	d.opsMu.Unlock()
+	if r == nil {
+		return // the hub redelivers it after its timeout
+	}
+	r.Handle(req)
 }
 
 func (d *deferred) set(ag *agent.Agent, caps []string) {
@@ -354,6 +417,11 @@ func (d *deferred) set(ag *agent.Agent, caps []string) {
 func (d *deferred) Capabilities() []string {
 	if d.get() == nil {
 		return nil
+	}
+	d.opsMu.Lock()
+	defer d.opsMu.Unlock()
+	if d.ops != nil {
+		return append(append([]string(nil), d.caps...), "operations")
 	}
 	return d.caps
 }

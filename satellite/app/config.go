@@ -67,6 +67,13 @@ func Check(c Config) (openstack.AuthMethod, error) {
 			errs = append(errs, fmt.Errorf("--metrics-addr %q: %w", c.MetricsAddr, serr))
 		}
 	}
+	if c.OperationsCloud != "" {
+		oc := c.OpenStack
+		oc.Cloud = c.OperationsCloud
+		if _, oerr := openstack.Check(oc); oerr != nil {
+			errs = append(errs, fmt.Errorf("--operations-cloud %q (IRONLINK_OPERATIONS_CLOUD): %w", c.OperationsCloud, oerr))
+		}
+	}
 	var method openstack.AuthMethod
 	if checked, oerr := openstack.Check(c.OpenStack); oerr != nil {
 		if !errors.Is(err, openstack.ErrConfig) { // Validate already named a bad mode

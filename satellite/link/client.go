@@ -73,6 +73,8 @@ type Config struct {
 	// SiteState, when set, holds the site conditions sent after every Welcome
 	// and whenever they change.
 	SiteState *SiteState
+	// Operations, when set, receives the hub's OperationRequests.
+	Operations OperationHandler
 	// OnLinkState, when set, is called with true when a link is up (the
 	// hub's Welcome arrived) and with false when it went down; it must not block.
 	OnLinkState func(up bool)
@@ -92,6 +94,8 @@ type Client struct {
 	desired    chan *ironlinkv1.DesiredStates
 	sem        chan struct{}
 	resyncNow  chan struct{}
+	progress   *progressQueue
+	rehello    chan struct{}
 }
 
 // NewClient returns a client that sends from outbox (snapshots via snap) and
@@ -120,8 +124,8 @@ func NewClient(cfg Config, outbox *Outbox, snap SnapshotFunc, handler CommandHan
 	}
 	return &Client{cfg: cfg, outbox: outbox, snap: snap, handler: handler, log: log,
 		outbound: make(chan *ironlinkv1.ConnectRequest, 64), desired: make(chan *ironlinkv1.DesiredStates, 1),
-		resyncNow: make(chan struct{}, 1),
-		sem:       make(chan struct{}, cfg.MaxConcurrentCommands), inflight: map[string]bool{}, recent: map[string]recentResult{}}
+		resyncNow: make(chan struct{}, 1), progress: newProgressQueue(), rehello: make(chan struct{}, 1),
+		sem: make(chan struct{}, cfg.MaxConcurrentCommands), inflight: map[string]bool{}, recent: map[string]recentResult{}}
 }
 
 // Run keeps a link open until ctx ends, reconnecting with backoff. It
@@ -183,6 +187,10 @@ func (c *Client) RequestResync() {
 func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	select { // this Hello carries the current capabilities
+	case <-c.rehello:
+	default:
+	}
 	stream, err := api.Connect(ctx)
 	if err != nil {
 		return fmt.Errorf("open stream: %w", err)
@@ -245,6 +253,9 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 	if err := flush(); err != nil {
 		return err
 	}
+	if err := c.flushProgress(stream.Send); err != nil {
+		return fmt.Errorf("send operation progress: %w", err)
+	}
 	var siteChanged <-chan struct{}
 	sendSite := func() error {
 		if m := c.cfg.SiteState.message(); m != nil {
@@ -275,6 +286,11 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 			return err
 		case <-c.outbox.Wake():
 			err = flush()
+		case <-c.progress.wake:
+			err = c.flushProgress(stream.Send)
+		case <-c.rehello:
+			_ = stream.CloseSend()
+			return errors.New("capabilities changed: reconnecting to announce them")
 		case <-siteChanged:
 			err = sendSite()
 		case m := <-c.outbound:
@@ -293,6 +309,12 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 				c.dispatch(ctx, msg.Command)
 			case *ironlinkv1.ConnectResponse_DesiredStates:
 				c.offerDesired(msg.DesiredStates)
+			case *ironlinkv1.ConnectResponse_Operation:
+				if c.cfg.Operations == nil {
+					c.log.Warn("operation from the hub, but this satellite runs no operations; ignored", "operation_id", msg.Operation.GetOperationId())
+				} else {
+					c.cfg.Operations.HandleOperation(msg.Operation)
+				}
 			case *ironlinkv1.ConnectResponse_Heartbeat:
 			default:
 				c.log.Warn("unexpected message from hub", "type", fmt.Sprintf("%T", msg))

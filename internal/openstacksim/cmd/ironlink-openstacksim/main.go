@@ -47,6 +47,7 @@ func run() error {
 	orphansIronic := flag.Int("orphans-ironic", 0, "after seeding, delete the Nova server of this many active nodes (Ironic points at an instance Nova does not know)")
 	orphansNova := flag.Int("orphans-nova", 0, "after seeding, boot this many Nova servers on available nodes that do not point back")
 	debug := flag.Bool("debug", false, "log every request")
+	provisionStep := flag.Duration("provision-step", 500*time.Millisecond, "time between two provision states of a transition asked for through the API (enrol, inspect, clean, provide, deploy, undeploy, Nova boot and delete)")
 	nodeTraits := flag.Bool("node-traits", true, "also put CUSTOM_CUSTOMER_READY on the Ironic node of every provider that has it, as a Nova-managed site converges to (false: provider only, like the test bed's default seed)")
 	flag.Parse()
 
@@ -57,7 +58,7 @@ func run() error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
 	c := openstacksim.New(openstacksim.Options{TokenTTL: *tokenTTL, NoPlacement: *noPlacement, NoNova: *noNova,
-		NovaNonAdmin: *novaNonAdmin, Logger: log})
+		NovaNonAdmin: *novaNonAdmin, ProvisionStep: *provisionStep, Logger: log})
 	if *nodes > 0 {
 		c.SeedLikeTestbed(*nodes)
 		log.Info("seeded nodes like the test bed", "nodes", *nodes)

@@ -1,8 +1,10 @@
 // Command render prints deploy/openstack/access-rules.yaml from the
-// satellite's call tables.
+// satellite's call tables; with -operations it prints
+// deploy/openstack/operations-access-rules.yaml instead.
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 
@@ -10,7 +12,13 @@ import (
 )
 
 func main() {
-	b, err := accessrules.Render(accessrules.Rules())
+	ops := flag.Bool("operations", false, "render the operations credential's rules")
+	flag.Parse()
+	rules := accessrules.Rules()
+	if *ops {
+		rules = accessrules.OperationsRules()
+	}
+	b, err := accessrules.Render(rules)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

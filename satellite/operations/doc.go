@@ -1,0 +1,34 @@
+// Package operations runs the hub's operations at the site (SPEC
+// "Operations"; proto ironlink.v1.OperationRequest / OperationProgress):
+// enrol, inspect, clean, provide, Ironic-direct deploy and undeploy, and
+// Nova server create and delete.
+//
+// Each operation is a level-triggered reconcile against Ironic's provision
+// state machine (OPENSTACK.md §1.2), in the style of metal3's
+// baremetal-operator: every pass reads the node, and decides from what it
+// sees the one next idempotent step towards the goal ("make the node reach
+// state S"), so a restarted satellite, a hub failover or a redelivered
+// request continues where Ironic is and never repeats a side effect:
+//
+//   - ENROL creates the node by name (an existing node of that name is taken
+//     over, never duplicated), its ports by MAC (existing ones kept), its
+//     traits, then manages it (enroll → verifying → manageable).
+//   - INSPECT and CLEAN start and end in manageable, so the state alone
+//     cannot say whether they ran. Before asking Ironic, the runner writes a
+//     marker into the node's extra ("ironlink_operation": operation id,
+//     action and the node's provision_updated_at at that moment); a later
+//     pass that finds its own marker and a newer provision_updated_at knows
+//     the action was taken and does not ask again.
+//   - PROVIDE, DEPLOY and UNDEPLOY move between different stable states
+//     (manageable → available, available → active, active → available).
+//   - NOVA_CREATE looks for the node's instance and for a server of the
+//     requested name before it boots one, and NOVA_DELETE deletes the
+//     server and waits for the node to come back to available.
+//
+// 409 NodeLocked and 502/503/504 are retried with backoff
+// (satellite/openstack.Retry); an Ironic failure state (clean failed,
+// inspect failed, deploy failed, error) ends the operation FAILED with
+// Ironic's last_error. A cancel aborts from the "* wait" states and is
+// refused elsewhere. One node never runs two operations at once. BMC
+// credentials (driver_info) are passed to Ironic only and never logged.
+package operations
