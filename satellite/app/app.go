@@ -138,6 +138,8 @@ func (c Config) Validate() (Config, error) {
 	fill(&c.Link.ResyncInterval, d.Link.ResyncInterval)
 	fill(&c.Link.MaxBackoff, d.Link.MaxBackoff)
 	fill(&c.Identity.Audience, d.Identity.Audience)
+	fill(&c.Operations.PollInterval, d.Operations.PollInterval)
+	fill(&c.Operations.MaxConcurrent, d.Operations.MaxConcurrent)
 	if c.Site != "" {
 		fill(&c.Identity.ClientID, auth.SatelliteClientID(c.Site))
 	}
@@ -152,6 +154,9 @@ func (c Config) Validate() (Config, error) {
 	}
 	if c.Identity.KeyFile == "" && !c.Identity.NoAuth {
 		errs = append(errs, errors.New("a client key is required (--client-key or IRONLINK_CLIENT_KEY); --no-auth only for a hub running without authentication"))
+	}
+	if c.Operations.MaxConcurrent < 1 || c.Operations.PollInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--operations-concurrency %d must be ≥ 1 and --operations-poll-interval %s ≥ 100ms", c.Operations.MaxConcurrent, c.Operations.PollInterval))
 	}
 	if c.Agent.PollInterval < time.Second {
 		errs = append(errs, fmt.Errorf("poll interval %s is below 1s", c.Agent.PollInterval))

@@ -9,6 +9,7 @@ import (
 	"github.com/ironlink/ironlink/satellite/agent"
 	"github.com/ironlink/ironlink/satellite/link"
 	"github.com/ironlink/ironlink/satellite/openstack"
+	"github.com/ironlink/ironlink/satellite/operations"
 )
 
 // The satellite's configuration goes one way (SPIRE's shape): flags or the
@@ -33,8 +34,9 @@ func Defaults() Config {
 			ResyncInterval:    15 * time.Minute,
 			MaxBackoff:        30 * time.Second,
 		},
-		OpenStack: openstack.Config{Placement: openstack.PlacementAuto, Nova: openstack.NovaAuto},
-		Identity:  Identity{Audience: "ironlink-hub"},
+		OpenStack:  openstack.Config{Placement: openstack.PlacementAuto, Nova: openstack.NovaAuto},
+		Identity:   Identity{Audience: "ironlink-hub"},
+		Operations: operations.Config{PollInterval: 2 * time.Second, MaxConcurrent: 8},
 	}
 }
 

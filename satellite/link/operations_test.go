@@ -132,7 +132,7 @@ func TestOperationsOverTheLink(t *testing.T) {
 	caps := []string{"placement"}
 	h := &opHandler{got: make(chan *ironlinkv1.OperationRequest, 4)}
 	c := NewClient(Config{Site: "a", BootID: "b", HubAddr: ln.Addr().String(),
-		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+		DialOptions:  []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
 		Capabilities: func() []string { capsMu.Lock(); defer capsMu.Unlock(); return slices.Clone(caps) },
 		Operations:   h, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
 		NewOutbox(), func() ([]*ironlinkv1.DeviceUpdate, bool) { return nil, true }, nopCommands{}, slog.New(slog.DiscardHandler))

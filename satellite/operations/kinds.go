@@ -179,7 +179,11 @@ func (u *run) sameState(ctx context.Context, n *node, action string, args map[st
 	id := u.req.GetOperationId()
 	switch {
 	case ps == stManageable && n.actionTaken(id, action):
-		u.step("wait-manageable", ps, action+" finished")
+		msg := action + " finished"
+		if action == "inspect" {
+			msg += ": " + inspected(n.Properties)
+		}
+		u.step("wait-manageable", ps, msg)
 		return done, nil
 	case ps == stManageable:
 		if n.markerOf().OperationID != id || n.markerOf().Action != action || n.markerOf().Since != n.ProvisionUpdatedAt {
@@ -518,26 +522,31 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 			// unavailable (reserved in Placement): no boot could land on it.
 			return waiting, fail("PowerStateUnknown", "node %s has no power state: Nova will not schedule onto it until Ironic knows it (fake-hardware never reads one; set it with a power action)", n.UUID)
 		}
-		fl, err := u.r.findFlavor(ctx, p.GetFlavor(), n.ResourceClass)
-		if errors.Is(err, errNotFound) {
-			return waiting, fail("InvalidArgument", "%v", err)
+		if u.flavor == nil { // resolved once per process
+			fl, err := u.r.findFlavor(ctx, p.GetFlavor(), n.ResourceClass)
+			if errors.Is(err, errNotFound) {
+				return waiting, fail("InvalidArgument", "%v", err)
+			}
+			if err != nil {
+				return waiting, err
+			}
+			img, err := u.r.findImage(ctx, p.GetImage())
+			if errors.Is(err, errNotFound) {
+				return waiting, fail("InvalidArgument", "%v", err)
+			}
+			if err != nil {
+				return waiting, err
+			}
+			u.flavor, u.imageID = fl, img
 		}
-		if err != nil {
-			return waiting, err
-		}
-		img, err := u.r.findImage(ctx, p.GetImage())
-		if errors.Is(err, errNotFound) {
-			return waiting, fail("InvalidArgument", "%v", err)
-		}
-		if err != nil {
-			return waiting, err
-		}
+		fl, img := u.flavor, u.imageID
 		u.step("boot-server", n.ProvisionState, "flavor "+fl.Name)
 		u.boots++
 		sid, err := u.r.createServer(ctx, p.GetName(), fl.ID, img, p.GetKeyName(), p.GetUserData(), p.GetNetworks(), n.UUID)
 		if openstack.StatusCode(err) == http.StatusBadRequest && strings.Contains(string(openstack.ResponseBody(err)), "Compute host "+n.UUID+" could not be found") {
 			// nova-compute has not picked the node up yet (its resource
 			// tracker finds new Ironic nodes every minute or so).
+			u.retryAt = time.Now().Add(u.r.cfg.NoValidHostWait / 2)
 			u.step("wait-hypervisor", n.ProvisionState, "Nova does not know node "+n.UUID+" as a hypervisor yet")
 			return waiting, nil
 		}
@@ -692,6 +701,21 @@ func (u *run) serverIDNow() string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.serverID
+}
+
+// inspected summarises the properties inspection fills in, for the final
+// step's message (the device's facts do not carry them).
+func inspected(props map[string]any) string {
+	var parts []string
+	for _, k := range []string{"cpus", "cpu_arch", "memory_mb", "local_gb"} {
+		if v, ok := props[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	if len(parts) == 0 {
+		return "no properties reported"
+	}
+	return strings.Join(parts, " ")
 }
 
 func sortedKeys(m map[string]any) []string {

@@ -242,6 +242,8 @@ type run struct {
 	portsDone bool
 	boots     int       // NOVA_CREATE: servers booted by this process
 	retryAt   time.Time // NOVA_CREATE: no boot before this
+	flavor    *flavor   // NOVA_CREATE: resolved flavor
+	imageID   string    // NOVA_CREATE: resolved image
 }
 
 func newRun(r *Runner, req *ironlinkv1.OperationRequest) *run {

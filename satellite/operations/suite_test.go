@@ -92,7 +92,10 @@ type env struct {
 	// waitsInClean says whether cleaning passes through "clean wait" long
 	// enough to cancel there (the simulator; fake-hardware does not wait).
 	waitsInClean bool
-	sim          simHooks
+	// configDriveFails says a deploy with a config drive ends in deploy
+	// failed (the test bed: no Swift for it).
+	configDriveFails bool
+	sim              simHooks
 }
 
 // simHooks are set only on the simulator.
@@ -343,6 +346,9 @@ func runSuite(t *testing.T, e *env) {
 		p, _, d := runOp(t, e, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, ids[0], nil))
 		wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
 		measure(t, e, "INSPECT", before, d)
+		if last := p.GetSteps()[len(p.GetSteps())-1]; !strings.Contains(last.GetMessage(), "cpus=") || !strings.Contains(last.GetMessage(), "memory_mb=") {
+			t.Errorf("the inspection's last step does not report the inspected properties: %q", last.GetMessage())
+		}
 		if n := provisionPuts(e.rec.snapshot()[before:], ids[0], "inspect"); n != 1 {
 			t.Errorf("inspect asked %d times, want 1", n)
 		}
@@ -501,6 +507,31 @@ func runSuite(t *testing.T, e *env) {
 		}
 	})
 
+	t.Run("deploy with a config drive, then undeploy", func(t *testing.T) {
+		// On the test bed a config drive makes the deploy fail (no Swift:
+		// "Failed to prepare the configdrive", its README); the simulator
+		// builds it. Either way UNDEPLOY brings the node back to available.
+		before := len(e.rec.snapshot())
+		p, _, d := runOp(t, e, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY, ids[0], &ironlinkv1.OperationParams{Deploy: &ironlinkv1.DeployParams{
+			ImageSource: "http://127.0.0.1:1/ironlink-test.img", ImageChecksum: "sha256:" + strings.Repeat("cd", 32),
+			ConfigDrive: &ironlinkv1.ConfigDrive{UserData: "#cloud-config\n", SshKeys: []string{"ssh-ed25519 AAAA test"}}}}))
+		measure(t, e, "DEPLOY(config drive)", before, d)
+		if e.configDriveFails {
+			wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_FAILED)
+			if p.GetFailureReason() != "DeployFailed" || p.GetProvisionState() != "deploy failed" {
+				t.Fatalf("config-drive deploy: %s in %s: %s", p.GetFailureReason(), p.GetProvisionState(), p.GetError())
+			}
+			t.Logf("deploy failed error: %s", p.GetError())
+		} else {
+			wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+		}
+		p, _, _ = runOp(t, e, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_UNDEPLOY, ids[0], nil))
+		wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+		if p.GetProvisionState() != "available" {
+			t.Fatalf("after undeploy: %s", p.GetProvisionState())
+		}
+	})
+
 	t.Run("cancel during clean wait aborts", func(t *testing.T) {
 		if !e.waitsInClean {
 			t.Skip("fake-hardware runs its clean steps at once: cleaning never rests in clean wait on the test bed (checked: manual clean with bios.factory_reset goes manageable → cleaning → manageable)")
@@ -647,7 +678,7 @@ func TestOperationsRealCloud(t *testing.T) {
 		t.Fatalf("connect with the operations credential: %v", err)
 	}
 	e := &env{name: "testbed", clients: oc, rec: rec, admin: admin, nova: nova, image: "testbed-image",
-		poll: time.Second, timeout: 5 * time.Minute, goodStep: &ironlinkv1.CleanStep{Interface: "bios", Step: "factory_reset"}}
+		poll: time.Second, timeout: 5 * time.Minute, configDriveFails: true, goodStep: &ironlinkv1.CleanStep{Interface: "bios", Step: "factory_reset"}}
 	runSuite(t, e)
 }
 

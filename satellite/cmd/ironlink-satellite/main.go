@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -71,16 +72,18 @@ func parseFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel, logF
 	if err != nil {
 		return cfg, "", "", err
 	}
-	opsPoll, err := cli.EnvDuration("IRONLINK_OPERATIONS_POLL_INTERVAL", 2*time.Second)
-	if err != nil {
-		return cfg, "", "", err
-	}
 	fs.StringVar(&cfg.Site, "site", cli.Env("IRONLINK_SITE", ""), "site name, [a-z0-9-] (env IRONLINK_SITE; required)")
 	fs.StringVar(&cfg.HubAddr, "hub", cli.Env("IRONLINK_HUB_ADDR", def.HubAddr), "hub gRPC address host:port (env IRONLINK_HUB_ADDR)")
 	fs.StringVar(&cfg.OpenStack.CloudsYAML, "clouds-yaml", cli.Env("OS_CLIENT_CONFIG_FILE", ""), "path of clouds.yaml; empty: gophercloud's search path (env OS_CLIENT_CONFIG_FILE)")
 	fs.StringVar(&cfg.OpenStack.Cloud, "cloud", cli.Env("OS_CLOUD", ""), "cloud name in clouds.yaml (env OS_CLOUD)")
 	fs.StringVar(&cfg.OperationsCloud, "operations-cloud", cli.Env("IRONLINK_OPERATIONS_CLOUD", ""), "cloud in the same clouds.yaml whose application credential runs operations (enrol, clean, deploy, Nova create; rules in deploy/openstack/operations-access-rules.yaml); empty: no operations (env IRONLINK_OPERATIONS_CLOUD)")
-	fs.DurationVar(&cfg.Operations.PollInterval, "operations-poll-interval", opsPoll, "wait between two looks at a node while Ironic or Nova moves it during an operation (env IRONLINK_OPERATIONS_POLL_INTERVAL)")
+	opsConc := def.Operations.MaxConcurrent
+	if v := cli.Env("IRONLINK_OPERATIONS_CONCURRENCY", ""); v != "" {
+		if opsConc, err = strconv.Atoi(v); err != nil {
+			return cfg, "", "", fmt.Errorf("IRONLINK_OPERATIONS_CONCURRENCY=%q: not a number", v)
+		}
+	}
+	fs.IntVar(&cfg.Operations.MaxConcurrent, "operations-concurrency", opsConc, "operations reconciled at once; the others wait (env IRONLINK_OPERATIONS_CONCURRENCY)")
 	fs.StringVar(&cfg.OpenStack.Placement, "placement", cli.Env("IRONLINK_PLACEMENT", def.OpenStack.Placement), "auto (from the Keystone catalog), on, or off for a standalone-Ironic site (env IRONLINK_PLACEMENT)")
 	fs.StringVar(&cfg.OpenStack.Nova, "nova", cli.Env("IRONLINK_NOVA", def.OpenStack.Nova), "auto (from the Keystone catalog), on, or off: whether the sweep compares Nova's servers with Ironic to find orphaned instances (env IRONLINK_NOVA)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", cli.Env("IRONLINK_METRICS_ADDR", ""), "host:port serving Prometheus metrics on /metrics; empty: off (env IRONLINK_METRICS_ADDR)")
@@ -111,6 +114,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel, logF
 		{&cfg.Agent.SweepInterval, "sweep-interval", "IRONLINK_SWEEP_INTERVAL", def.Agent.SweepInterval, "how often assigned nodes are re-read one by one and Nova is compared with Ironic for orphaned instances"},
 		{&cfg.AuthBackoff, "auth-backoff", "IRONLINK_AUTH_BACKOFF", def.AuthBackoff, "first wait before asking Keystone for a token again after a failure (doubles up to 10 min)"},
 		{&cfg.Link.ResyncInterval, "resync-interval", "IRONLINK_RESYNC_INTERVAL", def.Link.ResyncInterval, "how often the desired quarantine/release state is re-applied to Ironic and Placement (also at every link start)"},
+		{&cfg.Operations.PollInterval, "operations-poll-interval", "IRONLINK_OPERATIONS_POLL_INTERVAL", def.Operations.PollInterval, "wait between two reads of a node while an operation waits for Ironic or Nova"},
 		{&cfg.Link.MaxBackoff, "max-backoff", "IRONLINK_MAX_BACKOFF", def.Link.MaxBackoff, "upper bound of the reconnect delay (exponential, full jitter)"},
 	} {
 		v, err := cli.EnvDuration(d.env, d.def)
