@@ -654,7 +654,9 @@ func runOperationsSuite(t *testing.T, e *opsEnv) {
 		if len(r.GetOperations()) != 2 || r.GetNextPageToken() == "" {
 			t.Errorf("page of 2 ENROLs: %d operations, next token %q", len(r.GetOperations()), r.GetNextPageToken())
 		}
-		if slices.ContainsFunc(r.GetOperations(), func(o *ironlinkv1.Operation) bool { return o.GetKind() != ironlinkv1.OperationKind_OPERATION_KIND_ENROL }) {
+		if slices.ContainsFunc(r.GetOperations(), func(o *ironlinkv1.Operation) bool {
+			return o.GetKind() != ironlinkv1.OperationKind_OPERATION_KIND_ENROL
+		}) {
 			t.Error("kind filter let other kinds through")
 		}
 	})
