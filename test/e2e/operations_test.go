@@ -393,7 +393,13 @@ func runOperationsSuite(t *testing.T, e *opsEnv) {
 	})
 
 	t.Run("inspect", func(t *testing.T) {
-		run(t, h.opsA, ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, ids[0], nil, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+		op := run(t, h.opsA, ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, ids[0], nil, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+		// The device's facts carry no hardware properties; the final step
+		// names what inspection found.
+		steps := op.GetSteps()
+		if len(steps) == 0 || !strings.Contains(steps[len(steps)-1].GetMessage(), "cpus=") {
+			t.Errorf("INSPECT's final step does not report the inspected properties: %s", stepSummary(op))
+		}
 	})
 
 	t.Run("manual clean with a step the driver lacks fails with Ironic's error", func(t *testing.T) {
