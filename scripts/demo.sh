@@ -76,6 +76,10 @@ pids+=($!)
 core=($!) # the processes whose exit ends the demo
 for _ in $(seq 100); do grep -q OPENSTACK_SIM_URL "$STATE/openstacksim.out" 2>/dev/null && break; sleep 0.1; done
 grep -q OPENSTACK_SIM_URL "$STATE/openstacksim.out" || { cat "$STATE/openstacksim.log"; exit 1; }
+# Operations run under a credential of their own (README "Operations at the
+# site"): a second cloud "sim-ops" in the same clouds.yaml (the simulator has
+# one application credential, so the same one here).
+sed -n '2,$p' "$STATE/clouds.yaml" | sed '1s/^  sim:/  sim-ops:/' >>"$STATE/clouds.yaml"
 
 echo ">> creating a throwaway CA, the hub's TLS certificate and client keys in .demo/pki"
 PKI=$STATE/pki
@@ -156,7 +160,7 @@ bin/ironlink-hub web-proxy --listen "$WEB" --upstream "unix:$STATE/web-$web_hub.
 pids+=($!)
 
 echo ">> starting ironlink-satellite for site 'demo' (log: .demo/satellite.log)"
-bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim \
+bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim --operations-cloud sim-ops \
   --client-key "$PKI/satellite.pem" --hub-ca "$PKI/ca.pem" --state-file "$STATE/satellite-state.json" \
   --poll-interval "${DEMO_POLL_INTERVAL:-10s}" --sweep-interval "${DEMO_SWEEP_INTERVAL:-15s}" \
   --metrics-addr "${DEMO_METRICS_ADDR:-127.0.0.1:9108}" >"$STATE/satellite.log" 2>&1 &
@@ -202,6 +206,18 @@ if [ "${DEMO_USER_CONFIG:-1}" = 1 ]; then
     [ "$(bin/ironlink --config "$user_cfg" config current-context 2>/dev/null)" = demo ] && cli=bin/ironlink
   fi
 fi
+
+# One operation end to end at start: enrol a node through the CLI and
+# follow it to manageable (README "Operations").
+printf '[{"name":"demo-new-1","driver":"fake-hardware","resourceClass":"gpu-h100","driverInfo":{"fake_bmc_password":"demo-secret"},"ports":[{"address":"52:54:00:0d:00:01","pxeEnabled":true}]}]\n' >"$STATE/enrol.json"
+echo ">> enrolling node demo-new-1 through the hub (ironlink op start enrol ... --wait)"
+for _ in $(seq 50); do # until the satellite announced the operations capability
+  if out=$(bin/ironlink --config "$demo_cfg" op start enrol --site demo --nodes "$STATE/enrol.json" --reason "demo: new node" --wait --timeout 60s 2>&1); then
+    echo "$out"
+    break
+  fi
+  case $out in *operations*) sleep 0.2 ;; *) echo "$out" >&2; break ;; esac
+done
 
 if ! command -v grpcurl >/dev/null; then
   gobin=$(go env GOPATH)/bin
@@ -286,6 +302,11 @@ First define how to mint a short-lived operator token
   $G $A -d '{"ids":[1,2],"reason":"confirmed broken"}' $HUB ironlink.v1.PolicyService/ApprovePendingActions
   $G $A -d '{"device_id":"$device","kind":"DEVICE_HOLD_KIND_EXCLUSION","reason":"burn-in"}' $HUB ironlink.v1.PolicyService/SetDeviceHold
   curl -s http://${admins[0]}/metrics | grep ^ironlink_policy_
+  # operations (README "Operations"): enrol another node, list, make demo-new-1 available
+  $G $A -d '{"kind":"OPERATION_KIND_ENROL","site":"demo","reason":"new node","nodes":[{"name":"demo-new-2","driver":"fake-hardware","resource_class":"gpu-h100","ports":[{"address":"52:54:00:0d:00:02","pxe_enabled":true}]}]}' $HUB ironlink.v1.OperationService/StartOperation
+  $G $A -d '{"site":"demo"}' $HUB ironlink.v1.OperationService/ListOperations
+  $cli op start provide demo-new-1 --site demo --reason "to customers" --wait
+  $cli op list --site demo
 
   # the satellite's own metrics and readiness (hub link up, last poll recent)
   curl -s http://${DEMO_METRICS_ADDR:-127.0.0.1:9108}/metrics | grep ^ironlink_

@@ -352,7 +352,16 @@ func (s *Server) deviceOperation(ctx context.Context, sc siteScope, caps *capabi
 		}
 		forced = true
 	}
-	if ps := d.Facts.ProvisionState; ps != "" && !slices.Contains(startStates[kind], ps) {
+	ps := d.Facts.ProvisionState
+	// An operation that finished after the last observation saw the node
+	// later: without this, "provide, then deploy" is refused until the
+	// next poll reports the state the provide left the node in.
+	if recent, err := s.store.RecentOperations(ctx, id, 1); err == nil && len(recent) == 1 {
+		if o := recent[0]; o.EndedAt != nil && o.ProvisionState != "" && (d.ObservedAt == nil || o.EndedAt.After(*d.ObservedAt)) {
+			ps = o.ProvisionState
+		}
+	}
+	if ps != "" && !slices.Contains(startStates[kind], ps) {
 		return store.NewOperation{}, precondition(ReasonProvisionState, fmt.Sprintf("%s: device %s is %q; %s starts from %s", field, id, ps, kind, strings.Join(startStates[kind], ", ")))
 	}
 	if act, ok, err := s.store.ActiveOperation(ctx, id); err != nil {

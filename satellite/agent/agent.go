@@ -643,6 +643,16 @@ func (a *Agent) askPoll() {
 	}
 }
 
+// PollSoon asks for a listing now instead of at the next tick (at most one
+// waits): an operation that changed a node, or created one, shows at the
+// hub without waiting a whole poll interval.
+func (a *Agent) PollSoon() {
+	select {
+	case a.pollNow <- struct{}{}:
+	default:
+	}
+}
+
 func (a *Agent) deviceLock(id string) *sync.Mutex {
 	a.mu.Lock()
 	defer a.mu.Unlock()

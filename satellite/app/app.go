@@ -360,7 +360,18 @@ func startOperations(ctx context.Context, cfg Config, ready *deferred, client *l
 		}
 		return
 	}
-	r := operations.New(ctx, clients, cfg.Operations, client.SendOperationProgress, log)
+	// A finished operation changed the node (or created it): list at once,
+	// so the hub knows it by name and by its new state without waiting a
+	// poll interval (the next operation's start-state guard reads it).
+	send := func(p *ironlinkv1.OperationProgress) {
+		client.SendOperationProgress(p)
+		if p.GetState() != ironlinkv1.OperationState_OPERATION_STATE_RUNNING {
+			if ag := ready.get(); ag != nil {
+				ag.PollSoon()
+			}
+		}
+	}
+	r := operations.New(ctx, clients, cfg.Operations, send, log)
 	ready.setOperations(r)
 	log.Info("operations credential works: announcing the operations capability", "cloud", oc.Cloud, "nova", clients.Compute != nil)
 	client.Rehello()

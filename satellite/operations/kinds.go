@@ -559,7 +559,7 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 		u.mu.Lock()
 		u.serverID = sid
 		u.mu.Unlock()
-		u.step("boot-server", "BUILD", "server "+sid)
+		u.serverStep("boot-server", "BUILD", "", "server "+sid)
 		return waiting, nil
 	}
 	u.mu.Lock()
@@ -577,7 +577,7 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 			fault = srv.Fault.Message
 		}
 		if srv.TaskState == "deleting" {
-			u.step("delete-unscheduled-server", srv.Status, "")
+			u.serverStep("delete-unscheduled-server", srv.Status, n.ProvisionState, "")
 			return waiting, nil
 		}
 		if srv.HypervisorHostname == "" && strings.Contains(fault, "No valid host") && u.boots < maxBoots {
@@ -585,7 +585,7 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 			// resource tracker reports a newly available node to Placement
 			// within a minute or so): the server never reached the node, so
 			// it is deleted and the boot tried again after a while.
-			u.step("delete-unscheduled-server", srv.Status, "No valid host (Nova has not caught up with the node yet): deleting server "+srv.ID+" to boot again")
+			u.serverStep("delete-unscheduled-server", srv.Status, n.ProvisionState, "No valid host (Nova has not caught up with the node yet): deleting server "+srv.ID+" to boot again")
 			if err := u.r.deleteServer(ctx, srv.ID); err != nil {
 				return waiting, err
 			}
@@ -600,11 +600,11 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 		return waiting, fail("ServerError", "%s", msg)
 	case "ACTIVE":
 		if n.InstanceUUID == srv.ID && n.ProvisionState == stActive {
-			u.step("wait-active", "ACTIVE", "server "+srv.ID+" active on node "+n.UUID)
+			u.serverStep("wait-active", "ACTIVE", n.ProvisionState, "server "+srv.ID+" active on node "+n.UUID)
 			return done, nil
 		}
 	}
-	u.step("wait-active", srv.Status, "node "+n.ProvisionState)
+	u.serverStep("wait-active", srv.Status, n.ProvisionState, "node "+n.ProvisionState)
 	return waiting, nil
 }
 
@@ -676,13 +676,13 @@ func (u *run) novaDelete(ctx context.Context, n *node) (outcome, error) {
 			return waiting, fail("InvalidState", "server %s runs on node %s, not %s", sid, s.HypervisorHostname, n.UUID)
 		}
 		if s.TaskState != "deleting" {
-			u.step("delete-server", s.Status, "server "+sid)
+			u.serverStep("delete-server", s.Status, n.ProvisionState, "server "+sid)
 			if err := u.r.deleteServer(ctx, sid); err != nil {
 				return waiting, err
 			}
 			return waiting, nil
 		}
-		u.step("wait-deleted", s.Status, "")
+		u.serverStep("wait-deleted", s.Status, n.ProvisionState, "")
 		return waiting, nil
 	}
 	switch ps := n.ProvisionState; {

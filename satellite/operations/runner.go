@@ -293,13 +293,23 @@ func (u *run) sendProgress(cancelRefused bool) {
 	u.r.send(p)
 }
 
-// step records that the run is in step name, having observed state, and
-// sends progress when that changed anything.
-func (u *run) step(name, observed, msg string) {
+// serverStep is step for a Nova step: observed is the server's status,
+// nodeState the node's Ironic provision state seen with it (progress's
+// provision_state is always Ironic's: the hub checks the next operation's
+// start state against it).
+func (u *run) serverStep(name, serverStatus, nodeState, msg string) {
+	u.stepStates(name, serverStatus, nodeState, msg)
+}
+
+// step records that the run is in step name, having observed Ironic's
+// provision state, and sends progress when that changed anything.
+func (u *run) step(name, observed, msg string) { u.stepStates(name, observed, observed, msg) }
+
+func (u *run) stepStates(name, observed, provisionState, msg string) {
 	u.mu.Lock()
 	now := timestamppb.Now()
-	if observed != "" {
-		u.provisionState = observed
+	if provisionState != "" {
+		u.provisionState = provisionState
 	}
 	var cur *ironlinkv1.OperationStep
 	if n := len(u.steps); n > 0 && u.steps[n-1].GetEndTime() == nil {
