@@ -163,6 +163,7 @@ func (g *groupCommitter) take() []*groupItem {
 	for _, it := range g.waiting {
 		if err := it.ctx.Err(); err != nil {
 			it.err = fmt.Errorf("commit for site %q: %w", it.site, err)
+			it.prev = nil
 			close(it.done)
 			continue
 		}
