@@ -12,10 +12,15 @@ import (
 
 // Group commit (issue 11 item 1). Every condition batch and site-condition
 // set of a replica goes through its Store's group committer: the writes
-// waiting when a committer worker becomes free are taken together — one per
-// site, in arrival order, at most GroupMaxDevices device updates — and
-// committed in one transaction with set-based statements (applyGroup). Each
-// caller returns only after the group's transaction committed (or failed).
+// waiting when a committer worker becomes free are taken together — in
+// arrival order, several consecutive writes of a site applied one after
+// another against the group's in-memory state, each with its own
+// duplicate, sequence and fencing check and its own result, at most
+// GroupMaxDevices device updates — and committed in one transaction with
+// set-based statements (applyGroup). A link submits its writes without
+// waiting for the previous one's commit (SubmitBatch), chained so that none
+// commits before, or past the refusal of, the one before it. Each write's
+// answer is given only after its group's transaction committed (or failed).
 // There is no timer: under light load a group is the one write that arrived,
 // committed at once; under load a group is whatever queued meanwhile.
 const (
