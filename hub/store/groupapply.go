@@ -21,7 +21,8 @@ import (
 // is retried, and then sees the row.
 var errDeviceRace = errors.New("device inserted concurrently")
 
-// applyGroup commits items (distinct sites) in one transaction, retried
+// applyGroup commits items (a site's several in their order) in one
+// transaction, retried
 // whole on deadlock, serialization failure or errDeviceRace. Each item's
 // result or refusal is left in it; the error returned is the one that
 // failed the transaction (then no item was written).
