@@ -22,8 +22,7 @@ import (
 var errDeviceRace = errors.New("device inserted concurrently")
 
 // applyGroup commits items (a site's several in their order) in one
-// transaction, retried
-// whole on deadlock, serialization failure or errDeviceRace. Each item's
+// transaction, retried whole on deadlock, serialization failure or errDeviceRace. Each item's
 // result or refusal is left in it; the error returned is the one that
 // failed the transaction (then no item was written).
 func (s *Store) applyGroup(ctx context.Context, items []*groupItem) error {
