@@ -49,8 +49,15 @@ type linkLoop struct {
 	// acks do too.
 	lastSequence uint64
 	// commits runs the writes under the link's fencing epoch that lock the
-	// site row, in stream order: condition batches and site conditions.
+	// site row, in stream order: condition batches and site conditions. It
+	// is pipelined: each is handed to the store's group committer as soon
+	// as it is queued, after the one before (lastCommit), and their
+	// outcomes (acks) come back in stream order.
 	commits *queue
+	// lastCommit is the write last handed to the group committer (nil
+	// before the first): the next one is submitted after it, so it never
+	// commits before it nor past its refusal.
+	lastCommit *store.Pending
 	// writes runs everything else that touches the database, in order:
 	// command results, drift corrections, the
 	// reads that decide which commands and desired states to send, and
@@ -86,7 +93,7 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 			}
 		}
 	}()
-	l.commits = newQueue(MaxPendingCommits)
+	l.commits = newPipelinedQueue(MaxPendingCommits)
 	l.writes = newQueue(MaxPendingWrites)
 	l.writes.push(l.deliverTask(true)) // SENT commands go out again on a new link
 	l.pushOperations(true)             // and RUNNING operations
@@ -265,7 +272,7 @@ func (l *linkLoop) needScope(scope, what string) error {
 // dropped, and runs before any task queued meanwhile) or returns its error,
 // which ends the link.
 func (l *linkLoop) finish(q *queue, o outcome) error {
-	q.busy = false
+	q.taken()
 	if o.err != nil {
 		return o.err
 	}
@@ -323,6 +330,20 @@ func (l *linkLoop) noteClock(sent *timestamppb.Timestamp, now time.Time) {
 type task struct {
 	kind string
 	run  func(ctx context.Context) outcome
+	// submit, when set, is the task's first step, run on the loop itself
+	// when a pipelined queue starts the task (it must not wait: it hands
+	// the work on, e.g. to the group committer); the function it returns
+	// is then run off the loop for the outcome. A queue that is not
+	// pipelined runs submit and its result together off the loop.
+	submit func(ctx context.Context) func(ctx context.Context) outcome
+}
+
+// runner returns the function a queue runs off the loop for t.
+func (t task) runner(ctx context.Context) func(ctx context.Context) outcome {
+	if t.submit != nil {
+		return t.submit(ctx)
+	}
+	return t.run
 }
 
 // outcome is what a finished task hands back to the loop: messages to send
@@ -338,11 +359,23 @@ type outcome struct {
 // and no worker's stack: two per link at 10,000 links per replica).
 // Tasks wait in pending (owned by the loop) until start
 // runs the next one; full says the loop should stop taking new work.
+//
+// A pipelined queue instead starts every waiting task at once (each
+// task's submit on the loop, in order), at most max+1 in flight, and hands
+// their outcomes back strictly in order: a task's outcome reaches done
+// only after the loop took the one before it.
 type queue struct {
 	max     int
 	pending []task
 	busy    bool // a task runs whose outcome the loop has not taken
 	done    chan outcome
+
+	pipelined bool
+	// inflight counts the started tasks of a pipelined queue whose
+	// outcome the loop has not taken; last is closed once the last
+	// started one's outcome was taken (or it gave up).
+	inflight int
+	last     chan struct{}
 }
 
 // newQueue returns an empty queue bounded by max waiting tasks.
@@ -350,16 +383,51 @@ func newQueue(max int) *queue {
 	return &queue{max: max, done: make(chan outcome)}
 }
 
+// newPipelinedQueue returns an empty pipelined queue bounded by max+1
+// tasks waiting or in flight.
+func newPipelinedQueue(max int) *queue {
+	q := newQueue(max)
+	q.pipelined = true
+	q.last = make(chan struct{})
+	close(q.last)
+	return q
+}
+
 // start runs the first waiting task on a new goroutine unless one runs
-// already; its outcome arrives on done (or is dropped when ctx ends).
+// already; its outcome arrives on done (or is dropped when ctx ends). A
+// pipelined queue starts every waiting task.
 func (q *queue) start(ctx context.Context) {
+	if q.pipelined {
+		for len(q.pending) > 0 {
+			t := q.pending[0]
+			q.pending = q.pending[1:]
+			q.inflight++
+			wait := t.runner(ctx)
+			prev, mine := q.last, make(chan struct{})
+			q.last = mine
+			go func() {
+				defer close(mine)
+				o := wait(ctx)
+				select {
+				case <-prev:
+				case <-ctx.Done():
+					return
+				}
+				select {
+				case q.done <- o:
+				case <-ctx.Done():
+				}
+			}()
+		}
+		return
+	}
 	if q.busy || len(q.pending) == 0 {
 		return
 	}
 	t := q.pending[0]
 	q.pending, q.busy = q.pending[1:], true
 	go func() {
-		o := t.run(ctx)
+		o := t.runner(ctx)(ctx)
 		select {
 		case q.done <- o:
 		case <-ctx.Done():
@@ -367,8 +435,23 @@ func (q *queue) start(ctx context.Context) {
 	}()
 }
 
-// full reports whether max tasks are waiting.
-func (q *queue) full() bool { return len(q.pending) >= q.max }
+// taken records that the loop took an outcome from done.
+func (q *queue) taken() {
+	if q.pipelined {
+		q.inflight--
+		return
+	}
+	q.busy = false
+}
+
+// full reports whether max tasks are waiting (pipelined: more than max
+// waiting or in flight).
+func (q *queue) full() bool {
+	if q.pipelined {
+		return len(q.pending)+q.inflight > q.max
+	}
+	return len(q.pending) >= q.max
+}
 
 // push appends t.
 func (q *queue) push(t task) { q.pending = append(q.pending, t) }
@@ -385,4 +468,4 @@ func (q *queue) pushOnce(t task) {
 }
 
 // idle reports whether no task waits or runs.
-func (q *queue) idle() bool { return len(q.pending) == 0 && !q.busy }
+func (q *queue) idle() bool { return len(q.pending) == 0 && !q.busy && q.inflight == 0 }

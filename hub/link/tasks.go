@@ -43,46 +43,57 @@ func (l *linkLoop) refused(what string, err error, attrs ...any) outcome {
 }
 
 // commitTask commits b under the link's epoch and answers with its ack.
+// Its submit hands b to the group committer after the link's previous
+// write (linkLoop.lastCommit), without waiting for that one's commit.
 func (l *linkLoop) commitTask(b store.Batch) task {
-	return task{kind: "batch", run: func(ctx context.Context) outcome {
+	return task{kind: "batch", submit: func(ctx context.Context) func(context.Context) outcome {
 		start := time.Now()
-		res, err := l.s.store.ApplyBatch(ctx, l.site, l.epoch, b)
-		if err != nil {
-			return l.refused("batch", err, "sequence", b.Sequence)
+		p := l.s.store.SubmitBatch(ctx, l.site, l.epoch, b, l.lastCommit)
+		l.lastCommit = p
+		return func(ctx context.Context) outcome {
+			if err := p.Wait(ctx); err != nil {
+				return l.refused("batch", err, "sequence", b.Sequence)
+			}
+			res := p.BatchResult()
+			l.log.Debug("batch committed", "sequence", b.Sequence, "devices", len(b.Devices), "snapshot", b.SnapshotID != "",
+				"duplicate", res.Duplicate, "rows", res.RowsWritten, "took", time.Since(start))
+			l.s.cfg.Hooks.committed(l.site, b, res, time.Since(start))
+			return outcome{send: []*ironlinkv1.ConnectResponse{{Msg: &ironlinkv1.ConnectResponse_Ack{Ack: &ironlinkv1.BatchAck{
+				Sequence: b.Sequence, Duplicate: res.Duplicate}}}}}
 		}
-		l.log.Debug("batch committed", "sequence", b.Sequence, "devices", len(b.Devices), "snapshot", b.SnapshotID != "",
-			"duplicate", res.Duplicate, "rows", res.RowsWritten, "took", time.Since(start))
-		l.s.cfg.Hooks.committed(l.site, b, res, time.Since(start))
-		return outcome{send: []*ironlinkv1.ConnectResponse{{Msg: &ironlinkv1.ConnectResponse_Ack{Ack: &ironlinkv1.BatchAck{
-			Sequence: b.Sequence, Duplicate: res.Duplicate}}}}}
 	}}
 }
 
 // siteConditionsTask replaces the site's stored site conditions with conds,
 // under the link's epoch (a superseded link gets ErrFenced and writes
-// nothing).
+// nothing); submitted after the link's previous write as commitTask.
 func (l *linkLoop) siteConditionsTask(conds []condition.Condition) task {
-	return task{kind: "site conditions", run: func(ctx context.Context) outcome {
-		res, err := l.s.store.ReplaceSiteConditions(ctx, l.site, l.epoch, conds)
-		switch {
-		case err != nil:
-			return l.refused("site conditions", err)
-		case !res.Applied:
-			l.log.Info("site conditions older than the stored ones ignored")
+	return task{kind: "site conditions", submit: func(ctx context.Context) func(context.Context) outcome {
+		p := l.s.store.SubmitSiteConditions(ctx, l.site, l.epoch, conds, l.lastCommit)
+		l.lastCommit = p
+		return func(ctx context.Context) outcome {
+			err := p.Wait(ctx)
+			res := p.SiteConditionsResult()
+			switch {
+			case err != nil:
+				return l.refused("site conditions", err)
+			case !res.Applied:
+				l.log.Info("site conditions older than the stored ones ignored")
+				return outcome{}
+			}
+			attrs := make([]any, 0, 2*len(conds))
+			for _, c := range conds {
+				attrs = append(attrs, string(c.Type), string(c.Status)+"/"+c.Reason)
+			}
+			// A set that only refreshes observed times (the satellite resends its
+			// set on every link and on each poll's signal) is not news.
+			if res.Changed {
+				l.log.Info("site conditions changed", attrs...)
+			} else {
+				l.log.Debug("site conditions unchanged", attrs...)
+			}
 			return outcome{}
 		}
-		attrs := make([]any, 0, 2*len(conds))
-		for _, c := range conds {
-			attrs = append(attrs, string(c.Type), string(c.Status)+"/"+c.Reason)
-		}
-		// A set that only refreshes observed times (the satellite resends its
-		// set on every link and on each poll's signal) is not news.
-		if res.Changed {
-			l.log.Info("site conditions changed", attrs...)
-		} else {
-			l.log.Debug("site conditions unchanged", attrs...)
-		}
-		return outcome{}
 	}}
 }
 

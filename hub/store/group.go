@@ -12,10 +12,15 @@ import (
 
 // Group commit (issue 11 item 1). Every condition batch and site-condition
 // set of a replica goes through its Store's group committer: the writes
-// waiting when a committer worker becomes free are taken together — one per
-// site, in arrival order, at most GroupMaxDevices device updates — and
-// committed in one transaction with set-based statements (applyGroup). Each
-// caller returns only after the group's transaction committed (or failed).
+// waiting when a committer worker becomes free are taken together — in
+// arrival order, several consecutive writes of a site applied one after
+// another against the group's in-memory state, each with its own
+// duplicate, sequence and fencing check and its own result, at most
+// GroupMaxDevices device updates — and committed in one transaction with
+// set-based statements (applyGroup). A link submits its writes without
+// waiting for the previous one's commit (SubmitBatch), chained so that none
+// commits before, or past the refusal of, the one before it. Each write's
+// answer is given only after its group's transaction committed (or failed).
 // There is no timer: under light load a group is the one write that arrived,
 // committed at once; under load a group is whatever queued meanwhile.
 const (
@@ -41,6 +46,11 @@ type groupItem struct {
 	// it is dropped unwritten.
 	ctx  context.Context
 	done chan struct{}
+	// prev is the write submitted before this one on the same link (nil
+	// for none): this one is taken only into prev's group (after it) or
+	// once prev committed, and fails without writing when prev failed, so
+	// a link's writes commit in order and none commits past a refused one.
+	prev *groupItem
 
 	// Results, valid once done is closed: err is the item's own refusal
 	// (ErrFenced, ErrNotFound, ErrWrongSite) or the database error that
@@ -81,6 +91,12 @@ func (s *Store) GroupStats() (groups, writes int64) {
 // (then the write may still commit: the caller must treat it as unknown, as
 // any write whose answer was lost). Results are in it.
 func (g *groupCommitter) submit(ctx context.Context, s *Store, it *groupItem) error {
+	g.enqueue(ctx, s, it)
+	return it.wait(ctx)
+}
+
+// enqueue queues it (results valid once it.done is closed) without waiting.
+func (g *groupCommitter) enqueue(ctx context.Context, s *Store, it *groupItem) {
 	it.ctx, it.done = ctx, make(chan struct{})
 	g.mu.Lock()
 	g.waiting = append(g.waiting, it)
@@ -89,12 +105,31 @@ func (g *groupCommitter) submit(ctx context.Context, s *Store, it *groupItem) er
 		go g.work(s)
 	}
 	g.mu.Unlock()
+}
+
+// wait waits until it's group committed or ctx ended, and returns it.err.
+func (it *groupItem) wait(ctx context.Context) error {
 	select {
 	case <-it.done:
 		return it.err
 	case <-ctx.Done():
 		return fmt.Errorf("commit for site %q: %w", it.site, context.Cause(ctx))
 	}
+}
+
+// finished reports whether it's group committed (or it failed).
+func (it *groupItem) finished() bool {
+	select {
+	case <-it.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// afterFailed returns the error of an item whose prev failed.
+func afterFailed(it *groupItem) error {
+	return fmt.Errorf("site %q: write after a failed one not attempted: %w", it.site, it.prev.err)
 }
 
 // work commits groups until none waits.
@@ -118,19 +153,28 @@ func (g *groupCommitter) work(s *Store) {
 }
 
 // take removes the next group from waiting (g.mu held): items in arrival
-// order, one per site (a later item of a site already in the group waits
-// for the next group, so a site's writes stay in order), at most
+// order, several of a site in their order (an item whose prev, the write
+// submitted before it on its link, neither committed nor is in the group
+// waits for a later group; one whose prev failed fails unwritten), at most
 // 1/GroupCommitWorkers of the device updates waiting (so that the
 // workers share a burst: ten snapshot parts waiting make two groups of
 // five, committed on two connections at once) and at most
-// GroupMaxDevices. The first item is always taken. Items whose ctx ended
-// are dropped.
+// GroupMaxDevices. Once an item of a site is left waiting, or a final
+// snapshot part of it is taken, later items of that site wait too. The
+// first item is always taken. Items whose ctx ended are dropped.
 func (g *groupCommitter) take() []*groupItem {
 	waiting := 0
 	live := g.waiting[:0]
 	for _, it := range g.waiting {
 		if err := it.ctx.Err(); err != nil {
 			it.err = fmt.Errorf("commit for site %q: %w", it.site, err)
+			it.prev = nil
+			close(it.done)
+			continue
+		}
+		if it.prev != nil && it.prev.finished() && it.prev.err != nil {
+			it.err = afterFailed(it)
+			it.prev = nil
 			close(it.done)
 			continue
 		}
@@ -139,16 +183,22 @@ func (g *groupCommitter) take() []*groupItem {
 	}
 	limit := min((waiting+GroupCommitWorkers-1)/GroupCommitWorkers, GroupMaxDevices)
 	var group, rest []*groupItem
-	sites := map[string]bool{}
+	closed := map[string]bool{}
+	in := map[*groupItem]bool{}
 	devices := 0
 	for _, it := range live {
-		if sites[it.site] || (len(group) > 0 && devices+it.devices() > limit) {
+		if closed[it.site] || (it.prev != nil && !in[it.prev] && !it.prev.finished()) ||
+			(len(group) > 0 && devices+it.devices() > limit) {
+			closed[it.site] = true
 			rest = append(rest, it)
 			continue
 		}
-		sites[it.site] = true
+		in[it] = true
 		devices += it.devices()
 		group = append(group, it)
+		if it.batch != nil && it.batch.SnapshotID != "" && it.batch.SnapshotFinal {
+			closed[it.site] = true
+		}
 	}
 	clear(g.waiting[len(live):])
 	g.waiting = rest
@@ -165,6 +215,10 @@ func (g *groupCommitter) commit(s *Store, group []*groupItem) {
 	if err != nil && len(group) > 1 {
 		s.log.Warn("group commit failed; committing its writes one by one", "writes", len(group), "err", err)
 		for _, it := range group {
+			if it.prev != nil && it.prev.err != nil {
+				it.err = afterFailed(it)
+				continue
+			}
 			if err := s.applyGroup(ctx, []*groupItem{it}); err != nil {
 				it.err = err
 			}
@@ -176,6 +230,7 @@ func (g *groupCommitter) commit(s *Store, group []*groupItem) {
 		g.writes.Add(int64(len(group)))
 	}
 	for _, it := range group {
+		it.prev = nil // nothing reads it once done; an old chain is freed
 		close(it.done)
 	}
 }

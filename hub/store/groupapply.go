@@ -21,8 +21,8 @@ import (
 // is retried, and then sees the row.
 var errDeviceRace = errors.New("device inserted concurrently")
 
-// applyGroup commits items (distinct sites) in one transaction, retried
-// whole on deadlock, serialization failure or errDeviceRace. Each item's
+// applyGroup commits items (a site's several in their order) in one
+// transaction, retried whole on deadlock, serialization failure or errDeviceRace. Each item's
 // result or refusal is left in it; the error returned is the one that
 // failed the transaction (then no item was written).
 func (s *Store) applyGroup(ctx context.Context, items []*groupItem) error {
@@ -133,34 +133,44 @@ func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem)
 		return fmt.Errorf("lock sites: %w", err)
 	}
 
+	// Sort the items out in order: a site's several items each meet the
+	// site as the ones before them left it (sequence), and an item whose
+	// prev (the write before it on its link) failed fails unwritten.
 	var touch siteTouches
-	var batches, siteSets []*groupItem
+	var siteSets, applied []*groupItem
 	var staleSites []string
+	lastSeq := map[string]int64{}
+	for n, l := range locked {
+		lastSeq[n] = l.lastSeq
+	}
+	stale := map[string]bool{}
+	claimed := map[string]string{} // device id → site of the batch creating it in this group
 	for _, it := range items {
 		l, ok := locked[it.site]
 		switch {
+		case it.prev != nil && it.prev.err != nil:
+			it.err = afterFailed(it)
+			continue
 		case !ok:
 			it.err = fmt.Errorf("site %q: %w", it.site, ErrNotFound)
+			continue
 		case l.epoch != it.epoch:
 			it.err = fmt.Errorf("site %q epoch %d (current %d): %w", it.site, it.epoch, l.epoch, ErrFenced)
+			continue
 		case it.batch == nil:
 			siteSets = append(siteSets, it)
 			touch.add(it.site, nil, true)
-			if l.stale {
+			if l.stale && !stale[it.site] {
+				stale[it.site] = true
 				staleSites = append(staleSites, it.site)
 			}
-		case it.batch.Sequence <= uint64(l.lastSeq):
+			continue
+		case it.batch.Sequence <= uint64(lastSeq[it.site]):
 			it.bres.Duplicate = true
 			touch.add(it.site, nil, false)
-		default:
-			batches = append(batches, it)
+			continue
 		}
-	}
-
-	// Refuse batches naming another site's devices.
-	claimed := map[string]string{} // device id → site of the batch creating it in this group
-	applied := batches[:0:0]
-	for _, it := range batches {
+		// Refuse batches naming another site's devices.
 		var bad error
 		for _, d := range it.batch.Devices {
 			if st, ok := states[d.DeviceID]; ok && st.site != it.site {
@@ -182,8 +192,10 @@ func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem)
 			}
 		}
 		applied = append(applied, it)
+		lastSeq[it.site] = int64(it.batch.Sequence)
 		touch.add(it.site, &it.batch.Sequence, true)
-		if locked[it.site].stale {
+		if l.stale && !stale[it.site] {
+			stale[it.site] = true
 			staleSites = append(staleSites, it.site)
 		}
 	}
@@ -204,7 +216,7 @@ func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem)
 		return fmt.Errorf("write condition batches: %w", err)
 	}
 	for _, it := range applied {
-		if n := w.removed[it.site]; n > 0 {
+		if n := w.removed[it.site]; n > 0 && it.batch.SnapshotID != "" && it.batch.SnapshotFinal {
 			it.bres.RowsWritten += n
 			s.log.Info("devices missing from snapshot marked removed", "site", it.site, "count", n)
 		}
@@ -231,6 +243,7 @@ func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem)
 		for _, it := range applied {
 			if it.site == site {
 				it.bres.RowsWritten += n
+				break
 			}
 		}
 	}
@@ -303,17 +316,31 @@ func readDeviceStates(br pgx.BatchResults, states map[string]devState, conds map
 // siteTouches are the sites rows a group updates: every site heard from,
 // advancing last_sequence (seq non-nil) and clearing stale (clear) as asked.
 type siteTouches struct {
+	index map[string]int
 	names []string
 	seqs  []pgtype.Int8
 	clear []bool
 }
 
 func (t *siteTouches) add(site string, seq *uint64, clear bool) {
-	t.names = append(t.names, site)
 	v := pgtype.Int8{}
 	if seq != nil {
 		v = pgtype.Int8{Int64: int64(*seq), Valid: true}
 	}
+	// A site's several items in a group make one row: the highest
+	// sequence applied, stale cleared when any item clears it.
+	if i, ok := t.index[site]; ok {
+		if v.Valid && (!t.seqs[i].Valid || v.Int64 > t.seqs[i].Int64) {
+			t.seqs[i] = v
+		}
+		t.clear[i] = t.clear[i] || clear
+		return
+	}
+	if t.index == nil {
+		t.index = map[string]int{}
+	}
+	t.index[site] = len(t.names)
+	t.names = append(t.names, site)
 	t.seqs = append(t.seqs, v)
 	t.clear = append(t.clear, clear)
 }
@@ -409,6 +436,12 @@ type groupWrites struct {
 //     reason alone updates the reason.
 func (s *Store) groupWrites(applied []*groupItem, states map[string]devState, current map[string]map[condition.Type]condition.Condition) *groupWrites {
 	w := &groupWrites{now: time.Now(), removed: map[string]int{}}
+	// A device written by several batches of the group (a site's
+	// consecutive batches) is one row per table: its merged device write
+	// and its final conditions; its history rows are every batch's.
+	devs := map[string]*devWrite{}
+	var order []string
+	touchedAll := map[string]map[condition.Type]bool{}
 	for _, it := range applied {
 		b := it.batch
 		res := &it.bres
@@ -417,8 +450,8 @@ func (s *Store) groupWrites(applied []*groupItem, states map[string]devState, cu
 		if b.SnapshotID != "" {
 			snap = pgtype.Text{String: b.SnapshotID, Valid: true}
 		}
-		devs := map[string]*devWrite{}
-		var order []string
+		var batchOrder []string
+		inBatch := map[string]bool{}
 		touched := map[string]map[condition.Type]bool{}
 		for _, d := range b.Devices {
 			dw := devs[d.DeviceID]
@@ -427,6 +460,10 @@ func (s *Store) groupWrites(applied []*groupItem, states map[string]devState, cu
 				dw = &devWrite{id: d.DeviceID, site: it.site, exists: exists}
 				devs[d.DeviceID] = dw
 				order = append(order, d.DeviceID)
+			}
+			if !inBatch[d.DeviceID] {
+				inBatch[d.DeviceID] = true
+				batchOrder = append(batchOrder, d.DeviceID)
 			}
 			if d.Facts != nil {
 				facts, _ := json.Marshal(d.Facts)
@@ -465,6 +502,10 @@ func (s *Store) groupWrites(applied []*groupItem, states map[string]devState, cu
 				if touched[d.DeviceID] == nil {
 					touched[d.DeviceID] = map[condition.Type]bool{}
 				}
+				if touchedAll[d.DeviceID] == nil {
+					touchedAll[d.DeviceID] = map[condition.Type]bool{}
+				}
+				touchedAll[d.DeviceID][c.Type] = true
 				if !touched[d.DeviceID][c.Type] {
 					touched[d.DeviceID][c.Type] = true
 					res.RowsWritten++
@@ -475,36 +516,54 @@ func (s *Store) groupWrites(applied []*groupItem, states map[string]devState, cu
 				}
 			}
 		}
-		for _, id := range order {
+		for _, id := range batchOrder {
 			dw := devs[id]
-			types := make([]condition.Type, 0, len(touched[id]))
-			for t := range touched[id] {
-				types = append(types, t)
-			}
-			slices.Sort(types)
-			for _, t := range types {
-				w.conds.add(id, current[id][t])
-			}
 			st, ok := states[id]
 			if !ok {
 				st = devState{status: string(status.Unknown), reason: "NeverReported", desired: string(ImpairmentNone)}
 			}
 			// The site's stale flag is cleared by this group.
-			if dw.derive(st, current[id], false) {
-				w.statusHistory.ids = append(w.statusHistory.ids, id)
-				w.statusHistory.statuses = append(w.statusHistory.statuses, dw.status.String)
-				w.statusHistory.reasons = append(w.statusHistory.reasons, dw.reason.String)
-				res.RowsWritten++
+			var step devWrite
+			changed := step.derive(st, current[id], false)
+			dw.desired = step.desired
+			if step.status.Valid {
+				dw.status, dw.changed = step.status, true
+				st.status = step.status.String
 			}
-			if dw.exists {
-				w.updates.add(dw)
-			} else {
-				w.inserts.add(dw)
+			if step.reason.Valid {
+				dw.reason = step.reason
+				st.reason = step.reason.String
+			}
+			// The next batch of the group meets the device as this one
+			// left it.
+			st.site = it.site
+			states[id] = st
+			if changed {
+				w.statusHistory.ids = append(w.statusHistory.ids, id)
+				w.statusHistory.statuses = append(w.statusHistory.statuses, step.status.String)
+				w.statusHistory.reasons = append(w.statusHistory.reasons, step.reason.String)
+				res.RowsWritten++
 			}
 		}
 		if b.SnapshotID != "" && b.SnapshotFinal {
 			w.unseen.sites = append(w.unseen.sites, it.site)
 			w.unseen.snapshots = append(w.unseen.snapshots, b.SnapshotID)
+		}
+	}
+	for _, id := range order {
+		dw := devs[id]
+		types := make([]condition.Type, 0, len(touchedAll[id]))
+		for t := range touchedAll[id] {
+			types = append(types, t)
+		}
+		slices.Sort(types)
+		for _, t := range types {
+			w.conds.add(id, current[id][t])
+		}
+		if dw.exists {
+			w.updates.add(dw)
+		} else {
+			w.inserts.add(dw)
 		}
 	}
 	return w
