@@ -154,10 +154,12 @@ type conditionChange struct {
 	ObservedTime                  time.Time
 }
 
-// conditionHistory returns up to limit condition changes of a device, newest first.
+// conditionHistory returns up to limit condition changes of a device, newest
+// first: by recorded_at, the partition key, so only the newest partitions are
+// read (by id alone PostgreSQL reads every partition and sorts).
 func conditionHistory(ctx context.Context, pool *pgxpool.Pool, id string, limit int) ([]conditionChange, error) {
 	rows, err := pool.Query(ctx, `SELECT type, status, reason, message, last_transition_time, observed_time
-		FROM condition_history WHERE device_id = $1 ORDER BY id DESC LIMIT $2`, id, limit)
+		FROM condition_history WHERE device_id = $1 ORDER BY recorded_at DESC, id DESC LIMIT $2`, id, limit)
 	if err != nil {
 		return nil, fmt.Errorf("condition history of %s: %w", id, err)
 	}
