@@ -201,6 +201,11 @@ func (c *client) explain(err error) error {
 		return &Error{Code: ExitUnreachable, Msg: fmt.Sprintf("the hub at %s did not answer within %s (--request-timeout)", s.Hub, c.timeout)}
 	case codes.NotFound:
 		return &Error{Code: ExitNotFound, Msg: msg}
+	case codes.FailedPrecondition:
+		if ei := errorInfo(st); ei != nil && ei.GetReason() == reasonDeviceQuarantined {
+			return &Error{Code: ExitRefused, Msg: msg + "\n(release it first, or pass --force: the override is recorded)"}
+		}
+		return &Error{Code: ExitRefused, Msg: msg}
 	case codes.InvalidArgument:
 		if ei := errorInfo(st); ei != nil && ei.GetReason() == reasonDeviceNameAmbiguous {
 			return &Error{Code: ExitUsage, Msg: msg + "\n(name the site: --site SITE or SITE/NAME, or use the UUID)"}
@@ -213,6 +218,11 @@ func (c *client) explain(err error) error {
 // reasonDeviceNameAmbiguous is the ErrorInfo reason of a device name that
 // several devices share (fleet.proto, "Naming a device").
 const reasonDeviceNameAmbiguous = "DEVICE_NAME_AMBIGUOUS"
+
+// reasonDeviceQuarantined is the ErrorInfo reason of an operation refused
+// because it would offer a quarantined device to customers
+// (operations.proto, StartOperation).
+const reasonDeviceQuarantined = "DEVICE_QUARANTINED"
 
 func errorInfo(st *status.Status) *errdetails.ErrorInfo {
 	for _, d := range st.Details() {

@@ -7,9 +7,12 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 )
 
 // TestImportsOnlyPublicAPI enforces doc.go's rule: the CLI uses the public
@@ -174,5 +177,19 @@ func TestConfigContexts(t *testing.T) {
 	}
 	if _, errOut, code := run("get", "sites"); code != ExitUsage || !strings.Contains(errOut, "hubb") {
 		t.Fatalf("typo in config: exit %d %s", code, errOut)
+	}
+}
+
+func TestStatusListAcceptsHyphens(t *testing.T) {
+	got, err := parseEnumList[ironlinkv1.OperationalStatus]("status", "in-service,FAULTED, in_service", ironlinkv1.OperationalStatus_value, "OPERATIONAL_STATUS_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ironlinkv1.OperationalStatus{ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_IN_SERVICE, ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_FAULTED, ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_IN_SERVICE}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if _, err := parseEnumList[ironlinkv1.OperationalStatus]("status", "in-servic", ironlinkv1.OperationalStatus_value, "OPERATIONAL_STATUS_"); err == nil || !strings.Contains(err.Error(), "in_service") {
+		t.Fatalf("a misspelt status: err %v, want the valid names listed", err)
 	}
 }

@@ -26,6 +26,12 @@ const (
 	// ExitWaitTimeout: with --wait, a command did not finish within
 	// --timeout.
 	ExitWaitTimeout = 7
+	// ExitRefused: the hub refused the request in the current state
+	// (FailedPrecondition: a quarantined device without --force, an
+	// operation already running, a provision state the kind cannot start
+	// from, a selector matching another count than --expected-count, an
+	// operation Ironic cannot abort now). Nothing changed.
+	ExitRefused = 8
 )
 
 // exitCodesHelp is the exit-code table printed by `ironlink --help`.
@@ -37,7 +43,8 @@ const exitCodesHelp = `Exit codes:
   4  the hub refused the identity or its scope
   5  hub unreachable (connection, TLS, timeout)
   6  --wait: a command FAILED or was SUPERSEDED
-  7  --wait: a command did not finish within --timeout`
+  7  --wait: a command did not finish within --timeout
+  8  refused in the current state (quarantined, busy, wrong state, count mismatch; nothing changed)`
 
 // Error is an error with the exit code it maps to. Msg is printed as
 // "error: <Msg>" on stderr.

@@ -95,7 +95,7 @@ func TestOpCommands(t *testing.T) {
 	if out, _, code := run("op", "get", id); code != 0 || !strings.Contains(out, "node-1") {
 		t.Fatalf("get: exit %d\n%s", code, out)
 	}
-	if out, errs, code := run("op", "start", "clean", "node-1", "--clean-step", "deploy.erase_devices_metadata", "--reason", "x"); code != ctl.ExitError || !strings.Contains(errs, "already running") {
+	if out, errs, code := run("op", "start", "clean", "node-1", "--clean-step", "deploy.erase_devices_metadata", "--reason", "x"); code != ctl.ExitRefused || !strings.Contains(errs, "already running") {
 		t.Fatalf("second operation on a busy device: exit %d %s%s", code, out, errs)
 	}
 	// The satellite's part is played by the store: the operation fails.
@@ -114,7 +114,7 @@ func TestOpCommands(t *testing.T) {
 	if code != ctl.ExitCommandFailed || !strings.Contains(out, "FAILED") || !strings.Contains(errs, "inspection timed out") {
 		t.Fatalf("watch of a FAILED operation: exit %d\n%s%s", code, out, errs)
 	}
-	if _, errs, code := run("op", "cancel", id, "--reason", "stop"); code != ctl.ExitError || !strings.Contains(errs, "is FAILED") {
+	if _, errs, code := run("op", "cancel", id, "--reason", "stop"); code != ctl.ExitRefused || !strings.Contains(errs, "is FAILED") {
 		t.Fatalf("cancel a finished operation: exit %d %s", code, errs)
 	}
 	out, errs, code = run("op", "start", "provide", "node-1", "--reason", "make available", "--wait", "--timeout", "300ms")

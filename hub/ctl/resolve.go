@@ -184,7 +184,8 @@ func parseEnumList[E ~int32](flag, list string, names map[string]int32, prefix s
 	slices.Sort(valid)
 	var out []E
 	for _, p := range strings.Split(list, ",") {
-		p = strings.ToLower(strings.TrimSpace(p))
+		// "in-service" as the selector and the tables spell it, or "in_service".
+		p = strings.ReplaceAll(strings.ToLower(strings.TrimSpace(p)), "-", "_")
 		if p == "" {
 			continue
 		}

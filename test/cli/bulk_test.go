@@ -45,7 +45,7 @@ func TestBulkCLI(t *testing.T) {
 	r := f.withStdin("no\n", "quarantine", "--selector", selector, "--reason", "rack r4 PDU swap")
 	f.expect(r, ctl.ExitUsage, []string{fmt.Sprintf("%d devices match", n), site + "/" + want[0]}, []string{"Type yes", "not confirmed: nothing was changed"})
 	r = f.withStdin("", "quarantine", "--selector", selector, "--expected-count", fmt.Sprint(n+1), "--yes", "--reason", "x")
-	f.expect(r, ctl.ExitError, nil, []string{fmt.Sprintf("--expected-count %d, but the selector matches %d devices", n+1, n)})
+	f.expect(r, ctl.ExitRefused, nil, []string{fmt.Sprintf("--expected-count %d, but the selector matches %d devices", n+1, n)})
 	r = f.withStdin("", "--context", "viewer", "quarantine", "--selector", selector, "--yes", "--reason", "x")
 	f.expect(r, ctl.ExitAuth, []string{fmt.Sprintf("%d devices match", n)}, []string{"operations:write"})
 	r = f.withStdin("", "quarantine", "--selector", "site="+site+",bogus=1", "--reason", "x")
