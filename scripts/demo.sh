@@ -69,7 +69,10 @@ fi
 
 echo ">> starting the OpenStack simulator (${DEMO_NODES:-50} nodes)"
 : >"$STATE/openstacksim.log"
+# --provision-step: each provision state of an operation lasts this long, so a
+# node rests in "clean wait" long enough to be seen and cancelled.
 bin/ironlink-openstacksim --listen 127.0.0.1:0 --nodes "${DEMO_NODES:-50}" --churn "${DEMO_CHURN:-15s}" \
+  --provision-step "${DEMO_PROVISION_STEP:-3s}" \
   --orphans-ironic "${DEMO_ORPHANS:-1}" --orphans-nova "${DEMO_ORPHANS:-1}" \
   --clouds-yaml "$STATE/clouds.yaml" --cloud sim >"$STATE/openstacksim.out" 2>"$STATE/openstacksim.log" &
 pids+=($!)
