@@ -67,6 +67,10 @@ func (s *Server) bulkSelector(ctx context.Context, field string, sel *ironlinkv1
 	if err := s.checkSiteAllowed(ctx, sc, sel.GetSite()); err != nil {
 		return out, "", err
 	}
+	// A misspelt site is NotFound, not "0 devices match" (as ListDevices).
+	if err := s.checkExists(ctx, sel.GetSite(), ""); err != nil {
+		return out, "", err
+	}
 	out.Site, out.Sites = sel.GetSite(), sc.Sites
 	var parts []string
 	if out.Site != "" {

@@ -131,6 +131,13 @@ func TestBulkImpairmentBySelector(t *testing.T) {
 	if _, err := bulk.PreviewBulkImpairment(ctx, &ironlinkv1.PreviewBulkImpairmentRequest{Selector: &ironlinkv1.DeviceSelector{}}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("empty selector: %v, want InvalidArgument", err)
 	}
+	// A misspelt site is NotFound, not an empty match.
+	if _, err := bulk.PreviewBulkImpairment(ctx, &ironlinkv1.PreviewBulkImpairmentRequest{Selector: sel("site-aa", nil, nil, "", "")}); status.Code(err) != codes.NotFound {
+		t.Fatalf("unknown site: %v, want NotFound", err)
+	}
+	if _, err := bulk.BulkQuarantine(ctx, &ironlinkv1.BulkQuarantineRequest{Selector: sel("site-aa", nil, nil, "", ""), Reason: "x", ExpectedCount: 1}); status.Code(err) != codes.NotFound {
+		t.Fatalf("unknown site, act: %v, want NotFound", err)
+	}
 
 	// A count that differs (a typo, or the fleet moved) writes nothing.
 	before := bulkRows(t, url)
