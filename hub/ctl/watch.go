@@ -75,7 +75,14 @@ Ctrl-C it prints the cursor to resume from.`,
 			if err != nil {
 				return err
 			}
-			return a.follow(cmd.Context(), c, req, output, once)
+			// The resume hint repeats the filters given.
+			var resume []string
+			for _, f := range []string{"site", "status", "kind"} {
+				if v, _ := cmd.Flags().GetString(f); v != "" {
+					resume = append(resume, "--"+f+" "+v)
+				}
+			}
+			return a.follow(cmd.Context(), c, req, output, once, strings.Join(resume, " "))
 		},
 	}
 	fl := cmd.Flags()
@@ -96,12 +103,13 @@ var watchKinds = []string{"status", "command", "operation", "decision", "pending
 
 // follow streams req, printing each message, and reconnects from the last
 // cursor after a broken connection (Unavailable) unless once.
-func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, once bool) error {
+// filters is printed in the resume hint after --cursor.
+func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, once bool, filters string) error {
 	w := a.opts.Stdout
 	last := req.GetCursor()
 	defer func() {
 		if last != "" && ctx.Err() != nil {
-			fmt.Fprintf(a.opts.Stderr, "resume with: ironlink watch --cursor %s\n", last)
+			fmt.Fprintf(a.opts.Stderr, "resume with: ironlink watch --cursor %s%s\n", last, strings.TrimRight(" "+filters, " "))
 		}
 	}()
 	for {

@@ -555,7 +555,7 @@ func TestCLI(t *testing.T) {
 		})
 		cancel()
 		<-done
-		if code != 0 || !strings.Contains(errb.String(), "resume with: ironlink watch --cursor ") {
+		if code != 0 || !strings.Contains(errb.String(), "resume with: ironlink watch --cursor ") || !strings.Contains(errb.String(), " --site "+site) {
 			t.Fatalf("watch exited %d: %s", code, errb.String())
 		}
 		// Resuming from the first change's cursor prints the changes after it, the first one not again.
