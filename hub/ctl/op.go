@@ -374,6 +374,10 @@ func (a *app) newOpListCommand() *cobra.Command {
 			if output == outJSON || output == outYAML {
 				return writeProto(a.opts.Stdout, output, r)
 			}
+			if len(r.GetOperations()) == 0 {
+				fmt.Fprintln(a.opts.Stderr, "No operations found.")
+				return nil
+			}
 			a.printOperations(r.GetOperations(), output == outWide)
 			if r.GetNextPageToken() != "" {
 				fmt.Fprintf(a.opts.Stderr, "more operations: raise --limit (at most 1000) or filter\n")
