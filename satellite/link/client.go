@@ -153,6 +153,11 @@ func (c *Client) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if errors.Is(err, errRehello) {
+			// Not a failure: a new Hello announces what changed, at once.
+			c.log.Info("reconnecting to announce new capabilities", "capabilities", c.capabilities())
+			continue
+		}
 		if time.Since(start) > time.Minute {
 			bo.Reset() // a link that held for a while starts the backoff again
 		}
@@ -165,6 +170,10 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// errRehello ends a session so that the next Hello announces changed
+// capabilities (Rehello); the link reconnects at once, without backoff.
+var errRehello = errors.New("capabilities changed: reconnecting to announce them")
 
 func (c *Client) capabilities() []string {
 	if c.cfg.Capabilities == nil {
@@ -290,7 +299,7 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 			err = c.flushProgress(stream.Send)
 		case <-c.rehello:
 			_ = stream.CloseSend()
-			return errors.New("capabilities changed: reconnecting to announce them")
+			return errRehello
 		case <-siteChanged:
 			err = sendSite()
 		case m := <-c.outbound:
