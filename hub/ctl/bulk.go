@@ -152,7 +152,7 @@ func (a *app) runBulk(ctx context.Context, quarantine bool, f *bulkFlags, reason
 	expected := n
 	if f.expected != 0 {
 		if f.expected != n {
-			return &Error{Code: ExitError, Msg: fmt.Sprintf("--expected-count %d, but the selector matches %d devices: nothing was changed", f.expected, n)}
+			return &Error{Code: ExitRefused, Msg: fmt.Sprintf("--expected-count %d, but the selector matches %d devices: nothing was changed", f.expected, n)}
 		}
 		expected = f.expected
 	}
