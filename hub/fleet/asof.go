@@ -83,15 +83,5 @@ func (s *Server) getDeviceAsOf(ctx context.Context, req *ironlinkv1.GetDeviceReq
 	if err != nil {
 		return nil, s.storeErr(err, "device", id)
 	}
-	resp := &ironlinkv1.GetDeviceResponse{Device: deviceToProto(d)}
-	for _, c := range sh {
-		resp.StatusHistory = append(resp.StatusHistory, &ironlinkv1.StatusChange{
-			Status: statusToProto(c.Status), Reason: c.Reason, ChangeTime: timestamppb.New(c.ChangedAt)})
-	}
-	for _, c := range ih {
-		resp.ImpairmentHistory = append(resp.ImpairmentHistory, &ironlinkv1.ImpairmentChange{
-			Desired: impairmentToProto(c.Desired), Generation: c.Generation, Actor: c.Actor, Reason: c.Reason,
-			Source: c.Source, ChangeTime: timestamppb.New(c.ChangedAt), CommandId: c.CommandID})
-	}
-	return resp, nil
+	return deviceResponse(d, sh, ih), nil
 }

@@ -241,16 +241,7 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 	if err != nil {
 		return nil, s.storeErr(err, "device", id)
 	}
-	resp := &ironlinkv1.GetDeviceResponse{Device: deviceToProto(d)}
-	for _, c := range sh {
-		resp.StatusHistory = append(resp.StatusHistory, &ironlinkv1.StatusChange{
-			Status: statusToProto(c.Status), Reason: c.Reason, ChangeTime: timestamppb.New(c.ChangedAt)})
-	}
-	for _, c := range ih {
-		resp.ImpairmentHistory = append(resp.ImpairmentHistory, &ironlinkv1.ImpairmentChange{
-			Desired: impairmentToProto(c.Desired), Generation: c.Generation, Actor: c.Actor, Reason: c.Reason,
-			Source: c.Source, ChangeTime: timestamppb.New(c.ChangedAt), CommandId: c.CommandID})
-	}
+	resp := deviceResponse(d, sh, ih)
 	ops, err := s.store.RecentOperations(ctx, id, limit)
 	if err != nil {
 		return nil, s.storeErr(err, "device", id)
@@ -524,4 +515,20 @@ func commandToProto(c store.Command) *ironlinkv1.OperatorCommand {
 		p.CompleteTime = timestamppb.New(*c.CompletedAt)
 	}
 	return p
+}
+
+// deviceResponse is GetDevice's answer for d with its status and
+// impairment histories (newest first), as now or as of a past time.
+func deviceResponse(d store.Device, sh []store.StatusChange, ih []store.ImpairmentChange) *ironlinkv1.GetDeviceResponse {
+	resp := &ironlinkv1.GetDeviceResponse{Device: deviceToProto(d)}
+	for _, c := range sh {
+		resp.StatusHistory = append(resp.StatusHistory, &ironlinkv1.StatusChange{
+			Status: statusToProto(c.Status), Reason: c.Reason, ChangeTime: timestamppb.New(c.ChangedAt)})
+	}
+	for _, c := range ih {
+		resp.ImpairmentHistory = append(resp.ImpairmentHistory, &ironlinkv1.ImpairmentChange{
+			Desired: impairmentToProto(c.Desired), Generation: c.Generation, Actor: c.Actor, Reason: c.Reason,
+			Source: c.Source, ChangeTime: timestamppb.New(c.ChangedAt), CommandId: c.CommandID})
+	}
+	return resp
 }
