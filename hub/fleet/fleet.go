@@ -85,16 +85,6 @@ func checkSiteFilter(site string) error {
 	return nil
 }
 
-func pageSize(n int32) (int, error) {
-	switch {
-	case n == 0:
-		return 100, nil
-	case n < 0 || n > 1000:
-		return 0, grpcerr.InvalidArgument("page_size", grpcerr.ReasonOutOfRange, fmt.Sprintf("page_size %d is outside 1-1000 (0 means 100)", n))
-	}
-	return int(n), nil
-}
-
 // storeErr turns a store error into the status the caller sees
 // (grpcerr.FromStore); a NotFound of the resource named name of
 // resourceType also carries a ResourceInfo. A database failure is logged.
@@ -143,7 +133,7 @@ func (s *Server) checkExists(ctx context.Context, site, deviceID string) error {
 
 // ListDevices implements FleetService.ListDevices.
 func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesRequest) (*ironlinkv1.ListDevicesResponse, error) {
-	limit, err := pageSize(req.GetPageSize())
+	limit, err := grpcerr.PageSize(req.GetPageSize())
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +306,7 @@ func (s *Server) GetCommand(ctx context.Context, req *ironlinkv1.GetCommandReque
 
 // ListCommands implements FleetService.ListCommands.
 func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsRequest) (*ironlinkv1.ListCommandsResponse, error) {
-	limit, err := pageSize(req.GetPageSize())
+	limit, err := grpcerr.PageSize(req.GetPageSize())
 	if err != nil {
 		return nil, err
 	}

@@ -399,14 +399,11 @@ func (s *Server) GetOperation(ctx context.Context, req *ironlinkv1.GetOperationR
 
 // ListOperations implements OperationService.ListOperations.
 func (s *Server) ListOperations(ctx context.Context, req *ironlinkv1.ListOperationsRequest) (*ironlinkv1.ListOperationsResponse, error) {
-	n := req.GetPageSize()
-	switch {
-	case n == 0:
-		n = 100
-	case n < 0 || n > 1000:
-		return nil, grpcerr.InvalidArgument("page_size", grpcerr.ReasonOutOfRange, fmt.Sprintf("page_size %d is outside 1-1000 (0 means 100)", n))
+	n, err := grpcerr.PageSize(req.GetPageSize())
+	if err != nil {
+		return nil, err
 	}
-	f := store.OperationFilter{Limit: int(n) + 1}
+	f := store.OperationFilter{Limit: n + 1}
 	sc := callerScope(ctx)
 	if site := req.GetSite(); site != "" {
 		if !sitename.Valid(site) {

@@ -104,16 +104,6 @@ func checkSite(field, site string, required bool) error {
 	return nil
 }
 
-func pageSize(n int32) (int, error) {
-	switch {
-	case n == 0:
-		return 100, nil
-	case n < 0 || n > 1000:
-		return 0, grpcerr.InvalidArgument("page_size", grpcerr.ReasonOutOfRange, fmt.Sprintf("page_size %d is outside 1-1000 (0 means 100)", n))
-	}
-	return int(n), nil
-}
-
 func encodeToken(id int64) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(id, 10)))
 }
@@ -209,7 +199,7 @@ func actionToProto(a string) ironlinkv1.PolicyAction {
 
 // ListPolicyDecisions implements PolicyService.ListPolicyDecisions.
 func (s *Server) ListPolicyDecisions(ctx context.Context, req *ironlinkv1.ListPolicyDecisionsRequest) (*ironlinkv1.ListPolicyDecisionsResponse, error) {
-	limit, err := pageSize(req.GetPageSize())
+	limit, err := grpcerr.PageSize(req.GetPageSize())
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +288,7 @@ func PendingToProto(p store.PendingAction) *ironlinkv1.PendingAction {
 
 // ListPendingActions implements PolicyService.ListPendingActions.
 func (s *Server) ListPendingActions(ctx context.Context, req *ironlinkv1.ListPendingActionsRequest) (*ironlinkv1.ListPendingActionsResponse, error) {
-	limit, err := pageSize(req.GetPageSize())
+	limit, err := grpcerr.PageSize(req.GetPageSize())
 	if err != nil {
 		return nil, err
 	}
