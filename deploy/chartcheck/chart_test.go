@@ -401,6 +401,11 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	m.WatchLinks(func() int { return 1 })
 	m.WatchRoster(func() error { return nil })
 	m.WatchDatabase(fakeDB{}, time.Second, nil)
+	ph := m.WatchPolicy(func(context.Context) ([]metrics.PolicySiteState, error) {
+		return []metrics.PolicySiteState{{Site: "s", Tripped: true, PendingHeld: 1}}, nil
+	}, nil)
+	ph.Decided("QUARANTINE", false, time.Second)
+	ph.Leading(true)
 	srv := grpc.NewServer()
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	m.GRPC.InitializeMetrics(srv)
@@ -430,7 +435,7 @@ func (fakeDB) OpenCommandStats(context.Context) ([]store.OpenCommands, error) {
 	return []store.OpenCommands{{State: store.CommandPending, Count: 1, OldestCreated: time.Now()}}, nil
 }
 
-var metricRe = regexp.MustCompile(`\b(ironlink_hub_[a-z_]+|grpc_server_[a-z_]+|process_[a-z_]+)\b`)
+var metricRe = regexp.MustCompile(`\b(ironlink_[a-z_]+|grpc_server_[a-z_]+|process_[a-z_]+)\b`)
 
 // checkMonitoring: the ServiceMonitor selects the admin Service, the rules
 // are the promised ones, and rules and dashboard only name exported metrics.
@@ -451,7 +456,7 @@ func checkMonitoring(t *testing.T, r rendered) {
 	if len(r.monitors) != 1 || !selects(r.monitors[0].Spec.Selector.MatchLabels, admin.Labels) || r.monitors[0].Spec.Endpoints[0].Port != "admin" {
 		t.Errorf("ServiceMonitor %+v does not scrape the admin Service (labels %v)", r.monitors, admin.Labels)
 	}
-	want := []string{"IronlinkSiteUnreachable", "IronlinkCommandStuck", "IronlinkNoLinks", "IronlinkDatabaseErrors", "IronlinkReplicaNotReady"}
+	want := []string{"IronlinkSiteUnreachable", "IronlinkCommandStuck", "IronlinkPolicyGuardTripped", "IronlinkNoLinks", "IronlinkDatabaseErrors", "IronlinkReplicaNotReady"}
 	var got []string
 	for _, pr := range r.rules {
 		for _, g := range pr.Spec.Groups {
