@@ -563,3 +563,52 @@ func TestCIInstallsThePinnedHelm(t *testing.T) {
 		t.Errorf(".ci/run does not install helm %s", HelmVersion)
 	}
 }
+
+// The README's hub metrics table ("Health, metrics and alerts") names
+// exactly the metric families the hub exports (Go and process metrics
+// aside), so the list an operator reads is the list Prometheus scrapes.
+func TestREADMEListsEveryHubMetric(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir(t), "..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	start := strings.Index(text, "**Hub metrics.**")
+	end := strings.Index(text[max(start, 0):], "plus Go (`go_*`)")
+	if start < 0 || end < 0 {
+		t.Fatal("README has no hub metrics table (from **Hub metrics.** to \"plus Go (`go_*`)\")")
+	}
+	documented := map[string]bool{}
+	for _, line := range strings.Split(text[start:start+end], "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		first := strings.SplitN(line, "|", 3)[1] // the metric column
+		for _, name := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(first, -1) {
+			documented[name[1]] = true
+		}
+	}
+	exported := map[string]bool{}
+	for name := range exportedMetrics(t) {
+		if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") || strings.HasPrefix(name, "promhttp_") {
+			continue
+		}
+		if strings.HasSuffix(name, "_bucket") || strings.HasSuffix(name, "_sum") || strings.HasSuffix(name, "_count") {
+			continue // a histogram's series, its family is listed
+		}
+		exported[name] = true
+	}
+	for name := range exported {
+		if !documented[name] {
+			t.Errorf("the hub exports %s but the README's metrics table does not list it", name)
+		}
+	}
+	for name := range documented {
+		if !exported[name] {
+			t.Errorf("the README's metrics table lists %s, which the hub does not export", name)
+		}
+	}
+	if len(documented) < 30 {
+		t.Errorf("README table lists %d metrics; the table was not parsed", len(documented))
+	}
+}
