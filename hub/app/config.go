@@ -46,14 +46,14 @@ func Defaults() Config {
 		// embedded hubs); the flags default to these values.
 		Throttle: throttle.DefaultConfig(),
 		Link: link.Config{
-			HeartbeatInterval: 20 * time.Second,
-			CommandSweep:      5 * time.Second,
-			HelloTimeout:      30 * time.Second,
-			LastSeenFlush:     2 * time.Second,
+			HeartbeatInterval: link.DefaultHeartbeatInterval,
+			CommandSweep:      link.DefaultCommandSweep,
+			HelloTimeout:      link.DefaultHelloTimeout,
+			LastSeenFlush:     link.DefaultLastSeenFlush,
 			Delivery: store.DeliveryPolicy{
-				ResendAfter:       30 * time.Second,
-				FailureBackoff:    10 * time.Second,
-				MaxFailureBackoff: 5 * time.Minute,
+				ResendAfter:       link.DefaultResendAfter,
+				FailureBackoff:    link.DefaultFailureBackoff,
+				MaxFailureBackoff: link.DefaultMaxFailureBackoff,
 			},
 			Operations: store.OperationDelivery{
 				PerSiteLimit:   link.DefaultOperationsPerSite,

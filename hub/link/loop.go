@@ -187,7 +187,7 @@ func (l *linkLoop) ended(ctx context.Context) error {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errSuperseded):
 		l.log.Info("link superseded by a newer link")
-		return status.Error(codes.Aborted, "link superseded by a newer link for this site; reconnect")
+		return grpcerr.FromStore(store.ErrFenced) // Aborted, LINK_SUPERSEDED: the same status as a link fenced through the database
 	case errors.Is(cause, errDraining):
 		l.log.Info("link drained")
 		return status.Error(codes.Unavailable, "hub replica draining; reconnect")

@@ -47,28 +47,42 @@ type Config struct {
 	Vault *vault.Vault
 }
 
+// Defaults of Config. hub/app's Defaults table uses them (the values the
+// flags show and app.Config.Validate fills); defaults fills them here too for
+// a Config built without it (tests, embedded hubs), so each value is written
+// once.
+const (
+	DefaultHeartbeatInterval = 20 * time.Second
+	DefaultCommandSweep      = 5 * time.Second
+	DefaultHelloTimeout      = 30 * time.Second
+	DefaultLastSeenFlush     = 2 * time.Second
+	DefaultResendAfter       = 30 * time.Second
+	DefaultFailureBackoff    = 10 * time.Second
+	DefaultMaxFailureBackoff = 5 * time.Minute
+)
+
 func (c *Config) defaults() {
 	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = 20 * time.Second
+		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	if c.CommandSweep <= 0 {
-		c.CommandSweep = 5 * time.Second
+		c.CommandSweep = DefaultCommandSweep
 	}
 	if c.Delivery.ResendAfter <= 0 {
-		c.Delivery.ResendAfter = 30 * time.Second
+		c.Delivery.ResendAfter = DefaultResendAfter
 	}
 	if c.Delivery.FailureBackoff <= 0 {
-		c.Delivery.FailureBackoff = 10 * time.Second
+		c.Delivery.FailureBackoff = DefaultFailureBackoff
 	}
 	if c.Delivery.MaxFailureBackoff <= 0 {
-		c.Delivery.MaxFailureBackoff = 5 * time.Minute
+		c.Delivery.MaxFailureBackoff = DefaultMaxFailureBackoff
 	}
 	if c.HelloTimeout <= 0 {
-		c.HelloTimeout = 30 * time.Second
+		c.HelloTimeout = DefaultHelloTimeout
 	}
 	c.operationDefaults()
 	if c.LastSeenFlush <= 0 {
-		c.LastSeenFlush = 2 * time.Second
+		c.LastSeenFlush = DefaultLastSeenFlush
 	}
 }
 

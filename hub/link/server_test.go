@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
@@ -222,6 +223,24 @@ func TestSupersededLinkCannotOverwriteSiteConditions(t *testing.T) {
 	}
 	if got := storedSiteConditions(t, st, "site-a"); len(got) != 1 || got[0].Status != condition.True {
 		t.Fatalf("superseded link overwrote the site conditions: %+v", got)
+	}
+}
+
+// TestSupersededOnSameReplicaCarriesReason: a link superseded by a newer
+// link of its site on the same replica ends with Aborted and the ErrorInfo
+// reason LINK_SUPERSEDED, as one superseded through the database (another
+// replica's link; TestSupersededLinkCannotOverwriteSiteConditions) does.
+func TestSupersededOnSameReplicaCarriesReason(t *testing.T) {
+	st, _ := newStore(t)
+	r1 := startReplica(t, st, "r1")
+	old := connect(t, r1, "site-a")
+	connect(t, r1, "site-a")
+	var err error
+	for err == nil {
+		_, err = old.Recv()
+	}
+	if code, reason := status.Code(err), grpcerr.Reason(err); code != codes.Aborted || reason != grpcerr.ReasonLinkSuperseded {
+		t.Fatalf("superseded link ended with %v reason %q (%v), want Aborted %s", code, reason, err, grpcerr.ReasonLinkSuperseded)
 	}
 }
 

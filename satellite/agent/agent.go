@@ -81,6 +81,15 @@ type Observer interface {
 	ResyncDone(took time.Duration)
 }
 
+// Defaults of Config.PollInterval and Config.SweepInterval. satellite/app's
+// Defaults table uses them (the values the flags show and Validate fills);
+// New fills them too for a Config built without it (tests), so each value is
+// written once.
+const (
+	DefaultPollInterval  = time.Minute
+	DefaultSweepInterval = 5 * time.Minute
+)
+
 // DefaultDesiredStatesWait is the DesiredStatesWait of a satellite with a
 // link: the hub sends its desired states right after Welcome, so the wait
 // is normally a round trip; the bound only matters for a hub that does not.
@@ -200,7 +209,7 @@ type Stats struct {
 // the OrphanDetection site condition.
 func New(cfg Config, cl Clients, outbox *link.Outbox, site *link.SiteState, log *slog.Logger) *Agent {
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = time.Minute
+		cfg.PollInterval = DefaultPollInterval
 	}
 	if cfg.PollTimeout <= 0 {
 		cfg.PollTimeout = cfg.PollInterval
@@ -209,7 +218,7 @@ func New(cfg Config, cl Clients, outbox *link.Outbox, site *link.SiteState, log 
 		cfg.CommandTimeout = 2 * time.Minute
 	}
 	if cfg.SweepInterval <= 0 {
-		cfg.SweepInterval = 5 * time.Minute
+		cfg.SweepInterval = DefaultSweepInterval
 	}
 	if cfg.SweepTimeout <= 0 {
 		cfg.SweepTimeout = cfg.SweepInterval

@@ -26,17 +26,17 @@ func Defaults() Config {
 	return Config{
 		HubAddr:     "localhost:7070",
 		AuthBackoff: 30 * time.Second,
-		Agent:       agent.Config{PollInterval: time.Minute, SweepInterval: 5 * time.Minute},
+		Agent:       agent.Config{PollInterval: agent.DefaultPollInterval, SweepInterval: agent.DefaultSweepInterval},
 		Link: link.Config{
-			HeartbeatInterval: 20 * time.Second,
-			KeepaliveTime:     30 * time.Second,
-			KeepaliveTimeout:  10 * time.Second,
-			ResyncInterval:    15 * time.Minute,
-			MaxBackoff:        30 * time.Second,
+			HeartbeatInterval: link.DefaultHeartbeatInterval,
+			KeepaliveTime:     link.DefaultKeepaliveTime,
+			KeepaliveTimeout:  link.DefaultKeepaliveTimeout,
+			ResyncInterval:    link.DefaultResyncInterval,
+			MaxBackoff:        link.DefaultMaxBackoff,
 		},
 		OpenStack:  openstack.Config{Placement: openstack.PlacementAuto, Nova: openstack.NovaAuto},
 		Identity:   Identity{Audience: "ironlink-hub"},
-		Operations: operations.Config{PollInterval: 2 * time.Second, MaxConcurrent: 8},
+		Operations: operations.Config{PollInterval: operations.DefaultPollInterval, MaxConcurrent: operations.DefaultMaxConcurrent},
 	}
 }
 

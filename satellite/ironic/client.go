@@ -363,7 +363,7 @@ func (c *Client) GetNode(ctx context.Context, id string) (Node, error) {
 	}
 	n := w.toNode(fields, missing)
 	if len(n.Unsent) > 0 {
-		c.log.Warn("Ironic's answer for a node lacked fields that were asked for", "node", id, "fields", strings.Join(slices.Sorted(maps.Keys(n.Unsent)), ","))
+		c.log.Warn("Ironic's answer for a node lacked fields that were asked for", logkey.DeviceID, id, "fields", strings.Join(slices.Sorted(maps.Keys(n.Unsent)), ","))
 	}
 	return n, nil
 }

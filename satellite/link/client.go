@@ -39,6 +39,17 @@ type DesiredStateHandler interface {
 	HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredStates) []*ironlinkv1.DriftCorrection
 }
 
+// Defaults of Config. satellite/app's Defaults table uses them (the values
+// the flags show and Validate fills); NewClient fills them too for a Config
+// built without it (tests), so each value is written once.
+const (
+	DefaultHeartbeatInterval = 20 * time.Second
+	DefaultMaxBackoff        = 30 * time.Second
+	DefaultKeepaliveTime     = 30 * time.Second
+	DefaultKeepaliveTimeout  = 10 * time.Second
+	DefaultResyncInterval    = 15 * time.Minute
+)
+
 // Config configures a Client.
 type Config struct {
 	// Site is this satellite's site name.
@@ -102,25 +113,25 @@ type Client struct {
 // applies commands with handler.
 func NewClient(cfg Config, outbox *Outbox, snap SnapshotFunc, handler CommandHandler, log *slog.Logger) *Client {
 	if cfg.HeartbeatInterval <= 0 {
-		cfg.HeartbeatInterval = 20 * time.Second
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	if cfg.MinBackoff <= 0 {
 		cfg.MinBackoff = 500 * time.Millisecond
 	}
 	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = 30 * time.Second
+		cfg.MaxBackoff = DefaultMaxBackoff
 	}
 	if cfg.KeepaliveTime <= 0 {
-		cfg.KeepaliveTime = 30 * time.Second
+		cfg.KeepaliveTime = DefaultKeepaliveTime
 	}
 	if cfg.KeepaliveTimeout <= 0 {
-		cfg.KeepaliveTimeout = 10 * time.Second
+		cfg.KeepaliveTimeout = DefaultKeepaliveTimeout
 	}
 	if cfg.MaxConcurrentCommands <= 0 {
 		cfg.MaxConcurrentCommands = 8
 	}
 	if cfg.ResyncInterval <= 0 {
-		cfg.ResyncInterval = 15 * time.Minute
+		cfg.ResyncInterval = DefaultResyncInterval
 	}
 	return &Client{cfg: cfg, outbox: outbox, snap: snap, handler: handler, log: log,
 		outbound: make(chan *ironlinkv1.ConnectRequest, 64), desired: make(chan *ironlinkv1.DesiredStates, 1),

@@ -16,6 +16,15 @@ import (
 	"github.com/ironlink/ironlink/satellite/openstack"
 )
 
+// Defaults of Config.PollInterval and Config.MaxConcurrent. satellite/app's
+// Defaults table uses them (the values the flags show and Validate fills);
+// New fills them too for a Config built without it, so each value is
+// written once.
+const (
+	DefaultPollInterval  = 2 * time.Second
+	DefaultMaxConcurrent = 8
+)
+
 // Config tunes a Runner; zero fields take the documented defaults.
 type Config struct {
 	// PollInterval is the wait between two passes while Ironic or Nova is
@@ -80,10 +89,10 @@ func New(ctx context.Context, c Clients, cfg Config, report func(*ironlinkv1.Ope
 		log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = 2 * time.Second
+		cfg.PollInterval = DefaultPollInterval
 	}
 	if cfg.MaxConcurrent <= 0 {
-		cfg.MaxConcurrent = 8
+		cfg.MaxConcurrent = DefaultMaxConcurrent
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Hour
