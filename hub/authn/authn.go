@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -11,13 +12,16 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/internal/auth"
 )
 
@@ -83,7 +87,9 @@ func authFunc(v *auth.Verifier, log *slog.Logger) grpcauth.AuthFunc {
 			return nil, status.Error(codes.Unauthenticated, ve.Error())
 		}
 		log.Error("cannot verify token", "method", method, "peer", from, "err", err)
-		return nil, status.Error(codes.Unavailable, "the hub cannot verify tokens right now; retry")
+		return nil, grpcerr.New(codes.Unavailable, grpcerr.ReasonDatabaseUnavailable,
+			"the hub cannot verify tokens right now: its replay check in PostgreSQL failed (database unavailable); retry",
+			&errdetails.RetryInfo{RetryDelay: durationpb.New(grpcerr.RetryDelay)})
 	}
 }
 
@@ -118,11 +124,11 @@ func authorize(ctx context.Context, id auth.Identity, method, from string, log *
 	scope, known := auth.RequiredScope(method)
 	if !known {
 		log.Warn("permission denied: method not in the authorization table", "method", method, "peer", from, "client_id", id.ClientID)
-		return nil, status.Errorf(codes.PermissionDenied, "method %s is not in the hub's authorization table", method)
+		return nil, grpcerr.PermissionDenied(grpcerr.ReasonMissingScope, fmt.Sprintf("method %s is not in the hub's authorization table", method))
 	}
 	if !id.HasScope(scope) {
 		log.Warn("permission denied: missing scope", "method", method, "peer", from, "client_id", id.ClientID, "scope", scope)
-		return nil, status.Errorf(codes.PermissionDenied, "client %s lacks scope %s for %s", id.ClientID, scope, method)
+		return nil, grpcerr.PermissionDenied(grpcerr.ReasonMissingScope, fmt.Sprintf("client %s lacks scope %s for %s", id.ClientID, scope, method))
 	}
 	log.Debug("authenticated", "method", method, "peer", from, "client_id", id.ClientID, "kid", id.KeyID, "site", id.Site)
 	return NewContext(ctx, id), nil

@@ -32,6 +32,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
@@ -392,6 +393,9 @@ func TestInterceptorCodes(t *testing.T) {
 		n := h.rec.count()
 		_, err := fleet.QuarantineDevice(bearer(token(t, reader, time.Minute, now)), &ironlinkv1.QuarantineDeviceRequest{})
 		wantCode(t, err, codes.PermissionDenied, "lacks scope operations:write")
+		if r := grpcerr.Reason(err); r != grpcerr.ReasonMissingScope {
+			t.Fatalf("reason %q, want %s (as the link's scope check says)", r, grpcerr.ReasonMissingScope)
+		}
 		if h.rec.count() != n {
 			t.Fatal("denied call reached the handler")
 		}

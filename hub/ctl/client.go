@@ -196,7 +196,10 @@ func (c *client) explain(err error) error {
 		case strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") || strings.Contains(msg, "connection error"):
 			return &Error{Code: ExitUnreachable, Msg: fmt.Sprintf("cannot reach the hub at %s: %s (is it running? is `hub` in context %s right?)", s.Hub, msg, orDash(s.ContextName))}
 		}
-		return &Error{Code: ExitUnreachable, Msg: fmt.Sprintf("the hub at %s is unavailable: %s (retry)", s.Hub, msg)}
+		if !strings.Contains(msg, "retry") {
+			msg += " (retry)"
+		}
+		return &Error{Code: ExitUnreachable, Msg: fmt.Sprintf("the hub at %s is unavailable: %s", s.Hub, msg)}
 	case codes.DeadlineExceeded:
 		return &Error{Code: ExitUnreachable, Msg: fmt.Sprintf("the hub at %s did not answer within %s (--request-timeout)", s.Hub, c.timeout)}
 	case codes.NotFound:
