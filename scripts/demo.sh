@@ -236,13 +236,27 @@ fi
 # One operation end to end at start: enrol a node through the CLI and
 # follow it to manageable (README "Operations").
 printf '[{"name":"demo-new-1","driver":"fake-hardware","resourceClass":"gpu-h100","driverInfo":{"fake_bmc_password":"demo-secret"},"ports":[{"address":"52:54:00:0d:00:01","pxeEnabled":true}]}]\n' >"$STATE/enrol.json"
+# An ENROL's BMC credentials stay in the memory of the replica that takes the
+# request and go out only on that replica's link (README "Operations"): with
+# several replicas, send it to the one holding the site's link, not through
+# the load balancer.
+enrol_hub=()
+if [ "$replicas" != 1 ]; then
+  link_replica=""
+  for _ in $(seq 100); do
+    link_replica=$("$psql_bin" "$db" -Atqc "SELECT link_replica FROM sites WHERE name = 'demo' AND link_replica IS NOT NULL" 2>/dev/null || true)
+    [ -n "$link_replica" ] && break
+    sleep 0.2
+  done
+  case $link_replica in hub-[0-9]*) enrol_hub=(--hub "127.0.0.1:$((7070 + ${link_replica#hub-}))") ;; esac
+fi
 echo ">> enrolling node demo-new-1 through the hub (ironlink op start enrol ... --wait)"
 for _ in $(seq 50); do # until the satellite announced the operations capability
-  if out=$(bin/ironlink --config "$demo_cfg" op start enrol --site demo --nodes "$STATE/enrol.json" --reason "demo: new node" --wait --timeout 60s 2>&1); then
+  if out=$(bin/ironlink --config "$demo_cfg" "${enrol_hub[@]}" op start enrol --site demo --nodes "$STATE/enrol.json" --reason "demo: new node" --wait --timeout 60s 2>&1); then
     echo "$out"
     break
   fi
-  case $out in *operations*) sleep 0.2 ;; *) echo "$out" >&2; break ;; esac
+  case $out in *'does not offer the "operations" capability'*) sleep 0.2 ;; *) echo "$out" >&2; break ;; esac
 done
 
 if ! command -v grpcurl >/dev/null; then
@@ -260,7 +274,7 @@ if [ -n "${PRIVATE_PG_DIR:-}" ]; then
   pg_drill="
   # stop PostgreSQL: /readyz turns 503 and the gRPC health NOT_SERVING within seconds; start it: both recover
   $(pg_bindir)/pg_ctl -D $PRIVATE_PG_DIR/data -m fast stop   # (as the postgres user when you are root: runuser -u postgres -- ...)
-  $(pg_bindir)/pg_ctl -D $PRIVATE_PG_DIR/data -l $PRIVATE_PG_DIR/postgres.log -o '-c listen_addresses=127.0.0.1 -p ${DEMO_PG_PORT:-55432} -k $PRIVATE_PG_DIR' start
+  $(pg_bindir)/pg_ctl -D $PRIVATE_PG_DIR/data -l $PRIVATE_PG_DIR/postgres.log -o '-c listen_addresses=127.0.0.1 -p ${DEMO_PG_PORT:-55432} -k $PRIVATE_PG_DIR -c fsync=off' start
 "
 fi
 A='-H "authorization: Bearer $(ironlink_token)"'
@@ -354,7 +368,9 @@ if [ "$replicas" != 1 ]; then
 $replicas hub replicas run behind the load balancer. Kill one and watch the
 satellite move to another (ListSites shows the replica holding the link):
 
-  kill -9 \$(cat $STATE/hub-1.pid)
+  # the replica holding the link (ListSites' replica), then kill it:
+  r=\$($psql_bin "$db" -Atqc "SELECT link_replica FROM sites WHERE name = 'demo'"); echo "\$r"
+  kill -9 \$(cat $STATE/\$r.pid)
   $G $A $HUB ironlink.v1.FleetService/ListSites
 EOM
 fi
