@@ -50,7 +50,7 @@ func (a *app) fetchDecisions(ctx context.Context, site string, dryRun bool, limi
 	c := a.cl
 	l := &listing{
 		header:     []string{"ID", "DEVICE", "SITE", "ACTION", "REASON", "RULE", "CAUSE", "DRY-RUN", "AGE"},
-		wideHeader: []string{"ID", "DEVICE", "SITE", "ACTION", "REASON", "RULE", "CAUSE", "DRY-RUN", "GUARD", "COMMAND", "DETAIL", "AGE"},
+		wideHeader: []string{"ID", "DEVICE", "DEVICE-ID", "SITE", "ACTION", "REASON", "RULE", "CAUSE", "DRY-RUN", "GUARD", "COMMAND", "DETAIL", "AGE"},
 	}
 	all := &ironlinkv1.ListPolicyDecisionsResponse{}
 	tok := ""
@@ -80,9 +80,13 @@ func (a *app) fetchDecisions(ctx context.Context, site string, dryRun bool, limi
 		}
 		age := a.age(d.GetDecideTime())
 		guard := fmt.Sprintf("%d/%d", d.GetWindowCount(), d.GetSiteDeviceCount())
+		name := d.GetDeviceName()
+		if name == "" {
+			name = d.GetDeviceId()
+		}
 		l.items = append(l.items, item{key: id,
-			cells: []string{id, d.GetDeviceId(), d.GetSite(), action, d.GetReason(), d.GetRule(), cause, dry, age},
-			wide:  []string{id, d.GetDeviceId(), d.GetSite(), action, d.GetReason(), d.GetRule(), cause, dry, guard, d.GetCommandId(), d.GetDetail(), age},
+			cells: []string{id, name, d.GetSite(), action, d.GetReason(), d.GetRule(), cause, dry, age},
+			wide:  []string{id, name, d.GetDeviceId(), d.GetSite(), action, d.GetReason(), d.GetRule(), cause, dry, guard, d.GetCommandId(), d.GetDetail(), age},
 			name:  id, msg: d, goneMarker: "(gone)", sig: signature(d.GetId()),
 		})
 	}

@@ -227,8 +227,12 @@ func policyOrOperationLine(e *ironlinkv1.FleetEvent) string {
 		if name == "" {
 			name = d.GetDeviceId()
 		}
-		line := fmt.Sprintf("decision %s/%s  %s (%s) rule %s: %s -> %s", d.GetSite(), name,
-			wire.EnumName(d.GetAction(), "POLICY_ACTION_"), d.GetReason(), d.GetRule(), d.GetFromStatus(), d.GetToStatus())
+		rule := "" // a decision no rule matched (e.g. SKIP NotOfferedToCustomers) has none
+		if d.GetRule() != "" {
+			rule = " rule " + d.GetRule()
+		}
+		line := fmt.Sprintf("decision %s/%s  %s (%s)%s: %s -> %s", d.GetSite(), name,
+			wire.EnumName(d.GetAction(), "POLICY_ACTION_"), d.GetReason(), rule, d.GetFromStatus(), d.GetToStatus())
 		if d.GetDetail() != "" {
 			line += ", " + truncate(d.GetDetail(), 100)
 		}

@@ -262,7 +262,7 @@ func DecisionToProto(d store.PolicyDecision) *ironlinkv1.PolicyDecision {
 		Detail: d.Detail, Rule: d.Rule, DryRun: d.DryRun, FromStatus: d.From, ToStatus: d.To, CauseType: string(d.Cause.Type),
 		CauseReason: d.Cause.Reason, CauseMessage: d.Cause.Message, CauseTime: ts(&since), TriggerTime: ts(d.TriggeredAt),
 		DecideTime: ts(&d.DecidedAt), WindowCount: int32(d.WindowCount), SiteDeviceCount: int32(d.SiteDevices),
-		CommandId: d.CommandID, PendingActionId: d.PendingID, Replica: d.Replica}
+		CommandId: d.CommandID, PendingActionId: d.PendingID, Replica: d.Replica, DeviceName: d.DeviceName}
 }
 
 var pendingStates = map[ironlinkv1.PendingActionState]string{

@@ -98,8 +98,7 @@ func scanFeedOperation(r pgx.CollectableRow) (FeedEvent, error) {
 }
 
 const feedDecisionQuery = `
-		SELECT xid::text, id, decided_at, ` + decisionColumns + `,
-			COALESCE((SELECT dv.name FROM devices dv WHERE dv.id = policy_decisions.device_id), '')
+		SELECT xid::text, id, decided_at, ` + decisionColumns + `
 		FROM policy_decisions
 		WHERE xid < $1::text::xid8 AND (xid, id) > ($2::text::xid8, $3::bigint)
 		  AND ($5 = '' OR site = $5) AND ($6::text[] IS NULL OR site = ANY($6::text[]))
@@ -110,9 +109,9 @@ func scanFeedDecision(r pgx.CollectableRow) (FeedEvent, error) {
 	var ev FeedEvent
 	var x string
 	var e PolicyDecisionEvent
-	w := wrapRow{pre: []any{&x, &ev.Cursor.ID, &ev.At}, post: []any{&e.DeviceName}}
+	w := wrapRow{pre: []any{&x, &ev.Cursor.ID, &ev.At}}
 	d, err := scanDecision(w.row(r))
-	e.Decision = d
+	e.Decision, e.DeviceName = d, d.DeviceName
 	ev.Kind, ev.Decision = EventPolicyDecision, &e
 	ev.Cursor.XID, _ = strconv.ParseUint(x, 10, 64)
 	return ev, err

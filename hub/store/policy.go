@@ -335,6 +335,9 @@ func (s *Store) DeviceHolds(ctx context.Context, ids []string) (map[string][]Dev
 type PolicyDecision struct {
 	ID       int64
 	DeviceID string
+	// DeviceName is the device's Ironic node name when read back ("" when
+	// the node has none); RecordPolicyDecision ignores it.
+	DeviceName string
 	Site     string
 	// Kind is DecisionKindQuarantine or DecisionKindRelease.
 	Kind string

@@ -29,7 +29,8 @@ type DecisionFilter struct {
 const decisionColumns = `id, device_id::text, site, kind, trigger_id, action, reason, detail, rule, dry_run,
 	from_status, to_status, cause_type, cause_reason, cause_message, cause_since, triggered_at,
 	window_count, site_devices, COALESCE(command_id::text, ''), replica, decided_at,
-	COALESCE((SELECT p.id FROM policy_pending_actions p WHERE p.decision_id = policy_decisions.id), 0)`
+	COALESCE((SELECT p.id FROM policy_pending_actions p WHERE p.decision_id = policy_decisions.id), 0),
+	COALESCE((SELECT dv.name FROM devices dv WHERE dv.id = policy_decisions.device_id), '')`
 
 func scanDecision(r pgx.Row) (PolicyDecision, error) {
 	var d PolicyDecision
@@ -37,7 +38,7 @@ func scanDecision(r pgx.Row) (PolicyDecision, error) {
 	var since *time.Time
 	err := r.Scan(&d.ID, &d.DeviceID, &d.Site, &d.Kind, &d.TriggerID, &d.Action, &d.Reason, &d.Detail, &d.Rule, &d.DryRun,
 		&d.From, &d.To, &ctype, &d.Cause.Reason, &d.Cause.Message, &since, &d.TriggeredAt,
-		&d.WindowCount, &d.SiteDevices, &d.CommandID, &d.Replica, &d.DecidedAt, &d.PendingID)
+		&d.WindowCount, &d.SiteDevices, &d.CommandID, &d.Replica, &d.DecidedAt, &d.PendingID, &d.DeviceName)
 	d.Cause.Type = condition.Type(ctype)
 	if since != nil {
 		d.Cause.LastTransitionTime = *since

@@ -309,6 +309,11 @@ func TestGuardPendingApproveRelease(t *testing.T) {
 	if err != nil || len(dec.GetDecisions()) != 5 {
 		t.Fatalf("quarantine decisions %v %v", dec, err)
 	}
+	for _, d := range dec.GetDecisions() {
+		if d.GetDeviceName() == "" { // the CLI's DEVICE column shows it
+			t.Fatalf("decision %d has no device_name", d.GetId())
+		}
+	}
 	rel, err := h.fleet.ReleaseDevice(ctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: dec.GetDecisions()[0].GetDeviceId(), Reason: "false alarm"})
 	if err != nil || rel.GetCommand().GetDesired() != ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED {
 		t.Fatalf("release during the trip: %v %v", rel, err)

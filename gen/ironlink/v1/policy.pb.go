@@ -705,7 +705,10 @@ type PolicyDecision struct {
 	// Pending action created; 0 when none.
 	PendingActionId int64 `protobuf:"varint,20,opt,name=pending_action_id,json=pendingActionId,proto3" json:"pending_action_id,omitempty"`
 	// Hub replica that decided.
-	Replica       string `protobuf:"bytes,21,opt,name=replica,proto3" json:"replica,omitempty"`
+	Replica string `protobuf:"bytes,21,opt,name=replica,proto3" json:"replica,omitempty"`
+	// The device's Ironic node name, as ListDevices shows it ("" when the
+	// node has none).
+	DeviceName    string `protobuf:"bytes,22,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -883,6 +886,13 @@ func (x *PolicyDecision) GetPendingActionId() int64 {
 func (x *PolicyDecision) GetReplica() string {
 	if x != nil {
 		return x.Replica
+	}
+	return ""
+}
+
+func (x *PolicyDecision) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
 	}
 	return ""
 }
@@ -2165,7 +2175,7 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\x04site\x18\x01 \x01(\tR\x04site\"p\n" +
 	"\x1aGetEffectivePolicyResponse\x12/\n" +
 	"\x06policy\x18\x01 \x01(\v2\x17.ironlink.v1.SitePolicyR\x06policy\x12!\n" +
-	"\freload_error\x18\x02 \x01(\tR\vreloadError\"\xf1\x05\n" +
+	"\freload_error\x18\x02 \x01(\tR\vreloadError\"\x92\x06\n" +
 	"\x0ePolicyDecision\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1b\n" +
 	"\tdevice_id\x18\x02 \x01(\tR\bdeviceId\x12\x12\n" +
@@ -2193,7 +2203,9 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\n" +
 	"command_id\x18\x13 \x01(\tR\tcommandId\x12*\n" +
 	"\x11pending_action_id\x18\x14 \x01(\x03R\x0fpendingActionId\x12\x18\n" +
-	"\areplica\x18\x15 \x01(\tR\areplica\"\xe0\x01\n" +
+	"\areplica\x18\x15 \x01(\tR\areplica\x12\x1f\n" +
+	"\vdevice_name\x18\x16 \x01(\tR\n" +
+	"deviceName\"\xe0\x01\n" +
 	"\x1aListPolicyDecisionsRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x1b\n" +
 	"\tdevice_id\x18\x02 \x01(\tR\bdeviceId\x123\n" +
