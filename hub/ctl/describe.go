@@ -135,7 +135,7 @@ func (a *app) printDevice(w io.Writer, r *ironlinkv1.GetDeviceResponse, cmds []*
 	if d.GetLastCommandError() != "" {
 		field(w, "Last command error", d.GetLastCommandError())
 	}
-	field(w, "Observed", a.age(d.GetObservedTime())+" ago")
+	field(w, "Last update", a.age(d.GetObservedTime())+" ago (newest change or snapshot the satellite sent)")
 	if d.GetRemoved() {
 		field(w, "Removed", a.age(d.GetRemoveTime())+" ago (the node vanished from Ironic)")
 	}

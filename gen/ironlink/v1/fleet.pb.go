@@ -336,7 +336,10 @@ type Device struct {
 	AppliedGeneration int64 `protobuf:"varint,14,opt,name=applied_generation,json=appliedGeneration,proto3" json:"applied_generation,omitempty"`
 	// Last error the site reported for an impairment command; empty when the last one succeeded.
 	LastCommandError string `protobuf:"bytes,15,opt,name=last_command_error,json=lastCommandError,proto3" json:"last_command_error,omitempty"`
-	// When the satellite last observed the device (UTC).
+	// Observation time (UTC) of the newest update the satellite sent for the
+	// device: a change of a condition or a fact, or a snapshot (after a
+	// reconnect or a resync). A device that has not changed keeps an older
+	// time; whether the site is still reporting is its Site.last_seen_time.
 	ObservedTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=observed_time,json=observedTime,proto3" json:"observed_time,omitempty"`
 	// Corrections the satellite's resync made to converge OpenStack to the
 	// desired state (a quarantine or release undone behind ironlink's back).
