@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -48,6 +49,11 @@ func (a *app) newDescribeDevice() *cobra.Command {
 			asOf, err := parseAsOf(asOfFlag, a.opts.Now())
 			if err != nil {
 				return err
+			}
+			if asOf != nil {
+				at := asOf.AsTime()
+				a.ageAt = &at
+				defer func() { a.ageAt = nil }()
 			}
 			c, err := a.connect()
 			if err != nil {
@@ -118,6 +124,9 @@ func field(w io.Writer, label, value string) {
 func (a *app) printDevice(w io.Writer, r *ironlinkv1.GetDeviceResponse, cmds []*ironlinkv1.OperatorCommand) {
 	d := r.GetDevice()
 	f := d.GetFacts()
+	if a.ageAt != nil {
+		field(w, "As of", a.ageAt.UTC().Format(time.RFC3339)+" (the device as it was then; ages count from then)")
+	}
 	field(w, "Name", d.GetName())
 	field(w, "UUID", d.GetDeviceId())
 	field(w, "Site", d.GetSite())

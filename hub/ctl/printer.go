@@ -120,7 +120,11 @@ func (a *app) age(ts *timestamppb.Timestamp) string {
 	if ts == nil || (ts.GetSeconds() == 0 && ts.GetNanos() == 0) {
 		return "-"
 	}
-	return a.opts.Age(ts.AsTime())
+	t := ts.AsTime()
+	if a.ageAt != nil { // as old as it was then: shift t by how long ago then is
+		t = t.Add(a.opts.Now().Sub(*a.ageAt))
+	}
+	return a.opts.Age(t)
 }
 
 // humanAge is a kubectl-like age of t at now: "12s", "3m12s", "45m",

@@ -65,6 +65,9 @@ type app struct {
 	flags   connFlags
 	timeout time.Duration
 	cl      *client
+	// ageAt, when set (describe --as-of), is the moment ages are counted
+	// from instead of now.
+	ageAt *time.Time
 }
 
 // connect resolves the settings and dials the hub once per invocation.

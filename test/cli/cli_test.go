@@ -487,6 +487,8 @@ func TestCLI(t *testing.T) {
 		r = f.run("release", f.nodes["node-001"], "--reason", "GPU replaced", "--wait", "--timeout", "60s")
 		f.expect(r, 0, []string{"cli/node-001: SUCCEEDED"}, nil)
 		f.expect(f.run("get", "commands", "--device", "cli/node-001"), 0, []string{"release", "quarantine", "SUCCEEDED", "GPU replaced"}, nil)
+		// the device a second ago: said so at the top
+		f.expect(f.run("describe", "device", "cli/node-001", "--as-of", "1s"), 0, []string{"As of:", "ages count from then", "Name:               node-001"}, nil)
 	})
 
 	t.Run("--watch prints the rows that change", func(t *testing.T) {
