@@ -61,6 +61,9 @@ type svgMark struct {
 type svgTick struct {
 	X     float64
 	Label string
+	// Anchor is the label's text-anchor: "end" for the last tick, which sits
+	// at the plot's right edge (centred, its right half was cut off).
+	Anchor string
 }
 
 type svgLabel struct {
@@ -158,7 +161,11 @@ func buildTimeline(now time.Time, lanes []tlLane, marks []tlMark) timelineSVG {
 	const ticks = 6
 	for i := 0; i <= ticks; i++ {
 		at := from.Add(time.Duration(float64(span) * float64(i) / ticks))
-		t.Ticks = append(t.Ticks, svgTick{X: x(at), Label: at.UTC().Format(layout)})
+		anchor := "middle"
+		if i == ticks {
+			anchor = "end"
+		}
+		t.Ticks = append(t.Ticks, svgTick{X: x(at), Label: at.UTC().Format(layout), Anchor: anchor})
 	}
 	return t
 }

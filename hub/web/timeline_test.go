@@ -53,6 +53,8 @@ func TestBuildTimeline(t *testing.T) {
 			}
 			if tl.Height <= int(tl.LanesH) || len(tl.Ticks) != 7 || !strings.Contains(tl.Rects[0].Title, "since") {
 				t.Errorf("geometry: height %d lanes %v ticks %d title %q", tl.Height, tl.LanesH, len(tl.Ticks), tl.Rects[0].Title)
+			} else if last := tl.Ticks[len(tl.Ticks)-1]; last.Anchor != "end" || tl.Ticks[0].Anchor != "middle" {
+				t.Errorf("the last tick sits at the right edge: anchors %q … %q, want middle … end", tl.Ticks[0].Anchor, last.Anchor)
 			}
 		})
 	}
