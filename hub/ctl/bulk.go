@@ -193,7 +193,7 @@ func (a *app) runBulk(ctx context.Context, quarantine bool, f *bulkFlags, reason
 	}
 	fmt.Fprintf(a.opts.Stdout, "request %s: %s requested for %d devices\n", reqID, verb, len(cmds))
 	if !wait {
-		fmt.Fprintf(a.opts.Stderr, "the sites apply it shortly: list the request's commands with ListCommands request_id=%s or use --wait\n", reqID)
+		fmt.Fprintf(a.opts.Stderr, "the sites apply it shortly: list the request's commands with `ironlink get commands --request-id %s --limit 0`, or use --wait\n", reqID)
 		return nil
 	}
 	return a.waitCommands(ctx, c, devs, cmds, timeout)

@@ -338,7 +338,7 @@ func (a *app) fetchDevices(ctx context.Context, req *ironlinkv1.ListDevicesReque
 
 func (a *app) newGetCommands() *cobra.Command {
 	var f listFlags
-	var site, device, state string
+	var site, device, state, requestID string
 	var limit int
 	cmd := &cobra.Command{
 		Use:     "commands [COMMAND-ID...]",
@@ -349,6 +349,7 @@ func (a *app) newGetCommands() *cobra.Command {
 hub sends it again after a backoff) or SUPERSEDED (a newer command replaced it).`,
 		Example: `  ironlink get commands --device node-007
   ironlink get commands --state failed,pending --site demo
+  ironlink get commands --request-id 5d0c1f3e-7a2b-4c8d-9e6f-0a1b2c3d4e5f --limit 0   # one --selector request's commands
   ironlink get commands 0b6c7a52-6f0e-4bd4-9d4b-1a7e3c0f2d11 -o yaml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.check(); err != nil {
@@ -362,7 +363,7 @@ hub sends it again after a backoff) or SUPERSEDED (a newer command replaced it).
 				return usageErrf("--limit %d: want 0 (all) or more", limit)
 			}
 			return a.runListing(cmd, &f, func(ctx context.Context) (*listing, error) {
-				return a.fetchCommands(ctx, args, site, device, states, limit)
+				return a.fetchCommands(ctx, args, site, device, requestID, states, limit)
 			}, "No commands found.")
 		},
 	}
@@ -370,6 +371,7 @@ hub sends it again after a backoff) or SUPERSEDED (a newer command replaced it).
 	cmd.Flags().StringVar(&site, "site", "", "only commands of this site")
 	cmd.Flags().StringVar(&device, "device", "", "only commands of this device (NAME, SITE/NAME or UUID)")
 	cmd.Flags().StringVar(&state, "state", "", "only commands in one of these states: pending, sent, succeeded, failed, superseded")
+	cmd.Flags().StringVar(&requestID, "request-id", "", "only commands created by this bulk request (quarantine/release --selector prints it)")
 	cmd.Flags().IntVar(&limit, "limit", 20, "show at most this many (newest first); 0 for all")
 	_ = cmd.RegisterFlagCompletionFunc("site", a.completeSites)
 	_ = cmd.RegisterFlagCompletionFunc("device", a.completeDevices)
@@ -381,7 +383,7 @@ hub sends it again after a backoff) or SUPERSEDED (a newer command replaced it).
 // device names; beyond it devices show as UUIDs.
 const maxNameLookups = 50
 
-func (a *app) fetchCommands(ctx context.Context, ids []string, site, device string, states []ironlinkv1.CommandState, limit int) (*listing, error) {
+func (a *app) fetchCommands(ctx context.Context, ids []string, site, device, requestID string, states []ironlinkv1.CommandState, limit int) (*listing, error) {
 	c := a.cl
 	all := &ironlinkv1.ListCommandsResponse{}
 	if len(ids) > 0 {
@@ -395,7 +397,7 @@ func (a *app) fetchCommands(ctx context.Context, ids []string, site, device stri
 			all.Commands = append(all.Commands, r.GetCommand())
 		}
 	} else {
-		req := &ironlinkv1.ListCommandsRequest{Site: site, States: states}
+		req := &ironlinkv1.ListCommandsRequest{Site: site, States: states, RequestId: requestID}
 		if device != "" {
 			d, err := parseDeviceArg(device, site)
 			if err != nil {

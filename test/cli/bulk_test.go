@@ -69,6 +69,12 @@ func TestBulkCLI(t *testing.T) {
 			t.Fatalf("command %v", c)
 		}
 	}
+	// the hint on stderr names a CLI command that lists exactly them
+	f.expect(r, 0, nil, []string{"ironlink get commands --request-id " + m[0]})
+	r = f.run("get", "commands", "--request-id", m[0], "--limit", "0", "-o", "name")
+	if r.code != 0 || strings.Count(r.stdout, "\n") != n {
+		t.Fatalf("get commands --request-id: want %d lines\n%v", n, r)
+	}
 
 	r = f.withStdin("", "release", "--selector", selector, "--yes", "--wait", "--timeout", "90s", "--reason", "PDU back")
 	f.expect(r, 0, []string{fmt.Sprintf("release requested for %d devices", n), "SUCCEEDED"}, nil)
