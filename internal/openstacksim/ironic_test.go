@@ -572,3 +572,52 @@ func TestSeedLikeTestbedRoles(t *testing.T) {
 		t.Fatal("re-seeding created nodes")
 	}
 }
+
+// A node enrolled through the API and made available gets its resource
+// provider, as nova-compute's Ironic driver creates one for every node it
+// can schedule to; without Nova it gets none.
+func TestProvideRegistersTheResourceProviderLikeNova(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want bool
+	}{
+		{"with Nova", Options{ProvisionStep: time.Millisecond}, true},
+		{"without Nova", Options{ProvisionStep: time.Millisecond, NoNova: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCloud(t, tc.opts)
+			c.DefineTrait("CUSTOM_CUSTOMER_READY")
+			n := c.AddNode(Node{Name: "new-1", ProvisionState: "manageable", PowerState: "power off", ResourceClass: "gpu-h100",
+				Traits: []string{"CUSTOM_CUSTOMER_READY"}})
+			if _, _, ok := c.ProviderTraits(n.UUID); ok {
+				t.Fatal("a manageable node already has a provider")
+			}
+			_, bm, _ := simClients(t, c, false)
+			if err := nodes.ChangeProvisionState(testCtx(t), bm, n.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetProvide}).ExtractErr(); err != nil {
+				t.Fatalf("provide: %v", err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				got, err := nodes.Get(testCtx(t), bm, n.UUID).Extract()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.ProvisionState == "available" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("still %s", got.ProvisionState)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			traits, _, ok := c.ProviderTraits(n.UUID)
+			if ok != tc.want {
+				t.Fatalf("provider exists: %v, want %v", ok, tc.want)
+			}
+			if ok && !slices.Contains(traits, "CUSTOM_CUSTOMER_READY") {
+				t.Fatalf("provider traits %v lack the node's trait", traits)
+			}
+		})
+	}
+}

@@ -112,6 +112,27 @@ func (c *Cloud) applyStepLocked(uuid string, st pstep) {
 	if st.apply != nil {
 		st.apply(n)
 	}
+	if st.state == "available" && st.target == "" && !c.opts.NoNova && !c.opts.NoPlacement {
+		c.registerProviderLocked(n)
+	}
+}
+
+// registerProviderLocked does what nova-compute's Ironic driver does for a
+// node it can schedule to: it creates the node's resource provider (named
+// and identified by the node's UUID) with the node's traits, once. A node
+// enrolled through the API (not seeded with AddProvider) would otherwise
+// stay without one and show ResourceProviderMissing for ever.
+func (c *Cloud) registerProviderLocked(n *Node) {
+	if _, ok := c.providers[n.UUID]; ok {
+		return
+	}
+	now := c.now()
+	c.provSeq++
+	p := &provider{uuid: n.UUID, name: n.UUID, created: now, updated: now, traits: []string{}, seq: c.provSeq}
+	c.providers[n.UUID] = p
+	if len(n.Traits) > 0 {
+		c.setProviderTraitsLocked(p, n.Traits, false)
+	}
 }
 
 func (c *Cloud) runPlan(uuid string, p *plan, steps []pstep, inWait bool) {
