@@ -330,7 +330,7 @@ First define how to mint a short-lived operator token
   # the change feed, as changes commit (Ctrl-C ends it; "cursor":"<a cursor it printed>" resumes)
   $G $A -d '{"site":"demo"}' $HUB ironlink.v1.FleetService/WatchFleet
 
-  # orphaned Nova instances (two seeded, one of each kind; reported after two sweeps, ~30 s)
+  # orphaned Nova instances (two seeded, one of each kind; reported after two sweeps, ~30 s; the simulator's churn may redeploy one later, which ends it)
   $G $A -d '{"site":"demo","instance_mismatch":true}' $HUB ironlink.v1.FleetService/ListDevices
 
   # the quarantine policy (.demo/policy.yaml, dry-run: decisions are logged, nothing changes;
