@@ -60,6 +60,15 @@ const (
 	ReasonDatabaseUnavailable = "DATABASE_UNAVAILABLE"
 	// ReasonNotRetryable: RetryCommand named a command that is not FAILED.
 	ReasonNotRetryable = "COMMAND_NOT_FAILED"
+	// ReasonReplicaDraining: the replica is shutting down (Unavailable);
+	// reconnect, the load balancer picks another.
+	ReasonReplicaDraining = "REPLICA_DRAINING"
+	// ReasonClientRevoked: the link's client left the roster, or its key did
+	// (Unauthenticated).
+	ReasonClientRevoked = "CLIENT_REVOKED"
+	// ReasonHelloTimeout: no hello arrived within the hub's hello timeout
+	// (DeadlineExceeded).
+	ReasonHelloTimeout = "HELLO_TIMEOUT"
 )
 
 // RetryDelay is the RetryInfo delay an Unavailable database suggests.

@@ -190,9 +190,9 @@ func (l *linkLoop) ended(ctx context.Context) error {
 		return grpcerr.FromStore(store.ErrFenced) // Aborted, LINK_SUPERSEDED: the same status as a link fenced through the database
 	case errors.Is(cause, errDraining):
 		l.log.Info("link drained")
-		return status.Error(codes.Unavailable, "hub replica draining; reconnect")
+		return grpcerr.New(codes.Unavailable, grpcerr.ReasonReplicaDraining, "hub replica draining; reconnect")
 	case errors.Is(cause, errRevoked):
-		return status.Error(codes.Unauthenticated, "client removed from the hub's roster")
+		return grpcerr.New(codes.Unauthenticated, grpcerr.ReasonClientRevoked, "client removed from the hub's roster")
 	}
 	return status.FromContextError(ctx.Err()).Err()
 }

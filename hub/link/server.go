@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
@@ -131,7 +130,7 @@ func NewServer(st *store.Store, cfg Config, log *slog.Logger) *Server {
 // drops the client, and the status of the first refused message otherwise.
 func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error) {
 	if s.isDraining() {
-		return status.Error(codes.Unavailable, "hub replica draining; reconnect")
+		return grpcerr.New(codes.Unavailable, grpcerr.ReasonReplicaDraining, "hub replica draining; reconnect")
 	}
 	hello, applied, err := s.recvHello(stream)
 	if err != nil {
@@ -156,7 +155,7 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error
 	defer cancel(nil)
 	c := &conn{site: site, epoch: sess.Epoch, id: id, wake: make(chan struct{}, 1), cancel: cancel}
 	if !s.register(c) {
-		return status.Error(codes.Unavailable, "hub replica draining; reconnect")
+		return grpcerr.New(codes.Unavailable, grpcerr.ReasonReplicaDraining, "hub replica draining; reconnect")
 	}
 	defer func() {
 		s.unregister(c)
@@ -208,7 +207,7 @@ func (s *Server) recvHello(stream ironlinkv1.LinkService_ConnectServer) (*ironli
 	select {
 	case r = <-ch:
 	case <-time.After(s.cfg.HelloTimeout):
-		return nil, nil, status.Error(codes.DeadlineExceeded, "no hello within the hello timeout")
+		return nil, nil, grpcerr.New(codes.DeadlineExceeded, grpcerr.ReasonHelloTimeout, "no hello within the hello timeout")
 	}
 	if r.err != nil {
 		return nil, nil, r.err

@@ -330,3 +330,40 @@ func TestInstanceMismatchesInBatches(t *testing.T) {
 		t.Fatalf("stored mismatches %+v, want [%+v]", got, want)
 	}
 }
+
+// The link's lifecycle ends carry ErrorInfo reasons like every other
+// refusal: a draining replica ends open links and refuses new ones
+// (Unavailable REPLICA_DRAINING), and a client that never says hello is
+// DeadlineExceeded HELLO_TIMEOUT.
+func TestLifecycleEndsCarryReasons(t *testing.T) {
+	st, _ := newStore(t)
+	r1 := startReplica(t, st, "r1")
+	open := connect(t, r1, "site-a")
+	r1.Link.Drain()
+	var err error
+	for err == nil {
+		_, err = open.Recv()
+	}
+	if code, reason := status.Code(err), grpcerr.Reason(err); code != codes.Unavailable || reason != grpcerr.ReasonReplicaDraining {
+		t.Fatalf("open link on a draining replica ended %v reason %q (%v), want Unavailable %s", code, reason, err, grpcerr.ReasonReplicaDraining)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := ironlinkv1.NewLinkServiceClient(r1.Satellite(t, "site-b")).Connect(ctx)
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if code, reason := status.Code(err), grpcerr.Reason(err); code != codes.Unavailable || reason != grpcerr.ReasonReplicaDraining {
+		t.Fatalf("new link to a draining replica: %v reason %q (%v), want Unavailable %s", code, reason, err, grpcerr.ReasonReplicaDraining)
+	}
+
+	r2 := grpctest.Start(t, st, grpctest.Options{Replica: "r2", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Link: link.Config{HeartbeatInterval: time.Hour, CommandSweep: time.Hour, HelloTimeout: 200 * time.Millisecond}})
+	s, err = ironlinkv1.NewLinkServiceClient(r2.Satellite(t, "site-a")).Connect(ctx)
+	if err == nil {
+		_, err = s.Recv() // and say nothing
+	}
+	if code, reason := status.Code(err), grpcerr.Reason(err); code != codes.DeadlineExceeded || reason != grpcerr.ReasonHelloTimeout {
+		t.Fatalf("silent client: %v reason %q (%v), want DeadlineExceeded %s", code, reason, err, grpcerr.ReasonHelloTimeout)
+	}
+}
