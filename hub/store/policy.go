@@ -338,7 +338,7 @@ type PolicyDecision struct {
 	// DeviceName is the device's Ironic node name when read back ("" when
 	// the node has none); RecordPolicyDecision ignores it.
 	DeviceName string
-	Site     string
+	Site       string
 	// Kind is DecisionKindQuarantine or DecisionKindRelease.
 	Kind string
 	// TriggerID is the status_history id of the triggering change
