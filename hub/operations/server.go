@@ -250,8 +250,8 @@ func (s *Server) StartOperation(ctx context.Context, req *ironlinkv1.StartOperat
 	sc := callerScope(ctx)
 	kind := KindToStore(req.GetKind())
 	params, err := marshal(req.GetParams())
-	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+	if err != nil { // validated above: cannot happen; no input echoed
+		return nil, status.Error(codes.Internal, "cannot encode the operation's params")
 	}
 	actor, source := s.cfg.Actor(ctx), sourceAddress(ctx)
 	caps := &capabilities{s: s, seen: map[string]bool{}}
@@ -270,8 +270,8 @@ func (s *Server) StartOperation(ctx context.Context, req *ironlinkv1.StartOperat
 		}
 		for _, n := range req.GetNodes() {
 			node, err := marshal(RedactNode(n))
-			if err != nil {
-				return nil, status.Error(codes.Internal, err.Error())
+			if err != nil { // validated above: cannot happen; no input echoed
+				return nil, status.Error(codes.Internal, "cannot encode the node spec")
 			}
 			op := store.NewOperation{ID: uuid.NewString(), Site: site, DeviceName: n.GetName(), Kind: kind, Node: node, Params: params,
 				Actor: actor, Reason: reason, Source: source}
