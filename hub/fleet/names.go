@@ -47,6 +47,11 @@ func (s *Server) resolveDevice(ctx context.Context, ref deviceRef) (string, erro
 	if err := checkSiteFilter(ref.site); err != nil {
 		return "", err
 	}
+	// A site the caller may not use, named outright, is refused as a site
+	// filter is (PermissionDenied, logged), before the name is looked up.
+	if err := s.checkSiteAllowed(ctx, callerScope(ctx), ref.site); err != nil {
+		return "", err
+	}
 	switch {
 	case ref.id != "" && ref.name != "":
 		return "", grpcerr.InvalidArgument("device_name", grpcerr.ReasonInvalidValue, "give device_id or device_name, not both")
