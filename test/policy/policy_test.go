@@ -459,8 +459,11 @@ func TestCLI(t *testing.T) {
 	if out, code := run("get", "pending"); code != 0 || !strings.Contains(out, "HeldByGuard") || !strings.Contains(out, "site-a-00") {
 		t.Fatalf("get pending table: %d %q", code, out)
 	}
-	if out, code := run(append([]string{"approve", "--reason", "confirmed"}, ids...)...); code != 0 || strings.Count(out, "approved (command ") != 2 {
+	if out, code := run("approve", "--reason", "confirmed", ids[0]); code != 0 || strings.Count(out, "approved (command ") != 1 {
 		t.Fatalf("approve: %d %q", code, out)
+	}
+	if out, code := run("reject", "--reason", "not this one", ids[1]); code != 0 || !strings.Contains(out, "): rejected") {
+		t.Fatalf("reject: %d %q", code, out)
 	}
 	if out, code := run("approve", ids[0], "--reason", "again"); code == 0 {
 		t.Fatalf("approving twice succeeded: %q", out)
