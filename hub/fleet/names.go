@@ -66,6 +66,11 @@ func (s *Server) resolveDevice(ctx context.Context, ref deviceRef) (string, erro
 		if err != nil {
 			return "", s.storeErr(err, "device", id)
 		}
+		// A device of a site the caller may not use is refused without
+		// saying where it is.
+		if sc := callerScope(ctx); !sc.Allows(site) {
+			return "", s.deny(ctx, sc, "device "+id, site)
+		}
 		if site != ref.site {
 			return "", grpcerr.NotFound("device", id, fmt.Sprintf("device %s is not at site %q (it is at %q)", id, ref.site, site))
 		}

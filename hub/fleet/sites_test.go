@@ -303,6 +303,15 @@ func TestSiteBoundOperatorNamesOnlyItsSites(t *testing.T) {
 			_, err := srv.GetDevice(bound, &ironlinkv1.GetDeviceRequest{DeviceId: onlyB, Site: "site-b"})
 			return err
 		}},
+		// Its own site with another site's device id: the refusal must not
+		// tell where the device is ("it is at site-b").
+		{"GetDevice id with own site", func() error {
+			_, err := srv.GetDevice(bound, &ironlinkv1.GetDeviceRequest{DeviceId: onlyB, Site: "site-a"})
+			if strings.Contains(status.Convert(err).Message(), "site-b") {
+				t.Errorf("refusal reveals site-b: %q", status.Convert(err).Message())
+			}
+			return err
+		}},
 		{"QuarantineDevice name", func() error {
 			w := authn.NewContext(ctx, auth.Identity{ClientID: "ops-a", Sites: []string{"site-a"}, Scopes: []string{auth.ScopeOperationsWrite}})
 			_, err := srv.QuarantineDevice(w, &ironlinkv1.QuarantineDeviceRequest{DeviceName: "gpu-b-07", Site: "site-b", Reason: "x"})
@@ -311,7 +320,7 @@ func TestSiteBoundOperatorNamesOnlyItsSites(t *testing.T) {
 	} {
 		err := c.call()
 		if status.Code(err) != codes.PermissionDenied || grpcerr.Reason(err) != grpcerr.ReasonWrongSite {
-			t.Errorf("%s with site site-b: %v, want PermissionDenied %s", c.what, err, grpcerr.ReasonWrongSite)
+			t.Errorf("%s: %v, want PermissionDenied %s", c.what, err, grpcerr.ReasonWrongSite)
 		}
 	}
 	if d, err := st.GetDevice(ctx, onlyB); err != nil || d.DesiredImpairment != store.ImpairmentNone {
