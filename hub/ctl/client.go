@@ -148,7 +148,7 @@ func dial(s Settings) (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithPerRPCCredentials(&auth.ClientCredentials{
 			Key: key, KID: kid, ClientID: s.ClientID, Audience: s.Audience, Lifetime: assertionLifetime, Insecure: s.Plaintext}))
 	}
-	opts = append(opts, grpc.WithChainUnaryInterceptor(utf8Unary), grpc.WithChainStreamInterceptor(utf8Stream))
+	opts = append(opts, grpc.WithChainUnaryInterceptor(utf8Unary, retryRateLimited), grpc.WithChainStreamInterceptor(utf8Stream))
 	cc, err := grpc.NewClient(s.Hub, opts...)
 	if err != nil {
 		return nil, usageErrf("hub address %q: %v", s.Hub, err)
@@ -165,6 +165,54 @@ func utf8Unary(ctx context.Context, method string, req, reply any, cc *grpc.Clie
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
+
+// rateLimitRetries is how often a call the hub refused for the caller's
+// rate limit is sent again.
+const rateLimitRetries = 5
+
+// retryRateLimited sends a call again, after the RetryInfo delay, when the
+// hub refused it for the rate limit (ResourceExhausted RATE_LIMITED: the
+// refusal comes before the handler, so nothing was done and a write is
+// safe to resend), at most rateLimitRetries times and within ctx.
+func retryRateLimited(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	for attempt := 0; ; attempt++ {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		delay, limited := rateLimitDelay(err)
+		if !limited || attempt == rateLimitRetries {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// rateLimitDelay reports whether err is the hub's rate-limit refusal and
+// how long it asks to wait (at least 10ms, at most 5s).
+func rateLimitDelay(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted {
+		return 0, false
+	}
+	if ei := errorInfo(st); ei == nil || ei.GetReason() != reasonRateLimited {
+		return 0, false
+	}
+	d := 100 * time.Millisecond
+	for _, x := range st.Details() {
+		if ri, ok := x.(*errdetails.RetryInfo); ok {
+			d = ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return min(max(d, 10*time.Millisecond), 5*time.Second), true
+}
+
+// reasonRateLimited is the ErrorInfo reason of the hub's per-client rate
+// limit (ResourceExhausted with RetryInfo).
+const reasonRateLimited = "RATE_LIMITED"
 
 // utf8Stream is utf8Unary for the messages a stream sends.
 func utf8Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -289,6 +337,10 @@ func (c *client) explain(err error) error {
 			return &Error{Code: ExitRefused, Msg: msg + "\n(release it first, or pass --force: the override is recorded)"}
 		}
 		return &Error{Code: ExitRefused, Msg: msg}
+	case codes.ResourceExhausted:
+		if _, limited := rateLimitDelay(err); limited {
+			return &Error{Code: ExitError, Msg: fmt.Sprintf("the hub's rate limit for client %s still refused the call after %d retries: %s (slow down, or ask for a higher --operator-rate)", s.ClientID, rateLimitRetries, msg)}
+		}
 	case codes.InvalidArgument:
 		if ei := errorInfo(st); ei != nil && ei.GetReason() == reasonDeviceNameAmbiguous {
 			return &Error{Code: ExitUsage, Msg: msg + "\n(name the site: --site SITE or SITE/NAME, or use the UUID)"}
