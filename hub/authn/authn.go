@@ -86,6 +86,12 @@ func authFunc(v *auth.Verifier, log *slog.Logger) grpcauth.AuthFunc {
 			log.Warn("authentication refused", "method", method, "peer", from, "check", ve.Check, "detail", ve.Detail)
 			return nil, status.Error(codes.Unauthenticated, ve.Error())
 		}
+		if ctx.Err() != nil {
+			// The client went away (cancelled, deadline) while its token
+			// was being checked: nothing is wrong with the hub.
+			log.Info("client gone during authentication", "method", method, "peer", from, "err", err)
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
 		log.Error("cannot verify token", "method", method, "peer", from, "err", err)
 		return nil, grpcerr.New(codes.Unavailable, grpcerr.ReasonDatabaseUnavailable,
 			"the hub cannot verify tokens right now: its replay check in PostgreSQL failed (database unavailable); retry",

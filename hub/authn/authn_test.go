@@ -614,3 +614,34 @@ func unsigned(header, claims map[string]any) string {
 	c, _ := json.Marshal(claims)
 	return base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(c) + "."
 }
+
+// ctxReplay is a replay cache that answers like the PostgreSQL one when the
+// caller's context ends first: with the context's error.
+type ctxReplay struct{}
+
+func (ctxReplay) Remember(ctx context.Context, _, _ string, _ time.Time) (bool, error) {
+	<-ctx.Done()
+	return false, ctx.Err()
+}
+
+// TestClientGoneDuringVerifyIsNotAnError: a client that cancels its call
+// while the hub checks its token (the jti replay lookup) is answered
+// Canceled and logged below ERROR: nothing is wrong with the hub, and
+// "cannot verify token" at ERROR (Unavailable) sends operators looking for a
+// database fault.
+func TestClientGoneDuringVerifyIsNotAnError(t *testing.T) {
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	v := &auth.Verifier{Roster: func() *auth.Roster { return roster(t, operator) }, Audience: audience, Replay: ctxReplay{}}
+	ctx, cancel := context.WithCancel(metadata.NewIncomingContext(context.Background(),
+		metadata.Pairs("authorization", "Bearer "+token(t, operator, time.Minute, time.Now()))))
+	cancel()
+	_, err := authn.UnaryInterceptor(v, log)(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/ironlink.v1.FleetService/ListSites"},
+		func(context.Context, any) (any, error) { return nil, nil })
+	if status.Code(err) != codes.Canceled {
+		t.Errorf("code %v, want Canceled", status.Code(err))
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("logged at ERROR: %s", logs.String())
+	}
+}

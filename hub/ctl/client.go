@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -14,6 +15,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/auth"
@@ -145,11 +148,139 @@ func dial(s Settings) (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithPerRPCCredentials(&auth.ClientCredentials{
 			Key: key, KID: kid, ClientID: s.ClientID, Audience: s.Audience, Lifetime: assertionLifetime, Insecure: s.Plaintext}))
 	}
+	opts = append(opts, grpc.WithChainUnaryInterceptor(utf8Unary, retryRateLimited), grpc.WithChainStreamInterceptor(utf8Stream))
 	cc, err := grpc.NewClient(s.Hub, opts...)
 	if err != nil {
 		return nil, usageErrf("hub address %q: %v", s.Hub, err)
 	}
 	return cc, nil
+}
+
+// utf8Unary refuses a request holding a string that is not valid UTF-8
+// (from an argument or flag) as a usage error naming the field, before
+// anything is sent: grpc-go would fail to marshal it and report Internal.
+func utf8Unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if err := checkUTF8(req); err != nil {
+		return err
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// rateLimitRetries is how often a call the hub refused for the caller's
+// rate limit is sent again.
+const rateLimitRetries = 5
+
+// retryRateLimited sends a call again, after the RetryInfo delay, when the
+// hub refused it for the rate limit (ResourceExhausted RATE_LIMITED: the
+// refusal comes before the handler, so nothing was done and a write is
+// safe to resend), at most rateLimitRetries times and within ctx.
+func retryRateLimited(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	for attempt := 0; ; attempt++ {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		delay, limited := rateLimitDelay(err)
+		if !limited || attempt == rateLimitRetries {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// rateLimitDelay reports whether err is the hub's rate-limit refusal and
+// how long it asks to wait (at least 10ms, at most 5s).
+func rateLimitDelay(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted {
+		return 0, false
+	}
+	if ei := errorInfo(st); ei == nil || ei.GetReason() != reasonRateLimited {
+		return 0, false
+	}
+	d := 100 * time.Millisecond
+	for _, x := range st.Details() {
+		if ri, ok := x.(*errdetails.RetryInfo); ok {
+			d = ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return min(max(d, 10*time.Millisecond), 5*time.Second), true
+}
+
+// reasonRateLimited is the ErrorInfo reason of the hub's per-client rate
+// limit (ResourceExhausted with RetryInfo).
+const reasonRateLimited = "RATE_LIMITED"
+
+// utf8Stream is utf8Unary for the messages a stream sends.
+func utf8Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return utf8CheckedStream{s}, nil
+}
+
+type utf8CheckedStream struct{ grpc.ClientStream }
+
+func (s utf8CheckedStream) SendMsg(m any) error {
+	if err := checkUTF8(m); err != nil {
+		return err
+	}
+	return s.ClientStream.SendMsg(m)
+}
+
+// checkUTF8 returns a usage *Error for the first string field of m (a
+// proto message) that is not valid UTF-8, else nil.
+func checkUTF8(m any) error {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return nil
+	}
+	if path, bad := invalidUTF8Field(pm.ProtoReflect(), ""); bad {
+		return usageErrf("%s is not valid UTF-8: give text in UTF-8 (nothing was sent)", path)
+	}
+	return nil
+}
+
+func invalidUTF8Field(m protoreflect.Message, prefix string) (path string, bad bool) {
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		name := prefix + string(fd.Name())
+		check := func(name string, v protoreflect.Value, kind protoreflect.Kind) bool {
+			switch kind {
+			case protoreflect.StringKind:
+				if !utf8.ValidString(v.String()) {
+					path, bad = name, true
+				}
+			case protoreflect.MessageKind, protoreflect.GroupKind:
+				path, bad = invalidUTF8Field(v.Message(), name+".")
+			}
+			return bad
+		}
+		switch {
+		case fd.IsList():
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				if check(fmt.Sprintf("%s[%d]", name, i), l.Get(i), fd.Kind()) {
+					return false
+				}
+			}
+		case fd.IsMap():
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				if !utf8.ValidString(k.String()) {
+					path, bad = name+" key", true
+					return false
+				}
+				return !check(name+"["+k.String()+"]", mv, fd.MapValue().Kind())
+			})
+		default:
+			check(name, v, fd.Kind())
+		}
+		return !bad
+	})
+	return path, bad
 }
 
 // client is one invocation's connection to the hub.
@@ -209,6 +340,10 @@ func (c *client) explain(err error) error {
 			return &Error{Code: ExitRefused, Msg: msg + "\n(release it first, or pass --force: the override is recorded)"}
 		}
 		return &Error{Code: ExitRefused, Msg: msg}
+	case codes.ResourceExhausted:
+		if _, limited := rateLimitDelay(err); limited {
+			return &Error{Code: ExitError, Msg: fmt.Sprintf("the hub's rate limit for client %s still refused the call after %d retries: %s (slow down, or ask for a higher --operator-rate)", s.ClientID, rateLimitRetries, msg)}
+		}
 	case codes.InvalidArgument:
 		if ei := errorInfo(st); ei != nil && ei.GetReason() == reasonDeviceNameAmbiguous {
 			return &Error{Code: ExitUsage, Msg: msg + "\n(name the site: --site SITE or SITE/NAME, or use the UUID)"}

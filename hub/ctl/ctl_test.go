@@ -193,3 +193,22 @@ func TestStatusListAcceptsHyphens(t *testing.T) {
 		t.Fatalf("a misspelt status: err %v, want the valid names listed", err)
 	}
 }
+
+// TestInvalidUTF8ArgumentIsUsage: an argument or flag that is not valid
+// UTF-8 (a proto3 string cannot carry it) is a usage error naming the
+// field, exit 2, before anything is sent — not grpc-go's client-side
+// "Internal: grpc: error while marshaling" (exit 1).
+func TestInvalidUTF8ArgumentIsUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"describe", "device", "node\xff"},
+		{"get", "devices", "--site", "de\xffmo"},
+		{"get", "devices", "--name", "bad\xfe*"},
+	} {
+		var out, errb bytes.Buffer
+		code := Execute(context.Background(), Options{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }},
+			append([]string{"--config", filepath.Join(t.TempDir(), "none.yaml"), "--hub", "127.0.0.1:1", "--plaintext", "--no-auth", "--request-timeout", "2s"}, args...))
+		if code != ExitUsage || !strings.Contains(errb.String(), "not valid UTF-8") {
+			t.Errorf("%q: exit %d %q, want %d and \"not valid UTF-8\"", args, code, errb.String(), ExitUsage)
+		}
+	}
+}

@@ -159,9 +159,9 @@ func (a *app) fetchPending(ctx context.Context, site string) (*listing, error) {
 // newResolveCommand builds `approve` (approve true) or `reject`.
 func (a *app) newResolveCommand(approve bool) *cobra.Command {
 	var reason string
-	verb, effect := "reject", "the devices are left alone"
+	verb, done, effect := "reject", "rejected", "the devices are left alone"
 	if approve {
-		verb, effect = "approve", "each device is quarantined, with you as the actor"
+		verb, done, effect = "approve", "approved", "each device is quarantined, with you as the actor"
 	}
 	cmd := &cobra.Command{
 		Use:   verb + " ID... --reason TEXT",
@@ -204,7 +204,7 @@ pending changes nothing.`,
 				got = r.GetActions()
 			}
 			for _, p := range got {
-				line := fmt.Sprintf("pending action %d (%s/%s): %sd", p.GetId(), p.GetSite(), p.GetDeviceName(), verb)
+				line := fmt.Sprintf("pending action %d (%s/%s): %s", p.GetId(), p.GetSite(), p.GetDeviceName(), done)
 				if p.GetCommandId() != "" {
 					line += " (command " + p.GetCommandId() + ")"
 				}

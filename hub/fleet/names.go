@@ -47,6 +47,11 @@ func (s *Server) resolveDevice(ctx context.Context, ref deviceRef) (string, erro
 	if err := checkSiteFilter(ref.site); err != nil {
 		return "", err
 	}
+	// A site the caller may not use, named outright, is refused as a site
+	// filter is (PermissionDenied, logged), before the name is looked up.
+	if err := s.checkSiteAllowed(ctx, callerScope(ctx), ref.site); err != nil {
+		return "", err
+	}
 	switch {
 	case ref.id != "" && ref.name != "":
 		return "", grpcerr.InvalidArgument("device_name", grpcerr.ReasonInvalidValue, "give device_id or device_name, not both")
@@ -60,6 +65,11 @@ func (s *Server) resolveDevice(ctx context.Context, ref deviceRef) (string, erro
 		site, err := s.store.DeviceSite(ctx, id)
 		if err != nil {
 			return "", s.storeErr(err, "device", id)
+		}
+		// A device of a site the caller may not use is refused without
+		// saying where it is.
+		if sc := callerScope(ctx); !sc.Allows(site) {
+			return "", s.deny(ctx, sc, "device "+id, site)
 		}
 		if site != ref.site {
 			return "", grpcerr.NotFound("device", id, fmt.Sprintf("device %s is not at site %q (it is at %q)", id, ref.site, site))

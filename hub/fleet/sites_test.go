@@ -288,6 +288,44 @@ func TestSiteBoundOperatorNamesOnlyItsSites(t *testing.T) {
 	if err != nil || r.GetDevice().GetDeviceId() != sharedA {
 		t.Fatalf("shared name for a site-a operator: %v %v, want %s", r.GetDevice().GetDeviceId(), err, sharedA)
 	}
+	// Naming the other site outright is PermissionDenied, as a site filter
+	// of ListDevices is (README "an operator entry may list sites"), by
+	// name or by id, for a read and for a quarantine, and nothing is written.
+	for _, c := range []struct {
+		what string
+		call func() error
+	}{
+		{"GetDevice name", func() error {
+			_, err := srv.GetDevice(bound, &ironlinkv1.GetDeviceRequest{DeviceName: "gpu-b-07", Site: "site-b"})
+			return err
+		}},
+		{"GetDevice id", func() error {
+			_, err := srv.GetDevice(bound, &ironlinkv1.GetDeviceRequest{DeviceId: onlyB, Site: "site-b"})
+			return err
+		}},
+		// Its own site with another site's device id: the refusal must not
+		// tell where the device is ("it is at site-b").
+		{"GetDevice id with own site", func() error {
+			_, err := srv.GetDevice(bound, &ironlinkv1.GetDeviceRequest{DeviceId: onlyB, Site: "site-a"})
+			if strings.Contains(status.Convert(err).Message(), "site-b") {
+				t.Errorf("refusal reveals site-b: %q", status.Convert(err).Message())
+			}
+			return err
+		}},
+		{"QuarantineDevice name", func() error {
+			w := authn.NewContext(ctx, auth.Identity{ClientID: "ops-a", Sites: []string{"site-a"}, Scopes: []string{auth.ScopeOperationsWrite}})
+			_, err := srv.QuarantineDevice(w, &ironlinkv1.QuarantineDeviceRequest{DeviceName: "gpu-b-07", Site: "site-b", Reason: "x"})
+			return err
+		}},
+	} {
+		err := c.call()
+		if status.Code(err) != codes.PermissionDenied || grpcerr.Reason(err) != grpcerr.ReasonWrongSite {
+			t.Errorf("%s: %v, want PermissionDenied %s", c.what, err, grpcerr.ReasonWrongSite)
+		}
+	}
+	if d, err := st.GetDevice(ctx, onlyB); err != nil || d.DesiredImpairment != store.ImpairmentNone {
+		t.Errorf("site-b device after refused quarantine: %+v %v", d.DesiredImpairment, err)
+	}
 	// An operator of every site gets the ambiguity, with both candidates.
 	_, err = srv.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceName: "gpu-shared"})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), sharedB) {

@@ -282,6 +282,11 @@ func (s *Server) StartOperation(ctx context.Context, req *ironlinkv1.StartOperat
 			ops = append(ops, op)
 		}
 	} else {
+		// A site the caller may not use, named outright, is refused (and
+		// logged) before any name is looked up, as a site filter is.
+		if site := req.GetSite(); site != "" && !sc.Allows(site) {
+			return nil, s.deny(ctx, sc, "site "+site, site)
+		}
 		seen := map[string]int{}
 		for i, ref := range req.GetDevices() {
 			field := fmt.Sprintf("devices[%d]", i)

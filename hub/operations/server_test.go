@@ -342,6 +342,12 @@ func TestSiteBoundOperator(t *testing.T) {
 		Devices: []string{"a-manageable"}, Reason: "x"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("another site's device by name: %v, want NotFound (names resolve among the caller's sites)", err)
 	}
+	// Naming the other site outright is refused as ListOperations' site
+	// filter is: PermissionDenied WRONG_SITE, not NotFound.
+	if _, err := srv.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_INSPECT,
+		Site: "site-a", Devices: []string{"a-manageable"}, Reason: "x"}); status.Code(err) != codes.PermissionDenied || grpcerr.Reason(err) != grpcerr.ReasonWrongSite {
+		t.Fatalf("another site's device by name with site %q: %v, want PermissionDenied %s", "site-a", err, grpcerr.ReasonWrongSite)
+	}
 	if _, err := srv.CancelOperation(ctx, &ironlinkv1.CancelOperationRequest{OperationId: resp.Operations[0].GetOperationId(), Reason: "x"}); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("cancel another site's operation: %v", err)
 	}

@@ -82,10 +82,16 @@ func scope(ctx context.Context) (client string, sites []string) {
 }
 
 func (s *Server) allowSite(ctx context.Context, site string) error {
-	client, sites := scope(ctx)
-	if sites != nil && !slices.Contains(sites, site) {
-		s.log.Warn("permission denied: site not among the operator's sites", "client_id", client, "site", site)
-		return grpcerr.PermissionDenied(grpcerr.ReasonWrongSite, fmt.Sprintf("client %s may not use site %s: the roster binds the client to other sites", client, site))
+	return s.allow(ctx, "site "+site, site)
+}
+
+// allow refuses an object of a site the caller may not use
+// (authn.SiteScope.Deny: the refusal names the object as the caller named
+// it, what, e.g. "device <id>" or "pending action 12"; its site is logged,
+// never told).
+func (s *Server) allow(ctx context.Context, what, site string) error {
+	if sc := authn.CallerScope(ctx); !sc.Allows(site) {
+		return sc.Deny(ctx, s.log, what, site)
 	}
 	return nil
 }
@@ -366,7 +372,7 @@ func (s *Server) resolve(ctx context.Context, ids []int64, reason string, approv
 		return nil, s.storeErr(err)
 	}
 	for _, id := range ids {
-		if err := s.allowSite(ctx, sites[id]); err != nil {
+		if err := s.allow(ctx, "pending action "+strconv.FormatInt(id, 10), sites[id]); err != nil {
 			return nil, err
 		}
 	}
@@ -502,7 +508,7 @@ func (s *Server) deviceRef(ctx context.Context, raw string, kind ironlinkv1.Devi
 		}
 		return "", "", s.storeErr(err)
 	}
-	if err := s.allowSite(ctx, site); err != nil {
+	if err := s.allow(ctx, "device "+id, site); err != nil {
 		return "", "", err
 	}
 	return id, k, nil

@@ -30,6 +30,7 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/sitename"
+	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
 
@@ -421,8 +422,10 @@ func parseListFilter(q url.Values) (listFilter, error) {
 	if f.Site != "" && !sitename.Valid(f.Site) {
 		return f, fmt.Errorf("site %q is not a valid site name", f.Site)
 	}
-	if len(f.Name) > maxSearchBytes {
-		return f, fmt.Errorf("search is %d bytes, limit %d", len(f.Name), maxSearchBytes)
+	// Length, UTF-8 and control characters: PostgreSQL refuses NUL and
+	// invalid UTF-8 in text, which would answer 503 as if it were down.
+	if err := textcheck.Line("search", f.Name, maxSearchBytes); err != nil {
+		return f, err
 	}
 	for _, v := range q["status"] {
 		for _, one := range strings.Split(v, ",") {

@@ -398,6 +398,10 @@ func TestBadListInput(t *testing.T) {
 		{"bad cursor", "after=xyz", "not a device id"},
 		{"page too large", "size=5000", "outside 1-1000"},
 		{"search too long", "q=" + strings.Repeat("a", 300), "limit 200"},
+		// PostgreSQL refuses NUL and invalid UTF-8 in text: answered 503
+		// "database unavailable" (and logged at ERROR) before.
+		{"NUL in search", "q=%00", "control character"},
+		{"invalid UTF-8 in search", "q=%ff", "not valid UTF-8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := do(t, h, "GET", "/devices?"+tc.query, "ops-read", "", nil, nil)

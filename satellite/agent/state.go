@@ -89,7 +89,7 @@ func readState(path string) (appliedState, error) {
 		return st, fmt.Errorf("read state file: %w", err)
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("state file %s is malformed: %w", path, err)
+		return st, fmt.Errorf("state file %s is malformed: %w (move it away to start without it: the satellite then takes the desired states the hub sends after Welcome; only its record of what it applied and of reported orphans starts afresh)", path, err)
 	}
 	return st, nil
 }
