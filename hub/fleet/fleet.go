@@ -116,7 +116,7 @@ func (s *Server) checkExists(ctx context.Context, site, deviceID string) error {
 			return s.storeErr(err, "", "")
 		}
 		if !ok {
-			return grpcerr.NotFound("site", site, "site "+textcheck.Quote(site)+" not found: no satellite of that name has linked to the hub")
+			return grpcerr.UnknownSite(site)
 		}
 	}
 	if deviceID != "" {

@@ -123,6 +123,31 @@ func NotFound(resourceType, name, msg string) error {
 		ResourceType: resourceType, ResourceName: textcheck.Prefix(name, textcheck.EchoBytes)})
 }
 
+// UnknownSite is the NotFound every RPC answers for a site filter or
+// argument naming no site the hub knows (an empty list would look like a
+// healthy empty site).
+func UnknownSite(site string) error {
+	return NotFound("site", site, "site "+textcheck.Quote(site)+" not found: no satellite of that name has linked to the hub")
+}
+
+// SiteKnown is what a listing calls when it came back empty for a site
+// filter: UnknownSite when st does not know site, nil when it does (or
+// site is ""), FromStore's error when the lookup fails. Only empty
+// listings pay for the lookup.
+func SiteKnown(ctx context.Context, st *store.Store, site string) error {
+	if site == "" {
+		return nil
+	}
+	ok, err := st.SiteExists(ctx, site)
+	if err != nil {
+		return FromStore(err)
+	}
+	if !ok {
+		return UnknownSite(site)
+	}
+	return nil
+}
+
 // PermissionDenied returns codes.PermissionDenied with ErrorInfo reason
 // (ReasonWrongSite, ReasonMissingScope, ...).
 func PermissionDenied(reason, msg string) error {

@@ -199,7 +199,7 @@ func (c *capabilities) check(ctx context.Context, site string) error {
 		caps, err := c.s.store.SiteCapabilities(ctx, site)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			return grpcerr.NotFound("site", site, "site "+textcheck.Quote(site)+" not found: no satellite of that name has linked to the hub")
+			return grpcerr.UnknownSite(site)
 		case err != nil:
 			return c.s.storeErr(err, "", "")
 		}
@@ -462,6 +462,11 @@ func (s *Server) ListOperations(ctx context.Context, req *ironlinkv1.ListOperati
 	ops, err := s.store.ListOperations(ctx, f)
 	if err != nil {
 		return nil, s.storeErr(err, "", "")
+	}
+	if len(ops) == 0 && req.GetPageToken() == "" {
+		if err := grpcerr.SiteKnown(ctx, s.store, req.GetSite()); err != nil {
+			return nil, err
+		}
 	}
 	resp := &ironlinkv1.ListOperationsResponse{}
 	if len(ops) > int(n) {

@@ -281,6 +281,9 @@ func TestListAndCancelOperations(t *testing.T) {
 	if _, err := f.api.ListOperations(ctx, &ironlinkv1.ListOperationsRequest{States: []ironlinkv1.OperationState{42}}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("bad state filter: %v", err)
 	}
+	if _, err := f.api.ListOperations(ctx, &ironlinkv1.ListOperationsRequest{Site: "site-typo"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("operations of an unknown site: %v, want NotFound (an empty list looks like a quiet site)", err)
+	}
 
 	id := resp.Operations[0].GetOperationId()
 	if _, err := f.api.CancelOperation(ctx, &ironlinkv1.CancelOperationRequest{OperationId: id}); status.Code(err) != codes.InvalidArgument {

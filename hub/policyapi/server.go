@@ -244,6 +244,11 @@ func (s *Server) ListPolicyDecisions(ctx context.Context, req *ironlinkv1.ListPo
 	if err != nil {
 		return nil, s.storeErr(err)
 	}
+	if len(ds) == 0 && req.GetPageToken() == "" {
+		if err := grpcerr.SiteKnown(ctx, s.st, req.GetSite()); err != nil {
+			return nil, err
+		}
+	}
 	resp := &ironlinkv1.ListPolicyDecisionsResponse{}
 	for _, d := range ds {
 		resp.Decisions = append(resp.Decisions, DecisionToProto(d))
@@ -321,6 +326,11 @@ func (s *Server) ListPendingActions(ctx context.Context, req *ironlinkv1.ListPen
 	ps, more, err := s.st.ListPendingActions(ctx, f)
 	if err != nil {
 		return nil, s.storeErr(err)
+	}
+	if len(ps) == 0 && req.GetPageToken() == "" {
+		if err := grpcerr.SiteKnown(ctx, s.st, req.GetSite()); err != nil {
+			return nil, err
+		}
 	}
 	resp := &ironlinkv1.ListPendingActionsResponse{}
 	for _, p := range ps {

@@ -524,6 +524,17 @@ func TestSiteBoundOperator(t *testing.T) {
 	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM policy_pending_actions WHERE state = 'PENDING'`); n != 1 {
 		t.Fatal("a refused approve changed something")
 	}
+	// A typo in a site filter is NotFound, as in FleetService; a known site
+	// with nothing to list is an empty answer.
+	if _, err := api.ListPolicyDecisions(context.Background(), &ironlinkv1.ListPolicyDecisionsRequest{Site: "site-typo"}); status.Code(err) != codes.NotFound {
+		t.Errorf("decisions of an unknown site: %v, want NotFound", err)
+	}
+	if _, err := api.ListPendingActions(context.Background(), &ironlinkv1.ListPendingActionsRequest{Site: "site-typo"}); status.Code(err) != codes.NotFound {
+		t.Errorf("pending actions of an unknown site: %v, want NotFound", err)
+	}
+	if r, err := api.ListPendingActions(context.Background(), &ironlinkv1.ListPendingActionsRequest{Site: "site-a"}); err != nil || len(r.GetActions()) != 0 {
+		t.Errorf("site-a has no pending actions: %v %v, want an empty answer", r, err)
+	}
 	for _, err := range []error{
 		func() error {
 			_, err := api.ListPolicyDecisions(ctx, &ironlinkv1.ListPolicyDecisionsRequest{PageSize: 5000})
