@@ -456,7 +456,7 @@ func checkMonitoring(t *testing.T, r rendered) {
 	if len(r.monitors) != 1 || !selects(r.monitors[0].Spec.Selector.MatchLabels, admin.Labels) || r.monitors[0].Spec.Endpoints[0].Port != "admin" {
 		t.Errorf("ServiceMonitor %+v does not scrape the admin Service (labels %v)", r.monitors, admin.Labels)
 	}
-	want := []string{"IronlinkSiteUnreachable", "IronlinkCommandStuck", "IronlinkPolicyGuardTripped", "IronlinkNoLinks", "IronlinkDatabaseErrors", "IronlinkReplicaNotReady"}
+	want := []string{"IronlinkSiteUnreachable", "IronlinkCommandStuck", "IronlinkPolicyGuardTripped", "IronlinkLinkTakeovers", "IronlinkNoLinks", "IronlinkDatabaseErrors", "IronlinkReplicaNotReady"}
 	var got []string
 	for _, pr := range r.rules {
 		for _, g := range pr.Spec.Groups {

@@ -21,6 +21,10 @@ type Hooks struct {
 	LinkOpened func(site string)
 	// LinkEnded: the link of site ended; reason is one of the LinkEnd* constants.
 	LinkEnded func(site, reason string)
+	// LinkTakeover: a link of site replaced another satellite process's link
+	// that had been open less than TakeoverWarnAge (two satellites running
+	// for one site take the link from each other every few seconds).
+	LinkTakeover func(site string)
 	// BatchCommitted: a batch of devices device updates was committed (or
 	// acked as a duplicate without effect) in took.
 	BatchCommitted func(site string, devices int, snapshot, duplicate bool, took time.Duration)
@@ -52,6 +56,12 @@ const (
 	// LinkEndError: the stream broke (transport error, cancelled).
 	LinkEndError = "error"
 )
+
+func (h Hooks) takeover(site string) {
+	if h.LinkTakeover != nil {
+		h.LinkTakeover(site)
+	}
+}
 
 func (h Hooks) opened(site string) {
 	if h.LinkOpened != nil {

@@ -54,6 +54,10 @@ const (
 	DefaultHeartbeatInterval = 20 * time.Second
 	DefaultCommandSweep      = 5 * time.Second
 	DefaultHelloTimeout      = 30 * time.Second
+	// TakeoverWarnAge: a new link of a site that replaces another satellite
+	// process's link younger than this is logged as a warning and counted
+	// (Hooks.LinkTakeover); a restarted satellite replaces an older one.
+	TakeoverWarnAge          = time.Minute
 	DefaultLastSeenFlush     = 2 * time.Second
 	DefaultResendAfter       = 30 * time.Second
 	DefaultFailureBackoff    = 10 * time.Second
@@ -150,6 +154,11 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error
 	if err != nil {
 		log.Error("open link", "err", err)
 		return grpcerr.FromStore(err)
+	}
+	if r := sess.Replaced; r.Open && r.BootID != hello.GetBootId() && r.Age < TakeoverWarnAge {
+		log.Warn("link taken over from another satellite process whose link was open only briefly: is a second satellite running for this site with the same key? Each takeover costs a snapshot",
+			"replaced_boot_id", truncate(r.BootID, MaxHelloTextBytes), "replaced_replica", r.Replica, "replaced_link_age", r.Age.Round(time.Millisecond))
+		s.cfg.Hooks.takeover(site)
 	}
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)

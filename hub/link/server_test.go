@@ -19,6 +19,7 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/syncbuf"
 	"github.com/ironlink/ironlink/test/grpctest"
 )
 
@@ -365,5 +366,24 @@ func TestLifecycleEndsCarryReasons(t *testing.T) {
 	}
 	if code, reason := status.Code(err), grpcerr.Reason(err); code != codes.DeadlineExceeded || reason != grpcerr.ReasonHelloTimeout {
 		t.Fatalf("silent client: %v reason %q (%v), want DeadlineExceeded %s", code, reason, err, grpcerr.ReasonHelloTimeout)
+	}
+}
+
+// Two satellite processes for one site (same key, different boot ids) take
+// the link from each other: the hub warns, naming the site, when a link
+// replaces another process's link that was open less than
+// link.TakeoverWarnAge; the first link of a site is no takeover.
+func TestBriefTakeoverByAnotherProcessIsWarned(t *testing.T) {
+	st, _ := newStore(t)
+	var logs syncbuf.Buffer
+	r1 := startLoggedReplica(t, st, &logs)
+	connect(t, r1, "site-a")
+	if strings.Contains(logs.String(), "link taken over") {
+		t.Fatalf("the site's first link was logged as a takeover:\n%s", logs.String())
+	}
+	connect(t, r1, "site-a") // another boot id, a moment later
+	out := logs.String()
+	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "link taken over") || !strings.Contains(out, "site=site-a") {
+		t.Fatalf("no takeover warning naming the site:\n%s", out)
 	}
 }

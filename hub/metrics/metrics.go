@@ -47,6 +47,7 @@ type Hub struct {
 
 	replica        string
 	linksOpened    prometheus.Counter
+	takeovers      prometheus.Counter
 	linksEnded     *prometheus.CounterVec
 	batches        *prometheus.CounterVec
 	deltas         prometheus.Counter
@@ -72,6 +73,8 @@ func New(replica string) *Hub {
 	rl := prometheus.Labels{"replica": replica}
 	m.linksOpened = prometheus.NewCounter(prometheus.CounterOpts{Name: "ironlink_hub_links_opened_total", ConstLabels: rl,
 		Help: "Satellite links opened on this replica (hello accepted and recorded)."})
+	m.takeovers = prometheus.NewCounter(prometheus.CounterOpts{Name: "ironlink_hub_link_takeovers_total", ConstLabels: rl,
+		Help: "Links opened on this replica that replaced another satellite process's link open less than a minute (two satellites running for one site?); the hub log names the site."})
 	m.linksEnded = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ironlink_hub_links_ended_total", ConstLabels: rl,
 		Help: "Satellite links ended on this replica, by reason: closed, superseded, fenced, drained, revoked, refused, unavailable, error."}, []string{"reason"})
 	m.batches = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ironlink_hub_batches_committed_total", ConstLabels: rl,
@@ -110,7 +113,7 @@ func New(replica string) *Hub {
 		m.replay.WithLabelValues(v)
 	}
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.GRPC, m.linksOpened, m.linksEnded, m.batches, m.deltas, m.commit, m.commandsSent, m.commandResults,
+		m.GRPC, m.linksOpened, m.takeovers, m.linksEnded, m.batches, m.deltas, m.commit, m.commandsSent, m.commandResults,
 		m.roundTrip, m.dbErrors, m.replay, m.rosterReloads, m.ready, build)
 	return m
 }
@@ -123,8 +126,9 @@ func (m *Hub) Handler() http.Handler {
 // LinkHooks returns the link server's hooks feeding these metrics.
 func (m *Hub) LinkHooks() link.Hooks {
 	return link.Hooks{
-		LinkOpened: func(string) { m.linksOpened.Inc() },
-		LinkEnded:  func(_, reason string) { m.linksEnded.WithLabelValues(reason).Inc() },
+		LinkOpened:   func(string) { m.linksOpened.Inc() },
+		LinkTakeover: func(string) { m.takeovers.Inc() },
+		LinkEnded:    func(_, reason string) { m.linksEnded.WithLabelValues(reason).Inc() },
 		BatchCommitted: func(_ string, devices int, snapshot, duplicate bool, took time.Duration) {
 			kind := "delta"
 			if snapshot {

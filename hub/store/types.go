@@ -127,6 +127,21 @@ type LinkSession struct {
 	// LastSequenceBootID is the boot id of the satellite process that
 	// committed LastSequence ("" when none did).
 	LastSequenceBootID string
+	// Replaced describes the link this one took over: the one the site had
+	// open (on any replica) when this one opened; zero when none was open.
+	Replaced ReplacedLink
+}
+
+// ReplacedLink is the site's previous link as OpenLink found it.
+type ReplacedLink struct {
+	// Open: the site had a link open when this one opened.
+	Open bool
+	// BootID is the previous link's satellite boot id.
+	BootID string
+	// Replica is the replica that held it.
+	Replica string
+	// Age is how long it had been open (database clock).
+	Age time.Duration
 }
 
 // DeviceUpdate is one device's change in a batch.
