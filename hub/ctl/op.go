@@ -260,7 +260,8 @@ func (a *app) waitOperations(ctx context.Context, c *client, ops []*ironlinkv1.O
 			break
 		}
 		if time.Now().After(deadline) {
-			return &Error{Code: ExitWaitTimeout, Msg: fmt.Sprintf("%d operations not finished within --timeout %s (still running at the site; follow with `ironlink op watch ID`)", len(open), timeout)}
+			return &Error{Code: ExitWaitTimeout, Msg: fmt.Sprintf("%d operations not finished within --timeout %s (still running at the site; follow with `ironlink op watch ID`)%s",
+				len(open), timeout, a.pendingEnrolHint(ctx, c, open))}
 		}
 		select {
 		case <-ctx.Done():
@@ -490,4 +491,34 @@ func (a *app) newOpWatchCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output: json (one line per change)")
 	return cmd
+}
+
+// pendingEnrolHint explains an ENROL still PENDING at a --wait timeout: its
+// BMC credentials stay in the memory of the hub replica that took the
+// request, which alone can deliver it, on a link it holds (README
+// "Operations"). It names the replica holding the site's link now; "" when
+// no open operation is a pending enrolment.
+func (a *app) pendingEnrolHint(ctx context.Context, c *client, open []*ironlinkv1.Operation) string {
+	site := ""
+	for _, o := range open {
+		if o.GetKind() == ironlinkv1.OperationKind_OPERATION_KIND_ENROL && o.GetState() == ironlinkv1.OperationState_OPERATION_STATE_PENDING {
+			site = o.GetSite()
+			break
+		}
+	}
+	if site == "" {
+		return ""
+	}
+	where := "no replica holds the site's link now"
+	cctx, cancel := c.call(ctx)
+	defer cancel()
+	if r, err := c.fleet.ListSites(cctx, &ironlinkv1.ListSitesRequest{}); err == nil {
+		for _, st := range r.GetSites() {
+			if st.GetName() == site && st.GetReplica() != "" {
+				where = "the site's link is on replica " + st.GetReplica()
+			}
+		}
+	}
+	return fmt.Sprintf(".\nA PENDING enrolment with BMC credentials goes out only on a site link held by the hub replica that took the request (it keeps them in memory, never in the database); %s. "+
+		"Behind a load balancer the request may have reached another replica: cancel it (`ironlink op cancel ID --reason ...`) and start it against the link's replica with --hub, or wait for the link to move", where)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,5 +121,16 @@ func TestOpCommands(t *testing.T) {
 	out, errs, code = run("op", "start", "provide", "node-1", "--reason", "make available", "--wait", "--timeout", "300ms")
 	if code != ctl.ExitWaitTimeout {
 		t.Fatalf("--wait without a satellite: exit %d, want %d\n%s%s", code, ctl.ExitWaitTimeout, out, errs)
+	}
+	// An enrolment left PENDING: the timeout says why it may wait (its
+	// credentials stay on the replica that took it) and where the link is.
+	nodes := filepath.Join(t.TempDir(), "nodes.json")
+	if err := os.WriteFile(nodes, []byte(`[{"name":"new-1","driver":"fake-hardware","driverInfo":{"fake_bmc_password":"s"}}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = run("op", "start", "enrol", "--site", "site-a", "--nodes", nodes, "--reason", "rack 9", "--wait", "--timeout", "300ms")
+	if code != ctl.ExitWaitTimeout || !strings.Contains(errs, "goes out only on a site link held by the hub replica that took the request") ||
+		!strings.Contains(errs, "the site's link is on replica r0") {
+		t.Fatalf("pending enrolment at the timeout: exit %d\n%s%s", code, out, errs)
 	}
 }
