@@ -162,12 +162,35 @@ bin/ironlink-hub web-proxy --listen "$WEB" --upstream "unix:$STATE/web-$web_hub.
   --token-file "$STATE/web-token" >"$STATE/web-proxy.log" 2>&1 &
 pids+=($!)
 
-echo ">> starting ironlink-satellite for site 'demo' (log: .demo/satellite.log)"
-bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim --operations-cloud sim-ops \
-  --client-key "$PKI/satellite.pem" --hub-ca "$PKI/ca.pem" --state-file "$STATE/satellite-state.json" \
-  --poll-interval "${DEMO_POLL_INTERVAL:-10s}" --sweep-interval "${DEMO_SWEEP_INTERVAL:-15s}" \
-  --metrics-addr "${DEMO_METRICS_ADDR:-127.0.0.1:9108}" >"$STATE/satellite.log" 2>&1 &
-pids+=($!)
+echo ">> starting ironlink-satellite for site 'demo' (log: .demo/satellite.log; restart: .demo/start-satellite.sh)"
+# The satellite's command line, kept as a script so that it can be started
+# again by hand after a kill (as a user restarting it would).
+cat >"$STATE/start-satellite.sh" <<EOS
+#!/usr/bin/env bash
+# Starts the demo's satellite in the background with the flags make demo
+# used (log appended to .demo/satellite.log, pid in .demo/satellite.pid).
+# Restart it: kill \$(cat .demo/satellite.pid); .demo/start-satellite.sh
+set -euo pipefail
+cd "$PWD"
+alive() { case "\$(ps -o stat= -p "\$1" 2>/dev/null)" in "" | Z*) return 1 ;; esac; }
+if p=\$(cat "$STATE/satellite.pid" 2>/dev/null); then
+  # just killed: give it up to 15 s to finish shutting down
+  for _ in \$(seq 150); do alive "\$p" || break; sleep 0.1; done
+  if alive "\$p"; then
+    echo "the demo satellite is still running (pid \$p): kill it first" >&2
+    exit 1
+  fi
+fi
+nohup bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim --operations-cloud sim-ops \\
+  --client-key "$PKI/satellite.pem" --hub-ca "$PKI/ca.pem" --state-file "$STATE/satellite-state.json" \\
+  --poll-interval "${DEMO_POLL_INTERVAL:-10s}" --sweep-interval "${DEMO_SWEEP_INTERVAL:-15s}" \\
+  --metrics-addr "${DEMO_METRICS_ADDR:-127.0.0.1:9108}" >>"$STATE/satellite.log" 2>&1 </dev/null &
+echo \$! >"$STATE/satellite.pid"
+echo "demo satellite started (pid \$!, log: .demo/satellite.log)"
+EOS
+chmod +x "$STATE/start-satellite.sh"
+: >"$STATE/satellite.log"
+"$STATE/start-satellite.sh" >/dev/null
 
 psql_bin=$(pg_bindir)/psql
 device=""
