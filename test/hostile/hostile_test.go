@@ -13,7 +13,6 @@ package hostile
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -48,6 +47,7 @@ type fleet struct {
 	// Operations, each delivered once (attempt 1, RUNNING): an INSPECT of
 	// devA[1], an ENROL of site-a (no device yet), an INSPECT of devB[2].
 	opA, enrolA, opB string
+	logs             *longestLine // the hub's log
 }
 
 func setup(t *testing.T) *fleet {
@@ -57,15 +57,16 @@ func setup(t *testing.T) *fleet {
 	if _, err := store.Migrate(ctx, url); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &longestLine{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	st, err := store.Open(ctx, url, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	h := grpctest.Start(t, st, grpctest.Options{Link: link.Config{HeartbeatInterval: time.Hour, CommandSweep: 50 * time.Millisecond,
+	h := grpctest.Start(t, st, grpctest.Options{Log: log, Link: link.Config{HeartbeatInterval: time.Hour, CommandSweep: 50 * time.Millisecond,
 		Delivery: store.DeliveryPolicy{FailureBackoff: time.Hour, MaxFailureBackoff: time.Hour}}})
-	f := &fleet{hub: h, url: url}
+	f := &fleet{hub: h, url: url, logs: logs}
 
 	satCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{}, 2)
@@ -177,6 +178,13 @@ func (f *fleet) unchanged(t *testing.T, before snapshot, sitesToo bool) {
 	}
 	if sitesToo && before.all != after.all {
 		t.Errorf("a refused hello changed the sites table:\nbefore %s\nafter  %s", before.all, after.all)
+	}
+	f.logs.mu.Lock()
+	longest, line := f.logs.longest, f.logs.line
+	f.logs.longest = 0
+	f.logs.mu.Unlock()
+	if longest > 4096 {
+		t.Errorf("a hub log line is %d bytes (input echoed): %s…", longest, line)
 	}
 }
 
