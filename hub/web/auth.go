@@ -24,6 +24,9 @@ type Identity struct {
 	KeyID string
 	// Via says how the caller was authenticated: "mtls" or "proxy".
 	Via string
+	// Sites are the sites the roster lets the client read and change (its
+	// "sites"); nil means every site.
+	Sites []string
 }
 
 // CanRead reports whether the identity holds operations:read.
@@ -80,7 +83,7 @@ func (s *Server) authenticate(r *http.Request) (Identity, *authError) {
 		if c == nil || c.IsSatellite() {
 			return id, &authError{http.StatusForbidden, fmt.Sprintf("%q is not an operator in the hub's roster", name)}
 		}
-		id = Identity{ClientID: c.ID, Scopes: c.Scopes, Via: AuthProxy}
+		id = Identity{ClientID: c.ID, Scopes: c.Scopes, Sites: c.Sites, Via: AuthProxy}
 	case AuthMTLS:
 		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 			return id, &authError{http.StatusUnauthorized, "a client certificate is required: one whose public key is an operator key in the hub's roster"}
@@ -94,7 +97,7 @@ func (s *Server) authenticate(r *http.Request) (Identity, *authError) {
 		if c == nil {
 			return id, &authError{http.StatusForbidden, "the client certificate's key is no operator key in the hub's roster"}
 		}
-		id = Identity{ClientID: c.ID, Scopes: c.Scopes, KeyID: kid, Via: AuthMTLS}
+		id = Identity{ClientID: c.ID, Scopes: c.Scopes, Sites: c.Sites, KeyID: kid, Via: AuthMTLS}
 	}
 	if !id.CanRead() {
 		return id, &authError{http.StatusForbidden, fmt.Sprintf("client %s lacks the operations:read scope", id.ClientID)}

@@ -26,9 +26,11 @@ type cellCount struct {
 	N      int
 }
 
-// countBySiteStatus counts the devices that are not removed, per site and status.
-func countBySiteStatus(ctx context.Context, pool *pgxpool.Pool) ([]cellCount, error) {
-	rows, err := pool.Query(ctx, `SELECT site, status, count(*) FROM devices WHERE NOT removed GROUP BY site, status`)
+// countBySiteStatus counts the devices that are not removed, per site and
+// status, of sites (nil: every site).
+func countBySiteStatus(ctx context.Context, pool *pgxpool.Pool, sites []string) ([]cellCount, error) {
+	rows, err := pool.Query(ctx, `SELECT site, status, count(*) FROM devices
+		WHERE NOT removed AND (NOT $1 OR site = ANY($2::text[])) GROUP BY site, status`, sites != nil, sites)
 	if err != nil {
 		return nil, fmt.Errorf("count devices by site and status: %w", err)
 	}
@@ -55,6 +57,8 @@ type listFilter struct {
 	InstanceMismatch bool
 	IncludeRemoved   bool
 	Name             string
+	// Sites bounds the list to the caller's roster sites (nil: every site).
+	Sites []string
 	// After is the keyset cursor: only ids greater than it.
 	After string
 	Limit int
@@ -84,7 +88,8 @@ const listWhere = `
 	  AND ($3 OR NOT d.removed)
 	  AND (cardinality($4::text[]) = 0 OR d.desired_impairment = ANY($4::text[]))
 	  AND (NOT $5 OR ` + hasMismatch + `)
-	  AND ($6 = '' OR d.name ILIKE $6 ESCAPE '\' OR d.id::text LIKE $7 ESCAPE '\')`
+	  AND ($6 = '' OR d.name ILIKE $6 ESCAPE '\' OR d.id::text LIKE $7 ESCAPE '\')
+	  AND (NOT $8 OR d.site = ANY($9::text[]))`
 
 func (f listFilter) args() []any {
 	sts := make([]string, len(f.Statuses))
@@ -100,7 +105,7 @@ func (f listFilter) args() []any {
 		esc := likeEscape(f.Name)
 		like, prefix = "%"+esc+"%", strings.ToLower(esc)+"%"
 	}
-	return []any{f.Site, sts, f.IncludeRemoved, imps, f.InstanceMismatch, like, prefix}
+	return []any{f.Site, sts, f.IncludeRemoved, imps, f.InstanceMismatch, like, prefix, f.Sites != nil, f.Sites}
 }
 
 func likeEscape(s string) string {
@@ -115,8 +120,8 @@ func listDevices(ctx context.Context, pool *pgxpool.Pool, f listFilter) ([]listR
 		SELECT d.id::text, d.site, d.name, d.status, d.status_reason, d.status_changed_at,
 			COALESCE(d.last_known_status, ''), d.desired_impairment, d.removed, d.last_command_error, `+hasMismatch+`
 		FROM devices d`+listWhere+`
-		  AND ($8 = '' OR d.id > $8::uuid)
-		ORDER BY d.id LIMIT $9`, args...)
+		  AND ($10 = '' OR d.id > $10::uuid)
+		ORDER BY d.id LIMIT $11`, args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("list devices: %w", err)
 	}
@@ -174,11 +179,11 @@ func conditionHistory(ctx context.Context, pool *pgxpool.Pool, id string, limit 
 	return out, nil
 }
 
-// siteNames lists every site's name in order (for the device list's site
-// filter; FleetService.ListSites also counts each site's devices and
-// orphans, which costs a scan of every device's facts).
-func siteNames(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
-	rows, err := pool.Query(ctx, `SELECT name FROM sites ORDER BY name`)
+// siteNames lists the names of sites (nil: every site) in order (for the
+// device list's site filter; FleetService.ListSites also counts each
+// site's devices and orphans, which costs a scan of every device's facts).
+func siteNames(ctx context.Context, pool *pgxpool.Pool, sites []string) ([]string, error) {
+	rows, err := pool.Query(ctx, `SELECT name FROM sites WHERE NOT $1 OR name = ANY($2::text[]) ORDER BY name`, sites != nil, sites)
 	if err != nil {
 		return nil, fmt.Errorf("list site names: %w", err)
 	}

@@ -218,9 +218,10 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, Identity)) ht
 }
 
 // apiContext carries the caller's roster identity the way the gRPC
-// interceptors do, so fleet records the client id as the actor.
+// interceptors do, so fleet records the client id as the actor and binds
+// the caller to its roster sites (authn.SiteScope) as it does over gRPC.
 func apiContext(ctx context.Context, id Identity) context.Context {
-	return authn.NewContext(ctx, auth.Identity{ClientID: id.ClientID, Scopes: id.Scopes, KeyID: id.KeyID})
+	return authn.NewContext(ctx, auth.Identity{ClientID: id.ClientID, Scopes: id.Scopes, KeyID: id.KeyID, Sites: id.Sites})
 }
 
 // page is what every template gets.
@@ -334,7 +335,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, id Identity) {
 		s.apiFail(w, r, err)
 		return
 	}
-	counts, err := countBySiteStatus(ctx, s.store.Pool())
+	counts, err := countBySiteStatus(ctx, s.store.Pool(), id.Sites)
 	if err != nil {
 		s.dbFail(w, r, err)
 		return
@@ -474,6 +475,11 @@ func (s *Server) devices(w http.ResponseWriter, r *http.Request, id Identity) {
 		return
 	}
 	ctx := apiContext(r.Context(), id)
+	if sc := authn.CallerScope(ctx); f.Site != "" && !sc.Allows(f.Site) {
+		s.apiFail(w, r, sc.Deny(ctx, s.log, "site "+f.Site, f.Site))
+		return
+	}
+	f.Sites = id.Sites
 	rows, more, err := listDevices(ctx, s.store.Pool(), f)
 	if err != nil {
 		s.dbFail(w, r, err)
@@ -484,7 +490,7 @@ func (s *Server) devices(w http.ResponseWriter, r *http.Request, id Identity) {
 		s.dbFail(w, r, err)
 		return
 	}
-	sites, err := siteNames(ctx, s.store.Pool())
+	sites, err := siteNames(ctx, s.store.Pool(), id.Sites)
 	if err != nil {
 		s.dbFail(w, r, err)
 		return

@@ -13,7 +13,6 @@ package hostile
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -45,6 +44,10 @@ type fleet struct {
 	pendingB     store.Command // a PENDING quarantine of devB[1] (site-b's satellite is gone)
 	failedA      store.Command // a FAILED quarantine of devA[2], not due again for an hour
 	lastSequence uint64        // site-a's last committed batch
+	// Operations, each delivered once (attempt 1, RUNNING): an INSPECT of
+	// devA[1], an ENROL of site-a (no device yet), an INSPECT of devB[2].
+	opA, enrolA, opB string
+	logs             *longestLine // the hub's log
 }
 
 func setup(t *testing.T) *fleet {
@@ -54,15 +57,16 @@ func setup(t *testing.T) *fleet {
 	if _, err := store.Migrate(ctx, url); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &longestLine{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	st, err := store.Open(ctx, url, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	h := grpctest.Start(t, st, grpctest.Options{Link: link.Config{HeartbeatInterval: time.Hour, CommandSweep: 50 * time.Millisecond,
+	h := grpctest.Start(t, st, grpctest.Options{Log: log, Link: link.Config{HeartbeatInterval: time.Hour, CommandSweep: 50 * time.Millisecond,
 		Delivery: store.DeliveryPolicy{FailureBackoff: time.Hour, MaxFailureBackoff: time.Hour}}})
-	f := &fleet{hub: h, url: url}
+	f := &fleet{hub: h, url: url, logs: logs}
 
 	satCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{}, 2)
@@ -115,6 +119,23 @@ func setup(t *testing.T) *fleet {
 		t.Fatal(err)
 	}
 	f.lastSequence = uint64(pgtest.Count(t, url, `SELECT last_sequence FROM sites WHERE name = 'site-a'`))
+	operation := func(site, dev string, kind store.OperationKind) string {
+		op := store.NewOperation{ID: uuid.NewString(), Site: site, DeviceID: dev, Kind: kind, Actor: "ops", Reason: "hostile suite", Source: "operator-api"}
+		if kind == store.KindEnrol {
+			op.DeviceName = "hostile-new"
+			op.Node = []byte(`{"name":"hostile-new","driver":"ipmi","driverInfo":{"ipmi_address":"***"}}`)
+			op.SecretHolder = "elsewhere/" + uuid.NewString()
+		}
+		if _, _, err := st.CreateOperations(ctx, []store.NewOperation{op}); err != nil {
+			t.Fatal(err)
+		}
+		epoch := pgtest.Count(t, url, `SELECT link_epoch FROM sites WHERE name = '`+site+`'`)
+		if o, ok, err := st.MarkOperationSent(ctx, site, int64(epoch), op.ID); err != nil || !ok || o.Attempts != 1 {
+			t.Fatalf("mark operation sent: %v %v %v", o, ok, err)
+		}
+		return op.ID
+	}
+	f.opA, f.enrolA, f.opB = operation("site-a", f.devA[1], store.OperationKind("INSPECT")), operation("site-a", "", store.KindEnrol), operation("site-b", f.devB[2], store.OperationKind("INSPECT"))
 	for _, s := range sats {
 		if errs := s.Stats().Errors; len(errs) > 0 {
 			t.Fatalf("honest satellite saw protocol violations: %v", errs)
@@ -158,6 +179,13 @@ func (f *fleet) unchanged(t *testing.T, before snapshot, sitesToo bool) {
 	if sitesToo && before.all != after.all {
 		t.Errorf("a refused hello changed the sites table:\nbefore %s\nafter  %s", before.all, after.all)
 	}
+	f.logs.mu.Lock()
+	longest, line := f.logs.longest, f.logs.line
+	f.logs.longest = 0
+	f.logs.mu.Unlock()
+	if longest > 4096 {
+		t.Errorf("a hub log line is %d bytes (input echoed): %s…", longest, line)
+	}
 }
 
 func batchMsg(seq uint64, devs ...*ironlinkv1.DeviceUpdate) *ironlinkv1.ConnectRequest {
@@ -178,6 +206,15 @@ func resultMsg(cmd, dev string, gen int64, ok bool, errText string) *ironlinkv1.
 func correctionMsg(dev string, gen int64, detail string) *ironlinkv1.ConnectRequest {
 	return &ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_DriftCorrection{DriftCorrection: &ironlinkv1.DriftCorrection{
 		DeviceId: dev, Generation: gen, Detail: detail, CorrectTime: timestamppb.Now()}}}
+}
+
+func progressMsg(op string, attempt int32, dev, errText string) *ironlinkv1.ConnectRequest {
+	st := ironlinkv1.OperationState_OPERATION_STATE_RUNNING
+	if errText != "" {
+		st = ironlinkv1.OperationState_OPERATION_STATE_FAILED
+	}
+	return &ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_OperationProgress{OperationProgress: &ironlinkv1.OperationProgress{
+		OperationId: op, Attempt: attempt, State: st, DeviceId: dev, Error: errText, ProvisionState: "inspecting"}}}
 }
 
 func siteCondMsg(message string) *ironlinkv1.ConnectRequest {
@@ -289,6 +326,16 @@ func TestHostileSatellite(t *testing.T) {
 		{"correction for an unknown device", []*ironlinkv1.ConnectRequest{correctionMsg(unknown, 1, "hostile")}, codes.OK, ""},
 		{"correction with a NUL", []*ironlinkv1.ConnectRequest{correctionMsg(a0, f.cmdA.Generation, "\x00")}, codes.InvalidArgument, grpcerr.ReasonControlChar},
 		{"correction with an oversized device id", []*ironlinkv1.ConnectRequest{correctionMsg(big, 1, "x")}, codes.InvalidArgument, grpcerr.ReasonNotUUID},
+		// Operation progress.
+		{"progress for another site's operation", []*ironlinkv1.ConnectRequest{progressMsg(f.opB, 1, "", "")}, codes.PermissionDenied, grpcerr.ReasonWrongSite},
+		{"own enrolment naming another site's device", []*ironlinkv1.ConnectRequest{progressMsg(f.enrolA, 1, b0, "")}, codes.PermissionDenied, grpcerr.ReasonWrongSite},
+		{"own operation naming another device of the site", []*ironlinkv1.ConnectRequest{progressMsg(f.opA, 1, a0, "")}, codes.InvalidArgument, grpcerr.ReasonMismatch},
+		{"progress with a NUL in its error", []*ironlinkv1.ConnectRequest{progressMsg(f.opA, 1, "", "bmc\x00")}, codes.InvalidArgument, grpcerr.ReasonControlChar},
+		{"progress with an oversized operation id", []*ironlinkv1.ConnectRequest{progressMsg(big, 1, "", "")}, codes.InvalidArgument, grpcerr.ReasonNotUUID},
+		{"progress with an oversized device id", []*ironlinkv1.ConnectRequest{progressMsg(f.enrolA, 1, big, "")}, codes.InvalidArgument, grpcerr.ReasonNotUUID},
+		{"progress for attempt 0", []*ironlinkv1.ConnectRequest{progressMsg(f.opA, 0, "", "")}, codes.InvalidArgument, grpcerr.ReasonOutOfRange},
+		{"progress for an unknown operation", []*ironlinkv1.ConnectRequest{progressMsg(unknown, 1, "", "")}, codes.OK, ""},
+		{"progress for a later attempt than delivered", []*ironlinkv1.ConnectRequest{progressMsg(f.opA, 7, "", "hostile")}, codes.OK, ""},
 		// Site conditions, and the rest.
 		{"site conditions with a NUL", []*ironlinkv1.ConnectRequest{siteCondMsg("keystone\x00")}, codes.InvalidArgument, grpcerr.ReasonControlChar},
 		{"site conditions with an oversized message", []*ironlinkv1.ConnectRequest{siteCondMsg(big)}, codes.InvalidArgument, grpcerr.ReasonTooLong},
