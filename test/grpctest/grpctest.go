@@ -18,9 +18,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/app"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/link/linktest"
+	"github.com/ironlink/ironlink/hub/policy"
+	"github.com/ironlink/ironlink/hub/policyapi"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
 )
@@ -88,6 +91,9 @@ func Start(t testing.TB, st *store.Store, o Options) *Hub {
 	srv := app.NewGRPCServer(cfg, log, opts...)
 	hs := app.RegisterServices(srv, h.Checker.Service(h.Link), app.NewFleetServer(st, log.With("component", "fleet")))
 	app.RegisterOperations(srv, hs, app.NewOperationServer(st, h.Link, log.With("component", "operations")))
+	// PolicyService over a policy file that enables nothing (a hub without
+	// --policy-file); the evaluator does not run.
+	ironlinkv1.RegisterPolicyServiceServer(srv, policyapi.NewServer(st, policy.Static(policy.Disabled()), nil, log.With("component", "policy")))
 	go func() { _ = srv.Serve(h.lis) }()
 	t.Cleanup(func() {
 		srv.Stop()

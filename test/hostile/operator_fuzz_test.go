@@ -42,10 +42,11 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 // unaryMethods are the unary methods of the operator services a production
 // hub serves over the same chain (FleetService, BulkService,
-// OperationService), by full name.
+// OperationService, PolicyService), by full name.
 func unaryMethods(tb testing.TB) []protoreflect.MethodDescriptor {
 	var out []protoreflect.MethodDescriptor
-	for _, sd := range []grpc.ServiceDesc{ironlinkv1.FleetService_ServiceDesc, ironlinkv1.BulkService_ServiceDesc, ironlinkv1.OperationService_ServiceDesc} {
+	for _, sd := range []grpc.ServiceDesc{ironlinkv1.FleetService_ServiceDesc, ironlinkv1.BulkService_ServiceDesc, ironlinkv1.OperationService_ServiceDesc,
+		ironlinkv1.PolicyService_ServiceDesc} {
 		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(sd.ServiceName))
 		if err != nil {
 			tb.Fatal(err)
@@ -62,7 +63,7 @@ func unaryMethods(tb testing.TB) []protoreflect.MethodDescriptor {
 
 // FuzzOperatorRequest (issue 9 item 9 for the operator services added after
 // FleetService's targets): any bytes as the request of any unary method of
-// FleetService, BulkService or OperationService, on a hub wired as in
+// FleetService, BulkService, OperationService or PolicyService, on a hub wired as in
 // production (test/grpctest, --no-auth) over PostgreSQL. Seeds are each
 // method's request with plausible fields (a real device, site, command).
 // Property: never Internal, Unknown or Unavailable (a recovered panic is
