@@ -15,9 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/encoding"
-	grpcproto "google.golang.org/grpc/encoding/proto"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/test/bufconn"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
@@ -25,6 +22,7 @@ import (
 	"github.com/ironlink/ironlink/hub/fleet"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/grpcraw"
 	"github.com/ironlink/ironlink/internal/pgtest"
 )
 
@@ -120,7 +118,7 @@ func newTestHub(tb testing.TB) *testHub {
 	cc, err := grpc.NewClient("passthrough:///hub",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallSendMsgSize(8<<20)))
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpcraw.Codec{}), grpc.MaxCallSendMsgSize(8<<20)))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -134,20 +132,6 @@ func newTestHub(tb testing.TB) *testHub {
 // into out.
 func (h *testHub) Raw(ctx context.Context, method string, body []byte, out any) error {
 	return h.Conn.Invoke(ctx, method, &body, out)
-}
-
-// rawCodec sends a *[]byte request unchanged and everything else as proto.
-type rawCodec struct{}
-
-func (rawCodec) Name() string { return grpcproto.Name }
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if b, ok := v.(*[]byte); ok {
-		return mem.BufferSlice{mem.SliceBuffer(*b)}, nil
-	}
-	return encoding.GetCodecV2(grpcproto.Name).Marshal(v)
-}
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	return encoding.GetCodecV2(grpcproto.Name).Unmarshal(data, v)
 }
 
 // tableChecksum is a signature of every table of the hub's schema: its

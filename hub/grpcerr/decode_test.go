@@ -11,11 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/encoding"
-	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -23,22 +20,8 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/internal/grpcraw"
 )
-
-// rawCodec sends a *[]byte as the request body unchanged (so a test can send
-// bytes the proto codec would refuse to marshal) and decodes replies as proto.
-type rawCodec struct{}
-
-func (rawCodec) Name() string { return grpcproto.Name }
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if b, ok := v.(*[]byte); ok {
-		return mem.BufferSlice{mem.SliceBuffer(*b)}, nil
-	}
-	return encoding.GetCodecV2(grpcproto.Name).Marshal(v)
-}
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	return encoding.GetCodecV2(grpcproto.Name).Unmarshal(data, v)
-}
 
 // fleetStub answers QuarantineDevice and records what reached it.
 type fleetStub struct {
@@ -82,7 +65,7 @@ func serve(t *testing.T, fleet *fleetStub, link *linkStub, opts ...grpc.ServerOp
 	cc, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpcraw.Codec{})))
 	if err != nil {
 		t.Fatal(err)
 	}

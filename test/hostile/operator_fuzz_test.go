@@ -9,9 +9,6 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/encoding"
-	grpcproto "google.golang.org/grpc/encoding/proto"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -19,26 +16,10 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/hub/store"
-	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/grpcraw"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/grpctest"
 )
-
-// rawCodec sends a *[]byte request unchanged (any bytes: the fuzzer's) and
-// everything else as proto.
-type rawCodec struct{}
-
-func (rawCodec) Name() string { return grpcproto.Name }
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if b, ok := v.(*[]byte); ok {
-		return mem.BufferSlice{mem.SliceBuffer(*b)}, nil
-	}
-	return encoding.GetCodecV2(grpcproto.Name).Marshal(v)
-}
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	return encoding.GetCodecV2(grpcproto.Name).Unmarshal(data, v)
-}
 
 // unaryMethods are the unary methods of the operator services a production
 // hub serves over the same chain (FleetService, BulkService,
@@ -73,34 +54,10 @@ func unaryMethods(tb testing.TB) []protoreflect.MethodDescriptor {
 //	go test ./test/hostile -run '^$' -fuzz '^FuzzOperatorRequest$' -fuzztime 60s
 func FuzzOperatorRequest(f *testing.F) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(f)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		f.Fatal(err)
-	}
-	ll := &longestLine{}
-	log := slog.New(slog.NewTextHandler(ll, nil))
-	st, err := store.Open(ctx, url, log)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(st.Close)
-	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", Replica: "r1", Capabilities: []string{"operations"}})
-	if err != nil {
-		f.Fatal(err)
-	}
-	now := time.Now().UTC()
-	dev := uuid.NewString()
-	if _, err := st.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{{DeviceID: dev, ObservedTime: now,
-		Facts: &store.Facts{Name: "node-1", ProvisionState: "manageable"}, Conditions: []condition.Condition{{Type: condition.Enrolled, Status: condition.True,
-			Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}}}}}); err != nil {
-		f.Fatal(err)
-	}
-	cmd, err := st.SetDesiredImpairment(ctx, dev, store.ImpairmentQuarantined, "ops", "fuzz", "operator-api")
-	if err != nil {
-		f.Fatal(err)
-	}
+	o := newOperatorSite(f, slog.LevelInfo)
+	url, st, dev, cmd, ll, log := o.url, o.st, o.dev, o.cmd, o.ll, o.log
 	h := grpctest.Start(f, st, grpctest.Options{NoAuth: true, Log: log})
-	cc := h.Dial(f, grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
+	cc := h.Dial(f, grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpcraw.Codec{})))
 	methods := unaryMethods(f)
 	plausible := map[string]string{"device_id": dev, "site": "site-a", "command_id": cmd.ID, "operation_id": uuid.NewString(),
 		"reason": "fuzz", "devices": dev, "device_ids": dev, "name": "node-1", "device": dev}

@@ -54,32 +54,8 @@ func (l *longestLine) Write(p []byte) (int, error) {
 // and no hub log line exceeds 4 KiB.
 func TestOperatorAPIBoundsEveryEcho(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	ll := &longestLine{}
-	log := slog.New(slog.NewTextHandler(ll, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	st, err := store.Open(ctx, url, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", Replica: "r1", Capabilities: []string{"operations"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC()
-	dev := uuid.NewString()
-	if _, err := st.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{{DeviceID: dev, ObservedTime: now,
-		Facts: &store.Facts{Name: "node-1"}, Conditions: []condition.Condition{{Type: condition.Enrolled, Status: condition.True, Reason: "Enrolled",
-			ObservedTime: now, LastTransitionTime: now}}}}}); err != nil {
-		t.Fatal(err)
-	}
-	cmd, err := st.SetDesiredImpairment(ctx, dev, store.ImpairmentQuarantined, "ops", "probe", "operator-api")
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := newOperatorSite(t, slog.LevelDebug)
+	st, dev, cmd, ll, log := o.st, o.dev, o.cmd, o.ll, o.log
 	h := grpctest.Start(t, st, grpctest.Options{NoAuth: true, Log: log})
 	cc := h.Dial(t, grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(16<<20)))
 
@@ -221,4 +197,47 @@ func setLeaf(m protoreflect.Message, f protoreflect.FieldDescriptor, v string) {
 		return
 	}
 	m.Set(f, protoreflect.ValueOfString(v))
+}
+
+// operatorSite is the hub state the operator-API probes start from: a
+// database migrated as in production (url) whose site-a (operations
+// capability) has one manageable device node-1 (dev), quarantined by cmd;
+// the store and the hub log to ll at level.
+type operatorSite struct {
+	url string
+	st  *store.Store
+	dev string
+	cmd store.Command
+	ll  *longestLine
+	log *slog.Logger
+}
+
+func newOperatorSite(tb testing.TB, level slog.Level) operatorSite {
+	tb.Helper()
+	ctx := context.Background()
+	o := operatorSite{url: pgtest.NewDatabase(tb), ll: &longestLine{}, dev: uuid.NewString()}
+	if _, err := store.Migrate(ctx, o.url); err != nil {
+		tb.Fatal(err)
+	}
+	o.log = slog.New(slog.NewTextHandler(o.ll, &slog.HandlerOptions{Level: level}))
+	st, err := store.Open(ctx, o.url, o.log)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(st.Close)
+	o.st = st
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", Replica: "r1", Capabilities: []string{"operations"}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := st.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{{DeviceID: o.dev, ObservedTime: now,
+		Facts: &store.Facts{Name: "node-1", ProvisionState: "manageable"}, Conditions: []condition.Condition{{Type: condition.Enrolled, Status: condition.True,
+			Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}}}}}); err != nil {
+		tb.Fatal(err)
+	}
+	if o.cmd, err = st.SetDesiredImpairment(ctx, o.dev, store.ImpairmentQuarantined, "ops", "probe", "operator-api"); err != nil {
+		tb.Fatal(err)
+	}
+	return o
 }
