@@ -342,7 +342,7 @@ First define how to mint a short-lived operator token
   $G $A -d '{"ids":[1,2],"reason":"confirmed broken"}' $HUB ironlink.v1.PolicyService/ApprovePendingActions
   $G $A -d '{"device_id":"$device","kind":"DEVICE_HOLD_KIND_EXCLUSION","reason":"burn-in"}' $HUB ironlink.v1.PolicyService/SetDeviceHold
   curl -s http://${admins[0]}/metrics | grep ^ironlink_policy_
-  # operations (README "Operations"): enrol another node, list, make demo-new-1 available
+  # operations (README "Operations"): enrol another node, list, make demo-new-1 available in Ironic (it stays HELD TraitAbsent until you release it to customers)
   $G $A -d '{"kind":"OPERATION_KIND_ENROL","site":"demo","reason":"new node","nodes":[{"name":"demo-new-2","driver":"fake-hardware","resource_class":"gpu-h100","ports":[{"address":"52:54:00:0d:00:02","pxe_enabled":true}]}]}' $HUB ironlink.v1.OperationService/StartOperation
   $G $A -d '{"site":"demo"}' $HUB ironlink.v1.OperationService/ListOperations
   $cli op start provide demo-new-1 --site demo --reason "to customers" --wait
