@@ -29,7 +29,7 @@ func (f *bulkFlags) register(cmd *cobra.Command, verb string) {
 		"the matching devices are shown and confirmed first")
 	cmd.Flags().IntVar(&f.expected, "expected-count", 0, "with --selector: the number of devices you expect to match; the hub refuses, changing nothing, when it differs")
 	cmd.Flags().BoolVar(&f.yes, "yes", false, "with --selector: do not ask for confirmation")
-	cmd.Use += "\n  " + verb + " --selector SELECTOR --reason TEXT [--expected-count N] [--yes]"
+	cmd.Use += "\n  ironlink " + verb + " --selector SELECTOR --reason TEXT [--expected-count N] [--yes]"
 	cmd.Example += fmt.Sprintf(`
   # every faulted device of site-b whose Ironic fault is a power failure
   ironlink %s --selector 'site=site-b,status=faulted,reason=PowerFailure' --reason "PDU swap"

@@ -231,8 +231,12 @@ func policyOrOperationLine(e *ironlinkv1.FleetEvent) string {
 		if d.GetRule() != "" {
 			rule = " rule " + d.GetRule()
 		}
+		from := d.GetFromStatus()
+		if from == "" {
+			from = "(new)" // the device's first status
+		}
 		line := fmt.Sprintf("decision %s/%s  %s (%s)%s: %s -> %s", d.GetSite(), name,
-			wire.EnumName(d.GetAction(), "POLICY_ACTION_"), d.GetReason(), rule, d.GetFromStatus(), d.GetToStatus())
+			wire.EnumName(d.GetAction(), "POLICY_ACTION_"), d.GetReason(), rule, from, d.GetToStatus())
 		if d.GetDetail() != "" {
 			line += ", " + truncate(d.GetDetail(), 100)
 		}

@@ -196,6 +196,9 @@ func Decide(in Input) Decision {
 		return skip(ReasonExcluded, "excluded from automation by %s: %s", e.Author, e.Reason)
 	}
 	if !slices.Contains(OfferedStatuses, t.From) {
+		if t.From == "" { // the device's first status: it never was offered
+			return skip(ReasonNotOffered, "first seen %s: it was never offered to customers", t.To)
+		}
 		return skip(ReasonNotOffered, "previous status %s was not offered to customers", t.From)
 	}
 	rule, ok := matchRule(p.Rules, t)

@@ -206,6 +206,17 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// A device's first status has no previous one: the detail says it was never
+// offered rather than quoting an empty status.
+func TestDecideFirstStatusIsNeverOffered(t *testing.T) {
+	in := Input{Policy: basePolicy(), Trigger: faulted(), Site: site(100, nil), Now: t0}
+	in.Trigger.From = ""
+	d := Decide(in)
+	if d.Action != ActionSkip || d.Reason != ReasonNotOffered || d.Detail != "first seen FAULTED: it was never offered to customers" {
+		t.Fatalf("Decide = %s %s %q; want SKIP %s, detail naming the first status", d.Action, d.Reason, d.Detail, ReasonNotOffered)
+	}
+}
+
 func TestDecideRelease(t *testing.T) {
 	p := basePolicy()
 	q := func(st status.Status, cleared time.Time, rule string) Quarantine {

@@ -183,8 +183,8 @@ func (s *Store) GetDeviceAsOf(ctx context.Context, id string, asOf time.Time) (D
 		var name string
 		var first time.Time
 		if err := s.pool.QueryRow(ctx, `SELECT COALESCE(NULLIF(name, ''), id::text), first_seen_at FROM devices WHERE id = $1`, id).Scan(&name, &first); err == nil {
-			return Device{}, fmt.Errorf("device %s as of %s: %w: the hub first heard of it at %s; its history starts there",
-				name, asOf.UTC().Format(time.RFC3339), ErrNotFound, first.UTC().Format(time.RFC3339))
+			return Device{}, fmt.Errorf("device %s as of %s: %w: the hub first heard of it %s later, at %s; its history starts there",
+				name, asOf.UTC().Format(time.RFC3339), ErrNotFound, first.Sub(asOf).Round(time.Millisecond), first.UTC().Format(time.RFC3339Nano))
 		}
 		return Device{}, fmt.Errorf("device %s as of %s: %w", id, asOf.UTC().Format(time.RFC3339), ErrNotFound)
 	}
