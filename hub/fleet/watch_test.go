@@ -282,17 +282,7 @@ func TestWatchFleetFilters(t *testing.T) {
 			// polls) to see that nothing else does.
 			var got []*ironlinkv1.WatchFleetResponse
 			var quiet <-chan time.Time
-			msgs := make(chan *ironlinkv1.WatchFleetResponse)
-			go func() {
-				defer close(msgs)
-				for {
-					m, err := s.Recv()
-					if err != nil {
-						return
-					}
-					msgs <- m
-				}
-			}()
+			msgs := pump(s)
 			if tc.want == 0 {
 				quiet = time.After(1500 * time.Millisecond)
 			}
@@ -374,17 +364,7 @@ func collectEvents(t *testing.T, c ironlinkv1.FleetServiceClient, req *ironlinkv
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := make(chan *ironlinkv1.WatchFleetResponse)
-	go func() {
-		defer close(msgs)
-		for {
-			m, err := s.Recv()
-			if err != nil {
-				return
-			}
-			msgs <- m
-		}
-	}()
+	msgs := pump(s)
 	var got []*ironlinkv1.FleetEvent
 	var quiet <-chan time.Time
 	if want == 0 {
@@ -490,4 +470,20 @@ func TestWatchFleetOperationAndPolicyKinds(t *testing.T) {
 	if got := collectEvents(t, r.fleet, &ironlinkv1.WatchFleetRequest{Cursor: head, Site: "site-a"}, 4); len(got) != 4 {
 		t.Errorf("site-a, all kinds: %d events, want 4: %v", len(got), got)
 	}
+}
+
+// pump delivers the stream's messages on a channel, closed when Recv fails.
+func pump(s ironlinkv1.FleetService_WatchFleetClient) <-chan *ironlinkv1.WatchFleetResponse {
+	msgs := make(chan *ironlinkv1.WatchFleetResponse)
+	go func() {
+		defer close(msgs)
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				return
+			}
+			msgs <- m
+		}
+	}()
+	return msgs
 }

@@ -23,28 +23,21 @@ func (s *Store) OpenLink(ctx context.Context, h LinkHello) (LinkSession, error) 
 	}
 	// prev is the row as it was before this statement (a CTE reads the
 	// statement's snapshot): the link this one replaces, if one was open.
-	var prevOpen *bool
-	var prevBoot, prevReplica *string
-	var prevAge *float64
+	var ageSeconds float64
 	err := s.pool.QueryRow(ctx, `
 		WITH prev AS (SELECT boot_id, link_replica, extract(epoch FROM now() - link_connected_at)::float8 AS age
-			FROM sites WHERE name = $1)
+			FROM sites WHERE name = $1 AND link_replica IS NOT NULL)
 		INSERT INTO sites (name, link_epoch, link_replica, link_connected_at, last_seen_at, boot_id, satellite_version, capabilities)
 		VALUES ($1, 1, $2, now(), now(), $3, $4, $5)
 		ON CONFLICT (name) DO UPDATE SET
 			link_epoch = sites.link_epoch + 1, link_replica = $2, link_connected_at = now(),
 			last_seen_at = now(), boot_id = $3, satellite_version = $4, capabilities = $5
 		RETURNING link_epoch, last_sequence, last_batch_boot_id,
-			(SELECT link_replica IS NOT NULL FROM prev), (SELECT boot_id FROM prev),
-			(SELECT link_replica FROM prev), (SELECT age FROM prev)`,
+			EXISTS (SELECT FROM prev), COALESCE((SELECT boot_id FROM prev), ''),
+			COALESCE((SELECT link_replica FROM prev), ''), COALESCE((SELECT age FROM prev), 0)`,
 		h.Site, h.Replica, h.BootID, h.Version, caps).Scan(&sess.Epoch, &last, &sess.LastSequenceBootID,
-		&prevOpen, &prevBoot, &prevReplica, &prevAge)
-	if err == nil && prevOpen != nil && *prevOpen {
-		sess.Replaced = ReplacedLink{Open: true, BootID: deref(prevBoot), Replica: deref(prevReplica)}
-		if prevAge != nil {
-			sess.Replaced.Age = time.Duration(*prevAge * float64(time.Second))
-		}
-	}
+		&sess.Replaced.Open, &sess.Replaced.BootID, &sess.Replaced.Replica, &ageSeconds)
+	sess.Replaced.Age = time.Duration(ageSeconds * float64(time.Second))
 	if err != nil {
 		return LinkSession{}, fmt.Errorf("open link for site %q: %w", h.Site, err)
 	}
@@ -178,12 +171,4 @@ func (s *Store) recomputeDevices(ctx context.Context, tx pgx.Tx, ids []string, c
 		}
 	}
 	return written, nil
-}
-
-// deref is *p, or "" for nil.
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
 }
