@@ -27,4 +27,14 @@ export IRONLINK_TEST_DATABASE_URL=$url
 if [ -z "${IRONLINK_E2E_CLOUDS_YAML:-}" ] || [ -z "${IRONLINK_E2E_CLOUD:-}" ]; then
   echo ">> no real cloud named: the real-cloud tests will be skipped (set IRONLINK_E2E_CLOUDS_YAML and IRONLINK_E2E_CLOUD; README \"Testing against your own OpenStack\")" >&2
 fi
-go test -count=1 -timeout 30m "$@" ./...
+# The output is kept so that a failure is summarised at the end: CI shows
+# only the tail of a run, and with -v the failing test can be thousands of
+# lines above it.
+log=$(mktemp "${TMPDIR:-/tmp}/ironlink-test.XXXXXX.log")
+status=0
+go test -count=1 -timeout 30m "$@" ./... 2>&1 | tee "$log" || status=$?
+if [ "$status" -ne 0 ]; then
+  scripts/test-summary.sh "$log" >&2
+fi
+rm -f "$log"
+exit "$status"
