@@ -13,7 +13,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +27,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/pagetoken"
 	"github.com/ironlink/ironlink/hub/operations"
 	hubstatus "github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/hub/store"
@@ -170,11 +170,12 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 		}
 		f.Statuses = append(f.Statuses, hs)
 	}
-	if tok := req.GetPageToken(); tok != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(tok)
-		id, perr := uuid.ParseBytes(raw)
-		if err != nil || perr != nil {
-			return nil, grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, "page_token is malformed: pass next_page_token of the previous page unchanged")
+	if cur, err := pagetoken.Cursor(req, req.GetPageToken()); err != nil {
+		return nil, err
+	} else if cur != "" {
+		id, err := uuid.Parse(cur)
+		if err != nil {
+			return nil, grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, pagetoken.ErrMalformed.Error())
 		}
 		f.After = id.String()
 	}
@@ -195,7 +196,7 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 		return nil, err
 	}
 	if more {
-		resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(devs[len(devs)-1].ID))
+		resp.NextPageToken = pagetoken.Encode(req, devs[len(devs)-1].ID)
 	}
 	return resp, nil
 }
@@ -342,11 +343,12 @@ func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsR
 		}
 		f.States = append(f.States, cs)
 	}
-	if tok := req.GetPageToken(); tok != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(tok)
-		off, perr := strconv.Atoi(string(raw))
-		if err != nil || perr != nil || off < 0 {
-			return nil, grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, "page_token is malformed: pass next_page_token of the previous page unchanged")
+	if cur, err := pagetoken.Cursor(req, req.GetPageToken()); err != nil {
+		return nil, err
+	} else if cur != "" {
+		off, err := strconv.Atoi(cur)
+		if err != nil || off < 0 {
+			return nil, grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, pagetoken.ErrMalformed.Error())
 		}
 		f.Offset = off
 	}
@@ -364,7 +366,7 @@ func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsR
 		resp.Commands = append(resp.Commands, commandToProto(c))
 	}
 	if more {
-		resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(f.Offset + len(cmds))))
+		resp.NextPageToken = pagetoken.Encode(req, strconv.Itoa(f.Offset+len(cmds)))
 	}
 	return resp, nil
 }

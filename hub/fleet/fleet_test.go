@@ -14,6 +14,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/fleet"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
@@ -249,4 +250,86 @@ func TestSitesShowConditionsAndOrphansAreListable(t *testing.T) {
 	if err != nil || len(p1.GetDevices()) != 1 || p1.GetNextPageToken() != "" {
 		t.Fatalf("one page: %v next %q err %v", p1.GetDevices(), p1.GetNextPageToken(), err)
 	}
+}
+
+// TestPageTokenIsBoundToItsFilters pages through ListDevices and
+// ListCommands: a next_page_token continues the listing it came from (also
+// with another page_size, AIP-158), and is refused with InvalidArgument
+// naming page_token when sent with other filters, instead of continuing a
+// different listing from the wrong place.
+func TestPageTokenIsBoundToItsFilters(t *testing.T) {
+	ctx := context.Background()
+	st, _, first, log := newStoreWithDevice(t)
+	srv := fleet.NewServer(st, nil, log)
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", Replica: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	ids := []string{first}
+	for i := 0; i < 4; i++ {
+		id := uuid.NewString()
+		ids = append(ids, id)
+		if _, err := st.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: uint64(2 + i), Devices: []store.DeviceUpdate{{
+			DeviceID: id, ObservedTime: now,
+			Conditions: []condition.Condition{{Type: condition.Enrolled, Status: condition.True, Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}},
+		}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids[:3] {
+		if _, err := srv.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: id, Reason: "paging test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	p1, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: "site-a", PageSize: 2})
+	if err != nil || len(p1.GetDevices()) != 2 || p1.GetNextPageToken() == "" {
+		t.Fatalf("first page: %v next %q err %v", p1.GetDevices(), p1.GetNextPageToken(), err)
+	}
+	seen := map[string]bool{}
+	for _, d := range p1.GetDevices() {
+		seen[d.GetDeviceId()] = true
+	}
+	// Same filters, another page size: the rest of the listing.
+	p2, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: "site-a", PageSize: 10, PageToken: p1.GetNextPageToken()})
+	if err != nil || p2.GetNextPageToken() != "" {
+		t.Fatalf("second page: %v next %q err %v", p2.GetDevices(), p2.GetNextPageToken(), err)
+	}
+	for _, d := range p2.GetDevices() {
+		if seen[d.GetDeviceId()] {
+			t.Fatalf("device %s on both pages", d.GetDeviceId())
+		}
+		seen[d.GetDeviceId()] = true
+	}
+	if len(seen) != len(ids) {
+		t.Fatalf("two pages held %d devices, want %d", len(seen), len(ids))
+	}
+
+	refused := func(what string, err error) {
+		t.Helper()
+		if status.Code(err) != codes.InvalidArgument || len(grpcerr.Fields(err)) != 1 || grpcerr.Fields(err)[0] != "page_token" ||
+			!strings.Contains(status.Convert(err).Message(), "other filters") {
+			t.Fatalf("%s: %v, want InvalidArgument naming page_token and other filters", what, err)
+		}
+	}
+	_, err = srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: "site-a", PageSize: 2, PageToken: p1.GetNextPageToken(),
+		Statuses: []ironlinkv1.OperationalStatus{ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_QUARANTINED}})
+	refused("ListDevices with a status filter added", err)
+	_, err = srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{PageSize: 2, PageToken: p1.GetNextPageToken()})
+	refused("ListDevices without the site", err)
+
+	c1, err := srv.ListCommands(ctx, &ironlinkv1.ListCommandsRequest{Site: "site-a", PageSize: 2})
+	if err != nil || len(c1.GetCommands()) != 2 || c1.GetNextPageToken() == "" {
+		t.Fatalf("first page of commands: %v next %q err %v", c1.GetCommands(), c1.GetNextPageToken(), err)
+	}
+	c2, err := srv.ListCommands(ctx, &ironlinkv1.ListCommandsRequest{Site: "site-a", PageSize: 2, PageToken: c1.GetNextPageToken()})
+	if err != nil || len(c2.GetCommands()) != 1 || c2.GetNextPageToken() != "" {
+		t.Fatalf("second page of commands: %v next %q err %v", c2.GetCommands(), c2.GetNextPageToken(), err)
+	}
+	_, err = srv.ListCommands(ctx, &ironlinkv1.ListCommandsRequest{DeviceId: ids[0], PageSize: 2, PageToken: c1.GetNextPageToken()})
+	refused("ListCommands for one device with a site's token", err)
+	// A token of one RPC is not one of another.
+	_, err = srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: "site-a", PageSize: 2, PageToken: c1.GetNextPageToken()})
+	refused("ListDevices with a ListCommands token", err)
 }

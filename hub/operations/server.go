@@ -13,7 +13,6 @@ package operations
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,6 +28,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/pagetoken"
 	"github.com/ironlink/ironlink/hub/operations/vault"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/sitename"
@@ -452,8 +452,10 @@ func (s *Server) ListOperations(ctx context.Context, req *ironlinkv1.ListOperati
 		}
 		f.DeviceID = id
 	}
-	if tok := req.GetPageToken(); tok != "" {
-		t, id, err := decodeToken(tok)
+	if cur, err := pagetoken.Cursor(req, req.GetPageToken()); err != nil {
+		return nil, err
+	} else if cur != "" {
+		t, id, err := decodeCursor(cur)
 		if err != nil {
 			return nil, err
 		}
@@ -472,7 +474,7 @@ func (s *Server) ListOperations(ctx context.Context, req *ironlinkv1.ListOperati
 	if len(ops) > int(n) {
 		ops = ops[:n]
 		last := ops[len(ops)-1]
-		resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(last.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + last.ID))
+		resp.NextPageToken = pagetoken.Encode(req, last.CreatedAt.UTC().Format(time.RFC3339Nano)+"|"+last.ID)
 	}
 	for _, o := range ops {
 		resp.Operations = append(resp.Operations, ToProto(o))
@@ -480,13 +482,10 @@ func (s *Server) ListOperations(ctx context.Context, req *ironlinkv1.ListOperati
 	return resp, nil
 }
 
-func decodeToken(tok string) (time.Time, string, error) {
-	badTok := grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, "page_token is not one this server issued")
-	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil {
-		return time.Time{}, "", badTok
-	}
-	ts, id, ok := strings.Cut(string(b), "|")
+// decodeCursor is the created_at|id position of a ListOperations page token.
+func decodeCursor(cur string) (time.Time, string, error) {
+	badTok := grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, pagetoken.ErrMalformed.Error())
+	ts, id, ok := strings.Cut(cur, "|")
 	if !ok {
 		return time.Time{}, "", badTok
 	}

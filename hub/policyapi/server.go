@@ -9,7 +9,6 @@ package policyapi
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,12 +19,14 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/pagetoken"
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/sitename"
@@ -110,18 +111,21 @@ func checkSite(field, site string, required bool) error {
 	return nil
 }
 
-func encodeToken(id int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(id, 10)))
+// encodeToken is the page token after row id of the listing req asks for.
+func encodeToken(req proto.Message, id int64) string {
+	return pagetoken.Encode(req, strconv.FormatInt(id, 10))
 }
 
-func decodeToken(tok string) (int64, error) {
-	if tok == "" {
-		return 0, nil
+// decodeToken is the row id in req's page token, 0 for the first page, or
+// InvalidArgument (field page_token).
+func decodeToken(req proto.Message, tok string) (int64, error) {
+	cur, err := pagetoken.Cursor(req, tok)
+	if err != nil || cur == "" {
+		return 0, err
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(tok)
-	id, perr := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil || perr != nil || id <= 0 {
-		return 0, grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, "page_token is malformed: pass next_page_token of the previous page unchanged")
+	id, err := strconv.ParseInt(cur, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, pagetoken.ErrMalformed.Error())
 	}
 	return id, nil
 }
@@ -237,7 +241,7 @@ func (s *Server) ListPolicyDecisions(ctx context.Context, req *ironlinkv1.ListPo
 		t := true
 		f.DryRun = &t
 	}
-	if f.Before, err = decodeToken(req.GetPageToken()); err != nil {
+	if f.Before, err = decodeToken(req, req.GetPageToken()); err != nil {
 		return nil, err
 	}
 	ds, more, err := s.st.ListPolicyDecisions(ctx, f)
@@ -254,7 +258,7 @@ func (s *Server) ListPolicyDecisions(ctx context.Context, req *ironlinkv1.ListPo
 		resp.Decisions = append(resp.Decisions, DecisionToProto(d))
 	}
 	if more {
-		resp.NextPageToken = encodeToken(ds[len(ds)-1].ID)
+		resp.NextPageToken = encodeToken(req, ds[len(ds)-1].ID)
 	}
 	return resp, nil
 }
@@ -320,7 +324,7 @@ func (s *Server) ListPendingActions(ctx context.Context, req *ironlinkv1.ListPen
 		}
 		f.States = append(f.States, name)
 	}
-	if f.After, err = decodeToken(req.GetPageToken()); err != nil {
+	if f.After, err = decodeToken(req, req.GetPageToken()); err != nil {
 		return nil, err
 	}
 	ps, more, err := s.st.ListPendingActions(ctx, f)
@@ -337,7 +341,7 @@ func (s *Server) ListPendingActions(ctx context.Context, req *ironlinkv1.ListPen
 		resp.Actions = append(resp.Actions, PendingToProto(p))
 	}
 	if more {
-		resp.NextPageToken = encodeToken(ps[len(ps)-1].ID)
+		resp.NextPageToken = encodeToken(req, ps[len(ps)-1].ID)
 	}
 	return resp, nil
 }

@@ -230,6 +230,11 @@ func TestGuardPendingApproveRelease(t *testing.T) {
 	if len(all) != 15 || page2.GetNextPageToken() != "" {
 		t.Fatalf("%d pending over two pages, want 15", len(all))
 	}
+	// The token continues only the listing it came from.
+	if _, err := h.policy.ListPendingActions(ctx, &ironlinkv1.ListPendingActionsRequest{PageSize: 10, PageToken: pend.GetNextPageToken(),
+		States: []ironlinkv1.PendingActionState{ironlinkv1.PendingActionState_PENDING_ACTION_STATE_APPROVED}}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("the token with other filters: %v, want InvalidArgument", err)
+	}
 	for _, p := range all {
 		if p.GetReason() != policy.ReasonHeldByGuard || p.GetRule() != "offered-faulted" || p.GetCauseReason() != "DeployFailed" ||
 			p.GetState() != ironlinkv1.PendingActionState_PENDING_ACTION_STATE_PENDING || p.GetDeviceName() == "" {
