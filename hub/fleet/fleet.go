@@ -27,8 +27,8 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
-	"github.com/ironlink/ironlink/hub/pagetoken"
 	"github.com/ironlink/ironlink/hub/operations"
+	"github.com/ironlink/ironlink/hub/pagetoken"
 	hubstatus "github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/sitename"
