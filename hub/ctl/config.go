@@ -11,6 +11,8 @@ import (
 	"slices"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ironlink/ironlink/internal/boundedread"
 )
 
 // Environment variables the CLI reads; flags win over them, and they win
@@ -111,7 +113,7 @@ func DefaultConfigPath(getenv func(string) string) (string, error) {
 // names.
 func LoadConfig(path string) (*Config, error) {
 	c := &Config{path: path}
-	b, err := os.ReadFile(path)
+	b, err := boundedread.File(path, boundedread.SmallLimit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
 	}

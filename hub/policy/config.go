@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -15,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ironlink/ironlink/hub/status"
+	"github.com/ironlink/ironlink/internal/boundedread"
 )
 
 // OfferedStatuses are the statuses of a device offered to customers: the
@@ -181,7 +181,7 @@ func Disabled() *File { return &File{Default: SitePolicy{Guard: DefaultGuard}} }
 // Load reads and validates the policy file at path (see Parse). Errors
 // start with the path.
 func Load(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := boundedread.File(path, boundedread.ConfigLimit)
 	if err != nil {
 		return nil, fmt.Errorf("read policy file: %w", err)
 	}

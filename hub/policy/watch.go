@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ironlink/ironlink/internal/boundedread"
 	"github.com/ironlink/ironlink/internal/filewatch"
 )
 
@@ -103,7 +104,7 @@ func (w *Watcher) read() ([]byte, stamp, error) {
 	if err != nil {
 		return nil, st, err
 	}
-	data, err := os.ReadFile(w.path)
+	data, err := boundedread.File(w.path, boundedread.ConfigLimit)
 	return data, st, err
 }
 

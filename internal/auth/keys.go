@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 
 	"github.com/go-jose/go-jose/v4"
+
+	"github.com/ironlink/ironlink/internal/boundedread"
 )
 
 // JWS algorithms ("alg", RFC 7518 §3.1 and RFC 8037 §3.1) ironlink signs and
@@ -141,7 +143,7 @@ func WritePrivateKeyPEM(path string, key crypto.Signer) error {
 // produces. The key must be one AlgorithmFor accepts. Errors name the file
 // but never include its contents.
 func LoadPrivateKey(path string) (crypto.Signer, error) {
-	data, err := os.ReadFile(path)
+	data, err := boundedread.File(path, boundedread.SmallLimit)
 	if err != nil {
 		return nil, fmt.Errorf("read private key: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -15,6 +14,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ironlink/ironlink/internal/boundedread"
 	"github.com/ironlink/ironlink/internal/sitename"
 )
 
@@ -179,7 +179,7 @@ type keyEntry struct {
 // LoadRoster reads and validates the roster file at path (see ParseRoster).
 // Errors start with the path.
 func LoadRoster(path string) (*Roster, error) {
-	data, err := os.ReadFile(path)
+	data, err := boundedread.File(path, boundedread.ConfigLimit)
 	if err != nil {
 		return nil, fmt.Errorf("read roster: %w", err)
 	}

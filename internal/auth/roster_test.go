@@ -193,6 +193,16 @@ func TestLoadRosterNamesFile(t *testing.T) {
 	}
 }
 
+// TestLoadRosterRefusesAnEndlessFile: a roster path pointing at the wrong
+// file (here one that never ends) is a clear error, not a hub that reads
+// until it runs out of memory.
+func TestLoadRosterRefusesAnEndlessFile(t *testing.T) {
+	_, err := LoadRoster("/dev/zero")
+	if err == nil || !strings.Contains(err.Error(), "/dev/zero") || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestRemoved(t *testing.T) {
 	old := mustRoster(t, siteA, siteB, opsConsole, opsReader)
 	lessScope := opsConsole

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ironlink/ironlink/internal/boundedread"
 	"github.com/ironlink/ironlink/internal/filewatch"
 )
 
@@ -106,7 +107,7 @@ func (w *RosterWatcher) read() ([]byte, fileStamp, error) {
 	if err != nil {
 		return nil, st, fmt.Errorf("read roster: %w", err)
 	}
-	data, err := os.ReadFile(w.path)
+	data, err := boundedread.File(w.path, boundedread.ConfigLimit)
 	if err != nil {
 		return nil, st, fmt.Errorf("read roster: %w", err)
 	}

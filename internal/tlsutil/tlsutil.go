@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/ironlink/ironlink/internal/boundedread"
 )
 
 // ReloadCheckInterval is the least time between two checks of the
@@ -87,7 +89,7 @@ func ClientConfig(caFile, certFile, keyFile, serverName string) (*tls.Config, er
 }
 
 func loadPool(file string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(file)
+	pem, err := boundedread.File(file, boundedread.SmallLimit)
 	if err != nil {
 		return nil, fmt.Errorf("read CA bundle: %w", err)
 	}
