@@ -118,10 +118,15 @@ policy:
         autoReleaseAfter: 30m
 EOP
 
+# The key that seals ENROL BMC credentials into the database (README
+# "Operations"), the same for every replica: whichever holds the site's link
+# delivers an enrolment any of them took.
+[ -s "$STATE/enrol.key" ] || (umask 077 && head -c 32 /dev/urandom | base64 >"$STATE/enrol.key")
+
 start_hub() { # name listen admin
   bin/ironlink-hub --database-url "$db" --listen "$2" --admin-addr "$3" --replica "$1" --stale-after 1m \
     --roster "$PKI/roster.yaml" --tls-cert "$PKI/server.pem" --tls-key "$PKI/server-key.pem" \
-    --policy-file "$STATE/policy.yaml" \
+    --policy-file "$STATE/policy.yaml" --enrol-key-file "$STATE/enrol.key" \
     --web-addr "unix:$STATE/web-$1.sock" --web-auth proxy >"$STATE/$1.log" 2>&1 &
   pids+=($!)
   echo $! >"$STATE/$1.pid"
@@ -236,23 +241,9 @@ fi
 # One operation end to end at start: enrol a node through the CLI and
 # follow it to manageable (README "Operations").
 printf '[{"name":"demo-new-1","driver":"fake-hardware","resourceClass":"gpu-h100","driverInfo":{"fake_bmc_password":"demo-secret"},"ports":[{"address":"52:54:00:0d:00:01","pxeEnabled":true}]}]\n' >"$STATE/enrol.json"
-# An ENROL's BMC credentials stay in the memory of the replica that takes the
-# request and go out only on that replica's link (README "Operations"): with
-# several replicas, send it to the one holding the site's link, not through
-# the load balancer.
-enrol_hub=()
-if [ "$replicas" != 1 ]; then
-  link_replica=""
-  for _ in $(seq 100); do
-    link_replica=$("$psql_bin" "$db" -Atqc "SELECT link_replica FROM sites WHERE name = 'demo' AND link_replica IS NOT NULL" 2>/dev/null || true)
-    [ -n "$link_replica" ] && break
-    sleep 0.2
-  done
-  case $link_replica in hub-[0-9]*) enrol_hub=(--hub "127.0.0.1:$((7070 + ${link_replica#hub-}))") ;; esac
-fi
 echo ">> enrolling node demo-new-1 through the hub (ironlink op start enrol ... --wait)"
 for _ in $(seq 50); do # until the satellite announced the operations capability
-  if out=$(bin/ironlink --config "$demo_cfg" "${enrol_hub[@]}" op start enrol --site demo --nodes "$STATE/enrol.json" --reason "demo: new node" --wait --timeout 60s 2>&1); then
+  if out=$(bin/ironlink --config "$demo_cfg" op start enrol --site demo --nodes "$STATE/enrol.json" --reason "demo: new node" --wait --timeout 60s 2>&1); then
     echo "$out"
     break
   fi

@@ -27,6 +27,7 @@ import (
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/link"
+	"github.com/ironlink/ironlink/hub/operations/vault"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/hub/throttle"
 	"github.com/ironlink/ironlink/hub/web"
@@ -107,6 +108,11 @@ type Config struct {
 	// PolicyInterval is how often the policy evaluator runs on the replica
 	// holding its advisory lock (default 1 s).
 	PolicyInterval time.Duration
+	// EnrolKeyFile is the key that seals ENROL BMC credentials into
+	// PostgreSQL (hub/operations/vault: 32 bytes, base64, the same file on
+	// every replica); "" keeps them in the memory of the replica that took
+	// the request, which serves one replica only.
+	EnrolKeyFile string
 }
 
 // Validate checks c and returns it with every unset setting filled from
@@ -235,6 +241,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
 	} else {
 		log.Warn("serving WITHOUT TLS (--plaintext): local development only")
+	}
+	if cfg.EnrolKeyFile != "" {
+		sl, err := vault.LoadSealer(cfg.EnrolKeyFile)
+		if err != nil {
+			return fmt.Errorf("--enrol-key-file: %w", err)
+		}
+		cfg.Link.Vault = vault.New(cfg.Replica, 0).WithSealer(sl)
+		log.Info("ENROL credentials are sealed into the database", "key_id", sl.KeyID())
+	} else {
+		log.Info("ENROL credentials stay in this replica's memory (no --enrol-key-file): with several replicas, an enrolment waits for the replica that took it")
 	}
 	linkSrv := link.NewServer(st, cfg.Link, log.With("component", "link"))
 	var watcher *auth.RosterWatcher

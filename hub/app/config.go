@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ironlink/ironlink/hub/link"
+	"github.com/ironlink/ironlink/hub/operations/vault"
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/hub/store"
@@ -75,7 +76,8 @@ func fill[T comparable](p *T, def T) {
 // Check runs Validate and then reads what the configuration points at
 // without serving or touching the database: the database URL parses, the
 // listen address is host:port, the roster loads (every entry checked, as at
-// a reload), the TLS certificate and key (and the client CA bundle) load.
+// a reload), the policy file and the enrolment key load, the TLS
+// certificate and key (and the client CA bundle) load.
 // It returns every problem found (errors.Join, one per line when printed),
 // or nil. It opens no connection: a database that is down is not reported.
 func Check(c Config) error {
@@ -97,6 +99,11 @@ func Check(c Config) error {
 	if c.PolicyFile != "" {
 		if _, perr := policy.Load(c.PolicyFile); perr != nil {
 			errs = append(errs, fmt.Errorf("--policy-file: %w", perr))
+		}
+	}
+	if c.EnrolKeyFile != "" {
+		if _, kerr := vault.LoadSealer(c.EnrolKeyFile); kerr != nil {
+			errs = append(errs, fmt.Errorf("--enrol-key-file: %w", kerr))
 		}
 	}
 	if !c.Plaintext && c.TLSCert != "" && c.TLSKey != "" {

@@ -493,10 +493,10 @@ func (a *app) newOpWatchCommand() *cobra.Command {
 	return cmd
 }
 
-// pendingEnrolHint explains an ENROL still PENDING at a --wait timeout: its
-// BMC credentials stay in the memory of the hub replica that took the
-// request, which alone can deliver it, on a link it holds (README
-// "Operations"). It names the replica holding the site's link now; "" when
+// pendingEnrolHint explains an ENROL still PENDING at a --wait timeout: on
+// hubs without --enrol-key-file its BMC credentials stay in the memory of
+// the hub replica that took the request, which alone can deliver it, on a
+// link it holds (README "Operations"). It names the replica holding the site's link now; "" when
 // no open operation is a pending enrolment.
 func (a *app) pendingEnrolHint(ctx context.Context, c *client, open []*ironlinkv1.Operation) string {
 	site := ""
@@ -519,6 +519,8 @@ func (a *app) pendingEnrolHint(ctx context.Context, c *client, open []*ironlinkv
 			}
 		}
 	}
-	return fmt.Sprintf(".\nA PENDING enrolment with BMC credentials goes out only on a site link held by the hub replica that took the request (it keeps them in memory, never in the database); %s. "+
-		"Behind a load balancer the request may have reached another replica: cancel it (`ironlink op cancel ID --reason ...`) and start it against the link's replica with --hub, or wait for the link to move", where)
+	return fmt.Sprintf(".\nA hub without --enrol-key-file keeps an enrolment's BMC credentials in the memory of the replica that took the request, "+
+		"and the enrolment goes out only on a site link that replica holds; %s. "+
+		"Behind a load balancer the request may have reached another replica: cancel it (`ironlink op cancel ID --reason ...`) and start it against the link's replica with --hub, or wait for the link to move. "+
+		"With several replicas, give them all the same --enrol-key-file (README \"Operations\") so that any of them delivers it", where)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -132,6 +133,26 @@ func (l *linkLoop) deliverOperation(ctx context.Context, op store.Operation) *ir
 		case op.SecretHolder == "" || op.DeviceID != "":
 			// No credentials were given, or the node exists: the satellite
 			// takes it over by name without them.
+		case len(op.SealedDriverInfo) > 0:
+			sl := v.Sealer()
+			if sl == nil {
+				if time.Since(op.CreatedAt) <= v.TTL() {
+					l.log.Debug("enrolment sealed with a key this replica lacks (--enrol-key-file): left for a replica that has it",
+						"operation_id", op.ID, "holder", op.SecretHolder)
+					return nil
+				}
+				l.failOperation(ctx, op, fmt.Sprintf("the BMC credentials (driver_info) of this enrolment are sealed with key %s, and the replica holding the link "+
+					"has no --enrol-key-file: give every replica the same key, then start the enrolment again", strings.TrimPrefix(op.SecretHolder, vault.SealedHolderPrefix)),
+					FailureCredentialsUnavailable)
+				return nil
+			}
+			info, err := sl.Open(op.ID, op.SealedDriverInfo)
+			if err != nil {
+				l.failOperation(ctx, op, fmt.Sprintf("the BMC credentials (driver_info) of this enrolment cannot be opened: %v; "+
+					"give every replica the same --enrol-key-file, then start the enrolment again", err), FailureCredentialsUnavailable)
+				return nil
+			}
+			node.DriverInfo = info
 		case op.SecretHolder == v.Holder() || v.SameReplica(op.SecretHolder) || time.Since(op.CreatedAt) > v.TTL():
 			l.failOperation(ctx, op, fmt.Sprintf("the BMC credentials (driver_info) of this enrolment were kept only in the memory of hub replica process %s, "+
 				"which restarted or dropped them (kept at most %s) before the node was created; start the enrolment again", op.SecretHolder, v.TTL()), FailureCredentialsUnavailable)

@@ -2,8 +2,10 @@ package link_test
 
 import (
 	"context"
+	"crypto/rand"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/link"
+	"github.com/ironlink/ironlink/hub/operations/vault"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
@@ -23,6 +26,14 @@ import (
 // (manageable) registered; it returns the hub, the operator API and the
 // device id.
 func opsHub(t *testing.T, resend time.Duration) (*grpctest.Hub, ironlinkv1.OperationServiceClient, string) {
+	t.Helper()
+	h, api, dev, _ := opsHubWith(t, resend, nil)
+	return h, api, dev
+}
+
+// opsHubWith is opsHub with the credential vault v (nil: the link
+// server's default, memory mode); it also returns the database URL.
+func opsHubWith(t *testing.T, resend time.Duration, v *vault.Vault) (*grpctest.Hub, ironlinkv1.OperationServiceClient, string, string) {
 	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
@@ -46,8 +57,8 @@ func opsHub(t *testing.T, resend time.Duration) (*grpctest.Hub, ironlinkv1.Opera
 		t.Fatal(err)
 	}
 	h := grpctest.Start(t, st, grpctest.Options{Link: link.Config{CommandSweep: 100 * time.Millisecond, HeartbeatInterval: time.Hour,
-		Operations: store.OperationDelivery{PerSiteLimit: 5, ResendAfter: resend, MaxResendAfter: resend}}})
-	return h, ironlinkv1.NewOperationServiceClient(h.Operator(t, "ops-admin")), dev
+		Operations: store.OperationDelivery{PerSiteLimit: 5, ResendAfter: resend, MaxResendAfter: resend}, Vault: v}})
+	return h, ironlinkv1.NewOperationServiceClient(h.Operator(t, "ops-admin")), dev, url
 }
 
 // satellite opens a scripted link of site-a announcing caps.
@@ -293,5 +304,100 @@ func TestEnrolWhoseCredentialsAreGoneFails(t *testing.T) {
 	}
 	if o := waitState(t, api, elsewhere, ironlinkv1.OperationState_OPERATION_STATE_PENDING); o.GetAttempts() != 0 {
 		t.Fatalf("held elsewhere: %v", o)
+	}
+}
+
+// TestSealedEnrolIsDeliveredByAnyReplica runs the sealed mode (the hub's
+// --enrol-key-file): the BMC credentials are stored only sealed, an
+// enrolment another replica took is delivered by the one holding the link
+// with them, the sealed value is gone once the node exists, and an
+// enrolment sealed with another key ends FAILED CredentialsUnavailable
+// naming the keys, never sent without its credentials.
+func TestSealedEnrolIsDeliveredByAnyReplica(t *testing.T) {
+	key := make([]byte, vault.KeySize)
+	_, _ = rand.Read(key)
+	sl, err := vault.NewSealer(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, api, _, url := opsHubWith(t, time.Hour, vault.New("r1", 0).WithSealer(sl))
+	ctx := context.Background()
+
+	// Through this replica's API: stored sealed, nothing in clear.
+	resp, err := api.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_ENROL, Site: "site-a", Reason: "rack 4",
+		Nodes: []*ironlinkv1.NodeSpec{{Name: "r4-n1", Driver: "ipmi", DriverInfo: map[string]string{"ipmi_address": "10.4.0.1", "ipmi_password": "hunter4"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	here := resp.Operations[0].GetOperationId()
+	if n := pgtest.Count(t, url, `SELECT count(*) FROM operations WHERE sealed_driver_info IS NOT NULL AND secret_holder = '`+sl.Holder()+`'`); n != 1 {
+		t.Fatalf("%d sealed operations after StartOperation, want 1", n)
+	}
+	if n := pgtest.Count(t, url, `SELECT count(*) FROM operations WHERE position('hunter4'::bytea in coalesce(sealed_driver_info, ''::bytea)) > 0 OR node::text LIKE '%hunter4%'`); n != 0 {
+		t.Fatal("the BMC password is stored in clear")
+	}
+	// As another replica would have stored it (its own process, same key).
+	other := uuid.NewString()
+	sealed, err := sl.Seal(other, map[string]string{"ipmi_address": "10.4.0.2", "ipmi_password": "elsewhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongKey, _ := vault.NewSealer(make([]byte, vault.KeySize))
+	foreign := uuid.NewString()
+	foreignSealed, _ := wrongKey.Seal(foreign, map[string]string{"ipmi_password": "x"})
+	for _, o := range []store.NewOperation{
+		{ID: other, Site: "site-a", DeviceName: "r4-n2", Kind: store.KindEnrol, Actor: "op", Reason: "x",
+			Node: []byte(`{"name":"r4-n2","driver":"ipmi","driverInfo":{"ipmi_address":"***","ipmi_password":"***"}}`), SecretHolder: sl.Holder(), SealedDriverInfo: sealed},
+		{ID: foreign, Site: "site-a", DeviceName: "r4-n3", Kind: store.KindEnrol, Actor: "op", Reason: "x",
+			Node: []byte(`{"name":"r4-n3","driver":"ipmi","driverInfo":{"ipmi_password":"***"}}`), SecretHolder: wrongKey.Holder(), SealedDriverInfo: foreignSealed},
+	} {
+		if _, _, err := h.Store.CreateOperations(ctx, []store.NewOperation{o}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	sat := satellite(t, h, "operations")
+	got := map[string]*ironlinkv1.OperationRequest{}
+	for len(got) < 2 {
+		req := nextOperation(t, sat, 5*time.Second)
+		if req == nil {
+			t.Fatalf("delivered %d enrolments, want 2 (%v)", len(got), got)
+		}
+		got[req.GetOperationId()] = req
+	}
+	if r := got[here]; r == nil || r.GetNode().GetDriverInfo()["ipmi_password"] != "hunter4" {
+		t.Fatalf("enrolment taken here delivered as %v, want the real driver_info", r)
+	}
+	if r := got[other]; r == nil || r.GetNode().GetDriverInfo()["ipmi_password"] != "elsewhere" || r.GetNode().GetDriverInfo()["ipmi_address"] != "10.4.0.2" {
+		t.Fatalf("enrolment another replica took delivered as %v, want the real driver_info", r)
+	}
+	o := waitState(t, api, foreign, ironlinkv1.OperationState_OPERATION_STATE_FAILED)
+	if o.GetAttempts() != 0 ||
+		!strings.Contains(o.GetLastError(), wrongKey.KeyID()) || !strings.Contains(o.GetLastError(), sl.KeyID()) {
+		t.Fatalf("enrolment sealed with another key: %v", o)
+	}
+
+	// The node exists: the sealed value is dropped at once.
+	if err := sat.Send(progress(&ironlinkv1.OperationProgress{OperationId: other, Attempt: 1, State: ironlinkv1.OperationState_OPERATION_STATE_RUNNING,
+		DeviceId: uuid.NewString(), ProvisionState: "enroll"})); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n := pgtest.Count(t, url, `SELECT count(*) FROM operations WHERE sealed_driver_info IS NOT NULL`)
+		if n == 1 { // only the enrolment taken here, not yet reported
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d sealed values after the node exists and one failed, want 1", n)
+		}
+	}
+	// The other ends without a node (the BMC refused): dropped too.
+	if err := sat.Send(progress(&ironlinkv1.OperationProgress{OperationId: here, Attempt: 1, State: ironlinkv1.OperationState_OPERATION_STATE_FAILED,
+		Error: "BMC 10.4.0.1 refused the credentials"})); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, here, ironlinkv1.OperationState_OPERATION_STATE_FAILED)
+	if n := pgtest.Count(t, url, `SELECT count(*) FROM operations WHERE sealed_driver_info IS NOT NULL`); n != 0 {
+		t.Fatalf("%d sealed values once every enrolment ended or has its node, want 0", n)
 	}
 }

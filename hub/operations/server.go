@@ -90,8 +90,9 @@ type ActorFunc func(ctx context.Context) string
 
 // Config wires a Server.
 type Config struct {
-	// Vault keeps ENROL credentials in memory; shared with the link server
-	// of the same process (required).
+	// Vault keeps ENROL credentials (in memory, or sealed into the
+	// operation row: the vault package doc); shared with the link server of
+	// the same process (required).
 	Vault *vault.Vault
 	// Actor names the caller (nil: "anonymous").
 	Actor ActorFunc
@@ -265,7 +266,8 @@ func (s *Server) StartOperation(ctx context.Context, req *ironlinkv1.StartOperat
 		if err := caps.check(ctx, site); err != nil {
 			return nil, err
 		}
-		if !s.cfg.Vault.Room(len(req.GetNodes())) {
+		sealer := s.cfg.Vault.Sealer()
+		if sealer == nil && !s.cfg.Vault.Room(len(req.GetNodes())) {
 			return nil, grpcerr.New(codes.ResourceExhausted, ReasonVaultFull, "too many enrolments wait for delivery on this hub replica; retry later")
 		}
 		for _, n := range req.GetNodes() {
@@ -275,7 +277,15 @@ func (s *Server) StartOperation(ctx context.Context, req *ironlinkv1.StartOperat
 			}
 			op := store.NewOperation{ID: uuid.NewString(), Site: site, DeviceName: n.GetName(), Kind: kind, Node: node, Params: params,
 				Actor: actor, Reason: reason, Source: source}
-			if len(n.GetDriverInfo()) > 0 {
+			switch {
+			case len(n.GetDriverInfo()) == 0:
+			case sealer != nil: // any replica with the key delivers it
+				if op.SealedDriverInfo, err = sealer.Seal(op.ID, n.GetDriverInfo()); err != nil {
+					s.log.Error("seal driver_info", "err", err)
+					return nil, status.Error(codes.Internal, "cannot seal the BMC credentials")
+				}
+				op.SecretHolder = sealer.Holder()
+			default: // in this process's memory until delivered
 				op.SecretHolder = s.cfg.Vault.Holder()
 				secrets[op.ID] = n.GetDriverInfo()
 			}

@@ -68,8 +68,13 @@ type NewOperation struct {
 	// starting point shown until the satellite reports.
 	ProvisionState string
 	// SecretHolder names the replica process keeping an ENROL's
-	// driver_info in memory ("" else).
+	// driver_info in memory, or the sealing key ("sealed:<key id>"); ""
+	// when the ENROL has no driver_info and for other kinds.
 	SecretHolder string
+	// SealedDriverInfo is an ENROL's driver_info sealed by
+	// hub/operations/vault.Sealer (sealed mode; nil else). Stored until the
+	// node exists or the operation ends (migrations/00017).
+	SealedDriverInfo []byte
 }
 
 // Operation is a stored operation.
@@ -90,16 +95,19 @@ type Operation struct {
 	CancelRequested           bool
 	CancelActor, CancelReason string
 	SecretHolder              string
-	TraceParent, TraceState   string
-	CreatedAt, UpdatedAt      time.Time
-	SentAt, ProgressAt        *time.Time
-	StartedAt, EndedAt        *time.Time
+	// SealedDriverInfo: see NewOperation; nil once the node exists (a
+	// DeviceID) or the operation ended.
+	SealedDriverInfo        []byte
+	TraceParent, TraceState string
+	CreatedAt, UpdatedAt    time.Time
+	SentAt, ProgressAt      *time.Time
+	StartedAt, EndedAt      *time.Time
 }
 
 const operationColumns = `id::text, group_id::text, site, coalesce(device_id::text, ''), device_name, kind,
 	coalesce(node, 'null'::jsonb), params, steps, state, actor, reason, source, forced, attempts, progress_attempt,
 	last_error, failure_reason, provision_state, server_id, cancel_requested, cancel_actor, cancel_reason,
-	secret_holder, traceparent, tracestate, created_at, updated_at, sent_at, progress_at, started_at, ended_at`
+	secret_holder, sealed_driver_info, traceparent, tracestate, created_at, updated_at, sent_at, progress_at, started_at, ended_at`
 
 func scanOperation(r pgx.Row) (Operation, error) {
 	var o Operation
@@ -108,7 +116,7 @@ func scanOperation(r pgx.Row) (Operation, error) {
 	err := r.Scan(&o.ID, &o.GroupID, &o.Site, &o.DeviceID, &o.DeviceName, &kind, &node, &params, &steps, &state,
 		&o.Actor, &o.Reason, &o.Source, &o.Forced, &o.Attempts, &o.ProgressAttempt, &o.LastError, &o.FailureReason,
 		&o.ProvisionState, &o.ServerID, &o.CancelRequested, &o.CancelActor, &o.CancelReason, &o.SecretHolder,
-		&o.TraceParent, &o.TraceState, &o.CreatedAt, &o.UpdatedAt, &o.SentAt, &o.ProgressAt, &o.StartedAt, &o.EndedAt)
+		&o.SealedDriverInfo, &o.TraceParent, &o.TraceState, &o.CreatedAt, &o.UpdatedAt, &o.SentAt, &o.ProgressAt, &o.StartedAt, &o.EndedAt)
 	if len(node) > 0 && string(node) != "null" {
 		o.Node = node
 	}
@@ -162,11 +170,11 @@ func (s *Store) CreateOperations(ctx context.Context, ops []NewOperation) (strin
 			}
 			o, err := scanOperation(tx.QueryRow(ctx, `
 				INSERT INTO operations (id, group_id, site, device_id, device_name, kind, node, params, actor, reason, source,
-					forced, provision_state, secret_holder, traceparent, tracestate)
-				VALUES ($16, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+					forced, provision_state, secret_holder, traceparent, tracestate, sealed_driver_info)
+				VALUES ($16, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $17)
 				RETURNING `+operationColumns,
 				group, n.Site, dev, n.DeviceName, string(n.Kind), node, params, n.Actor, n.Reason, n.Source,
-				n.Forced, n.ProvisionState, n.SecretHolder, tc.Get("traceparent"), tc.Get("tracestate"), n.ID))
+				n.Forced, n.ProvisionState, n.SecretHolder, tc.Get("traceparent"), tc.Get("tracestate"), n.ID, n.SealedDriverInfo))
 			if isUniqueViolation(err) {
 				target := n.DeviceID
 				if target == "" {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -265,7 +266,18 @@ func runOperationsSuite(t *testing.T, e *opsEnv) {
 	h.id = newIdentity(t, []string{site}, map[string][]string{
 		"ops-admin": {auth.ScopeOperationsRead, auth.ScopeOperationsWrite},
 	})
-	hubFlags := []string{"--operation-resend-after", "5s", "--operation-max-resend-after", "20s", "--heartbeat-interval", "1s", "--stale-after", "60s"}
+	// One enrolment key for both replicas: an ENROL either takes is
+	// delivered by the one holding the link (hub/operations/vault).
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "enrol.key")
+	if err := os.WriteFile(keyFile, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hubFlags := []string{"--operation-resend-after", "5s", "--operation-max-resend-after", "20s", "--heartbeat-interval", "1s", "--stale-after", "60s",
+		"--enrol-key-file", keyFile}
 	addrA, pa := startHub(t, h.db, h.id, append([]string{"--replica", "hub-a"}, hubFlags...)...)
 	addrB, _ := startHub(t, h.db, h.id, append([]string{"--replica", "hub-b"}, hubFlags...)...)
 	h.hubA = pa
@@ -328,14 +340,16 @@ func runOperationsSuite(t *testing.T, e *opsEnv) {
 	}
 	clean := &ironlinkv1.OperationParams{CleanSteps: []*ironlinkv1.CleanStep{e.goodStep}}
 
-	if !t.Run("enrol three nodes to manageable; the devices appear at the hub", func(t *testing.T) {
+	if !t.Run("enrol three nodes to manageable through the replica without the link; the devices appear at the hub", func(t *testing.T) {
 		mark := e.mark()
 		t0 := time.Now()
 		var specs []*ironlinkv1.NodeSpec
 		for i := range ids {
 			specs = append(specs, opsSpec(fmt.Sprintf("%s-%d", prefix, i), randMACAddr()))
 		}
-		started := start(t, h.opsA, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_ENROL, Nodes: specs})
+		// hub-b takes the request, hub-a holds the link: the credentials
+		// reach hub-a sealed in the database.
+		started := start(t, h.opsB, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_ENROL, Nodes: specs})
 		if len(started) != 3 || started[0].GetGroupId() == "" {
 			t.Fatalf("started %d operations (group %q), want 3 in one group", len(started), started[0].GetGroupId())
 		}
@@ -353,10 +367,15 @@ func runOperationsSuite(t *testing.T, e *opsEnv) {
 			}
 		}
 		t.Logf("MEASURE %s ENROL x3: %s, %d OpenStack requests", e.name, time.Since(t0).Round(time.Millisecond), e.opRequests(mark, ids[:]...))
-		var secret int
-		_ = harness.Pool(t, h.db).QueryRow(ctx, `SELECT count(*) FROM operations WHERE node::text LIKE '%s3cr3t%'`).Scan(&secret)
+		var secret, sealed int
+		_ = harness.Pool(t, h.db).QueryRow(ctx, `SELECT count(*) FROM operations WHERE node::text LIKE '%s3cr3t%'
+			OR position('s3cr3t'::bytea in coalesce(sealed_driver_info, ''::bytea)) > 0`).Scan(&secret)
 		if secret != 0 {
 			t.Errorf("%d stored operations hold the BMC secret", secret)
+		}
+		_ = harness.Pool(t, h.db).QueryRow(ctx, `SELECT count(*) FROM operations WHERE sealed_driver_info IS NOT NULL`).Scan(&sealed)
+		if sealed != 0 {
+			t.Errorf("%d enrolments keep their sealed credentials after the node exists", sealed)
 		}
 		for _, p := range []*harness.Proc{h.hubA, h.sat} {
 			if strings.Contains(p.Output(), "s3cr3t-") {

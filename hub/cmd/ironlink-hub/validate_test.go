@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"os"
 	"os/exec"
@@ -63,6 +64,14 @@ func TestValidateSubcommand(t *testing.T) {
 	if err := os.WriteFile(badRoster, []byte("satellites:\n  - clientId: ironlink-agent-a\n    site: b\n    keys: []\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	goodKey := filepath.Join(dir, "enrol.key")
+	if err := os.WriteFile(goodKey, []byte(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shortKey := filepath.Join(dir, "short.key")
+	if err := os.WriteFile(shortKey, []byte(base64.StdEncoding.EncodeToString([]byte("sixteen bytes!!!"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	db := "--database-url=postgres://postgres@127.0.0.1:5432/ironlink?sslmode=disable"
 	tls := []string{"--tls-cert", filepath.Join(pki, "server.pem"), "--tls-key", filepath.Join(pki, "server-key.pem")}
 	cases := []struct {
@@ -86,6 +95,9 @@ func TestValidateSubcommand(t *testing.T) {
 			wantStderr: []string{"keepalive min time 1m0s is above the keepalive time 30s"}},
 		{name: "bad database URL and listen address", args: []string{"--database-url", "postgres://[::1", "--listen", "nohostport", "--no-auth", "--plaintext"}, wantCode: 1,
 			wantStderr: []string{"invalid: --database-url", `invalid: --listen "nohostport"`}},
+		{name: "enrolment key", args: []string{db, "--no-auth", "--plaintext", "--enrol-key-file", goodKey}, wantStdout: "ironlink-hub: configuration OK\n"},
+		{name: "enrolment key of the wrong size", env: []string{"IRONLINK_HUB_ENROL_KEY_FILE=" + shortKey}, args: []string{db, "--no-auth", "--plaintext"}, wantCode: 1,
+			wantStderr: []string{"invalid: --enrol-key-file", shortKey, "16 bytes, want 32"}},
 		{name: "bad log level", args: []string{db, "--no-auth", "--plaintext", "--log-level", "loud"}, wantCode: 1, wantStderr: []string{`log level "loud"`}},
 		{name: "malformed duration in the environment", env: []string{"IRONLINK_HUB_STALE_AFTER=soon"}, args: []string{db, "--no-auth", "--plaintext"}, wantCode: 1,
 			wantStderr: []string{`IRONLINK_HUB_STALE_AFTER="soon"`}},

@@ -1,8 +1,17 @@
 // Package vault keeps the BMC credentials of ENROL operations (NodeSpec
-// driver_info values) in the memory of the hub replica process that took the
-// request, never in PostgreSQL or in logs (SPEC "Operations", issue 13).
+// driver_info values) until the satellite has created the node, never in
+// logs and never in clear in PostgreSQL (SPEC "Operations", issue 13). It
+// has two modes:
 //
-// The choice, and what it means across restarts: the operation row names
+// Sealed (a [Sealer], from the hub's --enrol-key-file, the same key on
+// every replica): the values are stored AES-256-GCM-sealed in the
+// operation row (sealed_driver_info), any replica holding the site's link
+// opens them, and a restart or failover before delivery loses nothing. The
+// database drops the sealed value as soon as the node exists (device_id
+// set) or the operation ends. This is the mode for several replicas.
+//
+// Memory (no key; one replica, the demo): the values live in the memory of
+// the replica process that took the request. The operation row names
 // its holder (Holder: replica name and a per-process id). The link that
 // delivers the operation reads the values from this process's vault; a link
 // on another replica leaves the operation PENDING for the holder until
@@ -35,9 +44,21 @@ type Vault struct {
 	ttl    time.Duration
 	now    func() time.Time
 
+	sealer *Sealer
+
 	mu      sync.Mutex
 	entries map[string]entry
 }
+
+// WithSealer switches v to sealed mode (see the package doc) and returns
+// it; call it before v is used.
+func (v *Vault) WithSealer(s *Sealer) *Vault {
+	v.sealer = s
+	return v
+}
+
+// Sealer returns the sealer of sealed mode, nil in memory mode.
+func (v *Vault) Sealer() *Sealer { return v.sealer }
 
 type entry struct {
 	info    map[string]string

@@ -1,0 +1,101 @@
+package vault
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func newKey(t *testing.T) []byte {
+	t.Helper()
+	k := make([]byte, KeySize)
+	if _, err := rand.Read(k); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestSealOpensOnlyForItsOperationAndKey(t *testing.T) {
+	key := newKey(t)
+	a, err := NewSealer(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := map[string]string{"ipmi_address": "10.1.0.9", "ipmi_password": "hunter2"}
+	sealed, err := a.Seal("op-1", info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(sealed, []byte("hunter2")) || bytes.Contains(sealed, []byte("ipmi_password")) {
+		t.Fatal("the sealed value holds the credentials in clear")
+	}
+	// Another replica with the same key opens it.
+	b, _ := NewSealer(key)
+	got, err := b.Open("op-1", sealed)
+	if err != nil || got["ipmi_password"] != "hunter2" || got["ipmi_address"] != "10.1.0.9" || len(got) != 2 {
+		t.Fatalf("Open = %v, %v", got, err)
+	}
+	if again, _ := a.Seal("op-1", info); bytes.Equal(again, sealed) {
+		t.Fatal("two seals of the same value are equal: the nonce is not fresh")
+	}
+
+	if _, err := b.Open("op-2", sealed); !errors.Is(err, ErrBrokenSeal) {
+		t.Fatalf("copied onto another operation: %v, want ErrBrokenSeal", err)
+	}
+	other, _ := NewSealer(newKey(t))
+	if _, err := other.Open("op-1", sealed); !errors.Is(err, ErrOtherKey) || !strings.Contains(err.Error(), a.KeyID()) || !strings.Contains(err.Error(), other.KeyID()) {
+		t.Fatalf("another key: %v, want ErrOtherKey naming both key ids", err)
+	}
+	for name, v := range map[string][]byte{
+		"empty":       nil,
+		"truncated":   sealed[:20],
+		"bit flipped": append(append([]byte{}, sealed[:len(sealed)-1]...), sealed[len(sealed)-1]^1),
+		"version 2":   append([]byte{2}, sealed[1:]...),
+	} {
+		if _, err := b.Open("op-1", v); !errors.Is(err, ErrBrokenSeal) {
+			t.Errorf("%s: %v, want ErrBrokenSeal", name, err)
+		}
+	}
+	if a.Holder() != SealedHolderPrefix+a.KeyID() || len(a.KeyID()) != 8 {
+		t.Fatalf("holder %q key id %q", a.Holder(), a.KeyID())
+	}
+}
+
+func TestLoadSealer(t *testing.T) {
+	dir := t.TempDir()
+	key := newKey(t)
+	good := filepath.Join(dir, "key")
+	if err := os.WriteFile(good, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadSealer(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := NewSealer(key)
+	if s.KeyID() != ref.KeyID() {
+		t.Fatalf("loaded key id %s, want %s", s.KeyID(), ref.KeyID())
+	}
+	short := filepath.Join(dir, "short")
+	_ = os.WriteFile(short, []byte(base64.StdEncoding.EncodeToString(key[:16])), 0o600)
+	raw := filepath.Join(dir, "raw")
+	_ = os.WriteFile(raw, []byte("not-base64-secret-value!"), 0o600)
+	for path, want := range map[string]string{
+		short:                         "16 bytes, want 32",
+		raw:                           "openssl rand -base64 32",
+		filepath.Join(dir, "missing"): "no such file",
+	} {
+		_, err := LoadSealer(path)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("LoadSealer(%s) = %v, want an error naming the file and %q", path, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret-value") {
+			t.Errorf("the error shows the file's contents: %v", err)
+		}
+	}
+}
