@@ -1060,7 +1060,9 @@ type ListDevicesRequest struct {
 	Statuses []OperationalStatus `protobuf:"varint,2,rep,packed,name=statuses,proto3,enum=ironlink.v1.OperationalStatus" json:"statuses,omitempty"`
 	// Maximum devices per page, 1-1000; 0 means 100.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// next_page_token of a previous response; empty for the first page.
+	// next_page_token of a previous response, sent with the same filters
+	// (page_size may differ; other filters are InvalidArgument); empty for the
+	// first page.
 	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Include devices marked removed.
 	IncludeRemoved bool `protobuf:"varint,5,opt,name=include_removed,json=includeRemoved,proto3" json:"include_removed,omitempty"`
@@ -2718,7 +2720,9 @@ type ListCommandsRequest struct {
 	States []CommandState `protobuf:"varint,3,rep,packed,name=states,proto3,enum=ironlink.v1.CommandState" json:"states,omitempty"`
 	// Maximum commands per page, 1-1000; 0 means 100.
 	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// next_page_token of a previous response; empty for the first page.
+	// next_page_token of a previous response, sent with the same filters
+	// (page_size may differ; other filters are InvalidArgument); empty for the
+	// first page.
 	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only commands of the device with this name (within site when site is
 	// set); give this or device_id, not both.

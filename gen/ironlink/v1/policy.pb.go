@@ -910,7 +910,9 @@ type ListPolicyDecisionsRequest struct {
 	DryRunOnly bool `protobuf:"varint,4,opt,name=dry_run_only,json=dryRunOnly,proto3" json:"dry_run_only,omitempty"`
 	// Page size, 1-1000; 0 means 100.
 	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// next_page_token of a previous response.
+	// next_page_token of a previous response, sent with the same filters
+	// (page_size may differ; other filters are InvalidArgument); empty for the
+	// first page.
 	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1251,7 +1253,9 @@ type ListPendingActionsRequest struct {
 	States []PendingActionState `protobuf:"varint,2,rep,packed,name=states,proto3,enum=ironlink.v1.PendingActionState" json:"states,omitempty"`
 	// Page size, 1-1000; 0 means 100.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// next_page_token of a previous response.
+	// next_page_token of a previous response, sent with the same filters
+	// (page_size may differ; other filters are InvalidArgument); empty for the
+	// first page.
 	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
