@@ -42,6 +42,9 @@ func (f *bulkFlags) args(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
 			return usageErrf("--selector and device arguments are exclusive: give one or the other")
 		}
+		if f.expected < 0 {
+			return usageErrf("--expected-count %d: give the number of devices you expect to match, 1 or more", f.expected)
+		}
 		return nil
 	}
 	if f.expected != 0 || f.yes {

@@ -46,6 +46,8 @@ func TestBulkCLI(t *testing.T) {
 	f.expect(r, ctl.ExitUsage, []string{fmt.Sprintf("%d devices match", n), site + "/" + want[0]}, []string{"Type yes", "not confirmed: nothing was changed"})
 	r = f.withStdin("", "quarantine", "--selector", selector, "--expected-count", fmt.Sprint(n+1), "--yes", "--reason", "x")
 	f.expect(r, ctl.ExitRefused, nil, []string{fmt.Sprintf("--expected-count %d, but the selector matches %d devices", n+1, n)})
+	r = f.withStdin("", "quarantine", "--selector", selector, "--expected-count", "-1", "--yes", "--reason", "x")
+	f.expect(r, ctl.ExitUsage, nil, []string{"--expected-count -1: give the number of devices you expect to match, 1 or more"})
 	r = f.withStdin("", "--context", "viewer", "quarantine", "--selector", selector, "--yes", "--reason", "x")
 	f.expect(r, ctl.ExitAuth, []string{fmt.Sprintf("%d devices match", n)}, []string{"operations:write"})
 	r = f.withStdin("", "quarantine", "--selector", "site="+site+",bogus=1", "--reason", "x")
