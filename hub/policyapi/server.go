@@ -511,8 +511,11 @@ func (s *Server) deviceRef(ctx context.Context, raw string, kind ironlinkv1.Devi
 		return "", "", grpcerr.InvalidArgument("device_id", grpcerr.ReasonNotUUID, "device_id "+textcheck.Quote(raw)+" is not a UUID")
 	}
 	k, ok := holdKinds[kind]
-	if !ok {
+	switch {
+	case !ok && kind == ironlinkv1.DeviceHoldKind_DEVICE_HOLD_KIND_UNSPECIFIED:
 		return "", "", grpcerr.InvalidArgument("kind", grpcerr.ReasonRequired, "kind is required: EXCLUSION or PLANNED_MAINTENANCE")
+	case !ok:
+		return "", "", grpcerr.InvalidArgument("kind", grpcerr.ReasonInvalidValue, fmt.Sprintf("kind %d is not a hold kind: EXCLUSION or PLANNED_MAINTENANCE", int32(kind)))
 	}
 	id := u.String()
 	site, err := s.st.DeviceSite(ctx, id)

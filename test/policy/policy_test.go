@@ -566,4 +566,9 @@ func TestSiteBoundOperator(t *testing.T) {
 			t.Errorf("bad input: %v, want InvalidArgument", err)
 		}
 	}
+	// A kind this hub does not know is named as such, not "required".
+	_, err = api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.ids[1], Kind: 999, Reason: "x"})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "kind 999 is not a hold kind") {
+		t.Errorf("hold of kind 999: %v, want InvalidArgument naming the kind", err)
+	}
 }
