@@ -17,6 +17,7 @@ import (
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/syncbuf"
@@ -366,6 +367,37 @@ func TestLifecycleEndsCarryReasons(t *testing.T) {
 	}
 	if code, reason := status.Code(err), grpcerr.Reason(err); code != codes.DeadlineExceeded || reason != grpcerr.ReasonHelloTimeout {
 		t.Fatalf("silent client: %v reason %q (%v), want DeadlineExceeded %s", code, reason, err, grpcerr.ReasonHelloTimeout)
+	}
+}
+
+// A satellite whose client leaves the roster (a reload, grpctest's Remove)
+// loses its open link at once, Unauthenticated CLIENT_REVOKED, while the
+// other site's link stays; a new link with the removed key is refused.
+func TestRosterRemovalRevokesTheLink(t *testing.T) {
+	st, _ := newStore(t)
+	r1 := startReplica(t, st, "r1")
+	gone := connect(t, r1, "site-a")
+	connect(t, r1, "site-b") // stays open
+	conn := r1.Satellite(t, "site-a") // dialled with the key before it is removed
+	r1.Remove(t, auth.SatelliteClientID("site-a"))
+	var err error
+	for err == nil {
+		_, err = gone.Recv()
+	}
+	if code, reason := status.Code(err), grpcerr.Reason(err); code != codes.Unauthenticated || reason != grpcerr.ReasonClientRevoked {
+		t.Fatalf("link of a removed client ended %v reason %q (%v), want Unauthenticated %s", code, reason, err, grpcerr.ReasonClientRevoked)
+	}
+	if n := r1.Link.Links(); n != 1 {
+		t.Fatalf("%d links open after the removal, want site-b's", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := ironlinkv1.NewLinkServiceClient(conn).Connect(ctx)
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("a new link with the removed client's key: %v, want Unauthenticated", err)
 	}
 }
 
