@@ -122,15 +122,16 @@ func TestOpCommands(t *testing.T) {
 	if code != ctl.ExitWaitTimeout {
 		t.Fatalf("--wait without a satellite: exit %d, want %d\n%s%s", code, ctl.ExitWaitTimeout, out, errs)
 	}
-	// An enrolment left PENDING: the timeout says why it may wait (its
-	// credentials stay on the replica that took it) and where the link is.
+	// An enrolment left PENDING: the timeout says why it may wait (without
+	// --enrol-key-file its credentials stay on the replica that took it),
+	// where the link is, and how to avoid it.
 	nodes := filepath.Join(t.TempDir(), "nodes.json")
 	if err := os.WriteFile(nodes, []byte(`[{"name":"new-1","driver":"fake-hardware","driverInfo":{"fake_bmc_password":"s"}}]`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, errs, code = run("op", "start", "enrol", "--site", "site-a", "--nodes", nodes, "--reason", "rack 9", "--wait", "--timeout", "300ms")
-	if code != ctl.ExitWaitTimeout || !strings.Contains(errs, "goes out only on a site link held by the hub replica that took the request") ||
-		!strings.Contains(errs, "the site's link is on replica r0") {
+	if code != ctl.ExitWaitTimeout || !strings.Contains(errs, "goes out only on a site link that replica holds") ||
+		!strings.Contains(errs, "the site's link is on replica r0") || !strings.Contains(errs, "give them all the same --enrol-key-file") {
 		t.Fatalf("pending enrolment at the timeout: exit %d\n%s%s", code, out, errs)
 	}
 }
