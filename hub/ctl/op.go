@@ -144,7 +144,7 @@ when one ends FAILED or CANCELLED, or (exit 7) when --timeout passes first.`,
 	f.StringVar(&reason, "reason", "", "why (required; kept with the operation)")
 	f.StringVar(&site, "site", "", "the site (required for enrol; narrows device names otherwise)")
 	f.StringVar(&nodesFile, "nodes", "", "enrol: JSON array of node specs (\"-\": stdin)")
-	f.BoolVar(&force, "force", false, "override the quarantine guard of provide, deploy, nova-create (recorded)")
+	f.BoolVar(&force, "force", false, "override the quarantine guard of provide, deploy, nova-create, and enrol's refusal of a name a node past manageable already has (recorded)")
 	f.StringSliceVar(&cleanSteps, "clean-step", nil, "clean: INTERFACE.STEP, repeatable, in order")
 	f.StringVar(&imageSource, "image-source", "", "deploy: instance_info.image_source (URL or Glance image id)")
 	f.StringVar(&imageChecksum, "image-checksum", "", "deploy: image checksum (required for an http(s) image)")

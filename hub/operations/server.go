@@ -60,7 +60,17 @@ const (
 	ReasonDeviceNameAmbiguous = "DEVICE_NAME_AMBIGUOUS"
 	// ReasonVaultFull: too many ENROL credentials held in memory; retry later.
 	ReasonVaultFull = "CREDENTIALS_STORE_FULL"
+	// ReasonNodeInUse: an ENROL names a node the site already has in a
+	// provision state past manageable (available, active, ...), without force.
+	ReasonNodeInUse = "NODE_IN_USE"
 )
+
+// enrolTakeoverStates are the provision states in which an ENROL takes an
+// existing node of its name over without force: the states an enrolment
+// itself passes through (a redelivery, or the same rack file sent again).
+// A node elsewhere (available, active, deploying, ...) is in use: adding
+// ports and traits to it from a rack file is refused unless forced.
+var enrolTakeoverStates = []string{"", "enroll", "verifying", "manageable"}
 
 // AbortableStates are the Ironic provision states "abort" works from
 // (OPENSTACK.md §1.2): a RUNNING operation can be cancelled only there.
@@ -270,13 +280,17 @@ func (s *Server) StartOperation(ctx context.Context, req *ironlinkv1.StartOperat
 		if sealer == nil && !s.cfg.Vault.Room(len(req.GetNodes())) {
 			return nil, grpcerr.New(codes.ResourceExhausted, ReasonVaultFull, "too many enrolments wait for delivery on this hub replica; retry later")
 		}
-		for _, n := range req.GetNodes() {
+		for i, n := range req.GetNodes() {
+			forced, err := s.checkEnrolTarget(ctx, fmt.Sprintf("nodes[%d]", i), site, n.GetName(), req.GetForce())
+			if err != nil {
+				return nil, err
+			}
 			node, err := marshal(RedactNode(n))
 			if err != nil { // validated above: cannot happen; no input echoed
 				return nil, status.Error(codes.Internal, "cannot encode the node spec")
 			}
 			op := store.NewOperation{ID: uuid.NewString(), Site: site, DeviceName: n.GetName(), Kind: kind, Node: node, Params: params,
-				Actor: actor, Reason: reason, Source: source}
+				Actor: actor, Reason: reason, Source: source, Forced: forced}
 			switch {
 			case len(n.GetDriverInfo()) == 0:
 			case sealer != nil: // any replica with the key delivers it
@@ -338,6 +352,38 @@ func (s *Server) StartOperation(ctx context.Context, req *ironlinkv1.StartOperat
 		}
 	}
 	return resp, nil
+}
+
+// checkEnrolTarget refuses an ENROL of name at site when the site already
+// has a live device of that name in a provision state past manageable (it
+// is in use: FailedPrecondition NODE_IN_USE naming the device and its
+// state), unless force; forced reports that force overrode it (recorded).
+// A name the hub does not know yet, or a node still being enrolled, passes:
+// the satellite takes such a node over by name.
+func (s *Server) checkEnrolTarget(ctx context.Context, field, site, name string, force bool) (forced bool, err error) {
+	refs, err := s.store.DevicesByName(ctx, name, site)
+	if err != nil {
+		return false, s.storeErr(err, "", "")
+	}
+	for _, r := range refs {
+		if r.Removed {
+			continue
+		}
+		d, err := s.store.GetDevice(ctx, r.ID)
+		if err != nil {
+			return false, s.storeErr(err, "device", r.ID)
+		}
+		ps := d.Facts.ProvisionState
+		if slices.Contains(enrolTakeoverStates, ps) {
+			continue
+		}
+		if !force {
+			return false, precondition(ReasonNodeInUse, fmt.Sprintf("%s: site %s already has a node named %s (device %s, %s): an ENROL takes over only a node in enroll, verifying or manageable; "+
+				"check the name, or set force to add its ports and traits to that node (recorded)", field, site, textcheck.Quote(name), r.ID, ps))
+		}
+		forced = true
+	}
+	return forced, nil
 }
 
 // deviceOperation checks one device target against the guards and returns

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -380,5 +381,40 @@ func TestScopes(t *testing.T) {
 	_, err := ro.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, Devices: []string{"a-manageable"}, Reason: "x"})
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("start with operations:read only: %v, want PermissionDenied", err)
+	}
+}
+
+// TestEnrolOfANodeInUseNeedsForce: an ENROL naming a node the site already
+// has past manageable (a typo in a rack file) is refused FailedPrecondition
+// NODE_IN_USE, naming the device and its state, and stores nothing; with
+// force it is accepted and recorded as forced. A node in manageable (the
+// same rack file sent again) and an unknown name pass as before.
+func TestEnrolOfANodeInUseNeedsForce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	enrol := func(name string, force bool) (*ironlinkv1.StartOperationResponse, error) {
+		return f.api.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_ENROL, Site: "site-a",
+			Nodes: []*ironlinkv1.NodeSpec{ipmiNode("fresh-node-1"), ipmiNode(name)}, Reason: "rack 7", Force: force})
+	}
+	before := f.checksums(t)
+	for _, name := range []string{"a-available", "a-active"} {
+		_, err := enrol(name, false)
+		msg := status.Convert(err).Message()
+		if status.Code(err) != codes.FailedPrecondition || grpcerr.Reason(err) != operations.ReasonNodeInUse ||
+			!strings.Contains(msg, "nodes[1]") || !strings.Contains(msg, f.devs[name]) || !strings.Contains(msg, "set force") {
+			t.Fatalf("ENROL of %s: %v, want FailedPrecondition %s naming nodes[1] and device %s", name, err, operations.ReasonNodeInUse, f.devs[name])
+		}
+	}
+	if after := f.checksums(t); !maps.Equal(before, after) {
+		t.Fatalf("a refused ENROL changed tables: %v -> %v", before, after)
+	}
+	r, err := enrol("a-manageable", false)
+	if err != nil || len(r.GetOperations()) != 2 || r.GetOperations()[1].GetForced() {
+		t.Fatalf("ENROL of a manageable node's name: %v %v, want accepted, not forced", r, err)
+	}
+	r, err = f.api.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_ENROL, Site: "site-a",
+		Nodes: []*ironlinkv1.NodeSpec{ipmiNode("a-available")}, Reason: "take it over on purpose", Force: true})
+	if err != nil || len(r.GetOperations()) != 1 || !r.GetOperations()[0].GetForced() {
+		t.Fatalf("forced ENROL of an available node's name: %v %v, want accepted and recorded as forced", r, err)
 	}
 }

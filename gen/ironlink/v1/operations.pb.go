@@ -1054,7 +1054,8 @@ type StartOperationRequest struct {
 	Params *OperationParams `protobuf:"bytes,5,opt,name=params,proto3" json:"params,omitempty"`
 	// Why; required, at most 1024 bytes.
 	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Override the quarantine guard (recorded on the operation).
+	// Override the quarantine guard, and for ENROL the in-use guard (a node
+	// of that name already past manageable); recorded on the operation.
 	Force         bool `protobuf:"varint,7,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -48,7 +48,9 @@ type OperationServiceClient interface {
 	// may not act on), FailedPrecondition (a quarantined device for PROVIDE,
 	// DEPLOY or NOVA_CREATE without force; a device already running an
 	// operation; a site whose satellite does not offer the "operations"
-	// capability; a device state the kind cannot start from, as last reported).
+	// capability; a device state the kind cannot start from, as last reported;
+	// an ENROL naming a node the site has past manageable, NODE_IN_USE,
+	// without force).
 	StartOperation(ctx context.Context, in *StartOperationRequest, opts ...grpc.CallOption) (*StartOperationResponse, error)
 	// GetOperation returns one operation with its steps. Errors:
 	// InvalidArgument (malformed id), NotFound.
@@ -158,7 +160,9 @@ type OperationServiceServer interface {
 	// may not act on), FailedPrecondition (a quarantined device for PROVIDE,
 	// DEPLOY or NOVA_CREATE without force; a device already running an
 	// operation; a site whose satellite does not offer the "operations"
-	// capability; a device state the kind cannot start from, as last reported).
+	// capability; a device state the kind cannot start from, as last reported;
+	// an ENROL naming a node the site has past manageable, NODE_IN_USE,
+	// without force).
 	StartOperation(context.Context, *StartOperationRequest) (*StartOperationResponse, error)
 	// GetOperation returns one operation with its steps. Errors:
 	// InvalidArgument (malformed id), NotFound.
