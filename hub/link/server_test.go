@@ -377,7 +377,7 @@ func TestRosterRemovalRevokesTheLink(t *testing.T) {
 	st, _ := newStore(t)
 	r1 := startReplica(t, st, "r1")
 	gone := connect(t, r1, "site-a")
-	connect(t, r1, "site-b") // stays open
+	connect(t, r1, "site-b")          // stays open
 	conn := r1.Satellite(t, "site-a") // dialled with the key before it is removed
 	r1.Remove(t, auth.SatelliteClientID("site-a"))
 	var err error
