@@ -161,9 +161,15 @@ fi
 # the secret token once, and names it demo-operator to the hub.
 WEB=${DEMO_WEB_ADDR:-127.0.0.1:7080}
 (umask 077; head -c 18 /dev/urandom | base64 | tr '+/' '-_' >"$STATE/web-token")
-web_hub=hub; [ "$replicas" = 1 ] || web_hub=hub-1
+# With several replicas it names every replica's view: the first that
+# answers serves (hub-1, else hub-2, ...), so the view outlives a killed one.
+web_upstreams=(--upstream "unix:$STATE/web-hub.sock")
+if [ "$replicas" != 1 ]; then
+  web_upstreams=()
+  for i in $(seq "$replicas"); do web_upstreams+=(--upstream "unix:$STATE/web-hub-$i.sock"); done
+fi
 echo ">> starting the fleet view's token proxy on $WEB (log: .demo/web-proxy.log)"
-bin/ironlink-hub web-proxy --listen "$WEB" --upstream "unix:$STATE/web-$web_hub.sock" --user demo-operator \
+bin/ironlink-hub web-proxy --listen "$WEB" "${web_upstreams[@]}" --user demo-operator \
   --token-file "$STATE/web-token" >"$STATE/web-proxy.log" 2>&1 &
 pids+=($!)
 

@@ -380,7 +380,8 @@ hub sends it again after a backoff) or SUPERSEDED (a newer command replaced it).
 }
 
 // maxNameLookups bounds the GetDevice calls `get commands` makes to show
-// device names; beyond it devices show as UUIDs.
+// device names; beyond it (a bulk request's commands) the names come from
+// listing the commands' sites instead, a page of listPageSize per call.
 const maxNameLookups = 50
 
 func (a *app) fetchCommands(ctx context.Context, ids []string, site, device, requestID string, states []ironlinkv1.CommandState, limit int) (*listing, error) {
@@ -447,20 +448,47 @@ func (a *app) fetchCommands(ctx context.Context, ids []string, site, device, req
 	return l, nil
 }
 
-// deviceNames maps the device ids of cmds to their names, with at most
-// maxNameLookups GetDevice calls; devices it cannot look up are left out.
+// deviceNames maps the commands' device ids to device names: one GetDevice
+// per device for up to maxNameLookups devices, else one listing (removed
+// devices included) of each site the commands belong to. A device it cannot
+// look up is left out (shown by its UUID).
 func (a *app) deviceNames(ctx context.Context, cmds []*ironlinkv1.OperatorCommand) map[string]string {
 	out := map[string]string{}
-	n := 0
+	want := map[string]bool{}
+	var sites []string
 	for _, cm := range cmds {
-		id := cm.GetDeviceId()
-		if _, ok := out[id]; ok || n >= maxNameLookups {
-			continue
+		if !want[cm.GetDeviceId()] {
+			want[cm.GetDeviceId()] = true
+			if !slices.Contains(sites, cm.GetSite()) {
+				sites = append(sites, cm.GetSite())
+			}
 		}
-		n++
+	}
+	if len(want) > maxNameLookups {
+		for _, site := range sites {
+			req := &ironlinkv1.ListDevicesRequest{Site: site, IncludeRemoved: true, PageSize: listPageSize}
+			for len(out) < len(want) {
+				cctx, cancel := a.cl.call(ctx)
+				page, err := a.cl.fleet.ListDevices(cctx, req)
+				cancel()
+				if err != nil {
+					break
+				}
+				for _, d := range page.GetDevices() {
+					if want[d.GetDeviceId()] {
+						out[d.GetDeviceId()] = d.GetName()
+					}
+				}
+				if req.PageToken = page.GetNextPageToken(); req.PageToken == "" {
+					break
+				}
+			}
+		}
+		return out
+	}
+	for id := range want {
 		r, err := a.cl.getDevice(ctx, deviceArg{id: id}, 1)
 		if err != nil {
-			out[id] = ""
 			continue
 		}
 		out[id] = r.GetDevice().GetName()

@@ -509,7 +509,7 @@ func (a *app) pendingEnrolHint(ctx context.Context, c *client, open []*ironlinkv
 	if site == "" {
 		return ""
 	}
-	where := "no replica holds the site's link now"
+	where := ""
 	cctx, cancel := c.call(ctx)
 	defer cancel()
 	if r, err := c.fleet.ListSites(cctx, &ironlinkv1.ListSitesRequest{}); err == nil {
@@ -518,6 +518,12 @@ func (a *app) pendingEnrolHint(ctx context.Context, c *client, open []*ironlinkv
 				where = "the site's link is on replica " + st.GetReplica()
 			}
 		}
+	}
+	if where == "" {
+		// The usual cause, whatever the hub's key: the satellite is away.
+		return fmt.Sprintf(".\nSite %s has no link to the hub now (its satellite is not connected: see `ironlink get sites`): "+
+			"the enrolment goes out when it links again, and `ironlink op watch ID` follows it. "+
+			"(A hub without --enrol-key-file delivers it only once the link is on the replica that took the request; README \"Operations\")", site)
 	}
 	return fmt.Sprintf(".\nA hub without --enrol-key-file keeps an enrolment's BMC credentials in the memory of the replica that took the request, "+
 		"and the enrolment goes out only on a site link that replica holds; %s. "+

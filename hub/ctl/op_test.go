@@ -134,4 +134,17 @@ func TestOpCommands(t *testing.T) {
 		!strings.Contains(errs, "the site's link is on replica r0") || !strings.Contains(errs, "give them all the same --enrol-key-file") {
 		t.Fatalf("pending enrolment at the timeout: exit %d\n%s%s", code, out, errs)
 	}
+	// Without a link (the satellite is away) that is what the timeout says
+	// first, whatever the hub's enrolment key.
+	if err := st.CloseLink(ctx, "site-a", sess.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	nodes2 := filepath.Join(t.TempDir(), "nodes2.json")
+	if err := os.WriteFile(nodes2, []byte(`[{"name":"new-2","driver":"fake-hardware","driverInfo":{"fake_bmc_password":"s"}}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = run("op", "start", "enrol", "--site", "site-a", "--nodes", nodes2, "--reason", "rack 9", "--wait", "--timeout", "300ms")
+	if code != ctl.ExitWaitTimeout || !strings.Contains(errs, "Site site-a has no link to the hub now (its satellite is not connected") {
+		t.Fatalf("pending enrolment without a link at the timeout: exit %d\n%s%s", code, out, errs)
+	}
 }

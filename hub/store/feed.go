@@ -363,7 +363,8 @@ func (s *Store) ReadFeed(ctx context.Context, after FeedCursor, f FeedFilter, li
 
 // ListenFeed LISTENs on FeedNotifyChannel over a connection taken out of
 // the pool (reconnecting after a second when it drops) and calls wake for
-// every notification, until ctx ends. Errors are logged, not returned.
+// every notification, until ctx ends. Errors are logged, not returned
+// (none once ctx has ended).
 func (s *Store) ListenFeed(ctx context.Context, wake func()) {
 	l := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
@@ -373,7 +374,12 @@ func (s *Store) ListenFeed(ctx context.Context, wake func()) {
 			}
 			return c.Hijack(), nil
 		},
-		LogError:       func(_ context.Context, err error) { s.log.Warn("feed listener", "err", err) },
+		LogError: func(_ context.Context, err error) {
+			if ctx.Err() != nil {
+				return // the last watcher left: not a failure
+			}
+			s.log.Warn("feed listener", "err", err)
+		},
 		ReconnectDelay: time.Second,
 	}
 	l.Handle(FeedNotifyChannel, pgxlisten.HandlerFunc(func(context.Context, *pgconn.Notification, *pgx.Conn) error {

@@ -27,6 +27,11 @@ const DemoProxyCookie = "ironlink_demo_token"
 type DemoProxy struct {
 	// Upstream is the fleet view: unix:PATH or http://host:port.
 	Upstream string
+	// Fallbacks are further fleet views (unix:PATH or http://host:port,
+	// other replicas': the view is stateless), tried in order for a new
+	// connection when Upstream does not accept one, so that the view
+	// outlives one replica.
+	Fallbacks []string
 	// User is the roster client id every authenticated request is forwarded as.
 	User string
 	// Token is the secret the browser must present (at least 16 bytes).
@@ -47,19 +52,40 @@ func (p *DemoProxy) Handler() (http.Handler, error) {
 	if header == "" {
 		header = DefaultUserHeader
 	}
+	type dest struct{ network, addr string }
+	var dests []dest
 	target := &url.URL{Scheme: "http", Host: "fleet-view"}
+	upstreams := append([]string{p.Upstream}, p.Fallbacks...)
+	for i, up := range upstreams {
+		if path, ok := strings.CutPrefix(up, "unix:"); ok {
+			dests = append(dests, dest{"unix", path})
+			continue
+		}
+		u, err := url.Parse(up)
+		if err != nil || u.Scheme != "http" || u.Host == "" || i > 0 && strings.Trim(u.Path, "/") != "" {
+			return nil, fmt.Errorf("demo proxy: upstream %q is neither unix:PATH nor http://host:port", up)
+		}
+		addr := u.Host
+		if u.Port() == "" {
+			addr = net.JoinHostPort(u.Hostname(), "80")
+		}
+		dests = append(dests, dest{"tcp", addr})
+		if i == 0 {
+			target.Path = u.Path
+		}
+	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	if path, ok := strings.CutPrefix(p.Upstream, "unix:"); ok {
-		transport.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
+	transport.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var errs []error
+		for _, d := range dests {
+			var dl net.Dialer
+			c, err := dl.DialContext(ctx, d.network, d.addr)
+			if err == nil {
+				return c, nil
+			}
+			errs = append(errs, err)
 		}
-	} else {
-		u, err := url.Parse(p.Upstream)
-		if err != nil || u.Scheme != "http" || u.Host == "" {
-			return nil, fmt.Errorf("demo proxy: upstream %q is neither unix:PATH nor http://host:port", p.Upstream)
-		}
-		target = u
+		return nil, errors.Join(errs...)
 	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -77,6 +103,10 @@ func (p *DemoProxy) Handler() (http.Handler, error) {
 			}
 		},
 		Transport: transport,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			http.Error(w, fmt.Sprintf("the fleet view does not answer at %s: is the hub running? (make demo: see .demo/hub*.log)\n%v",
+				strings.Join(upstreams, ", "), err), http.StatusBadGateway)
+		},
 	}
 	ok := func(s string) bool { return subtle.ConstantTimeCompare([]byte(s), []byte(p.Token)) == 1 }
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -166,3 +166,51 @@ func TestRunMTLS(t *testing.T) {
 		t.Fatalf("proxy header in mtls mode: %d, want 401", code)
 	}
 }
+
+// TestDemoProxyFallsBackToAnotherReplica: with DEMO_REPLICAS=2 the token
+// proxy names every replica's view; when the first replica is gone (its
+// socket left behind by kill -9, or removed) the next one serves, and when
+// none answers the 502 says where it looked and what to check.
+func TestDemoProxyFallsBackToAnotherReplica(t *testing.T) {
+	e := newEnv(t)
+	dir, err := os.MkdirTemp("", "ilweb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	dead := filepath.Join(dir, "web-hub-1.sock")
+	l, err := net.Listen("unix", dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close() // a socket file nobody listens on, as a killed hub leaves it
+	sock := filepath.Join(dir, "web-hub-2.sock")
+	runServer(t, e.server(t, Config{Addr: "unix:" + sock, Auth: AuthProxy}))
+	waitFor(t, func() error { _, err := os.Stat(sock); return err })
+	token := "0123456789abcdef-demo"
+	serve := func(p *DemoProxy) string {
+		h, err := p.Handler()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := freePort(t)
+		ps := &http.Server{Addr: addr, Handler: h}
+		go func() { _ = ps.ListenAndServe() }()
+		t.Cleanup(func() { ps.Close() })
+		waitFor(t, func() error { _, err := http.Get("http://" + addr + "/"); return err })
+		return "http://" + addr
+	}
+	cookie := map[string]string{"Cookie": DemoProxyCookie + "=" + token}
+	base := serve(&DemoProxy{Upstream: "unix:" + dead, Fallbacks: []string{"unix:" + filepath.Join(dir, "gone.sock"), "unix:" + sock}, User: "ops-read", Token: token})
+	if code, body := get(t, http.DefaultClient, base+"/", cookie); code != 200 || !strings.Contains(body, `id="who">ops-read`) {
+		t.Fatalf("first replica down: %d, want the second's view:\n%.300s", code, body)
+	}
+	base = serve(&DemoProxy{Upstream: "unix:" + dead, User: "ops-read", Token: token})
+	if code, body := get(t, http.DefaultClient, base+"/", cookie); code != 502 || !strings.Contains(body, "does not answer at unix:"+dead) || !strings.Contains(body, "is the hub running?") {
+		t.Fatalf("no replica up: %d %q, want 502 naming the socket", code, body)
+	}
+	if _, err := (&DemoProxy{Upstream: "unix:" + sock, Fallbacks: []string{"ftp://x"}, User: "u", Token: token}).Handler(); err == nil {
+		t.Fatal("a bad fallback was accepted")
+	}
+}

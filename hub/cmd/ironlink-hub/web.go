@@ -26,12 +26,16 @@ import (
 // front of a fleet view in proxy mode (see web.DemoProxy).
 //
 //	ironlink-hub web-proxy --listen 127.0.0.1:7080 --upstream unix:.demo/web.sock --user demo-operator --token-file .demo/web-token
+//
+// --upstream repeats: the first that accepts a connection serves it (the
+// demo names every replica's view, so the view outlives a killed replica).
 func runWebProxy(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ironlink-hub web-proxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = usage(fs, "ironlink-hub web-proxy --listen ADDR --upstream unix:PATH|http://HOST:PORT --user CLIENT_ID --token-file FILE")
+	fs.Usage = usage(fs, "ironlink-hub web-proxy --listen ADDR --upstream unix:PATH|http://HOST:PORT [--upstream ...] --user CLIENT_ID --token-file FILE")
 	listen := fs.String("listen", "127.0.0.1:7080", "address the browser opens (keep it on loopback)")
-	upstream := fs.String("upstream", "", "the fleet view (--web-addr of a hub in --web-auth proxy mode): unix:PATH or http://host:port")
+	var upstreams upstreamList
+	fs.Var(&upstreams, "upstream", "the fleet view (--web-addr of a hub in --web-auth proxy mode): unix:PATH or http://host:port; repeat for other replicas, tried in order when one does not answer")
 	user := fs.String("user", "", "roster client id to forward every signed-in request as")
 	tokenFile := fs.String("token-file", "", "file holding the secret the browser presents once as ?token=")
 	header := fs.String("header", web.DefaultUserHeader, "user header the hub expects (--web-user-header)")
@@ -41,14 +45,14 @@ func runWebProxy(args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("web-proxy: unexpected arguments %v", fs.Args())
 	}
-	if *upstream == "" || *tokenFile == "" {
+	if len(upstreams) == 0 || *tokenFile == "" {
 		return errors.New("web-proxy: --upstream and --token-file are required")
 	}
 	tok, err := os.ReadFile(*tokenFile)
 	if err != nil {
 		return fmt.Errorf("web-proxy: %w", err)
 	}
-	p := &web.DemoProxy{Upstream: *upstream, User: *user, Token: strings.TrimSpace(string(tok)), Header: *header}
+	p := &web.DemoProxy{Upstream: upstreams[0], Fallbacks: upstreams[1:], User: *user, Token: strings.TrimSpace(string(tok)), Header: *header}
 	h, err := p.Handler()
 	if err != nil {
 		return err
@@ -58,7 +62,7 @@ func runWebProxy(args []string, stderr io.Writer) error {
 	srv := &http.Server{Addr: *listen, Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	fmt.Fprintf(stderr, "web-proxy: serving http://%s/ as %s → %s\n", *listen, *user, *upstream)
+	fmt.Fprintf(stderr, "web-proxy: serving http://%s/ as %s → %s\n", *listen, *user, strings.Join(upstreams, ", "))
 	select {
 	case err := <-errc:
 		return fmt.Errorf("web-proxy: %w", err)
@@ -67,6 +71,19 @@ func runWebProxy(args []string, stderr io.Writer) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// upstreamList is the repeatable --upstream flag of web-proxy.
+type upstreamList []string
+
+func (l *upstreamList) String() string { return strings.Join(*l, ",") }
+
+func (l *upstreamList) Set(s string) error {
+	if s == "" {
+		return errors.New("empty upstream")
+	}
+	*l = append(*l, s)
+	return nil
 }
 
 // runWebCert implements `ironlink-hub web-cert`: a self-signed client
