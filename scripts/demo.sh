@@ -262,8 +262,10 @@ if ! command -v grpcurl >/dev/null; then
     echo ">> installing grpcurl v1.9.4 into $gobin"
     go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4
   fi
-  export PATH=$PATH:$gobin
-  pathnote="(grpcurl is in $gobin: export PATH=\$PATH:$gobin)"
+  case ":$PATH:" in
+    *":$gobin:"*) ;;
+    *) export PATH=$PATH:$gobin; pathnote="(grpcurl is in $gobin: export PATH=\$PATH:$gobin)" ;;
+  esac
 fi
 
 G="grpcurl -cacert $PKI/ca.pem"

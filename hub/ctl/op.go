@@ -260,7 +260,7 @@ func (a *app) waitOperations(ctx context.Context, c *client, ops []*ironlinkv1.O
 			break
 		}
 		if time.Now().After(deadline) {
-			return &Error{Code: ExitWaitTimeout, Msg: fmt.Sprintf("%d operations not finished within --timeout %s (still running at the site; follow with `ironlink op watch ID`)%s",
+			return &Error{Code: ExitWaitTimeout, Msg: fmt.Sprintf("%d operations not finished within --timeout %s (they go on, PENDING or RUNNING at the site; follow with `ironlink op watch ID`)%s",
 				len(open), timeout, a.pendingEnrolHint(ctx, c, open))}
 		}
 		select {
