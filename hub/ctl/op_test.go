@@ -130,7 +130,7 @@ func TestOpCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, errs, code = run("op", "start", "enrol", "--site", "site-a", "--nodes", nodes, "--reason", "rack 9", "--wait", "--timeout", "300ms")
-	if code != ctl.ExitWaitTimeout || !strings.Contains(errs, "goes out only on a site link held by the hub replica that took the request") ||
+	if code != ctl.ExitWaitTimeout || !strings.Contains(errs, "goes out only on a site link that replica holds") || !strings.Contains(errs, "the same --enrol-key-file") ||
 		!strings.Contains(errs, "the site's link is on replica r0") {
 		t.Fatalf("pending enrolment at the timeout: exit %d\n%s%s", code, out, errs)
 	}
