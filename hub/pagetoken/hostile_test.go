@@ -146,6 +146,36 @@ func TestHostilePageTokens(t *testing.T) {
 			t.Errorf("%s: %v", what, err)
 		}
 	}
+	// The same token with a site filter added: InvalidArgument naming
+	// page_token, on every RPC.
+	withSite := map[string]func(tok string) proto.Message{
+		"ListDevices":  func(tok string) proto.Message { return &ironlinkv1.ListDevicesRequest{Site: "site-a", PageToken: tok} },
+		"ListCommands": func(tok string) proto.Message { return &ironlinkv1.ListCommandsRequest{Site: "site-a", PageToken: tok} },
+		"ListOperations": func(tok string) proto.Message {
+			return &ironlinkv1.ListOperationsRequest{Site: "site-a", PageToken: tok}
+		},
+		"ListPolicyDecisions": func(tok string) proto.Message {
+			return &ironlinkv1.ListPolicyDecisionsRequest{Site: "site-a", PageToken: tok}
+		},
+		"ListPendingActions": func(tok string) proto.Message {
+			return &ironlinkv1.ListPendingActionsRequest{Site: "site-a", PageToken: tok}
+		},
+	}
+	for _, l := range listers {
+		tok := pagetoken.Encode(l.req(""), "1")
+		if l.name == "ListDevices" {
+			tok = pagetoken.Encode(l.req(""), uuid.NewString())
+		}
+		if l.name == "ListOperations" {
+			tok = pagetoken.Encode(l.req(""), "2026-01-01T00:00:00Z|"+uuid.NewString())
+		}
+		for _, c := range []context.Context{admin, bound} {
+			_, _, err := l.call(c, withSite[l.name](tok))
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "other filters") {
+				t.Errorf("%s: a token sent with another site filter: %v", l.name, err)
+			}
+		}
+	}
 	for _, l := range listers {
 		t.Run(l.name, func(t *testing.T) {
 			// A real token, then altered.
