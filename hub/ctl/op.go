@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/boundedread"
 	"github.com/ironlink/ironlink/internal/wire"
 )
 
@@ -162,14 +163,17 @@ when one ends FAILED or CANCELLED, or (exit 7) when --timeout passes first.`,
 	return cmd
 }
 
-// readNodes reads a JSON array of NodeSpec (protojson) from path ("-": stdin).
+// readNodes reads a JSON array of NodeSpec (protojson) from path ("-": stdin),
+// at most boundedread.ConfigLimit bytes (the hub takes 16 MiB requests).
 func readNodes(path string) ([]*ironlinkv1.NodeSpec, error) {
 	var b []byte
 	var err error
 	if path == "-" {
-		b, err = io.ReadAll(os.Stdin)
+		if b, err = io.ReadAll(io.LimitReader(os.Stdin, boundedread.ConfigLimit+1)); err == nil && len(b) > boundedread.ConfigLimit {
+			err = fmt.Errorf("standard input: %w: larger than %d bytes", boundedread.ErrTooLarge, boundedread.ConfigLimit)
+		}
 	} else {
-		b, err = os.ReadFile(path)
+		b, err = boundedread.File(path, boundedread.ConfigLimit)
 	}
 	if err != nil {
 		return nil, usageErrf("--nodes: %v", err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -146,5 +147,36 @@ func TestOpCommands(t *testing.T) {
 	out, errs, code = run("op", "start", "enrol", "--site", "site-a", "--nodes", nodes2, "--reason", "rack 9", "--wait", "--timeout", "300ms")
 	if code != ctl.ExitWaitTimeout || !strings.Contains(errs, "Site site-a has no link to the hub now (its satellite is not connected") {
 		t.Fatalf("pending enrolment without a link at the timeout: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestOpStartEnrolNodesOfTheWrongFile: --nodes pointing at a device or a
+// named pipe is a usage error naming it, at once; it was read with
+// os.ReadFile, so /dev/zero ran the CLI out of memory and a named pipe
+// without a writer hung it.
+func TestOpStartEnrolNodesOfTheWrongFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, "/dev/zero"} {
+		done := make(chan struct{})
+		var errs string
+		var code int
+		go func() {
+			defer close(done)
+			var out, errb bytes.Buffer
+			code = ctl.Execute(context.Background(), ctl.Options{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }},
+				[]string{"--hub", "127.0.0.1:1", "--plaintext", "--no-auth", "op", "start", "enrol", "--site", "site-a", "--nodes", path, "--reason", "x"})
+			errs = errb.String()
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("--nodes %s: still reading after 10 s", path)
+		}
+		if code != ctl.ExitUsage || !strings.Contains(errs, "--nodes") || !strings.Contains(errs, path) || !strings.Contains(errs, "not a regular file") {
+			t.Fatalf("--nodes %s: exit %d, %s", path, code, errs)
+		}
 	}
 }

@@ -133,6 +133,13 @@ func (l *linkLoop) deliverOperation(ctx context.Context, op store.Operation) *ir
 		case op.SecretHolder == "" || op.DeviceID != "":
 			// No credentials were given, or the node exists: the satellite
 			// takes it over by name without them.
+		case len(op.SealedDriverInfo) == 0 && strings.HasPrefix(op.SecretHolder, vault.SealedHolderPrefix):
+			// Sealed, but the value is gone while the enrolment is open
+			// (the database trigger drops it only once the node exists or
+			// the operation ended): nothing will bring it back.
+			l.failOperation(ctx, op, fmt.Sprintf("the BMC credentials (driver_info) of this enrolment cannot be opened: %v: the stored value is missing; "+
+				"start the enrolment again", vault.ErrBrokenSeal), FailureCredentialsUnavailable)
+			return nil
 		case len(op.SealedDriverInfo) > 0:
 			sl := v.Sealer()
 			if sl == nil {

@@ -54,7 +54,7 @@ func (s *Store) ListPolicyDecisions(ctx context.Context, f DecisionFilter) ([]Po
 			AND ($3::text[] IS NULL OR site = ANY($3::text[]))
 			AND (cardinality($4::text[]) = 0 OR action = ANY($4::text[]))
 			AND ($5::boolean IS NULL OR dry_run = $5)
-			AND ($6 = 0 OR id < $6)
+			AND ($6::bigint = 0 OR id < $6)
 		ORDER BY id DESC LIMIT $7`, f.Site, f.DeviceID, f.Sites, nonNil(f.Actions), f.DryRun, f.Before, f.Limit+1)
 	if err != nil {
 		return nil, false, fmt.Errorf("list policy decisions: %w", err)

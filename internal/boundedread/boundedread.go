@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"syscall"
 )
 
 // Limits for the kinds of file ironlink reads, in bytes. A roster of 100,000
@@ -23,22 +25,58 @@ const (
 // ErrTooLarge is wrapped by File's error for a file over its limit.
 var ErrTooLarge = errors.New("file too large")
 
-// File returns the contents of the file at path, at most limit bytes. A
-// larger file is an error wrapping ErrTooLarge that names the path and the
-// limit; the errors of os.Open and Read are returned wrapped (errors.Is
-// fs.ErrNotExist holds for a missing file).
+// ErrNotRegular is wrapped by File's error for a path that is not a
+// regular file (after symbolic links): a directory, a named pipe, a
+// device such as /dev/zero.
+var ErrNotRegular = errors.New("not a regular file")
+
+// File returns the contents of the regular file at path, at most limit
+// bytes. A larger file is an error wrapping ErrTooLarge that names the path
+// and the limit; a directory, named pipe, socket or device is an error
+// wrapping ErrNotRegular that names the path, returned at once (opening a
+// named pipe does not wait for a writer, a device is not read). The errors
+// of os.Open and Read are returned wrapped (errors.Is fs.ErrNotExist holds
+// for a missing file).
 func File(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: open(2) of a named pipe without a writer would block
+	// for ever; on a regular file the flag changes nothing.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is %s: %w (is it the right file?)", path, kind(fi.Mode()), ErrNotRegular)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, err // names the path already
+		}
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if int64(len(data)) > limit {
 		return nil, fmt.Errorf("%s: %w: larger than %d bytes (is it the right file?)", path, ErrTooLarge, limit)
 	}
 	return data, nil
+}
+
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	default:
+		return "a special file"
+	}
 }

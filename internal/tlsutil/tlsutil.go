@@ -138,12 +138,28 @@ func newKeyPairReloader(certFile, keyFile string) (*keyPairReloader, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, fmt.Errorf("certificate pair: %w", err)
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	cert, err := loadKeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("certificate pair %s, %s: %w", certFile, keyFile, err)
 	}
 	r.cert, r.certStamp, r.keyStamp, r.lastCheck = &cert, cs, ks, r.now()
 	return r, nil
+}
+
+// loadKeyPair is tls.LoadX509KeyPair with the files read by boundedread
+// (SmallLimit each): a wrong path such as /dev/zero or a named pipe is an
+// error naming it instead of a process that reads until it runs out of
+// memory or waits for ever.
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	certPEM, err := boundedread.File(certFile, boundedread.SmallLimit)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	keyPEM, err := boundedread.File(keyFile, boundedread.SmallLimit)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
 }
 
 func (r *keyPairReloader) get() *tls.Certificate {
@@ -159,7 +175,7 @@ func (r *keyPairReloader) get() *tls.Certificate {
 	if err1 != nil || err2 != nil || (cs == r.certStamp && ks == r.keyStamp) {
 		return r.cert
 	}
-	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	cert, err := loadKeyPair(r.certFile, r.keyFile)
 	if err != nil {
 		if r.lastFailed != [2]stamp{cs, ks} {
 			r.lastFailed = [2]stamp{cs, ks}

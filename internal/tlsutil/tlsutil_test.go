@@ -208,3 +208,31 @@ func TestConfigErrors(t *testing.T) {
 		t.Error("IssueClientCert without a CA succeeded")
 	}
 }
+
+// TestKeyPairOfTheWrongFile: a certificate or key path pointing at a device
+// that never ends is refused at once with its name; the pair was read with
+// tls.LoadX509KeyPair, without a limit, so `ironlink-hub --tls-cert
+// /dev/zero` read until it ran out of memory.
+func TestKeyPairOfTheWrongFile(t *testing.T) {
+	dir := t.TempDir()
+	_, cert, key, err := GenerateTestPKI(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]func() error{
+		"server cert": func() error { _, err := ServerConfig("/dev/zero", key, ""); return err },
+		"server key":  func() error { _, err := ServerConfig(cert, "/dev/zero", ""); return err },
+		"client cert": func() error { _, err := ClientConfig("", "/dev/zero", key, ""); return err },
+	} {
+		done := make(chan error, 1)
+		go func() { done <- f() }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "/dev/zero") || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("%s /dev/zero: %v", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s /dev/zero: still reading after 10 s", name)
+		}
+	}
+}

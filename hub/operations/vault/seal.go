@@ -89,7 +89,8 @@ func LoadSealer(path string) (*Sealer, error) {
 	}
 	s, err := NewSealer(key)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		// e.g. openssl rand -hex 32: valid base64 of 48 bytes.
+		return nil, fmt.Errorf("%s: %w (create one with: openssl rand -base64 32 > %s)", path, err, path)
 	}
 	return s, nil
 }

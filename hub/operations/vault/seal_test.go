@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -85,8 +86,12 @@ func TestLoadSealer(t *testing.T) {
 	_ = os.WriteFile(short, []byte(base64.StdEncoding.EncodeToString(key[:16])), 0o600)
 	raw := filepath.Join(dir, "raw")
 	_ = os.WriteFile(raw, []byte("not-base64-secret-value!"), 0o600)
+	// The key as hex (openssl rand -hex 32) is valid base64, of 48 bytes.
+	hexKey := filepath.Join(dir, "hex")
+	_ = os.WriteFile(hexKey, []byte(hex.EncodeToString(key)+"\n"), 0o600)
 	for path, want := range map[string]string{
 		short:                         "16 bytes, want 32",
+		hexKey:                        "48 bytes, want 32 (AES-256) (create one with: openssl rand -base64 32 > " + hexKey + ")",
 		raw:                           "openssl rand -base64 32",
 		filepath.Join(dir, "missing"): "no such file",
 	} {
