@@ -521,7 +521,7 @@ func (s *Server) ListOperations(ctx context.Context, req *ironlinkv1.ListOperati
 	if err != nil {
 		return nil, s.storeErr(err, "", "")
 	}
-	if len(ops) == 0 && req.GetPageToken() == "" {
+	if len(ops) == 0 { // a typo in the site is NotFound, also with a page token
 		if err := grpcerr.SiteKnown(ctx, s.store, req.GetSite()); err != nil {
 			return nil, err
 		}

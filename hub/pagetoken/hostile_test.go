@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
@@ -174,6 +175,29 @@ func TestHostilePageTokens(t *testing.T) {
 			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "other filters") {
 				t.Errorf("%s: a token sent with another site filter: %v", l.name, err)
 			}
+		}
+	}
+	// A forged token for a site that does not exist: NotFound, as without
+	// a token (a typo in the site never looks like an empty site).
+	typo := map[string]proto.Message{
+		"ListDevices":         &ironlinkv1.ListDevicesRequest{Site: "site-typo"},
+		"ListCommands":        &ironlinkv1.ListCommandsRequest{Site: "site-typo"},
+		"ListOperations":      &ironlinkv1.ListOperationsRequest{Site: "site-typo"},
+		"ListPolicyDecisions": &ironlinkv1.ListPolicyDecisionsRequest{Site: "site-typo"},
+		"ListPendingActions":  &ironlinkv1.ListPendingActionsRequest{Site: "site-typo"},
+	}
+	for _, l := range listers {
+		m, cur := typo[l.name], "1"
+		switch l.name {
+		case "ListDevices":
+			cur = uuid.NewString()
+		case "ListOperations":
+			cur = "2026-01-01T00:00:00Z|" + uuid.NewString()
+		}
+		r := m.ProtoReflect()
+		r.Set(r.Descriptor().Fields().ByName("page_token"), protoreflect.ValueOfString(pagetoken.Encode(m, cur)))
+		if _, _, err := l.call(admin, m); status.Code(err) != codes.NotFound {
+			t.Errorf("%s: a forged token for an unknown site: %v, want NotFound", l.name, err)
 		}
 	}
 	for _, l := range listers {

@@ -248,7 +248,7 @@ func (s *Server) ListPolicyDecisions(ctx context.Context, req *ironlinkv1.ListPo
 	if err != nil {
 		return nil, s.storeErr(err)
 	}
-	if len(ds) == 0 && req.GetPageToken() == "" {
+	if len(ds) == 0 { // a typo in the site is NotFound, also with a page token
 		if err := grpcerr.SiteKnown(ctx, s.st, req.GetSite()); err != nil {
 			return nil, err
 		}
@@ -331,7 +331,7 @@ func (s *Server) ListPendingActions(ctx context.Context, req *ironlinkv1.ListPen
 	if err != nil {
 		return nil, s.storeErr(err)
 	}
-	if len(ps) == 0 && req.GetPageToken() == "" {
+	if len(ps) == 0 { // a typo in the site is NotFound, also with a page token
 		if err := grpcerr.SiteKnown(ctx, s.st, req.GetSite()); err != nil {
 			return nil, err
 		}
