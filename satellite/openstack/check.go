@@ -8,6 +8,8 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
+
+	"github.com/ironlink/ironlink/internal/boundedread"
 )
 
 // AuthMethod is how a cloud in clouds.yaml authenticates to Keystone.
@@ -124,6 +126,11 @@ func Check(cfg Config) (Checked, error) {
 		opts = append(opts, clouds.WithCloudName(cfg.Cloud))
 	}
 	if cfg.CloudsYAML != "" {
+		// gophercloud reads the file without a limit and blocks on a named
+		// pipe: check first that it is a regular file of a sane size.
+		if _, err := boundedread.File(cfg.CloudsYAML, boundedread.SmallLimit); err != nil {
+			return Checked{}, fmt.Errorf("openstack: clouds.yaml: %w: %w", ErrConfig, err)
+		}
 		opts = append(opts, clouds.WithLocations(cfg.CloudsYAML))
 	}
 	c.Auth, c.Endpoint, c.TLS, err = clouds.Parse(opts...)

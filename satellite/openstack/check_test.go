@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,6 +37,10 @@ func writeClouds(t *testing.T, authType, authURL, auth string) string {
 func TestCheckNamesIncompleteClouds(t *testing.T) {
 	const url = "http://127.0.0.1:1/identity/v3"
 	_, simCfg := ostest.StartSim(t, openstacksim.Options{})
+	fifo := filepath.Join(t.TempDir(), "clouds.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name       string
 		cfg        openstack.Config
@@ -56,6 +61,7 @@ func TestCheckNamesIncompleteClouds(t *testing.T) {
 			"      application_credential_id: abc\n")},
 			wantErr: []string{"You must provide an Application Credential Secret"}},
 		{name: "cloud not in the file", cfg: openstack.Config{Cloud: "nope", CloudsYAML: simCfg.CloudsYAML}, wantErr: []string{`cloud "nope"`}},
+		{name: "named pipe (gophercloud would block on it)", cfg: openstack.Config{Cloud: "c", CloudsYAML: fifo}, wantErr: []string{"clouds.fifo is a named pipe"}},
 		{name: "file missing", cfg: openstack.Config{Cloud: "c", CloudsYAML: filepath.Join(t.TempDir(), "none.yaml")}, wantErr: []string{"none.yaml"}},
 		{name: "bad placement mode", cfg: openstack.Config{Cloud: "sim", CloudsYAML: simCfg.CloudsYAML, Placement: "maybe"}, wantErr: []string{`placement mode "maybe" (--placement)`}},
 		{name: "nova on, placement off", cfg: openstack.Config{Cloud: "sim", CloudsYAML: simCfg.CloudsYAML, Placement: "off", Nova: "on"}, wantErr: []string{"standalone site has no Nova"}},

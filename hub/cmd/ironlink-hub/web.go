@@ -20,6 +20,7 @@ import (
 
 	"github.com/ironlink/ironlink/hub/web"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/boundedread"
 )
 
 // runWebProxy implements `ironlink-hub web-proxy`: the demo's token proxy in
@@ -48,7 +49,7 @@ func runWebProxy(args []string, stderr io.Writer) error {
 	if len(upstreams) == 0 || *tokenFile == "" {
 		return errors.New("web-proxy: --upstream and --token-file are required")
 	}
-	tok, err := os.ReadFile(*tokenFile)
+	tok, err := boundedread.File(*tokenFile, boundedread.SmallLimit)
 	if err != nil {
 		return fmt.Errorf("web-proxy: %w", err)
 	}
