@@ -108,10 +108,11 @@ type Config struct {
 	// PolicyInterval is how often the policy evaluator runs on the replica
 	// holding its advisory lock (default 1 s).
 	PolicyInterval time.Duration
-	// EnrolKeyFile is the key that seals ENROL BMC credentials into
-	// PostgreSQL (hub/operations/vault: 32 bytes, base64, the same file on
-	// every replica); "" keeps them in the memory of the replica that took
-	// the request, which serves one replica only.
+	// EnrolKeyFile holds the key(s) that seal ENROL BMC credentials into
+	// PostgreSQL (hub/operations/vault.LoadSealer: 32 bytes each, base64,
+	// one per line, the first sealing; the same file on every replica); ""
+	// keeps them in the memory of the replica that took the request, which
+	// serves one replica only.
 	EnrolKeyFile string
 }
 
@@ -248,7 +249,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("--enrol-key-file: %w", err)
 		}
 		cfg.Link.Vault = vault.New(cfg.Replica, 0).WithSealer(sl)
-		log.Info("ENROL credentials are sealed into the database", "key_id", sl.KeyID())
+		log.Info("ENROL credentials are sealed into the database", "key_id", sl.KeyID(), "key_ids", sl.KeyIDs())
 	} else {
 		log.Info("ENROL credentials stay in this replica's memory (no --enrol-key-file): with several replicas, an enrolment waits for the replica that took it")
 	}

@@ -116,7 +116,7 @@ func parseServeFlags(fs *flag.FlagSet, args []string) (cfg app.Config, logLevel,
 		err = terr
 	}
 	fs.StringVar(&cfg.EnrolKeyFile, "enrol-key-file", cli.Env("IRONLINK_HUB_ENROL_KEY_FILE", ""),
-		"file with the key (32 bytes, base64: openssl rand -base64 32) that seals ENROL BMC credentials into the database, the same on every replica; "+
+		"file with the key (32 bytes, base64: openssl rand -base64 32; several, one per line, to rotate: the first seals) that seals ENROL BMC credentials into the database, the same on every replica; "+
 			"empty: they stay in the memory of the replica that took the request (one replica only) (env IRONLINK_HUB_ENROL_KEY_FILE)")
 	if oerr := addOperationFlags(fs, &cfg.Link.Operations, def.Link.Operations); oerr != nil && err == nil {
 		err = oerr

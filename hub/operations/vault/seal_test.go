@@ -104,3 +104,56 @@ func TestLoadSealer(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyRotation: a key file with the new key first and the old one after
+// it seals with the new key and opens what either sealed, so enrolments in
+// flight during a rotation are delivered; the same key twice or a file
+// without a key is refused.
+func TestKeyRotation(t *testing.T) {
+	dir := t.TempDir()
+	oldKey, newKey := newKey(t), newKey(t)
+	old, _ := NewSealer(oldKey)
+	sealedOld, err := old.Seal("op-1", map[string]string{"ipmi_password": "before"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "keys")
+	file := "# new key, sealing\n" + base64.StdEncoding.EncodeToString(newKey) + "\n\n# old key, opening only\n" + base64.StdEncoding.EncodeToString(oldKey) + "\n"
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	both, err := LoadSealer(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := NewSealer(newKey)
+	if both.KeyID() != fresh.KeyID() || len(both.KeyIDs()) != 2 || both.KeyIDs()[1] != old.KeyID() {
+		t.Fatalf("key ids %v, want the new key %s first, then %s", both.KeyIDs(), fresh.KeyID(), old.KeyID())
+	}
+	if got, err := both.Open("op-1", sealedOld); err != nil || got["ipmi_password"] != "before" {
+		t.Fatalf("a value sealed with the old key: %v %v", got, err)
+	}
+	sealedNew, _ := both.Seal("op-2", map[string]string{"ipmi_password": "after"})
+	if got, err := fresh.Open("op-2", sealedNew); err != nil || got["ipmi_password"] != "after" {
+		t.Fatalf("sealed with the first key: %v %v", got, err)
+	}
+	if _, err := old.Open("op-2", sealedNew); !errors.Is(err, ErrOtherKey) {
+		t.Fatalf("the old key alone opens a value of the new one: %v", err)
+	}
+
+	dup := filepath.Join(dir, "dup")
+	_ = os.WriteFile(dup, []byte(base64.StdEncoding.EncodeToString(oldKey)+"\n"+base64.StdEncoding.EncodeToString(oldKey)+"\n"), 0o600)
+	if _, err := LoadSealer(dup); err == nil || !strings.Contains(err.Error(), "keys 1 and 2 are the same key") {
+		t.Fatalf("the same key twice: %v", err)
+	}
+	empty := filepath.Join(dir, "empty")
+	_ = os.WriteFile(empty, []byte("# nothing yet\n\n"), 0o600)
+	if _, err := LoadSealer(empty); err == nil || !strings.Contains(err.Error(), "no key in the file") {
+		t.Fatalf("a file without a key: %v", err)
+	}
+	bad := filepath.Join(dir, "bad")
+	_ = os.WriteFile(bad, []byte(base64.StdEncoding.EncodeToString(newKey)+"\nnot base64!\n"), 0o600)
+	if _, err := LoadSealer(bad); err == nil || !strings.Contains(err.Error(), "line 2: not base64") {
+		t.Fatalf("a bad second line: %v", err)
+	}
+}
