@@ -160,9 +160,13 @@ func TestLoopSendsWhileResultWriteWaitsAndResultPrecedesResend(t *testing.T) {
 	s.Push(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Batch{Batch: &ironlinkv1.ConditionBatch{Sequence: 2,
 		Devices: []*ironlinkv1.DeviceUpdate{{DeviceId: other, ObservedTime: timestamppb.New(now),
 			Conditions: []*ironlinkv1.Condition{wireCond(condition.Enrolled, condTrue, "Enrolled", now)}}}}}})
+	// Watched for 500 ms (25 heartbeat intervals, 500 resend waits), and
+	// longer until the batch's ack came: the ack waits for the batch's
+	// commit, which a loaded CI machine's PostgreSQL (fsync on) can take
+	// more than 500 ms to do. The result's write stays blocked throughout.
 	var heartbeats, acks int
-	window := time.After(500 * time.Millisecond)
-	for done := false; !done; {
+	window, limit := time.After(500*time.Millisecond), time.After(30*time.Second)
+	for windowOver := false; !windowOver || acks == 0; {
 		select {
 		case m := <-s.Sent():
 			switch {
@@ -174,7 +178,9 @@ func TestLoopSendsWhileResultWriteWaitsAndResultPrecedesResend(t *testing.T) {
 				t.Fatalf("command %s resent while its result was waiting to be recorded", cmd.ID)
 			}
 		case <-window:
-			done = true
+			windowOver = true
+		case <-limit:
+			t.Fatalf("no ack of the batch in 30 s while a result write waited (%d heartbeats)", heartbeats)
 		}
 	}
 	if heartbeats == 0 || acks != 1 {

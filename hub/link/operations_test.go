@@ -117,7 +117,12 @@ func waitState(t *testing.T, api ironlinkv1.OperationServiceClient, id string, w
 }
 
 func TestOperationDeliveryResendAndFinalStates(t *testing.T) {
-	h, api, dev := opsHub(t, 700*time.Millisecond)
+	// The resend wait is 2 s, not less: the progress the test sends must be
+	// recorded (a PostgreSQL commit) before the wait runs out, else the hub
+	// rightly resends early (the first check below) or sends attempt 3 before
+	// SUCCEEDED of attempt 2 is in (Attempts 3). At 700 ms that raced the
+	// commit on a loaded CI machine with fsync on.
+	h, api, dev := opsHub(t, 2*time.Second)
 	ctx := context.Background()
 	sat := satellite(t, h, "operations")
 	resp, err := api.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, Devices: []string{"node-1"}, Reason: "new rack"})
@@ -137,12 +142,12 @@ func TestOperationDeliveryResendAndFinalStates(t *testing.T) {
 	}
 	// No progress for the resend wait: attempt 2, a redelivery; not sooner.
 	start := time.Now()
-	req = nextOperation(t, sat, 5*time.Second)
+	req = nextOperation(t, sat, 10*time.Second)
 	if req == nil || req.GetAttempt() != 2 || !req.GetRedelivery() {
 		t.Fatalf("resend %v, want attempt 2 with redelivery", req)
 	}
-	if waited := time.Since(start); waited < 500*time.Millisecond {
-		t.Fatalf("resent after %s: sooner than the resend wait (700ms after the last progress)", waited)
+	if waited := time.Since(start); waited < 1500*time.Millisecond {
+		t.Fatalf("resent after %s: sooner than the resend wait (2s after the last progress)", waited)
 	}
 	// Progress for attempt 1 is now stale: ignored.
 	if err := sat.Send(progress(&ironlinkv1.OperationProgress{OperationId: id, Attempt: 1, State: ironlinkv1.OperationState_OPERATION_STATE_FAILED, Error: "stale"})); err != nil {
@@ -160,7 +165,8 @@ func TestOperationDeliveryResendAndFinalStates(t *testing.T) {
 	if err := sat.Send(progress(&ironlinkv1.OperationProgress{OperationId: id, Attempt: 2, State: ironlinkv1.OperationState_OPERATION_STATE_RUNNING})); err != nil {
 		t.Fatal(err)
 	}
-	if again := nextOperation(t, sat, 1500*time.Millisecond); again != nil {
+	// Watched for longer than the resend wait, so that a resend would show.
+	if again := nextOperation(t, sat, 2500*time.Millisecond); again != nil {
 		t.Fatalf("a finished operation was sent again: %v", again)
 	}
 	if o := waitState(t, api, id, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED); o.GetAttempts() != 2 {

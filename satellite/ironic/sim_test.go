@@ -426,15 +426,19 @@ func TestSimNodeLocked(t *testing.T) {
 // by the proactive margin when the expiry is known, and by gophercloud's
 // re-authentication on a 401 when Keystone revokes it early.
 func TestSimTokenRenewal(t *testing.T) {
-	sim, ic, c := newSimClient(t, openstacksim.Options{TokenTTL: time.Second})
+	// 2 s tokens: the margin is a quarter of the life, 500 ms, and a request
+	// is refused with 401 if more than the margin passes between
+	// gophercloud's expiry check and the simulator's; with 1 s tokens that
+	// was 250 ms, within reach of a CPU-starved CI machine's stalls.
+	sim, ic, c := newSimClient(t, openstacksim.Options{TokenTTL: 2 * time.Second})
 	addNodes(sim, 3)
 	ctx := ctxT(t)
-	if c.Provider.ReauthBeforeTokenExpiration >= time.Second || c.Provider.ReauthBeforeTokenExpiration <= 0 {
-		t.Errorf("reauth margin %v for a 1s token", c.Provider.ReauthBeforeTokenExpiration)
+	if c.Provider.ReauthBeforeTokenExpiration >= 2*time.Second || c.Provider.ReauthBeforeTokenExpiration <= 0 {
+		t.Errorf("reauth margin %v for a 2s token", c.Provider.ReauthBeforeTokenExpiration)
 	}
 	issued := sim.TokensIssued()
 	sim.ResetRequests()
-	deadline := time.Now().Add(2500 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
 	calls := 0
 	for time.Now().Before(deadline) {
 		if _, err := ic.ListNodes(ctx); err != nil {
@@ -451,7 +455,7 @@ func TestSimTokenRenewal(t *testing.T) {
 		}
 	}
 	if sim.TokensIssued() <= issued {
-		t.Errorf("no new token in 2.5s of 1s tokens")
+		t.Errorf("no new token in 5s of 2s tokens")
 	}
 
 }

@@ -21,7 +21,10 @@ import (
 func TestAuthGuardBacksOffAndReports(t *testing.T) {
 	sim, cfg := ostest.StartSim(t, openstacksim.Options{})
 	guard := openstack.NewAuthGuard(ostest.Logger(t))
-	guard.InitialInterval, guard.MaxInterval = 300*time.Millisecond, 300*time.Millisecond
+	// 1 s ±50 % jitter: the 21 listings below must all fall within the
+	// first backoff, at least 500 ms (at 300 ms it could be 150 ms, short
+	// for a CPU-starved machine).
+	guard.InitialInterval, guard.MaxInterval = time.Second, time.Second
 	var mu sync.Mutex
 	var changes []openstack.AuthState
 	guard.OnChange = func(st openstack.AuthState) { mu.Lock(); changes = append(changes, st); mu.Unlock() }
@@ -72,7 +75,7 @@ func TestAuthGuardBacksOffAndReports(t *testing.T) {
 	// Keystone accepts the credential again: after the backoff, the next
 	// request re-authenticates and the state recovers.
 	sim.ClearFaults()
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(time.Until(guard.State().NextAttempt) + 50*time.Millisecond)
 	if _, err := ir.ListNodes(ctx); err != nil {
 		t.Fatalf("listing after the credential is accepted again: %v", err)
 	}

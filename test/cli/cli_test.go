@@ -563,12 +563,29 @@ func TestCLI(t *testing.T) {
 		// Resuming from the first change's cursor prints the changes after it, the first one not again.
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 		first, _, _ := strings.Cut(lines[0], " ")
-		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		// The resumed watch runs until it has printed the changes after the
+		// cursor (at most 30 s; it was a fixed 3 s, which a loaded machine
+		// may need just to connect), then is stopped; what it printed by
+		// then must be those changes, the first one not again.
+		rctx, rcancel := context.WithCancel(ctx)
 		defer rcancel()
 		var rout, rerr syncbuf.Buffer
-		f.inProcessTo(rctx, &rout, &rerr, func(time.Time) string { return "<age>" }, "watch", "--site", site, "-o", "wide", "--cursor", first)
-		if got, want := strings.TrimSpace(rout.String()), strings.Join(lines[1:], "\n"); !strings.HasPrefix(got, want) || strings.Contains(got, lines[0]) {
-			t.Fatalf("resumed after %s:\n%s\nwant:\n%s", first, got, want)
+		rdone := make(chan struct{})
+		go func() {
+			defer close(rdone)
+			f.inProcessTo(rctx, &rout, &rerr, func(time.Time) string { return "<age>" }, "watch", "--site", site, "-o", "wide", "--cursor", first)
+		}()
+		want := strings.Join(lines[1:], "\n")
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if len(strings.TrimSpace(rout.String())) >= len(want) {
+				break
+			}
+		}
+		time.Sleep(200 * time.Millisecond) // a line printed again after them would show
+		rcancel()
+		<-rdone
+		if got := strings.TrimSpace(rout.String()); !strings.HasPrefix(got, want) || strings.Contains(got, lines[0]) {
+			t.Fatalf("resumed after %s:\n%s\nwant:\n%s\n%s", first, got, want, rerr.String())
 		}
 		f.expect(f.run("release", "node-010", "--reason", "done again", "--wait"), 0, nil, nil)
 	})
