@@ -137,13 +137,18 @@ func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFl
 	if err != nil {
 		return err
 	}
-	for {
+	for first := true; ; first = false {
 		m, err := s.Recv()
 		if errors.Is(err, io.EOF) {
 			return status.Error(codes.Unavailable, "the hub ended the stream")
 		}
 		if err != nil {
 			return err
+		}
+		if first && output != outJSON {
+			// The hub's first message (a progress mark) says the stream is
+			// open: changes from now on are printed.
+			fmt.Fprintln(a.opts.Stderr, "watching for changes (Ctrl-C to stop)")
 		}
 		*last = m.GetCursor()
 		if output == outJSON {

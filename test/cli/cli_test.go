@@ -545,7 +545,13 @@ func TestCLI(t *testing.T) {
 			code = f.inProcessTo(wctx, &out, &errb, func(time.Time) string { return "<age>" }, "watch", "--site", site, "-o", "wide")
 			close(done)
 		}()
-		time.Sleep(time.Second) // the stream is open (its start is "now")
+		// The stream is open (its start is "now") once watch says so.
+		harness.Eventually(t, 30*time.Second, func() error {
+			if !strings.Contains(errb.String(), "watching for changes") {
+				return fmt.Errorf("watch has not said it is watching: %q", errb.String())
+			}
+			return nil
+		})
 		f.expect(f.run("quarantine", "node-010", "--reason", "feed me", "--wait", "--timeout", "60s"), 0, nil, nil)
 		harness.Eventually(t, 20*time.Second, func() error {
 			o := out.String()
