@@ -336,8 +336,11 @@ func (c *client) explain(err error) error {
 	case codes.NotFound:
 		return &Error{Code: ExitNotFound, Msg: msg}
 	case codes.FailedPrecondition:
-		if ei := errorInfo(st); ei != nil && ei.GetReason() == reasonDeviceQuarantined {
+		switch ei := errorInfo(st); {
+		case ei != nil && ei.GetReason() == reasonDeviceQuarantined:
 			return &Error{Code: ExitRefused, Msg: msg + "\n(release it first, or pass --force: the override is recorded)"}
+		case ei != nil && ei.GetReason() == reasonNodeInUse:
+			return &Error{Code: ExitRefused, Msg: msg + "\n(to take that node over on purpose, pass --force: the override is recorded)"}
 		}
 		return &Error{Code: ExitRefused, Msg: msg}
 	case codes.ResourceExhausted:
@@ -361,6 +364,11 @@ const reasonDeviceNameAmbiguous = "DEVICE_NAME_AMBIGUOUS"
 // because it would offer a quarantined device to customers
 // (operations.proto, StartOperation).
 const reasonDeviceQuarantined = "DEVICE_QUARANTINED"
+
+// reasonNodeInUse is the ErrorInfo reason of an ENROL refused because the
+// site already has a node of that name past manageable (operations.proto,
+// StartOperation).
+const reasonNodeInUse = "NODE_IN_USE"
 
 func errorInfo(st *status.Status) *errdetails.ErrorInfo {
 	for _, d := range st.Details() {

@@ -180,3 +180,38 @@ func TestOpStartEnrolNodesOfTheWrongFile(t *testing.T) {
 		}
 	}
 }
+
+// TestEnrolOfANodeInUseTellsHowToForce: the CLI shows the hub's NODE_IN_USE
+// refusal with the flag that overrides it, exit ExitRefused, and --force
+// takes the node over.
+func TestEnrolOfANodeInUseTellsHowToForce(t *testing.T) {
+	addr, st := opsHub(t)
+	ctx := context.Background()
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: "b2", Replica: "r0", Capabilities: []string{"operations"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := st.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 2, Devices: []store.DeviceUpdate{{DeviceID: uuid.NewString(), ObservedTime: now,
+		Facts:      &store.Facts{Name: "node-9", ProvisionState: "available"},
+		Conditions: []condition.Condition{{Type: condition.Enrolled, Status: condition.True, Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	nodes := filepath.Join(t.TempDir(), "nodes.json")
+	if err := os.WriteFile(nodes, []byte(`[{"name":"node-9","driver":"fake-hardware","ports":[{"address":"52:54:00:99:99:99"}]}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, int) {
+		var out, errb bytes.Buffer
+		code := ctl.Execute(ctx, ctl.Options{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }},
+			append([]string{"--hub", addr, "--plaintext", "--no-auth", "--config", filepath.Join(t.TempDir(), "c.yaml")}, args...))
+		return errb.String(), code
+	}
+	errs, code := run("op", "start", "enrol", "--site", "site-a", "--nodes", nodes, "--reason", "rack 9")
+	if code != ctl.ExitRefused || !strings.Contains(errs, `already has a node named "node-9"`) || !strings.Contains(errs, "pass --force") {
+		t.Fatalf("enrol of an available node's name: exit %d\n%s", code, errs)
+	}
+	if errs, code := run("op", "start", "enrol", "--site", "site-a", "--nodes", nodes, "--reason", "take it over", "--force"); code != 0 {
+		t.Fatalf("with --force: exit %d\n%s", code, errs)
+	}
+}
