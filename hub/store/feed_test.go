@@ -15,6 +15,7 @@ import (
 	"github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/syncbuf"
 )
 
 // feedReader follows the feed from a cursor and keeps every event it read.
@@ -577,24 +578,6 @@ func TestFeedNewSourcesSurviveOutOfOrderCommits(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a logger written from goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestListenFeedEndsQuietly: the listener ends when its context does (the
 // last WatchFleet client of a replica went away, `ironlink watch` ended
 // with Ctrl-C); that is not a failure and logs no warning, where it
@@ -606,7 +589,7 @@ func TestListenFeedEndsQuietly(t *testing.T) {
 	if _, err := store.Migrate(ctx, url); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	s, err := store.Open(ctx, url, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
