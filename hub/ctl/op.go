@@ -169,9 +169,7 @@ func readNodes(path string) ([]*ironlinkv1.NodeSpec, error) {
 	var b []byte
 	var err error
 	if path == "-" {
-		if b, err = io.ReadAll(io.LimitReader(os.Stdin, boundedread.ConfigLimit+1)); err == nil && len(b) > boundedread.ConfigLimit {
-			err = fmt.Errorf("standard input: %w: larger than %d bytes", boundedread.ErrTooLarge, boundedread.ConfigLimit)
-		}
+		b, err = boundedread.Read(os.Stdin, "standard input", boundedread.ConfigLimit)
 	} else {
 		b, err = boundedread.File(path, boundedread.ConfigLimit)
 	}

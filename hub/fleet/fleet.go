@@ -175,7 +175,7 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 	} else if cur != "" {
 		id, err := uuid.Parse(cur)
 		if err != nil {
-			return nil, grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, pagetoken.ErrMalformed.Error())
+			return nil, pagetoken.Malformed()
 		}
 		f.After = id.String()
 	}
@@ -348,7 +348,7 @@ func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsR
 	} else if cur != "" {
 		off, err := strconv.Atoi(cur)
 		if err != nil || off < 0 {
-			return nil, grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, pagetoken.ErrMalformed.Error())
+			return nil, pagetoken.Malformed()
 		}
 		f.Offset = off
 	}

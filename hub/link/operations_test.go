@@ -61,6 +61,23 @@ func opsHubWith(t *testing.T, resend time.Duration, v *vault.Vault) (*grpctest.H
 	return h, ironlinkv1.NewOperationServiceClient(h.Operator(t, "ops-admin")), dev, url
 }
 
+// sealedOpsHub is opsHub in sealed mode (the hub's --enrol-key-file) with
+// a fresh random key; it returns the hub, the operator API, the database
+// URL and the sealer.
+func sealedOpsHub(t *testing.T) (*grpctest.Hub, ironlinkv1.OperationServiceClient, string, *vault.Sealer) {
+	t.Helper()
+	key := make([]byte, vault.KeySize)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	sl, err := vault.NewSealer(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, api, _, url := opsHubWith(t, time.Hour, vault.New("r1", 0).WithSealer(sl))
+	return h, api, url, sl
+}
+
 // satellite opens a scripted link of site-a announcing caps.
 func satellite(t *testing.T, h *grpctest.Hub, caps ...string) *satsim.Script {
 	t.Helper()
@@ -320,13 +337,7 @@ func TestEnrolWhoseCredentialsAreGoneFails(t *testing.T) {
 // enrolment sealed with another key ends FAILED CredentialsUnavailable
 // naming the keys, never sent without its credentials.
 func TestSealedEnrolIsDeliveredByAnyReplica(t *testing.T) {
-	key := make([]byte, vault.KeySize)
-	_, _ = rand.Read(key)
-	sl, err := vault.NewSealer(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, api, _, url := opsHubWith(t, time.Hour, vault.New("r1", 0).WithSealer(sl))
+	h, api, url, sl := sealedOpsHub(t)
 	ctx := context.Background()
 
 	// Through this replica's API: stored sealed, nothing in clear.

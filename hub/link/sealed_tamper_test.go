@@ -2,7 +2,6 @@ package link_test
 
 import (
 	"context"
-	"crypto/rand"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/hub/operations/vault"
 )
 
 // TestTamperedSealedEnrolFailsAtOnce: sealed driver_info altered in the
@@ -19,13 +17,7 @@ import (
 // delivery, saying the sealed value does not open, and leaves nothing
 // sealed behind.
 func TestTamperedSealedEnrolFailsAtOnce(t *testing.T) {
-	key := make([]byte, vault.KeySize)
-	_, _ = rand.Read(key)
-	sl, err := vault.NewSealer(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, api, _, url := opsHubWith(t, time.Hour, vault.New("r1", 0).WithSealer(sl))
+	h, api, url, _ := sealedOpsHub(t)
 	ctx := context.Background()
 	var ids []string
 	for _, name := range []string{"t-src", "t-copied", "t-truncated", "t-emptied"} {

@@ -366,15 +366,8 @@ func (s *Server) checkEnrolTarget(ctx context.Context, field, site, name string,
 		return false, s.storeErr(err, "", "")
 	}
 	for _, r := range refs {
-		if r.Removed {
-			continue
-		}
-		d, err := s.store.GetDevice(ctx, r.ID)
-		if err != nil {
-			return false, s.storeErr(err, "device", r.ID)
-		}
-		ps := d.Facts.ProvisionState
-		if slices.Contains(enrolTakeoverStates, ps) {
+		ps := r.ProvisionState
+		if r.Removed || slices.Contains(enrolTakeoverStates, ps) {
 			continue
 		}
 		if !force {
@@ -540,7 +533,7 @@ func (s *Server) ListOperations(ctx context.Context, req *ironlinkv1.ListOperati
 
 // decodeCursor is the created_at|id position of a ListOperations page token.
 func decodeCursor(cur string) (time.Time, string, error) {
-	badTok := grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, pagetoken.ErrMalformed.Error())
+	badTok := pagetoken.Malformed()
 	ts, id, ok := strings.Cut(cur, "|")
 	if !ok {
 		return time.Time{}, "", badTok

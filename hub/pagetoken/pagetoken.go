@@ -74,9 +74,18 @@ func Cursor(req proto.Message, tok string) (string, error) {
 	}
 	cur, err := Decode(req, tok)
 	if err != nil {
-		return "", grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, err.Error())
+		return "", invalid(err)
 	}
 	return cur, nil
+}
+
+// Malformed is the InvalidArgument status (field page_token) for a token
+// whose cursor the RPC cannot use: Cursor decoded it, but it is not a
+// position of that listing.
+func Malformed() error { return invalid(ErrMalformed) }
+
+func invalid(err error) error {
+	return grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, err.Error())
 }
 
 // fingerprint is the first 8 bytes of the SHA-256 of req's full name, NUL,

@@ -125,7 +125,7 @@ func decodeToken(req proto.Message, tok string) (int64, error) {
 	}
 	id, err := strconv.ParseInt(cur, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, grpcerr.InvalidArgument("page_token", grpcerr.ReasonInvalidValue, pagetoken.ErrMalformed.Error())
+		return 0, pagetoken.Malformed()
 	}
 	return id, nil
 }

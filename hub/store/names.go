@@ -19,6 +19,9 @@ type DeviceRef struct {
 	Name string
 	// Removed is true when the node vanished from Ironic.
 	Removed bool
+	// ProvisionState is the node's provision_state as last reported ("":
+	// not reported yet).
+	ProvisionState string
 }
 
 // DevicesByName returns the devices called name (exact, case-sensitive),
@@ -29,7 +32,7 @@ type DeviceRef struct {
 // by the devices_name index (migration 00007).
 func (s *Store) DevicesByName(ctx context.Context, name, site string) ([]DeviceRef, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT d.id::text, d.site, d.name, d.removed FROM devices d
+		SELECT d.id::text, d.site, d.name, d.removed, coalesce(d.facts->>'provision_state', '') FROM devices d
 		WHERE d.name = $1 AND ($2 = '' OR d.site = $2)
 		ORDER BY d.removed, d.site, d.id LIMIT 51`, name, site)
 	if err != nil {
@@ -37,7 +40,7 @@ func (s *Store) DevicesByName(ctx context.Context, name, site string) ([]DeviceR
 	}
 	refs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeviceRef, error) {
 		var d DeviceRef
-		err := r.Scan(&d.ID, &d.Site, &d.Name, &d.Removed)
+		err := r.Scan(&d.ID, &d.Site, &d.Name, &d.Removed, &d.ProvisionState)
 		return d, err
 	})
 	if err != nil {

@@ -52,16 +52,24 @@ func File(path string, limit int64) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is %s: %w (is it the right file?)", path, kind(fi.Mode()), ErrNotRegular)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	return Read(f, path, limit)
+}
+
+// Read returns all of r, at most limit bytes; name says what r is in the
+// errors (a path, "standard input"). More is an error wrapping ErrTooLarge
+// naming it and the limit; a read error is returned wrapped with name
+// unless it names a path already.
+func Read(r io.Reader, name string, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			return nil, err // names the path already
 		}
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: %w: larger than %d bytes (is it the right file?)", path, ErrTooLarge, limit)
+		return nil, fmt.Errorf("%s: %w: larger than %d bytes (is it the right file?)", name, ErrTooLarge, limit)
 	}
 	return data, nil
 }
