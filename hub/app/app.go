@@ -306,10 +306,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	log.Info("hub serving", "listen", lis.Addr().String(), logkey.Replica, cfg.Replica)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return linkSrv.ListenForCommands(gctx, cfg.DatabaseURL) })
-	g.Go(func() error {
-		return opsSrv.Changes().Listen(gctx, cfg.DatabaseURL, func(err error) { log.Warn("operation listener", "err", err) })
-	})
+	g.Go(func() error { return linkSrv.ListenForCommands(gctx) })
+	g.Go(func() error { return opsSrv.Changes().Listen(gctx, st.Notifications()) })
 	g.Go(func() error { linkSrv.RunStaleSweep(gctx, cfg.StaleAfter); return nil })
 	g.Go(func() error { st.RunHistoryPartitions(gctx, cfg.History, time.Hour); return nil })
 	g.Go(func() error { linkSrv.RunLastSeenFlush(gctx, cfg.Link.LastSeenFlush); return nil })

@@ -52,8 +52,6 @@ type Server struct {
 	store *store.Store
 	actor ActorFunc
 	log   *slog.Logger
-	// feed wakes WatchFleet streams (watch.go).
-	feed feedWake
 }
 
 // NewServer returns a fleet server over st. actor may be nil ("anonymous").

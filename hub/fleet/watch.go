@@ -1,9 +1,7 @@
 package fleet
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -29,52 +27,20 @@ const (
 	watchBatch = 500
 )
 
-// feedWake shares one LISTEN connection (store.ListenFeed) among this
-// replica's watchers: it runs while at least one watcher is subscribed.
-// The zero value is ready to use.
-type feedWake struct {
-	mu     sync.Mutex
-	subs   map[chan struct{}]struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// subscribe returns a channel that receives (coalesced) wake-ups and the
-// function that ends the subscription.
-func (w *feedWake) subscribe(st *store.Store) (<-chan struct{}, func()) {
+// feedWake subscribes to the replica's LISTEN dispatcher
+// (store.Notifications) on FeedNotifyChannel and returns a channel that
+// receives (coalesced) wake-ups, and the function that ends the
+// subscription. The dispatcher's connection runs while any watcher (or
+// other subscriber) is subscribed.
+func feedWake(st *store.Store) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.subs == nil {
-		w.subs = map[chan struct{}]struct{}{}
-	}
-	w.subs[ch] = struct{}{}
-	if w.cancel == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		w.cancel, w.done = cancel, done
-		go func() { defer close(done); st.ListenFeed(ctx, w.broadcast) }()
-	}
-	return ch, func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		delete(w.subs, ch)
-		if len(w.subs) == 0 && w.cancel != nil {
-			w.cancel()
-			w.cancel = nil
-		}
-	}
-}
-
-func (w *feedWake) broadcast() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for ch := range w.subs {
+	stop := st.Notifications().Subscribe(store.FeedNotifyChannel, func(string) {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
-	}
+	})
+	return ch, stop
 }
 
 // WatchFleet implements FleetService.WatchFleet: it validates the request,
@@ -128,7 +94,7 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 			return err
 		}
 	}
-	wake, unsubscribe := s.feed.subscribe(s.store)
+	wake, unsubscribe := feedWake(s.store)
 	defer unsubscribe()
 	if req.GetCursor() == "" && !req.GetFromOldest() {
 		var err error

@@ -5,33 +5,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgxlisten"
-
 	"github.com/ironlink/ironlink/hub/store"
 )
 
-// ListenForCommands LISTENs on store.NotifyChannel over a dedicated
-// connection to databaseURL (reconnecting after a second when it drops) and
-// wakes the matching link for each notification. It blocks until ctx ends.
-// Notifications are hints: each link's command sweep (Config.CommandSweep)
-// finds due commands without them.
-func (s *Server) ListenForCommands(ctx context.Context, databaseURL string) error {
-	l := &pgxlisten.Listener{
-		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, databaseURL) },
-		LogError:       func(_ context.Context, err error) { s.log.Warn("command listener", "err", err) },
-		ReconnectDelay: time.Second,
-	}
-	l.Handle(store.NotifyChannel, pgxlisten.HandlerFunc(func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
-		s.Wake(n.Payload)
-		return nil
-	}))
-	err := l.Listen(ctx)
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
+// ListenForCommands subscribes to the replica's LISTEN dispatcher
+// (store.Notifications) on store.NotifyChannel and wakes the matching link
+// for each notification (the payload is the site), until ctx ends; it
+// always returns nil. Notifications are hints: each link's command sweep
+// (Config.CommandSweep) finds due commands without them.
+func (s *Server) ListenForCommands(ctx context.Context) error {
+	stop := s.store.Notifications().Subscribe(store.NotifyChannel, s.Wake)
+	defer stop()
+	<-ctx.Done()
+	return nil
 }
 
 // RunStaleSweep marks sites silent for longer than staleAfter as stale every

@@ -20,7 +20,7 @@ func TestNotifierWakesOnStoreChanges(t *testing.T) {
 	defer cancel()
 	n := operations.NewNotifier()
 	done := make(chan error, 1)
-	go func() { done <- n.Listen(ctx, f.url, func(err error) { t.Log(err) }) }()
+	go func() { done <- n.Listen(ctx, f.st.Notifications()) }()
 	_, ops, err := f.st.CreateOperations(ctx, []store.NewOperation{{ID: uuid.NewString(), Site: "site-a", DeviceID: f.devs["a-manageable"],
 		Kind: "INSPECT", Actor: "op", Reason: "x"}})
 	if err != nil {

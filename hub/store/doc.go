@@ -4,7 +4,7 @@
 // transaction; schema changes live in ../../migrations and are applied by
 // Migrate (goose) before anything else touches the database.
 //
-// The change feed (feed.go: ReadFeed, FeedHead, ListenFeed) reads status
+// The change feed (feed.go: ReadFeed, FeedHead) reads status
 // changes, command and operation state changes, policy decisions and pending
 // action resolutions (feed_sources.go) in commit-safe order: every source row carries
 // its writing transaction's xid8, and only rows of transactions older than

@@ -41,8 +41,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgxlisten"
 
 	"github.com/ironlink/ironlink/hub/status"
 )
@@ -359,32 +357,4 @@ func (s *Store) ReadFeed(ctx context.Context, after FeedCursor, f FeedFilter, li
 		next = after // never move back (a cursor handed out at a newer watermark)
 	}
 	return all, next, limitPos != nil, nil
-}
-
-// ListenFeed LISTENs on FeedNotifyChannel over a connection taken out of
-// the pool (reconnecting after a second when it drops) and calls wake for
-// every notification, until ctx ends. Errors are logged, not returned
-// (none once ctx has ended).
-func (s *Store) ListenFeed(ctx context.Context, wake func()) {
-	l := &pgxlisten.Listener{
-		Connect: func(ctx context.Context) (*pgx.Conn, error) {
-			c, err := s.pool.Acquire(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return c.Hijack(), nil
-		},
-		LogError: func(_ context.Context, err error) {
-			if ctx.Err() != nil {
-				return // the last watcher left: not a failure
-			}
-			s.log.Warn("feed listener", "err", err)
-		},
-		ReconnectDelay: time.Second,
-	}
-	l.Handle(FeedNotifyChannel, pgxlisten.HandlerFunc(func(context.Context, *pgconn.Notification, *pgx.Conn) error {
-		wake()
-		return nil
-	}))
-	_ = l.Listen(ctx)
 }

@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/pgtest"
-	"github.com/ironlink/ironlink/internal/syncbuf"
 )
 
 // feedReader follows the feed from a cursor and keeps every event it read.
@@ -575,64 +573,5 @@ func TestFeedNewSourcesSurviveOutOfOrderCommits(t *testing.T) {
 		if r.events[i].Cursor != r2.events[i].Cursor {
 			t.Fatalf("event %d: live cursor %s, replay %s", i, r.events[i].Cursor, r2.events[i].Cursor)
 		}
-	}
-}
-
-// TestListenFeedEndsQuietly: the listener ends when its context does (the
-// last WatchFleet client of a replica went away, `ironlink watch` ended
-// with Ctrl-C); that is not a failure and logs no warning, where it
-// logged `WARN feed listener err="waiting for notification: context
-// canceled"` every time.
-func TestListenFeedEndsQuietly(t *testing.T) {
-	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	var logs syncbuf.Buffer
-	s, err := store.Open(ctx, url, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	lctx, cancel := context.WithCancel(ctx)
-	woke := make(chan struct{}, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.ListenFeed(lctx, func() {
-			select {
-			case woke <- struct{}{}:
-			default:
-			}
-		})
-	}()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	deadline := time.After(10 * time.Second)
-wait: // notify until the listener hears it: then it is listening
-	for {
-		if _, err := conn.Exec(ctx, "SELECT pg_notify($1, 'x')", store.FeedNotifyChannel); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-woke:
-			break wait
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			t.Fatal("the listener never woke")
-		}
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("ListenFeed did not return after its context ended")
-	}
-	if l := logs.String(); strings.Contains(l, "feed listener") {
-		t.Fatalf("ending the listener logged:\n%s", l)
 	}
 }

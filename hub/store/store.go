@@ -13,6 +13,7 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
+	"github.com/ironlink/ironlink/hub/store/notify"
 	"github.com/ironlink/ironlink/migrations"
 )
 
@@ -45,6 +46,9 @@ type Store struct {
 
 	// cmdPool is the command path's own pool (commandpool.go); nil: pool.
 	cmdPool *pgxpool.Pool
+
+	// notes is the replica's one LISTEN connection (Notifications).
+	notes *notify.Dispatcher
 }
 
 // Open connects a pgx pool to databaseURL (a PostgreSQL URL or key=value DSN)
@@ -66,14 +70,26 @@ func Open(ctx context.Context, databaseURL string, log *slog.Logger, opts ...Opt
 		pool.Close()
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
-	return &Store{pool: pool, log: log, now: time.Now}, nil
+	s := &Store{pool: pool, log: log, now: time.Now}
+	s.notes = notify.New(func(ctx context.Context) (*pgx.Conn, error) {
+		return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	}, []string{NotifyChannel, OperationsChannel, FeedNotifyChannel}, log)
+	return s, nil
 }
+
+// Notifications returns this replica's LISTEN dispatcher: one dedicated
+// connection (outside the pool, made with the pool's settings) on
+// NotifyChannel, OperationsChannel and FeedNotifyChannel, running while
+// anything is subscribed.
+func (s *Store) Notifications() *notify.Dispatcher { return s.notes }
 
 // Pool returns the underlying pool (for LISTEN connections and tests).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Close closes the pool (and the command pool, when open).
+// Close ends the LISTEN dispatcher's subscriptions and closes the pool
+// (and the command pool, when open).
 func (s *Store) Close() {
+	s.notes.Close()
 	if s.cmdPool != nil {
 		s.cmdPool.Close()
 	}
