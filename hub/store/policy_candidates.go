@@ -1,0 +1,185 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ironlink/ironlink/hub/status"
+	"github.com/ironlink/ironlink/internal/condition"
+)
+
+// PolicyCandidate is a device in FAULTED or MAINTENANCE with its triggering
+// status change, read from status_history (see PolicyCandidates).
+type PolicyCandidate struct {
+	DeviceID, Site string
+	// HistoryID is the status_history row where the device entered the
+	// current run of FAULTED/MAINTENANCE (UNREACHABLE rows inside the run
+	// are skipped); ChangedAt its time.
+	HistoryID int64
+	ChangedAt time.Time
+	// From is the last status before that row other than UNREACHABLE ("" when
+	// the history holds none within the rows read).
+	From status.Status
+	// To is the status of the triggering row; Current the device's status now.
+	To, Current status.Status
+	// UnreachableUntil is when the device last left UNREACHABLE before
+	// HistoryID (zero when it did not within the rows read).
+	UnreachableUntil time.Time
+	// Cause is the condition behind Current (ProvisioningHealthy for
+	// FAULTED, MaintenanceClear for MAINTENANCE).
+	Cause condition.Condition
+	// Quarantined is true when the desired impairment is QUARANTINED.
+	Quarantined bool
+	// SiteStale is the site's stale flag.
+	SiteStale bool
+}
+
+// historyDepth bounds the status_history rows read per candidate.
+const historyDepth = 32
+
+// historyRow is one status_history row of a candidate, as read.
+type historyRow struct {
+	id     int64
+	status status.Status
+	at     time.Time
+}
+
+// PolicyCandidates returns the devices, not removed, whose status is FAULTED
+// or MAINTENANCE and whose triggering status change has no QUARANTINE
+// decision yet, in site then id order. Errors are database errors.
+func (s *Store) PolicyCandidates(ctx context.Context) ([]PolicyCandidate, error) {
+	out, hist, err := s.readCandidates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		findTrigger(&out[i], hist[i])
+	}
+	return s.dropDecided(ctx, out)
+}
+
+// readCandidates reads the FAULTED and MAINTENANCE devices without a
+// decision on their current run, each with its newest historyDepth
+// status_history rows (newest first, hist[i] for out[i]).
+func (s *Store) readCandidates(ctx context.Context) (out []PolicyCandidate, hist [][]historyRow, err error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT d.id::text, d.site, d.status, d.desired_impairment = 'QUARANTINED', s.stale,
+			COALESCE(c.type, ''), COALESCE(c.status, 'Unknown'), COALESCE(c.reason, ''), COALESCE(c.message, ''),
+			COALESCE(c.last_transition_time, 'epoch'::timestamptz),
+			h.id, h.status, h.changed_at
+		FROM devices d
+		JOIN sites s ON s.name = d.site
+		LEFT JOIN device_conditions c ON c.device_id = d.id
+			AND c.type = CASE d.status WHEN 'FAULTED' THEN 'ProvisioningHealthy' ELSE 'MaintenanceClear' END
+		JOIN LATERAL (SELECT id, status, changed_at FROM status_history
+			WHERE device_id = d.id ORDER BY id DESC LIMIT $1) h ON true
+		WHERE d.status IN ('FAULTED', 'MAINTENANCE') AND NOT d.removed
+			-- Already decided: a decision whose trigger starts the current run
+			-- (no status other than FAULTED, MAINTENANCE, UNREACHABLE since).
+			AND NOT EXISTS (SELECT 1 FROM policy_decisions pd WHERE pd.device_id = d.id AND pd.kind = 'QUARANTINE'
+				AND NOT EXISTS (SELECT 1 FROM status_history x WHERE x.device_id = d.id AND x.id > pd.trigger_id
+					AND x.status NOT IN ('FAULTED', 'MAINTENANCE', 'UNREACHABLE')))
+		ORDER BY d.site, d.id, h.id DESC`, historyDepth)
+	if err != nil {
+		return nil, nil, fmt.Errorf("policy candidates: %w", err)
+	}
+	for rows.Next() {
+		var c PolicyCandidate
+		var cur, ctype, cstatus, hst string
+		var h historyRow
+		if err := rows.Scan(&c.DeviceID, &c.Site, &cur, &c.Quarantined, &c.SiteStale, &ctype, &cstatus, &c.Cause.Reason,
+			&c.Cause.Message, &c.Cause.LastTransitionTime, &h.id, &hst, &h.at); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("policy candidates: %w", err)
+		}
+		h.status = status.Status(hst)
+		if n := len(out); n == 0 || out[n-1].DeviceID != c.DeviceID {
+			c.Current = status.Status(cur)
+			c.Cause.Type, c.Cause.Status = condition.Type(ctype), condition.Status(cstatus)
+			if c.Cause.LastTransitionTime.Unix() == 0 {
+				c.Cause.LastTransitionTime = time.Time{}
+			}
+			out = append(out, c)
+			hist = append(hist, nil)
+		}
+		hist[len(hist)-1] = append(hist[len(hist)-1], h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("policy candidates: %w", err)
+	}
+	return out, hist, nil
+}
+
+// findTrigger walks c's history h newest first: the run of
+// FAULTED/MAINTENANCE (and UNREACHABLE inside it), then the status before
+// it; it sets HistoryID, ChangedAt, To, From and UnreachableUntil. It
+// leaves HistoryID zero when the history lags the device row (next tick).
+func findTrigger(c *PolicyCandidate, h []historyRow) {
+	impaired := func(st status.Status) bool { return st == status.Faulted || st == status.Maintenance }
+	trig := -1
+	for j := 0; j < len(h); j++ {
+		if impaired(h[j].status) {
+			trig = j
+		} else if h[j].status != status.Unreachable {
+			break
+		}
+	}
+	if trig < 0 {
+		return // the history lags the device row: next tick
+	}
+	c.HistoryID, c.ChangedAt, c.To = h[trig].id, h[trig].at, h[trig].status
+	// From: the first status older than the trigger other than UNREACHABLE;
+	// UnreachableUntil: when the newest UNREACHABLE period before the
+	// trigger ended (the time of the row after it).
+	for k := trig + 1; k < len(h); k++ {
+		if h[k].status == status.Unreachable {
+			if c.UnreachableUntil.IsZero() {
+				c.UnreachableUntil = h[k-1].at
+			}
+			continue
+		}
+		if c.From == "" {
+			c.From = h[k].status
+		}
+		if !c.UnreachableUntil.IsZero() {
+			break
+		}
+	}
+}
+
+// dropDecided keeps the candidates with a trigger (HistoryID) that has no
+// QUARANTINE decision yet.
+func (s *Store) dropDecided(ctx context.Context, out []PolicyCandidate) ([]PolicyCandidate, error) {
+	ids := make([]string, 0, len(out))
+	for _, c := range out {
+		ids = append(ids, c.DeviceID)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT device_id::text, trigger_id FROM policy_decisions
+		WHERE kind = 'QUARANTINE' AND device_id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("policy candidates: decided triggers: %w", err)
+	}
+	decided := map[string]map[int64]bool{}
+	for rows.Next() {
+		var id string
+		var trig int64
+		if err := rows.Scan(&id, &trig); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("policy candidates: decided triggers: %w", err)
+		}
+		if decided[id] == nil {
+			decided[id] = map[int64]bool{}
+		}
+		decided[id][trig] = true
+	}
+	rows.Close()
+	kept := out[:0]
+	for _, c := range out {
+		if c.HistoryID != 0 && !decided[c.DeviceID][c.HistoryID] {
+			kept = append(kept, c)
+		}
+	}
+	return kept, rows.Err()
+}
