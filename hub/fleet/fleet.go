@@ -49,13 +49,13 @@ type ActorFunc func(ctx context.Context) string
 // Server implements ironlinkv1.FleetServiceServer.
 type Server struct {
 	ironlinkv1.UnimplementedFleetServiceServer
-	store *store.Store
+	store Store
 	actor ActorFunc
 	log   *slog.Logger
 }
 
 // NewServer returns a fleet server over st. actor may be nil ("anonymous").
-func NewServer(st *store.Store, actor ActorFunc, log *slog.Logger) *Server {
+func NewServer(st Store, actor ActorFunc, log *slog.Logger) *Server {
 	if actor == nil {
 		actor = func(context.Context) string { return "anonymous" }
 	}

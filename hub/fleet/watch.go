@@ -32,7 +32,7 @@ const (
 // receives (coalesced) wake-ups, and the function that ends the
 // subscription. The dispatcher's connection runs while any watcher (or
 // other subscriber) is subscribed.
-func feedWake(st *store.Store) (<-chan struct{}, func()) {
+func feedWake(st store.Notifier) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	stop := st.Notifications().Subscribe(store.FeedNotifyChannel, func(string) {
 		select {

@@ -134,7 +134,9 @@ func UnknownSite(site string) error {
 // filter: UnknownSite when st does not know site, nil when it does (or
 // site is ""), FromStore's error when the lookup fails. Only empty
 // listings pay for the lookup.
-func SiteKnown(ctx context.Context, st *store.Store, site string) error {
+func SiteKnown(ctx context.Context, st interface {
+	SiteExists(ctx context.Context, name string) (bool, error)
+}, site string) error {
 	if site == "" {
 		return nil
 	}

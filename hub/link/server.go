@@ -92,7 +92,7 @@ func (c *Config) defaults() {
 // Server implements ironlinkv1.LinkServiceServer.
 type Server struct {
 	ironlinkv1.UnimplementedLinkServiceServer
-	store *store.Store
+	store Store
 	cfg   Config
 	log   *slog.Logger
 
@@ -107,7 +107,7 @@ type Server struct {
 }
 
 // NewServer returns a link server over st.
-func NewServer(st *store.Store, cfg Config, log *slog.Logger) *Server {
+func NewServer(st Store, cfg Config, log *slog.Logger) *Server {
 	cfg.defaults()
 	return &Server{store: st, cfg: cfg, log: log, links: map[string]*conn{}}
 }

@@ -118,13 +118,13 @@ type Config struct {
 // Server implements ironlinkv1.OperationServiceServer.
 type Server struct {
 	ironlinkv1.UnimplementedOperationServiceServer
-	store *store.Store
+	store Store
 	cfg   Config
 	log   *slog.Logger
 }
 
 // NewServer returns an operation server over st.
-func NewServer(st *store.Store, cfg Config, log *slog.Logger) *Server {
+func NewServer(st Store, cfg Config, log *slog.Logger) *Server {
 	if cfg.Actor == nil {
 		cfg.Actor = func(context.Context) string { return "anonymous" }
 	}

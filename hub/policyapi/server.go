@@ -54,7 +54,7 @@ type Source interface {
 // Server implements ironlinkv1.PolicyServiceServer.
 type Server struct {
 	ironlinkv1.UnimplementedPolicyServiceServer
-	st    *store.Store
+	st    Store
 	src   Source
 	actor func(context.Context) string
 	log   *slog.Logger
@@ -63,7 +63,7 @@ type Server struct {
 
 // NewServer returns the policy API over st and src; actor names the caller
 // (nil: "anonymous").
-func NewServer(st *store.Store, src Source, actor func(context.Context) string, log *slog.Logger) *Server {
+func NewServer(st Store, src Source, actor func(context.Context) string, log *slog.Logger) *Server {
 	if actor == nil {
 		actor = func(context.Context) string { return "anonymous" }
 	}

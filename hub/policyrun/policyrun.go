@@ -56,13 +56,13 @@ type Config struct {
 // Evaluator applies the quarantine policy. Run it on every replica: only
 // the holder of LockKey evaluates.
 type Evaluator struct {
-	st  *store.Store
+	st  Store
 	cfg Config
 	log *slog.Logger
 }
 
 // New returns an evaluator over st.
-func New(st *store.Store, cfg Config, log *slog.Logger) *Evaluator {
+func New(st Store, cfg Config, log *slog.Logger) *Evaluator {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}

@@ -57,7 +57,7 @@ const (
 type Server struct {
 	cfg    Config
 	fleet  *fleet.Server
-	store  *store.Store
+	store  Store
 	roster func() *auth.Roster
 	log    *slog.Logger
 	pages  map[string]*template.Template
@@ -69,7 +69,7 @@ type Server struct {
 // st (for the read-only queries fl has no RPC for), authenticating callers
 // against roster() at each request (so roster reloads apply at once).
 // cfg must have passed Validate. Errors: cfg invalid, templates broken.
-func New(cfg Config, fl *fleet.Server, st *store.Store, roster func() *auth.Roster, log *slog.Logger) (*Server, error) {
+func New(cfg Config, fl *fleet.Server, st Store, roster func() *auth.Roster, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
