@@ -29,6 +29,7 @@ import (
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/operations/vault"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/store/partitions"
 	"github.com/ironlink/ironlink/hub/throttle"
 	"github.com/ironlink/ironlink/hub/web"
 	"github.com/ironlink/ironlink/internal/auth"
@@ -309,7 +310,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	g.Go(func() error { return linkSrv.ListenForCommands(gctx) })
 	g.Go(func() error { return opsSrv.Changes().Listen(gctx, st.Notifications()) })
 	g.Go(func() error { linkSrv.RunStaleSweep(gctx, cfg.StaleAfter); return nil })
-	g.Go(func() error { st.RunHistoryPartitions(gctx, cfg.History, time.Hour); return nil })
+	g.Go(func() error {
+		partitions.NewKeeper(st.Pool(), log).Run(gctx, cfg.History, time.Hour)
+		return nil
+	})
 	g.Go(func() error { linkSrv.RunLastSeenFlush(gctx, cfg.Link.LastSeenFlush); return nil })
 	g.Go(func() error { return obs.run(gctx) })
 	g.Go(func() error { return pol.run(gctx) })

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/store/partitions"
 	"github.com/ironlink/ironlink/internal/pgtest"
 )
 
@@ -78,7 +79,7 @@ func seedHistory(tb testing.TB, s *store.Store, url string, h historyShape) (sta
 			CREATE TABLE %[1]s_legacy PARTITION OF %[1]s FOR VALUES FROM (MINVALUE) TO ('%[2]s');
 			CREATE TABLE %[1]s_tail PARTITION OF %[1]s FOR VALUES FROM ('%[2]s') TO (MAXVALUE)`, t, start.Format(time.RFC3339)))
 	}
-	if _, err := s.MaintainHistoryPartitions(ctx, store.PartitionPolicy{Interval: week, Ahead: 1}, end); err != nil {
+	if _, err := keeper(s).Maintain(ctx, partitions.Policy{Interval: week, Ahead: 1}, end); err != nil {
 		tb.Fatal(err)
 	}
 	span := end.Sub(start).Seconds() * 0.999

@@ -16,19 +16,25 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/store/partitions"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/migrations"
 )
 
+// keeper returns a partition keeper on s's pool that logs nowhere.
+func keeper(s *store.Store) *partitions.Keeper {
+	return partitions.NewKeeper(s.Pool(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
 // partitionsOf returns table's partitions in range order.
-func partitionsOf(t *testing.T, s *store.Store, table string) []store.Partition {
+func partitionsOf(t *testing.T, s *store.Store, table string) []partitions.Partition {
 	t.Helper()
-	all, err := s.HistoryPartitions(context.Background())
+	all, err := partitions.List(context.Background(), s.Pool())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []store.Partition
+	var out []partitions.Partition
 	for _, p := range all {
 		if p.Table == table {
 			out = append(out, p)
@@ -71,8 +77,8 @@ func TestPartitionsCreatedAheadAndRowsRouted(t *testing.T) {
 	s, url := newStore(t)
 	now := time.Now()
 	week := 7 * 24 * time.Hour
-	p := store.PartitionPolicy{Interval: week, Ahead: 3}
-	res, err := s.MaintainHistoryPartitions(ctx, p, now)
+	p := partitions.Policy{Interval: week, Ahead: 3}
+	res, err := keeper(s).Maintain(ctx, p, now)
 	if err != nil || res.Skipped {
 		t.Fatalf("maintain: %+v %v", res, err)
 	}
@@ -89,7 +95,7 @@ func TestPartitionsCreatedAheadAndRowsRouted(t *testing.T) {
 		}
 	}
 	// A second run (another replica, or the next tick) creates nothing.
-	if res, err := s.MaintainHistoryPartitions(ctx, p, now); err != nil || len(res.Created) != 0 {
+	if res, err := keeper(s).Maintain(ctx, p, now); err != nil || len(res.Created) != 0 {
 		t.Fatalf("second maintain: %+v %v", res, err)
 	}
 	// A replica holding the lock makes the others skip.
@@ -104,7 +110,7 @@ func TestPartitionsCreatedAheadAndRowsRouted(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(x'69726f6e70617274'::bigint)`); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := s.MaintainHistoryPartitions(ctx, p, now.Add(30*24*time.Hour)); err != nil || !res.Skipped || len(res.Created) != 0 {
+	if res, err := keeper(s).Maintain(ctx, p, now.Add(30*24*time.Hour)); err != nil || !res.Skipped || len(res.Created) != 0 {
 		t.Fatalf("maintain while another replica holds the lock: %+v %v", res, err)
 	}
 	_ = tx.Rollback(ctx)
@@ -123,7 +129,7 @@ func TestPartitionsCreatedAheadAndRowsRouted(t *testing.T) {
 	// When the hub catches up (a year later), the partitions split off the
 	// tail take that row with them: nothing lost, nothing left in the tail.
 	before := pgtest.Count(t, url, `SELECT count(*) FROM status_history`)
-	res, err = s.MaintainHistoryPartitions(ctx, p, now.Add(366*24*time.Hour))
+	res, err = keeper(s).Maintain(ctx, p, now.Add(366*24*time.Hour))
 	if err != nil || len(res.Created) < 2*50 {
 		t.Fatalf("catch-up: %d created, %v", len(res.Created), err)
 	}
@@ -142,8 +148,8 @@ func TestRetentionDropsOnlyWholeOldPartitions(t *testing.T) {
 	s, url := newStore(t)
 	day := 24 * time.Hour
 	now := time.Now()
-	p := store.PartitionPolicy{Interval: day, Ahead: 10}
-	if _, err := s.MaintainHistoryPartitions(ctx, p, now); err != nil {
+	p := partitions.Policy{Interval: day, Ahead: 10}
+	if _, err := keeper(s).Maintain(ctx, p, now); err != nil {
 		t.Fatal(err)
 	}
 	ps := partitionsOf(t, s, "status_history")
@@ -157,7 +163,7 @@ func TestRetentionDropsOnlyWholeOldPartitions(t *testing.T) {
 	// the first partitions go, the second stays whole (its row older than
 	// the cutoff too).
 	later := second.From.Add(12 * time.Hour).Add(2 * day)
-	res, err := s.MaintainHistoryPartitions(ctx, store.PartitionPolicy{Interval: day, Ahead: 10, Retention: 2 * day}, later)
+	res, err := keeper(s).Maintain(ctx, partitions.Policy{Interval: day, Ahead: 10, Retention: 2 * day}, later)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +189,7 @@ func TestRetentionDropsOnlyWholeOldPartitions(t *testing.T) {
 		t.Fatalf("as of before the horizon: %v, want ErrHistoryExpired", err)
 	}
 	// Retention 0 keeps everything.
-	if res, err := s.MaintainHistoryPartitions(ctx, store.PartitionPolicy{Interval: day, Ahead: 10}, later.Add(365*day)); err != nil || len(res.Dropped) != 0 {
+	if res, err := keeper(s).Maintain(ctx, partitions.Policy{Interval: day, Ahead: 10}, later.Add(365*day)); err != nil || len(res.Dropped) != 0 {
 		t.Fatalf("retention 0 dropped %v (%v)", res.Dropped, err)
 	}
 }
@@ -233,7 +239,7 @@ func TestPartitionDDLAlongsideIngestFailsNothing(t *testing.T) {
 	week := 7 * 24 * time.Hour
 	now := time.Now()
 	for i := 0; i < 15; i++ {
-		if _, err := s.MaintainHistoryPartitions(ctx, store.PartitionPolicy{Interval: week, Ahead: 1}, now.Add(time.Duration(i)*week)); err != nil {
+		if _, err := keeper(s).Maintain(ctx, partitions.Policy{Interval: week, Ahead: 1}, now.Add(time.Duration(i)*week)); err != nil {
 			t.Errorf("partition run %d: %v", i, err)
 		}
 	}
