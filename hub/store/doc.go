@@ -1,8 +1,41 @@
 // Package store is the hub's PostgreSQL persistence (pgx v5): sites and their
-// links, devices, current conditions, condition/status/impairment histories
-// and quarantine/release commands. Every write that a link acks happens in one
-// transaction; schema changes live in ../../migrations and are applied by
-// Migrate (goose) before anything else touches the database.
+// links, devices, current conditions, condition/status/impairment histories,
+// quarantine/release commands, operations and the quarantine policy's
+// records. Every write that a link acks happens in one transaction; schema
+// changes live in ../../migrations and are applied by Migrate (goose) before
+// anything else touches the database.
+//
+// The package is split by purpose; roles.go names each purpose's methods as
+// an interface (callers depend on the roles, or on an interface of their
+// own, rather than on *Store):
+//
+//   - Ingest, the link's write path: link.go (OpenLink, CloseLink,
+//     ApplyBatch, status re-derivation), pipeline.go (SubmitBatch,
+//     SubmitSiteConditions), group.go (the group committer),
+//     groupapply.go (one group's transaction, step by step), groupmerge.go
+//     (merging batches and deriving statuses in Go), grouprows.go and
+//     groupsql.go (the set-based statements), siteconditions.go,
+//     liveness.go (last seen, staleness).
+//   - Commands: commands.go (desired impairment, delivery, results),
+//     desired.go (desired states, drift corrections), bulk.go (bulk
+//     quarantine and release), commandpool.go (the command path's pool).
+//   - Operations: operations.go (the operator's side),
+//     operations_delivery.go (the link's side).
+//   - Policy: policy_candidates.go (what the evaluator considers), policy.go
+//     (sites, holds, decisions, the guard, pending expiry), policy_api.go
+//     (listing and resolving for the policy API).
+//   - Change feed: feed.go, feed_sources.go (below).
+//   - Reads: queries.go, names.go, exists.go, explain.go (current state),
+//     asof.go (a past instant).
+//   - The rest: store.go (Open, Migrate, transactions), health.go
+//     (readiness, metrics reads), replay.go (token replay cache), types.go
+//     (the shapes), partitions.go (the as_of horizon; the partitions
+//     themselves are package partitions).
+//
+// Sub-packages: notify is the replica's one LISTEN connection
+// (Store.Notifications), fanning command, operation and feed notifications
+// out to their subscribers; partitions keeps the history tables'
+// partitions.
 //
 // The change feed (feed.go: ReadFeed, FeedHead) reads status
 // changes, command and operation state changes, policy decisions and pending
