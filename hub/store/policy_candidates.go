@@ -175,11 +175,14 @@ func (s *Store) dropDecided(ctx context.Context, out []PolicyCandidate) ([]Polic
 		decided[id][trig] = true
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("policy candidates: decided triggers: %w", err)
+	}
 	kept := out[:0]
 	for _, c := range out {
 		if c.HistoryID != 0 && !decided[c.DeviceID][c.HistoryID] {
 			kept = append(kept, c)
 		}
 	}
-	return kept, rows.Err()
+	return kept, nil
 }

@@ -83,7 +83,8 @@ func Open(ctx context.Context, databaseURL string, log *slog.Logger, opts ...Opt
 // anything is subscribed.
 func (s *Store) Notifications() *notify.Dispatcher { return s.notes }
 
-// Pool returns the underlying pool (for LISTEN connections and tests).
+// Pool returns the underlying pool (for the history partitions keeper,
+// the policy evaluator's leader lock, the fleet view's own reads, and tests).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Close ends the LISTEN dispatcher's subscriptions and closes the pool

@@ -152,7 +152,7 @@ func TestResubscribesAfterReconnect(t *testing.T) {
 	ctx := context.Background()
 	var n int
 	if err := f.send.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 1 {
