@@ -31,6 +31,7 @@ import (
 	"github.com/ironlink/ironlink/hub/pagetoken"
 	hubstatus "github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/store/feed"
 	"github.com/ironlink/ironlink/internal/sitename"
 	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/internal/wire"
@@ -50,6 +51,8 @@ type ActorFunc func(ctx context.Context) string
 type Server struct {
 	ironlinkv1.UnimplementedFleetServiceServer
 	store Store
+	// feed reads the change feed for WatchFleet (watch.go).
+	feed  *feed.Reader
 	actor ActorFunc
 	log   *slog.Logger
 }
@@ -59,7 +62,7 @@ func NewServer(st Store, actor ActorFunc, log *slog.Logger) *Server {
 	if actor == nil {
 		actor = func(context.Context) string { return "anonymous" }
 	}
-	return &Server{store: st, actor: actor, log: log}
+	return &Server{store: st, feed: feed.NewReader(st.Pool()), actor: actor, log: log}
 }
 
 // parseID returns the canonical form of the UUID s in field (required).

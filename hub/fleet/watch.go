@@ -11,6 +11,7 @@ import (
 	"github.com/ironlink/ironlink/hub/operations"
 	"github.com/ironlink/ironlink/hub/policyapi"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/store/feed"
 	"github.com/ironlink/ironlink/internal/textcheck"
 )
 
@@ -34,7 +35,7 @@ const (
 // other subscriber) is subscribed.
 func feedWake(st store.Notifier) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
-	stop := st.Notifications().Subscribe(store.FeedNotifyChannel, func(string) {
+	stop := st.Notifications().Subscribe(feed.NotifyChannel, func(string) {
 		select {
 		case ch <- struct{}{}:
 		default:
@@ -45,7 +46,7 @@ func feedWake(st store.Notifier) (<-chan struct{}, func()) {
 
 // WatchFleet implements FleetService.WatchFleet: it validates the request,
 // sends a progress mark with the starting cursor, then every event of the
-// feed (hub/store feed.go) that matches, each with its cursor, reading
+// feed (hub/store/feed) that matches, each with its cursor, reading
 // again when a feed source notifies and every WatchPoll, until the client
 // goes away. A database failure ends the stream with Unavailable; the
 // client resumes from its last cursor.
@@ -58,7 +59,7 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 	if err := s.checkSiteAllowed(ctx, sc, req.GetSite()); err != nil {
 		return err
 	}
-	f := store.FeedFilter{Site: req.GetSite(), Sites: sc.Sites}
+	f := feed.Filter{Site: req.GetSite(), Sites: sc.Sites}
 	for i, st := range req.GetStatuses() {
 		hs, ok := statusFromProto(st)
 		if !ok {
@@ -73,14 +74,14 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 		}
 		f.Kinds = append(f.Kinds, sk)
 	}
-	var cur store.FeedCursor
+	var cur feed.Cursor
 	if c := req.GetCursor(); c != "" {
 		var err error
-		if cur, err = store.ParseFeedCursor(c); err != nil {
+		if cur, err = feed.ParseCursor(c); err != nil {
 			return grpcerr.InvalidArgument("cursor", grpcerr.ReasonInvalidValue, "cursor "+textcheck.Quote(c)+
 				" is malformed: pass a cursor of a WatchFleetResponse unchanged")
 		}
-		ok, err := s.store.FeedCursorValid(ctx, cur)
+		ok, err := s.feed.CursorValid(ctx, cur)
 		if err != nil {
 			return s.storeErr(err, "", "")
 		}
@@ -98,7 +99,7 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 	defer unsubscribe()
 	if req.GetCursor() == "" && !req.GetFromOldest() {
 		var err error
-		if cur, err = s.store.FeedHead(ctx); err != nil {
+		if cur, err = s.feed.Head(ctx); err != nil {
 			return s.storeErr(err, "", "")
 		}
 	}
@@ -109,7 +110,7 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 	poll := time.NewTicker(WatchPoll)
 	defer poll.Stop()
 	for {
-		evs, next, more, err := s.store.ReadFeed(ctx, cur, f, watchBatch)
+		evs, next, more, err := s.feed.Read(ctx, cur, f, watchBatch)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -142,16 +143,16 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 }
 
 // feedKinds maps the kinds a WatchFleetRequest may filter on to the store's.
-var feedKinds = map[ironlinkv1.FleetEventKind]store.EventKind{
-	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_DEVICE_STATUS:   store.EventDeviceStatus,
-	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE:   store.EventCommandState,
-	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_OPERATION_STATE: store.EventOperationState,
-	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION: store.EventPolicyDecision,
-	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION:  store.EventPendingAction,
+var feedKinds = map[ironlinkv1.FleetEventKind]feed.Kind{
+	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_DEVICE_STATUS:   feed.EventDeviceStatus,
+	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE:   feed.EventCommandState,
+	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_OPERATION_STATE: feed.EventOperationState,
+	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION: feed.EventPolicyDecision,
+	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION:  feed.EventPendingAction,
 }
 
 // eventToProto converts a feed event.
-func eventToProto(ev store.FeedEvent) *ironlinkv1.FleetEvent {
+func eventToProto(ev feed.Event) *ironlinkv1.FleetEvent {
 	p := &ironlinkv1.FleetEvent{EventTime: timestamppb.New(ev.At)}
 	switch {
 	case ev.Status != nil:

@@ -24,7 +24,8 @@
 //   - Policy: policy_candidates.go (what the evaluator considers), policy.go
 //     (sites, holds, decisions, the guard, pending expiry), policy_api.go
 //     (listing and resolving for the policy API).
-//   - Change feed: feed.go, feed_sources.go (below).
+//   - Change feed: package feed (below); feed.go keeps FeedNotifyChannel
+//     and rowscan.go the row scanners the feed shares.
 //   - Reads: queries.go, names.go, exists.go, explain.go (current state),
 //     asof.go (a past instant).
 //   - The rest: store.go (Open, Migrate, transactions), health.go
@@ -32,23 +33,23 @@
 //     (the shapes), partitions.go (the as_of horizon; the partitions
 //     themselves are package partitions).
 //
-// Sub-packages: notify is the replica's one LISTEN connection
-// (Store.Notifications), fanning command, operation and feed notifications
-// out to their subscribers; partitions keeps the history tables'
-// partitions.
+// Sub-packages: feed is the change feed; notify is the replica's one
+// LISTEN connection (Store.Notifications), fanning command, operation and
+// feed notifications out to their subscribers; partitions keeps the
+// history tables' partitions.
 //
-// The change feed (feed.go: ReadFeed, FeedHead) reads status
+// The change feed (package feed: Reader.Read, Reader.Head) reads status
 // changes, command and operation state changes, policy decisions and pending
-// action resolutions (feed_sources.go) in commit-safe order: every source row carries
+// action resolutions (feed/sources.go) in commit-safe order: every source row carries
 // its writing transaction's xid8, and only rows of transactions older than
 // the oldest one still running in this database are read, ordered by
 // (xid, source, id). To add a source: a migration gives its table `xid xid8 DEFAULT
 // pg_current_xact_id()` and an (xid, id) index (or an events table filled by
 // an AFTER trigger, like command_events), optionally a
 // NOTIFY on FeedNotifyChannel in that trigger; then one entry in
-// feedSources (a new, never reused source number, the kind, the query, the
+// feed's feedSources (a new, never reused source number, the kind, the query, the
 // scan); then a FleetEventKind and a FleetEvent oneof member in fleet.proto,
-// filled by hub/fleet's eventToProto. feed.go's comment has the details.
+// filled by hub/fleet's eventToProto. Package feed's doc has the details.
 //
 // Errors: ErrNotFound, ErrFenced and ErrWrongSite are returned wrapped; test
 // with errors.Is. Everything else is a database error wrapped with context.

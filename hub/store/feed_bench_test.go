@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/store/feed"
 )
 
 // BenchmarkStatusHistoryXidDefault measures the ingest-path cost of the
@@ -61,7 +62,7 @@ func BenchmarkFeedCommitToRead(b *testing.B) {
 		b.Fatal(err)
 	}
 	dev := addDeviceB(b, st, "bench", sess)
-	cur, err := st.FeedHead(ctx)
+	cur, err := feedOf(st).Head(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func BenchmarkFeedCommitToRead(b *testing.B) {
 		}
 		commit += time.Since(start)
 		for seen := false; !seen; {
-			evs, next, _, err := st.ReadFeed(ctx, cur, store.FeedFilter{}, 100)
+			evs, next, _, err := feedOf(st).Read(ctx, cur, feed.Filter{}, 100)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -13,23 +13,27 @@ import (
 
 	"github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/store/feed"
 	"github.com/ironlink/ironlink/internal/pgtest"
 )
+
+// feedOf returns a reader of s's change feed.
+func feedOf(s *store.Store) *feed.Reader { return feed.NewReader(s.Pool()) }
 
 // feedReader follows the feed from a cursor and keeps every event it read.
 type feedReader struct {
 	s      *store.Store
-	cur    store.FeedCursor
-	f      store.FeedFilter
+	cur    feed.Cursor
+	f      feed.Filter
 	limit  int
-	events []store.FeedEvent
+	events []feed.Event
 }
 
 // read reads until the feed has nothing more readable now.
 func (r *feedReader) read(t *testing.T) {
 	t.Helper()
 	for {
-		evs, next, more, err := r.s.ReadFeed(context.Background(), r.cur, r.f, r.limit)
+		evs, next, more, err := feedOf(r.s).Read(context.Background(), r.cur, r.f, r.limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +118,7 @@ func TestFeedOrderSurvivesOutOfOrderCommits(t *testing.T) {
 	s, _ := newStore(t)
 	sess := open(t, s, "site-a")
 	dev := addDevice(t, s, "site-a", sess, 1)
-	head, err := s.FeedHead(ctx)
+	head, err := feedOf(s).Head(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +192,7 @@ func TestFeedConcurrentWritersNoGapsNoDuplicates(t *testing.T) {
 	for i := range 8 {
 		devs = append(devs, addDevice(t, s, "site-a", sess, uint64(i+1)))
 	}
-	head, err := s.FeedHead(ctx)
+	head, err := feedOf(s).Head(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,19 +291,19 @@ func TestFeedConcurrentWritersNoGapsNoDuplicates(t *testing.T) {
 // ones are refused, and the filters keep what they say.
 func TestFeedCursorRoundTripAndFilters(t *testing.T) {
 	for _, bad := range []string{"", "1.2", "a.b.c", "1.2.-3", "1.2.3.4", "-1.1.1"} {
-		if _, err := store.ParseFeedCursor(bad); err == nil {
+		if _, err := feed.ParseCursor(bad); err == nil {
 			t.Errorf("cursor %q accepted", bad)
 		}
 	}
-	c := store.FeedCursor{XID: 12345678901, Source: 2, ID: 99}
-	if back, err := store.ParseFeedCursor(c.String()); err != nil || back != c {
+	c := feed.Cursor{XID: 12345678901, Source: 2, ID: 99}
+	if back, err := feed.ParseCursor(c.String()); err != nil || back != c {
 		t.Fatalf("round trip %s: %v %v", c, back, err)
 	}
 
 	ctx := context.Background()
 	s, _ := newStore(t)
 	sessA, sessB := open(t, s, "site-a"), open(t, s, "site-b")
-	head, err := s.FeedHead(ctx)
+	head, err := feedOf(s).Head(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +312,7 @@ func TestFeedCursorRoundTripAndFilters(t *testing.T) {
 	if _, err := s.SetDesiredImpairment(ctx, a, store.ImpairmentQuarantined, "ops", "Xid 79", "operator-api"); err != nil {
 		t.Fatal(err)
 	}
-	count := func(f store.FeedFilter) (status, commands int) {
+	count := func(f feed.Filter) (status, commands int) {
 		r := &feedReader{s: s, cur: head, f: f, limit: 100}
 		deadline := time.Now().Add(30 * time.Second)
 		for {
@@ -334,17 +338,17 @@ func TestFeedCursorRoundTripAndFilters(t *testing.T) {
 	// Events: a AVAILABLE, b AVAILABLE, a QUARANTINED (from AVAILABLE), a's command.
 	for _, tc := range []struct {
 		name     string
-		f        store.FeedFilter
+		f        feed.Filter
 		st, cmds int
 	}{
-		{"all", store.FeedFilter{}, 3, 1},
-		{"site-b", store.FeedFilter{Site: "site-b"}, 1, 0},
-		{"allowed site-a", store.FeedFilter{Sites: []string{"site-a"}}, 2, 1},
-		{"allowed none", store.FeedFilter{Sites: []string{}}, 0, 0},
-		{"into or out of QUARANTINED", store.FeedFilter{Statuses: []status.Status{status.Quarantined}}, 1, 1},
-		{"out of AVAILABLE counts", store.FeedFilter{Statuses: []status.Status{status.Available}}, 3, 1},
-		{"commands only", store.FeedFilter{Kinds: []store.EventKind{store.EventCommandState}}, 0, 1},
-		{"status only", store.FeedFilter{Kinds: []store.EventKind{store.EventDeviceStatus}}, 3, 0},
+		{"all", feed.Filter{}, 3, 1},
+		{"site-b", feed.Filter{Site: "site-b"}, 1, 0},
+		{"allowed site-a", feed.Filter{Sites: []string{"site-a"}}, 2, 1},
+		{"allowed none", feed.Filter{Sites: []string{}}, 0, 0},
+		{"into or out of QUARANTINED", feed.Filter{Statuses: []status.Status{status.Quarantined}}, 1, 1},
+		{"out of AVAILABLE counts", feed.Filter{Statuses: []status.Status{status.Available}}, 3, 1},
+		{"commands only", feed.Filter{Kinds: []feed.Kind{feed.EventCommandState}}, 0, 1},
+		{"status only", feed.Filter{Kinds: []feed.Kind{feed.EventDeviceStatus}}, 3, 0},
 	} {
 		st, cmds := count(tc.f)
 		if st != tc.st || cmds != tc.cmds {
@@ -373,7 +377,7 @@ func TestFeedIgnoresOtherDatabasesTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	sess := open(t, s, "site-a")
-	head, err := s.FeedHead(ctx)
+	head, err := feedOf(s).Head(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +392,7 @@ func TestFeedIgnoresOtherDatabasesTransactions(t *testing.T) {
 }
 
 // newKinds are the feed kinds of operations and the quarantine policy.
-var newKinds = []store.EventKind{store.EventOperationState, store.EventPolicyDecision, store.EventPendingAction}
+var newKinds = []feed.Kind{feed.EventOperationState, feed.EventPolicyDecision, feed.EventPendingAction}
 
 // readAtLeast reads r until it holds n events, for at most 30 s (the
 // watermark is cluster-wide), then once more after a pause so that extra
@@ -407,7 +411,7 @@ func readAtLeast(t *testing.T, r *feedReader, n int) {
 }
 
 // describeEvents renders events as "KIND:from>to" for the new kinds.
-func describeEvents(evs []store.FeedEvent) string {
+func describeEvents(evs []feed.Event) string {
 	var out []string
 	for _, ev := range evs {
 		switch {
@@ -432,7 +436,7 @@ func TestFeedOperationAndPolicyEvents(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t)
 	sess, devs := opSite(t, s, "site-a", 2)
-	head, err := s.FeedHead(ctx)
+	head, err := feedOf(s).Head(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +465,7 @@ func TestFeedOperationAndPolicyEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := &feedReader{s: s, cur: head, f: store.FeedFilter{Kinds: newKinds}, limit: 2}
+	r := &feedReader{s: s, cur: head, f: feed.Filter{Kinds: newKinds}, limit: 2}
 	readAtLeast(t, r, 5)
 	if got, want := describeEvents(r.events), "op:>PENDING,op:PENDING>RUNNING,op:RUNNING>SUCCEEDED,decision:PENDING,pending:PENDING>REJECTED"; got != want {
 		t.Fatalf("feed %s, want %s", got, want)
@@ -482,15 +486,15 @@ func TestFeedOperationAndPolicyEvents(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		f    store.FeedFilter
+		f    feed.Filter
 		want string
 	}{
-		{"operations only", store.FeedFilter{Kinds: []store.EventKind{store.EventOperationState}}, "op:>PENDING,op:PENDING>RUNNING,op:RUNNING>SUCCEEDED"},
-		{"policy only", store.FeedFilter{Kinds: []store.EventKind{store.EventPolicyDecision, store.EventPendingAction}}, "decision:PENDING,pending:PENDING>REJECTED"},
-		{"other site", store.FeedFilter{Site: "site-b", Kinds: newKinds}, ""},
-		{"allowed site-a", store.FeedFilter{Sites: []string{"site-a"}, Kinds: newKinds}, "op:>PENDING,op:PENDING>RUNNING,op:RUNNING>SUCCEEDED,decision:PENDING,pending:PENDING>REJECTED"},
-		{"allowed none", store.FeedFilter{Sites: []string{}, Kinds: newKinds}, ""},
-		{"statuses do not filter them", store.FeedFilter{Statuses: []status.Status{status.Faulted}, Kinds: newKinds}, "op:>PENDING,op:PENDING>RUNNING,op:RUNNING>SUCCEEDED,decision:PENDING,pending:PENDING>REJECTED"},
+		{"operations only", feed.Filter{Kinds: []feed.Kind{feed.EventOperationState}}, "op:>PENDING,op:PENDING>RUNNING,op:RUNNING>SUCCEEDED"},
+		{"policy only", feed.Filter{Kinds: []feed.Kind{feed.EventPolicyDecision, feed.EventPendingAction}}, "decision:PENDING,pending:PENDING>REJECTED"},
+		{"other site", feed.Filter{Site: "site-b", Kinds: newKinds}, ""},
+		{"allowed site-a", feed.Filter{Sites: []string{"site-a"}, Kinds: newKinds}, "op:>PENDING,op:PENDING>RUNNING,op:RUNNING>SUCCEEDED,decision:PENDING,pending:PENDING>REJECTED"},
+		{"allowed none", feed.Filter{Sites: []string{}, Kinds: newKinds}, ""},
+		{"statuses do not filter them", feed.Filter{Statuses: []status.Status{status.Faulted}, Kinds: newKinds}, "op:>PENDING,op:PENDING>RUNNING,op:RUNNING>SUCCEEDED,decision:PENDING,pending:PENDING>REJECTED"},
 	} {
 		r := &feedReader{s: s, cur: head, f: tc.f, limit: 100}
 		r.read(t)
@@ -521,10 +525,10 @@ func TestFeedNewSourcesSurviveOutOfOrderCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Start after the setup's own two events.
-	setup := &feedReader{s: s, f: store.FeedFilter{Kinds: newKinds}, limit: 100}
+	setup := &feedReader{s: s, f: feed.Filter{Kinds: newKinds}, limit: 100}
 	readAtLeast(t, setup, 2)
 	head := setup.cur
-	r := &feedReader{s: s, cur: head, f: store.FeedFilter{Kinds: newKinds}, limit: 1}
+	r := &feedReader{s: s, cur: head, f: feed.Filter{Kinds: newKinds}, limit: 1}
 	exec := func(tx pgx.Tx, sql string, args ...any) {
 		t.Helper()
 		if _, err := tx.Exec(ctx, sql, args...); err != nil {
@@ -564,7 +568,7 @@ func TestFeedNewSourcesSurviveOutOfOrderCommits(t *testing.T) {
 		t.Fatalf("feed %s, want %s (each exactly once, in commit-safe order)", got, want)
 	}
 	// A replay from the head, page by page, gives the same events and cursors.
-	r2 := &feedReader{s: s, cur: head, f: store.FeedFilter{Kinds: newKinds}, limit: 1}
+	r2 := &feedReader{s: s, cur: head, f: feed.Filter{Kinds: newKinds}, limit: 1}
 	r2.read(t)
 	if len(r2.events) != len(r.events) {
 		t.Fatalf("replay read %s, live %s", describeEvents(r2.events), describeEvents(r.events))

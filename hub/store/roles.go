@@ -71,14 +71,6 @@ type Operations interface {
 	SiteCapabilities(ctx context.Context, site string) ([]string, error)
 }
 
-// Feed is the change feed (feed.go, feed_sources.go): the head cursor,
-// whether a cursor can still be resumed from, and the events after one.
-type Feed interface {
-	FeedHead(ctx context.Context) (FeedCursor, error)
-	FeedCursorValid(ctx context.Context, c FeedCursor) (bool, error)
-	ReadFeed(ctx context.Context, after FeedCursor, f FeedFilter, limit int) ([]FeedEvent, FeedCursor, bool, error)
-}
-
 // Notifier gives the replica's one LISTEN dispatcher (notify): command
 // wake-ups on NotifyChannel, operation changes on OperationsChannel and
 // feed hints on FeedNotifyChannel.
@@ -145,7 +137,6 @@ var (
 	_ LinkOperations = (*Store)(nil)
 	_ Commands       = (*Store)(nil)
 	_ Operations     = (*Store)(nil)
-	_ Feed           = (*Store)(nil)
 	_ Notifier       = (*Store)(nil)
 	_ Policy         = (*Store)(nil)
 	_ PolicyAdmin    = (*Store)(nil)
