@@ -16,7 +16,8 @@
 //     (merging batches and deriving statuses in Go), grouprows.go and
 //     groupsql.go (the set-based statements), siteconditions.go,
 //     liveness.go (last seen, staleness).
-//   - Commands: commands.go (desired impairment, delivery, results),
+//   - Commands: commands.go (desired impairment, retry: the operator's
+//     side), commands_delivery.go (due, sent, results: the link's side),
 //     desired.go (desired states, drift corrections), bulk.go (bulk
 //     quarantine and release), commandpool.go (the command path's pool).
 //   - Operations: operations.go (the operator's side),

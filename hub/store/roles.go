@@ -26,7 +26,7 @@ type Ingest interface {
 	ForeignDevice(ctx context.Context, site string, ids []string) (id, otherSite string, ok bool, err error)
 }
 
-// LinkCommands is the link's side of commands (commands.go,
+// LinkCommands is the link's side of commands (commands_delivery.go,
 // desired.go): which commands are due for a site, sent, their results,
 // the desired states a satellite converges to and its drift corrections.
 type LinkCommands interface {

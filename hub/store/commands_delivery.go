@@ -1,0 +1,173 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The link's side of commands: which are due for a site (DueCommands,
+// DueSites), sent (MarkSent), and the results satellites report
+// (RecordResult). commands.go holds the operator's side.
+
+// DeliveryPolicy says when an unfinished command goes out again.
+type DeliveryPolicy struct {
+	// ResendAfter: a SENT command without a result is sent again after this long.
+	ResendAfter time.Duration
+	// FailureBackoff: a FAILED command waits min(FailureBackoff·2^(attempts-1), MaxFailureBackoff).
+	FailureBackoff, MaxFailureBackoff time.Duration
+}
+
+// DueCommands returns the commands of site that the link with epoch should
+// send now (none when a newer link holds the site): the
+// current generation of each device's desired state when it is PENDING, SENT
+// longer than p.ResendAfter ago (or resend is true: the link just started),
+// or FAILED and past its backoff — unless the failure is PERMANENT: that
+// one waits for a newer desired state or RetryCommand. Oldest first, at
+// most limit.
+func (s *Store) DueCommands(ctx context.Context, site string, epoch int64, p DeliveryPolicy, resend bool, limit int) ([]Command, error) {
+	rows, err := s.commandPool().Query(ctx, `
+		SELECT `+commandColumnsC+`
+		FROM commands c
+		JOIN devices d ON d.id = c.device_id AND d.desired_generation = c.generation
+		JOIN sites s ON s.name = c.site AND s.link_epoch = $7
+		WHERE c.site = $1 AND `+dueCommand+`
+		ORDER BY c.created_at LIMIT $6`,
+		site, resend, p.ResendAfter.Seconds(), p.FailureBackoff.Seconds(), p.MaxFailureBackoff.Seconds(), limit, epoch)
+	if err != nil {
+		return nil, fmt.Errorf("due commands of site %q: %w", site, err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Command, error) { return scanCommand(r) })
+}
+
+// dueCommand is the condition under which command c (joined with its
+// device d) is due, for DueCommands and DueSites: $2 resend, $3
+// ResendAfter, $4 FailureBackoff, $5 MaxFailureBackoff (seconds).
+const dueCommand = `(
+			c.state = 'PENDING'
+			OR (c.state = 'SENT' AND ($2 OR c.sent_at < now() - make_interval(secs => $3)))
+			OR (c.state = 'FAILED' AND c.failure_class <> 'PERMANENT' AND c.updated_at < now() - make_interval(secs =>
+				LEAST($5::float8, $4::float8 * power(2, GREATEST(c.attempts - 1, 0))))))`
+
+// DueSites returns the sites that have a command DueCommands would return
+// now under p (resend false), whatever their link: one query for a
+// replica's command sweep instead of one per link (the links of these
+// sites then read their commands with DueCommands, under their epoch).
+func (s *Store) DueSites(ctx context.Context, p DeliveryPolicy) ([]string, error) {
+	rows, err := s.commandPool().Query(ctx, `
+		SELECT DISTINCT c.site FROM commands c
+		JOIN devices d ON d.id = c.device_id AND d.desired_generation = c.generation
+		WHERE c.state IN ('PENDING', 'SENT', 'FAILED') AND $1::text IS NULL AND `+dueCommand, // $1 unused: dueCommand numbers from $2
+		nil, false, p.ResendAfter.Seconds(), p.FailureBackoff.Seconds(), p.MaxFailureBackoff.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("sites with due commands: %w", err)
+	}
+	sites, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("sites with due commands: %w", err)
+	}
+	return sites, nil
+}
+
+// MarkSent records that command id was sent (attempts+1, state SENT) unless
+// it has finished meanwhile.
+func (s *Store) MarkSent(ctx context.Context, id string) error {
+	_, err := s.commandPool().Exec(ctx, `
+		UPDATE commands SET state = 'SENT', attempts = attempts + 1, sent_at = now(), updated_at = now()
+		WHERE id = $1 AND state IN ('PENDING', 'SENT', 'FAILED')`, id)
+	if err != nil {
+		return fmt.Errorf("mark command %s sent: %w", id, err)
+	}
+	return nil
+}
+
+// CommandResult is a site's report on one command.
+type CommandResult struct {
+	CommandID  string
+	DeviceID   string
+	Generation int64
+	Success    bool
+	Error      string
+	Detail     string
+	// FailureClass and FailureReason classify Error (ignored on success):
+	// FailurePermanent stops the resends until a newer desired state or
+	// RetryCommand.
+	FailureClass  FailureClass
+	FailureReason string
+}
+
+// RecordResult stores a site's result for a command. A result for a
+// generation that is no longer the device's desired generation, or for a
+// command already finished, is ignored (ignored=true). The result changes
+// only the command and the command's own device.
+//
+// Errors (nothing is written): ErrNotFound for an unknown command;
+// ErrWrongSite when the command, or the device the result names, belongs to
+// another site; ErrMismatch when the result names a device of this site
+// (or an unknown one) that is not the command's.
+func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) (ignored bool, err error) {
+	err = s.inTxOn(ctx, s.commandPool(), func(tx pgx.Tx) error {
+		var cmdSite, state, cmdDevice string
+		var gen, desiredGen int64
+		// Lock order everywhere: device row, then command rows (as
+		// SetDesiredImpairment does), so the two cannot deadlock.
+		err := tx.QueryRow(ctx, `
+			SELECT d.desired_generation, d.id::text FROM devices d
+			WHERE d.id = (SELECT device_id FROM commands WHERE id = $1) FOR UPDATE`, r.CommandID).Scan(&desiredGen, &cmdDevice)
+		if err == nil {
+			err = tx.QueryRow(ctx, `SELECT site, state, generation FROM commands WHERE id = $1 FOR UPDATE`,
+				r.CommandID).Scan(&cmdSite, &state, &gen)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("command %s: %w", r.CommandID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("load command %s: %w", r.CommandID, err)
+		}
+		if cmdSite != site {
+			return fmt.Errorf("command %s is for site %q: %w", r.CommandID, cmdSite, ErrWrongSite)
+		}
+		if r.DeviceID != cmdDevice {
+			var devSite string
+			err := tx.QueryRow(ctx, `SELECT site FROM devices WHERE id = $1`, r.DeviceID).Scan(&devSite)
+			switch {
+			case err == nil && devSite != site:
+				return fmt.Errorf("device %s is registered to site %q: %w", r.DeviceID, devSite, ErrWrongSite)
+			case err != nil && !errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("load device %s: %w", r.DeviceID, err)
+			}
+			return fmt.Errorf("command %s is for device %s, not %s: %w", r.CommandID, cmdDevice, r.DeviceID, ErrMismatch)
+		}
+		if gen != r.Generation || gen != desiredGen || state == string(CommandSucceeded) || state == string(CommandSuperseded) {
+			ignored = true
+			return nil
+		}
+		if r.Success {
+			_, err = tx.Exec(ctx, `UPDATE commands SET state = 'SUCCEEDED', last_error = '', result_detail = $2,
+				failure_class = '', failure_reason = '', updated_at = now(), completed_at = now() WHERE id = $1`, r.CommandID, r.Detail)
+			if err == nil {
+				_, err = tx.Exec(ctx, `UPDATE devices SET applied_generation = GREATEST(applied_generation, $2),
+					last_command_error = '', last_command_failure_class = '', last_command_failure_reason = '' WHERE id = $1`, cmdDevice, gen)
+			}
+		} else {
+			class := r.FailureClass
+			if !class.Valid() {
+				class = FailureUnclassified
+			}
+			_, err = tx.Exec(ctx, `UPDATE commands SET state = 'FAILED', last_error = $2, result_detail = $3,
+				failure_class = $4, failure_reason = $5, updated_at = now() WHERE id = $1`, r.CommandID, r.Error, r.Detail, string(class), r.FailureReason)
+			if err == nil {
+				_, err = tx.Exec(ctx, `UPDATE devices SET last_command_error = $2, last_command_failure_class = $3,
+					last_command_failure_reason = $4 WHERE id = $1`, cmdDevice, r.Error, string(class), r.FailureReason)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("record result of command %s: %w", r.CommandID, err)
+		}
+		return nil
+	})
+	return ignored, err
+}
