@@ -201,7 +201,7 @@ func (c *Cloud) serveCompute(w http.ResponseWriter, r *http.Request, rel string)
 		return
 	}
 	segs := strings.Split(strings.TrimPrefix(p, "/v2.1/"), "/")
-	if c.serveComputeOps(w, r, minor, segs) { // provision.go
+	if c.serveComputeOps(w, r, minor, segs) { // nova_ops.go
 		return
 	}
 	if segs[0] != "servers" || len(segs) > 2 {

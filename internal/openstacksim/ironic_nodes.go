@@ -1,0 +1,319 @@
+package openstacksim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Ironic single-node endpoints: GET, states, create, delete, maintenance.
+
+func (c *Cloud) ironicGet(w http.ResponseWriter, r *http.Request, ver int, ident string) {
+	q := r.URL.Query()
+	if msg := unexpected(q, "fields"); msg != "" {
+		ironicError(w, http.StatusBadRequest, msg)
+		return
+	}
+	a := &ironicArgs{q: q}
+	fields := a.stringList("fields")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec := c.lookupNodeLocked(w, ver, ident)
+	if rec == nil {
+		return
+	}
+	if fields != nil && ver < 8 {
+		ironicError(w, http.StatusNotAcceptable, "Request not acceptable.")
+		return
+	}
+	for _, f := range fields {
+		if m, ok := ironicVersionedFields[f]; ok && ver < m {
+			ironicError(w, http.StatusNotAcceptable, "Request not acceptable.")
+			return
+		}
+	}
+	for _, f := range fields {
+		if !ironicNodeFields[f] {
+			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Field %s is not a valid field.", f))
+			return
+		}
+	}
+	item := renderNode(rec, ver, fields, c.ironicPublic())
+	if c.fieldLoss.SingleNode {
+		c.fieldLoss.strip(item)
+	}
+	writeJSON(w, http.StatusOK, item)
+}
+
+// FieldLoss makes Ironic leave fields out of node answers although they
+// were asked for with ?fields=, as Ironic versions that drop fields from
+// later pages, a proxy in front of Ironic, or a microversion mismatch do
+// (issue: conditions flipped on nodes of pages 2+). The zero value loses
+// nothing.
+type FieldLoss struct {
+	// LaterPages: list pages requested with a marker (page 2 onwards) lose
+	// the fields.
+	LaterPages bool
+	// SingleNode: GET /v1/nodes/{ident} loses them too.
+	SingleNode bool
+	// Drop names the keys removed; empty means every key outside Ironic's
+	// default field set (uuid, name, instance_uuid, power_state,
+	// provision_state, maintenance) and links, as if fields were ignored.
+	Drop []string
+}
+
+// strip removes the lost keys from a rendered node.
+func (l FieldLoss) strip(node map[string]any) {
+	if len(l.Drop) > 0 {
+		for _, k := range l.Drop {
+			delete(node, k)
+		}
+		return
+	}
+	for k := range node {
+		if k != "links" && !slices.Contains(ironicDefaultFields, k) {
+			delete(node, k)
+		}
+	}
+}
+
+// SetFieldLoss sets which node answers lose fields from now on (see
+// FieldLoss); SetFieldLoss(FieldLoss{}) restores complete answers.
+func (c *Cloud) SetFieldLoss(l FieldLoss) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l.Drop = slices.Clone(l.Drop)
+	c.fieldLoss = l
+}
+
+func (c *Cloud) ironicStates(w http.ResponseWriter, _ *http.Request, ver int, ident string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec := c.lookupNodeLocked(w, ver, ident)
+	if rec == nil {
+		return
+	}
+	n := rec.n
+	out := map[string]any{
+		"console_enabled":        false,
+		"last_error":             strOrNil(n.LastError),
+		"power_state":            strOrNil(n.PowerState),
+		"provision_state":        strOrNil(n.ProvisionState),
+		"provision_updated_at":   pyTime(n.ProvisionUpdatedAt),
+		"target_power_state":     strOrNil(n.TargetPowerState),
+		"target_provision_state": strOrNil(n.TargetProvisionState),
+	}
+	if ver >= 12 {
+		out["raid_config"] = map[string]any{}
+		out["target_raid_config"] = map[string]any{}
+	}
+	if ver >= 75 {
+		out["boot_mode"] = nil
+		out["secure_boot"] = nil
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// nodeCreateFields are the properties of Ironic's node_schema().
+var nodeCreateFields = []string{"automated_clean", "bios_interface", "boot_interface", "boot_mode",
+	"chassis_uuid", "conductor_group", "console_enabled", "console_interface", "deploy_interface",
+	"description", "driver", "driver_info", "extra", "inspect_interface", "instance_info",
+	"instance_uuid", "lessee", "management_interface", "maintenance", "name", "network_data",
+	"network_interface", "owner", "power_interface", "properties", "raid_interface",
+	"rescue_interface", "resource_class", "retired", "retired_reason", "secure_boot", "shard",
+	"storage_interface", "uuid", "vendor_interface"}
+
+func readJSONBody(r *http.Request) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r.Body, 4<<20))
+}
+
+func (c *Cloud) ironicCreate(w http.ResponseWriter, r *http.Request, ver int) {
+	raw, _ := readJSONBody(r)
+	var body map[string]any
+	if err := json.Unmarshal(raw, &body); err != nil || body == nil {
+		ironicError(w, http.StatusBadRequest, "Schema error for node: None is not of type 'object'")
+		return
+	}
+	var extra []string
+	for k := range body {
+		if !slices.Contains(nodeCreateFields, k) {
+			extra = append(extra, "'"+k+"'")
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		verb := "was"
+		if len(extra) > 1 {
+			verb = "were"
+		}
+		ironicError(w, http.StatusBadRequest, fmt.Sprintf("Schema error for node: Additional properties are not allowed (%s %s unexpected)", strings.Join(extra, ", "), verb))
+		return
+	}
+	str := func(k string) string { s, _ := body[k].(string); return s }
+	obj := func(k string) map[string]any { m, _ := body[k].(map[string]any); return m }
+	if _, ok := body["driver"].(string); !ok {
+		ironicError(w, http.StatusBadRequest, "Schema error for node: 'driver' is a required property")
+		return
+	}
+	// reject_fields_in_newer_versions
+	for f, minor := range ironicVersionedFields {
+		v, ok := body[f]
+		if !ok || v == nil || ver >= minor {
+			continue
+		}
+		if f == "conductor_group" && v == "" {
+			continue
+		}
+		ironicError(w, http.StatusNotAcceptable, "Request not acceptable.")
+		return
+	}
+	n := Node{
+		UUID:           str("uuid"),
+		Name:           str("name"),
+		Driver:         str("driver"),
+		ResourceClass:  str("resource_class"),
+		ConductorGroup: strings.ToLower(str("conductor_group")),
+		Owner:          str("owner"),
+		Lessee:         str("lessee"),
+		InstanceUUID:   str("instance_uuid"),
+		Description:    str("description"),
+		RetiredReason:  str("retired_reason"),
+		Properties:     obj("properties"),
+		Extra:          obj("extra"),
+		DriverInfo:     obj("driver_info"),
+		InstanceInfo:   obj("instance_info"),
+	}
+	n.Maintenance, _ = body["maintenance"].(bool)
+	n.Retired, _ = body["retired"].(bool)
+	if n.UUID == "" {
+		n.UUID = newUUID()
+	}
+	if _, ok := body["name"]; ok && body["name"] != nil {
+		if ver < 5 {
+			ironicError(w, http.StatusNotAcceptable, "Request not acceptable.")
+			return
+		}
+		if !validLogicalName(n.Name) {
+			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Cannot create node with invalid name '%s'", n.Name))
+			return
+		}
+		if n.Name == "detail" || n.Name == "validate" {
+			ironicError(w, http.StatusBadRequest, fmt.Sprintf("The word \"%s\" is reserved and can not be used as a node name. Reserved words are: detail, validate.", n.Name))
+			return
+		}
+	}
+	n.ProvisionState = "enroll"
+	if ver < 11 {
+		n.ProvisionState = "available"
+	}
+	if n.Driver != "fake-hardware" || n.ConductorGroup != "" {
+		ironicError(w, http.StatusBadRequest, fmt.Sprintf("No valid host was found. Reason: No conductor service registered which supports driver %s for conductor group \"%s\".", n.Driver, n.ConductorGroup))
+		return
+	}
+	c.mu.Lock()
+	if _, dup := c.nodes[n.UUID]; dup {
+		c.mu.Unlock()
+		ironicError(w, http.StatusConflict, fmt.Sprintf("A node with UUID %s already exists.", n.UUID))
+		return
+	}
+	if n.Name != "" {
+		for _, rec := range c.nodeOrder {
+			if rec.n.Name == n.Name {
+				c.mu.Unlock()
+				ironicError(w, http.StatusConflict, fmt.Sprintf("A node with name %s already exists.", n.Name))
+				return
+			}
+		}
+	}
+	if n.Owner == "" {
+		// A project-scoped admin creates nodes it owns
+		// ([api]project_admin_can_manage_own_nodes), as on the test bed.
+		n.Owner = c.projectID
+	}
+	n.Conductor = simConductor
+	n.CreatedAt = c.now()
+	n.Traits = []string{}
+	if n.Properties == nil {
+		n.Properties = map[string]any{}
+	}
+	if n.Extra == nil {
+		n.Extra = map[string]any{}
+	}
+	rec := c.putNodeLocked(n)
+	out := renderNode(rec, ver, nil, c.ironicPublic())
+	c.mu.Unlock()
+	w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+n.UUID)
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// deleteAllowedStates is states.DELETE_ALLOWED_STATES plus "available"
+// ([conductor]allow_deleting_available_nodes defaults to True).
+const deleteAllowedStates = "('manageable', 'enroll', 'adopt failed', 'available')"
+
+func (c *Cloud) ironicDelete(w http.ResponseWriter, _ *http.Request, ver int, ident string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec := c.lookupNodeLocked(w, ver, ident)
+	if rec == nil || !c.lockLocked(w, rec) {
+		return
+	}
+	n := &rec.n
+	if !n.Maintenance && n.InstanceUUID != "" {
+		ironicError(w, http.StatusConflict, fmt.Sprintf("Node %s is associated with instance %s.", n.UUID, n.InstanceUUID))
+		return
+	}
+	switch n.ProvisionState {
+	case "manageable", "enroll", "adopt failed", "available":
+	default:
+		if !n.Maintenance {
+			ironicError(w, http.StatusConflict, fmt.Sprintf("Can not delete node \"%s\" while it is in provision state \"%s\". Valid provision states to perform deletion are: \"%s\", or set the node into maintenance mode", n.UUID, n.ProvisionState, deleteAllowedStates))
+			return
+		}
+	}
+	c.deleteNodeLocked(n.UUID)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (c *Cloud) ironicMaintenance(w http.ResponseWriter, r *http.Request, ver int, ident string, on bool) {
+	q := r.URL.Query()
+	raw, _ := readJSONBody(r)
+	var body map[string]any
+	if len(strings.TrimSpace(string(raw))) > 0 {
+		if err := json.Unmarshal(raw, &body); err != nil {
+			ironicError(w, http.StatusBadRequest, "The request body is not valid JSON.")
+			return
+		}
+	}
+	allowed := []string{}
+	if on {
+		allowed = append(allowed, "reason")
+	}
+	for k, v := range body {
+		q.Set(k, fmt.Sprint(v))
+	}
+	if msg := unexpected(q, allowed...); msg != "" {
+		ironicError(w, http.StatusBadRequest, msg)
+		return
+	}
+	reason := q.Get("reason")
+	if s, ok := body["reason"].(string); ok {
+		reason = s
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec := c.lookupNodeLocked(w, ver, ident)
+	if rec == nil || !c.lockLocked(w, rec) {
+		return
+	}
+	rec.n.Maintenance = on
+	rec.n.MaintenanceReason = reason
+	if !on {
+		rec.n.MaintenanceReason = ""
+		rec.n.Fault = ""
+	}
+	w.WriteHeader(http.StatusAccepted)
+}

@@ -1,0 +1,178 @@
+package openstacksim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// Ironic PATCH /v1/nodes/{ident} (JSON patch on the simple node fields).
+
+func (c *Cloud) ironicPatch(w http.ResponseWriter, r *http.Request, ver int, ident string) {
+	raw, _ := readJSONBody(r)
+	var ops []struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	if err := json.Unmarshal(raw, &ops); err != nil {
+		ironicError(w, http.StatusBadRequest, "Invalid patch: the request body must be a JSON list of patch operations")
+		return
+	}
+	for _, op := range ops {
+		root := strings.SplitN(strings.TrimPrefix(op.Path, "/"), "/", 2)[0]
+		if !slices.Contains(patchAllowedFields, root) {
+			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Cannot patch %s. Only the following can be updated: %s", op.Path, strings.Join(patchAllowedFields, ", ")))
+			return
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec := c.lookupNodeLocked(w, ver, ident)
+	if rec == nil {
+		return
+	}
+	n := cloneNode(rec.n)
+	for _, op := range ops {
+		if msg := applyPatch(&n, op.Op, op.Path, op.Value); msg != "" {
+			ironicError(w, http.StatusBadRequest, msg)
+			return
+		}
+	}
+	if rec.n.InstanceUUID != "" && n.InstanceUUID != "" && n.InstanceUUID != rec.n.InstanceUUID {
+		ironicError(w, http.StatusConflict, fmt.Sprintf("Node %s is associated with instance %s.", rec.n.UUID, rec.n.InstanceUUID))
+		return
+	}
+	if n.Name != rec.n.Name && n.Name != "" {
+		if !validLogicalName(n.Name) {
+			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Node %s can not be updated with invalid name %s", rec.n.UUID, n.Name))
+			return
+		}
+		for _, o := range c.nodeOrder {
+			if o != rec && o.n.Name == n.Name {
+				ironicError(w, http.StatusConflict, fmt.Sprintf("A node with name %s already exists.", n.Name))
+				return
+			}
+		}
+	}
+	if !c.lockLocked(w, rec) {
+		return
+	}
+	if !n.Maintenance {
+		n.MaintenanceReason, n.Fault = "", ""
+	}
+	n.UpdatedAt = rec.n.UpdatedAt
+	rec.n = n
+	writeJSON(w, http.StatusOK, renderNode(rec, ver, nil, c.ironicPublic()))
+}
+
+// patchAllowedFields is PATCH_ALLOWED_FIELDS of Ironic 21.4 (sorted, as its
+// error message lists them).
+var patchAllowedFields = []string{"automated_clean", "bios_interface", "boot_interface",
+	"chassis_uuid", "conductor_group", "console_interface", "deploy_interface", "description",
+	"driver", "driver_info", "extra", "inspect_interface", "instance_info", "instance_uuid",
+	"lessee", "maintenance", "management_interface", "name", "network_data",
+	"network_interface", "owner", "power_interface", "properties", "protected",
+	"protected_reason", "raid_interface", "rescue_interface", "resource_class", "retired",
+	"retired_reason", "shard", "storage_interface", "vendor_interface"}
+
+// applyPatch applies one JSON-patch operation to the fields the simulator
+// stores; it returns a 400 message or "".
+func applyPatch(n *Node, op, path string, value any) string {
+	if op != "add" && op != "replace" && op != "remove" {
+		return fmt.Sprintf("Invalid patch: operation %q is not supported", op)
+	}
+	if op == "remove" {
+		value = nil
+	}
+	parts := strings.SplitN(strings.TrimPrefix(path, "/"), "/", 2)
+	str := func(dst *string) string {
+		if value == nil {
+			*dst = ""
+			return ""
+		}
+		s, ok := value.(string)
+		if !ok {
+			return fmt.Sprintf("Invalid patch: %s must be a string", path)
+		}
+		*dst = s
+		return ""
+	}
+	boolean := func(dst *bool) string {
+		b, ok := value.(bool)
+		if !ok && value != nil {
+			return fmt.Sprintf("Invalid patch: %s must be a boolean", path)
+		}
+		*dst = b
+		return ""
+	}
+	dict := func(dst *map[string]any) string {
+		if *dst == nil {
+			*dst = map[string]any{}
+		}
+		if len(parts) == 2 {
+			if value == nil {
+				if _, ok := (*dst)[parts[1]]; !ok {
+					return fmt.Sprintf("can't remove non-existent object '%s'", parts[1])
+				}
+				delete(*dst, parts[1])
+			} else {
+				(*dst)[parts[1]] = value
+			}
+			return ""
+		}
+		m, ok := value.(map[string]any)
+		if !ok && value != nil {
+			return fmt.Sprintf("Invalid patch: %s must be an object", path)
+		}
+		*dst = m
+		if *dst == nil {
+			*dst = map[string]any{}
+		}
+		return ""
+	}
+	if len(parts) == 2 {
+		switch parts[0] {
+		case "extra":
+			return dict(&n.Extra)
+		case "properties":
+			return dict(&n.Properties)
+		case "driver_info":
+			return dict(&n.DriverInfo)
+		case "instance_info":
+			return dict(&n.InstanceInfo)
+		}
+		return fmt.Sprintf("Cannot patch %s: the simulator does not model this field.", path)
+	}
+	switch parts[0] {
+	case "name":
+		return str(&n.Name)
+	case "description":
+		return str(&n.Description)
+	case "resource_class":
+		return str(&n.ResourceClass)
+	case "owner":
+		return str(&n.Owner)
+	case "lessee":
+		return str(&n.Lessee)
+	case "instance_uuid":
+		return str(&n.InstanceUUID)
+	case "retired_reason":
+		return str(&n.RetiredReason)
+	case "maintenance":
+		return boolean(&n.Maintenance)
+	case "retired":
+		return boolean(&n.Retired)
+	case "extra":
+		return dict(&n.Extra)
+	case "properties":
+		return dict(&n.Properties)
+	case "driver_info":
+		return dict(&n.DriverInfo)
+	case "instance_info":
+		return dict(&n.InstanceInfo)
+	}
+	return fmt.Sprintf("Cannot patch %s: the simulator does not model this field.", path)
+}

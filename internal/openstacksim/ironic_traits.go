@@ -1,0 +1,145 @@
+package openstacksim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Ironic node traits: GET, PUT and DELETE /v1/nodes/{ident}/traits[/{trait}].
+
+var customTraitRe = regexp.MustCompile(`^CUSTOM_[A-Z0-9_]+$`)
+
+// ironicTraitError validates a trait like TRAITS_SCHEMA and returns the
+// args.schema error message, or "".
+func ironicTraitError(name, t string) string {
+	if len(t) >= 1 && len(t) <= 255 && (customTraitRe.MatchString(t) || slices.Contains(standardTraits, t)) {
+		return ""
+	}
+	if len(t) < 1 {
+		return fmt.Sprintf("Schema error for %s: '' is too short", name)
+	}
+	if len(t) > 255 {
+		return fmt.Sprintf("Schema error for %s: '%s' is too long", name, t)
+	}
+	return fmt.Sprintf("Schema error for %s: '%s' is not valid under any of the given schemas. Possible root cause: '%s' does not match '^CUSTOM_[A-Z0-9_]+$'", name, t, t)
+}
+
+const maxTraitsPerNode = 50
+
+func (c *Cloud) ironicTraitsGet(w http.ResponseWriter, _ *http.Request, ver int, ident string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec := c.lookupNodeLocked(w, ver, ident)
+	if rec == nil {
+		return
+	}
+	traits := slices.Clone(rec.n.Traits)
+	if traits == nil {
+		traits = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"traits": traits})
+}
+
+func (c *Cloud) ironicTraitsPut(w http.ResponseWriter, r *http.Request, ver int, ident, trait string, single bool) {
+	raw, _ := readJSONBody(r)
+	var body map[string]any
+	if len(strings.TrimSpace(string(raw))) > 0 {
+		if err := json.Unmarshal(raw, &body); err != nil {
+			ironicError(w, http.StatusBadRequest, "The request body is not valid JSON.")
+			return
+		}
+	}
+	if single {
+		if msg := ironicTraitError("trait", trait); msg != "" {
+			ironicError(w, http.StatusBadRequest, msg)
+			return
+		}
+	}
+	var traits []string
+	_, hasTraits := body["traits"]
+	if body != nil {
+		for k := range body {
+			if k != "traits" {
+				ironicError(w, http.StatusBadRequest, fmt.Sprintf("Schema error for body: Additional properties are not allowed ('%s' was unexpected)", k))
+				return
+			}
+		}
+		list, ok := body["traits"].([]any)
+		if hasTraits && !ok {
+			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Schema error for body: %v is not of type 'array'", body["traits"]))
+			return
+		}
+		for _, v := range list {
+			s, _ := v.(string)
+			if msg := ironicTraitError("body", s); msg != "" {
+				ironicError(w, http.StatusBadRequest, msg)
+				return
+			}
+			traits = append(traits, s)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec := c.lookupNodeLocked(w, ver, ident)
+	if rec == nil {
+		return
+	}
+	if (trait != "" && hasTraits) || !(trait != "" || hasTraits) {
+		ironicError(w, http.StatusBadRequest, "A single node trait may be added via PUT /v1/nodes/<node identifier>/traits/<trait> with no body, or all node traits may be replaced via PUT /v1/nodes/<node identifier>/traits with the list of traits specified in the request body.")
+		return
+	}
+	if trait != "" && len(body) > 0 {
+		ironicError(w, http.StatusBadRequest, "No body should be provided when adding a trait")
+		return
+	}
+	if !c.lockLocked(w, rec) {
+		return
+	}
+	if trait != "" {
+		if !slices.Contains(rec.n.Traits, trait) {
+			if len(rec.n.Traits)+1 > maxTraitsPerNode {
+				ironicError(w, http.StatusBadRequest, fmt.Sprintf("Could not modify traits for node %d as it would exceed the maximum number of traits per node (%d vs. %d)", rec.id, len(rec.n.Traits)+1, maxTraitsPerNode))
+				return
+			}
+			rec.n.Traits = append(rec.n.Traits, trait)
+		}
+		w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+ident+"/traits/"+trait)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	set := map[string]bool{}
+	for _, t := range traits {
+		set[t] = true
+	}
+	if len(set) > maxTraitsPerNode {
+		ironicError(w, http.StatusBadRequest, fmt.Sprintf("Could not modify traits for node %d as it would exceed the maximum number of traits per node (%d vs. %d)", rec.id, len(set), maxTraitsPerNode))
+		return
+	}
+	rec.n.Traits = sortedKeys(set)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (c *Cloud) ironicTraitsDelete(w http.ResponseWriter, _ *http.Request, ver int, ident, trait string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec := c.lookupNodeLocked(w, ver, ident)
+	if rec == nil || !c.lockLocked(w, rec) {
+		return
+	}
+	if trait == "" {
+		rec.n.Traits = []string{}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	i := slices.Index(rec.n.Traits, trait)
+	if i < 0 {
+		ironicError(w, http.StatusNotFound, fmt.Sprintf("Node %s doesn't have a trait '%s'", rec.n.UUID, trait))
+		return
+	}
+	rec.n.Traits = slices.Delete(rec.n.Traits, i, i+1)
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,344 @@
+package openstacksim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Placement resource providers: list (with the required= trait filter),
+// get, create, update, delete and the read-only sub-resources.
+
+func (p *placementCtx) renderProvider(pr *provider) map[string]any {
+	url := placementPrefix + "/resource_providers/" + pr.uuid
+	links := []any{map[string]any{"rel": "self", "href": url}}
+	rels := []string{"inventories", "usages"}
+	if p.ver.minor >= 1 {
+		rels = append(rels, "aggregates")
+	}
+	if p.ver.minor >= 6 {
+		rels = append(rels, "traits")
+	}
+	if p.ver.minor >= 11 {
+		rels = append(rels, "allocations")
+	}
+	for _, rel := range rels {
+		links = append(links, map[string]any{"rel": rel, "href": url + "/" + rel})
+	}
+	out := map[string]any{"uuid": pr.uuid, "name": pr.name, "generation": pr.generation, "links": links}
+	if p.ver.minor >= 14 {
+		out["parent_provider_uuid"] = nil
+		out["root_provider_uuid"] = pr.uuid
+	}
+	return out
+}
+
+// notFoundProvider is the NotFound of ResourceProvider.get_by_uuid, turned
+// into a 404 by PlacementHandler (outside the handler).
+func (p *placementCtx) notFoundProvider(uuid string) {
+	p.failOuter(http.StatusNotFound, fmt.Sprintf("No resource provider with uuid %s found", uuid), "")
+}
+
+var uuidFormatRe = regexp.MustCompile(`^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$`)
+
+func (p *placementCtx) listProviders() {
+	q := p.r.URL.Query()
+	allowed := []string{"name", "uuid"}
+	if p.ver.minor >= 3 {
+		allowed = append(allowed, "member_of")
+	}
+	if p.ver.minor >= 4 {
+		allowed = append(allowed, "resources")
+	}
+	if p.ver.minor >= 14 {
+		allowed = append(allowed, "in_tree")
+	}
+	if p.ver.minor >= 18 {
+		allowed = append(allowed, "required")
+	}
+	var extra []string
+	for k := range q {
+		if !slices.Contains(allowed, k) {
+			extra = append(extra, "'"+k+"'")
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		verb := "was"
+		if len(extra) > 1 {
+			verb = "were"
+		}
+		p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid query string parameters: Additional properties are not allowed (%s %s unexpected)", strings.Join(extra, ", "), verb), "")
+		return
+	}
+	last := func(k string) (string, bool) {
+		v, ok := q[k]
+		if !ok || len(v) == 0 {
+			return "", false
+		}
+		return v[len(v)-1], true
+	}
+	for _, k := range []string{"uuid", "in_tree"} {
+		if v, ok := last(k); ok && !uuidFormatRe.MatchString(v) {
+			p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid query string parameters: '%s' is not a 'uuid'", v), "")
+			return
+		}
+	}
+	// required=: a list of any-of sets (AND between them) and forbidden
+	var required [][]string
+	forbidden := map[string]bool{}
+	if vals, ok := q["required"]; ok {
+		if p.ver.minor < 39 {
+			vals = vals[len(vals)-1:]
+		}
+		for _, val := range vals {
+			if strings.HasPrefix(val, "in:") {
+				if p.ver.minor < 39 {
+					p.fail(http.StatusBadRequest, "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' only supported since microversion 1.39. Got: "+val, "")
+					return
+				}
+				var any []string
+				for _, t := range strings.Split(val[3:], ",") {
+					t = strings.TrimSpace(t)
+					if t == "" {
+						p.fail(http.StatusBadRequest, "Invalid query string parameters: Expected 'required' parameter value of the form: in:HW_CPU_X86_VMX,CUSTOM_MAGIC. Got an empty trait in: "+val, "")
+						return
+					}
+					if strings.HasPrefix(t, "!") {
+						p.fail(http.StatusBadRequest, "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' does not support forbidden traits. Got: "+val, "")
+						return
+					}
+					any = append(any, t)
+				}
+				required = append(required, any)
+				continue
+			}
+			form := "HW_CPU_X86_VMX,CUSTOM_MAGIC"
+			if p.ver.minor >= 22 {
+				form = "HW_CPU_X86_VMX,!CUSTOM_MAGIC"
+			}
+			for _, t := range strings.Split(val, ",") {
+				t = strings.TrimSpace(t)
+				name := strings.TrimLeft(t, "!")
+				if name == "" {
+					p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid query string parameters: Expected 'required' parameter value of the form: %s. Got an empty trait in: %s", form, val), "")
+					return
+				}
+				if strings.HasPrefix(t, "!") {
+					if p.ver.minor < 22 {
+						p.fail(http.StatusBadRequest, "Invalid query string parameters: Expected 'required' parameter value of the form: HW_CPU_X86_VMX,CUSTOM_MAGIC. Got: "+val, "")
+						return
+					}
+					forbidden[name] = true
+				} else {
+					required = append(required, []string{t})
+				}
+			}
+		}
+	}
+	c := p.c
+	c.mu.Lock()
+	for _, set := range required {
+		for _, t := range set {
+			if _, ok := c.traits[t]; !ok {
+				c.mu.Unlock()
+				p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid trait(s) in \"required\" parameter: No such trait(s): %s.", t), "")
+				return
+			}
+		}
+	}
+	for t := range forbidden {
+		if _, ok := c.traits[t]; !ok {
+			c.mu.Unlock()
+			p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid trait(s) in \"required\" parameter: No such trait(s): %s.", t), "")
+			return
+		}
+	}
+	name, hasName := last("name")
+	uuid, hasUUID := last("uuid")
+	inTree, hasTree := last("in_tree")
+	_, hasMember := q["member_of"]
+	list := c.providerListLocked()
+	out := []any{}
+	var lm time.Time
+	for _, pr := range list {
+		if hasName && pr.name != name || hasUUID && pr.uuid != uuid || hasTree && pr.uuid != inTree || hasMember {
+			continue
+		}
+		okTraits := true
+		for _, set := range required {
+			if !slices.ContainsFunc(set, func(t string) bool { return slices.Contains(pr.traits, t) }) {
+				okTraits = false
+			}
+		}
+		for t := range forbidden {
+			if slices.Contains(pr.traits, t) {
+				okTraits = false
+			}
+		}
+		if !okTraits {
+			continue
+		}
+		if pr.updated.After(lm) {
+			lm = pr.updated
+		}
+		out = append(out, p.renderProvider(pr))
+	}
+	c.mu.Unlock()
+	if lm.IsZero() {
+		lm = c.now()
+	}
+	p.ok(http.StatusOK, map[string]any{"resource_providers": out}, lm)
+}
+
+// providerListLocked returns the providers in creation order.
+func (c *Cloud) providerListLocked() []*provider {
+	list := make([]*provider, 0, len(c.providers))
+	for _, pr := range c.providers {
+		list = append(list, pr)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if !list[i].created.Equal(list[j].created) {
+			return list[i].created.Before(list[j].created)
+		}
+		return list[i].seq < list[j].seq
+	})
+	return list
+}
+
+func (p *placementCtx) getProvider(uuid string) {
+	c := p.c
+	c.mu.Lock()
+	pr, ok := c.providers[uuid]
+	if !ok {
+		c.mu.Unlock()
+		p.notFoundProvider(uuid)
+		return
+	}
+	body, lm := p.renderProvider(pr), pr.updated
+	c.mu.Unlock()
+	p.ok(http.StatusOK, body, lm)
+}
+
+func (p *placementCtx) createProvider() {
+	var body map[string]any
+	if !p.readJSON(&body) {
+		return
+	}
+	name, _ := body["name"].(string)
+	if name == "" {
+		p.fail(http.StatusBadRequest, "JSON does not validate: 'name' is a required property", "")
+		return
+	}
+	uuid, _ := body["uuid"].(string)
+	if uuid == "" {
+		uuid = newUUID()
+	}
+	c := p.c
+	c.mu.Lock()
+	for _, pr := range c.providers {
+		if pr.uuid == uuid || pr.name == name {
+			c.mu.Unlock()
+			dup := "name: " + name
+			if pr.uuid == uuid {
+				dup = "uuid: " + uuid
+			}
+			p.fail(http.StatusConflict, fmt.Sprintf("Conflicting resource provider %s already exists.", dup), "placement.duplicate_name")
+			return
+		}
+	}
+	now := c.now()
+	c.provSeq++
+	pr := &provider{uuid: uuid, name: name, created: now, updated: now, traits: []string{}, seq: c.provSeq}
+	c.providers[uuid] = pr
+	out := p.renderProvider(pr)
+	c.mu.Unlock()
+	p.w.Header().Set("Location", "http://"+p.r.Host+placementPrefix+"/resource_providers/"+uuid)
+	if p.ver.minor >= 20 {
+		p.ok(http.StatusOK, out, now)
+		return
+	}
+	p.ok(http.StatusCreated, nil, time.Time{})
+}
+
+func (p *placementCtx) updateProvider(uuid string) {
+	var body map[string]any
+	if !p.readJSON(&body) {
+		return
+	}
+	name, _ := body["name"].(string)
+	c := p.c
+	c.mu.Lock()
+	pr, ok := c.providers[uuid]
+	if !ok {
+		c.mu.Unlock()
+		p.notFoundProvider(uuid)
+		return
+	}
+	if name != "" {
+		pr.name = name
+		pr.generation++
+		pr.updated = c.now()
+	}
+	out := p.renderProvider(pr)
+	c.mu.Unlock()
+	p.ok(http.StatusOK, out, pr.updated)
+}
+
+func (p *placementCtx) deleteProvider(uuid string) {
+	c := p.c
+	c.mu.Lock()
+	if _, ok := c.providers[uuid]; !ok {
+		c.mu.Unlock()
+		p.fail(http.StatusNotFound, fmt.Sprintf("No resource provider with uuid %s found for delete", uuid), "")
+		return
+	}
+	delete(c.providers, uuid)
+	c.mu.Unlock()
+	p.ok(http.StatusNoContent, nil, time.Time{})
+}
+
+func (p *placementCtx) providerSubresource(route int, uuid string) {
+	c := p.c
+	c.mu.Lock()
+	pr, ok := c.providers[uuid]
+	if !ok {
+		c.mu.Unlock()
+		p.fail(http.StatusNotFound, fmt.Sprintf("No resource provider with uuid %s found", uuid), "")
+		return
+	}
+	var body map[string]any
+	switch route {
+	case 3:
+		inv := map[string]any{}
+		for rc, i := range pr.inventory {
+			inv[rc] = map[string]any{"allocation_ratio": json.Number("1.0"), "max_unit": 1, "min_unit": 1, "reserved": i.Reserved, "step_size": 1, "total": i.Total}
+		}
+		body = map[string]any{"inventories": inv, "resource_provider_generation": pr.generation}
+	case 4:
+		usages := map[string]any{}
+		used := 0
+		if rec, ok := c.nodes[pr.uuid]; ok && rec.n.InstanceUUID != "" {
+			used = 1
+		}
+		for rc := range pr.inventory {
+			usages[rc] = used
+		}
+		body = map[string]any{"usages": usages, "resource_provider_generation": pr.generation}
+	case 5:
+		body = map[string]any{"aggregates": []any{}}
+		if p.ver.minor >= 19 {
+			body["resource_provider_generation"] = pr.generation
+		}
+	case 6:
+		body = map[string]any{"allocations": map[string]any{}, "resource_provider_generation": pr.generation}
+	}
+	lm := pr.updated
+	c.mu.Unlock()
+	p.ok(http.StatusOK, body, lm)
+}
