@@ -347,3 +347,32 @@ func (c *Cloud) ApplicationCredential() (id, secret string) {
 // ProjectID returns the id of the project the application credential is
 // scoped to (the token's project).
 func (c *Cloud) ProjectID() string { return c.projectID }
+
+// ExpireTokens makes every token issued so far invalid: Ironic, Placement
+// and Nova answer 401 for them. Tokens issued afterwards are valid again.
+func (c *Cloud) ExpireTokens() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.tokens {
+		t.revoked = true
+	}
+}
+
+// TokensIssued returns how many tokens Keystone has issued since New.
+func (c *Cloud) TokensIssued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.issued
+}
+
+// validToken reports whether the X-Auth-Token of r is a live token.
+func (c *Cloud) validToken(r *http.Request) bool {
+	id := r.Header.Get("X-Auth-Token")
+	if id == "" {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.tokens[id]
+	return ok && !t.revoked && c.now().Before(t.expires)
+}
