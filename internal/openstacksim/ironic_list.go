@@ -3,6 +3,7 @@ package openstacksim
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -20,267 +21,371 @@ var invalidSortKeys = []string{"properties", "driver_info", "extra", "instance_i
 	"driver_internal_info", "clean_step", "deploy_step", "raid_config", "target_raid_config",
 	"traits", "network_data"}
 
+// ironicErr is an Ironic API error a step found, answered with ironicError.
+type ironicErr struct {
+	status int
+	msg    string
+}
+
+func ironicErrf(status int, format string, args ...any) *ironicErr {
+	return &ironicErr{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+// notAcceptable is the 406 of a microversion too old for a parameter.
+func notAcceptable(msg string) *ironicErr {
+	return &ironicErr{status: http.StatusNotAcceptable, msg: msg}
+}
+
+// nodeListQuery is a parsed GET /v1/nodes or /v1/nodes/detail request.
+type nodeListQuery struct {
+	detailEndpoint bool
+
+	chassisUUID, instanceUUID        *string
+	associated, maintenance, retired *bool
+	provisionState, driver           *string
+	resourceClass, fault             *string
+	conductorGroup, conductor        *string
+	owner, lessee, project           *string
+	descContains                     *string
+	shard                            []string
+	sharded                          *bool
+
+	marker           *string
+	limitArg         *int
+	sortKey, sortDir string
+	fields           []string
+	detail           *bool
+
+	limit int                // page size after checkPaging
+	keyFn func(*nodeRec) any // sort column after checkPaging
+}
+
 func (c *Cloud) ironicList(w http.ResponseWriter, r *http.Request, ver int, detailEndpoint bool) {
-	q := r.URL.Query()
+	nq, e := parseNodeListQuery(r.URL.Query(), detailEndpoint)
+	if e == nil {
+		e = nq.checkMicroversion(ver)
+	}
+	if e == nil {
+		e = nq.resolveFields(ver)
+	}
+	if e == nil {
+		e = nq.checkPaging(c.opts.IronicMaxLimit)
+	}
+	if e != nil {
+		ironicError(w, e.status, e.msg)
+		return
+	}
+	c.mu.Lock()
+	page, e := c.selectNodePageLocked(nq)
+	var items []any
+	if e == nil {
+		items, e = c.renderNodePageLocked(nq, page, ver)
+	}
+	c.mu.Unlock()
+	if e != nil {
+		ironicError(w, e.status, e.msg)
+		return
+	}
+	body := map[string]any{"nodes": items}
+	if nq.instanceUUID == nil && len(page) > 0 && len(page) == nq.limit {
+		body["next"] = nq.nextLink(c.ironicPublic(), page[len(page)-1].n.UUID)
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// parseNodeListQuery checks the query's parameter names and parses their
+// values (args.py validators); the detail endpoint takes neither fields nor
+// detail.
+func parseNodeListQuery(q url.Values, detailEndpoint bool) (*nodeListQuery, *ironicErr) {
 	allowed := listArgs
 	if detailEndpoint {
 		allowed = slices.DeleteFunc(slices.Clone(listArgs), func(s string) bool { return s == "fields" || s == "detail" })
 	}
 	if msg := unexpected(q, allowed...); msg != "" {
-		ironicError(w, http.StatusBadRequest, msg)
-		return
+		return nil, &ironicErr{http.StatusBadRequest, msg}
 	}
 	a := &ironicArgs{q: q}
-	chassisUUID := a.uuid("chassis_uuid")
-	instanceUUID := a.uuid("instance_uuid")
-	associated := a.boolean("associated")
-	maintenance := a.boolean("maintenance")
-	retired := a.boolean("retired")
-	provisionState := a.str("provision_state")
-	marker := a.uuid("marker")
-	limitArg := a.integer("limit")
-	sortKey := "id"
+	nq := &nodeListQuery{detailEndpoint: detailEndpoint, sortKey: "id", sortDir: "asc"}
+	nq.chassisUUID = a.uuid("chassis_uuid")
+	nq.instanceUUID = a.uuid("instance_uuid")
+	nq.associated = a.boolean("associated")
+	nq.maintenance = a.boolean("maintenance")
+	nq.retired = a.boolean("retired")
+	nq.provisionState = a.str("provision_state")
+	nq.marker = a.uuid("marker")
+	nq.limitArg = a.integer("limit")
 	if s := a.str("sort_key"); s != nil {
-		sortKey = *s
+		nq.sortKey = *s
 	}
-	sortDir := "asc"
 	if s := a.str("sort_dir"); s != nil {
-		sortDir = *s
+		nq.sortDir = *s
 	}
-	driver := a.str("driver")
-	var fields []string
+	nq.driver = a.str("driver")
 	if !detailEndpoint {
-		fields = a.stringList("fields")
+		nq.fields = a.stringList("fields")
 	}
-	resourceClass := a.str("resource_class")
-	fault := a.str("fault")
-	conductorGroup := a.str("conductor_group")
-	var detail *bool
+	nq.resourceClass = a.str("resource_class")
+	nq.fault = a.str("fault")
+	nq.conductorGroup = a.str("conductor_group")
 	if !detailEndpoint {
-		detail = a.boolean("detail")
+		nq.detail = a.boolean("detail")
 	}
-	conductor := a.str("conductor")
-	owner := a.str("owner")
-	descContains := a.str("description_contains")
-	lessee := a.str("lessee")
-	project := a.str("project")
-	shard := a.stringList("shard")
-	sharded := a.boolean("sharded")
+	nq.conductor = a.str("conductor")
+	nq.owner = a.str("owner")
+	nq.descContains = a.str("description_contains")
+	nq.lessee = a.str("lessee")
+	nq.project = a.str("project")
+	nq.shard = a.stringList("shard")
+	nq.sharded = a.boolean("sharded")
 	if a.err != "" {
-		ironicError(w, http.StatusBadRequest, a.err)
-		return
+		return nil, &ironicErr{http.StatusBadRequest, a.err}
 	}
+	return nq, nil
+}
 
-	notAcceptable := func(msg string) { ironicError(w, http.StatusNotAcceptable, msg) }
+// fieldsNotAcceptable reports whether fields= (1.8+) or one of the fields
+// is newer than microversion ver (406 "Request not acceptable.").
+func fieldsNotAcceptable(fields []string, ver int) bool {
 	if fields != nil && ver < 8 {
-		notAcceptable("Request not acceptable.")
-		return
-	}
-	for _, f := range append(slices.Clone(fields), sortKey) {
-		if m, ok := ironicVersionedFields[f]; ok && ver < m {
-			notAcceptable("Request not acceptable.")
-			return
-		}
-	}
-	if provisionState != nil {
-		if ver < 9 {
-			notAcceptable("Request not acceptable.")
-			return
-		}
-		if !ironicStates[*provisionState] {
-			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Provision state %q is not valid", *provisionState))
-			return
-		}
-	}
-	for _, g := range []struct {
-		set   bool
-		minor int
-	}{{driver != nil, 16}, {resourceClass != nil, 21}} {
-		if g.set && ver < g.minor {
-			notAcceptable(minimalVersionMsg(g.minor))
-			return
-		}
-	}
-	if fault != nil {
-		if ver < 42 {
-			notAcceptable(minimalVersionMsg(42))
-			return
-		}
-		if !slices.Contains(validFaults, *fault) {
-			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Unrecognized fault %q is specified, allowed faults are ('power failure', 'clean failure', 'rescue abort failure')", *fault))
-			return
-		}
-	}
-	for _, g := range []struct {
-		set   bool
-		minor int
-	}{{conductorGroup != nil, 46}, {conductor != nil, 49}, {owner != nil, 50}, {lessee != nil, 65}, {shard != nil, 82}, {sharded != nil, 82}} {
-		if g.set && ver < g.minor {
-			notAcceptable(minimalVersionMsg(g.minor))
-			return
-		}
-	}
-	// get_request_return_fields
-	if detail != nil && ver < 43 {
-		ironicError(w, http.StatusBadRequest, fmt.Sprintf("Invalid query parameter ?detail=%s received.", boolRepr(*detail)))
-		return
-	}
-	if fields != nil && detail != nil && *detail {
-		ironicError(w, http.StatusBadRequest, "Can not specify ?detail=True and fields in the same request.")
-		return
-	}
-	if !detailEndpoint && fields == nil && (detail == nil || !*detail) {
-		fields = slices.Clone(ironicDefaultFields)
-	}
-	// _get_nodes_collection
-	limit := c.opts.IronicMaxLimit
-	if limitArg != nil {
-		if *limitArg <= 0 {
-			ironicError(w, http.StatusBadRequest, "Limit must be positive")
-			return
-		}
-		limit = min(limit, *limitArg)
-	}
-	if sortDir != "asc" && sortDir != "desc" {
-		ironicError(w, http.StatusBadRequest, fmt.Sprintf("Invalid sort direction: %s. Acceptable values are 'asc' or 'desc'", sortDir))
-		return
-	}
-	if slices.Contains(invalidSortKeys, sortKey) {
-		ironicError(w, http.StatusBadRequest, fmt.Sprintf("The sort_key value %s is an invalid field for sorting", sortKey))
-		return
-	}
-	keyFn, ok := nodeSortKeys[sortKey]
-	if !ok {
-		ironicError(w, http.StatusBadRequest, fmt.Sprintf("The sort_key value %q is an invalid field for sorting", sortKey))
-		return
-	}
-
-	c.mu.Lock()
-	var markerRec *nodeRec
-	if marker != nil {
-		markerRec = c.nodes[*marker]
-		if markerRec == nil {
-			c.mu.Unlock()
-			ironicError(w, http.StatusNotFound, fmt.Sprintf("Node %s could not be found.", *marker))
-			return
-		}
-	}
-	if chassisUUID != nil {
-		c.mu.Unlock()
-		ironicError(w, http.StatusNotFound, fmt.Sprintf("Chassis %s could not be found.", *chassisUUID))
-		return
-	}
-	for _, f := range fields {
-		if !nodeDBColumns[f] {
-			c.mu.Unlock()
-			ironicError(w, http.StatusInternalServerError, fmt.Sprintf("type object 'Node' has no attribute '%s'", f))
-			return
-		}
-	}
-	match := func(n *Node) bool {
-		switch {
-		case instanceUUID != nil && n.InstanceUUID != *instanceUUID,
-			associated != nil && (n.InstanceUUID != "") != *associated,
-			maintenance != nil && n.Maintenance != *maintenance,
-			retired != nil && n.Retired != *retired,
-			provisionState != nil && n.ProvisionState != *provisionState,
-			driver != nil && n.Driver != *driver,
-			resourceClass != nil && n.ResourceClass != *resourceClass,
-			fault != nil && n.Fault != *fault,
-			conductorGroup != nil && n.ConductorGroup != *conductorGroup,
-			owner != nil && n.Owner != *owner,
-			lessee != nil && n.Lessee != *lessee,
-			project != nil && n.Owner != *project && n.Lessee != *project,
-			descContains != nil && (n.Description == "" || !strings.Contains(n.Description, *descContains)),
-			shard != nil, // no node has a shard
-			sharded != nil && *sharded:
-			return false
-		}
 		return true
+	}
+	return slices.ContainsFunc(fields, func(f string) bool { return fieldTooNew(f, ver) })
+}
+
+// fieldTooNew reports whether node field f came after microversion ver.
+func fieldTooNew(f string, ver int) bool {
+	m, ok := ironicVersionedFields[f]
+	return ok && ver < m
+}
+
+// invalidNodeField returns the first of fields that is not a node field
+// ("Field X is not a valid field."), or "".
+func invalidNodeField(fields []string) string {
+	for _, f := range fields {
+		if !ironicNodeFields[f] {
+			return f
+		}
+	}
+	return ""
+}
+
+// checkMicroversion rejects filters newer than ver (406) and invalid
+// provision_state and fault values (400), in Ironic's order.
+func (nq *nodeListQuery) checkMicroversion(ver int) *ironicErr {
+	if fieldsNotAcceptable(nq.fields, ver) || fieldTooNew(nq.sortKey, ver) {
+		return notAcceptable("Request not acceptable.")
+	}
+	if nq.provisionState != nil {
+		if ver < 9 {
+			return notAcceptable("Request not acceptable.")
+		}
+		if !ironicStates[*nq.provisionState] {
+			return ironicErrf(http.StatusBadRequest, "Provision state %q is not valid", *nq.provisionState)
+		}
+	}
+	if e := minimalVersions(ver, filterMinor{nq.driver != nil, 16}, filterMinor{nq.resourceClass != nil, 21}); e != nil {
+		return e
+	}
+	if nq.fault != nil {
+		if ver < 42 {
+			return notAcceptable(minimalVersionMsg(42))
+		}
+		if !slices.Contains(validFaults, *nq.fault) {
+			return ironicErrf(http.StatusBadRequest, "Unrecognized fault %q is specified, allowed faults are ('power failure', 'clean failure', 'rescue abort failure')", *nq.fault)
+		}
+	}
+	return minimalVersions(ver, filterMinor{nq.conductorGroup != nil, 46}, filterMinor{nq.conductor != nil, 49},
+		filterMinor{nq.owner != nil, 50}, filterMinor{nq.lessee != nil, 65}, filterMinor{nq.shard != nil, 82},
+		filterMinor{nq.sharded != nil, 82})
+}
+
+// filterMinor is a filter that was given (set) and the microversion that
+// introduced it.
+type filterMinor struct {
+	set   bool
+	minor int
+}
+
+// minimalVersions answers 406 with the minimal version of the first given
+// filter that ver is too old for.
+func minimalVersions(ver int, filters ...filterMinor) *ironicErr {
+	for _, g := range filters {
+		if g.set && ver < g.minor {
+			return notAcceptable(minimalVersionMsg(g.minor))
+		}
+	}
+	return nil
+}
+
+// resolveFields is get_request_return_fields: detail= (1.43+) and fields
+// exclude each other, and the plain list returns the default fields.
+func (nq *nodeListQuery) resolveFields(ver int) *ironicErr {
+	if nq.detail != nil && ver < 43 {
+		return ironicErrf(http.StatusBadRequest, "Invalid query parameter ?detail=%s received.", boolRepr(*nq.detail))
+	}
+	if nq.fields != nil && nq.detail != nil && *nq.detail {
+		return ironicErrf(http.StatusBadRequest, "Can not specify ?detail=True and fields in the same request.")
+	}
+	if !nq.detailEndpoint && nq.fields == nil && (nq.detail == nil || !*nq.detail) {
+		nq.fields = slices.Clone(ironicDefaultFields)
+	}
+	return nil
+}
+
+// checkPaging is _get_nodes_collection's check of limit (capped at
+// maxLimit), sort_dir and sort_key.
+func (nq *nodeListQuery) checkPaging(maxLimit int) *ironicErr {
+	nq.limit = maxLimit
+	if nq.limitArg != nil {
+		if *nq.limitArg <= 0 {
+			return ironicErrf(http.StatusBadRequest, "Limit must be positive")
+		}
+		nq.limit = min(nq.limit, *nq.limitArg)
+	}
+	if nq.sortDir != "asc" && nq.sortDir != "desc" {
+		return ironicErrf(http.StatusBadRequest, "Invalid sort direction: %s. Acceptable values are 'asc' or 'desc'", nq.sortDir)
+	}
+	if slices.Contains(invalidSortKeys, nq.sortKey) {
+		return ironicErrf(http.StatusBadRequest, "The sort_key value %s is an invalid field for sorting", nq.sortKey)
+	}
+	keyFn, ok := nodeSortKeys[nq.sortKey]
+	if !ok {
+		return ironicErrf(http.StatusBadRequest, "The sort_key value %q is an invalid field for sorting", nq.sortKey)
+	}
+	nq.keyFn = keyFn
+	return nil
+}
+
+// selectNodePageLocked finds the marker, filters and sorts the nodes and
+// cuts the page after the marker; the conductor filter applies to the page
+// (as Ironic filters by conductor after the query).
+func (c *Cloud) selectNodePageLocked(nq *nodeListQuery) ([]*nodeRec, *ironicErr) {
+	var markerRec *nodeRec
+	if nq.marker != nil {
+		markerRec = c.nodes[*nq.marker]
+		if markerRec == nil {
+			return nil, ironicErrf(http.StatusNotFound, "Node %s could not be found.", *nq.marker)
+		}
+	}
+	if nq.chassisUUID != nil {
+		return nil, ironicErrf(http.StatusNotFound, "Chassis %s could not be found.", *nq.chassisUUID)
+	}
+	for _, f := range nq.fields {
+		if !nodeDBColumns[f] {
+			return nil, ironicErrf(http.StatusInternalServerError, "type object 'Node' has no attribute '%s'", f)
+		}
 	}
 	var all []*nodeRec
 	for _, rec := range c.nodeOrder {
-		if match(&rec.n) {
+		if nq.matches(&rec.n) {
 			all = append(all, rec)
 		}
 	}
-	less := func(x, y *nodeRec) int {
-		d := compareKeys(keyFn(x), keyFn(y))
-		if d == 0 {
-			d = compareKeys(x.id, y.id)
-		}
-		if sortDir == "desc" {
-			d = -d
-		}
-		return d
-	}
-	if sortKey != "id" {
-		slices.SortStableFunc(all, less)
-	} else if sortDir == "desc" {
+	if nq.sortKey != "id" {
+		slices.SortStableFunc(all, nq.compare)
+	} else if nq.sortDir == "desc" {
 		slices.Reverse(all)
 	}
 	start := 0
 	if markerRec != nil {
 		start = len(all)
 		for i, rec := range all {
-			if less(rec, markerRec) > 0 {
+			if nq.compare(rec, markerRec) > 0 {
 				start = i
 				break
 			}
 		}
 	}
 	page := all[start:]
-	if len(page) > limit {
-		page = page[:limit]
+	if len(page) > nq.limit {
+		page = page[:nq.limit]
 	}
-	if conductor != nil {
-		page = slices.DeleteFunc(slices.Clone(page), func(rec *nodeRec) bool { return rec.n.Conductor != *conductor })
+	if nq.conductor != nil {
+		page = slices.DeleteFunc(slices.Clone(page), func(rec *nodeRec) bool { return rec.n.Conductor != *nq.conductor })
+	}
+	return page, nil
+}
+
+// matches applies the query's filters to one node.
+func (nq *nodeListQuery) matches(n *Node) bool {
+	switch {
+	case nq.instanceUUID != nil && n.InstanceUUID != *nq.instanceUUID,
+		nq.associated != nil && (n.InstanceUUID != "") != *nq.associated,
+		nq.maintenance != nil && n.Maintenance != *nq.maintenance,
+		nq.retired != nil && n.Retired != *nq.retired,
+		nq.provisionState != nil && n.ProvisionState != *nq.provisionState,
+		nq.driver != nil && n.Driver != *nq.driver,
+		nq.resourceClass != nil && n.ResourceClass != *nq.resourceClass,
+		nq.fault != nil && n.Fault != *nq.fault,
+		nq.conductorGroup != nil && n.ConductorGroup != *nq.conductorGroup,
+		nq.owner != nil && n.Owner != *nq.owner,
+		nq.lessee != nil && n.Lessee != *nq.lessee,
+		nq.project != nil && n.Owner != *nq.project && n.Lessee != *nq.project,
+		nq.descContains != nil && (n.Description == "" || !strings.Contains(n.Description, *nq.descContains)),
+		nq.shard != nil, // no node has a shard
+		nq.sharded != nil && *nq.sharded:
+		return false
+	}
+	return true
+}
+
+// compare orders two nodes by the sort key, then by id, in the sort
+// direction.
+func (nq *nodeListQuery) compare(x, y *nodeRec) int {
+	d := compareKeys(nq.keyFn(x), nq.keyFn(y))
+	if d == 0 {
+		d = compareKeys(x.id, y.id)
+	}
+	if nq.sortDir == "desc" {
+		d = -d
+	}
+	return d
+}
+
+// renderNodePageLocked renders the page's nodes with the requested fields;
+// pages after the first lose fields under [FieldLoss.LaterPages].
+func (c *Cloud) renderNodePageLocked(nq *nodeListQuery, page []*nodeRec, ver int) ([]any, *ironicErr) {
+	if f := invalidNodeField(nq.fields); f != "" && len(page) > 0 {
+		return nil, ironicErrf(http.StatusBadRequest, "Field %s is not a valid field.", f)
 	}
 	public := c.ironicPublic()
 	items := make([]any, 0, len(page))
 	for _, rec := range page {
-		for _, f := range fields {
-			if !ironicNodeFields[f] {
-				c.mu.Unlock()
-				ironicError(w, http.StatusBadRequest, fmt.Sprintf("Field %s is not a valid field.", f))
-				return
-			}
-		}
-		item := renderNode(rec, ver, fields, public)
-		if marker != nil && c.fieldLoss.LaterPages {
+		item := renderNode(rec, ver, nq.fields, public)
+		if nq.marker != nil && c.fieldLoss.LaterPages {
 			c.fieldLoss.strip(item)
 		}
 		items = append(items, item)
 	}
-	c.mu.Unlock()
+	return items, nil
+}
 
-	body := map[string]any{"nodes": items}
-	if instanceUUID == nil && len(page) > 0 && len(page) == limit {
-		var qs strings.Builder
-		fmt.Fprintf(&qs, "sort_key=%s&sort_dir=%s&", sortKey, sortDir)
-		if associated != nil && *associated {
-			qs.WriteString("associated=True&")
+// nextLink is the "next" URL of a full page: only sort_key, sort_dir, the
+// truthy associated/maintenance/retired, detail and fields survive, then
+// limit and the marker.
+func (nq *nodeListQuery) nextLink(public, lastUUID string) string {
+	var qs strings.Builder
+	fmt.Fprintf(&qs, "sort_key=%s&sort_dir=%s&", nq.sortKey, nq.sortDir)
+	for _, f := range []struct {
+		name string
+		v    *bool
+	}{{"associated", nq.associated}, {"maintenance", nq.maintenance}, {"retired", nq.retired}} {
+		if f.v != nil && *f.v {
+			qs.WriteString(f.name + "=True&")
 		}
-		if maintenance != nil && *maintenance {
-			qs.WriteString("maintenance=True&")
-		}
-		if retired != nil && *retired {
-			qs.WriteString("retired=True&")
-		}
-		if detail != nil {
-			fmt.Fprintf(&qs, "detail=%s&", boolRepr(*detail))
-		}
-		if len(fields) > 0 {
-			fmt.Fprintf(&qs, "fields=%s&", strings.Join(fields, ","))
-		}
-		fmt.Fprintf(&qs, "limit=%d&marker=%s", limit, page[len(page)-1].n.UUID)
-		resource := "nodes"
-		if detailEndpoint {
-			resource = "nodes/detail"
-		}
-		body["next"] = public + "/v1/" + resource + "?" + qs.String()
 	}
-	writeJSON(w, http.StatusOK, body)
+	if nq.detail != nil {
+		fmt.Fprintf(&qs, "detail=%s&", boolRepr(*nq.detail))
+	}
+	if len(nq.fields) > 0 {
+		fmt.Fprintf(&qs, "fields=%s&", strings.Join(nq.fields, ","))
+	}
+	fmt.Fprintf(&qs, "limit=%d&marker=%s", nq.limit, lastUUID)
+	resource := "nodes"
+	if nq.detailEndpoint {
+		resource = "nodes/detail"
+	}
+	return public + "/v1/" + resource + "?" + qs.String()
 }
 
 // nodeSortKeys are the node columns the simulator can sort by.

@@ -26,21 +26,13 @@ func (c *Cloud) ironicGet(w http.ResponseWriter, r *http.Request, ver int, ident
 	if rec == nil {
 		return
 	}
-	if fields != nil && ver < 8 {
+	if fieldsNotAcceptable(fields, ver) {
 		ironicError(w, http.StatusNotAcceptable, "Request not acceptable.")
 		return
 	}
-	for _, f := range fields {
-		if m, ok := ironicVersionedFields[f]; ok && ver < m {
-			ironicError(w, http.StatusNotAcceptable, "Request not acceptable.")
-			return
-		}
-	}
-	for _, f := range fields {
-		if !ironicNodeFields[f] {
-			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Field %s is not a valid field.", f))
-			return
-		}
+	if f := invalidNodeField(fields); f != "" {
+		ironicError(w, http.StatusBadRequest, fmt.Sprintf("Field %s is not a valid field.", f))
+		return
 	}
 	item := renderNode(rec, ver, fields, c.ironicPublic())
 	if c.fieldLoss.SingleNode {
