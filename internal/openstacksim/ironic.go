@@ -69,7 +69,6 @@ func ironicLinkBookmark(public, resource string) map[string]any {
 
 // serveBaremetal routes /baremetal/...; rel is the path below /baremetal.
 func (c *Cloud) serveBaremetal(w http.ResponseWriter, r *http.Request, rel string) {
-	public := c.ironicPublic()
 	p := strings.TrimSuffix(rel, "/")
 	if p == "" {
 		w.Header().Set("Openstack-Request-Id", requestID())
@@ -104,10 +103,15 @@ func (c *Cloud) serveBaremetal(w http.ResponseWriter, r *http.Request, rel strin
 			routingError(w, http.StatusMethodNotAllowed, "", "")
 			return
 		}
-		c.ironicV1Doc(w, public, ver)
+		c.ironicV1Doc(w, c.ironicPublic(), ver)
 		return
 	}
-	segs := strings.Split(strings.TrimPrefix(p, "/v1/"), "/")
+	c.routeIronicV1(w, r, ver, strings.Split(strings.TrimPrefix(p, "/v1/"), "/"))
+}
+
+// routeIronicV1 routes an authenticated /v1/... request; segs are the path
+// elements below /v1.
+func (c *Cloud) routeIronicV1(w http.ResponseWriter, r *http.Request, ver int, segs []string) {
 	switch { // ironic_ports.go
 	case len(segs) == 1 && segs[0] == "drivers" && r.Method == http.MethodGet:
 		c.ironicDrivers(w)
@@ -141,8 +145,14 @@ func (c *Cloud) serveBaremetal(w http.ResponseWriter, r *http.Request, rel strin
 		routingError(w, http.StatusBadRequest, "Expected UUID or name for node: "+ident, "")
 		return
 	}
+	c.routeIronicNode(w, r, ver, ident, segs[2:])
+}
+
+// routeIronicNode routes /v1/nodes/{ident}/...; sub are the path elements
+// after the identifier.
+func (c *Cloud) routeIronicNode(w http.ResponseWriter, r *http.Request, ver int, ident string, sub []string) {
 	switch {
-	case len(segs) == 2:
+	case len(sub) == 0:
 		switch r.Method {
 		case http.MethodGet:
 			c.ironicGet(w, r, ver, ident)
@@ -156,7 +166,7 @@ func (c *Cloud) serveBaremetal(w http.ResponseWriter, r *http.Request, rel strin
 		default:
 			routingError(w, http.StatusMethodNotAllowed, "", "DELETE, GET, PATCH, POST")
 		}
-	case segs[2] == "maintenance" && len(segs) == 3:
+	case sub[0] == "maintenance" && len(sub) == 1:
 		switch r.Method {
 		case http.MethodPut:
 			c.ironicMaintenance(w, r, ver, ident, true)
@@ -165,46 +175,52 @@ func (c *Cloud) serveBaremetal(w http.ResponseWriter, r *http.Request, rel strin
 		default:
 			routingError(w, http.StatusMethodNotAllowed, "", "DELETE, PUT")
 		}
-	case segs[2] == "traits" && len(segs) <= 4:
-		if ver < 37 {
-			// Before 1.37 there is no traits sub-resource: the request
-			// falls through to NodesController (seen on the test bed).
-			switch r.Method {
-			case http.MethodGet:
-				ironicError(w, http.StatusNotAcceptable, "Request not acceptable.")
-			case http.MethodDelete:
-				ironicError(w, http.StatusNotFound, "Resource could not be found.")
-			default:
-				routingError(w, http.StatusMethodNotAllowed, "", "DELETE, GET, PATCH, POST")
-			}
-			return
-		}
-		trait := ""
-		if len(segs) == 4 {
-			trait = segs[3]
-		}
-		switch r.Method {
-		case http.MethodGet:
-			if trait != "" {
-				routingError(w, http.StatusMethodNotAllowed, "", "DELETE, GET, PUT")
-				return
-			}
-			c.ironicTraitsGet(w, r, ver, ident)
-		case http.MethodPut:
-			c.ironicTraitsPut(w, r, ver, ident, trait, len(segs) == 4)
-		case http.MethodDelete:
-			c.ironicTraitsDelete(w, r, ver, ident, trait)
-		default:
-			routingError(w, http.StatusMethodNotAllowed, "", "DELETE, GET, PUT")
-		}
-	case segs[2] == "states" && len(segs) == 4 && segs[3] == "provision" && r.Method == http.MethodPut:
+	case sub[0] == "traits" && len(sub) <= 2:
+		c.routeIronicTraits(w, r, ver, ident, sub[1:])
+	case sub[0] == "states" && len(sub) == 2 && sub[1] == "provision" && r.Method == http.MethodPut:
 		c.ironicProvision(w, r, ver, ident)
-	case segs[2] == "states" && len(segs) == 4 && segs[3] == "power" && r.Method == http.MethodPut:
+	case sub[0] == "states" && len(sub) == 2 && sub[1] == "power" && r.Method == http.MethodPut:
 		c.ironicPower(w, r, ver, ident)
-	case segs[2] == "states" && len(segs) == 3 && r.Method == http.MethodGet:
+	case sub[0] == "states" && len(sub) == 1 && r.Method == http.MethodGet:
 		c.ironicStates(w, r, ver, ident)
 	default:
 		routingError(w, http.StatusNotFound, "", "")
+	}
+}
+
+// routeIronicTraits routes /v1/nodes/{ident}/traits[/{trait}]; rest holds
+// the trait, if any.
+func (c *Cloud) routeIronicTraits(w http.ResponseWriter, r *http.Request, ver int, ident string, rest []string) {
+	if ver < 37 {
+		// Before 1.37 there is no traits sub-resource: the request
+		// falls through to NodesController (seen on the test bed).
+		switch r.Method {
+		case http.MethodGet:
+			ironicError(w, http.StatusNotAcceptable, "Request not acceptable.")
+		case http.MethodDelete:
+			ironicError(w, http.StatusNotFound, "Resource could not be found.")
+		default:
+			routingError(w, http.StatusMethodNotAllowed, "", "DELETE, GET, PATCH, POST")
+		}
+		return
+	}
+	trait := ""
+	if len(rest) == 1 {
+		trait = rest[0]
+	}
+	switch r.Method {
+	case http.MethodGet:
+		if trait != "" {
+			routingError(w, http.StatusMethodNotAllowed, "", "DELETE, GET, PUT")
+			return
+		}
+		c.ironicTraitsGet(w, r, ver, ident)
+	case http.MethodPut:
+		c.ironicTraitsPut(w, r, ver, ident, trait, len(rest) == 1)
+	case http.MethodDelete:
+		c.ironicTraitsDelete(w, r, ver, ident, trait)
+	default:
+		routingError(w, http.StatusMethodNotAllowed, "", "DELETE, GET, PUT")
 	}
 }
 

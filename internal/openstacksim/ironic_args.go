@@ -155,10 +155,8 @@ func (c *Cloud) lookupNodeLocked(w http.ResponseWriter, ver int, ident string) *
 			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Expected a logical name or UUID but received %s.", ident))
 			return nil
 		}
-		for _, rec := range c.nodeOrder {
-			if rec.n.Name == ident {
-				return rec
-			}
+		if rec := c.nodeNamedLocked(ident, nil); rec != nil {
+			return rec
 		}
 	}
 	ironicError(w, http.StatusNotFound, fmt.Sprintf("Node %s could not be found.", ident))

@@ -130,26 +130,55 @@ func (c *Cloud) ironicCreate(w http.ResponseWriter, r *http.Request, ver int) {
 		ironicError(w, http.StatusBadRequest, "Schema error for node: None is not of type 'object'")
 		return
 	}
+	n, e := nodeFromCreateBody(body, ver)
+	if e != nil {
+		ironicError(w, e.status, e.msg)
+		return
+	}
+	c.mu.Lock()
+	rec, e := c.createNodeLocked(n)
+	if e != nil {
+		c.mu.Unlock()
+		ironicError(w, e.status, e.msg)
+		return
+	}
+	out := renderNode(rec, ver, nil, c.ironicPublic())
+	c.mu.Unlock()
+	w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+rec.n.UUID)
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// additionalProperties is jsonschema's message for unexpected keys,
+// "Additional properties are not allowed ('a', 'b' were unexpected)".
+func additionalProperties(keys []string) string {
+	quoted := make([]string, 0, len(keys))
+	for _, k := range keys {
+		quoted = append(quoted, "'"+k+"'")
+	}
+	sort.Strings(quoted)
+	verb := "was"
+	if len(quoted) > 1 {
+		verb = "were"
+	}
+	return fmt.Sprintf("Additional properties are not allowed (%s %s unexpected)", strings.Join(quoted, ", "), verb)
+}
+
+// nodeFromCreateBody validates a POST /v1/nodes body against node_schema()
+// and the microversion and builds the node it asks for.
+func nodeFromCreateBody(body map[string]any, ver int) (Node, *ironicErr) {
 	var extra []string
 	for k := range body {
 		if !slices.Contains(nodeCreateFields, k) {
-			extra = append(extra, "'"+k+"'")
+			extra = append(extra, k)
 		}
 	}
 	if len(extra) > 0 {
-		sort.Strings(extra)
-		verb := "was"
-		if len(extra) > 1 {
-			verb = "were"
-		}
-		ironicError(w, http.StatusBadRequest, fmt.Sprintf("Schema error for node: Additional properties are not allowed (%s %s unexpected)", strings.Join(extra, ", "), verb))
-		return
+		return Node{}, ironicErrf(http.StatusBadRequest, "Schema error for node: %s", additionalProperties(extra))
 	}
 	str := func(k string) string { s, _ := body[k].(string); return s }
 	obj := func(k string) map[string]any { m, _ := body[k].(map[string]any); return m }
 	if _, ok := body["driver"].(string); !ok {
-		ironicError(w, http.StatusBadRequest, "Schema error for node: 'driver' is a required property")
-		return
+		return Node{}, ironicErrf(http.StatusBadRequest, "Schema error for node: 'driver' is a required property")
 	}
 	// reject_fields_in_newer_versions
 	for f, minor := range ironicVersionedFields {
@@ -160,8 +189,7 @@ func (c *Cloud) ironicCreate(w http.ResponseWriter, r *http.Request, ver int) {
 		if f == "conductor_group" && v == "" {
 			continue
 		}
-		ironicError(w, http.StatusNotAcceptable, "Request not acceptable.")
-		return
+		return Node{}, notAcceptable("Request not acceptable.")
 	}
 	n := Node{
 		UUID:           str("uuid"),
@@ -185,17 +213,8 @@ func (c *Cloud) ironicCreate(w http.ResponseWriter, r *http.Request, ver int) {
 		n.UUID = newUUID()
 	}
 	if _, ok := body["name"]; ok && body["name"] != nil {
-		if ver < 5 {
-			ironicError(w, http.StatusNotAcceptable, "Request not acceptable.")
-			return
-		}
-		if !validLogicalName(n.Name) {
-			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Cannot create node with invalid name '%s'", n.Name))
-			return
-		}
-		if n.Name == "detail" || n.Name == "validate" {
-			ironicError(w, http.StatusBadRequest, fmt.Sprintf("The word \"%s\" is reserved and can not be used as a node name. Reserved words are: detail, validate.", n.Name))
-			return
+		if e := checkNewNodeName(n.Name, ver); e != nil {
+			return Node{}, e
 		}
 	}
 	n.ProvisionState = "enroll"
@@ -203,23 +222,34 @@ func (c *Cloud) ironicCreate(w http.ResponseWriter, r *http.Request, ver int) {
 		n.ProvisionState = "available"
 	}
 	if n.Driver != "fake-hardware" || n.ConductorGroup != "" {
-		ironicError(w, http.StatusBadRequest, fmt.Sprintf("No valid host was found. Reason: No conductor service registered which supports driver %s for conductor group \"%s\".", n.Driver, n.ConductorGroup))
-		return
+		return Node{}, ironicErrf(http.StatusBadRequest, "No valid host was found. Reason: No conductor service registered which supports driver %s for conductor group \"%s\".", n.Driver, n.ConductorGroup)
 	}
-	c.mu.Lock()
+	return n, nil
+}
+
+// checkNewNodeName checks the name of a node to create: names need 1.5, a
+// valid logical name, and not one of the reserved words.
+func checkNewNodeName(name string, ver int) *ironicErr {
+	if ver < 5 {
+		return notAcceptable("Request not acceptable.")
+	}
+	if !validLogicalName(name) {
+		return ironicErrf(http.StatusBadRequest, "Cannot create node with invalid name '%s'", name)
+	}
+	if name == "detail" || name == "validate" {
+		return ironicErrf(http.StatusBadRequest, "The word \"%s\" is reserved and can not be used as a node name. Reserved words are: detail, validate.", name)
+	}
+	return nil
+}
+
+// createNodeLocked stores a new node unless its UUID or name is taken,
+// with the defaults the conductor fills in.
+func (c *Cloud) createNodeLocked(n Node) (*nodeRec, *ironicErr) {
 	if _, dup := c.nodes[n.UUID]; dup {
-		c.mu.Unlock()
-		ironicError(w, http.StatusConflict, fmt.Sprintf("A node with UUID %s already exists.", n.UUID))
-		return
+		return nil, ironicErrf(http.StatusConflict, "A node with UUID %s already exists.", n.UUID)
 	}
-	if n.Name != "" {
-		for _, rec := range c.nodeOrder {
-			if rec.n.Name == n.Name {
-				c.mu.Unlock()
-				ironicError(w, http.StatusConflict, fmt.Sprintf("A node with name %s already exists.", n.Name))
-				return
-			}
-		}
+	if n.Name != "" && c.nodeNamedLocked(n.Name, nil) != nil {
+		return nil, ironicErrf(http.StatusConflict, "A node with name %s already exists.", n.Name)
 	}
 	if n.Owner == "" {
 		// A project-scoped admin creates nodes it owns
@@ -235,11 +265,17 @@ func (c *Cloud) ironicCreate(w http.ResponseWriter, r *http.Request, ver int) {
 	if n.Extra == nil {
 		n.Extra = map[string]any{}
 	}
-	rec := c.putNodeLocked(n)
-	out := renderNode(rec, ver, nil, c.ironicPublic())
-	c.mu.Unlock()
-	w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+n.UUID)
-	writeJSON(w, http.StatusCreated, out)
+	return c.putNodeLocked(n), nil
+}
+
+// nodeNamedLocked returns the node called name other than except, or nil.
+func (c *Cloud) nodeNamedLocked(name string, except *nodeRec) *nodeRec {
+	for _, rec := range c.nodeOrder {
+		if rec != except && rec.n.Name == name {
+			return rec
+		}
+	}
+	return nil
 }
 
 // deleteAllowedStates is states.DELETE_ALLOWED_STATES plus "available"

@@ -50,11 +50,9 @@ func (c *Cloud) ironicPatch(w http.ResponseWriter, r *http.Request, ver int, ide
 			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Node %s can not be updated with invalid name %s", rec.n.UUID, n.Name))
 			return
 		}
-		for _, o := range c.nodeOrder {
-			if o != rec && o.n.Name == n.Name {
-				ironicError(w, http.StatusConflict, fmt.Sprintf("A node with name %s already exists.", n.Name))
-				return
-			}
+		if c.nodeNamedLocked(n.Name, rec) != nil {
+			ironicError(w, http.StatusConflict, fmt.Sprintf("A node with name %s already exists.", n.Name))
+			return
 		}
 	}
 	if !c.lockLocked(w, rec) {

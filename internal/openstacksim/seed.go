@@ -161,10 +161,8 @@ func (c *Cloud) SeedLikeTestbed(n int) []Node {
 func (c *Cloud) nodeByName(name string) (Node, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, rec := range c.nodeOrder {
-		if rec.n.Name == name {
-			return cloneNode(rec.n), true
-		}
+	if rec := c.nodeNamedLocked(name, nil); rec != nil {
+		return cloneNode(rec.n), true
 	}
 	return Node{}, false
 }
