@@ -63,11 +63,8 @@ func pyBool(s string) (bool, error) {
 
 // last returns the last value of a query parameter (WebOb's GET[key]).
 func last(q url.Values, k string) string {
-	v := q[k]
-	if len(v) == 0 {
-		return ""
-	}
-	return v[len(v)-1]
+	v, _ := lastValue(q, k)
+	return v
 }
 
 // novaList implements GET /v2.1/servers and /v2.1/servers/detail in the

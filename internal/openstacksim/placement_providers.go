@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -46,142 +47,45 @@ func (p *placementCtx) notFoundProvider(uuid string) {
 
 var uuidFormatRe = regexp.MustCompile(`^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$`)
 
+// providerQueryParams are the query parameters of GET /resource_providers
+// with the microversion that added each.
+var providerQueryParams = []struct {
+	name  string
+	minor int
+}{{"name", 0}, {"uuid", 0}, {"member_of", 3}, {"resources", 4}, {"in_tree", 14}, {"required", 18}}
+
+// providerTraitFilter is the required= filter: any-of sets that must all
+// match, and forbidden traits.
+type providerTraitFilter struct {
+	required  [][]string
+	forbidden map[string]bool
+}
+
 func (p *placementCtx) listProviders() {
 	q := p.r.URL.Query()
-	allowed := []string{"name", "uuid"}
-	if p.ver.minor >= 3 {
-		allowed = append(allowed, "member_of")
-	}
-	if p.ver.minor >= 4 {
-		allowed = append(allowed, "resources")
-	}
-	if p.ver.minor >= 14 {
-		allowed = append(allowed, "in_tree")
-	}
-	if p.ver.minor >= 18 {
-		allowed = append(allowed, "required")
-	}
-	var extra []string
-	for k := range q {
-		if !slices.Contains(allowed, k) {
-			extra = append(extra, "'"+k+"'")
-		}
-	}
-	if len(extra) > 0 {
-		sort.Strings(extra)
-		verb := "was"
-		if len(extra) > 1 {
-			verb = "were"
-		}
-		p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid query string parameters: Additional properties are not allowed (%s %s unexpected)", strings.Join(extra, ", "), verb), "")
+	if !p.checkProviderQuery(q) {
 		return
 	}
-	last := func(k string) (string, bool) {
-		v, ok := q[k]
-		if !ok || len(v) == 0 {
-			return "", false
-		}
-		return v[len(v)-1], true
-	}
-	for _, k := range []string{"uuid", "in_tree"} {
-		if v, ok := last(k); ok && !uuidFormatRe.MatchString(v) {
-			p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid query string parameters: '%s' is not a 'uuid'", v), "")
-			return
-		}
-	}
-	// required=: a list of any-of sets (AND between them) and forbidden
-	var required [][]string
-	forbidden := map[string]bool{}
-	if vals, ok := q["required"]; ok {
-		if p.ver.minor < 39 {
-			vals = vals[len(vals)-1:]
-		}
-		for _, val := range vals {
-			if strings.HasPrefix(val, "in:") {
-				if p.ver.minor < 39 {
-					p.fail(http.StatusBadRequest, "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' only supported since microversion 1.39. Got: "+val, "")
-					return
-				}
-				var any []string
-				for _, t := range strings.Split(val[3:], ",") {
-					t = strings.TrimSpace(t)
-					if t == "" {
-						p.fail(http.StatusBadRequest, "Invalid query string parameters: Expected 'required' parameter value of the form: in:HW_CPU_X86_VMX,CUSTOM_MAGIC. Got an empty trait in: "+val, "")
-						return
-					}
-					if strings.HasPrefix(t, "!") {
-						p.fail(http.StatusBadRequest, "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' does not support forbidden traits. Got: "+val, "")
-						return
-					}
-					any = append(any, t)
-				}
-				required = append(required, any)
-				continue
-			}
-			form := "HW_CPU_X86_VMX,CUSTOM_MAGIC"
-			if p.ver.minor >= 22 {
-				form = "HW_CPU_X86_VMX,!CUSTOM_MAGIC"
-			}
-			for _, t := range strings.Split(val, ",") {
-				t = strings.TrimSpace(t)
-				name := strings.TrimLeft(t, "!")
-				if name == "" {
-					p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid query string parameters: Expected 'required' parameter value of the form: %s. Got an empty trait in: %s", form, val), "")
-					return
-				}
-				if strings.HasPrefix(t, "!") {
-					if p.ver.minor < 22 {
-						p.fail(http.StatusBadRequest, "Invalid query string parameters: Expected 'required' parameter value of the form: HW_CPU_X86_VMX,CUSTOM_MAGIC. Got: "+val, "")
-						return
-					}
-					forbidden[name] = true
-				} else {
-					required = append(required, []string{t})
-				}
-			}
-		}
+	tf, msg := parseRequiredTraits(q["required"], p.ver.minor)
+	if msg != "" {
+		p.fail(http.StatusBadRequest, msg, "")
+		return
 	}
 	c := p.c
 	c.mu.Lock()
-	for _, set := range required {
-		for _, t := range set {
-			if _, ok := c.traits[t]; !ok {
-				c.mu.Unlock()
-				p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid trait(s) in \"required\" parameter: No such trait(s): %s.", t), "")
-				return
-			}
-		}
+	if t := tf.unknownTraitLocked(c); t != "" {
+		c.mu.Unlock()
+		p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid trait(s) in \"required\" parameter: No such trait(s): %s.", t), "")
+		return
 	}
-	for t := range forbidden {
-		if _, ok := c.traits[t]; !ok {
-			c.mu.Unlock()
-			p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid trait(s) in \"required\" parameter: No such trait(s): %s.", t), "")
-			return
-		}
-	}
-	name, hasName := last("name")
-	uuid, hasUUID := last("uuid")
-	inTree, hasTree := last("in_tree")
+	name, hasName := lastValue(q, "name")
+	uuid, hasUUID := lastValue(q, "uuid")
+	inTree, hasTree := lastValue(q, "in_tree")
 	_, hasMember := q["member_of"]
-	list := c.providerListLocked()
 	out := []any{}
 	var lm time.Time
-	for _, pr := range list {
-		if hasName && pr.name != name || hasUUID && pr.uuid != uuid || hasTree && pr.uuid != inTree || hasMember {
-			continue
-		}
-		okTraits := true
-		for _, set := range required {
-			if !slices.ContainsFunc(set, func(t string) bool { return slices.Contains(pr.traits, t) }) {
-				okTraits = false
-			}
-		}
-		for t := range forbidden {
-			if slices.Contains(pr.traits, t) {
-				okTraits = false
-			}
-		}
-		if !okTraits {
+	for _, pr := range c.providerListLocked() {
+		if hasName && pr.name != name || hasUUID && pr.uuid != uuid || hasTree && pr.uuid != inTree || hasMember || !tf.matches(pr.traits) {
 			continue
 		}
 		if pr.updated.After(lm) {
@@ -194,6 +98,146 @@ func (p *placementCtx) listProviders() {
 		lm = c.now()
 	}
 	p.ok(http.StatusOK, map[string]any{"resource_providers": out}, lm)
+}
+
+// lastValue returns the last value of a query parameter and whether it was
+// given (WebOb's GET[key]).
+func lastValue(q url.Values, k string) (string, bool) {
+	v, ok := q[k]
+	if !ok || len(v) == 0 {
+		return "", false
+	}
+	return v[len(v)-1], true
+}
+
+// checkProviderQuery answers 400 for a parameter the microversion does not
+// know or a malformed uuid/in_tree, and reports whether the query is fine.
+func (p *placementCtx) checkProviderQuery(q url.Values) bool {
+	var allowed []string
+	for _, a := range providerQueryParams {
+		if p.ver.minor >= a.minor {
+			allowed = append(allowed, a.name)
+		}
+	}
+	var extra []string
+	for k := range q {
+		if !slices.Contains(allowed, k) {
+			extra = append(extra, k)
+		}
+	}
+	if len(extra) > 0 {
+		p.fail(http.StatusBadRequest, "Invalid query string parameters: "+additionalProperties(extra), "")
+		return false
+	}
+	for _, k := range []string{"uuid", "in_tree"} {
+		if v, ok := lastValue(q, k); ok && !uuidFormatRe.MatchString(v) {
+			p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid query string parameters: '%s' is not a 'uuid'", v), "")
+			return false
+		}
+	}
+	return true
+}
+
+// parseRequiredTraits parses the required= values (only the last before
+// 1.39): "A,!B" (forbidden from 1.22) and "in:A,B" (1.39). It returns the
+// 400 message for a malformed value.
+func parseRequiredTraits(vals []string, minor int) (providerTraitFilter, string) {
+	tf := providerTraitFilter{forbidden: map[string]bool{}}
+	if vals == nil {
+		return tf, ""
+	}
+	if minor < 39 {
+		vals = vals[len(vals)-1:]
+	}
+	for _, val := range vals {
+		var msg string
+		if strings.HasPrefix(val, "in:") {
+			msg = tf.addAnyOf(val, minor)
+		} else {
+			msg = tf.addAllOf(val, minor)
+		}
+		if msg != "" {
+			return tf, msg
+		}
+	}
+	return tf, ""
+}
+
+// addAnyOf adds one "in:A,B" value.
+func (tf *providerTraitFilter) addAnyOf(val string, minor int) string {
+	if minor < 39 {
+		return "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' only supported since microversion 1.39. Got: " + val
+	}
+	var any []string
+	for _, t := range strings.Split(val[3:], ",") {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			return "Invalid query string parameters: Expected 'required' parameter value of the form: in:HW_CPU_X86_VMX,CUSTOM_MAGIC. Got an empty trait in: " + val
+		}
+		if strings.HasPrefix(t, "!") {
+			return "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' does not support forbidden traits. Got: " + val
+		}
+		any = append(any, t)
+	}
+	tf.required = append(tf.required, any)
+	return ""
+}
+
+// addAllOf adds one "A,!B" value: each trait required, or forbidden.
+func (tf *providerTraitFilter) addAllOf(val string, minor int) string {
+	form := "HW_CPU_X86_VMX,CUSTOM_MAGIC"
+	if minor >= 22 {
+		form = "HW_CPU_X86_VMX,!CUSTOM_MAGIC"
+	}
+	for _, t := range strings.Split(val, ",") {
+		t = strings.TrimSpace(t)
+		name := strings.TrimLeft(t, "!")
+		if name == "" {
+			return fmt.Sprintf("Invalid query string parameters: Expected 'required' parameter value of the form: %s. Got an empty trait in: %s", form, val)
+		}
+		if strings.HasPrefix(t, "!") {
+			if minor < 22 {
+				return "Invalid query string parameters: Expected 'required' parameter value of the form: HW_CPU_X86_VMX,CUSTOM_MAGIC. Got: " + val
+			}
+			tf.forbidden[name] = true
+		} else {
+			tf.required = append(tf.required, []string{t})
+		}
+	}
+	return ""
+}
+
+// unknownTraitLocked returns a trait of the filter that is not defined, or
+// "".
+func (tf providerTraitFilter) unknownTraitLocked(c *Cloud) string {
+	for _, set := range tf.required {
+		for _, t := range set {
+			if _, ok := c.traits[t]; !ok {
+				return t
+			}
+		}
+	}
+	for t := range tf.forbidden {
+		if _, ok := c.traits[t]; !ok {
+			return t
+		}
+	}
+	return ""
+}
+
+// matches reports whether a provider with traits passes the filter.
+func (tf providerTraitFilter) matches(traits []string) bool {
+	for _, set := range tf.required {
+		if !slices.ContainsFunc(set, func(t string) bool { return slices.Contains(traits, t) }) {
+			return false
+		}
+	}
+	for t := range tf.forbidden {
+		if slices.Contains(traits, t) {
+			return false
+		}
+	}
+	return true
 }
 
 // providerListLocked returns the providers in creation order.
