@@ -247,14 +247,21 @@ func (c *Cloud) AddProvider(uuid, name string, traits []string) {
 	now := c.now()
 	p, ok := c.providers[uuid]
 	if !ok {
-		c.provSeq++
-		p = &provider{uuid: uuid, created: now, updated: now, traits: []string{}, seq: c.provSeq}
-		c.providers[uuid] = p
+		p = c.newProviderLocked(uuid, "", now, now)
 	}
 	p.name = name
 	if len(traits) > 0 {
 		c.setProviderTraitsLocked(p, traits, false)
 	}
+}
+
+// newProviderLocked stores a new resource provider without traits,
+// numbered in creation order.
+func (c *Cloud) newProviderLocked(uuid, name string, created, updated time.Time) *provider {
+	c.provSeq++
+	p := &provider{uuid: uuid, name: name, created: created, updated: updated, traits: []string{}, seq: c.provSeq}
+	c.providers[uuid] = p
+	return p
 }
 
 // DeleteProvider removes a resource provider. It returns ErrNotFound for an

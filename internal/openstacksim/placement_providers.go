@@ -39,6 +39,19 @@ func (p *placementCtx) renderProvider(pr *provider) map[string]any {
 	return out
 }
 
+// lockProvider locks the Cloud and returns the provider, or unlocks,
+// answers with notFound and returns nil.
+func (p *placementCtx) lockProvider(uuid string, notFound func(uuid string)) *provider {
+	p.c.mu.Lock()
+	pr, ok := p.c.providers[uuid]
+	if !ok {
+		p.c.mu.Unlock()
+		notFound(uuid)
+		return nil
+	}
+	return pr
+}
+
 // notFoundProvider is the NotFound of ResourceProvider.get_by_uuid, turned
 // into a 404 by PlacementHandler (outside the handler).
 func (p *placementCtx) notFoundProvider(uuid string) {
@@ -257,11 +270,8 @@ func (c *Cloud) providerListLocked() []*provider {
 
 func (p *placementCtx) getProvider(uuid string) {
 	c := p.c
-	c.mu.Lock()
-	pr, ok := c.providers[uuid]
-	if !ok {
-		c.mu.Unlock()
-		p.notFoundProvider(uuid)
+	pr := p.lockProvider(uuid, p.notFoundProvider)
+	if pr == nil {
 		return
 	}
 	body, lm := p.renderProvider(pr), pr.updated
@@ -297,9 +307,7 @@ func (p *placementCtx) createProvider() {
 		}
 	}
 	now := c.now()
-	c.provSeq++
-	pr := &provider{uuid: uuid, name: name, created: now, updated: now, traits: []string{}, seq: c.provSeq}
-	c.providers[uuid] = pr
+	pr := c.newProviderLocked(uuid, name, now, now)
 	out := p.renderProvider(pr)
 	c.mu.Unlock()
 	p.w.Header().Set("Location", "http://"+p.r.Host+placementPrefix+"/resource_providers/"+uuid)
@@ -317,11 +325,8 @@ func (p *placementCtx) updateProvider(uuid string) {
 	}
 	name, _ := body["name"].(string)
 	c := p.c
-	c.mu.Lock()
-	pr, ok := c.providers[uuid]
-	if !ok {
-		c.mu.Unlock()
-		p.notFoundProvider(uuid)
+	pr := p.lockProvider(uuid, p.notFoundProvider)
+	if pr == nil {
 		return
 	}
 	if name != "" {
@@ -349,11 +354,10 @@ func (p *placementCtx) deleteProvider(uuid string) {
 
 func (p *placementCtx) providerSubresource(route int, uuid string) {
 	c := p.c
-	c.mu.Lock()
-	pr, ok := c.providers[uuid]
-	if !ok {
-		c.mu.Unlock()
+	pr := p.lockProvider(uuid, func(uuid string) {
 		p.fail(http.StatusNotFound, fmt.Sprintf("No resource provider with uuid %s found", uuid), "")
+	})
+	if pr == nil {
 		return
 	}
 	var body map[string]any

@@ -16,11 +16,10 @@ import (
 
 func (p *placementCtx) getProviderTraits(uuid string) {
 	c := p.c
-	c.mu.Lock()
-	pr, ok := c.providers[uuid]
-	if !ok {
-		c.mu.Unlock()
+	pr := p.lockProvider(uuid, func(uuid string) {
 		p.fail(http.StatusNotFound, fmt.Sprintf("No resource provider with uuid %s found: No resource provider with uuid %s found", uuid, uuid), "")
+	})
+	if pr == nil {
 		return
 	}
 	body := map[string]any{"traits": slices.Clone(pr.traits), "resource_provider_generation": pr.generation}
@@ -80,11 +79,8 @@ func (p *placementCtx) putProviderTraits(uuid string) {
 		return
 	}
 	c := p.c
-	c.mu.Lock()
-	pr, ok := c.providers[uuid]
-	if !ok {
-		c.mu.Unlock()
-		p.notFoundProvider(uuid)
+	pr := p.lockProvider(uuid, p.notFoundProvider)
+	if pr == nil {
 		return
 	}
 	if pr.generation != gen {
@@ -112,11 +108,8 @@ func (p *placementCtx) putProviderTraits(uuid string) {
 
 func (p *placementCtx) deleteProviderTraits(uuid string) {
 	c := p.c
-	c.mu.Lock()
-	pr, ok := c.providers[uuid]
-	if !ok {
-		c.mu.Unlock()
-		p.notFoundProvider(uuid)
+	pr := p.lockProvider(uuid, p.notFoundProvider)
+	if pr == nil {
 		return
 	}
 	c.setProviderTraitsLocked(pr, nil, false)

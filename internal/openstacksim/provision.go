@@ -121,9 +121,7 @@ func (c *Cloud) registerProviderLocked(n *Node) {
 		return
 	}
 	now := c.now()
-	c.provSeq++
-	p := &provider{uuid: n.UUID, name: n.UUID, created: now, updated: now, traits: []string{}, seq: c.provSeq}
-	c.providers[n.UUID] = p
+	p := c.newProviderLocked(n.UUID, n.UUID, now, now)
 	if len(n.Traits) > 0 {
 		c.setProviderTraitsLocked(p, n.Traits, false)
 	}

@@ -140,12 +140,9 @@ func (c *Cloud) SeedLikeTestbed(n int) []Node {
 			traits = []string{ReadyTrait}
 		}
 		c.mu.Lock()
-		c.provSeq++
-		pr := &provider{uuid: node.UUID, name: node.UUID, created: created, updated: provisioned,
-			traits: []string{}, seq: c.provSeq,
-			inventory: map[string]inventory{rcToPlacement(node.ResourceClass): {Total: 1, Reserved: novaReserved(&node)}}}
+		pr := c.newProviderLocked(node.UUID, node.UUID, created, provisioned)
+		pr.inventory = map[string]inventory{rcToPlacement(node.ResourceClass): {Total: 1, Reserved: novaReserved(&node)}}
 		pr.generation = 1 // the inventory PUT
-		c.providers[node.UUID] = pr
 		if len(traits) > 0 {
 			c.setProviderTraitsLocked(pr, traits, false)
 		}
