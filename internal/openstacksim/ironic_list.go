@@ -21,19 +21,9 @@ var invalidSortKeys = []string{"properties", "driver_info", "extra", "instance_i
 	"driver_internal_info", "clean_step", "deploy_step", "raid_config", "target_raid_config",
 	"traits", "network_data"}
 
-// ironicErr is an Ironic API error a step found, answered with ironicError.
-type ironicErr struct {
-	status int
-	msg    string
-}
-
-func ironicErrf(status int, format string, args ...any) *ironicErr {
-	return &ironicErr{status: status, msg: fmt.Sprintf(format, args...)}
-}
-
 // notAcceptable is the 406 of a microversion too old for a parameter.
-func notAcceptable(msg string) *ironicErr {
-	return &ironicErr{status: http.StatusNotAcceptable, msg: msg}
+func notAcceptable(msg string) *apiErr {
+	return &apiErr{status: http.StatusNotAcceptable, msg: msg}
 }
 
 // nodeListQuery is a parsed GET /v1/nodes or /v1/nodes/detail request.
@@ -96,13 +86,13 @@ func (c *Cloud) ironicList(w http.ResponseWriter, r *http.Request, ver int, deta
 // parseNodeListQuery checks the query's parameter names and parses their
 // values (args.py validators); the detail endpoint takes neither fields nor
 // detail.
-func parseNodeListQuery(q url.Values, detailEndpoint bool) (*nodeListQuery, *ironicErr) {
+func parseNodeListQuery(q url.Values, detailEndpoint bool) (*nodeListQuery, *apiErr) {
 	allowed := listArgs
 	if detailEndpoint {
 		allowed = slices.DeleteFunc(slices.Clone(listArgs), func(s string) bool { return s == "fields" || s == "detail" })
 	}
 	if msg := unexpected(q, allowed...); msg != "" {
-		return nil, &ironicErr{http.StatusBadRequest, msg}
+		return nil, &apiErr{http.StatusBadRequest, msg}
 	}
 	a := &ironicArgs{q: q}
 	nq := &nodeListQuery{detailEndpoint: detailEndpoint, sortKey: "id", sortDir: "asc"}
@@ -138,7 +128,7 @@ func parseNodeListQuery(q url.Values, detailEndpoint bool) (*nodeListQuery, *iro
 	nq.shard = a.stringList("shard")
 	nq.sharded = a.boolean("sharded")
 	if a.err != "" {
-		return nil, &ironicErr{http.StatusBadRequest, a.err}
+		return nil, &apiErr{http.StatusBadRequest, a.err}
 	}
 	return nq, nil
 }
@@ -171,7 +161,7 @@ func invalidNodeField(fields []string) string {
 
 // checkMicroversion rejects filters newer than ver (406) and invalid
 // provision_state and fault values (400), in Ironic's order.
-func (nq *nodeListQuery) checkMicroversion(ver int) *ironicErr {
+func (nq *nodeListQuery) checkMicroversion(ver int) *apiErr {
 	if fieldsNotAcceptable(nq.fields, ver) || fieldTooNew(nq.sortKey, ver) {
 		return notAcceptable("Request not acceptable.")
 	}
@@ -180,7 +170,7 @@ func (nq *nodeListQuery) checkMicroversion(ver int) *ironicErr {
 			return notAcceptable("Request not acceptable.")
 		}
 		if !ironicStates[*nq.provisionState] {
-			return ironicErrf(http.StatusBadRequest, "Provision state %q is not valid", *nq.provisionState)
+			return apiErrf(http.StatusBadRequest, "Provision state %q is not valid", *nq.provisionState)
 		}
 	}
 	if e := minimalVersions(ver, filterMinor{nq.driver != nil, 16}, filterMinor{nq.resourceClass != nil, 21}); e != nil {
@@ -191,7 +181,7 @@ func (nq *nodeListQuery) checkMicroversion(ver int) *ironicErr {
 			return notAcceptable(minimalVersionMsg(42))
 		}
 		if !slices.Contains(validFaults, *nq.fault) {
-			return ironicErrf(http.StatusBadRequest, "Unrecognized fault %q is specified, allowed faults are ('power failure', 'clean failure', 'rescue abort failure')", *nq.fault)
+			return apiErrf(http.StatusBadRequest, "Unrecognized fault %q is specified, allowed faults are ('power failure', 'clean failure', 'rescue abort failure')", *nq.fault)
 		}
 	}
 	return minimalVersions(ver, filterMinor{nq.conductorGroup != nil, 46}, filterMinor{nq.conductor != nil, 49},
@@ -208,7 +198,7 @@ type filterMinor struct {
 
 // minimalVersions answers 406 with the minimal version of the first given
 // filter that ver is too old for.
-func minimalVersions(ver int, filters ...filterMinor) *ironicErr {
+func minimalVersions(ver int, filters ...filterMinor) *apiErr {
 	for _, g := range filters {
 		if g.set && ver < g.minor {
 			return notAcceptable(minimalVersionMsg(g.minor))
@@ -219,12 +209,12 @@ func minimalVersions(ver int, filters ...filterMinor) *ironicErr {
 
 // resolveFields is get_request_return_fields: detail= (1.43+) and fields
 // exclude each other, and the plain list returns the default fields.
-func (nq *nodeListQuery) resolveFields(ver int) *ironicErr {
+func (nq *nodeListQuery) resolveFields(ver int) *apiErr {
 	if nq.detail != nil && ver < 43 {
-		return ironicErrf(http.StatusBadRequest, "Invalid query parameter ?detail=%s received.", boolRepr(*nq.detail))
+		return apiErrf(http.StatusBadRequest, "Invalid query parameter ?detail=%s received.", boolRepr(*nq.detail))
 	}
 	if nq.fields != nil && nq.detail != nil && *nq.detail {
-		return ironicErrf(http.StatusBadRequest, "Can not specify ?detail=True and fields in the same request.")
+		return apiErrf(http.StatusBadRequest, "Can not specify ?detail=True and fields in the same request.")
 	}
 	if !nq.detailEndpoint && nq.fields == nil && (nq.detail == nil || !*nq.detail) {
 		nq.fields = slices.Clone(ironicDefaultFields)
@@ -234,23 +224,23 @@ func (nq *nodeListQuery) resolveFields(ver int) *ironicErr {
 
 // checkPaging is _get_nodes_collection's check of limit (capped at
 // maxLimit), sort_dir and sort_key.
-func (nq *nodeListQuery) checkPaging(maxLimit int) *ironicErr {
+func (nq *nodeListQuery) checkPaging(maxLimit int) *apiErr {
 	nq.limit = maxLimit
 	if nq.limitArg != nil {
 		if *nq.limitArg <= 0 {
-			return ironicErrf(http.StatusBadRequest, "Limit must be positive")
+			return apiErrf(http.StatusBadRequest, "Limit must be positive")
 		}
 		nq.limit = min(nq.limit, *nq.limitArg)
 	}
 	if nq.sortDir != "asc" && nq.sortDir != "desc" {
-		return ironicErrf(http.StatusBadRequest, "Invalid sort direction: %s. Acceptable values are 'asc' or 'desc'", nq.sortDir)
+		return apiErrf(http.StatusBadRequest, "Invalid sort direction: %s. Acceptable values are 'asc' or 'desc'", nq.sortDir)
 	}
 	if slices.Contains(invalidSortKeys, nq.sortKey) {
-		return ironicErrf(http.StatusBadRequest, "The sort_key value %s is an invalid field for sorting", nq.sortKey)
+		return apiErrf(http.StatusBadRequest, "The sort_key value %s is an invalid field for sorting", nq.sortKey)
 	}
 	keyFn, ok := nodeSortKeys[nq.sortKey]
 	if !ok {
-		return ironicErrf(http.StatusBadRequest, "The sort_key value %q is an invalid field for sorting", nq.sortKey)
+		return apiErrf(http.StatusBadRequest, "The sort_key value %q is an invalid field for sorting", nq.sortKey)
 	}
 	nq.keyFn = keyFn
 	return nil
@@ -259,20 +249,20 @@ func (nq *nodeListQuery) checkPaging(maxLimit int) *ironicErr {
 // selectNodePageLocked finds the marker, filters and sorts the nodes and
 // cuts the page after the marker; the conductor filter applies to the page
 // (as Ironic filters by conductor after the query).
-func (c *Cloud) selectNodePageLocked(nq *nodeListQuery) ([]*nodeRec, *ironicErr) {
+func (c *Cloud) selectNodePageLocked(nq *nodeListQuery) ([]*nodeRec, *apiErr) {
 	var markerRec *nodeRec
 	if nq.marker != nil {
 		markerRec = c.nodes[*nq.marker]
 		if markerRec == nil {
-			return nil, ironicErrf(http.StatusNotFound, "Node %s could not be found.", *nq.marker)
+			return nil, apiErrf(http.StatusNotFound, "Node %s could not be found.", *nq.marker)
 		}
 	}
 	if nq.chassisUUID != nil {
-		return nil, ironicErrf(http.StatusNotFound, "Chassis %s could not be found.", *nq.chassisUUID)
+		return nil, apiErrf(http.StatusNotFound, "Chassis %s could not be found.", *nq.chassisUUID)
 	}
 	for _, f := range nq.fields {
 		if !nodeDBColumns[f] {
-			return nil, ironicErrf(http.StatusInternalServerError, "type object 'Node' has no attribute '%s'", f)
+			return nil, apiErrf(http.StatusInternalServerError, "type object 'Node' has no attribute '%s'", f)
 		}
 	}
 	var all []*nodeRec
@@ -344,9 +334,9 @@ func (nq *nodeListQuery) compare(x, y *nodeRec) int {
 
 // renderNodePageLocked renders the page's nodes with the requested fields;
 // pages after the first lose fields under [FieldLoss.LaterPages].
-func (c *Cloud) renderNodePageLocked(nq *nodeListQuery, page []*nodeRec, ver int) ([]any, *ironicErr) {
+func (c *Cloud) renderNodePageLocked(nq *nodeListQuery, page []*nodeRec, ver int) ([]any, *apiErr) {
 	if f := invalidNodeField(nq.fields); f != "" && len(page) > 0 {
-		return nil, ironicErrf(http.StatusBadRequest, "Field %s is not a valid field.", f)
+		return nil, apiErrf(http.StatusBadRequest, "Field %s is not a valid field.", f)
 	}
 	public := c.ironicPublic()
 	items := make([]any, 0, len(page))

@@ -165,7 +165,7 @@ func additionalProperties(keys []string) string {
 
 // nodeFromCreateBody validates a POST /v1/nodes body against node_schema()
 // and the microversion and builds the node it asks for.
-func nodeFromCreateBody(body map[string]any, ver int) (Node, *ironicErr) {
+func nodeFromCreateBody(body map[string]any, ver int) (Node, *apiErr) {
 	var extra []string
 	for k := range body {
 		if !slices.Contains(nodeCreateFields, k) {
@@ -173,12 +173,12 @@ func nodeFromCreateBody(body map[string]any, ver int) (Node, *ironicErr) {
 		}
 	}
 	if len(extra) > 0 {
-		return Node{}, ironicErrf(http.StatusBadRequest, "Schema error for node: %s", additionalProperties(extra))
+		return Node{}, apiErrf(http.StatusBadRequest, "Schema error for node: %s", additionalProperties(extra))
 	}
 	str := func(k string) string { s, _ := body[k].(string); return s }
 	obj := func(k string) map[string]any { m, _ := body[k].(map[string]any); return m }
 	if _, ok := body["driver"].(string); !ok {
-		return Node{}, ironicErrf(http.StatusBadRequest, "Schema error for node: 'driver' is a required property")
+		return Node{}, apiErrf(http.StatusBadRequest, "Schema error for node: 'driver' is a required property")
 	}
 	// reject_fields_in_newer_versions
 	for f, minor := range ironicVersionedFields {
@@ -222,34 +222,34 @@ func nodeFromCreateBody(body map[string]any, ver int) (Node, *ironicErr) {
 		n.ProvisionState = "available"
 	}
 	if n.Driver != "fake-hardware" || n.ConductorGroup != "" {
-		return Node{}, ironicErrf(http.StatusBadRequest, "No valid host was found. Reason: No conductor service registered which supports driver %s for conductor group \"%s\".", n.Driver, n.ConductorGroup)
+		return Node{}, apiErrf(http.StatusBadRequest, "No valid host was found. Reason: No conductor service registered which supports driver %s for conductor group \"%s\".", n.Driver, n.ConductorGroup)
 	}
 	return n, nil
 }
 
 // checkNewNodeName checks the name of a node to create: names need 1.5, a
 // valid logical name, and not one of the reserved words.
-func checkNewNodeName(name string, ver int) *ironicErr {
+func checkNewNodeName(name string, ver int) *apiErr {
 	if ver < 5 {
 		return notAcceptable("Request not acceptable.")
 	}
 	if !validLogicalName(name) {
-		return ironicErrf(http.StatusBadRequest, "Cannot create node with invalid name '%s'", name)
+		return apiErrf(http.StatusBadRequest, "Cannot create node with invalid name '%s'", name)
 	}
 	if name == "detail" || name == "validate" {
-		return ironicErrf(http.StatusBadRequest, "The word \"%s\" is reserved and can not be used as a node name. Reserved words are: detail, validate.", name)
+		return apiErrf(http.StatusBadRequest, "The word \"%s\" is reserved and can not be used as a node name. Reserved words are: detail, validate.", name)
 	}
 	return nil
 }
 
 // createNodeLocked stores a new node unless its UUID or name is taken,
 // with the defaults the conductor fills in.
-func (c *Cloud) createNodeLocked(n Node) (*nodeRec, *ironicErr) {
+func (c *Cloud) createNodeLocked(n Node) (*nodeRec, *apiErr) {
 	if _, dup := c.nodes[n.UUID]; dup {
-		return nil, ironicErrf(http.StatusConflict, "A node with UUID %s already exists.", n.UUID)
+		return nil, apiErrf(http.StatusConflict, "A node with UUID %s already exists.", n.UUID)
 	}
 	if n.Name != "" && c.nodeNamedLocked(n.Name, nil) != nil {
-		return nil, ironicErrf(http.StatusConflict, "A node with name %s already exists.", n.Name)
+		return nil, apiErrf(http.StatusConflict, "A node with name %s already exists.", n.Name)
 	}
 	if n.Owner == "" {
 		// A project-scoped admin creates nodes it owns

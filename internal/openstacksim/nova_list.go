@@ -67,6 +67,20 @@ func last(q url.Values, k string) string {
 	return v
 }
 
+// novaListQuery is a parsed GET /v2.1/servers[/detail] request.
+type novaListQuery struct {
+	detail, admin bool
+	search        url.Values // the filters remove_invalid_options keeps
+	statuses      []string   // known statuses asked for; nil: any
+	noStatus      bool       // only unknown statuses (before 2.38: empty list)
+	showDeleted   bool
+	allTenants    bool
+	tenant        string // project filter; "" for all
+	limit         int
+	marker        string
+	hasMarker     bool
+}
+
 // novaList implements GET /v2.1/servers and /v2.1/servers/detail in the
 // order servers.py _get_servers checks: query schema (limit), filter
 // stripping for non-admins, invalid filters, status, deleted, all_tenants
@@ -74,22 +88,98 @@ func last(q url.Values, k string) string {
 // desc), limit capped at [Options.NovaMaxLimit], and servers_links "next"
 // only when the page is full.
 func (c *Cloud) novaList(w http.ResponseWriter, r *http.Request, minor int, detail bool) {
-	q := r.URL.Query()
-	admin := !c.opts.NovaNonAdmin
-	if _, ok := q["limit"]; ok {
-		for _, v := range q["limit"] {
-			if v == "" {
-				novaError(w, http.StatusBadRequest, "Invalid input for query parameters limit. Value: . '' is too short")
-				return
-			}
-			if !novaLimitRe.MatchString(v) {
-				novaError(w, http.StatusBadRequest, fmt.Sprintf("Invalid input for query parameters limit. Value: %s. '%s' does not match '^[0-9]*$'", v, v))
-				return
-			}
+	nq, e := c.parseNovaListQuery(r.URL.Query(), minor, detail)
+	if e != nil {
+		novaError(w, e.status, e.msg)
+		return
+	}
+	if nq.noStatus {
+		writeNovaJSON(w, http.StatusOK, map[string]any{"servers": []any{}})
+		return
+	}
+	c.mu.Lock()
+	recs, e := c.selectServerPageLocked(nq)
+	if e != nil {
+		c.mu.Unlock()
+		novaError(w, e.status, e.msg)
+		return
+	}
+	items := make([]any, 0, len(recs))
+	for _, rec := range recs {
+		if detail {
+			items = append(items, c.renderServer(rec, minor, nq.admin))
+		} else {
+			items = append(items, c.renderServerIndex(rec))
 		}
 	}
-	// remove_invalid_options: an admin keeps every filter (paging and
-	// sorting are handled separately); others lose the unknown ones.
+	c.mu.Unlock()
+
+	body := map[string]any{"servers": items}
+	if nq.limit > 0 && len(recs) == nq.limit {
+		coll := "servers"
+		if detail {
+			coll = "servers/detail"
+		}
+		body["servers_links"] = []any{map[string]any{"rel": "next", "href": c.novaNextLink(r, coll, recs[len(recs)-1].s.ID)}}
+	}
+	writeNovaJSON(w, http.StatusOK, body)
+}
+
+// parseNovaListQuery checks and parses the list's query in Nova's order.
+func (c *Cloud) parseNovaListQuery(q url.Values, minor int, detail bool) (*novaListQuery, *apiErr) {
+	nq := &novaListQuery{detail: detail, admin: !c.opts.NovaNonAdmin, limit: c.opts.NovaMaxLimit}
+	if e := checkNovaLimitSchema(q); e != nil {
+		return nil, e
+	}
+	search, e := novaSearchOptions(q, nq.admin, minor)
+	if e != nil {
+		return nil, e
+	}
+	nq.search = search
+	if e := nq.parseStatusAndDeleted(minor); e != nil || nq.noStatus {
+		return nq, e
+	}
+	if e := nq.parseAllTenants(); e != nil {
+		return nil, e
+	}
+	if _, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(last(q, "limit"))
+		if err != nil {
+			return nil, apiErrf(http.StatusBadRequest, "limit param must be an integer")
+		}
+		nq.limit = min(nq.limit, n)
+	}
+	if _, ok := q["marker"]; ok {
+		nq.marker, nq.hasMarker = last(q, "marker"), true
+	}
+	if nq.allTenants {
+		nq.tenant = last(search, "tenant_id")
+		if nq.tenant == "" {
+			nq.tenant = last(search, "project_id")
+		}
+	} else {
+		nq.tenant = c.projectID
+	}
+	return nq, nil
+}
+
+// checkNovaLimitSchema is the query schema's check of every limit value.
+func checkNovaLimitSchema(q url.Values) *apiErr {
+	for _, v := range q["limit"] {
+		if v == "" {
+			return apiErrf(http.StatusBadRequest, "Invalid input for query parameters limit. Value: . '' is too short")
+		}
+		if !novaLimitRe.MatchString(v) {
+			return apiErrf(http.StatusBadRequest, "Invalid input for query parameters limit. Value: %s. '%s' does not match '^[0-9]*$'", v, v)
+		}
+	}
+	return nil
+}
+
+// novaSearchOptions is remove_invalid_options (an admin keeps every filter,
+// paging and sorting are handled separately, others lose the unknown ones)
+// followed by the check for filters on joined tables.
+func novaSearchOptions(q url.Values, admin bool, minor int) (url.Values, *apiErr) {
 	search := url.Values{}
 	for k, v := range q {
 		switch {
@@ -105,120 +195,89 @@ func (c *Cloud) novaList(w http.ResponseWriter, r *http.Request, minor int, deta
 	sort.Strings(keys)
 	for _, k := range keys {
 		if slices.Contains(novaJoinedTableFilters, k) || strings.HasPrefix(k, "_") {
-			novaError(w, http.StatusBadRequest, fmt.Sprintf("Invalid filter field: %s.", k))
-			return
+			return nil, apiErrf(http.StatusBadRequest, "Invalid filter field: %s.", k)
 		}
 	}
-	var statuses []string
-	if _, ok := search["status"]; ok {
-		for _, st := range search["status"] {
+	return search, nil
+}
+
+// parseStatusAndDeleted reads status (case-insensitive; unknown values
+// are dropped, and a list of only unknown ones is a 400 from 2.38, an empty
+// result before) and deleted (only DELETED needs admin).
+func (nq *novaListQuery) parseStatusAndDeleted(minor int) *apiErr {
+	if _, ok := nq.search["status"]; ok {
+		for _, st := range nq.search["status"] {
 			st = strings.ToUpper(st)
 			if _, known := serverStates[st]; known {
-				statuses = append(statuses, st)
+				nq.statuses = append(nq.statuses, st)
 			}
 		}
-		if len(statuses) == 0 {
+		if len(nq.statuses) == 0 {
 			if minor >= 38 {
-				novaError(w, http.StatusBadRequest, "Invalid status value")
-				return
+				return apiErrf(http.StatusBadRequest, "Invalid status value")
 			}
-			writeNovaJSON(w, http.StatusOK, map[string]any{"servers": []any{}})
-			return
+			nq.noStatus = true
+			return nil
 		}
 	}
-	showDeleted := false
-	if _, ok := search["deleted"]; ok {
-		if b, err := pyBool(last(search, "deleted")); err == nil {
-			showDeleted = b
+	if _, ok := nq.search["deleted"]; ok {
+		if b, err := pyBool(last(nq.search, "deleted")); err == nil {
+			nq.showDeleted = b
 		}
 	}
-	if slices.Equal(statuses, []string{ServerDeleted}) {
-		if !admin {
-			novaError(w, http.StatusForbidden, "Only administrators may list deleted instances")
-			return
+	if slices.Equal(nq.statuses, []string{ServerDeleted}) {
+		if !nq.admin {
+			return apiErrf(http.StatusForbidden, "Only administrators may list deleted instances")
 		}
-		showDeleted = true
+		nq.showDeleted = true
 	}
-	allTenants := false
-	if v, ok := search["all_tenants"]; ok {
+	return nil
+}
+
+// parseAllTenants reads all_tenants (bool_from_string; present without a
+// value means true), then applies the policy: 403 for a non-admin.
+func (nq *novaListQuery) parseAllTenants() *apiErr {
+	if v, ok := nq.search["all_tenants"]; ok {
 		val := v[0]
 		if val == "" {
-			allTenants = true
+			nq.allTenants = true
 		} else {
 			b, err := pyBool(val)
 			if err != nil {
-				novaError(w, http.StatusBadRequest, err.Error())
-				return
+				return &apiErr{http.StatusBadRequest, err.Error()}
 			}
-			allTenants = b
+			nq.allTenants = b
 		}
 	}
-	if allTenants && !admin {
+	if nq.allTenants && !nq.admin {
 		action := "index"
-		if detail {
+		if nq.detail {
 			action = "detail"
 		}
-		novaError(w, http.StatusForbidden, fmt.Sprintf("Policy doesn't allow os_compute_api:servers:%s:get_all_tenants to be performed.", action))
-		return
+		return apiErrf(http.StatusForbidden, "Policy doesn't allow os_compute_api:servers:%s:get_all_tenants to be performed.", action)
 	}
-	limit := c.opts.NovaMaxLimit
-	if _, ok := q["limit"]; ok {
-		n, err := strconv.Atoi(last(q, "limit"))
-		if err != nil {
-			novaError(w, http.StatusBadRequest, "limit param must be an integer")
-			return
-		}
-		limit = min(limit, n)
-	}
-	marker, hasMarker := "", false
-	if _, ok := q["marker"]; ok {
-		marker, hasMarker = last(q, "marker"), true
-	}
-	tenant := ""
-	if allTenants {
-		tenant = last(search, "tenant_id")
-		if tenant == "" {
-			tenant = last(search, "project_id")
-		}
-	} else {
-		tenant = c.projectID
-	}
+	return nil
+}
 
-	c.mu.Lock()
+// selectServerPageLocked filters the servers, sorts them newest first
+// (created_at desc, id desc) and cuts the page after the marker.
+func (c *Cloud) selectServerPageLocked(nq *novaListQuery) ([]*serverRec, *apiErr) {
 	recs := make([]*serverRec, 0, len(c.serverOrder))
 	for _, rec := range c.serverOrder {
-		s := &rec.s
-		switch {
-		case (rec.deleted || s.VMState == "soft-delete") != showDeleted:
-			// the DB filter: deleted=false (the default) hides deleted
-			// rows and soft-deleted servers, deleted=true shows only them
-			continue
-		case tenant != "" && s.TenantID != tenant:
-			continue
-		case statuses != nil && !slices.Contains(statuses, s.Status):
-			continue
-		case search.Has("node") && last(search, "node") != s.HypervisorHostname:
-			continue
-		case search.Has("host") && last(search, "host") != s.Host:
-			continue
-		case search.Has("name") && !regexpMatch(last(search, "name"), s.Name):
-			continue
+		if nq.matches(rec) {
+			recs = append(recs, rec)
 		}
-		recs = append(recs, rec)
 	}
-	// default sort: created_at desc, id desc
 	sort.SliceStable(recs, func(i, j int) bool {
 		if !recs[i].s.Created.Equal(recs[j].s.Created) {
 			return recs[i].s.Created.After(recs[j].s.Created)
 		}
 		return recs[i].id > recs[j].id
 	})
-	if hasMarker {
-		mrec, ok := c.servers[marker]
+	if nq.hasMarker {
+		mrec, ok := c.servers[nq.marker]
 		if !ok {
-			c.mu.Unlock()
-			novaError(w, http.StatusBadRequest, fmt.Sprintf("marker [%s] not found", marker))
-			return
+			return nil, apiErrf(http.StatusBadRequest, "marker [%s] not found", nq.marker)
 		}
 		// rows strictly after the marker's sort values
 		after := recs[:0:0]
@@ -229,28 +288,28 @@ func (c *Cloud) novaList(w http.ResponseWriter, r *http.Request, minor int, deta
 		}
 		recs = after
 	}
-	if len(recs) > limit {
-		recs = recs[:limit]
+	if len(recs) > nq.limit {
+		recs = recs[:nq.limit]
 	}
-	items := make([]any, 0, len(recs))
-	for _, rec := range recs {
-		if detail {
-			items = append(items, c.renderServer(rec, minor, admin))
-		} else {
-			items = append(items, c.renderServerIndex(rec))
-		}
-	}
-	c.mu.Unlock()
+	return recs, nil
+}
 
-	body := map[string]any{"servers": items}
-	if limit > 0 && len(recs) == limit {
-		coll := "servers"
-		if detail {
-			coll = "servers/detail"
-		}
-		body["servers_links"] = []any{map[string]any{"rel": "next", "href": c.novaNextLink(r, coll, recs[len(recs)-1].s.ID)}}
+// matches applies the list's filters to one server.
+func (nq *novaListQuery) matches(rec *serverRec) bool {
+	s, search := &rec.s, nq.search
+	switch {
+	case (rec.deleted || s.VMState == "soft-delete") != nq.showDeleted:
+		// the DB filter: deleted=false (the default) hides deleted
+		// rows and soft-deleted servers, deleted=true shows only them
+		return false
+	case nq.tenant != "" && s.TenantID != nq.tenant,
+		nq.statuses != nil && !slices.Contains(nq.statuses, s.Status),
+		search.Has("node") && last(search, "node") != s.HypervisorHostname,
+		search.Has("host") && last(search, "host") != s.Host,
+		search.Has("name") && !regexpMatch(last(search, "name"), s.Name):
+		return false
 	}
-	writeNovaJSON(w, http.StatusOK, body)
+	return true
 }
 
 // regexpMatch is Nova's name filter (a regular expression search); an
