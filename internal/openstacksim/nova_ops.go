@@ -18,9 +18,15 @@ func simFlavor(minor int) map[string]any {
 		f["description"] = nil
 	}
 	if minor >= 61 {
-		f["extra_specs"] = map[string]any{"resources:CUSTOM_GPU_H100": "1", "resources:VCPU": "0", "resources:MEMORY_MB": "0", "resources:DISK_GB": "0"}
+		f["extra_specs"] = simFlavorExtraSpecs()
 	}
 	return f
+}
+
+// simFlavorExtraSpecs are the flavor's extra specs: one whole node of the
+// GPU resource class, no VCPU, memory or disk.
+func simFlavorExtraSpecs() map[string]any {
+	return map[string]any{"resources:CUSTOM_GPU_H100": "1", "resources:VCPU": "0", "resources:MEMORY_MB": "0", "resources:DISK_GB": "0"}
 }
 
 // serveComputeOps answers what operations need from Nova: flavors, server

@@ -105,43 +105,59 @@ func (c *Cloud) renderServer(rec *serverRec, minor int, admin bool) map[string]a
 	case "ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING":
 		m["progress"] = 0
 	}
-	if minor >= 47 {
-		flavor := map[string]any{"vcpus": 1, "ram": 1024, "disk": 10, "ephemeral": 0, "swap": 0, "original_name": simFlavorName}
-		if admin {
-			flavor["extra_specs"] = map[string]any{"resources:CUSTOM_GPU_H100": "1", "resources:VCPU": "0",
-				"resources:MEMORY_MB": "0", "resources:DISK_GB": "0"}
-		}
-		m["flavor"] = flavor
-	} else {
-		m["flavor"] = map[string]any{"id": simFlavorID, "links": []any{
-			map[string]any{"rel": "bookmark", "href": c.novaPublic() + "/flavors/" + simFlavorID}}}
-	}
+	m["flavor"] = c.serverFlavor(minor, admin)
 	if admin {
-		m["OS-EXT-SRV-ATTR:host"] = strOrNil(s.Host)
-		m["OS-EXT-SRV-ATTR:instance_name"] = s.InstanceName
-		m["OS-EXT-SRV-ATTR:hypervisor_hostname"] = strOrNil(s.HypervisorHostname)
-		if minor >= 3 {
-			m["OS-EXT-SRV-ATTR:reservation_id"] = "r-" + s.ID[:min(8, len(s.ID))]
-			m["OS-EXT-SRV-ATTR:launch_index"] = 0
-			m["OS-EXT-SRV-ATTR:hostname"] = s.Name
-			m["OS-EXT-SRV-ATTR:kernel_id"] = ""
-			m["OS-EXT-SRV-ATTR:ramdisk_id"] = ""
-			m["OS-EXT-SRV-ATTR:root_device_name"] = nil
-			if !s.LaunchedAt.IsZero() {
-				m["OS-EXT-SRV-ATTR:root_device_name"] = "/dev/sda"
-			}
-			m["OS-EXT-SRV-ATTR:user_data"] = nil
-		}
-		if minor >= 16 {
-			hs := ""
-			if s.Host != "" {
-				hs = "UP"
-			}
-			m["host_status"] = hs
-		}
+		addAdminServerAttrs(m, s, minor)
 	} else if minor >= 90 {
 		m["OS-EXT-SRV-ATTR:hostname"] = s.Name
 	}
+	addVersionedServerFields(m, minor)
+	return m
+}
+
+// serverFlavor is the server's flavor: the embedded flavor body from 2.47
+// (extra_specs for admins), a link to the flavor before.
+func (c *Cloud) serverFlavor(minor int, admin bool) map[string]any {
+	if minor >= 47 {
+		flavor := map[string]any{"vcpus": 1, "ram": 1024, "disk": 10, "ephemeral": 0, "swap": 0, "original_name": simFlavorName}
+		if admin {
+			flavor["extra_specs"] = simFlavorExtraSpecs()
+		}
+		return flavor
+	}
+	return map[string]any{"id": simFlavorID, "links": []any{
+		map[string]any{"rel": "bookmark", "href": c.novaPublic() + "/flavors/" + simFlavorID}}}
+}
+
+// addAdminServerAttrs adds what os-extended-server-attributes and
+// host_status show an admin.
+func addAdminServerAttrs(m map[string]any, s *Server, minor int) {
+	m["OS-EXT-SRV-ATTR:host"] = strOrNil(s.Host)
+	m["OS-EXT-SRV-ATTR:instance_name"] = s.InstanceName
+	m["OS-EXT-SRV-ATTR:hypervisor_hostname"] = strOrNil(s.HypervisorHostname)
+	if minor >= 3 {
+		m["OS-EXT-SRV-ATTR:reservation_id"] = "r-" + s.ID[:min(8, len(s.ID))]
+		m["OS-EXT-SRV-ATTR:launch_index"] = 0
+		m["OS-EXT-SRV-ATTR:hostname"] = s.Name
+		m["OS-EXT-SRV-ATTR:kernel_id"] = ""
+		m["OS-EXT-SRV-ATTR:ramdisk_id"] = ""
+		m["OS-EXT-SRV-ATTR:root_device_name"] = nil
+		if !s.LaunchedAt.IsZero() {
+			m["OS-EXT-SRV-ATTR:root_device_name"] = "/dev/sda"
+		}
+		m["OS-EXT-SRV-ATTR:user_data"] = nil
+	}
+	if minor >= 16 {
+		hs := ""
+		if s.Host != "" {
+			hs = "UP"
+		}
+		m["host_status"] = hs
+	}
+}
+
+// addVersionedServerFields adds the keys later microversions introduced.
+func addVersionedServerFields(m map[string]any, minor int) {
 	if minor >= 9 {
 		m["locked"] = false
 	}
@@ -157,5 +173,4 @@ func (c *Cloud) renderServer(rec *serverRec, minor int, admin bool) map[string]a
 	if minor >= 73 {
 		m["locked_reason"] = nil
 	}
-	return m
 }
