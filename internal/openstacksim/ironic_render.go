@@ -168,11 +168,51 @@ func ironicLink(rel, public, resource, args string, bookmark bool) map[string]an
 func renderNode(rec *nodeRec, ver int, fields []string, public string) map[string]any {
 	n := &rec.n
 	want := func(f string) bool { return fields == nil || slices.Contains(fields, f) }
+	out := nodeDocument(n, public)
+	if ver >= 49 && want("conductor") {
+		out["conductor"] = strOrNil(n.Conductor)
+	}
+	if ver >= 52 && want("allocation_uuid") {
+		out["allocation_uuid"] = strOrNil(n.AllocationUUID)
+	}
+	if want("chassis_uuid") {
+		out["chassis_uuid"] = nil
+	}
+	if fields == nil {
+		addNodeSubresourceLinks(out, n.UUID, ver, public)
+	} else {
+		for k := range out {
+			if k != "links" && !slices.Contains(fields, k) {
+				delete(out, k)
+			}
+		}
+	}
+	// update_state_in_older_versions
+	if ps, ok := out["provision_state"]; ok {
+		if ver < 2 && ps == "available" {
+			out["provision_state"] = nil
+		}
+		if ver < 39 && ps == "inspect wait" {
+			out["provision_state"] = "inspecting"
+		}
+	}
+	// hide_fields_in_newer_versions
+	for f, minor := range ironicVersionedFields {
+		if ver < minor {
+			delete(out, f)
+		}
+	}
+	return out
+}
+
+// nodeDocument is every stored field of a node as the API shows it (the
+// fake-hardware interfaces, nulls for "" and zero times) and its links.
+func nodeDocument(n *Node, public string) map[string]any {
 	traits := n.Traits
 	if traits == nil {
 		traits = []string{}
 	}
-	out := map[string]any{
+	return map[string]any{
 		"uuid":                   n.UUID,
 		"created_at":             pyTime(n.CreatedAt),
 		"updated_at":             pyTime(n.UpdatedAt),
@@ -233,55 +273,26 @@ func renderNode(rec *nodeRec, ver int, fields []string, public string) map[strin
 			ironicLink("bookmark", public, "nodes", n.UUID, true),
 		},
 	}
-	if ver >= 49 && want("conductor") {
-		out["conductor"] = strOrNil(n.Conductor)
-	}
-	if ver >= 52 && want("allocation_uuid") {
-		out["allocation_uuid"] = strOrNil(n.AllocationUUID)
-	}
-	if want("chassis_uuid") {
-		out["chassis_uuid"] = nil
-	}
-	if fields == nil {
-		sub := func(name string) []any {
-			return []any{
-				ironicLink("self", public, "nodes", n.UUID+"/"+name, false),
-				ironicLink("bookmark", public, "nodes", n.UUID+"/"+name, true),
-			}
-		}
-		out["ports"] = sub("ports")
-		if ver >= 14 {
-			out["states"] = sub("states")
-		}
-		if ver >= 24 {
-			out["portgroups"] = sub("portgroups")
-		}
-		if ver >= 32 {
-			out["volume"] = sub("volume")
-		}
-	} else {
-		for k := range out {
-			if k != "links" && !slices.Contains(fields, k) {
-				delete(out, k)
-			}
+}
+
+// addNodeSubresourceLinks adds the links of the node's sub-resources that
+// microversion ver has.
+func addNodeSubresourceLinks(out map[string]any, uuid string, ver int, public string) {
+	sub := func(name string) []any {
+		return []any{
+			ironicLink("self", public, "nodes", uuid+"/"+name, false),
+			ironicLink("bookmark", public, "nodes", uuid+"/"+name, true),
 		}
 	}
-	// update_state_in_older_versions
-	if ps, ok := out["provision_state"]; ok {
-		if ver < 2 && ps == "available" {
-			out["provision_state"] = nil
-		}
-		if ver < 39 && ps == "inspect wait" {
-			out["provision_state"] = "inspecting"
-		}
-	}
-	// hide_fields_in_newer_versions
-	for f, minor := range ironicVersionedFields {
-		if ver < minor {
-			delete(out, f)
+	out["ports"] = sub("ports")
+	for _, r := range []struct {
+		name  string
+		minor int
+	}{{"states", 14}, {"portgroups", 24}, {"volume", 32}} {
+		if ver >= r.minor {
+			out[r.name] = sub(r.name)
 		}
 	}
-	return out
 }
 
 // pyQuote quotes s as Python's json.dumps does (ensure_ascii: non-ASCII as
