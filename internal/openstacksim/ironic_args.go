@@ -163,6 +163,16 @@ func (c *Cloud) lookupNodeLocked(w http.ResponseWriter, ver int, ident string) *
 	return nil
 }
 
+// lookupAndLockLocked is lookupNodeLocked then lockLocked: the node,
+// reserved for this request, or nil after writing the error.
+func (c *Cloud) lookupAndLockLocked(w http.ResponseWriter, ver int, ident string) *nodeRec {
+	rec := c.lookupNodeLocked(w, ver, ident)
+	if rec == nil || !c.lockLocked(w, rec) {
+		return nil
+	}
+	return rec
+}
+
 // lockLocked is task_manager.acquire: 409 NodeLocked while a reservation is
 // held (the real conductor retries for a few seconds first). On success the
 // reservation round trip bumps updated_at.

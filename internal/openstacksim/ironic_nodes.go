@@ -285,8 +285,8 @@ const deleteAllowedStates = "('manageable', 'enroll', 'adopt failed', 'available
 func (c *Cloud) ironicDelete(w http.ResponseWriter, _ *http.Request, ver int, ident string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rec := c.lookupNodeLocked(w, ver, ident)
-	if rec == nil || !c.lockLocked(w, rec) {
+	rec := c.lookupAndLockLocked(w, ver, ident)
+	if rec == nil {
 		return
 	}
 	n := &rec.n
@@ -333,8 +333,8 @@ func (c *Cloud) ironicMaintenance(w http.ResponseWriter, r *http.Request, ver in
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rec := c.lookupNodeLocked(w, ver, ident)
-	if rec == nil || !c.lockLocked(w, rec) {
+	rec := c.lookupAndLockLocked(w, ver, ident)
+	if rec == nil {
 		return
 	}
 	rec.n.Maintenance = on

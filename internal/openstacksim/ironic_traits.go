@@ -126,8 +126,8 @@ func (c *Cloud) ironicTraitsPut(w http.ResponseWriter, r *http.Request, ver int,
 func (c *Cloud) ironicTraitsDelete(w http.ResponseWriter, _ *http.Request, ver int, ident, trait string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rec := c.lookupNodeLocked(w, ver, ident)
-	if rec == nil || !c.lockLocked(w, rec) {
+	rec := c.lookupAndLockLocked(w, ver, ident)
+	if rec == nil {
 		return
 	}
 	if trait == "" {

@@ -199,153 +199,182 @@ func pyRepr(v any) string {
 	}
 }
 
-func (c *Cloud) invalidState(w http.ResponseWriter, action string, n *Node) {
-	ironicError(w, http.StatusBadRequest, fmt.Sprintf("The requested action \"%s\" can not be performed on node \"%s\" while it is in state \"%s\".", action, n.UUID, n.ProvisionState))
+// invalidState is Ironic's 400 InvalidStateRequested.
+func invalidState(action string, n *Node) *apiErr {
+	return apiErrf(http.StatusBadRequest, "The requested action \"%s\" can not be performed on node \"%s\" while it is in state \"%s\".", action, n.UUID, n.ProvisionState)
+}
+
+// provisionRequest is the body of PUT /v1/nodes/{id}/states/provision.
+type provisionRequest struct {
+	Target      string           `json:"target"`
+	CleanSteps  []map[string]any `json:"clean_steps"`
+	Configdrive any              `json:"configdrive"`
 }
 
 // ironicProvision is PUT /v1/nodes/{id}/states/provision.
 func (c *Cloud) ironicProvision(w http.ResponseWriter, r *http.Request, ver int, ident string) {
 	raw, _ := readJSONBody(r)
-	var body struct {
-		Target      string           `json:"target"`
-		CleanSteps  []map[string]any `json:"clean_steps"`
-		Configdrive any              `json:"configdrive"`
-	}
+	var body provisionRequest
 	if err := json.Unmarshal(raw, &body); err != nil {
 		ironicError(w, http.StatusBadRequest, "The request body is not valid JSON.")
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rec := c.lookupNodeLocked(w, ver, ident)
-	if rec == nil || !c.lockLocked(w, rec) {
+	rec := c.lookupAndLockLocked(w, ver, ident)
+	if rec == nil {
 		return
 	}
-	n := &rec.n
+	if e := c.startProvisionLocked(&rec.n, body, ver); e != nil {
+		ironicError(w, e.status, e.msg)
+		return
+	}
+	w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+rec.n.UUID+"/states")
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// startProvisionLocked starts the transition to the requested target from
+// the node's provision state, or returns why it cannot.
+func (c *Cloud) startProvisionLocked(n *Node, req provisionRequest, ver int) *apiErr {
 	ps := n.ProvisionState
-	clearErr := func(n *Node) { n.LastError = "" }
-	switch body.Target {
+	switch req.Target {
 	case "manage":
 		switch ps {
 		case "enroll":
-			c.startPlanLocked(n.UUID, []pstep{
-				{state: "verifying", target: "manageable", locked: true, apply: clearErr},
-				{state: "manageable", apply: func(n *Node) {
-					if n.PowerState == "" {
-						n.PowerState = "power off" // verification reads the BMC's power state
-					}
-				}},
-			})
+			c.startPlanLocked(n.UUID, manageSteps())
 		case "clean failed", "inspect failed", "available", "adopt failed":
 			c.applyStepLocked(n.UUID, pstep{state: "manageable"})
 		default:
-			c.invalidState(w, "manage", n)
-			return
+			return invalidState("manage", n)
 		}
 	case "inspect":
 		if ps != "manageable" && ps != "inspect failed" {
-			c.invalidState(w, "inspect", n)
-			return
+			return invalidState("inspect", n)
 		}
-		c.startPlanLocked(n.UUID, []pstep{
-			{state: "inspecting", target: "manageable", locked: true, apply: clearErr},
-			{state: "inspect wait", target: "manageable"},
-			{state: "inspecting", target: "manageable", locked: true},
-			{state: "manageable", apply: func(n *Node) {
-				if n.Properties == nil {
-					n.Properties = map[string]any{}
-				}
-				for k, v := range map[string]any{"cpus": 64, "memory_mb": 524288, "local_gb": 1800, "cpu_arch": "x86_64"} {
-					if _, ok := n.Properties[k]; !ok {
-						n.Properties[k] = v
-					}
-				}
-			}},
-		})
+		c.startPlanLocked(n.UUID, inspectSteps())
 	case "clean":
-		if ver < 15 {
-			ironicError(w, http.StatusNotAcceptable, "Request not acceptable.")
-			return
-		}
-		if len(body.CleanSteps) == 0 {
-			ironicError(w, http.StatusBadRequest, "\"clean_steps\" is required when setting target provision state to clean")
-			return
-		}
-		if ps != "manageable" {
-			c.invalidState(w, "clean", n)
-			return
-		}
-		var unknown map[string]any
-		for _, s := range body.CleanSteps {
-			if s["args"] == nil {
-				s["args"] = map[string]any{}
-			}
-			if !slices.Contains(simCleanSteps, fmt.Sprint(s["interface"])+"."+fmt.Sprint(s["step"])) && unknown == nil {
-				unknown = s
-			}
-		}
-		if unknown != nil {
-			msg := fmt.Sprintf("Cannot clean node %s: node does not support this clean step: %s", n.UUID, pyRepr(unknown))
-			c.startPlanLocked(n.UUID, []pstep{
-				{state: "cleaning", target: "manageable", locked: true, apply: clearErr},
-				{state: "clean failed", apply: func(n *Node) { n.LastError = msg }},
-			})
-			break
-		}
-		c.startPlanLocked(n.UUID, cleanSteps("manageable"))
+		return c.startManualCleanLocked(n, req.CleanSteps, ver)
 	case "provide":
 		if ps != "manageable" {
-			c.invalidState(w, "provide", n)
-			return
+			return invalidState("provide", n)
 		}
 		c.startPlanLocked(n.UUID, cleanSteps("available"))
 	case "active":
 		if ps != "available" && ps != "deploy failed" {
-			c.invalidState(w, "deploy", n)
-			return
+			return invalidState("deploy", n)
 		}
 		if s, _ := n.InstanceInfo["image_source"].(string); s == "" {
-			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Cannot validate image information for node %s because one or more parameters are missing from its instance_info and insufficent information is present to boot from a remote volume. Missing are: ['image_source']", n.UUID))
-			return
+			return apiErrf(http.StatusBadRequest, "Cannot validate image information for node %s because one or more parameters are missing from its instance_info and insufficent information is present to boot from a remote volume. Missing are: ['image_source']", n.UUID)
 		}
 		c.startPlanLocked(n.UUID, deploySteps())
 	case "deleted":
 		switch ps {
 		case "active", "deploy failed", "error", "wait call-back":
 		default:
-			c.invalidState(w, "deleted", n)
-			return
+			return invalidState("deleted", n)
 		}
 		c.startPlanLocked(n.UUID, undeploySteps())
 	case "abort":
-		var to, msg string
-		switch ps {
-		case "clean wait":
-			to, msg = "clean failed", "Clean operation aborted for node "+n.UUID+"."
-		case "inspect wait":
-			to, msg = "inspect failed", "Inspection was aborted by request."
-		case "wait call-back":
-			to, msg = "deploy failed", "Deploy aborted by request."
-		default:
-			c.invalidState(w, "abort", n)
-			return
-		}
-		if p := c.opsLocked().plans[n.UUID]; p != nil {
-			close(p.stop)
-			delete(c.ops.plans, n.UUID)
-		}
-		c.applyStepLocked(n.UUID, pstep{state: to, apply: func(n *Node) { n.LastError = msg }})
+		return c.abortLocked(n)
 	default:
-		ironicError(w, http.StatusBadRequest, fmt.Sprintf("The requested action \"%s\" can not be performed on node \"%s\" while it is in state \"%s\".", body.Target, n.UUID, ps))
-		return
+		return invalidState(req.Target, n)
 	}
-	w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+n.UUID+"/states")
-	w.WriteHeader(http.StatusAccepted)
+	return nil
+}
+
+// startManualCleanLocked starts manual cleaning (1.15+) of a manageable
+// node; an unknown step fails the cleaning with Ironic's last_error.
+func (c *Cloud) startManualCleanLocked(n *Node, steps []map[string]any, ver int) *apiErr {
+	if ver < 15 {
+		return notAcceptable("Request not acceptable.")
+	}
+	if len(steps) == 0 {
+		return apiErrf(http.StatusBadRequest, "\"clean_steps\" is required when setting target provision state to clean")
+	}
+	if n.ProvisionState != "manageable" {
+		return invalidState("clean", n)
+	}
+	var unknown map[string]any
+	for _, s := range steps {
+		if s["args"] == nil {
+			s["args"] = map[string]any{}
+		}
+		if !slices.Contains(simCleanSteps, fmt.Sprint(s["interface"])+"."+fmt.Sprint(s["step"])) && unknown == nil {
+			unknown = s
+		}
+	}
+	if unknown != nil {
+		msg := fmt.Sprintf("Cannot clean node %s: node does not support this clean step: %s", n.UUID, pyRepr(unknown))
+		c.startPlanLocked(n.UUID, []pstep{
+			{state: "cleaning", target: "manageable", locked: true, apply: clearLastError},
+			{state: "clean failed", apply: func(n *Node) { n.LastError = msg }},
+		})
+		return nil
+	}
+	c.startPlanLocked(n.UUID, cleanSteps("manageable"))
+	return nil
+}
+
+// abortLocked aborts a transition waiting in clean wait, inspect wait or
+// wait call-back: the node goes to the matching failed state.
+func (c *Cloud) abortLocked(n *Node) *apiErr {
+	var to, msg string
+	switch n.ProvisionState {
+	case "clean wait":
+		to, msg = "clean failed", "Clean operation aborted for node "+n.UUID+"."
+	case "inspect wait":
+		to, msg = "inspect failed", "Inspection was aborted by request."
+	case "wait call-back":
+		to, msg = "deploy failed", "Deploy aborted by request."
+	default:
+		return invalidState("abort", n)
+	}
+	if p := c.opsLocked().plans[n.UUID]; p != nil {
+		close(p.stop)
+		delete(c.ops.plans, n.UUID)
+	}
+	c.applyStepLocked(n.UUID, pstep{state: to, apply: func(n *Node) { n.LastError = msg }})
+	return nil
+}
+
+// clearLastError is the first step of every transition.
+func clearLastError(n *Node) { n.LastError = "" }
+
+// manageSteps is enrol → verifying → manageable.
+func manageSteps() []pstep {
+	return []pstep{
+		{state: "verifying", target: "manageable", locked: true, apply: clearLastError},
+		{state: "manageable", apply: func(n *Node) {
+			if n.PowerState == "" {
+				n.PowerState = "power off" // verification reads the BMC's power state
+			}
+		}},
+	}
+}
+
+// inspectSteps is inspection: inspecting ↔ inspect wait → manageable, with
+// the hardware properties filled in.
+func inspectSteps() []pstep {
+	return []pstep{
+		{state: "inspecting", target: "manageable", locked: true, apply: clearLastError},
+		{state: "inspect wait", target: "manageable"},
+		{state: "inspecting", target: "manageable", locked: true},
+		{state: "manageable", apply: func(n *Node) {
+			if n.Properties == nil {
+				n.Properties = map[string]any{}
+			}
+			for k, v := range map[string]any{"cpus": 64, "memory_mb": 524288, "local_gb": 1800, "cpu_arch": "x86_64"} {
+				if _, ok := n.Properties[k]; !ok {
+					n.Properties[k] = v
+				}
+			}
+		}},
+	}
 }
 
 func cleanSteps(to string) []pstep {
 	return []pstep{
-		{state: "cleaning", target: to, locked: true, apply: func(n *Node) { n.LastError = "" }},
+		{state: "cleaning", target: to, locked: true, apply: clearLastError},
 		{state: "clean wait", target: to},
 		{state: "cleaning", target: to, locked: true},
 		{state: to},
@@ -354,7 +383,7 @@ func cleanSteps(to string) []pstep {
 
 func deploySteps() []pstep {
 	return []pstep{
-		{state: "deploying", target: "active", locked: true, apply: func(n *Node) { n.LastError = "" }},
+		{state: "deploying", target: "active", locked: true, apply: clearLastError},
 		{state: "wait call-back", target: "active"},
 		{state: "deploying", target: "active", locked: true},
 		{state: "active", apply: func(n *Node) { n.PowerState = "power on" }},
@@ -363,7 +392,7 @@ func deploySteps() []pstep {
 
 func undeploySteps() []pstep {
 	return []pstep{
-		{state: "deleting", target: "available", locked: true, apply: func(n *Node) { n.LastError = "" }},
+		{state: "deleting", target: "available", locked: true, apply: clearLastError},
 		{state: "cleaning", target: "available", locked: true, apply: func(n *Node) {
 			n.InstanceInfo = map[string]any{}
 			n.InstanceUUID = ""
@@ -384,8 +413,8 @@ func (c *Cloud) ironicPower(w http.ResponseWriter, r *http.Request, ver int, ide
 	_ = json.Unmarshal(raw, &body)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rec := c.lookupNodeLocked(w, ver, ident)
-	if rec == nil || !c.lockLocked(w, rec) {
+	rec := c.lookupAndLockLocked(w, ver, ident)
+	if rec == nil {
 		return
 	}
 	switch body.Target {
