@@ -86,19 +86,19 @@ func applyPatch(n *Node, op, path string, value any) string {
 		value = nil
 	}
 	parts := strings.SplitN(strings.TrimPrefix(path, "/"), "/", 2)
-	str := func(dst *string) string {
-		if value == nil {
-			*dst = ""
-			return ""
+	if dst := patchDictField(n, parts[0]); dst != nil {
+		if len(parts) == 2 {
+			return patchDictKey(dst, parts[1], value)
 		}
-		s, ok := value.(string)
-		if !ok {
-			return fmt.Sprintf("Invalid patch: %s must be a string", path)
-		}
-		*dst = s
-		return ""
+		return patchDict(dst, path, value)
 	}
-	boolean := func(dst *bool) string {
+	if len(parts) == 2 {
+		return fmt.Sprintf("Cannot patch %s: the simulator does not model this field.", path)
+	}
+	if dst := patchStringField(n, parts[0]); dst != nil {
+		return patchString(dst, path, value)
+	}
+	if dst := patchBoolField(n, parts[0]); dst != nil {
 		b, ok := value.(bool)
 		if !ok && value != nil {
 			return fmt.Sprintf("Invalid patch: %s must be a boolean", path)
@@ -106,71 +106,95 @@ func applyPatch(n *Node, op, path string, value any) string {
 		*dst = b
 		return ""
 	}
-	dict := func(dst *map[string]any) string {
-		if *dst == nil {
-			*dst = map[string]any{}
-		}
-		if len(parts) == 2 {
-			if value == nil {
-				if _, ok := (*dst)[parts[1]]; !ok {
-					return fmt.Sprintf("can't remove non-existent object '%s'", parts[1])
-				}
-				delete(*dst, parts[1])
-			} else {
-				(*dst)[parts[1]] = value
-			}
-			return ""
-		}
-		m, ok := value.(map[string]any)
-		if !ok && value != nil {
-			return fmt.Sprintf("Invalid patch: %s must be an object", path)
-		}
-		*dst = m
-		if *dst == nil {
-			*dst = map[string]any{}
-		}
+	return fmt.Sprintf("Cannot patch %s: the simulator does not model this field.", path)
+}
+
+// patchDictField returns the node's dictionary field called name, or nil.
+func patchDictField(n *Node, name string) *map[string]any {
+	switch name {
+	case "extra":
+		return &n.Extra
+	case "properties":
+		return &n.Properties
+	case "driver_info":
+		return &n.DriverInfo
+	case "instance_info":
+		return &n.InstanceInfo
+	}
+	return nil
+}
+
+// patchStringField returns the node's string field called name, or nil.
+func patchStringField(n *Node, name string) *string {
+	switch name {
+	case "name":
+		return &n.Name
+	case "description":
+		return &n.Description
+	case "resource_class":
+		return &n.ResourceClass
+	case "owner":
+		return &n.Owner
+	case "lessee":
+		return &n.Lessee
+	case "instance_uuid":
+		return &n.InstanceUUID
+	case "retired_reason":
+		return &n.RetiredReason
+	}
+	return nil
+}
+
+// patchBoolField returns the node's boolean field called name, or nil.
+func patchBoolField(n *Node, name string) *bool {
+	switch name {
+	case "maintenance":
+		return &n.Maintenance
+	case "retired":
+		return &n.Retired
+	}
+	return nil
+}
+
+// patchString sets a string field; null (or remove) clears it.
+func patchString(dst *string, path string, value any) string {
+	if value == nil {
+		*dst = ""
 		return ""
 	}
-	if len(parts) == 2 {
-		switch parts[0] {
-		case "extra":
-			return dict(&n.Extra)
-		case "properties":
-			return dict(&n.Properties)
-		case "driver_info":
-			return dict(&n.DriverInfo)
-		case "instance_info":
-			return dict(&n.InstanceInfo)
+	s, ok := value.(string)
+	if !ok {
+		return fmt.Sprintf("Invalid patch: %s must be a string", path)
+	}
+	*dst = s
+	return ""
+}
+
+// patchDictKey sets or (value nil) removes one key of a dictionary field.
+func patchDictKey(dst *map[string]any, key string, value any) string {
+	if *dst == nil {
+		*dst = map[string]any{}
+	}
+	if value == nil {
+		if _, ok := (*dst)[key]; !ok {
+			return fmt.Sprintf("can't remove non-existent object '%s'", key)
 		}
-		return fmt.Sprintf("Cannot patch %s: the simulator does not model this field.", path)
+		delete(*dst, key)
+		return ""
 	}
-	switch parts[0] {
-	case "name":
-		return str(&n.Name)
-	case "description":
-		return str(&n.Description)
-	case "resource_class":
-		return str(&n.ResourceClass)
-	case "owner":
-		return str(&n.Owner)
-	case "lessee":
-		return str(&n.Lessee)
-	case "instance_uuid":
-		return str(&n.InstanceUUID)
-	case "retired_reason":
-		return str(&n.RetiredReason)
-	case "maintenance":
-		return boolean(&n.Maintenance)
-	case "retired":
-		return boolean(&n.Retired)
-	case "extra":
-		return dict(&n.Extra)
-	case "properties":
-		return dict(&n.Properties)
-	case "driver_info":
-		return dict(&n.DriverInfo)
-	case "instance_info":
-		return dict(&n.InstanceInfo)
+	(*dst)[key] = value
+	return ""
+}
+
+// patchDict replaces a whole dictionary field; null (or remove) empties it.
+func patchDict(dst *map[string]any, path string, value any) string {
+	m, ok := value.(map[string]any)
+	if !ok && value != nil {
+		return fmt.Sprintf("Invalid patch: %s must be an object", path)
 	}
-	return fmt.Sprintf("Cannot patch %s: the simulator does not model this field.", path)
+	*dst = m
+	if *dst == nil {
+		*dst = map[string]any{}
+	}
+	return ""
 }
