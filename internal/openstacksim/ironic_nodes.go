@@ -123,6 +123,20 @@ func readJSONBody(r *http.Request) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(r.Body, 4<<20))
 }
 
+// readOptionalJSONObject reads a request body that may be empty; it
+// answers 400 and returns false for one that is not a JSON object.
+func readOptionalJSONObject(w http.ResponseWriter, r *http.Request) (map[string]any, bool) {
+	raw, _ := readJSONBody(r)
+	var body map[string]any
+	if len(strings.TrimSpace(string(raw))) > 0 {
+		if err := json.Unmarshal(raw, &body); err != nil {
+			ironicError(w, http.StatusBadRequest, "The request body is not valid JSON.")
+			return nil, false
+		}
+	}
+	return body, true
+}
+
 func (c *Cloud) ironicCreate(w http.ResponseWriter, r *http.Request, ver int) {
 	raw, _ := readJSONBody(r)
 	var body map[string]any
@@ -308,13 +322,9 @@ func (c *Cloud) ironicDelete(w http.ResponseWriter, _ *http.Request, ver int, id
 
 func (c *Cloud) ironicMaintenance(w http.ResponseWriter, r *http.Request, ver int, ident string, on bool) {
 	q := r.URL.Query()
-	raw, _ := readJSONBody(r)
-	var body map[string]any
-	if len(strings.TrimSpace(string(raw))) > 0 {
-		if err := json.Unmarshal(raw, &body); err != nil {
-			ironicError(w, http.StatusBadRequest, "The request body is not valid JSON.")
-			return
-		}
+	body, ok := readOptionalJSONObject(w, r)
+	if !ok {
+		return
 	}
 	allowed := []string{}
 	if on {

@@ -1,12 +1,10 @@
 package openstacksim
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
-	"strings"
 )
 
 // Ironic node traits: GET, PUT and DELETE /v1/nodes/{ident}/traits[/{trait}].
@@ -45,13 +43,9 @@ func (c *Cloud) ironicTraitsGet(w http.ResponseWriter, _ *http.Request, ver int,
 }
 
 func (c *Cloud) ironicTraitsPut(w http.ResponseWriter, r *http.Request, ver int, ident, trait string, single bool) {
-	raw, _ := readJSONBody(r)
-	var body map[string]any
-	if len(strings.TrimSpace(string(raw))) > 0 {
-		if err := json.Unmarshal(raw, &body); err != nil {
-			ironicError(w, http.StatusBadRequest, "The request body is not valid JSON.")
-			return
-		}
+	body, ok := readOptionalJSONObject(w, r)
+	if !ok {
+		return
 	}
 	if single {
 		if msg := ironicTraitError("trait", trait); msg != "" {
@@ -59,28 +53,10 @@ func (c *Cloud) ironicTraitsPut(w http.ResponseWriter, r *http.Request, ver int,
 			return
 		}
 	}
-	var traits []string
-	_, hasTraits := body["traits"]
-	if body != nil {
-		for k := range body {
-			if k != "traits" {
-				ironicError(w, http.StatusBadRequest, fmt.Sprintf("Schema error for body: Additional properties are not allowed ('%s' was unexpected)", k))
-				return
-			}
-		}
-		list, ok := body["traits"].([]any)
-		if hasTraits && !ok {
-			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Schema error for body: %v is not of type 'array'", body["traits"]))
-			return
-		}
-		for _, v := range list {
-			s, _ := v.(string)
-			if msg := ironicTraitError("body", s); msg != "" {
-				ironicError(w, http.StatusBadRequest, msg)
-				return
-			}
-			traits = append(traits, s)
-		}
+	traits, hasTraits, msg := traitsFromBody(body)
+	if msg != "" {
+		ironicError(w, http.StatusBadRequest, msg)
+		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -102,7 +78,7 @@ func (c *Cloud) ironicTraitsPut(w http.ResponseWriter, r *http.Request, ver int,
 	if trait != "" {
 		if !slices.Contains(rec.n.Traits, trait) {
 			if len(rec.n.Traits)+1 > maxTraitsPerNode {
-				ironicError(w, http.StatusBadRequest, fmt.Sprintf("Could not modify traits for node %d as it would exceed the maximum number of traits per node (%d vs. %d)", rec.id, len(rec.n.Traits)+1, maxTraitsPerNode))
+				ironicError(w, http.StatusBadRequest, tooManyTraits(rec, len(rec.n.Traits)+1))
 				return
 			}
 			rec.n.Traits = append(rec.n.Traits, trait)
@@ -116,11 +92,42 @@ func (c *Cloud) ironicTraitsPut(w http.ResponseWriter, r *http.Request, ver int,
 		set[t] = true
 	}
 	if len(set) > maxTraitsPerNode {
-		ironicError(w, http.StatusBadRequest, fmt.Sprintf("Could not modify traits for node %d as it would exceed the maximum number of traits per node (%d vs. %d)", rec.id, len(set), maxTraitsPerNode))
+		ironicError(w, http.StatusBadRequest, tooManyTraits(rec, len(set)))
 		return
 	}
 	rec.n.Traits = sortedKeys(set)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// traitsFromBody validates a {"traits": [...]} body (TRAITS_SCHEMA) and
+// returns the traits and whether the key was there, or a 400 message.
+func traitsFromBody(body map[string]any) (traits []string, hasTraits bool, msg string) {
+	_, hasTraits = body["traits"]
+	if body == nil {
+		return nil, hasTraits, ""
+	}
+	for k := range body {
+		if k != "traits" {
+			return nil, hasTraits, fmt.Sprintf("Schema error for body: Additional properties are not allowed ('%s' was unexpected)", k)
+		}
+	}
+	list, ok := body["traits"].([]any)
+	if hasTraits && !ok {
+		return nil, hasTraits, fmt.Sprintf("Schema error for body: %v is not of type 'array'", body["traits"])
+	}
+	for _, v := range list {
+		s, _ := v.(string)
+		if msg := ironicTraitError("body", s); msg != "" {
+			return nil, hasTraits, msg
+		}
+		traits = append(traits, s)
+	}
+	return traits, hasTraits, ""
+}
+
+// tooManyTraits is the 400 message for a node that would get n traits.
+func tooManyTraits(rec *nodeRec, n int) string {
+	return fmt.Sprintf("Could not modify traits for node %d as it would exceed the maximum number of traits per node (%d vs. %d)", rec.id, n, maxTraitsPerNode)
 }
 
 func (c *Cloud) ironicTraitsDelete(w http.ResponseWriter, _ *http.Request, ver int, ident, trait string) {
