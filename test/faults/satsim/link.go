@@ -1,0 +1,303 @@
+package satsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+)
+
+// Run keeps a link open until ctx ends, reconnecting with full-jitter backoff.
+func (s *Sat) Run(ctx context.Context) {
+	opts := s.cfg.DialOptions
+	if opts == nil {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	cc, err := grpc.NewClient(s.cfg.Addr, opts...)
+	if err != nil {
+		s.mu.Lock()
+		s.violation("dial: %v", err)
+		s.mu.Unlock()
+		return
+	}
+	defer cc.Close()
+	api := ironlinkv1.NewLinkServiceClient(cc)
+	bo := 20 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := s.session(ctx, api)
+		s.mu.Lock()
+		s.connected = false
+		if ctx.Err() == nil {
+			s.linkErrs = append(s.linkErrs, fmt.Sprint(status.Code(err), ": ", err))
+		}
+		s.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > 5*time.Second {
+			bo = 20 * time.Millisecond
+		}
+		d := time.Duration(mrand.Int64N(int64(bo)) + 1)
+		s.logf("link down (%v); reconnecting in %s", err, d)
+		bo = min(bo*2, s.cfg.MaxBackoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+	}
+}
+
+// LinkErrors returns the errors that ended links so far.
+func (s *Sat) LinkErrors() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.linkErrs...)
+}
+
+func (s *Sat) session(ctx context.Context, api ironlinkv1.LinkServiceClient) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := api.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	hello := &ironlinkv1.Hello{Site: s.cfg.Site, BootId: s.bootID, Version: "satsim", LastSequenceSent: s.next - 1}
+	s.mu.Unlock()
+	if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
+		return err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	w := first.GetWelcome()
+	if w == nil {
+		return errors.New("no welcome")
+	}
+	s.mu.Lock()
+	last := w.GetLastCommittedSequence()
+	s.links++
+	s.replicas[w.GetReplica()]++
+	switch {
+	case last < s.lastAcked:
+		s.violation("hub's last committed sequence %d is below the acked %d: an acknowledged batch was lost", last, s.lastAcked)
+	case last > s.next-1:
+		s.violation("hub's last committed sequence %d is above the last sent %d", last, s.next-1)
+	}
+	i := 0
+	for i < len(s.unacked) && s.unacked[i].GetSequence() <= last {
+		s.countAckedLocked(s.unacked[i], false)
+		i++
+	}
+	s.unacked = s.unacked[i:]
+	s.lastAcked = max(s.lastAcked, last)
+	s.sentOnLink = 0
+	s.connected = true
+	pending := s.results
+	s.results = nil
+	s.mu.Unlock()
+	s.logf("link up: replica %s epoch %d hub last %d", w.GetReplica(), w.GetEpoch(), last)
+
+	msgs := make(chan *ironlinkv1.ConnectResponse)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	sendResult := func(r *ironlinkv1.CommandResult) error {
+		if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_CommandResult{CommandResult: r}}); err != nil {
+			s.mu.Lock()
+			s.results = append(s.results, r) // for the next link
+			s.mu.Unlock()
+			return err
+		}
+		return nil
+	}
+	for i, r := range pending {
+		if err := sendResult(r); err != nil {
+			s.mu.Lock()
+			s.results = append(s.results, pending[i+1:]...)
+			s.mu.Unlock()
+			return err
+		}
+	}
+	fill := func() error {
+		for {
+			s.mu.Lock()
+			inflight := s.sentOnLink
+			var b *ironlinkv1.ConditionBatch
+			if inflight < s.cfg.Window {
+				if s.sentOnLink < len(s.unacked) {
+					b = s.unacked[s.sentOnLink]
+				} else if s.producing {
+					b = s.newDeltaLocked()
+				}
+				if b != nil {
+					s.sentOnLink++
+				}
+			}
+			s.mu.Unlock()
+			if b == nil {
+				return nil
+			}
+			if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Batch{Batch: b}}); err != nil {
+				return err
+			}
+		}
+	}
+	tick := time.NewTicker(s.cfg.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		if err := fill(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			_ = stream.CloseSend()
+			return ctx.Err()
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return errors.New("hub closed the link")
+			}
+			return err
+		case <-s.wake:
+		case <-tick.C:
+			if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Heartbeat{
+				Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.New(time.Now().Add(s.cfg.ClockOffset))}}}); err != nil {
+				return err
+			}
+		case r := <-s.resultsCh:
+			if err := sendResult(r); err != nil {
+				return err
+			}
+		case m := <-msgs:
+			switch msg := m.GetMsg().(type) {
+			case *ironlinkv1.ConnectResponse_Ack:
+				s.ack(msg.Ack)
+			case *ironlinkv1.ConnectResponse_Command:
+				cmd := msg.Command
+				s.mu.Lock()
+				s.commands[cmd.GetCommandId()]++
+				if _, ok := s.cmdFirst[cmd.GetCommandId()]; !ok {
+					s.cmdFirst[cmd.GetCommandId()] = time.Now()
+				}
+				s.mu.Unlock()
+				go func() {
+					var r *ironlinkv1.CommandResult
+					if s.cfg.OnCommand != nil {
+						r = s.cfg.OnCommand(cmd)
+					}
+					if r == nil {
+						r = &ironlinkv1.CommandResult{CommandId: cmd.GetCommandId(), DeviceId: cmd.GetDeviceId(),
+							Generation: cmd.GetGeneration(), Success: true, Detail: "satsim: applied"}
+					}
+					s.resultsCh <- r
+				}()
+			case *ironlinkv1.ConnectResponse_Heartbeat:
+			case *ironlinkv1.ConnectResponse_DesiredStates:
+				// Desired states for the resync: a scripted site has no
+				// OpenStack to converge; commands carry what it applies.
+			default:
+				s.mu.Lock()
+				s.violation("unexpected message %T", msg)
+				s.mu.Unlock()
+			}
+		}
+	}
+}
+
+func (s *Sat) countAckedLocked(b *ironlinkv1.ConditionBatch, dup bool) {
+	if dup || b.GetSnapshot() != nil {
+		return
+	}
+	for _, d := range b.GetDevices() {
+		s.ackedDeltas += len(d.GetConditions())
+	}
+}
+
+func (s *Sat) ack(a *ironlinkv1.BatchAck) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seq := a.GetSequence()
+	if len(s.unacked) == 0 || s.unacked[0].GetSequence() != seq {
+		// Acks come in order for the batches this link sent.
+		if seq <= s.lastAcked {
+			s.violation("ack %d at or below the acked %d", seq, s.lastAcked)
+			return
+		}
+		s.violation("ack %d, expected %v", seq, firstSeq(s.unacked))
+	}
+	if a.GetDuplicate() {
+		s.dupAcks++
+	}
+	i := 0
+	for i < len(s.unacked) && s.unacked[i].GetSequence() <= seq {
+		s.countAckedLocked(s.unacked[i], a.GetDuplicate())
+		i++
+	}
+	s.unacked = s.unacked[i:]
+	s.sentOnLink = max(s.sentOnLink-i, 0)
+	s.lastAcked = max(s.lastAcked, seq)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func firstSeq(b []*ironlinkv1.ConditionBatch) any {
+	if len(b) == 0 {
+		return "nothing"
+	}
+	return b[0].GetSequence()
+}
+
+// WaitDrained waits until every numbered batch is acked (after Produce(false)).
+func (s *Sat) WaitDrained(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		n, last, acked := len(s.unacked), s.next-1, s.lastAcked
+		s.mu.Unlock()
+		if n == 0 && acked == last {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("site %s: %d batches unacked (last sent %d, last acked %d): %w", s.cfg.Site, n, last, acked, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// IsRetryable reports whether a link error is one after which a satellite
+// reconnects (all are, for this client); exported for tests that classify
+// link endings.
+func IsRetryable(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.PermissionDenied, codes.ResourceExhausted:
+		return false
+	}
+	return true
+}
