@@ -66,6 +66,8 @@ func (s *Sat) LinkErrors() []string {
 	return append([]string(nil), s.linkErrs...)
 }
 
+// session runs one link: the handshake, then batches, heartbeats, acks,
+// commands and results until the link ends.
 func (s *Sat) session(ctx context.Context, api ironlinkv1.LinkServiceClient) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -73,22 +75,48 @@ func (s *Sat) session(ctx context.Context, api ironlinkv1.LinkServiceClient) err
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	hello := &ironlinkv1.Hello{Site: s.cfg.Site, BootId: s.bootID, Version: "satsim", LastSequenceSent: s.next - 1}
-	s.mu.Unlock()
-	if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
-		return err
-	}
-	first, err := stream.Recv()
+	w, err := s.handshake(stream)
 	if err != nil {
 		return err
 	}
+	pending, last := s.acceptWelcome(w)
+	s.logf("link up: replica %s epoch %d hub last %d", w.GetReplica(), w.GetEpoch(), last)
+	msgs, recvErr := receive(ctx, stream)
+	l := &link{s: s, stream: stream}
+	if err := l.resend(pending); err != nil {
+		return err
+	}
+	return l.serve(ctx, msgs, recvErr)
+}
+
+// handshake sends the Hello and waits for the hub's Welcome.
+func (s *Sat) handshake(stream ironlinkv1.LinkService_ConnectClient) (*ironlinkv1.Welcome, error) {
+	s.mu.Lock()
+	hello := &ironlinkv1.Hello{Site: s.cfg.Site, BootId: s.bootID, Version: "satsim", LastSequenceSent: s.next - 1}
+	s.mu.Unlock()
+	if err := stream.Send(HelloMsg(hello)); err != nil {
+		return nil, err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return nil, err
+	}
 	w := first.GetWelcome()
 	if w == nil {
-		return errors.New("no welcome")
+		return nil, errors.New("no welcome")
 	}
+	return w, nil
+}
+
+// acceptWelcome checks the hub's last committed sequence against what was
+// sent and acked (a violation when it lost an acked batch or claims one
+// never sent), drops the batches it committed and starts the link's
+// window. It returns the results left over from the last link and the
+// hub's last committed sequence.
+func (s *Sat) acceptWelcome(w *ironlinkv1.Welcome) (pending []*ironlinkv1.CommandResult, last uint64) {
 	s.mu.Lock()
-	last := w.GetLastCommittedSequence()
+	defer s.mu.Unlock()
+	last = w.GetLastCommittedSequence()
 	s.links++
 	s.replicas[w.GetReplica()]++
 	switch {
@@ -106,11 +134,14 @@ func (s *Sat) session(ctx context.Context, api ironlinkv1.LinkServiceClient) err
 	s.lastAcked = max(s.lastAcked, last)
 	s.sentOnLink = 0
 	s.connected = true
-	pending := s.results
+	pending = s.results
 	s.results = nil
-	s.mu.Unlock()
-	s.logf("link up: replica %s epoch %d hub last %d", w.GetReplica(), w.GetEpoch(), last)
+	return pending, last
+}
 
+// receive reads the hub's messages on its own goroutine until the stream
+// ends (its error on recvErr) or ctx is done.
+func receive(ctx context.Context, stream ironlinkv1.LinkService_ConnectClient) (<-chan *ironlinkv1.ConnectResponse, <-chan error) {
 	msgs := make(chan *ironlinkv1.ConnectResponse)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -127,56 +158,82 @@ func (s *Sat) session(ctx context.Context, api ironlinkv1.LinkServiceClient) err
 			}
 		}
 	}()
-	sendResult := func(r *ironlinkv1.CommandResult) error {
-		if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_CommandResult{CommandResult: r}}); err != nil {
-			s.mu.Lock()
-			s.results = append(s.results, r) // for the next link
-			s.mu.Unlock()
-			return err
-		}
-		return nil
+	return msgs, recvErr
+}
+
+// link is one open stream of a Sat.
+type link struct {
+	s      *Sat
+	stream ironlinkv1.LinkService_ConnectClient
+}
+
+// sendResult sends a command result; one that cannot be sent is kept for
+// the next link.
+func (l *link) sendResult(r *ironlinkv1.CommandResult) error {
+	if err := l.stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_CommandResult{CommandResult: r}}); err != nil {
+		l.s.mu.Lock()
+		l.s.results = append(l.s.results, r) // for the next link
+		l.s.mu.Unlock()
+		return err
 	}
+	return nil
+}
+
+// resend sends the results the last link could not, keeping the rest
+// when one fails.
+func (l *link) resend(pending []*ironlinkv1.CommandResult) error {
 	for i, r := range pending {
-		if err := sendResult(r); err != nil {
-			s.mu.Lock()
-			s.results = append(s.results, pending[i+1:]...)
-			s.mu.Unlock()
+		if err := l.sendResult(r); err != nil {
+			l.s.mu.Lock()
+			l.s.results = append(l.s.results, pending[i+1:]...)
+			l.s.mu.Unlock()
 			return err
 		}
 	}
-	fill := func() error {
-		for {
-			s.mu.Lock()
-			inflight := s.sentOnLink
-			var b *ironlinkv1.ConditionBatch
-			if inflight < s.cfg.Window {
-				if s.sentOnLink < len(s.unacked) {
-					b = s.unacked[s.sentOnLink]
-				} else if s.producing {
-					b = s.newDeltaLocked()
-				}
-				if b != nil {
-					s.sentOnLink++
-				}
+	return nil
+}
+
+// fill sends batches until Window are in flight: unacked ones first, then
+// new deltas while producing.
+func (l *link) fill() error {
+	s := l.s
+	for {
+		s.mu.Lock()
+		inflight := s.sentOnLink
+		var b *ironlinkv1.ConditionBatch
+		if inflight < s.cfg.Window {
+			if s.sentOnLink < len(s.unacked) {
+				b = s.unacked[s.sentOnLink]
+			} else if s.producing {
+				b = s.newDeltaLocked()
 			}
-			s.mu.Unlock()
-			if b == nil {
-				return nil
-			}
-			if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Batch{Batch: b}}); err != nil {
-				return err
+			if b != nil {
+				s.sentOnLink++
 			}
 		}
+		s.mu.Unlock()
+		if b == nil {
+			return nil
+		}
+		if err := l.stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Batch{Batch: b}}); err != nil {
+			return err
+		}
 	}
+}
+
+// serve keeps the window full and answers the link's events until it
+// ends: the hub's messages, wake-ups, heartbeat ticks and command results.
+func (l *link) serve(ctx context.Context, msgs <-chan *ironlinkv1.ConnectResponse, recvErr <-chan error) error {
+	s := l.s
 	tick := time.NewTicker(s.cfg.HeartbeatInterval)
 	defer tick.Stop()
 	for {
-		if err := fill(); err != nil {
+		if err := l.fill(); err != nil {
 			return err
 		}
 		select {
 		case <-ctx.Done():
-			_ = stream.CloseSend()
+			_ = l.stream.CloseSend()
 			return ctx.Err()
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) {
@@ -185,48 +242,61 @@ func (s *Sat) session(ctx context.Context, api ironlinkv1.LinkServiceClient) err
 			return err
 		case <-s.wake:
 		case <-tick.C:
-			if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Heartbeat{
+			if err := l.stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Heartbeat{
 				Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.New(time.Now().Add(s.cfg.ClockOffset))}}}); err != nil {
 				return err
 			}
 		case r := <-s.resultsCh:
-			if err := sendResult(r); err != nil {
+			if err := l.sendResult(r); err != nil {
 				return err
 			}
 		case m := <-msgs:
-			switch msg := m.GetMsg().(type) {
-			case *ironlinkv1.ConnectResponse_Ack:
-				s.ack(msg.Ack)
-			case *ironlinkv1.ConnectResponse_Command:
-				cmd := msg.Command
-				s.mu.Lock()
-				s.commands[cmd.GetCommandId()]++
-				if _, ok := s.cmdFirst[cmd.GetCommandId()]; !ok {
-					s.cmdFirst[cmd.GetCommandId()] = time.Now()
-				}
-				s.mu.Unlock()
-				go func() {
-					var r *ironlinkv1.CommandResult
-					if s.cfg.OnCommand != nil {
-						r = s.cfg.OnCommand(cmd)
-					}
-					if r == nil {
-						r = &ironlinkv1.CommandResult{CommandId: cmd.GetCommandId(), DeviceId: cmd.GetDeviceId(),
-							Generation: cmd.GetGeneration(), Success: true, Detail: "satsim: applied"}
-					}
-					s.resultsCh <- r
-				}()
-			case *ironlinkv1.ConnectResponse_Heartbeat:
-			case *ironlinkv1.ConnectResponse_DesiredStates:
-				// Desired states for the resync: a scripted site has no
-				// OpenStack to converge; commands carry what it applies.
-			default:
-				s.mu.Lock()
-				s.violation("unexpected message %T", msg)
-				s.mu.Unlock()
-			}
+			s.handleMessage(m)
 		}
 	}
+}
+
+// handleMessage takes one message of the hub: an ack, a command (applied
+// on its own goroutine), a heartbeat or desired states; anything else is a
+// violation.
+func (s *Sat) handleMessage(m *ironlinkv1.ConnectResponse) {
+	switch msg := m.GetMsg().(type) {
+	case *ironlinkv1.ConnectResponse_Ack:
+		s.ack(msg.Ack)
+	case *ironlinkv1.ConnectResponse_Command:
+		s.receiveCommand(msg.Command)
+	case *ironlinkv1.ConnectResponse_Heartbeat:
+	case *ironlinkv1.ConnectResponse_DesiredStates:
+		// Desired states for the resync: a scripted site has no
+		// OpenStack to converge; commands carry what it applies.
+	default:
+		s.mu.Lock()
+		s.violation("unexpected message %T", msg)
+		s.mu.Unlock()
+	}
+}
+
+// receiveCommand counts a command and applies it on its own goroutine
+// (Config.OnCommand, else success at once); the result goes out on the
+// link that is open when it is ready.
+func (s *Sat) receiveCommand(cmd *ironlinkv1.Command) {
+	s.mu.Lock()
+	s.commands[cmd.GetCommandId()]++
+	if _, ok := s.cmdFirst[cmd.GetCommandId()]; !ok {
+		s.cmdFirst[cmd.GetCommandId()] = time.Now()
+	}
+	s.mu.Unlock()
+	go func() {
+		var r *ironlinkv1.CommandResult
+		if s.cfg.OnCommand != nil {
+			r = s.cfg.OnCommand(cmd)
+		}
+		if r == nil {
+			r = &ironlinkv1.CommandResult{CommandId: cmd.GetCommandId(), DeviceId: cmd.GetDeviceId(),
+				Generation: cmd.GetGeneration(), Success: true, Detail: "satsim: applied"}
+		}
+		s.resultsCh <- r
+	}()
 }
 
 func (s *Sat) countAckedLocked(b *ironlinkv1.ConditionBatch, dup bool) {
@@ -261,10 +331,7 @@ func (s *Sat) ack(a *ironlinkv1.BatchAck) {
 	s.unacked = s.unacked[i:]
 	s.sentOnLink = max(s.sentOnLink-i, 0)
 	s.lastAcked = max(s.lastAcked, seq)
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.signal()
 }
 
 func firstSeq(b []*ironlinkv1.ConditionBatch) any {
