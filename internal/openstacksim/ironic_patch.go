@@ -86,7 +86,8 @@ func applyPatch(n *Node, op, path string, value any) string {
 		value = nil
 	}
 	parts := strings.SplitN(strings.TrimPrefix(path, "/"), "/", 2)
-	if dst := patchDictField(n, parts[0]); dst != nil {
+	if field, ok := patchDictFields[parts[0]]; ok {
+		dst := field(n)
 		if len(parts) == 2 {
 			return patchDictKey(dst, parts[1], value)
 		}
@@ -95,66 +96,43 @@ func applyPatch(n *Node, op, path string, value any) string {
 	if len(parts) == 2 {
 		return fmt.Sprintf("Cannot patch %s: the simulator does not model this field.", path)
 	}
-	if dst := patchStringField(n, parts[0]); dst != nil {
-		return patchString(dst, path, value)
+	if field, ok := patchStringFields[parts[0]]; ok {
+		return patchString(field(n), path, value)
 	}
-	if dst := patchBoolField(n, parts[0]); dst != nil {
+	if field, ok := patchBoolFields[parts[0]]; ok {
 		b, ok := value.(bool)
 		if !ok && value != nil {
 			return fmt.Sprintf("Invalid patch: %s must be a boolean", path)
 		}
-		*dst = b
+		*field(n) = b
 		return ""
 	}
 	return fmt.Sprintf("Cannot patch %s: the simulator does not model this field.", path)
 }
 
-// patchDictField returns the node's dictionary field called name, or nil.
-func patchDictField(n *Node, name string) *map[string]any {
-	switch name {
-	case "extra":
-		return &n.Extra
-	case "properties":
-		return &n.Properties
-	case "driver_info":
-		return &n.DriverInfo
-	case "instance_info":
-		return &n.InstanceInfo
+// patchDictFields, patchStringFields and patchBoolFields are the node
+// fields a patch can change, by type.
+var (
+	patchDictFields = map[string]func(*Node) *map[string]any{
+		"extra":         func(n *Node) *map[string]any { return &n.Extra },
+		"properties":    func(n *Node) *map[string]any { return &n.Properties },
+		"driver_info":   func(n *Node) *map[string]any { return &n.DriverInfo },
+		"instance_info": func(n *Node) *map[string]any { return &n.InstanceInfo },
 	}
-	return nil
-}
-
-// patchStringField returns the node's string field called name, or nil.
-func patchStringField(n *Node, name string) *string {
-	switch name {
-	case "name":
-		return &n.Name
-	case "description":
-		return &n.Description
-	case "resource_class":
-		return &n.ResourceClass
-	case "owner":
-		return &n.Owner
-	case "lessee":
-		return &n.Lessee
-	case "instance_uuid":
-		return &n.InstanceUUID
-	case "retired_reason":
-		return &n.RetiredReason
+	patchStringFields = map[string]func(*Node) *string{
+		"name":           func(n *Node) *string { return &n.Name },
+		"description":    func(n *Node) *string { return &n.Description },
+		"resource_class": func(n *Node) *string { return &n.ResourceClass },
+		"owner":          func(n *Node) *string { return &n.Owner },
+		"lessee":         func(n *Node) *string { return &n.Lessee },
+		"instance_uuid":  func(n *Node) *string { return &n.InstanceUUID },
+		"retired_reason": func(n *Node) *string { return &n.RetiredReason },
 	}
-	return nil
-}
-
-// patchBoolField returns the node's boolean field called name, or nil.
-func patchBoolField(n *Node, name string) *bool {
-	switch name {
-	case "maintenance":
-		return &n.Maintenance
-	case "retired":
-		return &n.Retired
+	patchBoolFields = map[string]func(*Node) *bool{
+		"maintenance": func(n *Node) *bool { return &n.Maintenance },
+		"retired":     func(n *Node) *bool { return &n.Retired },
 	}
-	return nil
-}
+)
 
 // patchString sets a string field; null (or remove) clears it.
 func patchString(dst *string, path string, value any) string {

@@ -111,9 +111,7 @@ func TestListPagesWithFieldsAndLimit(t *testing.T) {
 }
 
 func TestNextLinkDropsFiltersLikeIronic(t *testing.T) {
-	c := startCloud(t, Options{})
-	c.SeedLikeTestbed(30)
-	_, bm, _ := simClients(t, c, false)
+	_, _, bm, _ := seededCloud(t, 30)
 	u := bm.ServiceURL("nodes") + "?provision_state=available&maintenance=true&associated=false&resource_class=gpu-h100&limit=1&fields=uuid,maintenance"
 	_, body, err := rawJSON(t, bm, "GET", u, nil, 200)
 	if err != nil {
@@ -236,9 +234,7 @@ func TestMarkerOfDeletedNodeIs404(t *testing.T) {
 }
 
 func TestFieldsAndMicroversions(t *testing.T) {
-	c := startCloud(t, Options{})
-	c.SeedLikeTestbed(3)
-	_, bm, _ := simClients(t, c, false)
+	_, _, bm, _ := seededCloud(t, 3)
 	ctx := testCtx(t)
 
 	resp, _, err := rawJSON(t, bm, "GET", bm.ServiceURL("nodes"), nil, 200)
@@ -355,10 +351,8 @@ func TestFieldsAndMicroversions(t *testing.T) {
 }
 
 func TestNodeTraits(t *testing.T) {
-	c := startCloud(t, Options{})
-	seeded := c.SeedLikeTestbed(1)
+	c, seeded, bm, _ := seededCloud(t, 1)
 	id := seeded[0].UUID
-	_, bm, _ := simClients(t, c, false)
 	ctx := testCtx(t)
 	traitURL := bm.ServiceURL("nodes", id, "traits", ReadyTrait)
 	before, _ := c.Node(id)
@@ -427,10 +421,8 @@ func TestNodeTraits(t *testing.T) {
 }
 
 func TestNodeLockedConflicts(t *testing.T) {
-	c := startCloud(t, Options{})
-	seeded := c.SeedLikeTestbed(2)
+	c, seeded, bm, _ := seededCloud(t, 2)
 	id := seeded[0].UUID
-	_, bm, _ := simClients(t, c, false)
 	ctx := testCtx(t)
 	if err := c.UpdateNode(id, func(n *Node) { n.Reservation = "conductor-7" }); err != nil {
 		t.Fatal(err)
@@ -484,9 +476,7 @@ func TestNodeLockedConflicts(t *testing.T) {
 }
 
 func TestCreateAndDeleteNodes(t *testing.T) {
-	c := startCloud(t, Options{})
-	seeded := c.SeedLikeTestbed(2)
-	_, bm, _ := simClients(t, c, false)
+	_, seeded, bm, _ := seededCloud(t, 2)
 	ctx := testCtx(t)
 	n, err := nodes.Create(ctx, bm, nodes.CreateOpts{Name: "new-1", Driver: "fake-hardware", ResourceClass: "gpu-h100"}).Extract()
 	if err != nil {
@@ -523,9 +513,7 @@ func TestCreateAndDeleteNodes(t *testing.T) {
 }
 
 func TestSeedLikeTestbedRoles(t *testing.T) {
-	c := startCloud(t, Options{})
-	seeded := c.SeedLikeTestbed(20)
-	_, bm, _ := simClients(t, c, false)
+	c, seeded, bm, _ := seededCloud(t, 20)
 	_, _, all := listPages(t, bm, nodes.ListOpts{Fields: []string{"uuid", "name", "provision_state", "target_provision_state",
 		"power_state", "maintenance", "maintenance_reason", "instance_uuid", "last_error", "resource_class", "fault", "traits"}})
 	if len(all) != 20 || len(seeded) != 20 {

@@ -212,3 +212,13 @@ func (c *Cloud) serveCompute(w http.ResponseWriter, r *http.Request, rel string)
 		c.novaShow(w, r, minor, segs[1])
 	}
 }
+
+// regexpMatch is Nova's name filter (a regular expression search); an
+// invalid expression matches nothing.
+func regexpMatch(expr, s string) bool {
+	re, err := regexp.Compile(expr)
+	return err == nil && re.MatchString(s)
+}
+
+// novaLimitRe is the query schema's pattern for limit.
+var novaLimitRe = regexp.MustCompile(`^[0-9]*$`)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -45,9 +44,6 @@ func novaNonAdminFilters(minor int) []string {
 // (schemas/servers.py JOINED_TABLE_QUERY_PARAMS_SERVERS).
 var novaJoinedTableFilters = []string{"block_device_mapping", "services", "metadata", "system_metadata",
 	"info_cache", "security_groups", "pci_devices"}
-
-// novaLimitRe is the query schema's pattern for limit.
-var novaLimitRe = regexp.MustCompile(`^[0-9]*$`)
 
 // pyBool is oslo strutils.bool_from_string(strict=True).
 func pyBool(s string) (bool, error) {
@@ -310,13 +306,6 @@ func (nq *novaListQuery) matches(rec *serverRec) bool {
 		return false
 	}
 	return true
-}
-
-// regexpMatch is Nova's name filter (a regular expression search); an
-// invalid expression matches nothing.
-func regexpMatch(expr, s string) bool {
-	re, err := regexp.Compile(expr)
-	return err == nil && re.MatchString(s)
 }
 
 // novaNextLink is ViewBuilder._get_next_link: the request's parameters
