@@ -163,14 +163,24 @@ func (c *Cloud) lookupNodeLocked(w http.ResponseWriter, ver int, ident string) *
 	return nil
 }
 
-// lookupAndLockLocked is lookupNodeLocked then lockLocked: the node,
-// reserved for this request, or nil after writing the error.
-func (c *Cloud) lookupAndLockLocked(w http.ResponseWriter, ver int, ident string) *nodeRec {
-	rec := c.lookupNodeLocked(w, ver, ident)
-	if rec == nil || !c.lockLocked(w, rec) {
-		return nil
+// withNode runs f with the Cloud locked on the node ident names (by UUID,
+// or by name from 1.5); an unknown node is answered 404 instead.
+func (c *Cloud) withNode(w http.ResponseWriter, ver int, ident string, f func(rec *nodeRec)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rec := c.lookupNodeLocked(w, ver, ident); rec != nil {
+		f(rec)
 	}
-	return rec
+}
+
+// withReservedNode is withNode for a write that takes the conductor's
+// lock: a node with a reservation is answered 409 NodeLocked instead.
+func (c *Cloud) withReservedNode(w http.ResponseWriter, ver int, ident string, f func(rec *nodeRec)) {
+	c.withNode(w, ver, ident, func(rec *nodeRec) {
+		if c.lockLocked(w, rec) {
+			f(rec)
+		}
+	})
 }
 
 // lockLocked is task_manager.acquire: 409 NodeLocked while a reservation is

@@ -20,25 +20,21 @@ func (c *Cloud) ironicGet(w http.ResponseWriter, r *http.Request, ver int, ident
 	}
 	a := &ironicArgs{q: q}
 	fields := a.stringList("fields")
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rec := c.lookupNodeLocked(w, ver, ident)
-	if rec == nil {
-		return
-	}
-	if fieldsNotAcceptable(fields, ver) {
-		ironicError(w, http.StatusNotAcceptable, "Request not acceptable.")
-		return
-	}
-	if f := invalidNodeField(fields); f != "" {
-		ironicError(w, http.StatusBadRequest, fmt.Sprintf("Field %s is not a valid field.", f))
-		return
-	}
-	item := renderNode(rec, ver, fields, c.ironicPublic())
-	if c.fieldLoss.SingleNode {
-		c.fieldLoss.strip(item)
-	}
-	writeJSON(w, http.StatusOK, item)
+	c.withNode(w, ver, ident, func(rec *nodeRec) {
+		if fieldsNotAcceptable(fields, ver) {
+			ironicError(w, http.StatusNotAcceptable, "Request not acceptable.")
+			return
+		}
+		if f := invalidNodeField(fields); f != "" {
+			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Field %s is not a valid field.", f))
+			return
+		}
+		item := renderNode(rec, ver, fields, c.ironicPublic())
+		if c.fieldLoss.SingleNode {
+			c.fieldLoss.strip(item)
+		}
+		writeJSON(w, http.StatusOK, item)
+	})
 }
 
 // FieldLoss makes Ironic leave fields out of node answers although they
@@ -83,31 +79,27 @@ func (c *Cloud) SetFieldLoss(l FieldLoss) {
 }
 
 func (c *Cloud) ironicStates(w http.ResponseWriter, _ *http.Request, ver int, ident string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rec := c.lookupNodeLocked(w, ver, ident)
-	if rec == nil {
-		return
-	}
-	n := rec.n
-	out := map[string]any{
-		"console_enabled":        false,
-		"last_error":             strOrNil(n.LastError),
-		"power_state":            strOrNil(n.PowerState),
-		"provision_state":        strOrNil(n.ProvisionState),
-		"provision_updated_at":   pyTime(n.ProvisionUpdatedAt),
-		"target_power_state":     strOrNil(n.TargetPowerState),
-		"target_provision_state": strOrNil(n.TargetProvisionState),
-	}
-	if ver >= 12 {
-		out["raid_config"] = map[string]any{}
-		out["target_raid_config"] = map[string]any{}
-	}
-	if ver >= 75 {
-		out["boot_mode"] = nil
-		out["secure_boot"] = nil
-	}
-	writeJSON(w, http.StatusOK, out)
+	c.withNode(w, ver, ident, func(rec *nodeRec) {
+		n := rec.n
+		out := map[string]any{
+			"console_enabled":        false,
+			"last_error":             strOrNil(n.LastError),
+			"power_state":            strOrNil(n.PowerState),
+			"provision_state":        strOrNil(n.ProvisionState),
+			"provision_updated_at":   pyTime(n.ProvisionUpdatedAt),
+			"target_power_state":     strOrNil(n.TargetPowerState),
+			"target_provision_state": strOrNil(n.TargetProvisionState),
+		}
+		if ver >= 12 {
+			out["raid_config"] = map[string]any{}
+			out["target_raid_config"] = map[string]any{}
+		}
+		if ver >= 75 {
+			out["boot_mode"] = nil
+			out["secure_boot"] = nil
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
 }
 
 // nodeCreateFields are the properties of Ironic's node_schema().
@@ -297,27 +289,23 @@ func (c *Cloud) nodeNamedLocked(name string, except *nodeRec) *nodeRec {
 const deleteAllowedStates = "('manageable', 'enroll', 'adopt failed', 'available')"
 
 func (c *Cloud) ironicDelete(w http.ResponseWriter, _ *http.Request, ver int, ident string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rec := c.lookupAndLockLocked(w, ver, ident)
-	if rec == nil {
-		return
-	}
-	n := &rec.n
-	if !n.Maintenance && n.InstanceUUID != "" {
-		ironicError(w, http.StatusConflict, fmt.Sprintf("Node %s is associated with instance %s.", n.UUID, n.InstanceUUID))
-		return
-	}
-	switch n.ProvisionState {
-	case "manageable", "enroll", "adopt failed", "available":
-	default:
-		if !n.Maintenance {
-			ironicError(w, http.StatusConflict, fmt.Sprintf("Can not delete node \"%s\" while it is in provision state \"%s\". Valid provision states to perform deletion are: \"%s\", or set the node into maintenance mode", n.UUID, n.ProvisionState, deleteAllowedStates))
+	c.withReservedNode(w, ver, ident, func(rec *nodeRec) {
+		n := &rec.n
+		if !n.Maintenance && n.InstanceUUID != "" {
+			ironicError(w, http.StatusConflict, fmt.Sprintf("Node %s is associated with instance %s.", n.UUID, n.InstanceUUID))
 			return
 		}
-	}
-	c.deleteNodeLocked(n.UUID)
-	w.WriteHeader(http.StatusNoContent)
+		switch n.ProvisionState {
+		case "manageable", "enroll", "adopt failed", "available":
+		default:
+			if !n.Maintenance {
+				ironicError(w, http.StatusConflict, fmt.Sprintf("Can not delete node \"%s\" while it is in provision state \"%s\". Valid provision states to perform deletion are: \"%s\", or set the node into maintenance mode", n.UUID, n.ProvisionState, deleteAllowedStates))
+				return
+			}
+		}
+		c.deleteNodeLocked(n.UUID)
+		w.WriteHeader(http.StatusNoContent)
+	})
 }
 
 func (c *Cloud) ironicMaintenance(w http.ResponseWriter, r *http.Request, ver int, ident string, on bool) {
@@ -341,17 +329,13 @@ func (c *Cloud) ironicMaintenance(w http.ResponseWriter, r *http.Request, ver in
 	if s, ok := body["reason"].(string); ok {
 		reason = s
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rec := c.lookupAndLockLocked(w, ver, ident)
-	if rec == nil {
-		return
-	}
-	rec.n.Maintenance = on
-	rec.n.MaintenanceReason = reason
-	if !on {
-		rec.n.MaintenanceReason = ""
-		rec.n.Fault = ""
-	}
-	w.WriteHeader(http.StatusAccepted)
+	c.withReservedNode(w, ver, ident, func(rec *nodeRec) {
+		rec.n.Maintenance = on
+		rec.n.MaintenanceReason = reason
+		if !on {
+			rec.n.MaintenanceReason = ""
+			rec.n.Fault = ""
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
 }

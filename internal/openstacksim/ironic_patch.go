@@ -28,42 +28,38 @@ func (c *Cloud) ironicPatch(w http.ResponseWriter, r *http.Request, ver int, ide
 			return
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rec := c.lookupNodeLocked(w, ver, ident)
-	if rec == nil {
-		return
-	}
-	n := cloneNode(rec.n)
-	for _, op := range ops {
-		if msg := applyPatch(&n, op.Op, op.Path, op.Value); msg != "" {
-			ironicError(w, http.StatusBadRequest, msg)
+	c.withNode(w, ver, ident, func(rec *nodeRec) {
+		n := cloneNode(rec.n)
+		for _, op := range ops {
+			if msg := applyPatch(&n, op.Op, op.Path, op.Value); msg != "" {
+				ironicError(w, http.StatusBadRequest, msg)
+				return
+			}
+		}
+		if rec.n.InstanceUUID != "" && n.InstanceUUID != "" && n.InstanceUUID != rec.n.InstanceUUID {
+			ironicError(w, http.StatusConflict, fmt.Sprintf("Node %s is associated with instance %s.", rec.n.UUID, rec.n.InstanceUUID))
 			return
 		}
-	}
-	if rec.n.InstanceUUID != "" && n.InstanceUUID != "" && n.InstanceUUID != rec.n.InstanceUUID {
-		ironicError(w, http.StatusConflict, fmt.Sprintf("Node %s is associated with instance %s.", rec.n.UUID, rec.n.InstanceUUID))
-		return
-	}
-	if n.Name != rec.n.Name && n.Name != "" {
-		if !validLogicalName(n.Name) {
-			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Node %s can not be updated with invalid name %s", rec.n.UUID, n.Name))
+		if n.Name != rec.n.Name && n.Name != "" {
+			if !validLogicalName(n.Name) {
+				ironicError(w, http.StatusBadRequest, fmt.Sprintf("Node %s can not be updated with invalid name %s", rec.n.UUID, n.Name))
+				return
+			}
+			if c.nodeNamedLocked(n.Name, rec) != nil {
+				ironicError(w, http.StatusConflict, fmt.Sprintf("A node with name %s already exists.", n.Name))
+				return
+			}
+		}
+		if !c.lockLocked(w, rec) {
 			return
 		}
-		if c.nodeNamedLocked(n.Name, rec) != nil {
-			ironicError(w, http.StatusConflict, fmt.Sprintf("A node with name %s already exists.", n.Name))
-			return
+		if !n.Maintenance {
+			n.MaintenanceReason, n.Fault = "", ""
 		}
-	}
-	if !c.lockLocked(w, rec) {
-		return
-	}
-	if !n.Maintenance {
-		n.MaintenanceReason, n.Fault = "", ""
-	}
-	n.UpdatedAt = rec.n.UpdatedAt
-	rec.n = n
-	writeJSON(w, http.StatusOK, renderNode(rec, ver, nil, c.ironicPublic()))
+		n.UpdatedAt = rec.n.UpdatedAt
+		rec.n = n
+		writeJSON(w, http.StatusOK, renderNode(rec, ver, nil, c.ironicPublic()))
+	})
 }
 
 // patchAllowedFields is PATCH_ALLOWED_FIELDS of Ironic 21.4 (sorted, as its

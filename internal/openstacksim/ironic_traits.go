@@ -29,17 +29,13 @@ func ironicTraitError(name, t string) string {
 const maxTraitsPerNode = 50
 
 func (c *Cloud) ironicTraitsGet(w http.ResponseWriter, _ *http.Request, ver int, ident string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rec := c.lookupNodeLocked(w, ver, ident)
-	if rec == nil {
-		return
-	}
-	traits := slices.Clone(rec.n.Traits)
-	if traits == nil {
-		traits = []string{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"traits": traits})
+	c.withNode(w, ver, ident, func(rec *nodeRec) {
+		traits := slices.Clone(rec.n.Traits)
+		if traits == nil {
+			traits = []string{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"traits": traits})
+	})
 }
 
 func (c *Cloud) ironicTraitsPut(w http.ResponseWriter, r *http.Request, ver int, ident, trait string, single bool) {
@@ -58,45 +54,41 @@ func (c *Cloud) ironicTraitsPut(w http.ResponseWriter, r *http.Request, ver int,
 		ironicError(w, http.StatusBadRequest, msg)
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rec := c.lookupNodeLocked(w, ver, ident)
-	if rec == nil {
-		return
-	}
-	if (trait != "" && hasTraits) || !(trait != "" || hasTraits) {
-		ironicError(w, http.StatusBadRequest, "A single node trait may be added via PUT /v1/nodes/<node identifier>/traits/<trait> with no body, or all node traits may be replaced via PUT /v1/nodes/<node identifier>/traits with the list of traits specified in the request body.")
-		return
-	}
-	if trait != "" && len(body) > 0 {
-		ironicError(w, http.StatusBadRequest, "No body should be provided when adding a trait")
-		return
-	}
-	if !c.lockLocked(w, rec) {
-		return
-	}
-	if trait != "" {
-		if !slices.Contains(rec.n.Traits, trait) {
-			if len(rec.n.Traits)+1 > maxTraitsPerNode {
-				ironicError(w, http.StatusBadRequest, tooManyTraits(rec, len(rec.n.Traits)+1))
-				return
-			}
-			rec.n.Traits = append(rec.n.Traits, trait)
+	c.withNode(w, ver, ident, func(rec *nodeRec) {
+		if (trait != "" && hasTraits) || !(trait != "" || hasTraits) {
+			ironicError(w, http.StatusBadRequest, "A single node trait may be added via PUT /v1/nodes/<node identifier>/traits/<trait> with no body, or all node traits may be replaced via PUT /v1/nodes/<node identifier>/traits with the list of traits specified in the request body.")
+			return
 		}
-		w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+ident+"/traits/"+trait)
+		if trait != "" && len(body) > 0 {
+			ironicError(w, http.StatusBadRequest, "No body should be provided when adding a trait")
+			return
+		}
+		if !c.lockLocked(w, rec) {
+			return
+		}
+		if trait != "" {
+			if !slices.Contains(rec.n.Traits, trait) {
+				if len(rec.n.Traits)+1 > maxTraitsPerNode {
+					ironicError(w, http.StatusBadRequest, tooManyTraits(rec, len(rec.n.Traits)+1))
+					return
+				}
+				rec.n.Traits = append(rec.n.Traits, trait)
+			}
+			w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+ident+"/traits/"+trait)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		set := map[string]bool{}
+		for _, t := range traits {
+			set[t] = true
+		}
+		if len(set) > maxTraitsPerNode {
+			ironicError(w, http.StatusBadRequest, tooManyTraits(rec, len(set)))
+			return
+		}
+		rec.n.Traits = sortedKeys(set)
 		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	set := map[string]bool{}
-	for _, t := range traits {
-		set[t] = true
-	}
-	if len(set) > maxTraitsPerNode {
-		ironicError(w, http.StatusBadRequest, tooManyTraits(rec, len(set)))
-		return
-	}
-	rec.n.Traits = sortedKeys(set)
-	w.WriteHeader(http.StatusNoContent)
+	})
 }
 
 // traitsFromBody validates a {"traits": [...]} body (TRAITS_SCHEMA) and
@@ -131,22 +123,18 @@ func tooManyTraits(rec *nodeRec, n int) string {
 }
 
 func (c *Cloud) ironicTraitsDelete(w http.ResponseWriter, _ *http.Request, ver int, ident, trait string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rec := c.lookupAndLockLocked(w, ver, ident)
-	if rec == nil {
-		return
-	}
-	if trait == "" {
-		rec.n.Traits = []string{}
+	c.withReservedNode(w, ver, ident, func(rec *nodeRec) {
+		if trait == "" {
+			rec.n.Traits = []string{}
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		i := slices.Index(rec.n.Traits, trait)
+		if i < 0 {
+			ironicError(w, http.StatusNotFound, fmt.Sprintf("Node %s doesn't have a trait '%s'", rec.n.UUID, trait))
+			return
+		}
+		rec.n.Traits = slices.Delete(rec.n.Traits, i, i+1)
 		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	i := slices.Index(rec.n.Traits, trait)
-	if i < 0 {
-		ironicError(w, http.StatusNotFound, fmt.Sprintf("Node %s doesn't have a trait '%s'", rec.n.UUID, trait))
-		return
-	}
-	rec.n.Traits = slices.Delete(rec.n.Traits, i, i+1)
-	w.WriteHeader(http.StatusNoContent)
+	})
 }

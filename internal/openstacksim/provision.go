@@ -219,18 +219,14 @@ func (c *Cloud) ironicProvision(w http.ResponseWriter, r *http.Request, ver int,
 		ironicError(w, http.StatusBadRequest, "The request body is not valid JSON.")
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rec := c.lookupAndLockLocked(w, ver, ident)
-	if rec == nil {
-		return
-	}
-	if e := c.startProvisionLocked(&rec.n, body, ver); e != nil {
-		ironicError(w, e.status, e.msg)
-		return
-	}
-	w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+rec.n.UUID+"/states")
-	w.WriteHeader(http.StatusAccepted)
+	c.withReservedNode(w, ver, ident, func(rec *nodeRec) {
+		if e := c.startProvisionLocked(&rec.n, body, ver); e != nil {
+			ironicError(w, e.status, e.msg)
+			return
+		}
+		w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+rec.n.UUID+"/states")
+		w.WriteHeader(http.StatusAccepted)
+	})
 }
 
 // startProvisionLocked starts the transition to the requested target from
@@ -411,22 +407,18 @@ func (c *Cloud) ironicPower(w http.ResponseWriter, r *http.Request, ver int, ide
 		Target string `json:"target"`
 	}
 	_ = json.Unmarshal(raw, &body)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rec := c.lookupAndLockLocked(w, ver, ident)
-	if rec == nil {
-		return
-	}
-	switch body.Target {
-	case "power on", "power off":
-		rec.n.PowerState = body.Target
-	case "rebooting":
-		rec.n.PowerState = "power on"
-	default:
-		ironicError(w, http.StatusBadRequest, fmt.Sprintf("Invalid power state %s.", body.Target))
-		return
-	}
-	rec.n.UpdatedAt = c.now()
-	w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+rec.n.UUID+"/states")
-	w.WriteHeader(http.StatusAccepted)
+	c.withReservedNode(w, ver, ident, func(rec *nodeRec) {
+		switch body.Target {
+		case "power on", "power off":
+			rec.n.PowerState = body.Target
+		case "rebooting":
+			rec.n.PowerState = "power on"
+		default:
+			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Invalid power state %s.", body.Target))
+			return
+		}
+		rec.n.UpdatedAt = c.now()
+		w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+rec.n.UUID+"/states")
+		w.WriteHeader(http.StatusAccepted)
+	})
 }
