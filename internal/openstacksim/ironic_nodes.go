@@ -141,17 +141,25 @@ func (c *Cloud) ironicCreate(w http.ResponseWriter, r *http.Request, ver int) {
 		ironicError(w, e.status, e.msg)
 		return
 	}
-	c.mu.Lock()
-	rec, e := c.createNodeLocked(n)
+	out, e := c.createNode(n, ver)
 	if e != nil {
-		c.mu.Unlock()
 		ironicError(w, e.status, e.msg)
 		return
 	}
-	out := renderNode(rec, ver, nil, c.ironicPublic())
-	c.mu.Unlock()
-	w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+rec.n.UUID)
+	w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+n.UUID)
 	writeJSON(w, http.StatusCreated, out)
+}
+
+// createNode stores n (createNodeLocked) and renders it at microversion
+// ver.
+func (c *Cloud) createNode(n Node, ver int) (map[string]any, *apiErr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec, e := c.createNodeLocked(n)
+	if e != nil {
+		return nil, e
+	}
+	return renderNode(rec, ver, nil, c.ironicPublic()), nil
 }
 
 // additionalProperties is jsonschema's message for unexpected keys,

@@ -93,32 +93,43 @@ func (c *Cloud) novaList(w http.ResponseWriter, r *http.Request, minor int, deta
 		writeNovaJSON(w, http.StatusOK, map[string]any{"servers": []any{}})
 		return
 	}
-	c.mu.Lock()
-	recs, e := c.selectServerPageLocked(nq)
+	items, lastID, e := c.serverPage(nq, minor)
 	if e != nil {
-		c.mu.Unlock()
 		novaError(w, e.status, e.msg)
 		return
 	}
-	items := make([]any, 0, len(recs))
-	for _, rec := range recs {
+	body := map[string]any{"servers": items}
+	if nq.limit > 0 && len(items) == nq.limit {
+		coll := "servers"
 		if detail {
+			coll = "servers/detail"
+		}
+		body["servers_links"] = []any{map[string]any{"rel": "next", "href": c.novaNextLink(r, coll, lastID)}}
+	}
+	writeNovaJSON(w, http.StatusOK, body)
+}
+
+// serverPage selects the page (selectServerPageLocked) and renders it, as
+// the index or the detail view; lastID is the page's last server.
+func (c *Cloud) serverPage(nq *novaListQuery, minor int) (items []any, lastID string, e *apiErr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	recs, e := c.selectServerPageLocked(nq)
+	if e != nil {
+		return nil, "", e
+	}
+	items = make([]any, 0, len(recs))
+	for _, rec := range recs {
+		if nq.detail {
 			items = append(items, c.renderServer(rec, minor, nq.admin))
 		} else {
 			items = append(items, c.renderServerIndex(rec))
 		}
 	}
-	c.mu.Unlock()
-
-	body := map[string]any{"servers": items}
-	if nq.limit > 0 && len(recs) == nq.limit {
-		coll := "servers"
-		if detail {
-			coll = "servers/detail"
-		}
-		body["servers_links"] = []any{map[string]any{"rel": "next", "href": c.novaNextLink(r, coll, recs[len(recs)-1].s.ID)}}
+	if len(recs) > 0 {
+		lastID = recs[len(recs)-1].s.ID
 	}
-	writeNovaJSON(w, http.StatusOK, body)
+	return items, lastID, nil
 }
 
 // parseNovaListQuery checks and parses the list's query in Nova's order.
