@@ -401,14 +401,3 @@ func newUUID() string {
 
 // requestID returns an oslo-style request id, "req-<uuid>".
 func requestID() string { return "req-" + newUUID() }
-
-// apiErr is an API error a handler's step found, answered by the handler
-// in its service's format (ironicError, novaError).
-type apiErr struct {
-	status int
-	msg    string
-}
-
-func apiErrf(status int, format string, args ...any) *apiErr {
-	return &apiErr{status: status, msg: fmt.Sprintf(format, args...)}
-}

@@ -2,7 +2,6 @@ package openstacksim
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -161,12 +160,6 @@ func (c *Cloud) writeFault(w http.ResponseWriter, r *http.Request, service, rel 
 		}
 		keystoneError(w, f.Status, defaultText(f.Status), c.URL()+identityPrefix)
 	}
-}
-
-func writeRaw(w http.ResponseWriter, status int, body string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = io.WriteString(w, body)
 }
 
 func defaultText(status int) string {

@@ -132,13 +132,6 @@ var logicalNameRe = regexp.MustCompile(`^[A-Za-z0-9\-._~]+$`)
 
 func validLogicalName(s string) bool { return len(s) <= 255 && logicalNameRe.MatchString(s) }
 
-func boolRepr(b bool) string {
-	if b {
-		return "True"
-	}
-	return "False"
-}
-
 func minimalVersionMsg(minor int) string {
 	return fmt.Sprintf("Request not acceptable. The minimal required API version should be 1.%d", minor)
 }

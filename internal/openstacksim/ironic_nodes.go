@@ -3,10 +3,8 @@ package openstacksim
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -111,10 +109,6 @@ var nodeCreateFields = []string{"automated_clean", "bios_interface", "boot_inter
 	"rescue_interface", "resource_class", "retired", "retired_reason", "secure_boot", "shard",
 	"storage_interface", "uuid", "vendor_interface"}
 
-func readJSONBody(r *http.Request) ([]byte, error) {
-	return io.ReadAll(io.LimitReader(r.Body, 4<<20))
-}
-
 // readOptionalJSONObject reads a request body that may be empty; it
 // answers 400 and returns false for one that is not a JSON object.
 func readOptionalJSONObject(w http.ResponseWriter, r *http.Request) (map[string]any, bool) {
@@ -160,21 +154,6 @@ func (c *Cloud) createNode(n Node, ver int) (map[string]any, *apiErr) {
 		return nil, e
 	}
 	return renderNode(rec, ver, nil, c.ironicPublic()), nil
-}
-
-// additionalProperties is jsonschema's message for unexpected keys,
-// "Additional properties are not allowed ('a', 'b' were unexpected)".
-func additionalProperties(keys []string) string {
-	quoted := make([]string, 0, len(keys))
-	for _, k := range keys {
-		quoted = append(quoted, "'"+k+"'")
-	}
-	sort.Strings(quoted)
-	verb := "was"
-	if len(quoted) > 1 {
-		verb = "were"
-	}
-	return fmt.Sprintf("Additional properties are not allowed (%s %s unexpected)", strings.Join(quoted, ", "), verb)
 }
 
 // nodeFromCreateBody validates a POST /v1/nodes body against node_schema()

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 )
 
 // ironicVersionedFields is VERSIONED_FIELDS of
@@ -119,19 +117,6 @@ func init() {
 
 // validFaults is faults.VALID_FAULTS of Ironic 21.4.
 var validFaults = []string{"power failure", "clean failure", "rescue abort failure"}
-
-// pyTime formats t like Python's datetime.isoformat() for an aware UTC
-// datetime: microseconds only when non-zero, "+00:00" offset; zero → nil.
-func pyTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	t = t.UTC()
-	if t.Nanosecond()/1000 == 0 {
-		return t.Format("2006-01-02T15:04:05+00:00")
-	}
-	return t.Format("2006-01-02T15:04:05.000000+00:00")
-}
 
 func strOrNil(s string) any {
 	if s == "" {
@@ -295,48 +280,11 @@ func addNodeSubresourceLinks(out map[string]any, uuid string, ver int, public st
 	}
 }
 
-// pyQuote quotes s as Python's json.dumps does (ensure_ascii: non-ASCII as
-// \uXXXX escapes, surrogate pairs above the BMP).
-func pyQuote(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"':
-			b.WriteString(`\"`)
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\b':
-			b.WriteString(`\b`)
-		case r == '\f':
-			b.WriteString(`\f`)
-		case r < 0x20 || (r >= 0x80 && r <= 0xffff):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		case r > 0xffff:
-			r -= 0x10000
-			fmt.Fprintf(&b, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
-
 // writeErrorMessage wraps inner (a JSON document) the way Ironic's
 // ParsableErrorMiddleware does: {"error_message": "<inner as a string>"}.
 func writeErrorMessage(w http.ResponseWriter, status int, inner string) {
 	body := `{"error_message": ` + pyQuote(inner) + `}`
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(body))
+	writeBody(w, status, "application/json", []byte(body))
 }
 
 // ironicError answers an API error the way method.format_exception renders

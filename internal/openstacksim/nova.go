@@ -2,7 +2,6 @@ package openstacksim
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -32,54 +31,18 @@ func novaError(w http.ResponseWriter, status int, msg string) {
 	if name == "" {
 		name = "computeFault"
 	}
-	b := pyJSON(map[string]any{name: map[string]any{"code": status, "message": msg}})
-	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
-// pyJSON encodes like Python's json.dumps with its default separators
-// (", " and ": "), as Nova's bodies are; keys are sorted.
-func pyJSON(v any) []byte {
-	b, err := marshalJSON(v)
-	if err != nil {
-		return []byte(`{}`)
-	}
-	out := make([]byte, 0, len(b)+len(b)/8)
-	inStr, esc := false, false
-	for _, ch := range b {
-		out = append(out, ch)
-		switch {
-		case inStr && esc:
-			esc = false
-		case inStr && ch == '\\':
-			esc = true
-		case ch == '"':
-			inStr = !inStr
-		case !inStr && (ch == ',' || ch == ':'):
-			out = append(out, ' ')
-		}
-	}
-	return out
+	writeBody(w, status, "application/json; charset=UTF-8", pyJSON(map[string]any{name: map[string]any{"code": status, "message": msg}}))
 }
 
 // writeNovaJSON writes a Nova success body (Content-Type application/json).
 func writeNovaJSON(w http.ResponseWriter, status int, v any) {
-	b := pyJSON(v)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	writeBody(w, status, "application/json", pyJSON(v))
 }
 
 // novaRoutingNotFound is WebOb's HTML 404 for a path no route matches.
 func novaRoutingNotFound(w http.ResponseWriter) {
 	body := "<html>\n <head>\n  <title>404 Not Found</title>\n </head>\n <body>\n  <h1>404 Not Found</h1>\n  The resource could not be found.<br /><br />\n\n\n\n </body>\n</html>"
-	w.Header().Set("Content-Type", "text/html; charset=UTF-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusNotFound)
-	_, _ = io.WriteString(w, body)
+	writeBody(w, http.StatusNotFound, "text/html; charset=UTF-8", []byte(body))
 }
 
 // novaVersion is nova's Request.set_api_version_request over
@@ -88,14 +51,7 @@ func novaRoutingNotFound(w http.ResponseWriter) {
 // It returns the minor, or the requested string and a status (400 bad
 // format, 406 out of range) with Nova's message.
 func novaVersion(h http.Header) (minor int, requested string, status int, msg string) {
-	found := ""
-	vals := strings.Split(strings.Join(h.Values("Openstack-Api-Version"), ","), ",")
-	for i := len(vals) - 1; i >= 0 && found == ""; i-- {
-		f := strings.Fields(vals[i])
-		if len(f) >= 2 && strings.EqualFold(f[0], "compute") {
-			found = strings.TrimSpace(strings.Join(f[1:], " "))
-		}
-	}
+	found := apiVersionHeader(h, "compute")
 	if found == "" {
 		if legacy := h.Values(novaVersionHeader); len(legacy) > 0 {
 			parts := strings.Split(strings.Join(legacy, ","), ",")

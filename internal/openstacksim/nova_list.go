@@ -1,7 +1,6 @@
 package openstacksim
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -44,18 +43,6 @@ func novaNonAdminFilters(minor int) []string {
 // (schemas/servers.py JOINED_TABLE_QUERY_PARAMS_SERVERS).
 var novaJoinedTableFilters = []string{"block_device_mapping", "services", "metadata", "system_metadata",
 	"info_cache", "security_groups", "pci_devices"}
-
-// pyBool is oslo strutils.bool_from_string(strict=True).
-func pyBool(s string) (bool, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "1", "t", "true", "on", "y", "yes":
-		return true, nil
-	case "0", "f", "false", "off", "n", "no":
-		return false, nil
-	}
-	//lint:ignore ST1005 Nova's own message, word for word
-	return false, fmt.Errorf("Unrecognized value '%s', acceptable values are: '0', '1', 'f', 'false', 'n', 'no', 'off', 'on', 't', 'true', 'y', 'yes'", s)
-}
 
 // last returns the last value of a query parameter (WebOb's GET[key]).
 func last(q url.Values, k string) string {

@@ -27,14 +27,7 @@ type verErr struct {
 // placementVersion is microversion_parse.extract_version for
 // "OpenStack-API-Version: placement X" (no header: 1.0; "latest": max).
 func (c *Cloud) placementVersion(r *http.Request) (pVersion, *verErr) {
-	found := ""
-	vals := strings.Split(strings.Join(r.Header.Values("Openstack-Api-Version"), ","), ",")
-	for i := len(vals) - 1; i >= 0 && found == ""; i-- {
-		f := strings.Fields(vals[i])
-		if len(f) >= 2 && strings.EqualFold(f[0], "placement") {
-			found = strings.TrimSpace(strings.Join(f[1:], " "))
-		}
-	}
+	found := apiVersionHeader(r.Header, "placement")
 	if found == "" {
 		found = "1.0"
 	}

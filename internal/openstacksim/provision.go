@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
-	"strings"
 	"time"
 )
 
@@ -176,28 +174,6 @@ func (c *Cloud) runPlan(uuid string, p *plan, steps []pstep, inWait bool) {
 // driver has (interface.step).
 var simCleanSteps = []string{"bios.factory_reset", "bios.apply_configuration", "bios.cache_bios_settings",
 	"deploy.erase_devices_metadata", "deploy.erase_devices", "raid.create_configuration", "raid.delete_configuration"}
-
-func pyRepr(v any) string {
-	switch x := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, 0, len(keys))
-		for _, k := range keys {
-			parts = append(parts, "'"+k+"': "+pyRepr(x[k]))
-		}
-		return "{" + strings.Join(parts, ", ") + "}"
-	case string:
-		return "'" + x + "'"
-	case nil:
-		return "None"
-	default:
-		return fmt.Sprint(x)
-	}
-}
 
 // invalidState is Ironic's 400 InvalidStateRequested.
 func invalidState(action string, n *Node) *apiErr {
