@@ -91,74 +91,88 @@ func (c *Cloud) takeFault(service, method, rel string) *Fault {
 
 // writeFault answers an injected fault with realistic headers and body.
 func (c *Cloud) writeFault(w http.ResponseWriter, r *http.Request, service, rel string, f *Fault) {
+	var answer func()
 	switch service {
 	case ServiceBaremetal:
-		if strings.HasPrefix(rel, "/v1") {
-			if v, msg, _ := parseIronicVersion(r.Header, c.ironicMax); msg == "" {
-				c.setIronicVersionHeaders(w, v)
-			}
+		answer = c.ironicFaultAnswer(w, r, rel, f.Status)
+	case ServicePlacement:
+		answer = c.placementFaultAnswer(w, r, f.Status)
+	case ServiceCompute:
+		answer = c.novaFaultAnswer(w, r, rel, f.Status)
+	default:
+		answer = func() { keystoneError(w, f.Status, defaultText(f.Status), c.URL()+identityPrefix) }
+	}
+	if f.Body != "" {
+		writeRaw(w, f.Status, f.Body)
+		return
+	}
+	answer()
+}
+
+// ironicFaultAnswer sets Ironic's headers for a fault and returns the writer of
+// its default body: NodeLocked for the node in the path on a 409.
+func (c *Cloud) ironicFaultAnswer(w http.ResponseWriter, r *http.Request, rel string, status int) func() {
+	if strings.HasPrefix(rel, "/v1") {
+		if v, msg, _ := parseIronicVersion(r.Header, c.ironicMax); msg == "" {
+			c.setIronicVersionHeaders(w, v)
 		}
-		w.Header().Set("Openstack-Request-Id", requestID())
-		if f.Body != "" {
-			writeRaw(w, f.Status, f.Body)
-			return
-		}
-		if f.Status == http.StatusConflict {
+	}
+	w.Header().Set("Openstack-Request-Id", requestID())
+	return func() {
+		if status == http.StatusConflict {
 			ident := "unknown"
 			if parts := strings.Split(strings.TrimPrefix(rel, "/v1/nodes/"), "/"); strings.HasPrefix(rel, "/v1/nodes/") && parts[0] != "" {
 				ident = parts[0]
 			}
-			ironicError(w, f.Status, fmt.Sprintf("Node %s is locked by host %s, please retry after the current operation is completed.", ident, simConductor))
+			ironicError(w, status, fmt.Sprintf("Node %s is locked by host %s, please retry after the current operation is completed.", ident, simConductor))
 			return
 		}
-		ironicError(w, f.Status, defaultText(f.Status))
-	case ServicePlacement:
-		ver, verr := c.placementVersion(r)
-		if verr == nil {
-			w.Header().Set("Openstack-Api-Version", "placement "+ver.String())
-			w.Header().Add("Vary", "openstack-api-version")
-		}
-		rid := requestID()
-		w.Header().Set("X-Openstack-Request-Id", rid)
-		if f.Body != "" {
-			writeRaw(w, f.Status, f.Body)
-			return
-		}
-		msg, code := defaultText(f.Status), ""
-		if f.Status == http.StatusConflict {
+		ironicError(w, status, defaultText(status))
+	}
+}
+
+// placementFaultAnswer sets Placement's headers for a fault and returns the
+// writer of its default body: placement.concurrent_update on a 409.
+func (c *Cloud) placementFaultAnswer(w http.ResponseWriter, r *http.Request, status int) func() {
+	ver, verr := c.placementVersion(r)
+	if verr == nil {
+		w.Header().Set("Openstack-Api-Version", "placement "+ver.String())
+		w.Header().Add("Vary", "openstack-api-version")
+	}
+	rid := requestID()
+	w.Header().Set("X-Openstack-Request-Id", rid)
+	return func() {
+		msg, code := defaultText(status), ""
+		if status == http.StatusConflict {
 			msg, code = "Resource provider's generation already changed. Please update the generation and try again.", "placement.concurrent_update"
 		}
 		var vp *pVersion
 		if verr == nil {
 			vp = &ver
 		}
-		c.placementError(w, r, f.Status, msg, code, vp, rid)
-	case ServiceCompute:
-		setNovaRequestID(w)
-		if strings.HasPrefix(rel, "/v2.1/") {
-			if minor, _, status, _ := novaVersion(r.Header); status == 0 {
-				setNovaVersionHeaders(w, fmt.Sprintf("2.%d", minor))
-			}
+		c.placementError(w, r, status, msg, code, vp, rid)
+	}
+}
+
+// novaFaultAnswer sets Nova's headers for a fault and returns the writer of its
+// default body (keystonemiddleware's on a 401, FaultWrapper's on a 500).
+func (c *Cloud) novaFaultAnswer(w http.ResponseWriter, r *http.Request, rel string, status int) func() {
+	setNovaRequestID(w)
+	if strings.HasPrefix(rel, "/v2.1/") {
+		if minor, _, st, _ := novaVersion(r.Header); st == 0 {
+			setNovaVersionHeaders(w, fmt.Sprintf("2.%d", minor))
 		}
-		if f.Body != "" {
-			writeRaw(w, f.Status, f.Body)
-			return
-		}
-		switch f.Status {
+	}
+	return func() {
+		switch status {
 		case http.StatusUnauthorized:
 			c.middleware401(w)
 		case http.StatusInternalServerError:
 			// FaultWrapper's text for an unexpected exception
-			novaError(w, f.Status, "Unexpected API Error. Please report this at http://bugs.launchpad.net/nova/ and attach the Nova API log if possible.\n<class 'Exception'>")
+			novaError(w, status, "Unexpected API Error. Please report this at http://bugs.launchpad.net/nova/ and attach the Nova API log if possible.\n<class 'Exception'>")
 		default:
-			novaError(w, f.Status, defaultText(f.Status))
+			novaError(w, status, defaultText(status))
 		}
-	default:
-		if f.Body != "" {
-			writeRaw(w, f.Status, f.Body)
-			return
-		}
-		keystoneError(w, f.Status, defaultText(f.Status), c.URL()+identityPrefix)
 	}
 }
 
