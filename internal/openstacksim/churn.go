@@ -166,8 +166,10 @@ func (c *Cloud) planChurn(rec *nodeRec, r *rand.Rand) []churnStep {
 	return options[r.IntN(len(options))]
 }
 
-// reserve and release take and drop the conductor's reservation.
+// reserve takes the conductor's reservation.
 func reserve(n *Node) { n.Reservation = simConductor }
+
+// release drops the conductor's reservation.
 func release(n *Node) { n.Reservation = "" }
 
 // powerFailureChurn is a power-sync failure: maintenance with fault "power

@@ -66,8 +66,8 @@ type Options struct {
 	NovaMaxLimit int
 	// ProvisionStep is the time between two provision states of a
 	// transition started through the API (provision.go: enrol, inspect,
-	// clean, provide, deploy, undeploy, Nova boot and delete); default
-	// 100 ms.
+	// clean, provide, deploy, undeploy; nova_ops.go: Nova boot and
+	// delete); default 100 ms.
 	ProvisionStep time.Duration
 	// Logger receives one debug line per request and info lines for churn;
 	// default: discard.

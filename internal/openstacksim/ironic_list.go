@@ -50,6 +50,7 @@ type nodeListQuery struct {
 	keyFn func(*nodeRec) any // sort column after checkPaging
 }
 
+// ironicList is GET /v1/nodes (detailEndpoint false) and /v1/nodes/detail.
 func (c *Cloud) ironicList(w http.ResponseWriter, r *http.Request, ver int, detailEndpoint bool) {
 	nq, e := parseNodeListQuery(r.URL.Query(), detailEndpoint)
 	if e == nil {
@@ -409,6 +410,7 @@ var nodeSortKeys = map[string]func(*nodeRec) any{
 // in SQLite).
 type nullStr string
 
+// compareKeys orders two sort-key values of the same column.
 func compareKeys(a, b any) int {
 	switch x := a.(type) {
 	case int64:

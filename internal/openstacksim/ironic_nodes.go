@@ -10,6 +10,7 @@ import (
 
 // Ironic single-node endpoints: GET, states, create, delete, maintenance.
 
+// ironicGet is GET /v1/nodes/{ident}[?fields=...].
 func (c *Cloud) ironicGet(w http.ResponseWriter, r *http.Request, ver int, ident string) {
 	q := r.URL.Query()
 	if msg := unexpected(q, "fields"); msg != "" {
@@ -76,6 +77,7 @@ func (c *Cloud) SetFieldLoss(l FieldLoss) {
 	c.fieldLoss = l
 }
 
+// ironicStates is GET /v1/nodes/{ident}/states.
 func (c *Cloud) ironicStates(w http.ResponseWriter, _ *http.Request, ver int, ident string) {
 	c.withNode(w, ver, ident, func(rec *nodeRec) {
 		n := rec.n
@@ -123,6 +125,7 @@ func readOptionalJSONObject(w http.ResponseWriter, r *http.Request) (map[string]
 	return body, true
 }
 
+// ironicCreate is POST /v1/nodes.
 func (c *Cloud) ironicCreate(w http.ResponseWriter, r *http.Request, ver int) {
 	raw, _ := readJSONBody(r)
 	var body map[string]any
@@ -275,6 +278,7 @@ func (c *Cloud) nodeNamedLocked(name string, except *nodeRec) *nodeRec {
 // ([conductor]allow_deleting_available_nodes defaults to True).
 const deleteAllowedStates = "('manageable', 'enroll', 'adopt failed', 'available')"
 
+// ironicDelete is DELETE /v1/nodes/{ident}.
 func (c *Cloud) ironicDelete(w http.ResponseWriter, _ *http.Request, ver int, ident string) {
 	c.withReservedNode(w, ver, ident, func(rec *nodeRec) {
 		n := &rec.n
@@ -295,6 +299,7 @@ func (c *Cloud) ironicDelete(w http.ResponseWriter, _ *http.Request, ver int, id
 	})
 }
 
+// ironicMaintenance is PUT (on) and DELETE (off) /v1/nodes/{ident}/maintenance.
 func (c *Cloud) ironicMaintenance(w http.ResponseWriter, r *http.Request, ver int, ident string, on bool) {
 	q := r.URL.Query()
 	body, ok := readOptionalJSONObject(w, r)

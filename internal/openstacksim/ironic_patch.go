@@ -10,6 +10,8 @@ import (
 
 // Ironic PATCH /v1/nodes/{ident} (JSON patch on the simple node fields).
 
+// ironicPatch is PATCH /v1/nodes/{ident}: a JSON patch checked against
+// PATCH_ALLOWED_FIELDS, applied to a copy, then the instance and name checks.
 func (c *Cloud) ironicPatch(w http.ResponseWriter, r *http.Request, ver int, ident string) {
 	raw, _ := readJSONBody(r)
 	var ops []struct {

@@ -28,6 +28,7 @@ func ironicTraitError(name, t string) string {
 
 const maxTraitsPerNode = 50
 
+// ironicTraitsGet is GET /v1/nodes/{ident}/traits.
 func (c *Cloud) ironicTraitsGet(w http.ResponseWriter, _ *http.Request, ver int, ident string) {
 	c.withNode(w, ver, ident, func(rec *nodeRec) {
 		traits := slices.Clone(rec.n.Traits)
@@ -38,6 +39,8 @@ func (c *Cloud) ironicTraitsGet(w http.ResponseWriter, _ *http.Request, ver int,
 	})
 }
 
+// ironicTraitsPut is PUT /v1/nodes/{ident}/traits/{trait} (single: add one
+// trait, no body) and PUT /v1/nodes/{ident}/traits (replace all).
 func (c *Cloud) ironicTraitsPut(w http.ResponseWriter, r *http.Request, ver int, ident, trait string, single bool) {
 	body, ok := readOptionalJSONObject(w, r)
 	if !ok {
@@ -122,6 +125,7 @@ func tooManyTraits(rec *nodeRec, n int) string {
 	return fmt.Sprintf("Could not modify traits for node %d as it would exceed the maximum number of traits per node (%d vs. %d)", rec.id, n, maxTraitsPerNode)
 }
 
+// ironicTraitsDelete is DELETE /v1/nodes/{ident}/traits[/{trait}].
 func (c *Cloud) ironicTraitsDelete(w http.ResponseWriter, _ *http.Request, ver int, ident, trait string) {
 	c.withReservedNode(w, ver, ident, func(rec *nodeRec) {
 		if trait == "" {

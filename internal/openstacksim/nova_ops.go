@@ -51,6 +51,8 @@ func (c *Cloud) serveComputeOps(w http.ResponseWriter, r *http.Request, minor in
 	return true
 }
 
+// novaCreate is POST /v2.1/servers: a BUILD server, scheduled in the
+// background (scheduleServer).
 func (c *Cloud) novaCreate(w http.ResponseWriter, r *http.Request, minor int) {
 	raw, _ := readJSONBody(r)
 	var body struct {
@@ -145,6 +147,8 @@ func (c *Cloud) scheduleServer(id, target string) {
 	c.startPlanLocked(node.n.UUID, steps)
 }
 
+// novaDelete is DELETE /v2.1/servers/{id}: the node is torn down and the
+// server deleted one step later.
 func (c *Cloud) novaDelete(w http.ResponseWriter, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -167,6 +167,8 @@ var placementRoutes = []struct {
 	{regexp.MustCompile(`^/traits/([^/]+)$`), "GET, PUT, DELETE"},
 }
 
+// servePlacement answers /placement/...: version document, token and
+// microversion checks, then the route table.
 func (c *Cloud) servePlacement(w http.ResponseWriter, r *http.Request, rel string) {
 	rid := requestID()
 	w.Header().Set("X-Openstack-Request-Id", rid)
@@ -221,6 +223,7 @@ func (c *Cloud) servePlacement(w http.ResponseWriter, r *http.Request, rel strin
 	p.failOuter(http.StatusNotFound, "", "")
 }
 
+// dispatch calls the handler of placementRoutes[route] for the method.
 func (p *placementCtx) dispatch(route int, arg string) {
 	m := p.r.Method
 	// Trait routes exist from 1.6 (microversion.version_handler: 404).
@@ -273,6 +276,8 @@ func (p *placementCtx) dispatch(route int, arg string) {
 	}
 }
 
+// readJSON decodes a JSON request body into dst; it answers 415 for
+// another media type and 400 for malformed JSON.
 func (p *placementCtx) readJSON(dst any) bool {
 	ct := p.r.Header.Get("Content-Type")
 	if i := strings.IndexByte(ct, ';'); i >= 0 {

@@ -15,6 +15,8 @@ import (
 // Placement resource providers: list (with the required= trait filter),
 // get, create, update, delete and the read-only sub-resources.
 
+// renderProvider is a resource provider document at the request's
+// microversion.
 func (p *placementCtx) renderProvider(pr *provider) map[string]any {
 	url := placementPrefix + "/resource_providers/" + pr.uuid
 	links := []any{map[string]any{"rel": "self", "href": url}}
@@ -74,6 +76,7 @@ type providerTraitFilter struct {
 	forbidden map[string]bool
 }
 
+// listProviders is GET /resource_providers.
 func (p *placementCtx) listProviders() {
 	q := p.r.URL.Query()
 	if !p.checkProviderQuery(q) {
@@ -268,6 +271,7 @@ func (c *Cloud) providerListLocked() []*provider {
 	return list
 }
 
+// getProvider is GET /resource_providers/{uuid}.
 func (p *placementCtx) getProvider(uuid string) {
 	c := p.c
 	pr := p.lockProvider(uuid, p.notFoundProvider)
@@ -279,6 +283,7 @@ func (p *placementCtx) getProvider(uuid string) {
 	p.ok(http.StatusOK, body, lm)
 }
 
+// createProvider is POST /resource_providers.
 func (p *placementCtx) createProvider() {
 	var body map[string]any
 	if !p.readJSON(&body) {
@@ -318,6 +323,7 @@ func (p *placementCtx) createProvider() {
 	p.ok(http.StatusCreated, nil, time.Time{})
 }
 
+// updateProvider is PUT /resource_providers/{uuid} (rename).
 func (p *placementCtx) updateProvider(uuid string) {
 	var body map[string]any
 	if !p.readJSON(&body) {
@@ -339,6 +345,7 @@ func (p *placementCtx) updateProvider(uuid string) {
 	p.ok(http.StatusOK, out, pr.updated)
 }
 
+// deleteProvider is DELETE /resource_providers/{uuid}.
 func (p *placementCtx) deleteProvider(uuid string) {
 	c := p.c
 	c.mu.Lock()
@@ -352,6 +359,8 @@ func (p *placementCtx) deleteProvider(uuid string) {
 	p.ok(http.StatusNoContent, nil, time.Time{})
 }
 
+// providerSubresource is GET of a provider's inventories, usages,
+// aggregates or allocations (routes 3 to 6).
 func (p *placementCtx) providerSubresource(route int, uuid string) {
 	c := p.c
 	pr := p.lockProvider(uuid, func(uuid string) {

@@ -14,6 +14,7 @@ import (
 // Placement traits: a provider's traits (generation-checked PUT) and the
 // trait catalogue (list, get, create, delete).
 
+// getProviderTraits is GET /resource_providers/{uuid}/traits.
 func (p *placementCtx) getProviderTraits(uuid string) {
 	c := p.c
 	pr := p.lockProvider(uuid, func(uuid string) {
@@ -45,6 +46,8 @@ func (c *Cloud) traitsModifiedLocked(names []string) time.Time {
 
 var traitNameRe = regexp.MustCompile(`^CUSTOM_[A-Z0-9_]+$`)
 
+// putProviderTraits is PUT /resource_providers/{uuid}/traits, checked
+// against the provider generation.
 func (p *placementCtx) putProviderTraits(uuid string) {
 	var raw map[string]json.RawMessage
 	if !p.readJSON(&raw) {
@@ -106,6 +109,7 @@ func (p *placementCtx) putProviderTraits(uuid string) {
 	p.ok(http.StatusOK, body, lm)
 }
 
+// deleteProviderTraits is DELETE /resource_providers/{uuid}/traits.
 func (p *placementCtx) deleteProviderTraits(uuid string) {
 	c := p.c
 	pr := p.lockProvider(uuid, p.notFoundProvider)
@@ -117,6 +121,7 @@ func (p *placementCtx) deleteProviderTraits(uuid string) {
 	p.ok(http.StatusNoContent, nil, time.Time{})
 }
 
+// listTraits is GET /traits[?name=in:|startswith:...&associated=...].
 func (p *placementCtx) listTraits() {
 	q := p.r.URL.Query()
 	for k := range q {
@@ -178,6 +183,7 @@ func (p *placementCtx) listTraits() {
 	p.ok(http.StatusOK, map[string]any{"traits": names}, lm)
 }
 
+// getTrait is GET /traits/{name}.
 func (p *placementCtx) getTrait(name string) {
 	c := p.c
 	c.mu.Lock()
@@ -190,6 +196,7 @@ func (p *placementCtx) getTrait(name string) {
 	p.ok(http.StatusNoContent, nil, created)
 }
 
+// putTrait is PUT /traits/{name} (CUSTOM_* only; 201 new, 204 existing).
 func (p *placementCtx) putTrait(name string) {
 	if len(name) > 255 || !traitNameRe.MatchString(name) {
 		p.fail(http.StatusBadRequest, `The trait is invalid. A valid trait must be no longer than 255 characters, start with the prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"`, "")
@@ -209,6 +216,7 @@ func (p *placementCtx) putTrait(name string) {
 	p.ok(status, nil, created)
 }
 
+// deleteTrait is DELETE /traits/{name} (custom and unused only).
 func (p *placementCtx) deleteTrait(name string) {
 	c := p.c
 	c.mu.Lock()

@@ -82,6 +82,7 @@ func pyTime(t time.Time) any {
 	return t.Format("2006-01-02T15:04:05.000000+00:00")
 }
 
+// pyRepr renders a value as Python's repr() does (dicts with sorted keys).
 func pyRepr(v any) string {
 	switch x := v.(type) {
 	case map[string]any:
@@ -116,6 +117,7 @@ func pyBool(s string) (bool, error) {
 	return false, fmt.Errorf("Unrecognized value '%s', acceptable values are: '0', '1', 'f', 'false', 'n', 'no', 'off', 'on', 't', 'true', 'y', 'yes'", s)
 }
 
+// boolRepr is Python's repr() of a bool.
 func boolRepr(b bool) string {
 	if b {
 		return "True"

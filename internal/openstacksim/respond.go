@@ -36,6 +36,7 @@ func apiVersionHeader(h http.Header, service string) string {
 	return ""
 }
 
+// writeJSON writes v as an application/json body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := marshalJSON(v)
 	if err != nil {
@@ -63,14 +64,17 @@ type apiErr struct {
 	msg    string
 }
 
+// apiErrf makes an apiErr with a formatted message.
 func apiErrf(status int, format string, args ...any) *apiErr {
 	return &apiErr{status: status, msg: fmt.Sprintf(format, args...)}
 }
 
+// readJSONBody reads a request body (at most 4 MiB).
 func readJSONBody(r *http.Request) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(r.Body, 4<<20))
 }
 
+// writeRaw writes an injected fault's body as given.
 func writeRaw(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

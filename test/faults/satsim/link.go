@@ -299,6 +299,8 @@ func (s *Sat) receiveCommand(cmd *ironlinkv1.Command) {
 	}()
 }
 
+// countAckedLocked counts the condition changes of an acked delta batch
+// (not duplicates, not snapshots).
 func (s *Sat) countAckedLocked(b *ironlinkv1.ConditionBatch, dup bool) {
 	if dup || b.GetSnapshot() != nil {
 		return
@@ -308,6 +310,8 @@ func (s *Sat) countAckedLocked(b *ironlinkv1.ConditionBatch, dup bool) {
 	}
 }
 
+// ack takes the hub's ack of a batch: acks come in order for the batches
+// this link sent.
 func (s *Sat) ack(a *ironlinkv1.BatchAck) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -334,6 +338,7 @@ func (s *Sat) ack(a *ironlinkv1.BatchAck) {
 	s.signal()
 }
 
+// firstSeq is the first unacked sequence, for messages.
 func firstSeq(b []*ironlinkv1.ConditionBatch) any {
 	if len(b) == 0 {
 		return "nothing"
