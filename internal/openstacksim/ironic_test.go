@@ -292,6 +292,11 @@ func TestFieldsAndMicroversions(t *testing.T) {
 	if f := ironicFault(t, errBody(t, err)); !strings.Contains(fmt.Sprint(f["description"]), "Version 1.83 was requested but the minor version is not supported") {
 		t.Fatalf("406 body = %v", f)
 	}
+}
+
+func TestDetailListAndSingleNodeGet(t *testing.T) {
+	_, _, bm, _ := seededCloud(t, 3)
+	ctx := testCtx(t)
 	bm.Microversion = "1.65"
 
 	// detail=True needs 1.43 and excludes fields
