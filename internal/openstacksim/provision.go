@@ -19,8 +19,10 @@ import (
 // cleaning, deploying, deleting) and free in the wait states (inspect wait,
 // clean wait, wait call-back), from which "abort" is accepted.
 // [Cloud.HoldWaitStates] keeps transitions in a wait state until released,
-// so a test can cancel there. Drivers and ports are served by
-// ironic_ports.go, Nova's server create and delete by nova_ops.go.
+// so a test can cancel there.
+//
+// (Drivers and ports are served by ironic_ports.go, Nova's server create
+// and delete by nova_ops.go.)
 
 // opsState is the part of a Cloud only operations use.
 type opsState struct {
