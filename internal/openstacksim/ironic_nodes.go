@@ -252,15 +252,8 @@ func (c *Cloud) createNodeLocked(n Node) (*nodeRec, *apiErr) {
 		// ([api]project_admin_can_manage_own_nodes), as on the test bed.
 		n.Owner = c.projectID
 	}
-	n.Conductor = simConductor
-	n.CreatedAt = c.now()
-	n.Traits = []string{}
-	if n.Properties == nil {
-		n.Properties = map[string]any{}
-	}
-	if n.Extra == nil {
-		n.Extra = map[string]any{}
-	}
+	// the API sets neither conductor, created_at nor traits: the defaults
+	c.fillNodeDefaults(&n)
 	return c.putNodeLocked(n), nil
 }
 

@@ -23,10 +23,15 @@ func (p *placementCtx) getProviderTraits(uuid string) {
 	if pr == nil {
 		return
 	}
-	body := map[string]any{"traits": slices.Clone(pr.traits), "resource_provider_generation": pr.generation}
-	lm := c.traitsModifiedLocked(pr.traits)
+	body, lm := c.providerTraitsLocked(pr)
 	c.mu.Unlock()
 	p.ok(http.StatusOK, body, lm)
+}
+
+// providerTraitsLocked is a provider's traits document and its
+// last-modified time.
+func (c *Cloud) providerTraitsLocked(pr *provider) (map[string]any, time.Time) {
+	return map[string]any{"traits": slices.Clone(pr.traits), "resource_provider_generation": pr.generation}, c.traitsModifiedLocked(pr.traits)
 }
 
 // traitsModifiedLocked is _serialize_traits' last-modified: the newest
@@ -103,8 +108,7 @@ func (p *placementCtx) putProviderTraits(uuid string) {
 		return
 	}
 	c.setProviderTraitsLocked(pr, traits, false)
-	body := map[string]any{"traits": slices.Clone(pr.traits), "resource_provider_generation": pr.generation}
-	lm := c.traitsModifiedLocked(pr.traits)
+	body, lm := c.providerTraitsLocked(pr)
 	c.mu.Unlock()
 	p.ok(http.StatusOK, body, lm)
 }
