@@ -97,37 +97,31 @@ func parseNodeListQuery(q url.Values, detailEndpoint bool) (*nodeListQuery, *api
 	}
 	a := &ironicArgs{q: q}
 	nq := &nodeListQuery{detailEndpoint: detailEndpoint, sortKey: "id", sortDir: "asc"}
-	nq.chassisUUID = a.uuid("chassis_uuid")
-	nq.instanceUUID = a.uuid("instance_uuid")
-	nq.associated = a.boolean("associated")
-	nq.maintenance = a.boolean("maintenance")
-	nq.retired = a.boolean("retired")
-	nq.provisionState = a.str("provision_state")
-	nq.marker = a.uuid("marker")
-	nq.limitArg = a.integer("limit")
+	// the validated arguments, in Ironic's order (the first bad one is
+	// reported)
+	nq.chassisUUID, nq.instanceUUID = a.uuid("chassis_uuid"), a.uuid("instance_uuid")
+	nq.associated, nq.maintenance, nq.retired = a.boolean("associated"), a.boolean("maintenance"), a.boolean("retired")
+	nq.marker, nq.limitArg = a.uuid("marker"), a.integer("limit")
+	if !detailEndpoint {
+		nq.fields, nq.detail = a.stringList("fields"), a.boolean("detail")
+	}
+	nq.shard, nq.sharded = a.stringList("shard"), a.boolean("sharded")
+	// the plain strings
+	for _, arg := range []struct {
+		name string
+		dst  **string
+	}{{"provision_state", &nq.provisionState}, {"driver", &nq.driver}, {"resource_class", &nq.resourceClass},
+		{"fault", &nq.fault}, {"conductor_group", &nq.conductorGroup}, {"conductor", &nq.conductor},
+		{"owner", &nq.owner}, {"description_contains", &nq.descContains}, {"lessee", &nq.lessee},
+		{"project", &nq.project}} {
+		*arg.dst = a.str(arg.name)
+	}
 	if s := a.str("sort_key"); s != nil {
 		nq.sortKey = *s
 	}
 	if s := a.str("sort_dir"); s != nil {
 		nq.sortDir = *s
 	}
-	nq.driver = a.str("driver")
-	if !detailEndpoint {
-		nq.fields = a.stringList("fields")
-	}
-	nq.resourceClass = a.str("resource_class")
-	nq.fault = a.str("fault")
-	nq.conductorGroup = a.str("conductor_group")
-	if !detailEndpoint {
-		nq.detail = a.boolean("detail")
-	}
-	nq.conductor = a.str("conductor")
-	nq.owner = a.str("owner")
-	nq.descContains = a.str("description_contains")
-	nq.lessee = a.str("lessee")
-	nq.project = a.str("project")
-	nq.shard = a.stringList("shard")
-	nq.sharded = a.boolean("sharded")
 	if a.err != "" {
 		return nil, &apiErr{http.StatusBadRequest, a.err}
 	}
