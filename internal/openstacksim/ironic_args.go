@@ -187,3 +187,8 @@ func (c *Cloud) lockLocked(w http.ResponseWriter, rec *nodeRec) bool {
 	rec.n.UpdatedAt = c.now()
 	return true
 }
+
+// notAcceptable is the 406 of a microversion too old for a parameter.
+func notAcceptable(msg string) *apiErr {
+	return &apiErr{status: http.StatusNotAcceptable, msg: msg}
+}

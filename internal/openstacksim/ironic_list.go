@@ -12,19 +12,17 @@ import (
 // Ironic node lists: GET /v1/nodes and /v1/nodes/detail (filters, sorting,
 // paging, field selection).
 
+// listArgs are the query parameters of GET /v1/nodes (the detail endpoint
+// takes neither fields nor detail).
 var listArgs = []string{"chassis_uuid", "instance_uuid", "associated", "maintenance", "retired",
 	"provision_state", "marker", "limit", "sort_key", "sort_dir", "driver", "fields",
 	"resource_class", "fault", "conductor_group", "detail", "conductor", "owner",
 	"description_contains", "lessee", "project", "shard", "sharded"}
 
+// invalidSortKeys are the node columns Ironic refuses to sort by.
 var invalidSortKeys = []string{"properties", "driver_info", "extra", "instance_info",
 	"driver_internal_info", "clean_step", "deploy_step", "raid_config", "target_raid_config",
 	"traits", "network_data"}
-
-// notAcceptable is the 406 of a microversion too old for a parameter.
-func notAcceptable(msg string) *apiErr {
-	return &apiErr{status: http.StatusNotAcceptable, msg: msg}
-}
 
 // nodeListQuery is a parsed GET /v1/nodes or /v1/nodes/detail request.
 type nodeListQuery struct {
