@@ -13,7 +13,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -92,10 +91,7 @@ func (s *Server) storeErr(err error, resourceType, name string) error {
 	if gerr := asOfErr(err); gerr != nil {
 		return gerr
 	}
-	if errors.Is(err, store.ErrNotFound) && resourceType != "" {
-		return grpcerr.NotFound(resourceType, name, err.Error())
-	}
-	gerr := grpcerr.FromStore(err)
+	gerr := grpcerr.FromStoreNamed(err, resourceType, name)
 	switch status.Code(gerr) {
 	case codes.Unavailable:
 		s.log.Error("store", "err", err)

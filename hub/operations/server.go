@@ -45,7 +45,7 @@ const (
 	// ReasonQuarantined: PROVIDE, DEPLOY or NOVA_CREATE on a quarantined device without force.
 	ReasonQuarantined = "DEVICE_QUARANTINED"
 	// ReasonOperationActive: the device already has a PENDING or RUNNING operation.
-	ReasonOperationActive = "OPERATION_ACTIVE"
+	ReasonOperationActive = grpcerr.ReasonOperationActive
 	// ReasonNoOperations: the site's satellite did not announce the "operations" capability.
 	ReasonNoOperations = "SITE_WITHOUT_OPERATIONS"
 	// ReasonProvisionState: the node's last reported provision state is not one the kind starts from.
@@ -53,11 +53,11 @@ const (
 	// ReasonDeviceRemoved: the device vanished from Ironic.
 	ReasonDeviceRemoved = "DEVICE_REMOVED"
 	// ReasonOperationFinished: cancel of a finished operation.
-	ReasonOperationFinished = "OPERATION_FINISHED"
+	ReasonOperationFinished = grpcerr.ReasonOperationFinished
 	// ReasonNotAbortable: cancel of a RUNNING operation whose node is not in a "* wait" state.
-	ReasonNotAbortable = "NOT_ABORTABLE"
+	ReasonNotAbortable = grpcerr.ReasonNotAbortable
 	// ReasonDeviceNameAmbiguous: a device name several devices share (as hub/fleet's).
-	ReasonDeviceNameAmbiguous = "DEVICE_NAME_AMBIGUOUS"
+	ReasonDeviceNameAmbiguous = grpcerr.ReasonDeviceNameAmbiguous
 	// ReasonVaultFull: too many ENROL credentials held in memory; retry later.
 	ReasonVaultFull = "CREDENTIALS_STORE_FULL"
 	// ReasonNodeInUse: an ENROL names a node the site already has in a
@@ -154,19 +154,16 @@ func (s *Server) deny(ctx context.Context, sc siteScope, what, site string) erro
 	return sc.Deny(ctx, s.log, what, site)
 }
 
+// storeErr turns a store error into the status the caller sees
+// (grpcerr.FromStoreNamed: a NotFound of the resource named name of
+// resourceType carries a ResourceInfo when resourceType is set). A refused
+// cancel says which states Ironic aborts from. A database failure is
+// logged.
 func (s *Server) storeErr(err error, resourceType, name string) error {
-	switch {
-	case errors.Is(err, store.ErrNotFound) && resourceType != "":
-		return grpcerr.NotFound(resourceType, name, err.Error())
-	case errors.Is(err, store.ErrOperationActive):
-		return grpcerr.New(codes.FailedPrecondition, ReasonOperationActive, err.Error()+": wait for it to finish or cancel it")
-	case errors.Is(err, store.ErrOperationFinished):
-		return grpcerr.New(codes.FailedPrecondition, ReasonOperationFinished, err.Error())
-	case errors.Is(err, store.ErrNotCancellable):
-		return grpcerr.New(codes.FailedPrecondition, ReasonNotAbortable, err.Error()+
-			"; Ironic can abort only from "+strings.Join(AbortableStates, ", "))
+	if errors.Is(err, store.ErrNotCancellable) {
+		err = fmt.Errorf("%w; Ironic can abort only from %s", err, strings.Join(AbortableStates, ", "))
 	}
-	gerr := grpcerr.FromStore(err)
+	gerr := grpcerr.FromStoreNamed(err, resourceType, name)
 	if status.Code(gerr) == codes.Unavailable {
 		s.log.Error("store", "err", err)
 	}
@@ -174,7 +171,7 @@ func (s *Server) storeErr(err error, resourceType, name string) error {
 }
 
 func precondition(reason, msg string) error {
-	return grpcerr.New(codes.FailedPrecondition, reason, msg)
+	return grpcerr.FailedPrecondition(reason, msg)
 }
 
 func sourceAddress(ctx context.Context) string {
@@ -262,7 +259,7 @@ func (s *Server) StartOperation(ctx context.Context, req *ironlinkv1.StartOperat
 	kind := KindToStore(req.GetKind())
 	params, err := marshal(req.GetParams())
 	if err != nil { // validated above: cannot happen; no input echoed
-		return nil, status.Error(codes.Internal, "cannot encode the operation's params")
+		return nil, grpcerr.Internal("cannot encode the operation's params")
 	}
 	actor, source := s.cfg.Actor(ctx), sourceAddress(ctx)
 	caps := &capabilities{s: s, seen: map[string]bool{}}
@@ -278,7 +275,7 @@ func (s *Server) StartOperation(ctx context.Context, req *ironlinkv1.StartOperat
 		}
 		sealer := s.cfg.Vault.Sealer()
 		if sealer == nil && !s.cfg.Vault.Room(len(req.GetNodes())) {
-			return nil, grpcerr.New(codes.ResourceExhausted, ReasonVaultFull, "too many enrolments wait for delivery on this hub replica; retry later")
+			return nil, grpcerr.ResourceExhausted(ReasonVaultFull, "too many enrolments wait for delivery on this hub replica; retry later")
 		}
 		for i, n := range req.GetNodes() {
 			forced, err := s.checkEnrolTarget(ctx, fmt.Sprintf("nodes[%d]", i), site, n.GetName(), req.GetForce())
@@ -287,7 +284,7 @@ func (s *Server) StartOperation(ctx context.Context, req *ironlinkv1.StartOperat
 			}
 			node, err := marshal(RedactNode(n))
 			if err != nil { // validated above: cannot happen; no input echoed
-				return nil, status.Error(codes.Internal, "cannot encode the node spec")
+				return nil, grpcerr.Internal("cannot encode the node spec")
 			}
 			op := store.NewOperation{ID: uuid.NewString(), Site: site, DeviceName: n.GetName(), Kind: kind, Node: node, Params: params,
 				Actor: actor, Reason: reason, Source: source, Forced: forced}
@@ -296,7 +293,7 @@ func (s *Server) StartOperation(ctx context.Context, req *ironlinkv1.StartOperat
 			case sealer != nil: // any replica with the key delivers it
 				if op.SealedDriverInfo, err = sealer.Seal(op.ID, n.GetDriverInfo()); err != nil {
 					s.log.Error("seal driver_info", "err", err)
-					return nil, status.Error(codes.Internal, "cannot seal the BMC credentials")
+					return nil, grpcerr.Internal("cannot seal the BMC credentials")
 				}
 				op.SecretHolder = sealer.Holder()
 			default: // in this process's memory until delivered
@@ -605,7 +602,7 @@ func (s *Server) WatchOperation(req *ironlinkv1.WatchOperationRequest, stream ir
 		}
 		select {
 		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
+			return grpcerr.FromContext(ctx.Err())
 		case <-wake:
 		case <-t.C:
 		}
