@@ -109,7 +109,7 @@ func newStatus(code codes.Code, reason, msg string, extra ...protoadapt.MessageV
 // build returns a status error with code, message msg as given (the caller
 // caps it) and details in order; when a detail cannot be marshalled (a
 // string that is not valid UTF-8), the status without details, so the code
-// is kept. It is the one place where a status with details is made.
+// is kept.
 func build(code codes.Code, msg string, details ...protoadapt.MessageV1) error {
 	st := status.New(code, msg)
 	if len(details) == 0 {
