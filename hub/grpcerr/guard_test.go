@@ -38,10 +38,11 @@ const errorMapDir = "hub/grpcerr"
 // builds a gRPC status: it parses every .go file under hub/, satellite/ and
 // internal/ except tests (_test.go) and generated files ("Code generated"),
 // and reports, by file:line,
-//   - a call of status.Error, Errorf, New, Newf, FromContextError,
-//     FromProto or ErrorProto (google.golang.org/grpc/status, under
-//     whatever name the file imports it);
-//   - a call of a method named WithDetails;
+//   - a use (a call, or the function as a value) of status.Error, Errorf,
+//     New, Newf, FromContextError, FromProto or ErrorProto
+//     (google.golang.org/grpc/status, under whatever name the file imports
+//     it), or a dot import of that package or of the two below;
+//   - a use of a method named WithDetails;
 //   - a composite literal or new() of a type of
 //     google.golang.org/genproto/googleapis/rpc/status (spb.Status) or of
 //     .../rpc/errdetails (ErrorInfo, BadRequest, RetryInfo, ...).
@@ -100,6 +101,11 @@ func statusBuilds(t *testing.T, path, rel string) []string {
 	report := func(n ast.Node, what string) {
 		out = append(out, rel+":"+strconv.Itoa(fset.Position(n.Pos()).Line)+": "+what)
 	}
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); imp.Name != nil && imp.Name.Name == "." && (p == statusPkg || p == spbPkg || p == errdetailPkg) {
+			report(imp, "dot import of "+p+" (its constructors could not be told apart)")
+		}
+	}
 	pkgOf := func(e ast.Expr) (path, sel string) {
 		s, ok := e.(*ast.SelectorExpr)
 		if !ok {
@@ -119,13 +125,14 @@ func statusBuilds(t *testing.T, path, rel string) []string {
 	}
 	ast.Inspect(f, func(n ast.Node) bool {
 		switch n := n.(type) {
-		case *ast.CallExpr:
-			if p, sel := pkgOf(n.Fun); p == statusPkg && statusBuilders[sel] {
+		case *ast.SelectorExpr: // a call, or a function value passed on
+			if p, sel := pkgOf(n); p == statusPkg && statusBuilders[sel] {
 				report(n, "status."+sel)
 			}
-			if s, ok := n.Fun.(*ast.SelectorExpr); ok && s.Sel.Name == "WithDetails" {
+			if n.Sel.Name == "WithDetails" {
 				report(n, "WithDetails")
 			}
+		case *ast.CallExpr:
 			if id, ok := n.Fun.(*ast.Ident); ok && id.Name == "new" && len(n.Args) == 1 {
 				if typ, ok := isBuiltType(n.Args[0]); ok {
 					report(n, "new("+typ+")")
@@ -142,8 +149,7 @@ func statusBuilds(t *testing.T, path, rel string) []string {
 }
 
 // importNames maps each import's local name in f to its path (the last
-// path element when the import has no name; dot and blank imports are
-// skipped).
+// path element when the import has no name; blank imports are skipped).
 func importNames(f *ast.File) map[string]string {
 	m := map[string]string{}
 	for _, imp := range f.Imports {
@@ -152,7 +158,7 @@ func importNames(f *ast.File) map[string]string {
 		if imp.Name != nil {
 			name = imp.Name.Name
 		}
-		if name == "." || name == "_" {
+		if name == "_" {
 			continue
 		}
 		m[name] = p
