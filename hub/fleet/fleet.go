@@ -86,12 +86,13 @@ func checkSiteFilter(site string) error {
 
 // storeErr turns a store error into the status the caller sees
 // (grpcerr.FromStore); a NotFound of the resource named name of
-// resourceType also carries a ResourceInfo. A database failure is logged.
+// resourceType also carries a ResourceInfo. A database failure is logged,
+// and so is a value the database refused.
 func (s *Server) storeErr(err error, resourceType, name string) error {
-	if gerr := asOfErr(err); gerr != nil {
+	gerr := grpcerr.FromStoreNamed(err, resourceType, name)
+	if asOfRefusal(err) {
 		return gerr
 	}
-	gerr := grpcerr.FromStoreNamed(err, resourceType, name)
 	switch status.Code(gerr) {
 	case codes.Unavailable:
 		s.log.Error("store", "err", err)

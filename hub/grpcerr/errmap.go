@@ -36,6 +36,8 @@ import (
 //	store.ErrNotCancellable              FailedPrecondition, NOT_ABORTABLE (the message of err, which
 //	                                       hub/operations extends with the states Ironic aborts from)
 //	store.ErrNotPending                  FailedPrecondition, PENDING_ACTION_NOT_PENDING (the store's message)
+//	store.ErrHistoryExpired              InvalidArgument on as_of, OUT_OF_RANGE (the store's message + " (hub flag --history-retention)")
+//	store.ErrAsOfUnsupported             InvalidArgument on instance_mismatch, INVALID_VALUE ("… cannot be combined with as_of …")
 //	PostgreSQL class 22 (data exception:
 //	  NUL byte, bad encoding, overflow)  InvalidArgument, INVALID_VALUE: the value is wrong, a retry cannot help
 //	anything else                        Unavailable, DATABASE_UNAVAILABLE, RetryInfo 1 s ("database unavailable; retry")
@@ -78,6 +80,10 @@ func FromStore(err error) error {
 		return newStatus(codes.FailedPrecondition, ReasonNotAbortable, err.Error())
 	case errors.Is(err, store.ErrNotPending):
 		return newStatus(codes.FailedPrecondition, ReasonNotPending, err.Error())
+	case errors.Is(err, store.ErrHistoryExpired):
+		return InvalidArgument("as_of", ReasonOutOfRange, err.Error()+" (hub flag --history-retention)")
+	case errors.Is(err, store.ErrAsOfUnsupported):
+		return InvalidArgument("instance_mismatch", ReasonInvalidValue, "instance_mismatch cannot be combined with as_of: facts have no history")
 	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22"):
 		return newStatus(codes.InvalidArgument, ReasonInvalidValue,
 			fmt.Sprintf("a value was refused by the database (SQLSTATE %s: %s)", pgErr.Code, textcheck.Prefix(pgErr.Message, textcheck.EchoBytes)))

@@ -36,6 +36,8 @@ func TestStoreErrorsMapToTheirStatus(t *testing.T) {
 		{wrap(store.ErrOperationFinished), codes.FailedPrecondition, grpcerr.ReasonOperationFinished, ""},
 		{wrap(store.ErrNotCancellable), codes.FailedPrecondition, grpcerr.ReasonNotAbortable, ""},
 		{wrap(store.ErrNotPending), codes.FailedPrecondition, grpcerr.ReasonNotPending, ""},
+		{wrap(store.ErrHistoryExpired), codes.InvalidArgument, grpcerr.ReasonOutOfRange, " (hub flag --history-retention)"},
+		{store.ErrAsOfUnsupported, codes.InvalidArgument, grpcerr.ReasonInvalidValue, "facts have no history"},
 		{wrap(context.DeadlineExceeded), codes.DeadlineExceeded, "", ""},
 		{errors.New("connection reset"), codes.Unavailable, grpcerr.ReasonDatabaseUnavailable, "retry"},
 	}
