@@ -150,6 +150,19 @@ func (p *placementCtx) ok(status int, body any, lastModified time.Time) {
 	writeJSON(p.w, status, body)
 }
 
+// The indexes of placementRoutes.
+const (
+	routeProviders = iota
+	routeProvider
+	routeProviderTraits
+	routeInventories
+	routeUsages
+	routeAggregates
+	routeAllocations
+	routeTraits
+	routeTrait
+)
+
 // placementRoutes is ROUTE_DECLARATIONS (the methods, for 405 and its allow
 // header) of the routes the simulator knows.
 var placementRoutes = []struct {
@@ -227,18 +240,18 @@ func (c *Cloud) servePlacement(w http.ResponseWriter, r *http.Request, rel strin
 func (p *placementCtx) dispatch(route int, arg string) {
 	m := p.r.Method
 	// Trait routes exist from 1.6 (microversion.version_handler: 404).
-	if (route == 2 || route == 7 || route == 8) && p.ver.minor < 6 {
+	if (route == routeProviderTraits || route == routeTraits || route == routeTrait) && p.ver.minor < 6 {
 		p.fail(http.StatusNotFound, "", "")
 		return
 	}
 	switch route {
-	case 0:
+	case routeProviders:
 		if m == http.MethodGet {
 			p.listProviders()
 		} else {
 			p.createProvider()
 		}
-	case 1:
+	case routeProvider:
 		switch m {
 		case http.MethodGet:
 			p.getProvider(arg)
@@ -247,7 +260,7 @@ func (p *placementCtx) dispatch(route int, arg string) {
 		default:
 			p.updateProvider(arg)
 		}
-	case 2:
+	case routeProviderTraits:
 		switch m {
 		case http.MethodGet:
 			p.getProviderTraits(arg)
@@ -256,15 +269,15 @@ func (p *placementCtx) dispatch(route int, arg string) {
 		default:
 			p.deleteProviderTraits(arg)
 		}
-	case 3, 4, 5, 6:
+	case routeInventories, routeUsages, routeAggregates, routeAllocations:
 		if m != http.MethodGet {
 			p.fail(http.StatusMethodNotAllowed, "The simulator serves this resource read-only.", "")
 			return
 		}
 		p.providerSubresource(route, arg)
-	case 7:
+	case routeTraits:
 		p.listTraits()
-	case 8:
+	case routeTrait:
 		switch m {
 		case http.MethodGet:
 			p.getTrait(arg)

@@ -360,7 +360,7 @@ func (p *placementCtx) deleteProvider(uuid string) {
 }
 
 // providerSubresource is GET of a provider's inventories, usages,
-// aggregates or allocations (routes 3 to 6).
+// aggregates or allocations.
 func (p *placementCtx) providerSubresource(route int, uuid string) {
 	c := p.c
 	pr := p.lockProvider(uuid, func(uuid string) {
@@ -371,13 +371,13 @@ func (p *placementCtx) providerSubresource(route int, uuid string) {
 	}
 	var body map[string]any
 	switch route {
-	case 3:
+	case routeInventories:
 		inv := map[string]any{}
 		for rc, i := range pr.inventory {
 			inv[rc] = map[string]any{"allocation_ratio": json.Number("1.0"), "max_unit": 1, "min_unit": 1, "reserved": i.Reserved, "step_size": 1, "total": i.Total}
 		}
 		body = map[string]any{"inventories": inv, "resource_provider_generation": pr.generation}
-	case 4:
+	case routeUsages:
 		usages := map[string]any{}
 		used := 0
 		if rec, ok := c.nodes[pr.uuid]; ok && rec.n.InstanceUUID != "" {
@@ -387,12 +387,12 @@ func (p *placementCtx) providerSubresource(route int, uuid string) {
 			usages[rc] = used
 		}
 		body = map[string]any{"usages": usages, "resource_provider_generation": pr.generation}
-	case 5:
+	case routeAggregates:
 		body = map[string]any{"aggregates": []any{}}
 		if p.ver.minor >= 19 {
 			body["resource_provider_generation"] = pr.generation
 		}
-	case 6:
+	case routeAllocations:
 		body = map[string]any{"allocations": map[string]any{}, "resource_provider_generation": pr.generation}
 	}
 	lm := pr.updated
