@@ -164,7 +164,8 @@ const (
 )
 
 // placementRoutes is ROUTE_DECLARATIONS (the methods, for 405 and its allow
-// header) of the routes the simulator knows.
+// header) of the routes the simulator knows, in the order of the route
+// constants.
 var placementRoutes = []struct {
 	pattern *regexp.Regexp
 	methods string
