@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/satellite/nova"
 	"github.com/ironlink/ironlink/satellite/openstack"
 )
 
@@ -128,7 +129,7 @@ func (u *run) pass(ctx context.Context) (outcome, error) {
 func (u *run) preflight(ctx context.Context) error {
 	switch u.req.GetKind() {
 	case ironlinkv1.OperationKind_OPERATION_KIND_ENROL:
-		names, err := u.r.drivers(ctx)
+		names, err := u.r.ironic.Drivers(ctx)
 		if err != nil {
 			return err
 		}
@@ -150,7 +151,7 @@ func (u *run) tryCancel(ctx context.Context, n *node) (outcome, error, bool) {
 	if kind != ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE && kind != ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE &&
 		slices.Contains(abortable, n.ProvisionState) {
 		u.step("abort", n.ProvisionState, "cancel requested: abort from "+n.ProvisionState)
-		if err := u.r.provision(ctx, n.UUID, "abort", nil); err != nil {
+		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "abort", nil); err != nil {
 			if openstack.StatusCode(err) == http.StatusBadRequest || openstack.StatusCode(err) == http.StatusConflict {
 				// The node moved on meanwhile: refuse and go on.
 				u.refuseCancel(n)
@@ -178,7 +179,7 @@ func (u *run) sameState(ctx context.Context, n *node, action string, args map[st
 	ps := n.ProvisionState
 	id := u.req.GetOperationId()
 	switch {
-	case ps == stManageable && n.actionTaken(id, action):
+	case ps == stManageable && actionTaken(n, id, action):
 		msg := action + " finished"
 		if action == "inspect" {
 			msg += ": " + inspected(n.Properties)
@@ -186,14 +187,14 @@ func (u *run) sameState(ctx context.Context, n *node, action string, args map[st
 		u.step("wait-manageable", ps, msg)
 		return done, nil
 	case ps == stManageable:
-		if n.markerOf().OperationID != id || n.markerOf().Action != action || n.markerOf().Since != n.ProvisionUpdatedAt {
+		if markerOf(n).OperationID != id || markerOf(n).Action != action || markerOf(n).Since != n.ProvisionUpdatedAt {
 			u.step("mark", ps, "")
 			if err := u.r.mark(ctx, n, id, action); err != nil {
 				return waiting, err
 			}
 		}
 		u.step(action, ps, "")
-		if err := u.r.provision(ctx, n.UUID, action, args); err != nil {
+		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, action, args); err != nil {
 			if openstack.StatusCode(err) == http.StatusBadRequest {
 				return waiting, fail("IronicRejected", "%s", ironicMessage(err))
 			}
@@ -217,7 +218,7 @@ func (u *run) provide(ctx context.Context, n *node) (outcome, error) {
 		return done, nil
 	case ps == stManageable:
 		u.step("provide", ps, "")
-		if err := u.r.provision(ctx, n.UUID, "provide", nil); err != nil {
+		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "provide", nil); err != nil {
 			return waiting, err
 		}
 		return again, nil
@@ -270,7 +271,7 @@ func (u *run) deploy(ctx context.Context, n *node) (outcome, error) {
 		}
 		if len(ops) > 0 {
 			u.step("set-instance-info", ps, "")
-			if _, err := u.r.patchNode(ctx, n.UUID, ops); err != nil {
+			if _, err := u.r.ironic.PatchNode(ctx, n.UUID, ops); err != nil {
 				if openstack.StatusCode(err) == http.StatusBadRequest {
 					return waiting, fail("IronicRejected", "%s", ironicMessage(err))
 				}
@@ -290,7 +291,7 @@ func (u *run) deploy(ctx context.Context, n *node) (outcome, error) {
 			extra = map[string]any{"configdrive": cdv}
 		}
 		u.step("deploy", ps, "")
-		if err := u.r.provision(ctx, n.UUID, "active", extra); err != nil {
+		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "active", extra); err != nil {
 			if openstack.StatusCode(err) == http.StatusBadRequest {
 				return waiting, fail("IronicRejected", "%s", ironicMessage(err))
 			}
@@ -318,7 +319,7 @@ func (u *run) undeploy(ctx context.Context, n *node) (outcome, error) {
 			return waiting, fail("InvalidState", "node %s carries Nova instance %s: use NOVA_DELETE", n.UUID, n.InstanceUUID)
 		}
 		u.step("undeploy", ps, "")
-		if err := u.r.provision(ctx, n.UUID, "deleted", nil); err != nil {
+		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "deleted", nil); err != nil {
 			return waiting, err
 		}
 		return again, nil
@@ -401,7 +402,7 @@ func (u *run) enrol(ctx context.Context) (outcome, error) {
 		u.step("wait-manageable", ps, "manageable")
 		return done, nil
 	case ps == stEnroll:
-		m := n.markerOf()
+		m := markerOf(n)
 		if m.OperationID == id && m.Action == "manage" && m.Since != n.ProvisionUpdatedAt {
 			return waiting, fail("VerificationFailed", "verification failed, the node is back in enroll: %s", n.LastError)
 		}
@@ -411,7 +412,7 @@ func (u *run) enrol(ctx context.Context) (outcome, error) {
 			}
 		}
 		u.step("manage", ps, "")
-		if err := u.r.provision(ctx, n.UUID, "manage", nil); err != nil {
+		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "manage", nil); err != nil {
 			return waiting, err
 		}
 		return again, nil
@@ -448,7 +449,7 @@ func (u *run) ensurePorts(ctx context.Context, n *node) error {
 	if len(want) == 0 {
 		return nil
 	}
-	have, err := u.r.listPorts(ctx, n.UUID)
+	have, err := u.r.ironic.ListPorts(ctx, n.UUID)
 	if err != nil {
 		return err
 	}
@@ -458,7 +459,7 @@ func (u *run) ensurePorts(ctx context.Context, n *node) error {
 			continue
 		}
 		u.step("create-ports", n.ProvisionState, "")
-		if err := u.r.createPort(ctx, n.UUID, mac, p.GetPxeEnabled()); err != nil {
+		if err := u.r.ironic.CreatePort(ctx, n.UUID, mac, p.GetPxeEnabled()); err != nil {
 			if openstack.StatusCode(err) == http.StatusConflict {
 				return fail("PortConflict", "MAC %s: %s", mac, ironicMessage(err))
 			}
@@ -477,7 +478,7 @@ func (u *run) ensureTraits(ctx context.Context, n *node) error {
 	if len(want) == 0 {
 		return nil
 	}
-	have, err := u.r.getTraits(ctx, n.UUID)
+	have, err := u.r.ironic.NodeTraits(ctx, n.UUID)
 	if err != nil {
 		return err
 	}
@@ -492,7 +493,7 @@ func (u *run) ensureTraits(ctx context.Context, n *node) error {
 	}
 	slices.Sort(all)
 	u.step("set-traits", n.ProvisionState, "")
-	if err := u.r.setTraits(ctx, n.UUID, all); err != nil {
+	if err := u.r.ironic.SetTraits(ctx, n.UUID, all); err != nil {
 		if openstack.StatusCode(err) == http.StatusBadRequest {
 			return fail("InvalidArgument", "traits: %s", ironicMessage(err))
 		}
@@ -542,7 +543,8 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 		fl, img := u.flavor, u.imageID
 		u.step("boot-server", n.ProvisionState, "flavor "+fl.Name)
 		u.boots++
-		sid, err := u.r.createServer(ctx, p.GetName(), fl.ID, img, p.GetKeyName(), p.GetUserData(), p.GetNetworks(), n.UUID)
+		sid, err := u.r.nova.CreateServer(ctx, nova.CreateServerOpts{Name: p.GetName(), FlavorID: fl.ID, ImageID: img,
+			KeyName: p.GetKeyName(), UserData: p.GetUserData(), Networks: p.GetNetworks(), NodeUUID: n.UUID})
 		if openstack.StatusCode(err) == http.StatusBadRequest && strings.Contains(string(openstack.ResponseBody(err)), "Compute host "+n.UUID+" could not be found") {
 			// nova-compute has not picked the node up yet (its resource
 			// tracker finds new Ironic nodes every minute or so).
@@ -567,15 +569,12 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 	u.mu.Unlock()
 	switch srv.Status {
 	case "ERROR":
-		if srv.Fault == nil || srv.Fault.Message == "" {
+		if srv.FaultMessage == "" {
 			if s, err := u.r.getServer(ctx, srv.ID); err == nil {
 				srv = s
 			}
 		}
-		fault := ""
-		if srv.Fault != nil {
-			fault = srv.Fault.Message
-		}
+		fault := srv.FaultMessage
 		if srv.TaskState == "deleting" {
 			u.serverStep("delete-unscheduled-server", srv.Status, n.ProvisionState, "")
 			return waiting, nil
@@ -586,7 +585,7 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 			// within a minute or so): the server never reached the node, so
 			// it is deleted and the boot tried again after a while.
 			u.serverStep("delete-unscheduled-server", srv.Status, n.ProvisionState, "No valid host (Nova has not caught up with the node yet): deleting server "+srv.ID+" to boot again")
-			if err := u.r.deleteServer(ctx, srv.ID); err != nil {
+			if err := u.r.nova.DeleteServer(ctx, srv.ID); err != nil {
 				return waiting, err
 			}
 			u.retryAt = time.Now().Add(u.r.cfg.NoValidHostWait)
@@ -628,7 +627,7 @@ func (u *run) findServer(ctx context.Context, n *node, name string) (*server, er
 			return nil, fail("InvalidState", "node %s already carries server %s (%s)", n.UUID, s.ID, s.Name)
 		}
 	}
-	list, err := u.r.serversNamed(ctx, name)
+	list, err := u.r.nova.ServersNamed(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -677,7 +676,7 @@ func (u *run) novaDelete(ctx context.Context, n *node) (outcome, error) {
 		}
 		if s.TaskState != "deleting" {
 			u.serverStep("delete-server", s.Status, n.ProvisionState, "server "+sid)
-			if err := u.r.deleteServer(ctx, sid); err != nil {
+			if err := u.r.nova.DeleteServer(ctx, sid); err != nil {
 				return waiting, err
 			}
 			return waiting, nil

@@ -13,7 +13,11 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/logkey"
+	"github.com/ironlink/ironlink/satellite/glance"
+	"github.com/ironlink/ironlink/satellite/ironic"
+	"github.com/ironlink/ironlink/satellite/nova"
 	"github.com/ironlink/ironlink/satellite/openstack"
+	"github.com/ironlink/ironlink/satellite/site"
 )
 
 // Defaults of Config.PollInterval and Config.MaxConcurrent. satellite/app's
@@ -61,17 +65,31 @@ type Clients struct {
 	Image *gophercloud.ServiceClient
 }
 
+// Site is what a Runner works through: the satellite/site seams, backed by
+// the operations credential's gophercloud clients ([New]) or a
+// site.Fixture in tests ([NewOnSite]).
+type Site struct {
+	// Ironic is required.
+	Ironic site.Ironic
+	// Nova is nil (a nil interface) on a site without Nova: NOVA_*
+	// operations then fail with NovaUnavailable.
+	Nova site.Nova
+	// Images resolves image names; nil passes them to Nova as given.
+	Images site.Images
+}
+
 // Runner runs operations. Progress goes to the report function given to
 // [New], which must not block for long (the link queues it). Safe for
 // concurrent use.
 type Runner struct {
-	bm, nova, image *gophercloud.ServiceClient
-	log             *slog.Logger
-	cfg             Config
-	retry           openstack.RetryPolicy
-	report          func(*ironlinkv1.OperationProgress)
-	sem             chan struct{}
-	ctx             context.Context
+	ironic site.Ironic
+	nova   site.Nova   // nil without Nova
+	images site.Images // nil without Glance
+	log    *slog.Logger
+	cfg    Config
+	report func(*ironlinkv1.OperationProgress)
+	sem    chan struct{}
+	ctx    context.Context
 
 	mu       sync.Mutex
 	running  map[string]*run                          // by operation id
@@ -85,6 +103,36 @@ type Runner struct {
 // started with [Runner.Handle] live until ctx ends (a satellite shutdown:
 // the next process continues them where Ironic is).
 func New(ctx context.Context, c Clients, cfg Config, report func(*ironlinkv1.OperationProgress), log *slog.Logger) *Runner {
+	return NewOnSite(ctx, c.site(retryPolicy(cfg), log), cfg, report, log)
+}
+
+// retryPolicy is cfg.Retry or, unset, the default: 10 attempts within 2
+// min, waits 1 s → 15 s, 60 s per attempt.
+func retryPolicy(cfg Config) openstack.RetryPolicy {
+	if cfg.Retry.MaxAttempts == 0 {
+		return openstack.RetryPolicy{InitialInterval: time.Second, MaxInterval: 15 * time.Second,
+			Budget: 2 * time.Minute, MaxAttempts: 10, AttemptTimeout: 60 * time.Second}
+	}
+	return cfg.Retry
+}
+
+// site wraps the operations credential's clients in the satellite/site
+// seams, every call retried per rp (409 NodeLocked and 502/503/504).
+func (c Clients) site(rp openstack.RetryPolicy, log *slog.Logger) Site {
+	ic := ironic.New(c.Baremetal, log)
+	ic.ReadRetry, ic.WriteRetry = rp, rp
+	s := Site{Ironic: ic}
+	if c.Compute != nil {
+		s.Nova = nova.NewForOperations(c.Compute, rp, log)
+	}
+	if c.Image != nil {
+		s.Images = glance.New(c.Image, rp, log)
+	}
+	return s
+}
+
+// NewOnSite is New over the seams of s (a site.Fixture in tests).
+func NewOnSite(ctx context.Context, s Site, cfg Config, report func(*ironlinkv1.OperationProgress), log *slog.Logger) *Runner {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -103,12 +151,7 @@ func New(ctx context.Context, c Clients, cfg Config, report func(*ironlinkv1.Ope
 	if cfg.FinishedTTL <= 0 {
 		cfg.FinishedTTL = time.Hour
 	}
-	rp := cfg.Retry
-	if rp.MaxAttempts == 0 {
-		rp = openstack.RetryPolicy{InitialInterval: time.Second, MaxInterval: 15 * time.Second,
-			Budget: 2 * time.Minute, MaxAttempts: 10, AttemptTimeout: 60 * time.Second}
-	}
-	return &Runner{bm: c.Baremetal, nova: c.Compute, image: c.Image, log: log, cfg: cfg, retry: rp, report: report,
+	return &Runner{ironic: s.Ironic, nova: s.Nova, images: s.Images, log: log, cfg: cfg, report: report,
 		sem: make(chan struct{}, cfg.MaxConcurrent), ctx: ctx,
 		running: map[string]*run{}, busy: map[string]string{}, finished: map[string]*ironlinkv1.OperationProgress{}, doneAt: map[string]time.Time{}}
 }

@@ -77,6 +77,13 @@ type Fixture struct {
 	calls     []Call
 	fails     []*failRule
 	changed   map[string]int // node/provider id → writes that changed it
+
+	// provisioning (fixture_provision.go, fixture_nova.go)
+	prov    map[string]*provisioning
+	drivers []string
+	flavors []nova.Flavor
+	images  map[string][]string
+	created int // sequence of created nodes and servers
 }
 
 type fixtureProvider struct {
