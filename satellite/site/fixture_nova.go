@@ -83,7 +83,7 @@ func (f *Fixture) CreateServer(_ context.Context, o nova.CreateServerOpts) (stri
 	p := f.provLocked(o.NodeUUID)
 	p.instanceInfo = map[string]any{"image_source": o.ImageID}
 	p.path = []string{"deploying", "wait call-back", "active"}
-	f.advanceLocked(o.NodeUUID)
+	f.firstStateLocked(o.NodeUUID)
 	f.changedLocked(o.NodeUUID)
 	return id, nil
 }
@@ -105,7 +105,7 @@ func (f *Fixture) DeleteServer(_ context.Context, id string) error {
 	f.changedLocked(id)
 	if n, ok := f.nodes[host]; ok && strings.EqualFold(n.InstanceUUID, id) {
 		f.provLocked(host).path = []string{"deleting", "cleaning", "available"}
-		f.advanceLocked(host)
+		f.firstStateLocked(host)
 	}
 	return nil
 }

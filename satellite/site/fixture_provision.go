@@ -160,10 +160,17 @@ func (f *Fixture) advanceLocked(id string) bool {
 	if !ok || len(p.path) == 0 || (p.held && isWaitState(n.ProvisionState)) {
 		return false
 	}
+	f.firstStateLocked(id)
+	return true
+}
+
+// firstStateLocked moves node id to the next state of its transition, held
+// or not: an action's first state is set when Ironic accepts it.
+func (f *Fixture) firstStateLocked(id string) {
+	p := f.provLocked(id)
 	next := p.path[0]
 	p.path = p.path[1:]
 	f.setStateLocked(id, next)
-	return true
 }
 
 func isWaitState(s string) bool {
@@ -414,7 +421,7 @@ func (f *Fixture) SetProvisionState(_ context.Context, id, target string, _ map[
 		p.path = append(p.path[:len(p.path)-1:len(p.path)-1], failState[target])
 		p.lastError, p.failNext = p.failNext, ""
 	}
-	f.advanceLocked(id)
+	f.firstStateLocked(id)
 	f.changedLocked(id)
 	return nil
 }
