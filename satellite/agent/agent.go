@@ -549,7 +549,7 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:
 	default:
 		res.Error = fmt.Sprintf("desired state %v is not QUARANTINED or RELEASED", cmd.GetDesired())
-		setFailure(res, gate.Failure{Permanent: true, Reason: "InvalidCommand"})
+		setFailure(res, site.Failed("InvalidCommand", "%s", res.Error))
 		return res
 	}
 	lock := a.deviceLock(cmd.GetDeviceId())
@@ -561,7 +561,7 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	a.mu.Unlock()
 	if prev.generation > cmd.GetGeneration() {
 		res.Error = fmt.Sprintf("generation %d is older than the applied generation %d", cmd.GetGeneration(), prev.generation)
-		setFailure(res, gate.Failure{Permanent: true, Reason: "StaleGeneration"})
+		setFailure(res, site.Failed("StaleGeneration", "%s", res.Error))
 		return res
 	}
 	// Applying is idempotent, so a repeated generation (a resend after a
@@ -577,7 +577,7 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 		f := gate.Classify(err)
 		setFailure(res, f)
 		a.log.WarnContext(ctx, "command failed", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(), "err", err,
-			"permanent", f.Permanent, "failure_reason", f.Reason)
+			"permanent", f.Permanent(), "failure_reason", f.Reason)
 		return res
 	}
 	res.Success, res.Detail = true, textcheck.SanitizeText(r.Detail, maxResultTextBytes)

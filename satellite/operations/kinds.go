@@ -12,9 +12,8 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/satellite/nova"
 	"github.com/ironlink/ironlink/satellite/openstack"
+	"github.com/ironlink/ironlink/satellite/site"
 )
-
-func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 
 // Ironic provision states (ironic/common/states.py; OPENSTACK.md §1.2).
 const (
@@ -55,22 +54,22 @@ var failed = map[string]string{
 }
 
 // ironicFailure ends the run with the node's failure state and last_error.
-func ironicFailure(n *node) error {
+func ironicFailure(n *node) site.Result {
 	msg := n.LastError
 	if msg == "" {
 		// The test bed's conductor has been seen to leave last_error null
 		// (OPENSTACK.md §8): the state alone decides.
 		msg = "node " + n.UUID + " is in " + n.ProvisionState + " (Ironic gave no last_error)"
 	}
-	return &failure{reason: failed[n.ProvisionState], msg: msg}
+	return site.Failed(failed[n.ProvisionState], "%s", msg)
 }
 
 // pass reads the world once and takes at most one step towards the goal.
-func (u *run) pass(ctx context.Context) (outcome, error) {
+func (u *run) pass(ctx context.Context) site.Result {
 	k := u.req.GetKind()
 	if !u.checked {
 		if err := u.preflight(ctx); err != nil {
-			return waiting, err
+			return stop(err)
 		}
 		u.checked = true
 	}
@@ -78,22 +77,22 @@ func (u *run) pass(ctx context.Context) (outcome, error) {
 		return u.enrol(ctx)
 	}
 	if k == ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE && time.Now().Before(u.retryAt) && !u.cancelRequested() {
-		return waiting, nil // waiting to boot again: nothing to read until then
+		return u.waiting() // waiting to boot again: nothing to read until then
 	}
 	n, err := u.r.getNode(ctx, u.req.GetDeviceId())
 	if errors.Is(err, errNotFound) {
-		return waiting, fail("NodeNotFound", "Ironic has no node %s", u.req.GetDeviceId())
+		return site.Failed("NodeNotFound", "Ironic has no node %s", u.req.GetDeviceId())
 	}
 	if err != nil {
-		return waiting, err
+		return stop(err)
 	}
 	u.mu.Lock()
 	u.deviceID = n.UUID
 	u.provisionState = n.ProvisionState
 	u.mu.Unlock()
 	if u.cancelRequested() {
-		if o, err, handled := u.tryCancel(ctx, n); handled {
-			return o, err
+		if res, handled := u.tryCancel(ctx, n); handled {
+			return res
 		}
 	}
 	switch k {
@@ -120,7 +119,7 @@ func (u *run) pass(ctx context.Context) (outcome, error) {
 	case ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE:
 		return u.novaDelete(ctx, n)
 	}
-	return waiting, fail("InvalidArgument", "unknown kind %v", k)
+	return site.Failed("InvalidArgument", "unknown kind %v", k)
 }
 
 // preflight checks, once per process and before any write, what only
@@ -144,9 +143,9 @@ func (u *run) preflight(ctx context.Context) error {
 	return nil
 }
 
-// tryCancel aborts from a wait state (handled, errCancelled) or refuses the
-// cancel (not handled: the pass goes on).
-func (u *run) tryCancel(ctx context.Context, n *node) (outcome, error, bool) {
+// tryCancel aborts from a wait state (handled: cancelled, or the abort's
+// failure) or refuses the cancel (not handled: the pass goes on).
+func (u *run) tryCancel(ctx context.Context, n *node) (site.Result, bool) {
 	kind := u.req.GetKind()
 	if kind != ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE && kind != ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE &&
 		slices.Contains(abortable, n.ProvisionState) {
@@ -155,14 +154,14 @@ func (u *run) tryCancel(ctx context.Context, n *node) (outcome, error, bool) {
 			if openstack.StatusCode(err) == http.StatusBadRequest || openstack.StatusCode(err) == http.StatusConflict {
 				// The node moved on meanwhile: refuse and go on.
 				u.refuseCancel(n)
-				return waiting, nil, false
+				return site.Result{}, false
 			}
-			return waiting, err, true
+			return stop(err), true
 		}
-		return waiting, errCancelled, true
+		return cancelled, true
 	}
 	u.refuseCancel(n)
-	return waiting, nil, false
+	return site.Result{}, false
 }
 
 func (u *run) refuseCancel(n *node) {
@@ -175,7 +174,7 @@ func (u *run) refuseCancel(n *node) {
 
 // sameState reconciles INSPECT and CLEAN, which start and end in
 // manageable: the marker says whether this operation's action was taken.
-func (u *run) sameState(ctx context.Context, n *node, action string, args map[string]any, transient []string) (outcome, error) {
+func (u *run) sameState(ctx context.Context, n *node, action string, args map[string]any, transient []string) site.Result {
 	ps := n.ProvisionState
 	id := u.req.GetOperationId()
 	switch {
@@ -185,67 +184,67 @@ func (u *run) sameState(ctx context.Context, n *node, action string, args map[st
 			msg += ": " + inspected(n.Properties)
 		}
 		u.step("wait-manageable", ps, msg)
-		return done, nil
+		return site.Done()
 	case ps == stManageable:
 		if markerOf(n).OperationID != id || markerOf(n).Action != action || markerOf(n).Since != n.ProvisionUpdatedAt {
 			u.step("mark", ps, "")
 			if err := u.r.mark(ctx, n, id, action); err != nil {
-				return waiting, err
+				return stop(err)
 			}
 		}
 		u.step(action, ps, "")
 		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, action, args); err != nil {
 			if openstack.StatusCode(err) == http.StatusBadRequest {
-				return waiting, fail("IronicRejected", "%s", ironicMessage(err))
+				return site.Failed("IronicRejected", "%s", ironicMessage(err))
 			}
-			return waiting, err
+			return stop(err)
 		}
-		return again, nil
+		return retryNow
 	case slices.Contains(transient, ps):
 		u.step("wait-manageable", ps, "")
-		return waiting, nil
+		return u.waiting()
 	case failed[ps] != "":
-		return waiting, ironicFailure(n)
+		return ironicFailure(n)
 	}
-	return waiting, fail("InvalidState", "%s starts from manageable; node %s is %s", strings.ToUpper(action), n.UUID, ps)
+	return site.Failed("InvalidState", "%s starts from manageable; node %s is %s", strings.ToUpper(action), n.UUID, ps)
 }
 
 // provide reconciles PROVIDE: manageable → cleaning → available.
-func (u *run) provide(ctx context.Context, n *node) (outcome, error) {
+func (u *run) provide(ctx context.Context, n *node) site.Result {
 	switch ps := n.ProvisionState; {
 	case ps == stAvailable:
 		u.step("wait-available", ps, "available")
-		return done, nil
+		return site.Done()
 	case ps == stManageable:
 		u.step("provide", ps, "")
 		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "provide", nil); err != nil {
-			return waiting, err
+			return stop(err)
 		}
-		return again, nil
+		return retryNow
 	case ps == stCleaning || ps == stCleanWait || ps == stCleanHold:
 		u.step("wait-available", ps, "")
-		return waiting, nil
+		return u.waiting()
 	case failed[ps] != "":
-		return waiting, ironicFailure(n)
+		return ironicFailure(n)
 	default:
-		return waiting, fail("InvalidState", "PROVIDE starts from manageable; node %s is %s", n.UUID, ps)
+		return site.Failed("InvalidState", "PROVIDE starts from manageable; node %s is %s", n.UUID, ps)
 	}
 }
 
 // deploy reconciles DEPLOY: instance_info, then available → deploying →
 // active.
-func (u *run) deploy(ctx context.Context, n *node) (outcome, error) {
+func (u *run) deploy(ctx context.Context, n *node) site.Result {
 	d := u.req.GetParams().GetDeploy()
 	switch ps := n.ProvisionState; {
 	case ps == stActive:
 		if got, _ := n.InstanceInfo["image_source"].(string); got != d.GetImageSource() {
-			return waiting, fail("InvalidState", "node %s is active with image_source %q, not %q", n.UUID, got, d.GetImageSource())
+			return site.Failed("InvalidState", "node %s is active with image_source %q, not %q", n.UUID, got, d.GetImageSource())
 		}
 		u.step("wait-active", ps, "active")
-		return done, nil
+		return site.Done()
 	case ps == stAvailable:
 		if n.InstanceUUID != "" {
-			return waiting, fail("InvalidState", "node %s is reserved by instance %s", n.UUID, n.InstanceUUID)
+			return site.Failed("InvalidState", "node %s is reserved by instance %s", n.UUID, n.InstanceUUID)
 		}
 		want := map[string]any{"image_source": d.GetImageSource()}
 		if d.GetImageChecksum() != "" {
@@ -273,9 +272,9 @@ func (u *run) deploy(ctx context.Context, n *node) (outcome, error) {
 			u.step("set-instance-info", ps, "")
 			if _, err := u.r.ironic.PatchNode(ctx, n.UUID, ops); err != nil {
 				if openstack.StatusCode(err) == http.StatusBadRequest {
-					return waiting, fail("IronicRejected", "%s", ironicMessage(err))
+					return site.Failed("IronicRejected", "%s", ironicMessage(err))
 				}
-				return waiting, err
+				return stop(err)
 			}
 		}
 		var extra map[string]any
@@ -293,48 +292,48 @@ func (u *run) deploy(ctx context.Context, n *node) (outcome, error) {
 		u.step("deploy", ps, "")
 		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "active", extra); err != nil {
 			if openstack.StatusCode(err) == http.StatusBadRequest {
-				return waiting, fail("IronicRejected", "%s", ironicMessage(err))
+				return site.Failed("IronicRejected", "%s", ironicMessage(err))
 			}
-			return waiting, err
+			return stop(err)
 		}
-		return again, nil
+		return retryNow
 	case ps == stDeploying || ps == stDeployWait || ps == stDeployHold:
 		u.step("wait-active", ps, "")
-		return waiting, nil
+		return u.waiting()
 	case failed[ps] != "":
-		return waiting, ironicFailure(n)
+		return ironicFailure(n)
 	default:
-		return waiting, fail("InvalidState", "DEPLOY starts from available; node %s is %s", n.UUID, ps)
+		return site.Failed("InvalidState", "DEPLOY starts from available; node %s is %s", n.UUID, ps)
 	}
 }
 
 // undeploy reconciles UNDEPLOY: active → deleting → cleaning → available.
-func (u *run) undeploy(ctx context.Context, n *node) (outcome, error) {
+func (u *run) undeploy(ctx context.Context, n *node) site.Result {
 	switch ps := n.ProvisionState; {
 	case ps == stAvailable:
 		u.step("wait-available", ps, "available")
-		return done, nil
+		return site.Done()
 	case ps == stActive || ps == stDeployFail:
 		if n.InstanceUUID != "" {
-			return waiting, fail("InvalidState", "node %s carries Nova instance %s: use NOVA_DELETE", n.UUID, n.InstanceUUID)
+			return site.Failed("InvalidState", "node %s carries Nova instance %s: use NOVA_DELETE", n.UUID, n.InstanceUUID)
 		}
 		u.step("undeploy", ps, "")
 		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "deleted", nil); err != nil {
-			return waiting, err
+			return stop(err)
 		}
-		return again, nil
+		return retryNow
 	case ps == stDeleting || ps == stCleaning || ps == stCleanWait:
 		u.step("wait-available", ps, "")
-		return waiting, nil
+		return u.waiting()
 	case failed[ps] != "":
-		return waiting, ironicFailure(n)
+		return ironicFailure(n)
 	default:
-		return waiting, fail("InvalidState", "UNDEPLOY starts from active or deploy failed; node %s is %s", n.UUID, ps)
+		return site.Failed("InvalidState", "UNDEPLOY starts from active or deploy failed; node %s is %s", n.UUID, ps)
 	}
 }
 
 // enrol reconciles ENROL: node by name, ports, traits, manage.
-func (u *run) enrol(ctx context.Context) (outcome, error) {
+func (u *run) enrol(ctx context.Context) site.Result {
 	spec := u.req.GetNode()
 	id := u.req.GetOperationId()
 	ident := u.deviceIDNow()
@@ -363,70 +362,70 @@ func (u *run) enrol(ctx context.Context) (outcome, error) {
 		}
 		created, err := u.r.createNode(ctx, body)
 		if openstack.StatusCode(err) == http.StatusConflict {
-			return again, nil // created meanwhile (another process): take it over
+			return retryNow // created meanwhile (another process): take it over
 		}
 		if openstack.StatusCode(err) == http.StatusBadRequest {
-			return waiting, fail("InvalidArgument", "Ironic refused the node: %s", ironicMessage(err))
+			return site.Failed("InvalidArgument", "Ironic refused the node: %s", ironicMessage(err))
 		}
 		if err != nil {
-			return waiting, err
+			return stop(err)
 		}
 		u.setDevice(created.UUID)
 		u.step("create-node", created.ProvisionState, "node created (uuid "+created.UUID+")")
-		return again, nil
+		return retryNow
 	}
 	if err != nil {
-		return waiting, err
+		return stop(err)
 	}
 	u.setDevice(n.UUID)
 	u.mu.Lock()
 	u.provisionState = n.ProvisionState
 	u.mu.Unlock()
 	if n.Driver != spec.GetDriver() {
-		return waiting, fail("NodeNameTaken", "node %s named %q exists with driver %s, not %s", n.UUID, n.Name, n.Driver, spec.GetDriver())
+		return site.Failed("NodeNameTaken", "node %s named %q exists with driver %s, not %s", n.UUID, n.Name, n.Driver, spec.GetDriver())
 	}
 	if u.cancelRequested() {
 		u.refuseCancel(n) // enrolment has no wait state to abort
 	}
 	if !u.portsDone {
 		if err := u.ensurePorts(ctx, n); err != nil {
-			return waiting, err
+			return stop(err)
 		}
 		if err := u.ensureTraits(ctx, n); err != nil {
-			return waiting, err
+			return stop(err)
 		}
 		u.portsDone = true
 	}
 	switch ps := n.ProvisionState; {
 	case ps == stManageable:
 		u.step("wait-manageable", ps, "manageable")
-		return done, nil
+		return site.Done()
 	case ps == stEnroll:
 		m := markerOf(n)
 		if m.OperationID == id && m.Action == "manage" && m.Since != n.ProvisionUpdatedAt {
-			return waiting, fail("VerificationFailed", "verification failed, the node is back in enroll: %s", n.LastError)
+			return site.Failed("VerificationFailed", "verification failed, the node is back in enroll: %s", n.LastError)
 		}
 		if m.OperationID != id || m.Action != "manage" {
 			if err := u.r.mark(ctx, n, id, "manage"); err != nil {
-				return waiting, err
+				return stop(err)
 			}
 		}
 		u.step("manage", ps, "")
 		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "manage", nil); err != nil {
-			return waiting, err
+			return stop(err)
 		}
-		return again, nil
+		return retryNow
 	case ps == stVerifying:
 		u.step("wait-manageable", ps, "")
-		return waiting, nil
+		return u.waiting()
 	case failed[ps] != "":
-		return waiting, fail("InvalidState", "node %s named %q exists in %s", n.UUID, n.Name, ps)
+		return site.Failed("InvalidState", "node %s named %q exists in %s", n.UUID, n.Name, ps)
 	case ps == stAvailable || ps == stActive:
 		u.step("wait-manageable", ps, "node "+n.UUID+" exists and is already "+ps+": taken over")
-		return done, nil
+		return site.Done()
 	default:
 		u.step("wait-manageable", ps, "")
-		return waiting, nil
+		return u.waiting()
 	}
 }
 
@@ -504,39 +503,39 @@ func (u *run) ensureTraits(ctx context.Context, n *node) error {
 
 // novaCreate reconciles NOVA_CREATE: find or boot the server on the node,
 // wait for ACTIVE and the node's instance_uuid.
-func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
+func (u *run) novaCreate(ctx context.Context, n *node) site.Result {
 	p := u.req.GetParams().GetNovaCreate()
 	srv, err := u.findServer(ctx, n, p.GetName())
 	if err != nil {
-		return waiting, err
+		return stop(err)
 	}
 	if srv == nil {
 		if time.Now().Before(u.retryAt) {
 			u.step("wait-schedulable", n.ProvisionState, "")
-			return waiting, nil
+			return u.waiting()
 		}
 		if n.ProvisionState != stAvailable || n.Maintenance {
-			return waiting, fail("InvalidState", "NOVA_CREATE needs an available node out of maintenance; node %s is %s (maintenance %v)", n.UUID, n.ProvisionState, n.Maintenance)
+			return site.Failed("InvalidState", "NOVA_CREATE needs an available node out of maintenance; node %s is %s (maintenance %v)", n.UUID, n.ProvisionState, n.Maintenance)
 		}
 		if n.PowerState == "" {
 			// Nova's Ironic driver reports a node without a power state as
 			// unavailable (reserved in Placement): no boot could land on it.
-			return waiting, fail("PowerStateUnknown", "node %s has no power state: Nova will not schedule onto it until Ironic knows it (fake-hardware never reads one; set it with a power action)", n.UUID)
+			return site.Failed("PowerStateUnknown", "node %s has no power state: Nova will not schedule onto it until Ironic knows it (fake-hardware never reads one; set it with a power action)", n.UUID)
 		}
 		if u.flavor == nil { // resolved once per process
 			fl, err := u.r.findFlavor(ctx, p.GetFlavor(), n.ResourceClass)
 			if errors.Is(err, errNotFound) {
-				return waiting, fail("InvalidArgument", "%v", err)
+				return site.Failed("InvalidArgument", "%v", err)
 			}
 			if err != nil {
-				return waiting, err
+				return stop(err)
 			}
 			img, err := u.r.findImage(ctx, p.GetImage())
 			if errors.Is(err, errNotFound) {
-				return waiting, fail("InvalidArgument", "%v", err)
+				return site.Failed("InvalidArgument", "%v", err)
 			}
 			if err != nil {
-				return waiting, err
+				return stop(err)
 			}
 			u.flavor, u.imageID = fl, img
 		}
@@ -550,19 +549,19 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 			// tracker finds new Ironic nodes every minute or so).
 			u.retryAt = time.Now().Add(u.r.cfg.NoValidHostWait / 2)
 			u.step("wait-hypervisor", n.ProvisionState, "Nova does not know node "+n.UUID+" as a hypervisor yet")
-			return waiting, nil
+			return u.waiting()
 		}
 		if code := openstack.StatusCode(err); code == http.StatusBadRequest || code == http.StatusForbidden || code == http.StatusNotFound {
-			return waiting, fail("NovaRejected", "%v", err)
+			return site.Failed("NovaRejected", "%v", err)
 		}
 		if err != nil {
-			return waiting, err // the next pass looks for the server by name
+			return stop(err) // the next pass looks for the server by name
 		}
 		u.mu.Lock()
 		u.serverID = sid
 		u.mu.Unlock()
 		u.serverStep("boot-server", "BUILD", "", "server "+sid)
-		return waiting, nil
+		return u.waiting()
 	}
 	u.mu.Lock()
 	u.serverID = srv.ID
@@ -577,7 +576,7 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 		fault := srv.FaultMessage
 		if srv.TaskState == "deleting" {
 			u.serverStep("delete-unscheduled-server", srv.Status, n.ProvisionState, "")
-			return waiting, nil
+			return u.waiting()
 		}
 		if srv.HypervisorHostname == "" && strings.Contains(fault, "No valid host") && u.boots < maxBoots {
 			// Nova's resource view of a node lags behind Ironic (its
@@ -586,25 +585,25 @@ func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
 			// it is deleted and the boot tried again after a while.
 			u.serverStep("delete-unscheduled-server", srv.Status, n.ProvisionState, "No valid host (Nova has not caught up with the node yet): deleting server "+srv.ID+" to boot again")
 			if err := u.r.nova.DeleteServer(ctx, srv.ID); err != nil {
-				return waiting, err
+				return stop(err)
 			}
 			u.retryAt = time.Now().Add(u.r.cfg.NoValidHostWait)
 			u.step("wait-schedulable", n.ProvisionState, "boot again at "+u.retryAt.UTC().Format(time.RFC3339))
-			return waiting, nil
+			return u.waiting()
 		}
 		msg := "server " + srv.ID + " is in ERROR"
 		if fault != "" {
 			msg += ": " + fault
 		}
-		return waiting, fail("ServerError", "%s", msg)
+		return site.Failed("ServerError", "%s", msg)
 	case "ACTIVE":
 		if n.InstanceUUID == srv.ID && n.ProvisionState == stActive {
 			u.serverStep("wait-active", "ACTIVE", n.ProvisionState, "server "+srv.ID+" active on node "+n.UUID)
-			return done, nil
+			return site.Done()
 		}
 	}
 	u.serverStep("wait-active", srv.Status, n.ProvisionState, "node "+n.ProvisionState)
-	return waiting, nil
+	return u.waiting()
 }
 
 // maxBoots bounds the server boots of one NOVA_CREATE in one process (a
@@ -644,7 +643,7 @@ func (u *run) findServer(ctx context.Context, n *node, name string) (*server, er
 
 // novaDelete reconciles NOVA_DELETE: delete the server, wait for Nova to
 // forget it and the node to be available again.
-func (u *run) novaDelete(ctx context.Context, n *node) (outcome, error) {
+func (u *run) novaDelete(ctx context.Context, n *node) site.Result {
 	sid := u.req.GetParams().GetServerId()
 	if sid == "" {
 		sid = u.serverIDNow()
@@ -655,44 +654,44 @@ func (u *run) novaDelete(ctx context.Context, n *node) (outcome, error) {
 	if sid == "" {
 		if n.ProvisionState == stAvailable {
 			u.step("wait-available", n.ProvisionState, "no server on the node")
-			return done, nil
+			return site.Done()
 		}
 		u.step("wait-available", n.ProvisionState, "")
 		if failed[n.ProvisionState] != "" {
-			return waiting, ironicFailure(n)
+			return ironicFailure(n)
 		}
-		return waiting, nil
+		return u.waiting()
 	}
 	u.mu.Lock()
 	u.serverID = sid
 	u.mu.Unlock()
 	s, err := u.r.getServer(ctx, sid)
 	if err != nil && !errors.Is(err, errNotFound) {
-		return waiting, err
+		return stop(err)
 	}
 	if s != nil {
 		if s.HypervisorHostname != "" && s.HypervisorHostname != n.UUID {
-			return waiting, fail("InvalidState", "server %s runs on node %s, not %s", sid, s.HypervisorHostname, n.UUID)
+			return site.Failed("InvalidState", "server %s runs on node %s, not %s", sid, s.HypervisorHostname, n.UUID)
 		}
 		if s.TaskState != "deleting" {
 			u.serverStep("delete-server", s.Status, n.ProvisionState, "server "+sid)
 			if err := u.r.nova.DeleteServer(ctx, sid); err != nil {
-				return waiting, err
+				return stop(err)
 			}
-			return waiting, nil
+			return u.waiting()
 		}
 		u.serverStep("wait-deleted", s.Status, n.ProvisionState, "")
-		return waiting, nil
+		return u.waiting()
 	}
 	switch ps := n.ProvisionState; {
 	case ps == stAvailable && n.InstanceUUID == "":
 		u.step("wait-available", ps, "server gone, node available")
-		return done, nil
+		return site.Done()
 	case failed[ps] != "":
-		return waiting, ironicFailure(n)
+		return ironicFailure(n)
 	default:
 		u.step("wait-available", ps, "")
-		return waiting, nil
+		return u.waiting()
 	}
 }
 

@@ -2,7 +2,6 @@ package operations
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -400,28 +399,38 @@ func (u *run) final(state ironlinkv1.OperationState, reason, errMsg string) *iro
 	return p
 }
 
-// failure is a reason and message that ends a run FAILED.
-type failure struct {
-	reason, msg string
-}
-
-func (f *failure) Error() string { return f.reason + ": " + f.msg }
-
+// fail is a permanent failure with reason, as an error for helpers that
+// return errors; stop turns it back into the site.Result.
 func fail(reason, format string, args ...any) error {
-	return &failure{reason: reason, msg: sprintf(format, args...)}
+	return site.Failed(reason, format, args...).Err()
 }
 
-// errCancelled ends a run CANCELLED.
-var errCancelled = errors.New("cancelled")
+// reasonCancelled marks the Result that ends a run CANCELLED.
+const reasonCancelled = "Cancelled"
 
-// outcome of one pass.
-type outcome int
+// cancelled is the Result of an abort Ironic accepted.
+var cancelled = site.Result{State: site.StateFailed, Reason: reasonCancelled}
 
-const (
-	waiting outcome = iota // Ironic/Nova is moving; pass again after PollInterval
-	again                  // a write was made; pass again at once
-	done                   // goal reached
-)
+// retryNow is the Result of a pass that wrote: pass again at once.
+var retryNow = site.RetryAfter(0, "")
+
+// waiting is the Result of a pass that found Ironic or Nova moving the
+// node: pass again after PollInterval.
+func (u *run) waiting() site.Result { return site.RetryAfter(u.r.cfg.PollInterval, "") }
+
+// stop ends the run with err: the Result it carries (fail), or FAILED
+// NodeLocked or OpenStackError with err's text — the clients have already
+// retried what was worth retrying within their budget.
+func stop(err error) site.Result {
+	if r, ok := site.AsResult(err); ok {
+		return r
+	}
+	reason := "OpenStackError"
+	if openstack.StatusCode(err) == 409 && isNodeLocked(err) {
+		reason = "NodeLocked"
+	}
+	return site.Failed(reason, "%s", err.Error())
+}
 
 // execute reconciles until the goal, a failure, a cancel or ctx's end (nil).
 func (u *run) execute(ctx context.Context) *ironlinkv1.OperationProgress {
@@ -431,32 +440,25 @@ func (u *run) execute(ctx context.Context) *ironlinkv1.OperationProgress {
 		if ctx.Err() != nil {
 			return nil
 		}
-		o, err := u.pass(ctx)
+		res := u.pass(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		var f *failure
 		switch {
-		case errors.Is(err, errCancelled):
+		case res.Permanent() && res.Reason == reasonCancelled:
 			return u.final(ironlinkv1.OperationState_OPERATION_STATE_CANCELLED, "", "")
-		case errors.As(err, &f):
-			return u.final(ironlinkv1.OperationState_OPERATION_STATE_FAILED, f.reason, f.msg)
-		case err != nil:
-			reason := "OpenStackError"
-			if openstack.StatusCode(err) == 409 && isNodeLocked(err) {
-				reason = "NodeLocked"
-			}
-			return u.final(ironlinkv1.OperationState_OPERATION_STATE_FAILED, reason, err.Error())
-		case o == done:
+		case res.Permanent():
+			return u.final(ironlinkv1.OperationState_OPERATION_STATE_FAILED, res.Reason, res.Message)
+		case res.IsDone():
 			return u.final(ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED, "", "")
 		}
 		if time.Now().After(deadline) {
 			return u.final(ironlinkv1.OperationState_OPERATION_STATE_FAILED, "Timeout", "the operation did not reach its goal within "+u.r.cfg.Timeout.String())
 		}
-		if o == again {
+		if res.After <= 0 {
 			continue
 		}
-		t := time.NewTimer(u.r.cfg.PollInterval)
+		t := time.NewTimer(res.After)
 		select {
 		case <-ctx.Done():
 			t.Stop()
