@@ -7,6 +7,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,35 +117,116 @@ type Agent struct {
 	pollNow   chan struct{}
 	listedCh  chan struct{} // closed after the first complete listing
 
+	// The agent's state, split by concern, each part behind its own lock.
+	// Lock order: view.mu → cmds.mu → orphans.mu → statsMu (a holder of one
+	// may take the later ones, never the earlier); saveMu is never held
+	// with any of them. Operations keep their state in the operations
+	// runner, under its own lock.
+	view    deviceView   // poll state: what Ironic showed, what was sent
+	cmds    commandState // command state: the hub's desired states
+	orphans orphanState  // the orphan sweep's memory
+
+	statsMu sync.Mutex // guards stats; a leaf lock
+	stats   Stats
+
+	saveMu   sync.Mutex // serialises state file writes (never held with another lock)
+	savedSeq uint64     // the newest copy written
+}
+
+// deviceView is the poll state: each device as the listings, the sweep's
+// re-reads and the refreshes after a command showed it, and the
+// conditions and facts sent for it. Guarded by mu, which evaluateLocked
+// needs held.
+type deviceView struct {
 	mu      sync.Mutex
 	tracker *conditions.Tracker
 	facts   map[string]*ironlinkv1.DeviceFacts
 	listed  bool                                // a complete listing has been made
-	desired map[string]desired                  // the hub's desired state known here, by device
 	views   map[string]conditions.PlacementView // last Placement view read, by device
-	// desiredKnown: the hub's desired states have been received once by
-	// this process (see Config.DesiredStatesWait); listedAt is when the
-	// first complete listing ended.
-	desiredKnown bool
-	listedAt     time.Time
-	locks        map[string]*sync.Mutex
-	nodes        map[string]ironic.Node // last seen (listing or sweep re-read), by device
-	asOf         map[string]time.Time   // when the data in nodes was read (listing or re-read start)
+	// listedAt is when the first complete listing ended.
+	listedAt time.Time
+	nodes    map[string]ironic.Node // last seen (listing or sweep re-read), by device
+	asOf     map[string]time.Time   // when the data in nodes was read (listing or re-read start)
 
-	// Orphan sweep state (sweep.go).
+	condBuf       []condition.Condition   // evaluateLocked's scratch for conditions.MapInto
+	factsScratch  *ironlinkv1.DeviceFacts // evaluateLocked's scratch facts (never sent or kept)
+	lastResyncAsk time.Time
+}
+
+// commandState is the command state: the hub's desired impairment states
+// as known here (commands, resyncs, the state file) and the per-device
+// locks that serialise applying them. Guarded by mu, which is never held
+// across an OpenStack call.
+type commandState struct {
+	mu      sync.Mutex
+	desired map[string]desired // the hub's desired state known here, by device
+	// known: the hub's desired states have been received once by this
+	// process (see Config.DesiredStatesWait).
+	known    bool
+	locks    map[string]*sync.Mutex
+	stateSeq uint64 // numbers the copies takeState takes
+}
+
+// get returns device id's desired state.
+func (c *commandState) get(id string) (desired, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.desired[id]
+	return d, ok
+}
+
+// isKnown reports whether the hub's desired states have arrived once.
+func (c *commandState) isKnown() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.known
+}
+
+// orphanState is the orphan sweep's memory (sweep.go). Guarded by mu.
+type orphanState struct {
+	mu         sync.Mutex
 	suspects   map[mismatchKey]time.Time                 // candidates of the last sweep → first seen
 	mismatches map[string][]*ironlinkv1.InstanceMismatch // reported (seen on two sweeps), by device
 	projects   map[string]string                         // Nova server id → tenant_id
 	looked     map[string]bool                           // server ids looked up for their project
+}
 
-	condBuf       []condition.Condition   // evaluateLocked's scratch for conditions.MapInto
-	factsScratch  *ironlinkv1.DeviceFacts // evaluateLocked's scratch facts (never sent or kept)
-	stats         Stats
-	lastResyncAsk time.Time
-	stateSeq      uint64 // numbers the copies stateLocked takes
+// forDevice returns the orphans reported for device id and the project of
+// its instance ("" when unknown).
+func (o *orphanState) forDevice(id, instanceUUID string) ([]*ironlinkv1.InstanceMismatch, string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	project := ""
+	if instanceUUID != "" {
+		project = o.projects[strings.ToLower(instanceUUID)]
+	}
+	return o.mismatches[id], project
+}
 
-	saveMu   sync.Mutex // serialises state file writes (never held with mu)
-	savedSeq uint64     // the newest copy written
+// forget drops the orphans reported for a device Ironic no longer has.
+func (o *orphanState) forget(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.mismatches, id)
+}
+
+// count returns the number of orphans reported.
+func (o *orphanState) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, ms := range o.mismatches {
+		n += len(ms)
+	}
+	return n
+}
+
+// countStats changes the counters through fn (statsMu is a leaf lock:
+// callable with any other lock held).
+func (a *Agent) countStats(fn func(*Stats)) {
+	a.statsMu.Lock()
+	fn(&a.stats)
+	a.statsMu.Unlock()
 }
 
 // desired is the hub's desired impairment state of one device as this
@@ -216,12 +298,13 @@ func New(cfg Config, cl Clients, outbox *link.Outbox, site *link.SiteState, log 
 	ir, pl := cl.Ironic, cl.Placement
 	a := &Agent{
 		cfg: cfg, ironic: ir, placement: pl, nova: cl.Nova, outbox: outbox, site: site, log: log,
-		nodes: map[string]ironic.Node{}, asOf: map[string]time.Time{}, suspects: map[mismatchKey]time.Time{},
-		mismatches: map[string][]*ironlinkv1.InstanceMismatch{}, projects: map[string]string{}, looked: map[string]bool{},
 		gate:    &gate.Applier{Ironic: ir, Placement: pl, Trait: ReadyTrait},
 		pollNow: make(chan struct{}, 1), listedCh: make(chan struct{}),
-		tracker: conditions.NewTracker(), facts: map[string]*ironlinkv1.DeviceFacts{},
-		desired: map[string]desired{}, locks: map[string]*sync.Mutex{}, views: map[string]conditions.PlacementView{},
+		view: deviceView{tracker: conditions.NewTracker(), facts: map[string]*ironlinkv1.DeviceFacts{},
+			nodes: map[string]ironic.Node{}, asOf: map[string]time.Time{}, views: map[string]conditions.PlacementView{}},
+		cmds: commandState{desired: map[string]desired{}, locks: map[string]*sync.Mutex{}},
+		orphans: orphanState{suspects: map[mismatchKey]time.Time{}, mismatches: map[string][]*ironlinkv1.InstanceMismatch{},
+			projects: map[string]string{}, looked: map[string]bool{}},
 	}
 	a.reportDetection()
 	return a
@@ -229,8 +312,8 @@ func New(cfg Config, cl Clients, outbox *link.Outbox, site *link.SiteState, log 
 
 // Stats returns a copy of the counters.
 func (a *Agent) Stats() Stats {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.statsMu.Lock()
+	defer a.statsMu.Unlock()
 	return a.stats
 }
 

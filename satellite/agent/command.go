@@ -36,9 +36,7 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	lock.Lock()
 	defer lock.Unlock()
 
-	a.mu.Lock()
-	prev := a.desired[cmd.GetDeviceId()]
-	a.mu.Unlock()
+	prev, _ := a.cmds.get(cmd.GetDeviceId())
 	if prev.generation > cmd.GetGeneration() {
 		res.Error = fmt.Sprintf("generation %d is older than the applied generation %d", cmd.GetGeneration(), prev.generation)
 		setFailure(res, site.Failed("StaleGeneration", "%s", res.Error))
@@ -61,10 +59,10 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 		return res
 	}
 	res.Success, res.Detail = true, textcheck.SanitizeText(r.Detail, maxResultTextBytes)
-	a.mu.Lock()
-	a.desired[cmd.GetDeviceId()] = desired{quarantined: quarantine, generation: cmd.GetGeneration(), applied: true}
-	st := a.stateLocked()
-	a.mu.Unlock()
+	a.cmds.mu.Lock()
+	a.cmds.desired[cmd.GetDeviceId()] = desired{quarantined: quarantine, generation: cmd.GetGeneration(), applied: true}
+	a.cmds.mu.Unlock()
+	st := a.takeState()
 	if err := a.saveState(st); err != nil {
 		a.log.Error("applied generation not saved; it will be re-applied after a restart", "err", err)
 	}
@@ -109,16 +107,16 @@ func (a *Agent) refreshNode(ctx context.Context, id string, quarantined bool) {
 		}
 	}
 	now := time.Now().UTC()
-	a.mu.Lock()
-	if _, listed := a.facts[id]; !listed {
-		a.mu.Unlock()
+	a.view.mu.Lock()
+	if _, listed := a.view.facts[id]; !listed {
+		a.view.mu.Unlock()
 		return // not listed yet: the first listing carries it
 	}
 	if pv.Read {
-		pv.TraitDefined = !quarantined || pv.HasTrait || a.views[id].TraitDefined
+		pv.TraitDefined = !quarantined || pv.HasTrait || a.view.views[id].TraitDefined
 	}
 	u := a.evaluateLocked(n, pv, now, start)
-	a.mu.Unlock()
+	a.view.mu.Unlock()
 	if u != nil {
 		a.outbox.Push([]*ironlinkv1.DeviceUpdate{u})
 	}
@@ -143,12 +141,12 @@ func (a *Agent) PollSoon() {
 }
 
 func (a *Agent) deviceLock(id string) *sync.Mutex {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	l := a.locks[id]
+	a.cmds.mu.Lock()
+	defer a.cmds.mu.Unlock()
+	l := a.cmds.locks[id]
 	if l == nil {
 		l = &sync.Mutex{}
-		a.locks[id] = l
+		a.cmds.locks[id] = l
 	}
 	return l
 }

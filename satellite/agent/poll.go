@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -36,7 +35,7 @@ func (a *Agent) Poll(ctx context.Context) error {
 
 	a.lookupProjects(ctx, nodes)
 
-	a.mu.Lock()
+	a.view.mu.Lock()
 	var updates []*ironlinkv1.DeviceUpdate
 	drifted := 0
 	seen := make(map[string]bool, len(nodes))
@@ -50,35 +49,37 @@ func (a *Agent) Poll(ctx context.Context) error {
 			drifted++
 		}
 	}
-	for _, id := range a.tracker.Devices() {
+	for _, id := range a.view.tracker.Devices() {
 		if !seen[id] {
-			a.tracker.Forget(id)
-			delete(a.facts, id)
-			delete(a.nodes, id)
-			delete(a.asOf, id)
-			delete(a.mismatches, id)
-			delete(a.views, id)
+			a.view.tracker.Forget(id)
+			delete(a.view.facts, id)
+			delete(a.view.nodes, id)
+			delete(a.view.asOf, id)
+			a.orphans.forget(id)
+			delete(a.view.views, id)
 			updates = append(updates, &ironlinkv1.DeviceUpdate{DeviceId: id, Removed: true, ObservedTime: timestamppb.New(now)})
 		}
 	}
-	if !a.listed {
+	if !a.view.listed {
 		close(a.listedCh)
-		a.listedAt = time.Now()
-		if w := a.cfg.DesiredStatesWait; w > 0 && !a.desiredKnown {
+		a.view.listedAt = time.Now()
+		if w := a.cfg.DesiredStatesWait; w > 0 && !a.cmds.isKnown() {
 			// Wake the sender when the wait for desired states ends, so the
 			// snapshot goes then even if the hub never sent them.
 			time.AfterFunc(w, func() { a.outbox.Push(nil) })
 		}
 	}
-	a.listed = true
-	askResync := drifted > 0 && a.cfg.RequestResync != nil && time.Since(a.lastResyncAsk) >= ResyncRequestMinInterval
+	a.view.listed = true
+	askResync := drifted > 0 && a.cfg.RequestResync != nil && time.Since(a.view.lastResyncAsk) >= ResyncRequestMinInterval
 	if askResync {
-		a.lastResyncAsk = time.Now()
+		a.view.lastResyncAsk = time.Now()
 	}
-	a.stats.Polls++
-	a.stats.LastPollDuration = time.Since(start)
-	a.stats.LastPollNodes = len(nodes)
-	a.mu.Unlock()
+	a.view.mu.Unlock()
+	a.countStats(func(s *Stats) {
+		s.Polls++
+		s.LastPollDuration = time.Since(start)
+		s.LastPollNodes = len(nodes)
+	})
 
 	a.outbox.Push(updates)
 	if a.cfg.Observer != nil {
@@ -94,9 +95,9 @@ func (a *Agent) Poll(ctx context.Context) error {
 
 // gateDiffersLocked reports whether node n's gate differs from the
 // impairment state last applied to it (see gateMatches); devices never
-// commanded are not judged. a.mu is held.
+// commanded are not judged. a.view.mu is held.
 func (a *Agent) gateDiffersLocked(n ironic.Node, pv conditions.PlacementView) bool {
-	d, ok := a.desired[n.UUID]
+	d, ok := a.cmds.get(n.UUID)
 	if !ok || d.generation == 0 || n.Missing["traits"] {
 		return false
 	}
@@ -157,59 +158,57 @@ func (g placementGate) view(id string) conditions.PlacementView {
 // or nil when neither conditions nor facts changed. When Placement exists
 // but pv was not read, CustomerReady keeps its last value. asOf is when n
 // was read; data older than what was already evaluated for the node (a
-// sweep's re-read overtaken by a listing) is ignored. a.mu is held.
+// sweep's re-read overtaken by a listing) is ignored. a.view.mu is held.
 func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, asOf time.Time) *ironlinkv1.DeviceUpdate {
-	if prev, ok := a.asOf[n.UUID]; ok && asOf.Before(prev) {
+	if prev, ok := a.view.asOf[n.UUID]; ok && asOf.Before(prev) {
 		return nil
 	}
-	if prev, ok := a.nodes[n.UUID]; ok {
+	if prev, ok := a.view.nodes[n.UUID]; ok {
 		// A field the answer left out keeps its last known value, for the
 		// facts and the sweep; n.Unsent still says it is not fresh.
 		n = n.CarryUnsent(prev)
 	}
-	a.nodes[n.UUID], a.asOf[n.UUID] = n, asOf
+	a.view.nodes[n.UUID], a.view.asOf[n.UUID] = n, asOf
 	if pv.Read {
-		a.views[n.UUID] = pv
+		a.view.views[n.UUID] = pv
 	}
-	d := a.desired[n.UUID]
+	d, _ := a.cmds.get(n.UUID)
+	mismatches, project := a.orphans.forDevice(n.UUID, n.InstanceUUID)
 	obs := conditions.Observation{
 		Node: n, Now: now, Placement: pv, Quarantined: d.quarantined, AppliedGeneration: d.generation,
-		InstanceMismatch: mismatchMessage(a.mismatches[n.UUID]),
+		InstanceMismatch: mismatchMessage(mismatches), InstanceProject: project,
 	}
-	if n.InstanceUUID != "" {
-		obs.InstanceProject = a.projects[strings.ToLower(n.InstanceUUID)]
-	}
-	// One buffer for every evaluation (a.mu is held; the tracker copies
+	// One buffer for every evaluation (a.view.mu is held; the tracker copies
 	// what it keeps, holdUnsentLocked and without build new slices).
-	conds := conditions.MapInto(a.condBuf, a.cfg.Conditions, obs)
-	a.condBuf = conds
+	conds := conditions.MapInto(a.view.condBuf, a.cfg.Conditions, obs)
+	a.view.condBuf = conds
 	if a.placement != nil && !pv.Read {
-		if _, had := a.tracker.Get(n.UUID, condition.CustomerReady); had {
+		if _, had := a.view.tracker.Get(n.UUID, condition.CustomerReady); had {
 			conds = without(conds, condition.CustomerReady)
 		}
 	}
 	if len(n.Unsent) > 0 {
 		conds = a.holdUnsentLocked(n, conds)
 	}
-	changed := a.tracker.Observe(n.UUID, conds)
+	changed := a.view.tracker.Observe(n.UUID, conds)
 	// The facts are built in a scratch message and kept only when they
 	// changed (most polls change none of 10,000).
-	f := a.factsScratch
+	f := a.view.factsScratch
 	if f == nil {
 		f = &ironlinkv1.DeviceFacts{}
 	}
 	fillFacts(f, n)
-	f.InstanceMismatches = a.mismatches[n.UUID]
-	factsChanged := !sameFacts(a.facts[n.UUID], f)
+	f.InstanceMismatches = mismatches
+	factsChanged := !sameFacts(a.view.facts[n.UUID], f)
 	if !factsChanged {
-		a.factsScratch = f
+		a.view.factsScratch = f
 		if len(changed) == 0 {
 			return nil
 		}
-		f = a.facts[n.UUID]
+		f = a.view.facts[n.UUID]
 	} else {
-		a.factsScratch = nil
-		a.facts[n.UUID] = f
+		a.view.factsScratch = nil
+		a.view.facts[n.UUID] = f
 	}
 	u := &ironlinkv1.DeviceUpdate{DeviceId: n.UUID, Facts: f, ObservedTime: timestamppb.New(now)}
 	for _, c := range changed {
@@ -224,13 +223,13 @@ func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, 
 // that value is kept, unchanged, with its observed time of when it was
 // last computed from complete data, so neither a flip nor a "field
 // unavailable" status change reaches the hub. A device seen for the first
-// time gets Unknown/FieldUnavailable. a.mu is held.
+// time gets Unknown/FieldUnavailable. a.view.mu is held.
 func (a *Agent) holdUnsentLocked(n ironic.Node, conds []condition.Condition) []condition.Condition {
 	out := conds[:0:0]
 	for _, c := range conds {
 		if c.Reason == conditions.ReasonFieldUnavailable && conditions.UnsentNeeded(a.cfg.Conditions, c.Type, n) != "" {
-			if _, had := a.tracker.Get(n.UUID, c.Type); had {
-				a.stats.HeldConditions++
+			if _, had := a.view.tracker.Get(n.UUID, c.Type); had {
+				a.countStats(func(s *Stats) { s.HeldConditions++ })
 				continue
 			}
 		}
@@ -240,9 +239,7 @@ func (a *Agent) holdUnsentLocked(n ironic.Node, conds []condition.Condition) []c
 }
 
 func (a *Agent) countFailure() {
-	a.mu.Lock()
-	a.stats.FailedPolls++
-	a.mu.Unlock()
+	a.countStats(func(s *Stats) { s.FailedPolls++ })
 }
 
 func without(cs []condition.Condition, t condition.Type) []condition.Condition {
@@ -260,19 +257,19 @@ func without(cs []condition.Condition, t condition.Type) []condition.Condition {
 // Config.DesiredStatesWait, before the hub's desired states arrived or the
 // wait ended). It implements link.SnapshotFunc.
 func (a *Agent) Snapshot() ([]*ironlinkv1.DeviceUpdate, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.listed {
+	a.view.mu.Lock()
+	defer a.view.mu.Unlock()
+	if !a.view.listed {
 		return nil, false
 	}
-	if w := a.cfg.DesiredStatesWait; w > 0 && !a.desiredKnown && time.Since(a.listedAt) < w {
+	if w := a.cfg.DesiredStatesWait; w > 0 && !a.cmds.isKnown() && time.Since(a.view.listedAt) < w {
 		return nil, false // HandleDesiredStates or the wait's timer wakes the sender
 	}
-	ids := a.tracker.Devices()
+	ids := a.view.tracker.Devices()
 	out := make([]*ironlinkv1.DeviceUpdate, 0, len(ids))
 	for _, id := range ids {
-		conds := a.tracker.All(id)
-		u := &ironlinkv1.DeviceUpdate{DeviceId: id, Facts: a.facts[id]}
+		conds := a.view.tracker.All(id)
+		u := &ironlinkv1.DeviceUpdate{DeviceId: id, Facts: a.view.facts[id]}
 		var observed time.Time
 		for _, c := range conds {
 			u.Conditions = append(u.Conditions, wire.ConditionToProto(c))
