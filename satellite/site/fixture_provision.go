@@ -412,7 +412,7 @@ func (f *Fixture) SetProvisionState(_ context.Context, id, target string, _ map[
 			"The requested action %q can not be performed on node %q while it is in state %q.", target, id, n.ProvisionState)))
 	}
 	p := f.provLocked(id)
-	if target == "active" && fmt.Sprint(p.instanceInfo["image_source"]) == "" {
+	if img, _ := p.instanceInfo["image_source"].(string); target == "active" && img == "" {
 		return f.endLocked(httpError(http.StatusBadRequest, "PUT", url, "Cannot validate image information for node "+id+": instance_info/image_source is missing."))
 	}
 	p.path = slices.Clone(path)
