@@ -26,36 +26,56 @@ import (
 // ?fields). driver_info is deliberately not decoded: it holds BMC
 // credentials.
 type NodeDetail struct {
-	UUID                 string         `json:"uuid"`
-	Name                 string         `json:"name"`
-	Driver               string         `json:"driver"`
-	ProvisionState       string         `json:"provision_state"`
-	TargetProvisionState string         `json:"target_provision_state"`
-	ProvisionUpdatedAt   string         `json:"provision_updated_at"`
-	LastError            string         `json:"last_error"`
-	PowerState           string         `json:"power_state"`
-	InstanceUUID         string         `json:"instance_uuid"`
-	Reservation          string         `json:"reservation"`
-	Maintenance          bool           `json:"maintenance"`
-	ResourceClass        string         `json:"resource_class"`
-	Extra                map[string]any `json:"extra"`
-	InstanceInfo         map[string]any `json:"instance_info"`
-	Properties           map[string]any `json:"properties"`
+	// UUID, Name and Driver (the hardware type) identify the node.
+	UUID   string `json:"uuid"`
+	Name   string `json:"name"`
+	Driver string `json:"driver"`
+	// ProvisionState is where the node is in the state machine
+	// (OPENSTACK.md §1.2), TargetProvisionState where it is heading ("" at
+	// rest), ProvisionUpdatedAt Ironic's timestamp of the last change, as
+	// sent (compared as text: the operation marker keeps it).
+	ProvisionState       string `json:"provision_state"`
+	TargetProvisionState string `json:"target_provision_state"`
+	ProvisionUpdatedAt   string `json:"provision_updated_at"`
+	// LastError is the error of the last failed action ("" or null: none
+	// told).
+	LastError string `json:"last_error"`
+	// PowerState is "power on", "power off" or "" (unknown).
+	PowerState string `json:"power_state"`
+	// InstanceUUID is the Nova instance (or other consumer) on the node.
+	InstanceUUID string `json:"instance_uuid"`
+	// Reservation is the conductor holding the node's lock ("" when free).
+	Reservation string `json:"reservation"`
+	// Maintenance is Ironic's maintenance flag.
+	Maintenance bool `json:"maintenance"`
+	// ResourceClass is what the node is sold as in Placement.
+	ResourceClass string `json:"resource_class"`
+	// Extra, InstanceInfo and Properties are the node's free-form maps:
+	// extra holds the operations' marker, instance_info what a deploy
+	// writes, properties what inspection found.
+	Extra        map[string]any `json:"extra"`
+	InstanceInfo map[string]any `json:"instance_info"`
+	Properties   map[string]any `json:"properties"`
 }
 
 // Port is an Ironic port as ListPorts returns it (Ironic API reference
 // "Ports"): its UUID and MAC address.
 type Port struct {
-	UUID    string `json:"uuid"`
+	// UUID is the port's UUID.
+	UUID string `json:"uuid"`
+	// Address is the MAC address, lower case.
 	Address string `json:"address"`
 }
 
 // PatchOp is one JSON-patch operation of PatchNode (RFC 6902; Ironic API
 // reference "Update Node").
 type PatchOp struct {
-	Op    string `json:"op"`
-	Path  string `json:"path"`
-	Value any    `json:"value,omitempty"`
+	// Op is "add", "replace" or "remove".
+	Op string `json:"op"`
+	// Path is the field, e.g. "/extra/ironlink_operation".
+	Path string `json:"path"`
+	// Value is the new value (JSON-encoded; none for "remove").
+	Value any `json:"value,omitempty"`
 }
 
 // provisionRetryable is the retry predicate of every operations call: 409

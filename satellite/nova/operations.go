@@ -40,14 +40,19 @@ func NewForOperations(sc *gophercloud.ServiceClient, retry openstack.RetryPolicy
 // Flavor is what NOVA_CREATE reads of a Nova flavor (compute API reference
 // "Flavors").
 type Flavor struct {
-	ID         string            `json:"id"`
-	Name       string            `json:"name"`
+	// ID and Name identify the flavor.
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// ExtraSpecs are its extra_specs, e.g. "resources:CUSTOM_GPU": "1"
+	// for a flavor of one Ironic node of resource class gpu (2.61+).
 	ExtraSpecs map[string]string `json:"extra_specs"`
 }
 
 // CreateServerOpts is a server create targeted at one Ironic node (compute
 // API reference "Create Server").
 type CreateServerOpts struct {
+	// Name is the server's name; FlavorID and ImageID are ids (resolved
+	// before, not names).
 	Name, FlavorID, ImageID string
 	// KeyName and UserData (plain text; base64-encoded here) are optional.
 	KeyName, UserData string
