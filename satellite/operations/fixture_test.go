@@ -221,6 +221,34 @@ func TestFixtureNovaCreateAndDelete(t *testing.T) {
 	}
 }
 
+// NOVA_CREATE refuses a node in maintenance or without a power state before
+// it boots anything.
+func TestFixtureNovaCreateNeedsASchedulableNode(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason string
+		setup        func(f *site.Fixture)
+	}{
+		{"maintenance", "InvalidState", func(f *site.Fixture) { f.SetMaintenance(fxNode, true, "PSU swap", "") }},
+		{"no power state", "PowerStateUnknown", func(f *site.Fixture) { f.SetPower(fxNode, "") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, r, got := fxRunner(t, "available")
+			f.PutFlavor(nova.Flavor{ID: "fl-1", Name: "baremetal-gpu", ExtraSpecs: map[string]string{"resources:CUSTOM_GPU": "1"}})
+			tc.setup(f)
+			p := fxRun(t, r, got, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, fxNode,
+				&ironlinkv1.OperationParams{NovaCreate: &ironlinkv1.NovaCreateParams{Name: "vm-1", Image: "11111111-2222-4333-8444-555555555555"}}))
+			if p.GetFailureReason() != tc.reason {
+				t.Errorf("failed %s: %s", p.GetFailureReason(), p.GetError())
+			}
+			for _, c := range f.Calls() {
+				if c.Method == site.MethodCreateServer {
+					t.Errorf("booted a server: %v", c)
+				}
+			}
+		})
+	}
+}
+
 // Without Nova, NOVA_* fail NovaUnavailable before any call.
 func TestFixtureNovaOperationWithoutNova(t *testing.T) {
 	f := site.NewFixture()

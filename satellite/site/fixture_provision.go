@@ -103,6 +103,22 @@ func (f *Fixture) SetDriverEnabled(driver string) {
 	}
 }
 
+// SetPower sets node id's power state ("power on", "power off", or ""
+// for one Ironic cannot tell), as a power action or a power sync would.
+func (f *Fixture) SetPower(id, state string) bool {
+	return f.UpdateNode(id, func(n *ironic.Node) { n.PowerState = state })
+}
+
+// SetMaintenance puts node id in maintenance (on) with reason and fault
+// (Ironic's own: "power failure", "clean failure", ...; "" when an operator
+// set it), or takes it out (!on: reason and fault cleared).
+func (f *Fixture) SetMaintenance(id string, on bool, reason, fault string) bool {
+	if !on {
+		reason, fault = "", ""
+	}
+	return f.UpdateNode(id, func(n *ironic.Node) { n.Maintenance, n.MaintenanceReason, n.Fault = on, reason, fault })
+}
+
 // Hold keeps node id in the "* wait" state its transition reaches (on) or
 // lets it go on (off), so a test can cancel there.
 func (f *Fixture) Hold(id string, on bool) {
