@@ -1,11 +1,16 @@
 // Package nova reads the Nova servers the satellite's orphan sweep compares
 // with Ironic (OPENSTACK.md §4): every server of every project with the
-// hypervisor it runs on, and single servers by id. It never writes to Nova.
+// hypervisor it runs on, and single servers by id. The sweep's client never
+// writes to Nova; the operations credential's client (NewForOperations,
+// operations.go) also finds flavors and servers by name, and creates and
+// deletes servers for NOVA_CREATE and NOVA_DELETE. It is the production
+// implementation of site.Nova.
 //
-// Requests use the base compute API (microversion 2.1): every field the sweep
-// needs (tenant_id, status, OS-EXT-STS:task_state and the admin-only
-// OS-EXT-SRV-ATTR:hypervisor_hostname) exists there, so nothing is
-// negotiated.
+// The sweep's requests use the base compute API (microversion 2.1): every
+// field the sweep needs (tenant_id, status, OS-EXT-STS:task_state and the
+// admin-only OS-EXT-SRV-ATTR:hypervisor_hostname) exists there, so nothing
+// is negotiated. The operations' requests carry OperationsMicroversion
+// (2.74).
 package nova
 
 import (
