@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/openstack"
 	"github.com/ironlink/ironlink/satellite/site"
 )
@@ -44,7 +45,7 @@ func (u *run) enrol(ctx context.Context) site.Result {
 			return retryNow // created meanwhile (another process): take it over
 		}
 		if openstack.StatusCode(err) == http.StatusBadRequest {
-			return site.Failed("InvalidArgument", "Ironic refused the node: %s", ironicMessage(err))
+			return site.Failed("InvalidArgument", "Ironic refused the node: %s", ironic.Message(err))
 		}
 		if err != nil {
 			return stop(err)
@@ -139,10 +140,10 @@ func (u *run) ensurePorts(ctx context.Context, n *node) error {
 		u.step("create-ports", n.ProvisionState, "")
 		if err := u.r.ironic.CreatePort(ctx, n.UUID, mac, p.GetPxeEnabled()); err != nil {
 			if openstack.StatusCode(err) == http.StatusConflict {
-				return fail("PortConflict", "MAC %s: %s", mac, ironicMessage(err))
+				return fail("PortConflict", "MAC %s: %s", mac, ironic.Message(err))
 			}
 			if openstack.StatusCode(err) == http.StatusBadRequest {
-				return fail("InvalidArgument", "port %s: %s", mac, ironicMessage(err))
+				return fail("InvalidArgument", "port %s: %s", mac, ironic.Message(err))
 			}
 			return err
 		}
@@ -173,7 +174,7 @@ func (u *run) ensureTraits(ctx context.Context, n *node) error {
 	u.step("set-traits", n.ProvisionState, "")
 	if err := u.r.ironic.SetTraits(ctx, n.UUID, all); err != nil {
 		if openstack.StatusCode(err) == http.StatusBadRequest {
-			return fail("InvalidArgument", "traits: %s", ironicMessage(err))
+			return fail("InvalidArgument", "traits: %s", ironic.Message(err))
 		}
 		return err
 	}

@@ -58,13 +58,6 @@ func actionTaken(n *node, opID, action string) bool {
 // errNotFound marks a 404 for the thing asked for.
 var errNotFound = errors.New("not found")
 
-// isNodeLocked reports whether a 409 is Ironic's NodeLocked.
-func isNodeLocked(err error) bool { return ironic.IsNodeLocked(err) }
-
-// ironicMessage extracts Ironic's faultstring from an error, falling back
-// to its text.
-func ironicMessage(err error) string { return ironic.Message(err) }
-
 // getNode reads a node by UUID or name; errNotFound when Ironic has none.
 func (r *Runner) getNode(ctx context.Context, ident string) (*node, error) {
 	n, err := r.ironic.NodeDetail(ctx, ident)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/openstack"
 	"github.com/ironlink/ironlink/satellite/site"
 )
@@ -34,7 +35,7 @@ func (u *run) sameState(ctx context.Context, n *node, action string, args map[st
 		u.step(action, ps, "")
 		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, action, args); err != nil {
 			if openstack.StatusCode(err) == http.StatusBadRequest {
-				return site.Failed("IronicRejected", "%s", ironicMessage(err))
+				return site.Failed("IronicRejected", "%s", ironic.Message(err))
 			}
 			return stop(err)
 		}
@@ -111,7 +112,7 @@ func (u *run) deploy(ctx context.Context, n *node) site.Result {
 			u.step("set-instance-info", ps, "")
 			if _, err := u.r.ironic.PatchNode(ctx, n.UUID, ops); err != nil {
 				if openstack.StatusCode(err) == http.StatusBadRequest {
-					return site.Failed("IronicRejected", "%s", ironicMessage(err))
+					return site.Failed("IronicRejected", "%s", ironic.Message(err))
 				}
 				return stop(err)
 			}
@@ -131,7 +132,7 @@ func (u *run) deploy(ctx context.Context, n *node) site.Result {
 		u.step("deploy", ps, "")
 		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "active", extra); err != nil {
 			if openstack.StatusCode(err) == http.StatusBadRequest {
-				return site.Failed("IronicRejected", "%s", ironicMessage(err))
+				return site.Failed("IronicRejected", "%s", ironic.Message(err))
 			}
 			return stop(err)
 		}

@@ -426,7 +426,7 @@ func stop(err error) site.Result {
 		return r
 	}
 	reason := "OpenStackError"
-	if openstack.StatusCode(err) == 409 && isNodeLocked(err) {
+	if openstack.StatusCode(err) == 409 && ironic.IsNodeLocked(err) {
 		reason = "NodeLocked"
 	}
 	return site.Failed(reason, "%s", err.Error())
