@@ -3,6 +3,7 @@ package operations_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,10 +162,11 @@ func TestFixtureFailuresEndTheOperation(t *testing.T) {
 	})
 	t.Run("wrong start state writes nothing", func(t *testing.T) {
 		f, r, got := fxRunner(t, "active")
-		p := fxRun(t, r, got, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE, fxNode, nil))
+		p := fxRun(t, r, got, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_CLEAN, fxNode,
+			&ironlinkv1.OperationParams{CleanSteps: []*ironlinkv1.CleanStep{{Interface: "deploy", Step: "erase_devices_metadata"}}}))
 		wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_FAILED)
-		if p.GetFailureReason() != "InvalidState" || len(f.Writes()) != 0 {
-			t.Errorf("failed %s; writes %v", p.GetFailureReason(), f.Writes())
+		if p.GetFailureReason() != "InvalidState" || !strings.Contains(p.GetError(), "active") || len(f.Writes()) != 0 {
+			t.Errorf("failed %s: %s; writes %v", p.GetFailureReason(), p.GetError(), f.Writes())
 		}
 	})
 	t.Run("unknown node", func(t *testing.T) {
@@ -174,6 +176,34 @@ func TestFixtureFailuresEndTheOperation(t *testing.T) {
 			t.Errorf("failed %s: %s", p.GetFailureReason(), p.GetError())
 		}
 	})
+}
+
+// A second operation on a node that runs one is refused (NodeBusy) without
+// touching the node; the first one goes on.
+func TestFixtureOneOperationPerNode(t *testing.T) {
+	f, r, got := fxRunner(t, "manageable")
+	f.Hold(fxNode, true)
+	first := ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE, fxNode, nil)
+	r.Handle(first)
+	for p := range got {
+		if p.GetProvisionState() == "clean wait" {
+			break
+		}
+	}
+	calls := len(f.Calls())
+	second := ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, fxNode, nil)
+	r.Handle(second)
+	p := final(t, got, second.GetOperationId())
+	if p.GetState() != ironlinkv1.OperationState_OPERATION_STATE_FAILED || p.GetFailureReason() != "NodeBusy" || !strings.Contains(p.GetError(), first.GetOperationId()) {
+		t.Fatalf("second operation: %v %s %s", p.GetState(), p.GetFailureReason(), p.GetError())
+	}
+	for _, c := range f.Calls()[calls:] {
+		if c.Method != site.MethodNodeDetail { // the first operation's reads
+			t.Errorf("the refused operation called %v", c)
+		}
+	}
+	f.Hold(fxNode, false)
+	wantState(t, final(t, got, first.GetOperationId()), ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
 }
 
 // A cancel while the node waits in clean wait aborts it there.
