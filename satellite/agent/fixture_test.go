@@ -294,3 +294,23 @@ func TestCommandResultsOverFixture(t *testing.T) {
 		}
 	}
 }
+
+// Placement unreadable during a poll keeps each device's last CustomerReady:
+// Ironic was read, so the poll goes on, and a gate change on Placement's
+// side that it could not see sends nothing until Placement is back.
+func TestPlacementOutageKeepsCustomerReady(t *testing.T) {
+	s := newFixtureSite(t, 5, false)
+	s.poll(t)
+	s.f.PutProvider(s.ids[0]) // the gate trait goes from the provider
+	s.f.Fail(site.MethodProviders, "", errors.New("placement: 503 Service Unavailable"), -1)
+	if got := s.poll(t); len(got) != 0 {
+		t.Fatalf("placement outage produced deltas: %v", got)
+	}
+	if st := s.a.Stats(); st.FailedPolls != 0 || st.Polls != 2 {
+		t.Fatalf("the poll should go on with Ironic read: %+v", st)
+	}
+	s.f.ClearFailures()
+	if got := s.poll(t); len(got) != 1 || got[0].GetDeviceId() != s.ids[0] {
+		t.Fatalf("Placement back: updates %v, want one for %s", got, s.ids[0])
+	}
+}
