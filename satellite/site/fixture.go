@@ -62,11 +62,15 @@ func (c Call) String() string {
 	return s
 }
 
-// Fixture is an in-memory site implementing Ironic, Placement and Nova
-// with the documented semantics (idempotent writes, never-partial
-// listings, the not-found errors), for agent and gate tests without HTTP.
-// It records every call (Calls) and fails calls on command (Fail). The
-// zero value is not usable; use NewFixture. Safe for concurrent use.
+// Fixture is an in-memory site implementing Ironic, Placement, Nova and
+// Images with the documented semantics (idempotent writes, never-partial
+// listings, the not-found errors), for agent, gate and operations tests
+// without HTTP: Ironic's provision state machine with holds, locks and
+// failed actions (fixture_provision.go), power and maintenance
+// (SetPower, SetMaintenance), Nova servers booted and deleted on a node
+// (fixture_nova.go). It records every call (Calls) and fails calls on
+// command (Fail). The zero value is not usable; use NewFixture. Safe for
+// concurrent use.
 type Fixture struct {
 	mu        sync.Mutex
 	nodes     map[string]ironic.Node
