@@ -190,6 +190,20 @@ func (f *Fixture) SetServers(servers ...nova.Server) {
 	f.servers = slices.Clone(servers)
 }
 
+// PutServer adds server s to Nova, or replaces the server with the same
+// id (ids compare case-insensitively, as Nova's UUIDs do).
+func (f *Fixture) PutServer(s nova.Server) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, o := range f.servers {
+		if strings.EqualFold(o.ID, s.ID) {
+			f.servers[i] = s
+			return
+		}
+	}
+	f.servers = append(f.servers, s)
+}
+
 // Fail makes the next times calls of method (a Method* name) about id
 // ("" = any) return err instead of doing anything; times < 0 fails them
 // for ever (until ClearFailures). Rules are matched in the order given.
