@@ -2,13 +2,12 @@ package policyrun_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // BenchmarkDecisionPass measures one evaluator pass that decides one fresh
@@ -18,10 +17,10 @@ import (
 // quarantine). It reports the pass's ms and the ratio.
 func BenchmarkDecisionPass(b *testing.B) {
 	ctx := context.Background()
-	st, _ := newBenchStore(b)
+	st, _ := newStore(b)
 	s := newBenchSite(b, st, "site-a", 1000)
 	doc := "policy:\n  default:\n    enabled: true\n    guard: {maxDevices: 1000000, maxPercent: 100, window: 1s}\n    rules: [{name: f, to: [FAULTED]}]\n"
-	ev := policyrun.New(st, policyrun.Config{Policy: benchPolicy(b, doc), Replica: "r1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ev := policyrun.New(st, policyrun.Config{Policy: benchPolicy(b, doc), Replica: "r1"}, testlog.Discard())
 	for i := 0; i < 50; i++ {
 		s.fault(s.ids[i:i+1], "DeployFailed", time.Now())
 	}
