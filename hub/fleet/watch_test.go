@@ -3,8 +3,6 @@ package fleet_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -21,7 +19,8 @@ import (
 	"github.com/ironlink/ironlink/hub/fleet"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
-	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // replica is one hub replica's operator API (its own store, pool and LISTEN
@@ -34,13 +33,8 @@ type replica struct {
 
 func startReplica(t *testing.T, url string) *replica {
 	t.Helper()
-	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, url, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	log := testlog.New(t)
+	st := storetest.Open(t, url, log)
 	cfg, err := app.Config{DatabaseURL: url, NoAuth: true, Plaintext: true}.Validate()
 	if err != nil {
 		t.Fatal(err)
@@ -152,10 +146,7 @@ func eventKey(m *ironlinkv1.WatchFleetResponse) string {
 // events a watcher that never broke got (replica 2 from the same start):
 // nothing lost, nothing repeated.
 func TestWatchFleetResumesAcrossReplicas(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(context.Background(), url); err != nil {
-		t.Fatal(err)
-	}
+	url := storetest.Database(t)
 	r1, r2 := startReplica(t, url), startReplica(t, url)
 	// The reference watcher, and the one that breaks, both start at
 	// replica 2's head, before the seed.
@@ -244,10 +235,7 @@ func TestWatchFleetResumesAcrossReplicas(t *testing.T) {
 // bad requests are refused with the field named.
 func TestWatchFleetFilters(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
+	url := storetest.Database(t)
 	r := startReplica(t, url)
 	head := watch(t, r.fleet, &ironlinkv1.WatchFleetRequest{}, 0, 0, nil).first
 	devs := seedSites(t, r.store, 2, "site-a", "site-b")
@@ -397,10 +385,7 @@ func collectEvents(t *testing.T, c ironlinkv1.FleetServiceClient, req *ironlinkv
 // as they were, and the kinds and site filters select them.
 func TestWatchFleetOperationAndPolicyKinds(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
+	url := storetest.Database(t)
 	r := startReplica(t, url)
 	devs := seedSites(t, r.store, 2, "site-a", "site-b")
 	head := watch(t, r.fleet, &ironlinkv1.WatchFleetRequest{}, 0, 0, nil).first

@@ -2,8 +2,6 @@ package operations_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -14,7 +12,8 @@ import (
 	"github.com/ironlink/ironlink/hub/operations"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
-	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // BenchmarkStartOperation1000 asks for one PROVIDE on each of 1000
@@ -24,16 +23,8 @@ import (
 func BenchmarkStartOperation1000(b *testing.B) {
 	const n = 1000
 	ctx := context.Background()
-	url := pgtest.NewDatabase(b)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		b.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, url, log)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(st.Close)
+	log := testlog.New(b)
+	st, url := storetest.New(b, log)
 	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: "b", Replica: "r", Capabilities: []string{"operations"}})
 	if err != nil {
 		b.Fatal(err)

@@ -8,8 +8,6 @@ package policy_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -39,6 +37,8 @@ import (
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/promtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 const policyDoc = `
@@ -67,16 +67,8 @@ func startHub(t *testing.T) *hub {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, url, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	log := testlog.New(t)
+	st, url := storetest.New(t, log)
 	path := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(path, []byte(policyDoc), 0o600); err != nil {
 		t.Fatal(err)
@@ -499,7 +491,7 @@ func TestSiteBoundOperator(t *testing.T) {
 	b.fault(b.ids[0], time.Now())
 	b.fault(b.ids[1], time.Now()) // 20 %: held
 	waitFor(t, "3 decisions", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 3 })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testlog.New(t)
 	api := policyapi.NewServer(h.st, policy.Static(policy.Disabled()), nil, log)
 	ctx := authn.NewContext(context.Background(), auth.Identity{ClientID: "op-a", Sites: []string{"site-a"}})
 	ds, err := api.ListPolicyDecisions(ctx, &ironlinkv1.ListPolicyDecisionsRequest{})

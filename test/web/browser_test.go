@@ -13,7 +13,6 @@ package web_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -39,6 +38,7 @@ import (
 	"github.com/ironlink/ironlink/hub/web/webtest"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 )
 
@@ -138,11 +138,7 @@ func startHub(t *testing.T) *hubEnv {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	e.st, err = store.Open(context.Background(), dbURL, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.st.Close)
+	e.st = storetest.Open(t, dbURL, nil)
 	return e
 }
 
