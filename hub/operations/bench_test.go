@@ -20,8 +20,14 @@ import (
 // devices by UUID (validation, site binding, guards, one transaction) and,
 // in the same run, the raw reference: the same 1000 rows inserted with one
 // plain INSERT each in one transaction. It reports both and their ratio.
-func BenchmarkStartOperation1000(b *testing.B) {
-	const n = 1000
+func BenchmarkStartOperation1000(b *testing.B) { benchStartOperation(b, 1000, b.N) }
+
+// TestStartOperationOnManyDevices runs the benchmark's checks once at a
+// small size (make test runs no benchmark): one PROVIDE per device for 20
+// devices in one call, the raw inserts beside it.
+func TestStartOperationOnManyDevices(t *testing.T) { benchStartOperation(t, 20, 1) }
+
+func benchStartOperation(b testing.TB, n, runs int) {
 	ctx := context.Background()
 	log := testlog.New(b)
 	st, url := storetest.New(b, log)
@@ -52,13 +58,17 @@ func BenchmarkStartOperation1000(b *testing.B) {
 		}
 	}
 	var api, raw time.Duration
-	for i := 0; i < b.N; i++ {
+	for range runs {
 		reset()
 		start := time.Now()
-		if _, err := srv.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE, Devices: devs, Reason: "bench"}); err != nil {
+		r, err := srv.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE, Devices: devs, Reason: "bench"})
+		if err != nil {
 			b.Fatal(err)
 		}
 		api += time.Since(start)
+		if got, err := pgxCount(ctx, conn); err != nil || got != n || len(r.GetOperations()) != n {
+			b.Fatalf("StartOperation on %d devices: %d operations answered, %d rows (%v)", n, len(r.GetOperations()), got, err)
+		}
 		reset()
 		start = time.Now()
 		tx, err := conn.Begin(ctx)
@@ -76,7 +86,18 @@ func BenchmarkStartOperation1000(b *testing.B) {
 		}
 		raw += time.Since(start)
 	}
-	b.ReportMetric(float64(api.Milliseconds())/float64(b.N), "api-ms/op")
-	b.ReportMetric(float64(raw.Milliseconds())/float64(b.N), "raw-ms/op")
-	b.ReportMetric(float64(api)/float64(raw), "ratio")
+	if got, err := pgxCount(ctx, conn); err != nil || got != n {
+		b.Fatalf("%d operation rows after the raw inserts (%v), want %d", got, err, n)
+	}
+	if bb, ok := b.(*testing.B); ok {
+		bb.ReportMetric(float64(api.Milliseconds())/float64(runs), "api-ms/op")
+		bb.ReportMetric(float64(raw.Milliseconds())/float64(runs), "raw-ms/op")
+		bb.ReportMetric(float64(api)/float64(raw), "ratio")
+	}
+}
+
+func pgxCount(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var n int
+	err := conn.QueryRow(ctx, `SELECT count(*) FROM operations`).Scan(&n)
+	return n, err
 }
