@@ -21,10 +21,10 @@ func scenarioCut(t *testing.T) {
 	pool := harness.Pool(t, db)
 	a := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
 	b := harness.StartHub(t, bins, db, "hub-b", fastHub()...)
-	lb := newProxy(t, a.Addr, b.Addr)
+	s := newSite(t, "cut", 60)
+	lb := newProxy(t, s.via(t, a.Addr), s.via(t, b.Addr))
 	fc := harness.Fleet(t, a.Addr)
 
-	s := newSite(t, "cut", 60)
 	s.startSatellite(t, "", lb.Addr())
 	sat := satsim.New(satsim.Config{Site: "cut-scripted", Addr: lb.Addr(), Devices: 40, DevicesPerBatch: 10, Window: 4, Logf: t.Logf})
 	runSats(t, sat)
@@ -62,7 +62,7 @@ func scenarioCut(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second)
+	flowing(t, pool, []*site{s}, sat)
 	s.stopChurn()
 	drainAndVerify(t, pool, 30*time.Second, sat)
 	for _, id := range last {
@@ -70,6 +70,7 @@ func scenarioCut(t *testing.T) {
 	}
 	waitTruth(t, pool, s, 15*time.Second)
 	checkHistory(t, pool)
+	s.checkLinkHistory(t, pool)
 	checkCommands(t, pool, s)
 	t.Logf("connections through the balancer: %d; scripted: %d links, %d acked deltas, %d duplicate acks",
 		lb.Accepted(), sat.Stats().Links, sat.Stats().AckedDeltas, sat.Stats().DupAcks)

@@ -44,7 +44,7 @@ func scenarioDrain(t *testing.T) {
 	for _, s := range sats {
 		s.Produce(true)
 	}
-	time.Sleep(2 * time.Second)
+	flowing(t, pool, nil, sats...)
 	lb.SetBackends([]string{a.Addr, b.Addr})
 
 	// A command for every tenth site, answered on whichever replica holds the link.
@@ -76,7 +76,7 @@ func scenarioDrain(t *testing.T) {
 		t.Error("hub-a did not log the drain")
 	}
 	t.Logf("all %d links on hub-b %s after SIGTERM", drainLinks, moved.Round(time.Millisecond))
-	time.Sleep(time.Second)
+	flowing(t, pool, nil, sats...)
 	drainAndVerify(t, pool, 30*time.Second, sats...)
 	for _, id := range cmds {
 		waitCommand(t, fcB, id, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 20*time.Second)

@@ -33,16 +33,16 @@ func scenarioFreeze(t *testing.T) {
 	// The hub's own keepalive stays long (30 s) so that what is measured is
 	// the satellite's detection, not the hub closing the connection.
 	hub := harness.StartHub(t, bins, db, "hub-a", fastHub("--keepalive-time", "30s", "--keepalive-timeout", "10s")...)
-	lb := newProxy(t, hub.Addr)
-	fc := harness.Fleet(t, hub.Addr)
 	s := newSite(t, "freeze", 40)
+	lb := newProxy(t, s.via(t, hub.Addr))
+	fc := harness.Fleet(t, hub.Addr)
 	sat := s.startSatellite(t, "", lb.Addr(), "--keepalive-time", freezeKeepaliveTime.String(), "--keepalive-timeout", freezeKeepaliveTimeout.String())
 	scripted := satsim.New(satsim.Config{Site: "freeze-scripted", Addr: lb.Addr(), Devices: 40, DevicesPerBatch: 10, Window: 4, Logf: t.Logf})
 	runSats(t, scripted)
 	waitDevices(t, pool, s, 30*time.Second)
 	s.churn(t, 200*time.Millisecond)
 	scripted.Produce(true)
-	time.Sleep(time.Second)
+	flowing(t, pool, []*site{s}, scripted)
 
 	target := s.readyNodes()[0]
 	s.addNodeTrait(t, target)
@@ -79,11 +79,12 @@ func scenarioFreeze(t *testing.T) {
 		return nil
 	})
 	waitCommand(t, fc, cmd, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 30*time.Second)
-	time.Sleep(time.Second)
+	flowing(t, pool, []*site{s}, scripted)
 	s.stopChurn()
 	drainAndVerify(t, pool, 30*time.Second, scripted)
 	waitTruth(t, pool, s, 15*time.Second)
 	checkHistory(t, pool)
+	s.checkLinkHistory(t, pool)
 	checkCommands(t, pool, s)
 	st := scripted.Stats()
 	t.Logf("scripted (no keepalive): %d links, %d acked deltas, %d duplicate acks", st.Links, st.AckedDeltas, st.DupAcks)

@@ -80,7 +80,7 @@ func scenarioKillHubMidGroup(t *testing.T) {
 	lb := newProxy(t, a.Addr) // every link starts on hub-a
 	sats := groupSats(t, "killgroup", lb.Addr(), 20)
 	allOn(t, "hub-a", 30*time.Second, sats...)
-	time.Sleep(time.Second)
+	flowing(t, pool, nil, sats...)
 	lb.SetBackends([]string{b.Addr})
 
 	for kill := 1; kill <= 2; kill++ {
@@ -108,10 +108,10 @@ func scenarioKillHubMidGroup(t *testing.T) {
 			}
 			return nil
 		})
-		time.Sleep(500 * time.Millisecond)
+		flowing(t, pool, nil, sats...)
 		lb.SetBackends([]string{b.Addr})
 	}
-	time.Sleep(time.Second)
+	flowing(t, pool, nil, sats...)
 	drainAndVerify(t, pool, 60*time.Second, sats...)
 	checkHistory(t, pool)
 	var links, deltas, dups int
@@ -169,7 +169,7 @@ func scenarioPGRestartMidGroup(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second)
+	flowing(t, pool, nil, sats...)
 	drainAndVerify(t, pool, 60*time.Second, sats...)
 	checkHistory(t, pool)
 	var links, deltas, dups int

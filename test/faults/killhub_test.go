@@ -88,7 +88,7 @@ func scenarioKillHub(t *testing.T) {
 	// Kill 2: hub-a comes back; hub-b dies in the middle of the delta stream.
 	a = harness.StartHubAt(t, bins, a.Addr, db, "hub-a", fastHub()...)
 	fcA := harness.Fleet(t, a.Addr)
-	time.Sleep(500 * time.Millisecond)
+	flowing(t, pool, []*site{s}, sat) // on hub-b, before it dies
 	before = sat.Stats()
 	b.Kill()
 	t.Logf("kill 2: hub-b killed; scripted had %d unacked batches (sent %d, acked %d)", before.Unacked, before.LastSent, before.LastAcked)
@@ -101,7 +101,7 @@ func scenarioKillHub(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second)
+	flowing(t, pool, []*site{s}, sat)
 	s.stopChurn()
 	drainAndVerify(t, pool, 30*time.Second, sat)
 	waitCommand(t, fcA, q, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 30*time.Second)

@@ -30,7 +30,7 @@ func scenarioPlacement(t *testing.T) {
 	hub := harness.StartHub(t, bins, db, "hub-a", fastHub("--command-failure-backoff", "2s", "--command-resend-after", "20s")...)
 	fc := harness.Fleet(t, hub.Addr)
 	s := newSite(t, "placement", 20)
-	s.startSatellite(t, "", hub.Addr)
+	s.startSatellite(t, "", s.via(t, hub.Addr))
 	waitDevices(t, pool, s, 30*time.Second)
 
 	ready := s.readyNodes()
@@ -99,5 +99,6 @@ func scenarioPlacement(t *testing.T) {
 	}
 	waitTruth(t, pool, s, 15*time.Second)
 	checkHistory(t, pool)
+	s.checkLinkHistory(t, pool)
 	checkCommands(t, pool, s)
 }

@@ -26,9 +26,9 @@ func scenarioSatKill(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	pool := harness.Pool(t, db)
 	hub := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
-	lb := newProxy(t, hub.Addr)
-	fc := harness.Fleet(t, hub.Addr)
 	s := newSite(t, "satkill", 20)
+	lb := newProxy(t, s.via(t, hub.Addr))
+	fc := harness.Fleet(t, hub.Addr)
 	sat := s.startSatellite(t, "#1", lb.Addr())
 	waitDevices(t, pool, s, 30*time.Second)
 
@@ -119,5 +119,6 @@ func scenarioSatKill(t *testing.T) {
 	})
 	waitTruth(t, pool, s, 15*time.Second)
 	checkHistory(t, pool)
+	s.checkLinkHistory(t, pool)
 	checkCommands(t, pool, s)
 }

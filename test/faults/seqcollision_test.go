@@ -43,7 +43,7 @@ func scenarioSeqCollision(t *testing.T) {
 	s := newSite(t, "collide", 20)
 	sat := s.startSatellite(t, "", lb.Addr())
 	waitDevices(t, pool, s, 30*time.Second)
-	time.Sleep(1500 * time.Millisecond) // a few idle polls
+	settled(t, pool, s, sat)
 
 	var target string
 	for _, n := range s.sim.Nodes() {
