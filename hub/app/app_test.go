@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,6 +23,7 @@ import (
 	"github.com/ironlink/ironlink/internal/promtest"
 	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/internal/testlog"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 // hub is one in-process hub replica (plaintext, no authentication).
@@ -33,21 +33,11 @@ type hub struct {
 	done        chan error
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startHub runs app.Run over dbURL until the test ends; edit adjusts the
 // configuration first.
 func startHub(t *testing.T, dbURL, replica string, edit func(*app.Config)) *hub {
 	t.Helper()
-	cfg := app.Config{DatabaseURL: dbURL, Replica: replica, Listen: freeAddr(t), AdminAddr: freeAddr(t),
+	cfg := app.Config{DatabaseURL: dbURL, Replica: replica, Listen: harness.FreeAddr(t), AdminAddr: harness.FreeAddr(t),
 		NoAuth: true, Plaintext: true, ShutdownGrace: 2 * time.Second}
 	cfg.Link.CommandSweep = 200 * time.Millisecond
 	if edit != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ironlink/ironlink/internal/tlsutil"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 // runServer runs s.Run until the test ends.
@@ -44,16 +45,6 @@ func waitFor(t *testing.T, f func() error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func get(t *testing.T, c *http.Client, u string, hdr map[string]string) (int, string) {
@@ -91,7 +82,7 @@ func TestDemoProxyOverUnixSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
+	addr := harness.FreeAddr(t)
 	ps := &http.Server{Addr: addr, Handler: h}
 	go func() { _ = ps.ListenAndServe() }()
 	t.Cleanup(func() { ps.Close() })
@@ -139,7 +130,7 @@ func TestRunMTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
+	addr := harness.FreeAddr(t)
 	runServer(t, e.server(t, Config{Addr: addr, Auth: AuthMTLS, TLSCert: cert, TLSKey: key}))
 	pem, err := os.ReadFile(ca)
 	if err != nil {
@@ -194,7 +185,7 @@ func TestDemoProxyFallsBackToAnotherReplica(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr := freePort(t)
+		addr := harness.FreeAddr(t)
 		ps := &http.Server{Addr: addr, Handler: h}
 		go func() { _ = ps.ListenAndServe() }()
 		t.Cleanup(func() { ps.Close() })

@@ -36,25 +36,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // bins holds ironlink-hub, ironlink-satellite and ironlink, built once.
 var bins harness.Binaries
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	b, err := harness.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cmd := exec.Command("go", "build", "-o", filepath.Join(b.Dir, "ironlink"), "./hub/cmd/ironlink")
-	cmd.Dir = harness.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build ironlink: %v\n%s", err, out)
-		os.RemoveAll(b.Dir)
-		os.Exit(1)
-	}
-	bins = b
-	code := m.Run()
-	os.RemoveAll(b.Dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { harness.Main(m, &bins, "./hub/cmd/ironlink") }
 
 // site is the test's main site; otherSite has three more nodes named
 // node-001…node-003 too, so those names are ambiguous.
