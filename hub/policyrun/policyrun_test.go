@@ -2,7 +2,6 @@ package policyrun_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/hub/store"
-	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/internal/testlog"
@@ -21,96 +19,8 @@ import (
 
 func newStore(t testing.TB) (*store.Store, string) { return storetest.New(t, nil) }
 
-// site is a scripted satellite at the store's level: it opens a link and
-// commits batches exactly as the link server does.
-type site struct {
-	t     testing.TB
-	st    *store.Store
-	name  string
-	epoch int64
-	seq   uint64
-	ids   []string
-	now   func() time.Time // the satellite's clock
-}
-
-func conds(at time.Time, faultReason string) []condition.Condition {
-	good := map[condition.Type]condition.Status{
-		condition.Enrolled: condition.True, condition.ProvisioningHealthy: condition.True,
-		condition.MaintenanceClear: condition.True, condition.InValidationPool: condition.False,
-		condition.InstanceAllocated: condition.False, condition.CustomerAllocated: condition.False,
-		condition.CustomerReady: condition.True,
-	}
-	var out []condition.Condition
-	for _, typ := range condition.Types {
-		c := condition.Condition{Type: typ, Status: good[typ], Reason: "Ok", LastTransitionTime: at, ObservedTime: at}
-		if typ == condition.ProvisioningHealthy && faultReason != "" {
-			c.Status, c.Reason, c.Message = condition.False, faultReason, "last_error: deploy timed out"
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
-func newSite(t *testing.T, st *store.Store, name string, n int) *site {
-	return newBenchSite(t, st, name, n)
-}
-
-func newBenchSite(t testing.TB, st *store.Store, name string, n int) *site {
-	return newClockedSite(t, st, name, n, time.Now)
-}
-
-// newClockedSite is a site whose observations are timed by now (a test's
-// fake clock, the evaluator's too: one clock for both).
-func newClockedSite(t testing.TB, st *store.Store, name string, n int, now func() time.Time) *site {
-	s := &site{t: t, st: st, name: name, now: now}
-	for i := 0; i < n; i++ {
-		s.ids = append(s.ids, uuid.NewString())
-	}
-	s.connect()
-	at := s.now()
-	var ups []store.DeviceUpdate
-	for i, id := range s.ids {
-		ups = append(ups, store.DeviceUpdate{DeviceID: id, Conditions: conds(at, ""), ObservedTime: at, Facts: &store.Facts{Name: fmt.Sprintf("%s-%03d", name, i)}})
-	}
-	s.batch(ups)
-	return s
-}
-
-func (s *site) connect() {
-	sess, err := s.st.OpenLink(context.Background(), store.LinkHello{Site: s.name, BootID: "b", Replica: "r1"})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.epoch = sess.Epoch
-}
-
-func (s *site) batch(ups []store.DeviceUpdate) {
-	s.t.Helper()
-	s.seq++
-	if _, err := s.st.ApplyBatch(context.Background(), s.name, s.epoch, store.Batch{Sequence: s.seq, Devices: ups}); err != nil {
-		s.t.Fatal(err)
-	}
-}
-
-// fault turns devices ids FAULTED (ProvisioningHealthy=False reason), the
-// fault having begun at at.
-func (s *site) fault(ids []string, reason string, at time.Time) {
-	var ups []store.DeviceUpdate
-	for _, id := range ids {
-		c := conds(s.now(), reason)
-		for i := range c { // the fault began at at; observed now
-			if c[i].Type == condition.ProvisioningHealthy {
-				c[i].LastTransitionTime = at
-			}
-		}
-		ups = append(ups, store.DeviceUpdate{DeviceID: id, Conditions: c, ObservedTime: s.now()})
-	}
-	s.batch(ups)
-}
-
-// heal clears the fault of id (all conditions good, observed now).
-func (s *site) heal(id string) {
-	s.batch([]store.DeviceUpdate{{DeviceID: id, Conditions: conds(s.now(), ""), ObservedTime: s.now()}})
+func newSite(t testing.TB, st *store.Store, name string, n int) *storetest.Site {
+	return storetest.NewSite(t, st, name, n, nil)
 }
 
 func livePolicy(t *testing.T, doc string) func() *policy.File { return benchPolicy(t, doc) }
@@ -173,12 +83,12 @@ func TestGuardHoldsTheRest(t *testing.T) {
 	// stands still made the auto-release below depend on how long the test
 	// took to get there (it failed once under load).
 	clk := &clock{t: time.Now()}
-	a := newClockedSite(t, st, "site-a", 50, clk.Now)
+	a := storetest.NewSite(t, st, "site-a", 50, clk.Now)
 	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, testPolicy), Now: clk.Now, Replica: "r1"}, testlog.New(t))
 
 	start := clk.Now()
 	for i := 0; i < 20; i++ { // 20 faults over ~a minute (satellite times)
-		a.fault(a.ids[i:i+1], "DeployFailed", start.Add(time.Duration(i)*3*time.Second-time.Minute))
+		a.Fault(a.IDs[i:i+1], "DeployFailed", start.Add(time.Duration(i)*3*time.Second-time.Minute))
 	}
 	stats, err := ev.Tick(ctx)
 	if err != nil {
@@ -244,7 +154,7 @@ func TestGuardHoldsTheRest(t *testing.T) {
 	}
 	// ...and so does the policy's own auto-release once the cause cleared.
 	healed := ds[1].DeviceID
-	a.heal(healed)
+	a.Heal(healed)
 	clk.Add(61 * time.Second)
 	stats, err = ev.Tick(ctx)
 	if err != nil || stats.Released != 1 {
@@ -291,8 +201,8 @@ func TestOutageIsNotReplayed(t *testing.T) {
 	}
 	// The faults happened during the cut; the satellite reports them after.
 	during := time.Now().Add(-30 * time.Second)
-	b.connect()
-	b.fault(b.ids[:8], "CleanFailed", during)
+	b.Connect()
+	b.Fault(b.IDs[:8], "CleanFailed", during)
 	stats, err := ev.Tick(ctx)
 	if err != nil || stats.Pending != 8 || stats.Quarantined != 0 {
 		t.Fatalf("pass after reconnect: %+v %v", stats, err)
@@ -304,7 +214,7 @@ func TestOutageIsNotReplayed(t *testing.T) {
 		t.Fatalf("%d stale pending, want 8", n)
 	}
 	// A fault that begins after the reconnect is acted on.
-	b.fault(b.ids[8:9], "CleanFailed", time.Now())
+	b.Fault(b.IDs[8:9], "CleanFailed", time.Now())
 	if stats, err := ev.Tick(ctx); err != nil || stats.Quarantined != 1 {
 		t.Fatalf("fresh fault after reconnect: %+v %v", stats, err)
 	}
@@ -318,8 +228,8 @@ func TestDryRunChangesNothing(t *testing.T) {
 	dry := newSite(t, st, "site-dry", 50)
 	off := newSite(t, st, "site-off", 10)
 	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, testPolicy), Replica: "r1"}, testlog.New(t))
-	dry.fault(dry.ids[:7], "DeployFailed", time.Now())
-	off.fault(off.ids[:3], "DeployFailed", time.Now())
+	dry.Fault(dry.IDs[:7], "DeployFailed", time.Now())
+	off.Fault(off.IDs[:3], "DeployFailed", time.Now())
 	stats, err := ev.Tick(ctx)
 	if err != nil || stats.Decisions != 7 {
 		t.Fatalf("pass: %+v %v", stats, err)
@@ -344,7 +254,7 @@ func TestExclusionAndOneLeader(t *testing.T) {
 	ctx := context.Background()
 	st, url := newStore(t)
 	a := newSite(t, st, "site-a", 50)
-	if _, err := st.SetDeviceHold(ctx, store.DeviceHold{DeviceID: a.ids[0], Kind: store.HoldExclusion, Reason: "burn-in", Author: "alice", StartsAt: time.Now().Add(-time.Minute)}); err != nil {
+	if _, err := st.SetDeviceHold(ctx, store.DeviceHold{DeviceID: a.IDs[0], Kind: store.HoldExclusion, Reason: "burn-in", Author: "alice", StartsAt: time.Now().Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.SetDeviceHold(ctx, store.DeviceHold{DeviceID: uuid.NewString(), Kind: store.HoldExclusion, Reason: "x", Author: "a", StartsAt: time.Now()}); err == nil {
@@ -371,7 +281,7 @@ func TestExclusionAndOneLeader(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = ev.Run(rctx) }()
 	}
-	a.fault(a.ids[:2], "DeployFailed", time.Now())
+	a.Fault(a.IDs[:2], "DeployFailed", time.Now())
 	waitFor(t, 10*time.Second, "the two decisions", func() bool { return count(t, url, `SELECT count(*) FROM policy_decisions`) >= 2 })
 	// A pass begins with a reading of the clock (and reads it once more per
 	// decision): three more readings mean a whole pass began and ended after
@@ -400,7 +310,7 @@ func TestHoldDownBlipAndRefault(t *testing.T) {
 	ctx := context.Background()
 	st, url := newStore(t)
 	clk := &clock{t: time.Now()}
-	a := newClockedSite(t, st, "site-a", 50, clk.Now)
+	a := storetest.NewSite(t, st, "site-a", 50, clk.Now)
 	doc := `
 policy:
   default:
@@ -408,25 +318,25 @@ policy:
     rules: [{name: faulted, to: [FAULTED], holdDown: 30s}]
 `
 	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, doc), Now: clk.Now, Replica: "r1"}, testlog.New(t))
-	a.fault(a.ids[:1], "DeployFailed", clk.Now())
+	a.Fault(a.IDs[:1], "DeployFailed", clk.Now())
 	clk.Add(10 * time.Second)
 	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
 		t.Fatalf("inside the hold-down: %+v %v", stats, err)
 	}
-	a.heal(a.ids[0]) // the blip ends
+	a.Heal(a.IDs[0]) // the blip ends
 	clk.Add(time.Minute)
 	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
 		t.Fatalf("after the blip: %+v %v", stats, err)
 	}
-	a.fault(a.ids[:1], "DeployFailed", clk.Now().Add(-31*time.Second))
+	a.Fault(a.IDs[:1], "DeployFailed", clk.Now().Add(-31*time.Second))
 	if stats, err := ev.Tick(ctx); err != nil || stats.Quarantined != 1 {
 		t.Fatalf("a fault that held: %+v %v", stats, err)
 	}
-	if _, err := st.SetDesiredImpairment(ctx, a.ids[0], store.ImpairmentReleased, "bob", "fixed", "operator-api"); err != nil {
+	if _, err := st.SetDesiredImpairment(ctx, a.IDs[0], store.ImpairmentReleased, "bob", "fixed", "operator-api"); err != nil {
 		t.Fatal(err)
 	}
-	a.heal(a.ids[0])
-	a.fault(a.ids[:1], "CleanFailed", clk.Now().Add(-31*time.Second))
+	a.Heal(a.IDs[0])
+	a.Fault(a.IDs[:1], "CleanFailed", clk.Now().Add(-31*time.Second))
 	if stats, err := ev.Tick(ctx); err != nil || stats.Quarantined != 1 {
 		t.Fatalf("the second fault: %+v %v", stats, err)
 	}

@@ -7,7 +7,6 @@ package policy_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -18,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -34,7 +32,6 @@ import (
 	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
-	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/promtest"
 	"github.com/ironlink/ironlink/internal/storetest"
@@ -116,72 +113,14 @@ func startHub(t *testing.T) *hub {
 	return &hub{st: st, url: url, fleet: ironlinkv1.NewFleetServiceClient(cc), policy: ironlinkv1.NewPolicyServiceClient(cc), metrics: hs.URL, addr: lis.Addr().String()}
 }
 
-// sat is a scripted satellite: it commits batches through the store under
-// its link's epoch, as the link server does for each ConditionBatch.
-type sat struct {
-	t     *testing.T
-	st    *store.Store
-	site  string
-	epoch int64
-	seq   uint64
-	ids   []string
+// newSat is a satellite scripted at the store's level (storetest.Site).
+func newSat(t *testing.T, st *store.Store, site string, n int) *storetest.Site {
+	return storetest.NewSite(t, st, site, n, nil)
 }
 
-func allGood(observed time.Time) []condition.Condition {
-	good := map[condition.Type]condition.Status{
-		condition.Enrolled: condition.True, condition.ProvisioningHealthy: condition.True,
-		condition.MaintenanceClear: condition.True, condition.InValidationPool: condition.False,
-		condition.InstanceAllocated: condition.False, condition.CustomerAllocated: condition.False,
-		condition.CustomerReady: condition.True,
-	}
-	var out []condition.Condition
-	for _, typ := range condition.Types {
-		out = append(out, condition.Condition{Type: typ, Status: good[typ], Reason: "Ok", LastTransitionTime: observed, ObservedTime: observed})
-	}
-	return out
-}
-
-func newSat(t *testing.T, st *store.Store, site string, n int) *sat {
-	s := &sat{t: t, st: st, site: site}
-	for i := 0; i < n; i++ {
-		s.ids = append(s.ids, uuid.NewString())
-	}
-	s.connect()
-	now := time.Now()
-	var ups []store.DeviceUpdate
-	for i, id := range s.ids {
-		ups = append(ups, store.DeviceUpdate{DeviceID: id, Conditions: allGood(now), ObservedTime: now, Facts: &store.Facts{Name: fmt.Sprintf("%s-%03d", site, i)}})
-	}
-	s.send(ups)
-	return s
-}
-
-func (s *sat) connect() {
-	sess, err := s.st.OpenLink(context.Background(), store.LinkHello{Site: s.site, BootID: "b", Replica: "r1"})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.epoch = sess.Epoch
-}
-
-func (s *sat) send(ups []store.DeviceUpdate) {
-	s.t.Helper()
-	s.seq++
-	if _, err := s.st.ApplyBatch(context.Background(), s.site, s.epoch, store.Batch{Sequence: s.seq, Devices: ups}); err != nil {
-		s.t.Fatal(err)
-	}
-}
-
-// fault reports device id FAULTED (deploy failed), the fault having begun at began.
-func (s *sat) fault(id string, began time.Time) {
-	now := time.Now()
-	c := allGood(now)
-	for i := range c {
-		if c[i].Type == condition.ProvisioningHealthy {
-			c[i].Status, c[i].Reason, c[i].Message, c[i].LastTransitionTime = condition.False, "DeployFailed", "Timeout reached while waiting for callback", began
-		}
-	}
-	s.send([]store.DeviceUpdate{{DeviceID: id, Conditions: c, ObservedTime: now}})
+// fault reports device id of s FAULTED (deploy failed), the fault having begun at began.
+func fault(s *storetest.Site, id string, began time.Time) {
+	s.Fault([]string{id}, "DeployFailed", began)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -201,7 +140,7 @@ func TestGuardPendingApproveRelease(t *testing.T) {
 	a := newSat(t, h.st, "site-a", 50)
 	// 20 devices fault within a minute (spread over 2 s here).
 	for i := 0; i < 20; i++ {
-		a.fault(a.ids[i], time.Now())
+		fault(a, a.IDs[i], time.Now())
 		time.Sleep(100 * time.Millisecond)
 	}
 	waitFor(t, "20 decisions", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 20 })
@@ -326,14 +265,14 @@ func TestGuardPendingApproveRelease(t *testing.T) {
 	}
 
 	// An exclusion is visible on the device.
-	if _, err := h.policy.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.ids[40], Kind: ironlinkv1.DeviceHoldKind_DEVICE_HOLD_KIND_EXCLUSION, Reason: "burn-in"}); err != nil {
+	if _, err := h.policy.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.IDs[40], Kind: ironlinkv1.DeviceHoldKind_DEVICE_HOLD_KIND_EXCLUSION, Reason: "burn-in"}); err != nil {
 		t.Fatal(err)
 	}
-	gd, err := h.fleet.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: a.ids[40]})
+	gd, err := h.fleet.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: a.IDs[40]})
 	if err != nil || len(gd.GetDevice().GetPolicyHolds()) != 1 || gd.GetDevice().GetPolicyHolds()[0].GetAuthor() != "alice" {
 		t.Fatalf("device holds %v %v", gd.GetDevice().GetPolicyHolds(), err)
 	}
-	if _, err := h.policy.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.ids[40], Kind: ironlinkv1.DeviceHoldKind_DEVICE_HOLD_KIND_PLANNED_MAINTENANCE, Reason: "bmc"}); status.Code(err) != codes.InvalidArgument {
+	if _, err := h.policy.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.IDs[40], Kind: ironlinkv1.DeviceHoldKind_DEVICE_HOLD_KIND_PLANNED_MAINTENANCE, Reason: "bmc"}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("planned maintenance without an end: %v", err)
 	}
 	eff, err := h.policy.GetEffectivePolicy(ctx, &ironlinkv1.GetEffectivePolicyRequest{Site: "site-a"})
@@ -382,9 +321,9 @@ func TestLinkCutIsNotReplayed(t *testing.T) {
 	cutAt := time.Now()
 	time.Sleep(1500 * time.Millisecond) // the evaluator runs while the site is unreachable
 	// Reconnect; the satellite reports what happened during the cut.
-	b.connect()
+	b.Connect()
 	for i := 0; i < 8; i++ {
-		b.fault(b.ids[i], cutAt.Add(time.Duration(i)*100*time.Millisecond))
+		fault(b, b.IDs[i], cutAt.Add(time.Duration(i)*100*time.Millisecond))
 	}
 	waitFor(t, "8 decisions", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 8 })
 	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM commands`); n != 0 {
@@ -411,7 +350,7 @@ func TestDryRunSite(t *testing.T) {
 	h := startHub(t)
 	c := newSat(t, h.st, "site-dry", 50)
 	for i := 0; i < 7; i++ {
-		c.fault(c.ids[i], time.Now())
+		fault(c, c.IDs[i], time.Now())
 	}
 	waitFor(t, "7 decisions", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 7 })
 	resp, err := h.policy.ListPolicyDecisions(ctx, &ironlinkv1.ListPolicyDecisionsRequest{Site: "site-dry", DryRunOnly: true})
@@ -444,7 +383,7 @@ func TestCLI(t *testing.T) {
 	h := startHub(t)
 	a := newSat(t, h.st, "site-a", 20)
 	for i := 0; i < 4; i++ { // 5 % per device on 20: the 3rd is 15 % > 10 %: 2 quarantined, 2 held
-		a.fault(a.ids[i], time.Now())
+		fault(a, a.IDs[i], time.Now())
 	}
 	waitFor(t, "4 decisions", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 4 })
 	run := func(args ...string) (string, int) {
@@ -487,9 +426,9 @@ func TestSiteBoundOperator(t *testing.T) {
 	h := startHub(t)
 	a := newSat(t, h.st, "site-a", 10)
 	b := newSat(t, h.st, "site-b", 10)
-	a.fault(a.ids[0], time.Now()) // 1 of 10 = 10 %: quarantined
-	b.fault(b.ids[0], time.Now())
-	b.fault(b.ids[1], time.Now()) // 20 %: held
+	fault(a, a.IDs[0], time.Now()) // 1 of 10 = 10 %: quarantined
+	fault(b, b.IDs[0], time.Now())
+	fault(b, b.IDs[1], time.Now()) // 20 %: held
 	waitFor(t, "3 decisions", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 3 })
 	log := testlog.New(t)
 	api := policyapi.NewServer(h.st, policy.Static(policy.Disabled()), nil, log)
@@ -514,7 +453,7 @@ func TestSiteBoundOperator(t *testing.T) {
 	if msg := status.Convert(err).Message(); strings.Contains(msg, "site-b") {
 		t.Errorf("approve refusal reveals the action's site: %q", msg)
 	}
-	_, err = api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: b.ids[2], Kind: ironlinkv1.DeviceHoldKind_DEVICE_HOLD_KIND_EXCLUSION, Reason: "x"})
+	_, err = api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: b.IDs[2], Kind: ironlinkv1.DeviceHoldKind_DEVICE_HOLD_KIND_EXCLUSION, Reason: "x"})
 	if status.Code(err) != codes.PermissionDenied || strings.Contains(status.Convert(err).Message(), "site-b") {
 		t.Errorf("hold on another site's device: %v, want PermissionDenied not naming site-b", err)
 	}
@@ -550,7 +489,7 @@ func TestSiteBoundOperator(t *testing.T) {
 			return err
 		}(),
 		func() error {
-			_, err := api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.ids[1], Reason: "x"})
+			_, err := api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.IDs[1], Reason: "x"})
 			return err
 		}(),
 	} {
@@ -559,7 +498,7 @@ func TestSiteBoundOperator(t *testing.T) {
 		}
 	}
 	// A kind this hub does not know is named as such, not "required".
-	_, err = api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.ids[1], Kind: 999, Reason: "x"})
+	_, err = api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.IDs[1], Kind: 999, Reason: "x"})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "kind 999 is not a hold kind") {
 		t.Errorf("hold of kind 999: %v, want InvalidArgument naming the kind", err)
 	}
