@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,6 +59,19 @@ type hub struct {
 	policy  ironlinkv1.PolicyServiceClient
 	metrics string
 	addr    string
+	// clockReads counts the evaluator's readings of its clock: one at the
+	// start of each pass, one more per decision (waitPass).
+	clockReads *atomic.Int64
+}
+
+// waitPass waits until the evaluator has run a whole pass after the call
+// (three more clock readings: the end of a pass that may be under way, and
+// the start of one after the next) — the positive sign a check that the
+// evaluator did not do something waits for.
+func (h *hub) waitPass(t *testing.T) {
+	t.Helper()
+	from := h.clockReads.Load()
+	waitFor(t, "a whole policy pass", func() bool { return h.clockReads.Load() >= from+3 })
 }
 
 func startHub(t *testing.T) *hub {
@@ -85,7 +99,9 @@ func startHub(t *testing.T) *hub {
 		}
 		return out, err
 	}, log)
-	ev := policyrun.New(st, policyrun.Config{Replica: "r1", Policy: w.Policy, Hooks: hooks}, log) // default 1 s interval
+	reads := &atomic.Int64{}
+	now := func() time.Time { reads.Add(1); return time.Now() }
+	ev := policyrun.New(st, policyrun.Config{Replica: "r1", Policy: w.Policy, Hooks: hooks, Now: now}, log) // default 1 s interval
 	done := make(chan struct{})
 	go func() { defer close(done); _ = ev.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -110,7 +126,7 @@ func startHub(t *testing.T) *hub {
 	t.Cleanup(func() { _ = cc.Close() })
 	hs := httptest.NewServer(m.Handler())
 	t.Cleanup(hs.Close)
-	return &hub{st: st, url: url, fleet: ironlinkv1.NewFleetServiceClient(cc), policy: ironlinkv1.NewPolicyServiceClient(cc), metrics: hs.URL, addr: lis.Addr().String()}
+	return &hub{st: st, url: url, fleet: ironlinkv1.NewFleetServiceClient(cc), policy: ironlinkv1.NewPolicyServiceClient(cc), metrics: hs.URL, addr: lis.Addr().String(), clockReads: reads}
 }
 
 // newSat is a satellite scripted at the store's level (storetest.Site).
@@ -255,7 +271,7 @@ func TestGuardPendingApproveRelease(t *testing.T) {
 		t.Fatalf("release during the trip: %v %v", rel, err)
 	}
 	// Still tripped (12 held remain), and the release was not undone.
-	time.Sleep(1500 * time.Millisecond)
+	h.waitPass(t)
 	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM policy_site_state WHERE guard_tripped_since IS NOT NULL`); n != 1 {
 		t.Fatal("the guard re-armed with actions still held")
 	}
@@ -319,7 +335,7 @@ func TestLinkCutIsNotReplayed(t *testing.T) {
 		t.Fatalf("stale: %v %v", stale, err)
 	}
 	cutAt := time.Now()
-	time.Sleep(1500 * time.Millisecond) // the evaluator runs while the site is unreachable
+	h.waitPass(t) // the evaluator runs while the site is unreachable
 	// Reconnect; the satellite reports what happened during the cut.
 	b.Connect()
 	for i := 0; i < 8; i++ {
