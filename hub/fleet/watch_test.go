@@ -266,33 +266,7 @@ func TestWatchFleetFilters(t *testing.T) {
 			if m, err := s.Recv(); err != nil || m.GetCursor() != head || m.GetEvent() != nil {
 				t.Fatalf("first message %v, %v: want a progress mark at the cursor asked for", m, err)
 			}
-			// Read until the events expected came, then 1.5 s more (three
-			// polls) to see that nothing else does.
-			var got []*ironlinkv1.WatchFleetResponse
-			var quiet <-chan time.Time
-			msgs := pump(s)
-			if tc.want == 0 {
-				quiet = time.After(1500 * time.Millisecond)
-			}
-			for done := false; !done; {
-				select {
-				case m, ok := <-msgs:
-					if !ok {
-						t.Fatal("stream ended")
-					}
-					if m.GetEvent() == nil {
-						continue
-					}
-					got = append(got, m)
-					if len(got) == tc.want {
-						quiet = time.After(1500 * time.Millisecond)
-					}
-				case <-quiet:
-					done = true
-				case <-ctx.Done():
-					t.Fatalf("%d events after 30 s, want %d", len(got), tc.want)
-				}
-			}
+			got := collect(ctx, t, s, tc.want)
 			if len(got) != tc.want {
 				for _, m := range got {
 					t.Log(eventKey(m))
@@ -352,8 +326,20 @@ func collectEvents(t *testing.T, c ironlinkv1.FleetServiceClient, req *ironlinkv
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out []*ironlinkv1.FleetEvent
+	for _, m := range collect(ctx, t, s, want) {
+		out = append(out, m.GetEvent())
+	}
+	return out
+}
+
+// collect reads s until want events came, then 1.5 s more (three polls) to
+// see that nothing else does, and returns the events' messages; it fails
+// when ctx ends first.
+func collect(ctx context.Context, t *testing.T, s ironlinkv1.FleetService_WatchFleetClient, want int) []*ironlinkv1.WatchFleetResponse {
+	t.Helper()
 	msgs := pump(s)
-	var got []*ironlinkv1.FleetEvent
+	var got []*ironlinkv1.WatchFleetResponse
 	var quiet <-chan time.Time
 	if want == 0 {
 		quiet = time.After(1500 * time.Millisecond)
@@ -367,7 +353,7 @@ func collectEvents(t *testing.T, c ironlinkv1.FleetServiceClient, req *ironlinkv
 			if m.GetEvent() == nil {
 				continue
 			}
-			got = append(got, m.GetEvent())
+			got = append(got, m)
 			if len(got) == want {
 				quiet = time.After(1500 * time.Millisecond)
 			}
