@@ -569,13 +569,20 @@ func TestCLI(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(200 * time.Millisecond) // a line printed again after them would show
+		// A change made now is printed after anything the watch had still to
+		// print: once it shows, a line printed again would have shown too.
+		f.expect(f.run("release", "node-010", "--reason", "done again", "--wait"), 0, nil, nil)
+		harness.Eventually(t, 20*time.Second, func() error {
+			if !strings.Contains(rout.String(), "command  cli/node-010  release") {
+				return fmt.Errorf("the resumed watch has not printed the release:\n%s%s", rout.String(), rerr.String())
+			}
+			return nil
+		})
 		rcancel()
 		<-rdone
 		if got := strings.TrimSpace(rout.String()); !strings.HasPrefix(got, want) || strings.Contains(got, lines[0]) {
 			t.Fatalf("resumed after %s:\n%s\nwant:\n%s\n%s", first, got, want, rerr.String())
 		}
-		f.expect(f.run("release", "node-010", "--reason", "done again", "--wait"), 0, nil, nil)
 	})
 
 	t.Run("--wait fails with the site's error when the trait write is refused", func(t *testing.T) {
