@@ -68,10 +68,7 @@ func scenarioCut(t *testing.T) {
 	for _, id := range last {
 		waitCommand(t, fc, id, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 30*time.Second)
 	}
-	waitTruth(t, pool, s, 15*time.Second)
-	checkHistory(t, pool)
-	s.checkLinkHistory(t, pool)
-	checkCommands(t, pool, s)
+	s.verify(t, pool, 15*time.Second)
 	t.Logf("connections through the balancer: %d; scripted: %d links, %d acked deltas, %d duplicate acks",
 		lb.Accepted(), sat.Stats().Links, sat.Stats().AckedDeltas, sat.Stats().DupAcks)
 }

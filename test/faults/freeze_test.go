@@ -82,10 +82,7 @@ func scenarioFreeze(t *testing.T) {
 	flowing(t, pool, []*site{s}, scripted)
 	s.stopChurn()
 	drainAndVerify(t, pool, 30*time.Second, scripted)
-	waitTruth(t, pool, s, 15*time.Second)
-	checkHistory(t, pool)
-	s.checkLinkHistory(t, pool)
-	checkCommands(t, pool, s)
+	s.verify(t, pool, 15*time.Second)
 	st := scripted.Stats()
 	t.Logf("scripted (no keepalive): %d links, %d acked deltas, %d duplicate acks", st.Links, st.AckedDeltas, st.DupAcks)
 }

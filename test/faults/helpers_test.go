@@ -54,6 +54,18 @@ type site struct {
 // address has every batch it sends recorded for checkLinkHistory.
 func (s *site) via(t *testing.T, hubAddr string) string { return s.tap.tap(t, hubAddr) }
 
+// verify is a real-satellite site's final check: within timeout the hub's
+// conditions equal the simulator's truth; no history row repeats the one
+// before it (checkHistory); the history is every change the satellites sent
+// through via (checkLinkHistory); every command ended right (checkCommands).
+func (s *site) verify(t *testing.T, pool *pgxpool.Pool, timeout time.Duration) {
+	t.Helper()
+	waitTruth(t, pool, s, timeout)
+	checkHistory(t, pool)
+	s.checkLinkHistory(t, pool)
+	checkCommands(t, pool, s)
+}
+
 // checkLinkHistory checks the hub's history of the site against every
 // change its satellites sent through via (linkTap.checkHistory).
 func (s *site) checkLinkHistory(t *testing.T, pool *pgxpool.Pool) {

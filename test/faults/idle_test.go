@@ -69,10 +69,7 @@ func scenarioIdle(t *testing.T) {
 	lb.SetIdleTimeout(3 * time.Second) // let the links settle for the checks
 	drainAndVerify(t, pool, 30*time.Second, scripted)
 	waitCommand(t, fc, cmd, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 30*time.Second)
-	waitTruth(t, pool, s, 15*time.Second)
-	checkHistory(t, pool)
-	s.checkLinkHistory(t, pool)
-	checkCommands(t, pool, s)
+	s.verify(t, pool, 15*time.Second)
 	t.Logf("phase 2: %d idle cuts; scripted: %d links, %d acked deltas, %d duplicate acks; satellite reconnects %d",
 		cuts, scripted.Stats().Links, scripted.Stats().AckedDeltas, scripted.Stats().DupAcks, sat.Count("link down; reconnecting")-downs)
 }

@@ -94,10 +94,7 @@ func scenarioPGRestart(t *testing.T) {
 	flowing(t, pool, []*site{s}, sat)
 	s.stopChurn()
 	drainAndVerify(t, pool, 30*time.Second, sat)
-	waitTruth(t, pool, s, 20*time.Second)
-	checkHistory(t, pool)
-	s.checkLinkHistory(t, pool)
-	checkCommands(t, pool, s)
+	s.verify(t, pool, 20*time.Second)
 	st := sat.Stats()
 	t.Logf("scripted: %d links %v, %d acked deltas, %d duplicate acks", st.Links, st.Replicas, st.AckedDeltas, st.DupAcks)
 }

@@ -97,8 +97,5 @@ func scenarioPlacement(t *testing.T) {
 	if e := d.GetDevice().GetLastCommandError(); e != "" {
 		t.Errorf("device 2: last_command_error %q after success, want it cleared", e)
 	}
-	waitTruth(t, pool, s, 15*time.Second)
-	checkHistory(t, pool)
-	s.checkLinkHistory(t, pool)
-	checkCommands(t, pool, s)
+	s.verify(t, pool, 15*time.Second)
 }

@@ -117,8 +117,5 @@ func scenarioSatKill(t *testing.T) {
 		}
 		return nil
 	})
-	waitTruth(t, pool, s, 15*time.Second)
-	checkHistory(t, pool)
-	s.checkLinkHistory(t, pool)
-	checkCommands(t, pool, s)
+	s.verify(t, pool, 15*time.Second)
 }
