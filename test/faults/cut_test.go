@@ -5,7 +5,6 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -17,10 +16,9 @@ import (
 func TestCutLinkDuringChurn(t *testing.T) { repeat(t, scenarioCut) }
 
 func scenarioCut(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	a := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
-	b := harness.StartHub(t, bins, db, "hub-b", fastHub()...)
+	db, pool := newDatabase(t)
+	a := startHub(t, db, "hub-a")
+	b := startHub(t, db, "hub-b")
 	s := newSite(t, "cut", 60)
 	lb := newProxy(t, s.via(t, a.Addr), s.via(t, b.Addr))
 	fc := harness.Fleet(t, a.Addr)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -28,11 +27,10 @@ const (
 func TestFreezeLinkUntilKeepalive(t *testing.T) { repeat(t, scenarioFreeze) }
 
 func scenarioFreeze(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
+	db, pool := newDatabase(t)
 	// The hub's own keepalive stays long (30 s) so that what is measured is
 	// the satellite's detection, not the hub closing the connection.
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub("--keepalive-time", "30s", "--keepalive-timeout", "10s")...)
+	hub := startHub(t, db, "hub-a", "--keepalive-time", "30s", "--keepalive-timeout", "10s")
 	s := newSite(t, "freeze", 40)
 	lb := newProxy(t, s.via(t, hub.Addr))
 	fc := harness.Fleet(t, hub.Addr)

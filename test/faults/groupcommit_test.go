@@ -73,10 +73,9 @@ func allOn(t *testing.T, replica string, timeout time.Duration, sats ...*satsim.
 func TestKillHubMidGroup(t *testing.T) { repeat(t, scenarioKillHubMidGroup) }
 
 func scenarioKillHubMidGroup(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	a := harness.StartHub(t, bins, db, "hub-a", fastHub("--log-level", "info")...)
-	b := harness.StartHub(t, bins, db, "hub-b", fastHub("--log-level", "info")...)
+	db, pool := newDatabase(t)
+	a := startHub(t, db, "hub-a", "--log-level", "info")
+	b := startHub(t, db, "hub-b", "--log-level", "info")
 	lb := newProxy(t, a.Addr) // every link starts on hub-a
 	sats := groupSats(t, "killgroup", lb.Addr(), 20)
 	allOn(t, "hub-a", 30*time.Second, sats...)
@@ -126,8 +125,8 @@ func scenarioPGRestartMidGroup(t *testing.T) {
 	pg := pgtest.StartCluster(t)
 	db := pg.NewDatabase(t, "ironlink")
 	pool := harness.Pool(t, db)
-	a := harness.StartHub(t, bins, db, "hub-a", fastHub("--log-level", "info")...)
-	b := harness.StartHub(t, bins, db, "hub-b", fastHub("--log-level", "info")...)
+	a := startHub(t, db, "hub-a", "--log-level", "info")
+	b := startHub(t, db, "hub-b", "--log-level", "info")
 	lb := newProxy(t, a.Addr, b.Addr)
 	sats := groupSats(t, "pggroup", lb.Addr(), 20)
 	harness.Eventually(t, 30*time.Second, func() error {

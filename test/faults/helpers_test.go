@@ -20,6 +20,7 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/openstacksim"
+	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/tcpproxy"
 	"github.com/ironlink/ironlink/satellite/conditions"
 	"github.com/ironlink/ironlink/satellite/ironic"
@@ -34,6 +35,20 @@ const readyTrait = openstacksim.ReadyTrait
 func fastHub(extra ...string) []string {
 	return append([]string{"--command-sweep", "500ms", "--command-resend-after", "3s", "--command-failure-backoff", "1s",
 		"--stale-after", "60s", "--heartbeat-interval", "1s", "--keepalive-min-time", "1s", "--log-level", "debug"}, extra...)
+}
+
+// newDatabase is a scenario's fresh database (internal/pgtest): its URL for
+// the hubs and a pool to read the hub's tables directly.
+func newDatabase(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
+	db := pgtest.NewDatabase(t)
+	return db, harness.Pool(t, db)
+}
+
+// startHub starts hub replica over db with fastHub's flags plus extra.
+func startHub(t *testing.T, db, replica string, extra ...string) *harness.Hub {
+	t.Helper()
+	return harness.StartHub(t, bins, db, replica, fastHub(extra...)...)
 }
 
 // site is one simulated OpenStack site with its satellite process.

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -22,9 +21,8 @@ import (
 func TestLoadBalancerIdleTimeout(t *testing.T) { repeat(t, scenarioIdle) }
 
 func scenarioIdle(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub()...) // hub heartbeat 1 s
+	db, pool := newDatabase(t)
+	hub := startHub(t, db, "hub-a") // hub heartbeat 1 s
 	s := newSite(t, "idle", 20)
 	lb := newProxy(t, s.via(t, hub.Addr))
 	lb.SetIdleTimeout(3 * time.Second)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -20,10 +19,9 @@ func TestKillHubMidBatch(t *testing.T) { repeat(t, scenarioKillHub) }
 
 func scenarioKillHub(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	a := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
-	b := harness.StartHub(t, bins, db, "hub-b", fastHub()...)
+	db, pool := newDatabase(t)
+	a := startHub(t, db, "hub-a")
+	b := startHub(t, db, "hub-b")
 	lb := newProxy(t, a.Addr) // every link starts on hub-a
 	fcB := harness.Fleet(t, b.Addr)
 

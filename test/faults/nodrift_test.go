@@ -12,7 +12,6 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/openstacksim"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
@@ -27,8 +26,7 @@ import (
 func TestQuarantineAcrossLinkFailoverIsNotDrift(t *testing.T) { repeat(t, scenarioFailoverNoDrift) }
 
 func scenarioFailoverNoDrift(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
+	db, pool := newDatabase(t)
 	hubFlags := fastHub("--command-failure-backoff", "6s")
 	a := harness.StartHub(t, bins, db, "hub-a", hubFlags...)
 	b := harness.StartHub(t, bins, db, "hub-b", hubFlags...)
@@ -133,9 +131,8 @@ func TestRestartWithoutStateFileInventsNoTransitions(t *testing.T) {
 }
 
 func scenarioRestartNoTransitions(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
+	db, pool := newDatabase(t)
+	hub := startHub(t, db, "hub-a")
 	fc := harness.Fleet(t, hub.Addr)
 	s := newSite(t, "restart", 20)
 	sat := s.startSatellite(t, "#1", s.via(t, hub.Addr))

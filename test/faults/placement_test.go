@@ -6,7 +6,6 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/openstacksim"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
@@ -23,11 +22,10 @@ import (
 func TestPlacementFaultsDuringQuarantine(t *testing.T) { repeat(t, scenarioPlacement) }
 
 func scenarioPlacement(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
+	db, pool := newDatabase(t)
 	// Resend-after above the time a command may spend retrying Placement
 	// (TestSlowCommandIsNotAppliedTwice covers a resend while applying).
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub("--command-failure-backoff", "2s", "--command-resend-after", "20s")...)
+	hub := startHub(t, db, "hub-a", "--command-failure-backoff", "2s", "--command-resend-after", "20s")
 	fc := harness.Fleet(t, hub.Addr)
 	s := newSite(t, "placement", 20)
 	s.startSatellite(t, "", s.via(t, hub.Addr))

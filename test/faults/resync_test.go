@@ -7,7 +7,6 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
@@ -22,9 +21,8 @@ import (
 func TestReplacedSatelliteRestoresDesiredState(t *testing.T) { repeat(t, scenarioResync) }
 
 func scenarioResync(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
+	db, pool := newDatabase(t)
+	hub := startHub(t, db, "hub-a")
 	fc := harness.Fleet(t, hub.Addr)
 	s := newSite(t, "resync", 20)
 	sat := s.startSatellite(t, "#1", s.via(t, hub.Addr))

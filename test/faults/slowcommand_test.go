@@ -9,7 +9,6 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/openstacksim"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
@@ -27,9 +26,8 @@ import (
 func TestSlowCommandIsNotAppliedTwice(t *testing.T) { repeat(t, scenarioSlowCommand) }
 
 func scenarioSlowCommand(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub("--command-resend-after", "2s", "--command-failure-backoff", "3s")...)
+	db, pool := newDatabase(t)
+	hub := startHub(t, db, "hub-a", "--command-resend-after", "2s", "--command-failure-backoff", "3s")
 	fc := harness.Fleet(t, hub.Addr)
 	s := newSite(t, "slowcmd", 20)
 	s.startSatellite(t, "", hub.Addr)
