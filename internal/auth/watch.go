@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -13,19 +12,18 @@ import (
 // DefaultRosterCheckInterval is how often RosterWatcher compares the roster
 // file's modification time, size and symlink target when no file event came
 // (the backstop for file systems without inotify).
-const DefaultRosterCheckInterval = 5 * time.Second
+const DefaultRosterCheckInterval = filewatch.DefaultInterval
 
-// rosterDebounce coalesces the burst of events a single update makes.
-const rosterDebounce = 100 * time.Millisecond
-
-// RosterWatcher holds the current roster of a file and reloads it on SIGHUP,
-// on any change in the file's directory (fsnotify; watching the directory
-// rather than the file catches Kubernetes ConfigMap updates, which swap a
-// "..data" symlink), and on a periodic stat check as a backstop. A new file
-// that fails to load is logged and ignored: the last good roster stays in
-// force. Safe for concurrent use.
+// RosterWatcher holds the current roster of a file and reloads it through
+// filewatch.Held: on SIGHUP, on any change in the file's directory
+// (fsnotify; watching the directory rather than the file catches Kubernetes
+// ConfigMap updates, which swap a "..data" symlink), and on a periodic stat
+// check as a backstop. A new file that fails to load is logged and ignored:
+// the last good roster stays in force. Reload (changed = true when a new
+// valid roster took effect, after onChange), LastError and Run(ctx) come
+// from the Held. Safe for concurrent use.
 type RosterWatcher struct {
-	held     *filewatch.Held[Roster]
+	*filewatch.Held[Roster]
 	interval time.Duration
 	started  chan struct{} // closed once Run watches (tests)
 	once     sync.Once
@@ -58,7 +56,8 @@ func NewRosterWatcher(path string, log *slog.Logger, onChange func(old, new *Ros
 		o(w)
 	}
 	held, err := filewatch.Load(filewatch.HeldOptions[Roster]{
-		Path: path, What: "roster", Log: log,
+		Path: path, What: "roster", Log: log, Interval: w.interval,
+		Started: func() { w.once.Do(func() { close(w.started) }) },
 		Parse: func(data []byte) (*Roster, error) {
 			r, err := ParseRoster(data)
 			if err != nil {
@@ -77,28 +76,10 @@ func NewRosterWatcher(path string, log *slog.Logger, onChange func(old, new *Ros
 	if err != nil {
 		return nil, err
 	}
-	w.held = held
+	w.Held = held
 	log.Info("roster loaded", "path", path, "clients", len(held.Current().ids))
 	return w, nil
 }
 
 // Roster returns the roster in force; use it as Verifier.Roster.
-func (w *RosterWatcher) Roster() *Roster { return w.held.Current() }
-
-// LastError returns why the newest version of the file was refused, or nil
-// when the roster in force is the file's current content.
-func (w *RosterWatcher) LastError() error { return w.held.LastError() }
-
-// Reload reads the file now. It returns changed = true when a new, valid
-// roster took effect (OnChange has then been called), and an error when the
-// file cannot be read or is invalid — the previous roster stays in force and
-// the error is also logged and kept for LastError.
-func (w *RosterWatcher) Reload() (changed bool, err error) { return w.held.Reload() }
-
-// Run watches until ctx ends: SIGHUP, fsnotify events in the file's
-// directory (debounced by 100 ms) and the periodic stat check each trigger a
-// Reload. When fsnotify is unavailable it logs a warning and relies on the
-// periodic check. It returns nil when ctx ends.
-func (w *RosterWatcher) Run(ctx context.Context) error {
-	return w.held.Run(ctx, w.interval, rosterDebounce, func() { w.once.Do(func() { close(w.started) }) })
-}
+func (w *RosterWatcher) Roster() *Roster { return w.Current() }

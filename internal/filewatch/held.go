@@ -13,6 +13,13 @@ import (
 	"github.com/ironlink/ironlink/internal/boundedread"
 )
 
+// DefaultInterval is the usual backstop between periodic stat checks.
+const DefaultInterval = 5 * time.Second
+
+// Debounce is how long a Held file's events must be quiet before a reload:
+// it coalesces the burst of events a single update makes.
+const Debounce = 100 * time.Millisecond
+
 // HeldOptions configure a Held file.
 type HeldOptions[T any] struct {
 	// Path of the file; empty makes a static holder (see Static).
@@ -27,6 +34,10 @@ type HeldOptions[T any] struct {
 	Parse func([]byte) (*T, error)
 	// ReadErr, when set, wraps an error reading the file (stat or read).
 	ReadErr func(error) error
+	// Interval between periodic stat checks; ≤ 0 means DefaultInterval.
+	Interval time.Duration
+	// Started, when set, is called once Run has set up the watch.
+	Started func()
 	// Applied is called, under the reload lock, after a new valid value
 	// took effect on Reload (not on the first load), with the previous and
 	// the new value: it logs and notifies.
@@ -57,6 +68,9 @@ type stamp struct {
 // Load reads and parses the file — an error when it cannot be read or is
 // invalid — and returns a holder with it in force.
 func Load[T any](o HeldOptions[T]) (*Held[T], error) {
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
 	h := &Held[T]{o: o}
 	data, st, err := h.read()
 	if err != nil {
@@ -170,18 +184,18 @@ func (h *Held[T]) changedOnDisk() bool {
 	return st != h.stamp
 }
 
-// Run watches the file until ctx ends (see the package Run) and returns
-// nil; started (may be nil) is called once the watch is set up. A static
-// holder waits for ctx to end.
-func (h *Held[T]) Run(ctx context.Context, interval, debounce time.Duration, started func()) error {
+// Run watches the file until ctx ends (see the package Run; events are
+// debounced by Debounce) and returns nil. A static holder waits for ctx to
+// end.
+func (h *Held[T]) Run(ctx context.Context) error {
 	if h.o.Path == "" {
 		<-ctx.Done()
 		return nil
 	}
 	return Run(ctx, Options{
-		Path: h.o.Path, What: h.o.What, Interval: interval, Debounce: debounce, Log: h.o.Log,
+		Path: h.o.Path, What: h.o.What, Interval: h.o.Interval, Debounce: Debounce, Log: h.o.Log,
 		Reload:        func() { _, _ = h.Reload() },
 		ChangedOnDisk: h.changedOnDisk,
-		Started:       started,
+		Started:       h.o.Started,
 	})
 }
