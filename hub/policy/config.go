@@ -14,7 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ironlink/ironlink/hub/status"
-	"github.com/ironlink/ironlink/internal/boundedread"
+	"github.com/ironlink/ironlink/internal/filewatch"
 )
 
 // OfferedStatuses are the statuses of a device offered to customers: the
@@ -180,17 +180,7 @@ func Disabled() *File { return &File{Default: SitePolicy{Guard: DefaultGuard}} }
 
 // Load reads and validates the policy file at path (see Parse). Errors
 // start with the path.
-func Load(path string) (*File, error) {
-	data, err := boundedread.File(path, boundedread.ConfigLimit)
-	if err != nil {
-		return nil, fmt.Errorf("read policy file: %w", err)
-	}
-	f, err := Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("policy file %s: %w", path, err)
-	}
-	return f, nil
-}
+func Load(path string) (*File, error) { return filewatch.ReadConfig(path, "policy file", Parse) }
 
 // YAML shapes (camelCase keys, as the chart's values).
 type policyYAML struct {

@@ -14,7 +14,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/ironlink/ironlink/internal/boundedread"
+	"github.com/ironlink/ironlink/internal/filewatch"
 	"github.com/ironlink/ironlink/internal/sitename"
 )
 
@@ -179,15 +179,7 @@ type keyEntry struct {
 // LoadRoster reads and validates the roster file at path (see ParseRoster).
 // Errors start with the path.
 func LoadRoster(path string) (*Roster, error) {
-	data, err := boundedread.File(path, boundedread.ConfigLimit)
-	if err != nil {
-		return nil, fmt.Errorf("read roster: %w", err)
-	}
-	r, err := ParseRoster(data)
-	if err != nil {
-		return nil, fmt.Errorf("roster %s: %w", path, err)
-	}
-	return r, nil
+	return filewatch.ReadConfig(path, "roster", ParseRoster)
 }
 
 // ParseRoster parses and validates a roster document:

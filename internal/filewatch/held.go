@@ -3,6 +3,7 @@ package filewatch
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -198,4 +199,19 @@ func (h *Held[T]) Run(ctx context.Context) error {
 		ChangedOnDisk: h.changedOnDisk,
 		Started:       h.o.Started,
 	})
+}
+
+// ReadConfig reads the configuration file at path (at most
+// boundedread.ConfigLimit bytes) and parses it once, without watching: a
+// read error reads "read <name>: …", a parse error "<name> <path>: …".
+func ReadConfig[T any](path, name string, parse func([]byte) (*T, error)) (*T, error) {
+	data, err := boundedread.File(path, boundedread.ConfigLimit)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	v, err := parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", name, path, err)
+	}
+	return v, nil
 }
