@@ -347,34 +347,36 @@ func convertSite(where string, sy siteYAML, isDefault bool) (converted, []error)
 	return c, errs
 }
 
+// statusList converts a rule's from or to list: empty means all of
+// allowed; a status not in allowed is an error "<field>: "X" is not <what>"
+// (the status is kept in the list all the same).
+func statusList(field string, given []string, allowed []status.Status, what string) ([]status.Status, []error) {
+	if len(given) == 0 {
+		return allowed, nil
+	}
+	var out []status.Status
+	var errs []error
+	for _, s := range given {
+		st := status.Status(s)
+		if !slices.Contains(allowed, st) {
+			errs = append(errs, fmt.Errorf("%s: %q is not %s", field, s, what))
+		}
+		out = append(out, st)
+	}
+	return out, errs
+}
+
 func convertRule(where string, ry ruleYAML) (Rule, []error) {
 	var errs []error
 	r := Rule{Name: ry.Name, Reasons: ry.Reasons, DryRun: ry.DryRun}
 	if !nameRE.MatchString(ry.Name) {
 		errs = append(errs, fmt.Errorf("%s.name %q: must be [a-z0-9-], 1-63 bytes", where, ry.Name))
 	}
-	r.From = OfferedStatuses
-	if len(ry.From) > 0 {
-		r.From = nil
-		for _, s := range ry.From {
-			st := status.Status(s)
-			if !slices.Contains(OfferedStatuses, st) {
-				errs = append(errs, fmt.Errorf("%s.from: %q is not a status offered to customers (AVAILABLE, ALLOCATED, IN_SERVICE)", where, s))
-			}
-			r.From = append(r.From, st)
-		}
-	}
-	r.To = TriggerStatuses
-	if len(ry.To) > 0 {
-		r.To = nil
-		for _, s := range ry.To {
-			st := status.Status(s)
-			if !slices.Contains(TriggerStatuses, st) {
-				errs = append(errs, fmt.Errorf("%s.to: %q is not FAULTED or MAINTENANCE", where, s))
-			}
-			r.To = append(r.To, st)
-		}
-	}
+	var bad []error
+	r.From, bad = statusList(where+".from", ry.From, OfferedStatuses, "a status offered to customers (AVAILABLE, ALLOCATED, IN_SERVICE)")
+	errs = append(errs, bad...)
+	r.To, bad = statusList(where+".to", ry.To, TriggerStatuses, "FAULTED or MAINTENANCE")
+	errs = append(errs, bad...)
 	for _, rs := range ry.Reasons {
 		if !reasonRE.MatchString(rs) {
 			errs = append(errs, fmt.Errorf("%s.reasons: %q is not a CamelCase condition reason", where, rs))
