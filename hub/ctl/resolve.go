@@ -156,15 +156,8 @@ func commandStateName(s ironlinkv1.CommandState) string {
 }
 
 func conditionStatusName(s ironlinkv1.ConditionStatus) string {
-	switch s {
-	case ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE:
-		return "True"
-	case ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE:
-		return "False"
-	case ironlinkv1.ConditionStatus_CONDITION_STATUS_UNKNOWN:
-		return "Unknown"
-	}
-	return ""
+	st, _ := wire.StatusFromProto(s)
+	return string(st)
 }
 
 func linkStateName(s ironlinkv1.LinkState) string {

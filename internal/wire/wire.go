@@ -19,6 +19,17 @@ var toProtoStatus = map[condition.Status]ironlinkv1.ConditionStatus{
 	condition.Unknown: ironlinkv1.ConditionStatus_CONDITION_STATUS_UNKNOWN,
 }
 
+// StatusFromProto is the condition status s stands for: True, False or
+// Unknown, and false for any other value (UNSPECIFIED included).
+func StatusFromProto(s ironlinkv1.ConditionStatus) (condition.Status, bool) {
+	for st, p := range toProtoStatus {
+		if p == s {
+			return st, true
+		}
+	}
+	return "", false
+}
+
 // ConditionToProto converts c to its wire form.
 func ConditionToProto(c condition.Condition) *ironlinkv1.Condition {
 	p := &ironlinkv1.Condition{
@@ -61,14 +72,8 @@ func fromProto(p *ironlinkv1.Condition, validate func(condition.Condition) error
 		Message:            p.GetMessage(),
 		ObservedGeneration: p.GetObservedGeneration(),
 	}
-	switch p.GetStatus() {
-	case ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE:
-		c.Status = condition.True
-	case ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE:
-		c.Status = condition.False
-	case ironlinkv1.ConditionStatus_CONDITION_STATUS_UNKNOWN:
-		c.Status = condition.Unknown
-	default:
+	var ok bool
+	if c.Status, ok = StatusFromProto(p.GetStatus()); !ok {
 		return c, fmt.Errorf("condition %s: status %v is not TRUE, FALSE or UNKNOWN", c.Type, p.GetStatus())
 	}
 	if p.ObservedTime != nil {
