@@ -191,6 +191,25 @@ func parseEnumList[E ~int32](flag, list string, names map[string]int32, prefix s
 	return out, nil
 }
 
+// parseWordList turns a comma-separated list of words (case-insensitive,
+// blanks ignored) into the values each word stands for, in order; an
+// unknown word is a usage error "--FLAG WORD: want WANT, comma-separated".
+func parseWordList[E any](flag, list string, words map[string][]E, want string) ([]E, error) {
+	var out []E
+	for _, p := range strings.Split(list, ",") {
+		w := strings.ToLower(strings.TrimSpace(p))
+		if w == "" {
+			continue
+		}
+		vs, ok := words[w]
+		if !ok {
+			return nil, usageErrf("--%s %s: want %s, comma-separated", flag, p, want)
+		}
+		out = append(out, vs...)
+	}
+	return out, nil
+}
+
 func plural(n int, one, many string) string {
 	if n == 1 {
 		return fmt.Sprintf("%d %s", n, one)
