@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/go-jose/go-jose/v4"
@@ -139,7 +138,7 @@ func Removed(old, new *Roster) []string {
 			}
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -238,7 +237,7 @@ func ParseRoster(data []byte) (*Roster, error) {
 	if len(b.errs) > 0 {
 		return nil, errors.Join(b.errs...)
 	}
-	sort.Strings(b.r.ids)
+	slices.Sort(b.r.ids)
 	return b.r, nil
 }
 
