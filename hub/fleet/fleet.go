@@ -402,58 +402,37 @@ func (s *Server) ListSites(ctx context.Context, _ *ironlinkv1.ListSitesRequest) 
 	return resp, nil
 }
 
+// The store's enum-like strings are the proto enum names without their
+// prefix; a value the enum does not have is UNSPECIFIED (see
+// wire.EnumFromName).
+
 func statusToProto(s hubstatus.Status) ironlinkv1.OperationalStatus {
-	if s == "" {
-		return ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_UNSPECIFIED
-	}
-	return ironlinkv1.OperationalStatus(ironlinkv1.OperationalStatus_value["OPERATIONAL_STATUS_"+string(s)])
+	return wire.EnumFromName[ironlinkv1.OperationalStatus](s, ironlinkv1.OperationalStatus_value, "OPERATIONAL_STATUS_")
 }
 
 func statusFromProto(p ironlinkv1.OperationalStatus) (hubstatus.Status, bool) {
-	name, ok := ironlinkv1.OperationalStatus_name[int32(p)]
-	if !ok || p == ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_UNSPECIFIED {
-		return "", false
-	}
-	s := hubstatus.Status(strings.TrimPrefix(name, "OPERATIONAL_STATUS_"))
-	return s, s.Valid()
+	s, ok := wire.EnumToName[hubstatus.Status](p, ironlinkv1.OperationalStatus_name, "OPERATIONAL_STATUS_")
+	return s, ok && s.Valid()
 }
 
 func impairmentToProto(i store.Impairment) ironlinkv1.ImpairmentState {
-	switch i {
-	case store.ImpairmentQuarantined:
-		return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED
-	case store.ImpairmentReleased:
-		return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED
-	}
-	return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED
+	return wire.EnumFromName[ironlinkv1.ImpairmentState](i, ironlinkv1.ImpairmentState_value, "IMPAIRMENT_STATE_")
 }
 
 func failureClassToProto(f store.FailureClass) ironlinkv1.FailureClass {
-	switch f {
-	case store.FailureTransient:
-		return ironlinkv1.FailureClass_FAILURE_CLASS_TRANSIENT
-	case store.FailurePermanent:
-		return ironlinkv1.FailureClass_FAILURE_CLASS_PERMANENT
-	}
-	return ironlinkv1.FailureClass_FAILURE_CLASS_UNSPECIFIED
+	return wire.EnumFromName[ironlinkv1.FailureClass](f, ironlinkv1.FailureClass_value, "FAILURE_CLASS_")
 }
 
 func mismatchKindToProto(k store.MismatchKind) ironlinkv1.InstanceMismatchKind {
-	switch k {
-	case store.MismatchNovaUnknown:
-		return ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NOVA_UNKNOWN
-	case store.MismatchNodeUnaware:
-		return ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NODE_UNAWARE
-	}
-	return ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_UNSPECIFIED
+	return wire.EnumFromName[ironlinkv1.InstanceMismatchKind](k, ironlinkv1.InstanceMismatchKind_value, "INSTANCE_MISMATCH_KIND_")
+}
+
+func commandStateToProto(c store.CommandState) ironlinkv1.CommandState {
+	return wire.EnumFromName[ironlinkv1.CommandState](c, ironlinkv1.CommandState_value, "COMMAND_STATE_")
 }
 
 func commandStateFromProto(p ironlinkv1.CommandState) (store.CommandState, bool) {
-	name, ok := ironlinkv1.CommandState_name[int32(p)]
-	if !ok || p == ironlinkv1.CommandState_COMMAND_STATE_UNSPECIFIED {
-		return "", false
-	}
-	return store.CommandState(strings.TrimPrefix(name, "COMMAND_STATE_")), true
+	return wire.EnumToName[store.CommandState](p, ironlinkv1.CommandState_name, "COMMAND_STATE_")
 }
 
 func deviceToProto(d store.Device) *ironlinkv1.Device {
@@ -495,7 +474,7 @@ func deviceToProto(d store.Device) *ironlinkv1.Device {
 func commandToProto(c store.Command) *ironlinkv1.OperatorCommand {
 	p := &ironlinkv1.OperatorCommand{
 		CommandId: c.ID, DeviceId: c.DeviceID, Site: c.Site, Generation: c.Generation,
-		Desired: impairmentToProto(c.Desired), State: ironlinkv1.CommandState(ironlinkv1.CommandState_value["COMMAND_STATE_"+string(c.State)]),
+		Desired: impairmentToProto(c.Desired), State: commandStateToProto(c.State),
 		Actor: c.Actor, Reason: c.Reason, Source: c.Source, Attempts: int32(c.Attempts), LastError: c.LastError,
 		ResultDetail: c.ResultDetail, CreateTime: timestamppb.New(c.CreatedAt), UpdateTime: timestamppb.New(c.UpdatedAt),
 		FailureClass: failureClassToProto(c.FailureClass), FailureReason: c.FailureReason,

@@ -109,3 +109,24 @@ func EnumName[E interface {
 	}
 	return strings.TrimPrefix(e.String(), prefix)
 }
+
+// EnumFromName is the protobuf enum value named prefix+name
+// (EnumFromName[ironlinkv1.ImpairmentState](store.ImpairmentQuarantined,
+// ironlinkv1.ImpairmentState_value, "IMPAIRMENT_STATE_") is
+// IMPAIRMENT_STATE_QUARANTINED), and the zero value (UNSPECIFIED) for a
+// name the enum does not have: the hub's stored names are the enum names
+// without their prefix.
+func EnumFromName[E ~int32, S ~string](name S, values map[string]int32, prefix string) E {
+	return E(values[prefix+string(name)])
+}
+
+// EnumToName is the inverse of EnumFromName: e's name without prefix, and
+// "", false for the zero value (UNSPECIFIED) or a value the enum (names)
+// does not define.
+func EnumToName[S ~string, E ~int32](e E, names map[int32]string, prefix string) (S, bool) {
+	name, ok := names[int32(e)]
+	if !ok || e == 0 {
+		return "", false
+	}
+	return S(strings.TrimPrefix(name, prefix)), true
+}
