@@ -203,33 +203,11 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 	if req.GetAsOf() != nil {
 		return s.getDeviceAsOf(ctx, req)
 	}
-	id, err := s.resolveDevice(ctx, deviceRef{req.GetDeviceId(), req.GetDeviceName(), req.GetSite()})
+	rd, err := s.readDevice(ctx, req, deviceReads{s.store.GetDevice, s.store.StatusHistory, s.store.ImpairmentHistory})
 	if err != nil {
 		return nil, err
 	}
-	limit := int(req.GetHistoryLimit())
-	if limit < 0 || limit > 1000 {
-		return nil, grpcerr.InvalidArgument("history_limit", grpcerr.ReasonOutOfRange, fmt.Sprintf("history_limit %d is outside 0-1000 (0 means 50)", limit))
-	}
-	if limit == 0 {
-		limit = 50
-	}
-	d, err := s.store.GetDevice(ctx, id)
-	if err != nil {
-		return nil, s.storeErr(err, "device", id)
-	}
-	if sc := callerScope(ctx); !sc.Allows(d.Site) {
-		return nil, s.deny(ctx, sc, "device "+id, d.Site)
-	}
-	sh, err := s.store.StatusHistory(ctx, id, limit)
-	if err != nil {
-		return nil, s.storeErr(err, "device", id)
-	}
-	ih, err := s.store.ImpairmentHistory(ctx, id, limit)
-	if err != nil {
-		return nil, s.storeErr(err, "device", id)
-	}
-	resp := deviceResponse(d, sh, ih)
+	id, limit, d, resp := rd.id, rd.limit, rd.dev, rd.resp
 	ops, err := s.store.RecentOperations(ctx, id, limit)
 	if err != nil {
 		return nil, s.storeErr(err, "device", id)
@@ -241,6 +219,55 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 		return nil, err
 	}
 	return resp, nil
+}
+
+// deviceReads are the store reads behind GetDevice: now, or as of a time.
+type deviceReads struct {
+	device            func(ctx context.Context, id string) (store.Device, error)
+	statusHistory     func(ctx context.Context, id string, limit int) ([]store.StatusChange, error)
+	impairmentHistory func(ctx context.Context, id string, limit int) ([]store.ImpairmentChange, error)
+}
+
+// deviceRead is what readDevice read: the device's id, the history limit
+// in force, the device and the response built from it and its histories.
+type deviceRead struct {
+	id    string
+	limit int
+	dev   store.Device
+	resp  *ironlinkv1.GetDeviceResponse
+}
+
+// readDevice is GetDevice's common part: it resolves the device, checks
+// history_limit (0 means 50), reads the device through r, checks that the
+// caller may see its site and reads its status and impairment histories.
+func (s *Server) readDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest, r deviceReads) (deviceRead, error) {
+	id, err := s.resolveDevice(ctx, deviceRef{req.GetDeviceId(), req.GetDeviceName(), req.GetSite()})
+	if err != nil {
+		return deviceRead{}, err
+	}
+	limit := int(req.GetHistoryLimit())
+	if limit < 0 || limit > 1000 {
+		return deviceRead{}, grpcerr.InvalidArgument("history_limit", grpcerr.ReasonOutOfRange, fmt.Sprintf("history_limit %d is outside 0-1000 (0 means 50)", limit))
+	}
+	if limit == 0 {
+		limit = 50
+	}
+	d, err := r.device(ctx, id)
+	if err != nil {
+		return deviceRead{}, s.storeErr(err, "device", id)
+	}
+	if sc := callerScope(ctx); !sc.Allows(d.Site) {
+		return deviceRead{}, s.deny(ctx, sc, "device "+id, d.Site)
+	}
+	sh, err := r.statusHistory(ctx, id, limit)
+	if err != nil {
+		return deviceRead{}, s.storeErr(err, "device", id)
+	}
+	ih, err := r.impairmentHistory(ctx, id, limit)
+	if err != nil {
+		return deviceRead{}, s.storeErr(err, "device", id)
+	}
+	return deviceRead{id: id, limit: limit, dev: d, resp: deviceResponse(d, sh, ih)}, nil
 }
 
 func (s *Server) setImpairment(ctx context.Context, ref deviceRef, reason string, desired store.Impairment) (*ironlinkv1.OperatorCommand, error) {
