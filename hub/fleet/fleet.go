@@ -128,17 +128,28 @@ func (s *Server) checkExists(ctx context.Context, site, deviceID string) error {
 	return nil
 }
 
-// ListDevices implements FleetService.ListDevices.
-func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesRequest) (*ironlinkv1.ListDevicesResponse, error) {
-	limit, err := grpcerr.PageSize(req.GetPageSize())
+// listScope checks a list request's page size and site filter, and that
+// the caller may see that site; it returns the page size and the caller's
+// scope.
+func (s *Server) listScope(ctx context.Context, pageSize int32, site string) (int, siteScope, error) {
+	limit, err := grpcerr.PageSize(pageSize)
 	if err != nil {
-		return nil, err
+		return 0, siteScope{}, err
 	}
-	if err := checkSiteFilter(req.GetSite()); err != nil {
-		return nil, err
+	if err := checkSiteFilter(site); err != nil {
+		return 0, siteScope{}, err
 	}
 	sc := callerScope(ctx)
-	if err := s.checkSiteAllowed(ctx, sc, req.GetSite()); err != nil {
+	if err := s.checkSiteAllowed(ctx, sc, site); err != nil {
+		return 0, siteScope{}, err
+	}
+	return limit, sc, nil
+}
+
+// ListDevices implements FleetService.ListDevices.
+func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesRequest) (*ironlinkv1.ListDevicesResponse, error) {
+	limit, sc, err := s.listScope(ctx, req.GetPageSize(), req.GetSite())
+	if err != nil {
 		return nil, err
 	}
 	f := store.DeviceFilter{Site: req.GetSite(), Sites: sc.Sites, IncludeRemoved: req.GetIncludeRemoved(), InstanceMismatch: req.GetInstanceMismatch(), Limit: limit}
@@ -331,15 +342,8 @@ func (s *Server) GetCommand(ctx context.Context, req *ironlinkv1.GetCommandReque
 
 // ListCommands implements FleetService.ListCommands.
 func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsRequest) (*ironlinkv1.ListCommandsResponse, error) {
-	limit, err := grpcerr.PageSize(req.GetPageSize())
+	limit, sc, err := s.listScope(ctx, req.GetPageSize(), req.GetSite())
 	if err != nil {
-		return nil, err
-	}
-	if err := checkSiteFilter(req.GetSite()); err != nil {
-		return nil, err
-	}
-	sc := callerScope(ctx)
-	if err := s.checkSiteAllowed(ctx, sc, req.GetSite()); err != nil {
 		return nil, err
 	}
 	f := store.CommandFilter{Site: req.GetSite(), Sites: sc.Sites, Limit: limit}
