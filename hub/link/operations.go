@@ -53,15 +53,9 @@ const (
 const FailureCredentialsUnavailable = "CredentialsUnavailable"
 
 func (c *Config) operationDefaults() {
-	if c.Operations.PerSiteLimit <= 0 {
-		c.Operations.PerSiteLimit = DefaultOperationsPerSite
-	}
-	if c.Operations.ResendAfter <= 0 {
-		c.Operations.ResendAfter = DefaultOperationResendAfter
-	}
-	if c.Operations.MaxResendAfter <= 0 {
-		c.Operations.MaxResendAfter = DefaultOperationMaxResendAfter
-	}
+	defaultIfNotPositive(&c.Operations.PerSiteLimit, DefaultOperationsPerSite)
+	defaultIfNotPositive(&c.Operations.ResendAfter, DefaultOperationResendAfter)
+	defaultIfNotPositive(&c.Operations.MaxResendAfter, DefaultOperationMaxResendAfter)
 	if c.Vault == nil {
 		c.Vault = vault.New(c.Replica, 0)
 	}
