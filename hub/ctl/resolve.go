@@ -114,15 +114,14 @@ func deviceStatus(d *ironlinkv1.Device) string {
 	return s
 }
 
-func impairmentName(s ironlinkv1.ImpairmentState) string {
-	switch s {
-	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:
-		return "quarantined"
-	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:
-		return "released"
-	}
-	return ""
+// impairmentWords are the words printed for an impairment state: as a
+// state ("quarantined") and as the action that asks for it ("quarantine").
+var impairmentWords = map[ironlinkv1.ImpairmentState]struct{ state, action string }{
+	ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED: {"quarantined", "quarantine"},
+	ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:    {"released", "release"},
 }
+
+func impairmentName(s ironlinkv1.ImpairmentState) string { return impairmentWords[s].state }
 
 // deviceImpairment is the QUARANTINE cell: the desired state and whether
 // the site has applied it ("quarantined", "quarantined (applying)",
@@ -141,15 +140,7 @@ func deviceImpairment(d *ironlinkv1.Device) string {
 	return s
 }
 
-func actionName(s ironlinkv1.ImpairmentState) string {
-	switch s {
-	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:
-		return "quarantine"
-	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:
-		return "release"
-	}
-	return ""
-}
+func actionName(s ironlinkv1.ImpairmentState) string { return impairmentWords[s].action }
 
 func commandStateName(s ironlinkv1.CommandState) string {
 	return wire.EnumName(s, "COMMAND_STATE_")
