@@ -10,7 +10,7 @@ import (
 // set (0 max-connection-age = never), leaves its receiver alone and names
 // every problem at once.
 func TestValidateFillsDefaultsOnce(t *testing.T) {
-	in := Config{DatabaseURL: "postgres://x/y", NoAuth: true, Plaintext: true, StaleAfter: 2 * time.Minute, Replica: "r1"}
+	in := Options{DatabaseURL: "postgres://x/y", NoAuth: true, Plaintext: true, StaleAfter: 2 * time.Minute, Replica: "r1"}
 	got, err := in.Validate()
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func TestValidateFillsDefaultsOnce(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, tc.got, tc.want)
 		}
 	}
-	_, err = Config{KeepaliveMinTime: time.Hour, StaleAfter: time.Millisecond}.Validate()
+	_, err = Options{KeepaliveMinTime: time.Hour, StaleAfter: time.Millisecond}.Validate()
 	for _, w := range []string{"--database-url", "--roster", "--tls-cert", "stale-after 1ms is below 1s", "keepalive min time 1h0m0s"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("error lacks %q: %v", w, err)
@@ -46,7 +46,7 @@ func TestValidateFillsDefaultsOnce(t *testing.T) {
 // TestValidateStaleAfterAboveLastSeenFlush: a live site's last_seen_at lags
 // by up to the flush interval, so stale-after must exceed it.
 func TestValidateStaleAfterAboveLastSeenFlush(t *testing.T) {
-	base := Config{DatabaseURL: "postgres://x/y", NoAuth: true, Plaintext: true}
+	base := Options{DatabaseURL: "postgres://x/y", NoAuth: true, Plaintext: true}
 	c := base
 	c.StaleAfter, c.Link.LastSeenFlush = 5*time.Second, 5*time.Second
 	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--last-seen-flush") {

@@ -41,7 +41,7 @@ func startReplica(t *testing.T, url string) *replica {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	cfg, err := app.Config{DatabaseURL: url, NoAuth: true, Plaintext: true}.Validate()
+	cfg, err := app.Options{DatabaseURL: url, NoAuth: true, Plaintext: true}.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}

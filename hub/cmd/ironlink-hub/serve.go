@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/ironlink/ironlink/hub/app"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/cli"
+)
+
+// serveUsage is the usage line of serve, which also names the subcommands.
+const serveUsage = "ironlink-hub [serve] [flags]\n       ironlink-hub validate|migrate|keygen|token|dev-pki|web-proxy|web-cert|version ... (each with -h)"
+
+// runServe implements `ironlink-hub [serve]`: flags and environment →
+// app.Options → Validate → app.Run until SIGINT or SIGTERM. Usage goes to
+// stderr.
+func runServe(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ironlink-hub serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	opts, lf, err := parseServeFlags(fs, serveUsage, args)
+	if err != nil {
+		return err
+	}
+	log, err := cli.NewLogger(lf.level, lf.format)
+	if err != nil {
+		return err
+	}
+	cfg, err := opts.Validate()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return app.Run(ctx, cfg, log)
+}
+
+// runValidate implements `ironlink-hub validate`: the flags and environment
+// of serve, loaded and checked as serve would (app.Check: settings, roster,
+// TLS files, database URL syntax) without serving. It prints one line per
+// problem to stderr and returns cli.ErrInvalid, or prints one OK line to stdout.
+func runValidate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ironlink-hub validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	opts, lf, err := parseServeFlags(fs, "ironlink-hub validate [serve flags]\n\nChecks the configuration serve would run with (flags and environment, the roster,\nthe TLS files, the database URL's syntax; no connection is made) and exits 1 when\nanything is wrong.", args)
+	if err != nil {
+		return err
+	}
+	problems := cli.Problems(app.Check(opts))
+	if _, lerr := cli.NewLogger(lf.level, lf.format); lerr != nil {
+		problems = append(problems, lerr.Error())
+	}
+	if err := cli.ReportProblems(stderr, problems); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "ironlink-hub: configuration OK")
+	return nil
+}
+
+// runMigrate implements `ironlink-hub migrate`: apply pending migrations
+// and exit. It takes only the flags that matter to it.
+func runMigrate(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ironlink-hub migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := cli.NewFlags(fs)
+	fs.Usage = usage(fs, "ironlink-hub migrate [--database-url URL] [--log-level L] [--log-format F]")
+	var databaseURL string
+	var lf logFlags
+	bindDatabaseAndLogFlags(f, &databaseURL, &lf)
+	if err := f.Parse(args); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if databaseURL == "" {
+		return errors.New("database URL is required (--database-url or DATABASE_URL)")
+	}
+	log, err := cli.NewLogger(lf.level, lf.format)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	applied, err := store.Migrate(ctx, databaseURL)
+	if err != nil {
+		return err
+	}
+	log.Info("migrations done", "applied", applied)
+	return nil
+}
+
+// usage prints a usage line and the flag defaults of fs to fs's output. The
+// heading says that flags fall back to an environment variable only when
+// one of them does, and names which.
+func usage(fs *flag.FlagSet, line string) func() {
+	return func() {
+		w := fs.Output()
+		heading := "flags:"
+		withEnv, all := 0, 0
+		fs.VisitAll(func(f *flag.Flag) {
+			all++
+			if strings.Contains(f.Usage, "(env ") {
+				withEnv++
+			}
+		})
+		switch {
+		case withEnv > 0 && withEnv == all:
+			heading = "flags (each also read from the environment variable shown; the flag wins):"
+		case withEnv > 0:
+			heading = "flags (those showing an environment variable also read it; the flag wins):"
+		}
+		fmt.Fprintf(w, "usage: %s\n\n%s\n", line, heading)
+		fs.PrintDefaults()
+	}
+}
