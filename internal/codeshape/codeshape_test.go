@@ -18,7 +18,6 @@ import (
 // split" are other work of issue 20 in flight, to be removed as it lands.
 var longFuncs = map[string]string{
 	"hub/ctl/op.go:app.newOpStartCommand":                           "being split in issue 20 (hub/ctl)",
-	"satellite/link/client.go:Client.session":                       "being split in issue 20 (h-config)",
 	"hub/operations/validate.go:checkParams":                        "being split in issue 20 (hub/operations)",
 	"hub/policyrun/policyrun.go:Evaluator.Tick":                     "being split in issue 20 (hub/policyrun)",
 	"hub/store/groupapply.go:Store.applyGroupTx":                    "being split in issue 20 (h-store)",
