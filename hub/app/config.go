@@ -209,7 +209,7 @@ type Config struct {
 func Defaults() Options {
 	return Options{
 		Listen:                "localhost:7070",
-		Audience:              "ironlink-hub",
+		Audience:              auth.DefaultAudience,
 		MaxTokenLifetime:      auth.DefaultMaxLifetime,
 		StaleAfter:            3 * time.Minute,
 		KeepaliveTime:         30 * time.Second,

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -149,3 +150,23 @@ func withEnv(usage, env string) string {
 	}
 	return usage + " (env " + env + ")"
 }
+
+// LogOptions are the settings of a process's logger, the same for every
+// command: --log-level and --log-format.
+type LogOptions struct {
+	// Level is debug, info, warn or error.
+	Level string
+	// Format is text or json.
+	Format string
+}
+
+// Bind defines --log-level (env IRONLINK_LOG_LEVEL, default info) and
+// --log-format (env IRONLINK_LOG_FORMAT, default text) on f, filling l.
+func (l *LogOptions) Bind(f *Flags) {
+	f.String(&l.Level, "log-level", "IRONLINK_LOG_LEVEL", "info", "debug, info, warn or error")
+	f.String(&l.Format, "log-format", "IRONLINK_LOG_FORMAT", "text", "text or json")
+}
+
+// Logger returns the logger l describes (NewLogger); its error names a bad
+// level or format.
+func (l LogOptions) Logger() (*slog.Logger, error) { return NewLogger(l.Level, l.Format) }

@@ -187,7 +187,7 @@ func Defaults() Options {
 			MaxBackoff:        link.DefaultMaxBackoff,
 		},
 		OpenStack:  openstack.Config{Placement: openstack.PlacementAuto, Nova: openstack.NovaAuto},
-		Identity:   Identity{Audience: "ironlink-hub"},
+		Identity:   Identity{Audience: auth.DefaultAudience},
 		Operations: operations.Config{PollInterval: operations.DefaultPollInterval, MaxConcurrent: operations.DefaultMaxConcurrent},
 	}
 }

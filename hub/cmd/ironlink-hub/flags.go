@@ -14,17 +14,11 @@ import (
 // field of app.Options, defaults to the value of app.Defaults and falls
 // back to the environment variable it names (README "Configuration").
 
-// logFlags are the settings of the process's logger, which the command
-// builds before anything runs.
-type logFlags struct {
-	level, format string
-}
-
 // serveFlags is what serve's flags and environment fill: the hub's
 // Options and the logger's settings.
 type serveFlags struct {
 	opts app.Options
-	log  logFlags
+	log  cli.LogOptions
 	// migrate is --migrate (app.Options.SkipMigrate is its negation).
 	migrate bool
 	// commandPoolConns is --command-pool-conns, an int clamped into
@@ -36,7 +30,7 @@ type serveFlags struct {
 // and returns the Options and log settings they give (unvalidated): the one
 // loader serve and validate share. Its error is the command line's, then
 // every environment variable that did not parse.
-func parseServeFlags(fs *flag.FlagSet, line string, args []string) (app.Options, logFlags, error) {
+func parseServeFlags(fs *flag.FlagSet, line string, args []string) (app.Options, cli.LogOptions, error) {
 	f := cli.NewFlags(fs)
 	fs.Usage = f.Usage(line)
 	var s serveFlags
@@ -59,11 +53,10 @@ func parseServeFlags(fs *flag.FlagSet, line string, args []string) (app.Options,
 }
 
 // bindDatabaseAndLogFlags defines the flags serve and migrate share.
-func bindDatabaseAndLogFlags(f *cli.Flags, databaseURL *string, l *logFlags) {
+func bindDatabaseAndLogFlags(f *cli.Flags, databaseURL *string, l *cli.LogOptions) {
 	f.Group("database and logging")
 	f.String(databaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL URL")
-	f.String(&l.level, "log-level", "IRONLINK_LOG_LEVEL", "info", "debug, info, warn or error")
-	f.String(&l.format, "log-format", "IRONLINK_LOG_FORMAT", "text", "text or json")
+	l.Bind(f)
 }
 
 // bindListenFlags defines the listeners and the gRPC transport's flags.

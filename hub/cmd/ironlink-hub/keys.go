@@ -14,10 +14,6 @@ import (
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
 
-// defaultAudience is the audience (JWT "aud") the hub expects when none is
-// configured; `ironlink-hub token` uses the same default.
-const defaultAudience = "ironlink-hub"
-
 // runKeygen implements `ironlink-hub keygen`: it creates a key pair for one
 // roster client, writes the private key (PKCS#8 PEM, mode 0600) to --out and
 // prints the roster entry, with the public key, on stdout.
@@ -117,7 +113,7 @@ func tokenTo(args []string, stdout, stderr io.Writer) error {
 	keyFile := fs.String("key", cli.Env("IRONLINK_CLIENT_KEY", ""), "private key file (PEM) (env IRONLINK_CLIENT_KEY)")
 	clientID := fs.String("client-id", cli.Env("IRONLINK_CLIENT_ID", ""), "roster client id (env IRONLINK_CLIENT_ID)")
 	kid := fs.String("kid", cli.Env("IRONLINK_CLIENT_KID", ""), "key id in the roster (env IRONLINK_CLIENT_KID; default: the key's RFC 7638 thumbprint)")
-	audience := fs.String("audience", cli.Env("IRONLINK_HUB_AUDIENCE", defaultAudience), "the hub's audience (env IRONLINK_HUB_AUDIENCE)")
+	audience := fs.String("audience", cli.Env("IRONLINK_HUB_AUDIENCE", auth.DefaultAudience), "the hub's audience (env IRONLINK_HUB_AUDIENCE)")
 	lifetime := fs.Duration("lifetime", 2*time.Minute, "token lifetime (the hub refuses more than its maximum, 5m by default)")
 	if err := fs.Parse(args); err != nil {
 		return err

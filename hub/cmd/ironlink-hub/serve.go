@@ -29,7 +29,7 @@ func runServe(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log, err := cli.NewLogger(lf.level, lf.format)
+	log, err := lf.Logger()
 	if err != nil {
 		return err
 	}
@@ -45,17 +45,22 @@ func runServe(args []string, stderr io.Writer) error {
 // runValidate implements `ironlink-hub validate`: the flags and environment
 // of serve, loaded and checked as serve would (app.Check: settings, roster,
 // TLS files, database URL syntax) without serving. It prints one line per
-// problem to stderr and returns cli.ErrInvalid, or prints one OK line to stdout.
+// problem (a flag or environment value that does not parse, or what Check
+// finds) to stderr and returns cli.ErrInvalid, or prints one OK line to
+// stdout.
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ironlink-hub validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	opts, lf, err := parseServeFlags(fs, "ironlink-hub validate [serve flags]\n\nChecks the configuration serve would run with (flags and environment, the roster,\nthe TLS files, the database URL's syntax; no connection is made) and exits 1 when\nanything is wrong.", args)
-	if err != nil {
+	if errors.Is(err, flag.ErrHelp) {
 		return err
 	}
-	problems := cli.Problems(app.Check(opts))
-	if _, lerr := cli.NewLogger(lf.level, lf.format); lerr != nil {
-		problems = append(problems, lerr.Error())
+	problems := cli.Problems(err) // a flag or an environment variable that does not parse
+	if err == nil {
+		problems = cli.Problems(app.Check(opts))
+		if _, lerr := lf.Logger(); lerr != nil {
+			problems = append(problems, lerr.Error())
+		}
 	}
 	if err := cli.ReportProblems(stderr, problems); err != nil {
 		return err
@@ -72,7 +77,7 @@ func runMigrate(args []string, stderr io.Writer) error {
 	f := cli.NewFlags(fs)
 	fs.Usage = usage(fs, "ironlink-hub migrate [--database-url URL] [--log-level L] [--log-format F]")
 	var databaseURL string
-	var lf logFlags
+	var lf cli.LogOptions
 	bindDatabaseAndLogFlags(f, &databaseURL, &lf)
 	if err := f.Parse(args); err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -80,7 +85,7 @@ func runMigrate(args []string, stderr io.Writer) error {
 	if databaseURL == "" {
 		return errors.New("database URL is required (--database-url or DATABASE_URL)")
 	}
-	log, err := cli.NewLogger(lf.level, lf.format)
+	log, err := lf.Logger()
 	if err != nil {
 		return err
 	}

@@ -14,17 +14,11 @@ import (
 // app.Options, defaults to the value of app.Defaults and falls back to the
 // environment variable it names (README "Configuration").
 
-// logFlags are the settings of the process's logger, which the command
-// builds before anything runs.
-type logFlags struct {
-	level, format string
-}
-
 // satelliteFlags is what the flags and environment fill: the satellite's
 // Options, the two settings converted after parsing, and the logger's.
 type satelliteFlags struct {
 	opts app.Options
-	log  logFlags
+	log  cli.LogOptions
 	// validationPool is --validation-pool, parsed into
 	// Options.Agent.Conditions.ValidationPool.
 	validationPool string
@@ -38,7 +32,7 @@ type satelliteFlags struct {
 // and validate share. It returns the unvalidated Options and the log
 // settings; its error is the command line's, then every environment
 // variable that did not parse, then a selector that does not parse.
-func parseFlags(fs *flag.FlagSet, line string, args []string) (app.Options, logFlags, error) {
+func parseFlags(fs *flag.FlagSet, line string, args []string) (app.Options, cli.LogOptions, error) {
 	f := cli.NewFlags(fs)
 	fs.Usage = f.Usage(line)
 	var s satelliteFlags
@@ -48,8 +42,7 @@ func parseFlags(fs *flag.FlagSet, line string, args []string) (app.Options, logF
 	bindPollFlags(f, &s.opts, def)
 	bindOperationFlags(f, &s.opts, def)
 	f.Group("logging")
-	f.String(&s.log.level, "log-level", "IRONLINK_LOG_LEVEL", "info", "debug, info, warn or error")
-	f.String(&s.log.format, "log-format", "IRONLINK_LOG_FORMAT", "text", "text or json")
+	s.log.Bind(f)
 	if err := f.Parse(args); err != nil {
 		return s.opts, s.log, err
 	}

@@ -27,7 +27,7 @@ func runSatellite(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log, err := cli.NewLogger(lf.level, lf.format)
+	log, err := lf.Logger()
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		m, cerr := app.Check(opts)
 		method = string(m)
 		problems = cli.Problems(cerr)
-		if _, lerr := cli.NewLogger(lf.level, lf.format); lerr != nil {
+		if _, lerr := lf.Logger(); lerr != nil {
 			problems = append(problems, lerr.Error())
 		}
 	}
