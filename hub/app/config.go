@@ -35,7 +35,8 @@ type Options struct {
 	Listen string
 	// DatabaseURL is the PostgreSQL URL.
 	DatabaseURL string
-	// Replica names this process (default hostname-pid).
+	// Replica names this process; the command's default is hostname-pid
+	// (--replica), and Validate leaves an empty one empty.
 	Replica string
 	// StaleAfter: a site silent this long is UNREACHABLE (default 3 m = 3 poll intervals).
 	StaleAfter time.Duration

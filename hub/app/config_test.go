@@ -1,6 +1,9 @@
 package app
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -62,5 +65,20 @@ func TestValidateStaleAfterAboveLastSeenFlush(t *testing.T) {
 	}
 	if d := Defaults(); d.StaleAfter <= d.Link.LastSeenFlush {
 		t.Fatalf("defaults: stale-after %s not above the flush interval %s", d.StaleAfter, d.Link.LastSeenFlush)
+	}
+}
+
+// Run takes only a Config that Options.Validate made without an error: a
+// zero Config, or the one returned with Validate's error, is refused
+// before anything starts.
+func TestRunRefusesAConfigNotValidated(t *testing.T) {
+	bad, err := Options{}.Validate()
+	if err == nil {
+		t.Fatal("empty Options validated")
+	}
+	for name, cfg := range map[string]Config{"zero": {}, "invalid": bad} {
+		if err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler)); !errors.Is(err, errNotValidated) {
+			t.Errorf("%s Config: Run returned %v, want errNotValidated", name, err)
+		}
 	}
 }

@@ -9,14 +9,6 @@ import (
 	"strings"
 )
 
-// Env returns the value of environment variable key, or def when unset or empty.
-func Env(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
 // NewLogger returns a JSON or text slog logger on stderr at level
 // ("debug", "info", "warn", "error").
 func NewLogger(level, format string) (*slog.Logger, error) {

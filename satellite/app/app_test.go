@@ -121,3 +121,18 @@ func validated(t *testing.T, o app.Options) app.Config {
 	}
 	return cfg
 }
+
+// Run takes only a Config that Options.Validate made without an error: a
+// zero Config, or the one returned with Validate's error, is refused
+// before anything starts.
+func TestRunRefusesAConfigNotValidated(t *testing.T) {
+	bad, err := app.Options{}.Validate()
+	if err == nil {
+		t.Fatal("empty Options validated")
+	}
+	for name, cfg := range map[string]app.Config{"zero": {}, "invalid": bad} {
+		if err := app.Run(context.Background(), cfg, ostest.Logger(t)); err == nil || !strings.Contains(err.Error(), "Options.Validate") {
+			t.Errorf("%s Config: Run returned %v, want a refusal naming Options.Validate", name, err)
+		}
+	}
+}

@@ -109,31 +109,31 @@ func runToken(args []string) error { return tokenTo(args, os.Stdout, os.Stderr) 
 func tokenTo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ironlink-hub token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = usage(fs, "ironlink-hub token --key key.pem --client-id ID [--kid K] [--audience AUD] [--lifetime 2m]")
-	keyFile := fs.String("key", cli.Env("IRONLINK_CLIENT_KEY", ""), "private key file (PEM) (env IRONLINK_CLIENT_KEY)")
-	clientID := fs.String("client-id", cli.Env("IRONLINK_CLIENT_ID", ""), "roster client id (env IRONLINK_CLIENT_ID)")
-	kid := fs.String("kid", cli.Env("IRONLINK_CLIENT_KID", ""), "key id in the roster (env IRONLINK_CLIENT_KID; default: the key's RFC 7638 thumbprint)")
-	audience := fs.String("audience", cli.Env("IRONLINK_HUB_AUDIENCE", auth.DefaultAudience), "the hub's audience (env IRONLINK_HUB_AUDIENCE)")
-	lifetime := fs.Duration("lifetime", 2*time.Minute, "token lifetime (the hub refuses more than its maximum, 5m by default)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	f := cli.NewFlags(fs)
+	fs.Usage = f.Usage("ironlink-hub token --key key.pem --client-id ID [--kid K] [--audience AUD] [--lifetime 2m]")
+	var keyFile, clientID, kid, audience string
+	var lifetime time.Duration
+	f.String(&keyFile, "key", "IRONLINK_CLIENT_KEY", "", "private key file (PEM)")
+	f.String(&clientID, "client-id", "IRONLINK_CLIENT_ID", "", "roster client id")
+	f.String(&kid, "kid", "IRONLINK_CLIENT_KID", "", "key id in the roster (env IRONLINK_CLIENT_KID; default: the key's RFC 7638 thumbprint)")
+	f.String(&audience, "audience", "IRONLINK_HUB_AUDIENCE", auth.DefaultAudience, "the hub's audience")
+	f.Duration(&lifetime, "lifetime", "", 2*time.Minute, "token lifetime (the hub refuses more than its maximum, 5m by default)")
+	if err := f.Parse(args); err != nil {
+		return fmt.Errorf("token: %w", err)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("token: unexpected arguments %v", fs.Args())
-	}
-	if *keyFile == "" || *clientID == "" {
+	if keyFile == "" || clientID == "" {
 		return errors.New("token: --key and --client-id are required")
 	}
-	key, err := auth.LoadPrivateKey(*keyFile)
+	key, err := auth.LoadPrivateKey(keyFile)
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
-	if *kid == "" {
-		if *kid, err = auth.Thumbprint(key); err != nil {
+	if kid == "" {
+		if kid, err = auth.Thumbprint(key); err != nil {
 			return fmt.Errorf("token: %w", err)
 		}
 	}
-	tok, err := auth.Sign(key, *kid, *clientID, *audience, *lifetime, time.Now())
+	tok, err := auth.Sign(key, kid, clientID, audience, lifetime, time.Now())
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
