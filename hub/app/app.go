@@ -2,8 +2,9 @@
 // the gRPC server (link + fleet services, health, reflection, logging,
 // panic-recovery, authentication and per-client operator limit
 // interceptors) and the background loops (command
-// notifications, stale-site sweep). cmd/ironlink-hub only parses flags and
-// calls Run.
+// notifications, stale-site sweep). cmd/ironlink-hub only fills an
+// [Options] from its flags and environment, validates it into a [Config]
+// and calls [Run]; config.go holds the three.
 package app
 
 import (

@@ -1,6 +1,8 @@
 // Package app wires the satellite together: OpenStack clients from
 // clouds.yaml, the Ironic and Placement clients, the polling agent and the
-// link to the hub. cmd/ironlink-satellite only parses flags and calls Run.
+// link to the hub. cmd/ironlink-satellite only fills an [Options] from its
+// flags and environment, validates it into a [Config] and calls [Run];
+// config.go holds the three.
 package app
 
 import (

@@ -9,8 +9,8 @@ import (
 )
 
 // -h lists every flag once (with its default: internal/cli's test), and
-// every flag but the switches with the environment variable it reads (docs' flag reference
-// is checked against this output).
+// every flag but the switches with the environment variable it reads
+// (docs' flag reference is checked against this output).
 func TestHelpListsEveryFlagWithItsVariable(t *testing.T) {
 	var out bytes.Buffer
 	fs := flag.NewFlagSet("ironlink-satellite", flag.ContinueOnError)
