@@ -88,13 +88,22 @@ func (f *Flags) Parse(args []string) error {
 	return errors.Join(f.errs...)
 }
 
+// Var defines a flag of a custom type (a repeatable flag, say); it reads
+// no environment variable.
+func (f *Flags) Var(v flag.Value, name, usage string) {
+	f.fs.Var(v, name, usage)
+	f.add(name)
+}
+
 // Usage returns a usage function for the flag set: "usage: " line, then
-// each group's title and its flags as flag.PrintDefaults shows them, with a
-// heading that says the environment variables shown are read too.
+// each group's title and its flags as flag.PrintDefaults shows them. The
+// heading says that flags fall back to an environment variable only when
+// one of them does, and which: all ("each also read ..."), or those showing
+// one.
 func (f *Flags) Usage(line string) func() {
 	return func() {
 		w := f.fs.Output()
-		fmt.Fprintf(w, "usage: %s\n\nflags (those showing an environment variable also read it; the flag wins):\n", line)
+		fmt.Fprintf(w, "usage: %s\n\n%s\n", line, f.heading())
 		for _, g := range f.groups {
 			if len(g.names) == 0 {
 				continue
@@ -105,6 +114,25 @@ func (f *Flags) Usage(line string) func() {
 			printFlags(w, f.fs, g.names)
 		}
 	}
+}
+
+// heading is the line above the flags: it claims an environment variable
+// fallback only as far as the flags have one.
+func (f *Flags) heading() string {
+	withEnv, all := 0, 0
+	f.fs.VisitAll(func(fl *flag.Flag) {
+		all++
+		if strings.Contains(fl.Usage, "(env ") {
+			withEnv++
+		}
+	})
+	switch {
+	case withEnv > 0 && withEnv == all:
+		return "flags (each also read from the environment variable shown; the flag wins):"
+	case withEnv > 0:
+		return "flags (those showing an environment variable also read it; the flag wins):"
+	}
+	return "flags:"
 }
 
 // printFlags prints the named flags of fs as fs.PrintDefaults would.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/ironlink/ironlink/hub/app"
@@ -75,7 +74,7 @@ func runMigrate(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ironlink-hub migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	f := cli.NewFlags(fs)
-	fs.Usage = usage(fs, "ironlink-hub migrate [--database-url URL] [--log-level L] [--log-format F]")
+	fs.Usage = f.Usage("ironlink-hub migrate [--database-url URL] [--log-level L] [--log-format F]")
 	var databaseURL string
 	var lf cli.LogOptions
 	bindDatabaseAndLogFlags(f, &databaseURL, &lf)
@@ -97,29 +96,4 @@ func runMigrate(args []string, stderr io.Writer) error {
 	}
 	log.Info("migrations done", "applied", applied)
 	return nil
-}
-
-// usage prints a usage line and the flag defaults of fs to fs's output. The
-// heading says that flags fall back to an environment variable only when
-// one of them does, and names which.
-func usage(fs *flag.FlagSet, line string) func() {
-	return func() {
-		w := fs.Output()
-		heading := "flags:"
-		withEnv, all := 0, 0
-		fs.VisitAll(func(f *flag.Flag) {
-			all++
-			if strings.Contains(f.Usage, "(env ") {
-				withEnv++
-			}
-		})
-		switch {
-		case withEnv > 0 && withEnv == all:
-			heading = "flags (each also read from the environment variable shown; the flag wins):"
-		case withEnv > 0:
-			heading = "flags (those showing an environment variable also read it; the flag wins):"
-		}
-		fmt.Fprintf(w, "usage: %s\n\n%s\n", line, heading)
-		fs.PrintDefaults()
-	}
 }
