@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -207,7 +208,7 @@ func (c *Client) RequestResync() {
 func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, w, err := c.handshake(ctx, api)
+	stream, w, announced, err := c.handshake(ctx, api)
 	if err != nil {
 		return err
 	}
@@ -225,37 +226,41 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 	if err := c.sendBacklog(stream); err != nil {
 		return err
 	}
-	return c.loop(ctx, stream, msgs, recvErr, every)
+	return c.loop(ctx, stream, msgs, recvErr, every, announced)
 }
 
 // handshake opens the stream, sends Hello (with the current capabilities,
 // the last sequence sent and the applied generations) and waits for the
-// hub's Welcome.
-func (c *Client) handshake(ctx context.Context, api ironlinkv1.LinkServiceClient) (ironlinkv1.LinkService_ConnectClient, *ironlinkv1.Welcome, error) {
+// hub's Welcome. It returns the capabilities the Hello announced.
+func (c *Client) handshake(ctx context.Context, api ironlinkv1.LinkServiceClient) (ironlinkv1.LinkService_ConnectClient, *ironlinkv1.Welcome, []string, error) {
 	select { // this Hello carries the current capabilities
 	case <-c.rehello:
 	default:
 	}
 	stream, err := api.Connect(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open stream: %w", err)
+		return nil, nil, nil, fmt.Errorf("open stream: %w", err)
 	}
 	_, lastSent := c.outbox.Pending()
+	// A Rehello that raced this Hello (the capability changed after the
+	// drain above but before this read) needs no second link: the loop
+	// ignores it when the capabilities are still the announced ones.
+	announced := c.capabilities()
 	if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Hello{Hello: &ironlinkv1.Hello{
-		Site: c.cfg.Site, BootId: c.cfg.BootID, Version: c.cfg.Version, Capabilities: c.capabilities(),
+		Site: c.cfg.Site, BootId: c.cfg.BootID, Version: c.cfg.Version, Capabilities: announced,
 		LastSequenceSent: lastSent, AppliedGenerations: c.applied(),
 	}}}); err != nil {
-		return nil, nil, fmt.Errorf("send hello: %w", err)
+		return nil, nil, nil, fmt.Errorf("send hello: %w", err)
 	}
 	first, err := stream.Recv()
 	if err != nil {
-		return nil, nil, fmt.Errorf("await welcome: %w", err)
+		return nil, nil, nil, fmt.Errorf("await welcome: %w", err)
 	}
 	w := first.GetWelcome()
 	if w == nil {
-		return nil, nil, errors.New("hub did not answer hello with a welcome")
+		return nil, nil, nil, errors.New("hub did not answer hello with a welcome")
 	}
-	return stream, w, nil
+	return stream, w, announced, nil
 }
 
 // receive reads the stream in its own goroutine until it fails (the error
@@ -325,8 +330,10 @@ func (c *Client) sendSite(stream ironlinkv1.LinkService_ConnectClient) error {
 // loop is the session's one sender: it sends batches, progress, site
 // conditions, results, resync requests and heartbeats (every) as they come
 // due, and handles the hub's messages, until the stream fails, ctx ends or
-// a new Hello is needed (errRehello).
-func (c *Client) loop(ctx context.Context, stream ironlinkv1.LinkService_ConnectClient, msgs <-chan *ironlinkv1.ConnectResponse, recvErr <-chan error, every time.Duration) error {
+// a new Hello is needed (errRehello: the capabilities differ from the
+// announced ones).
+func (c *Client) loop(ctx context.Context, stream ironlinkv1.LinkService_ConnectClient, msgs <-chan *ironlinkv1.ConnectResponse, recvErr <-chan error,
+	every time.Duration, announced []string) error {
 	hb := time.NewTicker(every)
 	defer hb.Stop()
 	resync := time.NewTicker(c.cfg.ResyncInterval)
@@ -354,6 +361,9 @@ func (c *Client) loop(ctx context.Context, stream ironlinkv1.LinkService_Connect
 		case <-c.progress.wake:
 			err = c.flushProgress(stream.Send)
 		case <-c.rehello:
+			if slices.Equal(c.capabilities(), announced) {
+				break // this link's Hello already said so
+			}
 			_ = stream.CloseSend()
 			return errRehello
 		case <-siteChanged:
