@@ -38,7 +38,7 @@ import (
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
 
-// Config is the hub's runtime configuration (see README "Configuration").
+// Config is the hub's runtime configuration (see docs/reference/ironlink-hub.md).
 type Config struct {
 	// Listen is the gRPC listen address, host:port (default localhost:7070).
 	Listen string
@@ -53,7 +53,7 @@ type Config struct {
 	// History partitions condition_history and status_history by time and
 	// drops whole partitions older than History.Retention (0 = keep
 	// forever); flags --history-retention and --history-partition-interval,
-	// Ahead has no flag (default 4) (README "History partitions and retention").
+	// Ahead has no flag (default 4) (docs/design/architecture.md "History partitions and retention").
 	History store.PartitionPolicy
 	// Keepalive: the server pings an idle connection after KeepaliveTime and
 	// drops it when no answer comes within KeepaliveTimeout; clients may ping

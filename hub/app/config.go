@@ -25,7 +25,7 @@ import (
 // value. `ironlink-hub validate` runs the same step and then [Check].
 
 // Defaults returns the default of every hub setting: the values the flags
-// show (README "Configuration") and the ones Validate fills in for unset
+// show (docs/reference/ironlink-hub.md) and the ones Validate fills in for unset
 // fields. Settings without a default (database URL, roster, TLS files,
 // replica name) are empty here.
 func Defaults() Config {

@@ -37,7 +37,7 @@ import (
 	"github.com/ironlink/ironlink/satellite/placement"
 )
 
-// Config is the satellite's runtime configuration (see README "Configuration").
+// Config is the satellite's runtime configuration (see docs/reference/ironlink-satellite.md).
 type Config struct {
 	// Site is this satellite's site name ([a-z0-9-], 1-63 bytes).
 	Site string
@@ -58,7 +58,7 @@ type Config struct {
 	// (doubling up to 10 min); 0 means 30 s.
 	AuthBackoff time.Duration
 	// OperationsCloud, when set, is the cloud in the same clouds.yaml whose
-	// application credential runs operations (README "Operations"; rules in
+	// application credential runs operations (docs/design/operations.md; rules in
 	// deploy/openstack/operations-access-rules.yaml). The "operations"
 	// capability is announced only once it authenticates; empty: no
 	// operations, observation and quarantine unchanged.

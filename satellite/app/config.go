@@ -19,7 +19,7 @@ import (
 // down. `ironlink-satellite validate` runs the same step and then [Check].
 
 // Defaults returns the default of every satellite setting: the values the
-// flags show (README "Configuration") and the ones Validate fills in for
+// flags show (docs/reference/ironlink-satellite.md) and the ones Validate fills in for
 // unset fields. Settings without a default (site, key, clouds.yaml, state
 // file, metrics address: empty means off or "ask gophercloud") are empty.
 func Defaults() Config {
