@@ -123,3 +123,21 @@ func TestAnchorsAreGitHubs(t *testing.T) {
 		}
 	}
 }
+
+// The README stays an entry point (issue 20: under 200 lines) that leads
+// into docs/; the rest lives there.
+func TestREADMEStaysShortAndLeadsIntoDocs(t *testing.T) {
+	lines, err := readLines("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) >= 200 {
+		t.Errorf("README.md has %d lines: move what is not an introduction into docs/", len(lines))
+	}
+	text := strings.Join(lines, "\n")
+	for _, want := range []string{"make demo", "make test", "(docs/README.md)", "(docs/tutorial.md)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("README.md no longer mentions %s", want)
+		}
+	}
+}
