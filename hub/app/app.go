@@ -18,10 +18,8 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
@@ -374,7 +372,7 @@ func NewGRPCServer(cfg Config, log *slog.Logger, opts ...grpc.ServerOption) *grp
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
 	recoverOpts := []recovery.Option{recovery.WithRecoveryHandler(func(p any) error {
 		log.Error("panic in handler", "panic", p)
-		return status.Error(codes.Internal, "internal error")
+		return grpcerr.Internal("internal error")
 	})}
 	return grpc.NewServer(append([]grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), recovery.UnaryServerInterceptor(recoverOpts...)),

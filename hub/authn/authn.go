@@ -12,14 +12,10 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/internal/auth"
@@ -84,18 +80,16 @@ func authFunc(v *auth.Verifier, log *slog.Logger) grpcauth.AuthFunc {
 		var ve *auth.VerifyError
 		if errors.As(err, &ve) {
 			log.Warn("authentication refused", "method", method, "peer", from, "check", ve.Check, "detail", ve.Detail)
-			return nil, status.Error(codes.Unauthenticated, ve.Error())
+			return nil, grpcerr.Unauthenticated(ve.Error())
 		}
 		if ctx.Err() != nil {
 			// The client went away (cancelled, deadline) while its token
 			// was being checked: nothing is wrong with the hub.
 			log.Info("client gone during authentication", "method", method, "peer", from, "err", err)
-			return nil, status.FromContextError(ctx.Err()).Err()
+			return nil, grpcerr.FromContext(ctx.Err())
 		}
 		log.Error("cannot verify token", "method", method, "peer", from, "err", err)
-		return nil, grpcerr.New(codes.Unavailable, grpcerr.ReasonDatabaseUnavailable,
-			"the hub cannot verify tokens right now: its replay check in PostgreSQL failed (database unavailable); retry",
-			&errdetails.RetryInfo{RetryDelay: durationpb.New(grpcerr.RetryDelay)})
+		return nil, grpcerr.TokenCheckUnavailable()
 	}
 }
 
@@ -125,7 +119,7 @@ func authorize(ctx context.Context, id auth.Identity, method, from string, log *
 	if cert := peerCertificate(ctx); cert != nil && !certNames(cert, id.ClientID) {
 		log.Warn("authentication refused", "method", method, "peer", from, "client_id", id.ClientID,
 			"check", "client certificate mismatch", "cert_cn", cert.Subject.CommonName)
-		return nil, status.Errorf(codes.Unauthenticated, "client certificate does not match client id %s", id.ClientID)
+		return nil, grpcerr.Unauthenticated(fmt.Sprintf("client certificate does not match client id %s", id.ClientID))
 	}
 	scope, known := auth.RequiredScope(method)
 	if !known {

@@ -134,6 +134,27 @@ func (a *app) runBulk(ctx context.Context, quarantine bool, f *bulkFlags, reason
 	if err != nil {
 		return c.explain(err)
 	}
+	n := a.printPreview(p, f.selector)
+	expected, err := a.confirmBulk(f, n, verb)
+	if err != nil {
+		return err
+	}
+	reqID, cmds, err := sendBulk(ctx, c, quarantine, &bulkRequest{sel, reason, int32(expected)})
+	if err != nil {
+		return err
+	}
+	devs := commandDevices(p, cmds)
+	fmt.Fprintf(a.opts.Stdout, "request %s: %s requested for %d devices\n", reqID, verb, len(cmds))
+	if !wait {
+		fmt.Fprintf(a.opts.Stderr, "the sites apply it shortly: list the request's commands with `ironlink get commands --request-id %s --limit 0`, or use --wait\n", reqID)
+		return nil
+	}
+	return a.waitCommands(ctx, c, devs, cmds, timeout)
+}
+
+// printPreview prints the devices the preview p lists (site/name and
+// status) and how many the selector matches; it returns that count.
+func (a *app) printPreview(p *ironlinkv1.PreviewBulkImpairmentResponse, selector string) int {
 	w := tabwriter.NewWriter(a.opts.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "DEVICE\tSTATUS")
 	for _, d := range p.GetDevices() {
@@ -148,14 +169,21 @@ func (a *app) runBulk(ctx context.Context, quarantine bool, f *bulkFlags, reason
 	if n > len(p.GetDevices()) {
 		fmt.Fprintf(a.opts.Stdout, "… and %d more\n", n-len(p.GetDevices()))
 	}
-	fmt.Fprintf(a.opts.Stdout, "%d devices match %q\n", n, f.selector)
+	fmt.Fprintf(a.opts.Stdout, "%d devices match %q\n", n, selector)
+	return n
+}
+
+// confirmBulk checks the n devices matched against --expected-count and,
+// without --yes, asks on stdin; it returns the count the hub must find.
+// Nothing matched, another count or no "yes" is an *Error.
+func (a *app) confirmBulk(f *bulkFlags, n int, verb string) (int, error) {
 	if n == 0 {
-		return &Error{Code: ExitNotFound, Msg: "no device matches the selector: nothing to " + verb}
+		return 0, &Error{Code: ExitNotFound, Msg: "no device matches the selector: nothing to " + verb}
 	}
 	expected := n
 	if f.expected != 0 {
 		if f.expected != n {
-			return &Error{Code: ExitRefused, Msg: fmt.Sprintf("--expected-count %d, but the selector matches %d devices: nothing was changed", f.expected, n)}
+			return 0, &Error{Code: ExitRefused, Msg: fmt.Sprintf("--expected-count %d, but the selector matches %d devices: nothing was changed", f.expected, n)}
 		}
 		expected = f.expected
 	}
@@ -163,26 +191,41 @@ func (a *app) runBulk(ctx context.Context, quarantine bool, f *bulkFlags, reason
 		fmt.Fprintf(a.opts.Stderr, "%s these %d devices? Type yes to go on: ", strings.ToUpper(verb[:1])+verb[1:], n)
 		line, _ := bufio.NewReader(a.opts.Stdin).ReadString('\n')
 		if ans := strings.ToLower(strings.TrimSpace(line)); ans != "yes" && ans != "y" {
-			return usageErrf("not confirmed: nothing was changed (pass --yes to skip the question)")
+			return 0, usageErrf("not confirmed: nothing was changed (pass --yes to skip the question)")
 		}
 	}
-	cctx, cancel = c.call(ctx)
+	return expected, nil
+}
+
+// bulkRequest is what a bulk quarantine or release sends.
+type bulkRequest struct {
+	sel      *ironlinkv1.DeviceSelector
+	reason   string
+	expected int32
+}
+
+// sendBulk sends the bulk quarantine (or release) r and returns its
+// request id and commands.
+func sendBulk(ctx context.Context, c *client, quarantine bool, r *bulkRequest) (string, []*ironlinkv1.OperatorCommand, error) {
+	cctx, cancel := c.call(ctx)
 	defer cancel()
-	var reqID string
-	var cmds []*ironlinkv1.OperatorCommand
 	if quarantine {
-		r, err := c.bulk.BulkQuarantine(cctx, &ironlinkv1.BulkQuarantineRequest{Selector: sel, Reason: reason, ExpectedCount: int32(expected)})
+		resp, err := c.bulk.BulkQuarantine(cctx, &ironlinkv1.BulkQuarantineRequest{Selector: r.sel, Reason: r.reason, ExpectedCount: r.expected})
 		if err != nil {
-			return c.explain(err)
+			return "", nil, c.explain(err)
 		}
-		reqID, cmds = r.GetRequestId(), r.GetCommands()
-	} else {
-		r, err := c.bulk.BulkRelease(cctx, &ironlinkv1.BulkReleaseRequest{Selector: sel, Reason: reason, ExpectedCount: int32(expected)})
-		if err != nil {
-			return c.explain(err)
-		}
-		reqID, cmds = r.GetRequestId(), r.GetCommands()
+		return resp.GetRequestId(), resp.GetCommands(), nil
 	}
+	resp, err := c.bulk.BulkRelease(cctx, &ironlinkv1.BulkReleaseRequest{Selector: r.sel, Reason: r.reason, ExpectedCount: r.expected})
+	if err != nil {
+		return "", nil, c.explain(err)
+	}
+	return resp.GetRequestId(), resp.GetCommands(), nil
+}
+
+// commandDevices returns the device of each command, named as the
+// preview p listed it (site and id only for one it did not list).
+func commandDevices(p *ironlinkv1.PreviewBulkImpairmentResponse, cmds []*ironlinkv1.OperatorCommand) []*ironlinkv1.Device {
 	names := map[string]*ironlinkv1.Device{}
 	for _, d := range p.GetDevices() {
 		names[d.GetDeviceId()] = &ironlinkv1.Device{DeviceId: d.GetDeviceId(), Site: d.GetSite(), Name: d.GetName()}
@@ -194,10 +237,5 @@ func (a *app) runBulk(ctx context.Context, quarantine bool, f *bulkFlags, reason
 			devs[i] = &ironlinkv1.Device{DeviceId: cm.GetDeviceId(), Site: cm.GetSite()}
 		}
 	}
-	fmt.Fprintf(a.opts.Stdout, "request %s: %s requested for %d devices\n", reqID, verb, len(cmds))
-	if !wait {
-		fmt.Fprintf(a.opts.Stderr, "the sites apply it shortly: list the request's commands with `ironlink get commands --request-id %s --limit 0`, or use --wait\n", reqID)
-		return nil
-	}
-	return a.waitCommands(ctx, c, devs, cmds, timeout)
+	return devs
 }

@@ -309,6 +309,9 @@ func (c *client) explain(err error) error {
 	if errors.Is(err, context.Canceled) {
 		return &Error{Code: ExitError, Msg: "interrupted"}
 	}
+	if errors.Is(err, errStreamEnded) {
+		return c.unavailable(err.Error())
+	}
 	st, ok := status.FromError(err)
 	if !ok {
 		return &Error{Code: ExitError, Msg: err.Error()}
@@ -321,16 +324,7 @@ func (c *client) explain(err error) error {
 	case codes.PermissionDenied:
 		return &Error{Code: ExitAuth, Msg: fmt.Sprintf("client %s may not do this: %s (give it the scope in the hub's roster: operations:read to look, operations:write to quarantine and release)", s.ClientID, msg)}
 	case codes.Unavailable:
-		switch {
-		case strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate"):
-			return &Error{Code: ExitUnreachable, Msg: fmt.Sprintf("cannot verify the hub's certificate at %s with CA %s: %s (is `ca` in the context the hub's CA?)", s.Hub, orDash(s.CA), msg)}
-		case strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") || strings.Contains(msg, "connection error"):
-			return &Error{Code: ExitUnreachable, Msg: fmt.Sprintf("cannot reach the hub at %s: %s (is it running? is `hub` in context %s right?)", s.Hub, msg, orDash(s.ContextName))}
-		}
-		if !strings.Contains(msg, "retry") {
-			msg += " (retry)"
-		}
-		return &Error{Code: ExitUnreachable, Msg: fmt.Sprintf("the hub at %s is unavailable: %s", s.Hub, msg)}
+		return c.unavailable(msg)
 	case codes.DeadlineExceeded:
 		return &Error{Code: ExitUnreachable, Msg: fmt.Sprintf("the hub at %s did not answer within %s (--request-timeout)", s.Hub, c.timeout)}
 	case codes.NotFound:
@@ -354,6 +348,23 @@ func (c *client) explain(err error) error {
 		return &Error{Code: ExitUsage, Msg: msg}
 	}
 	return &Error{Code: ExitError, Msg: fmt.Sprintf("%s: %s", st.Code(), msg)}
+}
+
+// unavailable explains an Unavailable with message msg: the hub's
+// certificate was refused, the hub cannot be reached, or it answered
+// Unavailable (retry).
+func (c *client) unavailable(msg string) *Error {
+	s := c.settings
+	switch {
+	case strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate"):
+		return &Error{Code: ExitUnreachable, Msg: fmt.Sprintf("cannot verify the hub's certificate at %s with CA %s: %s (is `ca` in the context the hub's CA?)", s.Hub, orDash(s.CA), msg)}
+	case strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") || strings.Contains(msg, "connection error"):
+		return &Error{Code: ExitUnreachable, Msg: fmt.Sprintf("cannot reach the hub at %s: %s (is it running? is `hub` in context %s right?)", s.Hub, msg, orDash(s.ContextName))}
+	}
+	if !strings.Contains(msg, "retry") {
+		msg += " (retry)"
+	}
+	return &Error{Code: ExitUnreachable, Msg: fmt.Sprintf("the hub at %s is unavailable: %s", s.Hub, msg)}
 }
 
 // reasonDeviceNameAmbiguous is the ErrorInfo reason of a device name that

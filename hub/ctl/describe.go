@@ -121,9 +121,19 @@ func field(w io.Writer, label, value string) {
 	fmt.Fprintf(w, "%-20s%s\n", label+":", orDash(value))
 }
 
+// printDevice prints `describe device`: the device's summary, facts,
+// history and, when cmds is not nil, its recent commands.
 func (a *app) printDevice(w io.Writer, r *ironlinkv1.GetDeviceResponse, cmds []*ironlinkv1.OperatorCommand) {
+	a.printDeviceSummary(w, r)
+	a.printFacts(w, r.GetDevice())
+	a.printDeviceHistory(w, r.GetDevice(), r)
+	a.printRecentCommands(w, cmds)
+}
+
+// printDeviceSummary prints the device's identity, status and why,
+// quarantine state, last command error, freshness and removal.
+func (a *app) printDeviceSummary(w io.Writer, r *ironlinkv1.GetDeviceResponse) {
 	d := r.GetDevice()
-	f := d.GetFacts()
 	if a.ageAt != nil {
 		field(w, "As of", a.ageAt.UTC().Format(time.RFC3339)+" (the device as it was then; ages count from then)")
 	}
@@ -148,6 +158,12 @@ func (a *app) printDevice(w io.Writer, r *ironlinkv1.GetDeviceResponse, cmds []*
 	if d.GetRemoved() {
 		field(w, "Removed", a.age(d.GetRemoveTime())+" ago (the node vanished from Ironic)")
 	}
+}
+
+// printFacts prints device d's Ironic facts, its drift corrections and its
+// orphaned instances.
+func (a *app) printFacts(w io.Writer, d *ironlinkv1.Device) {
+	f := d.GetFacts()
 	fmt.Fprintln(w, "Facts:")
 	t := newTable(w, "  ")
 	maint := "false"
@@ -176,8 +192,13 @@ func (a *app) printDevice(w io.Writer, r *ironlinkv1.GetDeviceResponse, cmds []*
 		}
 		t.flush()
 	}
+}
+
+// printDeviceHistory prints device d's conditions, then the status and
+// quarantine histories of r (newest first).
+func (a *app) printDeviceHistory(w io.Writer, d *ironlinkv1.Device, r *ironlinkv1.GetDeviceResponse) {
 	fmt.Fprintln(w, "Conditions:")
-	t = newTable(w, "  ", "TYPE", "STATUS", "REASON", "AGE", "MESSAGE")
+	t := newTable(w, "  ", "TYPE", "STATUS", "REASON", "AGE", "MESSAGE")
 	for _, c := range d.GetConditions() {
 		t.row(c.GetType(), conditionStatusName(c.GetStatus()), c.GetReason(), a.age(c.GetLastTransitionTime()), truncate(c.GetMessage(), 100))
 	}
@@ -198,18 +219,24 @@ func (a *app) printDevice(w io.Writer, r *ironlinkv1.GetDeviceResponse, cmds []*
 		}
 		t.flush()
 	}
-	if cmds != nil {
-		fmt.Fprintln(w, "Recent commands (newest first):")
-		if len(cmds) == 0 {
-			fmt.Fprintln(w, "  none")
-			return
-		}
-		t = newTable(w, "  ", "AGE", "ID", "ACTION", "STATE", "ATTEMPTS", "ERROR")
-		for _, c := range cmds {
-			t.row(a.age(c.GetCreateTime()), c.GetCommandId(), actionName(c.GetDesired()), commandStateName(c.GetState()), strconv.Itoa(int(c.GetAttempts())), truncate(c.GetLastError(), 80))
-		}
-		t.flush()
+}
+
+// printRecentCommands prints the device's recent commands (newest first);
+// nothing when cmds is nil (they were not asked for).
+func (a *app) printRecentCommands(w io.Writer, cmds []*ironlinkv1.OperatorCommand) {
+	if cmds == nil {
+		return
 	}
+	fmt.Fprintln(w, "Recent commands (newest first):")
+	if len(cmds) == 0 {
+		fmt.Fprintln(w, "  none")
+		return
+	}
+	t := newTable(w, "  ", "AGE", "ID", "ACTION", "STATE", "ATTEMPTS", "ERROR")
+	for _, c := range cmds {
+		t.row(a.age(c.GetCreateTime()), c.GetCommandId(), actionName(c.GetDesired()), commandStateName(c.GetState()), strconv.Itoa(int(c.GetAttempts())), truncate(c.GetLastError(), 80))
+	}
+	t.flush()
 }
 
 func (a *app) newDescribeSite() *cobra.Command {

@@ -121,7 +121,6 @@ func (a *app) watch(ctx context.Context, c *client, out string, interval time.Du
 	if err != nil {
 		return err
 	}
-	wide := out == outWide
 	if out == outJSON {
 		for _, it := range l.items {
 			if err := writeProtoLine(w, it.msg); err != nil {
@@ -153,54 +152,72 @@ func (a *app) watch(ctx context.Context, c *client, out string, interval time.Du
 			fmt.Fprintf(a.opts.Stderr, "warning: %v (still watching)\n", c.explain(err))
 			continue
 		}
-		var changed []item
-		cur := map[string]item{}
-		for _, it := range l.items {
-			cur[it.key] = it
-			if p, ok := prev[it.key]; !ok || p.sig != it.sig {
-				changed = append(changed, it)
-			}
-		}
-		for k, p := range prev {
-			if _, ok := cur[k]; !ok {
-				g := p
-				g.cells = append([]string(nil), p.cells...)
-				g.wide = append([]string(nil), p.wide...)
-				g.cells[len(g.cells)-1] = p.goneMarker
-				g.wide[len(g.wide)-1] = p.goneMarker
-				changed = append(changed, g)
-			}
-		}
+		changed, cur := changedItems(prev, l.items)
 		prev = cur
 		if len(changed) == 0 {
 			continue
 		}
-		switch out {
-		case outJSON:
-			for _, it := range changed {
-				if err := writeProtoLine(w, it.msg); err != nil {
-					return err
-				}
-			}
-		case outName:
-			for _, it := range changed {
-				fmt.Fprintln(w, it.name)
-			}
-		default:
-			var rows [][]string
-			if !headerShown {
-				rows = append(rows, l.header)
-				if wide {
-					rows[0] = l.wideHeader
-				}
-				headerShown = true
-			}
-			for _, it := range changed {
-				rows = append(rows, it.row(wide))
-			}
-			for _, line := range al.lines(rows) {
-				fmt.Fprintln(w, line)
-			}
+		if err := printChanged(w, out, l, changed, al, &headerShown); err != nil {
+			return err
 		}
 	}
+}
+
+// changedItems compares a listing's items with the previous ones (by key):
+// it returns the new or changed items, then the gone ones with their gone
+// marker in the last column, and the items by key for the next round.
+func changedItems(prev map[string]item, items []item) (changed []item, cur map[string]item) {
+	cur = map[string]item{}
+	for _, it := range items {
+		cur[it.key] = it
+		if p, ok := prev[it.key]; !ok || p.sig != it.sig {
+			changed = append(changed, it)
+		}
+	}
+	for k, p := range prev {
+		if _, ok := cur[k]; !ok {
+			g := p
+			g.cells = append([]string(nil), p.cells...)
+			g.wide = append([]string(nil), p.wide...)
+			g.cells[len(g.cells)-1] = p.goneMarker
+			g.wide[len(g.wide)-1] = p.goneMarker
+			changed = append(changed, g)
+		}
+	}
+	return changed, cur
+}
+
+// printChanged prints the changed items of listing l in output format out:
+// JSON lines, names, or table rows aligned by al under l's header, printed
+// once (headerShown).
+func printChanged(w io.Writer, out string, l *listing, changed []item, al *aligner, headerShown *bool) error {
+	switch out {
+	case outJSON:
+		for _, it := range changed {
+			if err := writeProtoLine(w, it.msg); err != nil {
+				return err
+			}
+		}
+	case outName:
+		for _, it := range changed {
+			fmt.Fprintln(w, it.name)
+		}
+	default:
+		wide := out == outWide
+		var rows [][]string
+		if !*headerShown {
+			rows = append(rows, l.header)
+			if wide {
+				rows[0] = l.wideHeader
+			}
+			*headerShown = true
+		}
+		for _, it := range changed {
+			rows = append(rows, it.row(wide))
+		}
+		for _, line := range al.lines(rows) {
+			fmt.Fprintln(w, line)
+		}
+	}
+	return nil
 }

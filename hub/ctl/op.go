@@ -61,12 +61,19 @@ operations:write to start or cancel, operations:read to look.`,
 	return cmd
 }
 
+// opStartFlags are the flags of `ironlink op start`.
+type opStartFlags struct {
+	reason, site, nodesFile                                                        string
+	imageSource, imageChecksum, novaImage, novaFlavor, novaName, keyName, serverID string
+	userData                                                                       string
+	cleanSteps, networks, sshKeys                                                  []string
+	force, wait                                                                    bool
+	rootGB                                                                         int32
+	timeout                                                                        time.Duration
+}
+
 func (a *app) newOpStartCommand() *cobra.Command {
-	var reason, site, nodesFile, imageSource, imageChecksum, novaImage, novaFlavor, novaName, keyName, serverID, userData string
-	var cleanSteps, networks, sshKeys []string
-	var force, wait bool
-	var rootGB int32
-	var timeout time.Duration
+	var o opStartFlags
 	cmd := &cobra.Command{
 		Use:   "start KIND [DEVICE...] --reason TEXT",
 		Short: "Start an operation on devices (or, for enrol, on node specs from --nodes)",
@@ -86,81 +93,111 @@ when one ends FAILED or CANCELLED, or (exit 7) when --timeout passes first.`,
   ironlink op start nova-create node-009 --nova-image ubuntu-22.04 --nova-name slurm-w9 --reason "SLURM worker"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, ok := opKinds[args[0]]
-			if !ok {
-				return usageErrf("unknown operation kind %q: want one of %s", args[0], kindNames())
-			}
-			if strings.TrimSpace(reason) == "" {
-				return usageErrf("--reason is required: say why (it is kept with the operation)")
-			}
-			req := &ironlinkv1.StartOperationRequest{Kind: kind, Site: site, Devices: args[1:], Reason: reason, Force: force}
-			if kind == ironlinkv1.OperationKind_OPERATION_KIND_ENROL {
-				if nodesFile == "" {
-					return usageErrf("enrol needs --nodes FILE (a JSON array of node specs)")
-				}
-				nodes, err := readNodes(nodesFile)
-				if err != nil {
-					return err
-				}
-				req.Nodes = nodes
-			}
-			p := &ironlinkv1.OperationParams{ServerId: serverID}
-			for _, s := range cleanSteps {
-				iface, step, ok := strings.Cut(s, ".")
-				if !ok {
-					return usageErrf("--clean-step %q: want INTERFACE.STEP, e.g. deploy.erase_devices_metadata", s)
-				}
-				p.CleanSteps = append(p.CleanSteps, &ironlinkv1.CleanStep{Interface: iface, Step: step})
-			}
-			if kind == ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY {
-				p.Deploy = &ironlinkv1.DeployParams{ImageSource: imageSource, ImageChecksum: imageChecksum, RootGb: rootGB}
-				if userData != "" || len(sshKeys) > 0 {
-					p.Deploy.ConfigDrive = &ironlinkv1.ConfigDrive{UserData: userData, SshKeys: sshKeys}
-				}
-			}
-			if kind == ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE {
-				p.NovaCreate = &ironlinkv1.NovaCreateParams{Name: novaName, Flavor: novaFlavor, Image: novaImage, KeyName: keyName, UserData: userData, Networks: networks}
-			}
-			req.Params = p
-			c, err := a.connect()
+			req, err := o.request(args)
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			cctx, cancel := c.call(ctx)
-			resp, err := c.ops.StartOperation(cctx, req)
-			cancel()
-			if err != nil {
-				return c.explain(err)
-			}
-			a.printOperations(resp.GetOperations(), false)
-			fmt.Fprintf(a.opts.Stderr, "group %s: follow with `ironlink op list --group %s`\n", resp.GetGroupId(), resp.GetGroupId())
-			if !wait {
-				return nil
-			}
-			return a.waitOperations(ctx, c, resp.GetOperations(), timeout)
+			return a.startOperations(cmd.Context(), req, o.wait, o.timeout)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&reason, "reason", "", "why (required; kept with the operation)")
-	f.StringVar(&site, "site", "", "the site (required for enrol; narrows device names otherwise)")
-	f.StringVar(&nodesFile, "nodes", "", "enrol: JSON array of node specs (\"-\": stdin)")
-	f.BoolVar(&force, "force", false, "override the quarantine guard of provide, deploy, nova-create, and enrol's refusal of a name a node past manageable already has (recorded)")
-	f.StringSliceVar(&cleanSteps, "clean-step", nil, "clean: INTERFACE.STEP, repeatable, in order")
-	f.StringVar(&imageSource, "image-source", "", "deploy: instance_info.image_source (URL or Glance image id)")
-	f.StringVar(&imageChecksum, "image-checksum", "", "deploy: image checksum (required for an http(s) image)")
-	f.Int32Var(&rootGB, "root-gb", 0, "deploy: root partition size in GiB (0: the node's local_gb)")
-	f.StringSliceVar(&sshKeys, "ssh-key", nil, "deploy: SSH public key for the config drive, repeatable")
-	f.StringVar(&userData, "user-data", "", "deploy, nova-create: cloud-init user data")
-	f.StringVar(&novaImage, "nova-image", "", "nova-create: image name or id")
-	f.StringVar(&novaFlavor, "nova-flavor", "", "nova-create: flavor (default: the site's flavor of the node's resource class)")
-	f.StringVar(&novaName, "nova-name", "", "nova-create: server name")
-	f.StringVar(&keyName, "key-name", "", "nova-create: key pair name")
-	f.StringSliceVar(&networks, "network", nil, "nova-create: network id, repeatable (default: the site's networks)")
-	f.StringVar(&serverID, "server-id", "", "nova-delete: server id (default: the node's instance)")
-	f.BoolVar(&wait, "wait", false, "follow every operation to its end (exit 6 when one FAILED or was CANCELLED, 7 on --timeout)")
-	f.DurationVar(&timeout, "timeout", 30*time.Minute, "how long --wait waits")
+	o.bind(cmd)
 	return cmd
+}
+
+// bind defines the flags of `op start` on cmd.
+func (o *opStartFlags) bind(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.reason, "reason", "", "why (required; kept with the operation)")
+	f.StringVar(&o.site, "site", "", "the site (required for enrol; narrows device names otherwise)")
+	f.StringVar(&o.nodesFile, "nodes", "", "enrol: JSON array of node specs (\"-\": stdin)")
+	f.BoolVar(&o.force, "force", false, "override the quarantine guard of provide, deploy, nova-create, and enrol's refusal of a name a node past manageable already has (recorded)")
+	f.StringSliceVar(&o.cleanSteps, "clean-step", nil, "clean: INTERFACE.STEP, repeatable, in order")
+	f.StringVar(&o.imageSource, "image-source", "", "deploy: instance_info.image_source (URL or Glance image id)")
+	f.StringVar(&o.imageChecksum, "image-checksum", "", "deploy: image checksum (required for an http(s) image)")
+	f.Int32Var(&o.rootGB, "root-gb", 0, "deploy: root partition size in GiB (0: the node's local_gb)")
+	f.StringSliceVar(&o.sshKeys, "ssh-key", nil, "deploy: SSH public key for the config drive, repeatable")
+	f.StringVar(&o.userData, "user-data", "", "deploy, nova-create: cloud-init user data")
+	f.StringVar(&o.novaImage, "nova-image", "", "nova-create: image name or id")
+	f.StringVar(&o.novaFlavor, "nova-flavor", "", "nova-create: flavor (default: the site's flavor of the node's resource class)")
+	f.StringVar(&o.novaName, "nova-name", "", "nova-create: server name")
+	f.StringVar(&o.keyName, "key-name", "", "nova-create: key pair name")
+	f.StringSliceVar(&o.networks, "network", nil, "nova-create: network id, repeatable (default: the site's networks)")
+	f.StringVar(&o.serverID, "server-id", "", "nova-delete: server id (default: the node's instance)")
+	f.BoolVar(&o.wait, "wait", false, "follow every operation to its end (exit 6 when one FAILED or was CANCELLED, 7 on --timeout)")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long --wait waits")
+}
+
+// request checks the arguments (KIND, then devices) and flags and builds
+// the StartOperation request; a usage error names what is wrong.
+func (o *opStartFlags) request(args []string) (*ironlinkv1.StartOperationRequest, error) {
+	kind, ok := opKinds[args[0]]
+	if !ok {
+		return nil, usageErrf("unknown operation kind %q: want one of %s", args[0], kindNames())
+	}
+	if strings.TrimSpace(o.reason) == "" {
+		return nil, usageErrf("--reason is required: say why (it is kept with the operation)")
+	}
+	req := &ironlinkv1.StartOperationRequest{Kind: kind, Site: o.site, Devices: args[1:], Reason: o.reason, Force: o.force}
+	if kind == ironlinkv1.OperationKind_OPERATION_KIND_ENROL {
+		if o.nodesFile == "" {
+			return nil, usageErrf("enrol needs --nodes FILE (a JSON array of node specs)")
+		}
+		nodes, err := readNodes(o.nodesFile)
+		if err != nil {
+			return nil, err
+		}
+		req.Nodes = nodes
+	}
+	p, err := o.params(kind)
+	if err != nil {
+		return nil, err
+	}
+	req.Params = p
+	return req, nil
+}
+
+// params builds the operation's parameters of kind from the flags: clean
+// steps, deploy's image and config drive, Nova's server, the server id.
+func (o *opStartFlags) params(kind ironlinkv1.OperationKind) (*ironlinkv1.OperationParams, error) {
+	p := &ironlinkv1.OperationParams{ServerId: o.serverID}
+	for _, s := range o.cleanSteps {
+		iface, step, ok := strings.Cut(s, ".")
+		if !ok {
+			return nil, usageErrf("--clean-step %q: want INTERFACE.STEP, e.g. deploy.erase_devices_metadata", s)
+		}
+		p.CleanSteps = append(p.CleanSteps, &ironlinkv1.CleanStep{Interface: iface, Step: step})
+	}
+	if kind == ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY {
+		p.Deploy = &ironlinkv1.DeployParams{ImageSource: o.imageSource, ImageChecksum: o.imageChecksum, RootGb: o.rootGB}
+		if o.userData != "" || len(o.sshKeys) > 0 {
+			p.Deploy.ConfigDrive = &ironlinkv1.ConfigDrive{UserData: o.userData, SshKeys: o.sshKeys}
+		}
+	}
+	if kind == ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE {
+		p.NovaCreate = &ironlinkv1.NovaCreateParams{Name: o.novaName, Flavor: o.novaFlavor, Image: o.novaImage, KeyName: o.keyName, UserData: o.userData, Networks: o.networks}
+	}
+	return p, nil
+}
+
+// startOperations sends req, prints the operations started and their
+// group, and with wait follows them to their end (at most timeout).
+func (a *app) startOperations(ctx context.Context, req *ironlinkv1.StartOperationRequest, wait bool, timeout time.Duration) error {
+	c, err := a.connect()
+	if err != nil {
+		return err
+	}
+	cctx, cancel := c.call(ctx)
+	resp, err := c.ops.StartOperation(cctx, req)
+	cancel()
+	if err != nil {
+		return c.explain(err)
+	}
+	a.printOperations(resp.GetOperations(), false)
+	fmt.Fprintf(a.opts.Stderr, "group %s: follow with `ironlink op list --group %s`\n", resp.GetGroupId(), resp.GetGroupId())
+	if !wait {
+		return nil
+	}
+	return a.waitOperations(ctx, c, resp.GetOperations(), timeout)
 }
 
 // readNodes reads a JSON array of NodeSpec (protojson) from path ("-": stdin),

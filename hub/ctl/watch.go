@@ -120,7 +120,7 @@ func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetR
 		if ctx.Err() != nil {
 			return nil
 		}
-		if once || status.Code(err) != codes.Unavailable || last == "" {
+		if once || !(status.Code(err) == codes.Unavailable || errors.Is(err, errStreamEnded)) || last == "" {
 			return c.explain(err)
 		}
 		fmt.Fprintf(a.opts.Stderr, "connection to the hub lost (%s); resuming after cursor %s\n", status.Convert(err).Message(), last)
@@ -132,6 +132,11 @@ func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetR
 	}
 }
 
+// errStreamEnded: the hub closed a watch stream without an error (io.EOF).
+// follow resumes after it as after an Unavailable, and explain words it as
+// one; the CLI builds no status of its own (hub/grpcerr's guard test).
+var errStreamEnded = errors.New("the hub ended the stream")
+
 func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, w io.Writer, last *string) error {
 	s, err := c.fleet.WatchFleet(ctx, req)
 	if err != nil {
@@ -140,7 +145,7 @@ func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFl
 	for first := true; ; first = false {
 		m, err := s.Recv()
 		if errors.Is(err, io.EOF) {
-			return status.Error(codes.Unavailable, "the hub ended the stream")
+			return errStreamEnded
 		}
 		if err != nil {
 			return err

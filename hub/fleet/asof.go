@@ -37,17 +37,11 @@ func parseAsOf(ts *timestamppb.Timestamp, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-// asOfErr turns the store's as-of refusals into InvalidArgument; nil for
-// any other error.
-func asOfErr(err error) error {
-	switch {
-	case errors.Is(err, store.ErrHistoryExpired):
-		return grpcerr.InvalidArgument("as_of", grpcerr.ReasonOutOfRange, err.Error()+" (hub flag --history-retention)")
-	case errors.Is(err, store.ErrAsOfUnsupported):
-		return grpcerr.InvalidArgument("instance_mismatch", grpcerr.ReasonInvalidValue,
-			"instance_mismatch cannot be combined with as_of: facts have no history")
-	}
-	return nil
+// asOfRefusal reports whether err is one of the store's as-of refusals
+// (grpcerr.FromStore: InvalidArgument on as_of or instance_mismatch): the
+// caller's mistake, not logged.
+func asOfRefusal(err error) bool {
+	return errors.Is(err, store.ErrHistoryExpired) || errors.Is(err, store.ErrAsOfUnsupported)
 }
 
 // getDeviceAsOf is GetDevice for a request with as_of set: the device and

@@ -4,12 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
@@ -41,11 +36,11 @@ const maxSelectorValues = 32
 // because the selector matched another number of devices than
 // expected_count; its metadata "matched" is the current count and
 // "expected" the caller's.
-const ReasonCountMismatch = "BULK_COUNT_MISMATCH"
+const ReasonCountMismatch = grpcerr.ReasonCountMismatch
 
 // ReasonTooManyDevices is the ErrorInfo reason of a bulk call whose
 // selector matched more than store.MaxBulkDevices devices.
-const ReasonTooManyDevices = "BULK_TOO_MANY_DEVICES"
+const ReasonTooManyDevices = grpcerr.ReasonTooManyDevices
 
 // SourceBulk is the source recorded for impairment changes made by a bulk call.
 const SourceBulk = "operator-api-bulk"
@@ -161,10 +156,9 @@ func (s *Server) bulkImpair(ctx context.Context, selector *ironlinkv1.DeviceSele
 	switch {
 	case errors.As(err, &mismatch):
 		s.log.Warn("bulk impairment refused: count mismatch", "selector", text, "expected", mismatch.Expected, "matched", mismatch.Matched, "actor", actor)
-		return "", nil, countMismatch(text, mismatch)
+		return "", nil, grpcerr.FromBulk(err, text)
 	case errors.Is(err, store.ErrTooManyDevices):
-		return "", nil, grpcerr.New(codes.FailedPrecondition, ReasonTooManyDevices,
-			fmt.Sprintf("selector %s matches more than %d devices: narrow it (one call acts on at most %d)", textcheck.Quote(text), store.MaxBulkDevices, store.MaxBulkDevices))
+		return "", nil, grpcerr.FromBulk(err, text)
 	case err != nil:
 		return "", nil, s.storeErr(err, "", "")
 	}
@@ -174,18 +168,6 @@ func (s *Server) bulkImpair(ctx context.Context, selector *ironlinkv1.DeviceSele
 		out[i] = commandToProto(c)
 	}
 	return r.ID, out, nil
-}
-
-// countMismatch is the FailedPrecondition of a refused bulk call.
-func countMismatch(selector string, e *store.CountMismatchError) error {
-	st := status.New(codes.FailedPrecondition, fmt.Sprintf("selector %s matches %d devices, not the expected %d: nothing was changed; preview again and pass the new count if it is right",
-		textcheck.Quote(selector), e.Matched, e.Expected))
-	d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonCountMismatch, Domain: grpcerr.Domain,
-		Metadata: map[string]string{"matched": strconv.Itoa(e.Matched), "expected": strconv.Itoa(e.Expected)}})
-	if err != nil {
-		return st.Err()
-	}
-	return d.Err()
 }
 
 // BulkQuarantine implements BulkService.BulkQuarantine.

@@ -13,7 +13,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -87,15 +86,13 @@ func checkSiteFilter(site string) error {
 
 // storeErr turns a store error into the status the caller sees
 // (grpcerr.FromStore); a NotFound of the resource named name of
-// resourceType also carries a ResourceInfo. A database failure is logged.
+// resourceType also carries a ResourceInfo. A database failure is logged,
+// and so is a value the database refused.
 func (s *Server) storeErr(err error, resourceType, name string) error {
-	if gerr := asOfErr(err); gerr != nil {
+	gerr := grpcerr.FromStoreNamed(err, resourceType, name)
+	if asOfRefusal(err) {
 		return gerr
 	}
-	if errors.Is(err, store.ErrNotFound) && resourceType != "" {
-		return grpcerr.NotFound(resourceType, name, err.Error())
-	}
-	gerr := grpcerr.FromStore(err)
 	switch status.Code(gerr) {
 	case codes.Unavailable:
 		s.log.Error("store", "err", err)

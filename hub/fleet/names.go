@@ -8,10 +8,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/textcheck"
@@ -23,7 +19,7 @@ import (
 // device_name is NotFound with reason grpcerr.ReasonNotFound, a ResourceInfo
 // and metadata "suggestions": similar names, comma-separated (may be empty).
 // See fleet.proto "Naming a device".
-const ReasonDeviceNameAmbiguous = "DEVICE_NAME_AMBIGUOUS"
+const ReasonDeviceNameAmbiguous = grpcerr.ReasonDeviceNameAmbiguous
 
 const (
 	maxDeviceNameBytes      = 255 // Ironic's limit on node names
@@ -102,15 +98,7 @@ func (s *Server) resolveDevice(ctx context.Context, ref deviceRef) (string, erro
 	if ref.site != "" {
 		msg = fmt.Sprintf("device name %q is used by %d devices at site %q (%s): give the device_id", ref.name, len(refs), ref.site, strings.Join(cands, ", "))
 	}
-	msg = textcheck.Prefix(msg, grpcerr.MaxMessageBytes)
-	st, derr := status.New(codes.InvalidArgument, msg).WithDetails(
-		&errdetails.ErrorInfo{Reason: ReasonDeviceNameAmbiguous, Domain: grpcerr.Domain, Metadata: map[string]string{"candidates": strings.Join(cands, ",")}},
-		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "device_name", Description: msg, Reason: ReasonDeviceNameAmbiguous}}},
-	)
-	if derr != nil {
-		return "", status.Error(codes.InvalidArgument, msg)
-	}
-	return "", st.Err()
+	return "", grpcerr.AmbiguousDeviceName(msg, cands)
 }
 
 // nameNotFound builds the NotFound status for an unknown name, with up to
@@ -134,13 +122,7 @@ func (s *Server) nameNotFound(ctx context.Context, ref deviceRef) error {
 	if len(sugg) > 0 {
 		msg += "; did you mean " + strings.Join(sugg, ", ") + "?"
 	}
-	st, err := status.New(codes.NotFound, msg).WithDetails(
-		&errdetails.ErrorInfo{Reason: grpcerr.ReasonNotFound, Domain: grpcerr.Domain, Metadata: map[string]string{"suggestions": strings.Join(sugg, ",")}},
-		&errdetails.ResourceInfo{ResourceType: "device", ResourceName: ref.name})
-	if err != nil {
-		return grpcerr.NotFound("device", ref.name, msg)
-	}
-	return st.Err()
+	return grpcerr.DeviceNameNotFound(ref.name, msg, sugg)
 }
 
 // nameFilters turns ListDevicesRequest's name_prefix and name_pattern into

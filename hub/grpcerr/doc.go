@@ -28,8 +28,29 @@
 //		return nil, grpcerr.FromStore(err) // NotFound, PermissionDenied, Aborted, Unavailable, ...
 //	}
 //
-// FromStore is the only place where store errors (hub/store's ErrNotFound,
-// ErrWrongSite, ErrFenced, PostgreSQL errors) become codes; see its table.
+// This package is the only one that builds statuses (status.New, Error,
+// WithDetails, errdetails values); TestOnlyGrpcerrBuildsStatuses walks the
+// product code under hub/, satellite/ and internal/ and fails, naming
+// file:line, at any other place that does. Its files:
+//
+//   - errmap.go: the map from domain errors to statuses. FromStore is the
+//     only place where store errors (hub/store's ErrNotFound, ErrWrongSite,
+//     ErrFenced, ErrOperationActive, ErrNotPending, ..., PostgreSQL errors)
+//     and context errors become codes; see its table. FromStoreNamed adds a
+//     ResourceInfo to a NotFound, FromBulk maps a bulk call's refusals.
+//   - grpcerr.go: the reasons, and the constructors whose code is their
+//     name (InvalidArgument, NotFound, PermissionDenied,
+//     FailedPrecondition, ResourceExhausted) for what a handler refuses
+//     itself.
+//   - statuses.go: named answers (ReplicaDraining, HelloTimeout,
+//     RateLimited, AmbiguousDeviceName, ...), each one status shape.
+//   - decode.go: request decode failures (below).
+//
+// A new refusal is added here, as a case of FromStore for a new store error
+// or as a constructor, and called from the handler; no other package picks
+// a code. Two answers carry no details, as they always did: Unauthenticated
+// (a refused token or certificate) and Internal.
+//
 // A handler logs a database failure itself (FromStore does not log):
 // status.Code(grpcerr.FromStore(err)) == codes.Unavailable says when.
 //
@@ -42,5 +63,7 @@
 // (see decode.go); hub/app installs them on the hub's server.
 //
 // This package imports hub/store (for its sentinel errors) and
-// internal/textcheck, nothing else of the hub, and never the satellite.
+// internal/textcheck, nothing else of the hub, and never the satellite. The
+// CLI (hub/ctl) does not import it (it would link the store): it reads
+// statuses only, and words a stream the hub closed without a status itself.
 package grpcerr

@@ -1,20 +1,15 @@
 package grpcerr
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
-	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/textcheck"
 )
 
@@ -69,19 +64,59 @@ const (
 	// ReasonHelloTimeout: no hello arrived within the hub's hello timeout
 	// (DeadlineExceeded).
 	ReasonHelloTimeout = "HELLO_TIMEOUT"
+
+	// ReasonOperationActive: the device (or, for ENROL, the node name)
+	// already has a PENDING or RUNNING operation (FailedPrecondition).
+	ReasonOperationActive = "OPERATION_ACTIVE"
+	// ReasonOperationFinished: cancel of a finished operation
+	// (FailedPrecondition).
+	ReasonOperationFinished = "OPERATION_FINISHED"
+	// ReasonNotAbortable: cancel of a RUNNING operation whose node is not
+	// in a provision state Ironic aborts from (FailedPrecondition).
+	ReasonNotAbortable = "NOT_ABORTABLE"
+	// ReasonNotPending: an approve or reject of a pending action that is no
+	// longer pending (FailedPrecondition).
+	ReasonNotPending = "PENDING_ACTION_NOT_PENDING"
+	// ReasonCountMismatch: a bulk call's selector matched another number of
+	// devices than expected_count (FailedPrecondition; metadata "matched",
+	// "expected").
+	ReasonCountMismatch = "BULK_COUNT_MISMATCH"
+	// ReasonTooManyDevices: a bulk call's selector matched more than
+	// store.MaxBulkDevices devices (FailedPrecondition).
+	ReasonTooManyDevices = "BULK_TOO_MANY_DEVICES"
+	// ReasonDeviceNameAmbiguous: a device name several devices share
+	// (InvalidArgument).
+	ReasonDeviceNameAmbiguous = "DEVICE_NAME_AMBIGUOUS"
+	// ReasonRateLimited: an operator client's calls came faster than its
+	// rate and burst allow (ResourceExhausted, RetryInfo).
+	ReasonRateLimited = "RATE_LIMITED"
+	// ReasonTooManyStreams: an operator client already holds its limit of
+	// streams open (ResourceExhausted).
+	ReasonTooManyStreams = "TOO_MANY_STREAMS"
 )
 
 // RetryDelay is the RetryInfo delay an Unavailable database suggests.
 const RetryDelay = time.Second
 
-// New returns a status error with code, message msg (capped at
+// newStatus returns a status error with code, message msg (capped at
 // MaxMessageBytes) and an ErrorInfo{Reason: reason, Domain: Domain}; extra
-// details follow the ErrorInfo.
-func New(code codes.Code, reason, msg string, extra ...protoadapt.MessageV1) error {
-	st := status.New(code, textcheck.Prefix(msg, MaxMessageBytes))
+// details follow the ErrorInfo. The exported constructors fix the code.
+func newStatus(code codes.Code, reason, msg string, extra ...protoadapt.MessageV1) error {
 	details := append([]protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: reason, Domain: Domain}}, extra...)
+	return build(code, textcheck.Prefix(msg, MaxMessageBytes), details...)
+}
+
+// build returns a status error with code, message msg as given (the caller
+// caps it) and details in order; when a detail cannot be marshalled (a
+// string that is not valid UTF-8), the status without details, so the code
+// is kept.
+func build(code codes.Code, msg string, details ...protoadapt.MessageV1) error {
+	st := status.New(code, msg)
+	if len(details) == 0 {
+		return st.Err()
+	}
 	withDetails, err := st.WithDetails(details...)
-	if err != nil { // only when a detail cannot be marshalled: keep the code
+	if err != nil {
 		return st.Err()
 	}
 	return withDetails.Err()
@@ -94,10 +129,10 @@ func New(code codes.Code, reason, msg string, extra ...protoadapt.MessageV1) err
 // never contain unbounded input (use textcheck.Quote).
 func InvalidArgument(field, reason, msg string) error {
 	if field == "" {
-		return New(codes.InvalidArgument, reason, msg)
+		return newStatus(codes.InvalidArgument, reason, msg)
 	}
 	f := textcheck.Prefix(field, 256)
-	return New(codes.InvalidArgument, reason, msg, &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{
+	return newStatus(codes.InvalidArgument, reason, msg, &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{
 		Field: f, Description: textcheck.Prefix(msg, MaxMessageBytes), Reason: reason,
 	}}})
 }
@@ -119,7 +154,7 @@ func NotFound(resourceType, name, msg string) error {
 	if msg == "" {
 		msg = fmt.Sprintf("%s %s not found", resourceType, textcheck.Quote(name))
 	}
-	return New(codes.NotFound, ReasonNotFound, msg, &errdetails.ResourceInfo{
+	return newStatus(codes.NotFound, ReasonNotFound, msg, &errdetails.ResourceInfo{
 		ResourceType: resourceType, ResourceName: textcheck.Prefix(name, textcheck.EchoBytes)})
 }
 
@@ -130,77 +165,24 @@ func UnknownSite(site string) error {
 	return NotFound("site", site, "site "+textcheck.Quote(site)+" not found: no satellite of that name has linked to the hub")
 }
 
-// SiteKnown is what a listing calls when it came back empty for a site
-// filter: UnknownSite when st does not know site, nil when it does (or
-// site is ""), FromStore's error when the lookup fails. Only empty
-// listings pay for the lookup.
-func SiteKnown(ctx context.Context, st *store.Store, site string) error {
-	if site == "" {
-		return nil
-	}
-	ok, err := st.SiteExists(ctx, site)
-	if err != nil {
-		return FromStore(err)
-	}
-	if !ok {
-		return UnknownSite(site)
-	}
-	return nil
-}
-
 // PermissionDenied returns codes.PermissionDenied with ErrorInfo reason
 // (ReasonWrongSite, ReasonMissingScope, ...).
 func PermissionDenied(reason, msg string) error {
-	return New(codes.PermissionDenied, reason, msg)
+	return newStatus(codes.PermissionDenied, reason, msg)
 }
 
-// FromStore maps an error returned by hub/store (or by a context) to a
-// status error; nil stays nil. The table:
-//
-//	already a status error               returned unchanged
-//	*textcheck.Error                     InvalidArgument for its field (as FromCheck)
-//	context.Canceled / DeadlineExceeded  Canceled / DeadlineExceeded
-//	store.ErrNotFound                    NotFound, NOT_FOUND (the store's message: "device <uuid>: not found")
-//	store.ErrWrongSite                   PermissionDenied, WRONG_SITE (the store's message)
-//	store.ErrMismatch                    InvalidArgument, IDS_MISMATCH (the store's message)
-//	store.ErrFenced                      Aborted, LINK_SUPERSEDED ("… reconnect")
-//	store.ErrNotRetryable                FailedPrecondition, COMMAND_NOT_FAILED (the store's message)
-//	PostgreSQL class 22 (data exception:
-//	  NUL byte, bad encoding, overflow)  InvalidArgument, INVALID_VALUE: the value is wrong, a retry cannot help
-//	anything else                        Unavailable, DATABASE_UNAVAILABLE, RetryInfo 1 s ("database unavailable; retry")
-//
-// Store messages only name canonical UUIDs and validated site names, so they
-// are echoed; a PostgreSQL message is cut to EchoBytes.
-func FromStore(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	var te *textcheck.Error
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &te):
-		return InvalidArgument(te.Field, te.Reason, te.Error())
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
-	case errors.Is(err, store.ErrNotFound):
-		return New(codes.NotFound, ReasonNotFound, err.Error())
-	case errors.Is(err, store.ErrWrongSite):
-		return New(codes.PermissionDenied, ReasonWrongSite, err.Error())
-	case errors.Is(err, store.ErrMismatch):
-		return New(codes.InvalidArgument, ReasonMismatch, err.Error())
-	case errors.Is(err, store.ErrFenced):
-		return New(codes.Aborted, ReasonLinkSuperseded, "link superseded by a newer link for this site; reconnect")
-	case errors.Is(err, store.ErrNotRetryable):
-		return New(codes.FailedPrecondition, ReasonNotRetryable, err.Error())
-	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22"):
-		return New(codes.InvalidArgument, ReasonInvalidValue,
-			fmt.Sprintf("a value was refused by the database (SQLSTATE %s: %s)", pgErr.Code, textcheck.Prefix(pgErr.Message, textcheck.EchoBytes)))
-	}
-	return New(codes.Unavailable, ReasonDatabaseUnavailable, "database unavailable; retry",
-		&errdetails.RetryInfo{RetryDelay: durationpb.New(RetryDelay)})
+// FailedPrecondition returns codes.FailedPrecondition with ErrorInfo reason:
+// the call is well formed but the state of what it names refuses it (an
+// operation already active, a node in use, ...); msg says what to do.
+func FailedPrecondition(reason, msg string) error {
+	return newStatus(codes.FailedPrecondition, reason, msg)
+}
+
+// ResourceExhausted returns codes.ResourceExhausted with ErrorInfo reason:
+// a limit of the hub was reached (a batch larger than the link allows, the
+// credentials held in memory); msg names the limit.
+func ResourceExhausted(reason, msg string) error {
+	return newStatus(codes.ResourceExhausted, reason, msg)
 }
 
 // Reason returns the ErrorInfo reason of a status error made here ("" when

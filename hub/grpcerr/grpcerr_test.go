@@ -109,7 +109,7 @@ func TestConstructorsCarryDetails(t *testing.T) {
 			codes.InvalidArgument, textcheck.ReasonControlChar, []string{"reason"}},
 		{"not found", grpcerr.NotFound("site", "site-x", ""), codes.NotFound, grpcerr.ReasonNotFound, nil},
 		{"permission denied", grpcerr.PermissionDenied(grpcerr.ReasonWrongSite, "device of site-b"), codes.PermissionDenied, grpcerr.ReasonWrongSite, nil},
-		{"new", grpcerr.New(codes.ResourceExhausted, "BATCH_TOO_LARGE", "1001 devices, limit 1000"), codes.ResourceExhausted, "BATCH_TOO_LARGE", nil},
+		{"resource exhausted", grpcerr.ResourceExhausted("BATCH_TOO_LARGE", "1001 devices, limit 1000"), codes.ResourceExhausted, "BATCH_TOO_LARGE", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,7 +134,7 @@ func TestMessagesAreBoundedUTF8(t *testing.T) {
 	for _, err := range []error{
 		grpcerr.InvalidArgument(hostile, grpcerr.ReasonInvalidValue, hostile),
 		grpcerr.NotFound("device", hostile, ""),
-		grpcerr.New(codes.InvalidArgument, grpcerr.ReasonInvalidValue, hostile),
+		grpcerr.FailedPrecondition(grpcerr.ReasonInvalidValue, hostile),
 	} {
 		st := status.Convert(err)
 		if !utf8.ValidString(st.Message()) || len(st.Message()) > 4*grpcerr.MaxMessageBytes {

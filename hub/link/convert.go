@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"google.golang.org/grpc/codes"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
@@ -111,7 +110,7 @@ func ToBatch(b *ironlinkv1.ConditionBatch) (store.Batch, error) {
 	}
 	where := fmt.Sprintf("batch %d", b.GetSequence())
 	if n := len(b.GetDevices()); n > MaxDevicesPerBatch {
-		return store.Batch{}, grpcerr.New(codes.ResourceExhausted, grpcerr.ReasonOutOfRange, fmt.Sprintf("%s: %d devices, limit %d", where, n, MaxDevicesPerBatch))
+		return store.Batch{}, grpcerr.ResourceExhausted(grpcerr.ReasonOutOfRange, fmt.Sprintf("%s: %d devices, limit %d", where, n, MaxDevicesPerBatch))
 	}
 	out := store.Batch{Sequence: b.GetSequence()}
 	if sp := b.GetSnapshot(); sp != nil {

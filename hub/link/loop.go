@@ -9,8 +9,6 @@ import (
 	"math"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
@@ -187,14 +185,14 @@ func (l *linkLoop) ended(ctx context.Context) error {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errSuperseded):
 		l.log.Info("link superseded by a newer link")
-		return grpcerr.FromStore(store.ErrFenced) // Aborted, LINK_SUPERSEDED: the same status as a link fenced through the database
+		return grpcerr.LinkSuperseded() // the same status as a link fenced through the database
 	case errors.Is(cause, errDraining):
 		l.log.Info("link drained")
-		return grpcerr.New(codes.Unavailable, grpcerr.ReasonReplicaDraining, "hub replica draining; reconnect")
+		return grpcerr.ReplicaDraining()
 	case errors.Is(cause, errRevoked):
-		return grpcerr.New(codes.Unauthenticated, grpcerr.ReasonClientRevoked, "client removed from the hub's roster")
+		return grpcerr.ClientRevoked()
 	}
-	return status.FromContextError(ctx.Err()).Err()
+	return grpcerr.FromContext(ctx.Err())
 }
 
 // receive validates one satellite message and queues its database work.

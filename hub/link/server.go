@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/grpcerr"
@@ -134,7 +132,7 @@ func NewServer(st *store.Store, cfg Config, log *slog.Logger) *Server {
 // drops the client, and the status of the first refused message otherwise.
 func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error) {
 	if s.isDraining() {
-		return grpcerr.New(codes.Unavailable, grpcerr.ReasonReplicaDraining, "hub replica draining; reconnect")
+		return grpcerr.ReplicaDraining()
 	}
 	hello, applied, err := s.recvHello(stream)
 	if err != nil {
@@ -164,7 +162,7 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error
 	defer cancel(nil)
 	c := &conn{site: site, epoch: sess.Epoch, id: id, wake: make(chan struct{}, 1), cancel: cancel}
 	if !s.register(c) {
-		return grpcerr.New(codes.Unavailable, grpcerr.ReasonReplicaDraining, "hub replica draining; reconnect")
+		return grpcerr.ReplicaDraining()
 	}
 	defer func() {
 		s.unregister(c)
@@ -216,7 +214,7 @@ func (s *Server) recvHello(stream ironlinkv1.LinkService_ConnectServer) (*ironli
 	select {
 	case r = <-ch:
 	case <-time.After(s.cfg.HelloTimeout):
-		return nil, nil, grpcerr.New(codes.DeadlineExceeded, grpcerr.ReasonHelloTimeout, "no hello within the hello timeout")
+		return nil, nil, grpcerr.HelloTimeout()
 	}
 	if r.err != nil {
 		return nil, nil, r.err

@@ -45,7 +45,7 @@ const (
 	// ReasonQuarantined: PROVIDE, DEPLOY or NOVA_CREATE on a quarantined device without force.
 	ReasonQuarantined = "DEVICE_QUARANTINED"
 	// ReasonOperationActive: the device already has a PENDING or RUNNING operation.
-	ReasonOperationActive = "OPERATION_ACTIVE"
+	ReasonOperationActive = grpcerr.ReasonOperationActive
 	// ReasonNoOperations: the site's satellite did not announce the "operations" capability.
 	ReasonNoOperations = "SITE_WITHOUT_OPERATIONS"
 	// ReasonProvisionState: the node's last reported provision state is not one the kind starts from.
@@ -53,11 +53,11 @@ const (
 	// ReasonDeviceRemoved: the device vanished from Ironic.
 	ReasonDeviceRemoved = "DEVICE_REMOVED"
 	// ReasonOperationFinished: cancel of a finished operation.
-	ReasonOperationFinished = "OPERATION_FINISHED"
+	ReasonOperationFinished = grpcerr.ReasonOperationFinished
 	// ReasonNotAbortable: cancel of a RUNNING operation whose node is not in a "* wait" state.
-	ReasonNotAbortable = "NOT_ABORTABLE"
+	ReasonNotAbortable = grpcerr.ReasonNotAbortable
 	// ReasonDeviceNameAmbiguous: a device name several devices share (as hub/fleet's).
-	ReasonDeviceNameAmbiguous = "DEVICE_NAME_AMBIGUOUS"
+	ReasonDeviceNameAmbiguous = grpcerr.ReasonDeviceNameAmbiguous
 	// ReasonVaultFull: too many ENROL credentials held in memory; retry later.
 	ReasonVaultFull = "CREDENTIALS_STORE_FULL"
 	// ReasonNodeInUse: an ENROL names a node the site already has in a
@@ -154,19 +154,16 @@ func (s *Server) deny(ctx context.Context, sc siteScope, what, site string) erro
 	return sc.Deny(ctx, s.log, what, site)
 }
 
+// storeErr turns a store error into the status the caller sees
+// (grpcerr.FromStoreNamed: a NotFound of the resource named name of
+// resourceType carries a ResourceInfo when resourceType is set). A refused
+// cancel says which states Ironic aborts from. A database failure is
+// logged.
 func (s *Server) storeErr(err error, resourceType, name string) error {
-	switch {
-	case errors.Is(err, store.ErrNotFound) && resourceType != "":
-		return grpcerr.NotFound(resourceType, name, err.Error())
-	case errors.Is(err, store.ErrOperationActive):
-		return grpcerr.New(codes.FailedPrecondition, ReasonOperationActive, err.Error()+": wait for it to finish or cancel it")
-	case errors.Is(err, store.ErrOperationFinished):
-		return grpcerr.New(codes.FailedPrecondition, ReasonOperationFinished, err.Error())
-	case errors.Is(err, store.ErrNotCancellable):
-		return grpcerr.New(codes.FailedPrecondition, ReasonNotAbortable, err.Error()+
-			"; Ironic can abort only from "+strings.Join(AbortableStates, ", "))
+	if errors.Is(err, store.ErrNotCancellable) {
+		err = fmt.Errorf("%w; Ironic can abort only from %s", err, strings.Join(AbortableStates, ", "))
 	}
-	gerr := grpcerr.FromStore(err)
+	gerr := grpcerr.FromStoreNamed(err, resourceType, name)
 	if status.Code(gerr) == codes.Unavailable {
 		s.log.Error("store", "err", err)
 	}
@@ -174,7 +171,7 @@ func (s *Server) storeErr(err error, resourceType, name string) error {
 }
 
 func precondition(reason, msg string) error {
-	return grpcerr.New(codes.FailedPrecondition, reason, msg)
+	return grpcerr.FailedPrecondition(reason, msg)
 }
 
 func sourceAddress(ctx context.Context) string {
@@ -194,236 +191,6 @@ func parseID(field, v string) (string, error) {
 		return "", grpcerr.InvalidArgument(field, grpcerr.ReasonNotUUID, field+" "+textcheck.Quote(v)+" is not a UUID")
 	}
 	return id.String(), nil
-}
-
-// capabilities caches per request which sites offer operations.
-type capabilities struct {
-	s    *Server
-	seen map[string]bool
-}
-
-// check answers FailedPrecondition for a site whose satellite did not
-// announce Capability in its last hello (or never linked).
-func (c *capabilities) check(ctx context.Context, site string) error {
-	ok, known := c.seen[site]
-	if !known {
-		caps, err := c.s.store.SiteCapabilities(ctx, site)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return grpcerr.UnknownSite(site)
-		case err != nil:
-			return c.s.storeErr(err, "", "")
-		}
-		ok = slices.Contains(caps, Capability)
-		c.seen[site] = ok
-	}
-	if !ok {
-		return precondition(ReasonNoOperations, fmt.Sprintf("site %q: its satellite does not offer the %q capability (no operations credential configured, or an older satellite)", site, Capability))
-	}
-	return nil
-}
-
-// resolve returns the device a target names: a UUID, or a name (within
-// site when given) among the caller's sites.
-func (s *Server) resolve(ctx context.Context, sc siteScope, field, ref, site string) (string, error) {
-	if id, err := uuid.Parse(ref); err == nil {
-		return id.String(), nil
-	}
-	refs, err := s.store.DevicesByName(ctx, ref, site)
-	if err != nil {
-		return "", s.storeErr(err, "", "")
-	}
-	refs = slices.DeleteFunc(refs, func(r store.DeviceRef) bool { return !sc.Allows(r.Site) })
-	switch len(refs) {
-	case 1:
-		return refs[0].ID, nil
-	case 0:
-		where := ""
-		if site != "" {
-			where = fmt.Sprintf(" at site %q", site)
-		}
-		return "", grpcerr.NotFound("device", ref, fmt.Sprintf("%s: no device named %s%s", field, textcheck.Quote(ref), where))
-	}
-	cands := make([]string, len(refs))
-	for i, r := range refs {
-		cands[i] = r.Site + "/" + r.ID
-	}
-	return "", grpcerr.InvalidArgument(field, ReasonDeviceNameAmbiguous, textcheck.Prefix(fmt.Sprintf("%s: device name %s is used by %d devices (%s): give the site or the UUID",
-		field, textcheck.Quote(ref), len(refs), strings.Join(cands, ", ")), grpcerr.MaxMessageBytes))
-}
-
-// StartOperation implements OperationService.StartOperation.
-func (s *Server) StartOperation(ctx context.Context, req *ironlinkv1.StartOperationRequest) (*ironlinkv1.StartOperationResponse, error) {
-	reason, err := checkShape(req)
-	if err != nil {
-		return nil, err
-	}
-	sc := callerScope(ctx)
-	kind := KindToStore(req.GetKind())
-	params, err := marshal(req.GetParams())
-	if err != nil { // validated above: cannot happen; no input echoed
-		return nil, status.Error(codes.Internal, "cannot encode the operation's params")
-	}
-	actor, source := s.cfg.Actor(ctx), sourceAddress(ctx)
-	caps := &capabilities{s: s, seen: map[string]bool{}}
-	var ops []store.NewOperation
-	secrets := map[string]map[string]string{}
-	if kind == store.KindEnrol {
-		site := req.GetSite()
-		if !sc.Allows(site) {
-			return nil, s.deny(ctx, sc, "site "+site, site)
-		}
-		if err := caps.check(ctx, site); err != nil {
-			return nil, err
-		}
-		sealer := s.cfg.Vault.Sealer()
-		if sealer == nil && !s.cfg.Vault.Room(len(req.GetNodes())) {
-			return nil, grpcerr.New(codes.ResourceExhausted, ReasonVaultFull, "too many enrolments wait for delivery on this hub replica; retry later")
-		}
-		for i, n := range req.GetNodes() {
-			forced, err := s.checkEnrolTarget(ctx, fmt.Sprintf("nodes[%d]", i), site, n.GetName(), req.GetForce())
-			if err != nil {
-				return nil, err
-			}
-			node, err := marshal(RedactNode(n))
-			if err != nil { // validated above: cannot happen; no input echoed
-				return nil, status.Error(codes.Internal, "cannot encode the node spec")
-			}
-			op := store.NewOperation{ID: uuid.NewString(), Site: site, DeviceName: n.GetName(), Kind: kind, Node: node, Params: params,
-				Actor: actor, Reason: reason, Source: source, Forced: forced}
-			switch {
-			case len(n.GetDriverInfo()) == 0:
-			case sealer != nil: // any replica with the key delivers it
-				if op.SealedDriverInfo, err = sealer.Seal(op.ID, n.GetDriverInfo()); err != nil {
-					s.log.Error("seal driver_info", "err", err)
-					return nil, status.Error(codes.Internal, "cannot seal the BMC credentials")
-				}
-				op.SecretHolder = sealer.Holder()
-			default: // in this process's memory until delivered
-				op.SecretHolder = s.cfg.Vault.Holder()
-				secrets[op.ID] = n.GetDriverInfo()
-			}
-			ops = append(ops, op)
-		}
-	} else {
-		// A site the caller may not use, named outright, is refused (and
-		// logged) before any name is looked up, as a site filter is.
-		if site := req.GetSite(); site != "" && !sc.Allows(site) {
-			return nil, s.deny(ctx, sc, "site "+site, site)
-		}
-		seen := map[string]int{}
-		for i, ref := range req.GetDevices() {
-			field := fmt.Sprintf("devices[%d]", i)
-			id, err := s.resolve(ctx, sc, field, ref, req.GetSite())
-			if err != nil {
-				return nil, err
-			}
-			if j, dup := seen[id]; dup {
-				return nil, grpcerr.InvalidArgument(field, grpcerr.ReasonInvalidValue, fmt.Sprintf("%s names device %s, as devices[%d] does", field, id, j))
-			}
-			seen[id] = i
-			op, err := s.deviceOperation(ctx, sc, caps, field, id, req)
-			if err != nil {
-				return nil, err
-			}
-			op.Kind, op.Params, op.Actor, op.Reason, op.Source = kind, params, actor, reason, source
-			ops = append(ops, op)
-		}
-	}
-	for id, info := range secrets {
-		s.cfg.Vault.Put(id, info)
-	}
-	group, stored, err := s.store.CreateOperations(ctx, ops)
-	if err != nil {
-		for id := range secrets {
-			s.cfg.Vault.Drop(id)
-		}
-		return nil, s.storeErr(err, "", "")
-	}
-	resp := &ironlinkv1.StartOperationResponse{GroupId: group}
-	woken := map[string]bool{}
-	for _, o := range stored {
-		resp.Operations = append(resp.Operations, ToProto(o))
-		s.log.Info("operation requested", "operation_id", o.ID, "group_id", group, "kind", o.Kind, "site", o.Site,
-			"device_id", o.DeviceID, "device_name", o.DeviceName, "actor", actor, "reason", reason, "forced", o.Forced)
-		if s.cfg.Wake != nil && !woken[o.Site] {
-			woken[o.Site] = true
-			s.cfg.Wake(o.Site)
-		}
-	}
-	return resp, nil
-}
-
-// checkEnrolTarget refuses an ENROL of name at site when the site already
-// has a live device of that name in a provision state past manageable (it
-// is in use: FailedPrecondition NODE_IN_USE naming the device and its
-// state), unless force; forced reports that force overrode it (recorded).
-// A name the hub does not know yet, or a node still being enrolled, passes:
-// the satellite takes such a node over by name.
-func (s *Server) checkEnrolTarget(ctx context.Context, field, site, name string, force bool) (forced bool, err error) {
-	refs, err := s.store.DevicesByName(ctx, name, site)
-	if err != nil {
-		return false, s.storeErr(err, "", "")
-	}
-	for _, r := range refs {
-		ps := r.ProvisionState
-		if r.Removed || slices.Contains(enrolTakeoverStates, ps) {
-			continue
-		}
-		if !force {
-			return false, precondition(ReasonNodeInUse, fmt.Sprintf("%s: site %s already has a node named %s (device %s, %s): an ENROL takes over only a node in enroll, verifying or manageable; "+
-				"check the name, or set force to add its ports and traits to that node (recorded)", field, site, textcheck.Quote(name), r.ID, ps))
-		}
-		forced = true
-	}
-	return forced, nil
-}
-
-// deviceOperation checks one device target against the guards and returns
-// its operation (without the request-wide fields).
-func (s *Server) deviceOperation(ctx context.Context, sc siteScope, caps *capabilities, field, id string, req *ironlinkv1.StartOperationRequest) (store.NewOperation, error) {
-	kind := KindToStore(req.GetKind())
-	d, err := s.store.GetDevice(ctx, id)
-	if err != nil {
-		return store.NewOperation{}, s.storeErr(err, "device", id)
-	}
-	if !sc.Allows(d.Site) {
-		return store.NewOperation{}, s.deny(ctx, sc, "device "+id, d.Site)
-	}
-	if site := req.GetSite(); site != "" && site != d.Site {
-		return store.NewOperation{}, grpcerr.InvalidArgument(field, grpcerr.ReasonInvalidValue, fmt.Sprintf("%s: device %s is at site %q, not %q", field, id, d.Site, site))
-	}
-	if d.Removed {
-		return store.NewOperation{}, precondition(ReasonDeviceRemoved, fmt.Sprintf("%s: device %s was removed from Ironic", field, id))
-	}
-	if err := caps.check(ctx, d.Site); err != nil {
-		return store.NewOperation{}, err
-	}
-	forced := false
-	if d.DesiredImpairment == store.ImpairmentQuarantined && slices.Contains(offersToCustomers, kind) {
-		if !req.GetForce() {
-			return store.NewOperation{}, precondition(ReasonQuarantined, fmt.Sprintf("%s: device %s is quarantined; %s would offer it to customers (release it first, or set force, which is recorded)", field, id, kind))
-		}
-		forced = true
-	}
-	ps := d.Facts.ProvisionState
-	// An operation that finished after the last observation saw the node
-	// later: without this, "provide, then deploy" is refused until the
-	// next poll reports the state the provide left the node in.
-	if recent, err := s.store.RecentOperations(ctx, id, 1); err == nil && len(recent) == 1 {
-		if o := recent[0]; o.EndedAt != nil && o.ProvisionState != "" && (d.ObservedAt == nil || o.EndedAt.After(*d.ObservedAt)) {
-			ps = o.ProvisionState
-		}
-	}
-	if ps != "" && !slices.Contains(startStates[kind], ps) {
-		return store.NewOperation{}, precondition(ReasonProvisionState, fmt.Sprintf("%s: device %s is %q; %s starts from %s", field, id, ps, kind, strings.Join(startStates[kind], ", ")))
-	}
-	if act, ok, err := s.store.ActiveOperation(ctx, id); err != nil {
-		return store.NewOperation{}, s.storeErr(err, "", "")
-	} else if ok {
-		return store.NewOperation{}, precondition(ReasonOperationActive, fmt.Sprintf("%s: device %s is already running operation %s (%s, %s): wait for it or cancel it", field, id, act.ID, act.Kind, act.State))
-	}
-	return store.NewOperation{ID: uuid.NewString(), Site: d.Site, DeviceID: id, DeviceName: d.Name, Forced: forced, ProvisionState: d.Facts.ProvisionState}, nil
 }
 
 // get loads operation id (field operation_id) for the caller.
@@ -605,7 +372,7 @@ func (s *Server) WatchOperation(req *ironlinkv1.WatchOperationRequest, stream ir
 		}
 		select {
 		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
+			return grpcerr.FromContext(ctx.Err())
 		case <-wake:
 		case <-t.C:
 		}

@@ -207,8 +207,30 @@ func checkNode(f string, n *ironlinkv1.NodeSpec, macs map[string]string) error {
 // checkParams validates params against kind: a kind's own parameters,
 // and no parameters of another kind.
 func checkParams(kind ironlinkv1.OperationKind, p *ironlinkv1.OperationParams) error {
-	k := ironlinkv1.OperationKind_OPERATION_KIND_CLEAN
-	if len(p.GetCleanSteps()) > 0 && kind != k {
+	if err := checkParamsOfOtherKinds(kind, p); err != nil {
+		return err
+	}
+	switch kind {
+	case ironlinkv1.OperationKind_OPERATION_KIND_CLEAN:
+		return checkCleanSteps(p.GetCleanSteps())
+	case ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY:
+		return checkDeployParams(p.GetDeploy())
+	case ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE:
+		return checkNovaCreateParams(p.GetNovaCreate())
+	case ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE:
+		if id := p.GetServerId(); id != "" {
+			if _, err := uuid.Parse(id); err != nil {
+				return bad("params.server_id", grpcerr.ReasonNotUUID, "params.server_id "+textcheck.Quote(id)+" is not a server id (UUID)")
+			}
+		}
+	}
+	return nil
+}
+
+// checkParamsOfOtherKinds refuses parameters that belong to another kind
+// than kind (clean steps of a DEPLOY, ...).
+func checkParamsOfOtherKinds(kind ironlinkv1.OperationKind, p *ironlinkv1.OperationParams) error {
+	if len(p.GetCleanSteps()) > 0 && kind != ironlinkv1.OperationKind_OPERATION_KIND_CLEAN {
 		return bad("params.clean_steps", grpcerr.ReasonInvalidValue, "params.clean_steps are for CLEAN only")
 	}
 	if p.GetDeploy() != nil && kind != ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY {
@@ -220,95 +242,106 @@ func checkParams(kind ironlinkv1.OperationKind, p *ironlinkv1.OperationParams) e
 	if p.GetServerId() != "" && kind != ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE {
 		return bad("params.server_id", grpcerr.ReasonInvalidValue, "params.server_id is for NOVA_DELETE only")
 	}
-	switch kind {
-	case ironlinkv1.OperationKind_OPERATION_KIND_CLEAN:
-		steps := p.GetCleanSteps()
-		if len(steps) == 0 {
-			return bad("params.clean_steps", grpcerr.ReasonRequired, "CLEAN needs at least one clean step (e.g. deploy.erase_devices_metadata)")
+	return nil
+}
+
+// checkCleanSteps validates CLEAN's steps: 1 to MaxCleanSteps of
+// INTERFACE.STEP.
+func checkCleanSteps(steps []*ironlinkv1.CleanStep) error {
+	if len(steps) == 0 {
+		return bad("params.clean_steps", grpcerr.ReasonRequired, "CLEAN needs at least one clean step (e.g. deploy.erase_devices_metadata)")
+	}
+	if len(steps) > MaxCleanSteps {
+		return bad("params.clean_steps", grpcerr.ReasonOutOfRange, fmt.Sprintf("params.clean_steps: %d, at most %d", len(steps), MaxCleanSteps))
+	}
+	for i, s := range steps {
+		f := fmt.Sprintf("params.clean_steps[%d]", i)
+		if !stepIfaceRe.MatchString(s.GetInterface()) {
+			return bad(f+".interface", grpcerr.ReasonInvalidValue, f+".interface "+textcheck.Quote(s.GetInterface())+" is not a driver interface (deploy, management, bios, raid, ...)")
 		}
-		if len(steps) > MaxCleanSteps {
-			return bad("params.clean_steps", grpcerr.ReasonOutOfRange, fmt.Sprintf("params.clean_steps: %d, at most %d", len(steps), MaxCleanSteps))
+		if !stepNameRe.MatchString(s.GetStep()) {
+			return bad(f+".step", grpcerr.ReasonInvalidValue, f+".step "+textcheck.Quote(s.GetStep())+" is not a step name (e.g. erase_devices_metadata)")
 		}
-		for i, s := range steps {
-			f := fmt.Sprintf("params.clean_steps[%d]", i)
-			if !stepIfaceRe.MatchString(s.GetInterface()) {
-				return bad(f+".interface", grpcerr.ReasonInvalidValue, f+".interface "+textcheck.Quote(s.GetInterface())+" is not a driver interface (deploy, management, bios, raid, ...)")
-			}
-			if !stepNameRe.MatchString(s.GetStep()) {
-				return bad(f+".step", grpcerr.ReasonInvalidValue, f+".step "+textcheck.Quote(s.GetStep())+" is not a step name (e.g. erase_devices_metadata)")
-			}
+	}
+	return nil
+}
+
+// checkDeployParams validates DEPLOY's image (a source, and a checksum for
+// an http(s) one), root size, capabilities and config drive.
+func checkDeployParams(d *ironlinkv1.DeployParams) error {
+	if d.GetImageSource() == "" {
+		return bad("params.deploy.image_source", grpcerr.ReasonRequired, "DEPLOY needs params.deploy.image_source (a URL or Glance image id)")
+	}
+	if err := textcheck.Line("params.deploy.image_source", d.GetImageSource(), 2048); err != nil {
+		return grpcerr.FromCheck(err)
+	}
+	if u, err := url.Parse(d.GetImageSource()); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+		if d.GetImageChecksum() == "" {
+			return bad("params.deploy.image_checksum", grpcerr.ReasonRequired, "an http(s) image_source needs params.deploy.image_checksum")
 		}
-	case ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY:
-		d := p.GetDeploy()
-		if d.GetImageSource() == "" {
-			return bad("params.deploy.image_source", grpcerr.ReasonRequired, "DEPLOY needs params.deploy.image_source (a URL or Glance image id)")
+	}
+	if c := d.GetImageChecksum(); c != "" && !checksumRe.MatchString(c) {
+		return bad("params.deploy.image_checksum", grpcerr.ReasonInvalidValue, "params.deploy.image_checksum "+textcheck.Quote(c)+" is not a checksum (hex, \"<algo>:<hex>\" or a checksum file URL)")
+	}
+	if d.GetRootGb() < 0 {
+		return bad("params.deploy.root_gb", grpcerr.ReasonOutOfRange, fmt.Sprintf("params.deploy.root_gb %d is negative", d.GetRootGb()))
+	}
+	for k, v := range d.GetCapabilities() {
+		if !keyRe.MatchString(k) {
+			return bad("params.deploy.capabilities", grpcerr.ReasonInvalidValue, "capability "+textcheck.Quote(k)+" is not a capability name")
 		}
-		if err := textcheck.Line("params.deploy.image_source", d.GetImageSource(), 2048); err != nil {
+		if err := textcheck.Line("params.deploy.capabilities["+k+"]", v, 255); err != nil {
 			return grpcerr.FromCheck(err)
 		}
-		if u, err := url.Parse(d.GetImageSource()); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
-			if d.GetImageChecksum() == "" {
-				return bad("params.deploy.image_checksum", grpcerr.ReasonRequired, "an http(s) image_source needs params.deploy.image_checksum")
-			}
+	}
+	return checkConfigDrive(d.GetConfigDrive())
+}
+
+// checkConfigDrive validates DEPLOY's config drive (none is valid): its
+// user data and at most maxSSHKeys OpenSSH public keys.
+func checkConfigDrive(cd *ironlinkv1.ConfigDrive) error {
+	if cd == nil {
+		return nil
+	}
+	if err := textcheck.Text("params.deploy.config_drive.user_data", cd.GetUserData(), MaxUserDataBytes); err != nil {
+		return grpcerr.FromCheck(err)
+	}
+	if len(cd.GetSshKeys()) > maxSSHKeys {
+		return bad("params.deploy.config_drive.ssh_keys", grpcerr.ReasonOutOfRange, fmt.Sprintf("%d SSH keys, at most %d", len(cd.GetSshKeys()), maxSSHKeys))
+	}
+	for i, k := range cd.GetSshKeys() {
+		f := fmt.Sprintf("params.deploy.config_drive.ssh_keys[%d]", i)
+		if !strings.HasPrefix(k, "ssh-") && !strings.HasPrefix(k, "ecdsa-") && !strings.HasPrefix(k, "sk-") {
+			return bad(f, grpcerr.ReasonInvalidValue, f+" is not an OpenSSH public key (ssh-ed25519 AAAA..., ssh-rsa ..., ecdsa-...)")
 		}
-		if c := d.GetImageChecksum(); c != "" && !checksumRe.MatchString(c) {
-			return bad("params.deploy.image_checksum", grpcerr.ReasonInvalidValue, "params.deploy.image_checksum "+textcheck.Quote(c)+" is not a checksum (hex, \"<algo>:<hex>\" or a checksum file URL)")
-		}
-		if d.GetRootGb() < 0 {
-			return bad("params.deploy.root_gb", grpcerr.ReasonOutOfRange, fmt.Sprintf("params.deploy.root_gb %d is negative", d.GetRootGb()))
-		}
-		for k, v := range d.GetCapabilities() {
-			if !keyRe.MatchString(k) {
-				return bad("params.deploy.capabilities", grpcerr.ReasonInvalidValue, "capability "+textcheck.Quote(k)+" is not a capability name")
-			}
-			if err := textcheck.Line("params.deploy.capabilities["+k+"]", v, 255); err != nil {
-				return grpcerr.FromCheck(err)
-			}
-		}
-		if cd := d.GetConfigDrive(); cd != nil {
-			if err := textcheck.Text("params.deploy.config_drive.user_data", cd.GetUserData(), MaxUserDataBytes); err != nil {
-				return grpcerr.FromCheck(err)
-			}
-			if len(cd.GetSshKeys()) > maxSSHKeys {
-				return bad("params.deploy.config_drive.ssh_keys", grpcerr.ReasonOutOfRange, fmt.Sprintf("%d SSH keys, at most %d", len(cd.GetSshKeys()), maxSSHKeys))
-			}
-			for i, k := range cd.GetSshKeys() {
-				f := fmt.Sprintf("params.deploy.config_drive.ssh_keys[%d]", i)
-				if !strings.HasPrefix(k, "ssh-") && !strings.HasPrefix(k, "ecdsa-") && !strings.HasPrefix(k, "sk-") {
-					return bad(f, grpcerr.ReasonInvalidValue, f+" is not an OpenSSH public key (ssh-ed25519 AAAA..., ssh-rsa ..., ecdsa-...)")
-				}
-				if err := textcheck.Line(f, k, 16<<10); err != nil {
-					return grpcerr.FromCheck(err)
-				}
-			}
-		}
-	case ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE:
-		n := p.GetNovaCreate()
-		if n.GetImage() == "" {
-			return bad("params.nova_create.image", grpcerr.ReasonRequired, "NOVA_CREATE needs params.nova_create.image (image name or id)")
-		}
-		for _, s := range []struct{ f, v string }{{"name", n.GetName()}, {"flavor", n.GetFlavor()}, {"image", n.GetImage()}, {"key_name", n.GetKeyName()}} {
-			if err := textcheck.Line("params.nova_create."+s.f, s.v, 255); err != nil {
-				return grpcerr.FromCheck(err)
-			}
-		}
-		if err := textcheck.Text("params.nova_create.user_data", n.GetUserData(), MaxUserDataBytes); err != nil {
+		if err := textcheck.Line(f, k, 16<<10); err != nil {
 			return grpcerr.FromCheck(err)
 		}
-		if len(n.GetNetworks()) > maxNetworks {
-			return bad("params.nova_create.networks", grpcerr.ReasonOutOfRange, fmt.Sprintf("%d networks, at most %d", len(n.GetNetworks()), maxNetworks))
+	}
+	return nil
+}
+
+// checkNovaCreateParams validates NOVA_CREATE's server: an image, names of
+// at most 255 bytes, user data and network ids (UUIDs).
+func checkNovaCreateParams(n *ironlinkv1.NovaCreateParams) error {
+	if n.GetImage() == "" {
+		return bad("params.nova_create.image", grpcerr.ReasonRequired, "NOVA_CREATE needs params.nova_create.image (image name or id)")
+	}
+	for _, s := range []struct{ f, v string }{{"name", n.GetName()}, {"flavor", n.GetFlavor()}, {"image", n.GetImage()}, {"key_name", n.GetKeyName()}} {
+		if err := textcheck.Line("params.nova_create."+s.f, s.v, 255); err != nil {
+			return grpcerr.FromCheck(err)
 		}
-		for i, id := range n.GetNetworks() {
-			if _, err := uuid.Parse(id); err != nil {
-				f := fmt.Sprintf("params.nova_create.networks[%d]", i)
-				return bad(f, grpcerr.ReasonNotUUID, f+" "+textcheck.Quote(id)+" is not a network id (UUID)")
-			}
-		}
-	case ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE:
-		if id := p.GetServerId(); id != "" {
-			if _, err := uuid.Parse(id); err != nil {
-				return bad("params.server_id", grpcerr.ReasonNotUUID, "params.server_id "+textcheck.Quote(id)+" is not a server id (UUID)")
-			}
+	}
+	if err := textcheck.Text("params.nova_create.user_data", n.GetUserData(), MaxUserDataBytes); err != nil {
+		return grpcerr.FromCheck(err)
+	}
+	if len(n.GetNetworks()) > maxNetworks {
+		return bad("params.nova_create.networks", grpcerr.ReasonOutOfRange, fmt.Sprintf("%d networks, at most %d", len(n.GetNetworks()), maxNetworks))
+	}
+	for i, id := range n.GetNetworks() {
+		if _, err := uuid.Parse(id); err != nil {
+			f := fmt.Sprintf("params.nova_create.networks[%d]", i)
+			return bad(f, grpcerr.ReasonNotUUID, f+" "+textcheck.Quote(id)+" is not a network id (UUID)")
 		}
 	}
 	return nil

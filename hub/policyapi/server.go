@@ -41,7 +41,7 @@ const MaxIDs = 1000
 
 // ReasonNotPending is the ErrorInfo reason of a FailedPrecondition for an
 // action that is no longer pending.
-const ReasonNotPending = "PENDING_ACTION_NOT_PENDING"
+const ReasonNotPending = grpcerr.ReasonNotPending
 
 // Source is where the policy in force comes from.
 type Source interface {
@@ -131,10 +131,7 @@ func decodeToken(req proto.Message, tok string) (int64, error) {
 }
 
 func (s *Server) storeErr(err error) error {
-	if errors.Is(err, store.ErrNotPending) {
-		return grpcerr.New(codes.FailedPrecondition, ReasonNotPending, err.Error())
-	}
-	gerr := grpcerr.FromStore(err)
+	gerr := grpcerr.FromStore(err) // store.ErrNotPending: FailedPrecondition, ReasonNotPending
 	if codes.Unavailable == statusCode(gerr) {
 		s.log.Error("store", "err", err)
 	}

@@ -147,23 +147,19 @@ type Stats struct {
 }
 
 // Tick runs one pass now, whether or not this replica holds the lock (Run
-// calls it only while it does; tests call it directly).
+// calls it only while it does; tests call it directly): it expires pending
+// actions, decides each candidate transition of a site whose policy is
+// enabled, re-arms tripped guards and releases quarantines that ended.
 func (e *Evaluator) Tick(ctx context.Context) (Stats, error) {
 	var stats Stats
 	file := e.cfg.Policy()
 	now := e.cfg.Now()
-	maxWin := file.Default.Guard.Window
-	for _, name := range file.SiteNames() {
-		if w := file.Effective(name).Guard.Window; w > maxWin {
-			maxWin = w
-		}
-	}
 	n, err := e.st.ExpirePendingActions(ctx)
 	if err != nil {
 		return stats, err
 	}
 	stats.Expired = n
-	sites, err := e.st.PolicySites(ctx, now.Add(-maxWin))
+	sites, err := e.st.PolicySites(ctx, now.Add(-longestWindow(file)))
 	if err != nil {
 		return stats, err
 	}
@@ -171,9 +167,46 @@ func (e *Evaluator) Tick(ctx context.Context) (Stats, error) {
 	for i := range sites {
 		bySite[sites[i].Name] = &sites[i]
 	}
-	cands, err := e.st.PolicyCandidates(ctx)
+	cands, holds, err := e.candidates(ctx, file)
 	if err != nil {
 		return stats, err
+	}
+	for _, c := range cands {
+		p := file.Effective(c.Site)
+		site := bySite[c.Site]
+		if !p.Enabled || site == nil {
+			continue // no policy here: nothing to decide or log
+		}
+		if err := e.decide(ctx, p, site, c, holds[c.DeviceID], now, &stats); err != nil {
+			return stats, err
+		}
+	}
+	if err := e.rearmGuards(ctx, file, sites, now, &stats); err != nil {
+		return stats, err
+	}
+	n, err = e.releases(ctx, file, bySite, now)
+	stats.Released = n
+	return stats, err
+}
+
+// longestWindow is the longest guard window of the default policy and of
+// every site's: how far back a pass reads the sites' recent actions.
+func longestWindow(file *policy.File) time.Duration {
+	maxWin := file.Default.Guard.Window
+	for _, name := range file.SiteNames() {
+		if w := file.Effective(name).Guard.Window; w > maxWin {
+			maxWin = w
+		}
+	}
+	return maxWin
+}
+
+// candidates reads the transitions to decide on and the holds of the
+// devices of sites whose policy is enabled (by device id).
+func (e *Evaluator) candidates(ctx context.Context, file *policy.File) ([]store.PolicyCandidate, map[string][]store.DeviceHold, error) {
+	cands, err := e.st.PolicyCandidates(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
 	ids := make([]string, 0, len(cands))
 	for _, c := range cands {
@@ -184,66 +217,79 @@ func (e *Evaluator) Tick(ctx context.Context) (Stats, error) {
 	holds := map[string][]store.DeviceHold{}
 	if len(ids) > 0 {
 		if holds, err = e.st.DeviceHolds(ctx, ids); err != nil {
-			return stats, err
+			return nil, nil, err
 		}
 	}
-	for _, c := range cands {
-		p := file.Effective(c.Site)
-		site := bySite[c.Site]
-		if !p.Enabled || site == nil {
-			continue // no policy here: nothing to decide or log
-		}
-		excl, planned := holdsOf(holds[c.DeviceID])
-		in := policy.Input{
-			Policy: p,
-			Trigger: policy.Trigger{DeviceID: c.DeviceID, HistoryID: c.HistoryID, From: c.From, To: c.To,
-				CauseType: string(c.Cause.Type), CauseReason: c.Cause.Reason, CauseMessage: c.Cause.Message,
-				CauseSince: c.Cause.LastTransitionTime, ChangedAt: c.ChangedAt, UnreachableUntil: c.UnreachableUntil,
-				AlreadyQuarantined: c.Quarantined},
-			Site:     siteState(site),
-			Excluded: excl, Planned: planned, Now: now,
-		}
-		d := policy.Decide(in)
-		if d.Action == policy.ActionWait {
-			continue
-		}
-		triggered := c.ChangedAt
-		rec := store.PolicyDecision{DeviceID: c.DeviceID, Site: c.Site, Kind: store.DecisionKindQuarantine, TriggerID: c.HistoryID,
-			Action: string(d.Action), Reason: d.Reason, Detail: d.Detail, Rule: d.Rule, DryRun: d.DryRun,
-			From: string(c.From), To: string(c.To), Cause: c.Cause, TriggeredAt: &triggered,
-			WindowCount: d.WindowCount, SiteDevices: d.Devices, Trips: d.Trips, Replica: e.cfg.Replica, DecidedAt: now}
-		out, recorded, err := e.st.RecordPolicyDecision(ctx, rec)
-		if err != nil {
-			return stats, fmt.Errorf("device %s: %w", c.DeviceID, err)
-		}
-		if !recorded {
-			continue
-		}
-		stats.Decisions++
-		e.observe(out, e.cfg.Now().Sub(c.ChangedAt))
-		switch out.Action {
-		case string(policy.ActionQuarantine):
-			stats.Quarantined++
-			site.Recent = append(site.Recent, store.PolicyAction{At: now, DryRun: out.DryRun})
-		case string(policy.ActionPending):
-			stats.Pending++
-			if !out.DryRun {
-				if out.Reason == policy.ReasonHeldByGuard {
-					site.OpenHeld++
-				} else {
-					site.OpenStale++
-				}
+	return cands, holds, nil
+}
+
+// decide runs policy p on candidate c of site (whose holds are holds),
+// records the decision unless it is to wait, and counts it in stats; site's
+// recent actions, open pending actions and guard follow, so the next
+// candidate of the pass sees them.
+func (e *Evaluator) decide(ctx context.Context, p policy.SitePolicy, site *store.PolicySite, c store.PolicyCandidate, holds []store.DeviceHold, now time.Time, stats *Stats) error {
+	excl, planned := holdsOf(holds)
+	in := policy.Input{
+		Policy: p,
+		Trigger: policy.Trigger{DeviceID: c.DeviceID, HistoryID: c.HistoryID, From: c.From, To: c.To,
+			CauseType: string(c.Cause.Type), CauseReason: c.Cause.Reason, CauseMessage: c.Cause.Message,
+			CauseSince: c.Cause.LastTransitionTime, ChangedAt: c.ChangedAt, UnreachableUntil: c.UnreachableUntil,
+			AlreadyQuarantined: c.Quarantined},
+		Site:     siteState(site),
+		Excluded: excl, Planned: planned, Now: now,
+	}
+	d := policy.Decide(in)
+	if d.Action == policy.ActionWait {
+		return nil
+	}
+	triggered := c.ChangedAt
+	rec := store.PolicyDecision{DeviceID: c.DeviceID, Site: c.Site, Kind: store.DecisionKindQuarantine, TriggerID: c.HistoryID,
+		Action: string(d.Action), Reason: d.Reason, Detail: d.Detail, Rule: d.Rule, DryRun: d.DryRun,
+		From: string(c.From), To: string(c.To), Cause: c.Cause, TriggeredAt: &triggered,
+		WindowCount: d.WindowCount, SiteDevices: d.Devices, Trips: d.Trips, Replica: e.cfg.Replica, DecidedAt: now}
+	out, recorded, err := e.st.RecordPolicyDecision(ctx, rec)
+	if err != nil {
+		return fmt.Errorf("device %s: %w", c.DeviceID, err)
+	}
+	if !recorded {
+		return nil
+	}
+	stats.Decisions++
+	e.observe(out, e.cfg.Now().Sub(c.ChangedAt))
+	countDecision(out, site, now, stats)
+	if out.Trips && site.TrippedSince == nil {
+		site.TrippedSince, site.TrippedRule = &now, out.Rule
+		e.log.Warn("policy guard tripped: further automatic quarantines wait for an operator",
+			logkey.Site, c.Site, "rule", out.Rule, "detail", out.Detail)
+	}
+	return nil
+}
+
+// countDecision counts the recorded decision out in stats and in site's
+// recent actions (a quarantine) or open pending actions (held by the
+// guard, or stale).
+func countDecision(out store.PolicyDecision, site *store.PolicySite, now time.Time, stats *Stats) {
+	switch out.Action {
+	case string(policy.ActionQuarantine):
+		stats.Quarantined++
+		site.Recent = append(site.Recent, store.PolicyAction{At: now, DryRun: out.DryRun})
+	case string(policy.ActionPending):
+		stats.Pending++
+		if !out.DryRun {
+			if out.Reason == policy.ReasonHeldByGuard {
+				site.OpenHeld++
+			} else {
+				site.OpenStale++
 			}
-		default:
-			stats.Skipped++
 		}
-		if out.Trips && site.TrippedSince == nil {
-			site.TrippedSince, site.TrippedRule = &now, out.Rule
-			e.log.Warn("policy guard tripped: further automatic quarantines wait for an operator",
-				logkey.Site, c.Site, "rule", out.Rule, "detail", out.Detail)
-		}
+	default:
+		stats.Skipped++
 	}
-	// Re-arm tripped guards once an operator has dealt with what they held.
+}
+
+// rearmGuards re-arms the tripped guards of sites once an operator has
+// dealt with what they held (policy.Rearm), counting them in stats.
+func (e *Evaluator) rearmGuards(ctx context.Context, file *policy.File, sites []store.PolicySite, now time.Time, stats *Stats) error {
 	for i := range sites {
 		s := &sites[i]
 		if s.TrippedSince == nil {
@@ -252,16 +298,14 @@ func (e *Evaluator) Tick(ctx context.Context) (Stats, error) {
 		p := file.Effective(s.Name)
 		if policy.Rearm(p.Guard, siteState(s), s.OpenHeld, now) {
 			if ok, err := e.st.RearmGuard(ctx, s.Name); err != nil {
-				return stats, err
+				return err
 			} else if ok {
 				stats.Rearmed++
 				e.log.Info("policy guard re-armed", logkey.Site, s.Name)
 			}
 		}
 	}
-	n, err = e.releases(ctx, file, bySite, now)
-	stats.Released = n
-	return stats, err
+	return nil
 }
 
 func (e *Evaluator) releases(ctx context.Context, file *policy.File, bySite map[string]*store.PolicySite, now time.Time) (int, error) {

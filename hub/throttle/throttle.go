@@ -11,11 +11,9 @@ import (
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	"golang.org/x/time/rate"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
@@ -39,9 +37,9 @@ const (
 const (
 	// ReasonRateLimited: the client's calls came faster than its rate and
 	// burst allow; RetryInfo says when the next one is allowed.
-	ReasonRateLimited = "RATE_LIMITED"
+	ReasonRateLimited = grpcerr.ReasonRateLimited
 	// ReasonTooManyStreams: the client already holds MaxStreams streams.
-	ReasonTooManyStreams = "TOO_MANY_STREAMS"
+	ReasonTooManyStreams = grpcerr.ReasonTooManyStreams
 )
 
 // Config is the per-client limits. The zero Config limits nothing.
@@ -234,13 +232,11 @@ func (h *hint) decorate(err error) error {
 	if h.err == nil || status.Code(err) != codes.ResourceExhausted {
 		return err
 	}
-	return grpcerr.New(codes.ResourceExhausted, ReasonRateLimited, h.err.Error(),
-		&errdetails.RetryInfo{RetryDelay: durationpb.New(max(h.err.RetryAfter, time.Millisecond))})
+	return grpcerr.RateLimited(h.err.Error(), h.err.RetryAfter)
 }
 
 func tooManyStreams(client string, n int) error {
-	return grpcerr.New(codes.ResourceExhausted, ReasonTooManyStreams,
-		fmt.Sprintf("client %s already holds %d streams open, its limit; close one and retry", client, n))
+	return grpcerr.TooManyStreams(client, n)
 }
 
 // hintStream is ss with a context carrying the hint.

@@ -232,127 +232,172 @@ func ParseRoster(data []byte) (*Roster, error) {
 	if f.Satellites == nil && f.Operators == nil {
 		return nil, errors.New("no satellites: or operators: section (write `satellites: []` for an empty roster)")
 	}
-	r := &Roster{clients: map[string]*Client{}}
-	var errs []error
-	type owner struct {
-		client, kid string
-		pub         crypto.PublicKey
-	}
-	var allKeys []owner
-	add := func(section string, i int, e clientEntry, satellite bool) {
-		where := fmt.Sprintf("%s[%d]", section, i)
-		if clientIDRe.MatchString(e.ClientID) {
-			where += " " + e.ClientID
-		}
-		fail := func(format string, args ...any) {
-			errs = append(errs, fmt.Errorf("%s: %w", where, fmt.Errorf(format, args...)))
-		}
-		n := len(errs)
-		switch {
-		case e.ClientID == "":
-			fail("clientId is required")
-		case !clientIDRe.MatchString(e.ClientID):
-			fail("clientId %q is invalid: 1-128 of [A-Za-z0-9._:@-], starting with a letter or digit", e.ClientID)
-		case r.clients[e.ClientID] != nil:
-			fail("duplicate client id")
-		}
-		if satellite {
-			switch {
-			case e.Site == "":
-				fail("site is required for a satellite")
-			case !sitename.Valid(e.Site):
-				fail("site %q is invalid: [a-z0-9-], 1-63 bytes, no leading or trailing '-'", e.Site)
-			case e.ClientID != "" && e.ClientID != SatelliteClientID(e.Site):
-				fail("a satellite of site %s must be named %s", e.Site, SatelliteClientID(e.Site))
-			}
-			if e.Sites != nil {
-				fail("a satellite is bound to its site: sites is for operators")
-			}
-		} else {
-			if e.Site != "" {
-				fail("an operator has no site (satellites go under satellites:)")
-			}
-			if strings.HasPrefix(e.ClientID, SatellitePrefix) {
-				fail("client ids starting with %s are reserved for satellites", SatellitePrefix)
-			}
-			if e.Sites != nil && len(*e.Sites) == 0 {
-				fail("sites is empty: list the sites the operator may use, or leave sites out for every site")
-			}
-			if e.Sites != nil {
-				seen := map[string]bool{}
-				for _, site := range *e.Sites {
-					switch {
-					case !sitename.Valid(site):
-						fail("sites: %q is invalid: [a-z0-9-], 1-63 bytes, no leading or trailing '-'", site)
-					case seen[site]:
-						fail("sites: %s listed twice", site)
-					}
-					seen[site] = true
-				}
-			}
-		}
-		seenScope := map[string]bool{}
-		for _, s := range e.Scopes {
-			switch {
-			case !ValidScope(s):
-				fail("unknown scope %q: want one of %s", s, strings.Join(AllScopes, ", "))
-			case seenScope[s]:
-				fail("scope %s listed twice", s)
-			case !satellite && slices.Contains(SiteScopes, s):
-				fail("scope %s acts on one site's devices: only satellites may hold it", s)
-			}
-			seenScope[s] = true
-		}
-		c := &Client{ID: e.ClientID, Site: e.Site, Scopes: slices.Clone(e.Scopes)}
-		if e.Sites != nil && !satellite {
-			c.Sites = slices.Clone(*e.Sites)
-		}
-		for j, ke := range e.Keys {
-			k, err := parseKeyEntry(ke)
-			if err != nil {
-				fail("keys[%d]: %w", j, err)
-				continue
-			}
-			if _, dup := c.Key(k.KID); dup {
-				fail("keys[%d]: duplicate kid %q", j, k.KID)
-				continue
-			}
-			for _, o := range allKeys {
-				if sameKey(o.pub, k.Public) {
-					fail("keys[%d] (kid %q): the same public key is already registered as %s kid %q; each client needs its own key", j, k.KID, o.client, o.kid)
-				}
-			}
-			for _, o := range c.Keys {
-				if sameKey(o.Public, k.Public) {
-					fail("keys[%d] (kid %q): the same public key is already listed as kid %q", j, k.KID, o.KID)
-				}
-			}
-			c.Keys = append(c.Keys, k)
-		}
-		if len(errs) > n {
-			return
-		}
-		for _, k := range c.Keys {
-			allKeys = append(allKeys, owner{c.ID, k.KID, k.Public})
-		}
-		r.clients[c.ID] = c
-		r.ids = append(r.ids, c.ID)
-	}
+	b := &rosterBuilder{r: &Roster{clients: map[string]*Client{}}}
 	if f.Satellites != nil {
 		for i, e := range *f.Satellites {
-			add("satellites", i, e, true)
+			b.add("satellites", i, e, true)
 		}
 	}
 	if f.Operators != nil {
 		for i, e := range *f.Operators {
-			add("operators", i, e, false)
+			b.add("operators", i, e, false)
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if len(b.errs) > 0 {
+		return nil, errors.Join(b.errs...)
 	}
-	sort.Strings(r.ids)
-	return r, nil
+	sort.Strings(b.r.ids)
+	return b.r, nil
+}
+
+// rosterBuilder collects a roster's clients, entry by entry, and every
+// problem found (ParseRoster).
+type rosterBuilder struct {
+	r    *Roster
+	errs []error
+	// keys are the public keys of the clients added so far, to refuse one
+	// key registered for two clients.
+	keys []keyOwner
+}
+
+// keyOwner is a public key of the roster and the client and kid it is
+// registered as.
+type keyOwner struct {
+	client, kid string
+	pub         crypto.PublicKey
+}
+
+// failFunc records a problem of the entry being added.
+type failFunc func(format string, args ...any)
+
+// add checks entry i of section (a satellite or an operator) and adds its
+// client to the roster when nothing is wrong with it; each problem is
+// recorded in b.errs, naming the entry.
+func (b *rosterBuilder) add(section string, i int, e clientEntry, satellite bool) {
+	where := fmt.Sprintf("%s[%d]", section, i)
+	if clientIDRe.MatchString(e.ClientID) {
+		where += " " + e.ClientID
+	}
+	fail := func(format string, args ...any) {
+		b.errs = append(b.errs, fmt.Errorf("%s: %w", where, fmt.Errorf(format, args...)))
+	}
+	n := len(b.errs)
+	switch {
+	case e.ClientID == "":
+		fail("clientId is required")
+	case !clientIDRe.MatchString(e.ClientID):
+		fail("clientId %q is invalid: 1-128 of [A-Za-z0-9._:@-], starting with a letter or digit", e.ClientID)
+	case b.r.clients[e.ClientID] != nil:
+		fail("duplicate client id")
+	}
+	if satellite {
+		checkSatelliteBinding(e, fail)
+	} else {
+		checkOperatorBinding(e, fail)
+	}
+	checkScopes(e.Scopes, satellite, fail)
+	c := &Client{ID: e.ClientID, Site: e.Site, Scopes: slices.Clone(e.Scopes)}
+	if e.Sites != nil && !satellite {
+		c.Sites = slices.Clone(*e.Sites)
+	}
+	b.addKeys(c, e.Keys, fail)
+	if len(b.errs) > n {
+		return
+	}
+	for _, k := range c.Keys {
+		b.keys = append(b.keys, keyOwner{c.ID, k.KID, k.Public})
+	}
+	b.r.clients[c.ID] = c
+	b.r.ids = append(b.r.ids, c.ID)
+}
+
+// checkSatelliteBinding checks a satellite's site: required, valid, the
+// one its client id names, and no operator's sites list.
+func checkSatelliteBinding(e clientEntry, fail failFunc) {
+	switch {
+	case e.Site == "":
+		fail("site is required for a satellite")
+	case !sitename.Valid(e.Site):
+		fail("site %q is invalid: [a-z0-9-], 1-63 bytes, no leading or trailing '-'", e.Site)
+	case e.ClientID != "" && e.ClientID != SatelliteClientID(e.Site):
+		fail("a satellite of site %s must be named %s", e.Site, SatelliteClientID(e.Site))
+	}
+	if e.Sites != nil {
+		fail("a satellite is bound to its site: sites is for operators")
+	}
+}
+
+// checkOperatorBinding checks an operator's binding: no site, no
+// satellite's client id, and a sites list (when given) of valid, distinct
+// site names.
+func checkOperatorBinding(e clientEntry, fail failFunc) {
+	if e.Site != "" {
+		fail("an operator has no site (satellites go under satellites:)")
+	}
+	if strings.HasPrefix(e.ClientID, SatellitePrefix) {
+		fail("client ids starting with %s are reserved for satellites", SatellitePrefix)
+	}
+	if e.Sites == nil {
+		return
+	}
+	if len(*e.Sites) == 0 {
+		fail("sites is empty: list the sites the operator may use, or leave sites out for every site")
+	}
+	seen := map[string]bool{}
+	for _, site := range *e.Sites {
+		switch {
+		case !sitename.Valid(site):
+			fail("sites: %q is invalid: [a-z0-9-], 1-63 bytes, no leading or trailing '-'", site)
+		case seen[site]:
+			fail("sites: %s listed twice", site)
+		}
+		seen[site] = true
+	}
+}
+
+// checkScopes checks an entry's scopes: known, distinct, and site scopes
+// (SiteScopes) for satellites only.
+func checkScopes(scopes []string, satellite bool, fail failFunc) {
+	seen := map[string]bool{}
+	for _, s := range scopes {
+		switch {
+		case !ValidScope(s):
+			fail("unknown scope %q: want one of %s", s, strings.Join(AllScopes, ", "))
+		case seen[s]:
+			fail("scope %s listed twice", s)
+		case !satellite && slices.Contains(SiteScopes, s):
+			fail("scope %s acts on one site's devices: only satellites may hold it", s)
+		}
+		seen[s] = true
+	}
+}
+
+// addKeys parses an entry's keys into c.Keys, refusing a kid or a public
+// key listed twice for c, and a public key already registered for another
+// client.
+func (b *rosterBuilder) addKeys(c *Client, keys []keyEntry, fail failFunc) {
+	for j, ke := range keys {
+		k, err := parseKeyEntry(ke)
+		if err != nil {
+			fail("keys[%d]: %w", j, err)
+			continue
+		}
+		if _, dup := c.Key(k.KID); dup {
+			fail("keys[%d]: duplicate kid %q", j, k.KID)
+			continue
+		}
+		for _, o := range b.keys {
+			if sameKey(o.pub, k.Public) {
+				fail("keys[%d] (kid %q): the same public key is already registered as %s kid %q; each client needs its own key", j, k.KID, o.client, o.kid)
+			}
+		}
+		for _, o := range c.Keys {
+			if sameKey(o.Public, k.Public) {
+				fail("keys[%d] (kid %q): the same public key is already listed as kid %q", j, k.KID, o.KID)
+			}
+		}
+		c.Keys = append(c.Keys, k)
+	}
 }
 
 // parseKeyEntry turns one roster key into a Key. Errors never include key material.

@@ -164,66 +164,104 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 	if v.Roster == nil || v.Audience == "" || v.Replay == nil {
 		return Identity{}, errors.New("verifier misconfigured: roster, audience and replay cache are required")
 	}
+	tok, hdr, claims, err := parseAssertion(token)
+	if err != nil {
+		return Identity{}, err
+	}
+	client, key, err := v.signingKey(claims, hdr)
+	if err != nil {
+		return Identity{}, err
+	}
+	if err := tok.Claims(key.Public); err != nil {
+		return Identity{}, refuse(CheckSignature, "client %s key %s", client.ID, key.KID)
+	}
+	// The signature holds: the claims decoded above are authentic.
+	exp, leeway, err := v.checkClaims(claims)
+	if err != nil {
+		return Identity{}, err
+	}
+	replayed, err := v.Replay.Remember(ctx, client.ID, claims.ID, time.Unix(exp, 0).Add(leeway))
+	if err != nil {
+		return Identity{}, fmt.Errorf("check jti replay: %w", err)
+	}
+	if replayed {
+		return Identity{}, refuse(CheckReplay, "client %s", client.ID)
+	}
+	return Identity{ClientID: client.ID, Site: client.Site, Sites: slices.Clone(client.Sites), Scopes: slices.Clone(client.Scopes), KeyID: key.KID}, nil
+}
+
+// parseAssertion parses token as a compact JWS with one signature of an
+// accepted algorithm (checks 1 and the form of 2 of Verify) and decodes its
+// claims without verifying them.
+func parseAssertion(token string) (*jwt.JSONWebToken, jose.Header, jwt.Claims, error) {
+	var claims jwt.Claims
 	if token == "" {
-		return Identity{}, refuse(CheckMissing, "")
+		return nil, jose.Header{}, claims, refuse(CheckMissing, "")
 	}
 	if len(token) > MaxTokenBytes {
-		return Identity{}, refuse(CheckMalformed, "longer than %d bytes", MaxTokenBytes)
+		return nil, jose.Header{}, claims, refuse(CheckMalformed, "longer than %d bytes", MaxTokenBytes)
 	}
 	tok, err := jwt.ParseSigned(token, acceptedAlgorithms)
 	if err != nil {
 		var ua *jose.ErrUnexpectedSignatureAlgorithm
 		if errors.As(err, &ua) {
-			return Identity{}, refuse(CheckAlgorithm, "alg %s", safe(string(ua.Got)))
+			return nil, jose.Header{}, claims, refuse(CheckAlgorithm, "alg %s", safe(string(ua.Got)))
 		}
 		if alg, ok := headerAlg(token); ok && !slices.Contains(acceptedAlgorithms, jose.SignatureAlgorithm(alg)) {
-			return Identity{}, refuse(CheckAlgorithm, "alg %s", safe(alg))
+			return nil, jose.Header{}, claims, refuse(CheckAlgorithm, "alg %s", safe(alg))
 		}
-		return Identity{}, refuse(CheckMalformed, "not a signed JWT in compact serialization")
+		return nil, jose.Header{}, claims, refuse(CheckMalformed, "not a signed JWT in compact serialization")
 	}
 	if len(tok.Headers) != 1 {
-		return Identity{}, refuse(CheckMalformed, "want exactly one signature")
+		return nil, jose.Header{}, claims, refuse(CheckMalformed, "want exactly one signature")
 	}
-	hdr := tok.Headers[0]
-	var claims jwt.Claims
 	if err := tok.UnsafeClaimsWithoutVerification(&claims); err != nil {
-		return Identity{}, refuse(CheckMalformed, "claims are not a JSON object of registered claims")
+		return nil, jose.Header{}, claims, refuse(CheckMalformed, "claims are not a JSON object of registered claims")
 	}
+	return tok, tok.Headers[0], claims, nil
+}
+
+// signingKey finds the roster's client named by iss (= sub) and its key
+// named by the header's kid, whose algorithm must be the header's (checks 2
+// and 3 of Verify).
+func (v *Verifier) signingKey(claims jwt.Claims, hdr jose.Header) (*Client, Key, error) {
 	if claims.Issuer == "" || claims.Subject != claims.Issuer {
-		return Identity{}, refuse(CheckUnknownClient, "iss and sub must both be the client id")
+		return nil, Key{}, refuse(CheckUnknownClient, "iss and sub must both be the client id")
 	}
 	roster := v.Roster()
 	if roster == nil {
-		return Identity{}, errors.New("verifier misconfigured: no roster loaded")
+		return nil, Key{}, errors.New("verifier misconfigured: no roster loaded")
 	}
 	client := roster.Client(claims.Issuer)
 	if client == nil {
-		return Identity{}, refuse(CheckUnknownClient, "client %s", safe(claims.Issuer))
+		return nil, Key{}, refuse(CheckUnknownClient, "client %s", safe(claims.Issuer))
 	}
 	if hdr.KeyID == "" {
-		return Identity{}, refuse(CheckUnknownKID, "client %s: the token header names no kid", client.ID)
+		return nil, Key{}, refuse(CheckUnknownKID, "client %s: the token header names no kid", client.ID)
 	}
 	key, ok := client.Key(hdr.KeyID)
 	if !ok {
-		return Identity{}, refuse(CheckUnknownKID, "client %s has no key %s", client.ID, safe(hdr.KeyID))
+		return nil, Key{}, refuse(CheckUnknownKID, "client %s has no key %s", client.ID, safe(hdr.KeyID))
 	}
 	if hdr.Algorithm != key.Algorithm {
-		return Identity{}, refuse(CheckAlgorithm, "client %s key %s is %s, token says %s", client.ID, key.KID, key.Algorithm, safe(hdr.Algorithm))
+		return nil, Key{}, refuse(CheckAlgorithm, "client %s key %s is %s, token says %s", client.ID, key.KID, key.Algorithm, safe(hdr.Algorithm))
 	}
-	if err := tok.Claims(key.Public); err != nil {
-		return Identity{}, refuse(CheckSignature, "client %s key %s", client.ID, key.KID)
-	}
+	return client, key, nil
+}
 
-	// The signature holds: the claims decoded above are authentic.
+// checkClaims checks the authentic claims (checks 5 and the form of 6 of
+// Verify: times, audience, lifetime, jti) and returns exp (Unix seconds)
+// and the leeway in force, which bound how long the jti is remembered.
+func (v *Verifier) checkClaims(claims jwt.Claims) (exp int64, leeway time.Duration, err error) {
 	if claims.Expiry == nil || claims.IssuedAt == nil {
-		return Identity{}, refuse(CheckMalformed, "exp and iat are required")
+		return 0, 0, refuse(CheckMalformed, "exp and iat are required")
 	}
 	exp, iat := int64(*claims.Expiry), int64(*claims.IssuedAt)
 	if exp < 0 || iat < 0 || (claims.NotBefore != nil && int64(*claims.NotBefore) < 0) {
-		return Identity{}, refuse(CheckMalformed, "negative time claim")
+		return 0, 0, refuse(CheckMalformed, "negative time claim")
 	}
 	if !claims.Audience.Contains(v.Audience) {
-		return Identity{}, refuse(CheckAudience, "want %s", safe(v.Audience))
+		return 0, 0, refuse(CheckAudience, "want %s", safe(v.Audience))
 	}
 	now := time.Now()
 	if v.Now != nil {
@@ -238,31 +276,24 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 	}
 	nowS, leewayS := now.Unix(), int64(leeway/time.Second)
 	if iat > nowS+leewayS {
-		return Identity{}, refuse(CheckNotYetValid, "issued at %s, in the future", time.Unix(iat, 0).UTC().Format(time.RFC3339))
+		return 0, 0, refuse(CheckNotYetValid, "issued at %s, in the future", time.Unix(iat, 0).UTC().Format(time.RFC3339))
 	}
 	if exp < iat {
-		return Identity{}, refuse(CheckMalformed, "exp before iat")
+		return 0, 0, refuse(CheckMalformed, "exp before iat")
 	}
 	if exp-iat > int64(maxLife/time.Second) {
-		return Identity{}, refuse(CheckLifetime, "exp − iat is %ds, at most %s", exp-iat, maxLife)
+		return 0, 0, refuse(CheckLifetime, "exp − iat is %ds, at most %s", exp-iat, maxLife)
 	}
 	if nowS > exp+leewayS {
-		return Identity{}, refuse(CheckExpired, "at %s", time.Unix(exp, 0).UTC().Format(time.RFC3339))
+		return 0, 0, refuse(CheckExpired, "at %s", time.Unix(exp, 0).UTC().Format(time.RFC3339))
 	}
 	if claims.NotBefore != nil && int64(*claims.NotBefore) > nowS+leewayS {
-		return Identity{}, refuse(CheckNotYetValid, "not before %s", time.Unix(int64(*claims.NotBefore), 0).UTC().Format(time.RFC3339))
+		return 0, 0, refuse(CheckNotYetValid, "not before %s", time.Unix(int64(*claims.NotBefore), 0).UTC().Format(time.RFC3339))
 	}
 	if !validJTI(claims.ID) {
-		return Identity{}, refuse(CheckMalformed, "jti must be 1-%d printable characters", MaxJTIBytes)
+		return 0, 0, refuse(CheckMalformed, "jti must be 1-%d printable characters", MaxJTIBytes)
 	}
-	replayed, err := v.Replay.Remember(ctx, client.ID, claims.ID, time.Unix(exp, 0).Add(leeway))
-	if err != nil {
-		return Identity{}, fmt.Errorf("check jti replay: %w", err)
-	}
-	if replayed {
-		return Identity{}, refuse(CheckReplay, "client %s", client.ID)
-	}
-	return Identity{ClientID: client.ID, Site: client.Site, Sites: slices.Clone(client.Sites), Scopes: slices.Clone(client.Scopes), KeyID: key.KID}, nil
+	return exp, leeway, nil
 }
 
 func validJTI(s string) bool {

@@ -142,21 +142,3 @@ func TestTokenExpiryDuringRunFailsNoPoll(t *testing.T) {
 		t.Fatalf("%d tokens issued over 7 s of 2 s tokens; renewal did not happen", n)
 	}
 }
-
-// Placement unreadable during a poll keeps each device's last CustomerReady.
-func TestPlacementOutageKeepsCustomerReady(t *testing.T) {
-	ctx := context.Background()
-	sim, a, out := newAgent(t, openstacksim.Options{}, 5)
-	if err := a.Poll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	out.Restart(0, true)
-	out.Take(a.Snapshot)
-	sim.InjectFault(openstacksim.Fault{Service: "placement", Status: 503, Times: 100})
-	if err := a.Poll(ctx); err != nil {
-		t.Fatalf("Ironic was readable, the poll should go on: %v", err)
-	}
-	if got := out.Take(a.Snapshot); len(got) != 0 {
-		t.Fatalf("placement outage produced deltas: %v", got)
-	}
-}

@@ -245,3 +245,72 @@ func TestResyncChecksOnlyNodesListedWithoutTraits(t *testing.T) {
 		t.Fatalf("LastResyncApplied %d, want 1", st.LastResyncApplied)
 	}
 }
+
+// Commands over the fixture, judged by the result and the writes: a
+// quarantine removes the gate trait on both sides and a repeat writes
+// nothing; each failure gets its class — permanent for what repeating
+// cannot fix (an invalid or stale command, a node Ironic no longer has),
+// transient for what it can (a node locked past the write retries).
+func TestCommandResultsOverFixture(t *testing.T) {
+	ctx := context.Background()
+	s := newFixtureSite(t, 3, false)
+	s.poll(t)
+	cmd := func(id string, gen int64, desired ironlinkv1.ImpairmentState) *ironlinkv1.CommandResult {
+		return s.a.HandleCommand(ctx, &ironlinkv1.Command{CommandId: fmt.Sprintf("c-%s-%d", id, gen), DeviceId: id, Generation: gen, Desired: desired})
+	}
+	const q = ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED
+	const permanent, transient = ironlinkv1.FailureClass_FAILURE_CLASS_PERMANENT, ironlinkv1.FailureClass_FAILURE_CLASS_TRANSIENT
+
+	if r := cmd(s.ids[0], 1, q); !r.GetSuccess() {
+		t.Fatalf("quarantine: %v", r)
+	}
+	if n, _ := s.f.Node(s.ids[0]); n.HasTrait(agent.ReadyTrait) {
+		t.Error("node keeps the gate trait after a quarantine")
+	}
+	if traits, _ := s.f.Provider(s.ids[0]); len(traits) != 0 {
+		t.Errorf("provider traits %v after a quarantine", traits)
+	}
+	writes := len(s.f.Writes())
+	if r := cmd(s.ids[0], 1, q); !r.GetSuccess() || len(s.f.Writes()) != writes {
+		t.Errorf("repeat: %v, %d more writes", r, len(s.f.Writes())-writes)
+	}
+
+	s.f.DeleteNode(s.ids[2])
+	s.f.Fail(site.MethodRemoveTrait, s.ids[1], fmt.Errorf("%w: remove trait still refused with 409", ironic.ErrNodeLocked), 1)
+	for _, tc := range []struct {
+		name   string
+		res    *ironlinkv1.CommandResult
+		class  ironlinkv1.FailureClass
+		reason string
+	}{
+		{"invalid desired state", cmd(s.ids[1], 1, ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED), permanent, "InvalidCommand"},
+		{"stale generation", cmd(s.ids[0], 0, q), permanent, "StaleGeneration"},
+		{"node gone", cmd(s.ids[2], 1, q), permanent, "NodeNotFound"},
+		{"node locked", cmd(s.ids[1], 2, q), transient, "NodeLocked"},
+	} {
+		if tc.res.GetSuccess() || tc.res.GetFailureClass() != tc.class || tc.res.GetFailureReason() != tc.reason {
+			t.Errorf("%s: success %v class %v reason %q (%s), want %v %q", tc.name, tc.res.GetSuccess(),
+				tc.res.GetFailureClass(), tc.res.GetFailureReason(), tc.res.GetError(), tc.class, tc.reason)
+		}
+	}
+}
+
+// Placement unreadable during a poll keeps each device's last CustomerReady:
+// Ironic was read, so the poll goes on, and a gate change on Placement's
+// side that it could not see sends nothing until Placement is back.
+func TestPlacementOutageKeepsCustomerReady(t *testing.T) {
+	s := newFixtureSite(t, 5, false)
+	s.poll(t)
+	s.f.PutProvider(s.ids[0]) // the gate trait goes from the provider
+	s.f.Fail(site.MethodProviders, "", errors.New("placement: 503 Service Unavailable"), -1)
+	if got := s.poll(t); len(got) != 0 {
+		t.Fatalf("placement outage produced deltas: %v", got)
+	}
+	if st := s.a.Stats(); st.FailedPolls != 0 || st.Polls != 2 {
+		t.Fatalf("the poll should go on with Ironic read: %+v", st)
+	}
+	s.f.ClearFailures()
+	if got := s.poll(t); len(got) != 1 || got[0].GetDeviceId() != s.ids[0] {
+		t.Fatalf("Placement back: updates %v, want one for %s", got, s.ids[0])
+	}
+}

@@ -142,6 +142,6 @@ func TestOpenStackTextSanitized(t *testing.T) {
 // message must be added there too (else its change would not be sent).
 func TestSameFactsCoversEveryField(t *testing.T) {
 	if n := (&ironlinkv1.DeviceFacts{}).ProtoReflect().Descriptor().Fields().Len(); n != 15 {
-		t.Fatalf("DeviceFacts has %d fields; sameFacts in agent.go compares 15: update it", n)
+		t.Fatalf("DeviceFacts has %d fields; sameFacts in facts.go compares 15: update it", n)
 	}
 }

@@ -74,44 +74,85 @@ func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredSt
 		return nil
 	}
 	start := time.Now()
-	type item struct {
-		id         string
-		quarantine bool
-		generation int64
-		known      bool // this exact state was applied before: a write is drift
+	todo := a.learnDesired(s)
+	inSync := a.gateSnapshot(ctx)
+	c := a.converge(ctx, todo, inSync)
+	a.countStats(func(st *Stats) {
+		st.Resyncs++
+		st.DriftCorrections += len(c.corrections)
+		st.ResyncFirstApplies += c.firsts
+		st.LastResyncDuration = time.Since(start)
+		st.LastResyncDevices = len(todo)
+		st.LastResyncApplied = c.applied
+	})
+	st := a.takeState()
+	if a.cfg.Observer != nil {
+		a.cfg.Observer.ResyncDone(time.Since(start))
 	}
-	var todo []item
+	if err := a.saveState(st); err != nil {
+		a.log.Error("applied desired states not saved", "err", err)
+	}
+	a.log.Info("resync done", "devices", len(todo), "checked_one_by_one", c.applied, "corrected", len(c.corrections), "first_applied", c.firsts,
+		"failed", c.failed, "bulk_read", inSync != nil, "took", time.Since(start).Round(time.Millisecond))
+	if len(c.corrections) > 0 || c.firsts > 0 {
+		select {
+		case a.pollNow <- struct{}{}:
+		default:
+		}
+	}
+	return c.corrections
+}
+
+// resyncItem is one listed device a resync converges.
+type resyncItem struct {
+	id         string
+	quarantine bool
+	generation int64
+	known      bool // this exact state was applied before: a write is drift
+}
+
+// learnDesired remembers the hub's desired states (a newer command already
+// applied wins), saves them, re-evaluates the devices whose desired state
+// changed and pushes what changed, and returns the listed devices to
+// converge, by id.
+func (a *Agent) learnDesired(s *ironlinkv1.DesiredStates) []resyncItem {
+	var todo []resyncItem
 	var updates []*ironlinkv1.DeviceUpdate
 	now := time.Now().UTC()
-	a.mu.Lock()
+	a.view.mu.Lock()
 	for _, d := range s.GetDevices() {
 		q := d.GetDesired() == ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED
 		if !q && d.GetDesired() != ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED {
 			continue
 		}
 		id := d.GetDeviceId()
-		cur, had := a.desired[id]
+		next := desired{quarantined: q, generation: d.GetGeneration()}
+		a.cmds.mu.Lock()
+		cur, had := a.cmds.desired[id]
 		if cur.generation > d.GetGeneration() {
+			a.cmds.mu.Unlock()
 			continue // a newer command was applied already; the hub will catch up
 		}
-		next := desired{quarantined: q, generation: d.GetGeneration()}
 		next.applied = cur.applied && cur.same(next)
-		a.desired[id] = next
-		if _, listed := a.facts[id]; listed {
-			todo = append(todo, item{id, q, d.GetGeneration(), next.applied})
+		a.cmds.desired[id] = next
+		a.cmds.mu.Unlock()
+		if _, listed := a.view.facts[id]; listed {
+			todo = append(todo, resyncItem{id, q, d.GetGeneration(), next.applied})
 			if !had || !cur.same(next) {
 				// CustomerReady says whether the device is commanded: tell
 				// the hub now, not at the next poll.
-				if u := a.evaluateLocked(a.nodes[id], a.views[id], now, a.asOf[id]); u != nil {
+				if u := a.evaluateLocked(a.view.nodes[id], a.view.views[id], now, a.view.asOf[id]); u != nil {
 					updates = append(updates, u)
 				}
 			}
 		}
 	}
-	st := a.stateLocked()
-	first := !a.desiredKnown
-	a.desiredKnown = true
-	a.mu.Unlock()
+	a.cmds.mu.Lock()
+	first := !a.cmds.known
+	a.cmds.known = true
+	a.cmds.mu.Unlock()
+	st := a.takeState()
+	a.view.mu.Unlock()
 	if err := a.saveState(st); err != nil {
 		a.log.Error("desired states not saved", "err", err)
 	}
@@ -122,10 +163,20 @@ func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredSt
 		a.log.Info("hub's desired states received", "devices", len(s.GetDevices()), "reevaluated", len(updates))
 	}
 	sort.Slice(todo, func(i, j int) bool { return todo[i].id < todo[j].id })
+	return todo
+}
 
-	inSync := a.gateSnapshot(ctx)
-	var out []*ironlinkv1.DriftCorrection
-	failed, applied, firsts := 0, 0, 0
+// convergence is what converge did.
+type convergence struct {
+	corrections             []*ironlinkv1.DriftCorrection
+	failed, applied, firsts int
+}
+
+// converge applies each device's desired state through the gate, unless
+// inSync (the bulk read; nil: none) shows it applied already, and returns
+// the drift it corrected and its counts.
+func (a *Agent) converge(ctx context.Context, todo []resyncItem, inSync func(id string, quarantine bool) bool) convergence {
+	var c convergence
 	for _, it := range todo {
 		if ctx.Err() != nil {
 			break
@@ -134,7 +185,7 @@ func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredSt
 			a.markApplied(it.id, it.quarantine, it.generation)
 			continue
 		}
-		applied++
+		c.applied++
 		lock := a.deviceLock(it.id)
 		lock.Lock()
 		cctx, cancel := context.WithTimeout(ctx, a.cfg.CommandTimeout)
@@ -142,7 +193,7 @@ func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredSt
 		cancel()
 		lock.Unlock()
 		if err != nil {
-			failed++
+			c.failed++
 			a.log.Warn("resync could not converge a device; next resync retries", "device_id", it.id, "err", err)
 			continue
 		}
@@ -150,53 +201,30 @@ func (a *Agent) HandleDesiredStates(ctx context.Context, s *ironlinkv1.DesiredSt
 		known := a.markApplied(it.id, it.quarantine, it.generation) || it.known
 		switch wrote := r.NodeChanged || r.ProviderChanged; {
 		case wrote && known:
-			out = append(out, &ironlinkv1.DriftCorrection{DeviceId: it.id, Generation: it.generation,
+			c.corrections = append(c.corrections, &ironlinkv1.DriftCorrection{DeviceId: it.id, Generation: it.generation,
 				Detail: textcheck.SanitizeText("resync: "+r.Detail, maxCorrectionBytes), CorrectTime: timestamppb.Now()})
 			a.log.Warn("drift corrected", "device_id", it.id, "generation", it.generation, "detail", r.Detail)
 		case wrote:
-			firsts++
+			c.firsts++
 			a.log.Info("resync applied a desired state this satellite had not applied yet (not drift)",
 				"device_id", it.id, "generation", it.generation, "quarantine", it.quarantine, "detail", r.Detail)
 		}
 	}
-	a.mu.Lock()
-	a.stats.Resyncs++
-	a.stats.DriftCorrections += len(out)
-	a.stats.ResyncFirstApplies += firsts
-	a.stats.LastResyncDuration = time.Since(start)
-	a.stats.LastResyncDevices = len(todo)
-	a.stats.LastResyncApplied = applied
-	st = a.stateLocked()
-	a.mu.Unlock()
-	if a.cfg.Observer != nil {
-		a.cfg.Observer.ResyncDone(time.Since(start))
-	}
-	if err := a.saveState(st); err != nil {
-		a.log.Error("applied desired states not saved", "err", err)
-	}
-	a.log.Info("resync done", "devices", len(todo), "checked_one_by_one", applied, "corrected", len(out), "first_applied", firsts,
-		"failed", failed, "bulk_read", inSync != nil, "took", time.Since(start).Round(time.Millisecond))
-	if len(out) > 0 || firsts > 0 {
-		select {
-		case a.pollNow <- struct{}{}:
-		default:
-		}
-	}
-	return out
+	return c
 }
 
 // markApplied records that OpenStack matches device id's desired state
 // (quarantine, generation), if that is still the state known; it reports
 // whether the state had been applied before.
 func (a *Agent) markApplied(id string, quarantine bool, generation int64) (before bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	d, ok := a.desired[id]
+	a.cmds.mu.Lock()
+	defer a.cmds.mu.Unlock()
+	d, ok := a.cmds.desired[id]
 	if !ok || !d.same(desired{quarantined: quarantine, generation: generation}) {
 		return false
 	}
 	before = d.applied
 	d.applied = true
-	a.desired[id] = d
+	a.cmds.desired[id] = d
 	return before
 }

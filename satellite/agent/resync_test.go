@@ -3,31 +3,32 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/openstacksim"
 	"github.com/ironlink/ironlink/satellite/agent"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
-	"github.com/ironlink/ironlink/satellite/openstack/ostest"
-	"github.com/ironlink/ironlink/satellite/placement"
+	"github.com/ironlink/ironlink/satellite/site"
 )
+
+// The resync's tests run on site.Fixture (no HTTP).
 
 // The resync heals what someone undid behind ironlink's back: a quarantined
 // device whose provider got the trait back, and a released device whose
 // provider lost it and whose node lost it too. Untouched devices are left alone.
 func TestResyncCorrectsDriftAndReportsIt(t *testing.T) {
 	ctx := context.Background()
-	sim, a, _ := newAgent(t, openstacksim.Options{}, 3)
+	s := newFixtureSite(t, 3, false)
+	a, f := s.a, s.f
 	if err := a.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	nodes := sim.Nodes()
-	q, r, untouched := nodes[0].UUID, nodes[1].UUID, nodes[2].UUID
+	q, r, untouched := s.ids[0], s.ids[1], s.ids[2]
 	for _, c := range []*ironlinkv1.Command{
 		{CommandId: "c1", DeviceId: q, Generation: 1, Desired: ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED},
 		{CommandId: "c2", DeviceId: r, Generation: 1, Desired: ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED},
@@ -44,19 +45,15 @@ func TestResyncCorrectsDriftAndReportsIt(t *testing.T) {
 		t.Fatalf("no drift yet, but %d corrections: %v", len(got), got)
 	}
 	// Behind ironlink's back.
-	traits, _, _ := sim.ProviderTraits(q)
-	if err := sim.SetProviderTraits(q, append(traits, openstacksim.ReadyTrait)); err != nil {
-		t.Fatal(err)
-	}
-	traits, _, _ = sim.ProviderTraits(r)
-	if err := sim.SetProviderTraits(r, slices.DeleteFunc(traits, func(s string) bool { return s == openstacksim.ReadyTrait })); err != nil {
-		t.Fatal(err)
-	}
-	_ = sim.UpdateNode(r, func(n *openstacksim.Node) {
-		n.Traits = slices.DeleteFunc(n.Traits, func(s string) bool { return s == openstacksim.ReadyTrait })
+	traits, _ := f.Provider(q)
+	f.PutProvider(q, append(traits, agent.ReadyTrait)...)
+	traits, _ = f.Provider(r)
+	f.PutProvider(r, slices.DeleteFunc(traits, func(s string) bool { return s == agent.ReadyTrait })...)
+	f.UpdateNode(r, func(n *ironic.Node) {
+		n.Traits = slices.DeleteFunc(n.Traits, func(s string) bool { return s == agent.ReadyTrait })
 	})
-	untouchedBefore, _, _ := sim.ProviderTraits(untouched)
-	_ = sim.SetProviderTraits(untouched, nil)
+	untouchedBefore, _ := f.Provider(untouched)
+	f.PutProvider(untouched)
 
 	got := a.HandleDesiredStates(ctx, states)
 	if len(got) != 2 {
@@ -67,16 +64,16 @@ func TestResyncCorrectsDriftAndReportsIt(t *testing.T) {
 			t.Errorf("correction %v", c)
 		}
 	}
-	if tr, _, _ := sim.ProviderTraits(q); slices.Contains(tr, openstacksim.ReadyTrait) {
+	if tr, _ := f.Provider(q); slices.Contains(tr, agent.ReadyTrait) {
 		t.Errorf("quarantined provider still has the trait: %v", tr)
 	}
-	if tr, _, _ := sim.ProviderTraits(r); !slices.Contains(tr, openstacksim.ReadyTrait) {
+	if tr, _ := f.Provider(r); !slices.Contains(tr, agent.ReadyTrait) {
 		t.Errorf("released provider lacks the trait: %v", tr)
 	}
-	if n, _ := sim.Node(r); !slices.Contains(n.Traits, openstacksim.ReadyTrait) {
+	if n, _ := f.Node(r); !slices.Contains(n.Traits, agent.ReadyTrait) {
 		t.Errorf("released node lacks the trait: %v", n.Traits)
 	}
-	if tr, _, _ := sim.ProviderTraits(untouched); len(tr) != 0 {
+	if tr, _ := f.Provider(untouched); len(tr) != 0 {
 		t.Errorf("never-touched device was changed: %v (had %v)", tr, untouchedBefore)
 	}
 	if st := a.Stats(); st.Resyncs != 2 || st.DriftCorrections != 2 {
@@ -88,7 +85,7 @@ func TestResyncCorrectsDriftAndReportsIt(t *testing.T) {
 	}}); len(got) != 0 {
 		t.Fatalf("stale desired state applied: %v", got)
 	}
-	if tr, _, _ := sim.ProviderTraits(q); slices.Contains(tr, openstacksim.ReadyTrait) {
+	if tr, _ := f.Provider(q); slices.Contains(tr, agent.ReadyTrait) {
 		t.Errorf("stale release put the trait back: %v", tr)
 	}
 }
@@ -101,18 +98,19 @@ func TestResyncCorrectsDriftAndReportsIt(t *testing.T) {
 // fix the first application was reported as a drift correction.)
 func TestResyncFirstApplicationIsNotDrift(t *testing.T) {
 	ctx := context.Background()
-	sim, a, _ := newAgent(t, openstacksim.Options{}, 2)
+	s := newFixtureSite(t, 2, false)
+	a, f := s.a, s.f
 	if err := a.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	q := sim.Nodes()[0].UUID
+	q := s.ids[0]
 	states := &ironlinkv1.DesiredStates{Devices: []*ironlinkv1.DeviceDesiredState{
 		{DeviceId: q, Desired: ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED, Generation: 1},
 	}}
 	if got := a.HandleDesiredStates(ctx, states); len(got) != 0 {
 		t.Fatalf("first application of generation 1 reported as drift: %v", got)
 	}
-	if tr, _, _ := sim.ProviderTraits(q); slices.Contains(tr, openstacksim.ReadyTrait) {
+	if tr, _ := f.Provider(q); slices.Contains(tr, agent.ReadyTrait) {
 		t.Fatalf("the resync did not apply the quarantine: provider %v", tr)
 	}
 	if st := a.Stats(); st.DriftCorrections != 0 || st.ResyncFirstApplies != 1 {
@@ -124,10 +122,8 @@ func TestResyncFirstApplicationIsNotDrift(t *testing.T) {
 		t.Fatalf("command after the resync: %v", res)
 	}
 	// Now someone puts the trait back: that is drift.
-	traits, _, _ := sim.ProviderTraits(q)
-	if err := sim.SetProviderTraits(q, append(traits, openstacksim.ReadyTrait)); err != nil {
-		t.Fatal(err)
-	}
+	traits, _ := f.Provider(q)
+	f.PutProvider(q, append(traits, agent.ReadyTrait)...)
 	if got := a.HandleDesiredStates(ctx, states); len(got) != 1 || got[0].GetGeneration() != 1 {
 		t.Fatalf("drift of an applied state: corrections %v, want 1", got)
 	}
@@ -143,18 +139,19 @@ func TestResyncFirstApplicationIsNotDrift(t *testing.T) {
 // snapshot goes when the wait ends.
 func TestFirstSnapshotCarriesDesiredStates(t *testing.T) {
 	ctx := context.Background()
-	sim, c := ostest.ConnectSim(t, openstacksim.Options{})
-	sim.DefineTrait(agent.ReadyTrait)
+	f := site.NewFixture()
+	f.DefineTrait(agent.ReadyTrait)
 	var ids []string
 	for i := range 2 {
-		n := sim.AddNode(openstacksim.Node{Name: fmt.Sprintf("w-%d", i), ProvisionState: "available"})
-		sim.AddProvider(n.UUID, n.UUID, nil) // quarantined: no trait anywhere
-		ids = append(ids, n.UUID)
+		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		f.PutNode(ironic.Node{UUID: id, Name: fmt.Sprintf("w-%d", i), ProvisionState: "available"})
+		f.PutProvider(id) // quarantined: no trait anywhere
+		ids = append(ids, id)
 	}
 	newA := func(wait time.Duration) (*agent.Agent, *link.Outbox) {
 		out := link.NewOutbox()
-		cl := agent.Clients{Ironic: ironic.New(c.Baremetal, ostest.Logger(t)), Placement: placement.New(c.Placement, ostest.Logger(t))}
-		return agent.New(agent.Config{PollInterval: time.Hour, DesiredStatesWait: wait}, cl, out, nil, ostest.Logger(t)), out
+		cl := agent.Clients{Ironic: f, Placement: f}
+		return agent.New(agent.Config{PollInterval: time.Hour, DesiredStatesWait: wait}, cl, out, nil, slog.New(slog.DiscardHandler)), out
 	}
 	a, out := newA(time.Hour)
 	if err := a.Poll(ctx); err != nil {

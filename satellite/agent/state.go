@@ -55,19 +55,21 @@ func (a *Agent) LoadState() error {
 	if err != nil {
 		return err
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.cmds.mu.Lock()
+	defer a.cmds.mu.Unlock()
+	a.orphans.mu.Lock()
+	defer a.orphans.mu.Unlock()
 	for id, d := range st.Devices {
-		a.desired[id] = desired{quarantined: d.Quarantined, generation: d.Generation, applied: !d.Pending}
+		a.cmds.desired[id] = desired{quarantined: d.Quarantined, generation: d.Generation, applied: !d.Pending}
 	}
 	for _, o := range st.Orphans {
 		kind := ironlinkv1.InstanceMismatchKind(ironlinkv1.InstanceMismatchKind_value[o.Kind])
 		if kind == ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_UNSPECIFIED || o.Node == "" {
 			continue
 		}
-		a.suspects[mismatchKey{node: o.Node, kind: kind, server: o.Server}] = o.FirstSeen
-		if o.Reported && len(a.mismatches[o.Node]) < maxMismatchesPerDevice {
-			a.mismatches[o.Node] = append(a.mismatches[o.Node], &ironlinkv1.InstanceMismatch{Kind: kind,
+		a.orphans.suspects[mismatchKey{node: o.Node, kind: kind, server: o.Server}] = o.FirstSeen
+		if o.Reported && len(a.orphans.mismatches[o.Node]) < maxMismatchesPerDevice {
+			a.orphans.mismatches[o.Node] = append(a.orphans.mismatches[o.Node], &ironlinkv1.InstanceMismatch{Kind: kind,
 				IronicInstanceUuid: o.IronicInstanceUUID, NovaServerId: o.Server, NovaServerStatus: o.ServerStatus,
 				NovaProjectId: o.ProjectID, FirstSeenTime: timestamppb.New(o.FirstSeen)})
 		}
@@ -111,20 +113,24 @@ func ReadAppliedGenerations(path string) ([]*ironlinkv1.AppliedGeneration, error
 	return out, nil
 }
 
-// stateLocked takes a copy of what the state file keeps (desired states,
-// orphan memory) and numbers it; write it with saveState after releasing
-// a.mu, so that no file I/O (the fsync) runs under the agent-wide mutex.
-// Callers hold a.mu.
-func (a *Agent) stateLocked() pendingState {
+// takeState takes a copy of what the state file keeps (desired states,
+// orphan memory) and numbers it; write it with saveState, so that no file
+// I/O (the fsync) runs under a lock of the agent's state. It takes cmds.mu
+// and orphans.mu: callers may hold view.mu, not those.
+func (a *Agent) takeState() pendingState {
 	if a.cfg.StatePath == "" {
 		return pendingState{}
 	}
-	st := appliedState{Devices: make(map[string]appliedDevice, len(a.desired))}
-	for id, d := range a.desired {
+	a.cmds.mu.Lock()
+	defer a.cmds.mu.Unlock()
+	a.orphans.mu.Lock()
+	defer a.orphans.mu.Unlock()
+	st := appliedState{Devices: make(map[string]appliedDevice, len(a.cmds.desired))}
+	for id, d := range a.cmds.desired {
 		st.Devices[id] = appliedDevice{Quarantined: d.quarantined, Generation: d.generation, Pending: !d.applied}
 	}
 	reported := map[mismatchKey]bool{}
-	for node, ms := range a.mismatches {
+	for node, ms := range a.orphans.mismatches {
 		for _, m := range ms {
 			k := mismatchKey{node: node, kind: m.GetKind(), server: m.GetNovaServerId()}
 			reported[k] = true
@@ -133,7 +139,7 @@ func (a *Agent) stateLocked() pendingState {
 				FirstSeen: m.GetFirstSeenTime().AsTime(), Reported: true})
 		}
 	}
-	for k, first := range a.suspects {
+	for k, first := range a.orphans.suspects {
 		if !reported[k] {
 			st.Orphans = append(st.Orphans, orphanRecord{Node: k.node, Kind: k.kind.String(), Server: k.server, FirstSeen: first})
 		}
@@ -144,11 +150,11 @@ func (a *Agent) stateLocked() pendingState {
 		}
 		return st.Orphans[i].Server < st.Orphans[j].Server
 	})
-	a.stateSeq++
-	return pendingState{st: &st, seq: a.stateSeq}
+	a.cmds.stateSeq++
+	return pendingState{st: &st, seq: a.cmds.stateSeq}
 }
 
-// pendingState is a numbered copy of the state to write (stateLocked).
+// pendingState is a numbered copy of the state to write (takeState).
 type pendingState struct {
 	st  *appliedState // nil: no state file configured
 	seq uint64
@@ -156,8 +162,8 @@ type pendingState struct {
 
 // saveState writes p atomically (temp file, fsync, rename) unless a newer
 // copy has been written already (copies taken later carry everything an
-// earlier one has). Safe for concurrent use; must not be called with a.mu
-// held.
+// earlier one has). Safe for concurrent use; must not be called with a lock of
+// the agent's state held.
 func (a *Agent) saveState(p pendingState) error {
 	if p.st == nil {
 		return nil
@@ -206,10 +212,10 @@ func writeState(path string, st appliedState) error {
 // satellite has applied a desired state to (for the link's Hello); states
 // known but not applied yet are left out.
 func (a *Agent) AppliedGenerations() []*ironlinkv1.AppliedGeneration {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]*ironlinkv1.AppliedGeneration, 0, len(a.desired))
-	for id, d := range a.desired {
+	a.cmds.mu.Lock()
+	defer a.cmds.mu.Unlock()
+	out := make([]*ironlinkv1.AppliedGeneration, 0, len(a.cmds.desired))
+	for id, d := range a.cmds.desired {
 		if d.applied {
 			out = append(out, &ironlinkv1.AppliedGeneration{DeviceId: id, Generation: d.generation})
 		}

@@ -151,21 +151,10 @@ func (a *Agent) setDetection(s condition.Status, reason, msg string) bool {
 func (a *Agent) Sweep(ctx context.Context) error {
 	start := time.Now()
 	st := SweepStats{Servers: -1}
-	a.mu.Lock()
-	if !a.listed {
-		a.mu.Unlock()
+	known, assigned, ok := a.knownNodes()
+	if !ok {
 		return errors.New("sweep: no complete listing yet")
 	}
-	known := make(map[string]ironic.Node, len(a.nodes))
-	var assigned []string
-	for id, n := range a.nodes {
-		known[id] = n
-		if n.InstanceUUID != "" || n.AllocationUUID != "" {
-			assigned = append(assigned, id)
-		}
-	}
-	a.mu.Unlock()
-	sort.Strings(assigned)
 
 	// 1. Re-read the assigned nodes.
 	readStart := time.Now()
@@ -182,37 +171,9 @@ func (a *Agent) Sweep(ctx context.Context) error {
 	}
 
 	// 2. Compare with Nova.
-	var found []candidate
-	var servers []nova.Server
-	if a.nova != nil && ctx.Err() == nil {
-		var err error
-		servers, err = a.nova.ListServers(ctx)
-		switch {
-		case openstack.StatusCode(err) == http.StatusForbidden:
-			servers = nil
-			if a.setDetection(condition.False, ReasonAllTenantsForbidden,
-				"Nova refuses to list all projects' servers to this credential (policy os_compute_api:servers:detail:get_all_tenants, admin by default): orphans cannot be judged") {
-				a.log.Error("orphan detection refused: Nova forbids listing all projects' servers to this credential", "err", err)
-			}
-		case err != nil:
-			servers = nil
-			errs = append(errs, fmt.Errorf("sweep: %w", err))
-			a.setDetection(condition.Unknown, ReasonNovaUnreachable, "Nova's server listing failed; orphan verdicts kept as they were: "+err.Error())
-		case len(servers) > 0 && !anyVisible(servers):
-			if a.setDetection(condition.False, ReasonHypervisorFieldHidden,
-				"Nova does not show OS-EXT-SRV-ATTR:hypervisor_hostname to this credential (extended server attributes policy, admin by default): orphans cannot be judged") {
-				a.log.Error("orphan detection refused: Nova hides the hypervisor field from this credential", "servers", len(servers))
-			}
-		default:
-			st.Servers, st.Judged = len(servers), true
-			var lookups, reads int
-			found, lookups, reads = a.judge(ctx, known, fresh, servers, undecided)
-			st.ServerLookups, st.NodesRead = lookups, st.NodesRead+reads
-			if ctx.Err() == nil {
-				a.setDetection(condition.True, ReasonDetectionEnabled,
-					fmt.Sprintf("%d Nova servers compared with %d Ironic nodes", len(servers), len(known)))
-			}
-		}
+	found, servers, err := a.compareWithNova(ctx, known, fresh, undecided, &st)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	if ctx.Err() != nil {
 		st.Judged = false // a verdict from a cut-short sweep is not a verdict
@@ -221,78 +182,30 @@ func (a *Agent) Sweep(ctx context.Context) error {
 
 	// 3. Two consecutive sweeps, then re-evaluate what changed.
 	now := time.Now().UTC()
-	a.mu.Lock()
 	reeval := map[string]bool{}
 	for id := range fresh {
 		reeval[id] = true
 	}
 	if st.Judged {
-		projects := make(map[string]string, len(servers))
-		for _, s := range servers {
-			projects[s.ID] = s.TenantID
-		}
-		for id, n := range known {
-			if n.InstanceUUID != "" && a.projects[n.InstanceUUID] != projects[n.InstanceUUID] {
-				reeval[id] = true
-			}
-		}
-		a.projects, a.looked = projects, map[string]bool{}
-		st.Candidates = len(found)
-		v := orphanVerdict(a.suspects, a.mismatches, found, undecided, now)
-		suspects, reported := v.suspects, v.reported
-		st.Reported = v.newlyReported
-		for id := range reported {
-			reeval[id] = true
-		}
-		for id := range a.mismatches {
-			if _, still := reported[id]; !still {
-				reeval[id] = true
-			}
-		}
-		a.suspects, a.mismatches = suspects, reported
-		st := a.stateLocked()
+		a.recordVerdict(known, servers, found, undecided, now, reeval, &st)
+		ps := a.takeState()
 		defer func() {
-			// After a.mu is released below (deferred calls run last).
-			if err := a.saveState(st); err != nil {
+			if err := a.saveState(ps); err != nil {
 				a.log.Error("orphan state not saved; a restart re-learns it over two sweeps", "err", err)
 			}
 		}()
 	}
-	var updates []*ironlinkv1.DeviceUpdate
-	ids := make([]string, 0, len(reeval))
-	for id := range reeval {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		n, ok := a.nodes[id]
-		if !ok {
-			continue // removed by a listing meanwhile
-		}
-		if _, listed := a.facts[id]; !listed {
-			continue
-		}
-		// The sweep's own read, unless a listing that started later has
-		// been evaluated meanwhile (then its newer data is used).
-		asOf := a.asOf[id]
-		if f, isFresh := fresh[id]; isFresh && !readStart.Before(asOf) {
-			n, asOf = f, readStart
-		}
-		if u := a.evaluateLocked(n, conditions.PlacementView{}, now, asOf); u != nil {
-			updates = append(updates, u)
-		}
-	}
+	updates := a.reevaluate(reeval, fresh, readStart, now)
 	st.Duration = time.Since(start)
-	a.stats.Sweeps++
-	if len(errs) > 0 {
-		a.stats.FailedSweeps++
-	}
-	a.stats.LastSweep = st
-	a.stats.InstanceMismatches = 0
-	for _, ms := range a.mismatches {
-		a.stats.InstanceMismatches += len(ms)
-	}
-	a.mu.Unlock()
+	mismatches := a.orphans.count()
+	a.countStats(func(s *Stats) {
+		s.Sweeps++
+		if len(errs) > 0 {
+			s.FailedSweeps++
+		}
+		s.LastSweep = st
+		s.InstanceMismatches = mismatches
+	})
 
 	a.outbox.Push(updates)
 	if a.cfg.Observer != nil {
@@ -302,6 +215,124 @@ func (a *Agent) Sweep(ctx context.Context) error {
 		"servers", st.Servers, "server_lookups", st.ServerLookups, "judged", st.Judged, "candidates", st.Candidates,
 		"reported", st.Reported, "changed", len(updates), "took", st.Duration.Round(time.Millisecond))
 	return errors.Join(errs...)
+}
+
+// knownNodes copies the nodes last seen and lists the assigned ones (with
+// instance_uuid or allocation_uuid), sorted; ok is false before the first
+// complete listing.
+func (a *Agent) knownNodes() (known map[string]ironic.Node, assigned []string, ok bool) {
+	a.view.mu.Lock()
+	defer a.view.mu.Unlock()
+	if !a.view.listed {
+		return nil, nil, false
+	}
+	known = make(map[string]ironic.Node, len(a.view.nodes))
+	for id, n := range a.view.nodes {
+		known[id] = n
+		if n.InstanceUUID != "" || n.AllocationUUID != "" {
+			assigned = append(assigned, id)
+		}
+	}
+	sort.Strings(assigned)
+	return known, assigned, true
+}
+
+// compareWithNova lists Nova's servers and, where it may judge, finds the
+// candidate orphans (judge), setting OrphanDetection and st as it goes. It
+// returns the candidates, the servers listed (nil when they cannot be
+// used) and an error when Nova could not be read.
+func (a *Agent) compareWithNova(ctx context.Context, known, fresh map[string]ironic.Node, undecided map[string]bool, st *SweepStats) ([]candidate, []nova.Server, error) {
+	if a.nova == nil || ctx.Err() != nil {
+		return nil, nil, nil
+	}
+	servers, err := a.nova.ListServers(ctx)
+	switch {
+	case openstack.StatusCode(err) == http.StatusForbidden:
+		if a.setDetection(condition.False, ReasonAllTenantsForbidden,
+			"Nova refuses to list all projects' servers to this credential (policy os_compute_api:servers:detail:get_all_tenants, admin by default): orphans cannot be judged") {
+			a.log.Error("orphan detection refused: Nova forbids listing all projects' servers to this credential", "err", err)
+		}
+		return nil, nil, nil
+	case err != nil:
+		a.setDetection(condition.Unknown, ReasonNovaUnreachable, "Nova's server listing failed; orphan verdicts kept as they were: "+err.Error())
+		return nil, nil, fmt.Errorf("sweep: %w", err)
+	case len(servers) > 0 && !anyVisible(servers):
+		if a.setDetection(condition.False, ReasonHypervisorFieldHidden,
+			"Nova does not show OS-EXT-SRV-ATTR:hypervisor_hostname to this credential (extended server attributes policy, admin by default): orphans cannot be judged") {
+			a.log.Error("orphan detection refused: Nova hides the hypervisor field from this credential", "servers", len(servers))
+		}
+		return nil, servers, nil
+	}
+	st.Servers, st.Judged = len(servers), true
+	found, lookups, reads := a.judge(ctx, known, fresh, servers, undecided)
+	st.ServerLookups, st.NodesRead = lookups, st.NodesRead+reads
+	if ctx.Err() == nil {
+		a.setDetection(condition.True, ReasonDetectionEnabled,
+			fmt.Sprintf("%d Nova servers compared with %d Ironic nodes", len(servers), len(known)))
+	}
+	return found, servers, nil
+}
+
+// recordVerdict keeps the instances' projects from servers and the
+// two-sweep verdict on found, and adds to reeval the devices whose project
+// or reported orphans changed.
+func (a *Agent) recordVerdict(known map[string]ironic.Node, servers []nova.Server, found []candidate, undecided map[string]bool,
+	now time.Time, reeval map[string]bool, st *SweepStats) {
+	projects := make(map[string]string, len(servers))
+	for _, s := range servers {
+		projects[s.ID] = s.TenantID
+	}
+	a.orphans.mu.Lock()
+	defer a.orphans.mu.Unlock()
+	for id, n := range known {
+		if n.InstanceUUID != "" && a.orphans.projects[n.InstanceUUID] != projects[n.InstanceUUID] {
+			reeval[id] = true
+		}
+	}
+	a.orphans.projects, a.orphans.looked = projects, map[string]bool{}
+	st.Candidates = len(found)
+	v := orphanVerdict(a.orphans.suspects, a.orphans.mismatches, found, undecided, now)
+	st.Reported = v.newlyReported
+	for id := range v.reported {
+		reeval[id] = true
+	}
+	for id := range a.orphans.mismatches {
+		if _, still := v.reported[id]; !still {
+			reeval[id] = true
+		}
+	}
+	a.orphans.suspects, a.orphans.mismatches = v.suspects, v.reported
+}
+
+// reevaluate evaluates the devices of reeval still listed — with the
+// sweep's own read (fresh, made from readStart) unless a listing that
+// started later has been evaluated meanwhile — and returns the updates.
+func (a *Agent) reevaluate(reeval map[string]bool, fresh map[string]ironic.Node, readStart, now time.Time) []*ironlinkv1.DeviceUpdate {
+	ids := make([]string, 0, len(reeval))
+	for id := range reeval {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var updates []*ironlinkv1.DeviceUpdate
+	a.view.mu.Lock()
+	defer a.view.mu.Unlock()
+	for _, id := range ids {
+		n, ok := a.view.nodes[id]
+		if !ok {
+			continue // removed by a listing meanwhile
+		}
+		if _, listed := a.view.facts[id]; !listed {
+			continue
+		}
+		asOf := a.view.asOf[id]
+		if f, isFresh := fresh[id]; isFresh && !readStart.Before(asOf) {
+			n, asOf = f, readStart
+		}
+		if u := a.evaluateLocked(n, conditions.PlacementView{}, now, asOf); u != nil {
+			updates = append(updates, u)
+		}
+	}
+	return updates
 }
 
 // candidate is a mismatch seen by one sweep.
@@ -462,16 +493,16 @@ func (a *Agent) lookupProjects(ctx context.Context, nodes []ironic.Node) {
 		return
 	}
 	var todo []string
-	a.mu.Lock()
+	a.orphans.mu.Lock()
 	for _, n := range nodes {
 		id := strings.ToLower(n.InstanceUUID)
-		if id == "" || a.projects[id] != "" || a.looked[id] || len(todo) >= maxProjectLookups {
+		if id == "" || a.orphans.projects[id] != "" || a.orphans.looked[id] || len(todo) >= maxProjectLookups {
 			continue
 		}
-		a.looked[id] = true
+		a.orphans.looked[id] = true
 		todo = append(todo, id)
 	}
-	a.mu.Unlock()
+	a.orphans.mu.Unlock()
 	for _, id := range todo {
 		s, err := a.nova.GetServer(ctx, id)
 		if err != nil {
@@ -479,9 +510,9 @@ func (a *Agent) lookupProjects(ctx context.Context, nodes []ironic.Node) {
 			continue
 		}
 		if !s.Deleted() && s.TenantID != "" {
-			a.mu.Lock()
-			a.projects[id] = s.TenantID
-			a.mu.Unlock()
+			a.orphans.mu.Lock()
+			a.orphans.projects[id] = s.TenantID
+			a.orphans.mu.Unlock()
 		}
 	}
 }

@@ -2,60 +2,57 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2"
+
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/condition"
-	"github.com/ironlink/ironlink/internal/openstacksim"
 	"github.com/ironlink/ironlink/satellite/agent"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
 	"github.com/ironlink/ironlink/satellite/nova"
-	"github.com/ironlink/ironlink/satellite/openstack/ostest"
-	"github.com/ironlink/ironlink/satellite/placement"
+	"github.com/ironlink/ironlink/satellite/site"
 )
 
-// sweepSite is a simulated site with Nova and an agent whose site
-// conditions are kept.
-type sweepSite struct {
-	sim     *openstacksim.Cloud
+// The sweep's tests run on site.Fixture (no HTTP); the Nova client's own
+// decoding (hidden hypervisor field, all_tenants) is tested in
+// satellite/nova, and the sweep against real processes in test/e2e.
+
+// fxSweepSite is an in-memory site with Placement and (unless noNova) Nova,
+// and an agent whose site conditions are kept.
+type fxSweepSite struct {
+	f       *site.Fixture
 	a       *agent.Agent
 	site    *link.SiteState
 	restart func() // a new agent on the same clients and state file
+	seq     int
 }
 
-func newSweepSite(t *testing.T, opts openstacksim.Options) *sweepSite {
+func newFxSweepSite(t *testing.T, cfg agent.Config, noNova bool) *fxSweepSite {
 	t.Helper()
-	return newSweepSiteWith(t, opts, agent.Config{PollInterval: time.Hour})
-}
-
-func newSweepSiteWith(t *testing.T, opts openstacksim.Options, cfg agent.Config) *sweepSite {
-	t.Helper()
-	sim, c := ostest.ConnectSim(t, opts)
-	sim.DefineTrait("CUSTOM_CUSTOMER_READY")
-	ir := ironic.New(c.Baremetal, ostest.Logger(t))
-	ir.ReadRetry = ostest.FastRetry(2)
-	cl := agent.Clients{Ironic: ir}
-	if c.Placement != nil {
-		pl := placement.New(c.Placement, ostest.Logger(t))
-		pl.ReadRetry = ostest.FastRetry(2)
-		cl.Placement = pl
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = time.Hour
 	}
-	if c.Compute != nil {
-		nv := nova.New(c.Compute, ostest.Logger(t))
-		nv.ReadRetry = ostest.FastRetry(2)
-		cl.Nova = nv
+	f := site.NewFixture()
+	f.DefineTrait(agent.ReadyTrait)
+	cl := agent.Clients{Ironic: f, Placement: f}
+	if !noNova {
+		cl.Nova = f
 	}
 	out := link.NewOutbox()
 	out.MaxBatches = 1 << 20
-	site := link.NewSiteState(nil)
-	s := &sweepSite{sim: sim, site: site, a: agent.New(cfg, cl, out, site, ostest.Logger(t))}
+	log := slog.New(slog.DiscardHandler)
+	s := &fxSweepSite{f: f, site: link.NewSiteState(nil)}
+	s.a = agent.New(cfg, cl, out, s.site, log)
 	s.restart = func() {
 		s.site = link.NewSiteState(nil)
-		s.a = agent.New(cfg, cl, out, s.site, ostest.Logger(t))
+		s.a = agent.New(cfg, cl, out, s.site, log)
 		if err := s.a.LoadState(); err != nil {
 			t.Fatal(err)
 		}
@@ -63,73 +60,57 @@ func newSweepSiteWith(t *testing.T, opts openstacksim.Options, cfg agent.Config)
 	return s
 }
 
-func (s *sweepSite) node(t *testing.T, name, state, instance string) string {
-	t.Helper()
-	n := s.sim.AddNode(openstacksim.Node{Name: name, ProvisionState: state, PowerState: "power on", ResourceClass: "gpu-h100", InstanceUUID: instance})
-	s.sim.AddProvider(n.UUID, n.UUID, nil)
-	return n.UUID
+// node adds a node with its (traitless) resource provider.
+func (s *fxSweepSite) node(name, state, instance string) string {
+	s.seq++
+	id := fmt.Sprintf("00000000-0000-4000-8000-%012d", s.seq)
+	s.f.PutNode(ironic.Node{UUID: id, Name: name, ProvisionState: state, PowerState: "power on", ResourceClass: "gpu-h100", InstanceUUID: instance})
+	s.f.PutProvider(id)
+	return id
 }
 
-func (s *sweepSite) poll(t *testing.T) {
+// server adds a live server (ACTIVE unless status says otherwise) on node
+// host, the hypervisor field visible.
+func (s *fxSweepSite) server(id, host, project, status, task string) {
+	if status == "" {
+		status = "ACTIVE"
+	}
+	s.f.PutServer(nova.Server{ID: id, TenantID: project, Status: status, TaskState: task, HypervisorHostname: host, HypervisorVisible: true})
+}
+
+func (s *fxSweepSite) poll(t *testing.T) {
 	t.Helper()
 	if err := s.a.Poll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (s *sweepSite) sweep(t *testing.T) {
+func (s *fxSweepSite) sweep(t *testing.T) {
 	t.Helper()
 	if err := s.a.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// device returns the device's current facts and conditions (as a new link's
-// snapshot would send them).
-func (s *sweepSite) device(t *testing.T, id string) *ironlinkv1.DeviceUpdate {
+func (s *fxSweepSite) device(t *testing.T, id string) *ironlinkv1.DeviceUpdate {
 	t.Helper()
 	return snapshotDevice(t, s.a, id)
 }
 
-// snapshotDevice returns device id as a new link's snapshot would send it.
-func snapshotDevice(t *testing.T, a *agent.Agent, id string) *ironlinkv1.DeviceUpdate {
-	t.Helper()
-	devs, ok := a.Snapshot()
-	if !ok {
-		t.Fatal("no snapshot")
-	}
-	for _, d := range devs {
-		if d.GetDeviceId() == id {
-			return d
-		}
-	}
-	t.Fatalf("device %s not in the snapshot", id)
-	return nil
-}
-
-func cond(d *ironlinkv1.DeviceUpdate, typ condition.Type) *ironlinkv1.Condition {
-	for _, c := range d.GetConditions() {
-		if c.GetType() == string(typ) {
-			return c
-		}
-	}
-	return nil
+// novaError is the HTTP error Nova answers with.
+func novaError(code int) error {
+	return gophercloud.ErrUnexpectedResponseCode{Method: "GET", URL: "http://nova/v2.1/servers/detail", Actual: code}
 }
 
 // An instance_uuid Nova does not know is reported on the second sweep, with
 // both ids, and cleared once Nova has the server.
 func TestSweepReportsIronicSideOrphanAfterTwoSweeps(t *testing.T) {
-	s := newSweepSite(t, openstacksim.Options{})
+	s := newFxSweepSite(t, agent.Config{}, false)
 	ghost := "0b3f9c2e-7d41-4c55-9a1e-3f2b8c7d6e5f"
-	orphan := s.node(t, "n-orphan", "active", ghost)
-	good := s.node(t, "n-good", "active", "")
-	srv, err := s.sim.AddServer(openstacksim.Server{HypervisorHostname: good, TenantID: "p-cust"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.sim.UpdateNode(good, func(n *openstacksim.Node) { n.InstanceUUID = srv.ID }); err != nil {
-		t.Fatal(err)
-	}
+	orphan := s.node("n-orphan", "active", ghost)
+	srvID := "5e7a0000-1111-4c55-9a1e-3f2b8c7d6e5f"
+	good := s.node("n-good", "active", srvID)
+	s.server(srvID, good, "p-cust", "", "")
 	s.poll(t)
 	s.sweep(t)
 	if ms := s.device(t, orphan).GetFacts().GetInstanceMismatches(); len(ms) != 0 {
@@ -157,9 +138,7 @@ func TestSweepReportsIronicSideOrphanAfterTwoSweeps(t *testing.T) {
 		t.Fatalf("CustomerAllocated of the good node %v", c)
 	}
 	// The operator repairs it (Nova gets the server): the next sweep clears it.
-	if _, err := s.sim.AddServer(openstacksim.Server{ID: ghost, HypervisorHostname: orphan}); err != nil {
-		t.Fatal(err)
-	}
+	s.server(ghost, orphan, "p-cust", "", "")
 	s.sweep(t)
 	d = s.device(t, orphan)
 	if ms := d.GetFacts().GetInstanceMismatches(); len(ms) != 0 {
@@ -177,12 +156,10 @@ func TestSweepReportsIronicSideOrphanAfterTwoSweeps(t *testing.T) {
 // NODE_UNAWARE on the second sweep; a deleted server on a node that still
 // points at it is NOVA_UNKNOWN with Nova's status.
 func TestSweepReportsNovaSideOrphan(t *testing.T) {
-	s := newSweepSite(t, openstacksim.Options{})
-	bare := s.node(t, "n-bare", "available", "")
-	srv, err := s.sim.AddServer(openstacksim.Server{HypervisorHostname: bare, TenantID: "p-cust"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newFxSweepSite(t, agent.Config{}, false)
+	bare := s.node("n-bare", "available", "")
+	srv := nova.Server{ID: "5e7a0000-2222-4c55-9a1e-3f2b8c7d6e5f"}
+	s.server(srv.ID, bare, "p-cust", "", "")
 	s.poll(t)
 	s.sweep(t)
 	s.sweep(t)
@@ -200,12 +177,10 @@ func TestSweepReportsNovaSideOrphan(t *testing.T) {
 // Transient states are never judged: a deploying node whose instance Nova
 // does not show yet, and a server Nova is still spawning.
 func TestSweepExcludesTransientStates(t *testing.T) {
-	s := newSweepSite(t, openstacksim.Options{})
-	deploying := s.node(t, "n-deploying", "wait call-back", "5d1c7a6e-1111-4c55-9a1e-3f2b8c7d6e5f")
-	spawning := s.node(t, "n-spawning", "available", "")
-	if _, err := s.sim.AddServer(openstacksim.Server{HypervisorHostname: spawning, Status: "BUILD", TaskState: "spawning"}); err != nil {
-		t.Fatal(err)
-	}
+	s := newFxSweepSite(t, agent.Config{}, false)
+	deploying := s.node("n-deploying", "wait call-back", "5d1c7a6e-1111-4c55-9a1e-3f2b8c7d6e5f")
+	spawning := s.node("n-spawning", "available", "")
+	s.server("5e7a0000-3333-4c55-9a1e-3f2b8c7d6e5f", spawning, "p", "BUILD", "spawning")
 	s.poll(t)
 	for range 3 {
 		s.sweep(t)
@@ -226,24 +201,22 @@ func TestSweepExcludesTransientStates(t *testing.T) {
 func TestSweepRefusesWithoutHypervisorField(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		opts   openstacksim.Options
-		fault  *openstacksim.Fault
+		setup  func(s *fxSweepSite, bare string)
 		reason string
 	}{
-		{"all_tenants forbidden", openstacksim.Options{NovaNonAdmin: true}, nil, agent.ReasonAllTenantsForbidden},
-		{"field hidden", openstacksim.Options{}, &openstacksim.Fault{Service: "compute", PathContains: "/servers/detail", Status: http.StatusOK, Times: -1,
-			Body: `{"servers": [{"id": "7a0c1f7e-5555-4c55-9a1e-3f2b8c7d6e5f", "tenant_id": "p", "status": "ACTIVE", "OS-EXT-STS:task_state": null}]}`}, agent.ReasonHypervisorFieldHidden},
+		{"all_tenants forbidden", func(s *fxSweepSite, bare string) {
+			s.server("7a0c1f7e-4444-4c55-9a1e-3f2b8c7d6e5f", bare, "p", "", "")
+			s.f.Fail(site.MethodListServers, "", novaError(http.StatusForbidden), -1)
+		}, agent.ReasonAllTenantsForbidden},
+		{"field hidden", func(s *fxSweepSite, _ string) {
+			s.f.PutServer(nova.Server{ID: "7a0c1f7e-5555-4c55-9a1e-3f2b8c7d6e5f", TenantID: "p", Status: "ACTIVE"})
+		}, agent.ReasonHypervisorFieldHidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSweepSite(t, tc.opts)
-			bare := s.node(t, "n-bare", "available", "")
-			ghost := s.node(t, "n-ghost", "active", "0b3f9c2e-2222-4c55-9a1e-3f2b8c7d6e5f")
-			if _, err := s.sim.AddServer(openstacksim.Server{HypervisorHostname: bare}); err != nil {
-				t.Fatal(err)
-			}
-			if tc.fault != nil {
-				s.sim.InjectFault(*tc.fault)
-			}
+			s := newFxSweepSite(t, agent.Config{}, false)
+			bare := s.node("n-bare", "available", "")
+			ghost := s.node("n-ghost", "active", "0b3f9c2e-2222-4c55-9a1e-3f2b8c7d6e5f")
+			tc.setup(s, bare)
 			s.poll(t)
 			s.sweep(t)
 			s.sweep(t)
@@ -265,15 +238,16 @@ func TestSweepRefusesWithoutHypervisorField(t *testing.T) {
 
 // Nova failing mid-way keeps what was reported and says so on the site.
 func TestSweepKeepsVerdictsWhenNovaFails(t *testing.T) {
-	s := newSweepSite(t, openstacksim.Options{})
-	orphan := s.node(t, "n-orphan", "active", "0b3f9c2e-3333-4c55-9a1e-3f2b8c7d6e5f")
+	s := newFxSweepSite(t, agent.Config{}, false)
+	orphan := s.node("n-orphan", "active", "0b3f9c2e-3333-4c55-9a1e-3f2b8c7d6e5f")
 	s.poll(t)
 	s.sweep(t)
 	s.sweep(t)
 	if len(s.device(t, orphan).GetFacts().GetInstanceMismatches()) != 1 {
 		t.Fatal("orphan not reported")
 	}
-	s.sim.InjectFault(openstacksim.Fault{Service: "compute", Status: http.StatusServiceUnavailable, Times: -1})
+	s.f.Fail(site.MethodListServers, "", novaError(http.StatusServiceUnavailable), -1)
+	s.f.Fail(site.MethodGetServer, "", novaError(http.StatusServiceUnavailable), -1)
 	if err := s.a.Sweep(context.Background()); err == nil {
 		t.Fatal("sweep with Nova down reported no error")
 	}
@@ -283,7 +257,7 @@ func TestSweepKeepsVerdictsWhenNovaFails(t *testing.T) {
 	if c, _ := s.site.Get(condition.OrphanDetection); c.Status != condition.Unknown || c.Reason != agent.ReasonNovaUnreachable {
 		t.Fatalf("OrphanDetection %+v", c)
 	}
-	s.sim.ClearFaults()
+	s.f.ClearFailures()
 	s.sweep(t)
 	if c, _ := s.site.Get(condition.OrphanDetection); c.Status != condition.True {
 		t.Fatalf("OrphanDetection after recovery %+v", c)
@@ -293,14 +267,12 @@ func TestSweepKeepsVerdictsWhenNovaFails(t *testing.T) {
 // The sweep re-reads assigned nodes one by one: a change the listing has
 // not seen yet reaches the hub without a poll.
 func TestSweepCatchesTransitionMissedByListing(t *testing.T) {
-	s := newSweepSite(t, openstacksim.Options{NoNova: true})
-	busy := s.node(t, "n-busy", "active", "0b3f9c2e-4444-4c55-9a1e-3f2b8c7d6e5f")
-	idle := s.node(t, "n-idle", "available", "")
+	s := newFxSweepSite(t, agent.Config{}, true)
+	busy := s.node("n-busy", "active", "0b3f9c2e-4444-4c55-9a1e-3f2b8c7d6e5f")
+	idle := s.node("n-idle", "available", "")
 	s.poll(t)
 	for _, id := range []string{busy, idle} {
-		if err := s.sim.UpdateNode(id, func(n *openstacksim.Node) { n.Maintenance, n.MaintenanceReason = true, "fan failure" }); err != nil {
-			t.Fatal(err)
-		}
+		s.f.SetMaintenance(id, true, "fan failure", "")
 	}
 	s.sweep(t)
 	if c := cond(s.device(t, busy), condition.MaintenanceClear); c.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE {
@@ -322,8 +294,8 @@ func TestSweepCatchesTransitionMissedByListing(t *testing.T) {
 // and a suspect seen once before the restart is reported by the first
 // sweep after it.
 func TestSweepMemorySurvivesRestart(t *testing.T) {
-	s := newSweepSiteWith(t, openstacksim.Options{}, agent.Config{PollInterval: time.Hour, StatePath: t.TempDir() + "/state.json"})
-	reported := s.node(t, "n-reported", "active", "0b3f9c2e-6666-4c55-9a1e-3f2b8c7d6e5f")
+	s := newFxSweepSite(t, agent.Config{StatePath: t.TempDir() + "/state.json"}, false)
+	reported := s.node("n-reported", "active", "0b3f9c2e-6666-4c55-9a1e-3f2b8c7d6e5f")
 	s.poll(t)
 	s.sweep(t)
 	s.sweep(t)
@@ -331,7 +303,7 @@ func TestSweepMemorySurvivesRestart(t *testing.T) {
 	if len(before) != 1 {
 		t.Fatalf("not reported before the restart: %v", before)
 	}
-	suspect := s.node(t, "n-suspect", "active", "0b3f9c2e-7777-4c55-9a1e-3f2b8c7d6e5f")
+	suspect := s.node("n-suspect", "active", "0b3f9c2e-7777-4c55-9a1e-3f2b8c7d6e5f")
 	s.poll(t)
 	s.sweep(t) // the new one is a suspect now
 
@@ -353,9 +325,9 @@ func TestSweepMemorySurvivesRestart(t *testing.T) {
 // A failed lookup of one server is no verdict: the node's reported orphan
 // stays, with its first-seen time.
 func TestSweepKeepsVerdictWhenLookupFails(t *testing.T) {
-	s := newSweepSite(t, openstacksim.Options{})
+	s := newFxSweepSite(t, agent.Config{}, false)
 	ghost := "0b3f9c2e-8888-4c55-9a1e-3f2b8c7d6e5f"
-	orphan := s.node(t, "n-orphan", "active", ghost)
+	orphan := s.node("n-orphan", "active", ghost)
 	s.poll(t)
 	s.sweep(t)
 	s.sweep(t)
@@ -363,7 +335,7 @@ func TestSweepKeepsVerdictWhenLookupFails(t *testing.T) {
 	if len(before) != 1 {
 		t.Fatal("not reported")
 	}
-	s.sim.InjectFault(openstacksim.Fault{Service: "compute", PathContains: "/servers/" + ghost, Status: http.StatusInternalServerError, Times: -1})
+	s.f.Fail(site.MethodGetServer, ghost, novaError(http.StatusInternalServerError), -1)
 	if err := s.a.Sweep(context.Background()); err != nil {
 		t.Logf("sweep: %v", err)
 	}
@@ -379,11 +351,9 @@ func TestSweepKeepsVerdictWhenLookupFails(t *testing.T) {
 // again within ResyncRequestMinInterval; a converged site asks nothing.
 func TestPollAsksForResyncWhenGateDrifts(t *testing.T) {
 	asked := 0
-	s := newSweepSiteWith(t, openstacksim.Options{}, agent.Config{PollInterval: time.Hour, RequestResync: func() { asked++ }})
-	id := s.node(t, "n-q", "available", "")
-	if err := s.sim.SetProviderTraits(id, []string{"CUSTOM_CUSTOMER_READY"}); err != nil {
-		t.Fatal(err)
-	}
+	s := newFxSweepSite(t, agent.Config{RequestResync: func() { asked++ }}, false)
+	id := s.node("n-q", "available", "")
+	s.f.PutProvider(id, agent.ReadyTrait)
 	s.poll(t)
 	ctx := context.Background()
 	if r := s.a.HandleCommand(ctx, &ironlinkv1.Command{CommandId: "c1", DeviceId: id, Generation: 1, Desired: ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED}); !r.GetSuccess() {
@@ -394,9 +364,7 @@ func TestPollAsksForResyncWhenGateDrifts(t *testing.T) {
 		t.Fatalf("converged site asked for %d resyncs", asked)
 	}
 	// Nova puts the trait back on the provider behind ironlink's back.
-	if err := s.sim.SetProviderTraits(id, []string{"CUSTOM_CUSTOMER_READY"}); err != nil {
-		t.Fatal(err)
-	}
+	s.f.PutProvider(id, agent.ReadyTrait)
 	s.poll(t)
 	if asked != 1 {
 		t.Fatalf("drifted quarantine: %d resync requests, want 1", asked)

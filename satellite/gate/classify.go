@@ -12,23 +12,15 @@ import (
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/openstack"
 	"github.com/ironlink/ironlink/satellite/placement"
+	"github.com/ironlink/ironlink/satellite/site"
 )
 
-// Failure classifies an error returned by Apply: whether applying the same
-// desired state again, unchanged, can succeed without anyone acting
-// (transient: the hub resends after its capped backoff) or cannot
-// (permanent: the hub waits for a newer desired state or an operator's
-// retry). The zero Failure is transient with no reason.
-type Failure struct {
-	// Permanent is true when repeating the call fails again until someone
-	// acts: the node is gone, the credential or policy refuses the call, or
-	// the request itself is refused.
-	Permanent bool
-	// Reason is one CamelCase word naming the failure (see Classify).
-	Reason string
-}
-
-// Classify tells a permanent failure of Apply from a transient one, reading
+// Classify tells a permanent failure of Apply from a transient one — as a
+// site.Result: whether applying the same desired state again, unchanged,
+// can succeed without anyone acting (Retry, transient: the hub resends
+// after its capped backoff, so After is 0) or cannot (Failed, permanent:
+// the hub waits for a newer desired state or an operator's retry; Message
+// is err's text) — reading
 // the OpenStack answer inside err (OPENSTACK.md §3.1, §5.1 and §6; the
 // Ironic and Placement clients have already retried what was worth
 // retrying within their budgets):
@@ -60,27 +52,39 @@ type Failure struct {
 //
 // When err joins several failures (a quarantine tries the node and the
 // provider, and reports both), the result is permanent as soon as one part
-// is: repeating the call cannot fix that part. Classify(nil) is the zero
-// Failure.
-func Classify(err error) Failure {
+// is: repeating the call cannot fix that part. Classify(nil) is
+// site.Done().
+func Classify(err error) site.Result {
 	if err == nil {
-		return Failure{}
+		return site.Done()
 	}
-	var first *Failure
+	var first *site.Result
 	walk(err, func(e error) bool {
 		f, ok := classifyOne(e)
 		if !ok {
 			return true
 		}
-		if first == nil || (f.Permanent && !first.Permanent) {
+		if first == nil || (f.Permanent() && !first.Permanent()) {
 			first = &f
 		}
-		return !f.Permanent
+		return !f.Permanent()
 	})
 	if first == nil {
-		return Failure{Reason: "Unclassified"}
+		return transient("Unclassified")
+	}
+	if first.Permanent() {
+		first.Message = err.Error()
 	}
 	return *first
+}
+
+// transient is a failure that trying again can fix (the hub's backoff
+// decides when).
+func transient(reason string) site.Result { return site.RetryAfter(0, reason) }
+
+// permanent is a failure that trying again cannot fix.
+func permanent(reason string) site.Result {
+	return site.Result{State: site.StateFailed, Reason: reason}
 }
 
 // walk calls visit on err and every error it wraps, depth first, in order,
@@ -114,20 +118,20 @@ func walk(err error, visit func(error) bool) bool {
 
 // classifyOne classifies err itself (not what it wraps); ok is false when
 // err says nothing about the class.
-func classifyOne(err error) (Failure, bool) {
+func classifyOne(err error) (site.Result, bool) {
 	switch e := err.(type) {
 	case *gophercloud.ErrErrorAfterReauthentication:
 		if openstack.StatusCode(e.ErrOriginal) == http.StatusUnauthorized {
-			return Failure{Permanent: true, Reason: "AccessRuleDenied"}, true
+			return permanent("AccessRuleDenied"), true
 		}
-		return Failure{}, false // the retried request's own status decides
+		return site.Result{}, false // the retried request's own status decides
 	case gophercloud.ErrErrorAfterReauthentication:
 		if openstack.StatusCode(e.ErrOriginal) == http.StatusUnauthorized {
-			return Failure{Permanent: true, Reason: "AccessRuleDenied"}, true
+			return permanent("AccessRuleDenied"), true
 		}
-		return Failure{}, false
+		return site.Result{}, false
 	case *gophercloud.ErrUnableToReauthenticate, gophercloud.ErrUnableToReauthenticate:
-		return Failure{Reason: "AuthenticationFailed"}, true
+		return transient("AuthenticationFailed"), true
 	case gophercloud.ErrUnexpectedResponseCode:
 		return classifyStatus(e.Actual), true
 	case *gophercloud.ErrUnexpectedResponseCode:
@@ -139,60 +143,60 @@ func classifyOne(err error) (Failure, bool) {
 	// what it wraps.
 	switch {
 	case err == ironic.ErrNodeNotFound:
-		return Failure{Permanent: true, Reason: "NodeNotFound"}, true
+		return permanent("NodeNotFound"), true
 	case err == ironic.ErrNodeLocked:
-		return Failure{Reason: "NodeLocked"}, true
+		return transient("NodeLocked"), true
 	case err == placement.ErrGenerationConflict:
-		return Failure{Reason: "GenerationConflict"}, true
+		return transient("GenerationConflict"), true
 	case err == openstack.ErrAuthBackoff:
-		return Failure{Reason: "AuthenticationFailed"}, true
+		return transient("AuthenticationFailed"), true
 	case err == context.DeadlineExceeded:
-		return Failure{Reason: "Timeout"}, true
+		return transient("Timeout"), true
 	case err == context.Canceled:
-		return Failure{Reason: "Canceled"}, true
+		return transient("Canceled"), true
 	case err == io.ErrUnexpectedEOF || err == io.EOF:
-		return Failure{Reason: "ConnectionFailed"}, true
+		return transient("ConnectionFailed"), true
 	}
 	if errno, ok := err.(syscall.Errno); ok && (errno == syscall.ECONNREFUSED || errno == syscall.ECONNRESET) {
-		return Failure{Reason: "ConnectionFailed"}, true
+		return transient("ConnectionFailed"), true
 	}
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		return Failure{Reason: "Timeout"}, true
+		return transient("Timeout"), true
 	}
-	return Failure{}, false
+	return site.Result{}, false
 }
 
 // classifyStatus classifies an HTTP status OpenStack answered with.
-func classifyStatus(code int) Failure {
+func classifyStatus(code int) site.Result {
 	switch code {
 	case http.StatusUnauthorized:
 		// Without a successful re-authentication in between (that case
 		// is ErrErrorAfterReauthentication): the token was refused.
-		return Failure{Reason: "AuthenticationFailed"}
+		return transient("AuthenticationFailed")
 	case http.StatusForbidden:
-		return Failure{Permanent: true, Reason: "AccessDenied"}
+		return permanent("AccessDenied")
 	case http.StatusConflict:
-		return Failure{Reason: "Conflict"}
+		return transient("Conflict")
 	case http.StatusRequestTimeout:
-		return Failure{Reason: "Timeout"}
+		return transient("Timeout")
 	case http.StatusTooManyRequests:
-		return Failure{Reason: "RateLimited"}
+		return transient("RateLimited")
 	case http.StatusBadRequest:
-		return Failure{Permanent: true, Reason: "BadRequest"}
+		return permanent("BadRequest")
 	case http.StatusNotFound:
-		return Failure{Permanent: true, Reason: "NotFound"}
+		return permanent("NotFound")
 	case http.StatusMethodNotAllowed:
-		return Failure{Permanent: true, Reason: "MethodNotAllowed"}
+		return permanent("MethodNotAllowed")
 	case http.StatusNotAcceptable:
-		return Failure{Permanent: true, Reason: "NotAcceptable"}
+		return permanent("NotAcceptable")
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return Failure{Reason: "ServiceUnavailable"}
+		return transient("ServiceUnavailable")
 	}
 	switch {
 	case code >= 500:
-		return Failure{Reason: "ServerError"}
+		return transient("ServerError")
 	case code >= 400:
-		return Failure{Permanent: true, Reason: "ClientError"}
+		return permanent("ClientError")
 	}
-	return Failure{Reason: "Unclassified"}
+	return transient("Unclassified")
 }

@@ -58,7 +58,7 @@ func TestClassify(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := gate.Classify(tc.err)
-			if got.Permanent != tc.permanent || got.Reason != tc.reason {
+			if got.Permanent() != tc.permanent || got.Reason != tc.reason {
 				t.Fatalf("Classify(%v) = %+v, want permanent=%v reason=%s", tc.err, got, tc.permanent, tc.reason)
 			}
 		})
@@ -99,7 +99,7 @@ func TestSimFailuresClassified(t *testing.T) {
 			if err == nil {
 				t.Fatal("Apply succeeded; the test's fault did not bite")
 			}
-			if got := gate.Classify(err); got.Permanent != tc.permanent || got.Reason != tc.reason {
+			if got := gate.Classify(err); got.Permanent() != tc.permanent || got.Reason != tc.reason {
 				t.Fatalf("Classify(%v) = %+v, want permanent=%v reason=%s", err, got, tc.permanent, tc.reason)
 			}
 		})

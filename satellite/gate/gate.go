@@ -27,8 +27,9 @@ type Applier struct {
 	Trait string
 }
 
-// Result says what Apply did.
-type Result struct {
+// Applied says what Apply did (how it went is told by the error, which
+// Classify turns into a site.Result).
+type Applied struct {
 	// Detail is a one-line human summary, e.g. "quarantine: node trait
 	// removed; provider trait removed (generation 12)".
 	Detail string
@@ -77,14 +78,14 @@ func (a *Applier) trait() string {
 // not an error: it is noted in Detail; Nova copies the node trait when it
 // registers the node. Errors wrap the ironic/placement errors
 // (ironic.ErrNodeNotFound, ironic.ErrNodeLocked,
-// placement.ErrGenerationConflict, ...); on error the Result still
+// placement.ErrGenerationConflict, ...); on error the Applied still
 // describes what was done.
-func (a *Applier) Apply(ctx context.Context, nodeID string, quarantined bool) (Result, error) {
+func (a *Applier) Apply(ctx context.Context, nodeID string, quarantined bool) (Applied, error) {
 	if a.Ironic == nil {
-		return Result{}, errors.New("gate: Applier.Ironic is nil")
+		return Applied{}, errors.New("gate: Applier.Ironic is nil")
 	}
 	if nodeID == "" {
-		return Result{}, errors.New("gate: empty node id")
+		return Applied{}, errors.New("gate: empty node id")
 	}
 	trait := a.trait()
 	want := !quarantined
@@ -93,7 +94,7 @@ func (a *Applier) Apply(ctx context.Context, nodeID string, quarantined bool) (R
 		verb = "quarantine"
 	}
 	var (
-		res   Result
+		res   Applied
 		notes []string
 		errs  []error
 	)

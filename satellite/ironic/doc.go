@@ -1,5 +1,8 @@
 // Package ironic reads bare-metal nodes from OpenStack Ironic and writes the
-// node traits the satellite owns.
+// node traits the satellite owns; for the operations credential it also
+// makes the provisioning calls (provision.go: create nodes and ports,
+// patch, set traits, change provision states, list drivers). It is the
+// production implementation of site.Ironic.
 //
 // It follows the Ironic API reference (Bare Metal API v1: "Nodes" —
 // GET /v1/nodes, GET /v1/nodes/{node_ident}; "Node Traits" —
@@ -29,6 +32,9 @@
 //     fails returns an error and no nodes: a partial list must never be
 //     mistaken for a complete one (SPEC: a failed or partial listing never
 //     marks devices removed).
+//
+// The provisioning calls retry 409 NodeLocked (only) and 502/503/504 per
+// WriteRetry, and otherwise return OpenStack's answer unwrapped.
 //
 // The Client needs a ServiceClient whose Microversion was negotiated by
 // satellite/openstack.Connect (at least 1.37).

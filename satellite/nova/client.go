@@ -1,11 +1,16 @@
 // Package nova reads the Nova servers the satellite's orphan sweep compares
 // with Ironic (OPENSTACK.md §4): every server of every project with the
-// hypervisor it runs on, and single servers by id. It never writes to Nova.
+// hypervisor it runs on, and single servers by id. The sweep's client never
+// writes to Nova; the operations credential's client (NewForOperations,
+// operations.go) also finds flavors and servers by name, and creates and
+// deletes servers for NOVA_CREATE and NOVA_DELETE. It is the production
+// implementation of site.Nova.
 //
-// Requests use the base compute API (microversion 2.1): every field the sweep
-// needs (tenant_id, status, OS-EXT-STS:task_state and the admin-only
-// OS-EXT-SRV-ATTR:hypervisor_hostname) exists there, so nothing is
-// negotiated.
+// The sweep's requests use the base compute API (microversion 2.1): every
+// field the sweep needs (tenant_id, status, OS-EXT-STS:task_state and the
+// admin-only OS-EXT-SRV-ATTR:hypervisor_hostname) exists there, so nothing
+// is negotiated. The operations' requests carry OperationsMicroversion
+// (2.74).
 package nova
 
 import (
@@ -47,6 +52,8 @@ const maxPages = 100000
 type Server struct {
 	// ID is the server's UUID (Ironic's instance_uuid when it runs on a node).
 	ID string
+	// Name is the server's name.
+	Name string
 	// TenantID is the server's project.
 	TenantID string
 	// Status is Nova's status, for example "ACTIVE", "BUILD", "DELETED",
@@ -64,6 +71,9 @@ type Server struct {
 	// renders it only for callers passing the extended-attributes policy
 	// (admin by default); without it every node would look orphaned.
 	HypervisorVisible bool
+	// FaultMessage is fault.message of a server in ERROR ("" when Nova sent
+	// no fault).
+	FaultMessage string
 }
 
 // Deleted reports whether Nova keeps the server only as a deleted record.
@@ -73,14 +83,21 @@ func (s Server) Deleted() bool { return s.Status == "DELETED" || s.Status == "SO
 // the key is absent.
 type wireServer struct {
 	ID         string           `json:"id"`
+	Name       string           `json:"name"`
 	TenantID   string           `json:"tenant_id"`
 	Status     string           `json:"status"`
 	TaskState  *string          `json:"OS-EXT-STS:task_state"`
 	Hypervisor *json.RawMessage `json:"OS-EXT-SRV-ATTR:hypervisor_hostname"`
+	Fault      *struct {
+		Message string `json:"message"`
+	} `json:"fault"`
 }
 
 func (w wireServer) toServer() Server {
-	s := Server{ID: strings.ToLower(w.ID), TenantID: w.TenantID, Status: strings.ToUpper(w.Status)}
+	s := Server{ID: strings.ToLower(w.ID), Name: w.Name, TenantID: w.TenantID, Status: strings.ToUpper(w.Status)}
+	if w.Fault != nil {
+		s.FaultMessage = w.Fault.Message
+	}
 	if w.TaskState != nil {
 		s.TaskState = *w.TaskState
 	}

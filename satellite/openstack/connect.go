@@ -122,18 +122,41 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Clients, error
 		}
 		return nil, err
 	}
-	mode, novaMode, ao, eo, tlsCfg := checked.Placement, checked.Nova, checked.Auth, checked.Endpoint, checked.TLS
 	if cfg.AuthGuard != nil {
 		cfg.AuthGuard.setMethod(checked.Method)
 	}
+	pc, err := authenticate(ctx, cfg, checked, log)
+	if err != nil {
+		return nil, err
+	}
+	c := &Clients{Provider: pc}
+	if err := connectIronic(ctx, c, cfg, checked.Endpoint, log); err != nil {
+		return nil, err
+	}
+	found, err := connectPlacement(ctx, c, cfg, checked, log)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return c, nil // standalone: no Placement, no Nova
+	}
+	if err := connectNova(ctx, c, cfg, checked, log); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
 
+// authenticate gets the first token and returns the provider client, set
+// up for renewal, the auth guard and cfg.WrapTransport.
+func authenticate(ctx context.Context, cfg Config, checked Checked, log *slog.Logger) (*gophercloud.ProviderClient, error) {
+	ao := checked.Auth
 	// WithTLSConfig(nil) keeps the default transport (no TLS settings in
 	// clouds.yaml). The first token request is bounded like the guard's.
 	actx, cancel := context.WithTimeout(ctx, tokenTimeout)
 	defer cancel()
 	pc, err := config.NewProviderClient(actx, ao,
 		config.WithHTTPClient(http.Client{Timeout: httpTimeout}),
-		config.WithTLSConfig(tlsCfg))
+		config.WithTLSConfig(checked.TLS))
 	if err != nil && isLocalAuthError(err) {
 		// Check builds the same request body, so this is a safety net.
 		err = fmt.Errorf("openstack: cloud %q (%s): %w: %w", cfg.Cloud, checked.Method, ErrConfig, err)
@@ -161,9 +184,13 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Clients, error
 	pc.UserAgent.Prepend("ironlink-satellite")
 	log.Info("authenticated to Keystone", "cloud", cfg.Cloud, "identity", ao.IdentityEndpoint,
 		"token_expires", pc.TokenExpiry(), "reauth_margin", pc.ReauthBeforeTokenExpiration)
+	return pc, nil
+}
 
-	c := &Clients{Provider: pc}
-
+// connectIronic finds the baremetal endpoint and negotiates Ironic's
+// microversion into c.
+func connectIronic(ctx context.Context, c *Clients, cfg Config, eo gophercloud.EndpointOpts, log *slog.Logger) error {
+	pc := c.Provider
 	// gophercloud's endpoint lookup also fetches the endpoint's version
 	// document (one GET, no retry of its own), so transient failures are
 	// retried here.
@@ -171,65 +198,78 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Clients, error
 		return gcopenstack.NewBareMetalV1(pc, eo)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("openstack: cloud %q: baremetal endpoint: %w", cfg.Cloud, err)
+		return fmt.Errorf("openstack: cloud %q: baremetal endpoint: %w", cfg.Cloud, err)
 	}
 	rng, err := ironicVersions(ctx, pc, bm, log)
 	if err != nil {
-		return nil, fmt.Errorf("openstack: ironic at %s: %w", bm.Endpoint, err)
+		return fmt.Errorf("openstack: ironic at %s: %w", bm.Endpoint, err)
 	}
 	iv, err := rng.Negotiate("ironic", IronicPreferred, IronicRequired)
 	if err != nil {
-		return nil, fmt.Errorf("openstack: ironic at %s: %w", bm.Endpoint, err)
+		return fmt.Errorf("openstack: ironic at %s: %w", bm.Endpoint, err)
 	}
 	bm.Microversion = iv.String()
 	c.Baremetal, c.IronicVersion = bm, iv.String()
 	log.Info("ironic microversion negotiated", "endpoint", bm.ResourceBaseURL(), "server_min", rng.Min.String(), "server_max", rng.Max.String(), "using", c.IronicVersion)
+	return nil
+}
 
-	if mode == PlacementOff {
+// connectPlacement finds Placement and negotiates its microversion into c;
+// found is false on a standalone site (off by configuration, or absent from
+// the catalog with PlacementAuto).
+func connectPlacement(ctx context.Context, c *Clients, cfg Config, checked Checked, log *slog.Logger) (found bool, err error) {
+	if checked.Placement == PlacementOff {
 		log.Info("placement disabled by configuration: standalone site")
-		return c, nil
+		return false, nil
 	}
+	pc, eo := c.Provider, checked.Endpoint
 	pl, _, err := Retry(ctx, versionPolicy(), log, "find placement endpoint", nil, func(context.Context) (*gophercloud.ServiceClient, error) {
 		return gcopenstack.NewPlacementV1(pc, eo)
 	})
 	if err != nil {
 		var nf *gophercloud.ErrEndpointNotFound
-		if mode == PlacementAuto && (errors.As(err, &nf) || isEndpointNotFound(err)) {
+		if checked.Placement == PlacementAuto && (errors.As(err, &nf) || isEndpointNotFound(err)) {
 			log.Info("no placement endpoint in the catalog: standalone site", "cloud", cfg.Cloud)
-			return c, nil
+			return false, nil
 		}
-		return nil, fmt.Errorf("openstack: cloud %q: placement endpoint: %w", cfg.Cloud, err)
+		return false, fmt.Errorf("openstack: cloud %q: placement endpoint: %w", cfg.Cloud, err)
 	}
 	prng, err := placementVersions(ctx, pc, pl, log)
 	if err != nil {
-		return nil, fmt.Errorf("openstack: placement at %s: %w", pl.Endpoint, err)
+		return false, fmt.Errorf("openstack: placement at %s: %w", pl.Endpoint, err)
 	}
 	pv, err := prng.Negotiate("placement", PlacementPreferred, PlacementRequired)
 	if err != nil {
-		return nil, fmt.Errorf("openstack: placement at %s: %w", pl.Endpoint, err)
+		return false, fmt.Errorf("openstack: placement at %s: %w", pl.Endpoint, err)
 	}
 	pl.Microversion = pv.String()
 	c.Placement, c.PlacementVersion = pl, pv.String()
 	log.Info("placement microversion negotiated", "endpoint", pl.Endpoint, "server_min", prng.Min.String(), "server_max", prng.Max.String(), "using", c.PlacementVersion)
+	return true, nil
+}
 
-	if novaMode == NovaOff {
+// connectNova finds the compute endpoint into c, unless Nova is off or,
+// with NovaAuto, absent from the catalog.
+func connectNova(ctx context.Context, c *Clients, cfg Config, checked Checked, log *slog.Logger) error {
+	if checked.Nova == NovaOff {
 		log.Info("nova disabled by configuration: no orphan detection")
-		return c, nil
+		return nil
 	}
+	pc, eo := c.Provider, checked.Endpoint
 	cp, _, err := Retry(ctx, versionPolicy(), log, "find compute endpoint", nil, func(context.Context) (*gophercloud.ServiceClient, error) {
 		return gcopenstack.NewComputeV2(pc, eo)
 	})
 	if err != nil {
 		var nf *gophercloud.ErrEndpointNotFound
-		if novaMode == NovaAuto && (errors.As(err, &nf) || isEndpointNotFound(err)) {
+		if checked.Nova == NovaAuto && (errors.As(err, &nf) || isEndpointNotFound(err)) {
 			log.Info("no compute endpoint in the catalog: no orphan detection", "cloud", cfg.Cloud)
-			return c, nil
+			return nil
 		}
-		return nil, fmt.Errorf("openstack: cloud %q: compute endpoint: %w", cfg.Cloud, err)
+		return fmt.Errorf("openstack: cloud %q: compute endpoint: %w", cfg.Cloud, err)
 	}
 	c.Compute = cp
 	log.Info("nova found", "endpoint", cp.Endpoint)
-	return c, nil
+	return nil
 }
 
 // isEndpointNotFound also matches a value-typed ErrEndpointNotFound.

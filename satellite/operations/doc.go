@@ -25,6 +25,11 @@
 //     requested name before it boots one, and NOVA_DELETE deletes the
 //     server and waits for the node to come back to available.
 //
+// Every call goes through the satellite/site seams (site.Ironic,
+// site.Nova, site.Images): the operations credential's clients in
+// production (New), a site.Fixture in tests (NewOnSite). A pass returns a
+// site.Result: done, retry after the poll interval (Ironic or Nova is
+// moving the node) or at once (a write was made), or failed with a reason.
 // 409 NodeLocked and 502/503/504 are retried with backoff
 // (satellite/openstack.Retry); an Ironic failure state (clean failed,
 // inspect failed, deploy failed, error) ends the operation FAILED with

@@ -11,9 +11,8 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/satellite/openstack"
+	"github.com/ironlink/ironlink/satellite/site"
 )
-
-func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 
 // Ironic provision states (ironic/common/states.py; OPENSTACK.md §1.2).
 const (
@@ -54,22 +53,22 @@ var failed = map[string]string{
 }
 
 // ironicFailure ends the run with the node's failure state and last_error.
-func ironicFailure(n *node) error {
+func ironicFailure(n *node) site.Result {
 	msg := n.LastError
 	if msg == "" {
 		// The test bed's conductor has been seen to leave last_error null
 		// (OPENSTACK.md §8): the state alone decides.
 		msg = "node " + n.UUID + " is in " + n.ProvisionState + " (Ironic gave no last_error)"
 	}
-	return &failure{reason: failed[n.ProvisionState], msg: msg}
+	return site.Failed(failed[n.ProvisionState], "%s", msg)
 }
 
 // pass reads the world once and takes at most one step towards the goal.
-func (u *run) pass(ctx context.Context) (outcome, error) {
+func (u *run) pass(ctx context.Context) site.Result {
 	k := u.req.GetKind()
 	if !u.checked {
 		if err := u.preflight(ctx); err != nil {
-			return waiting, err
+			return stop(err)
 		}
 		u.checked = true
 	}
@@ -77,22 +76,22 @@ func (u *run) pass(ctx context.Context) (outcome, error) {
 		return u.enrol(ctx)
 	}
 	if k == ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE && time.Now().Before(u.retryAt) && !u.cancelRequested() {
-		return waiting, nil // waiting to boot again: nothing to read until then
+		return u.waiting() // waiting to boot again: nothing to read until then
 	}
 	n, err := u.r.getNode(ctx, u.req.GetDeviceId())
 	if errors.Is(err, errNotFound) {
-		return waiting, fail("NodeNotFound", "Ironic has no node %s", u.req.GetDeviceId())
+		return site.Failed("NodeNotFound", "Ironic has no node %s", u.req.GetDeviceId())
 	}
 	if err != nil {
-		return waiting, err
+		return stop(err)
 	}
 	u.mu.Lock()
 	u.deviceID = n.UUID
 	u.provisionState = n.ProvisionState
 	u.mu.Unlock()
 	if u.cancelRequested() {
-		if o, err, handled := u.tryCancel(ctx, n); handled {
-			return o, err
+		if res, handled := u.tryCancel(ctx, n); handled {
+			return res
 		}
 	}
 	switch k {
@@ -119,7 +118,7 @@ func (u *run) pass(ctx context.Context) (outcome, error) {
 	case ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE:
 		return u.novaDelete(ctx, n)
 	}
-	return waiting, fail("InvalidArgument", "unknown kind %v", k)
+	return site.Failed("InvalidArgument", "unknown kind %v", k)
 }
 
 // preflight checks, once per process and before any write, what only
@@ -128,7 +127,7 @@ func (u *run) pass(ctx context.Context) (outcome, error) {
 func (u *run) preflight(ctx context.Context) error {
 	switch u.req.GetKind() {
 	case ironlinkv1.OperationKind_OPERATION_KIND_ENROL:
-		names, err := u.r.drivers(ctx)
+		names, err := u.r.ironic.Drivers(ctx)
 		if err != nil {
 			return err
 		}
@@ -143,25 +142,25 @@ func (u *run) preflight(ctx context.Context) error {
 	return nil
 }
 
-// tryCancel aborts from a wait state (handled, errCancelled) or refuses the
-// cancel (not handled: the pass goes on).
-func (u *run) tryCancel(ctx context.Context, n *node) (outcome, error, bool) {
+// tryCancel aborts from a wait state (handled: cancelled, or the abort's
+// failure) or refuses the cancel (not handled: the pass goes on).
+func (u *run) tryCancel(ctx context.Context, n *node) (site.Result, bool) {
 	kind := u.req.GetKind()
 	if kind != ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE && kind != ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE &&
 		slices.Contains(abortable, n.ProvisionState) {
 		u.step("abort", n.ProvisionState, "cancel requested: abort from "+n.ProvisionState)
-		if err := u.r.provision(ctx, n.UUID, "abort", nil); err != nil {
+		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "abort", nil); err != nil {
 			if openstack.StatusCode(err) == http.StatusBadRequest || openstack.StatusCode(err) == http.StatusConflict {
 				// The node moved on meanwhile: refuse and go on.
 				u.refuseCancel(n)
-				return waiting, nil, false
+				return site.Result{}, false
 			}
-			return waiting, err, true
+			return stop(err), true
 		}
-		return waiting, errCancelled, true
+		return cancelled, true
 	}
 	u.refuseCancel(n)
-	return waiting, nil, false
+	return site.Result{}, false
 }
 
 func (u *run) refuseCancel(n *node) {
@@ -170,537 +169,6 @@ func (u *run) refuseCancel(n *node) {
 	u.mu.Unlock()
 	u.log.Info("cancel refused: the node is not in a state Ironic can abort", "provision_state", n.ProvisionState)
 	u.sendProgress(true)
-}
-
-// sameState reconciles INSPECT and CLEAN, which start and end in
-// manageable: the marker says whether this operation's action was taken.
-func (u *run) sameState(ctx context.Context, n *node, action string, args map[string]any, transient []string) (outcome, error) {
-	ps := n.ProvisionState
-	id := u.req.GetOperationId()
-	switch {
-	case ps == stManageable && n.actionTaken(id, action):
-		msg := action + " finished"
-		if action == "inspect" {
-			msg += ": " + inspected(n.Properties)
-		}
-		u.step("wait-manageable", ps, msg)
-		return done, nil
-	case ps == stManageable:
-		if n.markerOf().OperationID != id || n.markerOf().Action != action || n.markerOf().Since != n.ProvisionUpdatedAt {
-			u.step("mark", ps, "")
-			if err := u.r.mark(ctx, n, id, action); err != nil {
-				return waiting, err
-			}
-		}
-		u.step(action, ps, "")
-		if err := u.r.provision(ctx, n.UUID, action, args); err != nil {
-			if openstack.StatusCode(err) == http.StatusBadRequest {
-				return waiting, fail("IronicRejected", "%s", ironicMessage(err))
-			}
-			return waiting, err
-		}
-		return again, nil
-	case slices.Contains(transient, ps):
-		u.step("wait-manageable", ps, "")
-		return waiting, nil
-	case failed[ps] != "":
-		return waiting, ironicFailure(n)
-	}
-	return waiting, fail("InvalidState", "%s starts from manageable; node %s is %s", strings.ToUpper(action), n.UUID, ps)
-}
-
-// provide reconciles PROVIDE: manageable → cleaning → available.
-func (u *run) provide(ctx context.Context, n *node) (outcome, error) {
-	switch ps := n.ProvisionState; {
-	case ps == stAvailable:
-		u.step("wait-available", ps, "available")
-		return done, nil
-	case ps == stManageable:
-		u.step("provide", ps, "")
-		if err := u.r.provision(ctx, n.UUID, "provide", nil); err != nil {
-			return waiting, err
-		}
-		return again, nil
-	case ps == stCleaning || ps == stCleanWait || ps == stCleanHold:
-		u.step("wait-available", ps, "")
-		return waiting, nil
-	case failed[ps] != "":
-		return waiting, ironicFailure(n)
-	default:
-		return waiting, fail("InvalidState", "PROVIDE starts from manageable; node %s is %s", n.UUID, ps)
-	}
-}
-
-// deploy reconciles DEPLOY: instance_info, then available → deploying →
-// active.
-func (u *run) deploy(ctx context.Context, n *node) (outcome, error) {
-	d := u.req.GetParams().GetDeploy()
-	switch ps := n.ProvisionState; {
-	case ps == stActive:
-		if got, _ := n.InstanceInfo["image_source"].(string); got != d.GetImageSource() {
-			return waiting, fail("InvalidState", "node %s is active with image_source %q, not %q", n.UUID, got, d.GetImageSource())
-		}
-		u.step("wait-active", ps, "active")
-		return done, nil
-	case ps == stAvailable:
-		if n.InstanceUUID != "" {
-			return waiting, fail("InvalidState", "node %s is reserved by instance %s", n.UUID, n.InstanceUUID)
-		}
-		want := map[string]any{"image_source": d.GetImageSource()}
-		if d.GetImageChecksum() != "" {
-			want["image_checksum"] = d.GetImageChecksum()
-		}
-		if d.GetRootGb() > 0 {
-			want["root_gb"] = fmt.Sprint(d.GetRootGb())
-		} else if lg, ok := n.Properties["local_gb"]; ok {
-			want["root_gb"] = fmt.Sprint(lg)
-		}
-		if len(d.GetCapabilities()) > 0 {
-			caps := map[string]any{}
-			for k, v := range d.GetCapabilities() {
-				caps[k] = v
-			}
-			want["capabilities"] = caps
-		}
-		var ops []patchOp
-		for _, k := range sortedKeys(want) {
-			if fmt.Sprint(n.InstanceInfo[k]) != fmt.Sprint(want[k]) {
-				ops = append(ops, patchOp{Op: "add", Path: "/instance_info/" + k, Value: want[k]})
-			}
-		}
-		if len(ops) > 0 {
-			u.step("set-instance-info", ps, "")
-			if _, err := u.r.patchNode(ctx, n.UUID, ops); err != nil {
-				if openstack.StatusCode(err) == http.StatusBadRequest {
-					return waiting, fail("IronicRejected", "%s", ironicMessage(err))
-				}
-				return waiting, err
-			}
-		}
-		var extra map[string]any
-		if cd := d.GetConfigDrive(); cd != nil {
-			keys := map[string]any{}
-			for i, k := range cd.GetSshKeys() {
-				keys[fmt.Sprintf("key-%d", i)] = k
-			}
-			cdv := map[string]any{"meta_data": map[string]any{"public_keys": keys, "uuid": n.UUID, "name": n.Name}}
-			if cd.GetUserData() != "" {
-				cdv["user_data"] = cd.GetUserData()
-			}
-			extra = map[string]any{"configdrive": cdv}
-		}
-		u.step("deploy", ps, "")
-		if err := u.r.provision(ctx, n.UUID, "active", extra); err != nil {
-			if openstack.StatusCode(err) == http.StatusBadRequest {
-				return waiting, fail("IronicRejected", "%s", ironicMessage(err))
-			}
-			return waiting, err
-		}
-		return again, nil
-	case ps == stDeploying || ps == stDeployWait || ps == stDeployHold:
-		u.step("wait-active", ps, "")
-		return waiting, nil
-	case failed[ps] != "":
-		return waiting, ironicFailure(n)
-	default:
-		return waiting, fail("InvalidState", "DEPLOY starts from available; node %s is %s", n.UUID, ps)
-	}
-}
-
-// undeploy reconciles UNDEPLOY: active → deleting → cleaning → available.
-func (u *run) undeploy(ctx context.Context, n *node) (outcome, error) {
-	switch ps := n.ProvisionState; {
-	case ps == stAvailable:
-		u.step("wait-available", ps, "available")
-		return done, nil
-	case ps == stActive || ps == stDeployFail:
-		if n.InstanceUUID != "" {
-			return waiting, fail("InvalidState", "node %s carries Nova instance %s: use NOVA_DELETE", n.UUID, n.InstanceUUID)
-		}
-		u.step("undeploy", ps, "")
-		if err := u.r.provision(ctx, n.UUID, "deleted", nil); err != nil {
-			return waiting, err
-		}
-		return again, nil
-	case ps == stDeleting || ps == stCleaning || ps == stCleanWait:
-		u.step("wait-available", ps, "")
-		return waiting, nil
-	case failed[ps] != "":
-		return waiting, ironicFailure(n)
-	default:
-		return waiting, fail("InvalidState", "UNDEPLOY starts from active or deploy failed; node %s is %s", n.UUID, ps)
-	}
-}
-
-// enrol reconciles ENROL: node by name, ports, traits, manage.
-func (u *run) enrol(ctx context.Context) (outcome, error) {
-	spec := u.req.GetNode()
-	id := u.req.GetOperationId()
-	ident := u.deviceIDNow()
-	if ident == "" {
-		ident = spec.GetName()
-	}
-	n, err := u.r.getNode(ctx, ident)
-	if errors.Is(err, errNotFound) {
-		u.step("create-node", "", "")
-		body := map[string]any{"name": spec.GetName(), "driver": spec.GetDriver(),
-			"extra": map[string]any{markerKey: marker{OperationID: id, Action: "create"}}}
-		if len(spec.GetDriverInfo()) > 0 {
-			body["driver_info"] = spec.GetDriverInfo()
-		}
-		if spec.GetResourceClass() != "" {
-			body["resource_class"] = spec.GetResourceClass()
-		}
-		if spec.GetProperties() != nil {
-			body["properties"] = spec.GetProperties().AsMap()
-		}
-		if spec.GetOwner() != "" {
-			body["owner"] = spec.GetOwner()
-		}
-		if spec.GetLessee() != "" {
-			body["lessee"] = spec.GetLessee()
-		}
-		created, err := u.r.createNode(ctx, body)
-		if openstack.StatusCode(err) == http.StatusConflict {
-			return again, nil // created meanwhile (another process): take it over
-		}
-		if openstack.StatusCode(err) == http.StatusBadRequest {
-			return waiting, fail("InvalidArgument", "Ironic refused the node: %s", ironicMessage(err))
-		}
-		if err != nil {
-			return waiting, err
-		}
-		u.setDevice(created.UUID)
-		u.step("create-node", created.ProvisionState, "node created (uuid "+created.UUID+")")
-		return again, nil
-	}
-	if err != nil {
-		return waiting, err
-	}
-	u.setDevice(n.UUID)
-	u.mu.Lock()
-	u.provisionState = n.ProvisionState
-	u.mu.Unlock()
-	if n.Driver != spec.GetDriver() {
-		return waiting, fail("NodeNameTaken", "node %s named %q exists with driver %s, not %s", n.UUID, n.Name, n.Driver, spec.GetDriver())
-	}
-	if u.cancelRequested() {
-		u.refuseCancel(n) // enrolment has no wait state to abort
-	}
-	if !u.portsDone {
-		if err := u.ensurePorts(ctx, n); err != nil {
-			return waiting, err
-		}
-		if err := u.ensureTraits(ctx, n); err != nil {
-			return waiting, err
-		}
-		u.portsDone = true
-	}
-	switch ps := n.ProvisionState; {
-	case ps == stManageable:
-		u.step("wait-manageable", ps, "manageable")
-		return done, nil
-	case ps == stEnroll:
-		m := n.markerOf()
-		if m.OperationID == id && m.Action == "manage" && m.Since != n.ProvisionUpdatedAt {
-			return waiting, fail("VerificationFailed", "verification failed, the node is back in enroll: %s", n.LastError)
-		}
-		if m.OperationID != id || m.Action != "manage" {
-			if err := u.r.mark(ctx, n, id, "manage"); err != nil {
-				return waiting, err
-			}
-		}
-		u.step("manage", ps, "")
-		if err := u.r.provision(ctx, n.UUID, "manage", nil); err != nil {
-			return waiting, err
-		}
-		return again, nil
-	case ps == stVerifying:
-		u.step("wait-manageable", ps, "")
-		return waiting, nil
-	case failed[ps] != "":
-		return waiting, fail("InvalidState", "node %s named %q exists in %s", n.UUID, n.Name, ps)
-	case ps == stAvailable || ps == stActive:
-		u.step("wait-manageable", ps, "node "+n.UUID+" exists and is already "+ps+": taken over")
-		return done, nil
-	default:
-		u.step("wait-manageable", ps, "")
-		return waiting, nil
-	}
-}
-
-func (u *run) deviceIDNow() string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.deviceID
-}
-
-func (u *run) setDevice(id string) {
-	u.mu.Lock()
-	u.deviceID = id
-	u.mu.Unlock()
-}
-
-// ensurePorts creates the spec's ports the node lacks (by MAC, case
-// insensitive).
-func (u *run) ensurePorts(ctx context.Context, n *node) error {
-	want := u.req.GetNode().GetPorts()
-	if len(want) == 0 {
-		return nil
-	}
-	have, err := u.r.listPorts(ctx, n.UUID)
-	if err != nil {
-		return err
-	}
-	for _, p := range want {
-		mac := strings.ToLower(p.GetAddress())
-		if slices.ContainsFunc(have, func(h port) bool { return strings.EqualFold(h.Address, mac) }) {
-			continue
-		}
-		u.step("create-ports", n.ProvisionState, "")
-		if err := u.r.createPort(ctx, n.UUID, mac, p.GetPxeEnabled()); err != nil {
-			if openstack.StatusCode(err) == http.StatusConflict {
-				return fail("PortConflict", "MAC %s: %s", mac, ironicMessage(err))
-			}
-			if openstack.StatusCode(err) == http.StatusBadRequest {
-				return fail("InvalidArgument", "port %s: %s", mac, ironicMessage(err))
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// ensureTraits adds the spec's traits the node lacks (keeping the others).
-func (u *run) ensureTraits(ctx context.Context, n *node) error {
-	want := u.req.GetNode().GetTraits()
-	if len(want) == 0 {
-		return nil
-	}
-	have, err := u.r.getTraits(ctx, n.UUID)
-	if err != nil {
-		return err
-	}
-	all := slices.Clone(have)
-	for _, t := range want {
-		if !slices.Contains(all, t) {
-			all = append(all, t)
-		}
-	}
-	if len(all) == len(have) {
-		return nil
-	}
-	slices.Sort(all)
-	u.step("set-traits", n.ProvisionState, "")
-	if err := u.r.setTraits(ctx, n.UUID, all); err != nil {
-		if openstack.StatusCode(err) == http.StatusBadRequest {
-			return fail("InvalidArgument", "traits: %s", ironicMessage(err))
-		}
-		return err
-	}
-	return nil
-}
-
-// novaCreate reconciles NOVA_CREATE: find or boot the server on the node,
-// wait for ACTIVE and the node's instance_uuid.
-func (u *run) novaCreate(ctx context.Context, n *node) (outcome, error) {
-	p := u.req.GetParams().GetNovaCreate()
-	srv, err := u.findServer(ctx, n, p.GetName())
-	if err != nil {
-		return waiting, err
-	}
-	if srv == nil {
-		if time.Now().Before(u.retryAt) {
-			u.step("wait-schedulable", n.ProvisionState, "")
-			return waiting, nil
-		}
-		if n.ProvisionState != stAvailable || n.Maintenance {
-			return waiting, fail("InvalidState", "NOVA_CREATE needs an available node out of maintenance; node %s is %s (maintenance %v)", n.UUID, n.ProvisionState, n.Maintenance)
-		}
-		if n.PowerState == "" {
-			// Nova's Ironic driver reports a node without a power state as
-			// unavailable (reserved in Placement): no boot could land on it.
-			return waiting, fail("PowerStateUnknown", "node %s has no power state: Nova will not schedule onto it until Ironic knows it (fake-hardware never reads one; set it with a power action)", n.UUID)
-		}
-		if u.flavor == nil { // resolved once per process
-			fl, err := u.r.findFlavor(ctx, p.GetFlavor(), n.ResourceClass)
-			if errors.Is(err, errNotFound) {
-				return waiting, fail("InvalidArgument", "%v", err)
-			}
-			if err != nil {
-				return waiting, err
-			}
-			img, err := u.r.findImage(ctx, p.GetImage())
-			if errors.Is(err, errNotFound) {
-				return waiting, fail("InvalidArgument", "%v", err)
-			}
-			if err != nil {
-				return waiting, err
-			}
-			u.flavor, u.imageID = fl, img
-		}
-		fl, img := u.flavor, u.imageID
-		u.step("boot-server", n.ProvisionState, "flavor "+fl.Name)
-		u.boots++
-		sid, err := u.r.createServer(ctx, p.GetName(), fl.ID, img, p.GetKeyName(), p.GetUserData(), p.GetNetworks(), n.UUID)
-		if openstack.StatusCode(err) == http.StatusBadRequest && strings.Contains(string(openstack.ResponseBody(err)), "Compute host "+n.UUID+" could not be found") {
-			// nova-compute has not picked the node up yet (its resource
-			// tracker finds new Ironic nodes every minute or so).
-			u.retryAt = time.Now().Add(u.r.cfg.NoValidHostWait / 2)
-			u.step("wait-hypervisor", n.ProvisionState, "Nova does not know node "+n.UUID+" as a hypervisor yet")
-			return waiting, nil
-		}
-		if code := openstack.StatusCode(err); code == http.StatusBadRequest || code == http.StatusForbidden || code == http.StatusNotFound {
-			return waiting, fail("NovaRejected", "%v", err)
-		}
-		if err != nil {
-			return waiting, err // the next pass looks for the server by name
-		}
-		u.mu.Lock()
-		u.serverID = sid
-		u.mu.Unlock()
-		u.serverStep("boot-server", "BUILD", "", "server "+sid)
-		return waiting, nil
-	}
-	u.mu.Lock()
-	u.serverID = srv.ID
-	u.mu.Unlock()
-	switch srv.Status {
-	case "ERROR":
-		if srv.Fault == nil || srv.Fault.Message == "" {
-			if s, err := u.r.getServer(ctx, srv.ID); err == nil {
-				srv = s
-			}
-		}
-		fault := ""
-		if srv.Fault != nil {
-			fault = srv.Fault.Message
-		}
-		if srv.TaskState == "deleting" {
-			u.serverStep("delete-unscheduled-server", srv.Status, n.ProvisionState, "")
-			return waiting, nil
-		}
-		if srv.HypervisorHostname == "" && strings.Contains(fault, "No valid host") && u.boots < maxBoots {
-			// Nova's resource view of a node lags behind Ironic (its
-			// resource tracker reports a newly available node to Placement
-			// within a minute or so): the server never reached the node, so
-			// it is deleted and the boot tried again after a while.
-			u.serverStep("delete-unscheduled-server", srv.Status, n.ProvisionState, "No valid host (Nova has not caught up with the node yet): deleting server "+srv.ID+" to boot again")
-			if err := u.r.deleteServer(ctx, srv.ID); err != nil {
-				return waiting, err
-			}
-			u.retryAt = time.Now().Add(u.r.cfg.NoValidHostWait)
-			u.step("wait-schedulable", n.ProvisionState, "boot again at "+u.retryAt.UTC().Format(time.RFC3339))
-			return waiting, nil
-		}
-		msg := "server " + srv.ID + " is in ERROR"
-		if fault != "" {
-			msg += ": " + fault
-		}
-		return waiting, fail("ServerError", "%s", msg)
-	case "ACTIVE":
-		if n.InstanceUUID == srv.ID && n.ProvisionState == stActive {
-			u.serverStep("wait-active", "ACTIVE", n.ProvisionState, "server "+srv.ID+" active on node "+n.UUID)
-			return done, nil
-		}
-	}
-	u.serverStep("wait-active", srv.Status, n.ProvisionState, "node "+n.ProvisionState)
-	return waiting, nil
-}
-
-// maxBoots bounds the server boots of one NOVA_CREATE in one process (a
-// boot that ended in "No valid host" before reaching the node is retried).
-const maxBoots = 10
-
-// findServer returns the server of this operation: the node's instance
-// (it must have the requested name) or a server of that name that is not on
-// another node; nil when there is none yet.
-func (u *run) findServer(ctx context.Context, n *node, name string) (*server, error) {
-	if n.InstanceUUID != "" {
-		s, err := u.r.getServer(ctx, n.InstanceUUID)
-		if err != nil && !errors.Is(err, errNotFound) {
-			return nil, err
-		}
-		if s != nil && s.Name == name {
-			return s, nil
-		}
-		if s != nil {
-			return nil, fail("InvalidState", "node %s already carries server %s (%s)", n.UUID, s.ID, s.Name)
-		}
-	}
-	list, err := u.r.serversNamed(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	for i, s := range list {
-		if s.HypervisorHostname == "" || s.HypervisorHostname == n.UUID {
-			return &list[i], nil
-		}
-	}
-	if len(list) > 0 {
-		return nil, fail("ServerNameTaken", "a server named %q exists on another node (%s)", name, list[0].HypervisorHostname)
-	}
-	return nil, nil
-}
-
-// novaDelete reconciles NOVA_DELETE: delete the server, wait for Nova to
-// forget it and the node to be available again.
-func (u *run) novaDelete(ctx context.Context, n *node) (outcome, error) {
-	sid := u.req.GetParams().GetServerId()
-	if sid == "" {
-		sid = u.serverIDNow()
-	}
-	if sid == "" {
-		sid = n.InstanceUUID
-	}
-	if sid == "" {
-		if n.ProvisionState == stAvailable {
-			u.step("wait-available", n.ProvisionState, "no server on the node")
-			return done, nil
-		}
-		u.step("wait-available", n.ProvisionState, "")
-		if failed[n.ProvisionState] != "" {
-			return waiting, ironicFailure(n)
-		}
-		return waiting, nil
-	}
-	u.mu.Lock()
-	u.serverID = sid
-	u.mu.Unlock()
-	s, err := u.r.getServer(ctx, sid)
-	if err != nil && !errors.Is(err, errNotFound) {
-		return waiting, err
-	}
-	if s != nil {
-		if s.HypervisorHostname != "" && s.HypervisorHostname != n.UUID {
-			return waiting, fail("InvalidState", "server %s runs on node %s, not %s", sid, s.HypervisorHostname, n.UUID)
-		}
-		if s.TaskState != "deleting" {
-			u.serverStep("delete-server", s.Status, n.ProvisionState, "server "+sid)
-			if err := u.r.deleteServer(ctx, sid); err != nil {
-				return waiting, err
-			}
-			return waiting, nil
-		}
-		u.serverStep("wait-deleted", s.Status, n.ProvisionState, "")
-		return waiting, nil
-	}
-	switch ps := n.ProvisionState; {
-	case ps == stAvailable && n.InstanceUUID == "":
-		u.step("wait-available", ps, "server gone, node available")
-		return done, nil
-	case failed[ps] != "":
-		return waiting, ironicFailure(n)
-	default:
-		u.step("wait-available", ps, "")
-		return waiting, nil
-	}
-}
-
-func (u *run) serverIDNow() string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.serverID
 }
 
 // inspected summarises the properties inspection fills in, for the final

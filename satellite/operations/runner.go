@@ -2,7 +2,6 @@ package operations
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -13,7 +12,11 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/logkey"
+	"github.com/ironlink/ironlink/satellite/glance"
+	"github.com/ironlink/ironlink/satellite/ironic"
+	"github.com/ironlink/ironlink/satellite/nova"
 	"github.com/ironlink/ironlink/satellite/openstack"
+	"github.com/ironlink/ironlink/satellite/site"
 )
 
 // Defaults of Config.PollInterval and Config.MaxConcurrent. satellite/app's
@@ -61,17 +64,31 @@ type Clients struct {
 	Image *gophercloud.ServiceClient
 }
 
+// Site is what a Runner works through: the satellite/site seams, backed by
+// the operations credential's gophercloud clients ([New]) or a
+// site.Fixture in tests ([NewOnSite]).
+type Site struct {
+	// Ironic is required.
+	Ironic site.Ironic
+	// Nova is nil (a nil interface) on a site without Nova: NOVA_*
+	// operations then fail with NovaUnavailable.
+	Nova site.Nova
+	// Images resolves image names; nil passes them to Nova as given.
+	Images site.Images
+}
+
 // Runner runs operations. Progress goes to the report function given to
 // [New], which must not block for long (the link queues it). Safe for
 // concurrent use.
 type Runner struct {
-	bm, nova, image *gophercloud.ServiceClient
-	log             *slog.Logger
-	cfg             Config
-	retry           openstack.RetryPolicy
-	report          func(*ironlinkv1.OperationProgress)
-	sem             chan struct{}
-	ctx             context.Context
+	ironic site.Ironic
+	nova   site.Nova   // nil without Nova
+	images site.Images // nil without Glance
+	log    *slog.Logger
+	cfg    Config
+	report func(*ironlinkv1.OperationProgress)
+	sem    chan struct{}
+	ctx    context.Context
 
 	mu       sync.Mutex
 	running  map[string]*run                          // by operation id
@@ -85,6 +102,36 @@ type Runner struct {
 // started with [Runner.Handle] live until ctx ends (a satellite shutdown:
 // the next process continues them where Ironic is).
 func New(ctx context.Context, c Clients, cfg Config, report func(*ironlinkv1.OperationProgress), log *slog.Logger) *Runner {
+	return NewOnSite(ctx, c.site(retryPolicy(cfg), log), cfg, report, log)
+}
+
+// retryPolicy is cfg.Retry or, unset, the default: 10 attempts within 2
+// min, waits 1 s → 15 s, 60 s per attempt.
+func retryPolicy(cfg Config) openstack.RetryPolicy {
+	if cfg.Retry.MaxAttempts == 0 {
+		return openstack.RetryPolicy{InitialInterval: time.Second, MaxInterval: 15 * time.Second,
+			Budget: 2 * time.Minute, MaxAttempts: 10, AttemptTimeout: 60 * time.Second}
+	}
+	return cfg.Retry
+}
+
+// site wraps the operations credential's clients in the satellite/site
+// seams, every call retried per rp (409 NodeLocked and 502/503/504).
+func (c Clients) site(rp openstack.RetryPolicy, log *slog.Logger) Site {
+	ic := ironic.New(c.Baremetal, log)
+	ic.ReadRetry, ic.WriteRetry = rp, rp
+	s := Site{Ironic: ic}
+	if c.Compute != nil {
+		s.Nova = nova.NewForOperations(c.Compute, rp, log)
+	}
+	if c.Image != nil {
+		s.Images = glance.New(c.Image, rp, log)
+	}
+	return s
+}
+
+// NewOnSite is New over the seams of s (a site.Fixture in tests).
+func NewOnSite(ctx context.Context, s Site, cfg Config, report func(*ironlinkv1.OperationProgress), log *slog.Logger) *Runner {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -103,12 +150,7 @@ func New(ctx context.Context, c Clients, cfg Config, report func(*ironlinkv1.Ope
 	if cfg.FinishedTTL <= 0 {
 		cfg.FinishedTTL = time.Hour
 	}
-	rp := cfg.Retry
-	if rp.MaxAttempts == 0 {
-		rp = openstack.RetryPolicy{InitialInterval: time.Second, MaxInterval: 15 * time.Second,
-			Budget: 2 * time.Minute, MaxAttempts: 10, AttemptTimeout: 60 * time.Second}
-	}
-	return &Runner{bm: c.Baremetal, nova: c.Compute, image: c.Image, log: log, cfg: cfg, retry: rp, report: report,
+	return &Runner{ironic: s.Ironic, nova: s.Nova, images: s.Images, log: log, cfg: cfg, report: report,
 		sem: make(chan struct{}, cfg.MaxConcurrent), ctx: ctx,
 		running: map[string]*run{}, busy: map[string]string{}, finished: map[string]*ironlinkv1.OperationProgress{}, doneAt: map[string]time.Time{}}
 }
@@ -357,28 +399,38 @@ func (u *run) final(state ironlinkv1.OperationState, reason, errMsg string) *iro
 	return p
 }
 
-// failure is a reason and message that ends a run FAILED.
-type failure struct {
-	reason, msg string
-}
-
-func (f *failure) Error() string { return f.reason + ": " + f.msg }
-
+// fail is a permanent failure with reason, as an error for helpers that
+// return errors; stop turns it back into the site.Result.
 func fail(reason, format string, args ...any) error {
-	return &failure{reason: reason, msg: sprintf(format, args...)}
+	return site.Failed(reason, format, args...).Err()
 }
 
-// errCancelled ends a run CANCELLED.
-var errCancelled = errors.New("cancelled")
+// reasonCancelled marks the Result that ends a run CANCELLED.
+const reasonCancelled = "Cancelled"
 
-// outcome of one pass.
-type outcome int
+// cancelled is the Result of an abort Ironic accepted.
+var cancelled = site.Result{State: site.StateFailed, Reason: reasonCancelled}
 
-const (
-	waiting outcome = iota // Ironic/Nova is moving; pass again after PollInterval
-	again                  // a write was made; pass again at once
-	done                   // goal reached
-)
+// retryNow is the Result of a pass that wrote: pass again at once.
+var retryNow = site.RetryAfter(0, "")
+
+// waiting is the Result of a pass that found Ironic or Nova moving the
+// node: pass again after PollInterval.
+func (u *run) waiting() site.Result { return site.RetryAfter(u.r.cfg.PollInterval, "") }
+
+// stop ends the run with err: the Result it carries (fail), or FAILED
+// NodeLocked or OpenStackError with err's text — the clients have already
+// retried what was worth retrying within their budget.
+func stop(err error) site.Result {
+	if r, ok := site.AsResult(err); ok {
+		return r
+	}
+	reason := "OpenStackError"
+	if openstack.StatusCode(err) == 409 && ironic.IsNodeLocked(err) {
+		reason = "NodeLocked"
+	}
+	return site.Failed(reason, "%s", err.Error())
+}
 
 // execute reconciles until the goal, a failure, a cancel or ctx's end (nil).
 func (u *run) execute(ctx context.Context) *ironlinkv1.OperationProgress {
@@ -388,32 +440,25 @@ func (u *run) execute(ctx context.Context) *ironlinkv1.OperationProgress {
 		if ctx.Err() != nil {
 			return nil
 		}
-		o, err := u.pass(ctx)
+		res := u.pass(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		var f *failure
 		switch {
-		case errors.Is(err, errCancelled):
+		case res.Permanent() && res.Reason == reasonCancelled:
 			return u.final(ironlinkv1.OperationState_OPERATION_STATE_CANCELLED, "", "")
-		case errors.As(err, &f):
-			return u.final(ironlinkv1.OperationState_OPERATION_STATE_FAILED, f.reason, f.msg)
-		case err != nil:
-			reason := "OpenStackError"
-			if openstack.StatusCode(err) == 409 && isNodeLocked(err) {
-				reason = "NodeLocked"
-			}
-			return u.final(ironlinkv1.OperationState_OPERATION_STATE_FAILED, reason, err.Error())
-		case o == done:
+		case res.Permanent():
+			return u.final(ironlinkv1.OperationState_OPERATION_STATE_FAILED, res.Reason, res.Message)
+		case res.IsDone():
 			return u.final(ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED, "", "")
 		}
 		if time.Now().After(deadline) {
 			return u.final(ironlinkv1.OperationState_OPERATION_STATE_FAILED, "Timeout", "the operation did not reach its goal within "+u.r.cfg.Timeout.String())
 		}
-		if o == again {
+		if res.After <= 0 {
 			continue
 		}
-		t := time.NewTimer(u.r.cfg.PollInterval)
+		t := time.NewTimer(res.After)
 		select {
 		case <-ctx.Done():
 			t.Stop()

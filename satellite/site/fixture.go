@@ -62,11 +62,15 @@ func (c Call) String() string {
 	return s
 }
 
-// Fixture is an in-memory site implementing Ironic, Placement and Nova
-// with the documented semantics (idempotent writes, never-partial
-// listings, the not-found errors), for agent and gate tests without HTTP.
-// It records every call (Calls) and fails calls on command (Fail). The
-// zero value is not usable; use NewFixture. Safe for concurrent use.
+// Fixture is an in-memory site implementing Ironic, Placement, Nova and
+// Images with the documented semantics (idempotent writes, never-partial
+// listings, the not-found errors), for agent, gate and operations tests
+// without HTTP: Ironic's provision state machine with holds, locks and
+// failed actions (fixture_provision.go), power and maintenance
+// (SetPower, SetMaintenance), Nova servers booted and deleted on a node
+// (fixture_nova.go). It records every call (Calls) and fails calls on
+// command (Fail). The zero value is not usable; use NewFixture. Safe for
+// concurrent use.
 type Fixture struct {
 	mu        sync.Mutex
 	nodes     map[string]ironic.Node
@@ -77,6 +81,13 @@ type Fixture struct {
 	calls     []Call
 	fails     []*failRule
 	changed   map[string]int // node/provider id → writes that changed it
+
+	// provisioning (fixture_provision.go, fixture_nova.go)
+	prov    map[string]*provisioning
+	drivers []string
+	flavors []nova.Flavor
+	images  map[string][]string
+	created int // sequence of created nodes and servers
 }
 
 type fixtureProvider struct {
@@ -177,6 +188,20 @@ func (f *Fixture) SetServers(servers ...nova.Server) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.servers = slices.Clone(servers)
+}
+
+// PutServer adds server s to Nova, or replaces the server with the same
+// id (ids compare case-insensitively, as Nova's UUIDs do).
+func (f *Fixture) PutServer(s nova.Server) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, o := range f.servers {
+		if strings.EqualFold(o.ID, s.ID) {
+			f.servers[i] = s
+			return
+		}
+	}
+	f.servers = append(f.servers, s)
 }
 
 // Fail makes the next times calls of method (a Method* name) about id

@@ -1,0 +1,283 @@
+package operations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/textcheck"
+)
+
+// The start path of OperationService: StartOperation, the checks of its
+// targets (ENROL node specs, devices) and the guards each passes.
+
+// capabilities caches per request which sites offer operations.
+type capabilities struct {
+	s    *Server
+	seen map[string]bool
+}
+
+// check answers FailedPrecondition for a site whose satellite did not
+// announce Capability in its last hello (or never linked).
+func (c *capabilities) check(ctx context.Context, site string) error {
+	ok, known := c.seen[site]
+	if !known {
+		caps, err := c.s.store.SiteCapabilities(ctx, site)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return grpcerr.UnknownSite(site)
+		case err != nil:
+			return c.s.storeErr(err, "", "")
+		}
+		ok = slices.Contains(caps, Capability)
+		c.seen[site] = ok
+	}
+	if !ok {
+		return precondition(ReasonNoOperations, fmt.Sprintf("site %q: its satellite does not offer the %q capability (no operations credential configured, or an older satellite)", site, Capability))
+	}
+	return nil
+}
+
+// resolve returns the device a target names: a UUID, or a name (within
+// site when given) among the caller's sites.
+func (s *Server) resolve(ctx context.Context, sc siteScope, field, ref, site string) (string, error) {
+	if id, err := uuid.Parse(ref); err == nil {
+		return id.String(), nil
+	}
+	refs, err := s.store.DevicesByName(ctx, ref, site)
+	if err != nil {
+		return "", s.storeErr(err, "", "")
+	}
+	refs = slices.DeleteFunc(refs, func(r store.DeviceRef) bool { return !sc.Allows(r.Site) })
+	switch len(refs) {
+	case 1:
+		return refs[0].ID, nil
+	case 0:
+		where := ""
+		if site != "" {
+			where = fmt.Sprintf(" at site %q", site)
+		}
+		return "", grpcerr.NotFound("device", ref, fmt.Sprintf("%s: no device named %s%s", field, textcheck.Quote(ref), where))
+	}
+	cands := make([]string, len(refs))
+	for i, r := range refs {
+		cands[i] = r.Site + "/" + r.ID
+	}
+	return "", grpcerr.InvalidArgument(field, ReasonDeviceNameAmbiguous, textcheck.Prefix(fmt.Sprintf("%s: device name %s is used by %d devices (%s): give the site or the UUID",
+		field, textcheck.Quote(ref), len(refs), strings.Join(cands, ", ")), grpcerr.MaxMessageBytes))
+}
+
+// StartOperation implements OperationService.StartOperation: it checks the
+// request, builds one operation per target (an ENROL's node specs, or the
+// devices named) and stores them as one group.
+func (s *Server) StartOperation(ctx context.Context, req *ironlinkv1.StartOperationRequest) (*ironlinkv1.StartOperationResponse, error) {
+	reason, err := checkShape(req)
+	if err != nil {
+		return nil, err
+	}
+	sc := callerScope(ctx)
+	kind := KindToStore(req.GetKind())
+	params, err := marshal(req.GetParams())
+	if err != nil { // validated above: cannot happen; no input echoed
+		return nil, grpcerr.Internal("cannot encode the operation's params")
+	}
+	actor, source := s.cfg.Actor(ctx), sourceAddress(ctx)
+	common := store.NewOperation{Kind: kind, Params: params, Actor: actor, Reason: reason, Source: source}
+	caps := &capabilities{s: s, seen: map[string]bool{}}
+	var ops []store.NewOperation
+	secrets := map[string]map[string]string{}
+	if kind == store.KindEnrol {
+		ops, err = s.enrolOperations(ctx, sc, caps, req, common, secrets)
+	} else {
+		ops, err = s.deviceOperations(ctx, sc, caps, req, common)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.createOperations(ctx, ops, secrets, actor, reason)
+}
+
+// enrolOperations checks an ENROL's site and node specs and returns one
+// operation per node (common holds the request-wide fields). The BMC
+// credentials of a node are sealed for any replica when the hub has a
+// key, else kept in secrets (by operation id) for this replica's vault.
+func (s *Server) enrolOperations(ctx context.Context, sc siteScope, caps *capabilities, req *ironlinkv1.StartOperationRequest,
+	common store.NewOperation, secrets map[string]map[string]string) ([]store.NewOperation, error) {
+	site := req.GetSite()
+	if !sc.Allows(site) {
+		return nil, s.deny(ctx, sc, "site "+site, site)
+	}
+	if err := caps.check(ctx, site); err != nil {
+		return nil, err
+	}
+	sealer := s.cfg.Vault.Sealer()
+	if sealer == nil && !s.cfg.Vault.Room(len(req.GetNodes())) {
+		return nil, grpcerr.ResourceExhausted(ReasonVaultFull, "too many enrolments wait for delivery on this hub replica; retry later")
+	}
+	var ops []store.NewOperation
+	for i, n := range req.GetNodes() {
+		forced, err := s.checkEnrolTarget(ctx, fmt.Sprintf("nodes[%d]", i), site, n.GetName(), req.GetForce())
+		if err != nil {
+			return nil, err
+		}
+		node, err := marshal(RedactNode(n))
+		if err != nil { // validated above: cannot happen; no input echoed
+			return nil, grpcerr.Internal("cannot encode the node spec")
+		}
+		op := common
+		op.ID, op.Site, op.DeviceName, op.Node, op.Forced = uuid.NewString(), site, n.GetName(), node, forced
+		switch {
+		case len(n.GetDriverInfo()) == 0:
+		case sealer != nil: // any replica with the key delivers it
+			if op.SealedDriverInfo, err = sealer.Seal(op.ID, n.GetDriverInfo()); err != nil {
+				s.log.Error("seal driver_info", "err", err)
+				return nil, grpcerr.Internal("cannot seal the BMC credentials")
+			}
+			op.SecretHolder = sealer.Holder()
+		default: // in this process's memory until delivered
+			op.SecretHolder = s.cfg.Vault.Holder()
+			secrets[op.ID] = n.GetDriverInfo()
+		}
+		ops = append(ops, op)
+	}
+	return ops, nil
+}
+
+// deviceOperations resolves the devices a request names (each once) and
+// returns one operation per device that passes the guards (common holds
+// the request-wide fields).
+func (s *Server) deviceOperations(ctx context.Context, sc siteScope, caps *capabilities, req *ironlinkv1.StartOperationRequest,
+	common store.NewOperation) ([]store.NewOperation, error) {
+	// A site the caller may not use, named outright, is refused (and
+	// logged) before any name is looked up, as a site filter is.
+	if site := req.GetSite(); site != "" && !sc.Allows(site) {
+		return nil, s.deny(ctx, sc, "site "+site, site)
+	}
+	var ops []store.NewOperation
+	seen := map[string]int{}
+	for i, ref := range req.GetDevices() {
+		field := fmt.Sprintf("devices[%d]", i)
+		id, err := s.resolve(ctx, sc, field, ref, req.GetSite())
+		if err != nil {
+			return nil, err
+		}
+		if j, dup := seen[id]; dup {
+			return nil, grpcerr.InvalidArgument(field, grpcerr.ReasonInvalidValue, fmt.Sprintf("%s names device %s, as devices[%d] does", field, id, j))
+		}
+		seen[id] = i
+		op, err := s.deviceOperation(ctx, sc, caps, field, id, req)
+		if err != nil {
+			return nil, err
+		}
+		op.Kind, op.Params, op.Actor, op.Reason, op.Source = common.Kind, common.Params, common.Actor, common.Reason, common.Source
+		ops = append(ops, op)
+	}
+	return ops, nil
+}
+
+// createOperations hands the ENROL credentials in secrets to the vault,
+// stores ops as one group (dropping the credentials again when that
+// fails), logs each operation and wakes each site's link once.
+func (s *Server) createOperations(ctx context.Context, ops []store.NewOperation, secrets map[string]map[string]string, actor, reason string) (*ironlinkv1.StartOperationResponse, error) {
+	for id, info := range secrets {
+		s.cfg.Vault.Put(id, info)
+	}
+	group, stored, err := s.store.CreateOperations(ctx, ops)
+	if err != nil {
+		for id := range secrets {
+			s.cfg.Vault.Drop(id)
+		}
+		return nil, s.storeErr(err, "", "")
+	}
+	resp := &ironlinkv1.StartOperationResponse{GroupId: group}
+	woken := map[string]bool{}
+	for _, o := range stored {
+		resp.Operations = append(resp.Operations, ToProto(o))
+		s.log.Info("operation requested", "operation_id", o.ID, "group_id", group, "kind", o.Kind, "site", o.Site,
+			"device_id", o.DeviceID, "device_name", o.DeviceName, "actor", actor, "reason", reason, "forced", o.Forced)
+		if s.cfg.Wake != nil && !woken[o.Site] {
+			woken[o.Site] = true
+			s.cfg.Wake(o.Site)
+		}
+	}
+	return resp, nil
+}
+
+// checkEnrolTarget refuses an ENROL of name at site when the site already
+// has a live device of that name in a provision state past manageable (it
+// is in use: FailedPrecondition NODE_IN_USE naming the device and its
+// state), unless force; forced reports that force overrode it (recorded).
+// A name the hub does not know yet, or a node still being enrolled, passes:
+// the satellite takes such a node over by name.
+func (s *Server) checkEnrolTarget(ctx context.Context, field, site, name string, force bool) (forced bool, err error) {
+	refs, err := s.store.DevicesByName(ctx, name, site)
+	if err != nil {
+		return false, s.storeErr(err, "", "")
+	}
+	for _, r := range refs {
+		ps := r.ProvisionState
+		if r.Removed || slices.Contains(enrolTakeoverStates, ps) {
+			continue
+		}
+		if !force {
+			return false, precondition(ReasonNodeInUse, fmt.Sprintf("%s: site %s already has a node named %s (device %s, %s): an ENROL takes over only a node in enroll, verifying or manageable; "+
+				"check the name, or set force to add its ports and traits to that node (recorded)", field, site, textcheck.Quote(name), r.ID, ps))
+		}
+		forced = true
+	}
+	return forced, nil
+}
+
+// deviceOperation checks one device target against the guards and returns
+// its operation (without the request-wide fields).
+func (s *Server) deviceOperation(ctx context.Context, sc siteScope, caps *capabilities, field, id string, req *ironlinkv1.StartOperationRequest) (store.NewOperation, error) {
+	kind := KindToStore(req.GetKind())
+	d, err := s.store.GetDevice(ctx, id)
+	if err != nil {
+		return store.NewOperation{}, s.storeErr(err, "device", id)
+	}
+	if !sc.Allows(d.Site) {
+		return store.NewOperation{}, s.deny(ctx, sc, "device "+id, d.Site)
+	}
+	if site := req.GetSite(); site != "" && site != d.Site {
+		return store.NewOperation{}, grpcerr.InvalidArgument(field, grpcerr.ReasonInvalidValue, fmt.Sprintf("%s: device %s is at site %q, not %q", field, id, d.Site, site))
+	}
+	if d.Removed {
+		return store.NewOperation{}, precondition(ReasonDeviceRemoved, fmt.Sprintf("%s: device %s was removed from Ironic", field, id))
+	}
+	if err := caps.check(ctx, d.Site); err != nil {
+		return store.NewOperation{}, err
+	}
+	forced := false
+	if d.DesiredImpairment == store.ImpairmentQuarantined && slices.Contains(offersToCustomers, kind) {
+		if !req.GetForce() {
+			return store.NewOperation{}, precondition(ReasonQuarantined, fmt.Sprintf("%s: device %s is quarantined; %s would offer it to customers (release it first, or set force, which is recorded)", field, id, kind))
+		}
+		forced = true
+	}
+	ps := d.Facts.ProvisionState
+	// An operation that finished after the last observation saw the node
+	// later: without this, "provide, then deploy" is refused until the
+	// next poll reports the state the provide left the node in.
+	if recent, err := s.store.RecentOperations(ctx, id, 1); err == nil && len(recent) == 1 {
+		if o := recent[0]; o.EndedAt != nil && o.ProvisionState != "" && (d.ObservedAt == nil || o.EndedAt.After(*d.ObservedAt)) {
+			ps = o.ProvisionState
+		}
+	}
+	if ps != "" && !slices.Contains(startStates[kind], ps) {
+		return store.NewOperation{}, precondition(ReasonProvisionState, fmt.Sprintf("%s: device %s is %q; %s starts from %s", field, id, ps, kind, strings.Join(startStates[kind], ", ")))
+	}
+	if act, ok, err := s.store.ActiveOperation(ctx, id); err != nil {
+		return store.NewOperation{}, s.storeErr(err, "", "")
+	} else if ok {
+		return store.NewOperation{}, precondition(ReasonOperationActive, fmt.Sprintf("%s: device %s is already running operation %s (%s, %s): wait for it or cancel it", field, id, act.ID, act.Kind, act.State))
+	}
+	return store.NewOperation{ID: uuid.NewString(), Site: d.Site, DeviceID: id, DeviceName: d.Name, Forced: forced, ProvisionState: d.Facts.ProvisionState}, nil
+}

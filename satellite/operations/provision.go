@@ -1,0 +1,173 @@
+package operations
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/ironlink/ironlink/satellite/ironic"
+	"github.com/ironlink/ironlink/satellite/openstack"
+	"github.com/ironlink/ironlink/satellite/site"
+)
+
+// sameState reconciles INSPECT and CLEAN, which start and end in
+// manageable: the marker says whether this operation's action was taken.
+func (u *run) sameState(ctx context.Context, n *node, action string, args map[string]any, transient []string) site.Result {
+	ps := n.ProvisionState
+	id := u.req.GetOperationId()
+	switch {
+	case ps == stManageable && actionTaken(n, id, action):
+		msg := action + " finished"
+		if action == "inspect" {
+			msg += ": " + inspected(n.Properties)
+		}
+		u.step("wait-manageable", ps, msg)
+		return site.Done()
+	case ps == stManageable:
+		if markerOf(n).OperationID != id || markerOf(n).Action != action || markerOf(n).Since != n.ProvisionUpdatedAt {
+			u.step("mark", ps, "")
+			if err := u.r.mark(ctx, n, id, action); err != nil {
+				return stop(err)
+			}
+		}
+		u.step(action, ps, "")
+		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, action, args); err != nil {
+			if openstack.StatusCode(err) == http.StatusBadRequest {
+				return site.Failed("IronicRejected", "%s", ironic.Message(err))
+			}
+			return stop(err)
+		}
+		return retryNow
+	case slices.Contains(transient, ps):
+		u.step("wait-manageable", ps, "")
+		return u.waiting()
+	case failed[ps] != "":
+		return ironicFailure(n)
+	}
+	return site.Failed("InvalidState", "%s starts from manageable; node %s is %s", strings.ToUpper(action), n.UUID, ps)
+}
+
+// provide reconciles PROVIDE: manageable → cleaning → available.
+func (u *run) provide(ctx context.Context, n *node) site.Result {
+	switch ps := n.ProvisionState; {
+	case ps == stAvailable:
+		u.step("wait-available", ps, "available")
+		return site.Done()
+	case ps == stManageable:
+		u.step("provide", ps, "")
+		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "provide", nil); err != nil {
+			return stop(err)
+		}
+		return retryNow
+	case ps == stCleaning || ps == stCleanWait || ps == stCleanHold:
+		u.step("wait-available", ps, "")
+		return u.waiting()
+	case failed[ps] != "":
+		return ironicFailure(n)
+	default:
+		return site.Failed("InvalidState", "PROVIDE starts from manageable; node %s is %s", n.UUID, ps)
+	}
+}
+
+// deploy reconciles DEPLOY: instance_info, then available → deploying →
+// active.
+func (u *run) deploy(ctx context.Context, n *node) site.Result {
+	d := u.req.GetParams().GetDeploy()
+	switch ps := n.ProvisionState; {
+	case ps == stActive:
+		if got, _ := n.InstanceInfo["image_source"].(string); got != d.GetImageSource() {
+			return site.Failed("InvalidState", "node %s is active with image_source %q, not %q", n.UUID, got, d.GetImageSource())
+		}
+		u.step("wait-active", ps, "active")
+		return site.Done()
+	case ps == stAvailable:
+		if n.InstanceUUID != "" {
+			return site.Failed("InvalidState", "node %s is reserved by instance %s", n.UUID, n.InstanceUUID)
+		}
+		want := map[string]any{"image_source": d.GetImageSource()}
+		if d.GetImageChecksum() != "" {
+			want["image_checksum"] = d.GetImageChecksum()
+		}
+		if d.GetRootGb() > 0 {
+			want["root_gb"] = fmt.Sprint(d.GetRootGb())
+		} else if lg, ok := n.Properties["local_gb"]; ok {
+			want["root_gb"] = fmt.Sprint(lg)
+		}
+		if len(d.GetCapabilities()) > 0 {
+			caps := map[string]any{}
+			for k, v := range d.GetCapabilities() {
+				caps[k] = v
+			}
+			want["capabilities"] = caps
+		}
+		var ops []patchOp
+		for _, k := range sortedKeys(want) {
+			if fmt.Sprint(n.InstanceInfo[k]) != fmt.Sprint(want[k]) {
+				ops = append(ops, patchOp{Op: "add", Path: "/instance_info/" + k, Value: want[k]})
+			}
+		}
+		if len(ops) > 0 {
+			u.step("set-instance-info", ps, "")
+			if _, err := u.r.ironic.PatchNode(ctx, n.UUID, ops); err != nil {
+				if openstack.StatusCode(err) == http.StatusBadRequest {
+					return site.Failed("IronicRejected", "%s", ironic.Message(err))
+				}
+				return stop(err)
+			}
+		}
+		var extra map[string]any
+		if cd := d.GetConfigDrive(); cd != nil {
+			keys := map[string]any{}
+			for i, k := range cd.GetSshKeys() {
+				keys[fmt.Sprintf("key-%d", i)] = k
+			}
+			cdv := map[string]any{"meta_data": map[string]any{"public_keys": keys, "uuid": n.UUID, "name": n.Name}}
+			if cd.GetUserData() != "" {
+				cdv["user_data"] = cd.GetUserData()
+			}
+			extra = map[string]any{"configdrive": cdv}
+		}
+		u.step("deploy", ps, "")
+		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "active", extra); err != nil {
+			if openstack.StatusCode(err) == http.StatusBadRequest {
+				return site.Failed("IronicRejected", "%s", ironic.Message(err))
+			}
+			return stop(err)
+		}
+		return retryNow
+	case ps == stDeploying || ps == stDeployWait || ps == stDeployHold:
+		u.step("wait-active", ps, "")
+		return u.waiting()
+	case failed[ps] != "":
+		return ironicFailure(n)
+	default:
+		return site.Failed("InvalidState", "DEPLOY starts from available; node %s is %s", n.UUID, ps)
+	}
+}
+
+// undeploy reconciles UNDEPLOY: active → deleting → cleaning → available.
+func (u *run) undeploy(ctx context.Context, n *node) site.Result {
+	switch ps := n.ProvisionState; {
+	case ps == stAvailable:
+		u.step("wait-available", ps, "available")
+		return site.Done()
+	case ps == stActive || ps == stDeployFail:
+		if n.InstanceUUID != "" {
+			return site.Failed("InvalidState", "node %s carries Nova instance %s: use NOVA_DELETE", n.UUID, n.InstanceUUID)
+		}
+		u.step("undeploy", ps, "")
+		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "deleted", nil); err != nil {
+			return stop(err)
+		}
+		return retryNow
+	case ps == stDeleting || ps == stCleaning || ps == stCleanWait:
+		u.step("wait-available", ps, "")
+		return u.waiting()
+	case failed[ps] != "":
+		return ironicFailure(n)
+	default:
+		return site.Failed("InvalidState", "UNDEPLOY starts from active or deploy failed; node %s is %s", n.UUID, ps)
+	}
+}
