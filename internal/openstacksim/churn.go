@@ -132,111 +132,21 @@ func step(desc string, f func(n *Node)) churnStep { return churnStep{desc: desc,
 func (c *Cloud) planChurn(rec *nodeRec, r *rand.Rand) []churnStep {
 	n := rec.n
 	var options [][]churnStep
-	lock := func(n *Node) { n.Reservation = simConductor }
-	unlock := func(n *Node) { n.Reservation = "" }
-
 	// Ironic's power sync gives up on a flaky BMC, then recovers by itself.
 	if !n.Maintenance && n.PowerState != "" && n.ProvisionState != "enroll" {
-		prev := n.PowerState
-		reason := fmt.Sprintf("During sync_power_state, max retries exceeded for node %s, node state None does not match expected state '%s'. Updating DB state to 'None' Switching node to maintenance mode. Error: IPMI call failed: power status.", n.UUID, prev)
-		p := []churnStep{step("power failure: maintenance on", func(n *Node) {
-			n.Maintenance, n.Fault, n.MaintenanceReason, n.PowerState = true, "power failure", reason, ""
-		})}
-		for range r.IntN(3) {
-			p = append(p, step("BMC still unreachable", func(*Node) {}))
-		}
-		p = append(p, step("power failure recovered: maintenance off", func(n *Node) {
-			n.Maintenance, n.Fault, n.MaintenanceReason, n.PowerState = false, "", "", prev
-		}))
-		options = append(options, p)
+		options = append(options, powerFailureChurn(n, r))
 	}
-	switch {
-	case n.Maintenance && n.Fault == "":
-		options = append(options, []churnStep{step("operator cleared maintenance", func(n *Node) {
-			n.Maintenance, n.MaintenanceReason = false, ""
-		})})
-	case n.Maintenance && n.Fault == "clean failure":
-		options = append(options, []churnStep{
-			step("operator cleared maintenance", func(n *Node) { n.Maintenance, n.MaintenanceReason, n.Fault = false, "", "" }),
-			step("manage: back to manageable", func(n *Node) { n.ProvisionState, n.TargetProvisionState = "manageable", "" }),
-		})
-	case !n.Maintenance:
-		options = append(options, []churnStep{step("operator set maintenance", func(n *Node) {
-			n.Maintenance, n.MaintenanceReason = true, "sim: scheduled hardware check"
-		})})
-	}
+	options = append(options, maintenanceChurn(n)...)
 	if n.Maintenance {
 		return options[r.IntN(len(options))]
 	}
 	switch n.ProvisionState {
 	case "available":
-		inst := newUUID()
-		deploy := []churnStep{step("deploy started", func(n *Node) {
-			n.InstanceUUID = inst
-			n.InstanceInfo = map[string]any{"display_name": "server-" + inst[:8]}
-			n.ProvisionState, n.TargetProvisionState, n.LastError = "deploying", "active", ""
-			lock(n)
-		})}
-		if r.IntN(3) == 0 {
-			deploy = append(deploy,
-				step("deploy failed", func(n *Node) {
-					n.ProvisionState = "deploy failed"
-					n.LastError = "Failed to prepare the configdrive: Unable to connect to the object store (sim)."
-					unlock(n)
-				}),
-				step("undeploy after failure", func(n *Node) {
-					n.ProvisionState, n.TargetProvisionState = "deleting", "available"
-					lock(n)
-				}),
-				step("cleaning", func(n *Node) {
-					n.ProvisionState = "cleaning"
-					n.InstanceUUID, n.InstanceInfo = "", map[string]any{}
-				}),
-				step("available again", func(n *Node) {
-					n.ProvisionState, n.TargetProvisionState, n.LastError, n.PowerState = "available", "", "", "power off"
-					unlock(n)
-				}))
-		} else {
-			deploy = append(deploy, step("deployed: active", func(n *Node) {
-				n.ProvisionState, n.TargetProvisionState, n.PowerState = "active", "", "power on"
-				unlock(n)
-			}))
-		}
-		options = append(options, deploy, powerFlip(n))
+		options = append(options, deployChurn(r), powerFlip(n))
 	case "active", "deploy failed":
-		options = append(options, []churnStep{
-			step("undeploy: deleting", func(n *Node) {
-				n.ProvisionState, n.TargetProvisionState = "deleting", "available"
-				lock(n)
-			}),
-			step("cleaning", func(n *Node) {
-				n.ProvisionState = "cleaning"
-				n.InstanceUUID, n.InstanceInfo = "", map[string]any{}
-			}),
-			step("available", func(n *Node) {
-				n.ProvisionState, n.TargetProvisionState, n.LastError, n.PowerState = "available", "", "", "power off"
-				unlock(n)
-			}),
-		})
+		options = append(options, undeployChurn("undeploy: deleting", "available"))
 	case "manageable":
-		provide := []churnStep{step("provide: cleaning", func(n *Node) {
-			n.ProvisionState, n.TargetProvisionState, n.LastError = "cleaning", "available", ""
-			lock(n)
-		})}
-		if r.IntN(3) == 0 {
-			provide = append(provide, step("clean step failed", func(n *Node) {
-				msg := "Clean step erase_devices failed on node: Device /dev/nvme1n1 did not respond (sim)."
-				n.ProvisionState, n.LastError = "clean failed", msg
-				n.Maintenance, n.Fault, n.MaintenanceReason = true, "clean failure", msg
-				unlock(n)
-			}))
-		} else {
-			provide = append(provide, step("available", func(n *Node) {
-				n.ProvisionState, n.TargetProvisionState, n.PowerState = "available", "", "power off"
-				unlock(n)
-			}))
-		}
-		options = append(options, provide, powerFlip(n))
+		options = append(options, provideChurn(r), powerFlip(n))
 	case "clean failed":
 		options = append(options, []churnStep{step("manage: back to manageable", func(n *Node) {
 			n.ProvisionState, n.TargetProvisionState = "manageable", ""
@@ -245,15 +155,122 @@ func (c *Cloud) planChurn(rec *nodeRec, r *rand.Rand) []churnStep {
 		options = append(options, []churnStep{
 			step("manage: verifying", func(n *Node) {
 				n.ProvisionState, n.TargetProvisionState = "verifying", "manageable"
-				lock(n)
+				reserve(n)
 			}),
 			step("verified: manageable", func(n *Node) {
 				n.ProvisionState, n.TargetProvisionState, n.PowerState = "manageable", "", "power off"
-				unlock(n)
+				release(n)
 			}),
 		})
 	}
 	return options[r.IntN(len(options))]
+}
+
+// reserve takes the conductor's reservation.
+func reserve(n *Node) { n.Reservation = simConductor }
+
+// release drops the conductor's reservation.
+func release(n *Node) { n.Reservation = "" }
+
+// powerFailureChurn is a power-sync failure: maintenance with fault "power
+// failure" for a few ticks, then recovery.
+func powerFailureChurn(n Node, r *rand.Rand) []churnStep {
+	prev := n.PowerState
+	reason := fmt.Sprintf("During sync_power_state, max retries exceeded for node %s, node state None does not match expected state '%s'. Updating DB state to 'None' Switching node to maintenance mode. Error: IPMI call failed: power status.", n.UUID, prev)
+	p := []churnStep{step("power failure: maintenance on", func(n *Node) {
+		n.Maintenance, n.Fault, n.MaintenanceReason, n.PowerState = true, "power failure", reason, ""
+	})}
+	for range r.IntN(3) {
+		p = append(p, step("BMC still unreachable", func(*Node) {}))
+	}
+	return append(p, step("power failure recovered: maintenance off", func(n *Node) {
+		n.Maintenance, n.Fault, n.MaintenanceReason, n.PowerState = false, "", "", prev
+	}))
+}
+
+// maintenanceChurn is what an operator does about maintenance: clear it
+// (after a clean failure, also back to manageable) or set it.
+func maintenanceChurn(n Node) [][]churnStep {
+	switch {
+	case n.Maintenance && n.Fault == "":
+		return [][]churnStep{{step("operator cleared maintenance", func(n *Node) {
+			n.Maintenance, n.MaintenanceReason = false, ""
+		})}}
+	case n.Maintenance && n.Fault == "clean failure":
+		return [][]churnStep{{
+			step("operator cleared maintenance", func(n *Node) { n.Maintenance, n.MaintenanceReason, n.Fault = false, "", "" }),
+			step("manage: back to manageable", func(n *Node) { n.ProvisionState, n.TargetProvisionState = "manageable", "" }),
+		}}
+	case !n.Maintenance:
+		return [][]churnStep{{step("operator set maintenance", func(n *Node) {
+			n.Maintenance, n.MaintenanceReason = true, "sim: scheduled hardware check"
+		})}}
+	}
+	return nil
+}
+
+// deployChurn deploys an instance: active, or (one in three) deploy failed
+// and torn down again.
+func deployChurn(r *rand.Rand) []churnStep {
+	inst := newUUID()
+	deploy := []churnStep{step("deploy started", func(n *Node) {
+		n.InstanceUUID = inst
+		n.InstanceInfo = map[string]any{"display_name": "server-" + inst[:8]}
+		n.ProvisionState, n.TargetProvisionState, n.LastError = "deploying", "active", ""
+		reserve(n)
+	})}
+	if r.IntN(3) == 0 {
+		deploy = append(deploy, step("deploy failed", func(n *Node) {
+			n.ProvisionState = "deploy failed"
+			n.LastError = "Failed to prepare the configdrive: Unable to connect to the object store (sim)."
+			release(n)
+		}))
+		return append(deploy, undeployChurn("undeploy after failure", "available again")...)
+	}
+	return append(deploy, step("deployed: active", func(n *Node) {
+		n.ProvisionState, n.TargetProvisionState, n.PowerState = "active", "", "power on"
+		release(n)
+	}))
+}
+
+// undeployChurn tears a node down: deleting → cleaning → available, with
+// the first and last steps described as given.
+func undeployChurn(first, last string) []churnStep {
+	return []churnStep{
+		step(first, func(n *Node) {
+			n.ProvisionState, n.TargetProvisionState = "deleting", "available"
+			reserve(n)
+		}),
+		step("cleaning", func(n *Node) {
+			n.ProvisionState = "cleaning"
+			n.InstanceUUID, n.InstanceInfo = "", map[string]any{}
+		}),
+		step(last, func(n *Node) {
+			n.ProvisionState, n.TargetProvisionState, n.LastError, n.PowerState = "available", "", "", "power off"
+			release(n)
+		}),
+	}
+}
+
+// provideChurn provides a manageable node: cleaning → available, or (one in
+// three) a failed clean step that sets maintenance.
+func provideChurn(r *rand.Rand) []churnStep {
+	provide := []churnStep{step("provide: cleaning", func(n *Node) {
+		n.ProvisionState, n.TargetProvisionState, n.LastError = "cleaning", "available", ""
+		reserve(n)
+	})}
+	if r.IntN(3) == 0 {
+		return append(provide, step("clean step failed", func(n *Node) {
+			msg := "Clean step erase_devices failed on node: Device /dev/nvme1n1 did not respond (sim)."
+			n.ProvisionState, n.LastError = "clean failed", msg
+			n.Maintenance, n.Fault, n.MaintenanceReason = true, "clean failure", msg
+			release(n)
+		}))
+	}
+	return append(provide, step("available", func(n *Node) {
+		n.ProvisionState, n.TargetProvisionState, n.PowerState = "available", "", "power off"
+		release(n)
+	}))
 }
 
 func powerFlip(n Node) []churnStep {

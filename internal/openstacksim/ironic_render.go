@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 )
 
 // ironicVersionedFields is VERSIONED_FIELDS of
@@ -120,19 +118,6 @@ func init() {
 // validFaults is faults.VALID_FAULTS of Ironic 21.4.
 var validFaults = []string{"power failure", "clean failure", "rescue abort failure"}
 
-// pyTime formats t like Python's datetime.isoformat() for an aware UTC
-// datetime: microseconds only when non-zero, "+00:00" offset; zero → nil.
-func pyTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	t = t.UTC()
-	if t.Nanosecond()/1000 == 0 {
-		return t.Format("2006-01-02T15:04:05+00:00")
-	}
-	return t.Format("2006-01-02T15:04:05.000000+00:00")
-}
-
 func strOrNil(s string) any {
 	if s == "" {
 		return nil
@@ -168,11 +153,51 @@ func ironicLink(rel, public, resource, args string, bookmark bool) map[string]an
 func renderNode(rec *nodeRec, ver int, fields []string, public string) map[string]any {
 	n := &rec.n
 	want := func(f string) bool { return fields == nil || slices.Contains(fields, f) }
+	out := nodeDocument(n, public)
+	if ver >= 49 && want("conductor") {
+		out["conductor"] = strOrNil(n.Conductor)
+	}
+	if ver >= 52 && want("allocation_uuid") {
+		out["allocation_uuid"] = strOrNil(n.AllocationUUID)
+	}
+	if want("chassis_uuid") {
+		out["chassis_uuid"] = nil
+	}
+	if fields == nil {
+		addNodeSubresourceLinks(out, n.UUID, ver, public)
+	} else {
+		for k := range out {
+			if k != "links" && !slices.Contains(fields, k) {
+				delete(out, k)
+			}
+		}
+	}
+	// update_state_in_older_versions
+	if ps, ok := out["provision_state"]; ok {
+		if ver < 2 && ps == "available" {
+			out["provision_state"] = nil
+		}
+		if ver < 39 && ps == "inspect wait" {
+			out["provision_state"] = "inspecting"
+		}
+	}
+	// hide_fields_in_newer_versions
+	for f, minor := range ironicVersionedFields {
+		if ver < minor {
+			delete(out, f)
+		}
+	}
+	return out
+}
+
+// nodeDocument is every stored field of a node as the API shows it (the
+// fake-hardware interfaces, nulls for "" and zero times) and its links.
+func nodeDocument(n *Node, public string) map[string]any {
 	traits := n.Traits
 	if traits == nil {
 		traits = []string{}
 	}
-	out := map[string]any{
+	return map[string]any{
 		"uuid":                   n.UUID,
 		"created_at":             pyTime(n.CreatedAt),
 		"updated_at":             pyTime(n.UpdatedAt),
@@ -233,99 +258,33 @@ func renderNode(rec *nodeRec, ver int, fields []string, public string) map[strin
 			ironicLink("bookmark", public, "nodes", n.UUID, true),
 		},
 	}
-	if ver >= 49 && want("conductor") {
-		out["conductor"] = strOrNil(n.Conductor)
-	}
-	if ver >= 52 && want("allocation_uuid") {
-		out["allocation_uuid"] = strOrNil(n.AllocationUUID)
-	}
-	if want("chassis_uuid") {
-		out["chassis_uuid"] = nil
-	}
-	if fields == nil {
-		sub := func(name string) []any {
-			return []any{
-				ironicLink("self", public, "nodes", n.UUID+"/"+name, false),
-				ironicLink("bookmark", public, "nodes", n.UUID+"/"+name, true),
-			}
-		}
-		out["ports"] = sub("ports")
-		if ver >= 14 {
-			out["states"] = sub("states")
-		}
-		if ver >= 24 {
-			out["portgroups"] = sub("portgroups")
-		}
-		if ver >= 32 {
-			out["volume"] = sub("volume")
-		}
-	} else {
-		for k := range out {
-			if k != "links" && !slices.Contains(fields, k) {
-				delete(out, k)
-			}
-		}
-	}
-	// update_state_in_older_versions
-	if ps, ok := out["provision_state"]; ok {
-		if ver < 2 && ps == "available" {
-			out["provision_state"] = nil
-		}
-		if ver < 39 && ps == "inspect wait" {
-			out["provision_state"] = "inspecting"
-		}
-	}
-	// hide_fields_in_newer_versions
-	for f, minor := range ironicVersionedFields {
-		if ver < minor {
-			delete(out, f)
-		}
-	}
-	return out
 }
 
-// pyQuote quotes s as Python's json.dumps does (ensure_ascii: non-ASCII as
-// \uXXXX escapes, surrogate pairs above the BMP).
-func pyQuote(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"':
-			b.WriteString(`\"`)
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\b':
-			b.WriteString(`\b`)
-		case r == '\f':
-			b.WriteString(`\f`)
-		case r < 0x20 || (r >= 0x80 && r <= 0xffff):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		case r > 0xffff:
-			r -= 0x10000
-			fmt.Fprintf(&b, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
-		default:
-			b.WriteRune(r)
+// addNodeSubresourceLinks adds the links of the node's sub-resources that
+// microversion ver has.
+func addNodeSubresourceLinks(out map[string]any, uuid string, ver int, public string) {
+	sub := func(name string) []any {
+		return []any{
+			ironicLink("self", public, "nodes", uuid+"/"+name, false),
+			ironicLink("bookmark", public, "nodes", uuid+"/"+name, true),
 		}
 	}
-	b.WriteByte('"')
-	return b.String()
+	out["ports"] = sub("ports")
+	for _, r := range []struct {
+		name  string
+		minor int
+	}{{"states", 14}, {"portgroups", 24}, {"volume", 32}} {
+		if ver >= r.minor {
+			out[r.name] = sub(r.name)
+		}
+	}
 }
 
 // writeErrorMessage wraps inner (a JSON document) the way Ironic's
 // ParsableErrorMiddleware does: {"error_message": "<inner as a string>"}.
 func writeErrorMessage(w http.ResponseWriter, status int, inner string) {
 	body := `{"error_message": ` + pyQuote(inner) + `}`
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(body))
+	writeBody(w, status, "application/json", []byte(body))
 }
 
 // ironicError answers an API error the way method.format_exception renders

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -55,29 +54,6 @@ func (c *Cloud) middleware401(w http.ResponseWriter) {
 	_, _ = io.WriteString(w, `{"error": {"code": 401, "title": "Unauthorized", "message": "The request you have made requires authentication."}}`)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := marshalJSON(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error": "encoding failed"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
-// marshalJSON encodes like Python's json.dumps would as far as clients can
-// tell: no HTML escaping of <, > and &.
-func marshalJSON(v any) ([]byte, error) {
-	var sb strings.Builder
-	enc := json.NewEncoder(&sb)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return []byte(strings.TrimSuffix(sb.String(), "\n")), nil
-}
-
 func keystoneTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
 
 func (c *Cloud) identityVersion(base string) map[string]any {
@@ -96,20 +72,17 @@ func (c *Cloud) identityVersion(base string) map[string]any {
 func (c *Cloud) serveIdentity(w http.ResponseWriter, r *http.Request, rel string) {
 	base := "http://" + r.Host + identityPrefix
 	switch {
-	case rel == "" || rel == "/":
+	case rel == "" || rel == "/", rel == "/v3" || rel == "/v3/":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			keystoneError(w, http.StatusMethodNotAllowed, "The method is not allowed for the requested URL.", base)
 			return
 		}
 		w.Header().Set("Vary", "X-Auth-Token")
+		if strings.HasPrefix(rel, "/v3") {
+			writeJSON(w, http.StatusOK, map[string]any{"version": c.identityVersion(base)})
+			return
+		}
 		writeJSON(w, http.StatusMultipleChoices, map[string]any{"versions": map[string]any{"values": []any{c.identityVersion(base)}}})
-	case rel == "/v3" || rel == "/v3/":
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			keystoneError(w, http.StatusMethodNotAllowed, "The method is not allowed for the requested URL.", base)
-			return
-		}
-		w.Header().Set("Vary", "X-Auth-Token")
-		writeJSON(w, http.StatusOK, map[string]any{"version": c.identityVersion(base)})
 	case rel == "/v3/auth/tokens":
 		switch r.Method {
 		case http.MethodPost:
@@ -135,86 +108,25 @@ func validationError(attribute, target string) string {
 	return fmt.Sprintf("Expecting to find %s in %s. The server could not comply with the request since it is either malformed or otherwise incorrect. The client is assumed to be in error.", attribute, target)
 }
 
+// keystoneErr is a Keystone error found while checking a token request.
+type keystoneErr struct {
+	status     int
+	msg        string
+	authPlugin bool // AuthPluginException (adds the identity hint)
+}
+
 // issueToken implements POST /v3/auth/tokens for the application_credential
 // method, in the order Keystone checks: body shape, method payloads, "no
 // scope with an application credential", credential lookup (404), secret
 // (401).
 func (c *Cloud) issueToken(w http.ResponseWriter, r *http.Request, base string) {
-	var req struct {
-		Auth *struct {
-			Identity *struct {
-				Methods []string                   `json:"methods"`
-				AppCred map[string]json.RawMessage `json:"application_credential"`
-			} `json:"identity"`
-			Scope json.RawMessage `json:"scope"`
-		} `json:"auth"`
-	}
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err := json.Unmarshal(body, &req); err != nil {
-		keystoneError(w, http.StatusBadRequest, "Invalid JSON in request body.", base)
-		return
+	cred, e := parseAppCredAuth(body)
+	if e == nil {
+		e = c.checkAppCredential(cred)
 	}
-	if req.Auth == nil {
-		keystoneError(w, http.StatusBadRequest, validationError("auth", "request body"), base)
-		return
-	}
-	if req.Auth.Identity == nil {
-		keystoneError(w, http.StatusBadRequest, "'identity' is a required property", base)
-		return
-	}
-	id := req.Auth.Identity
-	hasAppCred := false
-	for _, m := range id.Methods {
-		switch m {
-		case "application_credential":
-			hasAppCred = true
-			if id.AppCred == nil {
-				keystoneError(w, http.StatusBadRequest, validationError("application_credential", "identity"), base)
-				return
-			}
-		case "password", "token", "totp", "mapped", "oauth1":
-			// Known methods, but the simulated Keystone has no users with
-			// passwords and issues only application-credential tokens.
-		default:
-			keystoneError(w, http.StatusUnauthorized, "Attempted to authenticate with an unsupported method.", base)
-			return
-		}
-	}
-	if !hasAppCred {
-		keystoneError(w, http.StatusUnauthorized, keystoneUnauthMs, base)
-		return
-	}
-	if len(req.Auth.Scope) > 0 {
-		keystoneErrorExtra(w, http.StatusUnauthorized, "Error authenticating with application credential: Application credentials cannot request a scope.", base, true)
-		return
-	}
-	str := func(k string) string {
-		var s string
-		_ = json.Unmarshal(id.AppCred[k], &s)
-		return s
-	}
-	credID, name, secret := str("id"), str("name"), str("secret")
-	switch {
-	case credID != "":
-		if credID != c.appCredID {
-			keystoneError(w, http.StatusNotFound, fmt.Sprintf("Could not find Application Credential: %s.", credID), base)
-			return
-		}
-	case name != "":
-		var user struct {
-			ID string `json:"id"`
-		}
-		_ = json.Unmarshal(id.AppCred["user"], &user)
-		if name != c.appCredName || user.ID != c.userID {
-			keystoneError(w, http.StatusUnauthorized, keystoneUnauthMs, base)
-			return
-		}
-	default:
-		keystoneError(w, http.StatusBadRequest, validationError("name or ID", "application credential"), base)
-		return
-	}
-	if secret != c.appCredSecret {
-		keystoneError(w, http.StatusUnauthorized, keystoneUnauthMs, base)
+	if e != nil {
+		keystoneErrorExtra(w, e.status, e.msg, base, e.authPlugin)
 		return
 	}
 
@@ -226,7 +138,97 @@ func (c *Cloud) issueToken(w http.ResponseWriter, r *http.Request, base string) 
 	c.auditSeq++
 	c.mu.Unlock()
 
-	tok := map[string]any{
+	tok := c.tokenDocument(now)
+	if _, nocatalog := r.URL.Query()["nocatalog"]; !nocatalog {
+		tok["catalog"] = c.catalog()
+	}
+	w.Header().Set("X-Subject-Token", tokID)
+	w.Header().Set("Vary", "X-Auth-Token")
+	w.Header().Set("X-Openstack-Request-Id", requestID())
+	writeJSON(w, http.StatusCreated, map[string]any{"token": tok})
+}
+
+// parseAppCredAuth checks the body's shape and identity methods and
+// returns the application_credential payload.
+func parseAppCredAuth(body []byte) (map[string]json.RawMessage, *keystoneErr) {
+	var req struct {
+		Auth *struct {
+			Identity *struct {
+				Methods []string                   `json:"methods"`
+				AppCred map[string]json.RawMessage `json:"application_credential"`
+			} `json:"identity"`
+			Scope json.RawMessage `json:"scope"`
+		} `json:"auth"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, &keystoneErr{status: http.StatusBadRequest, msg: "Invalid JSON in request body."}
+	}
+	if req.Auth == nil {
+		return nil, &keystoneErr{status: http.StatusBadRequest, msg: validationError("auth", "request body")}
+	}
+	if req.Auth.Identity == nil {
+		return nil, &keystoneErr{status: http.StatusBadRequest, msg: "'identity' is a required property"}
+	}
+	id := req.Auth.Identity
+	hasAppCred := false
+	for _, m := range id.Methods {
+		switch m {
+		case "application_credential":
+			hasAppCred = true
+			if id.AppCred == nil {
+				return nil, &keystoneErr{status: http.StatusBadRequest, msg: validationError("application_credential", "identity")}
+			}
+		case "password", "token", "totp", "mapped", "oauth1":
+			// Known methods, but the simulated Keystone has no users with
+			// passwords and issues only application-credential tokens.
+		default:
+			return nil, &keystoneErr{status: http.StatusUnauthorized, msg: "Attempted to authenticate with an unsupported method."}
+		}
+	}
+	if !hasAppCred {
+		return nil, &keystoneErr{status: http.StatusUnauthorized, msg: keystoneUnauthMs}
+	}
+	if len(req.Auth.Scope) > 0 {
+		return nil, &keystoneErr{status: http.StatusUnauthorized, msg: "Error authenticating with application credential: Application credentials cannot request a scope.", authPlugin: true}
+	}
+	return id.AppCred, nil
+}
+
+// checkAppCredential finds the credential by id (404 when unknown) or by
+// name and user (401), then checks the secret (401).
+func (c *Cloud) checkAppCredential(cred map[string]json.RawMessage) *keystoneErr {
+	str := func(k string) string {
+		var s string
+		_ = json.Unmarshal(cred[k], &s)
+		return s
+	}
+	credID, name, secret := str("id"), str("name"), str("secret")
+	switch {
+	case credID != "":
+		if credID != c.appCredID {
+			return &keystoneErr{status: http.StatusNotFound, msg: fmt.Sprintf("Could not find Application Credential: %s.", credID)}
+		}
+	case name != "":
+		var user struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(cred["user"], &user)
+		if name != c.appCredName || user.ID != c.userID {
+			return &keystoneErr{status: http.StatusUnauthorized, msg: keystoneUnauthMs}
+		}
+	default:
+		return &keystoneErr{status: http.StatusBadRequest, msg: validationError("name or ID", "application credential")}
+	}
+	if secret != c.appCredSecret {
+		return &keystoneErr{status: http.StatusUnauthorized, msg: keystoneUnauthMs}
+	}
+	return nil
+}
+
+// tokenDocument is the token body (without the catalog) of a token issued
+// at now.
+func (c *Cloud) tokenDocument(now time.Time) map[string]any {
+	return map[string]any{
 		"methods": []string{"application_credential"},
 		"user": map[string]any{
 			"domain":              map[string]any{"id": defaultDomainID, "name": "Default"},
@@ -255,13 +257,6 @@ func (c *Cloud) issueToken(w http.ResponseWriter, r *http.Request, base string) 
 			"access_rules": c.accessRules(),
 		},
 	}
-	if _, nocatalog := r.URL.Query()["nocatalog"]; !nocatalog {
-		tok["catalog"] = c.catalog()
-	}
-	w.Header().Set("X-Subject-Token", tokID)
-	w.Header().Set("Vary", "X-Auth-Token")
-	w.Header().Set("X-Openstack-Request-Id", requestID())
-	writeJSON(w, http.StatusCreated, map[string]any{"token": tok})
 }
 
 // accessRules are the test bed's access rules of the agent credential
@@ -347,3 +342,32 @@ func (c *Cloud) ApplicationCredential() (id, secret string) {
 // ProjectID returns the id of the project the application credential is
 // scoped to (the token's project).
 func (c *Cloud) ProjectID() string { return c.projectID }
+
+// ExpireTokens makes every token issued so far invalid: Ironic, Placement
+// and Nova answer 401 for them. Tokens issued afterwards are valid again.
+func (c *Cloud) ExpireTokens() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.tokens {
+		t.revoked = true
+	}
+}
+
+// TokensIssued returns how many tokens Keystone has issued since New.
+func (c *Cloud) TokensIssued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.issued
+}
+
+// validToken reports whether the X-Auth-Token of r is a live token.
+func (c *Cloud) validToken(r *http.Request) bool {
+	id := r.Header.Get("X-Auth-Token")
+	if id == "" {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.tokens[id]
+	return ok && !t.revoked && c.now().Before(t.expires)
+}

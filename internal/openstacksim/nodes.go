@@ -112,6 +112,17 @@ func cloneNode(n Node) Node {
 // place in the listing order). Names are not checked for uniqueness here.
 func (c *Cloud) AddNode(n Node) Node {
 	n = cloneNode(n)
+	c.fillNodeDefaults(&n)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.putNodeLocked(n)
+	return cloneNode(n)
+}
+
+// fillNodeDefaults fills in what a new node gets when not given: a UUID,
+// the fake-hardware driver, enroll, this conductor, created now, and empty
+// traits, properties and extra.
+func (c *Cloud) fillNodeDefaults(n *Node) {
 	if n.UUID == "" {
 		n.UUID = newUUID()
 	}
@@ -136,10 +147,6 @@ func (c *Cloud) AddNode(n Node) Node {
 	if n.Extra == nil {
 		n.Extra = map[string]any{}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.putNodeLocked(n)
-	return cloneNode(n)
 }
 
 func (c *Cloud) putNodeLocked(n Node) *nodeRec {
@@ -247,14 +254,21 @@ func (c *Cloud) AddProvider(uuid, name string, traits []string) {
 	now := c.now()
 	p, ok := c.providers[uuid]
 	if !ok {
-		c.provSeq++
-		p = &provider{uuid: uuid, created: now, updated: now, traits: []string{}, seq: c.provSeq}
-		c.providers[uuid] = p
+		p = c.newProviderLocked(uuid, "", now, now)
 	}
 	p.name = name
 	if len(traits) > 0 {
 		c.setProviderTraitsLocked(p, traits, false)
 	}
+}
+
+// newProviderLocked stores a new resource provider without traits,
+// numbered in creation order.
+func (c *Cloud) newProviderLocked(uuid, name string, created, updated time.Time) *provider {
+	c.provSeq++
+	p := &provider{uuid: uuid, name: name, created: created, updated: updated, traits: []string{}, seq: c.provSeq}
+	c.providers[uuid] = p
+	return p
 }
 
 // DeleteProvider removes a resource provider. It returns ErrNotFound for an

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -28,14 +27,7 @@ type verErr struct {
 // placementVersion is microversion_parse.extract_version for
 // "OpenStack-API-Version: placement X" (no header: 1.0; "latest": max).
 func (c *Cloud) placementVersion(r *http.Request) (pVersion, *verErr) {
-	found := ""
-	vals := strings.Split(strings.Join(r.Header.Values("Openstack-Api-Version"), ","), ",")
-	for i := len(vals) - 1; i >= 0 && found == ""; i-- {
-		f := strings.Fields(vals[i])
-		if len(f) >= 2 && strings.EqualFold(f[0], "placement") {
-			found = strings.TrimSpace(strings.Join(f[1:], " "))
-		}
-	}
+	found := apiVersionHeader(r.Header, "placement")
 	if found == "" {
 		found = "1.0"
 	}
@@ -158,8 +150,22 @@ func (p *placementCtx) ok(status int, body any, lastModified time.Time) {
 	writeJSON(p.w, status, body)
 }
 
+// The indexes of placementRoutes.
+const (
+	routeProviders = iota
+	routeProvider
+	routeProviderTraits
+	routeInventories
+	routeUsages
+	routeAggregates
+	routeAllocations
+	routeTraits
+	routeTrait
+)
+
 // placementRoutes is ROUTE_DECLARATIONS (the methods, for 405 and its allow
-// header) of the routes the simulator knows.
+// header) of the routes the simulator knows, in the order of the route
+// constants.
 var placementRoutes = []struct {
 	pattern *regexp.Regexp
 	methods string
@@ -175,6 +181,8 @@ var placementRoutes = []struct {
 	{regexp.MustCompile(`^/traits/([^/]+)$`), "GET, PUT, DELETE"},
 }
 
+// servePlacement answers /placement/...: version document, token and
+// microversion checks, then the route table.
 func (c *Cloud) servePlacement(w http.ResponseWriter, r *http.Request, rel string) {
 	rid := requestID()
 	w.Header().Set("X-Openstack-Request-Id", rid)
@@ -229,21 +237,22 @@ func (c *Cloud) servePlacement(w http.ResponseWriter, r *http.Request, rel strin
 	p.failOuter(http.StatusNotFound, "", "")
 }
 
+// dispatch calls the handler of placementRoutes[route] for the method.
 func (p *placementCtx) dispatch(route int, arg string) {
 	m := p.r.Method
 	// Trait routes exist from 1.6 (microversion.version_handler: 404).
-	if (route == 2 || route == 7 || route == 8) && p.ver.minor < 6 {
+	if (route == routeProviderTraits || route == routeTraits || route == routeTrait) && p.ver.minor < 6 {
 		p.fail(http.StatusNotFound, "", "")
 		return
 	}
 	switch route {
-	case 0:
+	case routeProviders:
 		if m == http.MethodGet {
 			p.listProviders()
 		} else {
 			p.createProvider()
 		}
-	case 1:
+	case routeProvider:
 		switch m {
 		case http.MethodGet:
 			p.getProvider(arg)
@@ -252,7 +261,7 @@ func (p *placementCtx) dispatch(route int, arg string) {
 		default:
 			p.updateProvider(arg)
 		}
-	case 2:
+	case routeProviderTraits:
 		switch m {
 		case http.MethodGet:
 			p.getProviderTraits(arg)
@@ -261,15 +270,15 @@ func (p *placementCtx) dispatch(route int, arg string) {
 		default:
 			p.deleteProviderTraits(arg)
 		}
-	case 3, 4, 5, 6:
+	case routeInventories, routeUsages, routeAggregates, routeAllocations:
 		if m != http.MethodGet {
 			p.fail(http.StatusMethodNotAllowed, "The simulator serves this resource read-only.", "")
 			return
 		}
 		p.providerSubresource(route, arg)
-	case 7:
+	case routeTraits:
 		p.listTraits()
-	case 8:
+	case routeTrait:
 		switch m {
 		case http.MethodGet:
 			p.getTrait(arg)
@@ -281,217 +290,8 @@ func (p *placementCtx) dispatch(route int, arg string) {
 	}
 }
 
-func (p *placementCtx) renderProvider(pr *provider) map[string]any {
-	url := placementPrefix + "/resource_providers/" + pr.uuid
-	links := []any{map[string]any{"rel": "self", "href": url}}
-	rels := []string{"inventories", "usages"}
-	if p.ver.minor >= 1 {
-		rels = append(rels, "aggregates")
-	}
-	if p.ver.minor >= 6 {
-		rels = append(rels, "traits")
-	}
-	if p.ver.minor >= 11 {
-		rels = append(rels, "allocations")
-	}
-	for _, rel := range rels {
-		links = append(links, map[string]any{"rel": rel, "href": url + "/" + rel})
-	}
-	out := map[string]any{"uuid": pr.uuid, "name": pr.name, "generation": pr.generation, "links": links}
-	if p.ver.minor >= 14 {
-		out["parent_provider_uuid"] = nil
-		out["root_provider_uuid"] = pr.uuid
-	}
-	return out
-}
-
-// notFoundProvider is the NotFound of ResourceProvider.get_by_uuid, turned
-// into a 404 by PlacementHandler (outside the handler).
-func (p *placementCtx) notFoundProvider(uuid string) {
-	p.failOuter(http.StatusNotFound, fmt.Sprintf("No resource provider with uuid %s found", uuid), "")
-}
-
-var uuidFormatRe = regexp.MustCompile(`^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$`)
-
-func (p *placementCtx) listProviders() {
-	q := p.r.URL.Query()
-	allowed := []string{"name", "uuid"}
-	if p.ver.minor >= 3 {
-		allowed = append(allowed, "member_of")
-	}
-	if p.ver.minor >= 4 {
-		allowed = append(allowed, "resources")
-	}
-	if p.ver.minor >= 14 {
-		allowed = append(allowed, "in_tree")
-	}
-	if p.ver.minor >= 18 {
-		allowed = append(allowed, "required")
-	}
-	var extra []string
-	for k := range q {
-		if !slices.Contains(allowed, k) {
-			extra = append(extra, "'"+k+"'")
-		}
-	}
-	if len(extra) > 0 {
-		sort.Strings(extra)
-		verb := "was"
-		if len(extra) > 1 {
-			verb = "were"
-		}
-		p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid query string parameters: Additional properties are not allowed (%s %s unexpected)", strings.Join(extra, ", "), verb), "")
-		return
-	}
-	last := func(k string) (string, bool) {
-		v, ok := q[k]
-		if !ok || len(v) == 0 {
-			return "", false
-		}
-		return v[len(v)-1], true
-	}
-	for _, k := range []string{"uuid", "in_tree"} {
-		if v, ok := last(k); ok && !uuidFormatRe.MatchString(v) {
-			p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid query string parameters: '%s' is not a 'uuid'", v), "")
-			return
-		}
-	}
-	// required=: a list of any-of sets (AND between them) and forbidden
-	var required [][]string
-	forbidden := map[string]bool{}
-	if vals, ok := q["required"]; ok {
-		if p.ver.minor < 39 {
-			vals = vals[len(vals)-1:]
-		}
-		for _, val := range vals {
-			if strings.HasPrefix(val, "in:") {
-				if p.ver.minor < 39 {
-					p.fail(http.StatusBadRequest, "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' only supported since microversion 1.39. Got: "+val, "")
-					return
-				}
-				var any []string
-				for _, t := range strings.Split(val[3:], ",") {
-					t = strings.TrimSpace(t)
-					if t == "" {
-						p.fail(http.StatusBadRequest, "Invalid query string parameters: Expected 'required' parameter value of the form: in:HW_CPU_X86_VMX,CUSTOM_MAGIC. Got an empty trait in: "+val, "")
-						return
-					}
-					if strings.HasPrefix(t, "!") {
-						p.fail(http.StatusBadRequest, "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' does not support forbidden traits. Got: "+val, "")
-						return
-					}
-					any = append(any, t)
-				}
-				required = append(required, any)
-				continue
-			}
-			form := "HW_CPU_X86_VMX,CUSTOM_MAGIC"
-			if p.ver.minor >= 22 {
-				form = "HW_CPU_X86_VMX,!CUSTOM_MAGIC"
-			}
-			for _, t := range strings.Split(val, ",") {
-				t = strings.TrimSpace(t)
-				name := strings.TrimLeft(t, "!")
-				if name == "" {
-					p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid query string parameters: Expected 'required' parameter value of the form: %s. Got an empty trait in: %s", form, val), "")
-					return
-				}
-				if strings.HasPrefix(t, "!") {
-					if p.ver.minor < 22 {
-						p.fail(http.StatusBadRequest, "Invalid query string parameters: Expected 'required' parameter value of the form: HW_CPU_X86_VMX,CUSTOM_MAGIC. Got: "+val, "")
-						return
-					}
-					forbidden[name] = true
-				} else {
-					required = append(required, []string{t})
-				}
-			}
-		}
-	}
-	c := p.c
-	c.mu.Lock()
-	for _, set := range required {
-		for _, t := range set {
-			if _, ok := c.traits[t]; !ok {
-				c.mu.Unlock()
-				p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid trait(s) in \"required\" parameter: No such trait(s): %s.", t), "")
-				return
-			}
-		}
-	}
-	for t := range forbidden {
-		if _, ok := c.traits[t]; !ok {
-			c.mu.Unlock()
-			p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid trait(s) in \"required\" parameter: No such trait(s): %s.", t), "")
-			return
-		}
-	}
-	name, hasName := last("name")
-	uuid, hasUUID := last("uuid")
-	inTree, hasTree := last("in_tree")
-	_, hasMember := q["member_of"]
-	list := c.providerListLocked()
-	out := []any{}
-	var lm time.Time
-	for _, pr := range list {
-		if hasName && pr.name != name || hasUUID && pr.uuid != uuid || hasTree && pr.uuid != inTree || hasMember {
-			continue
-		}
-		okTraits := true
-		for _, set := range required {
-			if !slices.ContainsFunc(set, func(t string) bool { return slices.Contains(pr.traits, t) }) {
-				okTraits = false
-			}
-		}
-		for t := range forbidden {
-			if slices.Contains(pr.traits, t) {
-				okTraits = false
-			}
-		}
-		if !okTraits {
-			continue
-		}
-		if pr.updated.After(lm) {
-			lm = pr.updated
-		}
-		out = append(out, p.renderProvider(pr))
-	}
-	c.mu.Unlock()
-	if lm.IsZero() {
-		lm = c.now()
-	}
-	p.ok(http.StatusOK, map[string]any{"resource_providers": out}, lm)
-}
-
-// providerListLocked returns the providers in creation order.
-func (c *Cloud) providerListLocked() []*provider {
-	list := make([]*provider, 0, len(c.providers))
-	for _, pr := range c.providers {
-		list = append(list, pr)
-	}
-	sort.Slice(list, func(i, j int) bool {
-		if !list[i].created.Equal(list[j].created) {
-			return list[i].created.Before(list[j].created)
-		}
-		return list[i].seq < list[j].seq
-	})
-	return list
-}
-
-func (p *placementCtx) getProvider(uuid string) {
-	c := p.c
-	c.mu.Lock()
-	pr, ok := c.providers[uuid]
-	if !ok {
-		c.mu.Unlock()
-		p.notFoundProvider(uuid)
-		return
-	}
-	body, lm := p.renderProvider(pr), pr.updated
-	c.mu.Unlock()
-	p.ok(http.StatusOK, body, lm)
-}
-
+// readJSON decodes a JSON request body into dst; it answers 415 for
+// another media type and 400 for malformed JSON.
 func (p *placementCtx) readJSON(dst any) bool {
 	ct := p.r.Header.Get("Content-Type")
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
@@ -511,346 +311,4 @@ func (p *placementCtx) readJSON(dst any) bool {
 		return false
 	}
 	return true
-}
-
-func (p *placementCtx) createProvider() {
-	var body map[string]any
-	if !p.readJSON(&body) {
-		return
-	}
-	name, _ := body["name"].(string)
-	if name == "" {
-		p.fail(http.StatusBadRequest, "JSON does not validate: 'name' is a required property", "")
-		return
-	}
-	uuid, _ := body["uuid"].(string)
-	if uuid == "" {
-		uuid = newUUID()
-	}
-	c := p.c
-	c.mu.Lock()
-	for _, pr := range c.providers {
-		if pr.uuid == uuid || pr.name == name {
-			c.mu.Unlock()
-			dup := "name: " + name
-			if pr.uuid == uuid {
-				dup = "uuid: " + uuid
-			}
-			p.fail(http.StatusConflict, fmt.Sprintf("Conflicting resource provider %s already exists.", dup), "placement.duplicate_name")
-			return
-		}
-	}
-	now := c.now()
-	c.provSeq++
-	pr := &provider{uuid: uuid, name: name, created: now, updated: now, traits: []string{}, seq: c.provSeq}
-	c.providers[uuid] = pr
-	out := p.renderProvider(pr)
-	c.mu.Unlock()
-	p.w.Header().Set("Location", "http://"+p.r.Host+placementPrefix+"/resource_providers/"+uuid)
-	if p.ver.minor >= 20 {
-		p.ok(http.StatusOK, out, now)
-		return
-	}
-	p.ok(http.StatusCreated, nil, time.Time{})
-}
-
-func (p *placementCtx) updateProvider(uuid string) {
-	var body map[string]any
-	if !p.readJSON(&body) {
-		return
-	}
-	name, _ := body["name"].(string)
-	c := p.c
-	c.mu.Lock()
-	pr, ok := c.providers[uuid]
-	if !ok {
-		c.mu.Unlock()
-		p.notFoundProvider(uuid)
-		return
-	}
-	if name != "" {
-		pr.name = name
-		pr.generation++
-		pr.updated = c.now()
-	}
-	out := p.renderProvider(pr)
-	c.mu.Unlock()
-	p.ok(http.StatusOK, out, pr.updated)
-}
-
-func (p *placementCtx) deleteProvider(uuid string) {
-	c := p.c
-	c.mu.Lock()
-	if _, ok := c.providers[uuid]; !ok {
-		c.mu.Unlock()
-		p.fail(http.StatusNotFound, fmt.Sprintf("No resource provider with uuid %s found for delete", uuid), "")
-		return
-	}
-	delete(c.providers, uuid)
-	c.mu.Unlock()
-	p.ok(http.StatusNoContent, nil, time.Time{})
-}
-
-func (p *placementCtx) getProviderTraits(uuid string) {
-	c := p.c
-	c.mu.Lock()
-	pr, ok := c.providers[uuid]
-	if !ok {
-		c.mu.Unlock()
-		p.fail(http.StatusNotFound, fmt.Sprintf("No resource provider with uuid %s found: No resource provider with uuid %s found", uuid, uuid), "")
-		return
-	}
-	body := map[string]any{"traits": slices.Clone(pr.traits), "resource_provider_generation": pr.generation}
-	lm := c.traitsModifiedLocked(pr.traits)
-	c.mu.Unlock()
-	p.ok(http.StatusOK, body, lm)
-}
-
-// traitsModifiedLocked is _serialize_traits' last-modified: the newest
-// trait's created_at, or now when there are none.
-func (c *Cloud) traitsModifiedLocked(names []string) time.Time {
-	var lm time.Time
-	for _, t := range names {
-		if ct := c.traits[t]; ct.After(lm) {
-			lm = ct
-		}
-	}
-	if lm.IsZero() {
-		lm = c.now()
-	}
-	return lm
-}
-
-var traitNameRe = regexp.MustCompile(`^CUSTOM_[A-Z0-9_]+$`)
-
-func (p *placementCtx) putProviderTraits(uuid string) {
-	var raw map[string]json.RawMessage
-	if !p.readJSON(&raw) {
-		return
-	}
-	for k := range raw {
-		if k != "traits" && k != "resource_provider_generation" {
-			p.fail(http.StatusBadRequest, fmt.Sprintf("JSON does not validate: Additional properties are not allowed ('%s' was unexpected)", k), "")
-			return
-		}
-	}
-	for _, k := range []string{"traits", "resource_provider_generation"} {
-		if _, ok := raw[k]; !ok {
-			p.fail(http.StatusBadRequest, fmt.Sprintf("JSON does not validate: '%s' is a required property", k), "")
-			return
-		}
-	}
-	var traits []string
-	if err := json.Unmarshal(raw["traits"], &traits); err != nil {
-		p.fail(http.StatusBadRequest, fmt.Sprintf("JSON does not validate: %s is not of type 'array'", string(raw["traits"])), "")
-		return
-	}
-	for _, t := range traits {
-		if len(t) < 1 || len(t) > 255 {
-			p.fail(http.StatusBadRequest, fmt.Sprintf("JSON does not validate: '%s' is too long", t), "")
-			return
-		}
-	}
-	var gen int64
-	if err := json.Unmarshal(raw["resource_provider_generation"], &gen); err != nil {
-		p.fail(http.StatusBadRequest, fmt.Sprintf("JSON does not validate: %s is not of type 'integer'", string(raw["resource_provider_generation"])), "")
-		return
-	}
-	c := p.c
-	c.mu.Lock()
-	pr, ok := c.providers[uuid]
-	if !ok {
-		c.mu.Unlock()
-		p.notFoundProvider(uuid)
-		return
-	}
-	if pr.generation != gen {
-		c.mu.Unlock()
-		p.fail(http.StatusConflict, "Resource provider's generation already changed. Please update the generation and try again.", "placement.concurrent_update")
-		return
-	}
-	var missing []string
-	for _, t := range traits {
-		if _, ok := c.traits[t]; !ok && !slices.Contains(missing, t) {
-			missing = append(missing, t)
-		}
-	}
-	if len(missing) > 0 {
-		c.mu.Unlock()
-		p.fail(http.StatusBadRequest, "No such trait "+strings.Join(missing, ", "), "")
-		return
-	}
-	c.setProviderTraitsLocked(pr, traits, false)
-	body := map[string]any{"traits": slices.Clone(pr.traits), "resource_provider_generation": pr.generation}
-	lm := c.traitsModifiedLocked(pr.traits)
-	c.mu.Unlock()
-	p.ok(http.StatusOK, body, lm)
-}
-
-func (p *placementCtx) deleteProviderTraits(uuid string) {
-	c := p.c
-	c.mu.Lock()
-	pr, ok := c.providers[uuid]
-	if !ok {
-		c.mu.Unlock()
-		p.notFoundProvider(uuid)
-		return
-	}
-	c.setProviderTraitsLocked(pr, nil, false)
-	c.mu.Unlock()
-	p.ok(http.StatusNoContent, nil, time.Time{})
-}
-
-func (p *placementCtx) providerSubresource(route int, uuid string) {
-	c := p.c
-	c.mu.Lock()
-	pr, ok := c.providers[uuid]
-	if !ok {
-		c.mu.Unlock()
-		p.fail(http.StatusNotFound, fmt.Sprintf("No resource provider with uuid %s found", uuid), "")
-		return
-	}
-	var body map[string]any
-	switch route {
-	case 3:
-		inv := map[string]any{}
-		for rc, i := range pr.inventory {
-			inv[rc] = map[string]any{"allocation_ratio": json.Number("1.0"), "max_unit": 1, "min_unit": 1, "reserved": i.Reserved, "step_size": 1, "total": i.Total}
-		}
-		body = map[string]any{"inventories": inv, "resource_provider_generation": pr.generation}
-	case 4:
-		usages := map[string]any{}
-		used := 0
-		if rec, ok := c.nodes[pr.uuid]; ok && rec.n.InstanceUUID != "" {
-			used = 1
-		}
-		for rc := range pr.inventory {
-			usages[rc] = used
-		}
-		body = map[string]any{"usages": usages, "resource_provider_generation": pr.generation}
-	case 5:
-		body = map[string]any{"aggregates": []any{}}
-		if p.ver.minor >= 19 {
-			body["resource_provider_generation"] = pr.generation
-		}
-	case 6:
-		body = map[string]any{"allocations": map[string]any{}, "resource_provider_generation": pr.generation}
-	}
-	lm := pr.updated
-	c.mu.Unlock()
-	p.ok(http.StatusOK, body, lm)
-}
-
-func (p *placementCtx) listTraits() {
-	q := p.r.URL.Query()
-	for k := range q {
-		if k != "name" && k != "associated" {
-			p.fail(http.StatusBadRequest, fmt.Sprintf("Invalid query string parameters: Additional properties are not allowed ('%s' was unexpected)", k), "")
-			return
-		}
-	}
-	var in []string
-	prefix := ""
-	if v, ok := q["name"]; ok {
-		op, val, found := strings.Cut(v[len(v)-1], ":")
-		if !found {
-			p.fail(http.StatusBadRequest, fmt.Sprintf("Badly formatted name parameter. Expected name query string parameter in form: ?name=[in|startswith]:[name1,name2|prefix]. Got: \"%s\"", v[len(v)-1]), "")
-			return
-		}
-		switch op {
-		case "in":
-			in = strings.Split(val, ",")
-		case "startswith":
-			prefix = val
-		}
-	}
-	var assoc *bool
-	if v, ok := q["associated"]; ok {
-		switch strings.ToLower(v[len(v)-1]) {
-		case "true":
-			b := true
-			assoc = &b
-		case "false":
-			b := false
-			assoc = &b
-		default:
-			p.fail(http.StatusBadRequest, `The query parameter "associated" only accepts "true" or "false"`, "")
-			return
-		}
-	}
-	c := p.c
-	c.mu.Lock()
-	used := map[string]bool{}
-	for _, pr := range c.providers {
-		for _, t := range pr.traits {
-			used[t] = true
-		}
-	}
-	var names []string
-	for t := range c.traits {
-		if in != nil && !slices.Contains(in, t) || !strings.HasPrefix(t, prefix) || assoc != nil && used[t] != *assoc {
-			continue
-		}
-		names = append(names, t)
-	}
-	sort.Strings(names)
-	lm := c.traitsModifiedLocked(names)
-	c.mu.Unlock()
-	if names == nil {
-		names = []string{}
-	}
-	p.ok(http.StatusOK, map[string]any{"traits": names}, lm)
-}
-
-func (p *placementCtx) getTrait(name string) {
-	c := p.c
-	c.mu.Lock()
-	created, ok := c.traits[name]
-	c.mu.Unlock()
-	if !ok {
-		p.fail(http.StatusNotFound, fmt.Sprintf("No such trait(s): %s.", name), "")
-		return
-	}
-	p.ok(http.StatusNoContent, nil, created)
-}
-
-func (p *placementCtx) putTrait(name string) {
-	if len(name) > 255 || !traitNameRe.MatchString(name) {
-		p.fail(http.StatusBadRequest, `The trait is invalid. A valid trait must be no longer than 255 characters, start with the prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"`, "")
-		return
-	}
-	c := p.c
-	c.mu.Lock()
-	created, ok := c.traits[name]
-	status := http.StatusNoContent
-	if !ok {
-		created = c.now()
-		c.traits[name] = created
-		status = http.StatusCreated
-	}
-	c.mu.Unlock()
-	p.w.Header().Set("Location", "http://"+p.r.Host+placementPrefix+"/traits/"+name)
-	p.ok(status, nil, created)
-}
-
-func (p *placementCtx) deleteTrait(name string) {
-	c := p.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.traits[name]; !ok {
-		p.fail(http.StatusNotFound, fmt.Sprintf("No such trait(s): %s.", name), "")
-		return
-	}
-	if !strings.HasPrefix(name, "CUSTOM_") {
-		p.fail(http.StatusBadRequest, fmt.Sprintf("Cannot delete standard trait %s.", name), "")
-		return
-	}
-	for _, pr := range c.providers {
-		if slices.Contains(pr.traits, name) {
-			p.fail(http.StatusConflict, fmt.Sprintf("The trait %s is in use by a resource provider.", name), "")
-			return
-		}
-	}
-	delete(c.traits, name)
-	p.ok(http.StatusNoContent, nil, time.Time{})
 }

@@ -35,10 +35,8 @@ func decodePlacementError(t *testing.T, err error) placementErrors {
 }
 
 func TestProviderTraitsGenerationConflict(t *testing.T) {
-	c := startCloud(t, Options{})
-	seeded := c.SeedLikeTestbed(3)
+	c, seeded, _, pl := seededCloud(t, 3)
 	rp := seeded[2].UUID // role 3: no READY trait
-	_, _, pl := simClients(t, c, false)
 	ctx := testCtx(t)
 
 	cur, err := resourceproviders.GetTraits(ctx, pl, rp).Extract()
@@ -144,9 +142,7 @@ func TestTraitCreation(t *testing.T) {
 }
 
 func TestPlacementVersionsAndRequiredFilter(t *testing.T) {
-	c := startCloud(t, Options{})
-	c.SeedLikeTestbed(20)
-	_, _, pl := simClients(t, c, false)
+	_, _, _, pl := seededCloud(t, 20)
 	ctx := testCtx(t)
 
 	resp, _, err := rawJSON(t, pl, "GET", pl.ServiceURL("resource_providers"), nil, 200)
@@ -200,9 +196,7 @@ func TestPlacementVersionsAndRequiredFilter(t *testing.T) {
 }
 
 func TestChurnKeepsTheAPIConsistent(t *testing.T) {
-	c := startCloud(t, Options{})
-	c.SeedLikeTestbed(30)
-	_, bm, pl := simClients(t, c, false)
+	c, _, bm, pl := seededCloud(t, 30)
 	ctx := testCtx(t)
 	r := rand.New(rand.NewPCG(1, 2))
 	var changes int

@@ -106,54 +106,11 @@ func (c *Cloud) SeedLikeTestbed(n int) []Node {
 			Owner: c.projectID,
 		}
 		role := SeedRole(i)
-		switch role {
-		case "available-ready", "available":
-			node.ProvisionState = "available"
-		case "available-maint":
-			node.ProvisionState = "available"
-			node.Maintenance, node.MaintenanceReason = true, SeedReasonPSU
-		case "active-ready", "active-maint":
-			node.ProvisionState = "active"
-			node.PowerState = "power on"
-			node.InstanceUUID = newUUID()
-			node.UUID = newUUID()
-			node.InstanceInfo = map[string]any{"display_name": "server-" + node.UUID[:8]}
-			if role == "active-maint" {
-				node.Maintenance, node.MaintenanceReason = true, SeedReasonECC
-			}
-		case "enroll":
-			node.ProvisionState = "enroll"
-			node.PowerState = ""
-			node.ProvisionUpdatedAt = time.Time{}
-		case "clean-failed":
-			node.ProvisionState, node.TargetProvisionState = "clean failed", "manageable"
-		case "manageable":
-			node.ProvisionState = "manageable"
-		case "deploy-failed":
-			node.ProvisionState, node.TargetProvisionState = "deploy failed", "active"
-		}
+		applySeedRole(&node, role)
 		node = c.AddNode(node)
 		out = append(out, node)
 
-		var traits []string
-		if strings.HasSuffix(role, "-ready") {
-			traits = []string{ReadyTrait}
-		}
-		c.mu.Lock()
-		c.provSeq++
-		pr := &provider{uuid: node.UUID, name: node.UUID, created: created, updated: provisioned,
-			traits: []string{}, seq: c.provSeq,
-			inventory: map[string]inventory{rcToPlacement(node.ResourceClass): {Total: 1, Reserved: novaReserved(&node)}}}
-		pr.generation = 1 // the inventory PUT
-		c.providers[node.UUID] = pr
-		if len(traits) > 0 {
-			c.setProviderTraitsLocked(pr, traits, false)
-		}
-		if node.InstanceUUID != "" {
-			pr.generation++ // the allocation PUT for the instance
-			c.serverForNodeLocked(&node)
-		}
-		c.mu.Unlock()
+		c.seedProvider(node, role, created, provisioned)
 	}
 	return out
 }
@@ -161,10 +118,61 @@ func (c *Cloud) SeedLikeTestbed(n int) []Node {
 func (c *Cloud) nodeByName(name string) (Node, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, rec := range c.nodeOrder {
-		if rec.n.Name == name {
-			return cloneNode(rec.n), true
-		}
+	if rec := c.nodeNamedLocked(name, nil); rec != nil {
+		return cloneNode(rec.n), true
 	}
 	return Node{}, false
+}
+
+// applySeedRole sets the provision state, power, instance and maintenance
+// of one seeded node's role (see SeedLikeTestbed).
+func applySeedRole(node *Node, role string) {
+	switch role {
+	case "available-ready", "available":
+		node.ProvisionState = "available"
+	case "available-maint":
+		node.ProvisionState = "available"
+		node.Maintenance, node.MaintenanceReason = true, SeedReasonPSU
+	case "active-ready", "active-maint":
+		node.ProvisionState = "active"
+		node.PowerState = "power on"
+		node.InstanceUUID = newUUID()
+		node.UUID = newUUID()
+		node.InstanceInfo = map[string]any{"display_name": "server-" + node.UUID[:8]}
+		if role == "active-maint" {
+			node.Maintenance, node.MaintenanceReason = true, SeedReasonECC
+		}
+	case "enroll":
+		node.ProvisionState = "enroll"
+		node.PowerState = ""
+		node.ProvisionUpdatedAt = time.Time{}
+	case "clean-failed":
+		node.ProvisionState, node.TargetProvisionState = "clean failed", "manageable"
+	case "manageable":
+		node.ProvisionState = "manageable"
+	case "deploy-failed":
+		node.ProvisionState, node.TargetProvisionState = "deploy failed", "active"
+	}
+}
+
+// seedProvider creates the seeded node's resource provider as Nova's
+// resource tracker would (inventory, then the READY trait of the "-ready"
+// roles, then the instance's allocation) and the node's Nova server.
+func (c *Cloud) seedProvider(node Node, role string, created, provisioned time.Time) {
+	var traits []string
+	if strings.HasSuffix(role, "-ready") {
+		traits = []string{ReadyTrait}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pr := c.newProviderLocked(node.UUID, node.UUID, created, provisioned)
+	pr.inventory = map[string]inventory{rcToPlacement(node.ResourceClass): {Total: 1, Reserved: novaReserved(&node)}}
+	pr.generation = 1 // the inventory PUT
+	if len(traits) > 0 {
+		c.setProviderTraitsLocked(pr, traits, false)
+	}
+	if node.InstanceUUID != "" {
+		pr.generation++ // the allocation PUT for the instance
+		c.serverForNodeLocked(&node)
+	}
 }

@@ -31,6 +31,16 @@ func startCloud(t *testing.T, opts Options) *Cloud {
 	return c
 }
 
+// seededCloud starts a simulator seeded like the test bed with n nodes and
+// returns it, the seeded nodes and its Ironic and Placement clients.
+func seededCloud(t *testing.T, n int) (*Cloud, []Node, *gophercloud.ServiceClient, *gophercloud.ServiceClient) {
+	t.Helper()
+	c := startCloud(t, Options{})
+	seeded := c.SeedLikeTestbed(n)
+	_, bm, pl := simClients(t, c, false)
+	return c, seeded, bm, pl
+}
+
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -325,9 +335,7 @@ func TestReauthAfterTokenExpiry(t *testing.T) {
 }
 
 func TestFaultInjection(t *testing.T) {
-	c := startCloud(t, Options{})
-	seeded := c.SeedLikeTestbed(2)
-	_, bm, pl := simClients(t, c, false)
+	c, seeded, bm, pl := seededCloud(t, 2)
 	ctx := testCtx(t)
 
 	c.InjectFault(Fault{Service: ServiceBaremetal, Method: "GET", PathContains: "/v1/nodes", Status: 503, Times: 2})
