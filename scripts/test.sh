@@ -33,6 +33,15 @@ fi
 log=$(mktemp "${TMPDIR:-/tmp}/ironlink-test.XXXXXX.log")
 status=0
 go test -count=1 -timeout 30m "$@" ./... 2>&1 | tee "$log" || status=$?
+# Benchmarks hold correctness checks of their own (a sweep of a consistent
+# site judges no candidate, ...) that a plain test run never reaches: the
+# cheap ones run once here, at their small size ("package pattern" a line).
+benchmarks_once='./satellite/agent ^BenchmarkSweepCost$/^nodes=20$
+./satellite/agent ^BenchmarkResyncCost$/^nodes=20$'
+while read -r pkg pattern; do
+  [ -n "$pkg" ] || continue
+  go test -count=1 -timeout 10m "$@" -run '^$' -benchtime=1x -bench "$pattern" "$pkg" 2>&1 | tee -a "$log" || status=$?
+done <<<"$benchmarks_once"
 if [ "$status" -ne 0 ]; then
   scripts/test-summary.sh "$log" >&2
 fi

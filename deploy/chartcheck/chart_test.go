@@ -120,42 +120,33 @@ func decode(t *testing.T, out string) rendered {
 		r.kinds = append(r.kinds, key)
 		switch key {
 		case "apps/v1 Deployment":
-			var v appsv1.Deployment
-			into(&v)
-			r.deployments = append(r.deployments, v)
+			decodeInto(into, &r.deployments)
 		case "batch/v1 Job":
-			var v batchv1.Job
-			into(&v)
-			r.jobs = append(r.jobs, v)
+			decodeInto(into, &r.jobs)
 		case "v1 Service":
-			var v corev1.Service
-			into(&v)
-			r.services = append(r.services, v)
+			decodeInto(into, &r.services)
 		case "v1 ConfigMap":
-			var v corev1.ConfigMap
-			into(&v)
-			r.configMaps = append(r.configMaps, v)
+			decodeInto(into, &r.configMaps)
 		case "v1 ServiceAccount":
-			var v corev1.ServiceAccount
-			into(&v)
-			r.accounts = append(r.accounts, v)
+			decodeInto(into, &r.accounts)
 		case "policy/v1 PodDisruptionBudget":
-			var v policyv1.PodDisruptionBudget
-			into(&v)
-			r.pdbs = append(r.pdbs, v)
+			decodeInto(into, &r.pdbs)
 		case "monitoring.coreos.com/v1 ServiceMonitor":
-			var v monitoringv1.ServiceMonitor
-			into(&v)
-			r.monitors = append(r.monitors, v)
+			decodeInto(into, &r.monitors)
 		case "monitoring.coreos.com/v1 PrometheusRule":
-			var v monitoringv1.PrometheusRule
-			into(&v)
-			r.rules = append(r.rules, v)
+			decodeInto(into, &r.rules)
 		default:
 			t.Errorf("document %d: %s has no API type in this test: add one", i, key)
 		}
 	}
 	return r
+}
+
+// decodeInto decodes the document (into) as one more T of list.
+func decodeInto[T any](into func(any), list *[]T) {
+	var v T
+	into(&v)
+	*list = append(*list, v)
 }
 
 func stripComments(doc string) string {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,9 +19,11 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/app"
-	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/promtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 // hub is one in-process hub replica (plaintext, no authentication).
@@ -33,21 +33,11 @@ type hub struct {
 	done        chan error
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startHub runs app.Run over dbURL until the test ends; edit adjusts the
 // configuration first.
 func startHub(t *testing.T, dbURL, replica string, edit func(*app.Config)) *hub {
 	t.Helper()
-	cfg := app.Config{DatabaseURL: dbURL, Replica: replica, Listen: freeAddr(t), AdminAddr: freeAddr(t),
+	cfg := app.Config{DatabaseURL: dbURL, Replica: replica, Listen: harness.FreeAddr(t), AdminAddr: harness.FreeAddr(t),
 		NoAuth: true, Plaintext: true, ShutdownGrace: 2 * time.Second}
 	cfg.Link.CommandSweep = 200 * time.Millisecond
 	if edit != nil {
@@ -55,7 +45,7 @@ func startHub(t *testing.T, dbURL, replica string, edit func(*app.Config)) *hub 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &hub{addr: cfg.Listen, admin: "http://" + cfg.AdminAddr, done: make(chan error, 1)}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testlog.New(t)
 	go func() { h.done <- app.Run(ctx, cfg, log) }()
 	t.Cleanup(func() {
 		cancel()
@@ -188,9 +178,7 @@ func TestNotReadyUntilMigrated(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	h := startHub(t, db, "r1", func(c *app.Config) { c.SkipMigrate = true })
 	h.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "schema", healthpb.HealthCheckResponse_NOT_SERVING)
-	if _, err := store.Migrate(context.Background(), db); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Migrate(t, db)
 	h.waitReady(t, 10*time.Second, http.StatusOK, "ready", healthpb.HealthCheckResponse_SERVING)
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/testlog"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
 
@@ -221,8 +222,6 @@ type hub struct {
 	rec    *recorder
 }
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
 // startHub serves the ironlink services, health and reflection on
 // 127.0.0.1 with TLS from a fresh test PKI (mutual TLS when mtls is set).
 func startHub(t testing.TB, v *auth.Verifier, mtls bool) *hub {
@@ -246,9 +245,10 @@ func startHub(t testing.TB, v *auth.Verifier, mtls bool) *hub {
 func serve(t testing.TB, v *auth.Verifier, tc credentials.TransportCredentials, h *hub) *hub {
 	t.Helper()
 	h.rec = &recorder{}
+	log := testlog.New(t)
 	srv := grpc.NewServer(grpc.Creds(tc),
-		grpc.ChainUnaryInterceptor(authn.UnaryInterceptor(v, quiet)),
-		grpc.ChainStreamInterceptor(authn.StreamInterceptor(v, quiet)))
+		grpc.ChainUnaryInterceptor(authn.UnaryInterceptor(v, log)),
+		grpc.ChainStreamInterceptor(authn.StreamInterceptor(v, log)))
 	ironlinkv1.RegisterFleetServiceServer(srv, &fleetServer{rec: h.rec})
 	ironlinkv1.RegisterLinkServiceServer(srv, &linkServer{rec: h.rec})
 	srv.RegisterService(&extraDesc, h.rec)
@@ -536,7 +536,7 @@ func TestKeyRotatedOutOfRosterFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed := make(chan []string, 4)
-	w, err := auth.NewRosterWatcher(path, quiet, func(o, n *auth.Roster) { changed <- auth.Removed(o, n) }, auth.WithCheckInterval(100*time.Millisecond))
+	w, err := auth.NewRosterWatcher(path, testlog.New(t), func(o, n *auth.Roster) { changed <- auth.Removed(o, n) }, auth.WithCheckInterval(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package authn_test
 
 import (
-	"context"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -14,24 +13,11 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
-	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
 )
 
-// openStore migrates (once per URL is fine: goose is idempotent) and opens a
-// store, as a hub replica does at start-up.
-func openStore(t testing.TB, url string) *store.Store {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, url, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	return st
-}
+// openStore opens a store on url (migrated), as a hub replica does at start-up.
+func openStore(t testing.TB, url string) *store.Store { return storetest.Open(t, url, nil) }
 
 func pgVerifier(r *auth.Roster, st *store.Store) *auth.Verifier {
 	return &auth.Verifier{Roster: func() *auth.Roster { return r }, Audience: audience, Replay: st}
@@ -41,7 +27,7 @@ func pgVerifier(r *auth.Roster, st *store.Store) *auth.Verifier {
 // is refused by the other, and of many simultaneous presentations of one
 // token across both, exactly one succeeds.
 func TestReplayAcrossReplicas(t *testing.T) {
-	url := pgtest.NewDatabase(t)
+	url := storetest.Database(t)
 	r := roster(t, satA, operator)
 	h1 := startHub(t, pgVerifier(r, openStore(t, url)), false)
 	h2 := startHub(t, pgVerifier(r, openStore(t, url)), false)
@@ -105,7 +91,7 @@ func TestReplayAcrossReplicas(t *testing.T) {
 // When the replay cache (PostgreSQL) cannot answer, tokens are refused with
 // Unavailable — fail closed, but tell the client to retry.
 func TestReplayCacheDownIsUnavailable(t *testing.T) {
-	url := pgtest.NewDatabase(t)
+	url := storetest.Database(t)
 	st := openStore(t, url)
 	h := startHub(t, pgVerifier(roster(t, operator), st), false)
 	st.Close()

@@ -3,8 +3,6 @@ package ctl_test
 import (
 	"bytes"
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,7 +18,8 @@ import (
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
-	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // opsHub serves the hub's services without authentication on a TCP port
@@ -29,16 +28,8 @@ import (
 func opsHub(t *testing.T) (string, *store.Store) {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, url, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	log := testlog.New(t)
+	st, url := storetest.New(t, log)
 	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: "b", Replica: "r0", Capabilities: []string{"operations"}})
 	if err != nil {
 		t.Fatal(err)

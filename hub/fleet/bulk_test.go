@@ -2,8 +2,6 @@ package fleet_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -19,6 +17,8 @@ import (
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
 	"github.com/ironlink/ironlink/test/grpctest"
 )
 
@@ -32,15 +32,7 @@ import (
 func bulkFleet(t *testing.T) (*store.Store, string) {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st, url := storetest.New(t, nil)
 	now := time.Now().UTC()
 	c := func(typ condition.Type, s condition.Status, reason string) condition.Condition {
 		return condition.Condition{Type: typ, Status: s, Reason: reason, ObservedTime: now, LastTransitionTime: now}
@@ -233,7 +225,7 @@ func TestBulkImpairmentBySelector(t *testing.T) {
 // PermissionDenied; neither writes anything.
 func TestBulkImpairmentSiteBound(t *testing.T) {
 	st, url := bulkFleet(t)
-	srv := fleet.NewServer(st, func(context.Context) string { return "ops-a" }, slog.New(slog.NewTextHandler(io.Discard, nil))).Bulk()
+	srv := fleet.NewServer(st, func(context.Context) string { return "ops-a" }, testlog.New(t)).Bulk()
 	ctx := authn.NewContext(context.Background(), auth.Identity{ClientID: "ops-a", Sites: []string{"site-a"},
 		Scopes: []string{auth.ScopeOperationsRead, auth.ScopeOperationsWrite}})
 	deploy := sel("", nil, []string{"DeployFailed"}, "", "")

@@ -2,7 +2,6 @@ package fleet_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -18,6 +17,8 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // newStoreWithDevice migrates a fresh database, opens a store on it and
@@ -26,16 +27,8 @@ import (
 func newStoreWithDevice(t *testing.T) (*store.Store, string, string, *slog.Logger) {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, url, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	log := testlog.New(t)
+	st, url := storetest.New(t, log)
 	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", Replica: "r"})
 	if err != nil {
 		t.Fatal(err)

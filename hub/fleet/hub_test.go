@@ -23,7 +23,7 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/grpcraw"
-	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
 )
 
 // testHub is a hub's operator API served as hub/app serves it (the same
@@ -68,17 +68,9 @@ func (l *lineLog) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b
 func newTestHub(tb testing.TB) *testHub {
 	tb.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(tb)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		tb.Fatal(err)
-	}
 	ll := &lineLog{}
 	log := slog.New(slog.NewTextHandler(ll, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	st, err := store.Open(ctx, url, log)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(st.Close)
+	st, url := storetest.New(tb, log)
 	h := &testHub{Store: st, Log: ll}
 	for _, site := range []string{"empty", "demo"} {
 		if _, err := st.OpenLink(ctx, store.LinkHello{Site: site, Replica: "r"}); err != nil {

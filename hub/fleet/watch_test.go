@@ -3,8 +3,6 @@ package fleet_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -21,7 +19,8 @@ import (
 	"github.com/ironlink/ironlink/hub/fleet"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
-	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // replica is one hub replica's operator API (its own store, pool and LISTEN
@@ -34,13 +33,8 @@ type replica struct {
 
 func startReplica(t *testing.T, url string) *replica {
 	t.Helper()
-	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, url, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	log := testlog.New(t)
+	st := storetest.Open(t, url, log)
 	cfg, err := app.Config{DatabaseURL: url, NoAuth: true, Plaintext: true}.Validate()
 	if err != nil {
 		t.Fatal(err)
@@ -152,10 +146,7 @@ func eventKey(m *ironlinkv1.WatchFleetResponse) string {
 // events a watcher that never broke got (replica 2 from the same start):
 // nothing lost, nothing repeated.
 func TestWatchFleetResumesAcrossReplicas(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(context.Background(), url); err != nil {
-		t.Fatal(err)
-	}
+	url := storetest.Database(t)
 	r1, r2 := startReplica(t, url), startReplica(t, url)
 	// The reference watcher, and the one that breaks, both start at
 	// replica 2's head, before the seed.
@@ -244,10 +235,7 @@ func TestWatchFleetResumesAcrossReplicas(t *testing.T) {
 // bad requests are refused with the field named.
 func TestWatchFleetFilters(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
+	url := storetest.Database(t)
 	r := startReplica(t, url)
 	head := watch(t, r.fleet, &ironlinkv1.WatchFleetRequest{}, 0, 0, nil).first
 	devs := seedSites(t, r.store, 2, "site-a", "site-b")
@@ -278,33 +266,7 @@ func TestWatchFleetFilters(t *testing.T) {
 			if m, err := s.Recv(); err != nil || m.GetCursor() != head || m.GetEvent() != nil {
 				t.Fatalf("first message %v, %v: want a progress mark at the cursor asked for", m, err)
 			}
-			// Read until the events expected came, then 1.5 s more (three
-			// polls) to see that nothing else does.
-			var got []*ironlinkv1.WatchFleetResponse
-			var quiet <-chan time.Time
-			msgs := pump(s)
-			if tc.want == 0 {
-				quiet = time.After(1500 * time.Millisecond)
-			}
-			for done := false; !done; {
-				select {
-				case m, ok := <-msgs:
-					if !ok {
-						t.Fatal("stream ended")
-					}
-					if m.GetEvent() == nil {
-						continue
-					}
-					got = append(got, m)
-					if len(got) == tc.want {
-						quiet = time.After(1500 * time.Millisecond)
-					}
-				case <-quiet:
-					done = true
-				case <-ctx.Done():
-					t.Fatalf("%d events after 30 s, want %d", len(got), tc.want)
-				}
-			}
+			got := collect(ctx, t, s, tc.want)
 			if len(got) != tc.want {
 				for _, m := range got {
 					t.Log(eventKey(m))
@@ -364,8 +326,20 @@ func collectEvents(t *testing.T, c ironlinkv1.FleetServiceClient, req *ironlinkv
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out []*ironlinkv1.FleetEvent
+	for _, m := range collect(ctx, t, s, want) {
+		out = append(out, m.GetEvent())
+	}
+	return out
+}
+
+// collect reads s until want events came, then 1.5 s more (three polls) to
+// see that nothing else does, and returns the events' messages; it fails
+// when ctx ends first.
+func collect(ctx context.Context, t *testing.T, s ironlinkv1.FleetService_WatchFleetClient, want int) []*ironlinkv1.WatchFleetResponse {
+	t.Helper()
 	msgs := pump(s)
-	var got []*ironlinkv1.FleetEvent
+	var got []*ironlinkv1.WatchFleetResponse
 	var quiet <-chan time.Time
 	if want == 0 {
 		quiet = time.After(1500 * time.Millisecond)
@@ -379,7 +353,7 @@ func collectEvents(t *testing.T, c ironlinkv1.FleetServiceClient, req *ironlinkv
 			if m.GetEvent() == nil {
 				continue
 			}
-			got = append(got, m.GetEvent())
+			got = append(got, m)
 			if len(got) == want {
 				quiet = time.After(1500 * time.Millisecond)
 			}
@@ -397,10 +371,7 @@ func collectEvents(t *testing.T, c ironlinkv1.FleetServiceClient, req *ironlinkv
 // as they were, and the kinds and site filters select them.
 func TestWatchFleetOperationAndPolicyKinds(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
+	url := storetest.Database(t)
 	r := startReplica(t, url)
 	devs := seedSites(t, r.store, 2, "site-a", "site-b")
 	head := watch(t, r.fleet, &ironlinkv1.WatchFleetRequest{}, 0, 0, nil).first

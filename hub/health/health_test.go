@@ -3,8 +3,6 @@ package health
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +11,8 @@ import (
 
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // fakeDB answers Ping and SchemaVersion as set.
@@ -50,7 +50,7 @@ func TestReadinessReasonsOnEveryChannel(t *testing.T) {
 	services := []string{"", "ironlink.v1.LinkService"}
 	var changes []bool
 	c := NewChecker(db, Options{GRPC: hs, Services: services, OnChange: func(r bool) { changes = append(changes, r) }},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+		testlog.New(t))
 	h := Handler(c, nil)
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // runLink opens an in-memory link for site (authenticated as its satellite,
@@ -110,7 +110,7 @@ func FuzzLinkMessage(f *testing.F) {
 		}
 	}
 	srv := link.NewServer(st, link.Config{Replica: "fuzz", HeartbeatInterval: time.Hour, CommandSweep: time.Hour},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+		testlog.New(f))
 
 	now := timestamppb.Now()
 	cond := func(typ condition.Type) *ironlinkv1.Condition {

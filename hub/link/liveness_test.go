@@ -2,8 +2,6 @@ package link_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 func lastSeenAge(t *testing.T, st *store.Store, site string) time.Duration {
@@ -32,7 +31,7 @@ func heartbeat() *ironlinkv1.ConnectRequest {
 // itself; the replica's flush records it (last_seen_at just now).
 func TestHeartbeatsRecordedAtTheFlushNotEach(t *testing.T) {
 	st, _ := newStore(t)
-	srv := link.NewServer(st, link.Config{Replica: "r1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := link.NewServer(st, link.Config{Replica: "r1"}, testlog.New(t))
 	s := inMemoryLink(t, srv, "site-a")
 	if _, err := st.Pool().Exec(context.Background(), `UPDATE sites SET last_seen_at = now() - interval '1 hour'`); err != nil {
 		t.Fatal(err)
@@ -40,7 +39,12 @@ func TestHeartbeatsRecordedAtTheFlushNotEach(t *testing.T) {
 	for range 5 {
 		s.Push(heartbeat())
 	}
-	time.Sleep(300 * time.Millisecond) // the loop has taken them
+	// The loop handles a link's messages in order: its answer to a request
+	// sent after the heartbeats shows it has handled them.
+	s.Push(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_DesiredStatesRequest{DesiredStatesRequest: &ironlinkv1.DesiredStatesRequest{}}})
+	if m := s.Next(t, 10*time.Second); m.GetDesiredStates() == nil {
+		t.Fatalf("answer %v, want the desired states asked for after the heartbeats", m)
+	}
 	if d := lastSeenAge(t, st, "site-a"); d < 59*time.Minute {
 		t.Fatalf("last_seen_at moved to %s ago before any flush: heartbeats write one by one", d)
 	}
@@ -55,7 +59,7 @@ func TestHeartbeatsRecordedAtTheFlushNotEach(t *testing.T) {
 // old link nor keeps that link: it ends.
 func TestFlushEndsALinkFencedElsewhere(t *testing.T) {
 	st, _ := newStore(t)
-	srv := link.NewServer(st, link.Config{Replica: "r1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := link.NewServer(st, link.Config{Replica: "r1"}, testlog.New(t))
 	s := inMemoryLink(t, srv, "site-a")
 	if _, err := st.OpenLink(context.Background(), store.LinkHello{Site: "site-a", BootID: "b2", Replica: "r2"}); err != nil {
 		t.Fatal(err)

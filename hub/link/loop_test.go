@@ -2,8 +2,6 @@ package link_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // inMemoryLink calls srv.Connect for site on a linktest.Stream (checked by
@@ -141,7 +140,7 @@ func TestLoopSendsWhileResultWriteWaitsAndResultPrecedesResend(t *testing.T) {
 	dev, cmd := seedCommand(t, st, "site-a")
 	srv := link.NewServer(st, link.Config{Replica: "r1", HeartbeatInterval: 20 * time.Millisecond, CommandSweep: 10 * time.Millisecond,
 		Delivery: store.DeliveryPolicy{ResendAfter: time.Millisecond, FailureBackoff: time.Millisecond, MaxFailureBackoff: time.Millisecond}},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+		testlog.New(t))
 	s := inMemoryLink(t, srv, "site-a")
 	for {
 		if c := s.Next(t, 10*time.Second).GetCommand(); c != nil && c.GetCommandId() == cmd.ID {
@@ -212,7 +211,7 @@ func TestLoopStopsReadingWhenWritesBackUp(t *testing.T) {
 	st, url := newStore(t)
 	dev, cmd := seedCommand(t, st, "site-a")
 	srv := link.NewServer(st, link.Config{Replica: "r1", HeartbeatInterval: time.Hour, CommandSweep: time.Hour},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+		testlog.New(t))
 	s := inMemoryLink(t, srv, "site-a")
 	release := lockDevice(t, url, dev)
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/grpctest"
 )
@@ -36,15 +36,7 @@ func opsHub(t *testing.T, resend time.Duration) (*grpctest.Hub, ironlinkv1.Opera
 func opsHubWith(t *testing.T, resend time.Duration, v *vault.Vault) (*grpctest.Hub, ironlinkv1.OperationServiceClient, string, string) {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st, url := storetest.New(t, nil)
 	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: "b0", Replica: "seed", Capabilities: []string{"operations"}})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package link_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -20,32 +19,21 @@ import (
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/internal/syncbuf"
+	"github.com/ironlink/ironlink/internal/testlog"
 	"github.com/ironlink/ironlink/test/grpctest"
 )
 
 // newStore migrates a fresh database and opens a store on it.
-func newStore(t testing.TB) (*store.Store, string) {
-	t.Helper()
-	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	return st, url
-}
+func newStore(t testing.TB) (*store.Store, string) { return storetest.New(t, nil) }
 
 // startReplica serves a hub replica over st as hub/app builds it
 // (test/grpctest: production interceptors, authentication on, every link
 // stream checked by linktest.Checker).
 func startReplica(t *testing.T, st *store.Store, replica string) *grpctest.Hub {
 	t.Helper()
-	return serveReplica(t, st, replica, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return serveReplica(t, st, replica, testlog.New(t))
 }
 
 // serveReplica is startReplica logging to log.
@@ -359,7 +347,7 @@ func TestLifecycleEndsCarryReasons(t *testing.T) {
 		t.Fatalf("new link to a draining replica: %v reason %q (%v), want Unavailable %s", code, reason, err, grpcerr.ReasonReplicaDraining)
 	}
 
-	r2 := grpctest.Start(t, st, grpctest.Options{Replica: "r2", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	r2 := grpctest.Start(t, st, grpctest.Options{Replica: "r2", Log: testlog.New(t),
 		Link: link.Config{HeartbeatInterval: time.Hour, CommandSweep: time.Hour, HelloTimeout: 200 * time.Millisecond}})
 	s, err = ironlinkv1.NewLinkServiceClient(r2.Satellite(t, "site-a")).Connect(ctx)
 	if err == nil {

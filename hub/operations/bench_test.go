@@ -2,8 +2,6 @@ package operations_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -14,26 +12,25 @@ import (
 	"github.com/ironlink/ironlink/hub/operations"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
-	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // BenchmarkStartOperation1000 asks for one PROVIDE on each of 1000
 // devices by UUID (validation, site binding, guards, one transaction) and,
 // in the same run, the raw reference: the same 1000 rows inserted with one
 // plain INSERT each in one transaction. It reports both and their ratio.
-func BenchmarkStartOperation1000(b *testing.B) {
-	const n = 1000
+func BenchmarkStartOperation1000(b *testing.B) { benchStartOperation(b, 1000, b.N) }
+
+// TestStartOperationOnManyDevices runs the benchmark's checks once at a
+// small size (make test runs no benchmark): one PROVIDE per device for 20
+// devices in one call, the raw inserts beside it.
+func TestStartOperationOnManyDevices(t *testing.T) { benchStartOperation(t, 20, 1) }
+
+func benchStartOperation(b testing.TB, n, runs int) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(b)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		b.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, url, log)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(st.Close)
+	log := testlog.New(b)
+	st, url := storetest.New(b, log)
 	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: "b", Replica: "r", Capabilities: []string{"operations"}})
 	if err != nil {
 		b.Fatal(err)
@@ -61,13 +58,17 @@ func BenchmarkStartOperation1000(b *testing.B) {
 		}
 	}
 	var api, raw time.Duration
-	for i := 0; i < b.N; i++ {
+	for range runs {
 		reset()
 		start := time.Now()
-		if _, err := srv.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE, Devices: devs, Reason: "bench"}); err != nil {
+		r, err := srv.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE, Devices: devs, Reason: "bench"})
+		if err != nil {
 			b.Fatal(err)
 		}
 		api += time.Since(start)
+		if got, err := pgxCount(ctx, conn); err != nil || got != n || len(r.GetOperations()) != n {
+			b.Fatalf("StartOperation on %d devices: %d operations answered, %d rows (%v)", n, len(r.GetOperations()), got, err)
+		}
 		reset()
 		start = time.Now()
 		tx, err := conn.Begin(ctx)
@@ -85,7 +86,18 @@ func BenchmarkStartOperation1000(b *testing.B) {
 		}
 		raw += time.Since(start)
 	}
-	b.ReportMetric(float64(api.Milliseconds())/float64(b.N), "api-ms/op")
-	b.ReportMetric(float64(raw.Milliseconds())/float64(b.N), "raw-ms/op")
-	b.ReportMetric(float64(api)/float64(raw), "ratio")
+	if got, err := pgxCount(ctx, conn); err != nil || got != n {
+		b.Fatalf("%d operation rows after the raw inserts (%v), want %d", got, err, n)
+	}
+	if bb, ok := b.(*testing.B); ok {
+		bb.ReportMetric(float64(api.Milliseconds())/float64(runs), "api-ms/op")
+		bb.ReportMetric(float64(raw.Milliseconds())/float64(runs), "raw-ms/op")
+		bb.ReportMetric(float64(api)/float64(raw), "ratio")
+	}
+}
+
+func pgxCount(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var n int
+	err := conn.QueryRow(ctx, `SELECT count(*) FROM operations`).Scan(&n)
+	return n, err
 }

@@ -3,8 +3,6 @@ package operations_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"maps"
 	"strings"
 	"testing"
@@ -22,6 +20,8 @@ import (
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
 	"github.com/ironlink/ironlink/test/grpctest"
 )
 
@@ -43,15 +43,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st, url := storetest.New(t, nil)
 	f := &fixture{st: st, url: url, devs: map[string]string{}}
 	now := time.Now().UTC()
 	for _, site := range []struct {
@@ -323,7 +315,7 @@ func TestListAndCancelOperations(t *testing.T) {
 // TestSiteBoundOperator calls the server as an operator bound to site-b.
 func TestSiteBoundOperator(t *testing.T) {
 	f := newFixture(t)
-	srv := operations.NewServer(f.st, operations.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := operations.NewServer(f.st, operations.Config{}, testlog.New(t))
 	admin := context.Background()
 	resp, err := srv.StartOperation(admin, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_INSPECT,
 		Devices: []string{"a-manageable"}, Reason: "x"})

@@ -2,14 +2,13 @@ package policy
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ironlink/ironlink/hub/status"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 func TestParseExample(t *testing.T) {
@@ -104,7 +103,7 @@ func TestWatcherKeepsLastGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []*File
-	w, err := NewWatcher(path, time.Hour, discard(), func(f *File) { got = append(got, f) })
+	w, err := NewWatcher(path, time.Hour, testlog.New(t), func(f *File) { got = append(got, f) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,15 +127,13 @@ func TestWatcherKeepsLastGood(t *testing.T) {
 	}
 }
 
-func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 func TestWatcherRunReloadsOnChange(t *testing.T) {
 	dir := t.TempDir()
 	path := dir + "/policy.yaml"
 	if err := os.WriteFile(path, []byte("policy:\n  default:\n    enabled: false\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWatcher(path, 50*time.Millisecond, discard(), nil)
+	w, err := NewWatcher(path, 50*time.Millisecond, testlog.New(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

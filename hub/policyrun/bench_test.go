@@ -2,13 +2,12 @@ package policyrun_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // BenchmarkDecisionPass measures one evaluator pass that decides one fresh
@@ -18,12 +17,12 @@ import (
 // quarantine). It reports the pass's ms and the ratio.
 func BenchmarkDecisionPass(b *testing.B) {
 	ctx := context.Background()
-	st, _ := newBenchStore(b)
-	s := newBenchSite(b, st, "site-a", 1000)
+	st, _ := newStore(b)
+	s := newSite(b, st, "site-a", 1000)
 	doc := "policy:\n  default:\n    enabled: true\n    guard: {maxDevices: 1000000, maxPercent: 100, window: 1s}\n    rules: [{name: f, to: [FAULTED]}]\n"
-	ev := policyrun.New(st, policyrun.Config{Policy: benchPolicy(b, doc), Replica: "r1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ev := policyrun.New(st, policyrun.Config{Policy: benchPolicy(b, doc), Replica: "r1"}, testlog.Discard())
 	for i := 0; i < 50; i++ {
-		s.fault(s.ids[i:i+1], "DeployFailed", time.Now())
+		s.Fault(s.IDs[i:i+1], "DeployFailed", time.Now())
 	}
 	if _, err := ev.Tick(ctx); err != nil {
 		b.Fatal(err)
@@ -36,7 +35,7 @@ func BenchmarkDecisionPass(b *testing.B) {
 		if i%2 == 1 {
 			imp = store.ImpairmentReleased
 		}
-		if _, err := st.SetDesiredImpairment(ctx, s.ids[999], imp, "bench", "raw", "operator-api"); err != nil {
+		if _, err := st.SetDesiredImpairment(ctx, s.IDs[999], imp, "bench", "raw", "operator-api"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -49,7 +48,7 @@ func BenchmarkDecisionPass(b *testing.B) {
 		if next >= 990 {
 			b.Skip("out of devices")
 		}
-		s.fault(s.ids[next:next+1], "DeployFailed", time.Now())
+		s.Fault(s.IDs[next:next+1], "DeployFailed", time.Now())
 		next++
 		b.StartTimer()
 		t0 := time.Now()

@@ -2,10 +2,8 @@ package policyrun_test
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,105 +12,15 @@ import (
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/hub/store"
-	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
-func newStore(t *testing.T) (*store.Store, string) { return newBenchStore(t) }
+func newStore(t testing.TB) (*store.Store, string) { return storetest.New(t, nil) }
 
-func newBenchStore(t testing.TB) (*store.Store, string) {
-	t.Helper()
-	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	s, err := store.Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s, url
-}
-
-// site is a scripted satellite at the store's level: it opens a link and
-// commits batches exactly as the link server does.
-type site struct {
-	t     testing.TB
-	st    *store.Store
-	name  string
-	epoch int64
-	seq   uint64
-	ids   []string
-}
-
-func conds(at time.Time, faultReason string) []condition.Condition {
-	good := map[condition.Type]condition.Status{
-		condition.Enrolled: condition.True, condition.ProvisioningHealthy: condition.True,
-		condition.MaintenanceClear: condition.True, condition.InValidationPool: condition.False,
-		condition.InstanceAllocated: condition.False, condition.CustomerAllocated: condition.False,
-		condition.CustomerReady: condition.True,
-	}
-	var out []condition.Condition
-	for _, typ := range condition.Types {
-		c := condition.Condition{Type: typ, Status: good[typ], Reason: "Ok", LastTransitionTime: at, ObservedTime: at}
-		if typ == condition.ProvisioningHealthy && faultReason != "" {
-			c.Status, c.Reason, c.Message = condition.False, faultReason, "last_error: deploy timed out"
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
-func newSite(t *testing.T, st *store.Store, name string, n int) *site {
-	return newBenchSite(t, st, name, n)
-}
-
-func newBenchSite(t testing.TB, st *store.Store, name string, n int) *site {
-	s := &site{t: t, st: st, name: name}
-	for i := 0; i < n; i++ {
-		s.ids = append(s.ids, uuid.NewString())
-	}
-	s.connect()
-	now := time.Now()
-	var ups []store.DeviceUpdate
-	for i, id := range s.ids {
-		ups = append(ups, store.DeviceUpdate{DeviceID: id, Conditions: conds(now, ""), ObservedTime: now, Facts: &store.Facts{Name: fmt.Sprintf("%s-%03d", name, i)}})
-	}
-	s.batch(ups)
-	return s
-}
-
-func (s *site) connect() {
-	sess, err := s.st.OpenLink(context.Background(), store.LinkHello{Site: s.name, BootID: "b", Replica: "r1"})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.epoch = sess.Epoch
-}
-
-func (s *site) batch(ups []store.DeviceUpdate) {
-	s.t.Helper()
-	s.seq++
-	if _, err := s.st.ApplyBatch(context.Background(), s.name, s.epoch, store.Batch{Sequence: s.seq, Devices: ups}); err != nil {
-		s.t.Fatal(err)
-	}
-}
-
-// fault turns devices ids FAULTED (ProvisioningHealthy=False reason), the
-// fault having begun at at.
-func (s *site) fault(ids []string, reason string, at time.Time) {
-	var ups []store.DeviceUpdate
-	for _, id := range ids {
-		c := conds(time.Now(), reason)
-		for i := range c { // the fault began at at; observed now
-			if c[i].Type == condition.ProvisioningHealthy {
-				c[i].LastTransitionTime = at
-			}
-		}
-		ups = append(ups, store.DeviceUpdate{DeviceID: id, Conditions: c, ObservedTime: time.Now()})
-	}
-	s.batch(ups)
+func newSite(t testing.TB, st *store.Store, name string, n int) *storetest.Site {
+	return storetest.NewSite(t, st, name, n, nil)
 }
 
 func livePolicy(t *testing.T, doc string) func() *policy.File { return benchPolicy(t, doc) }
@@ -154,19 +62,33 @@ func (c *clock) Add(d time.Duration) {
 
 func count(t *testing.T, url, sql string, args ...any) int { return pgtest.Count(t, url, sql, args...) }
 
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %s", what, timeout)
+		}
+	}
+}
+
 // 50 devices, 20 fault within a minute, guard 5 / 10 %: 5 quarantined, 15
 // pending, the guard tripped; 3 approved in bulk; a release (operator's and
 // the policy's own) goes through during the trip; nothing is decided twice.
 func TestGuardHoldsTheRest(t *testing.T) {
 	ctx := context.Background()
 	st, url := newStore(t)
-	a := newSite(t, st, "site-a", 50)
+	// One clock for the evaluator and the satellite's observations: a fault
+	// time or a heal time read from time.Now() while the evaluator's clock
+	// stands still made the auto-release below depend on how long the test
+	// took to get there (it failed once under load).
 	clk := &clock{t: time.Now()}
-	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, testPolicy), Now: clk.Now, Replica: "r1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a := storetest.NewSite(t, st, "site-a", 50, clk.Now)
+	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, testPolicy), Now: clk.Now, Replica: "r1"}, testlog.New(t))
 
-	start := time.Now()
+	start := clk.Now()
 	for i := 0; i < 20; i++ { // 20 faults over ~a minute (satellite times)
-		a.fault(a.ids[i:i+1], "DeployFailed", start.Add(time.Duration(i)*3*time.Second-time.Minute))
+		a.Fault(a.IDs[i:i+1], "DeployFailed", start.Add(time.Duration(i)*3*time.Second-time.Minute))
 	}
 	stats, err := ev.Tick(ctx)
 	if err != nil {
@@ -181,7 +103,7 @@ func TestGuardHoldsTheRest(t *testing.T) {
 	if n := count(t, url, `SELECT count(*) FROM policy_pending_actions WHERE state = 'PENDING' AND reason = 'HeldByGuard'`); n != 15 {
 		t.Fatalf("%d pending held by guard, want 15", n)
 	}
-	sites, err := st.PolicySites(ctx, time.Now().Add(-time.Hour))
+	sites, err := st.PolicySites(ctx, clk.Now().Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +154,7 @@ func TestGuardHoldsTheRest(t *testing.T) {
 	}
 	// ...and so does the policy's own auto-release once the cause cleared.
 	healed := ds[1].DeviceID
-	a.batch([]store.DeviceUpdate{{DeviceID: healed, Conditions: conds(time.Now(), ""), ObservedTime: time.Now()}})
+	a.Heal(healed)
 	clk.Add(61 * time.Second)
 	stats, err = ev.Tick(ctx)
 	if err != nil || stats.Released != 1 {
@@ -269,7 +191,7 @@ func TestOutageIsNotReplayed(t *testing.T) {
 	ctx := context.Background()
 	st, url := newStore(t)
 	b := newSite(t, st, "site-b", 50)
-	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, testPolicy), Replica: "r1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, testPolicy), Replica: "r1"}, testlog.New(t))
 	pgtest.MustExec(t, url, `UPDATE sites SET last_seen_at = now() - interval '10 minutes' WHERE name = 'site-b'`)
 	if stale, err := st.MarkStaleSites(ctx, time.Minute); err != nil || len(stale) != 1 {
 		t.Fatalf("stale %v %v", stale, err)
@@ -279,8 +201,8 @@ func TestOutageIsNotReplayed(t *testing.T) {
 	}
 	// The faults happened during the cut; the satellite reports them after.
 	during := time.Now().Add(-30 * time.Second)
-	b.connect()
-	b.fault(b.ids[:8], "CleanFailed", during)
+	b.Connect()
+	b.Fault(b.IDs[:8], "CleanFailed", during)
 	stats, err := ev.Tick(ctx)
 	if err != nil || stats.Pending != 8 || stats.Quarantined != 0 {
 		t.Fatalf("pass after reconnect: %+v %v", stats, err)
@@ -292,7 +214,7 @@ func TestOutageIsNotReplayed(t *testing.T) {
 		t.Fatalf("%d stale pending, want 8", n)
 	}
 	// A fault that begins after the reconnect is acted on.
-	b.fault(b.ids[8:9], "CleanFailed", time.Now())
+	b.Fault(b.IDs[8:9], "CleanFailed", time.Now())
 	if stats, err := ev.Tick(ctx); err != nil || stats.Quarantined != 1 {
 		t.Fatalf("fresh fault after reconnect: %+v %v", stats, err)
 	}
@@ -305,9 +227,9 @@ func TestDryRunChangesNothing(t *testing.T) {
 	st, url := newStore(t)
 	dry := newSite(t, st, "site-dry", 50)
 	off := newSite(t, st, "site-off", 10)
-	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, testPolicy), Replica: "r1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	dry.fault(dry.ids[:7], "DeployFailed", time.Now())
-	off.fault(off.ids[:3], "DeployFailed", time.Now())
+	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, testPolicy), Replica: "r1"}, testlog.New(t))
+	dry.Fault(dry.IDs[:7], "DeployFailed", time.Now())
+	off.Fault(off.IDs[:3], "DeployFailed", time.Now())
 	stats, err := ev.Tick(ctx)
 	if err != nil || stats.Decisions != 7 {
 		t.Fatalf("pass: %+v %v", stats, err)
@@ -332,13 +254,15 @@ func TestExclusionAndOneLeader(t *testing.T) {
 	ctx := context.Background()
 	st, url := newStore(t)
 	a := newSite(t, st, "site-a", 50)
-	if _, err := st.SetDeviceHold(ctx, store.DeviceHold{DeviceID: a.ids[0], Kind: store.HoldExclusion, Reason: "burn-in", Author: "alice", StartsAt: time.Now().Add(-time.Minute)}); err != nil {
+	if _, err := st.SetDeviceHold(ctx, store.DeviceHold{DeviceID: a.IDs[0], Kind: store.HoldExclusion, Reason: "burn-in", Author: "alice", StartsAt: time.Now().Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.SetDeviceHold(ctx, store.DeviceHold{DeviceID: uuid.NewString(), Kind: store.HoldExclusion, Reason: "x", Author: "a", StartsAt: time.Now()}); err == nil {
 		t.Fatal("hold on an unknown device accepted")
 	}
-	cfg := policyrun.Config{Policy: livePolicy(t, testPolicy), Interval: 20 * time.Millisecond}
+	var clockReads atomic.Int64 // by the leader
+	cfg := policyrun.Config{Policy: livePolicy(t, testPolicy), Interval: 20 * time.Millisecond,
+		Now: func() time.Time { clockReads.Add(1); return time.Now() }}
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -353,16 +277,17 @@ func TestExclusionAndOneLeader(t *testing.T) {
 			}
 			mu.Unlock()
 		}
-		ev := policyrun.New(st, c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		ev := policyrun.New(st, c, testlog.New(t))
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = ev.Run(rctx) }()
 	}
-	a.fault(a.ids[:2], "DeployFailed", time.Now())
-	deadline := time.Now().Add(10 * time.Second)
-	for count(t, url, `SELECT count(*) FROM policy_decisions`) < 2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
+	a.Fault(a.IDs[:2], "DeployFailed", time.Now())
+	waitFor(t, 10*time.Second, "the two decisions", func() bool { return count(t, url, `SELECT count(*) FROM policy_decisions`) >= 2 })
+	// A pass begins with a reading of the clock (and reads it once more per
+	// decision): three more readings mean a whole pass began and ended after
+	// the decisions, which would have made any extra one.
+	after := clockReads.Load()
+	waitFor(t, 10*time.Second, "a whole pass after the decisions", func() bool { return clockReads.Load() >= after+3 })
 	cancel()
 	wg.Wait()
 	if n := count(t, url, `SELECT count(*) FROM policy_decisions WHERE action = 'SKIP' AND reason = 'ExcludedFromAutomation'`); n != 1 {
@@ -384,34 +309,34 @@ func TestExclusionAndOneLeader(t *testing.T) {
 func TestHoldDownBlipAndRefault(t *testing.T) {
 	ctx := context.Background()
 	st, url := newStore(t)
-	a := newSite(t, st, "site-a", 50)
+	clk := &clock{t: time.Now()}
+	a := storetest.NewSite(t, st, "site-a", 50, clk.Now)
 	doc := `
 policy:
   default:
     enabled: true
     rules: [{name: faulted, to: [FAULTED], holdDown: 30s}]
 `
-	clk := &clock{t: time.Now()}
-	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, doc), Now: clk.Now, Replica: "r1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	a.fault(a.ids[:1], "DeployFailed", time.Now())
+	ev := policyrun.New(st, policyrun.Config{Policy: livePolicy(t, doc), Now: clk.Now, Replica: "r1"}, testlog.New(t))
+	a.Fault(a.IDs[:1], "DeployFailed", clk.Now())
 	clk.Add(10 * time.Second)
 	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
 		t.Fatalf("inside the hold-down: %+v %v", stats, err)
 	}
-	a.batch([]store.DeviceUpdate{{DeviceID: a.ids[0], Conditions: conds(time.Now(), ""), ObservedTime: time.Now()}}) // the blip ends
+	a.Heal(a.IDs[0]) // the blip ends
 	clk.Add(time.Minute)
 	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
 		t.Fatalf("after the blip: %+v %v", stats, err)
 	}
-	a.fault(a.ids[:1], "DeployFailed", clk.Now().Add(-31*time.Second))
+	a.Fault(a.IDs[:1], "DeployFailed", clk.Now().Add(-31*time.Second))
 	if stats, err := ev.Tick(ctx); err != nil || stats.Quarantined != 1 {
 		t.Fatalf("a fault that held: %+v %v", stats, err)
 	}
-	if _, err := st.SetDesiredImpairment(ctx, a.ids[0], store.ImpairmentReleased, "bob", "fixed", "operator-api"); err != nil {
+	if _, err := st.SetDesiredImpairment(ctx, a.IDs[0], store.ImpairmentReleased, "bob", "fixed", "operator-api"); err != nil {
 		t.Fatal(err)
 	}
-	a.batch([]store.DeviceUpdate{{DeviceID: a.ids[0], Conditions: conds(time.Now(), ""), ObservedTime: time.Now()}})
-	a.fault(a.ids[:1], "CleanFailed", clk.Now().Add(-31*time.Second))
+	a.Heal(a.IDs[0])
+	a.Fault(a.IDs[:1], "CleanFailed", clk.Now().Add(-31*time.Second))
 	if stats, err := ev.Tick(ctx); err != nil || stats.Quarantined != 1 {
 		t.Fatalf("the second fault: %+v %v", stats, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ironlink/ironlink/internal/tlsutil"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 // runServer runs s.Run until the test ends.
@@ -44,16 +45,6 @@ func waitFor(t *testing.T, f func() error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func get(t *testing.T, c *http.Client, u string, hdr map[string]string) (int, string) {
@@ -87,17 +78,8 @@ func TestDemoProxyOverUnixSocket(t *testing.T) {
 		t.Fatalf("socket mode %v, want 0600", fi.Mode().Perm())
 	}
 	token := "0123456789abcdef-demo"
-	h, err := (&DemoProxy{Upstream: "unix:" + sock, User: "ops-read", Token: token}).Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := freePort(t)
-	ps := &http.Server{Addr: addr, Handler: h}
-	go func() { _ = ps.ListenAndServe() }()
-	t.Cleanup(func() { ps.Close() })
-	base := "http://" + addr
+	base := serveDemoProxy(t, &DemoProxy{Upstream: "unix:" + sock, User: "ops-read", Token: token})
 	plain := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	waitFor(t, func() error { _, err := http.Get(base + "/"); return err })
 
 	for _, tc := range []struct {
 		name, path string
@@ -139,7 +121,7 @@ func TestRunMTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
+	addr := harness.FreeAddr(t)
 	runServer(t, e.server(t, Config{Addr: addr, Auth: AuthMTLS, TLSCert: cert, TLSKey: key}))
 	pem, err := os.ReadFile(ca)
 	if err != nil {
@@ -189,28 +171,32 @@ func TestDemoProxyFallsBackToAnotherReplica(t *testing.T) {
 	runServer(t, e.server(t, Config{Addr: "unix:" + sock, Auth: AuthProxy}))
 	waitFor(t, func() error { _, err := os.Stat(sock); return err })
 	token := "0123456789abcdef-demo"
-	serve := func(p *DemoProxy) string {
-		h, err := p.Handler()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := freePort(t)
-		ps := &http.Server{Addr: addr, Handler: h}
-		go func() { _ = ps.ListenAndServe() }()
-		t.Cleanup(func() { ps.Close() })
-		waitFor(t, func() error { _, err := http.Get("http://" + addr + "/"); return err })
-		return "http://" + addr
-	}
 	cookie := map[string]string{"Cookie": DemoProxyCookie + "=" + token}
-	base := serve(&DemoProxy{Upstream: "unix:" + dead, Fallbacks: []string{"unix:" + filepath.Join(dir, "gone.sock"), "unix:" + sock}, User: "ops-read", Token: token})
+	base := serveDemoProxy(t, &DemoProxy{Upstream: "unix:" + dead, Fallbacks: []string{"unix:" + filepath.Join(dir, "gone.sock"), "unix:" + sock}, User: "ops-read", Token: token})
 	if code, body := get(t, http.DefaultClient, base+"/", cookie); code != 200 || !strings.Contains(body, `id="who">ops-read`) {
 		t.Fatalf("first replica down: %d, want the second's view:\n%.300s", code, body)
 	}
-	base = serve(&DemoProxy{Upstream: "unix:" + dead, User: "ops-read", Token: token})
+	base = serveDemoProxy(t, &DemoProxy{Upstream: "unix:" + dead, User: "ops-read", Token: token})
 	if code, body := get(t, http.DefaultClient, base+"/", cookie); code != 502 || !strings.Contains(body, "does not answer at unix:"+dead) || !strings.Contains(body, "is the hub running?") {
 		t.Fatalf("no replica up: %d %q, want 502 naming the socket", code, body)
 	}
 	if _, err := (&DemoProxy{Upstream: "unix:" + sock, Fallbacks: []string{"ftp://x"}, User: "u", Token: token}).Handler(); err == nil {
 		t.Fatal("a bad fallback was accepted")
 	}
+}
+
+// serveDemoProxy serves p on a free loopback port until the test ends and
+// returns its base URL once it answers.
+func serveDemoProxy(t *testing.T, p *DemoProxy) string {
+	t.Helper()
+	h, err := p.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := harness.FreeAddr(t)
+	ps := &http.Server{Addr: addr, Handler: h}
+	go func() { _ = ps.ListenAndServe() }()
+	t.Cleanup(func() { ps.Close() })
+	waitFor(t, func() error { _, err := http.Get("http://" + addr + "/"); return err })
+	return "http://" + addr
 }

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"io"
-	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -24,7 +23,8 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/hub/web/webtest"
 	"github.com/ironlink/ironlink/internal/auth"
-	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // env is a fleet view over a real, seeded PostgreSQL database.
@@ -46,16 +46,8 @@ func actor(ctx context.Context) string {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
-	dbURL := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, dbURL); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, dbURL, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	log := testlog.New(t)
+	st, _ := storetest.New(t, log)
 	path, ops := webtest.WriteRoster(t, t.TempDir(), map[string][]string{
 		"ops-write": {auth.ScopeOperationsRead, auth.ScopeOperationsWrite},
 		"ops-read":  {auth.ScopeOperationsRead},
@@ -85,7 +77,7 @@ func newEnv(t testing.TB) *env {
 
 func (e *env) server(t testing.TB, cfg Config) *Server {
 	t.Helper()
-	s, err := New(cfg, e.fleet, e.st, func() *auth.Roster { return e.roster }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := New(cfg, e.fleet, e.st, func() *auth.Roster { return e.roster }, testlog.New(t))
 	if err != nil {
 		t.Fatal(err)
 	}

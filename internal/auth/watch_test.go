@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ironlink/ironlink/internal/syncbuf"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 type change struct{ old, new *Roster }
@@ -209,7 +209,7 @@ func TestRosterWatcherPeriodicCheck(t *testing.T) {
 func TestNewRosterWatcherRefusesBadFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "roster.yaml")
 	must(t, os.WriteFile(path, []byte("operators:\n  - clientId: x\n    scopes: [root]\n"), 0o644))
-	if _, err := NewRosterWatcher(path, slog.New(slog.NewTextHandler(io.Discard, nil)), nil); err == nil || !strings.Contains(err.Error(), `unknown scope "root"`) {
+	if _, err := NewRosterWatcher(path, testlog.New(t), nil); err == nil || !strings.Contains(err.Error(), `unknown scope "root"`) {
 		t.Fatalf("err = %v", err)
 	}
 	if _, err := NewRosterWatcher(filepath.Join(t.TempDir(), "none.yaml"), nil, nil); err == nil {

@@ -3,12 +3,15 @@ package tlsutil
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ironlink/ironlink/internal/syncbuf"
 )
 
 // serveTLS accepts TLS connections with cfg on 127.0.0.1 and completes
@@ -106,12 +109,24 @@ func TestServerConfigReloadsCertificate(t *testing.T) {
 	}
 	first := issuer()
 
-	// A half-done rotation (new certificate, old key) keeps the old pair.
-	time.Sleep(ReloadCheckInterval + 100*time.Millisecond)
+	// A half-done rotation (new certificate, old key) keeps the old pair:
+	// handshakes serve it until the reloader has seen the new certificate
+	// and refused it (its warning is the sign), and after.
+	var logs syncbuf.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
 	copyFile(t, cert2, cert)
-	time.Sleep(ReloadCheckInterval + 100*time.Millisecond)
+	for deadline := time.Now().Add(3*ReloadCheckInterval + 5*time.Second); !strings.Contains(logs.String(), "does not load"); time.Sleep(100 * time.Millisecond) {
+		if got := issuer(); got != first {
+			t.Fatalf("mismatched pair served: %s", got)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reloader never refused the half-done rotation; its log: %q", logs.String())
+		}
+	}
 	if got := issuer(); got != first {
-		t.Fatalf("mismatched pair served: %s", got)
+		t.Fatalf("mismatched pair served after the refusal: %s", got)
 	}
 	copyFile(t, key2, key)
 	deadline := time.Now().Add(5 * time.Second)

@@ -97,8 +97,13 @@ func BenchmarkResyncCost(b *testing.B) {
 				states.Devices = append(states.Devices, &ironlinkv1.DeviceDesiredState{DeviceId: node.UUID, Desired: d, Generation: 1})
 			}
 			// Converge once (the quarantined half loses its traits), then measure steady state.
-			if got := s.a.HandleDesiredStates(ctx, states); len(got) != n/2 {
-				b.Fatalf("first resync corrected %d devices, want %d", len(got), n/2)
+			// A first application is not drift: it is counted in
+			// Stats().ResyncFirstApplies and returns no drift report.
+			if got := s.a.HandleDesiredStates(ctx, states); len(got) != 0 {
+				b.Fatalf("first resync reported %d drifted devices, want 0 (first applications are not drift)", len(got))
+			}
+			if got := s.a.Stats().ResyncFirstApplies; got != n/2 {
+				b.Fatalf("first resync applied %d desired states for the first time, want %d", got, n/2)
 			}
 			var reqs int
 			var by map[string]int

@@ -3,8 +3,6 @@ package app
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // Under systemd (NOTIFY_SOCKET, WATCHDOG_USEC) the satellite says READY=1,
@@ -39,7 +39,7 @@ func TestNotifySystemdSpeaksSdNotify(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { notifySystemd(ctx, ready, slog.New(slog.NewTextHandler(io.Discard, nil))); close(done) }()
+	go func() { notifySystemd(ctx, ready, testlog.New(t)); close(done) }()
 
 	read := func() string {
 		t.Helper()
@@ -85,7 +85,7 @@ func TestNotifySystemdOffWithoutSystemd(t *testing.T) {
 	t.Setenv("NOTIFY_SOCKET", "")
 	done := make(chan struct{})
 	go func() {
-		notifySystemd(context.Background(), func(time.Time) error { return nil }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		notifySystemd(context.Background(), func(time.Time) error { return nil }, testlog.New(t))
 		close(done)
 	}()
 	select {

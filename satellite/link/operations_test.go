@@ -3,7 +3,6 @@ package link
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // scriptedHub is a LinkService that welcomes every Hello, sends the
@@ -135,7 +135,7 @@ func TestOperationsOverTheLink(t *testing.T) {
 		DialOptions:  []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
 		Capabilities: func() []string { capsMu.Lock(); defer capsMu.Unlock(); return slices.Clone(caps) },
 		Operations:   h, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
-		NewOutbox(), func() ([]*ironlinkv1.DeviceUpdate, bool) { return nil, true }, nopCommands{}, slog.New(slog.DiscardHandler))
+		NewOutbox(), func() ([]*ironlinkv1.DeviceUpdate, bool) { return nil, true }, nopCommands{}, testlog.New(t))
 	h.c = c
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

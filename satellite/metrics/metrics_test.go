@@ -1,14 +1,10 @@
 package metrics_test
 
 import (
-	"context"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/satellite/metrics"
@@ -43,26 +39,8 @@ func TestMetricsServeWhatHappened(t *testing.T) {
 	m.SiteCondition(condition.Condition{Type: condition.OpenStackAuthenticated, Status: condition.False, Reason: "AuthenticationFailed"})
 	m.SiteCondition(condition.Condition{Type: condition.OpenStackAuthenticated, Status: condition.True, Reason: "Authenticated"})
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = m.Serve(ctx, addr) }()
-	var body string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			continue
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		body = string(b)
-		break
-	}
+	_, get := serve(t, m)
+	_, body := get("/metrics")
 	for _, want := range []string{
 		`ironlink_satellite_openstack_requests_total{code="404",method="GET",service="compute"} 1`,
 		`ironlink_satellite_openstack_requests_total{code="200",method="GET",service="other"} 1`,

@@ -62,30 +62,7 @@ func TestListenerServesProbesAndLinkMetrics(t *testing.T) {
 	m := metrics.New()
 	m.SetReadiness(metrics.ReadyConfig{PollInterval: time.Millisecond, LinkGrace: time.Hour})
 	m.SetOutbox(func() int { return 3 })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = m.Serve(ctx, addr) }()
-	get := func(path string) (int, string) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			resp, err := http.Get("http://" + addr + path)
-			if err != nil {
-				if time.Now().After(deadline) {
-					t.Fatal(err)
-				}
-				continue
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			return resp.StatusCode, string(b)
-		}
-	}
+	addr, get := serve(t, m)
 	if code, _ := get("/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz %d, want 200", code)
 	}
@@ -124,5 +101,36 @@ func TestListenerServesProbesAndLinkMetrics(t *testing.T) {
 	}
 	if _, ok := page.Value("ironlink_satellite_last_poll_duration_seconds"); ok {
 		t.Error("the old last_poll_duration gauge is still exported; the histogram replaces it")
+	}
+}
+
+// serve runs m's listener on a free loopback port until the test ends and
+// returns its address and a GET of a path on it (status and body), retried
+// until the listener answers.
+func serve(t *testing.T, m *metrics.Satellite) (addr string, get func(path string) (int, string)) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = m.Serve(ctx, addr) }()
+	return addr, func(path string) (int, string) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			resp, err := http.Get("http://" + addr + path)
+			if err != nil {
+				if time.Now().After(deadline) {
+					t.Fatal(err)
+				}
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode, string(b)
+		}
 	}
 }

@@ -459,7 +459,7 @@ func runSuite(t *testing.T, e *env) {
 
 	t.Run("nova create on a chosen node then delete", func(t *testing.T) {
 		if !e.nova {
-			t.Skip("this cloud runs no Nova with the Ironic driver (IRONLINK_E2E_NOVA_IRONIC=1 runs it)")
+			ostest.MissingService(t, "Nova", "Nova create and delete on a chosen node need Nova's Ironic driver (IRONLINK_E2E_NOVA_IRONIC=1 runs it)")
 		}
 		// ids[0] is available again; a Nova boot targeted at it. A
 		// fake-hardware node never reads a power state, and Nova's Ironic

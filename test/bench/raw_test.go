@@ -12,9 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
-	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
 )
 
 // The raw ceiling (issue 11 item 7): what plain pgx gets out of the same
@@ -51,10 +50,7 @@ func (r rawResult) String() string {
 func rawDatabase(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(tb)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		tb.Fatal(err)
-	}
+	url := storetest.Database(tb)
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		tb.Fatal(err)

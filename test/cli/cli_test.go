@@ -36,25 +36,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // bins holds ironlink-hub, ironlink-satellite and ironlink, built once.
 var bins harness.Binaries
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	b, err := harness.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cmd := exec.Command("go", "build", "-o", filepath.Join(b.Dir, "ironlink"), "./hub/cmd/ironlink")
-	cmd.Dir = harness.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build ironlink: %v\n%s", err, out)
-		os.RemoveAll(b.Dir)
-		os.Exit(1)
-	}
-	bins = b
-	code := m.Run()
-	os.RemoveAll(b.Dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { harness.Main(m, &bins, "./hub/cmd/ironlink") }
 
 // site is the test's main site; otherSite has three more nodes named
 // node-001…node-003 too, so those names are ambiguous.
@@ -587,13 +569,20 @@ func TestCLI(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(200 * time.Millisecond) // a line printed again after them would show
+		// A change made now is printed after anything the watch had still to
+		// print: once it shows, a line printed again would have shown too.
+		f.expect(f.run("release", "node-010", "--reason", "done again", "--wait"), 0, nil, nil)
+		harness.Eventually(t, 20*time.Second, func() error {
+			if !strings.Contains(rout.String(), "command  cli/node-010  release") {
+				return fmt.Errorf("the resumed watch has not printed the release:\n%s%s", rout.String(), rerr.String())
+			}
+			return nil
+		})
 		rcancel()
 		<-rdone
 		if got := strings.TrimSpace(rout.String()); !strings.HasPrefix(got, want) || strings.Contains(got, lines[0]) {
 			t.Fatalf("resumed after %s:\n%s\nwant:\n%s\n%s", first, got, want, rerr.String())
 		}
-		f.expect(f.run("release", "node-010", "--reason", "done again", "--wait"), 0, nil, nil)
 	})
 
 	t.Run("--wait fails with the site's error when the trait write is refused", func(t *testing.T) {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -15,17 +14,7 @@ import (
 // bins holds ironlink-hub and ironlink-satellite built once by TestMain.
 var bins harness.Binaries
 
-func TestMain(m *testing.M) {
-	b, err := harness.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins = b
-	code := m.Run()
-	os.RemoveAll(b.Dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { harness.Main(m, &bins) }
 
 // startHub starts ironlink-hub on a free loopback port over dbURL, with TLS
 // and authentication from id, and returns its address once its health

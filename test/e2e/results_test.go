@@ -99,18 +99,46 @@ func TestTypedResultsAndSiteBoundOperatorsSimulator(t *testing.T) {
 			!strings.Contains(d.GetLastCommandError(), "not found") {
 			t.Fatalf("device last command error %q %v/%s", d.GetLastCommandError(), d.GetLastCommandFailureClass(), d.GetLastCommandFailureReason())
 		}
-		// A transient failure would have gone out again after 1 s, 2 s and
-		// 4 s by now; the node comes back meanwhile, and still nothing is
-		// sent until an operator asks.
-		time.Sleep(3 * time.Second)
+		// The node comes back, and still nothing is sent until an operator
+		// asks. The positive sign that the hub would have resent it by now:
+		// a transiently failing command of another node of the site, failed
+		// at the same time, goes out again after its 1 s and 2 s backoffs.
 		simPerm.AddNode(saved)
-		time.Sleep(4 * time.Second)
+		// A node of its own (ready, so its quarantine writes its provider's
+		// trait), leaving the seeded ones to the other tests.
+		extra := simPerm.AddNode(openstacksim.Node{Name: "perm-transient", ProvisionState: "available", PowerState: "power off",
+			ResourceClass: "gpu-h100", Traits: []string{readyTrait}})
+		simPerm.AddProvider(extra.UUID, extra.UUID, []string{readyTrait})
+		other := extra.UUID
+		harness.Eventually(t, 30*time.Second, func() error {
+			_, err := admin.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: other})
+			return err
+		})
+		traits := "/resource_providers/" + other + "/traits"
+		simPerm.InjectFault(openstacksim.Fault{Service: openstacksim.ServicePlacement, Method: "PUT", PathContains: traits, Status: 409, Times: -1,
+			Before: func() { _ = simPerm.BumpProviderGeneration(other) }})
+		tr, err := admin.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: other, Reason: "e2e: a transient failure beside it"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, 60*time.Second, func() error {
+			g, err := admin.GetCommand(ctx, &ironlinkv1.GetCommandRequest{CommandId: tr.GetCommand().GetCommandId()})
+			if err != nil {
+				return err
+			}
+			if n := g.GetCommand().GetAttempts(); n < 3 {
+				return fmt.Errorf("the transiently failing command has been sent %d times, want 3", n)
+			}
+			return nil
+		})
+		simPerm.ClearFaults()
+		waitCommand(t, admin, tr.GetCommand().GetCommandId(), ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED)
 		g, err := admin.GetCommand(ctx, &ironlinkv1.GetCommandRequest{CommandId: first})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if g.GetCommand().GetState() != ironlinkv1.CommandState_COMMAND_STATE_FAILED || g.GetCommand().GetAttempts() != 1 {
-			t.Fatalf("after 7 s with a 1 s backoff: %v, want still FAILED after 1 attempt", g.GetCommand())
+			t.Fatalf("after a transient failure was resent twice: %v, want still FAILED after 1 attempt", g.GetCommand())
 		}
 		sent := 0
 		for _, l := range hub.Lines(`msg="command sent"`) {

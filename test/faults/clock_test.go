@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/ironlink/ironlink/hub/store"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
-	"github.com/ironlink/ironlink/test/harness"
 )
 
 // TestSatelliteClocksOffByTenMinutes runs two scripted sites whose clocks
@@ -23,9 +21,8 @@ import (
 func TestSatelliteClocksOffByTenMinutes(t *testing.T) { repeat(t, scenarioClocks) }
 
 func scenarioClocks(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub("--stale-after", "5s")...)
+	db, pool := newDatabase(t)
+	hub := startHub(t, db, "hub-a", "--stale-after", "5s")
 	ahead := satsim.New(satsim.Config{Site: "clock-ahead", Addr: hub.Addr, Devices: 20, DevicesPerBatch: 5, ClockOffset: 10 * time.Minute, Logf: t.Logf})
 	behind := satsim.New(satsim.Config{Site: "clock-behind", Addr: hub.Addr, Devices: 20, DevicesPerBatch: 5, ClockOffset: -10 * time.Minute, Logf: t.Logf})
 	runSats(t, ahead, behind)

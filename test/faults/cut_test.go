@@ -5,7 +5,6 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -17,14 +16,13 @@ import (
 func TestCutLinkDuringChurn(t *testing.T) { repeat(t, scenarioCut) }
 
 func scenarioCut(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	a := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
-	b := harness.StartHub(t, bins, db, "hub-b", fastHub()...)
-	lb := newProxy(t, a.Addr, b.Addr)
+	db, pool := newDatabase(t)
+	a := startHub(t, db, "hub-a")
+	b := startHub(t, db, "hub-b")
+	s := newSite(t, "cut", 60)
+	lb := newProxy(t, s.via(t, a.Addr), s.via(t, b.Addr))
 	fc := harness.Fleet(t, a.Addr)
 
-	s := newSite(t, "cut", 60)
 	s.startSatellite(t, "", lb.Addr())
 	sat := satsim.New(satsim.Config{Site: "cut-scripted", Addr: lb.Addr(), Devices: 40, DevicesPerBatch: 10, Window: 4, Logf: t.Logf})
 	runSats(t, sat)
@@ -62,15 +60,13 @@ func scenarioCut(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second)
+	flowing(t, pool, []*site{s}, sat)
 	s.stopChurn()
 	drainAndVerify(t, pool, 30*time.Second, sat)
 	for _, id := range last {
 		waitCommand(t, fc, id, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 30*time.Second)
 	}
-	waitTruth(t, pool, s, 15*time.Second)
-	checkHistory(t, pool)
-	checkCommands(t, pool, s)
+	s.verify(t, pool, 15*time.Second)
 	t.Logf("connections through the balancer: %d; scripted: %d links, %d acked deltas, %d duplicate acks",
 		lb.Accepted(), sat.Stats().Links, sat.Stats().AckedDeltas, sat.Stats().DupAcks)
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -21,9 +20,8 @@ import (
 func TestQuarantineDuringIngest(t *testing.T) { repeat(t, scenarioDeadlock) }
 
 func scenarioDeadlock(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub("--log-level", "info")...)
+	db, pool := newDatabase(t)
+	hub := startHub(t, db, "hub-a", "--log-level", "info")
 	fc := harness.Fleet(t, hub.Addr)
 	sat := satsim.New(satsim.Config{Site: "ingest", Addr: hub.Addr, Devices: 8, DevicesPerBatch: 8, Window: 4})
 	runSats(t, sat)

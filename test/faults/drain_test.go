@@ -7,7 +7,6 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -23,10 +22,9 @@ const drainLinks = 100
 func TestDrainReplicaWith100Links(t *testing.T) { repeat(t, scenarioDrain) }
 
 func scenarioDrain(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	a := harness.StartHub(t, bins, db, "hub-a", fastHub("--log-level", "info")...)
-	b := harness.StartHub(t, bins, db, "hub-b", fastHub("--log-level", "info")...)
+	db, pool := newDatabase(t)
+	a := startHub(t, db, "hub-a", "--log-level", "info")
+	b := startHub(t, db, "hub-b", "--log-level", "info")
 	lb := newProxy(t, a.Addr) // every link starts on hub-a
 	fcB := harness.Fleet(t, b.Addr)
 
@@ -44,7 +42,7 @@ func scenarioDrain(t *testing.T) {
 	for _, s := range sats {
 		s.Produce(true)
 	}
-	time.Sleep(2 * time.Second)
+	flowing(t, pool, nil, sats...)
 	lb.SetBackends([]string{a.Addr, b.Addr})
 
 	// A command for every tenth site, answered on whichever replica holds the link.
@@ -76,7 +74,7 @@ func scenarioDrain(t *testing.T) {
 		t.Error("hub-a did not log the drain")
 	}
 	t.Logf("all %d links on hub-b %s after SIGTERM", drainLinks, moved.Round(time.Millisecond))
-	time.Sleep(time.Second)
+	flowing(t, pool, nil, sats...)
 	drainAndVerify(t, pool, 30*time.Second, sats...)
 	for _, id := range cmds {
 		waitCommand(t, fcB, id, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 20*time.Second)

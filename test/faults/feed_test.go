@@ -81,8 +81,8 @@ func scenarioWatchFleetKill(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	db := pgtest.NewDatabase(t)
-	a := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
-	b := harness.StartHub(t, bins, db, "hub-b", fastHub()...)
+	a := startHub(t, db, "hub-a")
+	b := startHub(t, db, "hub-b")
 	fa, fb := harness.Fleet(t, a.Addr), harness.Fleet(t, b.Addr)
 
 	ref := follow(ctx, t, fb, "")        // never breaks

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -28,21 +27,20 @@ const (
 func TestFreezeLinkUntilKeepalive(t *testing.T) { repeat(t, scenarioFreeze) }
 
 func scenarioFreeze(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
+	db, pool := newDatabase(t)
 	// The hub's own keepalive stays long (30 s) so that what is measured is
 	// the satellite's detection, not the hub closing the connection.
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub("--keepalive-time", "30s", "--keepalive-timeout", "10s")...)
-	lb := newProxy(t, hub.Addr)
-	fc := harness.Fleet(t, hub.Addr)
+	hub := startHub(t, db, "hub-a", "--keepalive-time", "30s", "--keepalive-timeout", "10s")
 	s := newSite(t, "freeze", 40)
+	lb := newProxy(t, s.via(t, hub.Addr))
+	fc := harness.Fleet(t, hub.Addr)
 	sat := s.startSatellite(t, "", lb.Addr(), "--keepalive-time", freezeKeepaliveTime.String(), "--keepalive-timeout", freezeKeepaliveTimeout.String())
 	scripted := satsim.New(satsim.Config{Site: "freeze-scripted", Addr: lb.Addr(), Devices: 40, DevicesPerBatch: 10, Window: 4, Logf: t.Logf})
 	runSats(t, scripted)
 	waitDevices(t, pool, s, 30*time.Second)
 	s.churn(t, 200*time.Millisecond)
 	scripted.Produce(true)
-	time.Sleep(time.Second)
+	flowing(t, pool, []*site{s}, scripted)
 
 	target := s.readyNodes()[0]
 	s.addNodeTrait(t, target)
@@ -79,12 +77,10 @@ func scenarioFreeze(t *testing.T) {
 		return nil
 	})
 	waitCommand(t, fc, cmd, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 30*time.Second)
-	time.Sleep(time.Second)
+	flowing(t, pool, []*site{s}, scripted)
 	s.stopChurn()
 	drainAndVerify(t, pool, 30*time.Second, scripted)
-	waitTruth(t, pool, s, 15*time.Second)
-	checkHistory(t, pool)
-	checkCommands(t, pool, s)
+	s.verify(t, pool, 15*time.Second)
 	st := scripted.Stats()
 	t.Logf("scripted (no keepalive): %d links, %d acked deltas, %d duplicate acks", st.Links, st.AckedDeltas, st.DupAcks)
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,8 +17,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/openstacksim"
+	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/tcpproxy"
 	"github.com/ironlink/ironlink/satellite/conditions"
 	"github.com/ironlink/ironlink/satellite/ironic"
@@ -33,6 +37,20 @@ func fastHub(extra ...string) []string {
 		"--stale-after", "60s", "--heartbeat-interval", "1s", "--keepalive-min-time", "1s", "--log-level", "debug"}, extra...)
 }
 
+// newDatabase is a scenario's fresh database (internal/pgtest): its URL for
+// the hubs and a pool to read the hub's tables directly.
+func newDatabase(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
+	db := pgtest.NewDatabase(t)
+	return db, harness.Pool(t, db)
+}
+
+// startHub starts hub replica over db with fastHub's flags plus extra.
+func startHub(t *testing.T, db, replica string, extra ...string) *harness.Hub {
+	t.Helper()
+	return harness.StartHub(t, bins, db, replica, fastHub(extra...)...)
+}
+
 // site is one simulated OpenStack site with its satellite process.
 type site struct {
 	name       string
@@ -42,6 +60,32 @@ type site struct {
 	sat        *harness.Proc
 	churnStop  context.CancelFunc
 	churnDone  chan struct{}
+	// tap records what the site's satellites send through via.
+	tap *linkTap
+}
+
+// via returns the address of a tap (linkTap) in front of the hub at
+// hubAddr: a satellite, or a load balancer, given it instead of the hub's
+// address has every batch it sends recorded for checkLinkHistory.
+func (s *site) via(t *testing.T, hubAddr string) string { return s.tap.tap(t, hubAddr) }
+
+// verify is a real-satellite site's final check: within timeout the hub's
+// conditions equal the simulator's truth; no history row repeats the one
+// before it (checkHistory); the history is every change the satellites sent
+// through via (checkLinkHistory); every command ended right (checkCommands).
+func (s *site) verify(t *testing.T, pool *pgxpool.Pool, timeout time.Duration) {
+	t.Helper()
+	waitTruth(t, pool, s, timeout)
+	checkHistory(t, pool)
+	s.checkLinkHistory(t, pool)
+	checkCommands(t, pool, s)
+}
+
+// checkLinkHistory checks the hub's history of the site against every
+// change its satellites sent through via (linkTap.checkHistory).
+func (s *site) checkLinkHistory(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	s.tap.checkHistory(t, pool, s.name)
 }
 
 // newSite starts a simulator seeded like the test bed with n nodes.
@@ -58,7 +102,7 @@ func newSite(t *testing.T, name string, n int) *site {
 	if err := sim.WriteCloudsYAML(path, "sim"); err != nil {
 		t.Fatal(err)
 	}
-	return &site{name: name, sim: sim, cloudsYAML: path, stateFile: filepath.Join(dir, "state.json")}
+	return &site{name: name, sim: sim, cloudsYAML: path, stateFile: filepath.Join(dir, "state.json"), tap: newLinkTap()}
 }
 
 // satArgs are the satellite flags for hubAddr plus extra.
@@ -434,3 +478,99 @@ func sitesOn(pool *pgxpool.Pool, replica string) int {
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// flowing waits until traffic has gone through since it was called: two
+// more batches acked for every scripted satellite and committed for every
+// real site (whose churn makes its satellite report). It stands where a
+// test let traffic flow for a fixed time after a fault: on a slow machine
+// that time may pass with nothing sent, and the checks after it then test
+// nothing that happened after the fault.
+func flowing(t *testing.T, pool *pgxpool.Pool, sites []*site, sats ...*satsim.Sat) {
+	t.Helper()
+	seq := func(s *site) int64 {
+		var n int64
+		_ = pool.QueryRow(context.Background(), `SELECT last_sequence FROM sites WHERE name = $1`, s.name).Scan(&n)
+		return n
+	}
+	realFrom := map[string]int64{}
+	for _, s := range sites {
+		realFrom[s.name] = seq(s)
+	}
+	scriptedFrom := map[string]uint64{}
+	for _, s := range sats {
+		scriptedFrom[s.Site()] = s.Stats().LastAcked
+	}
+	harness.Eventually(t, 30*time.Second, func() error {
+		for _, s := range sites {
+			if n := seq(s); n < realFrom[s.name]+2 {
+				return errorf("site %s: hub sequence %d, want ≥ %d", s.name, n, realFrom[s.name]+2)
+			}
+		}
+		for _, s := range sats {
+			if st := s.Stats(); st.LastAcked < scriptedFrom[s.Site()]+2 {
+				return errorf("scripted site %s: acked %d, want ≥ %d", s.Site(), st.LastAcked, scriptedFrom[s.Site()]+2)
+			}
+		}
+		return nil
+	})
+}
+
+// waitLogLines waits until p has logged more than after lines holding s
+// (after: a p.Count(s) taken before the event) and returns its lines
+// holding s.
+func waitLogLines(t *testing.T, p *harness.Proc, s string, after int, timeout time.Duration) []string {
+	t.Helper()
+	harness.Eventually(t, timeout, func() error {
+		if n := p.Count(s); n <= after {
+			return errorf("%d lines with %q in the log, want more than %d", n, s, after)
+		}
+		return nil
+	})
+	return p.Lines(s)
+}
+
+// listening waits until n sessions LISTEN on the hub's command channel
+// (one per replica): after PostgreSQL came back, only then does a
+// notification reach a link.
+func listening(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	harness.Eventually(t, 30*time.Second, func() error {
+		var got int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND query ILIKE 'listen%' || $1 || '%'`, store.NotifyChannel).Scan(&got); err != nil {
+			return err
+		}
+		if got < n {
+			return errorf("%d sessions listen on %s, want %d", got, store.NotifyChannel, n)
+		}
+		return nil
+	})
+}
+
+var sentSequence = regexp.MustCompile(`msg="batch sent" .*\bsequence=(\d+)`)
+
+// settled waits until the satellite p of site s has nothing more to
+// report: its last two polls changed nothing and the hub has committed
+// every batch it sent. It is the positive sign a check that nothing more
+// happens waits for (instead of sleeping for "a few polls").
+func settled(t *testing.T, pool *pgxpool.Pool, s *site, p *harness.Proc) {
+	t.Helper()
+	harness.Eventually(t, 30*time.Second, func() error {
+		polls := p.Lines(`msg="poll done"`)
+		if len(polls) < 2 || !strings.Contains(polls[len(polls)-1], " changed=0 ") || !strings.Contains(polls[len(polls)-2], " changed=0 ") {
+			return errorf("site %s: the satellite's last two polls were not both idle (%d polls)", s.name, len(polls))
+		}
+		sent := int64(0)
+		if m := sentSequence.FindAllStringSubmatch(p.Output(), -1); len(m) > 0 {
+			sent, _ = strconv.ParseInt(m[len(m)-1][1], 10, 64)
+		}
+		var committed int64
+		if err := pool.QueryRow(context.Background(), `SELECT last_sequence FROM sites WHERE name = $1`, s.name).Scan(&committed); err != nil {
+			return err
+		}
+		if committed != sent {
+			return errorf("site %s: the satellite sent up to batch %d, the hub committed up to %d", s.name, sent, committed)
+		}
+		return nil
+	})
+}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -22,14 +21,13 @@ import (
 func TestLoadBalancerIdleTimeout(t *testing.T) { repeat(t, scenarioIdle) }
 
 func scenarioIdle(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub()...) // hub heartbeat 1 s
-	lb := newProxy(t, hub.Addr)
+	db, pool := newDatabase(t)
+	hub := startHub(t, db, "hub-a") // hub heartbeat 1 s
+	s := newSite(t, "idle", 20)
+	lb := newProxy(t, s.via(t, hub.Addr))
 	lb.SetIdleTimeout(3 * time.Second)
 	fc := harness.Fleet(t, hub.Addr)
 
-	s := newSite(t, "idle", 20)
 	sat := s.startSatellite(t, "", lb.Addr()) // satellite heartbeat 1 s
 	scripted := satsim.New(satsim.Config{Site: "idle-scripted", Addr: lb.Addr(), Devices: 20, DevicesPerBatch: 5, Window: 4, Logf: t.Logf})
 	runSats(t, scripted)
@@ -69,9 +67,7 @@ func scenarioIdle(t *testing.T) {
 	lb.SetIdleTimeout(3 * time.Second) // let the links settle for the checks
 	drainAndVerify(t, pool, 30*time.Second, scripted)
 	waitCommand(t, fc, cmd, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 30*time.Second)
-	waitTruth(t, pool, s, 15*time.Second)
-	checkHistory(t, pool)
-	checkCommands(t, pool, s)
+	s.verify(t, pool, 15*time.Second)
 	t.Logf("phase 2: %d idle cuts; scripted: %d links, %d acked deltas, %d duplicate acks; satellite reconnects %d",
 		cuts, scripted.Stats().Links, scripted.Stats().AckedDeltas, scripted.Stats().DupAcks, sat.Count("link down; reconnecting")-downs)
 }

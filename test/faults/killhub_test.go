@@ -6,7 +6,6 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -20,10 +19,9 @@ func TestKillHubMidBatch(t *testing.T) { repeat(t, scenarioKillHub) }
 
 func scenarioKillHub(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	a := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
-	b := harness.StartHub(t, bins, db, "hub-b", fastHub()...)
+	db, pool := newDatabase(t)
+	a := startHub(t, db, "hub-a")
+	b := startHub(t, db, "hub-b")
 	lb := newProxy(t, a.Addr) // every link starts on hub-a
 	fcB := harness.Fleet(t, b.Addr)
 
@@ -88,7 +86,7 @@ func scenarioKillHub(t *testing.T) {
 	// Kill 2: hub-a comes back; hub-b dies in the middle of the delta stream.
 	a = harness.StartHubAt(t, bins, a.Addr, db, "hub-a", fastHub()...)
 	fcA := harness.Fleet(t, a.Addr)
-	time.Sleep(500 * time.Millisecond)
+	flowing(t, pool, []*site{s}, sat) // on hub-b, before it dies
 	before = sat.Stats()
 	b.Kill()
 	t.Logf("kill 2: hub-b killed; scripted had %d unacked batches (sent %d, acked %d)", before.Unacked, before.LastSent, before.LastAcked)
@@ -101,7 +99,7 @@ func scenarioKillHub(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second)
+	flowing(t, pool, []*site{s}, sat)
 	s.stopChurn()
 	drainAndVerify(t, pool, 30*time.Second, sat)
 	waitCommand(t, fcA, q, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 30*time.Second)

@@ -18,7 +18,6 @@ package faults
 import (
 	"flag"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -29,18 +28,7 @@ var repeatN = flag.Int("faults.repeat", 1, "run each fault scenario this many ti
 
 var bins harness.Binaries
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	b, err := harness.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins = b
-	code := m.Run()
-	os.RemoveAll(b.Dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { harness.Main(m, &bins) }
 
 // repeat runs scenario -faults.repeat times as subtests run-1, run-2, ...
 // and logs how many passed.

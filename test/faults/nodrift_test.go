@@ -12,7 +12,6 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/openstacksim"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
@@ -27,14 +26,13 @@ import (
 func TestQuarantineAcrossLinkFailoverIsNotDrift(t *testing.T) { repeat(t, scenarioFailoverNoDrift) }
 
 func scenarioFailoverNoDrift(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
+	db, pool := newDatabase(t)
 	hubFlags := fastHub("--command-failure-backoff", "6s")
 	a := harness.StartHub(t, bins, db, "hub-a", hubFlags...)
 	b := harness.StartHub(t, bins, db, "hub-b", hubFlags...)
-	lb := newProxy(t, a.Addr)
-	fc := harness.Fleet(t, b.Addr)
 	s := newSite(t, "nodrift", 20)
+	lb := newProxy(t, s.via(t, a.Addr))
+	fc := harness.Fleet(t, b.Addr)
 	s.startSatellite(t, "", lb.Addr())
 	waitDevices(t, pool, s, 30*time.Second)
 
@@ -45,7 +43,8 @@ func scenarioFailoverNoDrift(t *testing.T) {
 	cmd := quarantine(t, fc, target, "fault suite: failover", 10*time.Second)
 	waitCommand(t, fc, cmd, ironlinkv1.CommandState_COMMAND_STATE_FAILED, 20*time.Second)
 	s.sim.ClearFaults()
-	lb.SetBackends([]string{b.Addr})
+	resyncs := s.sat.Count(`msg="resync done"`)
+	lb.SetBackends([]string{s.via(t, b.Addr)})
 	lb.Cut()
 	harness.Eventually(t, 30*time.Second, func() error {
 		if r := linkReplica(pool, s.name); r != b.Replica {
@@ -58,7 +57,12 @@ func scenarioFailoverNoDrift(t *testing.T) {
 	if !strings.Contains(c.GetResultDetail(), "node trait already absent") {
 		t.Fatalf("the resent command removed the node trait itself (%q): the resync did not apply first", c.GetResultDetail())
 	}
-	time.Sleep(time.Second) // a correction is reported right after the resync
+	// The satellite's own account of the resync on hub-b (the positive
+	// sign: it ran) must count no correction; then none may be recorded.
+	done := waitLogLines(t, s.sat, `msg="resync done"`, resyncs, 30*time.Second)
+	if last := done[len(done)-1]; !strings.Contains(last, " corrected=0 ") {
+		t.Errorf("the resync after the failover corrected something: %s", last)
+	}
 	ctx := context.Background()
 	rows, err := pool.Query(ctx, `SELECT device_id::text, detail FROM drift_corrections`)
 	if err != nil {
@@ -80,6 +84,7 @@ func scenarioFailoverNoDrift(t *testing.T) {
 		t.Errorf("devices show %d drift corrections, want 0", counted)
 	}
 	waitTruth(t, pool, s, 15*time.Second)
+	s.checkLinkHistory(t, pool)
 	checkCommands(t, pool, s)
 }
 
@@ -126,12 +131,11 @@ func TestRestartWithoutStateFileInventsNoTransitions(t *testing.T) {
 }
 
 func scenarioRestartNoTransitions(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
+	db, pool := newDatabase(t)
+	hub := startHub(t, db, "hub-a")
 	fc := harness.Fleet(t, hub.Addr)
 	s := newSite(t, "restart", 20)
-	sat := s.startSatellite(t, "#1", hub.Addr)
+	sat := s.startSatellite(t, "#1", s.via(t, hub.Addr))
 	waitDevices(t, pool, s, 30*time.Second)
 
 	ready := s.readyNodes()
@@ -156,22 +160,15 @@ func scenarioRestartNoTransitions(t *testing.T) {
 		}
 		return nil
 	})
-	var before conditionRows
-	harness.Eventually(t, 20*time.Second, func() error {
-		before = readConditionRows(t, pool)
-		time.Sleep(2500 * time.Millisecond) // two polls
-		if after := readConditionRows(t, pool); after.history != before.history {
-			return errorf("history still moving: %d → %d rows", before.history, after.history)
-		}
-		return nil
-	})
+	settled(t, pool, s, sat)
+	before := readConditionRows(t, pool)
 
 	sat.Kill()
 	if err := os.Remove(s.stateFile); err != nil {
 		t.Fatal(err)
 	}
 	restarted := time.Now()
-	s.startSatellite(t, "#2", hub.Addr)
+	sat2 := s.startSatellite(t, "#2", s.via(t, hub.Addr))
 	// Reported (every device observed after the restart) and resynced.
 	harness.Eventually(t, 30*time.Second, func() error {
 		var stale int
@@ -183,7 +180,8 @@ func scenarioRestartNoTransitions(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(3 * time.Second) // the resync and the polls after it
+	waitLogLines(t, sat2, `msg="resync done"`, 0, 30*time.Second)
+	settled(t, pool, s, sat2) // the polls after the resync changed nothing, all committed
 
 	after := readConditionRows(t, pool)
 	if after.history != before.history {

@@ -29,10 +29,10 @@ func scenarioPGRestart(t *testing.T) {
 	hubFlags := fastHub("--command-sweep", "30s")
 	a := harness.StartHub(t, bins, db, "hub-a", hubFlags...)
 	b := harness.StartHub(t, bins, db, "hub-b", hubFlags...)
-	lb := newProxy(t, a.Addr, b.Addr)
+	s := newSite(t, "pgrestart", 60)
+	lb := newProxy(t, s.via(t, a.Addr), s.via(t, b.Addr))
 	fcA, fcB := harness.Fleet(t, a.Addr), harness.Fleet(t, b.Addr)
 
-	s := newSite(t, "pgrestart", 60)
 	s.startSatellite(t, "", lb.Addr())
 	sat := satsim.New(satsim.Config{Site: "pgrestart-scripted", Addr: lb.Addr(), Devices: 40, DevicesPerBatch: 10, Window: 4, Logf: t.Logf})
 	runSats(t, sat)
@@ -48,7 +48,7 @@ func scenarioPGRestart(t *testing.T) {
 	}
 	q0 := quarantine(t, fcA, ready[0], "fault suite: pg restart", 10*time.Second)
 	waitCommand(t, fcA, q0, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 15*time.Second)
-	time.Sleep(time.Second)
+	flowing(t, pool, []*site{s}, sat)
 
 	// Commands in flight when PostgreSQL goes away.
 	q1 := quarantine(t, fcB, ready[1], "fault suite: pg restart", 10*time.Second)
@@ -83,19 +83,18 @@ func scenarioPGRestart(t *testing.T) {
 	waitCommand(t, fcA, q1, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 30*time.Second)
 	waitCommand(t, fcA, r0, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 30*time.Second)
 
-	// LISTEN is back: with a 30 s sweep only a notification delivers this fast.
-	time.Sleep(3 * time.Second)
+	// LISTEN is back (both replicas' command listeners): with a 30 s sweep
+	// only a notification delivers this fast.
+	listening(t, pool, 2)
 	asked := time.Now()
 	q3 := quarantine(t, fcB, ready[3], "fault suite: after pg restart", 5*time.Second)
 	waitCommand(t, fcB, q3, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 5*time.Second)
 	t.Logf("quarantine after the restart succeeded in %s (command sweep 30 s)", time.Since(asked).Round(time.Millisecond))
 
-	time.Sleep(time.Second)
+	flowing(t, pool, []*site{s}, sat)
 	s.stopChurn()
 	drainAndVerify(t, pool, 30*time.Second, sat)
-	waitTruth(t, pool, s, 20*time.Second)
-	checkHistory(t, pool)
-	checkCommands(t, pool, s)
+	s.verify(t, pool, 20*time.Second)
 	st := sat.Stats()
 	t.Logf("scripted: %d links %v, %d acked deltas, %d duplicate acks", st.Links, st.Replicas, st.AckedDeltas, st.DupAcks)
 }

@@ -6,7 +6,6 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/openstacksim"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
@@ -23,14 +22,13 @@ import (
 func TestPlacementFaultsDuringQuarantine(t *testing.T) { repeat(t, scenarioPlacement) }
 
 func scenarioPlacement(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
+	db, pool := newDatabase(t)
 	// Resend-after above the time a command may spend retrying Placement
 	// (TestSlowCommandIsNotAppliedTwice covers a resend while applying).
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub("--command-failure-backoff", "2s", "--command-resend-after", "20s")...)
+	hub := startHub(t, db, "hub-a", "--command-failure-backoff", "2s", "--command-resend-after", "20s")
 	fc := harness.Fleet(t, hub.Addr)
 	s := newSite(t, "placement", 20)
-	s.startSatellite(t, "", hub.Addr)
+	s.startSatellite(t, "", s.via(t, hub.Addr))
 	waitDevices(t, pool, s, 30*time.Second)
 
 	ready := s.readyNodes()
@@ -97,7 +95,5 @@ func scenarioPlacement(t *testing.T) {
 	if e := d.GetDevice().GetLastCommandError(); e != "" {
 		t.Errorf("device 2: last_command_error %q after success, want it cleared", e)
 	}
-	waitTruth(t, pool, s, 15*time.Second)
-	checkHistory(t, pool)
-	checkCommands(t, pool, s)
+	s.verify(t, pool, 15*time.Second)
 }

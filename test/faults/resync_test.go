@@ -7,7 +7,6 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
@@ -22,12 +21,11 @@ import (
 func TestReplacedSatelliteRestoresDesiredState(t *testing.T) { repeat(t, scenarioResync) }
 
 func scenarioResync(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
+	db, pool := newDatabase(t)
+	hub := startHub(t, db, "hub-a")
 	fc := harness.Fleet(t, hub.Addr)
 	s := newSite(t, "resync", 20)
-	sat := s.startSatellite(t, "#1", hub.Addr)
+	sat := s.startSatellite(t, "#1", s.via(t, hub.Addr))
 	waitDevices(t, pool, s, 30*time.Second)
 
 	target := s.readyNodes()[0]
@@ -45,7 +43,7 @@ func scenarioResync(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s.startSatellite(t, "#2", hub.Addr)
+	s.startSatellite(t, "#2", s.via(t, hub.Addr))
 	err := harness.Within(20*time.Second, func() error {
 		n, _ := s.sim.Node(target)
 		pt, _, _ := s.sim.ProviderTraits(target)
@@ -58,5 +56,6 @@ func scenarioResync(t *testing.T) {
 		t.Fatalf("desired state not restored after the satellite was replaced: %v", err)
 	}
 	waitTruth(t, pool, s, 15*time.Second)
+	s.checkLinkHistory(t, pool)
 	checkCommands(t, pool, s)
 }

@@ -9,7 +9,6 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/openstacksim"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
@@ -23,12 +22,11 @@ import (
 func TestSatelliteKilledAfterApplyBeforeReport(t *testing.T) { repeat(t, scenarioSatKill) }
 
 func scenarioSatKill(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
-	lb := newProxy(t, hub.Addr)
-	fc := harness.Fleet(t, hub.Addr)
+	db, pool := newDatabase(t)
+	hub := startHub(t, db, "hub-a")
 	s := newSite(t, "satkill", 20)
+	lb := newProxy(t, s.via(t, hub.Addr))
+	fc := harness.Fleet(t, hub.Addr)
 	sat := s.startSatellite(t, "#1", lb.Addr())
 	waitDevices(t, pool, s, 30*time.Second)
 
@@ -117,7 +115,5 @@ func scenarioSatKill(t *testing.T) {
 		}
 		return nil
 	})
-	waitTruth(t, pool, s, 15*time.Second)
-	checkHistory(t, pool)
-	checkCommands(t, pool, s)
+	s.verify(t, pool, 15*time.Second)
 }

@@ -10,7 +10,6 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/openstacksim"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
@@ -35,15 +34,14 @@ import (
 func TestResumeAfterAnotherWriterKeepsDeltas(t *testing.T) { repeat(t, scenarioSeqCollision) }
 
 func scenarioSeqCollision(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	hub := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
+	db, pool := newDatabase(t)
+	hub := startHub(t, db, "hub-a")
 	lb := newProxy(t, hub.Addr)
 	fc := harness.Fleet(t, hub.Addr)
 	s := newSite(t, "collide", 20)
 	sat := s.startSatellite(t, "", lb.Addr())
 	waitDevices(t, pool, s, 30*time.Second)
-	time.Sleep(1500 * time.Millisecond) // a few idle polls
+	settled(t, pool, s, sat)
 
 	var target string
 	for _, n := range s.sim.Nodes() {

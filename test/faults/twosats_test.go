@@ -7,7 +7,6 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
@@ -21,10 +20,9 @@ import (
 func TestTwoSatellitesSameSite(t *testing.T) { repeat(t, scenarioTwoSats) }
 
 func scenarioTwoSats(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	pool := harness.Pool(t, db)
-	a := harness.StartHub(t, bins, db, "hub-a", fastHub()...)
-	b := harness.StartHub(t, bins, db, "hub-b", fastHub()...)
+	db, pool := newDatabase(t)
+	a := startHub(t, db, "hub-a")
+	b := startHub(t, db, "hub-b")
 	lb := newProxy(t, a.Addr, b.Addr)
 	fc := harness.Fleet(t, a.Addr)
 	s := newSite(t, "twosats", 600) // two snapshot batches per link

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -26,6 +25,7 @@ import (
 	"github.com/ironlink/ironlink/hub/policyapi"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // Options configure a hub replica.
@@ -71,7 +71,7 @@ func Start(t testing.TB, st *store.Store, o Options) *Hub {
 	}
 	log := o.Log
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = testlog.New(t)
 	}
 	// The database URL is not used: the store is already open.
 	cfg, err := app.Config{DatabaseURL: "postgres://grpctest.invalid/", Replica: o.Replica, Link: o.Link,

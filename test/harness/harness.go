@@ -49,17 +49,32 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(self), "..", "..")
 }
 
-// Build compiles ironlink-hub and ironlink-satellite into a new temporary
-// directory; the caller removes it (os.RemoveAll(b.Dir)).
-func Build() (Binaries, error) {
+// Main is a TestMain that needs the binaries: it builds them (and the
+// commands in also, by package path, e.g. "./hub/cmd/ironlink") into *bins,
+// runs the tests, removes them and exits.
+func Main(m *testing.M, bins *Binaries, also ...string) {
+	b, err := Build(also...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*bins = b
+	code := m.Run()
+	os.RemoveAll(b.Dir)
+	os.Exit(code)
+}
+
+// Build compiles ironlink-hub and ironlink-satellite (and the commands in
+// also, each named after its directory) into a new temporary directory; the
+// caller removes it (os.RemoveAll(b.Dir)).
+func Build(also ...string) (Binaries, error) {
 	dir, err := os.MkdirTemp("", "ironlink-test-bin-")
 	if err != nil {
 		return Binaries{}, err
 	}
-	for _, b := range []struct{ name, pkg string }{
-		{"ironlink-hub", "./hub/cmd/ironlink-hub"},
-		{"ironlink-satellite", "./satellite/cmd/ironlink-satellite"},
-	} {
+	pkgs := append([]string{"./hub/cmd/ironlink-hub", "./satellite/cmd/ironlink-satellite"}, also...)
+	for _, pkg := range pkgs {
+		b := struct{ name, pkg string }{filepath.Base(pkg), pkg}
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.name), b.pkg)
 		cmd.Dir = RepoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {

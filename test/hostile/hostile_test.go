@@ -30,6 +30,7 @@ import (
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/grpctest"
 	"github.com/ironlink/ironlink/test/harness"
@@ -53,17 +54,9 @@ type fleet struct {
 func setup(t *testing.T) *fleet {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
 	logs := &longestLine{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	st, err := store.Open(ctx, url, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st, url := storetest.New(t, log)
 	h := grpctest.Start(t, st, grpctest.Options{Log: log, Link: link.Config{HeartbeatInterval: time.Hour, CommandSweep: 50 * time.Millisecond,
 		Delivery: store.DeliveryPolicy{FailureBackoff: time.Hour, MaxFailureBackoff: time.Hour}}})
 	f := &fleet{hub: h, url: url, logs: logs}
@@ -108,6 +101,7 @@ func setup(t *testing.T) *fleet {
 	}
 	f.cmdA, f.cmdB = quarantine(f.devA[0]), quarantine(f.devB[0])
 	stopSats()
+	var err error
 	if f.pendingB, err = st.SetDesiredImpairment(ctx, f.devB[1], store.ImpairmentQuarantined, "ops", "hostile suite", "operator-api"); err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
-	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/test/grpctest"
 )
 
@@ -215,17 +215,10 @@ type operatorSite struct {
 func newOperatorSite(tb testing.TB, level slog.Level) operatorSite {
 	tb.Helper()
 	ctx := context.Background()
-	o := operatorSite{url: pgtest.NewDatabase(tb), ll: &longestLine{}, dev: uuid.NewString()}
-	if _, err := store.Migrate(ctx, o.url); err != nil {
-		tb.Fatal(err)
-	}
+	o := operatorSite{ll: &longestLine{}, dev: uuid.NewString()}
 	o.log = slog.New(slog.NewTextHandler(o.ll, &slog.HandlerOptions{Level: level}))
-	st, err := store.Open(ctx, o.url, o.log)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(st.Close)
-	o.st = st
+	st, url := storetest.New(tb, o.log)
+	o.st, o.url = st, url
 	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", Replica: "r1", Capabilities: []string{"operations"}})
 	if err != nil {
 		tb.Fatal(err)

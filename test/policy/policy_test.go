@@ -7,9 +7,6 @@ package policy_test
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -17,10 +14,10 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -36,9 +33,10 @@ import (
 	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
-	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/promtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 const policyDoc = `
@@ -61,22 +59,27 @@ type hub struct {
 	policy  ironlinkv1.PolicyServiceClient
 	metrics string
 	addr    string
+	// clockReads counts the evaluator's readings of its clock: one at the
+	// start of each pass, one more per decision (waitPass).
+	clockReads *atomic.Int64
+}
+
+// waitPass waits until the evaluator has run a whole pass after the call
+// (three more clock readings: the end of a pass that may be under way, and
+// the start of one after the next) — the positive sign a check that the
+// evaluator did not do something waits for.
+func (h *hub) waitPass(t *testing.T) {
+	t.Helper()
+	from := h.clockReads.Load()
+	waitFor(t, "a whole policy pass", func() bool { return h.clockReads.Load() >= from+3 })
 }
 
 func startHub(t *testing.T) *hub {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, url, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	log := testlog.New(t)
+	st, url := storetest.New(t, log)
 	path := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(path, []byte(policyDoc), 0o600); err != nil {
 		t.Fatal(err)
@@ -96,7 +99,9 @@ func startHub(t *testing.T) *hub {
 		}
 		return out, err
 	}, log)
-	ev := policyrun.New(st, policyrun.Config{Replica: "r1", Policy: w.Policy, Hooks: hooks}, log) // default 1 s interval
+	reads := &atomic.Int64{}
+	now := func() time.Time { reads.Add(1); return time.Now() }
+	ev := policyrun.New(st, policyrun.Config{Replica: "r1", Policy: w.Policy, Hooks: hooks, Now: now}, log) // default 1 s interval
 	done := make(chan struct{})
 	go func() { defer close(done); _ = ev.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -121,75 +126,17 @@ func startHub(t *testing.T) *hub {
 	t.Cleanup(func() { _ = cc.Close() })
 	hs := httptest.NewServer(m.Handler())
 	t.Cleanup(hs.Close)
-	return &hub{st: st, url: url, fleet: ironlinkv1.NewFleetServiceClient(cc), policy: ironlinkv1.NewPolicyServiceClient(cc), metrics: hs.URL, addr: lis.Addr().String()}
+	return &hub{st: st, url: url, fleet: ironlinkv1.NewFleetServiceClient(cc), policy: ironlinkv1.NewPolicyServiceClient(cc), metrics: hs.URL, addr: lis.Addr().String(), clockReads: reads}
 }
 
-// sat is a scripted satellite: it commits batches through the store under
-// its link's epoch, as the link server does for each ConditionBatch.
-type sat struct {
-	t     *testing.T
-	st    *store.Store
-	site  string
-	epoch int64
-	seq   uint64
-	ids   []string
+// newSat is a satellite scripted at the store's level (storetest.Site).
+func newSat(t *testing.T, st *store.Store, site string, n int) *storetest.Site {
+	return storetest.NewSite(t, st, site, n, nil)
 }
 
-func allGood(observed time.Time) []condition.Condition {
-	good := map[condition.Type]condition.Status{
-		condition.Enrolled: condition.True, condition.ProvisioningHealthy: condition.True,
-		condition.MaintenanceClear: condition.True, condition.InValidationPool: condition.False,
-		condition.InstanceAllocated: condition.False, condition.CustomerAllocated: condition.False,
-		condition.CustomerReady: condition.True,
-	}
-	var out []condition.Condition
-	for _, typ := range condition.Types {
-		out = append(out, condition.Condition{Type: typ, Status: good[typ], Reason: "Ok", LastTransitionTime: observed, ObservedTime: observed})
-	}
-	return out
-}
-
-func newSat(t *testing.T, st *store.Store, site string, n int) *sat {
-	s := &sat{t: t, st: st, site: site}
-	for i := 0; i < n; i++ {
-		s.ids = append(s.ids, uuid.NewString())
-	}
-	s.connect()
-	now := time.Now()
-	var ups []store.DeviceUpdate
-	for i, id := range s.ids {
-		ups = append(ups, store.DeviceUpdate{DeviceID: id, Conditions: allGood(now), ObservedTime: now, Facts: &store.Facts{Name: fmt.Sprintf("%s-%03d", site, i)}})
-	}
-	s.send(ups)
-	return s
-}
-
-func (s *sat) connect() {
-	sess, err := s.st.OpenLink(context.Background(), store.LinkHello{Site: s.site, BootID: "b", Replica: "r1"})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.epoch = sess.Epoch
-}
-
-func (s *sat) send(ups []store.DeviceUpdate) {
-	s.t.Helper()
-	s.seq++
-	if _, err := s.st.ApplyBatch(context.Background(), s.site, s.epoch, store.Batch{Sequence: s.seq, Devices: ups}); err != nil {
-		s.t.Fatal(err)
-	}
-}
-
-// fault reports device id FAULTED (deploy failed), the fault having begun at began.
-func (s *sat) fault(id string, began time.Time) {
-	now := time.Now()
-	c := allGood(now)
-	for i := range c {
-		if c[i].Type == condition.ProvisioningHealthy {
-			c[i].Status, c[i].Reason, c[i].Message, c[i].LastTransitionTime = condition.False, "DeployFailed", "Timeout reached while waiting for callback", began
-		}
-	}
-	s.send([]store.DeviceUpdate{{DeviceID: id, Conditions: c, ObservedTime: now}})
+// fault reports device id of s FAULTED (deploy failed), the fault having begun at began.
+func fault(s *storetest.Site, id string, began time.Time) {
+	s.Fault([]string{id}, "DeployFailed", began)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -209,7 +156,7 @@ func TestGuardPendingApproveRelease(t *testing.T) {
 	a := newSat(t, h.st, "site-a", 50)
 	// 20 devices fault within a minute (spread over 2 s here).
 	for i := 0; i < 20; i++ {
-		a.fault(a.ids[i], time.Now())
+		fault(a, a.IDs[i], time.Now())
 		time.Sleep(100 * time.Millisecond)
 	}
 	waitFor(t, "20 decisions", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 20 })
@@ -324,7 +271,7 @@ func TestGuardPendingApproveRelease(t *testing.T) {
 		t.Fatalf("release during the trip: %v %v", rel, err)
 	}
 	// Still tripped (12 held remain), and the release was not undone.
-	time.Sleep(1500 * time.Millisecond)
+	h.waitPass(t)
 	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM policy_site_state WHERE guard_tripped_since IS NOT NULL`); n != 1 {
 		t.Fatal("the guard re-armed with actions still held")
 	}
@@ -334,14 +281,14 @@ func TestGuardPendingApproveRelease(t *testing.T) {
 	}
 
 	// An exclusion is visible on the device.
-	if _, err := h.policy.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.ids[40], Kind: ironlinkv1.DeviceHoldKind_DEVICE_HOLD_KIND_EXCLUSION, Reason: "burn-in"}); err != nil {
+	if _, err := h.policy.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.IDs[40], Kind: ironlinkv1.DeviceHoldKind_DEVICE_HOLD_KIND_EXCLUSION, Reason: "burn-in"}); err != nil {
 		t.Fatal(err)
 	}
-	gd, err := h.fleet.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: a.ids[40]})
+	gd, err := h.fleet.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: a.IDs[40]})
 	if err != nil || len(gd.GetDevice().GetPolicyHolds()) != 1 || gd.GetDevice().GetPolicyHolds()[0].GetAuthor() != "alice" {
 		t.Fatalf("device holds %v %v", gd.GetDevice().GetPolicyHolds(), err)
 	}
-	if _, err := h.policy.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.ids[40], Kind: ironlinkv1.DeviceHoldKind_DEVICE_HOLD_KIND_PLANNED_MAINTENANCE, Reason: "bmc"}); status.Code(err) != codes.InvalidArgument {
+	if _, err := h.policy.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.IDs[40], Kind: ironlinkv1.DeviceHoldKind_DEVICE_HOLD_KIND_PLANNED_MAINTENANCE, Reason: "bmc"}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("planned maintenance without an end: %v", err)
 	}
 	eff, err := h.policy.GetEffectivePolicy(ctx, &ironlinkv1.GetEffectivePolicyRequest{Site: "site-a"})
@@ -388,11 +335,11 @@ func TestLinkCutIsNotReplayed(t *testing.T) {
 		t.Fatalf("stale: %v %v", stale, err)
 	}
 	cutAt := time.Now()
-	time.Sleep(1500 * time.Millisecond) // the evaluator runs while the site is unreachable
+	h.waitPass(t) // the evaluator runs while the site is unreachable
 	// Reconnect; the satellite reports what happened during the cut.
-	b.connect()
+	b.Connect()
 	for i := 0; i < 8; i++ {
-		b.fault(b.ids[i], cutAt.Add(time.Duration(i)*100*time.Millisecond))
+		fault(b, b.IDs[i], cutAt.Add(time.Duration(i)*100*time.Millisecond))
 	}
 	waitFor(t, "8 decisions", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 8 })
 	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM commands`); n != 0 {
@@ -419,7 +366,7 @@ func TestDryRunSite(t *testing.T) {
 	h := startHub(t)
 	c := newSat(t, h.st, "site-dry", 50)
 	for i := 0; i < 7; i++ {
-		c.fault(c.ids[i], time.Now())
+		fault(c, c.IDs[i], time.Now())
 	}
 	waitFor(t, "7 decisions", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 7 })
 	resp, err := h.policy.ListPolicyDecisions(ctx, &ironlinkv1.ListPolicyDecisionsRequest{Site: "site-dry", DryRunOnly: true})
@@ -452,7 +399,7 @@ func TestCLI(t *testing.T) {
 	h := startHub(t)
 	a := newSat(t, h.st, "site-a", 20)
 	for i := 0; i < 4; i++ { // 5 % per device on 20: the 3rd is 15 % > 10 %: 2 quarantined, 2 held
-		a.fault(a.ids[i], time.Now())
+		fault(a, a.IDs[i], time.Now())
 	}
 	waitFor(t, "4 decisions", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 4 })
 	run := func(args ...string) (string, int) {
@@ -495,11 +442,11 @@ func TestSiteBoundOperator(t *testing.T) {
 	h := startHub(t)
 	a := newSat(t, h.st, "site-a", 10)
 	b := newSat(t, h.st, "site-b", 10)
-	a.fault(a.ids[0], time.Now()) // 1 of 10 = 10 %: quarantined
-	b.fault(b.ids[0], time.Now())
-	b.fault(b.ids[1], time.Now()) // 20 %: held
+	fault(a, a.IDs[0], time.Now()) // 1 of 10 = 10 %: quarantined
+	fault(b, b.IDs[0], time.Now())
+	fault(b, b.IDs[1], time.Now()) // 20 %: held
 	waitFor(t, "3 decisions", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 3 })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testlog.New(t)
 	api := policyapi.NewServer(h.st, policy.Static(policy.Disabled()), nil, log)
 	ctx := authn.NewContext(context.Background(), auth.Identity{ClientID: "op-a", Sites: []string{"site-a"}})
 	ds, err := api.ListPolicyDecisions(ctx, &ironlinkv1.ListPolicyDecisionsRequest{})
@@ -522,7 +469,7 @@ func TestSiteBoundOperator(t *testing.T) {
 	if msg := status.Convert(err).Message(); strings.Contains(msg, "site-b") {
 		t.Errorf("approve refusal reveals the action's site: %q", msg)
 	}
-	_, err = api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: b.ids[2], Kind: ironlinkv1.DeviceHoldKind_DEVICE_HOLD_KIND_EXCLUSION, Reason: "x"})
+	_, err = api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: b.IDs[2], Kind: ironlinkv1.DeviceHoldKind_DEVICE_HOLD_KIND_EXCLUSION, Reason: "x"})
 	if status.Code(err) != codes.PermissionDenied || strings.Contains(status.Convert(err).Message(), "site-b") {
 		t.Errorf("hold on another site's device: %v, want PermissionDenied not naming site-b", err)
 	}
@@ -558,7 +505,7 @@ func TestSiteBoundOperator(t *testing.T) {
 			return err
 		}(),
 		func() error {
-			_, err := api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.ids[1], Reason: "x"})
+			_, err := api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.IDs[1], Reason: "x"})
 			return err
 		}(),
 	} {
@@ -567,7 +514,7 @@ func TestSiteBoundOperator(t *testing.T) {
 		}
 	}
 	// A kind this hub does not know is named as such, not "required".
-	_, err = api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.ids[1], Kind: 999, Reason: "x"})
+	_, err = api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.IDs[1], Kind: 999, Reason: "x"})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "kind 999 is not a hold kind") {
 		t.Errorf("hold of kind 999: %v, want InvalidArgument naming the kind", err)
 	}

@@ -13,9 +13,7 @@ package web_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -39,7 +37,9 @@ import (
 	"github.com/ironlink/ironlink/hub/web/webtest"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/test/faults/satsim"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 // chromiumPath finds Debian's chromium; without it the test skips with a
@@ -56,16 +56,6 @@ func chromiumPath(t *testing.T) string {
 	}
 	t.Skip("chromium is not installed: apt-get install -y chromium to run the fleet view's browser tests")
 	return ""
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // hubEnv is a running hub with its fleet view.
@@ -88,8 +78,8 @@ func startHub(t *testing.T) *hubEnv {
 		"ops-write": {auth.ScopeOperationsRead, auth.ScopeOperationsWrite},
 		"ops-read":  {auth.ScopeOperationsRead},
 	})
-	e := &hubEnv{grpcAddr: freeAddr(t), ops: ops, logFile: filepath.Join(dir, "hub.log")}
-	webAddr := freeAddr(t)
+	e := &hubEnv{grpcAddr: harness.FreeAddr(t), ops: ops, logFile: filepath.Join(dir, "hub.log")}
+	webAddr := harness.FreeAddr(t)
 	e.webURL = "http://" + webAddr
 	lf, err := os.Create(e.logFile)
 	if err != nil {
@@ -138,11 +128,7 @@ func startHub(t *testing.T) *hubEnv {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	e.st, err = store.Open(context.Background(), dbURL, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.st.Close)
+	e.st = storetest.Open(t, dbURL, nil)
 	return e
 }
 

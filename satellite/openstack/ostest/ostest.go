@@ -69,3 +69,25 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(s)
 	return len(p), nil
 }
+
+// ServiceRequired reports whether a real-cloud test must fail, not skip,
+// when the cloud lacks service ("Placement" or "Nova"): under
+// EnvRequireReal=1 (CI, whose test bed runs both) it must, except Nova when
+// EnvNovaIronic=0 says explicitly that the cloud runs no Nova Ironic driver.
+func ServiceRequired(service string) bool {
+	if os.Getenv(EnvRequireReal) != "1" {
+		return false
+	}
+	return service != "Nova" || os.Getenv(EnvNovaIronic) != "0"
+}
+
+// MissingService skips t because the real cloud has no service, or fails
+// it when the service is required (ServiceRequired); why says what the test
+// needed it for.
+func MissingService(t testing.TB, service, why string) {
+	t.Helper()
+	if ServiceRequired(service) {
+		t.Fatalf("the cloud has no %s (%s), and %s=1 makes that a failure (%s=0 would say Nova's Ironic driver is absent)", service, why, EnvRequireReal, EnvNovaIronic)
+	}
+	t.Skipf("the cloud has no %s: %s", service, why)
+}
