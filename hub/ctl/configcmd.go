@@ -21,6 +21,25 @@ func (a *app) loadConfig() (*Config, error) {
 	return cfg, nil
 }
 
+// changeConfig loads the config file, applies change and saves the file;
+// an error from change is returned as is (nothing is saved), and the line
+// change returns is printed once the file is saved.
+func (a *app) changeConfig(change func(cfg *Config) (done string, err error)) error {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	done, err := change(cfg)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Save(); err != nil {
+		return &Error{Code: ExitError, Msg: err.Error()}
+	}
+	fmt.Fprintln(a.opts.Stdout, done)
+	return nil
+}
+
 func (a *app) newConfigCommand() *cobra.Command {
 	cfgCmd := &cobra.Command{
 		Use:   "config",
@@ -86,19 +105,13 @@ func (a *app) newUseContext() *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeContexts,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.loadConfig()
-			if err != nil {
-				return err
-			}
-			if _, ok := cfg.Context(args[0]); !ok {
-				return &Error{Code: ExitNotFound, Msg: fmt.Sprintf("no context %q in %s (contexts: %s)", args[0], cfg.Path(), contextNames(cfg))}
-			}
-			cfg.CurrentContext = args[0]
-			if err := cfg.Save(); err != nil {
-				return &Error{Code: ExitError, Msg: err.Error()}
-			}
-			fmt.Fprintf(a.opts.Stdout, "switched to context %q\n", args[0])
-			return nil
+			return a.changeConfig(func(cfg *Config) (string, error) {
+				if _, ok := cfg.Context(args[0]); !ok {
+					return "", &Error{Code: ExitNotFound, Msg: fmt.Sprintf("no context %q in %s (contexts: %s)", args[0], cfg.Path(), contextNames(cfg))}
+				}
+				cfg.CurrentContext = args[0]
+				return fmt.Sprintf("switched to context %q", args[0]), nil
+			})
 		},
 	}
 }
@@ -140,53 +153,9 @@ written by hand, relative paths are relative to the file's directory.`,
 			if err := validContextName(args[0]); err != nil {
 				return usageErr(err)
 			}
-			cfg, err := a.loadConfig()
-			if err != nil {
-				return err
-			}
-			cur, existed := cfg.Context(args[0])
-			cur.Name = args[0]
-			fl := cmd.Flags()
-			set := func(flag string, dst *string, v string) {
-				if fl.Changed(flag) {
-					*dst = v
-				}
-			}
-			set("hub", &cur.Hub, x.Hub)
-			set("ca", &cur.CA, absPath(x.CA))
-			set("server-name", &cur.ServerName, x.ServerName)
-			set("client-id", &cur.ClientID, x.ClientID)
-			set("key", &cur.Key, absPath(x.Key))
-			set("kid", &cur.KID, x.KID)
-			set("audience", &cur.Audience, x.Audience)
-			set("tls-client-cert", &cur.TLSClientCert, absPath(x.TLSClientCert))
-			set("tls-client-key", &cur.TLSClientKey, absPath(x.TLSClientKey))
-			if fl.Changed("plaintext") {
-				cur.Plaintext = x.Plaintext
-			}
-			if fl.Changed("no-auth") {
-				cur.NoAuth = x.NoAuth
-			}
-			if cur.Hub == "" {
-				return usageErrf("context %q needs --hub HOST:PORT", args[0])
-			}
-			cfg.SetContext(cur)
-			if use {
-				cfg.CurrentContext = cur.Name
-			}
-			if err := cfg.Save(); err != nil {
-				return &Error{Code: ExitError, Msg: err.Error()}
-			}
-			verb := "created"
-			if existed {
-				verb = "updated"
-			}
-			fmt.Fprintf(a.opts.Stdout, "context %q %s in %s", cur.Name, verb, cfg.Path())
-			if use {
-				fmt.Fprint(a.opts.Stdout, " and made current")
-			}
-			fmt.Fprintln(a.opts.Stdout)
-			return nil
+			return a.changeConfig(func(cfg *Config) (string, error) {
+				return setContext(cfg, cmd.Flags().Changed, args[0], x, use)
+			})
 		},
 	}
 	// These shadow the root's connection flags of the same names for this
@@ -207,6 +176,51 @@ written by hand, relative paths are relative to the file's directory.`,
 	return cmd
 }
 
+// setContext creates or changes the context name in cfg from the fields of
+// x whose flags were given (changed reports a flag given); use also makes
+// it current. It returns the line
+// to print once the file is saved.
+func setContext(cfg *Config, changed func(flag string) bool, name string, x Context, use bool) (string, error) {
+	cur, existed := cfg.Context(name)
+	cur.Name = name
+	set := func(flag string, dst *string, v string) {
+		if changed(flag) {
+			*dst = v
+		}
+	}
+	set("hub", &cur.Hub, x.Hub)
+	set("ca", &cur.CA, absPath(x.CA))
+	set("server-name", &cur.ServerName, x.ServerName)
+	set("client-id", &cur.ClientID, x.ClientID)
+	set("key", &cur.Key, absPath(x.Key))
+	set("kid", &cur.KID, x.KID)
+	set("audience", &cur.Audience, x.Audience)
+	set("tls-client-cert", &cur.TLSClientCert, absPath(x.TLSClientCert))
+	set("tls-client-key", &cur.TLSClientKey, absPath(x.TLSClientKey))
+	if changed("plaintext") {
+		cur.Plaintext = x.Plaintext
+	}
+	if changed("no-auth") {
+		cur.NoAuth = x.NoAuth
+	}
+	if cur.Hub == "" {
+		return "", usageErrf("context %q needs --hub HOST:PORT", name)
+	}
+	cfg.SetContext(cur)
+	if use {
+		cfg.CurrentContext = cur.Name
+	}
+	verb := "created"
+	if existed {
+		verb = "updated"
+	}
+	done := fmt.Sprintf("context %q %s in %s", cur.Name, verb, cfg.Path())
+	if use {
+		done += " and made current"
+	}
+	return done, nil
+}
+
 func (a *app) newDeleteContext() *cobra.Command {
 	return &cobra.Command{
 		Use:               "delete-context NAME",
@@ -214,18 +228,12 @@ func (a *app) newDeleteContext() *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeContexts,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.loadConfig()
-			if err != nil {
-				return err
-			}
-			if !cfg.DeleteContext(args[0]) {
-				return &Error{Code: ExitNotFound, Msg: fmt.Sprintf("no context %q in %s", args[0], cfg.Path())}
-			}
-			if err := cfg.Save(); err != nil {
-				return &Error{Code: ExitError, Msg: err.Error()}
-			}
-			fmt.Fprintf(a.opts.Stdout, "deleted context %q\n", args[0])
-			return nil
+			return a.changeConfig(func(cfg *Config) (string, error) {
+				if !cfg.DeleteContext(args[0]) {
+					return "", &Error{Code: ExitNotFound, Msg: fmt.Sprintf("no context %q in %s", args[0], cfg.Path())}
+				}
+				return fmt.Sprintf("deleted context %q", args[0]), nil
+			})
 		},
 	}
 }

@@ -253,24 +253,22 @@ func (df *deviceFilters) register(cmd *cobra.Command, a *app) {
 	_ = cmd.RegisterFlagCompletionFunc("impairment", cobra.FixedCompletions([]string{"quarantined", "released", "none"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
+// impairmentValues are the impairment states each `--impairment` word
+// stands for.
+var impairmentValues = map[string][]ironlinkv1.ImpairmentState{
+	"quarantined": {ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED},
+	"released":    {ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED},
+	"none":        {ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED},
+}
+
 func (df *deviceFilters) request() (*ironlinkv1.ListDevicesRequest, error) {
 	req := &ironlinkv1.ListDevicesRequest{Site: df.site, InstanceMismatch: df.orphaned, IncludeRemoved: df.removed, NamePattern: df.name, PageSize: listPageSize}
 	var err error
 	if req.Statuses, err = parseEnumList[ironlinkv1.OperationalStatus]("status", df.status, ironlinkv1.OperationalStatus_value, "OPERATIONAL_STATUS_"); err != nil {
 		return nil, err
 	}
-	for _, p := range strings.Split(df.impairment, ",") {
-		switch strings.ToLower(strings.TrimSpace(p)) {
-		case "":
-		case "quarantined":
-			req.Impairments = append(req.Impairments, ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED)
-		case "released":
-			req.Impairments = append(req.Impairments, ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED)
-		case "none":
-			req.Impairments = append(req.Impairments, ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED)
-		default:
-			return nil, usageErrf("--impairment %s: want one or more of quarantined, released, none, comma-separated", p)
-		}
+	if req.Impairments, err = parseWordList("impairment", df.impairment, impairmentValues, "one or more of quarantined, released, none"); err != nil {
+		return nil, err
 	}
 	return req, nil
 }

@@ -140,24 +140,23 @@ func humanAge(now, t time.Time) string {
 	case s < 120:
 		return fmt.Sprintf("%ds", s)
 	case m < 10:
-		if s%60 == 0 {
-			return fmt.Sprintf("%dm", m)
-		}
-		return fmt.Sprintf("%dm%ds", m, s%60)
+		return twoUnits(m, "m", s%60, "s")
 	case h < 3:
 		return fmt.Sprintf("%dm", m)
 	case h < 8:
-		if m%60 == 0 {
-			return fmt.Sprintf("%dh", h)
-		}
-		return fmt.Sprintf("%dh%dm", h, m%60)
+		return twoUnits(h, "h", m%60, "m")
 	case h < 48:
 		return fmt.Sprintf("%dh", h)
 	case days < 8:
-		if h%24 == 0 {
-			return fmt.Sprintf("%dd", days)
-		}
-		return fmt.Sprintf("%dd%dh", days, h%24)
+		return twoUnits(days, "d", h%24, "h")
 	}
 	return fmt.Sprintf("%dd", days)
+}
+
+// twoUnits is "3m12s", or "3m" when the smaller unit is 0.
+func twoUnits(big int, bigUnit string, small int, smallUnit string) string {
+	if small == 0 {
+		return fmt.Sprintf("%d%s", big, bigUnit)
+	}
+	return fmt.Sprintf("%d%s%d%s", big, bigUnit, small, smallUnit)
 }

@@ -114,15 +114,14 @@ func deviceStatus(d *ironlinkv1.Device) string {
 	return s
 }
 
-func impairmentName(s ironlinkv1.ImpairmentState) string {
-	switch s {
-	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:
-		return "quarantined"
-	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:
-		return "released"
-	}
-	return ""
+// impairmentWords are the words printed for an impairment state: as a
+// state ("quarantined") and as the action that asks for it ("quarantine").
+var impairmentWords = map[ironlinkv1.ImpairmentState]struct{ state, action string }{
+	ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED: {"quarantined", "quarantine"},
+	ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:    {"released", "release"},
 }
+
+func impairmentName(s ironlinkv1.ImpairmentState) string { return impairmentWords[s].state }
 
 // deviceImpairment is the QUARANTINE cell: the desired state and whether
 // the site has applied it ("quarantined", "quarantined (applying)",
@@ -141,30 +140,15 @@ func deviceImpairment(d *ironlinkv1.Device) string {
 	return s
 }
 
-func actionName(s ironlinkv1.ImpairmentState) string {
-	switch s {
-	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:
-		return "quarantine"
-	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:
-		return "release"
-	}
-	return ""
-}
+func actionName(s ironlinkv1.ImpairmentState) string { return impairmentWords[s].action }
 
 func commandStateName(s ironlinkv1.CommandState) string {
 	return wire.EnumName(s, "COMMAND_STATE_")
 }
 
 func conditionStatusName(s ironlinkv1.ConditionStatus) string {
-	switch s {
-	case ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE:
-		return "True"
-	case ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE:
-		return "False"
-	case ironlinkv1.ConditionStatus_CONDITION_STATUS_UNKNOWN:
-		return "Unknown"
-	}
-	return ""
+	st, _ := wire.StatusFromProto(s)
+	return string(st)
 }
 
 func linkStateName(s ironlinkv1.LinkState) string {
@@ -194,6 +178,25 @@ func parseEnumList[E ~int32](flag, list string, names map[string]int32, prefix s
 			return nil, usageErrf("--%s %s: want one or more of %s, comma-separated", flag, p, strings.Join(valid, ", "))
 		}
 		out = append(out, E(v))
+	}
+	return out, nil
+}
+
+// parseWordList turns a comma-separated list of words (case-insensitive,
+// blanks ignored) into the values each word stands for, in order; an
+// unknown word is a usage error "--FLAG WORD: want WANT, comma-separated".
+func parseWordList[E any](flag, list string, words map[string][]E, want string) ([]E, error) {
+	var out []E
+	for _, p := range strings.Split(list, ",") {
+		w := strings.ToLower(strings.TrimSpace(p))
+		if w == "" {
+			continue
+		}
+		vs, ok := words[w]
+		if !ok {
+			return nil, usageErrf("--%s %s: want %s, comma-separated", flag, p, want)
+		}
+		out = append(out, vs...)
 	}
 	return out, nil
 }

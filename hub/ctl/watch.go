@@ -51,25 +51,8 @@ Ctrl-C it prints the cursor to resume from.`,
 			if req.Statuses, err = parseEnumList[ironlinkv1.OperationalStatus]("status", statuses, ironlinkv1.OperationalStatus_value, "OPERATIONAL_STATUS_"); err != nil {
 				return err
 			}
-			for _, k := range strings.Split(kinds, ",") {
-				switch strings.ToLower(strings.TrimSpace(k)) {
-				case "":
-				case "status":
-					req.Kinds = append(req.Kinds, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_DEVICE_STATUS)
-				case "command":
-					req.Kinds = append(req.Kinds, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE)
-				case "operation":
-					req.Kinds = append(req.Kinds, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_OPERATION_STATE)
-				case "decision":
-					req.Kinds = append(req.Kinds, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION)
-				case "pending":
-					req.Kinds = append(req.Kinds, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION)
-				case "policy":
-					req.Kinds = append(req.Kinds, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION,
-						ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION)
-				default:
-					return usageErrf("--kind %s: want %s, comma-separated", k, strings.Join(watchKinds, ", "))
-				}
+			if req.Kinds, err = parseWordList("kind", kinds, watchKindValues, strings.Join(watchKinds, ", ")); err != nil {
+				return err
 			}
 			c, err := a.connect()
 			if err != nil {
@@ -96,6 +79,17 @@ Ctrl-C it prints the cursor to resume from.`,
 	_ = cmd.RegisterFlagCompletionFunc("site", a.completeSites)
 	_ = cmd.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions(watchKinds, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// watchKindValues are the event kinds each `ironlink watch --kind` word
+// stands for.
+var watchKindValues = map[string][]ironlinkv1.FleetEventKind{
+	"status":    {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_DEVICE_STATUS},
+	"command":   {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE},
+	"operation": {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_OPERATION_STATE},
+	"decision":  {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION},
+	"pending":   {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION},
+	"policy":    {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION},
 }
 
 // watchKinds are the values of `ironlink watch --kind`.

@@ -51,31 +51,19 @@ func (s *Server) getDeviceAsOf(ctx context.Context, req *ironlinkv1.GetDeviceReq
 	if err != nil {
 		return nil, err
 	}
-	id, err := s.resolveDevice(ctx, deviceRef{req.GetDeviceId(), req.GetDeviceName(), req.GetSite()})
+	rd, err := s.readDevice(ctx, req, deviceReads{
+		device: func(ctx context.Context, id string) (store.Device, error) {
+			return s.store.GetDeviceAsOf(ctx, id, asOf)
+		},
+		statusHistory: func(ctx context.Context, id string, limit int) ([]store.StatusChange, error) {
+			return s.store.StatusHistoryAsOf(ctx, id, asOf, limit)
+		},
+		impairmentHistory: func(ctx context.Context, id string, limit int) ([]store.ImpairmentChange, error) {
+			return s.store.ImpairmentHistoryAsOf(ctx, id, asOf, limit)
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	limit := int(req.GetHistoryLimit())
-	if limit < 0 || limit > 1000 {
-		return nil, grpcerr.InvalidArgument("history_limit", grpcerr.ReasonOutOfRange, fmt.Sprintf("history_limit %d is outside 0-1000 (0 means 50)", limit))
-	}
-	if limit == 0 {
-		limit = 50
-	}
-	d, err := s.store.GetDeviceAsOf(ctx, id, asOf)
-	if err != nil {
-		return nil, s.storeErr(err, "device", id)
-	}
-	if sc := callerScope(ctx); !sc.Allows(d.Site) {
-		return nil, s.deny(ctx, sc, "device "+id, d.Site)
-	}
-	sh, err := s.store.StatusHistoryAsOf(ctx, id, asOf, limit)
-	if err != nil {
-		return nil, s.storeErr(err, "device", id)
-	}
-	ih, err := s.store.ImpairmentHistoryAsOf(ctx, id, asOf, limit)
-	if err != nil {
-		return nil, s.storeErr(err, "device", id)
-	}
-	return deviceResponse(d, sh, ih), nil
+	return rd.resp, nil
 }

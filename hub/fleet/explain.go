@@ -120,7 +120,7 @@ func explanation(d store.Device, sc store.StatusContext, msg string) *ironlinkv1
 		e.Quarantine = &ironlinkv1.QuarantineExplanation{
 			Actor: q.Actor, Reason: q.Reason, Source: q.Source, ChangeTime: timestamppb.New(q.ChangedAt),
 			Generation: q.Generation, CommandId: q.CommandID,
-			CommandState: ironlinkv1.CommandState(ironlinkv1.CommandState_value["COMMAND_STATE_"+string(q.CommandState)]),
+			CommandState: commandStateToProto(q.CommandState),
 			Applied:      q.Applied, LastError: q.LastError,
 		}
 	}

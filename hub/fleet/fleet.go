@@ -128,17 +128,28 @@ func (s *Server) checkExists(ctx context.Context, site, deviceID string) error {
 	return nil
 }
 
-// ListDevices implements FleetService.ListDevices.
-func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesRequest) (*ironlinkv1.ListDevicesResponse, error) {
-	limit, err := grpcerr.PageSize(req.GetPageSize())
+// listScope checks a list request's page size and site filter, and that
+// the caller may see that site; it returns the page size and the caller's
+// scope.
+func (s *Server) listScope(ctx context.Context, pageSize int32, site string) (int, siteScope, error) {
+	limit, err := grpcerr.PageSize(pageSize)
 	if err != nil {
-		return nil, err
+		return 0, siteScope{}, err
 	}
-	if err := checkSiteFilter(req.GetSite()); err != nil {
-		return nil, err
+	if err := checkSiteFilter(site); err != nil {
+		return 0, siteScope{}, err
 	}
 	sc := callerScope(ctx)
-	if err := s.checkSiteAllowed(ctx, sc, req.GetSite()); err != nil {
+	if err := s.checkSiteAllowed(ctx, sc, site); err != nil {
+		return 0, siteScope{}, err
+	}
+	return limit, sc, nil
+}
+
+// ListDevices implements FleetService.ListDevices.
+func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesRequest) (*ironlinkv1.ListDevicesResponse, error) {
+	limit, sc, err := s.listScope(ctx, req.GetPageSize(), req.GetSite())
+	if err != nil {
 		return nil, err
 	}
 	f := store.DeviceFilter{Site: req.GetSite(), Sites: sc.Sites, IncludeRemoved: req.GetIncludeRemoved(), InstanceMismatch: req.GetInstanceMismatch(), Limit: limit}
@@ -203,33 +214,11 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 	if req.GetAsOf() != nil {
 		return s.getDeviceAsOf(ctx, req)
 	}
-	id, err := s.resolveDevice(ctx, deviceRef{req.GetDeviceId(), req.GetDeviceName(), req.GetSite()})
+	rd, err := s.readDevice(ctx, req, deviceReads{s.store.GetDevice, s.store.StatusHistory, s.store.ImpairmentHistory})
 	if err != nil {
 		return nil, err
 	}
-	limit := int(req.GetHistoryLimit())
-	if limit < 0 || limit > 1000 {
-		return nil, grpcerr.InvalidArgument("history_limit", grpcerr.ReasonOutOfRange, fmt.Sprintf("history_limit %d is outside 0-1000 (0 means 50)", limit))
-	}
-	if limit == 0 {
-		limit = 50
-	}
-	d, err := s.store.GetDevice(ctx, id)
-	if err != nil {
-		return nil, s.storeErr(err, "device", id)
-	}
-	if sc := callerScope(ctx); !sc.Allows(d.Site) {
-		return nil, s.deny(ctx, sc, "device "+id, d.Site)
-	}
-	sh, err := s.store.StatusHistory(ctx, id, limit)
-	if err != nil {
-		return nil, s.storeErr(err, "device", id)
-	}
-	ih, err := s.store.ImpairmentHistory(ctx, id, limit)
-	if err != nil {
-		return nil, s.storeErr(err, "device", id)
-	}
-	resp := deviceResponse(d, sh, ih)
+	id, limit, d, resp := rd.id, rd.limit, rd.dev, rd.resp
 	ops, err := s.store.RecentOperations(ctx, id, limit)
 	if err != nil {
 		return nil, s.storeErr(err, "device", id)
@@ -241,6 +230,55 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 		return nil, err
 	}
 	return resp, nil
+}
+
+// deviceReads are the store reads behind GetDevice: now, or as of a time.
+type deviceReads struct {
+	device            func(ctx context.Context, id string) (store.Device, error)
+	statusHistory     func(ctx context.Context, id string, limit int) ([]store.StatusChange, error)
+	impairmentHistory func(ctx context.Context, id string, limit int) ([]store.ImpairmentChange, error)
+}
+
+// deviceRead is what readDevice read: the device's id, the history limit
+// in force, the device and the response built from it and its histories.
+type deviceRead struct {
+	id    string
+	limit int
+	dev   store.Device
+	resp  *ironlinkv1.GetDeviceResponse
+}
+
+// readDevice is GetDevice's common part: it resolves the device, checks
+// history_limit (0 means 50), reads the device through r, checks that the
+// caller may see its site and reads its status and impairment histories.
+func (s *Server) readDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest, r deviceReads) (deviceRead, error) {
+	id, err := s.resolveDevice(ctx, deviceRef{req.GetDeviceId(), req.GetDeviceName(), req.GetSite()})
+	if err != nil {
+		return deviceRead{}, err
+	}
+	limit := int(req.GetHistoryLimit())
+	if limit < 0 || limit > 1000 {
+		return deviceRead{}, grpcerr.InvalidArgument("history_limit", grpcerr.ReasonOutOfRange, fmt.Sprintf("history_limit %d is outside 0-1000 (0 means 50)", limit))
+	}
+	if limit == 0 {
+		limit = 50
+	}
+	d, err := r.device(ctx, id)
+	if err != nil {
+		return deviceRead{}, s.storeErr(err, "device", id)
+	}
+	if sc := callerScope(ctx); !sc.Allows(d.Site) {
+		return deviceRead{}, s.deny(ctx, sc, "device "+id, d.Site)
+	}
+	sh, err := r.statusHistory(ctx, id, limit)
+	if err != nil {
+		return deviceRead{}, s.storeErr(err, "device", id)
+	}
+	ih, err := r.impairmentHistory(ctx, id, limit)
+	if err != nil {
+		return deviceRead{}, s.storeErr(err, "device", id)
+	}
+	return deviceRead{id: id, limit: limit, dev: d, resp: deviceResponse(d, sh, ih)}, nil
 }
 
 func (s *Server) setImpairment(ctx context.Context, ref deviceRef, reason string, desired store.Impairment) (*ironlinkv1.OperatorCommand, error) {
@@ -304,15 +342,8 @@ func (s *Server) GetCommand(ctx context.Context, req *ironlinkv1.GetCommandReque
 
 // ListCommands implements FleetService.ListCommands.
 func (s *Server) ListCommands(ctx context.Context, req *ironlinkv1.ListCommandsRequest) (*ironlinkv1.ListCommandsResponse, error) {
-	limit, err := grpcerr.PageSize(req.GetPageSize())
+	limit, sc, err := s.listScope(ctx, req.GetPageSize(), req.GetSite())
 	if err != nil {
-		return nil, err
-	}
-	if err := checkSiteFilter(req.GetSite()); err != nil {
-		return nil, err
-	}
-	sc := callerScope(ctx)
-	if err := s.checkSiteAllowed(ctx, sc, req.GetSite()); err != nil {
 		return nil, err
 	}
 	f := store.CommandFilter{Site: req.GetSite(), Sites: sc.Sites, Limit: limit}
@@ -402,58 +433,37 @@ func (s *Server) ListSites(ctx context.Context, _ *ironlinkv1.ListSitesRequest) 
 	return resp, nil
 }
 
+// The store's enum-like strings are the proto enum names without their
+// prefix; a value the enum does not have is UNSPECIFIED (see
+// wire.EnumFromName).
+
 func statusToProto(s hubstatus.Status) ironlinkv1.OperationalStatus {
-	if s == "" {
-		return ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_UNSPECIFIED
-	}
-	return ironlinkv1.OperationalStatus(ironlinkv1.OperationalStatus_value["OPERATIONAL_STATUS_"+string(s)])
+	return wire.EnumFromName[ironlinkv1.OperationalStatus](s, ironlinkv1.OperationalStatus_value, "OPERATIONAL_STATUS_")
 }
 
 func statusFromProto(p ironlinkv1.OperationalStatus) (hubstatus.Status, bool) {
-	name, ok := ironlinkv1.OperationalStatus_name[int32(p)]
-	if !ok || p == ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_UNSPECIFIED {
-		return "", false
-	}
-	s := hubstatus.Status(strings.TrimPrefix(name, "OPERATIONAL_STATUS_"))
-	return s, s.Valid()
+	s, ok := wire.EnumToName[hubstatus.Status](p, ironlinkv1.OperationalStatus_name, "OPERATIONAL_STATUS_")
+	return s, ok && s.Valid()
 }
 
 func impairmentToProto(i store.Impairment) ironlinkv1.ImpairmentState {
-	switch i {
-	case store.ImpairmentQuarantined:
-		return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED
-	case store.ImpairmentReleased:
-		return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED
-	}
-	return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED
+	return wire.EnumFromName[ironlinkv1.ImpairmentState](i, ironlinkv1.ImpairmentState_value, "IMPAIRMENT_STATE_")
 }
 
 func failureClassToProto(f store.FailureClass) ironlinkv1.FailureClass {
-	switch f {
-	case store.FailureTransient:
-		return ironlinkv1.FailureClass_FAILURE_CLASS_TRANSIENT
-	case store.FailurePermanent:
-		return ironlinkv1.FailureClass_FAILURE_CLASS_PERMANENT
-	}
-	return ironlinkv1.FailureClass_FAILURE_CLASS_UNSPECIFIED
+	return wire.EnumFromName[ironlinkv1.FailureClass](f, ironlinkv1.FailureClass_value, "FAILURE_CLASS_")
 }
 
 func mismatchKindToProto(k store.MismatchKind) ironlinkv1.InstanceMismatchKind {
-	switch k {
-	case store.MismatchNovaUnknown:
-		return ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NOVA_UNKNOWN
-	case store.MismatchNodeUnaware:
-		return ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_NODE_UNAWARE
-	}
-	return ironlinkv1.InstanceMismatchKind_INSTANCE_MISMATCH_KIND_UNSPECIFIED
+	return wire.EnumFromName[ironlinkv1.InstanceMismatchKind](k, ironlinkv1.InstanceMismatchKind_value, "INSTANCE_MISMATCH_KIND_")
+}
+
+func commandStateToProto(c store.CommandState) ironlinkv1.CommandState {
+	return wire.EnumFromName[ironlinkv1.CommandState](c, ironlinkv1.CommandState_value, "COMMAND_STATE_")
 }
 
 func commandStateFromProto(p ironlinkv1.CommandState) (store.CommandState, bool) {
-	name, ok := ironlinkv1.CommandState_name[int32(p)]
-	if !ok || p == ironlinkv1.CommandState_COMMAND_STATE_UNSPECIFIED {
-		return "", false
-	}
-	return store.CommandState(strings.TrimPrefix(name, "COMMAND_STATE_")), true
+	return wire.EnumToName[store.CommandState](p, ironlinkv1.CommandState_name, "COMMAND_STATE_")
 }
 
 func deviceToProto(d store.Device) *ironlinkv1.Device {
@@ -495,7 +505,7 @@ func deviceToProto(d store.Device) *ironlinkv1.Device {
 func commandToProto(c store.Command) *ironlinkv1.OperatorCommand {
 	p := &ironlinkv1.OperatorCommand{
 		CommandId: c.ID, DeviceId: c.DeviceID, Site: c.Site, Generation: c.Generation,
-		Desired: impairmentToProto(c.Desired), State: ironlinkv1.CommandState(ironlinkv1.CommandState_value["COMMAND_STATE_"+string(c.State)]),
+		Desired: impairmentToProto(c.Desired), State: commandStateToProto(c.State),
 		Actor: c.Actor, Reason: c.Reason, Source: c.Source, Attempts: int32(c.Attempts), LastError: c.LastError,
 		ResultDetail: c.ResultDetail, CreateTime: timestamppb.New(c.CreatedAt), UpdateTime: timestamppb.New(c.UpdatedAt),
 		FailureClass: failureClassToProto(c.FailureClass), FailureReason: c.FailureReason,

@@ -200,7 +200,7 @@ func eventToProto(ev store.FeedEvent) *ironlinkv1.FleetEvent {
 		p.Kind = ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE
 		var prev ironlinkv1.CommandState
 		if e.Previous != "" {
-			prev = ironlinkv1.CommandState(ironlinkv1.CommandState_value["COMMAND_STATE_"+string(e.Previous)])
+			prev = commandStateToProto(e.Previous)
 		}
 		p.Change = &ironlinkv1.FleetEvent_CommandState{CommandState: &ironlinkv1.CommandStateEvent{
 			Command: commandToProto(e.Command), PreviousState: prev, DeviceName: e.DeviceName,

@@ -311,13 +311,7 @@ func (sk *Skew) clampConditions(cs []condition.Condition, now time.Time) {
 }
 
 func impairmentToProto(i store.Impairment) ironlinkv1.ImpairmentState {
-	switch i {
-	case store.ImpairmentQuarantined:
-		return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED
-	case store.ImpairmentReleased:
-		return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED
-	}
-	return ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED
+	return wire.EnumFromName[ironlinkv1.ImpairmentState](i, ironlinkv1.ImpairmentState_value, "IMPAIRMENT_STATE_")
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 sequence

@@ -7,6 +7,7 @@ import (
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/wire"
 )
 
 // failureClassFromProto maps a CommandResult's failure class to the stored
@@ -14,13 +15,8 @@ import (
 // does not know are store.FailureUnclassified, which delivery treats as
 // transient: a failure is never made permanent by guesswork.
 func failureClassFromProto(c ironlinkv1.FailureClass) store.FailureClass {
-	switch c {
-	case ironlinkv1.FailureClass_FAILURE_CLASS_TRANSIENT:
-		return store.FailureTransient
-	case ironlinkv1.FailureClass_FAILURE_CLASS_PERMANENT:
-		return store.FailurePermanent
-	}
-	return store.FailureUnclassified
+	f, _ := wire.EnumToName[store.FailureClass](c, ironlinkv1.FailureClass_name, "FAILURE_CLASS_")
+	return f
 }
 
 // checkFailure refuses a CommandResult whose failure_reason is neither

@@ -15,6 +15,7 @@ import (
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/streamrecv"
 )
 
 // Bounds on the work a link may have waiting for the database. When either
@@ -75,22 +76,7 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 	// The unbuffered channel is the backpressure: the reader waits until
 	// the loop takes the message, which it does only while both queues
 	// have room.
-	msgs := make(chan *ironlinkv1.ConnectRequest)
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			m, err := l.stream.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	msgs, recvErr := streamrecv.Start(ctx, l.stream.Recv)
 	l.commits = newPipelinedQueue(MaxPendingCommits)
 	l.writes = newQueue(MaxPendingWrites)
 	l.writes.push(l.deliverTask(true)) // SENT commands go out again on a new link

@@ -53,15 +53,9 @@ const (
 const FailureCredentialsUnavailable = "CredentialsUnavailable"
 
 func (c *Config) operationDefaults() {
-	if c.Operations.PerSiteLimit <= 0 {
-		c.Operations.PerSiteLimit = DefaultOperationsPerSite
-	}
-	if c.Operations.ResendAfter <= 0 {
-		c.Operations.ResendAfter = DefaultOperationResendAfter
-	}
-	if c.Operations.MaxResendAfter <= 0 {
-		c.Operations.MaxResendAfter = DefaultOperationMaxResendAfter
-	}
+	defaultIfNotPositive(&c.Operations.PerSiteLimit, DefaultOperationsPerSite)
+	defaultIfNotPositive(&c.Operations.ResendAfter, DefaultOperationResendAfter)
+	defaultIfNotPositive(&c.Operations.MaxResendAfter, DefaultOperationMaxResendAfter)
 	if c.Vault == nil {
 		c.Vault = vault.New(c.Replica, 0)
 	}
@@ -273,16 +267,14 @@ func ToOperationProgress(m *ironlinkv1.OperationProgress) (store.OperationProgre
 func (l *linkLoop) progressTask(p store.OperationProgress) task {
 	return task{kind: "operation progress", run: func(ctx context.Context) outcome {
 		res, err := l.s.store.RecordOperationProgress(ctx, l.site, p)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			l.log.Warn("progress for unknown operation ignored", "operation_id", p.OperationID)
-			return outcome{}
-		case errors.Is(err, store.ErrOperationActive):
+		if errors.Is(err, store.ErrOperationActive) { // never together with ErrNotFound
 			l.log.Warn("progress ignored: the node it names already runs another operation", "operation_id", p.OperationID, "device_id", p.DeviceID)
 			return outcome{}
-		case err != nil:
-			return l.refused("operation progress", err, "operation_id", p.OperationID)
-		case res.Ignored:
+		}
+		if out, done := l.writeFailed(err, "operation progress", "progress for unknown operation ignored", "operation_id", p.OperationID); done {
+			return out
+		}
+		if res.Ignored {
 			l.log.Info("operation progress ignored", "operation_id", p.OperationID, "attempt", p.Attempt, "state", p.State, "why", res.Why)
 			return outcome{}
 		}

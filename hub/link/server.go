@@ -62,29 +62,22 @@ const (
 	DefaultMaxFailureBackoff = 5 * time.Minute
 )
 
+// defaultIfNotPositive sets *v to def when *v is zero or negative (unset).
+func defaultIfNotPositive[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 func (c *Config) defaults() {
-	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = DefaultHeartbeatInterval
-	}
-	if c.CommandSweep <= 0 {
-		c.CommandSweep = DefaultCommandSweep
-	}
-	if c.Delivery.ResendAfter <= 0 {
-		c.Delivery.ResendAfter = DefaultResendAfter
-	}
-	if c.Delivery.FailureBackoff <= 0 {
-		c.Delivery.FailureBackoff = DefaultFailureBackoff
-	}
-	if c.Delivery.MaxFailureBackoff <= 0 {
-		c.Delivery.MaxFailureBackoff = DefaultMaxFailureBackoff
-	}
-	if c.HelloTimeout <= 0 {
-		c.HelloTimeout = DefaultHelloTimeout
-	}
+	defaultIfNotPositive(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	defaultIfNotPositive(&c.CommandSweep, DefaultCommandSweep)
+	defaultIfNotPositive(&c.Delivery.ResendAfter, DefaultResendAfter)
+	defaultIfNotPositive(&c.Delivery.FailureBackoff, DefaultFailureBackoff)
+	defaultIfNotPositive(&c.Delivery.MaxFailureBackoff, DefaultMaxFailureBackoff)
+	defaultIfNotPositive(&c.HelloTimeout, DefaultHelloTimeout)
 	c.operationDefaults()
-	if c.LastSeenFlush <= 0 {
-		c.LastSeenFlush = DefaultLastSeenFlush
-	}
+	defaultIfNotPositive(&c.LastSeenFlush, DefaultLastSeenFlush)
 }
 
 // Server implements ironlinkv1.LinkServiceServer.

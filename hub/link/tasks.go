@@ -27,6 +27,20 @@ import (
 // ids, Aborted when a newer link fenced this one, Unavailable when the
 // database fails, ...) and logs it: Error for a database failure, Info for
 // fencing, Warn for what the satellite sent. attrs are added to the log line.
+// writeFailed sorts the error of a task's store write: done is false for
+// nil; a write naming something unknown (store.ErrNotFound) is logged with
+// unknown and ignored; any other error is refused (see refused).
+func (l *linkLoop) writeFailed(err error, what, unknown string, attrs ...any) (out outcome, done bool) {
+	switch {
+	case err == nil:
+		return outcome{}, false
+	case errors.Is(err, store.ErrNotFound):
+		l.log.Warn(unknown, attrs...)
+		return outcome{}, true
+	}
+	return l.refused(what, err, attrs...), true
+}
+
 func (l *linkLoop) refused(what string, err error, attrs ...any) outcome {
 	st := grpcerr.FromStore(err)
 	attrs = append(attrs, "err", err)
@@ -101,12 +115,8 @@ func (l *linkLoop) siteConditionsTask(conds []condition.Condition) task {
 func (l *linkLoop) resultTask(r store.CommandResult) task {
 	return task{kind: "result", run: func(ctx context.Context) outcome {
 		ignored, err := l.s.store.RecordResult(ctx, l.site, r)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			l.log.Warn("result for unknown command ignored", "command_id", r.CommandID)
-			return outcome{}
-		case err != nil:
-			return l.refused("command result", err, "command_id", r.CommandID)
+		if out, done := l.writeFailed(err, "command result", "result for unknown command ignored", "command_id", r.CommandID); done {
+			return out
 		}
 		l.s.cfg.Hooks.result(l.site, r.CommandID, r.Success, ignored)
 		l.log.Info("command result", "command_id", r.CommandID, "device_id", r.DeviceID, "generation", r.Generation,
@@ -120,13 +130,10 @@ func (l *linkLoop) resultTask(r store.CommandResult) task {
 func (l *linkLoop) correctionTask(c Correction) task {
 	return task{kind: "correction", run: func(ctx context.Context) outcome {
 		ignored, err := l.s.store.RecordDriftCorrection(ctx, l.site, c.DeviceID, c.Generation, c.Detail, c.At)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			l.log.Warn("correction for unknown device ignored", "device_id", c.DeviceID)
-			return outcome{}
-		case err != nil:
-			return l.refused("drift correction", err, "device_id", c.DeviceID)
-		case ignored:
+		if out, done := l.writeFailed(err, "drift correction", "correction for unknown device ignored", "device_id", c.DeviceID); done {
+			return out
+		}
+		if ignored {
 			l.log.Info("drift correction for a generation that is not the desired one ignored", "device_id", c.DeviceID, "generation", c.Generation)
 			return outcome{}
 		}

@@ -5,11 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgxlisten"
-
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/pglisten"
 )
 
 // ListenForCommands LISTENs on store.NotifyChannel over a dedicated
@@ -18,20 +15,8 @@ import (
 // Notifications are hints: each link's command sweep (Config.CommandSweep)
 // finds due commands without them.
 func (s *Server) ListenForCommands(ctx context.Context, databaseURL string) error {
-	l := &pgxlisten.Listener{
-		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, databaseURL) },
-		LogError:       func(_ context.Context, err error) { s.log.Warn("command listener", "err", err) },
-		ReconnectDelay: time.Second,
-	}
-	l.Handle(store.NotifyChannel, pgxlisten.HandlerFunc(func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
-		s.Wake(n.Payload)
-		return nil
-	}))
-	err := l.Listen(ctx)
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
+	return pglisten.Run(ctx, databaseURL, store.NotifyChannel, s.Wake,
+		func(err error) { s.log.Warn("command listener", "err", err) })
 }
 
 // RunStaleSweep marks sites silent for longer than staleAfter as stale every

@@ -20,28 +20,24 @@ const Redacted = "***"
 // KindToStore is the stored name of k ("ENROL", ...); "" for UNSPECIFIED
 // or a value the contract does not define.
 func KindToStore(k ironlinkv1.OperationKind) store.OperationKind {
-	if _, ok := ironlinkv1.OperationKind_name[int32(k)]; !ok {
-		return ""
-	}
-	return store.OperationKind(wire.EnumName(k, "OPERATION_KIND_"))
+	n, _ := wire.EnumToName[store.OperationKind](k, ironlinkv1.OperationKind_name, "OPERATION_KIND_")
+	return n
 }
 
 // KindFromStore is the proto value of the stored kind k (UNSPECIFIED when unknown).
 func KindFromStore(k store.OperationKind) ironlinkv1.OperationKind {
-	return ironlinkv1.OperationKind(ironlinkv1.OperationKind_value["OPERATION_KIND_"+string(k)])
+	return wire.EnumFromName[ironlinkv1.OperationKind](k, ironlinkv1.OperationKind_value, "OPERATION_KIND_")
 }
 
 // StateToStore is the stored name of s; "" for UNSPECIFIED or unknown.
 func StateToStore(s ironlinkv1.OperationState) store.OperationState {
-	if _, ok := ironlinkv1.OperationState_name[int32(s)]; !ok {
-		return ""
-	}
-	return store.OperationState(wire.EnumName(s, "OPERATION_STATE_"))
+	n, _ := wire.EnumToName[store.OperationState](s, ironlinkv1.OperationState_name, "OPERATION_STATE_")
+	return n
 }
 
 // StateFromStore is the proto value of the stored state s.
 func StateFromStore(s store.OperationState) ironlinkv1.OperationState {
-	return ironlinkv1.OperationState(ironlinkv1.OperationState_value["OPERATION_STATE_"+string(s)])
+	return wire.EnumFromName[ironlinkv1.OperationState](s, ironlinkv1.OperationState_value, "OPERATION_STATE_")
 }
 
 // RedactNode returns a copy of n with every driver_info value replaced by

@@ -3,13 +3,9 @@ package operations
 import (
 	"context"
 	"sync"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgxlisten"
 
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/pglisten"
 )
 
 // Notifier fans operation change notifications out to WatchOperation
@@ -58,18 +54,5 @@ func (n *Notifier) Notify(id string) {
 // databaseURL (reconnecting after a second) and calls Notify for each
 // notification until ctx ends. Notifications are hints; watches poll too.
 func (n *Notifier) Listen(ctx context.Context, databaseURL string, logErr func(error)) error {
-	l := &pgxlisten.Listener{
-		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, databaseURL) },
-		LogError:       func(_ context.Context, err error) { logErr(err) },
-		ReconnectDelay: time.Second,
-	}
-	l.Handle(store.OperationsChannel, pgxlisten.HandlerFunc(func(_ context.Context, m *pgconn.Notification, _ *pgx.Conn) error {
-		n.Notify(m.Payload)
-		return nil
-	}))
-	err := l.Listen(ctx)
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
+	return pglisten.Run(ctx, databaseURL, store.OperationsChannel, n.Notify, logErr)
 }

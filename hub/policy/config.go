@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ironlink/ironlink/hub/status"
-	"github.com/ironlink/ironlink/internal/boundedread"
+	"github.com/ironlink/ironlink/internal/filewatch"
 )
 
 // OfferedStatuses are the statuses of a device offered to customers: the
@@ -170,7 +169,7 @@ func (f *File) SiteNames() []string {
 	for s := range f.Sites {
 		out = append(out, s)
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -180,17 +179,7 @@ func Disabled() *File { return &File{Default: SitePolicy{Guard: DefaultGuard}} }
 
 // Load reads and validates the policy file at path (see Parse). Errors
 // start with the path.
-func Load(path string) (*File, error) {
-	data, err := boundedread.File(path, boundedread.ConfigLimit)
-	if err != nil {
-		return nil, fmt.Errorf("read policy file: %w", err)
-	}
-	f, err := Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("policy file %s: %w", path, err)
-	}
-	return f, nil
-}
+func Load(path string) (*File, error) { return filewatch.ReadConfig(path, "policy file", Parse) }
 
 // YAML shapes (camelCase keys, as the chart's values).
 type policyYAML struct {
@@ -357,34 +346,36 @@ func convertSite(where string, sy siteYAML, isDefault bool) (converted, []error)
 	return c, errs
 }
 
+// statusList converts a rule's from or to list: empty means all of
+// allowed; a status not in allowed is an error "<field>: "X" is not <what>"
+// (the status is kept in the list all the same).
+func statusList(field string, given []string, allowed []status.Status, what string) ([]status.Status, []error) {
+	if len(given) == 0 {
+		return allowed, nil
+	}
+	var out []status.Status
+	var errs []error
+	for _, s := range given {
+		st := status.Status(s)
+		if !slices.Contains(allowed, st) {
+			errs = append(errs, fmt.Errorf("%s: %q is not %s", field, s, what))
+		}
+		out = append(out, st)
+	}
+	return out, errs
+}
+
 func convertRule(where string, ry ruleYAML) (Rule, []error) {
 	var errs []error
 	r := Rule{Name: ry.Name, Reasons: ry.Reasons, DryRun: ry.DryRun}
 	if !nameRE.MatchString(ry.Name) {
 		errs = append(errs, fmt.Errorf("%s.name %q: must be [a-z0-9-], 1-63 bytes", where, ry.Name))
 	}
-	r.From = OfferedStatuses
-	if len(ry.From) > 0 {
-		r.From = nil
-		for _, s := range ry.From {
-			st := status.Status(s)
-			if !slices.Contains(OfferedStatuses, st) {
-				errs = append(errs, fmt.Errorf("%s.from: %q is not a status offered to customers (AVAILABLE, ALLOCATED, IN_SERVICE)", where, s))
-			}
-			r.From = append(r.From, st)
-		}
-	}
-	r.To = TriggerStatuses
-	if len(ry.To) > 0 {
-		r.To = nil
-		for _, s := range ry.To {
-			st := status.Status(s)
-			if !slices.Contains(TriggerStatuses, st) {
-				errs = append(errs, fmt.Errorf("%s.to: %q is not FAULTED or MAINTENANCE", where, s))
-			}
-			r.To = append(r.To, st)
-		}
-	}
+	var bad []error
+	r.From, bad = statusList(where+".from", ry.From, OfferedStatuses, "a status offered to customers (AVAILABLE, ALLOCATED, IN_SERVICE)")
+	errs = append(errs, bad...)
+	r.To, bad = statusList(where+".to", ry.To, TriggerStatuses, "FAULTED or MAINTENANCE")
+	errs = append(errs, bad...)
 	for _, rs := range ry.Reasons {
 		if !reasonRE.MatchString(rs) {
 			errs = append(errs, fmt.Errorf("%s.reasons: %q is not a CamelCase condition reason", where, rs))

@@ -6,6 +6,7 @@ package status
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ironlink/ironlink/internal/condition"
 )
@@ -34,12 +35,7 @@ var All = []Status{Unknown, Unreachable, Onboarding, Faulted, Maintenance, Quara
 
 // Valid reports whether s is one of All.
 func (s Status) Valid() bool {
-	for _, k := range All {
-		if k == s {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(All, s)
 }
 
 // Input is everything the status depends on.

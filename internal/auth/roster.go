@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/go-jose/go-jose/v4"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/ironlink/ironlink/internal/boundedread"
+	"github.com/ironlink/ironlink/internal/filewatch"
 	"github.com/ironlink/ironlink/internal/sitename"
 )
 
@@ -139,7 +138,7 @@ func Removed(old, new *Roster) []string {
 			}
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -179,15 +178,7 @@ type keyEntry struct {
 // LoadRoster reads and validates the roster file at path (see ParseRoster).
 // Errors start with the path.
 func LoadRoster(path string) (*Roster, error) {
-	data, err := boundedread.File(path, boundedread.ConfigLimit)
-	if err != nil {
-		return nil, fmt.Errorf("read roster: %w", err)
-	}
-	r, err := ParseRoster(data)
-	if err != nil {
-		return nil, fmt.Errorf("roster %s: %w", path, err)
-	}
-	return r, nil
+	return filewatch.ReadConfig(path, "roster", ParseRoster)
 }
 
 // ParseRoster parses and validates a roster document:
@@ -246,7 +237,7 @@ func ParseRoster(data []byte) (*Roster, error) {
 	if len(b.errs) > 0 {
 		return nil, errors.Join(b.errs...)
 	}
-	sort.Strings(b.r.ids)
+	slices.Sort(b.r.ids)
 	return b.r, nil
 }
 

@@ -6,6 +6,7 @@ package condition
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -35,12 +36,7 @@ var Types = []Type{Enrolled, ProvisioningHealthy, MaintenanceClear, InValidation
 
 // Valid reports whether t is one of the seven condition types.
 func (t Type) Valid() bool {
-	for _, k := range Types {
-		if k == t {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(Types, t)
 }
 
 // Site condition types: conditions about a whole site rather than a device,
@@ -65,12 +61,7 @@ var SiteTypes = []Type{OpenStackAuthenticated, OrphanDetection}
 
 // ValidSite reports whether t is one of the site condition types.
 func (t Type) ValidSite() bool {
-	for _, k := range SiteTypes {
-		if k == t {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(SiteTypes, t)
 }
 
 // Status is a condition's tri-state value. True is always the good/yes direction.

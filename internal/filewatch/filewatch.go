@@ -4,8 +4,9 @@
 // directory (debounced, so a ConfigMap's symlink swap or an editor's
 // write-and-rename gives one reload) and when a periodic stat check sees it
 // changed (the backstop where fsnotify is unavailable or misses a change).
-// What a reload does — parse, validate, keep the last good copy — is the
-// caller's.
+// Held keeps the last good value of such a file (Parse decides what is
+// valid; a refused file leaves the last good value in force) and runs
+// that loop for it; Run alone leaves what a reload does to the caller.
 package filewatch
 
 import (

@@ -19,6 +19,17 @@ var toProtoStatus = map[condition.Status]ironlinkv1.ConditionStatus{
 	condition.Unknown: ironlinkv1.ConditionStatus_CONDITION_STATUS_UNKNOWN,
 }
 
+// StatusFromProto is the condition status s stands for: True, False or
+// Unknown, and false for any other value (UNSPECIFIED included).
+func StatusFromProto(s ironlinkv1.ConditionStatus) (condition.Status, bool) {
+	for st, p := range toProtoStatus {
+		if p == s {
+			return st, true
+		}
+	}
+	return "", false
+}
+
 // ConditionToProto converts c to its wire form.
 func ConditionToProto(c condition.Condition) *ironlinkv1.Condition {
 	p := &ironlinkv1.Condition{
@@ -61,14 +72,8 @@ func fromProto(p *ironlinkv1.Condition, validate func(condition.Condition) error
 		Message:            p.GetMessage(),
 		ObservedGeneration: p.GetObservedGeneration(),
 	}
-	switch p.GetStatus() {
-	case ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE:
-		c.Status = condition.True
-	case ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE:
-		c.Status = condition.False
-	case ironlinkv1.ConditionStatus_CONDITION_STATUS_UNKNOWN:
-		c.Status = condition.Unknown
-	default:
+	var ok bool
+	if c.Status, ok = StatusFromProto(p.GetStatus()); !ok {
 		return c, fmt.Errorf("condition %s: status %v is not TRUE, FALSE or UNKNOWN", c.Type, p.GetStatus())
 	}
 	if p.ObservedTime != nil {
@@ -103,4 +108,25 @@ func EnumName[E interface {
 		return ""
 	}
 	return strings.TrimPrefix(e.String(), prefix)
+}
+
+// EnumFromName is the protobuf enum value named prefix+name
+// (EnumFromName[ironlinkv1.ImpairmentState](store.ImpairmentQuarantined,
+// ironlinkv1.ImpairmentState_value, "IMPAIRMENT_STATE_") is
+// IMPAIRMENT_STATE_QUARANTINED), and the zero value (UNSPECIFIED) for a
+// name the enum does not have: the hub's stored names are the enum names
+// without their prefix.
+func EnumFromName[E ~int32, S ~string](name S, values map[string]int32, prefix string) E {
+	return E(values[prefix+string(name)])
+}
+
+// EnumToName is the inverse of EnumFromName: e's name without prefix, and
+// "", false for the zero value (UNSPECIFIED) or a value the enum (names)
+// does not define.
+func EnumToName[S ~string, E ~int32](e E, names map[int32]string, prefix string) (S, bool) {
+	name, ok := names[int32(e)]
+	if !ok || e == 0 {
+		return "", false
+	}
+	return S(strings.TrimPrefix(name, prefix)), true
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -216,8 +217,12 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 		return fmt.Errorf("open stream: %w", err)
 	}
 	_, lastSent := c.outbox.Pending()
+	// A Rehello that raced this Hello (the capability changed after the
+	// drain above but before this read) needs no second link: it is
+	// ignored below when the capabilities are still the announced ones.
+	announced := c.capabilities()
 	if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Hello{Hello: &ironlinkv1.Hello{
-		Site: c.cfg.Site, BootId: c.cfg.BootID, Version: c.cfg.Version, Capabilities: c.capabilities(),
+		Site: c.cfg.Site, BootId: c.cfg.BootID, Version: c.cfg.Version, Capabilities: announced,
 		LastSequenceSent: lastSent, AppliedGenerations: c.applied(),
 	}}}); err != nil {
 		return fmt.Errorf("send hello: %w", err)
@@ -309,6 +314,9 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 		case <-c.progress.wake:
 			err = c.flushProgress(stream.Send)
 		case <-c.rehello:
+			if slices.Equal(c.capabilities(), announced) {
+				break // this link's Hello already said so
+			}
 			_ = stream.CloseSend()
 			return errRehello
 		case <-siteChanged:
