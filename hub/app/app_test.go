@@ -35,13 +35,17 @@ type hub struct {
 
 // startHub runs app.Run over dbURL until the test ends; edit adjusts the
 // configuration first.
-func startHub(t *testing.T, dbURL, replica string, edit func(*app.Config)) *hub {
+func startHub(t *testing.T, dbURL, replica string, edit func(*app.Options)) *hub {
 	t.Helper()
-	cfg := app.Config{DatabaseURL: dbURL, Replica: replica, Listen: harness.FreeAddr(t), AdminAddr: harness.FreeAddr(t),
+	opts := app.Options{DatabaseURL: dbURL, Replica: replica, Listen: harness.FreeAddr(t), AdminAddr: harness.FreeAddr(t),
 		NoAuth: true, Plaintext: true, ShutdownGrace: 2 * time.Second}
-	cfg.Link.CommandSweep = 200 * time.Millisecond
+	opts.Link.CommandSweep = 200 * time.Millisecond
 	if edit != nil {
-		edit(&cfg)
+		edit(&opts)
+	}
+	cfg, err := opts.Validate()
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &hub{addr: cfg.Listen, admin: "http://" + cfg.AdminAddr, done: make(chan error, 1)}
@@ -176,7 +180,7 @@ func TestReadinessFollowsPostgreSQL(t *testing.T) {
 // migrations is alive but not ready until `ironlink-hub migrate` has run.
 func TestNotReadyUntilMigrated(t *testing.T) {
 	db := pgtest.NewDatabase(t)
-	h := startHub(t, db, "r1", func(c *app.Config) { c.SkipMigrate = true })
+	h := startHub(t, db, "r1", func(o *app.Options) { o.SkipMigrate = true })
 	h.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "schema", healthpb.HealthCheckResponse_NOT_SERVING)
 	storetest.Migrate(t, db)
 	h.waitReady(t, 10*time.Second, http.StatusOK, "ready", healthpb.HealthCheckResponse_SERVING)

@@ -1,6 +1,9 @@
 package app
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +13,7 @@ import (
 // set (0 max-connection-age = never), leaves its receiver alone and names
 // every problem at once.
 func TestValidateFillsDefaultsOnce(t *testing.T) {
-	in := Config{DatabaseURL: "postgres://x/y", NoAuth: true, Plaintext: true, StaleAfter: 2 * time.Minute, Replica: "r1"}
+	in := Options{DatabaseURL: "postgres://x/y", NoAuth: true, Plaintext: true, StaleAfter: 2 * time.Minute, Replica: "r1"}
 	got, err := in.Validate()
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +38,7 @@ func TestValidateFillsDefaultsOnce(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, tc.got, tc.want)
 		}
 	}
-	_, err = Config{KeepaliveMinTime: time.Hour, StaleAfter: time.Millisecond}.Validate()
+	_, err = Options{KeepaliveMinTime: time.Hour, StaleAfter: time.Millisecond}.Validate()
 	for _, w := range []string{"--database-url", "--roster", "--tls-cert", "stale-after 1ms is below 1s", "keepalive min time 1h0m0s"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("error lacks %q: %v", w, err)
@@ -46,7 +49,7 @@ func TestValidateFillsDefaultsOnce(t *testing.T) {
 // TestValidateStaleAfterAboveLastSeenFlush: a live site's last_seen_at lags
 // by up to the flush interval, so stale-after must exceed it.
 func TestValidateStaleAfterAboveLastSeenFlush(t *testing.T) {
-	base := Config{DatabaseURL: "postgres://x/y", NoAuth: true, Plaintext: true}
+	base := Options{DatabaseURL: "postgres://x/y", NoAuth: true, Plaintext: true}
 	c := base
 	c.StaleAfter, c.Link.LastSeenFlush = 5*time.Second, 5*time.Second
 	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--last-seen-flush") {
@@ -62,5 +65,20 @@ func TestValidateStaleAfterAboveLastSeenFlush(t *testing.T) {
 	}
 	if d := Defaults(); d.StaleAfter <= d.Link.LastSeenFlush {
 		t.Fatalf("defaults: stale-after %s not above the flush interval %s", d.StaleAfter, d.Link.LastSeenFlush)
+	}
+}
+
+// Run takes only a Config that Options.Validate made without an error: a
+// zero Config, or the one returned with Validate's error, is refused
+// before anything starts.
+func TestRunRefusesAConfigNotValidated(t *testing.T) {
+	bad, err := Options{}.Validate()
+	if err == nil {
+		t.Fatal("empty Options validated")
+	}
+	for name, cfg := range map[string]Config{"zero": {}, "invalid": bad} {
+		if err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler)); !errors.Is(err, errNotValidated) {
+			t.Errorf("%s Config: Run returned %v, want errNotValidated", name, err)
+		}
 	}
 }

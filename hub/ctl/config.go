@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/boundedread"
 )
 
@@ -36,7 +37,7 @@ const (
 
 // DefaultAudience is the JWT audience the hub expects unless configured
 // otherwise (the hub's --audience default).
-const DefaultAudience = "ironlink-hub"
+const DefaultAudience = auth.DefaultAudience
 
 // Config is the CLI's config file: named contexts, like a kubeconfig.
 //

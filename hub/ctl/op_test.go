@@ -40,7 +40,7 @@ func opsHub(t *testing.T) (string, *store.Store) {
 		Conditions: []condition.Condition{{Type: condition.Enrolled, Status: condition.True, Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := app.Config{DatabaseURL: url, NoAuth: true, Plaintext: true, Replica: "r1"}.Validate()
+	cfg, err := app.Options{DatabaseURL: url, NoAuth: true, Plaintext: true, Replica: "r1"}.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,7 +98,7 @@ func newTestHub(tb testing.TB) *testHub {
 	}
 	h.Command = cmd.ID
 
-	cfg, err := app.Config{DatabaseURL: url, NoAuth: true, Plaintext: true}.Validate()
+	cfg, err := app.Options{DatabaseURL: url, NoAuth: true, Plaintext: true}.Validate()
 	if err != nil {
 		tb.Fatal(err)
 	}

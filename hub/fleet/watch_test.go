@@ -35,7 +35,7 @@ func startReplica(t *testing.T, url string) *replica {
 	t.Helper()
 	log := testlog.New(t)
 	st := storetest.Open(t, url, log)
-	cfg, err := app.Config{DatabaseURL: url, NoAuth: true, Plaintext: true}.Validate()
+	cfg, err := app.Options{DatabaseURL: url, NoAuth: true, Plaintext: true}.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}

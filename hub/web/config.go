@@ -2,14 +2,11 @@ package web
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
 	"time"
-
-	"github.com/ironlink/ironlink/internal/cli"
 )
 
 // Authentication modes (Config.Auth).
@@ -112,18 +109,4 @@ func (c *Config) unixPath() string {
 		return p
 	}
 	return ""
-}
-
-// AddFlags defines the fleet view's flags (--web-addr, --web-auth,
-// --web-trusted-proxies, --web-user-header) on fs, each falling back to the
-// environment variable it names.
-func AddFlags(fs *flag.FlagSet, c *Config) {
-	fs.StringVar(&c.Addr, "web-addr", cli.Env("IRONLINK_HUB_WEB_ADDR", ""),
-		"fleet view listen address, host:port or unix:PATH; empty: off (env IRONLINK_HUB_WEB_ADDR)")
-	fs.StringVar(&c.Auth, "web-auth", cli.Env("IRONLINK_HUB_WEB_AUTH", AuthMTLS),
-		"fleet view authentication: mtls (client certificate over an operator's roster key) or proxy (trusted proxy header) (env IRONLINK_HUB_WEB_AUTH)")
-	fs.StringVar(&c.TrustedProxies, "web-trusted-proxies", cli.Env("IRONLINK_HUB_WEB_TRUSTED_PROXIES", ""),
-		"comma-separated proxy addresses or prefixes whose user header is believed (proxy mode on TCP) (env IRONLINK_HUB_WEB_TRUSTED_PROXIES)")
-	fs.StringVar(&c.UserHeader, "web-user-header", cli.Env("IRONLINK_HUB_WEB_USER_HEADER", DefaultUserHeader),
-		"header naming the roster client id in proxy mode (env IRONLINK_HUB_WEB_USER_HEADER)")
 }

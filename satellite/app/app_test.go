@@ -23,12 +23,12 @@ func TestRefusedCredentialAtStartIsAskedWithBackoff(t *testing.T) {
 	sim, oc := ostest.StartSim(t, openstacksim.Options{})
 	sim.InjectFault(openstacksim.Fault{Service: openstacksim.ServiceIdentity, Method: http.MethodPost, PathContains: "/auth/tokens",
 		Status: http.StatusUnauthorized, Times: -1})
-	cfg := app.Config{Site: "refused", HubAddr: "127.0.0.1:1", OpenStack: oc, AuthBackoff: 2 * time.Second,
+	cfg := app.Options{Site: "refused", HubAddr: "127.0.0.1:1", OpenStack: oc, AuthBackoff: 2 * time.Second,
 		Identity: app.Identity{NoAuth: true, Plaintext: true}}
 	cfg.Agent.PollInterval = time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Second)
 	defer cancel()
-	if err := app.Run(ctx, cfg, ostest.Logger(t)); err != nil {
+	if err := app.Run(ctx, validated(t, cfg), ostest.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
@@ -69,12 +69,12 @@ func TestIncompleteCloudsYAMLIsConfigInvalidAndNotRetried(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cfg := app.Config{Site: "badcloud", HubAddr: "127.0.0.1:1", OpenStack: oc, AuthBackoff: 200 * time.Millisecond, MetricsAddr: addr,
+	cfg := app.Options{Site: "badcloud", HubAddr: "127.0.0.1:1", OpenStack: oc, AuthBackoff: 200 * time.Millisecond, MetricsAddr: addr,
 		Identity: app.Identity{NoAuth: true, Plaintext: true}}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, cfg, ostest.Logger(t)) }()
+	go func() { done <- app.Run(ctx, validated(t, cfg), ostest.Logger(t)) }()
 	want := `ironlink_satellite_site_condition{reason="ConfigInvalid",status="False",type="OpenStackAuthenticated"} 1`
 	var body string
 	for ctx.Err() == nil && !strings.Contains(body, want) {
@@ -110,4 +110,29 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// validated returns o validated, failing the test on a problem.
+func validated(t *testing.T, o app.Options) app.Config {
+	t.Helper()
+	cfg, err := o.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// Run takes only a Config that Options.Validate made without an error: a
+// zero Config, or the one returned with Validate's error, is refused
+// before anything starts.
+func TestRunRefusesAConfigNotValidated(t *testing.T) {
+	bad, err := app.Options{}.Validate()
+	if err == nil {
+		t.Fatal("empty Options validated")
+	}
+	for name, cfg := range map[string]app.Config{"zero": {}, "invalid": bad} {
+		if err := app.Run(context.Background(), cfg, ostest.Logger(t)); err == nil || !strings.Contains(err.Error(), "Options.Validate") {
+			t.Errorf("%s Config: Run returned %v, want a refusal naming Options.Validate", name, err)
+		}
+	}
 }

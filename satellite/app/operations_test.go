@@ -73,14 +73,14 @@ func TestOperationsCapabilityAndProgressOverTheLink(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Stop()
 
-	cfg := app.Config{Site: "ops", HubAddr: ln.Addr().String(), OpenStack: oc, OperationsCloud: oc.Cloud,
+	cfg := app.Options{Site: "ops", HubAddr: ln.Addr().String(), OpenStack: oc, OperationsCloud: oc.Cloud,
 		Identity: app.Identity{NoAuth: true, Plaintext: true}}
 	cfg.Agent.PollInterval = time.Second
 	cfg.Link.MinBackoff, cfg.Link.MaxBackoff = 10*time.Millisecond, 100*time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, cfg, ostest.Logger(t)) }()
+	go func() { done <- app.Run(ctx, validated(t, cfg), ostest.Logger(t)) }()
 	for {
 		hub.mu.Lock()
 		var last *ironlinkv1.OperationProgress

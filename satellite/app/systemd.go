@@ -79,7 +79,7 @@ func notifySystemd(ctx context.Context, ready func(time.Time) error, log *slog.L
 // client-key (the hub client assertion key), clouds.yaml, and
 // tls-client-key. A setting given explicitly wins; a credential that is
 // not there leaves the setting empty.
-func (c *Config) fromCredentials() {
+func (c *Options) fromCredentials() {
 	dir := os.Getenv("CREDENTIALS_DIRECTORY")
 	if dir == "" {
 		return

@@ -120,7 +120,7 @@ func TestSecretsFromSystemdCredentials(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("CREDENTIALS_DIRECTORY", tc.credDir)
-			var c Config
+			var c Options
 			c.Identity.KeyFile, c.OpenStack.CloudsYAML, c.Identity.ClientKey = tc.key, tc.clouds, tc.tlsKey
 			c.fromCredentials()
 			if c.Identity.KeyFile != tc.wantKey || c.OpenStack.CloudsYAML != tc.wantClouds || c.Identity.ClientKey != tc.wantTLSKey {

@@ -208,32 +208,9 @@ func (c *Client) RequestResync() {
 func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	select { // this Hello carries the current capabilities
-	case <-c.rehello:
-	default:
-	}
-	stream, err := api.Connect(ctx)
+	stream, w, announced, err := c.handshake(ctx, api)
 	if err != nil {
-		return fmt.Errorf("open stream: %w", err)
-	}
-	_, lastSent := c.outbox.Pending()
-	// A Rehello that raced this Hello (the capability changed after the
-	// drain above but before this read) needs no second link: it is
-	// ignored below when the capabilities are still the announced ones.
-	announced := c.capabilities()
-	if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Hello{Hello: &ironlinkv1.Hello{
-		Site: c.cfg.Site, BootId: c.cfg.BootID, Version: c.cfg.Version, Capabilities: announced,
-		LastSequenceSent: lastSent, AppliedGenerations: c.applied(),
-	}}}); err != nil {
-		return fmt.Errorf("send hello: %w", err)
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		return fmt.Errorf("await welcome: %w", err)
-	}
-	w := first.GetWelcome()
-	if w == nil {
-		return errors.New("hub did not answer hello with a welcome")
+		return err
 	}
 	c.outbox.Restart(w.GetLastCommittedSequence(), w.GetLastCommittedBootId() == c.cfg.BootID)
 	c.log.Info("link up", "replica", w.GetReplica(), "epoch", w.GetEpoch(), "hub_last_sequence", w.GetLastCommittedSequence())
@@ -241,7 +218,54 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 		c.cfg.OnLinkState(true)
 		defer c.cfg.OnLinkState(false)
 	}
+	msgs, recvErr := receive(ctx, stream)
+	every := c.cfg.HeartbeatInterval
+	if hub := time.Duration(w.GetHeartbeatIntervalSeconds()) * time.Second; hub > 0 && hub < every {
+		every = hub // the hub expects heartbeats at least this often
+	}
+	if err := c.sendBacklog(stream); err != nil {
+		return err
+	}
+	return c.loop(ctx, stream, msgs, recvErr, every, announced)
+}
 
+// handshake opens the stream, sends Hello (with the current capabilities,
+// the last sequence sent and the applied generations) and waits for the
+// hub's Welcome. It returns the capabilities the Hello announced.
+func (c *Client) handshake(ctx context.Context, api ironlinkv1.LinkServiceClient) (ironlinkv1.LinkService_ConnectClient, *ironlinkv1.Welcome, []string, error) {
+	select { // this Hello carries the current capabilities
+	case <-c.rehello:
+	default:
+	}
+	stream, err := api.Connect(ctx)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("open stream: %w", err)
+	}
+	_, lastSent := c.outbox.Pending()
+	// A Rehello that raced this Hello (the capability changed after the
+	// drain above but before this read) needs no second link: the loop
+	// ignores it when the capabilities are still the announced ones.
+	announced := c.capabilities()
+	if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Hello{Hello: &ironlinkv1.Hello{
+		Site: c.cfg.Site, BootId: c.cfg.BootID, Version: c.cfg.Version, Capabilities: announced,
+		LastSequenceSent: lastSent, AppliedGenerations: c.applied(),
+	}}}); err != nil {
+		return nil, nil, nil, fmt.Errorf("send hello: %w", err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("await welcome: %w", err)
+	}
+	w := first.GetWelcome()
+	if w == nil {
+		return nil, nil, nil, errors.New("hub did not answer hello with a welcome")
+	}
+	return stream, w, announced, nil
+}
+
+// receive reads the stream in its own goroutine until it fails (the error
+// goes to the second channel) or ctx ends; messages go to the first.
+func receive(ctx context.Context, stream ironlinkv1.LinkService_ConnectClient) (<-chan *ironlinkv1.ConnectResponse, <-chan error) {
 	msgs := make(chan *ironlinkv1.ConnectResponse)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -258,45 +282,68 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 			}
 		}
 	}()
-	every := c.cfg.HeartbeatInterval
-	if hub := time.Duration(w.GetHeartbeatIntervalSeconds()) * time.Second; hub > 0 && hub < every {
-		every = hub // the hub expects heartbeats at least this often
-	}
-	hb := time.NewTicker(every)
-	defer hb.Stop()
-	resync := time.NewTicker(c.cfg.ResyncInterval)
-	defer resync.Stop()
-	flush := func() error {
-		for _, b := range c.outbox.Take(c.snap) {
-			if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Batch{Batch: b}}); err != nil {
-				return fmt.Errorf("send batch %d: %w", b.GetSequence(), err)
-			}
-			c.log.Debug("batch sent", "sequence", b.GetSequence(), "devices", len(b.GetDevices()), "snapshot", b.GetSnapshot() != nil)
+	return msgs, recvErr
+}
+
+// sendBatches sends the outbox's pending batches (a snapshot first when one
+// is due).
+func (c *Client) sendBatches(stream ironlinkv1.LinkService_ConnectClient) error {
+	for _, b := range c.outbox.Take(c.snap) {
+		if err := stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Batch{Batch: b}}); err != nil {
+			return fmt.Errorf("send batch %d: %w", b.GetSequence(), err)
 		}
-		return nil
+		c.log.Debug("batch sent", "sequence", b.GetSequence(), "devices", len(b.GetDevices()), "snapshot", b.GetSnapshot() != nil)
 	}
-	if err := flush(); err != nil {
+	return nil
+}
+
+// sendBacklog sends, once the link is up, what waited for it: the pending
+// batches, the operations' progress and the full set of site conditions.
+func (c *Client) sendBacklog(stream ironlinkv1.LinkService_ConnectClient) error {
+	if err := c.sendBatches(stream); err != nil {
 		return err
 	}
 	if err := c.flushProgress(stream.Send); err != nil {
 		return fmt.Errorf("send operation progress: %w", err)
 	}
-	var siteChanged <-chan struct{}
-	sendSite := func() error {
-		if m := c.cfg.SiteState.message(); m != nil {
-			return stream.Send(m)
-		}
+	if c.cfg.SiteState == nil {
 		return nil
 	}
+	select { // the full set goes now: a pending change signal is covered
+	case <-c.cfg.SiteState.changed:
+	default:
+	}
+	if err := c.sendSite(stream); err != nil {
+		return fmt.Errorf("send site conditions: %w", err)
+	}
+	return nil
+}
+
+// sendSite sends the site conditions, when there are.
+func (c *Client) sendSite(stream ironlinkv1.LinkService_ConnectClient) error {
+	if m := c.cfg.SiteState.message(); m != nil {
+		return stream.Send(m)
+	}
+	return nil
+}
+
+// loop is the session's one sender: it sends batches, progress, site
+// conditions, results, resync requests and heartbeats (every) as they come
+// due, and handles the hub's messages, until the stream fails, ctx ends or
+// a new Hello is needed (errRehello: the capabilities differ from the
+// announced ones).
+func (c *Client) loop(ctx context.Context, stream ironlinkv1.LinkService_ConnectClient, msgs <-chan *ironlinkv1.ConnectResponse, recvErr <-chan error,
+	every time.Duration, announced []string) error {
+	hb := time.NewTicker(every)
+	defer hb.Stop()
+	resync := time.NewTicker(c.cfg.ResyncInterval)
+	defer resync.Stop()
+	var siteChanged <-chan struct{}
 	if c.cfg.SiteState != nil {
 		siteChanged = c.cfg.SiteState.changed
-		select { // the full set goes now: a pending change signal is covered
-		case <-siteChanged:
-		default:
-		}
-		if err := sendSite(); err != nil {
-			return fmt.Errorf("send site conditions: %w", err)
-		}
+	}
+	desiredStatesRequest := func() *ironlinkv1.ConnectRequest {
+		return &ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_DesiredStatesRequest{DesiredStatesRequest: &ironlinkv1.DesiredStatesRequest{}}}
 	}
 	for {
 		var err error
@@ -310,7 +357,7 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 			}
 			return err
 		case <-c.outbox.Wake():
-			err = flush()
+			err = c.sendBatches(stream)
 		case <-c.progress.wake:
 			err = c.flushProgress(stream.Send)
 		case <-c.rehello:
@@ -320,37 +367,43 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 			_ = stream.CloseSend()
 			return errRehello
 		case <-siteChanged:
-			err = sendSite()
+			err = c.sendSite(stream)
 		case m := <-c.outbound:
 			err = stream.Send(m)
 		case <-c.resyncNow:
-			err = stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_DesiredStatesRequest{DesiredStatesRequest: &ironlinkv1.DesiredStatesRequest{}}})
+			err = stream.Send(desiredStatesRequest())
 		case <-resync.C:
-			err = stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_DesiredStatesRequest{DesiredStatesRequest: &ironlinkv1.DesiredStatesRequest{}}})
+			err = stream.Send(desiredStatesRequest())
 		case <-hb.C:
 			err = stream.Send(&ironlinkv1.ConnectRequest{Msg: &ironlinkv1.ConnectRequest_Heartbeat{Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.Now()}}})
 		case m := <-msgs:
-			switch msg := m.GetMsg().(type) {
-			case *ironlinkv1.ConnectResponse_Ack:
-				c.outbox.Ack(msg.Ack.GetSequence())
-			case *ironlinkv1.ConnectResponse_Command:
-				c.dispatch(ctx, msg.Command)
-			case *ironlinkv1.ConnectResponse_DesiredStates:
-				c.offerDesired(msg.DesiredStates)
-			case *ironlinkv1.ConnectResponse_Operation:
-				if c.cfg.Operations == nil {
-					c.log.Warn("operation from the hub, but this satellite runs no operations; ignored", "operation_id", msg.Operation.GetOperationId())
-				} else {
-					c.cfg.Operations.HandleOperation(msg.Operation)
-				}
-			case *ironlinkv1.ConnectResponse_Heartbeat:
-			default:
-				c.log.Warn("unexpected message from hub", "type", fmt.Sprintf("%T", msg))
-			}
+			c.handle(ctx, m)
 		}
 		if err != nil {
 			return err
 		}
+	}
+}
+
+// handle acts on one message from the hub: an ack, a command, desired
+// states or an operation (heartbeats need nothing).
+func (c *Client) handle(ctx context.Context, m *ironlinkv1.ConnectResponse) {
+	switch msg := m.GetMsg().(type) {
+	case *ironlinkv1.ConnectResponse_Ack:
+		c.outbox.Ack(msg.Ack.GetSequence())
+	case *ironlinkv1.ConnectResponse_Command:
+		c.dispatch(ctx, msg.Command)
+	case *ironlinkv1.ConnectResponse_DesiredStates:
+		c.offerDesired(msg.DesiredStates)
+	case *ironlinkv1.ConnectResponse_Operation:
+		if c.cfg.Operations == nil {
+			c.log.Warn("operation from the hub, but this satellite runs no operations; ignored", "operation_id", msg.Operation.GetOperationId())
+		} else {
+			c.cfg.Operations.HandleOperation(msg.Operation)
+		}
+	case *ironlinkv1.ConnectResponse_Heartbeat:
+	default:
+		c.log.Warn("unexpected message from hub", "type", fmt.Sprintf("%T", msg))
 	}
 }
 

@@ -74,7 +74,7 @@ func Start(t testing.TB, st *store.Store, o Options) *Hub {
 		log = testlog.New(t)
 	}
 	// The database URL is not used: the store is already open.
-	cfg, err := app.Config{DatabaseURL: "postgres://grpctest.invalid/", Replica: o.Replica, Link: o.Link,
+	cfg, err := app.Options{DatabaseURL: "postgres://grpctest.invalid/", Replica: o.Replica, Link: o.Link,
 		NoAuth: o.NoAuth, RosterPath: "grpctest", Plaintext: true}.Validate()
 	if err != nil {
 		t.Fatalf("grpctest: hub config: %v", err)

@@ -106,7 +106,7 @@ func startHub(t *testing.T) *hub {
 	go func() { defer close(done); _ = ev.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	cfg, err := app.Config{DatabaseURL: "postgres://unused/", NoAuth: true, Plaintext: true}.Validate()
+	cfg, err := app.Options{DatabaseURL: "postgres://unused/", NoAuth: true, Plaintext: true}.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}

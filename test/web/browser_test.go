@@ -86,10 +86,14 @@ func startHub(t *testing.T) *hubEnv {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg := app.Config{Listen: e.grpcAddr, DatabaseURL: dbURL, Replica: "web-test", Plaintext: true, NoAuth: true,
+	opts := app.Options{Listen: e.grpcAddr, DatabaseURL: dbURL, Replica: "web-test", Plaintext: true, NoAuth: true,
 		RosterPath: roster, StaleAfter: time.Hour,
 		Web: web.Config{Addr: webAddr, Auth: web.AuthProxy, TrustedProxies: "127.0.0.1", Refresh: time.Second}}
-	cfg.Link.CommandSweep = 500 * time.Millisecond
+	opts.Link.CommandSweep = 500 * time.Millisecond
+	cfg, err := opts.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, cfg, log) }()

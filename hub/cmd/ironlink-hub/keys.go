@@ -14,10 +14,6 @@ import (
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
 
-// defaultAudience is the audience (JWT "aud") the hub expects when none is
-// configured; `ironlink-hub token` uses the same default.
-const defaultAudience = "ironlink-hub"
-
 // runKeygen implements `ironlink-hub keygen`: it creates a key pair for one
 // roster client, writes the private key (PKCS#8 PEM, mode 0600) to --out and
 // prints the roster entry, with the public key, on stdout.
@@ -33,69 +29,69 @@ func runKeygen(args []string) error { return keygenTo(args, os.Stdout, os.Stderr
 func keygenTo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ironlink-hub keygen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = usage(fs, "ironlink-hub keygen --client-id ID [--site S] [--scopes a,b] [--alg ES256|RS256|EdDSA] [--kid K] --out key.pem [--force]")
-	clientID := fs.String("client-id", "", "roster client id: ironlink-agent-<site> for a satellite, any other name for an operator")
-	site := fs.String("site", "", "the satellite's site (default: from an ironlink-agent-<site> client id; empty for an operator)")
-	scopes := fs.String("scopes", "", "comma-separated scopes (default device:update,device-condition:create for a satellite, operations:read for an operator)")
-	alg := fs.String("alg", auth.AlgES256, "key algorithm: ES256, RS256 or EdDSA")
-	kid := fs.String("kid", "", "key id (default: the key's RFC 7638 thumbprint)")
-	out := fs.String("out", "", "file to write the private key to (PKCS#8 PEM, mode 0600)")
-	force := fs.Bool("force", false, "replace --out if it exists")
-	if err := fs.Parse(args); err != nil {
-		return err
+	f := cli.NewFlags(fs)
+	fs.Usage = f.Usage("ironlink-hub keygen --client-id ID [--site S] [--scopes a,b] [--alg ES256|RS256|EdDSA] [--kid K] --out key.pem [--force]")
+	var clientID, site, scopes, alg, kid, out string
+	var force bool
+	f.String(&clientID, "client-id", "", "", "roster client id: ironlink-agent-<site> for a satellite, any other name for an operator")
+	f.String(&site, "site", "", "", "the satellite's site (default: from an ironlink-agent-<site> client id; empty for an operator)")
+	f.String(&scopes, "scopes", "", "", "comma-separated scopes (default device:update,device-condition:create for a satellite, operations:read for an operator)")
+	f.String(&alg, "alg", "", auth.AlgES256, "key algorithm: ES256, RS256 or EdDSA")
+	f.String(&kid, "kid", "", "", "key id (default: the key's RFC 7638 thumbprint)")
+	f.String(&out, "out", "", "", "file to write the private key to (PKCS#8 PEM, mode 0600)")
+	f.Bool(&force, "force", false, "replace --out if it exists")
+	if err := f.Parse(args); err != nil {
+		return fmt.Errorf("keygen: %w", err)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("keygen: unexpected arguments %v", fs.Args())
-	}
-	if *clientID == "" || *out == "" {
+	if clientID == "" || out == "" {
 		return errors.New("keygen: --client-id and --out are required")
 	}
-	if *site == "" && strings.HasPrefix(*clientID, auth.SatellitePrefix) {
-		*site = strings.TrimPrefix(*clientID, auth.SatellitePrefix)
+	if site == "" && strings.HasPrefix(clientID, auth.SatellitePrefix) {
+		site = strings.TrimPrefix(clientID, auth.SatellitePrefix)
 	}
 	var sc []string
 	switch {
-	case *scopes != "":
-		for _, s := range strings.Split(*scopes, ",") {
+	case scopes != "":
+		for _, s := range strings.Split(scopes, ",") {
 			if s = strings.TrimSpace(s); s != "" {
 				sc = append(sc, s)
 			}
 		}
-	case *site != "":
+	case site != "":
 		sc = []string{auth.ScopeDeviceUpdate, auth.ScopeDeviceConditionCreate}
 	default:
 		sc = []string{auth.ScopeOperationsRead}
 	}
-	if !*force {
-		if _, err := os.Lstat(*out); err == nil {
-			return fmt.Errorf("keygen: %s exists (use --force to replace it)", *out)
+	if !force {
+		if _, err := os.Lstat(out); err == nil {
+			return fmt.Errorf("keygen: %s exists (use --force to replace it)", out)
 		}
 	}
-	key, err := auth.GenerateKey(*alg)
+	key, err := auth.GenerateKey(alg)
 	if err != nil {
 		return fmt.Errorf("keygen: %w", err)
 	}
-	if *kid == "" {
-		if *kid, err = auth.Thumbprint(key); err != nil {
+	if kid == "" {
+		if kid, err = auth.Thumbprint(key); err != nil {
 			return fmt.Errorf("keygen: %w", err)
 		}
 	}
-	entry, err := auth.FormatRosterEntry(*clientID, *site, sc, *kid, key.Public())
+	entry, err := auth.FormatRosterEntry(clientID, site, sc, kid, key.Public())
 	if err != nil {
 		return fmt.Errorf("keygen: %w", err)
 	}
 	section := "operators"
-	if *site != "" {
+	if site != "" {
 		section = "satellites"
 	}
 	// Validate the entry exactly as the hub will read it, before writing anything.
 	if _, err := auth.ParseRoster([]byte(section + ":\n" + entry)); err != nil {
 		return fmt.Errorf("keygen: the roster would refuse this entry: %w", err)
 	}
-	if err := auth.WritePrivateKeyPEM(*out, key); err != nil {
+	if err := auth.WritePrivateKeyPEM(out, key); err != nil {
 		return fmt.Errorf("keygen: %w", err)
 	}
-	fmt.Fprintf(stderr, "wrote %s private key to %s (keep it secret); add this entry under %s: in the hub's roster (chart values.yaml):\n", *alg, *out, section)
+	fmt.Fprintf(stderr, "wrote %s private key to %s (keep it secret); add this entry under %s: in the hub's roster (chart values.yaml):\n", alg, out, section)
 	fmt.Fprintf(stdout, "# %s:\n%s", section, entry)
 	return nil
 }
@@ -113,31 +109,31 @@ func runToken(args []string) error { return tokenTo(args, os.Stdout, os.Stderr) 
 func tokenTo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ironlink-hub token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = usage(fs, "ironlink-hub token --key key.pem --client-id ID [--kid K] [--audience AUD] [--lifetime 2m]")
-	keyFile := fs.String("key", cli.Env("IRONLINK_CLIENT_KEY", ""), "private key file (PEM) (env IRONLINK_CLIENT_KEY)")
-	clientID := fs.String("client-id", cli.Env("IRONLINK_CLIENT_ID", ""), "roster client id (env IRONLINK_CLIENT_ID)")
-	kid := fs.String("kid", cli.Env("IRONLINK_CLIENT_KID", ""), "key id in the roster (env IRONLINK_CLIENT_KID; default: the key's RFC 7638 thumbprint)")
-	audience := fs.String("audience", cli.Env("IRONLINK_HUB_AUDIENCE", defaultAudience), "the hub's audience (env IRONLINK_HUB_AUDIENCE)")
-	lifetime := fs.Duration("lifetime", 2*time.Minute, "token lifetime (the hub refuses more than its maximum, 5m by default)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	f := cli.NewFlags(fs)
+	fs.Usage = f.Usage("ironlink-hub token --key key.pem --client-id ID [--kid K] [--audience AUD] [--lifetime 2m]")
+	var keyFile, clientID, kid, audience string
+	var lifetime time.Duration
+	f.String(&keyFile, "key", "IRONLINK_CLIENT_KEY", "", "private key file (PEM)")
+	f.String(&clientID, "client-id", "IRONLINK_CLIENT_ID", "", "roster client id")
+	f.String(&kid, "kid", "IRONLINK_CLIENT_KID", "", "key id in the roster (env IRONLINK_CLIENT_KID; default: the key's RFC 7638 thumbprint)")
+	f.String(&audience, "audience", "IRONLINK_HUB_AUDIENCE", auth.DefaultAudience, "the hub's audience")
+	f.Duration(&lifetime, "lifetime", "", 2*time.Minute, "token lifetime (the hub refuses more than its maximum, 5m by default)")
+	if err := f.Parse(args); err != nil {
+		return fmt.Errorf("token: %w", err)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("token: unexpected arguments %v", fs.Args())
-	}
-	if *keyFile == "" || *clientID == "" {
+	if keyFile == "" || clientID == "" {
 		return errors.New("token: --key and --client-id are required")
 	}
-	key, err := auth.LoadPrivateKey(*keyFile)
+	key, err := auth.LoadPrivateKey(keyFile)
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
-	if *kid == "" {
-		if *kid, err = auth.Thumbprint(key); err != nil {
+	if kid == "" {
+		if kid, err = auth.Thumbprint(key); err != nil {
 			return fmt.Errorf("token: %w", err)
 		}
 	}
-	tok, err := auth.Sign(key, *kid, *clientID, *audience, *lifetime, time.Now())
+	tok, err := auth.Sign(key, kid, clientID, audience, lifetime, time.Now())
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
@@ -161,30 +157,29 @@ func runDevPKI(args []string) error { return devPKITo(args, os.Stdout, os.Stderr
 func devPKITo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ironlink-hub dev-pki", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = usage(fs, "ironlink-hub dev-pki --dir DIR [--client ID,ID]")
-	dir := fs.String("dir", "", "directory to write the CA, server and client certificates into")
-	clients := fs.String("client", "", "comma-separated client ids to issue mutual-TLS client certificates for")
-	if err := fs.Parse(args); err != nil {
-		return err
+	f := cli.NewFlags(fs)
+	fs.Usage = f.Usage("ironlink-hub dev-pki --dir DIR [--client ID,ID]")
+	var dir, clients string
+	f.String(&dir, "dir", "", "", "directory to write the CA, server and client certificates into")
+	f.String(&clients, "client", "", "", "comma-separated client ids to issue mutual-TLS client certificates for")
+	if err := f.Parse(args); err != nil {
+		return fmt.Errorf("dev-pki: %w", err)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("dev-pki: unexpected arguments %v", fs.Args())
-	}
-	if *dir == "" {
+	if dir == "" {
 		return errors.New("dev-pki: --dir is required")
 	}
-	ca, cert, key, err := tlsutil.GenerateTestPKI(*dir)
+	ca, cert, key, err := tlsutil.GenerateTestPKI(dir)
 	if err != nil {
 		return fmt.Errorf("dev-pki: %w", err)
 	}
 	fmt.Fprintf(stdout, "# ironlink-hub (server certificate)\nIRONLINK_TLS_CERT=%s\nIRONLINK_TLS_KEY=%s\n", cert, key)
 	fmt.Fprintf(stdout, "# ironlink-satellite (CA to verify the hub; also grpcurl -cacert)\nIRONLINK_HUB_CA=%s\n", ca)
 	issued := 0
-	for _, id := range strings.Split(*clients, ",") {
+	for _, id := range strings.Split(clients, ",") {
 		if id = strings.TrimSpace(id); id == "" {
 			continue
 		}
-		c, k, err := tlsutil.IssueClientCert(*dir, id)
+		c, k, err := tlsutil.IssueClientCert(dir, id)
 		if err != nil {
 			return fmt.Errorf("dev-pki: %w", err)
 		}

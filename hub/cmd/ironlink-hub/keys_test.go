@@ -155,11 +155,11 @@ func TestDevPKI(t *testing.T) {
 }
 
 // readVariables returns the environment variables ironlink-hub and
-// ironlink-satellite read, from their main.go sources.
+// ironlink-satellite read, from the sources that define their flags.
 func readVariables(t *testing.T) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
-	for _, f := range []string{"main.go", filepath.Join("..", "..", "..", "satellite", "cmd", "ironlink-satellite", "main.go")} {
+	for _, f := range []string{"flags.go", filepath.Join("..", "..", "..", "satellite", "cmd", "ironlink-satellite", "flags.go")} {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,76 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/store"
+)
+
+type commandData struct {
+	Cmd   *ironlinkv1.OperatorCommand
+	State string
+	Final bool
+	Error string
+}
+
+func newCommandData(c *ironlinkv1.OperatorCommand) *commandData {
+	st := strings.TrimPrefix(c.GetState().String(), "COMMAND_STATE_")
+	return &commandData{Cmd: c, State: st, Final: st == "SUCCEEDED" || st == "FAILED" || st == "SUPERSEDED"}
+}
+
+// impair handles a quarantine or release POST: operations:write or 403
+// (nothing written), a reason, then fleet's own RPC handler. A fetch (with
+// FragmentHeader) gets the command's progress fragment; a plain form POST is
+// redirected to the device page showing it.
+func (s *Server) impair(desired store.Impairment) func(http.ResponseWriter, *http.Request, Identity) {
+	return func(w http.ResponseWriter, r *http.Request, id Identity) {
+		devID := r.PathValue("id")
+		if !id.CanWrite() {
+			s.log.Warn("fleet view write refused: no operations:write", "client_id", id.ClientID, "device_id", devID, "desired", desired)
+			s.fail(w, r, http.StatusForbidden, fmt.Sprintf("client %s lacks the operations:write scope: it may look, not quarantine or release", id.ClientID))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+		if err := r.ParseForm(); err != nil {
+			s.fail(w, r, http.StatusBadRequest, "the form could not be read: "+err.Error())
+			return
+		}
+		ctx := apiContext(r.Context(), id)
+		reason := r.PostForm.Get("reason")
+		var cmd *ironlinkv1.OperatorCommand
+		var err error
+		if desired == store.ImpairmentQuarantined {
+			var resp *ironlinkv1.QuarantineDeviceResponse
+			resp, err = s.fleet.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: devID, Reason: reason})
+			cmd = resp.GetCommand()
+		} else {
+			var resp *ironlinkv1.ReleaseDeviceResponse
+			resp, err = s.fleet.ReleaseDevice(ctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: devID, Reason: reason})
+			cmd = resp.GetCommand()
+		}
+		if err != nil {
+			s.apiFail(w, r, err)
+			return
+		}
+		s.log.Info("fleet view: impairment requested", "client_id", id.ClientID, "device_id", cmd.GetDeviceId(),
+			"desired", desired, "command_id", cmd.GetCommandId(), "via", id.Via)
+		if isFragment(r) {
+			s.render(w, r, http.StatusOK, "command", "Command", newCommandData(cmd))
+			return
+		}
+		http.Redirect(w, r, "/devices/"+url.PathEscape(cmd.GetDeviceId())+"?command="+url.QueryEscape(cmd.GetCommandId()), http.StatusSeeOther)
+	}
+}
+
+func (s *Server) command(w http.ResponseWriter, r *http.Request, id Identity) {
+	resp, err := s.fleet.GetCommand(apiContext(r.Context(), id), &ironlinkv1.GetCommandRequest{CommandId: r.PathValue("id")})
+	if err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "command", "Command", newCommandData(resp.GetCommand()))
+}

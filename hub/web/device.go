@@ -1,0 +1,105 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+)
+
+type deviceData struct {
+	Device     *ironlinkv1.Device
+	Status     []*ironlinkv1.StatusChange
+	Impairment []*ironlinkv1.ImpairmentChange
+	Commands   []*ironlinkv1.OperatorCommand
+	CondHist   []conditionChange
+	Timeline   timelineSVG
+	CanWrite   bool
+	Command    *commandData // the command named in ?command=, if any
+}
+
+func (s *Server) device(w http.ResponseWriter, r *http.Request, id Identity) {
+	ctx := apiContext(r.Context(), id)
+	resp, err := s.fleet.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: r.PathValue("id"), HistoryLimit: historyLimit})
+	if err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
+	dev := resp.GetDevice()
+	cmds, err := s.fleet.ListCommands(ctx, &ironlinkv1.ListCommandsRequest{DeviceId: dev.GetDeviceId(), PageSize: commandsShown})
+	if err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
+	ch, err := conditionHistory(ctx, s.store.Pool(), dev.GetDeviceId(), historyLimit*7)
+	if err != nil {
+		s.dbFail(w, r, err)
+		return
+	}
+	d := deviceData{Device: dev, Status: resp.GetStatusHistory(), Impairment: resp.GetImpairmentHistory(),
+		Commands: cmds.GetCommands(), CondHist: ch, CanWrite: id.CanWrite()}
+	if len(d.CondHist) > 50 {
+		d.CondHist = d.CondHist[:50]
+	}
+	d.Timeline = deviceTimeline(s.now(), dev, resp.GetStatusHistory(), ch, resp.GetImpairmentHistory())
+	if c := r.URL.Query().Get("command"); c != "" {
+		if cr, err := s.fleet.GetCommand(ctx, &ironlinkv1.GetCommandRequest{CommandId: c}); err == nil && cr.GetCommand().GetDeviceId() == dev.GetDeviceId() {
+			d.Command = newCommandData(cr.GetCommand())
+		}
+	}
+	title := dev.GetName()
+	if title == "" {
+		title = dev.GetDeviceId()
+	}
+	s.render(w, r, http.StatusOK, "device", title, d)
+}
+
+// deviceTimeline turns the histories (newest first, as the API returns
+// them) into the chart's lanes.
+func deviceTimeline(now time.Time, dev *ironlinkv1.Device, sh []*ironlinkv1.StatusChange, ch []conditionChange, ih []*ironlinkv1.ImpairmentChange) timelineSVG {
+	status := tlLane{Label: "operational status", Prefix: "st-"}
+	for _, c := range sh {
+		status.Points = append(status.Points, tlPoint{At: c.GetChangeTime().AsTime(), State: statusName(c.GetStatus()), Title: " · " + c.GetReason()})
+	}
+	if len(status.Points) == 0 && dev.GetStatusChangeTime() != nil {
+		status.Points = append(status.Points, tlPoint{At: dev.GetStatusChangeTime().AsTime(), State: statusName(dev.GetStatus()), Title: " · " + dev.GetStatusReason()})
+	}
+	lanes := []tlLane{status}
+	byType := map[string][]conditionChange{}
+	for _, c := range ch {
+		byType[c.Type] = append(byType[c.Type], c)
+	}
+	for _, c := range dev.GetConditions() {
+		lane := tlLane{Label: c.GetType(), Prefix: "cond-"}
+		hist := byType[c.GetType()]
+		// Oldest first: a row starts a segment at its transition time when
+		// the status changed, else (reason or message only) when observed.
+		prev := ""
+		for i := len(hist) - 1; i >= 0; i-- {
+			h := hist[i]
+			at := h.ObservedTime
+			if h.Status != prev {
+				at = h.LastTransitionTime
+			}
+			prev = h.Status
+			title := " · " + h.Reason
+			if h.Message != "" {
+				title += ": " + h.Message
+			}
+			lane.Points = append(lane.Points, tlPoint{At: at, State: h.Status, Title: title})
+		}
+		if len(lane.Points) == 0 {
+			lane.Points = append(lane.Points, tlPoint{At: c.GetLastTransitionTime().AsTime(), State: condName(c.GetStatus()), Title: " · " + c.GetReason()})
+		}
+		lanes = append(lanes, lane)
+	}
+	var marks []tlMark
+	for _, c := range ih {
+		name := impName(c.GetDesired())
+		marks = append(marks, tlMark{At: c.GetChangeTime().AsTime(), Class: "imp-" + name,
+			Title: fmt.Sprintf("%s (generation %d) by %s at %s: %s", name, c.GetGeneration(), c.GetActor(),
+				c.GetChangeTime().AsTime().UTC().Format(time.DateTime), c.GetReason())})
+	}
+	return buildTimeline(now, lanes, marks)
+}

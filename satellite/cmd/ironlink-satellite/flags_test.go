@@ -1,0 +1,35 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+)
+
+// -h lists every flag once (with its default: internal/cli's test), and
+// every flag but the switches with the environment variable it reads
+// (docs' flag reference is checked against this output).
+func TestHelpListsEveryFlagWithItsVariable(t *testing.T) {
+	var out bytes.Buffer
+	fs := flag.NewFlagSet("ironlink-satellite", flag.ContinueOnError)
+	fs.SetOutput(&out)
+	if _, _, err := parseFlags(fs, runUsage, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	help := out.String()
+	n := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		n++
+		if strings.Count(help, "\n  -"+f.Name+" ")+strings.Count(help, "\n  -"+f.Name+"\n") != 1 {
+			t.Errorf("-%s is not listed exactly once:\n%s", f.Name, help)
+		}
+		if f.Name != "no-auth" && f.Name != "hub-plaintext" && !strings.Contains(f.Usage, "(env ") {
+			t.Errorf("-%s names no environment variable: %q", f.Name, f.Usage)
+		}
+	})
+	if n < 10 {
+		t.Fatalf("only %d flags defined", n)
+	}
+}
