@@ -1,4 +1,4 @@
-# ironlink — make targets. See README.md.
+# ironlink — make targets. See README.md and docs/reference/make.md.
 SHELL := /bin/bash
 GO ?= go
 BUF_VERSION := v1.75.0

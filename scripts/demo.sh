@@ -8,10 +8,13 @@
 # DEMO_NODES (50), DEMO_CHURN (15s), DEMO_POLL_INTERVAL (10s), DEMO_PG_PORT (55432),
 # DEMO_SWEEP_INTERVAL (15s), DEMO_ORPHANS (1 of each kind), DEMO_USER_CONFIG (1: write the
 # CLI context "demo" into a missing ~/.config/ironlink/config.yaml; 0: never), DEMO_METRICS_ADDR
-# (127.0.0.1:9108, the satellite's /metrics and /readyz; the hub's admin
-# listener is 127.0.0.1:9090, replica i of several 127.0.0.1:909i),
+# (127.0.0.1:9108, the satellite's /metrics and /readyz), DEMO_ADMIN_ADDR (127.0.0.1:9090,
+# the hub's admin listener; replica i of several: 127.0.0.1:909i), DEMO_WEB_ADDR
+# (127.0.0.1:7080, the fleet view's token proxy),
 # DEMO_REPLICAS (1; with 2, two hub replicas on 127.0.0.1:7071/7072 run behind
 # the small ironlink-lb TCP load balancer on $IRONLINK_HUB_LISTEN).
+# Every setting, and what .demo/ holds: docs/reference/make.md; a guided
+# first hour with the demo: docs/tutorial.md.
 #
 # The satellite may be stopped and started again while the demo runs
 # (.demo/start-satellite.sh starts it with the demo's flags); the demo ends
@@ -79,8 +82,7 @@ pids+=($!)
 core=($!) # the processes whose exit ends the demo
 for _ in $(seq 100); do grep -q OPENSTACK_SIM_URL "$STATE/openstacksim.out" 2>/dev/null && break; sleep 0.1; done
 grep -q OPENSTACK_SIM_URL "$STATE/openstacksim.out" || { cat "$STATE/openstacksim.log"; exit 1; }
-# Operations run under a credential of their own (README "Operations at the
-# site"): a second cloud "sim-ops" in the same clouds.yaml (the simulator has
+# Operations run under a credential of their own (docs/design/operations.md): a second cloud "sim-ops" in the same clouds.yaml (the simulator has
 # one application credential, so the same one here).
 sed -n '2,$p' "$STATE/clouds.yaml" | sed '1s/^  sim:/  sim-ops:/' >>"$STATE/clouds.yaml"
 
@@ -99,7 +101,7 @@ bin/ironlink-hub keygen --client-id demo-operator --scopes operations:read,opera
   grep -v '^#' "$PKI/operator.entry"
 } >"$PKI/roster.yaml"
 
-# The quarantine policy (README "Quarantine policy"): in dry-run unless
+# The quarantine policy (docs/reference/policy.md): in dry-run unless
 # DEMO_POLICY_DRY_RUN=false, so the demo logs decisions without taking devices away.
 cat >"$STATE/policy.yaml" <<EOP
 policy:
@@ -118,8 +120,8 @@ policy:
         autoReleaseAfter: 30m
 EOP
 
-# The key that seals ENROL BMC credentials into the database (README
-# "Operations"), the same for every replica: whichever holds the site's link
+# The key that seals ENROL BMC credentials into the database
+# (docs/reference/operations.md), the same for every replica: whichever holds the site's link
 # delivers an enrolment any of them took.
 [ -s "$STATE/enrol.key" ] || (umask 077 && head -c 32 /dev/urandom | base64 >"$STATE/enrol.key")
 
@@ -137,9 +139,9 @@ start_hub() { # name listen admin
 replicas=${DEMO_REPLICAS:-1}
 if [ "$replicas" = 1 ]; then
   echo ">> starting ironlink-hub on $HUB (log: .demo/hub.log)"
-  start_hub hub "$HUB" 127.0.0.1:9090
+  start_hub hub "$HUB" "${DEMO_ADMIN_ADDR:-127.0.0.1:9090}"
   core+=("$(cat "$STATE/hub.pid")")
-  admins=(127.0.0.1:9090)
+  admins=("${DEMO_ADMIN_ADDR:-127.0.0.1:9090}")
 else
   backends=()
   for i in $(seq "$replicas"); do
@@ -160,7 +162,8 @@ fi
 # stands in for oauth2-proxy on loopback, lets in the browser that presents
 # the secret token once, and names it demo-operator to the hub.
 WEB=${DEMO_WEB_ADDR:-127.0.0.1:7080}
-(umask 077; head -c 18 /dev/urandom | base64 | tr '+/' '-_' >"$STATE/web-token")
+(umask 077; head -c 18 /dev/urandom | base64 | tr '+/' '-_' >"$STATE/web-token"
+  echo "http://$WEB/?token=$(cat "$STATE/web-token")" >"$STATE/web-url")
 # With several replicas it names every replica's view: the first that
 # answers serves (hub-1, else hub-2, ...), so the view outlives a killed one.
 web_upstreams=(--upstream "unix:$STATE/web-hub.sock")
@@ -245,7 +248,7 @@ if [ "${DEMO_USER_CONFIG:-1}" = 1 ]; then
 fi
 
 # One operation end to end at start: enrol a node through the CLI and
-# follow it to manageable (README "Operations").
+# follow it to manageable (docs/reference/operations.md).
 printf '[{"name":"demo-new-1","driver":"fake-hardware","resourceClass":"gpu-h100","driverInfo":{"fake_bmc_password":"demo-secret"},"ports":[{"address":"52:54:00:0d:00:01","pxeEnabled":true}]}]\n' >"$STATE/enrol.json"
 echo ">> enrolling node demo-new-1 through the hub (ironlink op start enrol ... --wait)"
 for _ in $(seq 50); do # until the satellite announced the operations capability
@@ -280,7 +283,7 @@ A='-H "authorization: Bearer $(ironlink_token)"'
 cat <<EOM
 
 ironlink demo is running: hub on $HUB (TLS, client authentication on), satellite for site "demo", ${DEMO_NODES:-50} simulated nodes.
-Fleet view (open in a browser on this machine; the link signs you in as demo-operator):
+Fleet view (open in a browser on this machine; the link, also in .demo/web-url, signs you in as demo-operator):
 
   http://$WEB/?token=$(cat "$STATE/web-token")
 
@@ -341,7 +344,7 @@ First define how to mint a short-lived operator token
   $G $A -d '{"ids":[1,2],"reason":"confirmed broken"}' $HUB ironlink.v1.PolicyService/ApprovePendingActions
   $G $A -d '{"device_id":"$device","kind":"DEVICE_HOLD_KIND_EXCLUSION","reason":"burn-in"}' $HUB ironlink.v1.PolicyService/SetDeviceHold
   curl -s http://${admins[0]}/metrics | grep ^ironlink_policy_
-  # operations (README "Operations"): enrol another node, list, make demo-new-1 available in Ironic (it stays HELD TraitAbsent until you release it to customers)
+  # operations (docs/reference/operations.md): enrol another node, list, make demo-new-1 available in Ironic (it stays HELD TraitAbsent until you release it to customers)
   $G $A -d '{"kind":"OPERATION_KIND_ENROL","site":"demo","reason":"new node","nodes":[{"name":"demo-new-2","driver":"fake-hardware","resource_class":"gpu-h100","ports":[{"address":"52:54:00:0d:00:02","pxe_enabled":true}]}]}' $HUB ironlink.v1.OperationService/StartOperation
   $G $A -d '{"site":"demo"}' $HUB ironlink.v1.OperationService/ListOperations
   $cli op start provide demo-new-1 --site demo --reason "to customers" --wait
@@ -358,6 +361,7 @@ First define how to mint a short-lived operator token
   curl -s http://${admins[0]}/metrics | grep -E '^ironlink_hub_(links_open|site_stale|commands_open|ready)'
   curl -s http://${admins[0]}/readyz; $G $HUB grpc.health.v1.Health/Check
 ${pg_drill:-}
+The first hour with this demo, step by step: docs/tutorial.md; everything else: docs/README.md.
 Logs: .demo/hub*.log, .demo/satellite.log, .demo/openstacksim.log. Keys, certificates and the
 roster: .demo/pki. Press Ctrl-C to stop everything (or kill -TERM \$(cat .demo/demo.pid)).
 EOM

@@ -25,7 +25,7 @@ fi
 export IRONLINK_TEST_DATABASE_URL=$url
 
 if [ -z "${IRONLINK_E2E_CLOUDS_YAML:-}" ] || [ -z "${IRONLINK_E2E_CLOUD:-}" ]; then
-  echo ">> no real cloud named: the real-cloud tests will be skipped (set IRONLINK_E2E_CLOUDS_YAML and IRONLINK_E2E_CLOUD; README \"Testing against your own OpenStack\")" >&2
+  echo ">> no real cloud named: the real-cloud tests will be skipped (set IRONLINK_E2E_CLOUDS_YAML and IRONLINK_E2E_CLOUD; docs/howto/test-against-openstack.md)" >&2
 fi
 # The output is kept so that a failure is summarised at the end: CI shows
 # only the tail of a run, and with -v the failing test can be thousands of

@@ -555,19 +555,20 @@ func TestCIInstallsThePinnedHelm(t *testing.T) {
 	}
 }
 
-// The README's hub metrics table ("Health, metrics and alerts") names
-// exactly the metric families the hub exports (Go and process metrics
-// aside), so the list an operator reads is the list Prometheus scrapes.
-func TestREADMEListsEveryHubMetric(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(chartDir(t), "..", "..", "..", "README.md"))
+// The hub metrics table of docs/reference/metrics.md ("Hub metrics")
+// names exactly the metric families the hub exports (Go and process
+// metrics aside), so the list an operator reads is the list Prometheus
+// scrapes.
+func TestMetricsReferenceListsEveryHubMetric(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir(t), "..", "..", "..", "docs", "reference", "metrics.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(b)
-	start := strings.Index(text, "**Hub metrics.**")
+	start := strings.Index(text, "## Hub metrics")
 	end := strings.Index(text[max(start, 0):], "plus Go (`go_*`)")
 	if start < 0 || end < 0 {
-		t.Fatal("README has no hub metrics table (from **Hub metrics.** to \"plus Go (`go_*`)\")")
+		t.Fatal("docs/reference/metrics.md has no hub metrics table (from \"## Hub metrics\" to \"plus Go (`go_*`)\")")
 	}
 	documented := map[string]bool{}
 	for _, line := range strings.Split(text[start:start+end], "\n") {
@@ -591,15 +592,15 @@ func TestREADMEListsEveryHubMetric(t *testing.T) {
 	}
 	for name := range exported {
 		if !documented[name] {
-			t.Errorf("the hub exports %s but the README's metrics table does not list it", name)
+			t.Errorf("the hub exports %s but the metrics table of docs/reference/metrics.md does not list it", name)
 		}
 	}
 	for name := range documented {
 		if !exported[name] {
-			t.Errorf("the README's metrics table lists %s, which the hub does not export", name)
+			t.Errorf("the metrics table of docs/reference/metrics.md lists %s, which the hub does not export", name)
 		}
 	}
 	if len(documented) < 30 {
-		t.Errorf("README table lists %d metrics; the table was not parsed", len(documented))
+		t.Errorf("docs/reference/metrics.md's table lists %d metrics; the table was not parsed", len(documented))
 	}
 }

@@ -45,7 +45,7 @@ type Options struct {
 	// History partitions condition_history and status_history by time and
 	// drops whole partitions older than History.Retention (0 = keep
 	// forever); flags --history-retention and --history-partition-interval,
-	// Ahead has no flag (default 4) (README "History partitions and retention").
+	// Ahead has no flag (default 4) (docs/design/architecture.md "History partitions and retention").
 	History store.PartitionPolicy
 	// Keepalive: the server pings an idle connection after KeepaliveTime and
 	// drops it when no answer comes within KeepaliveTimeout; clients may ping
@@ -204,7 +204,7 @@ type Config struct {
 }
 
 // Defaults returns the default of every hub setting: the values the flags
-// show (README "Configuration") and the ones Validate fills in for unset
+// show (docs/reference/ironlink-hub.md) and the ones Validate fills in for unset
 // fields. Settings without a default (database URL, roster, TLS files,
 // replica name) are empty here.
 func Defaults() Options {

@@ -50,8 +50,8 @@ func linkTransportOptions() []grpc.ServerOption {
 // connection a file descriptor; the usual soft default of 1024 caps a
 // replica near a thousand links — and logs both. A failure is logged and
 // the hub runs on with the limit it has. The hard limit is the operator's
-// (systemd LimitNOFILE=, the container runtime's ulimit); see README
-// "Open files".
+// (systemd LimitNOFILE=, the container runtime's ulimit); see
+// docs/design/architecture.md "Open files and memory per link".
 func raiseOpenFileLimit(log *slog.Logger) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {

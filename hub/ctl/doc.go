@@ -12,5 +12,5 @@
 // (TestImportsOnlyPublicAPI) fails when an import breaks the rule.
 //
 // Exit codes (ExitOK … ExitWaitTimeout) are part of the interface; they are
-// listed in `ironlink --help` and the README.
+// listed in `ironlink --help` and docs/reference/cli.md.
 package ctl

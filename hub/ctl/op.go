@@ -535,7 +535,7 @@ func (a *app) newOpWatchCommand() *cobra.Command {
 // pendingEnrolHint explains an ENROL still PENDING at a --wait timeout: on
 // hubs without --enrol-key-file its BMC credentials stay in the memory of
 // the hub replica that took the request, which alone can deliver it, on a
-// link it holds (README "Operations"). It names the replica holding the site's link now; "" when
+// link it holds (docs/reference/operations.md). It names the replica holding the site's link now; "" when
 // no open operation is a pending enrolment.
 func (a *app) pendingEnrolHint(ctx context.Context, c *client, open []*ironlinkv1.Operation) string {
 	site := ""
@@ -562,10 +562,10 @@ func (a *app) pendingEnrolHint(ctx context.Context, c *client, open []*ironlinkv
 		// The usual cause, whatever the hub's key: the satellite is away.
 		return fmt.Sprintf(".\nSite %s has no link to the hub now (its satellite is not connected: see `ironlink get sites`): "+
 			"the enrolment goes out when it links again, and `ironlink op watch ID` follows it. "+
-			"(A hub without --enrol-key-file delivers it only once the link is on the replica that took the request; README \"Operations\")", site)
+			"(A hub without --enrol-key-file delivers it only once the link is on the replica that took the request; docs/reference/operations.md)", site)
 	}
 	return fmt.Sprintf(".\nA hub without --enrol-key-file keeps an enrolment's BMC credentials in the memory of the replica that took the request, "+
 		"and the enrolment goes out only on a site link that replica holds; %s. "+
 		"Behind a load balancer the request may have reached another replica: cancel it (`ironlink op cancel ID --reason ...`) and start it against the link's replica with --hub, or wait for the link to move. "+
-		"With several replicas, give them all the same --enrol-key-file (README \"Operations\") so that any of them delivers it", where)
+		"With several replicas, give them all the same --enrol-key-file (docs/reference/operations.md) so that any of them delivers it", where)
 }

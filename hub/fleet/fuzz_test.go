@@ -26,8 +26,8 @@ import (
 //   - the reply's message and every hub log line stay short (no echo of
 //     unbounded input).
 //
-// Seeds are the README's grpcurl examples ("Talking to the hub with
-// grpcurl"), with $DEVICE and $COMMAND standing for a device and a command
+// Seeds are the grpcurl examples of docs/reference/api.md ("Talking to
+// the hub with grpcurl"), with $DEVICE and $COMMAND standing for a device and a command
 // of the seeded site "demo". Run one for longer with e.g.
 //
 //	go test ./hub/fleet -run '^$' -fuzz '^FuzzQuarantineDevice$' -fuzztime 60s
@@ -43,7 +43,7 @@ func newFuzzHub(f *testing.F) *fuzzHub {
 	return &fuzzHub{testHub: h, sum: tableChecksum(f, h.Store.Pool())}
 }
 
-// expand replaces the README's placeholders with ids of the seeded hub.
+// expand replaces the examples' placeholders with ids of the seeded hub.
 func (h *fuzzHub) expand(s string) string {
 	return strings.NewReplacer("$DEVICE", h.Devices[0], "$COMMAND", h.Command).Replace(s)
 }
@@ -91,7 +91,7 @@ func enumBytes[E ~int32](es []E) []byte {
 	return b
 }
 
-// fromJSON parses a README example into a request.
+// fromJSON parses a docs example into a request.
 func fromJSON[M proto.Message](f *testing.F, m M, js string) M {
 	f.Helper()
 	if err := protojson.Unmarshal([]byte(js), m); err != nil {
@@ -134,7 +134,7 @@ func FuzzGetDevice(f *testing.F) {
 	})
 }
 
-// impairmentSeeds are the README's quarantine and release examples.
+// impairmentSeeds are the docs' quarantine and release examples.
 func impairmentSeeds(f *testing.F) {
 	for _, js := range []string{
 		`{"device_id":"$DEVICE","reason":"GPU 3 throws Xid 79"}`,

@@ -289,7 +289,7 @@ func TestSiteBoundOperatorNamesOnlyItsSites(t *testing.T) {
 		t.Fatalf("shared name for a site-a operator: %v %v, want %s", r.GetDevice().GetDeviceId(), err, sharedA)
 	}
 	// Naming the other site outright is PermissionDenied, as a site filter
-	// of ListDevices is (README "an operator entry may list sites"), by
+	// of ListDevices is (docs/reference/access.md "Operators bound to sites"), by
 	// name or by id, for a read and for a quarantine, and nothing is written.
 	for _, c := range []struct {
 		what string

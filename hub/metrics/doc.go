@@ -8,7 +8,7 @@
 //
 // Nothing here is global: New returns a Hub whose Registry the admin
 // listener serves (hub/health). Every metric, its labels and the alerts built
-// on them are listed in the README ("Metrics and alerts"); a test scrapes a
+// on them are listed in docs/reference/metrics.md; a test scrapes a
 // real hub after driving a link and checks the series a user alerts on.
 //
 // It imports hub/link and hub/store for their hook and row types; neither

@@ -23,7 +23,7 @@ const DemoProxyCookie = "ironlink_demo_token"
 // carrying it is forwarded to the fleet view with Header naming User; a
 // client-supplied Header (or X-Auth-Request-User) is removed first.
 // Everything else gets 401. It is not meant for production: there, use an
-// identity-aware proxy in front of the hub (README "Fleet view").
+// identity-aware proxy in front of the hub (docs/reference/web.md).
 type DemoProxy struct {
 	// Upstream is the fleet view: unix:PATH or http://host:port.
 	Upstream string

@@ -81,7 +81,7 @@ func rulesOf(calls []openstack.APICall) []Rule {
 // method, path}, one rule per line. JSON is also YAML, and it is what
 // `openstack application credential create --access-rules <file>` reads
 // (python-openstackclient json.load()s the file), so the file carries no
-// comments; README "Access rules" explains it.
+// comments; docs/reference/access.md "OpenStack access rules" explains it.
 func Render(rules []Rule) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString("[\n")

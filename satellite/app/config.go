@@ -49,7 +49,7 @@ type Options struct {
 	// (doubling up to 10 min); 0 means 30 s.
 	AuthBackoff time.Duration
 	// OperationsCloud, when set, is the cloud in the same clouds.yaml whose
-	// application credential runs operations (README "Operations"; rules in
+	// application credential runs operations (docs/design/operations.md; rules in
 	// deploy/openstack/operations-access-rules.yaml). The "operations"
 	// capability is announced only once it authenticates; empty: no
 	// operations, observation and quarantine unchanged.
@@ -171,7 +171,7 @@ type Config struct {
 }
 
 // Defaults returns the default of every satellite setting: the values the
-// flags show (README "Configuration") and the ones Validate fills in for
+// flags show (docs/reference/ironlink-satellite.md) and the ones Validate fills in for
 // unset fields. Settings without a default (site, key, clouds.yaml, state
 // file, metrics address: empty means off or "ask gophercloud") are empty.
 func Defaults() Options {

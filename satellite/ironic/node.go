@@ -74,7 +74,7 @@ type Node struct {
 	// reads. Their values above are "" (or the last known value after
 	// CarryUnsent); a condition that depends on one is Unknown with reason
 	// FieldUnavailable, and the agent keeps the last known value of the
-	// condition instead (README "Conditions"). A subset of Missing; nil
+	// condition instead (docs/reference/conditions.md "Fields OpenStack did not send"). A subset of Missing; nil
 	// when the answer had every field asked for.
 	Unsent map[string]bool
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // Connect authenticates with the operations credential (cfg.Cloud, a cloud
-// of its own in clouds.yaml: README "Operations") and returns Ironic, and
+// of its own in clouds.yaml: docs/design/operations.md) and returns Ironic, and
 // Nova and Glance when the catalog lists them and cfg.Nova allows it.
 // Placement is never used. Errors as [openstack.Connect]; a catalog without
 // compute or image is not an error (NOVA_* operations then fail with

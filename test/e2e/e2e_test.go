@@ -70,7 +70,7 @@ func realCloud(t *testing.T) *cloud {
 		if os.Getenv("IRONLINK_E2E_REQUIRE_REAL") == "1" {
 			t.Fatal("IRONLINK_E2E_REQUIRE_REAL=1 but IRONLINK_E2E_CLOUDS_YAML / IRONLINK_E2E_CLOUD are not set: no real cloud to test against")
 		}
-		t.Skip("no real cloud: set IRONLINK_E2E_CLOUDS_YAML and IRONLINK_E2E_CLOUD (see README) to run this suite against one")
+		t.Skip("no real cloud: set IRONLINK_E2E_CLOUDS_YAML and IRONLINK_E2E_CLOUD (see docs/howto/test-against-openstack.md) to run this suite against one")
 	}
 	c := connectCloud(t, path, name)
 	// Placement is required by connectCloud; a cloud without Nova runs the

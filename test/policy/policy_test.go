@@ -464,7 +464,7 @@ func TestSiteBoundOperator(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("approving another site's action: %v", err)
 	}
-	// Refusals for an object named by id say nothing of its site (README:
+	// Refusals for an object named by id say nothing of its site (docs/reference/access.md:
 	// the object's site is logged, never told).
 	if msg := status.Convert(err).Message(); strings.Contains(msg, "site-b") {
 		t.Errorf("approve refusal reveals the action's site: %q", msg)

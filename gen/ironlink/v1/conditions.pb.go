@@ -80,7 +80,7 @@ func (ConditionStatus) EnumDescriptor() ([]byte, []int) {
 	return file_ironlink_v1_conditions_proto_rawDescGZIP(), []int{0}
 }
 
-// InstanceMismatchKind names the two kinds of orphan (OPENSTACK.md section 4).
+// InstanceMismatchKind names the two kinds of orphan (docs/design/openstack.md §4).
 type InstanceMismatchKind int32
 
 const (
@@ -264,7 +264,7 @@ type DeviceFacts struct {
 	// Ironic fault (microversion 1.42+), for example "power failure"; empty when none.
 	Fault string `protobuf:"bytes,10,opt,name=fault,proto3" json:"fault,omitempty"`
 	// Nova/Ironic disagreements about the node's instance that the satellite's
-	// orphan sweep saw on two consecutive sweeps (OPENSTACK.md section 4);
+	// orphan sweep saw on two consecutive sweeps (docs/design/openstack.md §4);
 	// empty when the records agree, on standalone sites, and when the sweep
 	// cannot judge (see the site condition OrphanDetection).
 	InstanceMismatches []*InstanceMismatch `protobuf:"bytes,11,rep,name=instance_mismatches,json=instanceMismatches,proto3" json:"instance_mismatches,omitempty"`

@@ -24,7 +24,7 @@ const (
 
 // OperationalStatus is the hub's one-word verdict on a device, derived from
 // its conditions, the hub's quarantine state and the site's liveness; the
-// first matching rule wins in the order below (README "How status is derived").
+// first matching rule wins in the order below (docs/design/status.md "How status is derived").
 type OperationalStatus int32
 
 const (
@@ -1448,7 +1448,7 @@ func (x *GetDeviceResponse) GetExplanation() *StatusExplanation {
 }
 
 // StatusExplanation says why a device has its operational status
-// (README "How status is derived").
+// (docs/design/status.md "How status is derived").
 type StatusExplanation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The status explained (Device.status).

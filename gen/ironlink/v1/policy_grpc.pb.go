@@ -33,8 +33,8 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// PolicyService serves the quarantine policy (SPEC.md "Quarantine policy";
-// README "Quarantine policy"): the policy in force per site, the decision
+// PolicyService serves the quarantine policy (docs/design/requirements.md
+// "Quarantine policy (hub)"; docs/reference/policy.md): the policy in force per site, the decision
 // log (dry-run decisions included), the pending actions an operator
 // approves or rejects, the blast-radius guard's state per site, and the
 // per-device exclusion from automation and planned maintenance.
@@ -175,8 +175,8 @@ func (c *policyServiceClient) ClearDeviceHold(ctx context.Context, in *ClearDevi
 // All implementations must embed UnimplementedPolicyServiceServer
 // for forward compatibility.
 //
-// PolicyService serves the quarantine policy (SPEC.md "Quarantine policy";
-// README "Quarantine policy"): the policy in force per site, the decision
+// PolicyService serves the quarantine policy (docs/design/requirements.md
+// "Quarantine policy (hub)"; docs/reference/policy.md): the policy in force per site, the decision
 // log (dry-run decisions included), the pending actions an operator
 // approves or rejects, the blast-radius guard's state per site, and the
 // per-device exclusion from automation and planned maintenance.

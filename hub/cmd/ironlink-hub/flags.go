@@ -12,7 +12,7 @@ import (
 
 // The one place serve's (and validate's) flags are defined: each fills a
 // field of app.Options, defaults to the value of app.Defaults and falls
-// back to the environment variable it names (README "Configuration").
+// back to the environment variable it names (docs/reference/ironlink-hub.md).
 
 // serveFlags is what serve's flags and environment fill: the hub's
 // Options and the logger's settings.

@@ -12,7 +12,7 @@ import (
 
 // The one place the satellite's flags are defined: each fills a field of
 // app.Options, defaults to the value of app.Defaults and falls back to the
-// environment variable it names (README "Configuration").
+// environment variable it names (docs/reference/ironlink-satellite.md).
 
 // satelliteFlags is what the flags and environment fill: the satellite's
 // Options, the two settings converted after parsing, and the logger's.

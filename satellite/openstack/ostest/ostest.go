@@ -14,8 +14,7 @@ import (
 )
 
 // Environment variables naming the real cloud for gated tests: the same
-// ones the end-to-end suite reads (README "Testing against your own
-// OpenStack").
+// ones the end-to-end suite reads (docs/howto/test-against-openstack.md).
 const (
 	// EnvCloudsYAML is the path of a clouds.yaml (e.g. the test bed's).
 	EnvCloudsYAML = "IRONLINK_E2E_CLOUDS_YAML"
