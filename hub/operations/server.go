@@ -73,7 +73,7 @@ const (
 var enrolTakeoverStates = []string{"", "enroll", "verifying", "manageable"}
 
 // AbortableStates are the Ironic provision states "abort" works from
-// (OPENSTACK.md §1.2): a RUNNING operation can be cancelled only there.
+// (docs/design/openstack.md §1.2): a RUNNING operation can be cancelled only there.
 var AbortableStates = []string{"clean wait", "inspect wait", "deploy wait", "wait call-back", "rescue wait"}
 
 // Abortable reports whether Ironic can abort from provision state ps.

@@ -17,7 +17,7 @@ import (
 )
 
 // OfferedStatuses are the statuses of a device offered to customers: the
-// default "from" of a rule (SPEC.md "Quarantine policy").
+// default "from" of a rule (docs/design/requirements.md "Quarantine policy (hub)").
 var OfferedStatuses = []status.Status{status.Available, status.Allocated, status.InService}
 
 // TriggerStatuses are the statuses a rule may react to (its "to"): the

@@ -1,4 +1,4 @@
-// Package policy is the hub's quarantine policy as data (SPEC.md
+// Package policy is the hub's quarantine policy as data (docs/design/requirements.md
 // "Quarantine policy"): the policy file (Parse, Load; a fleet-wide default
 // with per-site overrides, in the hub chart's values shape), its watcher
 // (Watcher: reloaded on SIGHUP and on change, the last good file kept), and

@@ -1,6 +1,6 @@
 // Package status derives a device's operational_status from its conditions,
 // the hub's quarantine state and the site's liveness. Derive is a pure
-// function; the rule order is SPEC.md "operational_status (hub side)": the
+// function; the rule order is docs/design/requirements.md "operational_status (hub side)": the
 // first matching rule wins, and every result carries a reason.
 package status
 
@@ -63,7 +63,7 @@ type Result struct {
 	Because condition.Type
 }
 
-// Rule is one rule of the status order (SPEC.md "operational_status (hub
+// Rule is one rule of the status order (docs/design/requirements.md "operational_status (hub
 // side)"), numbered from 1 in the order they are tried.
 type Rule int
 

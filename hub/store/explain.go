@@ -21,7 +21,7 @@ type QuarantineRecord struct {
 }
 
 // StatusContext is what explains a device's status beyond its own row and
-// conditions (SPEC.md "Explaining and replaying").
+// conditions (docs/design/requirements.md "Explaining and replaying").
 type StatusContext struct {
 	// DeviceID names the device.
 	DeviceID string

@@ -1,5 +1,5 @@
 // Package condition holds the device-condition vocabulary that the satellite
-// and the hub share: the seven condition types of SPEC.md, their tri-state
+// and the hub share: the seven condition types of docs/design/requirements.md, their tri-state
 // status and the Condition value itself, shaped like Kubernetes
 // metav1.Condition (KEP-1623) plus an observed time.
 package condition
@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Type names one of the seven device conditions (SPEC.md "Device conditions").
+// Type names one of the seven device conditions (docs/design/requirements.md "Device conditions").
 type Type string
 
 // The seven condition types, in the fixed order used everywhere they are listed.
@@ -84,7 +84,7 @@ const MaxMessageBytes = 1024
 // MaxReasonBytes is the longest reason accepted.
 const MaxReasonBytes = 128
 
-// ValidReason reports whether r is one CamelCase word as SPEC.md requires
+// ValidReason reports whether r is one CamelCase word as docs/design/requirements.md requires
 // of a reason: an ASCII letter followed by ASCII letters and digits, at most
 // MaxReasonBytes. It does not insist on an upper-case first letter.
 func ValidReason(r string) bool {

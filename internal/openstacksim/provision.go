@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// This file models what operations need (OPENSTACK.md §1.2 and §9): Ironic
+// This file models what operations need (docs/design/openstack.md §1.2 and §9): Ironic
 // drivers and ports, the provision state machine behind PUT
 // /v1/nodes/{id}/states/provision (enrol/manage, inspect, manual and
 // automated cleaning, deploy, undeploy, abort from the "* wait" states) and

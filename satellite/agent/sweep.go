@@ -127,7 +127,7 @@ func (a *Agent) setDetection(s condition.Status, reason, msg string) bool {
 // allocation_uuid) individually and reruns the condition mapping, so a
 // transition missed between listings is caught; then, where the site has
 // Nova, it compares Nova's servers with Ironic's nodes both ways
-// (OPENSTACK.md §4):
+// (docs/design/openstack.md §4):
 //
 //   - NOVA_UNKNOWN: a node's instance_uuid names a server that Nova's
 //     listing lacks and a GET of it answers 404 or a DELETED/SOFT_DELETED

@@ -23,7 +23,7 @@ type verdict struct {
 	newlyReported int
 }
 
-// orphanVerdict is the sweep's two-sweep rule (OPENSTACK.md §4: "require
+// orphanVerdict is the sweep's two-sweep rule (docs/design/openstack.md §4: "require
 // the mismatch on two consecutive sweeps"), a pure function of the last
 // sweep's memory and this sweep's findings:
 //

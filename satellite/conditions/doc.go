@@ -1,6 +1,6 @@
 // Package conditions turns what the satellite observed about one Ironic
-// node into the seven device conditions of SPEC.md ("Device conditions"),
-// with the reason vocabulary of OPENSTACK.md §2.3, and keeps the last
+// node into the seven device conditions of docs/design/requirements.md ("Device conditions"),
+// with the reason vocabulary of docs/design/openstack.md §2.3, and keeps the last
 // conditions per device so that only changes are sent to the hub.
 //
 // [Map] is a pure function: the same [Config] and [Observation] always give
@@ -12,7 +12,7 @@
 // poll. A provision state this package does not know gives
 // ProvisioningHealthy Unknown/UnrecognizedState, never a crash; "error"
 // counts as a failure (TeardownFailed) although Ironic does not list it as
-// one; a failure never depends on last_error being present (OPENSTACK.md §8).
+// one; a failure never depends on last_error being present (docs/design/openstack.md §8).
 //
 // Decisions where the references leave room:
 //

@@ -16,11 +16,11 @@ import (
 const ReadyTrait = "CUSTOM_CUSTOMER_READY"
 
 // CallbackTimeout is Ironic's default deploy/clean/inspect callback
-// timeout (1800 s, OPENSTACK.md §1.2): a "* wait" state older than this by
+// timeout (1800 s, docs/design/openstack.md §1.2): a "* wait" state older than this by
 // provision_updated_at is reported as TransitionStalled.
 const CallbackTimeout = 30 * time.Minute
 
-// Reasons (OPENSTACK.md §2.3). Shared by several conditions where noted.
+// Reasons (docs/design/openstack.md §2.3). Shared by several conditions where noted.
 const (
 	// Any condition.
 	ReasonFieldUnavailable     = "FieldUnavailable"     // the microversion or response lacks a needed field
@@ -133,7 +133,7 @@ type Observation struct {
 	// InstanceMismatch, when not "", is the orphan sweep's description of a
 	// Nova↔Ironic disagreement about the node's instance
 	// (InstanceAllocated reason InstanceRecordMismatch: True while Ironic
-	// holds the node, Unknown when only Nova does; OPENSTACK.md §4).
+	// holds the node, Unknown when only Nova does; docs/design/openstack.md §4).
 	InstanceMismatch string
 }
 
@@ -184,7 +184,7 @@ var transientStates = map[string]bool{
 // IsTransient reports whether Ironic's provision state ps is one a node
 // passes through (deploying, wait call-back, cleaning, deleting, ...), in
 // which Nova and Ironic legitimately disagree about an instance for a while
-// (OPENSTACK.md §4 exclusions). Unknown states count as transient.
+// (docs/design/openstack.md §4 exclusions). Unknown states count as transient.
 func IsTransient(ps string) bool {
 	if _, ok := transientStates[ps]; ok {
 		return true

@@ -21,7 +21,7 @@ import (
 // after its capped backoff, so After is 0) or cannot (Failed, permanent:
 // the hub waits for a newer desired state or an operator's retry; Message
 // is err's text) — reading
-// the OpenStack answer inside err (OPENSTACK.md §3.1, §5.1 and §6; the
+// the OpenStack answer inside err (docs/design/openstack.md §3.1, §5.1 and §6; the
 // Ironic and Placement clients have already retried what was worth
 // retrying within their budgets):
 //

@@ -1,6 +1,6 @@
 // Package gate applies the hub's desired impairment state of one device to
 // OpenStack as the CUSTOM_CUSTOMER_READY trait (SPEC "Who owns the trait",
-// OPENSTACK.md §3.2–§3.3):
+// docs/design/openstack.md §3.2–§3.3):
 //
 //   - The Ironic node trait is the source of truth at every site
 //     (PUT/DELETE /v1/nodes/{id}/traits/{trait}). Nova's ironic driver

@@ -147,7 +147,7 @@ func (e *errFieldRejected) Error() string {
 func (e *errFieldRejected) Unwrap() error { return e.err }
 
 // APICalls lists every Ironic request this package makes, as access rules
-// (OPENSTACK.md §5.2).
+// (docs/design/openstack.md §5.2).
 func APICalls() []openstack.APICall {
 	return []openstack.APICall{
 		{Service: "baremetal", Method: http.MethodGet, Path: "/v1/nodes"},

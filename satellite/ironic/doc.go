@@ -7,7 +7,7 @@
 // It follows the Ironic API reference (Bare Metal API v1: "Nodes" —
 // GET /v1/nodes, GET /v1/nodes/{node_ident}; "Node Traits" —
 // GET/PUT/DELETE /v1/nodes/{node_ident}/traits[/{trait}]) and the hazards in
-// OPENSTACK.md §1:
+// docs/design/openstack.md §1:
 //
 //   - The listing builds every page URL itself (full query + marker,
 //     limit=1000) instead of following Ironic's "next" link, which drops

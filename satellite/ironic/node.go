@@ -14,7 +14,7 @@ import (
 )
 
 // Node is the part of an Ironic node the satellite uses (Ironic api-ref
-// "Nodes", "Show Node Details"; OPENSTACK.md §1.1). Absent or null string
+// "Nodes", "Show Node Details"; docs/design/openstack.md §1.1). Absent or null string
 // fields are "" (see Missing and Unsent for what was not sent). Timestamps
 // are UTC.
 type Node struct {
@@ -23,7 +23,7 @@ type Node struct {
 	// Name is the node's name (may be "").
 	Name string
 	// ProvisionState is the current provision state, e.g. "available",
-	// "deploy failed" (OPENSTACK.md §1.2); "" if Ironic sent none.
+	// "deploy failed" (docs/design/openstack.md §1.2); "" if Ironic sent none.
 	ProvisionState string
 	// TargetProvisionState is where an in-flight transition is heading;
 	// "" when the node rests in a stable state.
@@ -121,7 +121,7 @@ type field struct {
 }
 
 // nodeFields are the fields requested with ?fields= (never updated_at:
-// a 400 on Ironic 21.4, OPENSTACK.md §8).
+// a 400 on Ironic 21.4, docs/design/openstack.md §8).
 var nodeFields = []field{
 	{"uuid", openstack.Microversion{Major: 1, Minor: 1}, false},
 	{"name", openstack.Microversion{Major: 1, Minor: 5}, true},
@@ -168,7 +168,7 @@ func fieldsWithout(v openstack.Microversion, dropped map[string]bool) (fields []
 
 // optString is a string field of a node that records whether the key was
 // in the answer at all: absent (Set false), null (Set true, V "") and ""
-// are told apart, which gophercloud's nodes.Node cannot (OPENSTACK.md §6).
+// are told apart, which gophercloud's nodes.Node cannot (docs/design/openstack.md §6).
 type optString struct {
 	V         string
 	Set, Null bool

@@ -31,7 +31,7 @@ type NodeDetail struct {
 	Name   string `json:"name"`
 	Driver string `json:"driver"`
 	// ProvisionState is where the node is in the state machine
-	// (OPENSTACK.md §1.2), TargetProvisionState where it is heading ("" at
+	// (docs/design/openstack.md §1.2), TargetProvisionState where it is heading ("" at
 	// rest), ProvisionUpdatedAt Ironic's timestamp of the last change, as
 	// sent (compared as text: the operation marker keeps it).
 	ProvisionState       string `json:"provision_state"`
@@ -79,7 +79,7 @@ type PatchOp struct {
 }
 
 // provisionRetryable is the retry predicate of every operations call: 409
-// NodeLocked (Ironic answers 409 for a node a conductor holds; OPENSTACK.md
+// NodeLocked (Ironic answers 409 for a node a conductor holds; docs/design/openstack.md
 // §9 "locks") and 502/503/504 or a transport failure. A 409 for anything
 // but a lock (a name or MAC that exists) is not retried.
 func provisionRetryable(err error) bool {
@@ -230,7 +230,7 @@ func (c *Client) Drivers(ctx context.Context) ([]string, error) {
 
 // ProvisionAPICalls lists every request of this file, as access rules for
 // the operations credential (deploy/openstack/operations-access-rules.yaml;
-// OPENSTACK.md §9).
+// docs/design/openstack.md §9).
 func ProvisionAPICalls() []openstack.APICall {
 	return []openstack.APICall{
 		{Service: "baremetal", Method: http.MethodGet, Path: "/v1/drivers"},

@@ -1,5 +1,5 @@
 // Package nova reads the Nova servers the satellite's orphan sweep compares
-// with Ironic (OPENSTACK.md §4): every server of every project with the
+// with Ironic (docs/design/openstack.md §4): every server of every project with the
 // hypervisor it runs on, and single servers by id. The sweep's client never
 // writes to Nova; the operations credential's client (NewForOperations,
 // operations.go) also finds flavors and servers by name, and creates and
@@ -134,7 +134,7 @@ func New(sc *gophercloud.ServiceClient, log *slog.Logger) *Client {
 }
 
 // APICalls lists every Nova request this package makes, as access rules
-// (OPENSTACK.md §5.2). Paths are as Nova sees them with a catalog endpoint
+// (docs/design/openstack.md §5.2). Paths are as Nova sees them with a catalog endpoint
 // ending in /v2.1; a catalog that puts the project id in the URL needs
 // "/v2.1/*/servers/detail" and "/v2.1/*/servers/*" instead.
 func APICalls() []openstack.APICall {

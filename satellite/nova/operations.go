@@ -17,7 +17,7 @@ import (
 
 // OperationsMicroversion is the compute microversion of the operations
 // credential's client (NewForOperations): 2.74 lets a server create name
-// its destination with host/hypervisor_hostname (OPENSTACK.md §9 "Nova
+// its destination with host/hypervisor_hostname (docs/design/openstack.md §9 "Nova
 // create on a chosen node"), and 2.61 and later list flavor extra_specs in
 // /flavors/detail.
 const OperationsMicroversion = "2.74"

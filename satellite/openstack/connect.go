@@ -80,7 +80,7 @@ type Clients struct {
 func (c *Clients) Standalone() bool { return c.Placement == nil }
 
 // maxReauthMargin is how long before expiry a token is renewed at most
-// (OPENSTACK.md §6: ReauthBeforeTokenExpiration, new in gophercloud v2.16).
+// (docs/design/openstack.md §6: ReauthBeforeTokenExpiration, new in gophercloud v2.16).
 const maxReauthMargin = 5 * time.Minute
 
 // httpTimeout is a last-resort bound on any single HTTP exchange; callers
@@ -93,7 +93,7 @@ var ErrConfig = errors.New("configuration error")
 
 // Connect reads cfg.Cloud from clouds.yaml, authenticates, and returns
 // clients for Ironic and (per cfg.Placement) Placement with negotiated
-// microversions. It follows OPENSTACK.md §5.3 and §6:
+// microversions. It follows docs/design/openstack.md §5.3 and §6:
 //
 //   - [Check] first: clouds.Parse (WithLocations(cfg.CloudsYAML) when set) gives the auth
 //     options, endpoint options (region, interface) and TLS config (cacert,

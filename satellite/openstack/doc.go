@@ -3,7 +3,7 @@
 // production), finds the Bare Metal (Ironic) and, where the site has one,
 // Placement endpoints in the catalog, and negotiates the microversion of each.
 //
-// It follows OPENSTACK.md §5.3 (clouds.yaml) and §6 (gophercloud v2 calls and
+// It follows docs/design/openstack.md §5.3 (clouds.yaml) and §6 (gophercloud v2 calls and
 // gaps):
 //
 //   - clouds.Parse never sets AllowReauth; Connect sets it, so an expired or

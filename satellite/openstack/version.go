@@ -63,7 +63,7 @@ func (v Microversion) Less(o Microversion) bool {
 // AtLeast reports whether v is o or newer.
 func (v Microversion) AtLeast(o Microversion) bool { return !v.Less(o) }
 
-// Microversion bounds the satellite uses (OPENSTACK.md §1.1, §3.1, §6).
+// Microversion bounds the satellite uses (docs/design/openstack.md §1.1, §3.1, §6).
 var (
 	// IronicPreferred is the newest Ironic microversion requested: every node
 	// field the conditions need (lessee arrived in 1.65).
@@ -168,7 +168,7 @@ func ParseVersionDocument(body []byte, major int) (VersionRange, error) {
 }
 
 // APICall is one OpenStack request the satellite makes, in the form of a
-// Keystone application-credential access rule (OPENSTACK.md §5.1, §5.2):
+// Keystone application-credential access rule (docs/design/openstack.md §5.1, §5.2):
 // service type, HTTP method, and path as the service sees it with "*" for
 // one variable segment. The deploy/ access-rules file is kept in step with
 // the union of the packages' APICalls tables.

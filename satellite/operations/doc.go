@@ -4,7 +4,7 @@
 // Nova server create and delete.
 //
 // Each operation is a level-triggered reconcile against Ironic's provision
-// state machine (OPENSTACK.md §1.2), in the style of metal3's
+// state machine (docs/design/openstack.md §1.2), in the style of metal3's
 // baremetal-operator: every pass reads the node, and decides from what it
 // sees the one next idempotent step towards the goal ("make the node reach
 // state S"), so a restarted satellite, a hub failover or a redelivered

@@ -88,7 +88,7 @@ func (r *Runner) mark(ctx context.Context, n *node, opID, action string) error {
 
 // APICalls lists every request this package makes, as access rules
 // (deploy/openstack/operations-access-rules.yaml is rendered from them by
-// satellite/accessrules; OPENSTACK.md §9): the provisioning calls of
+// satellite/accessrules; docs/design/openstack.md §9): the provisioning calls of
 // satellite/ironic, the operations' calls of satellite/nova and Glance's
 // image lookup.
 func APICalls() []openstack.APICall {

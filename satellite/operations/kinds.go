@@ -14,7 +14,7 @@ import (
 	"github.com/ironlink/ironlink/satellite/site"
 )
 
-// Ironic provision states (ironic/common/states.py; OPENSTACK.md §1.2).
+// Ironic provision states (ironic/common/states.py; docs/design/openstack.md §1.2).
 const (
 	stEnroll       = "enroll"
 	stVerifying    = "verifying"
@@ -45,7 +45,7 @@ const (
 // CancelOperation).
 var abortable = []string{stCleanWait, stInspectWait, stDeployWait, stRescueWait}
 
-// failed are Ironic's failure states plus error (OPENSTACK.md §1.2).
+// failed are Ironic's failure states plus error (docs/design/openstack.md §1.2).
 var failed = map[string]string{
 	stCleanFail: "CleanFailed", stInspectFail: "InspectFailed", stDeployFail: "DeployFailed",
 	stError: "ProvisionError", stAdoptFail: "AdoptFailed", stRescueFail: "RescueFailed",
@@ -57,7 +57,7 @@ func ironicFailure(n *node) site.Result {
 	msg := n.LastError
 	if msg == "" {
 		// The test bed's conductor has been seen to leave last_error null
-		// (OPENSTACK.md §8): the state alone decides.
+		// (docs/design/openstack.md §8): the state alone decides.
 		msg = "node " + n.UUID + " is in " + n.ProvisionState + " (Ironic gave no last_error)"
 	}
 	return site.Failed(failed[n.ProvisionState], "%s", msg)

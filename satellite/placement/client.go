@@ -88,7 +88,7 @@ func New(sc *gophercloud.ServiceClient, log *slog.Logger) *Client {
 }
 
 // APICalls lists every Placement request this package makes, as access
-// rules (OPENSTACK.md §5.2). DELETE /resource_providers/*/traits is
+// rules (docs/design/openstack.md §5.2). DELETE /resource_providers/*/traits is
 // deliberately absent.
 func APICalls() []openstack.APICall {
 	return []openstack.APICall{
@@ -140,7 +140,7 @@ func (c *Client) listProviders(ctx context.Context, query url.Values, op string)
 // Providers returns the UUIDs of all resource providers (Placement api-ref
 // "List resource providers": GET /resource_providers; Placement does not
 // page this list). For a Nova-managed Ironic node the provider UUID is the
-// node UUID (OPENSTACK.md §3.2).
+// node UUID (docs/design/openstack.md §3.2).
 func (c *Client) Providers(ctx context.Context) (map[string]bool, error) {
 	if _, err := c.version(); err != nil {
 		return nil, err

@@ -2,7 +2,7 @@
 // CUSTOM_CUSTOMER_READY gate trait in OpenStack Placement.
 //
 // It follows the Placement API reference ("Resource Providers",
-// "Resource Provider Traits", "Traits") and OPENSTACK.md §3:
+// "Resource Provider Traits", "Traits") and docs/design/openstack.md §3:
 //
 //   - A provider's trait list is replaced as a whole by
 //     PUT /resource_providers/{uuid}/traits together with the provider

@@ -36,7 +36,7 @@ func ctxT(t *testing.T) context.Context {
 }
 
 // noTraitDeletes fails t if the client ever called DELETE on a provider's
-// trait list (OPENSTACK.md §3.1: never).
+// trait list (docs/design/openstack.md §3.1: never).
 func noTraitDeletes(t *testing.T, sim *openstacksim.Cloud) {
 	t.Helper()
 	for _, r := range sim.Requests() {

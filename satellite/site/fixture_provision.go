@@ -16,7 +16,7 @@ import (
 	"github.com/ironlink/ironlink/satellite/nova"
 )
 
-// This file is the Fixture's Ironic provision state machine (OPENSTACK.md
+// This file is the Fixture's Ironic provision state machine (docs/design/openstack.md
 // §1.2; Ironic's ironic/common/states.py) and Nova's server create and
 // delete on a chosen node, for the operations runner's tests.
 //

@@ -9,7 +9,7 @@ import (
 	"github.com/ironlink/ironlink/satellite/placement"
 )
 
-// Ironic is what the satellite needs of Ironic (OPENSTACK.md §1, §6): the
+// Ironic is what the satellite needs of Ironic (docs/design/openstack.md §1, §6): the
 // observation credential's listing, reads and gate trait writes (agent,
 // gate), and the operations credential's provisioning calls (operations).
 // One implementation serves both; each credential's access rules allow its
@@ -50,7 +50,7 @@ type Ironic interface {
 
 // IronicProvisioning are the operations credential's Ironic calls (Ironic
 // API reference "Nodes", "Node State Summary", "Ports", "Drivers"), which
-// move a node through Ironic's provision state machine (OPENSTACK.md §1.2).
+// move a node through Ironic's provision state machine (docs/design/openstack.md §1.2).
 // Reads may be called any number of times; the idempotency of each write is
 // given with it, and the operations runner reads the node before every
 // write so that a repeated pass never repeats a side effect.
@@ -81,7 +81,7 @@ type IronicProvisioning interface {
 	Drivers(ctx context.Context) ([]string, error)
 }
 
-// Placement is what the satellite needs of Placement (OPENSTACK.md §3).
+// Placement is what the satellite needs of Placement (docs/design/openstack.md §3).
 // Implementations are safe for concurrent use. Errors wrap
 // placement.ErrProviderNotFound (no provider with that UUID) and
 // placement.ErrGenerationConflict (other writers kept winning) where
@@ -110,7 +110,7 @@ type Placement interface {
 }
 
 // Nova is what the satellite needs of Nova: the orphan sweep's reads
-// (OPENSTACK.md §4) and the NOVA_* operations' calls (NovaOperations).
+// (docs/design/openstack.md §4) and the NOVA_* operations' calls (NovaOperations).
 // Implementations are safe for concurrent use. The reads may be called any
 // number of times.
 type Nova interface {

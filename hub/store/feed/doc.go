@@ -5,7 +5,7 @@
 // of most sources are announced on NotifyChannel (hints; status changes
 // are not announced, watchers poll for those).
 //
-// The change feed (FleetService.WatchFleet, SPEC.md "Explaining and
+// The change feed (FleetService.WatchFleet, docs/design/requirements.md "Explaining and
 // replaying"): device status changes, command and operation state changes,
 // policy decisions and pending action resolutions as they commit, resumable from a cursor on any replica without gaps or duplicates.
 //
