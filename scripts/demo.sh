@@ -302,7 +302,7 @@ Try the ironlink CLI in another terminal, from $PWD $cfgnote:
   $cli approve ID... --reason "confirmed broken"     # or: $cli reject ID... --reason "..."
   $cli watch                                         # the change feed: every status and command change as it commits
 
-The same through grpcurl ${pathnote:-}
+The same through grpcurl${pathnote:+ $pathnote}:
 First define how to mint a short-lived operator token
 (a private-key JWT for client demo-operator; each call gets a fresh one):
 
