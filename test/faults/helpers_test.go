@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/openstacksim"
 	"github.com/ironlink/ironlink/internal/pgtest"
@@ -529,19 +528,23 @@ func waitLogLines(t *testing.T, p *harness.Proc, s string, after int, timeout ti
 	return p.Lines(s)
 }
 
-// listening waits until n sessions LISTEN on the hub's command channel
-// (one per replica): after PostgreSQL came back, only then does a
-// notification reach a link.
+// listening waits until n sessions have LISTENed again (one per replica:
+// the store's notification dispatcher, hub/store/notify): after PostgreSQL
+// came back, only then does a notification reach a link. The dispatcher
+// LISTENs on the command, operation and feed channels in turn, in no fixed
+// order, so its session's last statement is the LISTEN of any of them; a
+// failed LISTEN fails the whole reconnect, so a session that got as far as
+// one listens on all three.
 func listening(t *testing.T, pool *pgxpool.Pool, n int) {
 	t.Helper()
 	harness.Eventually(t, 30*time.Second, func() error {
 		var got int
 		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND query ILIKE 'listen%' || $1 || '%'`, store.NotifyChannel).Scan(&got); err != nil {
+			WHERE datname = current_database() AND state = 'idle' AND query ILIKE 'listen %'`).Scan(&got); err != nil {
 			return err
 		}
 		if got < n {
-			return errorf("%d sessions listen on %s, want %d", got, store.NotifyChannel, n)
+			return errorf("%d sessions listen for the hub's notifications, want %d", got, n)
 		}
 		return nil
 	})
