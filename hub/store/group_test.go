@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 func newGroupStore(t *testing.T) (*Store, string) { return newGroupStoreTB(t) }
@@ -25,7 +24,7 @@ func newGroupStoreTB(t testing.TB) (*Store, string) {
 	if _, err := Migrate(ctx, url); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := Open(ctx, url, testlog.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"sort"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/hub/store/partitions"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 // historyShape is the size of a seeded history: devices over sites, each
@@ -264,7 +264,7 @@ func measureHistory(tb testing.TB, s *store.Store, rec *recorder, ops []historyO
 func openRecorded(tb testing.TB, url string) (*store.Store, *recorder) {
 	tb.Helper()
 	rec := &recorder{}
-	s, err := store.Open(context.Background(), url, slog.New(slog.NewTextHandler(io.Discard, nil)), store.WithTracer(rec))
+	s, err := store.Open(context.Background(), url, testlog.Discard(), store.WithTracer(rec))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -19,12 +17,13 @@ import (
 	"github.com/ironlink/ironlink/hub/store/partitions"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/testlog"
 	"github.com/ironlink/ironlink/migrations"
 )
 
 // keeper returns a partition keeper on s's pool that logs nowhere.
 func keeper(s *store.Store) *partitions.Keeper {
-	return partitions.NewKeeper(s.Pool(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return partitions.NewKeeper(s.Pool(), testlog.Discard())
 }
 
 // partitionsOf returns table's partitions in range order.
@@ -285,7 +284,7 @@ func TestMigrationMovesExistingHistoryRows(t *testing.T) {
 	if n := pgtest.Count(t, url, `SELECT count(*) FROM condition_history`); n != 1 {
 		t.Fatalf("condition_history rows %d, want 1", n)
 	}
-	s, err := store.Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := store.Open(ctx, url, testlog.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

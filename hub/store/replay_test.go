@@ -2,8 +2,6 @@ package store_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,13 +10,14 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 var _ auth.ReplayCache = (*store.Store)(nil)
 
 func openReplayStore(t *testing.T, url string) *store.Store {
 	t.Helper()
-	s, err := store.Open(context.Background(), url, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := store.Open(context.Background(), url, testlog.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

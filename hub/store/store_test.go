@@ -3,8 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/testlog"
 )
 
 func newStore(t *testing.T) (*store.Store, string) { return newBenchStore(t) }
@@ -25,7 +24,7 @@ func newBenchStore(t testing.TB) (*store.Store, string) {
 	if _, err := store.Migrate(ctx, url); err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := store.Open(ctx, url, testlog.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

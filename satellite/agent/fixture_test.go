@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/testlog"
 	"github.com/ironlink/ironlink/satellite/agent"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
@@ -43,7 +43,7 @@ func newFixtureSite(t *testing.T, n int, withNova bool) *fixtureSite {
 		cl.Nova = f
 	}
 	s.out.MaxBatches = 1 << 20
-	s.a = agent.New(agent.Config{PollInterval: time.Hour}, cl, s.out, link.NewSiteState(nil), slog.New(slog.DiscardHandler))
+	s.a = agent.New(agent.Config{PollInterval: time.Hour}, cl, s.out, link.NewSiteState(nil), testlog.Discard())
 	return s
 }
 

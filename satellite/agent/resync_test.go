@@ -3,13 +3,13 @@ package agent_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/testlog"
 	"github.com/ironlink/ironlink/satellite/agent"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
@@ -151,7 +151,7 @@ func TestFirstSnapshotCarriesDesiredStates(t *testing.T) {
 	newA := func(wait time.Duration) (*agent.Agent, *link.Outbox) {
 		out := link.NewOutbox()
 		cl := agent.Clients{Ironic: f, Placement: f}
-		return agent.New(agent.Config{PollInterval: time.Hour, DesiredStatesWait: wait}, cl, out, nil, slog.New(slog.DiscardHandler)), out
+		return agent.New(agent.Config{PollInterval: time.Hour, DesiredStatesWait: wait}, cl, out, nil, testlog.Discard()), out
 	}
 	a, out := newA(time.Hour)
 	if err := a.Poll(ctx); err != nil {

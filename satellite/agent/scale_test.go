@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/pagination"
 
 	"github.com/ironlink/ironlink/internal/openstacksim"
+	"github.com/ironlink/ironlink/internal/testlog"
 	"github.com/ironlink/ironlink/satellite/agent"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
@@ -146,7 +146,7 @@ func scaleAgent(c *openstack.Clients) (*agent.Agent, *link.Outbox) {
 	out.MaxBatches = 1 << 20
 	cfg := agent.Config{PollInterval: time.Hour}
 	cfg.Conditions.Standalone = c.Placement == nil
-	return agent.New(cfg, cl, out, nil, slog.New(slog.DiscardHandler)), out
+	return agent.New(cfg, cl, out, nil, testlog.Discard()), out
 }
 
 // rawListing is the raw reference: a plain gophercloud nodes.List over all

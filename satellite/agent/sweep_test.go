@@ -3,7 +3,6 @@ package agent_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/testlog"
 	"github.com/ironlink/ironlink/satellite/agent"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
@@ -47,7 +47,7 @@ func newFxSweepSite(t *testing.T, cfg agent.Config, noNova bool) *fxSweepSite {
 	}
 	out := link.NewOutbox()
 	out.MaxBatches = 1 << 20
-	log := slog.New(slog.DiscardHandler)
+	log := testlog.Discard()
 	s := &fxSweepSite{f: f, site: link.NewSiteState(nil)}
 	s.a = agent.New(cfg, cl, out, s.site, log)
 	s.restart = func() {

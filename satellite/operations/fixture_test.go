@@ -2,7 +2,6 @@ package operations_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/testlog"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/nova"
 	"github.com/ironlink/ironlink/satellite/operations"
@@ -33,7 +33,7 @@ func fxRunner(t *testing.T, state string) (*site.Fixture, *operations.Runner, ch
 	got := make(chan *ironlinkv1.OperationProgress, 1000)
 	r := operations.NewOnSite(ctx, operations.Site{Ironic: f, Nova: f, Images: f},
 		operations.Config{PollInterval: time.Millisecond, NoValidHostWait: time.Millisecond},
-		func(p *ironlinkv1.OperationProgress) { got <- p }, slog.New(slog.DiscardHandler))
+		func(p *ironlinkv1.OperationProgress) { got <- p }, testlog.Discard())
 	return f, r, got
 }
 
