@@ -131,8 +131,8 @@ func checkPreconditions(field string, kind store.OperationKind, v deviceView) er
 	id, f := v.d.ID, v.d.Facts
 	if v.ps != "" {
 		if _, ok := p.From[v.ps]; !ok {
-			return precondition(ReasonProvisionState, fmt.Sprintf("%s: device %s is %q; %s starts from %s (Ironic's state machine has no way from %q)",
-				field, id, v.ps, kind, p.fromStates(), v.ps))
+			return precondition(ReasonProvisionState, fmt.Sprintf("%s: device %s is %q; %s starts from %s (docs/reference/operations.md, Preconditions)",
+				field, id, v.ps, kind, p.fromStates()))
 		}
 	}
 	if p.Maintenance != "" && f.Maintenance {

@@ -105,7 +105,7 @@ func TestOperationPreconditionsRefusedAtTheHub(t *testing.T) {
 		{"undeploy of a Nova instance", ironlinkv1.OperationKind_OPERATION_KIND_UNDEPLOY, site + "/" + ids["node-002"], nil,
 			codes.FailedPrecondition, "INSTANCE_PRESENT", []string{"NOVA_DELETE"}},
 		{"provide from deploy failed", ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE, site + "/node-007", nil,
-			codes.FailedPrecondition, "PROVISION_STATE", []string{`"deploy failed"`, "no way from"}},
+			codes.FailedPrecondition, "PROVISION_STATE", []string{`"deploy failed"`, "PROVIDE starts from available, clean failed, inspect failed, manageable"}},
 		{"clean on an active node in maintenance", ironlinkv1.OperationKind_OPERATION_KIND_CLEAN, site + "/node-008",
 			&ironlinkv1.OperationParams{CleanSteps: []*ironlinkv1.CleanStep{{Interface: "deploy", Step: "erase_devices_metadata"}}},
 			codes.FailedPrecondition, "PROVISION_STATE", []string{`"active"`}},
