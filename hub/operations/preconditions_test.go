@@ -53,9 +53,9 @@ var goals = map[store.OperationKind]struct{ state, verb string }{
 // does not run; an available node is not taken to manageable by INSPECT or
 // CLEAN as a side effect (it would leave Nova's pool).
 var notTaken = map[store.OperationKind][]string{
-	"":         {"enroll", "adopt failed", "rescue", "rescue failed"},
-	"INSPECT":  {"available"},
-	"CLEAN":    {"available"},
+	"":        {"enroll", "adopt failed", "rescue", "rescue failed"},
+	"INSPECT": {"available"},
+	"CLEAN":   {"available"},
 }
 
 // TestPreconditionsFollowIronicsStateMachine: every state the table
