@@ -96,6 +96,9 @@ func (s *Server) resolve(ctx context.Context, sc siteScope, field, raw, site str
 	case 0:
 		where := ""
 		if site != "" {
+			if ok, err := s.store.SiteExists(ctx, site); err == nil && !ok {
+				return "", grpcerr.UnknownSite(site)
+			}
 			where = fmt.Sprintf(" at site %q", site)
 		}
 		return "", grpcerr.NotFound("device", ref.Name, fmt.Sprintf("%s: no device named %s%s", field, textcheck.Quote(ref.Name), where))

@@ -112,7 +112,9 @@ func TestOperationPreconditionsRefusedAtTheHub(t *testing.T) {
 		{"a mistyped UUID is not looked up as a name", ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, "6b1c1c7e-3f0a-4d3e-9d33-2d5a1f1e0a1", nil,
 			codes.InvalidArgument, grpcerr.ReasonNotUUID, []string{"not a UUID"}},
 		{"SITE/NAME of an unknown site's device", ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, "elsewhere/node-006", nil,
-			codes.NotFound, grpcerr.ReasonNotFound, []string{`at site "elsewhere"`}},
+			codes.NotFound, grpcerr.ReasonNotFound, []string{`site "elsewhere" not found`}},
+		{"SITE/NAME of a name the site does not have", ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, site + "/node-099", nil,
+			codes.NotFound, grpcerr.ReasonNotFound, []string{`no device named "node-099" at site "` + site + `"`}},
 	} {
 		_, err := oc.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: c.kind, Devices: []string{c.device}, Params: c.params, Reason: "e2e: preconditions"})
 		msg := status.Convert(err).Message()
