@@ -619,7 +619,7 @@ func unsigned(header, claims map[string]any) string {
 // caller's context ends first: with the context's error.
 type ctxReplay struct{}
 
-func (ctxReplay) Remember(ctx context.Context, _, _ string, _ time.Time) (bool, error) {
+func (ctxReplay) Remember(ctx context.Context, _, _ string, _ time.Duration) (bool, error) {
 	<-ctx.Done()
 	return false, ctx.Err()
 }
