@@ -80,7 +80,7 @@ func authFunc(v *auth.Verifier, log *slog.Logger) grpcauth.AuthFunc {
 		var ve *auth.VerifyError
 		if errors.As(err, &ve) {
 			log.Warn("authentication refused", "method", method, "peer", from, "check", ve.Check, "detail", ve.Detail)
-			return nil, grpcerr.Unauthenticated(ve.Error())
+			return nil, grpcerr.Unauthenticated(ve.CallerMessage())
 		}
 		if ctx.Err() != nil {
 			// The client went away (cancelled, deadline) while its token

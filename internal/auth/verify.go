@@ -70,6 +70,26 @@ func (e *VerifyError) Error() string {
 	return msg
 }
 
+// RefusedMessage is what a caller is told for every check that depends on
+// the roster before the signature has been verified (CheckUnknownClient,
+// CheckUnknownKID, CheckAlgorithm, CheckSignature): one message for all of
+// them, so that a caller without a roster key cannot learn whether a client
+// id or kid exists. The check and its detail go to the hub's log only.
+const RefusedMessage = "token refused: this hub does not accept the client, key or signature it names (the hub's log says why)"
+
+// CallerMessage returns the message the caller of a refused RPC may read:
+// RefusedMessage for the roster-dependent checks (see there), Error() for
+// the rest (a missing or malformed token judged without the roster, or
+// time, audience, lifetime and replay checks that only a token signed with
+// a roster key reaches).
+func (e *VerifyError) CallerMessage() string {
+	switch e.Check {
+	case CheckUnknownClient, CheckUnknownKID, CheckAlgorithm, CheckSignature:
+		return RefusedMessage
+	}
+	return e.Error()
+}
+
 // Is makes errors.Is(err, &VerifyError{Check: c}) match any VerifyError with
 // Check c (and &VerifyError{} match any VerifyError).
 func (e *VerifyError) Is(target error) bool {
