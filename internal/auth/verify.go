@@ -183,22 +183,10 @@ type Verifier struct {
 // misconfigured Verifier (no roster, audience or replay cache) is likewise a
 // plain error.
 func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
-	if v.Roster == nil || v.Audience == "" || v.Replay == nil {
+	if v.Replay == nil {
 		return Identity{}, errors.New("verifier misconfigured: roster, audience and replay cache are required")
 	}
-	tok, hdr, claims, err := parseAssertion(token)
-	if err != nil {
-		return Identity{}, err
-	}
-	client, key, err := v.signingKey(claims, hdr)
-	if err != nil {
-		return Identity{}, err
-	}
-	if err := tok.Claims(key.Public); err != nil {
-		return Identity{}, refuse(CheckSignature, "client %s key %s", client.ID, key.KID)
-	}
-	// The signature holds: the claims decoded above are authentic.
-	exp, leeway, now, err := v.checkClaims(claims)
+	client, key, claims, exp, leeway, now, err := v.authentic(token)
 	if err != nil {
 		return Identity{}, err
 	}
@@ -215,6 +203,39 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 		return Identity{}, refuse(CheckReplay, "client %s", client.ID)
 	}
 	return Identity{ClientID: client.ID, Site: client.Site, Sites: slices.Clone(client.Sites), Scopes: slices.Clone(client.Scopes), KeyID: key.KID}, nil
+}
+
+// Authentic runs checks 1-5 of Verify — everything but the replay cache —
+// without I/O: nil means token is signed by a key of a roster client and
+// is within its times and audience. It is the admission check a hub runs
+// before it reads a request's body (hub/admission); Verify must still run
+// (it alone remembers the jti). Errors as Verify's (a *VerifyError, or a
+// plain error for a misconfigured Verifier).
+func (v *Verifier) Authentic(token string) error {
+	_, _, _, _, _, _, err := v.authentic(token)
+	return err
+}
+
+// authentic runs checks 1-5 of Verify and returns what the replay check
+// needs.
+func (v *Verifier) authentic(token string) (client *Client, key Key, claims jwt.Claims, exp int64, leeway time.Duration, now time.Time, err error) {
+	if v.Roster == nil || v.Audience == "" {
+		return nil, Key{}, claims, 0, 0, now, errors.New("verifier misconfigured: roster, audience and replay cache are required")
+	}
+	tok, hdr, claims, err := parseAssertion(token)
+	if err != nil {
+		return nil, Key{}, claims, 0, 0, now, err
+	}
+	client, key, err = v.signingKey(claims, hdr)
+	if err != nil {
+		return nil, Key{}, claims, 0, 0, now, err
+	}
+	if err := tok.Claims(key.Public); err != nil {
+		return nil, Key{}, claims, 0, 0, now, refuse(CheckSignature, "client %s key %s", client.ID, key.KID)
+	}
+	// The signature holds: the claims decoded above are authentic.
+	exp, leeway, now, err = v.checkClaims(claims)
+	return client, key, claims, exp, leeway, now, err
 }
 
 // parseAssertion parses token as a compact JWS with one signature of an
