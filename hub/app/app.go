@@ -113,6 +113,7 @@ type hub struct {
 	pol      *hubPolicy
 	watcher  *auth.RosterWatcher // nil with NoAuth and no fleet view
 	gate     *admission.Gate     // refuses unauthenticated streams before their body is read; nil with NoAuth
+	streams  *authn.Streams      // open operator streams, re-checked on roster reload; nil with NoAuth
 	webSrv   *web.Server         // nil without a fleet view
 	srv      *grpc.Server
 	health   *health.Server
@@ -196,8 +197,9 @@ func linkConfig(cfg Config, obs *observability, log *slog.Logger) (link.Config, 
 }
 
 // authenticate starts watching the roster (a reload revokes links no longer
-// authorized) and returns the authentication interceptors; with NoAuth it
-// warns and returns none.
+// authorized and re-checks every open operator stream: ended, or re-scoped
+// to the sites still allowed) and returns the authentication interceptors
+// and the admission tap; with NoAuth it warns and returns none.
 func (h *hub) authenticate() ([]grpc.ServerOption, error) {
 	cfg, log := h.cfg, h.log
 	if cfg.NoAuth {
@@ -205,8 +207,12 @@ func (h *hub) authenticate() ([]grpc.ServerOption, error) {
 		return nil, nil
 	}
 	var err error
+	h.streams = authn.NewStreams(log.With("component", "roster"))
 	h.watcher, err = auth.NewRosterWatcher(cfg.RosterPath, log.With("component", "roster"), func(_, new *auth.Roster) {
 		h.linkSrv.RevokeUnauthorized(new)
+		if ended, changed := h.streams.Reload(new); ended+changed > 0 {
+			log.Info("roster reload applied to open streams", "ended", ended, "re_scoped", changed)
+		}
 		h.obs.rosterReloaded()
 	})
 	if err != nil {
@@ -215,7 +221,7 @@ func (h *hub) authenticate() ([]grpc.ServerOption, error) {
 	v := &auth.Verifier{Roster: h.watcher.Roster, Audience: cfg.Audience, MaxLifetime: cfg.MaxTokenLifetime, Replay: h.obs.replay(h.st)}
 	log.Info("client authentication on", "roster", cfg.RosterPath, "clients", len(h.watcher.Roster().Clients()), "audience", cfg.Audience)
 	h.gate = admission.New(cfg.Admission, v.Authentic, log.With("component", "admission"))
-	return append(AuthOptions(v, log), h.gate.TapOption()), nil
+	return append(AuthOptions(v, log), grpc.ChainStreamInterceptor(h.streams.StreamInterceptor()), h.gate.TapOption()), nil
 }
 
 // fleetView builds the fleet view when Web.Addr is set; it authenticates
