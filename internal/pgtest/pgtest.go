@@ -79,35 +79,45 @@ func redact(s string) string {
 // MustExec runs sql on the database at dbURL and fails the test on error.
 func MustExec(tb testing.TB, dbURL, sql string, args ...any) {
 	tb.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		tb.Fatalf("pgtest: connect: %v", err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, sql, args...); err != nil {
-		tb.Fatalf("pgtest: %s: %v", sql, err)
-	}
+	withConn(tb, dbURL, func(ctx context.Context, c *pgx.Conn) {
+		tb.Helper()
+		if _, err := c.Exec(ctx, sql, args...); err != nil {
+			tb.Fatalf("pgtest: %s: %v", sql, err)
+		}
+	})
 }
 
 // Count returns the result of a single-integer query.
 func Count(tb testing.TB, dbURL, sql string, args ...any) int {
 	tb.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		tb.Fatalf("pgtest: connect: %v", err)
-	}
-	defer c.Close(ctx)
-	var n int
-	if err := c.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-		tb.Fatalf("pgtest: %s: %v", sql, err)
-	}
-	return n
+	return queryRow[int](tb, dbURL, sql, args...)
 }
 
 // QueryString returns the result of a single-text query ("" for NULL).
 func QueryString(tb testing.TB, dbURL, sql string, args ...any) string {
+	tb.Helper()
+	if s := queryRow[*string](tb, dbURL, sql, args...); s != nil {
+		return *s
+	}
+	return ""
+}
+
+// queryRow returns the single value of a single-row query, scanned into a T.
+func queryRow[T any](tb testing.TB, dbURL, sql string, args ...any) T {
+	tb.Helper()
+	var v T
+	withConn(tb, dbURL, func(ctx context.Context, c *pgx.Conn) {
+		tb.Helper()
+		if err := c.QueryRow(ctx, sql, args...).Scan(&v); err != nil {
+			tb.Fatalf("pgtest: %s: %v", sql, err)
+		}
+	})
+	return v
+}
+
+// withConn connects to the database at dbURL, calls fn and closes the
+// connection; a failed connect fails the test.
+func withConn(tb testing.TB, dbURL string, fn func(ctx context.Context, c *pgx.Conn)) {
 	tb.Helper()
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, dbURL)
@@ -115,14 +125,7 @@ func QueryString(tb testing.TB, dbURL, sql string, args ...any) string {
 		tb.Fatalf("pgtest: connect: %v", err)
 	}
 	defer c.Close(ctx)
-	var s *string
-	if err := c.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
-		tb.Fatalf("pgtest: %s: %v", sql, err)
-	}
-	if s == nil {
-		return ""
-	}
-	return *s
+	fn(ctx, c)
 }
 
 // Checksums returns an MD5 checksum of the rows of every table in the
@@ -131,32 +134,29 @@ func QueryString(tb testing.TB, dbURL, sql string, args ...any) string {
 // changed (see ChangedTables).
 func Checksums(tb testing.TB, dbURL string, skip ...string) map[string]string {
 	tb.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		tb.Fatalf("pgtest: connect: %v", err)
-	}
-	defer c.Close(ctx)
-	rows, err := c.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename`)
-	if err != nil {
-		tb.Fatalf("pgtest: list tables: %v", err)
-	}
-	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		tb.Fatalf("pgtest: list tables: %v", err)
-	}
 	out := map[string]string{}
-	for _, t := range tables {
-		if slices.Contains(skip, t) {
-			continue
+	withConn(tb, dbURL, func(ctx context.Context, c *pgx.Conn) {
+		tb.Helper()
+		rows, err := c.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename`)
+		if err != nil {
+			tb.Fatalf("pgtest: list tables: %v", err)
 		}
-		var sum string
-		q := fmt.Sprintf(`SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM %s t`, pgx.Identifier{t}.Sanitize())
-		if err := c.QueryRow(ctx, q).Scan(&sum); err != nil {
-			tb.Fatalf("pgtest: checksum %s: %v", t, err)
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			tb.Fatalf("pgtest: list tables: %v", err)
 		}
-		out[t] = sum
-	}
+		for _, t := range tables {
+			if slices.Contains(skip, t) {
+				continue
+			}
+			var sum string
+			q := fmt.Sprintf(`SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM %s t`, pgx.Identifier{t}.Sanitize())
+			if err := c.QueryRow(ctx, q).Scan(&sum); err != nil {
+				tb.Fatalf("pgtest: checksum %s: %v", t, err)
+			}
+			out[t] = sum
+		}
+	})
 	return out
 }
 
