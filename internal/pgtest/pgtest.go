@@ -1,5 +1,5 @@
 // Package pgtest gives each test its own throwaway PostgreSQL database on a
-// real server. The server is taken from IRONLINK_TEST_DATABASE_URL, else
+// real server, empty (NewDatabase) or migrated (MigratedDatabase). The server is taken from IRONLINK_TEST_DATABASE_URL, else
 // DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres (the
 // machine's trust-auth cluster). A server that does not answer fails the test:
 // storage tests never skip.
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ironlink/ironlink/migrations"
 )
 
 // ServerURL returns the URL of the PostgreSQL server tests use.
@@ -66,6 +68,28 @@ func NewDatabase(tb testing.TB) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// MigratedDatabase is the tests' one way to a migrated database: a fresh
+// database (NewDatabase) with every migration applied as a hub replica
+// applies them (migrations.Up). It returns the database's URL.
+// internal/storetest opens a store on it; hub/store's own tests, which
+// cannot import storetest, use it directly.
+func MigratedDatabase(tb testing.TB) string {
+	tb.Helper()
+	url := NewDatabase(tb)
+	Migrate(tb, url)
+	return url
+}
+
+// Migrate applies the pending migrations to the database at url
+// (migrations.Up; a no-op when it is up to date), failing the test on
+// error: for a database made without them on purpose.
+func Migrate(tb testing.TB, url string) {
+	tb.Helper()
+	if _, err := migrations.Up(context.Background(), url); err != nil {
+		tb.Fatalf("pgtest: migrate: %v", err)
+	}
 }
 
 func redact(s string) string {
