@@ -14,6 +14,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/storetest"
 )
 
@@ -28,7 +29,7 @@ func pgVerifier(r *auth.Roster, st *store.Store) *auth.Verifier {
 // is refused by the other, and of many simultaneous presentations of one
 // token across both, exactly one succeeds.
 func TestReplayAcrossReplicas(t *testing.T) {
-	url := storetest.Database(t)
+	url := pgtest.MigratedDatabase(t)
 	r := roster(t, satA, operator)
 	h1 := startHub(t, pgVerifier(r, openStore(t, url)), false)
 	h2 := startHub(t, pgVerifier(r, openStore(t, url)), false)
@@ -92,7 +93,7 @@ func TestReplayAcrossReplicas(t *testing.T) {
 // When the replay cache (PostgreSQL) cannot answer, tokens are refused with
 // Unavailable — fail closed, but tell the client to retry.
 func TestReplayCacheDownIsUnavailable(t *testing.T) {
-	url := storetest.Database(t)
+	url := pgtest.MigratedDatabase(t)
 	st := openStore(t, url)
 	h := startHub(t, pgVerifier(roster(t, operator), st), false)
 	st.Close()

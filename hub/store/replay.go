@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/ironlink/ironlink/internal/periodic"
 )
 
 // Remember implements auth.ReplayCache over PostgreSQL, shared by every hub
@@ -50,23 +52,13 @@ func (s *Store) RunJTIPurge(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = time.Minute
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n, err := s.PurgeExpiredJTIs(ctx)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.Warn("purge expired jtis", "err", err)
-				}
-				continue
-			}
-			if n > 0 {
-				s.log.Debug("purged expired jtis", "rows", n)
-			}
+	periodic.Every(ctx, interval, func() {
+		n, err := s.PurgeExpiredJTIs(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("purge expired jtis", "err", err)
+		case err == nil && n > 0:
+			s.log.Debug("purged expired jtis", "rows", n)
 		}
-	}
+	})
 }

@@ -27,10 +27,7 @@ func openReplayStore(t *testing.T, url string) *store.Store {
 
 func TestRememberJTI(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
+	url := pgtest.MigratedDatabase(t)
 	s1, s2 := openReplayStore(t, url), openReplayStore(t, url) // two replicas
 	exp := time.Minute
 

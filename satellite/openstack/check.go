@@ -86,28 +86,29 @@ type Checked struct {
 // CheckModes checks cfg's Placement and Nova modes ("" counts as auto) and
 // returns them normalised. Errors wrap [ErrConfig] and name the flag.
 func CheckModes(cfg Config) (placement, nova string, err error) {
-	placement = strings.ToLower(strings.TrimSpace(cfg.Placement))
-	if placement == "" {
-		placement = PlacementAuto
+	if placement, err = checkMode("placement", cfg.Placement, PlacementAuto, PlacementOn, PlacementOff); err != nil {
+		return "", "", err
 	}
-	switch placement {
-	case PlacementAuto, PlacementOn, PlacementOff:
-	default:
-		return "", "", fmt.Errorf("openstack: placement mode %q (--placement): want auto, on or off: %w", cfg.Placement, ErrConfig)
-	}
-	nova = strings.ToLower(strings.TrimSpace(cfg.Nova))
-	if nova == "" {
-		nova = NovaAuto
-	}
-	switch nova {
-	case NovaAuto, NovaOn, NovaOff:
-	default:
-		return "", "", fmt.Errorf("openstack: nova mode %q (--nova): want auto, on or off: %w", cfg.Nova, ErrConfig)
+	if nova, err = checkMode("nova", cfg.Nova, NovaAuto, NovaOn, NovaOff); err != nil {
+		return "", "", err
 	}
 	if placement == PlacementOff && nova == NovaOn {
 		return "", "", fmt.Errorf("openstack: nova on with placement off: a standalone site has no Nova: %w", ErrConfig)
 	}
 	return placement, nova, nil
+}
+
+// checkMode normalises the mode of the service named by --name: one of
+// auto, on or off (case-insensitive; "" is auto). Its error wraps
+// [ErrConfig].
+func checkMode(name, mode, auto, on, off string) (string, error) {
+	switch m := strings.ToLower(strings.TrimSpace(mode)); m {
+	case "":
+		return auto, nil
+	case auto, on, off:
+		return m, nil
+	}
+	return "", fmt.Errorf("openstack: %s mode %q (--%s): want auto, on or off: %w", name, mode, name, ErrConfig)
 }
 
 // Check reads cfg.Cloud from clouds.yaml and checks, without sending any

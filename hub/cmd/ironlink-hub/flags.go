@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 
@@ -26,13 +25,11 @@ type serveFlags struct {
 	commandPoolConns int
 }
 
-// parseServeFlags defines serve's flags on fs, with usage line, parses args
+// parseServeFlags defines serve's flags on f (cli.NewCommand), parses args
 // and returns the Options and log settings they give (unvalidated): the one
 // loader serve and validate share. Its error is the command line's, then
 // every environment variable that did not parse.
-func parseServeFlags(fs *flag.FlagSet, line string, args []string) (app.Options, cli.LogOptions, error) {
-	f := cli.NewFlags(fs)
-	fs.Usage = f.Usage(line)
+func parseServeFlags(f *cli.Flags, args []string) (app.Options, cli.LogOptions, error) {
 	var s serveFlags
 	def := app.Defaults()
 	bindDatabaseAndLogFlags(f, &s.opts.DatabaseURL, &s.log)

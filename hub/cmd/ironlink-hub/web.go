@@ -7,7 +7,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/big"
@@ -32,10 +31,7 @@ import (
 // --upstream repeats: the first that accepts a connection serves it (the
 // demo names every replica's view, so the view outlives a killed replica).
 func runWebProxy(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ironlink-hub web-proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := cli.NewFlags(fs)
-	fs.Usage = f.Usage("ironlink-hub web-proxy --listen ADDR --upstream unix:PATH|http://HOST:PORT [--upstream ...] --user CLIENT_ID --token-file FILE")
+	f := cli.NewCommand("ironlink-hub web-proxy", "ironlink-hub web-proxy --listen ADDR --upstream unix:PATH|http://HOST:PORT [--upstream ...] --user CLIENT_ID --token-file FILE", stderr)
 	var listen, user, tokenFile, header string
 	f.String(&listen, "listen", "", "127.0.0.1:7080", "address the browser opens: a loopback address (127.0.0.1, ::1, localhost), anything else is refused")
 	var upstreams upstreamList
@@ -97,10 +93,7 @@ func (l *upstreamList) Set(s string) error {
 //
 //	openssl pkcs12 -export -inkey KEY.pem -in CERT.pem -out operator.p12
 func runWebCert(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ironlink-hub web-cert", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := cli.NewFlags(fs)
-	fs.Usage = f.Usage("ironlink-hub web-cert --key KEY.pem --client-id ID --out CERT.pem [--valid-for 8760h]")
+	f := cli.NewCommand("ironlink-hub web-cert", "ironlink-hub web-cert --key KEY.pem --client-id ID --out CERT.pem [--valid-for 8760h]", stderr)
 	var keyPath, clientID, out string
 	var validFor time.Duration
 	f.String(&keyPath, "key", "", "", "the operator's private key (the one keygen wrote)")

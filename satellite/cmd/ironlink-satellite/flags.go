@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"strings"
 
@@ -27,14 +26,12 @@ type satelliteFlags struct {
 	internalProjects string
 }
 
-// parseFlags defines the satellite's flags on fs, with usage line, parses
+// parseFlags defines the satellite's flags on f (cli.NewCommand), parses
 // args and converts the selector and the project list: the one loader run
 // and validate share. It returns the unvalidated Options and the log
 // settings; its error is the command line's, then every environment
 // variable that did not parse, then a selector that does not parse.
-func parseFlags(fs *flag.FlagSet, line string, args []string) (app.Options, cli.LogOptions, error) {
-	f := cli.NewFlags(fs)
-	fs.Usage = f.Usage(line)
+func parseFlags(f *cli.Flags, args []string) (app.Options, cli.LogOptions, error) {
 	var s satelliteFlags
 	def := app.Defaults()
 	bindSiteFlags(f, &s, def)
