@@ -110,7 +110,7 @@ func TestReplayCacheDownIsUnavailable(t *testing.T) {
 // compared with the database's now(), so such a replica remembered no jti
 // and accepted every replay).
 func TestReplayWithHubClockBehindDatabase(t *testing.T) {
-	url := storetest.Database(t)
+	url := pgtest.MigratedDatabase(t)
 	hubNow := func() time.Time { return time.Now().Add(-2 * time.Minute) }
 	v := pgVerifier(roster(t, operator), openStore(t, url))
 	v.Now = hubNow
