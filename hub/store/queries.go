@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -114,8 +116,9 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 	return devs, more, nil
 }
 
-// GetDevice returns one device with its current conditions (in
-// condition.Types order). Errors: ErrNotFound.
+// GetDevice returns one device with its current conditions (the fixed ones
+// in condition.Types order, then its health conditions by type). Errors:
+// ErrNotFound.
 func (s *Store) GetDevice(ctx context.Context, id string) (Device, error) {
 	d, err := scanDevice(s.pool.QueryRow(ctx, `SELECT `+deviceColumns+` FROM devices d WHERE d.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -132,12 +135,27 @@ func (s *Store) GetDevice(ctx context.Context, id string) (Device, error) {
 	if err != nil {
 		return Device{}, err
 	}
+	d.Conditions = orderConditions(conds[id])
+	return d, nil
+}
+
+// orderConditions lists conds: the fixed ones in condition.Types order,
+// then the health conditions sorted by type.
+func orderConditions(conds map[condition.Type]condition.Condition) []condition.Condition {
+	var out []condition.Condition
 	for _, t := range condition.Types {
-		if c, ok := conds[id][t]; ok {
-			d.Conditions = append(d.Conditions, c)
+		if c, ok := conds[t]; ok {
+			out = append(out, c)
 		}
 	}
-	return d, nil
+	var health []condition.Condition
+	for t, c := range conds {
+		if t.IsHealth() {
+			health = append(health, c)
+		}
+	}
+	slices.SortFunc(health, func(a, b condition.Condition) int { return strings.Compare(string(a.Type), string(b.Type)) })
+	return append(out, health...)
 }
 
 // DeviceSite returns the site a device belongs to (it never changes once
