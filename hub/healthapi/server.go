@@ -94,4 +94,3 @@ func (s *Server) ReportHealth(ctx context.Context, req *ironlinkv1.ReportHealthR
 	}
 	return out, nil
 }
-

@@ -160,7 +160,7 @@ type rosterFile struct {
 	Satellites     *[]clientEntry `yaml:"satellites"`
 	Operators      *[]clientEntry `yaml:"operators"`
 	HealthCheckers *[]clientEntry `yaml:"healthCheckers"`
-	Other      map[string]any `yaml:",inline"`
+	Other          map[string]any `yaml:",inline"`
 }
 
 type clientEntry struct {

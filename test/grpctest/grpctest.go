@@ -59,8 +59,8 @@ type Hub struct {
 	mu         sync.Mutex
 	satellites map[string]string // client id → roster entry
 	operators  map[string]string
-	checkers   map[string]string // health checkers
-	checkerIDs []string          // ids HealthChecker asked for
+	checkers   map[string]string        // health checkers
+	checkerIDs []string                 // ids HealthChecker asked for
 	keys       map[string]crypto.Signer // client id → its key
 }
 
