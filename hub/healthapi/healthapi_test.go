@@ -190,3 +190,46 @@ func TestReportHealthBadInput(t *testing.T) {
 		t.Errorf("an unknown processing strategy acts: status %s", d.GetDevice().GetStatus())
 	}
 }
+
+// A non-fatal unhealthy event is a warning: the status stays, the site
+// summary counts it, ListDevices filters on it; a store-only fatal one
+// changes nothing and is no warning.
+func TestReportHealthWarnings(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	now := time.Now()
+	warn := xidEvent(f.a.IDs[0], now)
+	warn.IsFatal, warn.CheckName, warn.ErrorCodes = false, "GpuThermalWatch", []string{"thermal"}
+	storeOnly := xidEvent(f.a.IDs[1], now)
+	storeOnly.ProcessingStrategy = ironlinkv1.HealthProcessingStrategy_HEALTH_PROCESSING_STRATEGY_STORE_ONLY
+	if _, err := f.checkerA.ReportHealth(ctx, &ironlinkv1.ReportHealthRequest{Site: "site-a", Events: []*ironlinkv1.HealthEvent{warn, storeOnly}}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := f.ops.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{HealthWarning: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.GetDevices()) != 1 || list.GetDevices()[0].GetDeviceId() != f.a.IDs[0] ||
+		list.GetDevices()[0].GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_AVAILABLE {
+		t.Fatalf("health_warning filter: %v", list.GetDevices())
+	}
+	all, err := f.ops.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: "site-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range all.GetDevices() {
+		if d.GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_AVAILABLE {
+			t.Errorf("device %s: %s, want AVAILABLE (warning and store-only change no status)", d.GetDeviceId(), d.GetStatus())
+		}
+	}
+	sites, err := f.ops.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sites.GetSites() {
+		want := map[string]int32{"site-a": 1, "site-b": 0}[s.GetName()]
+		if s.GetHealthWarningCount() != want {
+			t.Errorf("site %s: health_warning_count %d, want %d", s.GetName(), s.GetHealthWarningCount(), want)
+		}
+	}
+}

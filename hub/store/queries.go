@@ -31,6 +31,9 @@ type DeviceFilter struct {
 	// InstanceMismatch keeps only devices whose facts hold at least one
 	// InstanceMismatch (orphaned instance).
 	InstanceMismatch bool
+	// HealthWarning keeps only devices with at least one health warning
+	// (a health condition False, not fatal, not STORE_ONLY). Not with AsOf.
+	HealthWarning bool
 	// NameLike, when non-empty, keeps devices whose name matches this LIKE
 	// pattern (backslash escapes; see LikePrefix and GlobToLike).
 	NameLike string
@@ -52,6 +55,14 @@ type DeviceFilter struct {
 // existed lack it and are false.
 const hasMismatch = `(CASE WHEN jsonb_typeof(d.facts->'instance_mismatches') = 'array'
 	THEN jsonb_array_length(d.facts->'instance_mismatches') > 0 ELSE false END)`
+
+// hasHealthWarning is the SQL condition "device d has a health warning": a
+// health condition False, not fatal, not STORE_ONLY (processing strategy
+// 2), as condition.Condition.Warning says.
+const hasHealthWarning = `EXISTS (SELECT 1 FROM device_conditions hc WHERE hc.device_id = d.id
+	AND hc.health IS NOT NULL AND hc.status = 'False'
+	AND NOT COALESCE((hc.health->>'fatal')::bool, false)
+	AND COALESCE((hc.health->>'processing_strategy')::int, 0) <> 2)`
 
 const deviceColumns = `d.id::text, d.site, d.name, d.facts, d.removed, d.removed_at, d.observed_at, d.status,
 	d.status_reason, d.status_changed_at, COALESCE(d.last_known_status, ''), d.desired_impairment,
@@ -101,7 +112,9 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 		  AND (NOT $7 OR `+hasMismatch+`)
 		  AND ($8::text[] IS NULL OR d.site = ANY($8::text[]))
 		  AND ($9 = '' OR d.name LIKE $9) AND ($10 = '' OR d.name LIKE $10)
-		ORDER BY d.id LIMIT $5`, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1, imps, f.InstanceMismatch, f.Sites, f.NameLike, f.NameLike2)
+		  AND (NOT $11 OR `+hasHealthWarning+`)
+		ORDER BY d.id LIMIT $5`, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1, imps, f.InstanceMismatch, f.Sites, f.NameLike, f.NameLike2,
+		f.HealthWarning)
 	if err != nil {
 		return nil, false, fmt.Errorf("list devices: %w", err)
 	}
@@ -256,7 +269,8 @@ func (s *Store) ListSites(ctx context.Context) ([]Site, error) {
 		SELECT s.name, s.last_sequence, s.last_seen_at, COALESCE(s.link_replica, ''), s.stale,
 			s.link_replica IS NOT NULL AND NOT s.stale, s.satellite_version, s.capabilities,
 			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed),
-			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed AND `+hasMismatch+`)
+			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed AND `+hasMismatch+`),
+			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed AND `+hasHealthWarning+`)
 		FROM sites s ORDER BY s.name`)
 	if err != nil {
 		return nil, fmt.Errorf("list sites: %w", err)
@@ -265,7 +279,7 @@ func (s *Store) ListSites(ctx context.Context) ([]Site, error) {
 		var st Site
 		var seq int64
 		err := r.Scan(&st.Name, &seq, &st.LastSeenAt, &st.Replica, &st.Stale, &st.Connected, &st.SatelliteVersion, &st.Capabilities,
-			&st.DeviceCount, &st.InstanceMismatchCount)
+			&st.DeviceCount, &st.InstanceMismatchCount, &st.HealthWarningCount)
 		st.LastSequence = uint64(seq)
 		return st, err
 	})
