@@ -158,9 +158,11 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	h.health = RegisterServices(h.srv, h.linkSrv, fleetSrv)
 	h.opsSrv = NewOperationServer(st, h.linkSrv, log.With("component", "operations"))
 	RegisterOperations(h.srv, h.health, h.opsSrv)
+	RegisterHealth(h.srv, h.health, NewHealthServer(st, cfg, log.With("component", "health")))
 	h.pol.register(h.srv, h.health)
 	h.services = []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName,
-		ironlinkv1.OperationService_ServiceDesc.ServiceName, ironlinkv1.PolicyService_ServiceDesc.ServiceName}
+		ironlinkv1.OperationService_ServiceDesc.ServiceName, ironlinkv1.PolicyService_ServiceDesc.ServiceName,
+		ironlinkv1.HealthService_ServiceDesc.ServiceName}
 	return h, nil
 }
 
@@ -277,6 +279,7 @@ func (h *hub) startLoops(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error { return h.linkSrv.ListenForCommands(ctx) })
 	g.Go(func() error { return h.opsSrv.Changes().Listen(ctx, h.st.Notifications()) })
 	g.Go(func() error { h.linkSrv.RunStaleSweep(ctx, cfg.StaleAfter); return nil })
+	g.Go(func() error { runHealthSweep(ctx, h.st, cfg.HealthSweep, log.With("component", "health")); return nil })
 	g.Go(func() error { partitions.NewKeeper(h.st.Pool(), log).Run(ctx, cfg.History, time.Hour); return nil })
 	g.Go(func() error { h.linkSrv.RunLastSeenFlush(ctx, cfg.Link.LastSeenFlush); return nil })
 	g.Go(func() error { return h.obs.run(ctx) })

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ironlink/ironlink/hub/healthapi"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/operations/vault"
 	"github.com/ironlink/ironlink/hub/policy"
@@ -106,6 +107,12 @@ type Options struct {
 	// PolicyInterval is how often the policy evaluator runs on the replica
 	// holding its advisory lock (default 1 s).
 	PolicyInterval time.Duration
+	// Health configures HealthService (hub/healthapi): the TTL of a health
+	// condition whose event sends none (HealthDefaultTTL, default 10 m; per
+	// agent HealthAgentTTL, "agent=duration,..."), and how often this
+	// replica turns expired ones Unknown/Stale (HealthSweep, default 5 s).
+	HealthDefaultTTL, HealthSweep time.Duration
+	HealthAgentTTL                string
 	// EnrolKeyFile holds the key(s) that seal ENROL BMC credentials into
 	// PostgreSQL (hub/operations/vault.LoadSealer: 32 bytes each, base64,
 	// one per line, the first sealing; the same file on every replica); ""
@@ -128,6 +135,14 @@ func (o Options) Validate() (Config, error) {
 	fill(&c.Audience, d.Audience)
 	fill(&c.MaxTokenLifetime, d.MaxTokenLifetime)
 	fill(&c.StaleAfter, d.StaleAfter)
+	fill(&c.HealthDefaultTTL, d.HealthDefaultTTL)
+	fill(&c.HealthSweep, d.HealthSweep)
+	if _, err := healthapi.ParseAgentTTL(c.HealthAgentTTL); err != nil {
+		errs = append(errs, fmt.Errorf("health-agent-ttl (IRONLINK_HUB_HEALTH_AGENT_TTL): %w", err))
+	}
+	if c.HealthDefaultTTL > healthapi.MaxTTL {
+		errs = append(errs, fmt.Errorf("health-default-ttl (IRONLINK_HUB_HEALTH_DEFAULT_TTL) %s is above %s", c.HealthDefaultTTL, healthapi.MaxTTL))
+	}
 	fill(&c.KeepaliveTime, d.KeepaliveTime)
 	fill(&c.KeepaliveTimeout, d.KeepaliveTimeout)
 	fill(&c.KeepaliveMinTime, d.KeepaliveMinTime)
@@ -222,6 +237,8 @@ func Defaults() Options {
 		Audience:              auth.DefaultAudience,
 		MaxTokenLifetime:      auth.DefaultMaxLifetime,
 		StaleAfter:            3 * time.Minute,
+		HealthDefaultTTL:      10 * time.Minute,
+		HealthSweep:           5 * time.Second,
 		KeepaliveTime:         30 * time.Second,
 		KeepaliveTimeout:      10 * time.Second,
 		KeepaliveMinTime:      10 * time.Second,

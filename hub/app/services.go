@@ -11,6 +11,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/fleet"
+	"github.com/ironlink/ironlink/hub/healthapi"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/operations"
 	"github.com/ironlink/ironlink/hub/store"
@@ -66,4 +67,18 @@ func NewOperationServer(st *store.Store, linkSrv *link.Server, log *slog.Logger)
 func RegisterOperations(srv *grpc.Server, hs *health.Server, opsSrv ironlinkv1.OperationServiceServer) {
 	ironlinkv1.RegisterOperationServiceServer(srv, opsSrv)
 	hs.SetServingStatus(ironlinkv1.OperationService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+}
+
+// NewHealthServer returns HealthService over st with cfg's TTLs (the agent
+// TTLs were checked by Validate).
+func NewHealthServer(st *store.Store, cfg Config, log *slog.Logger) *healthapi.Server {
+	agents, _ := healthapi.ParseAgentTTL(cfg.HealthAgentTTL)
+	return healthapi.NewServer(st, healthapi.Config{DefaultTTL: cfg.HealthDefaultTTL, AgentTTL: agents,
+		OnClamped: func(n int) { log.Warn("health events with a generated time in the future clamped to now", "count", n) }}, log)
+}
+
+// RegisterHealth registers HealthService on srv and marks it SERVING on hs.
+func RegisterHealth(srv *grpc.Server, hs *health.Server, healthSrv ironlinkv1.HealthServiceServer) {
+	ironlinkv1.RegisterHealthServiceServer(srv, healthSrv)
+	hs.SetServingStatus(ironlinkv1.HealthService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 }

@@ -105,6 +105,9 @@ func explanation(d store.Device, sc store.StatusContext, msg string) *ironlinkv1
 		Message: msg, Since: timestamppb.New(d.StatusChangedAt),
 	}
 	behind := rule.Condition()
+	if rule == hubstatus.RuleHealthFatal {
+		behind = res.Because // the health condition that matched
+	}
 	if d.Status == hubstatus.Unreachable {
 		e.LastKnownStatus = statusToProto(d.LastKnownStatus)
 		e.SiteSilence = &ironlinkv1.SiteSilence{Site: d.Site}

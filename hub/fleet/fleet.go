@@ -153,9 +153,13 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 	if err != nil {
 		return nil, err
 	}
-	f := store.DeviceFilter{Site: req.GetSite(), Sites: sc.Sites, IncludeRemoved: req.GetIncludeRemoved(), InstanceMismatch: req.GetInstanceMismatch(), Limit: limit}
+	f := store.DeviceFilter{Site: req.GetSite(), Sites: sc.Sites, IncludeRemoved: req.GetIncludeRemoved(), InstanceMismatch: req.GetInstanceMismatch(),
+		HealthWarning: req.GetHealthWarning(), Limit: limit}
 	if f.AsOf, err = parseAsOf(req.GetAsOf(), time.Now()); err != nil {
 		return nil, err
+	}
+	if f.HealthWarning && !f.AsOf.IsZero() {
+		return nil, grpcerr.InvalidArgument("health_warning", grpcerr.ReasonInvalidValue, "health_warning cannot be combined with as_of: warnings are read from the current conditions")
 	}
 	if f.NameLike, f.NameLike2, err = nameFilters(req.GetNamePrefix(), req.GetNamePattern()); err != nil {
 		return nil, err
@@ -414,7 +418,7 @@ func (s *Server) ListSites(ctx context.Context, _ *ironlinkv1.ListSitesRequest) 
 		}
 		p := &ironlinkv1.Site{Name: st.Name, Replica: st.Replica, LastCommittedSequence: st.LastSequence,
 			DeviceCount: int32(st.DeviceCount), SatelliteVersion: st.SatelliteVersion, Capabilities: st.Capabilities,
-			InstanceMismatchCount: int32(st.InstanceMismatchCount)}
+			InstanceMismatchCount: int32(st.InstanceMismatchCount), HealthWarningCount: int32(st.HealthWarningCount)}
 		for _, c := range st.Conditions {
 			p.Conditions = append(p.Conditions, wire.ConditionToProto(c))
 		}

@@ -36,6 +36,7 @@ import (
 //	store.ErrNotCancellable              FailedPrecondition, NOT_ABORTABLE (the message of err, which
 //	                                       hub/operations extends with the states Ironic aborts from)
 //	store.ErrNotPending                  FailedPrecondition, PENDING_ACTION_NOT_PENDING (the store's message)
+//	store.ErrAmbiguous                   FailedPrecondition, AMBIGUOUS_DEVICE (the store's message: node and candidates)
 //	store.ErrHistoryExpired              InvalidArgument on as_of, OUT_OF_RANGE (the store's message + " (hub flag --history-retention)")
 //	store.ErrAsOfUnsupported             InvalidArgument on instance_mismatch, INVALID_VALUE ("… cannot be combined with as_of …")
 //	PostgreSQL class 22 (data exception:
@@ -80,6 +81,8 @@ func FromStore(err error) error {
 		return newStatus(codes.FailedPrecondition, ReasonNotAbortable, err.Error())
 	case errors.Is(err, store.ErrNotPending):
 		return newStatus(codes.FailedPrecondition, ReasonNotPending, err.Error())
+	case errors.Is(err, store.ErrAmbiguous):
+		return newStatus(codes.FailedPrecondition, ReasonAmbiguousDevice, textcheck.Prefix(err.Error(), 1024))
 	case errors.Is(err, store.ErrHistoryExpired):
 		return InvalidArgument("as_of", ReasonOutOfRange, err.Error()+" (hub flag --history-retention)")
 	case errors.Is(err, store.ErrAsOfUnsupported):

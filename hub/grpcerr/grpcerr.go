@@ -77,6 +77,9 @@ const (
 	// ReasonNotPending: an approve or reject of a pending action that is no
 	// longer pending (FailedPrecondition).
 	ReasonNotPending = "PENDING_ACTION_NOT_PENDING"
+	// ReasonAmbiguousDevice: a health event's node name maps to several
+	// devices of the site; the message names them (FailedPrecondition).
+	ReasonAmbiguousDevice = "AMBIGUOUS_DEVICE"
 	// ReasonCountMismatch: a bulk call's selector matched another number of
 	// devices than expected_count (FailedPrecondition; metadata "matched",
 	// "expected").

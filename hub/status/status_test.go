@@ -160,7 +160,67 @@ func TestDeriveNamesRuleAndCondition(t *testing.T) {
 		r.trigger(&in)
 		check(Derive(in))
 	}
-	if RuleFor("BOGUS") != 0 || Rule(0).Valid() || Rule(12).Valid() {
+	if RuleFor("BOGUS") != 0 || Rule(0).Valid() || Rule(13).Valid() {
 		t.Error("invalid statuses and rules must not map to a rule")
+	}
+}
+
+// healthCond is a health condition of check with status st.
+func healthCond(check string, st condition.Status, fatal bool, strategy int32, codes ...string) condition.Condition {
+	return condition.Condition{Type: condition.HealthType("GPU", check), Status: st, Reason: "FatalError",
+		Health: &condition.Health{ComponentClass: "GPU", CheckName: check, Fatal: fatal, ProcessingStrategy: strategy, ErrorCodes: codes}}
+}
+
+// The health rule (4b): a fatal unhealthy acting health condition makes
+// the device FAULTED after rule 4 and before MAINTENANCE, naming the check
+// and its codes; a non-fatal one is a warning and leaves the status; a
+// store-only one, a healthy one and an Unknown (stale) one change nothing.
+func TestDeriveHealthConditions(t *testing.T) {
+	with := func(cs ...condition.Condition) Input {
+		in := healthyHeld()
+		for _, c := range cs {
+			in.Conditions[c.Type] = c
+		}
+		return in
+	}
+	got := Derive(with(healthCond("GpuXidError", condition.False, true, 0, "79")))
+	if got.Status != Faulted || got.Rule != RuleHealthFatal || got.Because != "health.GPU/GpuXidError" ||
+		got.Reason != "health.GPU/GpuXidError=False: FatalError (79)" || got.Rule.String() != "4b. FAULTED: a fatal health check reports unhealthy" {
+		t.Fatalf("fatal: %+v (%s)", got, got.Rule)
+	}
+	// Rule 4 first; MAINTENANCE and QUARANTINED after.
+	in := with(healthCond("GpuXidError", condition.False, true, 0, "79"))
+	in.Conditions[condition.ProvisioningHealthy] = condition.Condition{Type: condition.ProvisioningHealthy, Status: condition.False, Reason: "CleanFailed"}
+	if got := Derive(in); got.Rule != RuleProvisioningBad {
+		t.Errorf("ProvisioningHealthy=False and a fatal health check: rule %v, want 4", got.Rule)
+	}
+	in = with(healthCond("GpuXidError", condition.False, true, 0, "79"))
+	in.Quarantined = true
+	in.Conditions[condition.MaintenanceClear] = condition.Condition{Type: condition.MaintenanceClear, Status: condition.False, Reason: "Manual"}
+	if got := Derive(in); got.Rule != RuleHealthFatal {
+		t.Errorf("fatal health check in maintenance and quarantine: rule %v, want 4b", got.Rule)
+	}
+	// Two fatal checks: the first by type.
+	got = Derive(with(healthCond("B", condition.False, true, 0), healthCond("A", condition.False, true, 0)))
+	if got.Because != "health.GPU/A" {
+		t.Errorf("two fatal checks: because %s, want health.GPU/A", got.Because)
+	}
+	for name, c := range map[string]condition.Condition{
+		"non-fatal":  healthCond("GpuThermal", condition.False, false, 0),
+		"store-only": healthCond("GpuXidError", condition.False, true, condition.StrategyStoreOnly),
+		"healthy":    healthCond("GpuXidError", condition.True, true, 0),
+		"stale":      healthCond("GpuXidError", condition.Unknown, true, 0),
+		"unknown strategy acts only when fatal; non-fatal here": healthCond("GpuPower", condition.False, false, 77),
+	} {
+		if got := Derive(with(c)); got.Status != Held {
+			t.Errorf("%s: status %s, want HELD (unchanged)", name, got.Status)
+		}
+	}
+	got = Derive(with(healthCond("GpuThermal", condition.False, false, 0), healthCond("GpuXidError", condition.False, true, condition.StrategyStoreOnly)))
+	if len(got.Warnings) != 1 || got.Warnings[0] != "health.GPU/GpuThermal" {
+		t.Errorf("warnings %v, want the non-fatal acting check only", got.Warnings)
+	}
+	if got := Derive(with(healthCond("GpuXidError", condition.False, true, 77))); got.Status != Faulted {
+		t.Errorf("an unknown processing strategy number acts: status %s", got.Status)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/internal/condition"
@@ -161,9 +162,9 @@ func (s *Store) listDevicesAsOf(ctx context.Context, f DeviceFilter) ([]Device, 
 }
 
 // GetDeviceAsOf returns device id as it was at asOf (see asOfSelect), with
-// its conditions as of asOf: for each condition type the newest
-// condition_history row recorded at or before asOf (types without one are
-// absent), in condition.Types order; ObservedAt is the latest observed time
+// its conditions as of asOf: for each condition type (the seven, then the
+// health conditions the device had by then) the newest condition_history
+// row recorded at or before asOf (types without one are absent); ObservedAt is the latest observed time
 // among them. Errors: ErrNotFound (unknown, or first seen after asOf),
 // ErrHistoryExpired.
 func (s *Store) GetDeviceAsOf(ctx context.Context, id string, asOf time.Time) (Device, error) {
@@ -184,31 +185,9 @@ func (s *Store) GetDeviceAsOf(ctx context.Context, id string, asOf time.Time) (D
 	if err != nil {
 		return Device{}, fmt.Errorf("get device %s as of %s: %w", id, asOf.UTC().Format(time.RFC3339), err)
 	}
-	types := make([]string, len(condition.Types))
-	for i, t := range condition.Types {
-		types[i] = string(t)
-	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT c.type, c.status, c.reason, c.message, c.last_transition_time, c.observed_time
-		FROM unnest($3::text[]) WITH ORDINALITY AS t (type, n)
-		CROSS JOIN LATERAL (
-			SELECT h.type, h.status, h.reason, h.message, h.last_transition_time, h.observed_time
-			FROM condition_history h
-			WHERE h.device_id = $1 AND h.type = t.type AND h.recorded_at <= $2
-			ORDER BY h.recorded_at DESC, h.id DESC LIMIT 1) c
-		ORDER BY t.n`, id, asOf, types)
+	d.Conditions, err = s.conditionsAsOf(ctx, id, asOf)
 	if err != nil {
-		return Device{}, fmt.Errorf("conditions of %s as of %s: %w", id, asOf.UTC().Format(time.RFC3339), err)
-	}
-	d.Conditions, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (condition.Condition, error) {
-		var c condition.Condition
-		var typ, st string
-		err := r.Scan(&typ, &st, &c.Reason, &c.Message, &c.LastTransitionTime, &c.ObservedTime)
-		c.Type, c.Status = condition.Type(typ), condition.Status(st)
-		return c, err
-	})
-	if err != nil {
-		return Device{}, fmt.Errorf("conditions of %s as of %s: %w", id, asOf.UTC().Format(time.RFC3339), err)
+		return Device{}, err
 	}
 	for _, c := range d.Conditions {
 		if d.ObservedAt == nil || c.ObservedTime.After(*d.ObservedAt) {
@@ -265,6 +244,45 @@ func collectImpairmentChanges(rows pgx.Rows, id string) ([]ImpairmentChange, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("impairment history of %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// conditionsAsOf is, for device id, the newest condition_history row of
+// each type recorded at or before asOf: the seven fixed types in
+// condition.Types order, then the health types by name.
+func (s *Store) conditionsAsOf(ctx context.Context, id string, asOf time.Time) ([]condition.Condition, error) {
+	types := make([]string, len(condition.Types))
+	for i, t := range condition.Types {
+		types[i] = string(t)
+	}
+	rows, err := s.pool.Query(ctx, `
+		WITH t AS (
+			SELECT type, n FROM unnest($3::text[]) WITH ORDINALITY AS t (type, n)
+			UNION ALL
+			SELECT DISTINCT h.type, 1000 FROM condition_history h
+			WHERE h.device_id = $1 AND h.health IS NOT NULL AND h.recorded_at <= $2)
+		SELECT c.type, c.status, c.reason, c.message, c.last_transition_time, c.observed_time, c.health::text
+		FROM t
+		CROSS JOIN LATERAL (
+			SELECT h.type, h.status, h.reason, h.message, h.last_transition_time, h.observed_time, h.health
+			FROM condition_history h
+			WHERE h.device_id = $1 AND h.type = t.type AND h.recorded_at <= $2
+			ORDER BY h.recorded_at DESC, h.id DESC LIMIT 1) c
+		ORDER BY t.n, t.type`, id, asOf, types)
+	if err != nil {
+		return nil, fmt.Errorf("conditions of %s as of %s: %w", id, asOf.UTC().Format(time.RFC3339), err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (condition.Condition, error) {
+		var c condition.Condition
+		var typ, st string
+		var health pgtype.Text
+		err := r.Scan(&typ, &st, &c.Reason, &c.Message, &c.LastTransitionTime, &c.ObservedTime, &health)
+		c.Type, c.Status, c.Health = condition.Type(typ), condition.Status(st), decodeHealth(health)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("conditions of %s as of %s: %w", id, asOf.UTC().Format(time.RFC3339), err)
 	}
 	return out, nil
 }

@@ -321,7 +321,7 @@ func readSiteLocks(br pgx.BatchResults) (map[string]siteLock, error) {
 // desired impairment) with their conditions (one row per condition).
 const loadDeviceStatesSQL = `
 	SELECT d.id::text, d.site, d.status, d.status_reason, d.desired_impairment,
-		c.type, c.status, c.reason, c.message, c.last_transition_time, c.observed_time, c.observed_generation
+		c.type, c.status, c.reason, c.message, c.last_transition_time, c.observed_time, c.observed_generation, c.health::text
 	FROM devices d LEFT JOIN device_conditions c ON c.device_id = d.id
 	WHERE d.id = ANY($1::uuid[])`
 
@@ -339,7 +339,8 @@ func readDeviceStates(br pgx.BatchResults, states map[string]devState, conds map
 		var typ, st, reason, msg pgtype.Text
 		var ltt, obs pgtype.Timestamptz
 		var gen pgtype.Int8
-		if err := rows.Scan(&id, &d.site, &d.status, &d.reason, &d.desired, &typ, &st, &reason, &msg, &ltt, &obs, &gen); err != nil {
+		var health pgtype.Text
+		if err := rows.Scan(&id, &d.site, &d.status, &d.reason, &d.desired, &typ, &st, &reason, &msg, &ltt, &obs, &gen, &health); err != nil {
 			return fmt.Errorf("load devices: %w", err)
 		}
 		states[id] = d
@@ -350,7 +351,8 @@ func readDeviceStates(br pgx.BatchResults, states map[string]devState, conds map
 			conds[id] = map[condition.Type]condition.Condition{}
 		}
 		conds[id][condition.Type(typ.String)] = condition.Condition{Type: condition.Type(typ.String), Status: condition.Status(st.String),
-			Reason: reason.String, Message: msg.String, LastTransitionTime: ltt.Time, ObservedTime: obs.Time, ObservedGeneration: gen.Int64}
+			Reason: reason.String, Message: msg.String, LastTransitionTime: ltt.Time, ObservedTime: obs.Time, ObservedGeneration: gen.Int64,
+			Health: decodeHealth(health)}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load devices: %w", err)

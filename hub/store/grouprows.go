@@ -63,6 +63,10 @@ type condRows struct {
 	ids, types, statuses, reasons, messages []string
 	transitions, observed                   []time.Time
 	generations                             []int64
+	// health is the health detail as JSON and expire its expire time,
+	// null on the fixed conditions.
+	health []pgtype.Text
+	expire []pgtype.Timestamptz
 }
 
 func (r *condRows) add(id string, c condition.Condition) {
@@ -74,6 +78,9 @@ func (r *condRows) add(id string, c condition.Condition) {
 	r.transitions = append(r.transitions, c.LastTransitionTime)
 	r.observed = append(r.observed, c.ObservedTime)
 	r.generations = append(r.generations, c.ObservedGeneration)
+	h, exp := healthColumns(c.Health)
+	r.health = append(r.health, h)
+	r.expire = append(r.expire, exp)
 }
 
 // devRows are device rows as unnest() arrays, with the status each is

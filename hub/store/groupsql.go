@@ -33,15 +33,20 @@ const (
 		WHERE d.id = u.id
 		RETURNING d.id::text, d.desired_impairment`
 	groupUpsertConditions = `
-		INSERT INTO device_conditions (device_id, type, status, reason, message, last_transition_time, observed_time, observed_generation)
-		SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::bigint[])
+		INSERT INTO device_conditions (device_id, type, status, reason, message, last_transition_time, observed_time, observed_generation,
+			health, expire_at)
+		SELECT u.id, u.type, u.status, u.reason, u.message, u.ltt, u.obs, u.gen, u.health::jsonb, u.expire
+		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::bigint[],
+			$9::text[], $10::timestamptz[]) AS u(id, type, status, reason, message, ltt, obs, gen, health, expire)
 		ON CONFLICT (device_id, type) DO UPDATE SET
 			status = EXCLUDED.status, reason = EXCLUDED.reason, message = EXCLUDED.message,
 			last_transition_time = EXCLUDED.last_transition_time, observed_time = EXCLUDED.observed_time,
-			observed_generation = EXCLUDED.observed_generation`
+			observed_generation = EXCLUDED.observed_generation, health = EXCLUDED.health, expire_at = EXCLUDED.expire_at`
 	groupAppendConditionHistory = `
-		INSERT INTO condition_history (device_id, type, status, reason, message, last_transition_time, observed_time)
-		SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[])`
+		INSERT INTO condition_history (device_id, type, status, reason, message, last_transition_time, observed_time, health)
+		SELECT u.id, u.type, u.status, u.reason, u.message, u.ltt, u.obs, u.health::jsonb
+		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[])
+			AS u(id, type, status, reason, message, ltt, obs, health)`
 	groupAppendStatusHistory = `
 		INSERT INTO status_history (device_id, status, reason)
 		SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[])`
@@ -65,10 +70,11 @@ func (w *groupWrites) queue(b *pgx.Batch) {
 			w.now.Add(MaxClockSkew), w.now)
 	}
 	if r := &w.conds; len(r.ids) > 0 {
-		b.Queue(groupUpsertConditions, r.ids, r.types, r.statuses, r.reasons, r.messages, r.transitions, r.observed, r.generations)
+		b.Queue(groupUpsertConditions, r.ids, r.types, r.statuses, r.reasons, r.messages, r.transitions, r.observed, r.generations,
+			r.health, r.expire)
 	}
 	if r := &w.history; len(r.ids) > 0 {
-		b.Queue(groupAppendConditionHistory, r.ids, r.types, r.statuses, r.reasons, r.messages, r.transitions, r.observed)
+		b.Queue(groupAppendConditionHistory, r.ids, r.types, r.statuses, r.reasons, r.messages, r.transitions, r.observed, r.health)
 	}
 	if r := &w.statusHistory; len(r.ids) > 0 {
 		b.Queue(groupAppendStatusHistory, r.ids, r.statuses, r.reasons)

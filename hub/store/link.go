@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/ironlink/ironlink/internal/condition"
 )
@@ -83,7 +84,7 @@ func (s *Store) ApplyBatch(ctx context.Context, site string, epoch int64, b Batc
 
 func loadConditions(ctx context.Context, q pgx.Tx, ids []string) (map[string]map[condition.Type]condition.Condition, error) {
 	rows, err := q.Query(ctx, `
-		SELECT device_id::text, type, status, reason, message, last_transition_time, observed_time, observed_generation
+		SELECT device_id::text, type, status, reason, message, last_transition_time, observed_time, observed_generation, health::text
 		FROM device_conditions WHERE device_id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("load conditions: %w", err)
@@ -93,10 +94,11 @@ func loadConditions(ctx context.Context, q pgx.Tx, ids []string) (map[string]map
 	for rows.Next() {
 		var id, typ, st string
 		var c condition.Condition
-		if err := rows.Scan(&id, &typ, &st, &c.Reason, &c.Message, &c.LastTransitionTime, &c.ObservedTime, &c.ObservedGeneration); err != nil {
+		var health pgtype.Text
+		if err := rows.Scan(&id, &typ, &st, &c.Reason, &c.Message, &c.LastTransitionTime, &c.ObservedTime, &c.ObservedGeneration, &health); err != nil {
 			return nil, fmt.Errorf("load conditions: %w", err)
 		}
-		c.Type, c.Status = condition.Type(typ), condition.Status(st)
+		c.Type, c.Status, c.Health = condition.Type(typ), condition.Status(st), decodeHealth(health)
 		if out[id] == nil {
 			out[id] = map[condition.Type]condition.Condition{}
 		}

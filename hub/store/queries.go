@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +31,9 @@ type DeviceFilter struct {
 	// InstanceMismatch keeps only devices whose facts hold at least one
 	// InstanceMismatch (orphaned instance).
 	InstanceMismatch bool
+	// HealthWarning keeps only devices with at least one health warning
+	// (a health condition False, not fatal, not STORE_ONLY). Not with AsOf.
+	HealthWarning bool
 	// NameLike, when non-empty, keeps devices whose name matches this LIKE
 	// pattern (backslash escapes; see LikePrefix and GlobToLike).
 	NameLike string
@@ -50,6 +55,14 @@ type DeviceFilter struct {
 // existed lack it and are false.
 const hasMismatch = `(CASE WHEN jsonb_typeof(d.facts->'instance_mismatches') = 'array'
 	THEN jsonb_array_length(d.facts->'instance_mismatches') > 0 ELSE false END)`
+
+// hasHealthWarning is the SQL condition "device d has a health warning": a
+// health condition False, not fatal, not STORE_ONLY (processing strategy
+// 2), as condition.Condition.Warning says.
+const hasHealthWarning = `EXISTS (SELECT 1 FROM device_conditions hc WHERE hc.device_id = d.id
+	AND hc.health IS NOT NULL AND hc.status = 'False'
+	AND NOT COALESCE((hc.health->>'fatal')::bool, false)
+	AND COALESCE((hc.health->>'processing_strategy')::int, 0) <> 2)`
 
 const deviceColumns = `d.id::text, d.site, d.name, d.facts, d.removed, d.removed_at, d.observed_at, d.status,
 	d.status_reason, d.status_changed_at, COALESCE(d.last_known_status, ''), d.desired_impairment,
@@ -106,7 +119,9 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 		  AND (NOT $7 OR `+hasMismatch+`)
 		  AND ($8::text[] IS NULL OR d.site = ANY($8::text[]))
 		  AND ($9 = '' OR d.name LIKE $9) AND ($10 = '' OR d.name LIKE $10)
-		ORDER BY d.id LIMIT $5`, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1, imps, f.InstanceMismatch, f.Sites, f.NameLike, f.NameLike2)
+		  AND (NOT $11 OR `+hasHealthWarning+`)
+		ORDER BY d.id LIMIT $5`, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1, imps, f.InstanceMismatch, f.Sites, f.NameLike, f.NameLike2,
+		f.HealthWarning)
 	if err != nil {
 		return nil, false, fmt.Errorf("list devices: %w", err)
 	}
@@ -121,8 +136,9 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 	return devs, more, nil
 }
 
-// GetDevice returns one device with its current conditions (in
-// condition.Types order). Errors: ErrNotFound.
+// GetDevice returns one device with its current conditions (the fixed ones
+// in condition.Types order, then its health conditions by type). Errors:
+// ErrNotFound.
 func (s *Store) GetDevice(ctx context.Context, id string) (Device, error) {
 	d, err := scanDevice(s.pool.QueryRow(ctx, `SELECT `+deviceColumns+` FROM devices d WHERE d.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -139,12 +155,27 @@ func (s *Store) GetDevice(ctx context.Context, id string) (Device, error) {
 	if err != nil {
 		return Device{}, err
 	}
+	d.Conditions = orderConditions(conds[id])
+	return d, nil
+}
+
+// orderConditions lists conds: the fixed ones in condition.Types order,
+// then the health conditions sorted by type.
+func orderConditions(conds map[condition.Type]condition.Condition) []condition.Condition {
+	var out []condition.Condition
 	for _, t := range condition.Types {
-		if c, ok := conds[id][t]; ok {
-			d.Conditions = append(d.Conditions, c)
+		if c, ok := conds[t]; ok {
+			out = append(out, c)
 		}
 	}
-	return d, nil
+	var health []condition.Condition
+	for t, c := range conds {
+		if t.IsHealth() {
+			health = append(health, c)
+		}
+	}
+	slices.SortFunc(health, func(a, b condition.Condition) int { return strings.Compare(string(a.Type), string(b.Type)) })
+	return append(out, health...)
 }
 
 // DeviceSite returns the site a device belongs to (it never changes once
@@ -245,7 +276,8 @@ func (s *Store) ListSites(ctx context.Context) ([]Site, error) {
 		SELECT s.name, s.last_sequence, s.last_seen_at, COALESCE(s.link_replica, ''), s.stale,
 			s.link_replica IS NOT NULL AND NOT s.stale, s.satellite_version, s.capabilities,
 			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed),
-			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed AND `+hasMismatch+`)
+			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed AND `+hasMismatch+`),
+			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed AND `+hasHealthWarning+`)
 		FROM sites s ORDER BY s.name`)
 	if err != nil {
 		return nil, fmt.Errorf("list sites: %w", err)
@@ -254,7 +286,7 @@ func (s *Store) ListSites(ctx context.Context) ([]Site, error) {
 		var st Site
 		var seq int64
 		err := r.Scan(&st.Name, &seq, &st.LastSeenAt, &st.Replica, &st.Stale, &st.Connected, &st.SatelliteVersion, &st.Capabilities,
-			&st.DeviceCount, &st.InstanceMismatchCount)
+			&st.DeviceCount, &st.InstanceMismatchCount, &st.HealthWarningCount)
 		st.LastSequence = uint64(seq)
 		return st, err
 	})

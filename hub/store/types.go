@@ -270,4 +270,8 @@ type Site struct {
 	// InstanceMismatchCount counts the site's devices, removed ones
 	// excepted, with at least one InstanceMismatch in their facts.
 	InstanceMismatchCount int
+	// HealthWarningCount counts the site's devices, removed ones excepted,
+	// with at least one health warning (docs/reference/conditions.md
+	// "Health conditions").
+	HealthWarningCount int
 }

@@ -63,7 +63,8 @@ type Key struct {
 	Public crypto.PublicKey
 }
 
-// IsSatellite reports whether c is a satellite (has a site).
+// IsSatellite reports whether c is bound to one site: a satellite or a
+// health checker (has a site).
 func (c *Client) IsSatellite() bool { return c.Site != "" }
 
 // HasScope reports whether c holds scope.
@@ -156,9 +157,10 @@ func lostSites(old, new []string) bool {
 // chart's whole values.yaml is a valid roster file too; inside an entry every
 // key must be known.
 type rosterFile struct {
-	Satellites *[]clientEntry `yaml:"satellites"`
-	Operators  *[]clientEntry `yaml:"operators"`
-	Other      map[string]any `yaml:",inline"`
+	Satellites     *[]clientEntry `yaml:"satellites"`
+	Operators      *[]clientEntry `yaml:"operators"`
+	HealthCheckers *[]clientEntry `yaml:"healthCheckers"`
+	Other          map[string]any `yaml:",inline"`
 }
 
 type clientEntry struct {
@@ -194,6 +196,11 @@ func LoadRoster(path string) (*Roster, error) {
 //	          ...
 //	      - kid: 2027-05
 //	        jwk: {"kty":"OKP","crv":"Ed25519","x":"..."}   # a public JWK (RFC 7517)
+//	healthCheckers:                         # bound to their site as satellites are
+//	  - clientId: gpu-monitor-site-a        # any id but ironlink-agent-*
+//	    site: site-a
+//	    scopes: [device-health:create]      # the only scope a checker holds
+//	    keys: [...]
 //	operators:
 //	  - clientId: ops-console
 //	    scopes: [operations:read, operations:write]
@@ -203,7 +210,9 @@ func LoadRoster(path string) (*Roster, error) {
 //	    scopes: [operations:read, operations:write]
 //	    keys: [...]
 //
-// At least one of satellites/operators must be present (possibly empty).
+// At least one of satellites/operators/healthCheckers must be present
+// (possibly empty). A health checker needs a valid site and holds only
+// device-health:create.
 // Every problem found is reported (joined with errors.Join), each naming the
 // entry: a duplicate client id, a satellite without a site or with an invalid
 // site name or a client id other than ironlink-agent-<site> or with sites, an
@@ -220,18 +229,23 @@ func ParseRoster(data []byte) (*Roster, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("parse YAML: %w", err)
 	}
-	if f.Satellites == nil && f.Operators == nil {
+	if f.Satellites == nil && f.Operators == nil && f.HealthCheckers == nil {
 		return nil, errors.New("no satellites: or operators: section (write `satellites: []` for an empty roster)")
 	}
 	b := &rosterBuilder{r: &Roster{clients: map[string]*Client{}}}
 	if f.Satellites != nil {
 		for i, e := range *f.Satellites {
-			b.add("satellites", i, e, true)
+			b.add("satellites", i, e, kindSatellite)
 		}
 	}
 	if f.Operators != nil {
 		for i, e := range *f.Operators {
-			b.add("operators", i, e, false)
+			b.add("operators", i, e, kindOperator)
+		}
+	}
+	if f.HealthCheckers != nil {
+		for i, e := range *f.HealthCheckers {
+			b.add("healthCheckers", i, e, kindChecker)
 		}
 	}
 	if len(b.errs) > 0 {
@@ -261,10 +275,21 @@ type keyOwner struct {
 // failFunc records a problem of the entry being added.
 type failFunc func(format string, args ...any)
 
-// add checks entry i of section (a satellite or an operator) and adds its
-// client to the roster when nothing is wrong with it; each problem is
-// recorded in b.errs, naming the entry.
-func (b *rosterBuilder) add(section string, i int, e clientEntry, satellite bool) {
+// clientKind is the roster section an entry is in.
+type clientKind int
+
+const (
+	kindSatellite clientKind = iota
+	kindOperator
+	// kindChecker is a health checker: bound to its site as a satellite
+	// is, holding device-health:create only.
+	kindChecker
+)
+
+// add checks entry i of section (a satellite, an operator or a health
+// checker) and adds its client to the roster when nothing is wrong with
+// it; each problem is recorded in b.errs, naming the entry.
+func (b *rosterBuilder) add(section string, i int, e clientEntry, kind clientKind) {
 	where := fmt.Sprintf("%s[%d]", section, i)
 	if clientIDRe.MatchString(e.ClientID) {
 		where += " " + e.ClientID
@@ -281,14 +306,17 @@ func (b *rosterBuilder) add(section string, i int, e clientEntry, satellite bool
 	case b.r.clients[e.ClientID] != nil:
 		fail("duplicate client id")
 	}
-	if satellite {
+	switch kind {
+	case kindSatellite:
 		checkSatelliteBinding(e, fail)
-	} else {
+	case kindOperator:
 		checkOperatorBinding(e, fail)
+	case kindChecker:
+		checkCheckerBinding(e, fail)
 	}
-	checkScopes(e.Scopes, satellite, fail)
+	checkScopes(e.Scopes, kind, fail)
 	c := &Client{ID: e.ClientID, Site: e.Site, Scopes: slices.Clone(e.Scopes)}
-	if e.Sites != nil && !satellite {
+	if e.Sites != nil && kind == kindOperator {
 		c.Sites = slices.Clone(*e.Sites)
 	}
 	b.addKeys(c, e.Keys, fail)
@@ -315,6 +343,23 @@ func checkSatelliteBinding(e clientEntry, fail failFunc) {
 	}
 	if e.Sites != nil {
 		fail("a satellite is bound to its site: sites is for operators")
+	}
+}
+
+// checkCheckerBinding checks a health checker's site: required and valid,
+// no satellite's client id, no operator's sites list.
+func checkCheckerBinding(e clientEntry, fail failFunc) {
+	switch {
+	case e.Site == "":
+		fail("site is required for a health checker")
+	case !sitename.Valid(e.Site):
+		fail("site %q is invalid: [a-z0-9-], 1-63 bytes, no leading or trailing '-'", e.Site)
+	}
+	if strings.HasPrefix(e.ClientID, SatellitePrefix) {
+		fail("client ids starting with %s are reserved for satellites", SatellitePrefix)
+	}
+	if e.Sites != nil {
+		fail("a health checker is bound to its site: sites is for operators")
 	}
 }
 
@@ -346,9 +391,10 @@ func checkOperatorBinding(e clientEntry, fail failFunc) {
 	}
 }
 
-// checkScopes checks an entry's scopes: known, distinct, and site scopes
-// (SiteScopes) for satellites only.
-func checkScopes(scopes []string, satellite bool, fail failFunc) {
+// checkScopes checks an entry's scopes: known, distinct, the satellites'
+// site scopes for satellites only, and device-health:create alone for
+// health checkers (which may not hold any other).
+func checkScopes(scopes []string, kind clientKind, fail failFunc) {
 	seen := map[string]bool{}
 	for _, s := range scopes {
 		switch {
@@ -356,7 +402,11 @@ func checkScopes(scopes []string, satellite bool, fail failFunc) {
 			fail("unknown scope %q: want one of %s", s, strings.Join(AllScopes, ", "))
 		case seen[s]:
 			fail("scope %s listed twice", s)
-		case !satellite && slices.Contains(SiteScopes, s):
+		case kind == kindChecker && s != ScopeDeviceHealthCreate:
+			fail("scope %s: a health checker holds %s only", s, ScopeDeviceHealthCreate)
+		case kind == kindOperator && s == ScopeDeviceHealthCreate:
+			fail("scope %s acts on one site's devices: only health checkers and satellites may hold it", s)
+		case kind == kindOperator && slices.Contains(SiteScopes, s):
 			fail("scope %s acts on one site's devices: only satellites may hold it", s)
 		}
 		seen[s] = true

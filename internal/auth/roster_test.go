@@ -254,3 +254,33 @@ func TestFormatRosterEntryRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A health checker is bound to its site as a satellite is and holds
+// device-health:create only; its roster errors name the entry.
+func TestParseRosterHealthCheckers(t *testing.T) {
+	keys := "    keys:\n      - kid: k1\n        publicKeyPEM: |\n" + indentPEM(pemOf(t, "checker", "EdDSA"))
+	good := "healthCheckers:\n  - clientId: gpu-mon-a\n    site: site-a\n    scopes: [device-health:create]\n" + keys
+	r, err := ParseRoster([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Client("gpu-mon-a")
+	if c == nil || c.Site != "site-a" || c.Sites != nil || !slices.Equal(c.Scopes, []string{ScopeDeviceHealthCreate}) {
+		t.Fatalf("checker client: %+v", c)
+	}
+	for name, tc := range map[string]struct{ entry, want string }{
+		"no site":         {"  - clientId: gpu-mon-a\n    scopes: [device-health:create]\n", "site is required for a health checker"},
+		"other scope":     {"  - clientId: gpu-mon-a\n    site: site-a\n    scopes: [device:update]\n", "a health checker holds device-health:create only"},
+		"satellite id":    {"  - clientId: ironlink-agent-site-a\n    site: site-a\n    scopes: [device-health:create]\n", "reserved for satellites"},
+		"operator's list": {"  - clientId: gpu-mon-a\n    site: site-a\n    sites: [site-a]\n    scopes: [device-health:create]\n", "sites is for operators"},
+	} {
+		_, err := ParseRoster([]byte("healthCheckers:\n" + tc.entry + keys))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "healthCheckers[0]") {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+	_, err = ParseRoster([]byte("operators:\n  - clientId: ops\n    scopes: [device-health:create]\n" + keys))
+	if err == nil || !strings.Contains(err.Error(), "only health checkers and satellites may hold it") {
+		t.Errorf("operator with device-health:create: %v", err)
+	}
+}

@@ -15,6 +15,10 @@ const (
 	// ScopeDeviceConditionCreate lets a satellite report device conditions
 	// of its own site over LinkService/Connect.
 	ScopeDeviceConditionCreate = "device-condition:create"
+	// ScopeDeviceHealthCreate lets a health checker (GPU monitor, BMC log
+	// scraper, burn-in suite) report health events for devices of its own
+	// site over HealthService/ReportHealth (docs/reference/health.md).
+	ScopeDeviceHealthCreate = "device-health:create"
 	// ScopeOperationsRead lets an operator read devices, commands and sites.
 	ScopeOperationsRead = "operations:read"
 	// ScopeOperationsWrite lets an operator quarantine and release devices.
@@ -22,12 +26,12 @@ const (
 )
 
 // AllScopes lists every scope the roster accepts, in a stable order.
-var AllScopes = []string{ScopeDeviceUpdate, ScopeDeviceConditionCreate, ScopeOperationsRead, ScopeOperationsWrite}
+var AllScopes = []string{ScopeDeviceUpdate, ScopeDeviceConditionCreate, ScopeDeviceHealthCreate, ScopeOperationsRead, ScopeOperationsWrite}
 
-// SiteScopes are the scopes that act on one site's devices; only satellites
-// (clients with a site) may hold them, since the hub binds them to the
-// client's site.
-var SiteScopes = []string{ScopeDeviceUpdate, ScopeDeviceConditionCreate}
+// SiteScopes are the scopes that act on one site's devices; only clients
+// with a site (satellites, health checkers) may hold them, since the hub
+// binds them to the client's site.
+var SiteScopes = []string{ScopeDeviceUpdate, ScopeDeviceConditionCreate, ScopeDeviceHealthCreate}
 
 // ValidScope reports whether s is one of AllScopes.
 func ValidScope(s string) bool { return slices.Contains(AllScopes, s) }
@@ -44,6 +48,9 @@ var MethodScopes = map[string]string{
 	// The satellite's link: hello, condition batches, site conditions,
 	// command results.
 	"/ironlink.v1.LinkService/Connect": ScopeDeviceConditionCreate,
+
+	// Health checkers (hub/healthapi): events for devices of their site.
+	"/ironlink.v1.HealthService/ReportHealth": ScopeDeviceHealthCreate,
 
 	"/ironlink.v1.FleetService/ListDevices":  ScopeOperationsRead,
 	"/ironlink.v1.FleetService/GetDevice":    ScopeOperationsRead,

@@ -126,14 +126,19 @@ type Condition struct {
 	ObservedTime time.Time
 	// ObservedGeneration is, on CustomerReady, the command generation last applied; 0 elsewhere.
 	ObservedGeneration int64
+	// Health is set on health conditions (Type.IsHealth) only: the last
+	// applied event's details. On them ObservedTime is the event's
+	// generated time.
+	Health *Health
 }
 
 // SameObservation reports whether c and o say the same thing (status, reason,
-// message and observed generation); times are ignored. A delta is sent only
-// when this is false.
+// message, observed generation and, on health conditions, the health
+// detail but its times and event id); times are ignored. A delta is sent
+// only when this is false.
 func (c Condition) SameObservation(o Condition) bool {
 	return c.Type == o.Type && c.Status == o.Status && c.Reason == o.Reason &&
-		c.Message == o.Message && c.ObservedGeneration == o.ObservedGeneration
+		c.Message == o.Message && c.ObservedGeneration == o.ObservedGeneration && sameHealth(c.Health, o.Health)
 }
 
 // Validate checks a condition received from the wire. It returns an error

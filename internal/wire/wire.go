@@ -45,6 +45,33 @@ func ConditionToProto(c condition.Condition) *ironlinkv1.Condition {
 	if !c.ObservedTime.IsZero() {
 		p.ObservedTime = timestamppb.New(c.ObservedTime)
 	}
+	p.Health = HealthToProto(c.Health)
+	return p
+}
+
+// HealthToProto converts a health condition's detail to its wire form (nil
+// for nil). Recommended action and processing strategy numbers ironlink
+// does not know are kept as they are.
+func HealthToProto(h *condition.Health) *ironlinkv1.HealthDetail {
+	if h == nil {
+		return nil
+	}
+	p := &ironlinkv1.HealthDetail{
+		Agent: h.Agent, ComponentClass: h.ComponentClass, CheckName: h.CheckName, IsFatal: h.Fatal,
+		RecommendedAction:  ironlinkv1.HealthRecommendedAction(h.RecommendedAction),
+		ErrorCodes:         h.ErrorCodes,
+		ProcessingStrategy: ironlinkv1.HealthProcessingStrategy(h.ProcessingStrategy),
+		EventId:            h.EventID, Metadata: h.Metadata,
+	}
+	for _, e := range h.Entities {
+		p.EntitiesImpacted = append(p.EntitiesImpacted, &ironlinkv1.HealthEntity{EntityType: e.Type, EntityValue: e.Value})
+	}
+	if !h.GeneratedTime.IsZero() {
+		p.GeneratedTime = timestamppb.New(h.GeneratedTime)
+	}
+	if !h.ExpireTime.IsZero() {
+		p.ExpireTime = timestamppb.New(h.ExpireTime)
+	}
 	return p
 }
 

@@ -59,6 +59,8 @@ type Hub struct {
 	mu         sync.Mutex
 	satellites map[string]string // client id → roster entry
 	operators  map[string]string
+	checkers   map[string]string        // health checkers
+	checkerIDs []string                 // ids HealthChecker asked for
 	keys       map[string]crypto.Signer // client id → its key
 }
 
@@ -80,7 +82,7 @@ func Start(t testing.TB, st *store.Store, o Options) *Hub {
 		t.Fatalf("grpctest: hub config: %v", err)
 	}
 	h := &Hub{Store: st, Checker: &linktest.Checker{}, Config: cfg, lis: bufconn.Listen(1 << 20),
-		satellites: map[string]string{}, operators: map[string]string{}, keys: map[string]crypto.Signer{}}
+		satellites: map[string]string{}, operators: map[string]string{}, checkers: map[string]string{}, keys: map[string]crypto.Signer{}}
 	h.setRoster(t)
 	h.Link = link.NewServer(st, cfg.Link, log.With("component", "link"))
 	var opts []grpc.ServerOption
@@ -91,6 +93,7 @@ func Start(t testing.TB, st *store.Store, o Options) *Hub {
 	srv := app.NewGRPCServer(cfg, log, opts...)
 	hs := app.RegisterServices(srv, h.Checker.Service(h.Link), app.NewFleetServer(st, log.With("component", "fleet")))
 	app.RegisterOperations(srv, hs, app.NewOperationServer(st, h.Link, log.With("component", "operations")))
+	app.RegisterHealth(srv, hs, app.NewHealthServer(st, cfg, log.With("component", "health")))
 	// PolicyService over a policy file that enables nothing (a hub without
 	// --policy-file); the evaluator does not run.
 	ironlinkv1.RegisterPolicyServiceServer(srv, policyapi.NewServer(st, policy.Static(policy.Disabled()), nil, log.With("component", "policy")))
@@ -179,6 +182,20 @@ func (h *Hub) Operator(t testing.TB, id string, scopes ...string) *grpc.ClientCo
 	return h.client(t, id, "", scopes)
 }
 
+// HealthChecker returns a connection authenticated as health checker
+// client id bound to site, with scopes (default device-health:create),
+// added to the roster's healthCheckers on first use.
+func (h *Hub) HealthChecker(t testing.TB, id, site string, scopes ...string) *grpc.ClientConn {
+	t.Helper()
+	if len(scopes) == 0 {
+		scopes = []string{auth.ScopeDeviceHealthCreate}
+	}
+	h.mu.Lock()
+	h.checkerIDs = append(h.checkerIDs, id)
+	h.mu.Unlock()
+	return h.client(t, id, site, scopes)
+}
+
 // Remove drops client id from the roster and revokes its links, as a
 // roster reload does in production.
 func (h *Hub) Remove(t testing.TB, id string) {
@@ -186,6 +203,7 @@ func (h *Hub) Remove(t testing.TB, id string) {
 	h.mu.Lock()
 	delete(h.satellites, id)
 	delete(h.operators, id)
+	delete(h.checkers, id)
 	delete(h.keys, id)
 	h.mu.Unlock()
 	h.setRoster(t)
@@ -218,7 +236,9 @@ func (h *Hub) credentials(t testing.TB, id, site string, scopes []string) []grpc
 			t.Fatalf("grpctest: roster entry: %v", err)
 		}
 		h.keys[id] = key
-		if site != "" {
+		if slices.Contains(h.checkerIDs, id) {
+			h.checkers[id] = entry
+		} else if site != "" {
 			h.satellites[id] = entry
 		} else {
 			h.operators[id] = entry
@@ -241,7 +261,7 @@ func (h *Hub) setRoster(t testing.TB) {
 	for _, sec := range []struct {
 		name    string
 		entries map[string]string
-	}{{"satellites", h.satellites}, {"operators", h.operators}} {
+	}{{"satellites", h.satellites}, {"operators", h.operators}, {"healthCheckers", h.checkers}} {
 		if len(sec.entries) == 0 {
 			fmt.Fprintf(&b, "%s: []\n", sec.name)
 			continue

@@ -139,7 +139,8 @@ func (InstanceMismatchKind) EnumDescriptor() ([]byte, []int) {
 type Condition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Condition type, one of: Enrolled, ProvisioningHealthy, MaintenanceClear,
-	// InValidationPool, InstanceAllocated, CustomerAllocated, CustomerReady.
+	// InValidationPool, InstanceAllocated, CustomerAllocated, CustomerReady;
+	// or a health condition "health.<componentClass>/<checkName>".
 	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
 	// Status of the condition.
 	Status ConditionStatus `protobuf:"varint,2,opt,name=status,proto3,enum=ironlink.v1.ConditionStatus" json:"status,omitempty"`
@@ -156,8 +157,13 @@ type Condition struct {
 	// On CustomerReady: the hub command generation for the device that the
 	// satellite last applied; 0 elsewhere.
 	ObservedGeneration int64 `protobuf:"varint,7,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// On a health condition (type "health.<componentClass>/<checkName>",
+	// docs/reference/conditions.md "Health conditions"): the reporting agent,
+	// error codes, impacted entities and the rest of the last event; unset on
+	// the seven fixed conditions.
+	Health        *HealthDetail `protobuf:"bytes,8,opt,name=health,proto3" json:"health,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Condition) Reset() {
@@ -237,6 +243,13 @@ func (x *Condition) GetObservedGeneration() int64 {
 		return x.ObservedGeneration
 	}
 	return 0
+}
+
+func (x *Condition) GetHealth() *HealthDetail {
+	if x != nil {
+		return x.Health
+	}
+	return nil
 }
 
 // DeviceFacts are the raw Ironic fields a device's conditions were computed
@@ -522,7 +535,7 @@ var File_ironlink_v1_conditions_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_conditions_proto_rawDesc = "" +
 	"\n" +
-	"\x1cironlink/v1/conditions.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\x02\n" +
+	"\x1cironlink/v1/conditions.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18ironlink/v1/health.proto\"\xfa\x02\n" +
 	"\tCondition\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x124\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1c.ironlink.v1.ConditionStatusR\x06status\x12\x16\n" +
@@ -530,7 +543,8 @@ const file_ironlink_v1_conditions_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12L\n" +
 	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12?\n" +
 	"\robserved_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\x12/\n" +
-	"\x13observed_generation\x18\a \x01(\x03R\x12observedGeneration\"\xc2\x04\n" +
+	"\x13observed_generation\x18\a \x01(\x03R\x12observedGeneration\x121\n" +
+	"\x06health\x18\b \x01(\v2\x19.ironlink.v1.HealthDetailR\x06health\"\xc2\x04\n" +
 	"\vDeviceFacts\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fprovision_state\x18\x02 \x01(\tR\x0eprovisionState\x12\x1f\n" +
@@ -592,19 +606,21 @@ var file_ironlink_v1_conditions_proto_goTypes = []any{
 	(*DeviceFacts)(nil),           // 3: ironlink.v1.DeviceFacts
 	(*InstanceMismatch)(nil),      // 4: ironlink.v1.InstanceMismatch
 	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*HealthDetail)(nil),          // 6: ironlink.v1.HealthDetail
 }
 var file_ironlink_v1_conditions_proto_depIdxs = []int32{
 	0, // 0: ironlink.v1.Condition.status:type_name -> ironlink.v1.ConditionStatus
 	5, // 1: ironlink.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	5, // 2: ironlink.v1.Condition.observed_time:type_name -> google.protobuf.Timestamp
-	4, // 3: ironlink.v1.DeviceFacts.instance_mismatches:type_name -> ironlink.v1.InstanceMismatch
-	1, // 4: ironlink.v1.InstanceMismatch.kind:type_name -> ironlink.v1.InstanceMismatchKind
-	5, // 5: ironlink.v1.InstanceMismatch.first_seen_time:type_name -> google.protobuf.Timestamp
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	6, // 3: ironlink.v1.Condition.health:type_name -> ironlink.v1.HealthDetail
+	4, // 4: ironlink.v1.DeviceFacts.instance_mismatches:type_name -> ironlink.v1.InstanceMismatch
+	1, // 5: ironlink.v1.InstanceMismatch.kind:type_name -> ironlink.v1.InstanceMismatchKind
+	5, // 6: ironlink.v1.InstanceMismatch.first_seen_time:type_name -> google.protobuf.Timestamp
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_conditions_proto_init() }
@@ -612,6 +628,7 @@ func file_ironlink_v1_conditions_proto_init() {
 	if File_ironlink_v1_conditions_proto != nil {
 		return
 	}
+	file_ironlink_v1_health_proto_init()
 	file_ironlink_v1_conditions_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -937,6 +937,9 @@ type Site struct {
 	Conditions []*Condition `protobuf:"bytes,9,rep,name=conditions,proto3" json:"conditions,omitempty"`
 	// Devices of the site with at least one InstanceMismatch (orphans).
 	InstanceMismatchCount int32 `protobuf:"varint,10,opt,name=instance_mismatch_count,json=instanceMismatchCount,proto3" json:"instance_mismatch_count,omitempty"`
+	// Devices of the site (not removed) with at least one health warning (a
+	// health condition False, not fatal, not STORE_ONLY).
+	HealthWarningCount int32 `protobuf:"varint,11,opt,name=health_warning_count,json=healthWarningCount,proto3" json:"health_warning_count,omitempty"`
 	// The site's quarantine-policy state: guard tripped since when and by
 	// which rule, counts (PolicyService.ListSitePolicyStates).
 	PolicyState   *SitePolicyState `protobuf:"bytes,30,opt,name=policy_state,json=policyState,proto3" json:"policy_state,omitempty"`
@@ -1044,6 +1047,13 @@ func (x *Site) GetInstanceMismatchCount() int32 {
 	return 0
 }
 
+func (x *Site) GetHealthWarningCount() int32 {
+	if x != nil {
+		return x.HealthWarningCount
+	}
+	return 0
+}
+
 func (x *Site) GetPolicyState() *SitePolicyState {
 	if x != nil {
 		return x.PolicyState
@@ -1082,6 +1092,10 @@ type ListDevicesRequest struct {
 	// pattern without wildcards is an exact name. At most 256 bytes; empty for
 	// all. Combines with name_prefix (both must match).
 	NamePattern string `protobuf:"bytes,9,opt,name=name_pattern,json=namePattern,proto3" json:"name_pattern,omitempty"`
+	// Only devices with at least one health warning: a health condition that
+	// is False, not fatal and not STORE_ONLY (docs/reference/conditions.md
+	// "Health conditions"). Not combinable with as_of (InvalidArgument).
+	HealthWarning bool `protobuf:"varint,10,opt,name=health_warning,json=healthWarning,proto3" json:"health_warning,omitempty"`
 	// The fleet as it was at this instant, answered from the stored
 	// histories instead of the current state; unset for now. Must be after
 	// the Unix epoch and not after the hub's clock (InvalidArgument), and not
@@ -1198,6 +1212,13 @@ func (x *ListDevicesRequest) GetNamePattern() string {
 		return x.NamePattern
 	}
 	return ""
+}
+
+func (x *ListDevicesRequest) GetHealthWarning() bool {
+	if x != nil {
+		return x.HealthWarning
+	}
+	return false
 }
 
 func (x *ListDevicesRequest) GetAsOf() *timestamppb.Timestamp {
@@ -3128,7 +3149,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"updateTime\x12?\n" +
 	"\rcomplete_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\x12>\n" +
 	"\rfailure_class\x18\x10 \x01(\x0e2\x19.ironlink.v1.FailureClassR\ffailureClass\x12%\n" +
-	"\x0efailure_reason\x18\x11 \x01(\tR\rfailureReason\"\x8a\x04\n" +
+	"\x0efailure_reason\x18\x11 \x01(\tR\rfailureReason\"\xbc\x04\n" +
 	"\x04Site\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
 	"\n" +
@@ -3143,8 +3164,9 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"conditions\x18\t \x03(\v2\x16.ironlink.v1.ConditionR\n" +
 	"conditions\x126\n" +
 	"\x17instance_mismatch_count\x18\n" +
-	" \x01(\x05R\x15instanceMismatchCount\x12?\n" +
-	"\fpolicy_state\x18\x1e \x01(\v2\x1c.ironlink.v1.SitePolicyStateR\vpolicyState\"\xab\x03\n" +
+	" \x01(\x05R\x15instanceMismatchCount\x120\n" +
+	"\x14health_warning_count\x18\v \x01(\x05R\x12healthWarningCount\x12?\n" +
+	"\fpolicy_state\x18\x1e \x01(\v2\x1c.ironlink.v1.SitePolicyStateR\vpolicyState\"\xd2\x03\n" +
 	"\x12ListDevicesRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\x0e2\x1e.ironlink.v1.OperationalStatusR\bstatuses\x12\x1b\n" +
@@ -3156,7 +3178,9 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x11instance_mismatch\x18\a \x01(\bR\x10instanceMismatch\x12\x1f\n" +
 	"\vname_prefix\x18\b \x01(\tR\n" +
 	"namePrefix\x12!\n" +
-	"\fname_pattern\x18\t \x01(\tR\vnamePattern\x12/\n" +
+	"\fname_pattern\x18\t \x01(\tR\vnamePattern\x12%\n" +
+	"\x0ehealth_warning\x18\n" +
+	" \x01(\bR\rhealthWarning\x12/\n" +
 	"\x05as_of\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"l\n" +
 	"\x13ListDevicesResponse\x12-\n" +
 	"\adevices\x18\x01 \x03(\v2\x13.ironlink.v1.DeviceR\adevices\x12&\n" +

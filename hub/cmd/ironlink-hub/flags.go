@@ -91,6 +91,9 @@ func bindAuthFlags(f *cli.Flags, o *app.Options, def app.Options) {
 func bindLinkFlags(f *cli.Flags, o *app.Options, def app.Options) {
 	f.Group("satellite link, commands and history")
 	f.Duration(&o.StaleAfter, "stale-after", "IRONLINK_HUB_STALE_AFTER", def.StaleAfter, "a site silent this long is UNREACHABLE")
+	f.Duration(&o.HealthDefaultTTL, "health-default-ttl", "IRONLINK_HUB_HEALTH_DEFAULT_TTL", def.HealthDefaultTTL, "a health condition whose event sends no ttl turns Unknown/Stale after this long without a report")
+	f.String(&o.HealthAgentTTL, "health-agent-ttl", "IRONLINK_HUB_HEALTH_AGENT_TTL", def.HealthAgentTTL, "per-agent health TTLs, agent=duration,... (overrides --health-default-ttl for that agent)")
+	f.Duration(&o.HealthSweep, "health-sweep-interval", "IRONLINK_HUB_HEALTH_SWEEP_INTERVAL", def.HealthSweep, "how often this replica turns expired health conditions Unknown/Stale")
 	f.Duration(&o.Link.HeartbeatInterval, "heartbeat-interval", "IRONLINK_HUB_HEARTBEAT_INTERVAL", def.Link.HeartbeatInterval, "hub → satellite heartbeat interval")
 	f.Duration(&o.Link.LastSeenFlush, "last-seen-flush", "IRONLINK_HUB_LAST_SEEN_FLUSH", def.Link.LastSeenFlush, "how often this replica records all its links' last-seen times, in one statement (must be below --stale-after)")
 	f.Duration(&o.Link.CommandSweep, "command-sweep", "IRONLINK_HUB_COMMAND_SWEEP", def.Link.CommandSweep, "how often each link looks for due commands without a notification")

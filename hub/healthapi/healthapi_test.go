@@ -1,0 +1,235 @@
+package healthapi_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/test/grpctest"
+)
+
+type fixture struct {
+	hub      *grpctest.Hub
+	url      string
+	a, b     *storetest.Site
+	checkerA ironlinkv1.HealthServiceClient
+	ops      ironlinkv1.FleetServiceClient
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	st, url := storetest.New(t, nil)
+	f := &fixture{url: url, hub: grpctest.Start(t, st, grpctest.Options{})}
+	f.a = storetest.NewSite(t, st, "site-a", 2, nil)
+	f.b = storetest.NewSite(t, st, "site-b", 1, nil)
+	f.checkerA = ironlinkv1.NewHealthServiceClient(f.hub.HealthChecker(t, "gpu-mon-a", "site-a"))
+	f.ops = ironlinkv1.NewFleetServiceClient(f.hub.Operator(t, "ops"))
+	return f
+}
+
+// xidEvent is a fatal XID 79 on device id, generated at gen.
+func xidEvent(id string, gen time.Time) *ironlinkv1.HealthEvent {
+	return &ironlinkv1.HealthEvent{DeviceId: id, Agent: "gpu-health-monitor", ComponentClass: "GPU", CheckName: "GpuXidError",
+		IsFatal: true, Message: "XID 79: GPU has fallen off the bus", RecommendedAction: ironlinkv1.HealthRecommendedAction_HEALTH_RECOMMENDED_ACTION_RESTART_BM,
+		ErrorCodes: []string{"79"}, EntitiesImpacted: []*ironlinkv1.HealthEntity{{EntityType: "GPU", EntityValue: "3"}},
+		GeneratedTime: timestamppb.New(gen)}
+}
+
+func (f *fixture) healthRows(t *testing.T) int {
+	t.Helper()
+	return pgtest.Count(t, f.url, `SELECT count(*) FROM device_conditions WHERE health IS NOT NULL`)
+}
+
+// A checker of site A reports a fatal XID: the device is FAULTED, the
+// condition shows in GetDevice with its detail and in the explanation;
+// the same batch again changes nothing.
+func TestReportHealthThroughTheHubDoor(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	id := f.a.IDs[0]
+	req := &ironlinkv1.ReportHealthRequest{Site: "site-a", Events: []*ironlinkv1.HealthEvent{xidEvent(id, time.Now().Add(-time.Second))}}
+	res, err := f.checkerA.ReportHealth(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.GetResults()[0]
+	if !r.GetApplied() || r.GetDeviceId() != id || r.GetConditionType() != "health.GPU/GpuXidError" || !strings.HasPrefix(r.GetEventId(), "sha256:") {
+		t.Fatalf("result %v", r)
+	}
+	d, err := f.ops.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetDevice().GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_FAULTED ||
+		d.GetDevice().GetStatusReason() != "health.GPU/GpuXidError=False: FatalError (79)" {
+		t.Fatalf("device %s %q", d.GetDevice().GetStatus(), d.GetDevice().GetStatusReason())
+	}
+	var hc *ironlinkv1.Condition
+	for _, c := range d.GetDevice().GetConditions() {
+		if c.GetType() == "health.GPU/GpuXidError" {
+			hc = c
+		}
+	}
+	if hc == nil || hc.GetHealth().GetAgent() != "gpu-health-monitor" || hc.GetHealth().GetEntitiesImpacted()[0].GetEntityValue() != "3" ||
+		!slices.Equal(hc.GetHealth().GetErrorCodes(), []string{"79"}) {
+		t.Fatalf("health condition in GetDevice: %v", hc)
+	}
+	ex := d.GetExplanation()
+	if ex.GetRule() != 12 || len(ex.GetConditions()) != 1 || ex.GetConditions()[0].GetType() != "health.GPU/GpuXidError" {
+		t.Fatalf("explanation: rule %d %q, conditions %v", ex.GetRule(), ex.GetRuleDescription(), ex.GetConditions())
+	}
+	hist := pgtest.Count(t, f.url, `SELECT count(*) FROM condition_history`)
+	res, err = f.checkerA.ReportHealth(ctx, req)
+	if err != nil || !res.GetResults()[0].GetDuplicate() {
+		t.Fatalf("retry: %v %v", res, err)
+	}
+	if n := pgtest.Count(t, f.url, `SELECT count(*) FROM condition_history`); n != hist {
+		t.Fatalf("retry wrote %d history rows", n-hist)
+	}
+}
+
+// A checker bound to site A may not report for site B, neither by naming
+// site B nor by naming a device of site B; a satellite (no
+// device-health:create) may not report at all. Nothing is written.
+func TestReportHealthIsBoundToTheCallersSite(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	now := time.Now()
+	for name, tc := range map[string]struct {
+		c   ironlinkv1.HealthServiceClient
+		req *ironlinkv1.ReportHealthRequest
+	}{
+		"other site":          {f.checkerA, &ironlinkv1.ReportHealthRequest{Site: "site-b", Events: []*ironlinkv1.HealthEvent{xidEvent(f.b.IDs[0], now)}}},
+		"other site's device": {f.checkerA, &ironlinkv1.ReportHealthRequest{Site: "site-a", Events: []*ironlinkv1.HealthEvent{xidEvent(f.a.IDs[0], now), xidEvent(f.b.IDs[0], now)}}},
+		"satellite, no scope": {ironlinkv1.NewHealthServiceClient(f.hub.Satellite(t, "site-a")), &ironlinkv1.ReportHealthRequest{Site: "site-a", Events: []*ironlinkv1.HealthEvent{xidEvent(f.a.IDs[0], now)}}},
+	} {
+		_, err := tc.c.ReportHealth(ctx, tc.req)
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("%s: %v, want PermissionDenied", name, err)
+		}
+	}
+	if n := f.healthRows(t); n != 0 {
+		t.Fatalf("refused reports wrote %d health conditions", n)
+	}
+}
+
+// Bad input: InvalidArgument naming the field, NotFound for an unknown
+// device; nothing written. An unknown recommended action or processing
+// strategy is kept as its number; a future generated time is clamped.
+func TestReportHealthBadInput(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	now := time.Now()
+	id := f.a.IDs[0]
+	with := func(mod func(e *ironlinkv1.HealthEvent)) *ironlinkv1.ReportHealthRequest {
+		e := xidEvent(id, now)
+		mod(e)
+		return &ironlinkv1.ReportHealthRequest{Site: "site-a", Events: []*ironlinkv1.HealthEvent{e}}
+	}
+	many := &ironlinkv1.ReportHealthRequest{Site: "site-a"}
+	for range 257 {
+		many.Events = append(many.Events, xidEvent(id, now))
+	}
+	for name, tc := range map[string]struct {
+		req   *ironlinkv1.ReportHealthRequest
+		code  codes.Code
+		field string
+	}{
+		"too many":       {many, codes.InvalidArgument, "events"},
+		"none":           {&ironlinkv1.ReportHealthRequest{Site: "site-a"}, codes.InvalidArgument, "events"},
+		"long message":   {with(func(e *ironlinkv1.HealthEvent) { e.Message = strings.Repeat("x", 1025) }), codes.InvalidArgument, "events[0].message"},
+		"NUL":            {with(func(e *ironlinkv1.HealthEvent) { e.ErrorCodes = []string{"7\x009"} }), codes.InvalidArgument, "events[0].error_codes[0]"},
+		"bad check":      {with(func(e *ironlinkv1.HealthEvent) { e.CheckName = "Gpu Xid" }), codes.InvalidArgument, "events[0].check_name"},
+		"no time":        {with(func(e *ironlinkv1.HealthEvent) { e.GeneratedTime = nil }), codes.InvalidArgument, "events[0].generated_time"},
+		"two devices":    {with(func(e *ironlinkv1.HealthEvent) { e.NodeName = "gpu-01" }), codes.InvalidArgument, "events[0].device_id"},
+		"bad uuid":       {with(func(e *ironlinkv1.HealthEvent) { e.DeviceId = "NOT-A-UUID" }), codes.InvalidArgument, "events[0].device_id"},
+		"unknown device": {with(func(e *ironlinkv1.HealthEvent) { e.DeviceId = "0b8e6c1e-0000-4000-8000-000000000000" }), codes.NotFound, ""},
+		"unknown node":   {with(func(e *ironlinkv1.HealthEvent) { e.DeviceId, e.NodeName = "", "10.0.15.233" }), codes.NotFound, ""},
+	} {
+		_, err := f.checkerA.ReportHealth(ctx, tc.req)
+		if status.Code(err) != tc.code || (tc.field != "" && !slices.Contains(grpcerr.Fields(err), tc.field)) {
+			t.Errorf("%s: %v (fields %v), want %s on %q", name, err, grpcerr.Fields(err), tc.code, tc.field)
+		}
+	}
+	if n := f.healthRows(t); n != 0 {
+		t.Fatalf("refused reports wrote %d health conditions", n)
+	}
+
+	res, err := f.checkerA.ReportHealth(ctx, with(func(e *ironlinkv1.HealthEvent) {
+		e.RecommendedAction, e.ProcessingStrategy = 77, 9
+		e.GeneratedTime = timestamppb.New(now.Add(time.Hour))
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.GetResults()[0].GetClamped() {
+		t.Error("a generated time an hour ahead was not clamped")
+	}
+	d, err := f.ops.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range d.GetDevice().GetConditions() {
+		if h := c.GetHealth(); h != nil {
+			if h.GetRecommendedAction() != 77 || h.GetProcessingStrategy() != 9 || h.GetGeneratedTime().AsTime().After(time.Now()) {
+				t.Errorf("kept numbers / clamped time: %v", h)
+			}
+		}
+	}
+	if d.GetDevice().GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_FAULTED {
+		t.Errorf("an unknown processing strategy acts: status %s", d.GetDevice().GetStatus())
+	}
+}
+
+// A non-fatal unhealthy event is a warning: the status stays, the site
+// summary counts it, ListDevices filters on it; a store-only fatal one
+// changes nothing and is no warning.
+func TestReportHealthWarnings(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	now := time.Now()
+	warn := xidEvent(f.a.IDs[0], now)
+	warn.IsFatal, warn.CheckName, warn.ErrorCodes = false, "GpuThermalWatch", []string{"thermal"}
+	storeOnly := xidEvent(f.a.IDs[1], now)
+	storeOnly.ProcessingStrategy = ironlinkv1.HealthProcessingStrategy_HEALTH_PROCESSING_STRATEGY_STORE_ONLY
+	if _, err := f.checkerA.ReportHealth(ctx, &ironlinkv1.ReportHealthRequest{Site: "site-a", Events: []*ironlinkv1.HealthEvent{warn, storeOnly}}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := f.ops.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{HealthWarning: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.GetDevices()) != 1 || list.GetDevices()[0].GetDeviceId() != f.a.IDs[0] ||
+		list.GetDevices()[0].GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_AVAILABLE {
+		t.Fatalf("health_warning filter: %v", list.GetDevices())
+	}
+	all, err := f.ops.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: "site-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range all.GetDevices() {
+		if d.GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_AVAILABLE {
+			t.Errorf("device %s: %s, want AVAILABLE (warning and store-only change no status)", d.GetDeviceId(), d.GetStatus())
+		}
+	}
+	sites, err := f.ops.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sites.GetSites() {
+		want := map[string]int32{"site-a": 1, "site-b": 0}[s.GetName()]
+		if s.GetHealthWarningCount() != want {
+			t.Errorf("site %s: health_warning_count %d, want %d", s.GetName(), s.GetHealthWarningCount(), want)
+		}
+	}
+}
