@@ -257,7 +257,7 @@ func (df *deviceFilters) register(cmd *cobra.Command, a *app) {
 // stands for.
 var impairmentValues = map[string][]ironlinkv1.ImpairmentState{
 	"quarantined": {ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED},
-	"released":    {ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED},
+	"released":    {ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED, ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED_UNOFFERED},
 	"none":        {ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED},
 }
 

@@ -119,6 +119,9 @@ func deviceStatus(d *ironlinkv1.Device) string {
 var impairmentWords = map[ironlinkv1.ImpairmentState]struct{ state, action string }{
 	ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED: {"quarantined", "quarantine"},
 	ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:    {"released", "release"},
+	// A release that left the trait absent: the device was not offered
+	// before its quarantine.
+	ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED_UNOFFERED: {"released (not offered)", "release"},
 }
 
 func impairmentName(s ironlinkv1.ImpairmentState) string { return impairmentWords[s].state }
