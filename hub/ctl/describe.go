@@ -151,6 +151,12 @@ func (a *app) printDeviceSummary(w io.Writer, r *ironlinkv1.GetDeviceResponse) {
 		}
 	}
 	field(w, "Quarantine", q)
+	for _, h := range r.GetQuarantineHolds() {
+		field(w, "Held by", fmt.Sprintf("%s (%s %s ago: %q)", h.GetHolder(), h.GetActor(), a.age(h.GetCreateTime()), h.GetReason()))
+	}
+	if p := r.GetReleasePlan(); p != nil {
+		field(w, "Release would", planLine(p))
+	}
 	if d.GetLastCommandError() != "" {
 		field(w, "Last command error", d.GetLastCommandError())
 	}

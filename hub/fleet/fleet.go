@@ -231,6 +231,9 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 	if err := s.explainDevice(ctx, d, resp); err != nil {
 		return nil, err
 	}
+	if err := s.addHolds(ctx, id, resp); err != nil {
+		return nil, err
+	}
 	return resp, nil
 }
 

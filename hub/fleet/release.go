@@ -88,6 +88,27 @@ func (s *Server) OfferDevice(ctx context.Context, req *ironlinkv1.OfferDeviceReq
 	return resp, nil
 }
 
+// addHolds adds device id's quarantine holds and what an operator's
+// release would do now to resp (GetDevice, not as of a past time).
+func (s *Server) addHolds(ctx context.Context, id string, resp *ironlinkv1.GetDeviceResponse) error {
+	hs, err := s.store.Holds(ctx, []string{id})
+	if err != nil {
+		return s.storeErr(err, "device", id)
+	}
+	for _, h := range hs[id] {
+		resp.QuarantineHolds = append(resp.QuarantineHolds, holdToProto(h))
+	}
+	if resp.GetDevice().GetDesiredImpairment() != ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED {
+		return nil
+	}
+	p, err := s.store.PlanRelease(ctx, id, store.HolderOperator, false)
+	if err != nil {
+		return s.storeErr(err, "device", id)
+	}
+	resp.ReleasePlan = releasePlanToProto(p)
+	return nil
+}
+
 func actionToProto(a store.Action) ironlinkv1.ImpairmentAction {
 	return wire.EnumFromName[ironlinkv1.ImpairmentAction](a, ironlinkv1.ImpairmentAction_value, "IMPAIRMENT_ACTION_")
 }
