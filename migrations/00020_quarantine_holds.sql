@@ -2,7 +2,7 @@
 
 -- Release restores (issue 25): a quarantine records what it took, release
 -- gives exactly that back, and several sources may hold one device.
--- docs/reference/statuses.md "Quarantine holds and release" describes it.
+-- docs/reference/api.md "Quarantine holds and release" describes it.
 
 -- A release of a device that was not offered before its quarantine: the
 -- quarantine ends and CUSTOM_CUSTOMER_READY is left as it is (absent).

@@ -435,9 +435,9 @@ func (a *app) fetchCommands(ctx context.Context, ids []string, site, device, req
 		age := a.age(cm.GetCreateTime())
 		l.items = append(l.items, item{
 			key: cm.GetCommandId(),
-			cells: []string{shortID(cm.GetCommandId()), dev, cm.GetSite(), actionName(cm.GetDesired()), commandStateName(cm.GetState()),
+			cells: []string{shortID(cm.GetCommandId()), dev, cm.GetSite(), commandAction(cm.GetAction(), cm.GetDesired()), commandStateName(cm.GetState()),
 				strconv.Itoa(int(cm.GetAttempts())), cm.GetActor(), truncate(cm.GetReason(), 40), truncate(cm.GetLastError(), 60), age},
-			wide: []string{cm.GetCommandId(), dev, cm.GetDeviceId(), cm.GetSite(), actionName(cm.GetDesired()), strconv.FormatInt(cm.GetGeneration(), 10),
+			wide: []string{cm.GetCommandId(), dev, cm.GetDeviceId(), cm.GetSite(), commandAction(cm.GetAction(), cm.GetDesired()), strconv.FormatInt(cm.GetGeneration(), 10),
 				commandStateName(cm.GetState()), strconv.Itoa(int(cm.GetAttempts())), cm.GetActor(), cm.GetSource(), cm.GetReason(), cm.GetLastError(), cm.GetResultDetail(), age},
 			name: cm.GetCommandId(), msg: cm, goneMarker: "(gone)",
 			sig: signature(cm.GetState(), cm.GetAttempts(), cm.GetLastError(), cm.GetResultDetail(), dev),

@@ -210,3 +210,14 @@ func plural(n int, one, many string) string {
 	}
 	return fmt.Sprintf("%d %s", n, many)
 }
+
+// commandAction is the ACTION word of a command or history entry: its
+// recorded action ("quarantine", "release", "release-all-holds",
+// "offer"), or for one recorded before actions were, the action that asks
+// for its desired state.
+func commandAction(a ironlinkv1.ImpairmentAction, desired ironlinkv1.ImpairmentState) string {
+	if n := wire.EnumName(a, "IMPAIRMENT_ACTION_"); n != "" {
+		return strings.ReplaceAll(strings.ToLower(n), "_", "-")
+	}
+	return actionName(desired)
+}

@@ -15,7 +15,7 @@ import (
 
 // Quarantine, release and offer of one device: the operators' quarantine
 // hold, the restoring release and the explicit offer (hub/store/holds.go;
-// docs/reference/statuses.md "Quarantine holds and release").
+// docs/reference/api.md "Quarantine holds and release").
 
 // impairmentCall validates the reason and the device of a quarantine,
 // release or offer and returns the device id and who asks.

@@ -14,7 +14,7 @@ import (
 )
 
 // Quarantine holds and the restoring release (issue 25; described in
-// docs/reference/statuses.md "Quarantine holds and release"). A device is
+// docs/reference/api.md "Quarantine holds and release"). A device is
 // quarantined while at least one source holds it: the operators (one hold
 // shared by every operator and API client, HolderOperator) or a policy
 // rule (PolicyHolder). The first hold records what the quarantine took

@@ -54,7 +54,11 @@ func TestReleaseRestoresSimulator(t *testing.T) {
 		n, p := traits(id)
 		offered[id] = n && p
 		harness.Eventually(t, 60*time.Second, func() error {
-			if st := getDevice(t, fc, id).GetDevice().GetStatus(); st != begin[id] {
+			r, err := fc.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: id})
+			if err != nil {
+				return err // not reported yet
+			}
+			if st := r.GetDevice().GetStatus(); st != begin[id] {
 				return fmt.Errorf("device %s is %v, want %v", id, st, begin[id])
 			}
 			return nil
