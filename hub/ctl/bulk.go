@@ -115,7 +115,10 @@ func parseSelector(s string) (*ironlinkv1.DeviceSelector, error) {
 // confirmation (unless --yes), and makes the bulk call with the count the
 // user saw (or --expected-count), so the hub refuses it if the fleet moved
 // in between; with wait it follows every command as for named devices.
-func (a *app) runBulk(ctx context.Context, quarantine bool, f *bulkFlags, reason string, wait bool, timeout time.Duration) error {
+//
+// A release (ro set) also prints how many devices each outcome has (what
+// the release gives back, which holds remain); --dry-run stops there.
+func (a *app) runBulk(ctx context.Context, quarantine bool, f *bulkFlags, ro *releaseOpts, reason string, wait bool, timeout time.Duration) error {
 	verb := "release"
 	if quarantine {
 		verb = "quarantine"
@@ -129,22 +132,34 @@ func (a *app) runBulk(ctx context.Context, quarantine bool, f *bulkFlags, reason
 		return err
 	}
 	cctx, cancel := c.call(ctx)
-	p, err := c.bulk.PreviewBulkImpairment(cctx, &ironlinkv1.PreviewBulkImpairmentRequest{Selector: sel})
+	p, err := c.bulk.PreviewBulkImpairment(cctx, &ironlinkv1.PreviewBulkImpairmentRequest{Selector: sel, AllHolds: !quarantine && ro.allHolds})
 	cancel()
 	if err != nil {
 		return c.explain(err)
 	}
 	n := a.printPreview(p, f.selector)
+	if !quarantine {
+		fmt.Fprintln(a.opts.Stdout, "the release would do:")
+		a.countLines(p.GetReleaseCounts())
+		if ro.dryRun {
+			fmt.Fprintln(a.opts.Stderr, "dry run: nothing was changed")
+			return nil
+		}
+	}
 	expected, err := a.confirmBulk(f, n, verb)
 	if err != nil {
 		return err
 	}
-	reqID, cmds, err := sendBulk(ctx, c, quarantine, &bulkRequest{sel, reason, int32(expected)})
+	reqID, cmds, counts, err := sendBulk(ctx, c, quarantine, &bulkRequest{sel, reason, int32(expected), !quarantine && ro.allHolds})
 	if err != nil {
 		return err
 	}
 	devs := commandDevices(p, cmds)
 	fmt.Fprintf(a.opts.Stdout, "request %s: %s requested for %d devices\n", reqID, verb, len(cmds))
+	a.countLines(counts)
+	if len(cmds) == 0 {
+		return nil
+	}
 	if !wait {
 		fmt.Fprintf(a.opts.Stderr, "the sites apply it shortly: list the request's commands with `ironlink get commands --request-id %s --limit 0`, or use --wait\n", reqID)
 		return nil
@@ -202,25 +217,26 @@ type bulkRequest struct {
 	sel      *ironlinkv1.DeviceSelector
 	reason   string
 	expected int32
+	allHolds bool
 }
 
 // sendBulk sends the bulk quarantine (or release) r and returns its
-// request id and commands.
-func sendBulk(ctx context.Context, c *client, quarantine bool, r *bulkRequest) (string, []*ironlinkv1.OperatorCommand, error) {
+// request id, commands and, for a release, the devices per outcome.
+func sendBulk(ctx context.Context, c *client, quarantine bool, r *bulkRequest) (string, []*ironlinkv1.OperatorCommand, []*ironlinkv1.ReleaseOutcomeCount, error) {
 	cctx, cancel := c.call(ctx)
 	defer cancel()
 	if quarantine {
 		resp, err := c.bulk.BulkQuarantine(cctx, &ironlinkv1.BulkQuarantineRequest{Selector: r.sel, Reason: r.reason, ExpectedCount: r.expected})
 		if err != nil {
-			return "", nil, c.explain(err)
+			return "", nil, nil, c.explain(err)
 		}
-		return resp.GetRequestId(), resp.GetCommands(), nil
+		return resp.GetRequestId(), resp.GetCommands(), nil, nil
 	}
-	resp, err := c.bulk.BulkRelease(cctx, &ironlinkv1.BulkReleaseRequest{Selector: r.sel, Reason: r.reason, ExpectedCount: r.expected})
+	resp, err := c.bulk.BulkRelease(cctx, &ironlinkv1.BulkReleaseRequest{Selector: r.sel, Reason: r.reason, ExpectedCount: r.expected, AllHolds: r.allHolds})
 	if err != nil {
-		return "", nil, c.explain(err)
+		return "", nil, nil, c.explain(err)
 	}
-	return resp.GetRequestId(), resp.GetCommands(), nil
+	return resp.GetRequestId(), resp.GetCommands(), resp.GetCounts(), nil
 }
 
 // commandDevices returns the device of each command, named as the

@@ -151,6 +151,12 @@ func (a *app) printDeviceSummary(w io.Writer, r *ironlinkv1.GetDeviceResponse) {
 		}
 	}
 	field(w, "Quarantine", q)
+	for _, h := range r.GetQuarantineHolds() {
+		field(w, "Held by", fmt.Sprintf("%s (%s %s ago: %q)", h.GetHolder(), h.GetActor(), a.age(h.GetCreateTime()), h.GetReason()))
+	}
+	if p := r.GetReleasePlan(); p != nil {
+		field(w, "Release would", planLine(p))
+	}
 	if d.GetLastCommandError() != "" {
 		field(w, "Last command error", d.GetLastCommandError())
 	}
@@ -215,7 +221,7 @@ func (a *app) printDeviceHistory(w io.Writer, d *ironlinkv1.Device, r *ironlinkv
 	} else {
 		t = newTable(w, "  ", "AGE", "ACTION", "GEN", "ACTOR", "SOURCE", "REASON")
 		for _, h := range r.GetImpairmentHistory() {
-			t.row(a.age(h.GetChangeTime()), actionName(h.GetDesired()), strconv.FormatInt(h.GetGeneration(), 10), h.GetActor(), h.GetSource(), h.GetReason())
+			t.row(a.age(h.GetChangeTime()), commandAction(h.GetAction(), h.GetDesired()), strconv.FormatInt(h.GetGeneration(), 10), h.GetActor(), h.GetSource(), h.GetReason())
 		}
 		t.flush()
 	}
@@ -234,7 +240,7 @@ func (a *app) printRecentCommands(w io.Writer, cmds []*ironlinkv1.OperatorComman
 	}
 	t := newTable(w, "  ", "AGE", "ID", "ACTION", "STATE", "ATTEMPTS", "ERROR")
 	for _, c := range cmds {
-		t.row(a.age(c.GetCreateTime()), c.GetCommandId(), actionName(c.GetDesired()), commandStateName(c.GetState()), strconv.Itoa(int(c.GetAttempts())), truncate(c.GetLastError(), 80))
+		t.row(a.age(c.GetCreateTime()), c.GetCommandId(), commandAction(c.GetAction(), c.GetDesired()), commandStateName(c.GetState()), strconv.Itoa(int(c.GetAttempts())), truncate(c.GetLastError(), 80))
 	}
 	t.flush()
 }
@@ -349,7 +355,7 @@ func (a *app) describeSite(ctx context.Context, s *ironlinkv1.Site) error {
 		if dev == "" {
 			dev = cm.GetDeviceId()
 		}
-		t.row(a.age(cm.GetCreateTime()), cm.GetCommandId(), dev, actionName(cm.GetDesired()), commandStateName(cm.GetState()), truncate(cm.GetLastError(), 80))
+		t.row(a.age(cm.GetCreateTime()), cm.GetCommandId(), dev, commandAction(cm.GetAction(), cm.GetDesired()), commandStateName(cm.GetState()), truncate(cm.GetLastError(), 80))
 	}
 	t.flush()
 	return nil

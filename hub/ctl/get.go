@@ -257,7 +257,7 @@ func (df *deviceFilters) register(cmd *cobra.Command, a *app) {
 // stands for.
 var impairmentValues = map[string][]ironlinkv1.ImpairmentState{
 	"quarantined": {ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED},
-	"released":    {ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED},
+	"released":    {ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED, ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED_UNOFFERED},
 	"none":        {ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED},
 }
 
@@ -435,9 +435,9 @@ func (a *app) fetchCommands(ctx context.Context, ids []string, site, device, req
 		age := a.age(cm.GetCreateTime())
 		l.items = append(l.items, item{
 			key: cm.GetCommandId(),
-			cells: []string{shortID(cm.GetCommandId()), dev, cm.GetSite(), actionName(cm.GetDesired()), commandStateName(cm.GetState()),
+			cells: []string{shortID(cm.GetCommandId()), dev, cm.GetSite(), commandAction(cm.GetAction(), cm.GetDesired()), commandStateName(cm.GetState()),
 				strconv.Itoa(int(cm.GetAttempts())), cm.GetActor(), truncate(cm.GetReason(), 40), truncate(cm.GetLastError(), 60), age},
-			wide: []string{cm.GetCommandId(), dev, cm.GetDeviceId(), cm.GetSite(), actionName(cm.GetDesired()), strconv.FormatInt(cm.GetGeneration(), 10),
+			wide: []string{cm.GetCommandId(), dev, cm.GetDeviceId(), cm.GetSite(), commandAction(cm.GetAction(), cm.GetDesired()), strconv.FormatInt(cm.GetGeneration(), 10),
 				commandStateName(cm.GetState()), strconv.Itoa(int(cm.GetAttempts())), cm.GetActor(), cm.GetSource(), cm.GetReason(), cm.GetLastError(), cm.GetResultDetail(), age},
 			name: cm.GetCommandId(), msg: cm, goneMarker: "(gone)",
 			sig: signature(cm.GetState(), cm.GetAttempts(), cm.GetLastError(), cm.GetResultDetail(), dev),

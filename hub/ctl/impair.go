@@ -15,13 +15,20 @@ import (
 func (a *app) newImpairCommand(quarantine bool) *cobra.Command {
 	var reason, site string
 	var bf bulkFlags // --selector, --expected-count, --yes (bulk.go)
+	var ro releaseOpts
 	var wait bool
 	var timeout time.Duration
-	verb, doing, long := "release", "released", `Give devices back to customers: the hub records the desired state (who, why,
-when) and the site's satellite puts CUSTOM_CUSTOMER_READY back on the Ironic
-node and its Placement resource provider (even if the device never had it).`
-	example := `  ironlink release node-007 --reason "GPU replaced" --wait
-  ironlink release demo/node-007 demo/node-008 --reason "burn-in passed"`
+	verb, doing, long := "release", "released", `End the operators' quarantine of devices and give back exactly what it took:
+a device that was offered to customers before (CUSTOM_CUSTOMER_READY present)
+gets the trait back on its Ironic node and Placement resource provider; one
+that was not (HELD) stays not offered — `+"`ironlink offer`"+` offers it. A device
+that a policy rule holds too stays quarantined until the rule releases it (or
+--all-holds releases every hold, recorded as such). Each line says what the
+release does; --dry-run shows it without doing it.`
+	example := `  ironlink release node-007 --reason "GPU replaced" --dry-run
+  ironlink release node-007 --reason "GPU replaced" --wait
+  ironlink release demo/node-007 demo/node-008 --reason "burn-in passed"
+  ironlink release node-009 --all-holds --reason "policy rule misfired"`
 	if quarantine {
 		verb, doing, long = "quarantine", "quarantined", `Take devices away from customers: the hub records the desired state (who,
 why, when) at once — the device's status turns QUARANTINED unless a higher rule
@@ -53,7 +60,7 @@ SUPERSEDED, or (exit 7) when --timeout passes first.`,
 				return usageErrf("--timeout %s: want a positive duration", timeout)
 			}
 			if bf.selector != "" {
-				return a.runBulk(cmd.Context(), quarantine, &bf, reason, wait, timeout)
+				return a.runBulk(cmd.Context(), quarantine, &bf, &ro, reason, wait, timeout)
 			}
 			c, err := a.connect()
 			if err != nil {
@@ -63,6 +70,17 @@ SUPERSEDED, or (exit 7) when --timeout passes first.`,
 			devs, err := c.resolveDevices(ctx, args, site)
 			if err != nil {
 				return err
+			}
+			if !quarantine {
+				devs, cmds, err := a.releaseDevices(ctx, c, devs, &ro, reason)
+				if err != nil || len(cmds) == 0 || ro.dryRun {
+					return err
+				}
+				if !wait {
+					fmt.Fprintf(a.opts.Stderr, "the site applies it shortly: follow with `ironlink get commands --device %s` or use --wait\n", qualifiedName(devs[0]))
+					return nil
+				}
+				return a.waitCommands(ctx, c, devs, cmds, timeout)
 			}
 			var cmds []*ironlinkv1.OperatorCommand
 			for _, d := range devs {
@@ -89,6 +107,9 @@ SUPERSEDED, or (exit 7) when --timeout passes first.`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long --wait waits")
 	_ = cmd.RegisterFlagCompletionFunc("site", a.completeSites)
 	bf.register(cmd, verb)
+	if !quarantine {
+		ro.register(cmd)
+	}
 	return cmd
 }
 
@@ -107,14 +128,11 @@ func commandIDs(cmds []*ironlinkv1.OperatorCommand) string {
 	return strings.Join(ids, ", ")
 }
 
-func (a *app) impair(ctx context.Context, c *client, d *ironlinkv1.Device, quarantine bool, reason string) (*ironlinkv1.OperatorCommand, error) {
+// impair quarantines d (release.go releases and offers).
+func (a *app) impair(ctx context.Context, c *client, d *ironlinkv1.Device, _ bool, reason string) (*ironlinkv1.OperatorCommand, error) {
 	cctx, cancel := c.call(ctx)
 	defer cancel()
-	if quarantine {
-		r, err := c.fleet.QuarantineDevice(cctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: d.GetDeviceId(), Reason: reason})
-		return r.GetCommand(), c.explain(err)
-	}
-	r, err := c.fleet.ReleaseDevice(cctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: d.GetDeviceId(), Reason: reason})
+	r, err := c.fleet.QuarantineDevice(cctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: d.GetDeviceId(), Reason: reason})
 	return r.GetCommand(), c.explain(err)
 }
 

@@ -123,6 +123,9 @@ func deviceStatus(d *ironlinkv1.Device) string {
 var impairmentWords = map[ironlinkv1.ImpairmentState]struct{ state, action string }{
 	ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED: {"quarantined", "quarantine"},
 	ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:    {"released", "release"},
+	// A release that left the trait absent: the device was not offered
+	// before its quarantine.
+	ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED_UNOFFERED: {"released (not offered)", "release"},
 }
 
 func impairmentName(s ironlinkv1.ImpairmentState) string { return impairmentWords[s].state }
@@ -210,4 +213,15 @@ func plural(n int, one, many string) string {
 		return fmt.Sprintf("%d %s", n, one)
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// commandAction is the ACTION word of a command or history entry: its
+// recorded action ("quarantine", "release", "release-all-holds",
+// "offer"), or for one recorded before actions were, the action that asks
+// for its desired state.
+func commandAction(a ironlinkv1.ImpairmentAction, desired ironlinkv1.ImpairmentState) string {
+	if n := wire.EnumName(a, "IMPAIRMENT_ACTION_"); n != "" {
+		return strings.ReplaceAll(strings.ToLower(n), "_", "-")
+	}
+	return actionName(desired)
 }

@@ -158,7 +158,7 @@ at more than one site, or by UUID.
 	_ = root.RegisterFlagCompletionFunc("context", a.completeContexts)
 
 	root.AddCommand(a.newGetCommand(), a.newDescribeCommand(),
-		a.newImpairCommand(true), a.newImpairCommand(false), a.newConfigCommand(), a.newOpCommand(),
+		a.newImpairCommand(true), a.newImpairCommand(false), a.newOfferCommand(), a.newConfigCommand(), a.newOpCommand(),
 		a.newResolveCommand(true), a.newResolveCommand(false), a.newWatchCommand())
 	return root, a
 }

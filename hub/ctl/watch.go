@@ -191,7 +191,7 @@ func (a *app) eventLine(e *ironlinkv1.FleetEvent) string {
 		if cs.GetPreviousState() != ironlinkv1.CommandState_COMMAND_STATE_UNSPECIFIED {
 			change = commandStateName(cs.GetPreviousState()) + " -> " + commandStateName(cm.GetState())
 		}
-		line := fmt.Sprintf("%s  command  %s/%s  %s %s gen %d %s (attempt %d) by %s: %q", at, cm.GetSite(), name, actionName(cm.GetDesired()),
+		line := fmt.Sprintf("%s  command  %s/%s  %s %s gen %d %s (attempt %d) by %s: %q", at, cm.GetSite(), name, commandAction(cm.GetAction(), cm.GetDesired()),
 			shortID(cm.GetCommandId()), cm.GetGeneration(), change, cm.GetAttempts(), cm.GetActor(), cm.GetReason())
 		if cm.GetLastError() != "" {
 			line += "; error: " + truncate(cm.GetLastError(), 100)

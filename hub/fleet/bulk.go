@@ -129,61 +129,73 @@ func (b bulkServer) PreviewBulkImpairment(ctx context.Context, req *ironlinkv1.P
 	for _, m := range ms {
 		resp.Devices = append(resp.Devices, &ironlinkv1.BulkMatch{DeviceId: m.ID, Site: m.Site, Name: m.Name, Status: statusToProto(m.Status)})
 	}
+	if n > 0 && n <= store.MaxBulkDevices {
+		plans, err := s.store.PlanBulkRelease(ctx, sel, store.HolderOperator, req.GetAllHolds())
+		if err != nil {
+			return nil, s.storeErr(err, "", "")
+		}
+		resp.ReleaseCounts = releaseCountsToProto(store.CountReleasePlans(plans))
+	}
 	return resp, nil
 }
 
 // bulkImpair validates a bulk call and runs it in the store.
-func (s *Server) bulkImpair(ctx context.Context, selector *ironlinkv1.DeviceSelector, reason string, expected int32, desired store.Impairment) (string, []*ironlinkv1.OperatorCommand, error) {
+// req carries the desired state and, for a release, the holds it releases;
+// it returns the recorded request (with the release plans).
+func (s *Server) bulkImpair(ctx context.Context, selector *ironlinkv1.DeviceSelector, reason string, expected int32, req store.BulkRequest) (store.BulkRequest, []*ironlinkv1.OperatorCommand, error) {
+	desired := req.Desired
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
-		return "", nil, grpcerr.InvalidArgument("reason", grpcerr.ReasonRequired, "reason is required: say why (it is kept in every device's quarantine history)")
+		return store.BulkRequest{}, nil, grpcerr.InvalidArgument("reason", grpcerr.ReasonRequired, "reason is required: say why (it is kept in every device's quarantine history)")
 	}
 	if err := textcheck.Text("reason", reason, MaxReasonBytes); err != nil {
-		return "", nil, grpcerr.FromCheck(err)
+		return store.BulkRequest{}, nil, grpcerr.FromCheck(err)
 	}
 	if expected < 1 {
-		return "", nil, grpcerr.InvalidArgument("expected_count", grpcerr.ReasonRequired,
+		return store.BulkRequest{}, nil, grpcerr.InvalidArgument("expected_count", grpcerr.ReasonRequired,
 			fmt.Sprintf("expected_count %d: give the count PreviewBulkImpairment returned (at least 1)", expected))
 	}
 	sel, text, err := s.bulkSelector(ctx, "selector", selector)
 	if err != nil {
-		return "", nil, err
+		return store.BulkRequest{}, nil, err
 	}
 	actor := s.actor(ctx)
-	r, cmds, err := s.store.BulkSetDesiredImpairment(ctx, sel, int(expected),
-		store.BulkRequest{Desired: desired, Selector: text, Actor: actor, Reason: reason, Source: SourceBulk})
+	req.Selector, req.Actor, req.Reason, req.Source = text, actor, reason, SourceBulk
+	r, cmds, err := s.store.BulkSetDesiredImpairment(ctx, sel, int(expected), req)
 	var mismatch *store.CountMismatchError
 	switch {
 	case errors.As(err, &mismatch):
 		s.log.Warn("bulk impairment refused: count mismatch", "selector", text, "expected", mismatch.Expected, "matched", mismatch.Matched, "actor", actor)
-		return "", nil, grpcerr.FromBulk(err, text)
+		return store.BulkRequest{}, nil, grpcerr.FromBulk(err, text)
 	case errors.Is(err, store.ErrTooManyDevices):
-		return "", nil, grpcerr.FromBulk(err, text)
+		return store.BulkRequest{}, nil, grpcerr.FromBulk(err, text)
 	case err != nil:
-		return "", nil, s.storeErr(err, "", "")
+		return store.BulkRequest{}, nil, s.storeErr(err, "", "")
 	}
 	s.log.Info("bulk impairment requested", "request_id", r.ID, "desired", desired, "selector", text, "devices", len(cmds), "actor", actor, "reason", reason)
 	out := make([]*ironlinkv1.OperatorCommand, len(cmds))
 	for i, c := range cmds {
 		out[i] = commandToProto(c)
 	}
-	return r.ID, out, nil
+	return r, out, nil
 }
 
 // BulkQuarantine implements BulkService.BulkQuarantine.
 func (b bulkServer) BulkQuarantine(ctx context.Context, req *ironlinkv1.BulkQuarantineRequest) (*ironlinkv1.BulkQuarantineResponse, error) {
-	id, cmds, err := b.s.bulkImpair(ctx, req.GetSelector(), req.GetReason(), req.GetExpectedCount(), store.ImpairmentQuarantined)
+	r, cmds, err := b.s.bulkImpair(ctx, req.GetSelector(), req.GetReason(), req.GetExpectedCount(), store.BulkRequest{Desired: store.ImpairmentQuarantined})
 	if err != nil {
 		return nil, err
 	}
-	return &ironlinkv1.BulkQuarantineResponse{RequestId: id, Commands: cmds}, nil
+	return &ironlinkv1.BulkQuarantineResponse{RequestId: r.ID, Commands: cmds}, nil
 }
 
-// BulkRelease implements BulkService.BulkRelease.
+// BulkRelease implements BulkService.BulkRelease: the operators' hold (or
+// every hold) of each matched device, as ReleaseDevice does.
 func (b bulkServer) BulkRelease(ctx context.Context, req *ironlinkv1.BulkReleaseRequest) (*ironlinkv1.BulkReleaseResponse, error) {
-	id, cmds, err := b.s.bulkImpair(ctx, req.GetSelector(), req.GetReason(), req.GetExpectedCount(), store.ImpairmentReleased)
+	r, cmds, err := b.s.bulkImpair(ctx, req.GetSelector(), req.GetReason(), req.GetExpectedCount(),
+		store.BulkRequest{Desired: store.ImpairmentReleased, Holder: store.HolderOperator, AllHolds: req.GetAllHolds()})
 	if err != nil {
 		return nil, err
 	}
-	return &ironlinkv1.BulkReleaseResponse{RequestId: id, Commands: cmds}, nil
+	return &ironlinkv1.BulkReleaseResponse{RequestId: r.ID, Commands: cmds, Counts: releaseCountsToProto(store.CountReleasePlans(r.Plans))}, nil
 }

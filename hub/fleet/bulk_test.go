@@ -201,7 +201,10 @@ func TestBulkImpairmentBySelector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.GetRequestId() == q.GetRequestId() || len(r.GetCommands()) != 2 || r.GetCommands()[0].GetDesired() != ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED {
+	// These FAULTED devices were not offered (CustomerReady not True) when
+	// quarantined: the release leaves them not offered, and says so.
+	if r.GetRequestId() == q.GetRequestId() || len(r.GetCommands()) != 2 || r.GetCommands()[0].GetDesired() != ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED_UNOFFERED ||
+		len(r.GetCounts()) != 1 || r.GetCounts()[0].GetOutcome() != ironlinkv1.ReleaseOutcome_RELEASE_OUTCOME_RESTORED_NOT_OFFERED || r.GetCounts()[0].GetCount() != 2 {
 		t.Fatalf("bulk release %v", r)
 	}
 

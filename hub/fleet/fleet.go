@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -170,6 +169,8 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 			f.Impairments = append(f.Impairments, store.ImpairmentQuarantined)
 		case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:
 			f.Impairments = append(f.Impairments, store.ImpairmentReleased)
+		case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED_UNOFFERED:
+			f.Impairments = append(f.Impairments, store.ImpairmentReleasedUnoffered)
 		case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_UNSPECIFIED:
 			f.Impairments = append(f.Impairments, store.ImpairmentNone)
 		default:
@@ -234,6 +235,9 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 	if err := s.explainDevice(ctx, d, resp); err != nil {
 		return nil, err
 	}
+	if err := s.addHolds(ctx, id, resp); err != nil {
+		return nil, err
+	}
 	return resp, nil
 }
 
@@ -284,49 +288,6 @@ func (s *Server) readDevice(ctx context.Context, req *ironlinkv1.GetDeviceReques
 		return deviceRead{}, s.storeErr(err, "device", id)
 	}
 	return deviceRead{id: id, limit: limit, dev: d, resp: deviceResponse(d, sh, ih)}, nil
-}
-
-func (s *Server) setImpairment(ctx context.Context, ref deviceRef, reason string, desired store.Impairment) (*ironlinkv1.OperatorCommand, error) {
-	reason = strings.TrimSpace(reason)
-	if reason == "" {
-		return nil, grpcerr.InvalidArgument("reason", grpcerr.ReasonRequired, "reason is required: say why (it is kept in the device's quarantine history)")
-	}
-	if err := textcheck.Text("reason", reason, MaxReasonBytes); err != nil {
-		return nil, grpcerr.FromCheck(err)
-	}
-	id, err := s.resolveDevice(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.checkDevice(ctx, callerScope(ctx), id); err != nil {
-		return nil, err
-	}
-	actor := s.actor(ctx)
-	cmd, err := s.store.SetDesiredImpairment(ctx, id, desired, actor, reason, SourceOperatorAPI)
-	if err != nil {
-		return nil, s.storeErr(err, "device", id)
-	}
-	s.log.Info("impairment requested", "device_id", id, "desired", desired, "generation", cmd.Generation,
-		"actor", actor, "reason", reason, "command_id", cmd.ID)
-	return commandToProto(cmd), nil
-}
-
-// QuarantineDevice implements FleetService.QuarantineDevice.
-func (s *Server) QuarantineDevice(ctx context.Context, req *ironlinkv1.QuarantineDeviceRequest) (*ironlinkv1.QuarantineDeviceResponse, error) {
-	c, err := s.setImpairment(ctx, deviceRef{req.GetDeviceId(), req.GetDeviceName(), req.GetSite()}, req.GetReason(), store.ImpairmentQuarantined)
-	if err != nil {
-		return nil, err
-	}
-	return &ironlinkv1.QuarantineDeviceResponse{Command: c}, nil
-}
-
-// ReleaseDevice implements FleetService.ReleaseDevice.
-func (s *Server) ReleaseDevice(ctx context.Context, req *ironlinkv1.ReleaseDeviceRequest) (*ironlinkv1.ReleaseDeviceResponse, error) {
-	c, err := s.setImpairment(ctx, deviceRef{req.GetDeviceId(), req.GetDeviceName(), req.GetSite()}, req.GetReason(), store.ImpairmentReleased)
-	if err != nil {
-		return nil, err
-	}
-	return &ironlinkv1.ReleaseDeviceResponse{Command: c}, nil
 }
 
 // GetCommand implements FleetService.GetCommand.
@@ -514,6 +475,7 @@ func commandToProto(c store.Command) *ironlinkv1.OperatorCommand {
 		Actor: c.Actor, Reason: c.Reason, Source: c.Source, Attempts: int32(c.Attempts), LastError: c.LastError,
 		ResultDetail: c.ResultDetail, CreateTime: timestamppb.New(c.CreatedAt), UpdateTime: timestamppb.New(c.UpdatedAt),
 		FailureClass: failureClassToProto(c.FailureClass), FailureReason: c.FailureReason,
+		Action: actionToProto(c.Action), Holder: c.Holder,
 	}
 	if c.CompletedAt != nil {
 		p.CompleteTime = timestamppb.New(*c.CompletedAt)
@@ -532,7 +494,8 @@ func deviceResponse(d store.Device, sh []store.StatusChange, ih []store.Impairme
 	for _, c := range ih {
 		resp.ImpairmentHistory = append(resp.ImpairmentHistory, &ironlinkv1.ImpairmentChange{
 			Desired: impairmentToProto(c.Desired), Generation: c.Generation, Actor: c.Actor, Reason: c.Reason,
-			Source: c.Source, ChangeTime: timestamppb.New(c.ChangedAt), CommandId: c.CommandID})
+			Source: c.Source, ChangeTime: timestamppb.New(c.ChangedAt), CommandId: c.CommandID,
+			Action: actionToProto(c.Action), Holder: c.Holder})
 	}
 	return resp
 }

@@ -31,6 +31,8 @@ import (
 //	store.ErrMismatch                    InvalidArgument, IDS_MISMATCH (the store's message)
 //	store.ErrFenced                      Aborted, LINK_SUPERSEDED ("… reconnect")
 //	store.ErrNotRetryable                FailedPrecondition, COMMAND_NOT_FAILED (the store's message)
+//	store.ErrHeldByOthers                FailedPrecondition, HELD_BY_OTHERS (the store's message)
+//	store.ErrQuarantined                 FailedPrecondition, QUARANTINED (the store's message)
 //	store.ErrOperationActive             FailedPrecondition, OPERATION_ACTIVE (the store's message + ": wait for it to finish or cancel it")
 //	store.ErrOperationFinished           FailedPrecondition, OPERATION_FINISHED (the store's message)
 //	store.ErrNotCancellable              FailedPrecondition, NOT_ABORTABLE (the message of err, which
@@ -73,6 +75,10 @@ func FromStore(err error) error {
 		return LinkSuperseded()
 	case errors.Is(err, store.ErrNotRetryable):
 		return newStatus(codes.FailedPrecondition, ReasonNotRetryable, err.Error())
+	case errors.Is(err, store.ErrHeldByOthers):
+		return newStatus(codes.FailedPrecondition, ReasonHeldByOthers, err.Error())
+	case errors.Is(err, store.ErrQuarantined):
+		return newStatus(codes.FailedPrecondition, ReasonQuarantined, err.Error())
 	case errors.Is(err, store.ErrOperationActive):
 		return newStatus(codes.FailedPrecondition, ReasonOperationActive, err.Error()+": wait for it to finish or cancel it")
 	case errors.Is(err, store.ErrOperationFinished):

@@ -32,6 +32,8 @@ func TestStoreErrorsMapToTheirStatus(t *testing.T) {
 		{wrap(store.ErrMismatch), codes.InvalidArgument, grpcerr.ReasonMismatch, ""},
 		{wrap(store.ErrFenced), codes.Aborted, grpcerr.ReasonLinkSuperseded, "reconnect"},
 		{wrap(store.ErrNotRetryable), codes.FailedPrecondition, grpcerr.ReasonNotRetryable, ""},
+		{wrap(store.ErrHeldByOthers), codes.FailedPrecondition, grpcerr.ReasonHeldByOthers, ""},
+		{wrap(store.ErrQuarantined), codes.FailedPrecondition, grpcerr.ReasonQuarantined, ""},
 		{wrap(store.ErrOperationActive), codes.FailedPrecondition, grpcerr.ReasonOperationActive, ": wait for it to finish or cancel it"},
 		{wrap(store.ErrOperationFinished), codes.FailedPrecondition, grpcerr.ReasonOperationFinished, ""},
 		{wrap(store.ErrNotCancellable), codes.FailedPrecondition, grpcerr.ReasonNotAbortable, ""},

@@ -55,6 +55,11 @@ const (
 	ReasonDatabaseUnavailable = "DATABASE_UNAVAILABLE"
 	// ReasonNotRetryable: RetryCommand named a command that is not FAILED.
 	ReasonNotRetryable = "COMMAND_NOT_FAILED"
+	// ReasonHeldByOthers: a release by a caller that holds no quarantine of
+	// the device while other sources (policy rules) do.
+	ReasonHeldByOthers = "HELD_BY_OTHERS"
+	// ReasonQuarantined: an offer of a device that is quarantined.
+	ReasonQuarantined = "QUARANTINED"
 	// ReasonReplicaDraining: the replica is shutting down (Unavailable);
 	// reconnect, the load balancer picks another.
 	ReasonReplicaDraining = "REPLICA_DRAINING"

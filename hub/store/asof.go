@@ -212,7 +212,7 @@ func (s *Store) StatusHistoryAsOf(ctx context.Context, id string, asOf time.Time
 // ImpairmentHistoryAsOf is ImpairmentHistory limited to the entries
 // changed at or before asOf, newest first.
 func (s *Store) ImpairmentHistoryAsOf(ctx context.Context, id string, asOf time.Time, limit int) ([]ImpairmentChange, error) {
-	rows, err := s.pool.Query(ctx, `SELECT desired, generation, actor, reason, source, command_id::text, changed_at
+	rows, err := s.pool.Query(ctx, `SELECT desired, generation, actor, reason, source, command_id::text, changed_at, action, holder
 		FROM impairment_history WHERE device_id = $1 AND changed_at <= $3 ORDER BY changed_at DESC, id DESC LIMIT $2`, id, limit, asOf)
 	if err != nil {
 		return nil, fmt.Errorf("impairment history of %s: %w", id, err)
@@ -237,9 +237,9 @@ func collectStatusChanges(rows pgx.Rows, id string) ([]StatusChange, error) {
 func collectImpairmentChanges(rows pgx.Rows, id string) ([]ImpairmentChange, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ImpairmentChange, error) {
 		var c ImpairmentChange
-		var desired string
-		err := r.Scan(&desired, &c.Generation, &c.Actor, &c.Reason, &c.Source, &c.CommandID, &c.ChangedAt)
-		c.Desired = Impairment(desired)
+		var desired, action string
+		err := r.Scan(&desired, &c.Generation, &c.Actor, &c.Reason, &c.Source, &c.CommandID, &c.ChangedAt, &action, &c.Holder)
+		c.Desired, c.Action = Impairment(desired), Action(action)
 		return c, err
 	})
 	if err != nil {

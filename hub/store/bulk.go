@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,6 +52,13 @@ type BulkRequest struct {
 	Actor, Reason, Source string
 	DeviceCount           int
 	CreatedAt             time.Time
+	// Holder and AllHolds: for a release, the hold it releases, or every
+	// hold (see Release); a quarantine adds HolderFor(Source).
+	Holder   string
+	AllHolds bool
+	// Plans: for a release, what it did to each matched device, in device
+	// order (devices it left alone included); set on return.
+	Plans []ReleasePlan
 }
 
 // ErrCountMismatch: a bulk call's expected count differs from what the
@@ -133,6 +141,10 @@ func scanMatch(r pgx.CollectableRow) (BulkMatch, error) {
 // generation, older open commands SUPERSEDED, a PENDING command, the
 // impairment history with req's actor, reason and source, the status
 // re-derived, the site notified), each command carrying the request id.
+// A release (req.Desired RELEASED) releases req.Holder's hold, or every
+// hold with req.AllHolds, of each device as Release does: a device it
+// leaves as it is (not quarantined, held by others only) gets no command,
+// and req.Plans says what happened to each.
 // Nothing is written on error. It returns the recorded request and the
 // commands in device order.
 func (s *Store) BulkSetDesiredImpairment(ctx context.Context, sel DeviceSelector, expected int, req BulkRequest) (BulkRequest, []Command, error) {
@@ -162,10 +174,22 @@ func (s *Store) BulkSetDesiredImpairment(ctx context.Context, sel DeviceSelector
 			return fmt.Errorf("record bulk request: %w", err)
 		}
 		ids := make([]string, 0, len(ms))
+		req.Plans = nil
+		act := ImpairmentAction{Actor: req.Actor, Reason: req.Reason, Source: req.Source}
 		for _, m := range ms {
-			cmd, err := s.setDesiredTx(ctx, tx, m.ID, req.Desired, req.Actor, req.Reason, req.Source)
+			var cmd Command
+			if req.Desired == ImpairmentQuarantined {
+				cmd, err = s.quarantineTx(ctx, tx, m.ID, HolderFor(req.Source, ""), act)
+			} else {
+				var p ReleasePlan
+				p, cmd, err = s.releaseTx(ctx, tx, m.ID, req.Holder, req.AllHolds, act, false)
+				req.Plans = append(req.Plans, p)
+			}
 			if err != nil {
 				return err
+			}
+			if cmd.ID == "" {
+				continue // nothing to release
 			}
 			out = append(out, cmd)
 			ids = append(ids, cmd.ID)
@@ -180,6 +204,70 @@ func (s *Store) BulkSetDesiredImpairment(ctx context.Context, sel DeviceSelector
 	}
 	req.DeviceCount = len(out)
 	return req, out, nil
+}
+
+// ReleaseCount is how many devices of a bulk release get one outcome
+// (with, for STILL_HELD and HELD_BY_OTHERS, the same remaining holders).
+type ReleaseCount struct {
+	Outcome ReleaseOutcome
+	// Holders are the remaining holds' holders, sorted; empty for the
+	// other outcomes.
+	Holders []string
+	Count   int
+}
+
+// CountReleasePlans groups plans by outcome and remaining holders, in
+// first-seen order.
+func CountReleasePlans(plans []ReleasePlan) []ReleaseCount {
+	var out []ReleaseCount
+	idx := map[string]int{}
+	for _, p := range plans {
+		var hs []string
+		for _, h := range p.Remaining {
+			hs = append(hs, h.Holder)
+		}
+		key := string(p.Outcome) + "\x00" + strings.Join(hs, "\x00")
+		i, ok := idx[key]
+		if !ok {
+			i = len(out)
+			idx[key] = i
+			out = append(out, ReleaseCount{Outcome: p.Outcome, Holders: hs})
+		}
+		out[i].Count++
+	}
+	return out
+}
+
+// PlanBulkRelease is what a bulk release of the devices sel matches by
+// holder (all: of every hold) would do now: each device's plan in site,
+// name and id order, at most MaxBulkDevices (ErrTooManyDevices beyond).
+// Read-only.
+func (s *Store) PlanBulkRelease(ctx context.Context, sel DeviceSelector, holder string, all bool) ([]ReleasePlan, error) {
+	var plans []ReleasePlan
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		plans = nil
+		rows, err := tx.Query(ctx, `SELECT d.id::text, d.site, d.name, d.status`+bulkMatchSQL+
+			` ORDER BY d.site, d.name, d.id LIMIT $7`, append(sel.args(), MaxBulkDevices+1)...)
+		if err != nil {
+			return fmt.Errorf("list matching devices: %w", err)
+		}
+		ms, err := pgx.CollectRows(rows, scanMatch)
+		if err != nil {
+			return fmt.Errorf("list matching devices: %w", err)
+		}
+		if len(ms) > MaxBulkDevices {
+			return fmt.Errorf("more than %d devices: %w", MaxBulkDevices, ErrTooManyDevices)
+		}
+		for _, m := range ms {
+			p, err := planRelease(ctx, tx, m.ID, holder, all, false)
+			if err != nil {
+				return err
+			}
+			plans = append(plans, p)
+		}
+		return nil
+	})
+	return plans, err
 }
 
 // GetBulkRequest returns the bulk request id. Errors: ErrNotFound.

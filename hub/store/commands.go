@@ -18,14 +18,37 @@ import (
 // context of ctx (Command.TraceParent, TraceState) for its delivery.
 //
 // Errors: ErrNotFound when the device does not exist (nothing is written).
+//
+// It is the raw form of Quarantine, Release and Offer (holds.go), kept for
+// tools and tests: QUARANTINED adds the hold HolderFor(source) as
+// Quarantine does; RELEASED releases every hold as Release with all=true
+// does (giving back what the quarantine took, so the desired state may
+// become RELEASED_UNOFFERED), or offers the device as Offer does when it
+// holds no quarantine.
 func (s *Store) SetDesiredImpairment(ctx context.Context, deviceID string, desired Impairment, actor, reason, source string) (Command, error) {
 	var cmd Command
 	err := s.inTxOn(ctx, s.commandPool(), func(tx pgx.Tx) (err error) {
-		cmd, err = s.setDesiredTx(ctx, tx, deviceID, desired, actor, reason, source)
-		return err
+		a := ImpairmentAction{Actor: actor, Reason: reason, Source: source}
+		switch desired {
+		case ImpairmentQuarantined:
+			cmd, err = s.quarantineTx(ctx, tx, deviceID, HolderFor(source, ""), a)
+			return err
+		case ImpairmentReleased:
+			var p ReleasePlan
+			p, cmd, err = s.releaseTx(ctx, tx, deviceID, "", true, a, false)
+			if err == nil && p.Outcome == ReleaseNotQuarantined {
+				cmd, err = s.setDesiredTx(ctx, tx, deviceID, ImpairmentReleased, a.with(ActionOffer, ""))
+			}
+			return err
+		}
+		return fmt.Errorf("desired state %q: %w", desired, ErrInvalidImpairment)
 	})
 	return cmd, err
 }
+
+// ErrInvalidImpairment: a desired state SetDesiredImpairment does not set
+// (only QUARANTINED and RELEASED); nothing was written.
+var ErrInvalidImpairment = errors.New("desired state must be QUARANTINED or RELEASED")
 
 // ErrNotRetryable: RetryCommand was asked to retry a command that is not
 // FAILED (pending, sent, succeeded or superseded); nothing was written.
@@ -61,14 +84,24 @@ func (s *Store) RetryCommand(ctx context.Context, id, actor, reason, source stri
 		if state != string(CommandFailed) {
 			return fmt.Errorf("command %s is %s: %w", id, state, ErrNotRetryable)
 		}
-		cmd, err = s.setDesiredTx(ctx, tx, deviceID, Impairment(desired), actor, reason, source)
+		var action, holder string
+		if err := tx.QueryRow(ctx, `SELECT action, holder FROM commands WHERE id = $1`, id).Scan(&action, &holder); err != nil {
+			return fmt.Errorf("load command %s: %w", id, err)
+		}
+		cmd, err = s.setDesiredTx(ctx, tx, deviceID, Impairment(desired),
+			ImpairmentAction{Action: Action(action), Holder: holder, Actor: actor, Reason: reason, Source: source})
 		return err
 	})
 	return cmd, err
 }
 
-// setDesiredTx is SetDesiredImpairment inside tx.
-func (s *Store) setDesiredTx(ctx context.Context, tx pgx.Tx, deviceID string, desired Impairment, actor, reason, source string) (Command, error) {
+// setDesiredTx sets device deviceID's desired state inside tx: the next
+// generation, older open commands SUPERSEDED, a PENDING command and an
+// impairment history entry with a's action, holder, actor, reason and
+// source, the status re-derived, the site notified. It does not touch the
+// holds (holds.go does). Errors: ErrNotFound.
+func (s *Store) setDesiredTx(ctx context.Context, tx pgx.Tx, deviceID string, desired Impairment, a ImpairmentAction) (Command, error) {
+	actor, reason, source := a.Actor, a.Reason, a.Source
 	var site string
 	var gen int64
 	err := tx.QueryRow(ctx, `
@@ -90,16 +123,17 @@ func (s *Store) setDesiredTx(ctx context.Context, tx pgx.Tx, deviceID string, de
 	tc := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, tc)
 	row := tx.QueryRow(ctx, `
-		INSERT INTO commands (device_id, site, generation, desired, actor, reason, source, traceparent, tracestate)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-		RETURNING `+commandColumns, deviceID, site, gen, string(desired), actor, reason, source, tc.Get("traceparent"), tc.Get("tracestate"))
+		INSERT INTO commands (device_id, site, generation, desired, actor, reason, source, traceparent, tracestate, action, holder)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		RETURNING `+commandColumns, deviceID, site, gen, string(desired), actor, reason, source, tc.Get("traceparent"), tc.Get("tracestate"),
+		string(a.Action), a.Holder)
 	cmd, err := scanCommand(row)
 	if err != nil {
 		return Command{}, fmt.Errorf("insert command: %w", err)
 	}
 	_, err = tx.Exec(ctx, `
-		INSERT INTO impairment_history (device_id, desired, generation, actor, reason, source, command_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, deviceID, string(desired), gen, actor, reason, source, cmd.ID)
+		INSERT INTO impairment_history (device_id, desired, generation, actor, reason, source, command_id, action, holder)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, deviceID, string(desired), gen, actor, reason, source, cmd.ID, string(a.Action), a.Holder)
 	if err != nil {
 		return Command{}, fmt.Errorf("append impairment history: %w", err)
 	}
@@ -118,18 +152,18 @@ func (s *Store) setDesiredTx(ctx context.Context, tx pgx.Tx, deviceID string, de
 
 const commandColumns = `id::text, device_id::text, site, generation, desired, state, actor, reason, source,
 	attempts, last_error, result_detail, created_at, updated_at, completed_at, failure_class, failure_reason,
-	traceparent, tracestate`
+	traceparent, tracestate, action, holder`
 
 const commandColumnsC = `c.id::text, c.device_id::text, c.site, c.generation, c.desired, c.state, c.actor, c.reason, c.source,
 	c.attempts, c.last_error, c.result_detail, c.created_at, c.updated_at, c.completed_at, c.failure_class, c.failure_reason,
-	c.traceparent, c.tracestate`
+	c.traceparent, c.tracestate, c.action, c.holder`
 
 func scanCommand(r pgx.Row) (Command, error) {
 	var c Command
-	var desired, state, class string
+	var desired, state, class, action string
 	err := r.Scan(&c.ID, &c.DeviceID, &c.Site, &c.Generation, &desired, &state, &c.Actor, &c.Reason, &c.Source,
 		&c.Attempts, &c.LastError, &c.ResultDetail, &c.CreatedAt, &c.UpdatedAt, &c.CompletedAt, &class, &c.FailureReason,
-		&c.TraceParent, &c.TraceState)
-	c.Desired, c.State, c.FailureClass = Impairment(desired), CommandState(state), FailureClass(class)
+		&c.TraceParent, &c.TraceState, &action, &c.Holder)
+	c.Desired, c.State, c.FailureClass, c.Action = Impairment(desired), CommandState(state), FailureClass(class), Action(action)
 	return c, err
 }

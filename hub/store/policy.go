@@ -222,8 +222,7 @@ func (s *Store) RecordPolicyDecision(ctx context.Context, d PolicyDecision) (out
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		out, recorded = d, false
 		var desired string
-		var gen int64
-		err := tx.QueryRow(ctx, `SELECT desired_impairment, desired_generation FROM devices WHERE id = $1 FOR UPDATE`, d.DeviceID).Scan(&desired, &gen)
+		err := tx.QueryRow(ctx, `SELECT desired_impairment FROM devices WHERE id = $1 FOR UPDATE`, d.DeviceID).Scan(&desired)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("device %s: %w", d.DeviceID, ErrNotFound)
 		}
@@ -233,8 +232,16 @@ func (s *Store) RecordPolicyDecision(ctx context.Context, d PolicyDecision) (out
 		switch {
 		case d.Kind == DecisionKindQuarantine && d.Action == "QUARANTINE" && desired == string(ImpairmentQuarantined):
 			out.Action, out.Reason, out.Detail, out.Trips = "SKIP", "AlreadyQuarantined", "quarantined meanwhile", false
-		case d.Kind == DecisionKindRelease && d.Action == "RELEASE" && (desired != string(ImpairmentQuarantined) || gen != d.TriggerID):
-			out.Action, out.Reason, out.Detail = "SKIP", "QuarantineSuperseded", "the policy's quarantine is no longer in force"
+		case d.Kind == DecisionKindRelease && d.Action == "RELEASE":
+			// The rule's own hold, added by the quarantine this releases.
+			var held bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM quarantine_holds WHERE device_id = $1 AND holder = $2 AND generation = $3)`,
+				d.DeviceID, PolicyHolder(d.Rule), d.TriggerID).Scan(&held); err != nil {
+				return fmt.Errorf("policy hold of %s: %w", d.DeviceID, err)
+			}
+			if desired != string(ImpairmentQuarantined) || !held {
+				out.Action, out.Reason, out.Detail = "SKIP", "QuarantineSuperseded", "the policy's quarantine is no longer in force"
+			}
 		}
 		var since any
 		if !out.Cause.LastTransitionTime.IsZero() {
@@ -262,14 +269,22 @@ func (s *Store) RecordPolicyDecision(ctx context.Context, d PolicyDecision) (out
 		}
 		switch out.Action {
 		case "QUARANTINE", "RELEASE":
-			imp, verb := ImpairmentQuarantined, "quarantine"
+			// The rule's own hold: a release ends the quarantine only when
+			// no other source holds the device (holds.go).
+			a := ImpairmentAction{Actor: ActorPolicy, Reason: fmt.Sprintf("policy rule %s: %s (decision %d)", out.Rule, out.Detail, out.ID), Source: SourcePolicy}
+			var cmd Command
+			verb := "quarantine"
 			if out.Action == "RELEASE" {
-				imp, verb = ImpairmentReleased, "release"
+				verb = "release"
+				_, cmd, err = s.releaseTx(ctx, tx, out.DeviceID, PolicyHolder(out.Rule), false, a, false)
+			} else {
+				cmd, err = s.quarantineTx(ctx, tx, out.DeviceID, PolicyHolder(out.Rule), a)
 			}
-			reason := fmt.Sprintf("policy rule %s: %s (decision %d)", out.Rule, out.Detail, out.ID)
-			cmd, err := s.setDesiredTx(ctx, tx, out.DeviceID, imp, ActorPolicy, reason, SourcePolicy)
 			if err != nil {
 				return fmt.Errorf("policy %s: %w", verb, err)
+			}
+			if cmd.ID == "" {
+				return nil
 			}
 			out.CommandID = cmd.ID
 			if _, err := tx.Exec(ctx, `UPDATE policy_decisions SET command_id = $2 WHERE id = $1`, out.ID, cmd.ID); err != nil {
@@ -346,21 +361,20 @@ type PolicyQuarantine struct {
 	SiteStale            bool
 }
 
-// PolicyQuarantines returns the devices whose desired state is a policy
-// quarantine (latest impairment change with source SourcePolicy, from a
-// decision or an approved pending action) without a RELEASE decision for
-// its generation.
+// PolicyQuarantines returns the policy rules' quarantine holds (holds.go:
+// one per device and rule, from a decision or an approved pending action)
+// without a RELEASE decision for the generation that added them; a device
+// an operator holds too is listed, and the rule's release leaves it
+// quarantined.
 func (s *Store) PolicyQuarantines(ctx context.Context) ([]PolicyQuarantine, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT d.id::text, d.site, COALESCE(pd.rule, pa.rule, ''), d.desired_generation, d.status, d.status_changed_at, s.stale
+		SELECT d.id::text, d.site, substr(h.holder, 8), h.generation, d.status, d.status_changed_at, s.stale
 		FROM devices d
 		JOIN sites s ON s.name = d.site
-		JOIN commands c ON c.device_id = d.id AND c.generation = d.desired_generation AND c.source = 'policy'
-		LEFT JOIN policy_decisions pd ON pd.command_id = c.id
-		LEFT JOIN policy_pending_actions pa ON pa.command_id = c.id
+		JOIN quarantine_holds h ON h.device_id = d.id AND h.holder LIKE 'policy:%'
 		WHERE d.desired_impairment = 'QUARANTINED' AND NOT d.removed
-			AND NOT EXISTS (SELECT 1 FROM policy_decisions r WHERE r.device_id = d.id AND r.kind = 'RELEASE' AND r.trigger_id = d.desired_generation)
-		ORDER BY d.site, d.id`)
+			AND NOT EXISTS (SELECT 1 FROM policy_decisions r WHERE r.device_id = d.id AND r.kind = 'RELEASE' AND r.trigger_id = h.generation)
+		ORDER BY d.site, d.id, h.holder`)
 	if err != nil {
 		return nil, fmt.Errorf("policy quarantines: %w", err)
 	}

@@ -246,7 +246,7 @@ func (s *Store) ResolvePendingActions(ctx context.Context, ids []int64, approve 
 				}
 				if desired != string(ImpairmentQuarantined) {
 					why := fmt.Sprintf("approved pending action %d (policy rule %s, %s): %s", x.id, x.rule, x.why, reason)
-					cmd, err := s.setDesiredTx(ctx, tx, x.dev, ImpairmentQuarantined, actor, why, SourcePolicy)
+					cmd, err := s.quarantineTx(ctx, tx, x.dev, PolicyHolder(x.rule), ImpairmentAction{Actor: actor, Reason: why, Source: SourcePolicy})
 					if err != nil {
 						return err
 					}

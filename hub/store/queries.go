@@ -206,7 +206,7 @@ func (s *Store) StatusHistory(ctx context.Context, id string, limit int) ([]Stat
 
 // ImpairmentHistory returns up to limit quarantine/release entries of a device, newest first.
 func (s *Store) ImpairmentHistory(ctx context.Context, id string, limit int) ([]ImpairmentChange, error) {
-	rows, err := s.pool.Query(ctx, `SELECT desired, generation, actor, reason, source, command_id::text, changed_at
+	rows, err := s.pool.Query(ctx, `SELECT desired, generation, actor, reason, source, command_id::text, changed_at, action, holder
 		FROM impairment_history WHERE device_id = $1 ORDER BY id DESC LIMIT $2`, id, limit)
 	if err != nil {
 		return nil, fmt.Errorf("impairment history of %s: %w", id, err)

@@ -48,13 +48,20 @@ type LinkOperations interface {
 	RecordOperationProgress(ctx context.Context, site string, p OperationProgress) (ProgressResult, error)
 }
 
-// Commands is the operator's side of commands (commands.go, bulk.go,
-// queries.go): quarantine and release one device or many, retry, read.
+// Commands is the operator's side of commands (commands.go, holds.go,
+// bulk.go, queries.go): quarantine, release and offer one device or many,
+// their holds and release plans, retry, read.
 type Commands interface {
 	SetDesiredImpairment(ctx context.Context, deviceID string, desired Impairment, actor, reason, source string) (Command, error)
 	RetryCommand(ctx context.Context, id, actor, reason, source string) (Command, error)
 	MatchDevices(ctx context.Context, sel DeviceSelector, limit int) ([]BulkMatch, int, error)
 	BulkSetDesiredImpairment(ctx context.Context, sel DeviceSelector, expected int, req BulkRequest) (BulkRequest, []Command, error)
+	Quarantine(ctx context.Context, deviceID, holder string, a ImpairmentAction) (Command, error)
+	Release(ctx context.Context, deviceID, holder string, all bool, a ImpairmentAction, validateOnly bool) (ReleasePlan, Command, error)
+	PlanRelease(ctx context.Context, deviceID, holder string, all bool) (ReleasePlan, error)
+	PlanBulkRelease(ctx context.Context, sel DeviceSelector, holder string, all bool) ([]ReleasePlan, error)
+	Offer(ctx context.Context, deviceID string, a ImpairmentAction, validateOnly bool) (Command, error)
+	Holds(ctx context.Context, ids []string) (map[string][]QuarantineHold, error)
 	GetCommand(ctx context.Context, id string) (Command, error)
 	ListCommands(ctx context.Context, f CommandFilter) ([]Command, bool, error)
 }

@@ -8,14 +8,17 @@ import (
 )
 
 // Impairment is a device's desired customer-readiness gate as stored:
-// "NONE" (never touched), "QUARANTINED" or "RELEASED".
+// "NONE" (never touched), "QUARANTINED" (CUSTOM_CUSTOMER_READY absent),
+// "RELEASED" (present: offered) or "RELEASED_UNOFFERED" (a quarantine
+// ended on a device not offered before it: the trait is left alone).
 type Impairment string
 
 // Desired impairment states.
 const (
-	ImpairmentNone        Impairment = "NONE"
-	ImpairmentQuarantined Impairment = "QUARANTINED"
-	ImpairmentReleased    Impairment = "RELEASED"
+	ImpairmentNone              Impairment = "NONE"
+	ImpairmentQuarantined       Impairment = "QUARANTINED"
+	ImpairmentReleased          Impairment = "RELEASED"
+	ImpairmentReleasedUnoffered Impairment = "RELEASED_UNOFFERED"
 )
 
 // CommandState is a command's life-cycle state as stored.
@@ -214,6 +217,10 @@ type StatusChange struct {
 
 // ImpairmentChange is one quarantine/release history entry.
 type ImpairmentChange struct {
+	// Action and Holder: what the entry did (holds.go); "" for entries
+	// written before they were recorded.
+	Action     Action
+	Holder     string
 	Desired    Impairment
 	Generation int64
 	Actor      string
@@ -251,6 +258,11 @@ type Command struct {
 	// no valid span context (tracing off, an untraced caller).
 	TraceParent string
 	TraceState  string
+	// Action is what the command did (QUARANTINE, RELEASE,
+	// RELEASE_ALL_HOLDS, OFFER; "" before it was recorded) and Holder the
+	// quarantine hold it added or released ("" for the others).
+	Action Action
+	Holder string
 }
 
 // Site is a site as operators see it.

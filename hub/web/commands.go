@@ -56,6 +56,10 @@ func (s *Server) impair(desired store.Impairment) func(http.ResponseWriter, *htt
 			s.apiFail(w, r, err)
 			return
 		}
+		if cmd == nil { // a release of a device that is not quarantined: nothing written
+			http.Redirect(w, r, "/devices/"+url.PathEscape(devID), http.StatusSeeOther)
+			return
+		}
 		s.log.Info("fleet view: impairment requested", "client_id", id.ClientID, "device_id", cmd.GetDeviceId(),
 			"desired", desired, "command_id", cmd.GetCommandId(), "via", id.Via)
 		if isFragment(r) {

@@ -61,6 +61,7 @@ var MethodScopes = map[string]string{
 
 	"/ironlink.v1.FleetService/QuarantineDevice": ScopeOperationsWrite,
 	"/ironlink.v1.FleetService/ReleaseDevice":    ScopeOperationsWrite,
+	"/ironlink.v1.FleetService/OfferDevice":      ScopeOperationsWrite,
 	"/ironlink.v1.FleetService/RetryCommand":     ScopeOperationsWrite,
 
 	// Operations (hub/operations): the node lifecycle at a site.

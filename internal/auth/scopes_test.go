@@ -75,6 +75,7 @@ func TestMethodScopesExpected(t *testing.T) {
 		"/ironlink.v1.FleetService/ListSites":        ScopeOperationsRead,
 		"/ironlink.v1.FleetService/QuarantineDevice": ScopeOperationsWrite,
 		"/ironlink.v1.FleetService/ReleaseDevice":    ScopeOperationsWrite,
+		"/ironlink.v1.FleetService/OfferDevice":      ScopeOperationsWrite,
 
 		"/ironlink.v1.OperationService/GetOperation":    ScopeOperationsRead,
 		"/ironlink.v1.OperationService/ListOperations":  ScopeOperationsRead,

@@ -235,13 +235,17 @@ func (a *Agent) countStats(fn func(*Stats)) {
 // only a difference between an applied state and OpenStack is drift.
 type desired struct {
 	quarantined bool
-	generation  int64
-	applied     bool
+	// leftAlone: a release of a device not offered before its quarantine
+	// (IMPAIRMENT_STATE_RELEASED_UNOFFERED): the trait is not written and
+	// not converged, as for a device never commanded.
+	leftAlone  bool
+	generation int64
+	applied    bool
 }
 
 // same reports whether d and o are the same desired state.
 func (d desired) same(o desired) bool {
-	return d.quarantined == o.quarantined && d.generation == o.generation
+	return d.quarantined == o.quarantined && d.leftAlone == o.leftAlone && d.generation == o.generation
 }
 
 // Stats are counters for logs and tests.

@@ -22,13 +22,15 @@ import (
 // returns the result. It implements link.CommandHandler.
 func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *ironlinkv1.CommandResult {
 	res := &ironlinkv1.CommandResult{CommandId: cmd.GetCommandId(), DeviceId: cmd.GetDeviceId(), Generation: cmd.GetGeneration()}
-	var quarantine bool
+	var quarantine, leaveAlone bool
 	switch cmd.GetDesired() {
 	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:
 		quarantine = true
 	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED:
+	case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED_UNOFFERED:
+		leaveAlone = true
 	default:
-		res.Error = fmt.Sprintf("desired state %v is not QUARANTINED or RELEASED", cmd.GetDesired())
+		res.Error = fmt.Sprintf("desired state %v is not QUARANTINED, RELEASED or RELEASED_UNOFFERED", cmd.GetDesired())
 		setFailure(res, site.Failed("InvalidCommand", "%s", res.Error))
 		return res
 	}
@@ -49,7 +51,12 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.CommandTimeout)
 	defer cancel()
 	start := time.Now()
-	r, err := a.gate.Apply(ctx, cmd.GetDeviceId(), quarantine)
+	// A release of a device not offered before its quarantine leaves the
+	// trait as the quarantine left it (absent): nothing to write.
+	r, err := gate.Applied{Detail: "quarantine ended; " + ReadyTrait + " left as it is (the device was not offered before)"}, error(nil)
+	if !leaveAlone {
+		r, err = a.gate.Apply(ctx, cmd.GetDeviceId(), quarantine)
+	}
 	if err != nil {
 		res.Error = textcheck.SanitizeText(err.Error(), maxResultTextBytes)
 		f := gate.Classify(err)
@@ -60,7 +67,7 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	}
 	res.Success, res.Detail = true, textcheck.SanitizeText(r.Detail, maxResultTextBytes)
 	a.cmds.mu.Lock()
-	a.cmds.desired[cmd.GetDeviceId()] = desired{quarantined: quarantine, generation: cmd.GetGeneration(), applied: true}
+	a.cmds.desired[cmd.GetDeviceId()] = desired{quarantined: quarantine, leftAlone: leaveAlone, generation: cmd.GetGeneration(), applied: true}
 	a.cmds.mu.Unlock()
 	st := a.takeState()
 	if err := a.saveState(st); err != nil {
@@ -68,7 +75,7 @@ func (a *Agent) HandleCommand(ctx context.Context, cmd *ironlinkv1.Command) *iro
 	}
 	a.log.InfoContext(ctx, "command applied", "command_id", cmd.GetCommandId(), "device_id", cmd.GetDeviceId(),
 		"generation", cmd.GetGeneration(), "quarantine", quarantine, "detail", r.Detail, "took", time.Since(start).Round(time.Millisecond))
-	a.refreshNode(ctx, cmd.GetDeviceId(), quarantine)
+	a.refreshNode(ctx, cmd.GetDeviceId(), quarantine || leaveAlone) // left alone: the trait may not be defined
 	return res
 }
 

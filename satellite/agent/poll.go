@@ -95,10 +95,10 @@ func (a *Agent) Poll(ctx context.Context) error {
 
 // gateDiffersLocked reports whether node n's gate differs from the
 // impairment state last applied to it (see gateMatches); devices never
-// commanded are not judged. a.view.mu is held.
+// commanded, or whose trait a release left alone, are not judged. a.view.mu is held.
 func (a *Agent) gateDiffersLocked(n ironic.Node, pv conditions.PlacementView) bool {
 	d, ok := a.cmds.get(n.UUID)
-	if !ok || d.generation == 0 || n.Missing["traits"] {
+	if !ok || d.generation == 0 || d.leftAlone || n.Missing["traits"] {
 		return false
 	}
 	return !gateMatches(!d.quarantined, n.HasTrait(ReadyTrait), pv, a.placement != nil)

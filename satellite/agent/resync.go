@@ -122,22 +122,25 @@ func (a *Agent) learnDesired(s *ironlinkv1.DesiredStates) []resyncItem {
 	a.view.mu.Lock()
 	for _, d := range s.GetDevices() {
 		q := d.GetDesired() == ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED
-		if !q && d.GetDesired() != ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED {
+		alone := d.GetDesired() == ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED_UNOFFERED
+		if !q && !alone && d.GetDesired() != ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED {
 			continue
 		}
 		id := d.GetDeviceId()
-		next := desired{quarantined: q, generation: d.GetGeneration()}
+		next := desired{quarantined: q, leftAlone: alone, generation: d.GetGeneration()}
 		a.cmds.mu.Lock()
 		cur, had := a.cmds.desired[id]
 		if cur.generation > d.GetGeneration() {
 			a.cmds.mu.Unlock()
 			continue // a newer command was applied already; the hub will catch up
 		}
-		next.applied = cur.applied && cur.same(next)
+		next.applied = alone || (cur.applied && cur.same(next)) // nothing to write for a trait left alone
 		a.cmds.desired[id] = next
 		a.cmds.mu.Unlock()
 		if _, listed := a.view.facts[id]; listed {
-			todo = append(todo, resyncItem{id, q, d.GetGeneration(), next.applied})
+			if !alone {
+				todo = append(todo, resyncItem{id, q, d.GetGeneration(), next.applied})
+			}
 			if !had || !cur.same(next) {
 				// CustomerReady says whether the device is commanded: tell
 				// the hub now, not at the next poll.

@@ -45,6 +45,9 @@ type appliedDevice struct {
 	// satellite has not made OpenStack match it yet. Files written before
 	// this field existed hold applied states only.
 	Pending bool `json:"pending,omitempty"`
+	// LeftAlone: a release that leaves the trait alone
+	// (IMPAIRMENT_STATE_RELEASED_UNOFFERED).
+	LeftAlone bool `json:"left_alone,omitempty"`
 }
 
 // LoadState reads the applied generations and the orphan sweep's memory
@@ -60,7 +63,7 @@ func (a *Agent) LoadState() error {
 	a.orphans.mu.Lock()
 	defer a.orphans.mu.Unlock()
 	for id, d := range st.Devices {
-		a.cmds.desired[id] = desired{quarantined: d.Quarantined, generation: d.Generation, applied: !d.Pending}
+		a.cmds.desired[id] = desired{quarantined: d.Quarantined, leftAlone: d.LeftAlone, generation: d.Generation, applied: !d.Pending}
 	}
 	for _, o := range st.Orphans {
 		kind := ironlinkv1.InstanceMismatchKind(ironlinkv1.InstanceMismatchKind_value[o.Kind])
@@ -127,7 +130,7 @@ func (a *Agent) takeState() pendingState {
 	defer a.orphans.mu.Unlock()
 	st := appliedState{Devices: make(map[string]appliedDevice, len(a.cmds.desired))}
 	for id, d := range a.cmds.desired {
-		st.Devices[id] = appliedDevice{Quarantined: d.quarantined, Generation: d.generation, Pending: !d.applied}
+		st.Devices[id] = appliedDevice{Quarantined: d.quarantined, LeftAlone: d.leftAlone, Generation: d.generation, Pending: !d.applied}
 	}
 	reported := map[mismatchKey]bool{}
 	for node, ms := range a.orphans.mismatches {

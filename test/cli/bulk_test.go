@@ -78,9 +78,29 @@ func TestBulkCLI(t *testing.T) {
 		t.Fatalf("get commands --request-id: want %d lines\n%v", n, r)
 	}
 
+	// What a release would give back, counted per outcome; --dry-run stops there.
+	before = f.commandCount()
+	r = f.withStdin("", "release", "--selector", selector, "--dry-run", "--reason", "PDU back")
+	f.expect(r, 0, []string{fmt.Sprintf("%d devices match", n), "the release would do:", " → "}, []string{"dry run: nothing was changed"})
+	r = f.run("release", want[0], "--site", site, "--dry-run", "--reason", "PDU back")
+	f.expect(r, 0, []string{"would release: quarantine ends"}, nil)
+	// a quarantined device is not offered: release it first
+	r = f.run("offer", want[0], "--site", site, "--reason", "x")
+	f.expect(r, ctl.ExitRefused, nil, []string{"is quarantined (held by operator)"})
+	if got := f.commandCount(); got != before {
+		t.Fatalf("dry runs and a refused offer created %d commands", got-before)
+	}
+
 	r = f.withStdin("", "release", "--selector", selector, "--yes", "--wait", "--timeout", "90s", "--reason", "PDU back")
 	f.expect(r, 0, []string{fmt.Sprintf("release requested for %d devices", n), "SUCCEEDED"}, nil)
 	if got := strings.Count(r.stdout, "SUCCEEDED"); got < n {
 		t.Fatalf("%d SUCCEEDED lines, want %d\n%v", got, n, r)
+	}
+	// Nothing left to release: said, and nothing written.
+	before = f.commandCount()
+	r = f.run("release", want[0], "--site", site, "--reason", "again")
+	f.expect(r, 0, []string{"not quarantined: nothing to release"}, nil)
+	if got := f.commandCount(); got != before {
+		t.Fatalf("a release of a device not quarantined created %d commands", got-before)
 	}
 }

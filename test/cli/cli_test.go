@@ -610,7 +610,7 @@ func TestCLI(t *testing.T) {
 		f.sim.InjectFault(openstacksim.Fault{Service: openstacksim.ServiceBaremetal, Method: "PUT",
 			PathContains: f.nodes["node-009"] + "/traits", Status: 403, Times: -1})
 		defer f.sim.ClearFaults()
-		r := f.run("release", "node-009", "--reason", "offer it", "--wait", "--timeout", "60s")
+		r := f.run("offer", "node-009", "--reason", "offer it", "--wait", "--timeout", "60s")
 		f.expect(r, ctl.ExitCommandFailed, []string{"cli/node-009: FAILED after 1 attempt"}, []string{"1 command did not succeed", "403"})
 		f.expect(f.run("get", "devices", "node-009"), 0, []string{"released (failing)"}, nil)
 	})

@@ -184,7 +184,9 @@ func (x *BulkMatch) GetStatus() OperationalStatus {
 type PreviewBulkImpairmentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Which devices.
-	Selector      *DeviceSelector `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	Selector *DeviceSelector `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	// For release_counts: plan a release of every hold (BulkReleaseRequest.all_holds).
+	AllHolds      bool `protobuf:"varint,60,opt,name=all_holds,json=allHolds,proto3" json:"all_holds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -226,13 +228,24 @@ func (x *PreviewBulkImpairmentRequest) GetSelector() *DeviceSelector {
 	return nil
 }
 
+func (x *PreviewBulkImpairmentRequest) GetAllHolds() bool {
+	if x != nil {
+		return x.AllHolds
+	}
+	return false
+}
+
 // PreviewBulkImpairmentResponse is what a real call would act on now.
 type PreviewBulkImpairmentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Number of matching devices (pass it as expected_count).
 	Count int32 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
 	// The matching devices, at most 1000, in site and name order.
-	Devices       []*BulkMatch `protobuf:"bytes,2,rep,name=devices,proto3" json:"devices,omitempty"`
+	Devices []*BulkMatch `protobuf:"bytes,2,rep,name=devices,proto3" json:"devices,omitempty"`
+	// What a BulkRelease of them would do now: the number of devices per
+	// outcome (and remaining holders), in site and name order of first
+	// appearance.
+	ReleaseCounts []*ReleaseOutcomeCount `protobuf:"bytes,60,rep,name=release_counts,json=releaseCounts,proto3" json:"release_counts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -281,6 +294,78 @@ func (x *PreviewBulkImpairmentResponse) GetDevices() []*BulkMatch {
 	return nil
 }
 
+func (x *PreviewBulkImpairmentResponse) GetReleaseCounts() []*ReleaseOutcomeCount {
+	if x != nil {
+		return x.ReleaseCounts
+	}
+	return nil
+}
+
+// ReleaseOutcomeCount is how many devices of a bulk release get one
+// outcome.
+type ReleaseOutcomeCount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The outcome.
+	Outcome ReleaseOutcome `protobuf:"varint,1,opt,name=outcome,proto3,enum=ironlink.v1.ReleaseOutcome" json:"outcome,omitempty"`
+	// For STILL_HELD and HELD_BY_OTHERS: the holders that remain, sorted.
+	Holders []string `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"`
+	// Number of devices.
+	Count         int32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseOutcomeCount) Reset() {
+	*x = ReleaseOutcomeCount{}
+	mi := &file_ironlink_v1_bulk_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseOutcomeCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseOutcomeCount) ProtoMessage() {}
+
+func (x *ReleaseOutcomeCount) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_bulk_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseOutcomeCount.ProtoReflect.Descriptor instead.
+func (*ReleaseOutcomeCount) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_bulk_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReleaseOutcomeCount) GetOutcome() ReleaseOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return ReleaseOutcome_RELEASE_OUTCOME_UNSPECIFIED
+}
+
+func (x *ReleaseOutcomeCount) GetHolders() []string {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+func (x *ReleaseOutcomeCount) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 // BulkQuarantineRequest quarantines every device the selector matches.
 type BulkQuarantineRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -297,7 +382,7 @@ type BulkQuarantineRequest struct {
 
 func (x *BulkQuarantineRequest) Reset() {
 	*x = BulkQuarantineRequest{}
-	mi := &file_ironlink_v1_bulk_proto_msgTypes[4]
+	mi := &file_ironlink_v1_bulk_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -309,7 +394,7 @@ func (x *BulkQuarantineRequest) String() string {
 func (*BulkQuarantineRequest) ProtoMessage() {}
 
 func (x *BulkQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_bulk_proto_msgTypes[4]
+	mi := &file_ironlink_v1_bulk_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -322,7 +407,7 @@ func (x *BulkQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*BulkQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_bulk_proto_rawDescGZIP(), []int{4}
+	return file_ironlink_v1_bulk_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BulkQuarantineRequest) GetSelector() *DeviceSelector {
@@ -359,7 +444,7 @@ type BulkQuarantineResponse struct {
 
 func (x *BulkQuarantineResponse) Reset() {
 	*x = BulkQuarantineResponse{}
-	mi := &file_ironlink_v1_bulk_proto_msgTypes[5]
+	mi := &file_ironlink_v1_bulk_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +456,7 @@ func (x *BulkQuarantineResponse) String() string {
 func (*BulkQuarantineResponse) ProtoMessage() {}
 
 func (x *BulkQuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_bulk_proto_msgTypes[5]
+	mi := &file_ironlink_v1_bulk_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +469,7 @@ func (x *BulkQuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkQuarantineResponse.ProtoReflect.Descriptor instead.
 func (*BulkQuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_bulk_proto_rawDescGZIP(), []int{5}
+	return file_ironlink_v1_bulk_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BulkQuarantineResponse) GetRequestId() string {
@@ -408,15 +493,18 @@ type BulkReleaseRequest struct {
 	Selector *DeviceSelector `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
 	// Why; required, at most 1024 bytes; recorded for every device.
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	// As BulkQuarantineRequest.expected_count.
+	// As BulkQuarantineRequest.expected_count: the devices matched,
+	// whatever their outcome.
 	ExpectedCount int32 `protobuf:"varint,3,opt,name=expected_count,json=expectedCount,proto3" json:"expected_count,omitempty"`
+	// Release every hold of each device (as ReleaseDeviceRequest.all_holds).
+	AllHolds      bool `protobuf:"varint,60,opt,name=all_holds,json=allHolds,proto3" json:"all_holds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BulkReleaseRequest) Reset() {
 	*x = BulkReleaseRequest{}
-	mi := &file_ironlink_v1_bulk_proto_msgTypes[6]
+	mi := &file_ironlink_v1_bulk_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -428,7 +516,7 @@ func (x *BulkReleaseRequest) String() string {
 func (*BulkReleaseRequest) ProtoMessage() {}
 
 func (x *BulkReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_bulk_proto_msgTypes[6]
+	mi := &file_ironlink_v1_bulk_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -441,7 +529,7 @@ func (x *BulkReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkReleaseRequest.ProtoReflect.Descriptor instead.
 func (*BulkReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_bulk_proto_rawDescGZIP(), []int{6}
+	return file_ironlink_v1_bulk_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BulkReleaseRequest) GetSelector() *DeviceSelector {
@@ -465,20 +553,30 @@ func (x *BulkReleaseRequest) GetExpectedCount() int32 {
 	return 0
 }
 
+func (x *BulkReleaseRequest) GetAllHolds() bool {
+	if x != nil {
+		return x.AllHolds
+	}
+	return false
+}
+
 // BulkReleaseResponse returns the request id and its commands.
 type BulkReleaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id (UUID) shared by every command of this call.
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	// One PENDING command per device, in site and name order.
-	Commands      []*OperatorCommand `protobuf:"bytes,2,rep,name=commands,proto3" json:"commands,omitempty"`
+	// One PENDING command per device released (a device not quarantined, or
+	// held only by others, gets none), in site and name order.
+	Commands []*OperatorCommand `protobuf:"bytes,2,rep,name=commands,proto3" json:"commands,omitempty"`
+	// What the release did: devices per outcome, as the preview counts them.
+	Counts        []*ReleaseOutcomeCount `protobuf:"bytes,60,rep,name=counts,proto3" json:"counts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BulkReleaseResponse) Reset() {
 	*x = BulkReleaseResponse{}
-	mi := &file_ironlink_v1_bulk_proto_msgTypes[7]
+	mi := &file_ironlink_v1_bulk_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +588,7 @@ func (x *BulkReleaseResponse) String() string {
 func (*BulkReleaseResponse) ProtoMessage() {}
 
 func (x *BulkReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_bulk_proto_msgTypes[7]
+	mi := &file_ironlink_v1_bulk_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +601,7 @@ func (x *BulkReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkReleaseResponse.ProtoReflect.Descriptor instead.
 func (*BulkReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_bulk_proto_rawDescGZIP(), []int{7}
+	return file_ironlink_v1_bulk_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BulkReleaseResponse) GetRequestId() string {
@@ -516,6 +614,13 @@ func (x *BulkReleaseResponse) GetRequestId() string {
 func (x *BulkReleaseResponse) GetCommands() []*OperatorCommand {
 	if x != nil {
 		return x.Commands
+	}
+	return nil
+}
+
+func (x *BulkReleaseResponse) GetCounts() []*ReleaseOutcomeCount {
+	if x != nil {
+		return x.Counts
 	}
 	return nil
 }
@@ -535,12 +640,18 @@ const file_ironlink_v1_bulk_proto_rawDesc = "" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x126\n" +
-	"\x06status\x18\x04 \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x06status\"W\n" +
+	"\x06status\x18\x04 \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x06status\"t\n" +
 	"\x1cPreviewBulkImpairmentRequest\x127\n" +
-	"\bselector\x18\x01 \x01(\v2\x1b.ironlink.v1.DeviceSelectorR\bselector\"g\n" +
+	"\bselector\x18\x01 \x01(\v2\x1b.ironlink.v1.DeviceSelectorR\bselector\x12\x1b\n" +
+	"\tall_holds\x18< \x01(\bR\ballHolds\"\xb0\x01\n" +
 	"\x1dPreviewBulkImpairmentResponse\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\x120\n" +
-	"\adevices\x18\x02 \x03(\v2\x16.ironlink.v1.BulkMatchR\adevices\"\x8f\x01\n" +
+	"\adevices\x18\x02 \x03(\v2\x16.ironlink.v1.BulkMatchR\adevices\x12G\n" +
+	"\x0erelease_counts\x18< \x03(\v2 .ironlink.v1.ReleaseOutcomeCountR\rreleaseCounts\"|\n" +
+	"\x13ReleaseOutcomeCount\x125\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x1b.ironlink.v1.ReleaseOutcomeR\aoutcome\x12\x18\n" +
+	"\aholders\x18\x02 \x03(\tR\aholders\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\"\x8f\x01\n" +
 	"\x15BulkQuarantineRequest\x127\n" +
 	"\bselector\x18\x01 \x01(\v2\x1b.ironlink.v1.DeviceSelectorR\bselector\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12%\n" +
@@ -548,15 +659,17 @@ const file_ironlink_v1_bulk_proto_rawDesc = "" +
 	"\x16BulkQuarantineResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x128\n" +
-	"\bcommands\x18\x02 \x03(\v2\x1c.ironlink.v1.OperatorCommandR\bcommands\"\x8c\x01\n" +
+	"\bcommands\x18\x02 \x03(\v2\x1c.ironlink.v1.OperatorCommandR\bcommands\"\xa9\x01\n" +
 	"\x12BulkReleaseRequest\x127\n" +
 	"\bselector\x18\x01 \x01(\v2\x1b.ironlink.v1.DeviceSelectorR\bselector\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12%\n" +
-	"\x0eexpected_count\x18\x03 \x01(\x05R\rexpectedCount\"n\n" +
+	"\x0eexpected_count\x18\x03 \x01(\x05R\rexpectedCount\x12\x1b\n" +
+	"\tall_holds\x18< \x01(\bR\ballHolds\"\xa8\x01\n" +
 	"\x13BulkReleaseResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x128\n" +
-	"\bcommands\x18\x02 \x03(\v2\x1c.ironlink.v1.OperatorCommandR\bcommands2\xaa\x02\n" +
+	"\bcommands\x18\x02 \x03(\v2\x1c.ironlink.v1.OperatorCommandR\bcommands\x128\n" +
+	"\x06counts\x18< \x03(\v2 .ironlink.v1.ReleaseOutcomeCountR\x06counts2\xaa\x02\n" +
 	"\vBulkService\x12n\n" +
 	"\x15PreviewBulkImpairment\x12).ironlink.v1.PreviewBulkImpairmentRequest\x1a*.ironlink.v1.PreviewBulkImpairmentResponse\x12Y\n" +
 	"\x0eBulkQuarantine\x12\".ironlink.v1.BulkQuarantineRequest\x1a#.ironlink.v1.BulkQuarantineResponse\x12P\n" +
@@ -574,39 +687,44 @@ func file_ironlink_v1_bulk_proto_rawDescGZIP() []byte {
 	return file_ironlink_v1_bulk_proto_rawDescData
 }
 
-var file_ironlink_v1_bulk_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_ironlink_v1_bulk_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_ironlink_v1_bulk_proto_goTypes = []any{
 	(*DeviceSelector)(nil),                // 0: ironlink.v1.DeviceSelector
 	(*BulkMatch)(nil),                     // 1: ironlink.v1.BulkMatch
 	(*PreviewBulkImpairmentRequest)(nil),  // 2: ironlink.v1.PreviewBulkImpairmentRequest
 	(*PreviewBulkImpairmentResponse)(nil), // 3: ironlink.v1.PreviewBulkImpairmentResponse
-	(*BulkQuarantineRequest)(nil),         // 4: ironlink.v1.BulkQuarantineRequest
-	(*BulkQuarantineResponse)(nil),        // 5: ironlink.v1.BulkQuarantineResponse
-	(*BulkReleaseRequest)(nil),            // 6: ironlink.v1.BulkReleaseRequest
-	(*BulkReleaseResponse)(nil),           // 7: ironlink.v1.BulkReleaseResponse
-	(OperationalStatus)(0),                // 8: ironlink.v1.OperationalStatus
-	(*OperatorCommand)(nil),               // 9: ironlink.v1.OperatorCommand
+	(*ReleaseOutcomeCount)(nil),           // 4: ironlink.v1.ReleaseOutcomeCount
+	(*BulkQuarantineRequest)(nil),         // 5: ironlink.v1.BulkQuarantineRequest
+	(*BulkQuarantineResponse)(nil),        // 6: ironlink.v1.BulkQuarantineResponse
+	(*BulkReleaseRequest)(nil),            // 7: ironlink.v1.BulkReleaseRequest
+	(*BulkReleaseResponse)(nil),           // 8: ironlink.v1.BulkReleaseResponse
+	(OperationalStatus)(0),                // 9: ironlink.v1.OperationalStatus
+	(ReleaseOutcome)(0),                   // 10: ironlink.v1.ReleaseOutcome
+	(*OperatorCommand)(nil),               // 11: ironlink.v1.OperatorCommand
 }
 var file_ironlink_v1_bulk_proto_depIdxs = []int32{
-	8,  // 0: ironlink.v1.DeviceSelector.statuses:type_name -> ironlink.v1.OperationalStatus
-	8,  // 1: ironlink.v1.BulkMatch.status:type_name -> ironlink.v1.OperationalStatus
+	9,  // 0: ironlink.v1.DeviceSelector.statuses:type_name -> ironlink.v1.OperationalStatus
+	9,  // 1: ironlink.v1.BulkMatch.status:type_name -> ironlink.v1.OperationalStatus
 	0,  // 2: ironlink.v1.PreviewBulkImpairmentRequest.selector:type_name -> ironlink.v1.DeviceSelector
 	1,  // 3: ironlink.v1.PreviewBulkImpairmentResponse.devices:type_name -> ironlink.v1.BulkMatch
-	0,  // 4: ironlink.v1.BulkQuarantineRequest.selector:type_name -> ironlink.v1.DeviceSelector
-	9,  // 5: ironlink.v1.BulkQuarantineResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	0,  // 6: ironlink.v1.BulkReleaseRequest.selector:type_name -> ironlink.v1.DeviceSelector
-	9,  // 7: ironlink.v1.BulkReleaseResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	2,  // 8: ironlink.v1.BulkService.PreviewBulkImpairment:input_type -> ironlink.v1.PreviewBulkImpairmentRequest
-	4,  // 9: ironlink.v1.BulkService.BulkQuarantine:input_type -> ironlink.v1.BulkQuarantineRequest
-	6,  // 10: ironlink.v1.BulkService.BulkRelease:input_type -> ironlink.v1.BulkReleaseRequest
-	3,  // 11: ironlink.v1.BulkService.PreviewBulkImpairment:output_type -> ironlink.v1.PreviewBulkImpairmentResponse
-	5,  // 12: ironlink.v1.BulkService.BulkQuarantine:output_type -> ironlink.v1.BulkQuarantineResponse
-	7,  // 13: ironlink.v1.BulkService.BulkRelease:output_type -> ironlink.v1.BulkReleaseResponse
-	11, // [11:14] is the sub-list for method output_type
-	8,  // [8:11] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	4,  // 4: ironlink.v1.PreviewBulkImpairmentResponse.release_counts:type_name -> ironlink.v1.ReleaseOutcomeCount
+	10, // 5: ironlink.v1.ReleaseOutcomeCount.outcome:type_name -> ironlink.v1.ReleaseOutcome
+	0,  // 6: ironlink.v1.BulkQuarantineRequest.selector:type_name -> ironlink.v1.DeviceSelector
+	11, // 7: ironlink.v1.BulkQuarantineResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	0,  // 8: ironlink.v1.BulkReleaseRequest.selector:type_name -> ironlink.v1.DeviceSelector
+	11, // 9: ironlink.v1.BulkReleaseResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	4,  // 10: ironlink.v1.BulkReleaseResponse.counts:type_name -> ironlink.v1.ReleaseOutcomeCount
+	2,  // 11: ironlink.v1.BulkService.PreviewBulkImpairment:input_type -> ironlink.v1.PreviewBulkImpairmentRequest
+	5,  // 12: ironlink.v1.BulkService.BulkQuarantine:input_type -> ironlink.v1.BulkQuarantineRequest
+	7,  // 13: ironlink.v1.BulkService.BulkRelease:input_type -> ironlink.v1.BulkReleaseRequest
+	3,  // 14: ironlink.v1.BulkService.PreviewBulkImpairment:output_type -> ironlink.v1.PreviewBulkImpairmentResponse
+	6,  // 15: ironlink.v1.BulkService.BulkQuarantine:output_type -> ironlink.v1.BulkQuarantineResponse
+	8,  // 16: ironlink.v1.BulkService.BulkRelease:output_type -> ironlink.v1.BulkReleaseResponse
+	14, // [14:17] is the sub-list for method output_type
+	11, // [11:14] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_bulk_proto_init() }
@@ -621,7 +739,7 @@ func file_ironlink_v1_bulk_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_bulk_proto_rawDesc), len(file_ironlink_v1_bulk_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -113,6 +113,137 @@ func (OperationalStatus) EnumDescriptor() ([]byte, []int) {
 	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{0}
 }
 
+// ImpairmentAction is what a command or quarantine history entry did.
+type ImpairmentAction int32
+
+const (
+	// Recorded before actions were (or never returned).
+	ImpairmentAction_IMPAIRMENT_ACTION_UNSPECIFIED ImpairmentAction = 0
+	// A quarantine hold was added (or renewed): the device is quarantined.
+	ImpairmentAction_IMPAIRMENT_ACTION_QUARANTINE ImpairmentAction = 1
+	// One hold was released: the quarantine ended if it was the last.
+	ImpairmentAction_IMPAIRMENT_ACTION_RELEASE ImpairmentAction = 2
+	// Every hold was released at once, explicitly.
+	ImpairmentAction_IMPAIRMENT_ACTION_RELEASE_ALL_HOLDS ImpairmentAction = 3
+	// A device not quarantined was offered to customers.
+	ImpairmentAction_IMPAIRMENT_ACTION_OFFER ImpairmentAction = 4
+)
+
+// Enum value maps for ImpairmentAction.
+var (
+	ImpairmentAction_name = map[int32]string{
+		0: "IMPAIRMENT_ACTION_UNSPECIFIED",
+		1: "IMPAIRMENT_ACTION_QUARANTINE",
+		2: "IMPAIRMENT_ACTION_RELEASE",
+		3: "IMPAIRMENT_ACTION_RELEASE_ALL_HOLDS",
+		4: "IMPAIRMENT_ACTION_OFFER",
+	}
+	ImpairmentAction_value = map[string]int32{
+		"IMPAIRMENT_ACTION_UNSPECIFIED":       0,
+		"IMPAIRMENT_ACTION_QUARANTINE":        1,
+		"IMPAIRMENT_ACTION_RELEASE":           2,
+		"IMPAIRMENT_ACTION_RELEASE_ALL_HOLDS": 3,
+		"IMPAIRMENT_ACTION_OFFER":             4,
+	}
+)
+
+func (x ImpairmentAction) Enum() *ImpairmentAction {
+	p := new(ImpairmentAction)
+	*p = x
+	return p
+}
+
+func (x ImpairmentAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ImpairmentAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_ironlink_v1_fleet_proto_enumTypes[1].Descriptor()
+}
+
+func (ImpairmentAction) Type() protoreflect.EnumType {
+	return &file_ironlink_v1_fleet_proto_enumTypes[1]
+}
+
+func (x ImpairmentAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ImpairmentAction.Descriptor instead.
+func (ImpairmentAction) EnumDescriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{1}
+}
+
+// ReleaseOutcome is what a release does to one device.
+type ReleaseOutcome int32
+
+const (
+	// Never returned.
+	ReleaseOutcome_RELEASE_OUTCOME_UNSPECIFIED ReleaseOutcome = 0
+	// The last hold goes and the device was offered before its quarantine:
+	// CUSTOM_CUSTOMER_READY is restored (desired RELEASED).
+	ReleaseOutcome_RELEASE_OUTCOME_RESTORED_OFFERED ReleaseOutcome = 1
+	// The last hold goes and the device was not offered before (or that is
+	// not known): the trait stays absent (desired RELEASED_UNOFFERED), so a
+	// HELD device stays HELD. OfferDevice offers it.
+	ReleaseOutcome_RELEASE_OUTCOME_RESTORED_NOT_OFFERED ReleaseOutcome = 2
+	// The caller's hold goes; another remains (remaining_holds): the device
+	// stays quarantined.
+	ReleaseOutcome_RELEASE_OUTCOME_STILL_HELD ReleaseOutcome = 3
+	// Only other sources hold the device: nothing is released (all_holds
+	// releases them).
+	ReleaseOutcome_RELEASE_OUTCOME_HELD_BY_OTHERS ReleaseOutcome = 4
+	// The device holds no quarantine: nothing to release.
+	ReleaseOutcome_RELEASE_OUTCOME_NOT_QUARANTINED ReleaseOutcome = 5
+)
+
+// Enum value maps for ReleaseOutcome.
+var (
+	ReleaseOutcome_name = map[int32]string{
+		0: "RELEASE_OUTCOME_UNSPECIFIED",
+		1: "RELEASE_OUTCOME_RESTORED_OFFERED",
+		2: "RELEASE_OUTCOME_RESTORED_NOT_OFFERED",
+		3: "RELEASE_OUTCOME_STILL_HELD",
+		4: "RELEASE_OUTCOME_HELD_BY_OTHERS",
+		5: "RELEASE_OUTCOME_NOT_QUARANTINED",
+	}
+	ReleaseOutcome_value = map[string]int32{
+		"RELEASE_OUTCOME_UNSPECIFIED":          0,
+		"RELEASE_OUTCOME_RESTORED_OFFERED":     1,
+		"RELEASE_OUTCOME_RESTORED_NOT_OFFERED": 2,
+		"RELEASE_OUTCOME_STILL_HELD":           3,
+		"RELEASE_OUTCOME_HELD_BY_OTHERS":       4,
+		"RELEASE_OUTCOME_NOT_QUARANTINED":      5,
+	}
+)
+
+func (x ReleaseOutcome) Enum() *ReleaseOutcome {
+	p := new(ReleaseOutcome)
+	*p = x
+	return p
+}
+
+func (x ReleaseOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReleaseOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_ironlink_v1_fleet_proto_enumTypes[2].Descriptor()
+}
+
+func (ReleaseOutcome) Type() protoreflect.EnumType {
+	return &file_ironlink_v1_fleet_proto_enumTypes[2]
+}
+
+func (x ReleaseOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReleaseOutcome.Descriptor instead.
+func (ReleaseOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{2}
+}
+
 // CommandState is where a command is in its life.
 type CommandState int32
 
@@ -164,11 +295,11 @@ func (x CommandState) String() string {
 }
 
 func (CommandState) Descriptor() protoreflect.EnumDescriptor {
-	return file_ironlink_v1_fleet_proto_enumTypes[1].Descriptor()
+	return file_ironlink_v1_fleet_proto_enumTypes[3].Descriptor()
 }
 
 func (CommandState) Type() protoreflect.EnumType {
-	return &file_ironlink_v1_fleet_proto_enumTypes[1]
+	return &file_ironlink_v1_fleet_proto_enumTypes[3]
 }
 
 func (x CommandState) Number() protoreflect.EnumNumber {
@@ -177,7 +308,7 @@ func (x CommandState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CommandState.Descriptor instead.
 func (CommandState) EnumDescriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{1}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{3}
 }
 
 // LinkState is the state of a site's link.
@@ -221,11 +352,11 @@ func (x LinkState) String() string {
 }
 
 func (LinkState) Descriptor() protoreflect.EnumDescriptor {
-	return file_ironlink_v1_fleet_proto_enumTypes[2].Descriptor()
+	return file_ironlink_v1_fleet_proto_enumTypes[4].Descriptor()
 }
 
 func (LinkState) Type() protoreflect.EnumType {
-	return &file_ironlink_v1_fleet_proto_enumTypes[2]
+	return &file_ironlink_v1_fleet_proto_enumTypes[4]
 }
 
 func (x LinkState) Number() protoreflect.EnumNumber {
@@ -234,7 +365,7 @@ func (x LinkState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LinkState.Descriptor instead.
 func (LinkState) EnumDescriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{2}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{4}
 }
 
 // FleetEventKind names the kinds of change the feed carries.
@@ -287,11 +418,11 @@ func (x FleetEventKind) String() string {
 }
 
 func (FleetEventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_ironlink_v1_fleet_proto_enumTypes[3].Descriptor()
+	return file_ironlink_v1_fleet_proto_enumTypes[5].Descriptor()
 }
 
 func (FleetEventKind) Type() protoreflect.EnumType {
-	return &file_ironlink_v1_fleet_proto_enumTypes[3]
+	return &file_ironlink_v1_fleet_proto_enumTypes[5]
 }
 
 func (x FleetEventKind) Number() protoreflect.EnumNumber {
@@ -300,7 +431,7 @@ func (x FleetEventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FleetEventKind.Descriptor instead.
 func (FleetEventKind) EnumDescriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{3}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{5}
 }
 
 // Device is one Ironic node as the hub knows it.
@@ -638,7 +769,12 @@ type ImpairmentChange struct {
 	// When it was recorded (UTC).
 	ChangeTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=change_time,json=changeTime,proto3" json:"change_time,omitempty"`
 	// Command created for it (UUID).
-	CommandId     string `protobuf:"bytes,7,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	CommandId string `protobuf:"bytes,7,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	// What it did; UNSPECIFIED for entries recorded before actions were.
+	Action ImpairmentAction `protobuf:"varint,60,opt,name=action,proto3,enum=ironlink.v1.ImpairmentAction" json:"action,omitempty"`
+	// The quarantine hold it added or released ("operator" or
+	// "policy:<rule>"); empty for RELEASE_ALL_HOLDS and OFFER.
+	Holder        string `protobuf:"bytes,61,opt,name=holder,proto3" json:"holder,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -722,6 +858,352 @@ func (x *ImpairmentChange) GetCommandId() string {
 	return ""
 }
 
+func (x *ImpairmentChange) GetAction() ImpairmentAction {
+	if x != nil {
+		return x.Action
+	}
+	return ImpairmentAction_IMPAIRMENT_ACTION_UNSPECIFIED
+}
+
+func (x *ImpairmentChange) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+// QuarantineHold is one source keeping a device quarantined; the device is
+// released only when its last hold is.
+type QuarantineHold struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "operator" (every operator and API client share it) or
+	// "policy:<rule>".
+	Holder string `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`
+	// Who added it (or renewed it last).
+	Actor string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// Why.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// From where ("operator-api" or "policy").
+	Source string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	// Desired generation of the quarantine that added it.
+	Generation int64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
+	// When it was added (UTC).
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuarantineHold) Reset() {
+	*x = QuarantineHold{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuarantineHold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuarantineHold) ProtoMessage() {}
+
+func (x *QuarantineHold) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuarantineHold.ProtoReflect.Descriptor instead.
+func (*QuarantineHold) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *QuarantineHold) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *QuarantineHold) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *QuarantineHold) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *QuarantineHold) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *QuarantineHold) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *QuarantineHold) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+// ReleasePlan is what a release of one device does, or would do.
+type ReleasePlan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ironic node UUID.
+	DeviceId string `protobuf:"bytes,1,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// Site of the device.
+	Site string `protobuf:"bytes,2,opt,name=site,proto3" json:"site,omitempty"`
+	// Ironic node name (may be empty).
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// The outcome.
+	Outcome ReleaseOutcome `protobuf:"varint,4,opt,name=outcome,proto3,enum=ironlink.v1.ReleaseOutcome" json:"outcome,omitempty"`
+	// The holders the release removes.
+	ReleasedHolders []string `protobuf:"bytes,5,rep,name=released_holders,json=releasedHolders,proto3" json:"released_holders,omitempty"`
+	// The holds left after it.
+	RemainingHolds []*QuarantineHold `protobuf:"bytes,6,rep,name=remaining_holds,json=remainingHolds,proto3" json:"remaining_holds,omitempty"`
+	// Whether the device was offered (CUSTOM_CUSTOMER_READY present, or
+	// desired RELEASED) when its quarantine began; unset when not known.
+	OfferedBeforeQuarantine *bool `protobuf:"varint,7,opt,name=offered_before_quarantine,json=offeredBeforeQuarantine,proto3,oneof" json:"offered_before_quarantine,omitempty"`
+	// Its operational_status when its quarantine began (UNSPECIFIED when
+	// not known or not quarantined).
+	StatusBeforeQuarantine OperationalStatus `protobuf:"varint,8,opt,name=status_before_quarantine,json=statusBeforeQuarantine,proto3,enum=ironlink.v1.OperationalStatus" json:"status_before_quarantine,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *ReleasePlan) Reset() {
+	*x = ReleasePlan{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleasePlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleasePlan) ProtoMessage() {}
+
+func (x *ReleasePlan) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleasePlan.ProtoReflect.Descriptor instead.
+func (*ReleasePlan) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReleasePlan) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *ReleasePlan) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+func (x *ReleasePlan) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReleasePlan) GetOutcome() ReleaseOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return ReleaseOutcome_RELEASE_OUTCOME_UNSPECIFIED
+}
+
+func (x *ReleasePlan) GetReleasedHolders() []string {
+	if x != nil {
+		return x.ReleasedHolders
+	}
+	return nil
+}
+
+func (x *ReleasePlan) GetRemainingHolds() []*QuarantineHold {
+	if x != nil {
+		return x.RemainingHolds
+	}
+	return nil
+}
+
+func (x *ReleasePlan) GetOfferedBeforeQuarantine() bool {
+	if x != nil && x.OfferedBeforeQuarantine != nil {
+		return *x.OfferedBeforeQuarantine
+	}
+	return false
+}
+
+func (x *ReleasePlan) GetStatusBeforeQuarantine() OperationalStatus {
+	if x != nil {
+		return x.StatusBeforeQuarantine
+	}
+	return OperationalStatus_OPERATIONAL_STATUS_UNSPECIFIED
+}
+
+// OfferDeviceRequest asks to offer a device that is not quarantined.
+type OfferDeviceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ironic node UUID; give this or device_name.
+	DeviceId string `protobuf:"bytes,1,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// Why; required, at most 1024 bytes.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Ironic node name; give this or device_id.
+	DeviceName string `protobuf:"bytes,3,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	// As QuarantineDeviceRequest.site.
+	Site string `protobuf:"bytes,4,opt,name=site,proto3" json:"site,omitempty"`
+	// Check only (AIP-163): validate and answer, writing nothing.
+	ValidateOnly  bool `protobuf:"varint,5,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OfferDeviceRequest) Reset() {
+	*x = OfferDeviceRequest{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OfferDeviceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OfferDeviceRequest) ProtoMessage() {}
+
+func (x *OfferDeviceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OfferDeviceRequest.ProtoReflect.Descriptor instead.
+func (*OfferDeviceRequest) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *OfferDeviceRequest) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *OfferDeviceRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *OfferDeviceRequest) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
+	}
+	return ""
+}
+
+func (x *OfferDeviceRequest) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+func (x *OfferDeviceRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+// OfferDeviceResponse returns the command created.
+type OfferDeviceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The command (state PENDING, action OFFER); unset for validate_only.
+	Command       *OperatorCommand `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OfferDeviceResponse) Reset() {
+	*x = OfferDeviceResponse{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OfferDeviceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OfferDeviceResponse) ProtoMessage() {}
+
+func (x *OfferDeviceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OfferDeviceResponse.ProtoReflect.Descriptor instead.
+func (*OfferDeviceResponse) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *OfferDeviceResponse) GetCommand() *OperatorCommand {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
 // OperatorCommand is one quarantine or release as stored by the hub.
 type OperatorCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -760,13 +1242,18 @@ type OperatorCommand struct {
 	FailureClass FailureClass `protobuf:"varint,16,opt,name=failure_class,json=failureClass,proto3,enum=ironlink.v1.FailureClass" json:"failure_class,omitempty"`
 	// CamelCase word naming last_error, for example "NodeNotFound".
 	FailureReason string `protobuf:"bytes,17,opt,name=failure_reason,json=failureReason,proto3" json:"failure_reason,omitempty"`
+	// What it did; UNSPECIFIED for commands recorded before actions were.
+	Action ImpairmentAction `protobuf:"varint,60,opt,name=action,proto3,enum=ironlink.v1.ImpairmentAction" json:"action,omitempty"`
+	// The quarantine hold it added or released; empty for RELEASE_ALL_HOLDS
+	// and OFFER.
+	Holder        string `protobuf:"bytes,61,opt,name=holder,proto3" json:"holder,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OperatorCommand) Reset() {
 	*x = OperatorCommand{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[3]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +1265,7 @@ func (x *OperatorCommand) String() string {
 func (*OperatorCommand) ProtoMessage() {}
 
 func (x *OperatorCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[3]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +1278,7 @@ func (x *OperatorCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorCommand.ProtoReflect.Descriptor instead.
 func (*OperatorCommand) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{3}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *OperatorCommand) GetCommandId() string {
@@ -913,6 +1400,20 @@ func (x *OperatorCommand) GetFailureReason() string {
 	return ""
 }
 
+func (x *OperatorCommand) GetAction() ImpairmentAction {
+	if x != nil {
+		return x.Action
+	}
+	return ImpairmentAction_IMPAIRMENT_ACTION_UNSPECIFIED
+}
+
+func (x *OperatorCommand) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
 // Site is one satellite's site.
 type Site struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -949,7 +1450,7 @@ type Site struct {
 
 func (x *Site) Reset() {
 	*x = Site{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[4]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1462,7 @@ func (x *Site) String() string {
 func (*Site) ProtoMessage() {}
 
 func (x *Site) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[4]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1475,7 @@ func (x *Site) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Site.ProtoReflect.Descriptor instead.
 func (*Site) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{4}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Site) GetName() string {
@@ -1123,7 +1624,7 @@ type ListDevicesRequest struct {
 
 func (x *ListDevicesRequest) Reset() {
 	*x = ListDevicesRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[5]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1636,7 @@ func (x *ListDevicesRequest) String() string {
 func (*ListDevicesRequest) ProtoMessage() {}
 
 func (x *ListDevicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[5]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1649,7 @@ func (x *ListDevicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDevicesRequest.ProtoReflect.Descriptor instead.
 func (*ListDevicesRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{5}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListDevicesRequest) GetSite() string {
@@ -1241,7 +1742,7 @@ type ListDevicesResponse struct {
 
 func (x *ListDevicesResponse) Reset() {
 	*x = ListDevicesResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[6]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1754,7 @@ func (x *ListDevicesResponse) String() string {
 func (*ListDevicesResponse) ProtoMessage() {}
 
 func (x *ListDevicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[6]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1767,7 @@ func (x *ListDevicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDevicesResponse.ProtoReflect.Descriptor instead.
 func (*ListDevicesResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{6}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListDevicesResponse) GetDevices() []*Device {
@@ -1321,7 +1822,7 @@ type GetDeviceRequest struct {
 
 func (x *GetDeviceRequest) Reset() {
 	*x = GetDeviceRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[7]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1834,7 @@ func (x *GetDeviceRequest) String() string {
 func (*GetDeviceRequest) ProtoMessage() {}
 
 func (x *GetDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[7]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1847,7 @@ func (x *GetDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeviceRequest.ProtoReflect.Descriptor instead.
 func (*GetDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{7}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetDeviceRequest) GetDeviceId() string {
@@ -1398,14 +1899,20 @@ type GetDeviceResponse struct {
 	RecentOperations []*Operation `protobuf:"bytes,50,rep,name=recent_operations,json=recentOperations,proto3" json:"recent_operations,omitempty"`
 	// Why the device has its status: the rule that matched, the conditions
 	// behind it and since when, the quarantine in force and who set it.
-	Explanation   *StatusExplanation `protobuf:"bytes,40,opt,name=explanation,proto3" json:"explanation,omitempty"`
+	Explanation *StatusExplanation `protobuf:"bytes,40,opt,name=explanation,proto3" json:"explanation,omitempty"`
+	// The sources holding the device quarantined, by holder; empty when it
+	// is not quarantined. Unset with as_of.
+	QuarantineHolds []*QuarantineHold `protobuf:"bytes,60,rep,name=quarantine_holds,json=quarantineHolds,proto3" json:"quarantine_holds,omitempty"`
+	// What an operator's release would do now (ReleaseDevice without
+	// all_holds); unset when the device is not quarantined or with as_of.
+	ReleasePlan   *ReleasePlan `protobuf:"bytes,61,opt,name=release_plan,json=releasePlan,proto3" json:"release_plan,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetDeviceResponse) Reset() {
 	*x = GetDeviceResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[8]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1924,7 @@ func (x *GetDeviceResponse) String() string {
 func (*GetDeviceResponse) ProtoMessage() {}
 
 func (x *GetDeviceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[8]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1937,7 @@ func (x *GetDeviceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeviceResponse.ProtoReflect.Descriptor instead.
 func (*GetDeviceResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{8}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetDeviceResponse) GetDevice() *Device {
@@ -1468,6 +1975,20 @@ func (x *GetDeviceResponse) GetExplanation() *StatusExplanation {
 	return nil
 }
 
+func (x *GetDeviceResponse) GetQuarantineHolds() []*QuarantineHold {
+	if x != nil {
+		return x.QuarantineHolds
+	}
+	return nil
+}
+
+func (x *GetDeviceResponse) GetReleasePlan() *ReleasePlan {
+	if x != nil {
+		return x.ReleasePlan
+	}
+	return nil
+}
+
 // StatusExplanation says why a device has its operational status
 // (docs/design/status.md "How status is derived").
 type StatusExplanation struct {
@@ -1501,7 +2022,7 @@ type StatusExplanation struct {
 
 func (x *StatusExplanation) Reset() {
 	*x = StatusExplanation{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[9]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +2034,7 @@ func (x *StatusExplanation) String() string {
 func (*StatusExplanation) ProtoMessage() {}
 
 func (x *StatusExplanation) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[9]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +2047,7 @@ func (x *StatusExplanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusExplanation.ProtoReflect.Descriptor instead.
 func (*StatusExplanation) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{9}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StatusExplanation) GetStatus() OperationalStatus {
@@ -1628,7 +2149,7 @@ type QuarantineExplanation struct {
 
 func (x *QuarantineExplanation) Reset() {
 	*x = QuarantineExplanation{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[10]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +2161,7 @@ func (x *QuarantineExplanation) String() string {
 func (*QuarantineExplanation) ProtoMessage() {}
 
 func (x *QuarantineExplanation) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[10]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +2174,7 @@ func (x *QuarantineExplanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineExplanation.ProtoReflect.Descriptor instead.
 func (*QuarantineExplanation) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{10}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *QuarantineExplanation) GetActor() string {
@@ -1732,7 +2253,7 @@ type SiteSilence struct {
 
 func (x *SiteSilence) Reset() {
 	*x = SiteSilence{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[11]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +2265,7 @@ func (x *SiteSilence) String() string {
 func (*SiteSilence) ProtoMessage() {}
 
 func (x *SiteSilence) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[11]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +2278,7 @@ func (x *SiteSilence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteSilence.ProtoReflect.Descriptor instead.
 func (*SiteSilence) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{11}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SiteSilence) GetSite() string {
@@ -1799,7 +2320,7 @@ type WatchFleetRequest struct {
 
 func (x *WatchFleetRequest) Reset() {
 	*x = WatchFleetRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[12]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +2332,7 @@ func (x *WatchFleetRequest) String() string {
 func (*WatchFleetRequest) ProtoMessage() {}
 
 func (x *WatchFleetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[12]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +2345,7 @@ func (x *WatchFleetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFleetRequest.ProtoReflect.Descriptor instead.
 func (*WatchFleetRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{12}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchFleetRequest) GetSite() string {
@@ -1878,7 +2399,7 @@ type WatchFleetResponse struct {
 
 func (x *WatchFleetResponse) Reset() {
 	*x = WatchFleetResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[13]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2411,7 @@ func (x *WatchFleetResponse) String() string {
 func (*WatchFleetResponse) ProtoMessage() {}
 
 func (x *WatchFleetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[13]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2424,7 @@ func (x *WatchFleetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFleetResponse.ProtoReflect.Descriptor instead.
 func (*WatchFleetResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{13}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchFleetResponse) GetCursor() string {
@@ -1943,7 +2464,7 @@ type FleetEvent struct {
 
 func (x *FleetEvent) Reset() {
 	*x = FleetEvent{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[14]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2476,7 @@ func (x *FleetEvent) String() string {
 func (*FleetEvent) ProtoMessage() {}
 
 func (x *FleetEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[14]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2489,7 @@ func (x *FleetEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FleetEvent.ProtoReflect.Descriptor instead.
 func (*FleetEvent) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{14}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FleetEvent) GetKind() FleetEventKind {
@@ -2097,7 +2618,7 @@ type DeviceStatusEvent struct {
 
 func (x *DeviceStatusEvent) Reset() {
 	*x = DeviceStatusEvent{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[15]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2630,7 @@ func (x *DeviceStatusEvent) String() string {
 func (*DeviceStatusEvent) ProtoMessage() {}
 
 func (x *DeviceStatusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[15]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2643,7 @@ func (x *DeviceStatusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceStatusEvent.ProtoReflect.Descriptor instead.
 func (*DeviceStatusEvent) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{15}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeviceStatusEvent) GetDeviceId() string {
@@ -2182,7 +2703,7 @@ type CommandStateEvent struct {
 
 func (x *CommandStateEvent) Reset() {
 	*x = CommandStateEvent{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[16]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2715,7 @@ func (x *CommandStateEvent) String() string {
 func (*CommandStateEvent) ProtoMessage() {}
 
 func (x *CommandStateEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[16]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2728,7 @@ func (x *CommandStateEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandStateEvent.ProtoReflect.Descriptor instead.
 func (*CommandStateEvent) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{16}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CommandStateEvent) GetCommand() *OperatorCommand {
@@ -2247,7 +2768,7 @@ type OperationStateEvent struct {
 
 func (x *OperationStateEvent) Reset() {
 	*x = OperationStateEvent{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2780,7 @@ func (x *OperationStateEvent) String() string {
 func (*OperationStateEvent) ProtoMessage() {}
 
 func (x *OperationStateEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2793,7 @@ func (x *OperationStateEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationStateEvent.ProtoReflect.Descriptor instead.
 func (*OperationStateEvent) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{17}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OperationStateEvent) GetOperation() *Operation {
@@ -2302,7 +2823,7 @@ type PolicyDecisionEvent struct {
 
 func (x *PolicyDecisionEvent) Reset() {
 	*x = PolicyDecisionEvent{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +2835,7 @@ func (x *PolicyDecisionEvent) String() string {
 func (*PolicyDecisionEvent) ProtoMessage() {}
 
 func (x *PolicyDecisionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +2848,7 @@ func (x *PolicyDecisionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDecisionEvent.ProtoReflect.Descriptor instead.
 func (*PolicyDecisionEvent) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{18}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PolicyDecisionEvent) GetDecision() *PolicyDecision {
@@ -2358,7 +2879,7 @@ type PendingActionEvent struct {
 
 func (x *PendingActionEvent) Reset() {
 	*x = PendingActionEvent{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2891,7 @@ func (x *PendingActionEvent) String() string {
 func (*PendingActionEvent) ProtoMessage() {}
 
 func (x *PendingActionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2904,7 @@ func (x *PendingActionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingActionEvent.ProtoReflect.Descriptor instead.
 func (*PendingActionEvent) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{19}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PendingActionEvent) GetPendingAction() *PendingAction {
@@ -2418,7 +2939,7 @@ type QuarantineDeviceRequest struct {
 
 func (x *QuarantineDeviceRequest) Reset() {
 	*x = QuarantineDeviceRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2430,7 +2951,7 @@ func (x *QuarantineDeviceRequest) String() string {
 func (*QuarantineDeviceRequest) ProtoMessage() {}
 
 func (x *QuarantineDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2443,7 +2964,7 @@ func (x *QuarantineDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineDeviceRequest.ProtoReflect.Descriptor instead.
 func (*QuarantineDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{20}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *QuarantineDeviceRequest) GetDeviceId() string {
@@ -2485,7 +3006,7 @@ type QuarantineDeviceResponse struct {
 
 func (x *QuarantineDeviceResponse) Reset() {
 	*x = QuarantineDeviceResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[21]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2497,7 +3018,7 @@ func (x *QuarantineDeviceResponse) String() string {
 func (*QuarantineDeviceResponse) ProtoMessage() {}
 
 func (x *QuarantineDeviceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[21]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2510,7 +3031,7 @@ func (x *QuarantineDeviceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineDeviceResponse.ProtoReflect.Descriptor instead.
 func (*QuarantineDeviceResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{21}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *QuarantineDeviceResponse) GetCommand() *OperatorCommand {
@@ -2531,14 +3052,19 @@ type ReleaseDeviceRequest struct {
 	DeviceName string `protobuf:"bytes,3,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
 	// Site of the device named by device_name, needed only when the name is
 	// used at more than one site; when set with device_id it must match.
-	Site          string `protobuf:"bytes,4,opt,name=site,proto3" json:"site,omitempty"`
+	Site string `protobuf:"bytes,4,opt,name=site,proto3" json:"site,omitempty"`
+	// Release every hold at once (the policy rules' too), explicitly;
+	// recorded as RELEASE_ALL_HOLDS.
+	AllHolds bool `protobuf:"varint,60,opt,name=all_holds,json=allHolds,proto3" json:"all_holds,omitempty"`
+	// Plan only (AIP-163): answer what the release would do, writing nothing.
+	ValidateOnly  bool `protobuf:"varint,61,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReleaseDeviceRequest) Reset() {
 	*x = ReleaseDeviceRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[22]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +3076,7 @@ func (x *ReleaseDeviceRequest) String() string {
 func (*ReleaseDeviceRequest) ProtoMessage() {}
 
 func (x *ReleaseDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[22]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +3089,7 @@ func (x *ReleaseDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseDeviceRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{22}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReleaseDeviceRequest) GetDeviceId() string {
@@ -2594,18 +3120,36 @@ func (x *ReleaseDeviceRequest) GetSite() string {
 	return ""
 }
 
-// ReleaseDeviceResponse returns the command created.
+func (x *ReleaseDeviceRequest) GetAllHolds() bool {
+	if x != nil {
+		return x.AllHolds
+	}
+	return false
+}
+
+func (x *ReleaseDeviceRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+// ReleaseDeviceResponse returns the command created and what it does.
 type ReleaseDeviceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The command (state PENDING).
-	Command       *OperatorCommand `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	// The command (state PENDING); unset when nothing was written
+	// (validate_only, NOT_QUARANTINED).
+	Command *OperatorCommand `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	// What the release does: the outcome, the holds released and those
+	// that remain, what the quarantine took.
+	Plan          *ReleasePlan `protobuf:"bytes,60,opt,name=plan,proto3" json:"plan,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReleaseDeviceResponse) Reset() {
 	*x = ReleaseDeviceResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[23]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2617,7 +3161,7 @@ func (x *ReleaseDeviceResponse) String() string {
 func (*ReleaseDeviceResponse) ProtoMessage() {}
 
 func (x *ReleaseDeviceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[23]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,12 +3174,19 @@ func (x *ReleaseDeviceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseDeviceResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseDeviceResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{23}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReleaseDeviceResponse) GetCommand() *OperatorCommand {
 	if x != nil {
 		return x.Command
+	}
+	return nil
+}
+
+func (x *ReleaseDeviceResponse) GetPlan() *ReleasePlan {
+	if x != nil {
+		return x.Plan
 	}
 	return nil
 }
@@ -2651,7 +3202,7 @@ type GetCommandRequest struct {
 
 func (x *GetCommandRequest) Reset() {
 	*x = GetCommandRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[24]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2663,7 +3214,7 @@ func (x *GetCommandRequest) String() string {
 func (*GetCommandRequest) ProtoMessage() {}
 
 func (x *GetCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[24]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2676,7 +3227,7 @@ func (x *GetCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCommandRequest.ProtoReflect.Descriptor instead.
 func (*GetCommandRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{24}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetCommandRequest) GetCommandId() string {
@@ -2697,7 +3248,7 @@ type GetCommandResponse struct {
 
 func (x *GetCommandResponse) Reset() {
 	*x = GetCommandResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[25]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +3260,7 @@ func (x *GetCommandResponse) String() string {
 func (*GetCommandResponse) ProtoMessage() {}
 
 func (x *GetCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[25]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +3273,7 @@ func (x *GetCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCommandResponse.ProtoReflect.Descriptor instead.
 func (*GetCommandResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{25}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetCommandResponse) GetCommand() *OperatorCommand {
@@ -2758,7 +3309,7 @@ type ListCommandsRequest struct {
 
 func (x *ListCommandsRequest) Reset() {
 	*x = ListCommandsRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[26]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +3321,7 @@ func (x *ListCommandsRequest) String() string {
 func (*ListCommandsRequest) ProtoMessage() {}
 
 func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[26]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +3334,7 @@ func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommandsRequest.ProtoReflect.Descriptor instead.
 func (*ListCommandsRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{26}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListCommandsRequest) GetDeviceId() string {
@@ -2848,7 +3399,7 @@ type ListCommandsResponse struct {
 
 func (x *ListCommandsResponse) Reset() {
 	*x = ListCommandsResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[27]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +3411,7 @@ func (x *ListCommandsResponse) String() string {
 func (*ListCommandsResponse) ProtoMessage() {}
 
 func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[27]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +3424,7 @@ func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommandsResponse.ProtoReflect.Descriptor instead.
 func (*ListCommandsResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{27}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListCommandsResponse) GetCommands() []*OperatorCommand {
@@ -2904,7 +3455,7 @@ type RetryCommandRequest struct {
 
 func (x *RetryCommandRequest) Reset() {
 	*x = RetryCommandRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[28]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3467,7 @@ func (x *RetryCommandRequest) String() string {
 func (*RetryCommandRequest) ProtoMessage() {}
 
 func (x *RetryCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[28]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3480,7 @@ func (x *RetryCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryCommandRequest.ProtoReflect.Descriptor instead.
 func (*RetryCommandRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{28}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RetryCommandRequest) GetCommandId() string {
@@ -2957,7 +3508,7 @@ type RetryCommandResponse struct {
 
 func (x *RetryCommandResponse) Reset() {
 	*x = RetryCommandResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[29]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2969,7 +3520,7 @@ func (x *RetryCommandResponse) String() string {
 func (*RetryCommandResponse) ProtoMessage() {}
 
 func (x *RetryCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[29]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2982,7 +3533,7 @@ func (x *RetryCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryCommandResponse.ProtoReflect.Descriptor instead.
 func (*RetryCommandResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{29}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RetryCommandResponse) GetCommand() *OperatorCommand {
@@ -3001,7 +3552,7 @@ type ListSitesRequest struct {
 
 func (x *ListSitesRequest) Reset() {
 	*x = ListSitesRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[30]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3013,7 +3564,7 @@ func (x *ListSitesRequest) String() string {
 func (*ListSitesRequest) ProtoMessage() {}
 
 func (x *ListSitesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[30]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3026,7 +3577,7 @@ func (x *ListSitesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSitesRequest.ProtoReflect.Descriptor instead.
 func (*ListSitesRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{30}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{34}
 }
 
 // ListSitesResponse lists sites by name.
@@ -3040,7 +3591,7 @@ type ListSitesResponse struct {
 
 func (x *ListSitesResponse) Reset() {
 	*x = ListSitesResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[31]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3052,7 +3603,7 @@ func (x *ListSitesResponse) String() string {
 func (*ListSitesResponse) ProtoMessage() {}
 
 func (x *ListSitesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[31]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3065,7 +3616,7 @@ func (x *ListSitesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSitesResponse.ProtoReflect.Descriptor instead.
 func (*ListSitesResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{31}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListSitesResponse) GetSites() []*Site {
@@ -3112,7 +3663,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x06status\x18\x01 \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12;\n" +
 	"\vchange_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"changeTime\"\x8c\x02\n" +
+	"changeTime\"\xdb\x02\n" +
 	"\x10ImpairmentChange\x126\n" +
 	"\adesired\x18\x01 \x01(\x0e2\x1c.ironlink.v1.ImpairmentStateR\adesired\x12\x1e\n" +
 	"\n" +
@@ -3124,7 +3675,38 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\vchange_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"changeTime\x12\x1d\n" +
 	"\n" +
-	"command_id\x18\a \x01(\tR\tcommandId\"\xb2\x05\n" +
+	"command_id\x18\a \x01(\tR\tcommandId\x125\n" +
+	"\x06action\x18< \x01(\x0e2\x1d.ironlink.v1.ImpairmentActionR\x06action\x12\x16\n" +
+	"\x06holder\x18= \x01(\tR\x06holder\"\xcb\x01\n" +
+	"\x0eQuarantineHold\x12\x16\n" +
+	"\x06holder\x18\x01 \x01(\tR\x06holder\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\x03R\n" +
+	"generation\x12;\n" +
+	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\xb3\x03\n" +
+	"\vReleasePlan\x12\x1b\n" +
+	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
+	"\x04site\x18\x02 \x01(\tR\x04site\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x125\n" +
+	"\aoutcome\x18\x04 \x01(\x0e2\x1b.ironlink.v1.ReleaseOutcomeR\aoutcome\x12)\n" +
+	"\x10released_holders\x18\x05 \x03(\tR\x0freleasedHolders\x12D\n" +
+	"\x0fremaining_holds\x18\x06 \x03(\v2\x1b.ironlink.v1.QuarantineHoldR\x0eremainingHolds\x12?\n" +
+	"\x19offered_before_quarantine\x18\a \x01(\bH\x00R\x17offeredBeforeQuarantine\x88\x01\x01\x12X\n" +
+	"\x18status_before_quarantine\x18\b \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x16statusBeforeQuarantineB\x1c\n" +
+	"\x1a_offered_before_quarantine\"\xa3\x01\n" +
+	"\x12OfferDeviceRequest\x12\x1b\n" +
+	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vdevice_name\x18\x03 \x01(\tR\n" +
+	"deviceName\x12\x12\n" +
+	"\x04site\x18\x04 \x01(\tR\x04site\x12#\n" +
+	"\rvalidate_only\x18\x05 \x01(\bR\fvalidateOnly\"M\n" +
+	"\x13OfferDeviceResponse\x126\n" +
+	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\"\x81\x06\n" +
 	"\x0fOperatorCommand\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1b\n" +
@@ -3149,7 +3731,9 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"updateTime\x12?\n" +
 	"\rcomplete_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\x12>\n" +
 	"\rfailure_class\x18\x10 \x01(\x0e2\x19.ironlink.v1.FailureClassR\ffailureClass\x12%\n" +
-	"\x0efailure_reason\x18\x11 \x01(\tR\rfailureReason\"\xbc\x04\n" +
+	"\x0efailure_reason\x18\x11 \x01(\tR\rfailureReason\x125\n" +
+	"\x06action\x18< \x01(\x0e2\x1d.ironlink.v1.ImpairmentActionR\x06action\x12\x16\n" +
+	"\x06holder\x18= \x01(\tR\x06holder\"\xbc\x04\n" +
 	"\x04Site\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
 	"\n" +
@@ -3191,13 +3775,15 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\vdevice_name\x18\x03 \x01(\tR\n" +
 	"deviceName\x12\x12\n" +
 	"\x04site\x18\x04 \x01(\tR\x04site\x12/\n" +
-	"\x05as_of\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"\xd7\x02\n" +
+	"\x05as_of\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"\xdc\x03\n" +
 	"\x11GetDeviceResponse\x12+\n" +
 	"\x06device\x18\x01 \x01(\v2\x13.ironlink.v1.DeviceR\x06device\x12@\n" +
 	"\x0estatus_history\x18\x02 \x03(\v2\x19.ironlink.v1.StatusChangeR\rstatusHistory\x12L\n" +
 	"\x12impairment_history\x18\x03 \x03(\v2\x1d.ironlink.v1.ImpairmentChangeR\x11impairmentHistory\x12C\n" +
 	"\x11recent_operations\x182 \x03(\v2\x16.ironlink.v1.OperationR\x10recentOperations\x12@\n" +
-	"\vexplanation\x18( \x01(\v2\x1e.ironlink.v1.StatusExplanationR\vexplanation\"\xf3\x03\n" +
+	"\vexplanation\x18( \x01(\v2\x1e.ironlink.v1.StatusExplanationR\vexplanation\x12F\n" +
+	"\x10quarantine_holds\x18< \x03(\v2\x1b.ironlink.v1.QuarantineHoldR\x0fquarantineHolds\x12;\n" +
+	"\frelease_plan\x18= \x01(\v2\x18.ironlink.v1.ReleasePlanR\vreleasePlan\"\xf3\x03\n" +
 	"\x11StatusExplanation\x126\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x06status\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\x05R\x04rule\x12)\n" +
@@ -3282,15 +3868,18 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"deviceName\x12\x12\n" +
 	"\x04site\x18\x04 \x01(\tR\x04site\"R\n" +
 	"\x18QuarantineDeviceResponse\x126\n" +
-	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\"\x80\x01\n" +
+	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\"\xc2\x01\n" +
 	"\x14ReleaseDeviceRequest\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
 	"\vdevice_name\x18\x03 \x01(\tR\n" +
 	"deviceName\x12\x12\n" +
-	"\x04site\x18\x04 \x01(\tR\x04site\"O\n" +
+	"\x04site\x18\x04 \x01(\tR\x04site\x12\x1b\n" +
+	"\tall_holds\x18< \x01(\bR\ballHolds\x12#\n" +
+	"\rvalidate_only\x18= \x01(\bR\fvalidateOnly\"}\n" +
 	"\x15ReleaseDeviceResponse\x126\n" +
-	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\"2\n" +
+	"\acommand\x18\x01 \x01(\v2\x1c.ironlink.v1.OperatorCommandR\acommand\x12,\n" +
+	"\x04plan\x18< \x01(\v2\x18.ironlink.v1.ReleasePlanR\x04plan\"2\n" +
 	"\x11GetCommandRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\"L\n" +
@@ -3332,7 +3921,20 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x1cOPERATIONAL_STATUS_ALLOCATED\x10\t\x12 \n" +
 	"\x1cOPERATIONAL_STATUS_AVAILABLE\x10\n" +
 	"\x12\x1b\n" +
-	"\x17OPERATIONAL_STATUS_HELD\x10\v*\xb5\x01\n" +
+	"\x17OPERATIONAL_STATUS_HELD\x10\v*\xbc\x01\n" +
+	"\x10ImpairmentAction\x12!\n" +
+	"\x1dIMPAIRMENT_ACTION_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cIMPAIRMENT_ACTION_QUARANTINE\x10\x01\x12\x1d\n" +
+	"\x19IMPAIRMENT_ACTION_RELEASE\x10\x02\x12'\n" +
+	"#IMPAIRMENT_ACTION_RELEASE_ALL_HOLDS\x10\x03\x12\x1b\n" +
+	"\x17IMPAIRMENT_ACTION_OFFER\x10\x04*\xea\x01\n" +
+	"\x0eReleaseOutcome\x12\x1f\n" +
+	"\x1bRELEASE_OUTCOME_UNSPECIFIED\x10\x00\x12$\n" +
+	" RELEASE_OUTCOME_RESTORED_OFFERED\x10\x01\x12(\n" +
+	"$RELEASE_OUTCOME_RESTORED_NOT_OFFERED\x10\x02\x12\x1e\n" +
+	"\x1aRELEASE_OUTCOME_STILL_HELD\x10\x03\x12\"\n" +
+	"\x1eRELEASE_OUTCOME_HELD_BY_OTHERS\x10\x04\x12#\n" +
+	"\x1fRELEASE_OUTCOME_NOT_QUARANTINED\x10\x05*\xb5\x01\n" +
 	"\fCommandState\x12\x1d\n" +
 	"\x19COMMAND_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15COMMAND_STATE_PENDING\x10\x01\x12\x16\n" +
@@ -3351,12 +3953,13 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x1eFLEET_EVENT_KIND_COMMAND_STATE\x10\x02\x12$\n" +
 	" FLEET_EVENT_KIND_OPERATION_STATE\x10\x03\x12$\n" +
 	" FLEET_EVENT_KIND_POLICY_DECISION\x10\x04\x12#\n" +
-	"\x1fFLEET_EVENT_KIND_PENDING_ACTION\x10\x052\xfb\x05\n" +
+	"\x1fFLEET_EVENT_KIND_PENDING_ACTION\x10\x052\xcd\x06\n" +
 	"\fFleetService\x12P\n" +
 	"\vListDevices\x12\x1f.ironlink.v1.ListDevicesRequest\x1a .ironlink.v1.ListDevicesResponse\x12J\n" +
 	"\tGetDevice\x12\x1d.ironlink.v1.GetDeviceRequest\x1a\x1e.ironlink.v1.GetDeviceResponse\x12_\n" +
 	"\x10QuarantineDevice\x12$.ironlink.v1.QuarantineDeviceRequest\x1a%.ironlink.v1.QuarantineDeviceResponse\x12V\n" +
-	"\rReleaseDevice\x12!.ironlink.v1.ReleaseDeviceRequest\x1a\".ironlink.v1.ReleaseDeviceResponse\x12M\n" +
+	"\rReleaseDevice\x12!.ironlink.v1.ReleaseDeviceRequest\x1a\".ironlink.v1.ReleaseDeviceResponse\x12P\n" +
+	"\vOfferDevice\x12\x1f.ironlink.v1.OfferDeviceRequest\x1a .ironlink.v1.OfferDeviceResponse\x12M\n" +
 	"\n" +
 	"GetCommand\x12\x1e.ironlink.v1.GetCommandRequest\x1a\x1f.ironlink.v1.GetCommandResponse\x12S\n" +
 	"\fListCommands\x12 .ironlink.v1.ListCommandsRequest\x1a!.ironlink.v1.ListCommandsResponse\x12J\n" +
@@ -3377,152 +3980,170 @@ func file_ironlink_v1_fleet_proto_rawDescGZIP() []byte {
 	return file_ironlink_v1_fleet_proto_rawDescData
 }
 
-var file_ironlink_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ironlink_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_ironlink_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_ironlink_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(OperationalStatus)(0),           // 0: ironlink.v1.OperationalStatus
-	(CommandState)(0),                // 1: ironlink.v1.CommandState
-	(LinkState)(0),                   // 2: ironlink.v1.LinkState
-	(FleetEventKind)(0),              // 3: ironlink.v1.FleetEventKind
-	(*Device)(nil),                   // 4: ironlink.v1.Device
-	(*StatusChange)(nil),             // 5: ironlink.v1.StatusChange
-	(*ImpairmentChange)(nil),         // 6: ironlink.v1.ImpairmentChange
-	(*OperatorCommand)(nil),          // 7: ironlink.v1.OperatorCommand
-	(*Site)(nil),                     // 8: ironlink.v1.Site
-	(*ListDevicesRequest)(nil),       // 9: ironlink.v1.ListDevicesRequest
-	(*ListDevicesResponse)(nil),      // 10: ironlink.v1.ListDevicesResponse
-	(*GetDeviceRequest)(nil),         // 11: ironlink.v1.GetDeviceRequest
-	(*GetDeviceResponse)(nil),        // 12: ironlink.v1.GetDeviceResponse
-	(*StatusExplanation)(nil),        // 13: ironlink.v1.StatusExplanation
-	(*QuarantineExplanation)(nil),    // 14: ironlink.v1.QuarantineExplanation
-	(*SiteSilence)(nil),              // 15: ironlink.v1.SiteSilence
-	(*WatchFleetRequest)(nil),        // 16: ironlink.v1.WatchFleetRequest
-	(*WatchFleetResponse)(nil),       // 17: ironlink.v1.WatchFleetResponse
-	(*FleetEvent)(nil),               // 18: ironlink.v1.FleetEvent
-	(*DeviceStatusEvent)(nil),        // 19: ironlink.v1.DeviceStatusEvent
-	(*CommandStateEvent)(nil),        // 20: ironlink.v1.CommandStateEvent
-	(*OperationStateEvent)(nil),      // 21: ironlink.v1.OperationStateEvent
-	(*PolicyDecisionEvent)(nil),      // 22: ironlink.v1.PolicyDecisionEvent
-	(*PendingActionEvent)(nil),       // 23: ironlink.v1.PendingActionEvent
-	(*QuarantineDeviceRequest)(nil),  // 24: ironlink.v1.QuarantineDeviceRequest
-	(*QuarantineDeviceResponse)(nil), // 25: ironlink.v1.QuarantineDeviceResponse
-	(*ReleaseDeviceRequest)(nil),     // 26: ironlink.v1.ReleaseDeviceRequest
-	(*ReleaseDeviceResponse)(nil),    // 27: ironlink.v1.ReleaseDeviceResponse
-	(*GetCommandRequest)(nil),        // 28: ironlink.v1.GetCommandRequest
-	(*GetCommandResponse)(nil),       // 29: ironlink.v1.GetCommandResponse
-	(*ListCommandsRequest)(nil),      // 30: ironlink.v1.ListCommandsRequest
-	(*ListCommandsResponse)(nil),     // 31: ironlink.v1.ListCommandsResponse
-	(*RetryCommandRequest)(nil),      // 32: ironlink.v1.RetryCommandRequest
-	(*RetryCommandResponse)(nil),     // 33: ironlink.v1.RetryCommandResponse
-	(*ListSitesRequest)(nil),         // 34: ironlink.v1.ListSitesRequest
-	(*ListSitesResponse)(nil),        // 35: ironlink.v1.ListSitesResponse
-	(*timestamppb.Timestamp)(nil),    // 36: google.protobuf.Timestamp
-	(*Condition)(nil),                // 37: ironlink.v1.Condition
-	(*DeviceFacts)(nil),              // 38: ironlink.v1.DeviceFacts
-	(ImpairmentState)(0),             // 39: ironlink.v1.ImpairmentState
-	(FailureClass)(0),                // 40: ironlink.v1.FailureClass
-	(*DeviceHold)(nil),               // 41: ironlink.v1.DeviceHold
-	(*SitePolicyState)(nil),          // 42: ironlink.v1.SitePolicyState
-	(*Operation)(nil),                // 43: ironlink.v1.Operation
-	(OperationState)(0),              // 44: ironlink.v1.OperationState
-	(*PolicyDecision)(nil),           // 45: ironlink.v1.PolicyDecision
-	(*PendingAction)(nil),            // 46: ironlink.v1.PendingAction
-	(PendingActionState)(0),          // 47: ironlink.v1.PendingActionState
+	(ImpairmentAction)(0),            // 1: ironlink.v1.ImpairmentAction
+	(ReleaseOutcome)(0),              // 2: ironlink.v1.ReleaseOutcome
+	(CommandState)(0),                // 3: ironlink.v1.CommandState
+	(LinkState)(0),                   // 4: ironlink.v1.LinkState
+	(FleetEventKind)(0),              // 5: ironlink.v1.FleetEventKind
+	(*Device)(nil),                   // 6: ironlink.v1.Device
+	(*StatusChange)(nil),             // 7: ironlink.v1.StatusChange
+	(*ImpairmentChange)(nil),         // 8: ironlink.v1.ImpairmentChange
+	(*QuarantineHold)(nil),           // 9: ironlink.v1.QuarantineHold
+	(*ReleasePlan)(nil),              // 10: ironlink.v1.ReleasePlan
+	(*OfferDeviceRequest)(nil),       // 11: ironlink.v1.OfferDeviceRequest
+	(*OfferDeviceResponse)(nil),      // 12: ironlink.v1.OfferDeviceResponse
+	(*OperatorCommand)(nil),          // 13: ironlink.v1.OperatorCommand
+	(*Site)(nil),                     // 14: ironlink.v1.Site
+	(*ListDevicesRequest)(nil),       // 15: ironlink.v1.ListDevicesRequest
+	(*ListDevicesResponse)(nil),      // 16: ironlink.v1.ListDevicesResponse
+	(*GetDeviceRequest)(nil),         // 17: ironlink.v1.GetDeviceRequest
+	(*GetDeviceResponse)(nil),        // 18: ironlink.v1.GetDeviceResponse
+	(*StatusExplanation)(nil),        // 19: ironlink.v1.StatusExplanation
+	(*QuarantineExplanation)(nil),    // 20: ironlink.v1.QuarantineExplanation
+	(*SiteSilence)(nil),              // 21: ironlink.v1.SiteSilence
+	(*WatchFleetRequest)(nil),        // 22: ironlink.v1.WatchFleetRequest
+	(*WatchFleetResponse)(nil),       // 23: ironlink.v1.WatchFleetResponse
+	(*FleetEvent)(nil),               // 24: ironlink.v1.FleetEvent
+	(*DeviceStatusEvent)(nil),        // 25: ironlink.v1.DeviceStatusEvent
+	(*CommandStateEvent)(nil),        // 26: ironlink.v1.CommandStateEvent
+	(*OperationStateEvent)(nil),      // 27: ironlink.v1.OperationStateEvent
+	(*PolicyDecisionEvent)(nil),      // 28: ironlink.v1.PolicyDecisionEvent
+	(*PendingActionEvent)(nil),       // 29: ironlink.v1.PendingActionEvent
+	(*QuarantineDeviceRequest)(nil),  // 30: ironlink.v1.QuarantineDeviceRequest
+	(*QuarantineDeviceResponse)(nil), // 31: ironlink.v1.QuarantineDeviceResponse
+	(*ReleaseDeviceRequest)(nil),     // 32: ironlink.v1.ReleaseDeviceRequest
+	(*ReleaseDeviceResponse)(nil),    // 33: ironlink.v1.ReleaseDeviceResponse
+	(*GetCommandRequest)(nil),        // 34: ironlink.v1.GetCommandRequest
+	(*GetCommandResponse)(nil),       // 35: ironlink.v1.GetCommandResponse
+	(*ListCommandsRequest)(nil),      // 36: ironlink.v1.ListCommandsRequest
+	(*ListCommandsResponse)(nil),     // 37: ironlink.v1.ListCommandsResponse
+	(*RetryCommandRequest)(nil),      // 38: ironlink.v1.RetryCommandRequest
+	(*RetryCommandResponse)(nil),     // 39: ironlink.v1.RetryCommandResponse
+	(*ListSitesRequest)(nil),         // 40: ironlink.v1.ListSitesRequest
+	(*ListSitesResponse)(nil),        // 41: ironlink.v1.ListSitesResponse
+	(*timestamppb.Timestamp)(nil),    // 42: google.protobuf.Timestamp
+	(*Condition)(nil),                // 43: ironlink.v1.Condition
+	(*DeviceFacts)(nil),              // 44: ironlink.v1.DeviceFacts
+	(ImpairmentState)(0),             // 45: ironlink.v1.ImpairmentState
+	(FailureClass)(0),                // 46: ironlink.v1.FailureClass
+	(*DeviceHold)(nil),               // 47: ironlink.v1.DeviceHold
+	(*SitePolicyState)(nil),          // 48: ironlink.v1.SitePolicyState
+	(*Operation)(nil),                // 49: ironlink.v1.Operation
+	(OperationState)(0),              // 50: ironlink.v1.OperationState
+	(*PolicyDecision)(nil),           // 51: ironlink.v1.PolicyDecision
+	(*PendingAction)(nil),            // 52: ironlink.v1.PendingAction
+	(PendingActionState)(0),          // 53: ironlink.v1.PendingActionState
 }
 var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	0,  // 0: ironlink.v1.Device.status:type_name -> ironlink.v1.OperationalStatus
-	36, // 1: ironlink.v1.Device.status_change_time:type_name -> google.protobuf.Timestamp
+	42, // 1: ironlink.v1.Device.status_change_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: ironlink.v1.Device.last_known_status:type_name -> ironlink.v1.OperationalStatus
-	36, // 3: ironlink.v1.Device.remove_time:type_name -> google.protobuf.Timestamp
-	37, // 4: ironlink.v1.Device.conditions:type_name -> ironlink.v1.Condition
-	38, // 5: ironlink.v1.Device.facts:type_name -> ironlink.v1.DeviceFacts
-	39, // 6: ironlink.v1.Device.desired_impairment:type_name -> ironlink.v1.ImpairmentState
-	36, // 7: ironlink.v1.Device.observed_time:type_name -> google.protobuf.Timestamp
-	36, // 8: ironlink.v1.Device.last_drift_correction_time:type_name -> google.protobuf.Timestamp
-	40, // 9: ironlink.v1.Device.last_command_failure_class:type_name -> ironlink.v1.FailureClass
-	41, // 10: ironlink.v1.Device.policy_holds:type_name -> ironlink.v1.DeviceHold
+	42, // 3: ironlink.v1.Device.remove_time:type_name -> google.protobuf.Timestamp
+	43, // 4: ironlink.v1.Device.conditions:type_name -> ironlink.v1.Condition
+	44, // 5: ironlink.v1.Device.facts:type_name -> ironlink.v1.DeviceFacts
+	45, // 6: ironlink.v1.Device.desired_impairment:type_name -> ironlink.v1.ImpairmentState
+	42, // 7: ironlink.v1.Device.observed_time:type_name -> google.protobuf.Timestamp
+	42, // 8: ironlink.v1.Device.last_drift_correction_time:type_name -> google.protobuf.Timestamp
+	46, // 9: ironlink.v1.Device.last_command_failure_class:type_name -> ironlink.v1.FailureClass
+	47, // 10: ironlink.v1.Device.policy_holds:type_name -> ironlink.v1.DeviceHold
 	0,  // 11: ironlink.v1.StatusChange.status:type_name -> ironlink.v1.OperationalStatus
-	36, // 12: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
-	39, // 13: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
-	36, // 14: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
-	39, // 15: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
-	1,  // 16: ironlink.v1.OperatorCommand.state:type_name -> ironlink.v1.CommandState
-	36, // 17: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
-	36, // 18: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
-	36, // 19: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
-	40, // 20: ironlink.v1.OperatorCommand.failure_class:type_name -> ironlink.v1.FailureClass
-	2,  // 21: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
-	36, // 22: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
-	37, // 23: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
-	42, // 24: ironlink.v1.Site.policy_state:type_name -> ironlink.v1.SitePolicyState
-	0,  // 25: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	39, // 26: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
-	36, // 27: ironlink.v1.ListDevicesRequest.as_of:type_name -> google.protobuf.Timestamp
-	4,  // 28: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
-	36, // 29: ironlink.v1.GetDeviceRequest.as_of:type_name -> google.protobuf.Timestamp
-	4,  // 30: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
-	5,  // 31: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
-	6,  // 32: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
-	43, // 33: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
-	13, // 34: ironlink.v1.GetDeviceResponse.explanation:type_name -> ironlink.v1.StatusExplanation
-	0,  // 35: ironlink.v1.StatusExplanation.status:type_name -> ironlink.v1.OperationalStatus
-	36, // 36: ironlink.v1.StatusExplanation.since:type_name -> google.protobuf.Timestamp
-	37, // 37: ironlink.v1.StatusExplanation.conditions:type_name -> ironlink.v1.Condition
-	14, // 38: ironlink.v1.StatusExplanation.quarantine:type_name -> ironlink.v1.QuarantineExplanation
-	15, // 39: ironlink.v1.StatusExplanation.site_silence:type_name -> ironlink.v1.SiteSilence
-	0,  // 40: ironlink.v1.StatusExplanation.last_known_status:type_name -> ironlink.v1.OperationalStatus
-	36, // 41: ironlink.v1.QuarantineExplanation.change_time:type_name -> google.protobuf.Timestamp
-	1,  // 42: ironlink.v1.QuarantineExplanation.command_state:type_name -> ironlink.v1.CommandState
-	36, // 43: ironlink.v1.SiteSilence.last_seen_time:type_name -> google.protobuf.Timestamp
-	0,  // 44: ironlink.v1.WatchFleetRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	3,  // 45: ironlink.v1.WatchFleetRequest.kinds:type_name -> ironlink.v1.FleetEventKind
-	18, // 46: ironlink.v1.WatchFleetResponse.event:type_name -> ironlink.v1.FleetEvent
-	3,  // 47: ironlink.v1.FleetEvent.kind:type_name -> ironlink.v1.FleetEventKind
-	36, // 48: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
-	19, // 49: ironlink.v1.FleetEvent.device_status:type_name -> ironlink.v1.DeviceStatusEvent
-	20, // 50: ironlink.v1.FleetEvent.command_state:type_name -> ironlink.v1.CommandStateEvent
-	21, // 51: ironlink.v1.FleetEvent.operation_state:type_name -> ironlink.v1.OperationStateEvent
-	22, // 52: ironlink.v1.FleetEvent.policy_decision:type_name -> ironlink.v1.PolicyDecisionEvent
-	23, // 53: ironlink.v1.FleetEvent.pending_action:type_name -> ironlink.v1.PendingActionEvent
-	0,  // 54: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
-	0,  // 55: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
-	7,  // 56: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
-	1,  // 57: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
-	43, // 58: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
-	44, // 59: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
-	45, // 60: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
-	46, // 61: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
-	47, // 62: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
-	7,  // 63: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	7,  // 64: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	7,  // 65: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	1,  // 66: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	7,  // 67: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	7,  // 68: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	8,  // 69: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	9,  // 70: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	11, // 71: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	24, // 72: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	26, // 73: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	28, // 74: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	30, // 75: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	34, // 76: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	32, // 77: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
-	16, // 78: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
-	10, // 79: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	12, // 80: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	25, // 81: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	27, // 82: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	29, // 83: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	31, // 84: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	35, // 85: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	33, // 86: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
-	17, // 87: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
-	79, // [79:88] is the sub-list for method output_type
-	70, // [70:79] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	42, // 12: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
+	45, // 13: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
+	42, // 14: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
+	1,  // 15: ironlink.v1.ImpairmentChange.action:type_name -> ironlink.v1.ImpairmentAction
+	42, // 16: ironlink.v1.QuarantineHold.create_time:type_name -> google.protobuf.Timestamp
+	2,  // 17: ironlink.v1.ReleasePlan.outcome:type_name -> ironlink.v1.ReleaseOutcome
+	9,  // 18: ironlink.v1.ReleasePlan.remaining_holds:type_name -> ironlink.v1.QuarantineHold
+	0,  // 19: ironlink.v1.ReleasePlan.status_before_quarantine:type_name -> ironlink.v1.OperationalStatus
+	13, // 20: ironlink.v1.OfferDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	45, // 21: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
+	3,  // 22: ironlink.v1.OperatorCommand.state:type_name -> ironlink.v1.CommandState
+	42, // 23: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
+	42, // 24: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
+	42, // 25: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
+	46, // 26: ironlink.v1.OperatorCommand.failure_class:type_name -> ironlink.v1.FailureClass
+	1,  // 27: ironlink.v1.OperatorCommand.action:type_name -> ironlink.v1.ImpairmentAction
+	4,  // 28: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
+	42, // 29: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
+	43, // 30: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
+	48, // 31: ironlink.v1.Site.policy_state:type_name -> ironlink.v1.SitePolicyState
+	0,  // 32: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
+	45, // 33: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
+	42, // 34: ironlink.v1.ListDevicesRequest.as_of:type_name -> google.protobuf.Timestamp
+	6,  // 35: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
+	42, // 36: ironlink.v1.GetDeviceRequest.as_of:type_name -> google.protobuf.Timestamp
+	6,  // 37: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
+	7,  // 38: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
+	8,  // 39: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
+	49, // 40: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
+	19, // 41: ironlink.v1.GetDeviceResponse.explanation:type_name -> ironlink.v1.StatusExplanation
+	9,  // 42: ironlink.v1.GetDeviceResponse.quarantine_holds:type_name -> ironlink.v1.QuarantineHold
+	10, // 43: ironlink.v1.GetDeviceResponse.release_plan:type_name -> ironlink.v1.ReleasePlan
+	0,  // 44: ironlink.v1.StatusExplanation.status:type_name -> ironlink.v1.OperationalStatus
+	42, // 45: ironlink.v1.StatusExplanation.since:type_name -> google.protobuf.Timestamp
+	43, // 46: ironlink.v1.StatusExplanation.conditions:type_name -> ironlink.v1.Condition
+	20, // 47: ironlink.v1.StatusExplanation.quarantine:type_name -> ironlink.v1.QuarantineExplanation
+	21, // 48: ironlink.v1.StatusExplanation.site_silence:type_name -> ironlink.v1.SiteSilence
+	0,  // 49: ironlink.v1.StatusExplanation.last_known_status:type_name -> ironlink.v1.OperationalStatus
+	42, // 50: ironlink.v1.QuarantineExplanation.change_time:type_name -> google.protobuf.Timestamp
+	3,  // 51: ironlink.v1.QuarantineExplanation.command_state:type_name -> ironlink.v1.CommandState
+	42, // 52: ironlink.v1.SiteSilence.last_seen_time:type_name -> google.protobuf.Timestamp
+	0,  // 53: ironlink.v1.WatchFleetRequest.statuses:type_name -> ironlink.v1.OperationalStatus
+	5,  // 54: ironlink.v1.WatchFleetRequest.kinds:type_name -> ironlink.v1.FleetEventKind
+	24, // 55: ironlink.v1.WatchFleetResponse.event:type_name -> ironlink.v1.FleetEvent
+	5,  // 56: ironlink.v1.FleetEvent.kind:type_name -> ironlink.v1.FleetEventKind
+	42, // 57: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
+	25, // 58: ironlink.v1.FleetEvent.device_status:type_name -> ironlink.v1.DeviceStatusEvent
+	26, // 59: ironlink.v1.FleetEvent.command_state:type_name -> ironlink.v1.CommandStateEvent
+	27, // 60: ironlink.v1.FleetEvent.operation_state:type_name -> ironlink.v1.OperationStateEvent
+	28, // 61: ironlink.v1.FleetEvent.policy_decision:type_name -> ironlink.v1.PolicyDecisionEvent
+	29, // 62: ironlink.v1.FleetEvent.pending_action:type_name -> ironlink.v1.PendingActionEvent
+	0,  // 63: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
+	0,  // 64: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
+	13, // 65: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
+	3,  // 66: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
+	49, // 67: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
+	50, // 68: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
+	51, // 69: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
+	52, // 70: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
+	53, // 71: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
+	13, // 72: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	13, // 73: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	10, // 74: ironlink.v1.ReleaseDeviceResponse.plan:type_name -> ironlink.v1.ReleasePlan
+	13, // 75: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	3,  // 76: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	13, // 77: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	13, // 78: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	14, // 79: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	15, // 80: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	17, // 81: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	30, // 82: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	32, // 83: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	11, // 84: ironlink.v1.FleetService.OfferDevice:input_type -> ironlink.v1.OfferDeviceRequest
+	34, // 85: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	36, // 86: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	40, // 87: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	38, // 88: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
+	22, // 89: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
+	16, // 90: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	18, // 91: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	31, // 92: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	33, // 93: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	12, // 94: ironlink.v1.FleetService.OfferDevice:output_type -> ironlink.v1.OfferDeviceResponse
+	35, // 95: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	37, // 96: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	41, // 97: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	39, // 98: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
+	23, // 99: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
+	90, // [90:100] is the sub-list for method output_type
+	80, // [80:90] is the sub-list for method input_type
+	80, // [80:80] is the sub-list for extension type_name
+	80, // [80:80] is the sub-list for extension extendee
+	0,  // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }
@@ -3534,7 +4155,8 @@ func file_ironlink_v1_fleet_proto_init() {
 	file_ironlink_v1_link_proto_init()
 	file_ironlink_v1_operations_proto_init()
 	file_ironlink_v1_policy_proto_init()
-	file_ironlink_v1_fleet_proto_msgTypes[14].OneofWrappers = []any{
+	file_ironlink_v1_fleet_proto_msgTypes[4].OneofWrappers = []any{}
+	file_ironlink_v1_fleet_proto_msgTypes[18].OneofWrappers = []any{
 		(*FleetEvent_DeviceStatus)(nil),
 		(*FleetEvent_CommandState)(nil),
 		(*FleetEvent_OperationState)(nil),
@@ -3546,8 +4168,8 @@ func file_ironlink_v1_fleet_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_fleet_proto_rawDesc), len(file_ironlink_v1_fleet_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   32,
+			NumEnums:      6,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

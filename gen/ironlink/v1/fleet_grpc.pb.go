@@ -23,6 +23,7 @@ const (
 	FleetService_GetDevice_FullMethodName        = "/ironlink.v1.FleetService/GetDevice"
 	FleetService_QuarantineDevice_FullMethodName = "/ironlink.v1.FleetService/QuarantineDevice"
 	FleetService_ReleaseDevice_FullMethodName    = "/ironlink.v1.FleetService/ReleaseDevice"
+	FleetService_OfferDevice_FullMethodName      = "/ironlink.v1.FleetService/OfferDevice"
 	FleetService_GetCommand_FullMethodName       = "/ironlink.v1.FleetService/GetCommand"
 	FleetService_ListCommands_FullMethodName     = "/ironlink.v1.FleetService/ListCommands"
 	FleetService_ListSites_FullMethodName        = "/ironlink.v1.FleetService/ListSites"
@@ -72,8 +73,22 @@ type FleetServiceClient interface {
 	// The device is named by device_id or device_name (see GetDevice).
 	// Errors: InvalidArgument (malformed id, ambiguous name, empty reason), NotFound.
 	QuarantineDevice(ctx context.Context, in *QuarantineDeviceRequest, opts ...grpc.CallOption) (*QuarantineDeviceResponse, error)
-	// ReleaseDevice gives a device back to customers. Same errors as QuarantineDevice.
+	// ReleaseDevice releases the operators' quarantine hold on a device (or,
+	// with all_holds, every hold) and, when no hold remains, gives back what
+	// the quarantine took: CUSTOM_CUSTOMER_READY restored when the device was
+	// offered before it, left absent when it was not (or that is not known).
+	// The response's plan says which holds remain. validate_only plans
+	// without writing. A device not quarantined is left as it is (outcome
+	// NOT_QUARANTINED, no command). Errors: as QuarantineDevice, and
+	// FailedPrecondition (reason HELD_BY_OTHERS) when only other sources
+	// (policy rules) hold it and all_holds is not set.
 	ReleaseDevice(ctx context.Context, in *ReleaseDeviceRequest, opts ...grpc.CallOption) (*ReleaseDeviceResponse, error)
+	// OfferDevice offers a device that is not quarantined to customers:
+	// desired state RELEASED (CUSTOM_CUSTOMER_READY present), recorded as a
+	// command with action OFFER. validate_only checks without writing.
+	// Errors: as QuarantineDevice, and FailedPrecondition (reason
+	// QUARANTINED) while the device is quarantined.
+	OfferDevice(ctx context.Context, in *OfferDeviceRequest, opts ...grpc.CallOption) (*OfferDeviceResponse, error)
 	// GetCommand returns one command. Errors: InvalidArgument, NotFound.
 	GetCommand(ctx context.Context, in *GetCommandRequest, opts ...grpc.CallOption) (*GetCommandResponse, error)
 	// ListCommands lists commands, newest first. A device filter may name the
@@ -145,6 +160,16 @@ func (c *fleetServiceClient) ReleaseDevice(ctx context.Context, in *ReleaseDevic
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReleaseDeviceResponse)
 	err := c.cc.Invoke(ctx, FleetService_ReleaseDevice_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fleetServiceClient) OfferDevice(ctx context.Context, in *OfferDeviceRequest, opts ...grpc.CallOption) (*OfferDeviceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OfferDeviceResponse)
+	err := c.cc.Invoke(ctx, FleetService_OfferDevice_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -252,8 +277,22 @@ type FleetServiceServer interface {
 	// The device is named by device_id or device_name (see GetDevice).
 	// Errors: InvalidArgument (malformed id, ambiguous name, empty reason), NotFound.
 	QuarantineDevice(context.Context, *QuarantineDeviceRequest) (*QuarantineDeviceResponse, error)
-	// ReleaseDevice gives a device back to customers. Same errors as QuarantineDevice.
+	// ReleaseDevice releases the operators' quarantine hold on a device (or,
+	// with all_holds, every hold) and, when no hold remains, gives back what
+	// the quarantine took: CUSTOM_CUSTOMER_READY restored when the device was
+	// offered before it, left absent when it was not (or that is not known).
+	// The response's plan says which holds remain. validate_only plans
+	// without writing. A device not quarantined is left as it is (outcome
+	// NOT_QUARANTINED, no command). Errors: as QuarantineDevice, and
+	// FailedPrecondition (reason HELD_BY_OTHERS) when only other sources
+	// (policy rules) hold it and all_holds is not set.
 	ReleaseDevice(context.Context, *ReleaseDeviceRequest) (*ReleaseDeviceResponse, error)
+	// OfferDevice offers a device that is not quarantined to customers:
+	// desired state RELEASED (CUSTOM_CUSTOMER_READY present), recorded as a
+	// command with action OFFER. validate_only checks without writing.
+	// Errors: as QuarantineDevice, and FailedPrecondition (reason
+	// QUARANTINED) while the device is quarantined.
+	OfferDevice(context.Context, *OfferDeviceRequest) (*OfferDeviceResponse, error)
 	// GetCommand returns one command. Errors: InvalidArgument, NotFound.
 	GetCommand(context.Context, *GetCommandRequest) (*GetCommandResponse, error)
 	// ListCommands lists commands, newest first. A device filter may name the
@@ -302,6 +341,9 @@ func (UnimplementedFleetServiceServer) QuarantineDevice(context.Context, *Quaran
 }
 func (UnimplementedFleetServiceServer) ReleaseDevice(context.Context, *ReleaseDeviceRequest) (*ReleaseDeviceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReleaseDevice not implemented")
+}
+func (UnimplementedFleetServiceServer) OfferDevice(context.Context, *OfferDeviceRequest) (*OfferDeviceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method OfferDevice not implemented")
 }
 func (UnimplementedFleetServiceServer) GetCommand(context.Context, *GetCommandRequest) (*GetCommandResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetCommand not implemented")
@@ -411,6 +453,24 @@ func _FleetService_ReleaseDevice_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FleetService_OfferDevice_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OfferDeviceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FleetServiceServer).OfferDevice(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FleetService_OfferDevice_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FleetServiceServer).OfferDevice(ctx, req.(*OfferDeviceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _FleetService_GetCommand_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetCommandRequest)
 	if err := dec(in); err != nil {
@@ -516,6 +576,10 @@ var FleetService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReleaseDevice",
 			Handler:    _FleetService_ReleaseDevice_Handler,
+		},
+		{
+			MethodName: "OfferDevice",
+			Handler:    _FleetService_OfferDevice_Handler,
 		},
 		{
 			MethodName: "GetCommand",

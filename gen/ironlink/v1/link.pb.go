@@ -32,6 +32,11 @@ const (
 	ImpairmentState_IMPAIRMENT_STATE_QUARANTINED ImpairmentState = 1
 	// Given back to customers: CUSTOM_CUSTOMER_READY present.
 	ImpairmentState_IMPAIRMENT_STATE_RELEASED ImpairmentState = 2
+	// A quarantine ended on a device that was not offered to customers
+	// before it: CUSTOM_CUSTOMER_READY is left as it is (absent, as the
+	// quarantine left it) and not converged afterwards. A satellite that
+	// does not know this value fails the command without touching the trait.
+	ImpairmentState_IMPAIRMENT_STATE_RELEASED_UNOFFERED ImpairmentState = 3
 )
 
 // Enum value maps for ImpairmentState.
@@ -40,11 +45,13 @@ var (
 		0: "IMPAIRMENT_STATE_UNSPECIFIED",
 		1: "IMPAIRMENT_STATE_QUARANTINED",
 		2: "IMPAIRMENT_STATE_RELEASED",
+		3: "IMPAIRMENT_STATE_RELEASED_UNOFFERED",
 	}
 	ImpairmentState_value = map[string]int32{
-		"IMPAIRMENT_STATE_UNSPECIFIED": 0,
-		"IMPAIRMENT_STATE_QUARANTINED": 1,
-		"IMPAIRMENT_STATE_RELEASED":    2,
+		"IMPAIRMENT_STATE_UNSPECIFIED":        0,
+		"IMPAIRMENT_STATE_QUARANTINED":        1,
+		"IMPAIRMENT_STATE_RELEASED":           2,
+		"IMPAIRMENT_STATE_RELEASED_UNOFFERED": 3,
 	}
 )
 
@@ -1653,11 +1660,12 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"conditions\x18\x01 \x03(\v2\x16.ironlink.v1.ConditionR\n" +
 	"conditions\"D\n" +
 	"\tHeartbeat\x127\n" +
-	"\tsent_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bsentTime*t\n" +
+	"\tsent_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bsentTime*\x9d\x01\n" +
 	"\x0fImpairmentState\x12 \n" +
 	"\x1cIMPAIRMENT_STATE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cIMPAIRMENT_STATE_QUARANTINED\x10\x01\x12\x1d\n" +
-	"\x19IMPAIRMENT_STATE_RELEASED\x10\x02*g\n" +
+	"\x19IMPAIRMENT_STATE_RELEASED\x10\x02\x12'\n" +
+	"#IMPAIRMENT_STATE_RELEASED_UNOFFERED\x10\x03*g\n" +
 	"\fFailureClass\x12\x1d\n" +
 	"\x19FAILURE_CLASS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17FAILURE_CLASS_TRANSIENT\x10\x01\x12\x1b\n" +
