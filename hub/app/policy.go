@@ -52,7 +52,8 @@ func newPolicy(cfg Config, st *store.Store, obs *observability, log *slog.Logger
 		}
 		return out, nil
 	}, plog)
-	eval := policyrun.New(st, policyrun.Config{Interval: cfg.PolicyInterval, Replica: cfg.Replica, Policy: w.Policy, Hooks: hooks}, plog)
+	eval := policyrun.New(st, policyrun.Config{Interval: cfg.PolicyInterval, Replica: cfg.Replica, Policy: w.Policy, Hooks: hooks,
+		FreshFor: cfg.StaleAfter}, plog)
 	return &hubPolicy{watcher: w, eval: eval, api: api}, nil
 }
 

@@ -98,4 +98,3 @@ func TestListingHazardsCountedAndReported(t *testing.T) {
 		t.Fatalf("complete listing again: %+v %+v", p, lc)
 	}
 }
-
