@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -33,9 +34,15 @@ func newPolicy(cfg Config, st *store.Store, obs *observability, log *slog.Logger
 	w := policy.Static(policy.Disabled())
 	if cfg.PolicyFile != "" {
 		var err error
-		if w, err = policy.NewWatcher(cfg.PolicyFile, 0, plog, nil); err != nil {
+		warn := func(f *policy.File) {
+			for _, msg := range f.Warnings(cfg.StaleAfter, time.Now()) {
+				plog.Warn("policy: "+msg, "path", cfg.PolicyFile)
+			}
+		}
+		if w, err = policy.NewWatcher(cfg.PolicyFile, 0, plog, warn); err != nil {
 			return nil, fmt.Errorf("policy: %w", err)
 		}
+		warn(w.Policy())
 	} else {
 		plog.Info("no --policy-file: automatic quarantine is off")
 	}
