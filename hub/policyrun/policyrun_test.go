@@ -2,6 +2,7 @@ package policyrun_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -346,5 +347,48 @@ policy:
 	}
 	if n := count(t, url, `SELECT count(DISTINCT trigger_id) FROM policy_decisions WHERE action = 'QUARANTINE'`); n != 2 {
 		t.Fatalf("%d triggers quarantined, want 2", n)
+	}
+}
+
+// The evidence is judged again in the transaction that creates the
+// command, with the site row held: a QUARANTINE decided while the link was
+// up but recorded after it ended becomes PENDING AwaitingFreshEvidence (no
+// command); with the link up it quarantines.
+func TestRecheckAtSend(t *testing.T) {
+	ctx := context.Background()
+	st, url := newStore(t)
+	a := newSite(t, st, "site-a", 10)
+	a.Fault(a.IDs[:2], "DeployFailed", time.Now())
+	cands, err := st.PolicyCandidates(ctx)
+	if err != nil || len(cands) != 2 {
+		t.Fatalf("candidates %v %v", cands, err)
+	}
+	linkUp := func(ev store.SiteEvidence) string {
+		if !ev.LinkUp {
+			return "the site's link ended"
+		}
+		return ""
+	}
+	rec := func(c store.PolicyCandidate) store.PolicyDecision {
+		return store.PolicyDecision{DeviceID: c.DeviceID, Site: c.Site, Kind: store.DecisionKindQuarantine, TriggerID: c.HistoryID,
+			Action: "QUARANTINE", Reason: "RuleMatched", Rule: "r", DecidedAt: time.Now(), Recheck: linkUp}
+	}
+	out, ok, err := st.RecordPolicyDecision(ctx, rec(cands[0]))
+	if err != nil || !ok || out.Action != "QUARANTINE" || out.CommandID == "" {
+		t.Fatalf("link up: %+v %v %v", out, ok, err)
+	}
+	a.Cut()
+	out, ok, err = st.RecordPolicyDecision(ctx, rec(cands[1]))
+	if err != nil || !ok || out.Action != "PENDING" || out.Reason != store.ReasonAwaitingFreshEvidence || out.CommandID != "" ||
+		out.PendingID == 0 || !strings.Contains(out.Detail, "link ended") {
+		t.Fatalf("link ended before the send: %+v %v %v", out, ok, err)
+	}
+	if n := count(t, url, `SELECT count(*) FROM commands`); n != 1 {
+		t.Fatalf("%d commands, want the one sent while the link was up", n)
+	}
+	// The awaiting trigger is still a candidate, with its pending action.
+	cands, err = st.PolicyCandidates(ctx)
+	if err != nil || len(cands) != 1 || cands[0].AwaitingID != out.PendingID {
+		t.Fatalf("candidates after the re-check: %+v %v", cands, err)
 	}
 }
