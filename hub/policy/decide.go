@@ -354,3 +354,26 @@ func DecideRelease(p SitePolicy, q Quarantine, reachable bool, excluded *Exclusi
 		q.ClearedSince.UTC().Format(time.RFC3339), rule.AutoReleaseAfter)
 	return d
 }
+
+// ReasonHealedWithinHoldDown is the reason of the SKIP decision recorded
+// for a trigger whose cause cleared before the policy decided it (inside
+// its rule's hold-down, or between two passes): no action.
+const ReasonHealedWithinHoldDown = "HealedWithinHoldDown"
+
+// DecideHealed is the decision for a trigger (from → to at changedAt)
+// whose device left FAULTED/MAINTENANCE for healedTo at healedAt before
+// the policy decided it: SKIP NotOfferedToCustomers when from was not
+// offered to customers (as Decide would have said), else SKIP
+// HealedWithinHoldDown. Always a SKIP: nothing is done for it.
+func DecideHealed(p SitePolicy, from, to, healedTo status.Status, changedAt, healedAt time.Time) Decision {
+	d := Decision{Action: ActionSkip, DryRun: p.DryRun}
+	if !slices.Contains(OfferedStatuses, from) {
+		d.Reason = ReasonNotOffered
+		d.Detail = fmt.Sprintf("previous status %q was not offered to customers; healed to %s before a decision", from, healedTo)
+		return d
+	}
+	d.Reason = ReasonHealedWithinHoldDown
+	d.Detail = fmt.Sprintf("%s → %s at %s healed to %s after %s, before the policy acted (hold-down or between passes): no action",
+		from, to, changedAt.UTC().Format(time.RFC3339), healedTo, healedAt.Sub(changedAt).Truncate(time.Millisecond))
+	return d
+}

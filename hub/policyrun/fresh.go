@@ -77,3 +77,38 @@ func (e *Evaluator) resolveAwaiting(ctx context.Context, c store.PolicyCandidate
 	}
 	return nil
 }
+
+// healed records a SKIP decision (policy.DecideHealed) for every trigger
+// changed after since whose cause cleared before it was decided, on sites
+// whose policy is enabled: every trigger gets exactly one decision.
+func (e *Evaluator) healed(ctx context.Context, file *policy.File, since, now time.Time, stats *Stats) error {
+	ts, err := e.st.HealedTriggers(ctx, since)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		p := file.Effective(t.Site)
+		if !p.Enabled {
+			continue
+		}
+		d := policy.DecideHealed(p, t.From, t.To, t.HealedTo, t.ChangedAt, t.HealedAt)
+		cause := condition.ProvisioningHealthy
+		if t.To == "MAINTENANCE" {
+			cause = condition.MaintenanceClear
+		}
+		triggered := t.ChangedAt
+		out, recorded, err := e.st.RecordPolicyDecision(ctx, store.PolicyDecision{DeviceID: t.DeviceID, Site: t.Site,
+			Kind: store.DecisionKindQuarantine, TriggerID: t.HistoryID, Action: string(d.Action), Reason: d.Reason, Detail: d.Detail,
+			DryRun: d.DryRun, From: string(t.From), To: string(t.To), Cause: condition.Condition{Type: cause},
+			TriggeredAt: &triggered, Replica: e.cfg.Replica, DecidedAt: now})
+		if err != nil {
+			return fmt.Errorf("healed trigger of device %s: %w", t.DeviceID, err)
+		}
+		if recorded {
+			stats.Decisions++
+			stats.Skipped++
+			e.observe(out, 0)
+		}
+	}
+	return nil
+}

@@ -192,6 +192,9 @@ func (e *Evaluator) Tick(ctx context.Context) (Stats, error) {
 			return stats, err
 		}
 	}
+	if err := e.healed(ctx, file, now.Add(-longestWindow(file)), now, &stats); err != nil {
+		return stats, err
+	}
 	if err := e.rearmGuards(ctx, file, sites, now, &stats); err != nil {
 		return stats, err
 	}

@@ -327,8 +327,17 @@ policy:
 	}
 	a.Heal(a.IDs[0]) // the blip ends
 	clk.Add(time.Minute)
-	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
+	// The blip gets its one decision: SKIP HealedWithinHoldDown, no command.
+	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 1 || stats.Skipped != 1 || stats.Quarantined != 0 {
 		t.Fatalf("after the blip: %+v %v", stats, err)
+	}
+	blip, _, err := st.ListPolicyDecisions(ctx, store.DecisionFilter{Site: "site-a", Limit: 10})
+	if err != nil || len(blip) != 1 || blip[0].Action != "SKIP" || blip[0].Reason != policy.ReasonHealedWithinHoldDown ||
+		blip[0].From != "AVAILABLE" || blip[0].To != "FAULTED" || blip[0].CommandID != "" || !strings.Contains(blip[0].Detail, "healed to AVAILABLE") {
+		t.Fatalf("the blip's decision: %+v %v", blip, err)
+	}
+	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
+		t.Fatalf("the blip decided twice: %+v %v", stats, err)
 	}
 	a.Fault(a.IDs[:1], "DeployFailed", clk.Now().Add(-31*time.Second))
 	if stats, err := ev.Tick(ctx); err != nil || stats.Quarantined != 1 {
@@ -347,6 +356,9 @@ policy:
 	}
 	if n := count(t, url, `SELECT count(DISTINCT trigger_id) FROM policy_decisions WHERE action = 'QUARANTINE'`); n != 2 {
 		t.Fatalf("%d triggers quarantined, want 2", n)
+	}
+	if n := count(t, url, `SELECT count(*) FROM commands WHERE source = 'policy'`); n != 2 {
+		t.Fatalf("%d policy commands, want 2 (none for the blip)", n)
 	}
 }
 
