@@ -672,7 +672,11 @@ type PolicyDecision struct {
 	// CamelCase reason: RuleMatched, HeldByGuard, StaleTrigger,
 	// NoRuleMatched, NotOfferedToCustomers, ExcludedFromAutomation,
 	// MaintenanceWindow, PlannedMaintenance, AlreadyQuarantined,
-	// DeviceRemoved, CauseCleared, QuarantineSuperseded.
+	// DeviceRemoved, CauseCleared, QuarantineSuperseded,
+	// AwaitingFreshEvidence (the site's evidence was not fresh: link ended,
+	// last poll failed or had listing hazards; its pending action is settled
+	// by the policy once a fresh poll confirms or clears the cause),
+	// HealedWithinHoldDown (the cause cleared before a decision: no action).
 	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Human detail.
 	Detail string `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
@@ -1060,7 +1064,9 @@ type PendingAction struct {
 	Site string `protobuf:"bytes,5,opt,name=site,proto3" json:"site,omitempty"`
 	// Rule.
 	Rule string `protobuf:"bytes,6,opt,name=rule,proto3" json:"rule,omitempty"`
-	// HeldByGuard or StaleTrigger.
+	// HeldByGuard, StaleTrigger or AwaitingFreshEvidence (waits for a fresh
+	// poll of its site; the policy approves it itself, as actor "policy",
+	// when the poll confirms the cause, and it expires when the cause clears).
 	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Human detail.
 	Detail string `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
