@@ -55,7 +55,8 @@ func newPolicy(cfg Config, st *store.Store, obs *observability, log *slog.Logger
 		out := make([]metrics.PolicySiteState, len(states))
 		for i, s := range states {
 			out[i] = metrics.PolicySiteState{Site: s.GetSite(), Tripped: s.GetGuardTripped(),
-				PendingHeld: int(s.GetPendingHeldCount()), PendingStale: int(s.GetPendingStaleCount())}
+				PendingHeld: int(s.GetPendingHeldCount()), PendingStale: int(s.GetPendingStaleCount()),
+				PendingAwaiting: int(s.GetPendingAwaitingCount())}
 		}
 		return out, nil
 	}, plog)

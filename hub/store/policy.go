@@ -60,9 +60,9 @@ type PolicySite struct {
 	// TrippedDetail say by which rule and why.
 	TrippedSince               *time.Time
 	TrippedRule, TrippedDetail string
-	// OpenHeld and OpenStale count the site's PENDING actions held by the
-	// guard and from stale triggers.
-	OpenHeld, OpenStale int
+	// OpenHeld, OpenStale and OpenAwaiting count the site's PENDING actions
+	// held by the guard, from stale triggers and awaiting fresh evidence.
+	OpenHeld, OpenStale, OpenAwaiting int
 }
 
 // PolicyAction is one QUARANTINE decision's time and dry-run flag.
@@ -79,7 +79,8 @@ func (s *Store) PolicySites(ctx context.Context, since time.Time) ([]PolicySite,
 			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed),
 			ps.guard_tripped_since, COALESCE(ps.guard_tripped_rule, ''), COALESCE(ps.guard_tripped_detail, ''),
 			(SELECT count(*) FROM policy_pending_actions p WHERE p.site = s.name AND p.state = 'PENDING' AND p.reason = 'HeldByGuard'),
-			(SELECT count(*) FROM policy_pending_actions p WHERE p.site = s.name AND p.state = 'PENDING' AND p.reason = 'StaleTrigger')
+			(SELECT count(*) FROM policy_pending_actions p WHERE p.site = s.name AND p.state = 'PENDING' AND p.reason = 'StaleTrigger'),
+			(SELECT count(*) FROM policy_pending_actions p WHERE p.site = s.name AND p.state = 'PENDING' AND p.reason = '`+ReasonAwaitingFreshEvidence+`')
 		FROM sites s LEFT JOIN policy_site_state ps ON ps.site = s.name`+evidenceJoins+` ORDER BY s.name`)
 	if err != nil {
 		return nil, fmt.Errorf("policy sites: %w", err)
@@ -87,7 +88,7 @@ func (s *Store) PolicySites(ctx context.Context, since time.Time) ([]PolicySite,
 	sites, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PolicySite, error) {
 		var p PolicySite
 		ev, fill := evidenceDest(&p.Evidence)
-		dest := append(append([]any{&p.Name}, ev...), &p.Devices, &p.TrippedSince, &p.TrippedRule, &p.TrippedDetail, &p.OpenHeld, &p.OpenStale)
+		dest := append(append([]any{&p.Name}, ev...), &p.Devices, &p.TrippedSince, &p.TrippedRule, &p.TrippedDetail, &p.OpenHeld, &p.OpenStale, &p.OpenAwaiting)
 		err := r.Scan(dest...)
 		fill()
 		p.Stale = p.Evidence.Stale

@@ -102,7 +102,8 @@ func startHub(t *testing.T) *hub {
 		var out []metrics.PolicySiteState
 		for _, s := range states {
 			out = append(out, metrics.PolicySiteState{Site: s.GetSite(), Tripped: s.GetGuardTripped(),
-				PendingHeld: int(s.GetPendingHeldCount()), PendingStale: int(s.GetPendingStaleCount())})
+				PendingHeld: int(s.GetPendingHeldCount()), PendingStale: int(s.GetPendingStaleCount()),
+				PendingAwaiting: int(s.GetPendingAwaitingCount())})
 		}
 		return out, err
 	}, log)
@@ -558,6 +559,13 @@ func TestLinkEndedFaultClearedDuringCut(t *testing.T) {
 	}
 	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM sites WHERE stale`); n != 0 {
 		t.Fatal("the site is UNREACHABLE: this case is the link ended before that")
+	}
+	if v, _ := promtest.Scrape(t, h.metrics+"/metrics").Value("ironlink_policy_pending_actions", "site", "site-hold", "reason", "AwaitingFreshEvidence"); v != 1 {
+		t.Errorf("pending metric (AwaitingFreshEvidence) = %v, want 1", v)
+	}
+	if st, err := h.policy.ListSitePolicyStates(context.Background(), &ironlinkv1.ListSitePolicyStatesRequest{Site: "site-hold"}); err != nil ||
+		st.GetStates()[0].GetPendingAwaitingCount() != 1 {
+		t.Errorf("site policy state %v %v, want 1 awaiting", st, err)
 	}
 	var out, errb strings.Builder
 	code := ctl.Execute(context.Background(), ctl.Options{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }},
