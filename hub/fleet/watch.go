@@ -79,7 +79,7 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 		var err error
 		if cur, err = feed.ParseCursor(c); err != nil {
 			return grpcerr.InvalidArgument("cursor", grpcerr.ReasonInvalidValue, "cursor "+textcheck.Quote(c)+
-				" is malformed: pass a cursor of a WatchFleetResponse unchanged")
+				" is malformed ("+err.Error()+"): pass a cursor of a WatchFleetResponse unchanged")
 		}
 		ok, err := s.feed.CursorValid(ctx, cur)
 		if err != nil {

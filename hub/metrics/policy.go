@@ -17,8 +17,8 @@ var decisionBuckets = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 12
 
 // PolicySiteState is one site's policy state for the scrape-time gauges.
 type PolicySiteState struct {
-	Site                      string
-	Tripped                   bool
+	Site                                       string
+	Tripped                                    bool
 	PendingHeld, PendingStale, PendingAwaiting int
 }
 
