@@ -21,7 +21,6 @@ import (
 	"github.com/ironlink/ironlink/hub/app"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/promtest"
-	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/internal/testlog"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -182,7 +181,7 @@ func TestNotReadyUntilMigrated(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	h := startHub(t, db, "r1", func(o *app.Options) { o.SkipMigrate = true })
 	h.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "schema", healthpb.HealthCheckResponse_NOT_SERVING)
-	storetest.Migrate(t, db)
+	pgtest.Migrate(t, db)
 	h.waitReady(t, 10*time.Second, http.StatusOK, "ready", healthpb.HealthCheckResponse_SERVING)
 }
 

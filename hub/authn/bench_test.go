@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ironlink/ironlink/internal/auth"
-	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/pgtest"
 )
 
 // benchPool is how many distinct tokens each algorithm's benchmark cycles
@@ -44,7 +44,7 @@ func benchTokenPool(b *testing.B, c client) []string {
 func BenchmarkVerify(b *testing.B) {
 	clients := []client{satA, satB, satA2} // ES256, RS256, EdDSA
 	r := roster(b, clients...)
-	url := storetest.Database(b)
+	url := pgtest.MigratedDatabase(b)
 	st := openStore(b, url)
 	ctx := context.Background()
 	for _, c := range clients {

@@ -1,6 +1,7 @@
 package authn_test
 
 import (
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/storetest"
 )
 
@@ -27,7 +29,7 @@ func pgVerifier(r *auth.Roster, st *store.Store) *auth.Verifier {
 // is refused by the other, and of many simultaneous presentations of one
 // token across both, exactly one succeeds.
 func TestReplayAcrossReplicas(t *testing.T) {
-	url := storetest.Database(t)
+	url := pgtest.MigratedDatabase(t)
 	r := roster(t, satA, operator)
 	h1 := startHub(t, pgVerifier(r, openStore(t, url)), false)
 	h2 := startHub(t, pgVerifier(r, openStore(t, url)), false)
@@ -91,7 +93,7 @@ func TestReplayAcrossReplicas(t *testing.T) {
 // When the replay cache (PostgreSQL) cannot answer, tokens are refused with
 // Unavailable — fail closed, but tell the client to retry.
 func TestReplayCacheDownIsUnavailable(t *testing.T) {
-	url := storetest.Database(t)
+	url := pgtest.MigratedDatabase(t)
 	st := openStore(t, url)
 	h := startHub(t, pgVerifier(roster(t, operator), st), false)
 	st.Close()
@@ -99,5 +101,25 @@ func TestReplayCacheDownIsUnavailable(t *testing.T) {
 	wantCode(t, err, codes.Unavailable, "retry")
 	if h.rec.count() != 0 {
 		t.Fatal("call reached the handler")
+	}
+}
+
+// The jti's lifetime is judged on one clock: a hub replica whose clock is
+// two minutes behind the database's still refuses a replayed token for as
+// long as it accepts the token at all (before, the hub's exp + leeway was
+// compared with the database's now(), so such a replica remembered no jti
+// and accepted every replay).
+func TestReplayWithHubClockBehindDatabase(t *testing.T) {
+	url := storetest.Database(t)
+	hubNow := func() time.Time { return time.Now().Add(-2 * time.Minute) }
+	v := pgVerifier(roster(t, operator), openStore(t, url))
+	v.Now = hubNow
+	tok := token(t, operator, time.Minute, hubNow())
+	if _, err := v.Verify(t.Context(), tok); err != nil {
+		t.Fatal(err)
+	}
+	_, err := v.Verify(t.Context(), tok)
+	if !errors.Is(err, &auth.VerifyError{Check: auth.CheckReplay}) {
+		t.Fatalf("replay with the hub's clock 2 min behind the database's: err = %v, want %q", err, auth.CheckReplay)
 	}
 }

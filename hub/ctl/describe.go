@@ -249,10 +249,7 @@ func (a *app) newDescribeSite() *cobra.Command {
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: a.completeSites,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output, outTable, outJSON, outYAML); err != nil {
-				return err
-			}
-			c, err := a.connect()
+			c, err := a.connectFor(output, outTable, outJSON, outYAML)
 			if err != nil {
 				return err
 			}

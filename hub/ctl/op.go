@@ -328,10 +328,7 @@ func (a *app) newOpGetCommand() *cobra.Command {
 		Short: "Show one operation with its steps",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output, "", outWide, outJSON, outYAML); err != nil {
-				return err
-			}
-			c, err := a.connect()
+			c, err := a.connectFor(output, "", outWide, outJSON, outYAML)
 			if err != nil {
 				return err
 			}
@@ -497,10 +494,7 @@ func (a *app) newOpWatchCommand() *cobra.Command {
 		Short: "Follow an operation until it ends (exit 6 when it FAILED or was CANCELLED)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output, "", outJSON); err != nil {
-				return err
-			}
-			c, err := a.connect()
+			c, err := a.connectFor(output, "", outJSON)
 			if err != nil {
 				return err
 			}

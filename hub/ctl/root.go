@@ -70,6 +70,16 @@ type app struct {
 	ageAt *time.Time
 }
 
+// connectFor checks -o output against the formats a command allows
+// (checkOutput) before it connects (connect): a bad -o fails without
+// dialling.
+func (a *app) connectFor(output string, allowed ...string) (*client, error) {
+	if err := checkOutput(output, allowed...); err != nil {
+		return nil, err
+	}
+	return a.connect()
+}
+
 // connect resolves the settings and dials the hub once per invocation.
 func (a *app) connect() (*client, error) {
 	if a.cl != nil {

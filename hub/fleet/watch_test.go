@@ -20,6 +20,7 @@ import (
 	"github.com/ironlink/ironlink/hub/fleet"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/internal/testlog"
 )
@@ -147,7 +148,7 @@ func eventKey(m *ironlinkv1.WatchFleetResponse) string {
 // events a watcher that never broke got (replica 2 from the same start):
 // nothing lost, nothing repeated.
 func TestWatchFleetResumesAcrossReplicas(t *testing.T) {
-	url := storetest.Database(t)
+	url := pgtest.MigratedDatabase(t)
 	r1, r2 := startReplica(t, url), startReplica(t, url)
 	// The reference watcher, and the one that breaks, both start at
 	// replica 2's head, before the seed.
@@ -236,7 +237,7 @@ func TestWatchFleetResumesAcrossReplicas(t *testing.T) {
 // bad requests are refused with the field named.
 func TestWatchFleetFilters(t *testing.T) {
 	ctx := context.Background()
-	url := storetest.Database(t)
+	url := pgtest.MigratedDatabase(t)
 	r := startReplica(t, url)
 	head := watch(t, r.fleet, &ironlinkv1.WatchFleetRequest{}, 0, 0, nil).first
 	devs := seedSites(t, r.store, 2, "site-a", "site-b")
@@ -385,7 +386,7 @@ func collect(ctx context.Context, t *testing.T, s ironlinkv1.FleetService_WatchF
 // as they were, and the kinds and site filters select them.
 func TestWatchFleetOperationAndPolicyKinds(t *testing.T) {
 	ctx := context.Background()
-	url := storetest.Database(t)
+	url := pgtest.MigratedDatabase(t)
 	r := startReplica(t, url)
 	devs := seedSites(t, r.store, 2, "site-a", "site-b")
 	head := watch(t, r.fleet, &ironlinkv1.WatchFleetRequest{}, 0, 0, nil).first

@@ -11,6 +11,8 @@ import (
 
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/ironlink/ironlink/internal/periodic"
 )
 
 // Database is what readiness asks of PostgreSQL (*store.Store implements it).
@@ -157,14 +159,5 @@ func (c *Checker) Run(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		_ = c.Check(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	periodic.NowAndEvery(ctx, interval, func() { _ = c.Check(ctx) })
 }

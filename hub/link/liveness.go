@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/periodic"
 )
 
 // Liveness without a write per heartbeat: every message a link receives
@@ -64,19 +65,10 @@ func (s *Server) RunLastSeenFlush(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = s.cfg.LastSeenFlush
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			s.FlushLastSeen(fctx)
-			cancel()
-			return
-		case <-t.C:
-			s.FlushLastSeen(ctx)
-		}
-	}
+	periodic.Every(ctx, interval, func() { s.FlushLastSeen(ctx) })
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	s.FlushLastSeen(fctx)
 }
 
 // FlushLastSeen writes the last-seen records gathered since the previous

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/periodic"
 )
 
 // ListenForCommands subscribes to the replica's LISTEN dispatcher
@@ -23,23 +24,15 @@ func (s *Server) ListenForCommands(ctx context.Context) error {
 // RunStaleSweep marks sites silent for longer than staleAfter as stale every
 // staleAfter/6 (at least every second) until ctx ends.
 func (s *Server) RunStaleSweep(ctx context.Context, staleAfter time.Duration) {
-	every := max(staleAfter/6, time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			sites, err := s.store.MarkStaleSites(ctx, staleAfter)
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("stale sweep failed", "err", err)
-			}
-			for _, site := range sites {
-				s.log.Warn("site unreachable: silent for longer than stale_after", "site", site, "stale_after", staleAfter)
-			}
+	periodic.Every(ctx, max(staleAfter/6, time.Second), func() {
+		sites, err := s.store.MarkStaleSites(ctx, staleAfter)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("stale sweep failed", "err", err)
 		}
-	}
+		for _, site := range sites {
+			s.log.Warn("site unreachable: silent for longer than stale_after", "site", site, "stale_after", staleAfter)
+		}
+	})
 }
 
 // dueSites caches the sites with due commands (store.DueSites) for the

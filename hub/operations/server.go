@@ -342,7 +342,8 @@ func (s *Server) CancelOperation(ctx context.Context, req *ironlinkv1.CancelOper
 // WatchOperation implements OperationService.WatchOperation: the operation
 // now, then after every change (woken by OperationsChannel notifications
 // through the Notifier, and by a poll every Config.Poll as the guarantee)
-// until a final state has been sent.
+// until a final state has been sent, or until the roster no longer lets
+// the caller see the operation's site (PermissionDenied).
 func (s *Server) WatchOperation(req *ironlinkv1.WatchOperationRequest, stream ironlinkv1.OperationService_WatchOperationServer) error {
 	ctx := stream.Context()
 	o, err := s.get(ctx, req.GetOperationId())
@@ -373,6 +374,11 @@ func (s *Server) WatchOperation(req *ironlinkv1.WatchOperationRequest, stream ir
 		}
 		if o, err = s.store.GetOperation(ctx, o.ID); err != nil {
 			return s.storeErr(err, "operation", req.GetOperationId())
+		}
+		// The roster may have narrowed the caller since the watch began
+		// (authn.Streams re-scopes open streams on reload).
+		if sc := callerScope(ctx); !sc.Allows(o.Site) {
+			return sc.Deny(ctx, s.log, "operation "+o.ID, o.Site)
 		}
 	}
 }

@@ -112,14 +112,7 @@ func (s *Store) listDevicesAsOf(ctx context.Context, f DeviceFilter) ([]Device, 
 	if err != nil {
 		return nil, false, err
 	}
-	sts := make([]string, len(f.Statuses))
-	for i, st := range f.Statuses {
-		sts[i] = string(st)
-	}
-	imps := make([]string, len(f.Impairments))
-	for i, im := range f.Impairments {
-		imps[i] = string(im)
-	}
+	sts, imps := f.textArrays()
 	args = append(args, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1, imps, f.Sites, f.NameLike, f.NameLike2)
 	var devs []Device
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {

@@ -19,12 +19,8 @@ func newGroupStore(t *testing.T) (*Store, string) { return newGroupStoreTB(t) }
 
 func newGroupStoreTB(t testing.TB) (*Store, string) {
 	t.Helper()
-	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(ctx, url, testlog.Discard())
+	url := pgtest.MigratedDatabase(t)
+	s, err := Open(context.Background(), url, testlog.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

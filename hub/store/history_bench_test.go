@@ -299,10 +299,7 @@ func printMeasured(w io.Writer, h historyShape, ms []measured, withPlans bool) {
 // listing agrees with a brute-force reading of the histories, that the
 // as-of reads skip the partitions after as_of, and prints the figures.
 func TestHistoryQueriesAtSmallSize(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(context.Background(), url); err != nil {
-		t.Fatal(err)
-	}
+	url := pgtest.MigratedDatabase(t)
 	s, rec := openRecorded(t, url)
 	h := historyShape{devices: 300, sites: 3, condPer: 70, statusPer: 10, weeks: 8}
 	start, end := seedHistory(t, s, url, h)
@@ -368,10 +365,7 @@ func BenchmarkHistoryQueries(b *testing.B) {
 		}
 		rows = n
 	}
-	url := pgtest.NewDatabase(b)
-	if _, err := store.Migrate(context.Background(), url); err != nil {
-		b.Fatal(err)
-	}
+	url := pgtest.MigratedDatabase(b)
 	s, rec := openRecorded(b, url)
 	h := historyShape{devices: 10_000, sites: 10, condPer: rows / 10_000, statusPer: rows / 100_000, weeks: 52}
 	start, end := seedHistory(b, s, url, h)
@@ -400,10 +394,7 @@ const listSitesIndexes = `CREATE INDEX devices_site_live ON devices (site) WHERE
 //
 //	go test ./hub/store -run '^$' -bench ListSites10000 -benchtime 1x
 func BenchmarkListSites10000(b *testing.B) {
-	url := pgtest.NewDatabase(b)
-	if _, err := store.Migrate(context.Background(), url); err != nil {
-		b.Fatal(err)
-	}
+	url := pgtest.MigratedDatabase(b)
 	s, _ := openRecorded(b, url)
 	seedHistory(b, s, url, historyShape{devices: 10_000, sites: 10, condPer: 7, statusPer: 1, weeks: 1})
 	listSites := func() time.Duration {

@@ -76,19 +76,26 @@ func scanDevice(r pgx.Row) (Device, error) {
 	return d, nil
 }
 
+// textArrays returns f's statuses and impairments as the text[] parameters
+// of the device listings (ListDevices, its as_of form).
+func (f DeviceFilter) textArrays() (statuses, impairments []string) {
+	statuses = make([]string, len(f.Statuses))
+	for i, st := range f.Statuses {
+		statuses[i] = string(st)
+	}
+	impairments = make([]string, len(f.Impairments))
+	for i, im := range f.Impairments {
+		impairments[i] = string(im)
+	}
+	return statuses, impairments
+}
+
 // ListDevices returns up to f.Limit devices in id order, and whether more follow.
 func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool, error) {
 	if !f.AsOf.IsZero() {
 		return s.listDevicesAsOf(ctx, f)
 	}
-	sts := make([]string, len(f.Statuses))
-	for i, st := range f.Statuses {
-		sts[i] = string(st)
-	}
-	imps := make([]string, len(f.Impairments))
-	for i, im := range f.Impairments {
-		imps[i] = string(im)
-	}
+	sts, imps := f.textArrays()
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+deviceColumns+` FROM devices d
 		WHERE ($1 = '' OR d.site = $1)

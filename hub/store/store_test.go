@@ -12,6 +12,7 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/internal/testlog"
 )
 
@@ -19,17 +20,7 @@ func newStore(t *testing.T) (*store.Store, string) { return newBenchStore(t) }
 
 func newBenchStore(t testing.TB) (*store.Store, string) {
 	t.Helper()
-	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if _, err := store.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	s, err := store.Open(ctx, url, testlog.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s, url
+	return storetest.New(t, testlog.Discard())
 }
 
 func conds(at time.Time, overrides map[condition.Type]condition.Status) []condition.Condition {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/ironlink/ironlink/internal/periodic"
 )
 
 // churnStep is one pending state change of a multi-step transition, applied
@@ -39,16 +41,7 @@ func (c *Cloud) Churn(ctx context.Context, interval time.Duration, r *rand.Rand)
 	if r == nil {
 		r = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.ChurnOnce(r)
-		}
-	}
+	periodic.Every(ctx, interval, func() { c.ChurnOnce(r) })
 }
 
 // ChurnOnce performs one tick of [Cloud.Churn] at once (for tests and

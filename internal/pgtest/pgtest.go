@@ -1,5 +1,5 @@
 // Package pgtest gives each test its own throwaway PostgreSQL database on a
-// real server. The server is taken from IRONLINK_TEST_DATABASE_URL, else
+// real server, empty (NewDatabase) or migrated (MigratedDatabase). The server is taken from IRONLINK_TEST_DATABASE_URL, else
 // DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres (the
 // machine's trust-auth cluster). A server that does not answer fails the test:
 // storage tests never skip.
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ironlink/ironlink/migrations"
 )
 
 // ServerURL returns the URL of the PostgreSQL server tests use.
@@ -68,6 +70,28 @@ func NewDatabase(tb testing.TB) string {
 	return u.String()
 }
 
+// MigratedDatabase is the tests' one way to a migrated database: a fresh
+// database (NewDatabase) with every migration applied as a hub replica
+// applies them (migrations.Up). It returns the database's URL.
+// internal/storetest opens a store on it; hub/store's own tests, which
+// cannot import storetest, use it directly.
+func MigratedDatabase(tb testing.TB) string {
+	tb.Helper()
+	url := NewDatabase(tb)
+	Migrate(tb, url)
+	return url
+}
+
+// Migrate applies the pending migrations to the database at url
+// (migrations.Up; a no-op when it is up to date), failing the test on
+// error: for a database made without them on purpose.
+func Migrate(tb testing.TB, url string) {
+	tb.Helper()
+	if _, err := migrations.Up(context.Background(), url); err != nil {
+		tb.Fatalf("pgtest: migrate: %v", err)
+	}
+}
+
 func redact(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -79,35 +103,45 @@ func redact(s string) string {
 // MustExec runs sql on the database at dbURL and fails the test on error.
 func MustExec(tb testing.TB, dbURL, sql string, args ...any) {
 	tb.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		tb.Fatalf("pgtest: connect: %v", err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, sql, args...); err != nil {
-		tb.Fatalf("pgtest: %s: %v", sql, err)
-	}
+	withConn(tb, dbURL, func(ctx context.Context, c *pgx.Conn) {
+		tb.Helper()
+		if _, err := c.Exec(ctx, sql, args...); err != nil {
+			tb.Fatalf("pgtest: %s: %v", sql, err)
+		}
+	})
 }
 
 // Count returns the result of a single-integer query.
 func Count(tb testing.TB, dbURL, sql string, args ...any) int {
 	tb.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		tb.Fatalf("pgtest: connect: %v", err)
-	}
-	defer c.Close(ctx)
-	var n int
-	if err := c.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-		tb.Fatalf("pgtest: %s: %v", sql, err)
-	}
-	return n
+	return queryRow[int](tb, dbURL, sql, args...)
 }
 
 // QueryString returns the result of a single-text query ("" for NULL).
 func QueryString(tb testing.TB, dbURL, sql string, args ...any) string {
+	tb.Helper()
+	if s := queryRow[*string](tb, dbURL, sql, args...); s != nil {
+		return *s
+	}
+	return ""
+}
+
+// queryRow returns the single value of a single-row query, scanned into a T.
+func queryRow[T any](tb testing.TB, dbURL, sql string, args ...any) T {
+	tb.Helper()
+	var v T
+	withConn(tb, dbURL, func(ctx context.Context, c *pgx.Conn) {
+		tb.Helper()
+		if err := c.QueryRow(ctx, sql, args...).Scan(&v); err != nil {
+			tb.Fatalf("pgtest: %s: %v", sql, err)
+		}
+	})
+	return v
+}
+
+// withConn connects to the database at dbURL, calls fn and closes the
+// connection; a failed connect fails the test.
+func withConn(tb testing.TB, dbURL string, fn func(ctx context.Context, c *pgx.Conn)) {
 	tb.Helper()
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, dbURL)
@@ -115,14 +149,7 @@ func QueryString(tb testing.TB, dbURL, sql string, args ...any) string {
 		tb.Fatalf("pgtest: connect: %v", err)
 	}
 	defer c.Close(ctx)
-	var s *string
-	if err := c.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
-		tb.Fatalf("pgtest: %s: %v", sql, err)
-	}
-	if s == nil {
-		return ""
-	}
-	return *s
+	fn(ctx, c)
 }
 
 // Checksums returns an MD5 checksum of the rows of every table in the
@@ -131,32 +158,29 @@ func QueryString(tb testing.TB, dbURL, sql string, args ...any) string {
 // changed (see ChangedTables).
 func Checksums(tb testing.TB, dbURL string, skip ...string) map[string]string {
 	tb.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		tb.Fatalf("pgtest: connect: %v", err)
-	}
-	defer c.Close(ctx)
-	rows, err := c.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename`)
-	if err != nil {
-		tb.Fatalf("pgtest: list tables: %v", err)
-	}
-	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		tb.Fatalf("pgtest: list tables: %v", err)
-	}
 	out := map[string]string{}
-	for _, t := range tables {
-		if slices.Contains(skip, t) {
-			continue
+	withConn(tb, dbURL, func(ctx context.Context, c *pgx.Conn) {
+		tb.Helper()
+		rows, err := c.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename`)
+		if err != nil {
+			tb.Fatalf("pgtest: list tables: %v", err)
 		}
-		var sum string
-		q := fmt.Sprintf(`SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM %s t`, pgx.Identifier{t}.Sanitize())
-		if err := c.QueryRow(ctx, q).Scan(&sum); err != nil {
-			tb.Fatalf("pgtest: checksum %s: %v", t, err)
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			tb.Fatalf("pgtest: list tables: %v", err)
 		}
-		out[t] = sum
-	}
+		for _, t := range tables {
+			if slices.Contains(skip, t) {
+				continue
+			}
+			var sum string
+			q := fmt.Sprintf(`SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM %s t`, pgx.Identifier{t}.Sanitize())
+			if err := c.QueryRow(ctx, q).Scan(&sum); err != nil {
+				tb.Fatalf("pgtest: checksum %s: %v", t, err)
+			}
+			out[t] = sum
+		}
+	})
 	return out
 }
 

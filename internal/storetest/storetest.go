@@ -1,7 +1,8 @@
-// Package storetest is the tests' one way to a hub store: a fresh database
-// on the test server (internal/pgtest), migrated, with a store open on it
-// that is closed when the test ends. (It is apart from pgtest because
-// hub/store's own tests use pgtest.) It is only imported by tests.
+// Package storetest is the tests' one way to a hub store: a migrated
+// database (pgtest.MigratedDatabase, the one way to that) with a store open
+// on it that is closed when the test ends. (It is apart from pgtest because
+// it imports hub/store, whose own tests use pgtest.) It is only imported by
+// tests.
 package storetest
 
 import (
@@ -19,24 +20,8 @@ import (
 // database's URL.
 func New(tb testing.TB, log *slog.Logger, opts ...store.Option) (*store.Store, string) {
 	tb.Helper()
-	url := Database(tb)
+	url := pgtest.MigratedDatabase(tb)
 	return Open(tb, url, log, opts...), url
-}
-
-// Database returns the URL of a fresh migrated database.
-func Database(tb testing.TB) string {
-	tb.Helper()
-	url := pgtest.NewDatabase(tb)
-	Migrate(tb, url)
-	return url
-}
-
-// Migrate applies the migrations to url (a no-op when it is up to date).
-func Migrate(tb testing.TB, url string) {
-	tb.Helper()
-	if _, err := store.Migrate(context.Background(), url); err != nil {
-		tb.Fatalf("storetest: migrate: %v", err)
-	}
 }
 
 // Open opens a store on url (migrated already, as a hub replica finds it),

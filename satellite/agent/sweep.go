@@ -12,6 +12,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/periodic"
 	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/satellite/conditions"
 	"github.com/ironlink/ironlink/satellite/ironic"
@@ -87,20 +88,13 @@ func (a *Agent) runSweeps(ctx context.Context) {
 	case <-ctx.Done():
 		return
 	}
-	t := time.NewTicker(a.cfg.SweepInterval)
-	defer t.Stop()
-	for {
+	periodic.NowAndEvery(ctx, a.cfg.SweepInterval, func() {
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.SweepTimeout)
+		defer cancel()
 		if err := a.Sweep(sctx); err != nil && ctx.Err() == nil {
 			a.log.Warn("sweep incomplete", "err", err)
 		}
-		cancel()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // reportDetection sets OrphanDetection for sites where it never runs.

@@ -121,15 +121,9 @@ func walk(err error, visit func(error) bool) bool {
 func classifyOne(err error) (site.Result, bool) {
 	switch e := err.(type) {
 	case *gophercloud.ErrErrorAfterReauthentication:
-		if openstack.StatusCode(e.ErrOriginal) == http.StatusUnauthorized {
-			return permanent("AccessRuleDenied"), true
-		}
-		return site.Result{}, false // the retried request's own status decides
+		return classifyAfterReauth(e.ErrOriginal)
 	case gophercloud.ErrErrorAfterReauthentication:
-		if openstack.StatusCode(e.ErrOriginal) == http.StatusUnauthorized {
-			return permanent("AccessRuleDenied"), true
-		}
-		return site.Result{}, false
+		return classifyAfterReauth(e.ErrOriginal)
 	case *gophercloud.ErrUnableToReauthenticate, gophercloud.ErrUnableToReauthenticate:
 		return transient("AuthenticationFailed"), true
 	case gophercloud.ErrUnexpectedResponseCode:
@@ -166,31 +160,39 @@ func classifyOne(err error) (site.Result, bool) {
 	return site.Result{}, false
 }
 
+// classifyAfterReauth classifies a request that failed again after
+// gophercloud re-authenticated: a 401 then is an access rule refusing it;
+// for any other status the retried request's own status decides (ok false).
+func classifyAfterReauth(original error) (site.Result, bool) {
+	if openstack.StatusCode(original) == http.StatusUnauthorized {
+		return permanent("AccessRuleDenied"), true
+	}
+	return site.Result{}, false
+}
+
+// statusClasses maps the HTTP statuses OpenStack answers with that have a
+// class of their own; classifyStatus falls back to the status's range.
+var statusClasses = map[int]site.Result{
+	// Without a successful re-authentication in between (that case is
+	// ErrErrorAfterReauthentication): the token was refused.
+	http.StatusUnauthorized:       transient("AuthenticationFailed"),
+	http.StatusForbidden:          permanent("AccessDenied"),
+	http.StatusConflict:           transient("Conflict"),
+	http.StatusRequestTimeout:     transient("Timeout"),
+	http.StatusTooManyRequests:    transient("RateLimited"),
+	http.StatusBadRequest:         permanent("BadRequest"),
+	http.StatusNotFound:           permanent("NotFound"),
+	http.StatusMethodNotAllowed:   permanent("MethodNotAllowed"),
+	http.StatusNotAcceptable:      permanent("NotAcceptable"),
+	http.StatusBadGateway:         transient("ServiceUnavailable"),
+	http.StatusServiceUnavailable: transient("ServiceUnavailable"),
+	http.StatusGatewayTimeout:     transient("ServiceUnavailable"),
+}
+
 // classifyStatus classifies an HTTP status OpenStack answered with.
 func classifyStatus(code int) site.Result {
-	switch code {
-	case http.StatusUnauthorized:
-		// Without a successful re-authentication in between (that case
-		// is ErrErrorAfterReauthentication): the token was refused.
-		return transient("AuthenticationFailed")
-	case http.StatusForbidden:
-		return permanent("AccessDenied")
-	case http.StatusConflict:
-		return transient("Conflict")
-	case http.StatusRequestTimeout:
-		return transient("Timeout")
-	case http.StatusTooManyRequests:
-		return transient("RateLimited")
-	case http.StatusBadRequest:
-		return permanent("BadRequest")
-	case http.StatusNotFound:
-		return permanent("NotFound")
-	case http.StatusMethodNotAllowed:
-		return permanent("MethodNotAllowed")
-	case http.StatusNotAcceptable:
-		return permanent("NotAcceptable")
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return transient("ServiceUnavailable")
+	if r, ok := statusClasses[code]; ok {
+		return r
 	}
 	switch {
 	case code >= 500:

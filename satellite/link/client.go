@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/streamrecv"
 )
 
 // CommandHandler applies hub commands. HandleCommand may be called
@@ -218,7 +219,7 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 		c.cfg.OnLinkState(true)
 		defer c.cfg.OnLinkState(false)
 	}
-	msgs, recvErr := receive(ctx, stream)
+	msgs, recvErr := streamrecv.Start(ctx, stream.Recv)
 	every := c.cfg.HeartbeatInterval
 	if hub := time.Duration(w.GetHeartbeatIntervalSeconds()) * time.Second; hub > 0 && hub < every {
 		every = hub // the hub expects heartbeats at least this often
@@ -261,28 +262,6 @@ func (c *Client) handshake(ctx context.Context, api ironlinkv1.LinkServiceClient
 		return nil, nil, nil, errors.New("hub did not answer hello with a welcome")
 	}
 	return stream, w, announced, nil
-}
-
-// receive reads the stream in its own goroutine until it fails (the error
-// goes to the second channel) or ctx ends; messages go to the first.
-func receive(ctx context.Context, stream ironlinkv1.LinkService_ConnectClient) (<-chan *ironlinkv1.ConnectResponse, <-chan error) {
-	msgs := make(chan *ironlinkv1.ConnectResponse)
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return msgs, recvErr
 }
 
 // sendBatches sends the outbox's pending batches (a snapshot first when one

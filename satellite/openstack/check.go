@@ -77,33 +77,38 @@ type Checked struct {
 	Method AuthMethod
 	// Placement and Nova are the normalised modes (PlacementAuto, ...).
 	Placement, Nova string
+	// InsecureTLS is true when clouds.yaml says verify: false and
+	// Config.AllowInsecureTLS let it through: OpenStack's certificates are
+	// not verified.
+	InsecureTLS bool
 }
 
 // CheckModes checks cfg's Placement and Nova modes ("" counts as auto) and
 // returns them normalised. Errors wrap [ErrConfig] and name the flag.
 func CheckModes(cfg Config) (placement, nova string, err error) {
-	placement = strings.ToLower(strings.TrimSpace(cfg.Placement))
-	if placement == "" {
-		placement = PlacementAuto
+	if placement, err = checkMode("placement", cfg.Placement, PlacementAuto, PlacementOn, PlacementOff); err != nil {
+		return "", "", err
 	}
-	switch placement {
-	case PlacementAuto, PlacementOn, PlacementOff:
-	default:
-		return "", "", fmt.Errorf("openstack: placement mode %q (--placement): want auto, on or off: %w", cfg.Placement, ErrConfig)
-	}
-	nova = strings.ToLower(strings.TrimSpace(cfg.Nova))
-	if nova == "" {
-		nova = NovaAuto
-	}
-	switch nova {
-	case NovaAuto, NovaOn, NovaOff:
-	default:
-		return "", "", fmt.Errorf("openstack: nova mode %q (--nova): want auto, on or off: %w", cfg.Nova, ErrConfig)
+	if nova, err = checkMode("nova", cfg.Nova, NovaAuto, NovaOn, NovaOff); err != nil {
+		return "", "", err
 	}
 	if placement == PlacementOff && nova == NovaOn {
 		return "", "", fmt.Errorf("openstack: nova on with placement off: a standalone site has no Nova: %w", ErrConfig)
 	}
 	return placement, nova, nil
+}
+
+// checkMode normalises the mode of the service named by --name: one of
+// auto, on or off (case-insensitive; "" is auto). Its error wraps
+// [ErrConfig].
+func checkMode(name, mode, auto, on, off string) (string, error) {
+	switch m := strings.ToLower(strings.TrimSpace(mode)); m {
+	case "":
+		return auto, nil
+	case auto, on, off:
+		return m, nil
+	}
+	return "", fmt.Errorf("openstack: %s mode %q (--%s): want auto, on or off: %w", name, mode, name, ErrConfig)
 }
 
 // Check reads cfg.Cloud from clouds.yaml and checks, without sending any
@@ -113,7 +118,8 @@ func CheckModes(cfg Config) (placement, nova string, err error) {
 // the request body gophercloud would send is built, so a password cloud
 // without a user domain, a project name without a project domain or an
 // application credential without a secret fail here with gophercloud's own
-// message. Connect runs it first; `ironlink-satellite validate` runs it
+// message. A cloud with verify: false is refused unless
+// cfg.AllowInsecureTLS (then Checked.InsecureTLS). Connect runs it first; `ironlink-satellite validate` runs it
 // before start. Errors wrap [ErrConfig].
 func Check(cfg Config) (Checked, error) {
 	var c Checked
@@ -136,6 +142,13 @@ func Check(cfg Config) (Checked, error) {
 	c.Auth, c.Endpoint, c.TLS, err = clouds.Parse(opts...)
 	if err != nil {
 		return Checked{}, fmt.Errorf("openstack: read cloud %q from clouds.yaml %q: %w: %w", cfg.Cloud, cfg.CloudsYAML, ErrConfig, err)
+	}
+	if c.TLS != nil && c.TLS.InsecureSkipVerify {
+		if !cfg.AllowInsecureTLS {
+			return Checked{}, fmt.Errorf("openstack: cloud %q in clouds.yaml %q says verify: false, which turns off TLS certificate verification towards OpenStack: "+
+				"remove it (set cacert to the site's CA instead) or start the satellite with --openstack-insecure-skip-verify: %w", cfg.Cloud, cfg.CloudsYAML, ErrConfig)
+		}
+		c.InsecureTLS = true
 	}
 	c.Auth.AllowReauth = true
 	c.Method = methodOf(c.Auth)

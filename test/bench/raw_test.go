@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ironlink/ironlink/internal/condition"
-	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/pgtest"
 )
 
 // The raw ceiling (issue 11 item 7): what plain pgx gets out of the same
@@ -50,7 +50,7 @@ func (r rawResult) String() string {
 func rawDatabase(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
 	ctx := context.Background()
-	url := storetest.Database(tb)
+	url := pgtest.MigratedDatabase(tb)
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		tb.Fatal(err)

@@ -1449,7 +1449,9 @@ func (x *DriftCorrection) GetCorrectTime() *timestamppb.Timestamp {
 // re-authentication gets 401) and OrphanDetection (the orphan sweep can judge
 // Nova against Ironic; False/HypervisorFieldHidden when the credential cannot
 // see Nova's OS-EXT-SRV-ATTR:hypervisor_hostname, False/Standalone on a site
-// without Nova), InventoryPolled (True/PollSucceeded after every complete
+// without Nova), OpenStackTLSVerified (False/VerifyDisabled when
+// clouds.yaml turns TLS verification towards OpenStack off and the satellite
+// was allowed to accept that), InventoryPolled (True/PollSucceeded after every complete
 // Ironic listing, observed at the poll: the satellite sends the set after
 // every poll, after that poll's batches, as the poll-success mark the hub's
 // policy requires before it acts; False/PollFailed when the last poll

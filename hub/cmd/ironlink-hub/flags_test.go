@@ -6,6 +6,8 @@ import (
 	"flag"
 	"strings"
 	"testing"
+
+	"github.com/ironlink/ironlink/internal/cli"
 )
 
 // serve -h lists every flag once (with its default: internal/cli's test),
@@ -13,12 +15,11 @@ import (
 // is checked against this output).
 func TestServeHelpListsEveryFlagWithItsVariable(t *testing.T) {
 	var out bytes.Buffer
-	fs := flag.NewFlagSet("ironlink-hub serve", flag.ContinueOnError)
-	fs.SetOutput(&out)
-	if _, _, err := parseServeFlags(fs, serveUsage, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+	f := cli.NewCommand("ironlink-hub serve", serveUsage, &out)
+	if _, _, err := parseServeFlags(f, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	checkHelp(t, fs, out.String(), "no-auth", "plaintext", "migrate")
+	checkHelp(t, f.FlagSet(), out.String(), "no-auth", "plaintext", "migrate")
 }
 
 // checkHelp checks that help lists each flag of fs exactly once, each with

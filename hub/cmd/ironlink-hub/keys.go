@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,10 +26,7 @@ import (
 func runKeygen(args []string) error { return keygenTo(args, os.Stdout, os.Stderr) }
 
 func keygenTo(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ironlink-hub keygen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := cli.NewFlags(fs)
-	fs.Usage = f.Usage("ironlink-hub keygen --client-id ID [--site S] [--scopes a,b] [--alg ES256|RS256|EdDSA] [--kid K] --out key.pem [--force]")
+	f := cli.NewCommand("ironlink-hub keygen", "ironlink-hub keygen --client-id ID [--site S] [--scopes a,b] [--alg ES256|RS256|EdDSA] [--kid K] --out key.pem [--force]", stderr)
 	var clientID, site, scopes, alg, kid, out string
 	var force bool
 	f.String(&clientID, "client-id", "", "", "roster client id: ironlink-agent-<site> for a satellite, any other name for an operator")
@@ -107,10 +103,7 @@ func keygenTo(args []string, stdout, stderr io.Writer) error {
 func runToken(args []string) error { return tokenTo(args, os.Stdout, os.Stderr) }
 
 func tokenTo(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ironlink-hub token", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := cli.NewFlags(fs)
-	fs.Usage = f.Usage("ironlink-hub token --key key.pem --client-id ID [--kid K] [--audience AUD] [--lifetime 2m]")
+	f := cli.NewCommand("ironlink-hub token", "ironlink-hub token --key key.pem --client-id ID [--kid K] [--audience AUD] [--lifetime 2m]", stderr)
 	var keyFile, clientID, kid, audience string
 	var lifetime time.Duration
 	f.String(&keyFile, "key", "IRONLINK_CLIENT_KEY", "", "private key file (PEM)")
@@ -155,10 +148,7 @@ func tokenTo(args []string, stdout, stderr io.Writer) error {
 func runDevPKI(args []string) error { return devPKITo(args, os.Stdout, os.Stderr) }
 
 func devPKITo(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ironlink-hub dev-pki", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := cli.NewFlags(fs)
-	fs.Usage = f.Usage("ironlink-hub dev-pki --dir DIR [--client ID,ID]")
+	f := cli.NewCommand("ironlink-hub dev-pki", "ironlink-hub dev-pki --dir DIR [--client ID,ID]", stderr)
 	var dir, clients string
 	f.String(&dir, "dir", "", "", "directory to write the CA, server and client certificates into")
 	f.String(&clients, "client", "", "", "comma-separated client ids to issue mutual-TLS client certificates for")

@@ -15,23 +15,16 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/ironlink/ironlink/internal/cli"
 	"github.com/ironlink/ironlink/internal/version"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "ironlink-hub:", err)
-		os.Exit(1)
-	}
+	cli.Exit("ironlink-hub", run(os.Args[1:], os.Stderr))
 }
 
 // subcommands runs each subcommand on the arguments after its name, usage

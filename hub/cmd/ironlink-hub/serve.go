@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,23 +21,11 @@ const serveUsage = "ironlink-hub [serve] [flags]\n       ironlink-hub validate|m
 // app.Options → Validate → app.Run until SIGINT or SIGTERM. Usage goes to
 // stderr.
 func runServe(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ironlink-hub serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	opts, lf, err := parseServeFlags(fs, serveUsage, args)
+	opts, lf, err := parseServeFlags(cli.NewCommand("ironlink-hub serve", serveUsage, stderr), args)
 	if err != nil {
 		return err
 	}
-	log, err := lf.Logger()
-	if err != nil {
-		return err
-	}
-	cfg, err := opts.Validate()
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return app.Run(ctx, cfg, log)
+	return cli.RunUntilSignal(lf, opts.Validate, app.Run)
 }
 
 // runValidate implements `ironlink-hub validate`: the flags and environment
@@ -48,33 +35,17 @@ func runServe(args []string, stderr io.Writer) error {
 // finds) to stderr and returns cli.ErrInvalid, or prints one OK line to
 // stdout.
 func runValidate(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ironlink-hub validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	opts, lf, err := parseServeFlags(fs, "ironlink-hub validate [serve flags]\n\nChecks the configuration serve would run with (flags and environment, the roster,\nthe TLS files, the database URL's syntax; no connection is made) and exits 1 when\nanything is wrong.", args)
-	if errors.Is(err, flag.ErrHelp) {
-		return err
-	}
-	problems := cli.Problems(err) // a flag or an environment variable that does not parse
-	if err == nil {
-		problems = cli.Problems(app.Check(opts))
-		if _, lerr := lf.Logger(); lerr != nil {
-			problems = append(problems, lerr.Error())
-		}
-	}
-	if err := cli.ReportProblems(stderr, problems); err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, "ironlink-hub: configuration OK")
-	return nil
+	f := cli.NewCommand("ironlink-hub validate", "ironlink-hub validate [serve flags]\n\nChecks the configuration serve would run with (flags and environment, the roster,\nthe TLS files, the database URL's syntax; no connection is made) and exits 1 when\nanything is wrong.", stderr)
+	opts, lf, err := parseServeFlags(f, args)
+	return cli.CheckConfig(stdout, stderr, err, lf, func() (string, error) {
+		return "ironlink-hub: configuration OK", app.Check(opts)
+	})
 }
 
 // runMigrate implements `ironlink-hub migrate`: apply pending migrations
 // and exit. It takes only the flags that matter to it.
 func runMigrate(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ironlink-hub migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := cli.NewFlags(fs)
-	fs.Usage = f.Usage("ironlink-hub migrate [--database-url URL] [--log-level L] [--log-format F]")
+	f := cli.NewCommand("ironlink-hub migrate", "ironlink-hub migrate [--database-url URL] [--log-level L] [--log-format F]", stderr)
 	var databaseURL string
 	var lf cli.LogOptions
 	bindDatabaseAndLogFlags(f, &databaseURL, &lf)

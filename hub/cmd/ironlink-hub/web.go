@@ -7,7 +7,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/big"
@@ -32,12 +31,9 @@ import (
 // --upstream repeats: the first that accepts a connection serves it (the
 // demo names every replica's view, so the view outlives a killed replica).
 func runWebProxy(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ironlink-hub web-proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := cli.NewFlags(fs)
-	fs.Usage = f.Usage("ironlink-hub web-proxy --listen ADDR --upstream unix:PATH|http://HOST:PORT [--upstream ...] --user CLIENT_ID --token-file FILE")
+	f := cli.NewCommand("ironlink-hub web-proxy", "ironlink-hub web-proxy --listen ADDR --upstream unix:PATH|http://HOST:PORT [--upstream ...] --user CLIENT_ID --token-file FILE", stderr)
 	var listen, user, tokenFile, header string
-	f.String(&listen, "listen", "", "127.0.0.1:7080", "address the browser opens (keep it on loopback)")
+	f.String(&listen, "listen", "", "127.0.0.1:7080", "address the browser opens: a loopback address (127.0.0.1, ::1, localhost), anything else is refused")
 	var upstreams upstreamList
 	f.Var(&upstreams, "upstream", "the fleet view (--web-addr of a hub in --web-auth proxy mode): unix:PATH or http://host:port; repeat for other replicas, tried in order when one does not answer")
 	f.String(&user, "user", "", "", "roster client id to forward every signed-in request as")
@@ -48,6 +44,9 @@ func runWebProxy(args []string, stderr io.Writer) error {
 	}
 	if len(upstreams) == 0 || tokenFile == "" {
 		return errors.New("web-proxy: --upstream and --token-file are required")
+	}
+	if err := web.CheckLoopbackListen(listen); err != nil {
+		return fmt.Errorf("web-proxy: --listen: %w", err)
 	}
 	tok, err := boundedread.File(tokenFile, boundedread.SmallLimit)
 	if err != nil {
@@ -94,10 +93,7 @@ func (l *upstreamList) Set(s string) error {
 //
 //	openssl pkcs12 -export -inkey KEY.pem -in CERT.pem -out operator.p12
 func runWebCert(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ironlink-hub web-cert", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := cli.NewFlags(fs)
-	fs.Usage = f.Usage("ironlink-hub web-cert --key KEY.pem --client-id ID --out CERT.pem [--valid-for 8760h]")
+	f := cli.NewCommand("ironlink-hub web-cert", "ironlink-hub web-cert --key KEY.pem --client-id ID --out CERT.pem [--valid-for 8760h]", stderr)
 	var keyPath, clientID, out string
 	var validFor time.Duration
 	f.String(&keyPath, "key", "", "", "the operator's private key (the one keygen wrote)")

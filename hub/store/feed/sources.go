@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
@@ -22,6 +23,23 @@ type feedSource struct {
 	scan  func(pgx.CollectableRow) (Event, error)
 }
 
+// page is the WHERE clause, order and limit of a source's query under the
+// parameters feedSource names: rows of the table aliased t (with its dot,
+// or "" for none) before the watermark and after the cursor, of the site
+// column site filtered by $5 and $6, and statuses the condition on $7
+// (anyStatus where the source has no status).
+func page(t, site, statuses string) string {
+	return fmt.Sprintf(`
+		WHERE %[1]sxid < $1::text::xid8 AND (%[1]sxid, %[1]sid) > ($2::text::xid8, $3::bigint)
+		  AND ($5 = '' OR %[2]s = $5) AND ($6::text[] IS NULL OR %[2]s = ANY($6::text[]))
+		  AND %[3]s
+		ORDER BY %[1]sxid, %[1]sid LIMIT $4`, t, site, statuses)
+}
+
+// anyStatus is page's statuses of a source without a status: $7 is
+// ignored (but typed, so that every query takes the same parameters).
+const anyStatus = "cardinality($7::text[]) >= 0"
+
 var feedSources = []feedSource{
 	{no: 1, kind: EventDeviceStatus, query: `
 		SELECT h.xid::text, h.id, h.changed_at, h.device_id::text, d.site, d.name, h.status, h.reason, COALESCE(p.status, '')
@@ -30,10 +48,7 @@ var feedSources = []feedSource{
 		LEFT JOIN LATERAL (SELECT status FROM status_history p
 			WHERE p.device_id = h.device_id AND (p.changed_at, p.id) < (h.changed_at, h.id)
 			ORDER BY p.changed_at DESC, p.id DESC LIMIT 1) p ON true
-		WHERE h.xid < $1::text::xid8 AND (h.xid, h.id) > ($2::text::xid8, $3::bigint)
-		  AND ($5 = '' OR d.site = $5) AND ($6::text[] IS NULL OR d.site = ANY($6::text[]))
-		  AND (cardinality($7::text[]) = 0 OR h.status = ANY($7::text[]) OR p.status = ANY($7::text[]))
-		ORDER BY h.xid, h.id LIMIT $4`,
+` + page("h.", "d.site", "(cardinality($7::text[]) = 0 OR h.status = ANY($7::text[]) OR p.status = ANY($7::text[]))"),
 		scan: func(r pgx.CollectableRow) (Event, error) {
 			var e StatusEvent
 			var x string
@@ -52,10 +67,7 @@ var feedSources = []feedSource{
 		FROM command_events e
 		JOIN commands c ON c.id = e.command_id
 		JOIN devices d ON d.id = c.device_id
-		WHERE e.xid < $1::text::xid8 AND (e.xid, e.id) > ($2::text::xid8, $3::bigint)
-		  AND ($5 = '' OR c.site = $5) AND ($6::text[] IS NULL OR c.site = ANY($6::text[]))
-		  AND cardinality($7::text[]) >= 0
-		ORDER BY e.xid, e.id LIMIT $4`,
+` + page("e.", "c.site", anyStatus),
 		scan: func(r pgx.CollectableRow) (Event, error) {
 			var e CommandEvent
 			var x, desired, state, class, prev string
@@ -135,16 +147,13 @@ type scanFunc func(dest ...any) error
 
 func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
 
-const feedOperationQuery = `
+var feedOperationQuery = `
 		SELECT e.xid::text, e.id, e.recorded_at, o.*, e.state, e.previous_state, COALESCE(e.device_id::text, ''),
 			e.attempts, e.last_error, e.failure_reason, e.provision_state, e.server_id, e.updated_at, e.started_at, e.ended_at
 		FROM operation_events e
 		JOIN operations op ON op.id = e.operation_id,
 		LATERAL (SELECT ` + store.OperationColumns + ` FROM operations WHERE operations.id = e.operation_id) o
-		WHERE e.xid < $1::text::xid8 AND (e.xid, e.id) > ($2::text::xid8, $3::bigint)
-		  AND ($5 = '' OR op.site = $5) AND ($6::text[] IS NULL OR op.site = ANY($6::text[]))
-		  AND cardinality($7::text[]) >= 0
-		ORDER BY e.xid, e.id LIMIT $4`
+` + page("e.", "op.site", anyStatus)
 
 func scanFeedOperation(r pgx.CollectableRow) (Event, error) {
 	var ev Event
@@ -165,13 +174,10 @@ func scanFeedOperation(r pgx.CollectableRow) (Event, error) {
 	return ev, err
 }
 
-const feedDecisionQuery = `
+var feedDecisionQuery = `
 		SELECT xid::text, id, decided_at, ` + store.DecisionColumns + `
 		FROM policy_decisions
-		WHERE xid < $1::text::xid8 AND (xid, id) > ($2::text::xid8, $3::bigint)
-		  AND ($5 = '' OR site = $5) AND ($6::text[] IS NULL OR site = ANY($6::text[]))
-		  AND cardinality($7::text[]) >= 0
-		ORDER BY xid, id LIMIT $4`
+` + page("", "site", anyStatus)
 
 func scanFeedDecision(r pgx.CollectableRow) (Event, error) {
 	var ev Event
@@ -185,17 +191,14 @@ func scanFeedDecision(r pgx.CollectableRow) (Event, error) {
 	return ev, err
 }
 
-const feedPendingQuery = `
+var feedPendingQuery = `
 		SELECT e.xid::text, e.id, e.recorded_at, ` + store.PendingColumns + `,
 			e.state, e.previous_state, e.resolved_at, e.resolved_by, e.resolution_reason, COALESCE(e.command_id::text, '')
 		FROM policy_pending_events e
 		JOIN policy_pending_actions p ON p.id = e.pending_id
 		JOIN devices d ON d.id = p.device_id
 		JOIN policy_decisions pd ON pd.id = p.decision_id
-		WHERE e.xid < $1::text::xid8 AND (e.xid, e.id) > ($2::text::xid8, $3::bigint)
-		  AND ($5 = '' OR p.site = $5) AND ($6::text[] IS NULL OR p.site = ANY($6::text[]))
-		  AND cardinality($7::text[]) >= 0
-		ORDER BY e.xid, e.id LIMIT $4`
+` + page("e.", "p.site", anyStatus)
 
 func scanFeedPending(r pgx.CollectableRow) (Event, error) {
 	var ev Event

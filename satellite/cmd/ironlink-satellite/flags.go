@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"strings"
 
@@ -27,14 +26,12 @@ type satelliteFlags struct {
 	internalProjects string
 }
 
-// parseFlags defines the satellite's flags on fs, with usage line, parses
+// parseFlags defines the satellite's flags on f (cli.NewCommand), parses
 // args and converts the selector and the project list: the one loader run
 // and validate share. It returns the unvalidated Options and the log
 // settings; its error is the command line's, then every environment
 // variable that did not parse, then a selector that does not parse.
-func parseFlags(fs *flag.FlagSet, line string, args []string) (app.Options, cli.LogOptions, error) {
-	f := cli.NewFlags(fs)
-	fs.Usage = f.Usage(line)
+func parseFlags(f *cli.Flags, args []string) (app.Options, cli.LogOptions, error) {
 	var s satelliteFlags
 	def := app.Defaults()
 	bindSiteFlags(f, &s, def)
@@ -67,6 +64,7 @@ func bindSiteFlags(f *cli.Flags, s *satelliteFlags, def app.Options) {
 	f.String(&o.OpenStack.CloudsYAML, "clouds-yaml", "OS_CLIENT_CONFIG_FILE", "", "path of clouds.yaml; empty: gophercloud's search path")
 	f.String(&o.OpenStack.Cloud, "cloud", "OS_CLOUD", "", "cloud name in clouds.yaml")
 	f.String(&o.OpenStack.Placement, "placement", "IRONLINK_PLACEMENT", def.OpenStack.Placement, "auto (from the Keystone catalog), on, or off for a standalone-Ironic site")
+	f.Bool(&o.OpenStack.AllowInsecureTLS, "openstack-insecure-skip-verify", false, "accept verify: false in clouds.yaml (OpenStack's TLS certificates NOT verified; reported as site condition OpenStackTLSVerified False/VerifyDisabled); without it such a clouds.yaml is refused")
 	f.String(&o.OpenStack.Nova, "nova", "IRONLINK_NOVA", def.OpenStack.Nova, "auto (from the Keystone catalog), on, or off: whether the sweep compares Nova's servers with Ironic to find orphaned instances")
 	f.Duration(&o.AuthBackoff, "auth-backoff", "IRONLINK_AUTH_BACKOFF", def.AuthBackoff, "first wait before asking Keystone for a token again after a failure (doubles up to 10 min)")
 	f.String(&o.MetricsAddr, "metrics-addr", "IRONLINK_METRICS_ADDR", "", "host:port serving Prometheus metrics on /metrics; empty: off")

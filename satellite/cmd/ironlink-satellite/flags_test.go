@@ -6,6 +6,8 @@ import (
 	"flag"
 	"strings"
 	"testing"
+
+	"github.com/ironlink/ironlink/internal/cli"
 )
 
 // -h lists every flag once (with its default: internal/cli's test), and
@@ -13,14 +15,13 @@ import (
 // (docs' flag reference is checked against this output).
 func TestHelpListsEveryFlagWithItsVariable(t *testing.T) {
 	var out bytes.Buffer
-	fs := flag.NewFlagSet("ironlink-satellite", flag.ContinueOnError)
-	fs.SetOutput(&out)
-	if _, _, err := parseFlags(fs, runUsage, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+	f := cli.NewCommand("ironlink-satellite", runUsage, &out)
+	if _, _, err := parseFlags(f, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
 	help := out.String()
 	n := 0
-	fs.VisitAll(func(f *flag.Flag) {
+	f.FlagSet().VisitAll(func(f *flag.Flag) {
 		n++
 		if strings.Count(help, "\n  -"+f.Name+" ")+strings.Count(help, "\n  -"+f.Name+"\n") != 1 {
 			t.Errorf("-%s is not listed exactly once:\n%s", f.Name, help)

@@ -8,22 +8,15 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 
+	"github.com/ironlink/ironlink/internal/cli"
 	"github.com/ironlink/ironlink/internal/version"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "ironlink-satellite:", err)
-		os.Exit(1)
-	}
+	cli.Exit("ironlink-satellite", run(os.Args[1:]))
 }
 
 // run runs the subcommand args names, or the satellite with args as its

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/streamrecv"
 )
 
 // Run keeps a link open until ctx ends, reconnecting with full-jitter backoff.
@@ -81,7 +82,7 @@ func (s *Sat) session(ctx context.Context, api ironlinkv1.LinkServiceClient) err
 	}
 	pending, last := s.acceptWelcome(w)
 	s.logf("link up: replica %s epoch %d hub last %d", w.GetReplica(), w.GetEpoch(), last)
-	msgs, recvErr := receive(ctx, stream)
+	msgs, recvErr := streamrecv.Start(ctx, stream.Recv)
 	l := &link{s: s, stream: stream}
 	if err := l.resend(pending); err != nil {
 		return err
@@ -137,28 +138,6 @@ func (s *Sat) acceptWelcome(w *ironlinkv1.Welcome) (pending []*ironlinkv1.Comman
 	pending = s.results
 	s.results = nil
 	return pending, last
-}
-
-// receive reads the hub's messages on its own goroutine until the stream
-// ends (its error on recvErr) or ctx is done.
-func receive(ctx context.Context, stream ironlinkv1.LinkService_ConnectClient) (<-chan *ironlinkv1.ConnectResponse, <-chan error) {
-	msgs := make(chan *ironlinkv1.ConnectResponse)
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return msgs, recvErr
 }
 
 // link is one open stream of a Sat.
