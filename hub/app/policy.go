@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -33,9 +34,15 @@ func newPolicy(cfg Config, st *store.Store, obs *observability, log *slog.Logger
 	w := policy.Static(policy.Disabled())
 	if cfg.PolicyFile != "" {
 		var err error
-		if w, err = policy.NewWatcher(cfg.PolicyFile, 0, plog, nil); err != nil {
+		warn := func(f *policy.File) {
+			for _, msg := range f.Warnings(cfg.StaleAfter, time.Now()) {
+				plog.Warn("policy: "+msg, "path", cfg.PolicyFile)
+			}
+		}
+		if w, err = policy.NewWatcher(cfg.PolicyFile, 0, plog, warn); err != nil {
 			return nil, fmt.Errorf("policy: %w", err)
 		}
+		warn(w.Policy())
 	} else {
 		plog.Info("no --policy-file: automatic quarantine is off")
 	}
@@ -48,11 +55,13 @@ func newPolicy(cfg Config, st *store.Store, obs *observability, log *slog.Logger
 		out := make([]metrics.PolicySiteState, len(states))
 		for i, s := range states {
 			out[i] = metrics.PolicySiteState{Site: s.GetSite(), Tripped: s.GetGuardTripped(),
-				PendingHeld: int(s.GetPendingHeldCount()), PendingStale: int(s.GetPendingStaleCount())}
+				PendingHeld: int(s.GetPendingHeldCount()), PendingStale: int(s.GetPendingStaleCount()),
+				PendingAwaiting: int(s.GetPendingAwaitingCount())}
 		}
 		return out, nil
 	}, plog)
-	eval := policyrun.New(st, policyrun.Config{Interval: cfg.PolicyInterval, Replica: cfg.Replica, Policy: w.Policy, Hooks: hooks}, plog)
+	eval := policyrun.New(st, policyrun.Config{Interval: cfg.PolicyInterval, Replica: cfg.Replica, Policy: w.Policy, Hooks: hooks,
+		FreshFor: cfg.StaleAfter}, plog)
 	return &hubPolicy{watcher: w, eval: eval, api: api}, nil
 }
 

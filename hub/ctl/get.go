@@ -89,7 +89,8 @@ func (a *app) newGetSites() *cobra.Command {
 		Long: `List every site that has ever connected. LINK is CONNECTED, DISCONNECTED (no
 link open, heard from recently) or UNREACHABLE (silent for longer than the
 hub's --stale-after: its devices show UNREACHABLE). CONDITIONS lists the site
-conditions that are not True (OpenStackAuthenticated, OrphanDetection).`,
+conditions that are not True (OpenStackAuthenticated, OrphanDetection,
+InventoryPolled, ListingConsistent, PolicyGuardArmed).`,
 		Example: `  # which site stopped reporting
   ironlink get sites --link disconnected,unreachable
   ironlink get sites -o wide`,

@@ -17,9 +17,9 @@ var decisionBuckets = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 12
 
 // PolicySiteState is one site's policy state for the scrape-time gauges.
 type PolicySiteState struct {
-	Site                      string
-	Tripped                   bool
-	PendingHeld, PendingStale int
+	Site                                       string
+	Tripped                                    bool
+	PendingHeld, PendingStale, PendingAwaiting int
 }
 
 // WatchPolicy registers the scrape-time gauges of the quarantine policy,
@@ -68,7 +68,7 @@ var (
 	guardTrippedDesc = prometheus.NewDesc("ironlink_policy_guard_tripped",
 		"1 while the site's blast-radius guard is tripped (automatic quarantines wait for an operator), else 0.", []string{"site"}, nil)
 	pendingDesc = prometheus.NewDesc("ironlink_policy_pending_actions",
-		"Automatic quarantines waiting for an operator, by site and reason (HeldByGuard, StaleTrigger).", []string{"site", "reason"}, nil)
+		"Automatic quarantines waiting, by site and reason: for an operator (HeldByGuard, StaleTrigger) or for fresh evidence from the site (AwaitingFreshEvidence).", []string{"site", "reason"}, nil)
 )
 
 type policyCollector struct {
@@ -97,5 +97,6 @@ func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(guardTrippedDesc, prometheus.GaugeValue, v, s.Site)
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.PendingHeld), s.Site, "HeldByGuard")
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.PendingStale), s.Site, "StaleTrigger")
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.PendingAwaiting), s.Site, "AwaitingFreshEvidence")
 	}
 }

@@ -152,3 +152,35 @@ func TestWatcherRunReloadsOnChange(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Configuration that cannot work as written is named at load: a hold-down
+// shorter than --stale-after and a window that never opens again; a file
+// without either gets no warning.
+func TestWarnings(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	f, err := Parse([]byte(`
+policy:
+  default:
+    enabled: true
+    rules:
+      - {name: quick, to: [FAULTED], holdDown: 30s}
+      - {name: patient, to: [MAINTENANCE], holdDown: 5m}
+    maintenanceWindows:
+      - {name: done, start: "2026-11-01T00:00:00Z", end: "2026-11-01T04:00:00Z"}
+      - {name: weekly, start: "2026-11-01T00:00:00Z", end: "2026-11-01T04:00:00Z", recurrence: weekly}
+      - {name: later, start: "2026-12-10T00:00:00Z", end: "2026-12-10T04:00:00Z"}
+  sites:
+    site-off: {enabled: false, rules: [{name: fast, holdDown: 1s}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := f.Warnings(3*time.Minute, now)
+	if len(ws) != 2 || !strings.HasPrefix(ws[0], "default.rules[0] (quick): holdDown 30s is shorter than --stale-after 3m0s") ||
+		!strings.HasPrefix(ws[1], "default.maintenanceWindows[0] (done): ended 2026-11-01T04:00:00Z and does not recur") {
+		t.Fatalf("warnings %q", ws)
+	}
+	if ws := f.Warnings(30*time.Second, now.Add(-time.Hour*24*60)); len(ws) != 0 {
+		t.Fatalf("warnings with hold-downs at stale-after and windows ahead: %q", ws)
+	}
+}

@@ -12,7 +12,9 @@ import (
 type Action string
 
 // Actions. Every one but Wait is final for its trigger: it is recorded once
-// per (device, triggering status change) and never decided again.
+// per (device, triggering status change) and never decided again; a
+// PENDING AwaitingFreshEvidence is recorded once too, and its pending
+// action is resolved by the policy itself when the evidence is fresh.
 const (
 	// ActionQuarantine: quarantine the device now (a desired state with
 	// source "policy").
@@ -101,8 +103,10 @@ func (e Exclusion) Covers(t time.Time) bool {
 
 // SiteState is what the decision needs to know about the site.
 type SiteState struct {
-	// Reachable is false while the site is UNREACHABLE (stale).
-	Reachable bool
+	// Evidence is how fresh the hub's view of the site is: a decision
+	// that would act waits (PENDING AwaitingFreshEvidence) unless
+	// Evidence.Check passes.
+	Evidence Evidence
 	// Devices counts the site's devices not removed, now (the guard's
 	// denominator).
 	Devices int
@@ -160,17 +164,22 @@ type Decision struct {
 //  4. MAINTENANCE that began inside a maintenance window of the device or
 //     inside its planned maintenance → SKIP;
 //  5. hold-down not yet elapsed (Now − Since < HoldDown) → WAIT;
-//  6. stale trigger → PENDING StaleTrigger: the site is unreachable now,
-//     the cause began before the site's last reconnection
+//  6. stale trigger → PENDING StaleTrigger: the cause began before the
+//     site's last reconnection
 //     (Since < UnreachableUntil), the cause was older than the guard
 //     window when the hub first saw it (ChangedAt − Since > Window), or the
 //     policy sees it only now, later than hold-down + window (Now − Since >
 //     HoldDown + Window: the policy was off or no evaluator ran);
-//  7. the guard: with A automatic quarantines in (Now − Window, Now] and D
+//  7. evidence not fresh (SiteState.Evidence.Check: site unreachable, its
+//     link ended, its last poll failed or had listing hazards, no poll
+//     since the link came up or within the freshness bound) → PENDING
+//     AwaitingFreshEvidence: not final, the evaluator decides the trigger
+//     again once the evidence is fresh (docs/reference/policy.md);
+//  8. the guard: with A automatic quarantines in (Now − Window, Now] and D
 //     devices not removed, the quarantine is allowed when the guard is not
 //     tripped, A+1 ≤ MaxDevices and (A+1)·100 ≤ MaxPercent·D; otherwise
 //     PENDING HeldByGuard (and it trips the guard if it was not tripped);
-//  8. QUARANTINE.
+//  9. QUARANTINE.
 //
 // DryRun (site or rule) is set on the decision from step 3 on; a dry-run
 // decision counts dry-run actions too in the guard (so it says what a live
@@ -225,8 +234,6 @@ func Decide(in Input) Decision {
 		return d
 	}
 	switch {
-	case !in.Site.Reachable:
-		return pending(ReasonStaleTrigger, "the site is unreachable: not acting on what it last reported")
 	case !t.UnreachableUntil.IsZero() && since.Before(t.UnreachableUntil):
 		return pending(ReasonStaleTrigger, "the cause began (%s) while the site was unreachable (until %s)",
 			since.UTC().Format(time.RFC3339), t.UnreachableUntil.UTC().Format(time.RFC3339))
@@ -236,6 +243,9 @@ func Decide(in Input) Decision {
 	case in.Now.Sub(since) > rule.HoldDown+p.Guard.Window:
 		return pending(ReasonStaleTrigger, "the cause is %s old, older than hold-down %s + guard window %s: a backlog (policy off or not evaluated meanwhile)",
 			in.Now.Sub(since).Truncate(time.Second), rule.HoldDown, p.Guard.Window)
+	}
+	if why := in.Site.Evidence.Check(in.Now); why != "" {
+		return pending(ReasonAwaitingFreshEvidence, "%s; waiting for a fresh poll to confirm or clear %s=%s", why, t.CauseType, t.CauseReason)
 	}
 	a := windowCount(in.Site.RecentActions, in.Now, p.Guard.Window, d.DryRun)
 	d.WindowCount = a
@@ -342,5 +352,28 @@ func DecideRelease(p SitePolicy, q Quarantine, reachable bool, excluded *Exclusi
 	d.Action, d.Reason = ActionRelease, ReasonCauseCleared
 	d.Detail = fmt.Sprintf("rule %s: cause cleared since %s (auto-release after %s)", rule.Name,
 		q.ClearedSince.UTC().Format(time.RFC3339), rule.AutoReleaseAfter)
+	return d
+}
+
+// ReasonHealedWithinHoldDown is the reason of the SKIP decision recorded
+// for a trigger whose cause cleared before the policy decided it (inside
+// its rule's hold-down, or between two passes): no action.
+const ReasonHealedWithinHoldDown = "HealedWithinHoldDown"
+
+// DecideHealed is the decision for a trigger (from → to at changedAt)
+// whose device left FAULTED/MAINTENANCE for healedTo at healedAt before
+// the policy decided it: SKIP NotOfferedToCustomers when from was not
+// offered to customers (as Decide would have said), else SKIP
+// HealedWithinHoldDown. Always a SKIP: nothing is done for it.
+func DecideHealed(p SitePolicy, from, to, healedTo status.Status, changedAt, healedAt time.Time) Decision {
+	d := Decision{Action: ActionSkip, DryRun: p.DryRun}
+	if !slices.Contains(OfferedStatuses, from) {
+		d.Reason = ReasonNotOffered
+		d.Detail = fmt.Sprintf("previous status %q was not offered to customers; healed to %s before a decision", from, healedTo)
+		return d
+	}
+	d.Reason = ReasonHealedWithinHoldDown
+	d.Detail = fmt.Sprintf("%s → %s at %s healed to %s after %s, before the policy acted (hold-down or between passes): no action",
+		from, to, changedAt.UTC().Format(time.RFC3339), healedTo, healedAt.Sub(changedAt).Truncate(time.Millisecond))
 	return d
 }

@@ -45,7 +45,15 @@ func acts(n int, at time.Time) []RecentAction {
 }
 
 func site(devices int, recent []RecentAction) SiteState {
-	return SiteState{Reachable: true, Devices: devices, RecentActions: recent}
+	return SiteState{Evidence: fresh(), Devices: devices, RecentActions: recent}
+}
+
+// fresh is evidence fresh at t0: link up for an hour, the last poll (at
+// t0) succeeded without hazards, bound 3 min.
+func fresh() Evidence {
+	return Evidence{Reachable: true, LinkUp: true, LinkSince: t0.Add(-time.Hour), LastSeen: t0,
+		Polled: &SiteMark{Status: "True", Reason: "PollSucceeded", At: t0, Received: t0}, Listing: &SiteMark{Status: "True", Reason: "NoHazards", At: t0},
+		FreshFor: 3 * time.Minute}
 }
 
 func TestDecide(t *testing.T) {
@@ -106,6 +114,7 @@ func TestDecide(t *testing.T) {
 		{"maintenance at window end is acted on", with(func(in *Input) {
 			in.Trigger = maint(t0.Add(2 * time.Hour))
 			in.Now = t0.Add(3 * time.Hour)
+			in.Site.Evidence.Polled.At = in.Now
 		}), ActionQuarantine, ReasonRuleMatched, "power", false, false},
 		{"maintenance just before window start is acted on", with(func(in *Input) {
 			in.Trigger = maint(t0.Add(-time.Nanosecond))
@@ -132,7 +141,18 @@ func TestDecide(t *testing.T) {
 			in.Planned = &Exclusion{Reason: "BMC firmware", End: t0.Add(time.Hour)}
 		}), ActionQuarantine, ReasonRuleMatched, "faulted", false, false},
 		// Stale triggers.
-		{"site unreachable: pending, never acted on", with(func(in *Input) { in.Site.Reachable = false }), ActionPending, ReasonStaleTrigger, "faulted", false, false},
+		{"site unreachable: awaiting fresh evidence, never acted on", with(func(in *Input) { in.Site.Evidence.Reachable = false }), ActionPending, ReasonAwaitingFreshEvidence, "faulted", false, false},
+		{"link ended before the site is unreachable: awaiting", with(func(in *Input) { in.Site.Evidence.LinkUp = false }), ActionPending, ReasonAwaitingFreshEvidence, "faulted", false, false},
+		{"last poll failed: awaiting", with(func(in *Input) { in.Site.Evidence.Polled.Status = "False" }), ActionPending, ReasonAwaitingFreshEvidence, "faulted", false, false},
+		{"no poll mark at all: awaiting", with(func(in *Input) { in.Site.Evidence.Polled = nil }), ActionPending, ReasonAwaitingFreshEvidence, "faulted", false, false},
+		{"last poll received before the link came up: awaiting", with(func(in *Input) { in.Site.Evidence.LinkSince = t0.Add(time.Second) }), ActionPending, ReasonAwaitingFreshEvidence, "faulted", false, false},
+		{"last poll older than the freshness bound: awaiting", with(func(in *Input) {
+			in.Site.Evidence.Polled.At = t0.Add(-3*time.Minute - time.Millisecond)
+		}), ActionPending, ReasonAwaitingFreshEvidence, "faulted", false, false},
+		{"last poll exactly the freshness bound old acts", with(func(in *Input) { in.Site.Evidence.Polled.At = t0.Add(-3 * time.Minute) }), ActionQuarantine, ReasonRuleMatched, "faulted", false, false},
+		{"listing hazards: awaiting", with(func(in *Input) {
+			in.Site.Evidence.Listing = &SiteMark{Status: "False", Reason: "FieldsUnsent", At: t0}
+		}), ActionPending, ReasonAwaitingFreshEvidence, "faulted", false, false},
 		{"cause began while the site was unreachable", with(func(in *Input) { in.Trigger.UnreachableUntil = t0.Add(-39 * time.Second) }), ActionPending, ReasonStaleTrigger, "faulted", false, false},
 		{"cause began after the site came back", with(func(in *Input) { in.Trigger.UnreachableUntil = t0.Add(-41 * time.Second) }), ActionQuarantine, ReasonRuleMatched, "faulted", false, false},
 		{"cause older than the window when first seen", with(func(in *Input) {
@@ -148,10 +168,11 @@ func TestDecide(t *testing.T) {
 		}), ActionPending, ReasonStaleTrigger, "faulted", false, false},
 		{"trigger seen exactly at hold-down + window is not stale", with(func(in *Input) {
 			in.Now = in.Trigger.CauseSince.Add(30*time.Second + time.Hour)
+			in.Site.Evidence.Polled.At = in.Now
 		}), ActionQuarantine, ReasonRuleMatched, "faulted", false, false},
 		{"stale trigger in dry-run is a dry-run pending", with(func(in *Input) {
 			in.Policy = dry
-			in.Site.Reachable = false
+			in.Trigger.UnreachableUntil = t0.Add(-39 * time.Second)
 		}), ActionPending, ReasonStaleTrigger, "faulted", false, true},
 		// The guard: N = 5, P = 10 %.
 		{"guard: 4 in window, 5th allowed (exactly N)", with(func(in *Input) { in.Site = site(100, acts(4, t0.Add(-time.Minute))) }), ActionQuarantine, ReasonRuleMatched, "faulted", false, false},
@@ -253,7 +274,7 @@ func TestDecideRelease(t *testing.T) {
 // state at all, and a tripped site with a full window still releases.
 func TestReleaseWhileTripped(t *testing.T) {
 	p := basePolicy()
-	in := Input{Policy: p, Trigger: faulted(), Site: SiteState{Reachable: true, Devices: 10, RecentActions: acts(5, t0), Tripped: true}, Now: t0}
+	in := Input{Policy: p, Trigger: faulted(), Site: SiteState{Evidence: fresh(), Devices: 10, RecentActions: acts(5, t0), Tripped: true}, Now: t0}
 	if d := Decide(in); d.Action != ActionPending {
 		t.Fatalf("quarantine while tripped = %s, want PENDING", d.Action)
 	}

@@ -48,3 +48,9 @@ func ActiveWindows(ws []Window, device string, t time.Time) []Window {
 	}
 	return out
 }
+
+// NeverOpens reports whether w cannot open at or after now: a window
+// without recurrence whose end is not after now.
+func (w Window) NeverOpens(now time.Time) bool {
+	return w.Every == 0 && !w.End.After(now)
+}

@@ -459,7 +459,7 @@ func SiteStateToProto(ps store.PolicySite, p policy.SitePolicy, now time.Time) *
 	return &ironlinkv1.SitePolicyState{Site: ps.Name, Enabled: p.Enabled, DryRun: p.DryRun, GuardTripped: ps.TrippedSince != nil,
 		GuardTrippedTime: ts(ps.TrippedSince), GuardTrippedRule: ps.TrippedRule, GuardTrippedDetail: ps.TrippedDetail,
 		WindowCount: int32(a), SiteDeviceCount: int32(ps.Devices), PendingHeldCount: int32(ps.OpenHeld),
-		PendingStaleCount: int32(ps.OpenStale), Guard: guardToProto(p.Guard)}
+		PendingStaleCount: int32(ps.OpenStale), PendingAwaitingCount: int32(ps.OpenAwaiting), Guard: guardToProto(p.Guard)}
 }
 
 // ListSitePolicyStates implements PolicyService.ListSitePolicyStates.

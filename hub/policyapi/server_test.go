@@ -22,6 +22,7 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/hub/web/webtest"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/internal/testlog"
 )
@@ -84,6 +85,17 @@ func newFixture(t *testing.T) *fixture {
 		faults[id] = hubstatus.Faulted
 	}
 	if err := webtest.Report(ctx, st, "site-a", time.Now(), faults); err != nil {
+		t.Fatal(err)
+	}
+	// The site's link is up and its satellite reported a fresh poll: the
+	// policy acts only on fresh evidence (docs/reference/policy.md).
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: "b", Replica: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := st.ReplaceSiteConditions(ctx, "site-a", sess.Epoch, []condition.Condition{{Type: condition.InventoryPolled,
+		Status: condition.True, Reason: condition.ReasonPollSucceeded, LastTransitionTime: now, ObservedTime: now}}); err != nil {
 		t.Fatal(err)
 	}
 	ev := policyrun.New(st, policyrun.Config{Policy: fx.src.Policy, Replica: "r1"}, testlog.New(t))

@@ -51,7 +51,15 @@ type Config struct {
 	Now func() time.Time
 	// Hooks observe the passes (metrics).
 	Hooks Hooks
+	// FreshFor is the freshness bound of a site's evidence: its last poll
+	// may be at most this old for the policy to act (the hub's
+	// --stale-after; default DefaultFreshFor).
+	FreshFor time.Duration
 }
+
+// DefaultFreshFor is Config.FreshFor's default (the hub's default
+// --stale-after).
+const DefaultFreshFor = 3 * time.Minute
 
 // Evaluator applies the quarantine policy. Run it on every replica: only
 // the holder of LockKey evaluates.
@@ -68,6 +76,9 @@ func New(st Store, cfg Config, log *slog.Logger) *Evaluator {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.FreshFor <= 0 {
+		cfg.FreshFor = DefaultFreshFor
 	}
 	if cfg.Policy == nil {
 		cfg.Policy = policy.Disabled
@@ -181,6 +192,9 @@ func (e *Evaluator) Tick(ctx context.Context) (Stats, error) {
 			return stats, err
 		}
 	}
+	if err := e.healed(ctx, file, now.Add(-longestWindow(file)), now, &stats); err != nil {
+		return stats, err
+	}
 	if err := e.rearmGuards(ctx, file, sites, now, &stats); err != nil {
 		return stats, err
 	}
@@ -235,18 +249,22 @@ func (e *Evaluator) decide(ctx context.Context, p policy.SitePolicy, site *store
 			CauseType: string(c.Cause.Type), CauseReason: c.Cause.Reason, CauseMessage: c.Cause.Message,
 			CauseSince: c.Cause.LastTransitionTime, ChangedAt: c.ChangedAt, UnreachableUntil: c.UnreachableUntil,
 			AlreadyQuarantined: c.Quarantined},
-		Site:     siteState(site),
+		Site:     e.siteState(site),
 		Excluded: excl, Planned: planned, Now: now,
 	}
 	d := policy.Decide(in)
 	if d.Action == policy.ActionWait {
 		return nil
 	}
+	if c.AwaitingID != 0 {
+		return e.resolveAwaiting(ctx, c, d, site, now, stats)
+	}
 	triggered := c.ChangedAt
 	rec := store.PolicyDecision{DeviceID: c.DeviceID, Site: c.Site, Kind: store.DecisionKindQuarantine, TriggerID: c.HistoryID,
 		Action: string(d.Action), Reason: d.Reason, Detail: d.Detail, Rule: d.Rule, DryRun: d.DryRun,
 		From: string(c.From), To: string(c.To), Cause: c.Cause, TriggeredAt: &triggered,
-		WindowCount: d.WindowCount, SiteDevices: d.Devices, Trips: d.Trips, Replica: e.cfg.Replica, DecidedAt: now}
+		WindowCount: d.WindowCount, SiteDevices: d.Devices, Trips: d.Trips, Replica: e.cfg.Replica, DecidedAt: now,
+		Recheck: e.recheck}
 	out, recorded, err := e.st.RecordPolicyDecision(ctx, rec)
 	if err != nil {
 		return fmt.Errorf("device %s: %w", c.DeviceID, err)
@@ -296,7 +314,7 @@ func (e *Evaluator) rearmGuards(ctx context.Context, file *policy.File, sites []
 			continue
 		}
 		p := file.Effective(s.Name)
-		if policy.Rearm(p.Guard, siteState(s), s.OpenHeld, now) {
+		if policy.Rearm(p.Guard, e.siteState(s), s.OpenHeld, now) {
 			if ok, err := e.st.RearmGuard(ctx, s.Name); err != nil {
 				return err
 			} else if ok {
@@ -329,14 +347,17 @@ func (e *Evaluator) releases(ctx context.Context, file *policy.File, bySite map[
 			cleared = q.StatusChangedAt
 		}
 		excl, _ := holdsOf(holds[q.DeviceID])
+		site := bySite[q.Site]
+		fresh := site != nil && e.evidence(site.Evidence).Check(now) == ""
 		d := policy.DecideRelease(p, policy.Quarantine{DeviceID: q.DeviceID, Generation: q.Generation, Rule: q.Rule,
-			Status: q.Status, ClearedSince: cleared}, !q.SiteStale, excl, now)
+			Status: q.Status, ClearedSince: cleared}, !q.SiteStale && fresh, excl, now)
 		if d.Action != policy.ActionRelease {
 			continue
 		}
 		out, recorded, err := e.st.RecordPolicyDecision(ctx, store.PolicyDecision{DeviceID: q.DeviceID, Site: q.Site,
 			Kind: store.DecisionKindRelease, TriggerID: q.Generation, Action: string(d.Action), Reason: d.Reason,
-			Detail: d.Detail, Rule: d.Rule, DryRun: d.DryRun, From: string(q.Status), Replica: e.cfg.Replica, DecidedAt: now})
+			Detail: d.Detail, Rule: d.Rule, DryRun: d.DryRun, From: string(q.Status), Replica: e.cfg.Replica, DecidedAt: now,
+			Recheck: e.recheck})
 		if err != nil {
 			return n, fmt.Errorf("release device %s: %w", q.DeviceID, err)
 		}
@@ -356,8 +377,8 @@ func (e *Evaluator) observe(d store.PolicyDecision, latency time.Duration) {
 	}
 }
 
-func siteState(s *store.PolicySite) policy.SiteState {
-	st := policy.SiteState{Reachable: !s.Stale, Devices: s.Devices, Tripped: s.TrippedSince != nil}
+func (e *Evaluator) siteState(s *store.PolicySite) policy.SiteState {
+	st := policy.SiteState{Evidence: e.evidence(s.Evidence), Devices: s.Devices, Tripped: s.TrippedSince != nil}
 	for _, a := range s.Recent {
 		st.RecentActions = append(st.RecentActions, policy.RecentAction{At: a.At, DryRun: a.DryRun})
 	}

@@ -2,6 +2,7 @@ package policyrun_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -155,7 +156,8 @@ func TestGuardHoldsTheRest(t *testing.T) {
 	// ...and so does the policy's own auto-release once the cause cleared.
 	healed := ds[1].DeviceID
 	a.Heal(healed)
-	clk.Add(61 * time.Second)
+	// The hub commits the heal at its own (real) time: 61 s after that.
+	clk.Add(61*time.Second + max(0, time.Since(clk.Now())))
 	stats, err = ev.Tick(ctx)
 	if err != nil || stats.Released != 1 {
 		t.Fatalf("release pass: %+v %v", stats, err)
@@ -325,8 +327,17 @@ policy:
 	}
 	a.Heal(a.IDs[0]) // the blip ends
 	clk.Add(time.Minute)
-	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
+	// The blip gets its one decision: SKIP HealedWithinHoldDown, no command.
+	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 1 || stats.Skipped != 1 || stats.Quarantined != 0 {
 		t.Fatalf("after the blip: %+v %v", stats, err)
+	}
+	blip, _, err := st.ListPolicyDecisions(ctx, store.DecisionFilter{Site: "site-a", Limit: 10})
+	if err != nil || len(blip) != 1 || blip[0].Action != "SKIP" || blip[0].Reason != policy.ReasonHealedWithinHoldDown ||
+		blip[0].From != "AVAILABLE" || blip[0].To != "FAULTED" || blip[0].CommandID != "" || !strings.Contains(blip[0].Detail, "healed to AVAILABLE") {
+		t.Fatalf("the blip's decision: %+v %v", blip, err)
+	}
+	if stats, err := ev.Tick(ctx); err != nil || stats.Decisions != 0 {
+		t.Fatalf("the blip decided twice: %+v %v", stats, err)
 	}
 	a.Fault(a.IDs[:1], "DeployFailed", clk.Now().Add(-31*time.Second))
 	if stats, err := ev.Tick(ctx); err != nil || stats.Quarantined != 1 {
@@ -345,5 +356,51 @@ policy:
 	}
 	if n := count(t, url, `SELECT count(DISTINCT trigger_id) FROM policy_decisions WHERE action = 'QUARANTINE'`); n != 2 {
 		t.Fatalf("%d triggers quarantined, want 2", n)
+	}
+	if n := count(t, url, `SELECT count(*) FROM commands WHERE source = 'policy'`); n != 2 {
+		t.Fatalf("%d policy commands, want 2 (none for the blip)", n)
+	}
+}
+
+// The evidence is judged again in the transaction that creates the
+// command, with the site row held: a QUARANTINE decided while the link was
+// up but recorded after it ended becomes PENDING AwaitingFreshEvidence (no
+// command); with the link up it quarantines.
+func TestRecheckAtSend(t *testing.T) {
+	ctx := context.Background()
+	st, url := newStore(t)
+	a := newSite(t, st, "site-a", 10)
+	a.Fault(a.IDs[:2], "DeployFailed", time.Now())
+	cands, err := st.PolicyCandidates(ctx)
+	if err != nil || len(cands) != 2 {
+		t.Fatalf("candidates %v %v", cands, err)
+	}
+	linkUp := func(ev store.SiteEvidence) string {
+		if !ev.LinkUp {
+			return "the site's link ended"
+		}
+		return ""
+	}
+	rec := func(c store.PolicyCandidate) store.PolicyDecision {
+		return store.PolicyDecision{DeviceID: c.DeviceID, Site: c.Site, Kind: store.DecisionKindQuarantine, TriggerID: c.HistoryID,
+			Action: "QUARANTINE", Reason: "RuleMatched", Rule: "r", DecidedAt: time.Now(), Recheck: linkUp}
+	}
+	out, ok, err := st.RecordPolicyDecision(ctx, rec(cands[0]))
+	if err != nil || !ok || out.Action != "QUARANTINE" || out.CommandID == "" {
+		t.Fatalf("link up: %+v %v %v", out, ok, err)
+	}
+	a.Cut()
+	out, ok, err = st.RecordPolicyDecision(ctx, rec(cands[1]))
+	if err != nil || !ok || out.Action != "PENDING" || out.Reason != store.ReasonAwaitingFreshEvidence || out.CommandID != "" ||
+		out.PendingID == 0 || !strings.Contains(out.Detail, "link ended") {
+		t.Fatalf("link ended before the send: %+v %v %v", out, ok, err)
+	}
+	if n := count(t, url, `SELECT count(*) FROM commands`); n != 1 {
+		t.Fatalf("%d commands, want the one sent while the link was up", n)
+	}
+	// The awaiting trigger is still a candidate, with its pending action.
+	cands, err = st.PolicyCandidates(ctx)
+	if err != nil || len(cands) != 1 || cands[0].AwaitingID != out.PendingID {
+		t.Fatalf("candidates after the re-check: %+v %v", cands, err)
 	}
 }

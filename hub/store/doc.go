@@ -23,8 +23,11 @@
 //   - Operations: operations.go (the operator's side),
 //     operations_delivery.go (the link's side).
 //   - Policy: policy_candidates.go (what the evaluator considers), policy.go
-//     (sites, holds, decisions, the guard, pending expiry), policy_api.go
-//     (listing and resolving for the policy API).
+//     (sites, holds, decisions, the guard, pending expiry),
+//     policy_evidence.go (a site's evidence, held while a command is
+//     written), policy_awaiting.go (triggers awaiting fresh evidence
+//     settled), policy_healed.go (triggers healed before a decision),
+//     policy_api.go (listing and resolving for the policy API).
 //   - Change feed: package feed (below); feed.go keeps FeedNotifyChannel
 //     and rowscan.go the row scanners the feed shares.
 //   - Reads: queries.go, names.go, exists.go, explain.go (current state),

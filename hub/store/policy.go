@@ -49,6 +49,8 @@ type PolicySite struct {
 	Name string
 	// Stale is the site's stale flag (UNREACHABLE).
 	Stale bool
+	// Evidence is how fresh the hub's view of the site is.
+	Evidence SiteEvidence
 	// Devices counts its devices not removed.
 	Devices int
 	// Recent are the times of its QUARANTINE decisions (live and dry-run)
@@ -58,9 +60,9 @@ type PolicySite struct {
 	// TrippedDetail say by which rule and why.
 	TrippedSince               *time.Time
 	TrippedRule, TrippedDetail string
-	// OpenHeld and OpenStale count the site's PENDING actions held by the
-	// guard and from stale triggers.
-	OpenHeld, OpenStale int
+	// OpenHeld, OpenStale and OpenAwaiting count the site's PENDING actions
+	// held by the guard, from stale triggers and awaiting fresh evidence.
+	OpenHeld, OpenStale, OpenAwaiting int
 }
 
 // PolicyAction is one QUARANTINE decision's time and dry-run flag.
@@ -73,25 +75,37 @@ type PolicyAction struct {
 // the QUARANTINE decisions decided after since.
 func (s *Store) PolicySites(ctx context.Context, since time.Time) ([]PolicySite, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT s.name, s.stale,
+		SELECT s.name, `+evidenceSQL+`,
 			(SELECT count(*) FROM devices d WHERE d.site = s.name AND NOT d.removed),
 			ps.guard_tripped_since, COALESCE(ps.guard_tripped_rule, ''), COALESCE(ps.guard_tripped_detail, ''),
 			(SELECT count(*) FROM policy_pending_actions p WHERE p.site = s.name AND p.state = 'PENDING' AND p.reason = 'HeldByGuard'),
-			(SELECT count(*) FROM policy_pending_actions p WHERE p.site = s.name AND p.state = 'PENDING' AND p.reason = 'StaleTrigger')
-		FROM sites s LEFT JOIN policy_site_state ps ON ps.site = s.name ORDER BY s.name`)
+			(SELECT count(*) FROM policy_pending_actions p WHERE p.site = s.name AND p.state = 'PENDING' AND p.reason = 'StaleTrigger'),
+			(SELECT count(*) FROM policy_pending_actions p WHERE p.site = s.name AND p.state = 'PENDING' AND p.reason = '`+ReasonAwaitingFreshEvidence+`')
+		FROM sites s LEFT JOIN policy_site_state ps ON ps.site = s.name`+evidenceJoins+` ORDER BY s.name`)
 	if err != nil {
 		return nil, fmt.Errorf("policy sites: %w", err)
 	}
 	sites, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PolicySite, error) {
 		var p PolicySite
-		err := r.Scan(&p.Name, &p.Stale, &p.Devices, &p.TrippedSince, &p.TrippedRule, &p.TrippedDetail, &p.OpenHeld, &p.OpenStale)
+		ev, fill := evidenceDest(&p.Evidence)
+		dest := append(append([]any{&p.Name}, ev...), &p.Devices, &p.TrippedSince, &p.TrippedRule, &p.TrippedDetail, &p.OpenHeld, &p.OpenStale, &p.OpenAwaiting)
+		err := r.Scan(dest...)
+		fill()
+		p.Stale = p.Evidence.Stale
 		return p, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("policy sites: %w", err)
 	}
-	rows, err = s.pool.Query(ctx, `SELECT site, decided_at, dry_run FROM policy_decisions
-		WHERE kind = 'QUARANTINE' AND action = 'QUARANTINE' AND decided_at > $1 ORDER BY site, decided_at`, since)
+	// The policy's quarantines: its QUARANTINE decisions, and the pending
+	// actions awaiting fresh evidence that it confirmed itself (approved by
+	// ActorPolicy; an operator's approvals do not count).
+	rows, err = s.pool.Query(ctx, `SELECT site, at, dry_run FROM (
+			SELECT site, decided_at AS at, dry_run FROM policy_decisions
+			WHERE kind = 'QUARANTINE' AND action = 'QUARANTINE' AND decided_at > $1
+			UNION ALL
+			SELECT site, resolved_at, false FROM policy_pending_actions
+			WHERE state = 'APPROVED' AND resolved_by = '`+ActorPolicy+`' AND resolved_at > $1) a ORDER BY site, at`, since)
 	if err != nil {
 		return nil, fmt.Errorf("policy sites: recent actions: %w", err)
 	}
@@ -205,7 +219,20 @@ type PolicyDecision struct {
 	PendingID int64
 	Replica   string
 	DecidedAt time.Time
+	// Recheck, when set, judges the site's evidence again inside the
+	// recording transaction, the site row held (lockEvidence): "" when it is
+	// still fresh, else why not. A QUARANTINE whose evidence is no longer
+	// fresh is recorded as PENDING ReasonAwaitingFreshEvidence with that
+	// detail; a RELEASE is not recorded (recorded false: asked again next
+	// pass). Not stored.
+	Recheck func(SiteEvidence) string
 }
+
+// ReasonAwaitingFreshEvidence is the reason of a PENDING decision whose
+// trigger waits for fresh evidence from its site (hub/policy's reason of
+// the same name): its pending action stays open until the policy confirms
+// it (ResolveAwaiting) or its cause clears (ExpirePendingActions).
+const ReasonAwaitingFreshEvidence = "AwaitingFreshEvidence"
 
 // RecordPolicyDecision logs d, once per (device, kind, trigger), and in
 // the same transaction does what it says unless it is a dry-run: QUARANTINE
@@ -221,6 +248,19 @@ type PolicyDecision struct {
 func (s *Store) RecordPolicyDecision(ctx context.Context, d PolicyDecision) (out PolicyDecision, recorded bool, err error) {
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		out, recorded = d, false
+		if d.Recheck != nil && (d.Action == "QUARANTINE" || d.Action == "RELEASE") {
+			ev, err := lockEvidence(ctx, tx, d.Site)
+			if err != nil {
+				return err
+			}
+			if why := d.Recheck(ev); why != "" {
+				if d.Action == "RELEASE" {
+					return errNotFresh
+				}
+				out.Action, out.Reason, out.Trips = "PENDING", ReasonAwaitingFreshEvidence, false
+				out.Detail = "re-checked before sending: " + why
+			}
+		}
 		var desired string
 		err := tx.QueryRow(ctx, `SELECT desired_impairment FROM devices WHERE id = $1 FOR UPDATE`, d.DeviceID).Scan(&desired)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -299,21 +339,34 @@ func (s *Store) RecordPolicyDecision(ctx context.Context, d PolicyDecision) (out
 			}
 		}
 		if out.Trips {
-			_, err := tx.Exec(ctx, `
-				INSERT INTO policy_site_state (site, guard_tripped_since, guard_tripped_rule, guard_tripped_detail, updated_at)
-				VALUES ($1, $2, $3, $4, now())
-				ON CONFLICT (site) DO UPDATE SET guard_tripped_since = COALESCE(policy_site_state.guard_tripped_since, $2),
-					guard_tripped_rule = CASE WHEN policy_site_state.guard_tripped_since IS NULL THEN $3 ELSE policy_site_state.guard_tripped_rule END,
-					guard_tripped_detail = CASE WHEN policy_site_state.guard_tripped_since IS NULL THEN $4 ELSE policy_site_state.guard_tripped_detail END,
-					updated_at = now()`, out.Site, out.DecidedAt, out.Rule, out.Detail)
-			if err != nil {
-				return fmt.Errorf("trip guard of site %q: %w", out.Site, err)
-			}
+			return tripGuard(ctx, tx, out.Site, out.DecidedAt, out.Rule, out.Detail)
 		}
 		return nil
 	})
+	if errors.Is(err, errNotFresh) {
+		return d, false, nil
+	}
 	return out, recorded, err
 }
+
+// tripGuard marks site's guard tripped at at by rule (detail: why), unless
+// it is tripped already.
+func tripGuard(ctx context.Context, tx pgx.Tx, site string, at time.Time, rule, detail string) error {
+	_, err := tx.Exec(ctx, `
+		INSERT INTO policy_site_state (site, guard_tripped_since, guard_tripped_rule, guard_tripped_detail, updated_at)
+		VALUES ($1, $2, $3, $4, now())
+		ON CONFLICT (site) DO UPDATE SET guard_tripped_since = COALESCE(policy_site_state.guard_tripped_since, $2),
+			guard_tripped_rule = CASE WHEN policy_site_state.guard_tripped_since IS NULL THEN $3 ELSE policy_site_state.guard_tripped_rule END,
+			guard_tripped_detail = CASE WHEN policy_site_state.guard_tripped_since IS NULL THEN $4 ELSE policy_site_state.guard_tripped_detail END,
+			updated_at = now()`, site, at, rule, detail)
+	if err != nil {
+		return fmt.Errorf("trip guard of site %q: %w", site, err)
+	}
+	return nil
+}
+
+// errNotFresh ends a RELEASE's transaction whose evidence is not fresh.
+var errNotFresh = errors.New("evidence not fresh")
 
 func nullTime(t time.Time) any {
 	if t.IsZero() {

@@ -33,7 +33,19 @@ type PolicyCandidate struct {
 	Quarantined bool
 	// SiteStale is the site's stale flag.
 	SiteStale bool
+	// AwaitingID is the open pending action of the trigger's PENDING
+	// AwaitingFreshEvidence decision (0: the trigger has no decision yet):
+	// the evaluator decides it again and resolves that action
+	// (ResolveAwaiting) instead of recording a second decision.
+	AwaitingID int64
 }
+
+// awaitingSQL is true for a decision pd that waits for fresh evidence:
+// PENDING AwaitingFreshEvidence with its pending action still open. Such
+// a decision does not count as deciding its trigger.
+const awaitingSQL = `(pd.action = 'PENDING' AND pd.reason = '` + ReasonAwaitingFreshEvidence + `'
+	AND EXISTS (SELECT 1 FROM policy_pending_actions pa WHERE pa.decision_id = pd.id AND pa.state = 'PENDING'
+		AND pa.reason = '` + ReasonAwaitingFreshEvidence + `'))`
 
 // historyDepth bounds the status_history rows read per candidate.
 const historyDepth = 32
@@ -47,7 +59,8 @@ type historyRow struct {
 
 // PolicyCandidates returns the devices, not removed, whose status is FAULTED
 // or MAINTENANCE and whose triggering status change has no QUARANTINE
-// decision yet, in site then id order. Errors are database errors.
+// decision yet, or one that awaits fresh evidence (AwaitingID set), in
+// site then id order. Errors are database errors.
 func (s *Store) PolicyCandidates(ctx context.Context) ([]PolicyCandidate, error) {
 	out, hist, err := s.readCandidates(ctx)
 	if err != nil {
@@ -78,6 +91,7 @@ func (s *Store) readCandidates(ctx context.Context) (out []PolicyCandidate, hist
 			-- Already decided: a decision whose trigger starts the current run
 			-- (no status other than FAULTED, MAINTENANCE, UNREACHABLE since).
 			AND NOT EXISTS (SELECT 1 FROM policy_decisions pd WHERE pd.device_id = d.id AND pd.kind = 'QUARANTINE'
+				AND NOT `+awaitingSQL+`
 				AND NOT EXISTS (SELECT 1 FROM status_history x WHERE x.device_id = d.id AND x.id > pd.trigger_id
 					AND x.status NOT IN ('FAULTED', 'MAINTENANCE', 'UNREACHABLE')))
 		ORDER BY d.site, d.id, h.id DESC`, historyDepth)
@@ -156,18 +170,27 @@ func (s *Store) dropDecided(ctx context.Context, out []PolicyCandidate) ([]Polic
 	for _, c := range out {
 		ids = append(ids, c.DeviceID)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT device_id::text, trigger_id FROM policy_decisions
-		WHERE kind = 'QUARANTINE' AND device_id = ANY($1::uuid[])`, ids)
+	rows, err := s.pool.Query(ctx, `SELECT device_id::text, trigger_id,
+			COALESCE((SELECT pa.id FROM policy_pending_actions pa WHERE pa.decision_id = pd.id AND `+awaitingSQL+`), 0)
+		FROM policy_decisions pd WHERE kind = 'QUARANTINE' AND device_id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("policy candidates: decided triggers: %w", err)
 	}
 	decided := map[string]map[int64]bool{}
+	awaiting := map[string]map[int64]int64{}
 	for rows.Next() {
 		var id string
-		var trig int64
-		if err := rows.Scan(&id, &trig); err != nil {
+		var trig, pending int64
+		if err := rows.Scan(&id, &trig, &pending); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("policy candidates: decided triggers: %w", err)
+		}
+		if pending != 0 {
+			if awaiting[id] == nil {
+				awaiting[id] = map[int64]int64{}
+			}
+			awaiting[id][trig] = pending
+			continue
 		}
 		if decided[id] == nil {
 			decided[id] = map[int64]bool{}
@@ -181,6 +204,7 @@ func (s *Store) dropDecided(ctx context.Context, out []PolicyCandidate) ([]Polic
 	kept := out[:0]
 	for _, c := range out {
 		if c.HistoryID != 0 && !decided[c.DeviceID][c.HistoryID] {
+			c.AwaitingID = awaiting[c.DeviceID][c.HistoryID]
 			kept = append(kept, c)
 		}
 	}

@@ -94,6 +94,8 @@ type Policy interface {
 	PolicyQuarantines(ctx context.Context) ([]PolicyQuarantine, error)
 	DeviceHolds(ctx context.Context, ids []string) (map[string][]DeviceHold, error)
 	RecordPolicyDecision(ctx context.Context, d PolicyDecision) (out PolicyDecision, recorded bool, err error)
+	HealedTriggers(ctx context.Context, since time.Time) ([]HealedTrigger, error)
+	ResolveAwaiting(ctx context.Context, id int64, d PolicyDecision) (out PendingAction, resolved bool, err error)
 	RearmGuard(ctx context.Context, site string) (bool, error)
 	ExpirePendingActions(ctx context.Context) (int, error)
 }

@@ -69,10 +69,11 @@ func writeSiteConditions(ctx context.Context, tx pgx.Tx, site string, conds []co
 			c.LastTransitionTime = old.LastTransitionTime
 		}
 		batch.Queue(`
-			INSERT INTO site_conditions (site, type, status, reason, message, last_transition_time, observed_time)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			INSERT INTO site_conditions (site, type, status, reason, message, last_transition_time, observed_time, received_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, now())
 			ON CONFLICT (site, type) DO UPDATE SET status = $3, reason = $4, message = $5,
-				last_transition_time = $6, observed_time = $7`,
+				last_transition_time = $6, observed_time = $7,
+				received_at = CASE WHEN site_conditions.observed_time < $7 THEN now() ELSE site_conditions.received_at END`,
 			site, string(c.Type), string(c.Status), c.Reason, c.Message, c.LastTransitionTime, c.ObservedTime)
 	}
 	for _, old := range cur {

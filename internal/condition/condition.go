@@ -61,10 +61,33 @@ const (
 	// the flag it refuses the file); Unknown/NotChecked until clouds.yaml
 	// has been read.
 	OpenStackTLSVerified Type = "OpenStackTLSVerified"
+	// InventoryPolled is True/PollSucceeded after every complete Ironic
+	// listing (its ObservedTime is the poll's time: the satellite sends the
+	// set after each poll, after that poll's deltas, so the hub can tell a
+	// fresh poll from an old one); False/PollFailed with the error when the
+	// last poll failed. The hub's policy acts only on a site whose last
+	// poll succeeded after its link came up (docs/reference/policy.md
+	// "Fresh evidence").
+	InventoryPolled Type = "InventoryPolled"
+	// ListingConsistent is True/NoHazards when the last complete listing
+	// had none of Ironic's listing hazards; False with a reason naming the
+	// hazard kind (FieldsUnsent: answers lacked fields that were asked for;
+	// DuplicateNodes: a node listed twice) when it had, the poll then being
+	// degraded (docs/reference/conditions.md "Site conditions").
+	ListingConsistent Type = "ListingConsistent"
+)
+
+// Reasons of InventoryPolled and ListingConsistent.
+const (
+	ReasonPollSucceeded  = "PollSucceeded"
+	ReasonPollFailed     = "PollFailed"
+	ReasonNoHazards      = "NoHazards"
+	ReasonFieldsUnsent   = "FieldsUnsent"
+	ReasonDuplicateNodes = "DuplicateNodes"
 )
 
 // SiteTypes lists the site condition types in their fixed order.
-var SiteTypes = []Type{OpenStackAuthenticated, OrphanDetection, OpenStackTLSVerified}
+var SiteTypes = []Type{OpenStackAuthenticated, OrphanDetection, OpenStackTLSVerified, InventoryPolled, ListingConsistent}
 
 // ValidSite reports whether t is one of the site condition types.
 func (t Type) ValidSite() bool {

@@ -14,7 +14,10 @@ import (
 
 // Site is a satellite scripted at the store's level: it opens a link and
 // commits batches under the link's epoch exactly as the link server does
-// for each ConditionBatch.
+// for each ConditionBatch; like the real satellite after each poll, every
+// Send is followed by the site conditions InventoryPolled=True and
+// ListingConsistent=True observed at Now (the poll-success mark the
+// policy's fresh-evidence rule reads), unless NoPollMark is set.
 type Site struct {
 	tb    testing.TB
 	st    *store.Store
@@ -25,6 +28,8 @@ type Site struct {
 	IDs []string
 	// Now is the satellite's clock (a test's fake clock, or time.Now).
 	Now func() time.Time
+	// NoPollMark: Send commits the batch alone (no site conditions).
+	NoPollMark bool
 }
 
 // NewSite opens a link for site name and reports n healthy, customer-ready
@@ -63,6 +68,48 @@ func (s *Site) Send(ups []store.DeviceUpdate) {
 	s.tb.Helper()
 	s.Seq++
 	if _, err := s.st.ApplyBatch(context.Background(), s.Name, s.Epoch, store.Batch{Sequence: s.Seq, Devices: ups}); err != nil {
+		s.tb.Fatal(err)
+	}
+	if !s.NoPollMark {
+		s.Polled()
+	}
+}
+
+// Polled reports a successful poll without hazards, observed at Now: the
+// site conditions InventoryPolled=True/PollSucceeded and
+// ListingConsistent=True/NoHazards.
+func (s *Site) Polled() {
+	s.tb.Helper()
+	at := s.Now()
+	s.SiteConditions(
+		condition.Condition{Type: condition.InventoryPolled, Status: condition.True, Reason: condition.ReasonPollSucceeded, LastTransitionTime: at, ObservedTime: at},
+		condition.Condition{Type: condition.ListingConsistent, Status: condition.True, Reason: condition.ReasonNoHazards, LastTransitionTime: at, ObservedTime: at})
+}
+
+// PollFailed reports a failed poll observed at Now
+// (InventoryPolled=False/PollFailed with msg).
+func (s *Site) PollFailed(msg string) {
+	s.tb.Helper()
+	at := s.Now()
+	s.SiteConditions(
+		condition.Condition{Type: condition.InventoryPolled, Status: condition.False, Reason: condition.ReasonPollFailed, Message: msg, LastTransitionTime: at, ObservedTime: at},
+		condition.Condition{Type: condition.ListingConsistent, Status: condition.True, Reason: condition.ReasonNoHazards, LastTransitionTime: at, ObservedTime: at})
+}
+
+// SiteConditions replaces the site's conditions with conds under the
+// link's epoch, as the link server does for a SiteConditions message.
+func (s *Site) SiteConditions(conds ...condition.Condition) {
+	s.tb.Helper()
+	if _, err := s.st.ReplaceSiteConditions(context.Background(), s.Name, s.Epoch, conds); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+// Cut ends the site's link as the link server does when the stream ends
+// (the site is not UNREACHABLE until stale-after passes).
+func (s *Site) Cut() {
+	s.tb.Helper()
+	if err := s.st.CloseLink(context.Background(), s.Name, s.Epoch); err != nil {
 		s.tb.Fatal(err)
 	}
 }

@@ -68,6 +68,9 @@ type Config struct {
 // and each resync; they must be quick and must not block.
 type Observer interface {
 	PollDone(took time.Duration)
+	// ListingHazards counts n hazards of kind (HazardKinds) in one
+	// complete listing.
+	ListingHazards(kind string, n int)
 	SweepDone(took time.Duration, complete bool)
 	ResyncDone(took time.Duration)
 }

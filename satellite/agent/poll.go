@@ -22,7 +22,9 @@ func (a *Agent) Poll(ctx context.Context) error {
 	nodes, err := a.ironic.ListNodes(ctx)
 	if err != nil {
 		a.countFailure()
-		return fmt.Errorf("list Ironic nodes: %w", err)
+		err = fmt.Errorf("list Ironic nodes: %w", err)
+		a.reportPollFailed(err)
+		return err
 	}
 	var pg placementGate
 	if a.placement != nil {
@@ -82,6 +84,7 @@ func (a *Agent) Poll(ctx context.Context) error {
 	})
 
 	a.outbox.Push(updates)
+	a.reportPoll(nodes, now)
 	if a.cfg.Observer != nil {
 		a.cfg.Observer.PollDone(time.Since(start))
 	}

@@ -234,7 +234,7 @@ func (c *Client) ListNodes(ctx context.Context) ([]Node, error) {
 func (c *Client) listOnce(ctx context.Context, fields []string, missing map[string]bool, limit int) ([]Node, int, error) {
 	hint := int(c.lastCount.Load()) // the last listing's size: one allocation for a site that did not grow
 	nodes := make([]Node, 0, hint)
-	seen := make(map[string]struct{}, hint)
+	seen := make(map[string]int, hint) // uuid → index in nodes
 	marker := ""
 	badTimes := 0
 	unsent := map[string]int{} // field → nodes whose answer lacked it
@@ -279,11 +279,12 @@ func (c *Client) listOnce(ctx context.Context, fields []string, missing map[stri
 					c.log.Warn("unparsable provision_updated_at, using zero time", logkey.DeviceID, w.UUID, "value", w.ProvisionUpdatedAt.Bad)
 				}
 			}
-			if _, dup := seen[w.UUID]; dup {
+			if first, dup := seen[w.UUID]; dup {
 				c.log.Warn("node listed twice, keeping the first", logkey.DeviceID, w.UUID, "page", page)
+				nodes[first].ListedTwice = true
 				continue
 			}
-			seen[w.UUID] = struct{}{}
+			seen[w.UUID] = len(nodes)
 			n := w.toNode(fields, missing)
 			for f := range n.Unsent {
 				if firstUnsentPage == 0 {

@@ -77,6 +77,10 @@ type Node struct {
 	// condition instead (docs/reference/conditions.md "Fields OpenStack did not send"). A subset of Missing; nil
 	// when the answer had every field asked for.
 	Unsent map[string]bool
+	// ListedTwice is true when a listing returned this node on more than
+	// one page (a listing hazard: the later copies are dropped, this first
+	// one is kept); always false from GetNode.
+	ListedTwice bool
 }
 
 // Properties are the hardware properties of a node that the satellite

@@ -346,7 +346,12 @@ func (c *Client) loop(ctx context.Context, stream ironlinkv1.LinkService_Connect
 			_ = stream.CloseSend()
 			return errRehello
 		case <-siteChanged:
-			err = c.sendSite(stream)
+			// Batches queued before the change go first: a poll's deltas
+			// reach the hub before its InventoryPolled mark
+			// (docs/design/link.md "Site conditions").
+			if err = c.sendBatches(stream); err == nil {
+				err = c.sendSite(stream)
+			}
 		case m := <-c.outbound:
 			err = stream.Send(m)
 		case <-c.resyncNow:

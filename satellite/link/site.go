@@ -61,6 +61,32 @@ func (s *SiteState) Set(c condition.Condition) bool {
 	return changed
 }
 
+// Mark records c as Set does and always has the link send the set, even
+// when only its ObservedTime moved: a poll-success mark (InventoryPolled)
+// that tells the hub the site was just observed. It returns whether
+// status, reason or message changed.
+func (s *SiteState) Mark(c condition.Condition) bool {
+	changed := s.Set(c)
+	if !changed {
+		now := time.Now().UTC()
+		if c.ObservedTime.IsZero() {
+			c.ObservedTime = now
+		}
+		s.mu.Lock()
+		if old, ok := s.conds[c.Type]; ok && old.SameObservation(condition.Condition{Type: c.Type, Status: c.Status,
+			Reason: c.Reason, Message: condition.Truncate(c.Message), ObservedGeneration: c.ObservedGeneration}) {
+			old.ObservedTime = c.ObservedTime
+			s.conds[c.Type] = old
+		}
+		s.mu.Unlock()
+		select {
+		case s.changed <- struct{}{}:
+		default:
+		}
+	}
+	return changed
+}
+
 // Get returns the condition of type t and whether it is set.
 func (s *SiteState) Get(t condition.Type) (condition.Condition, bool) {
 	s.mu.Lock()

@@ -44,6 +44,7 @@ type Satellite struct {
 
 	tokenRequests  *prometheus.CounterVec
 	siteCondition  *prometheus.GaugeVec
+	hazards        *prometheus.CounterVec
 	requests       *prometheus.CounterVec
 	pollDuration   prometheus.Histogram
 	sweepDuration  *prometheus.HistogramVec
@@ -71,13 +72,20 @@ func New() *Satellite {
 	}, []string{"result"})
 	m.siteCondition = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "ironlink_satellite_site_condition",
-		Help: "Site conditions: 1 for the current status of each type (OpenStackAuthenticated, OrphanDetection, OpenStackTLSVerified), 0 for the others.",
+		Help: "Site conditions: 1 for the current status of each type (OpenStackAuthenticated, OrphanDetection, OpenStackTLSVerified, InventoryPolled, ListingConsistent), 0 for the others.",
 	}, []string{"type", "status", "reason"})
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ironlink_satellite_openstack_requests_total",
 		Help: "HTTP requests to OpenStack services by catalog service type, method and status code (\"error\" when no response).",
 	}, []string{"service", "method", "code"})
-	m.Registry.MustRegister(m.tokenRequests, m.siteCondition, m.requests)
+	m.hazards = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ironlink_satellite_listing_hazards_total",
+		Help: "Hazards in complete Ironic listings by kind: unsent_field (a node's answer lacked a field asked for; per node and field), duplicate_node (a node listed on two pages). A poll with any is degraded (site condition ListingConsistent=False).",
+	}, []string{"kind"})
+	for _, k := range HazardKinds {
+		m.hazards.WithLabelValues(k)
+	}
+	m.Registry.MustRegister(m.tokenRequests, m.siteCondition, m.requests, m.hazards)
 	counter := func(name, help string, f func(Stats) int) {
 		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 			func() float64 { return float64(f(m.read())) }))
@@ -139,6 +147,16 @@ func (m *Satellite) PollDone(took time.Duration) {
 	m.mu.Lock()
 	m.ready.lastPoll = now
 	m.mu.Unlock()
+}
+
+// HazardKinds are the kind label values of
+// ironlink_satellite_listing_hazards_total, exported at 0 from the start
+// (satellite/agent's HazardUnsentField and HazardDuplicateNode).
+var HazardKinds = []string{"unsent_field", "duplicate_node"}
+
+// ListingHazards counts n listing hazards of kind (agent.Observer).
+func (m *Satellite) ListingHazards(kind string, n int) {
+	m.hazards.WithLabelValues(kind).Add(float64(n))
 }
 
 // SweepDone records a sweep (agent.Observer).

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -206,6 +207,9 @@ contexts:
 		for _, s := range r.GetSites() {
 			if len(s.GetConditions()) == 0 {
 				return fmt.Errorf("site %s has reported no conditions", s.GetName())
+			}
+			if !slices.ContainsFunc(s.GetConditions(), func(c *ironlinkv1.Condition) bool { return c.GetType() == "InventoryPolled" }) {
+				return fmt.Errorf("site %s has reported no poll yet", s.GetName())
 			}
 			for _, c := range s.GetConditions() {
 				if c.GetStatus() != ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE {

@@ -33,6 +33,7 @@ import (
 	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/promtest"
 	"github.com/ironlink/ironlink/internal/storetest"
@@ -50,6 +51,12 @@ policy:
         reasons: [DeployFailed, CleanFailed]
   sites:
     site-dry: {dryRun: true}
+    site-hold:
+      rules:
+        - name: offered-faulted
+          to: [FAULTED]
+          reasons: [DeployFailed]
+          holdDown: 2s
 `
 
 type hub struct {
@@ -95,7 +102,8 @@ func startHub(t *testing.T) *hub {
 		var out []metrics.PolicySiteState
 		for _, s := range states {
 			out = append(out, metrics.PolicySiteState{Site: s.GetSite(), Tripped: s.GetGuardTripped(),
-				PendingHeld: int(s.GetPendingHeldCount()), PendingStale: int(s.GetPendingStaleCount())})
+				PendingHeld: int(s.GetPendingHeldCount()), PendingStale: int(s.GetPendingStaleCount()),
+				PendingAwaiting: int(s.GetPendingAwaitingCount())})
 		}
 		return out, err
 	}, log)
@@ -517,5 +525,134 @@ func TestSiteBoundOperator(t *testing.T) {
 	_, err = api.SetDeviceHold(ctx, &ironlinkv1.SetDeviceHoldRequest{DeviceId: a.IDs[1], Kind: 999, Reason: "x"})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "kind 999 is not a hold kind") {
 		t.Errorf("hold of kind 999: %v, want InvalidArgument naming the kind", err)
+	}
+}
+
+// pendingOf returns the open pending actions of site.
+func pendingOf(t *testing.T, h *hub, site string) []*ironlinkv1.PendingAction {
+	t.Helper()
+	r, err := h.policy.ListPendingActions(context.Background(), &ironlinkv1.ListPendingActionsRequest{Site: site})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.GetActions()
+}
+
+// The bug of issue 21: a fault, the link cut before the policy acts, the
+// fault cleared at the site during the cut. While the link is down (the
+// site not yet UNREACHABLE) the trigger waits, listed pending with the
+// link's reason; after the reconnect, the satellite's resent set (its last
+// poll mark, received before the link came up) is not fresh evidence; the
+// buffered heal and a fresh poll clear it: the action expires and no
+// command is ever created. The CLI's pending table shows the reason.
+func TestLinkEndedFaultClearedDuringCut(t *testing.T) {
+	h := startHub(t)
+	s := newSat(t, h.st, "site-hold", 20)
+	lastPoll := time.Now()
+	s.Now = func() time.Time { return lastPoll } // the satellite's last poll before the cut
+	fault(s, s.IDs[0], lastPoll)
+	s.Cut() // the link ends before the 2 s hold-down is over
+	waitFor(t, "the trigger pending, awaiting fresh evidence", func() bool { return len(pendingOf(t, h, "site-hold")) == 1 })
+	p := pendingOf(t, h, "site-hold")[0]
+	if p.GetReason() != policy.ReasonAwaitingFreshEvidence || !strings.Contains(p.GetDetail(), "link ended") || p.GetDeviceId() != s.IDs[0] {
+		t.Fatalf("pending while the link is down: %v", p)
+	}
+	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM sites WHERE stale`); n != 0 {
+		t.Fatal("the site is UNREACHABLE: this case is the link ended before that")
+	}
+	if v, _ := promtest.Scrape(t, h.metrics+"/metrics").Value("ironlink_policy_pending_actions", "site", "site-hold", "reason", "AwaitingFreshEvidence"); v != 1 {
+		t.Errorf("pending metric (AwaitingFreshEvidence) = %v, want 1", v)
+	}
+	if st, err := h.policy.ListSitePolicyStates(context.Background(), &ironlinkv1.ListSitePolicyStatesRequest{Site: "site-hold"}); err != nil ||
+		st.GetStates()[0].GetPendingAwaitingCount() != 1 {
+		t.Errorf("site policy state %v %v, want 1 awaiting", st, err)
+	}
+	var out, errb strings.Builder
+	code := ctl.Execute(context.Background(), ctl.Options{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }},
+		[]string{"--hub", h.addr, "--plaintext", "--no-auth", "get", "pending", "--site", "site-hold"})
+	if code != 0 || !strings.Contains(out.String(), "AwaitingFreshEvidence") {
+		t.Fatalf("get pending: %d %q %q", code, out.String(), errb.String())
+	}
+	// Reconnect: the satellite resends its site conditions (the last
+	// mark, from before the cut): still not fresh.
+	s.Connect()
+	s.Polled() // observed at lastPoll, as before the cut
+	h.waitPass(t)
+	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM commands`); n != 0 {
+		t.Fatalf("%d commands on a mark from before the cut", n)
+	}
+	if ps := pendingOf(t, h, "site-hold"); len(ps) != 1 || ps[0].GetReason() != policy.ReasonAwaitingFreshEvidence {
+		t.Fatalf("pending after the reconnect, before a fresh poll: %v", ps)
+	}
+	// The heal buffered during the cut, then the poll mark.
+	s.Now = time.Now
+	s.Heal(s.IDs[0])
+	waitFor(t, "the pending action expired", func() bool {
+		return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_pending_actions WHERE state = 'EXPIRED' AND resolution_reason LIKE 'cause cleared%'`) == 1
+	})
+	h.waitPass(t)
+	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM commands`); n != 0 {
+		t.Fatalf("%d commands: a healthy node was quarantined", n)
+	}
+	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`); n != 1 {
+		t.Fatalf("%d decisions, want the one PENDING AwaitingFreshEvidence", n)
+	}
+}
+
+// A fault on a site whose last poll failed waits (pending, the poll's
+// error as reason) and is acted on after a fresh successful poll that still
+// shows it: the pending action is approved by the policy itself, with the
+// command, and counts in the guard.
+func TestLastPollFailedWaitsThenActs(t *testing.T) {
+	ctx := context.Background()
+	h := startHub(t)
+	s := newSat(t, h.st, "site-hold", 20)
+	fault(s, s.IDs[0], time.Now())
+	s.PollFailed("list Ironic nodes: 503 Service Unavailable")
+	waitFor(t, "the trigger pending, awaiting fresh evidence", func() bool { return len(pendingOf(t, h, "site-hold")) == 1 })
+	p := pendingOf(t, h, "site-hold")[0]
+	if p.GetReason() != policy.ReasonAwaitingFreshEvidence || !strings.Contains(p.GetDetail(), "last poll failed") ||
+		!strings.Contains(p.GetDetail(), "503") {
+		t.Fatalf("pending after a failed poll: %v", p)
+	}
+	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM commands`); n != 0 {
+		t.Fatalf("%d commands while the last poll failed", n)
+	}
+	s.Polled() // a fresh successful poll, the device still FAULTED
+	waitFor(t, "the policy's quarantine", func() bool {
+		return pgtest.Count(t, h.url, `SELECT count(*) FROM commands WHERE source = 'policy' AND actor = 'policy'`) == 1
+	})
+	r, err := h.policy.ListPendingActions(ctx, &ironlinkv1.ListPendingActionsRequest{Site: "site-hold",
+		States: []ironlinkv1.PendingActionState{ironlinkv1.PendingActionState_PENDING_ACTION_STATE_APPROVED}})
+	if err != nil || len(r.GetActions()) != 1 {
+		t.Fatalf("approved actions %v %v", r, err)
+	}
+	if a := r.GetActions()[0]; a.GetResolvedBy() != "policy" || a.GetCommandId() == "" || !strings.Contains(a.GetResolutionReason(), "fresh poll") {
+		t.Fatalf("settled action %v", a)
+	}
+	states, err := h.policy.ListSitePolicyStates(ctx, &ironlinkv1.ListSitePolicyStatesRequest{Site: "site-hold"})
+	if err != nil || states.GetStates()[0].GetWindowCount() != 1 {
+		t.Fatalf("the policy's own confirmation counts in the guard window: %v %v", states, err)
+	}
+}
+
+// A listing with hazards (ListingConsistent=False) makes the site's
+// triggers wait with the hazard named.
+func TestListingHazardWaits(t *testing.T) {
+	h := startHub(t)
+	s := newSat(t, h.st, "site-hold", 20)
+	s.NoPollMark = true
+	fault(s, s.IDs[0], time.Now())
+	at := time.Now()
+	s.SiteConditions(
+		condition.Condition{Type: condition.InventoryPolled, Status: condition.True, Reason: condition.ReasonPollSucceeded, LastTransitionTime: at, ObservedTime: at},
+		condition.Condition{Type: condition.ListingConsistent, Status: condition.False, Reason: condition.ReasonFieldsUnsent,
+			Message: "Ironic's listing lacked fields that were asked for (nodes lacking each: fault=17)", LastTransitionTime: at, ObservedTime: at})
+	waitFor(t, "the trigger pending, awaiting fresh evidence", func() bool { return len(pendingOf(t, h, "site-hold")) == 1 })
+	if p := pendingOf(t, h, "site-hold")[0]; !strings.Contains(p.GetDetail(), "FieldsUnsent") {
+		t.Fatalf("pending after a listing with hazards: %v", p)
+	}
+	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM commands`); n != 0 {
+		t.Fatalf("%d commands on a degraded listing", n)
 	}
 }

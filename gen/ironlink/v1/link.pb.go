@@ -1456,9 +1456,15 @@ func (x *DriftCorrection) GetCorrectTime() *timestamppb.Timestamp {
 // re-authentication gets 401) and OrphanDetection (the orphan sweep can judge
 // Nova against Ironic; False/HypervisorFieldHidden when the credential cannot
 // see Nova's OS-EXT-SRV-ATTR:hypervisor_hostname, False/Standalone on a site
-// without Nova), and OpenStackTLSVerified (False/VerifyDisabled when
+// without Nova), OpenStackTLSVerified (False/VerifyDisabled when
 // clouds.yaml turns TLS verification towards OpenStack off and the satellite
-// was allowed to accept that). The hub replaces the stored set with this one.
+// was allowed to accept that), InventoryPolled (True/PollSucceeded after every complete
+// Ironic listing, observed at the poll: the satellite sends the set after
+// every poll, after that poll's batches, as the poll-success mark the hub's
+// policy requires before it acts; False/PollFailed when the last poll
+// failed) and ListingConsistent (False/FieldsUnsent or False/DuplicateNodes
+// when the last listing had one of Ironic's listing hazards: the poll is
+// degraded). The hub replaces the stored set with this one.
 type SiteConditions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// At most 16 conditions, distinct types.

@@ -672,7 +672,11 @@ type PolicyDecision struct {
 	// CamelCase reason: RuleMatched, HeldByGuard, StaleTrigger,
 	// NoRuleMatched, NotOfferedToCustomers, ExcludedFromAutomation,
 	// MaintenanceWindow, PlannedMaintenance, AlreadyQuarantined,
-	// DeviceRemoved, CauseCleared, QuarantineSuperseded.
+	// DeviceRemoved, CauseCleared, QuarantineSuperseded,
+	// AwaitingFreshEvidence (the site's evidence was not fresh: link ended,
+	// last poll failed or had listing hazards; its pending action is settled
+	// by the policy once a fresh poll confirms or clears the cause),
+	// HealedWithinHoldDown (the cause cleared before a decision: no action).
 	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Human detail.
 	Detail string `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
@@ -1060,7 +1064,9 @@ type PendingAction struct {
 	Site string `protobuf:"bytes,5,opt,name=site,proto3" json:"site,omitempty"`
 	// Rule.
 	Rule string `protobuf:"bytes,6,opt,name=rule,proto3" json:"rule,omitempty"`
-	// HeldByGuard or StaleTrigger.
+	// HeldByGuard, StaleTrigger or AwaitingFreshEvidence (waits for a fresh
+	// poll of its site; the policy approves it itself, as actor "policy",
+	// when the poll confirms the cause, and it expires when the cause clears).
 	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Human detail.
 	Detail string `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
@@ -1602,9 +1608,12 @@ type SitePolicyState struct {
 	// Pending actions from stale triggers.
 	PendingStaleCount int32 `protobuf:"varint,11,opt,name=pending_stale_count,json=pendingStaleCount,proto3" json:"pending_stale_count,omitempty"`
 	// The guard in force.
-	Guard         *PolicyGuard `protobuf:"bytes,12,opt,name=guard,proto3" json:"guard,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Guard *PolicyGuard `protobuf:"bytes,12,opt,name=guard,proto3" json:"guard,omitempty"`
+	// Pending actions awaiting fresh evidence from the site (its link ended,
+	// its last poll failed or had listing hazards).
+	PendingAwaitingCount int32 `protobuf:"varint,13,opt,name=pending_awaiting_count,json=pendingAwaitingCount,proto3" json:"pending_awaiting_count,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *SitePolicyState) Reset() {
@@ -1719,6 +1728,13 @@ func (x *SitePolicyState) GetGuard() *PolicyGuard {
 		return x.Guard
 	}
 	return nil
+}
+
+func (x *SitePolicyState) GetPendingAwaitingCount() int32 {
+	if x != nil {
+		return x.PendingAwaitingCount
+	}
+	return 0
 }
 
 // ListSitePolicyStatesRequest optionally names a site.
@@ -2267,7 +2283,7 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"T\n" +
 	"\x1cRejectPendingActionsResponse\x124\n" +
-	"\aactions\x18\x01 \x03(\v2\x1a.ironlink.v1.PendingActionR\aactions\"\x84\x04\n" +
+	"\aactions\x18\x01 \x03(\v2\x1a.ironlink.v1.PendingActionR\aactions\"\xba\x04\n" +
 	"\x0fSitePolicyState\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x18\n" +
 	"\aenabled\x18\x02 \x01(\bR\aenabled\x12\x17\n" +
@@ -2281,7 +2297,8 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\x12pending_held_count\x18\n" +
 	" \x01(\x05R\x10pendingHeldCount\x12.\n" +
 	"\x13pending_stale_count\x18\v \x01(\x05R\x11pendingStaleCount\x12.\n" +
-	"\x05guard\x18\f \x01(\v2\x18.ironlink.v1.PolicyGuardR\x05guard\"1\n" +
+	"\x05guard\x18\f \x01(\v2\x18.ironlink.v1.PolicyGuardR\x05guard\x124\n" +
+	"\x16pending_awaiting_count\x18\r \x01(\x05R\x14pendingAwaitingCount\"1\n" +
 	"\x1bListSitePolicyStatesRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\"T\n" +
 	"\x1cListSitePolicyStatesResponse\x124\n" +
