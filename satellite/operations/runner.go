@@ -380,7 +380,7 @@ func (u *run) stepStates(name, observed, provisionState, msg string) {
 		if cur != nil {
 			cur.EndTime = now
 		}
-		u.steps = append(u.steps, &ironlinkv1.OperationStep{Name: name, StartTime: now, ObservedState: observed, Message: msg})
+		u.steps = append(u.steps, &ironlinkv1.OperationStep{Name: name, StartTime: now, ObservedState: observed, Message: msg, Attempt: u.attempt})
 	}
 	u.mu.Unlock()
 	u.log.Info("operation step", "step", name, "observed_state", observed, "message", msg)
@@ -443,6 +443,12 @@ func (u *run) execute(ctx context.Context) *ironlinkv1.OperationProgress {
 		res := u.pass(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if res.Permanent() || res.IsDone() {
+			u.unmark(ctx)
+			if ctx.Err() != nil {
+				return nil
+			}
 		}
 		switch {
 		case res.Permanent() && res.Reason == reasonCancelled:
