@@ -172,13 +172,21 @@ func checkManageFirst(t *testing.T, e *opsEnv, op *ironlinkv1.Operation, id stri
 }
 
 // configDriveImage uploads a 1 MiB raw image that requires a config drive
-// (img_config_drive=mandatory) and returns its id; it is deleted when t
-// ends. The test bed's Ironic cannot build a config drive (no Swift: its
-// README), so a server booted from it fails its deploy: a real ERROR.
+// (img_config_drive=mandatory), private to the project of the password
+// cloud IRONLINK_E2E_PASSWORD_CLOUD (default testbed-agent-password, whose
+// user the operations credential belongs to), and returns its id; it is
+// deleted when t ends. The test bed's Ironic cannot build a config drive
+// (no Swift: its README), so a server booted from it fails its deploy: a
+// real ERROR.
 func (c *cloud) configDriveImage(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	ic, err := openstack.NewImageV2(c.bm.ProviderClient, gophercloud.EndpointOpts{})
+	pw := os.Getenv("IRONLINK_E2E_PASSWORD_CLOUD")
+	if pw == "" {
+		pw = "testbed-agent-password"
+	}
+	owner := connectCloud(t, c.cloudsYAML, pw)
+	ic, err := openstack.NewImageV2(owner.bm.ProviderClient, gophercloud.EndpointOpts{})
 	if err != nil {
 		t.Fatalf("glance: %v", err)
 	}
@@ -186,7 +194,7 @@ func (c *cloud) configDriveImage(t *testing.T) string {
 		ID string `json:"id"`
 	}
 	body := map[string]any{"name": "ironlink-e2e-configdrive-" + randID(), "disk_format": "raw", "container_format": "bare",
-		"visibility": "public", "img_config_drive": "mandatory"}
+		"visibility": "private", "img_config_drive": "mandatory"}
 	if _, err := ic.Post(ctx, ic.ServiceURL("images"), body, &img, &gophercloud.RequestOpts{OkCodes: []int{201}}); err != nil {
 		t.Fatalf("create image: %v", err)
 	}
