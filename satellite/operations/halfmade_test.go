@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2"
+
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/nova"
@@ -207,6 +209,10 @@ func TestFixtureNovaCreateErrorDeletesTheServer(t *testing.T) {
 	const fault = "Exceeded maximum number of retries. Exhausted all hosts available for retrying build failures."
 	const lastErr = "Node is associated with instance 0bad0000-0000-4000-8000-000000000000."
 	f.FailNextBoot(fxNode, fault, lastErr)
+	// Nova answers the first delete with a 500 (seen on the test bed):
+	// the delete is tried again.
+	f.Fail(site.MethodDeleteServer, "", gophercloud.ErrUnexpectedResponseCode{Method: "DELETE", URL: "/v2.1/servers/x", Actual: 500,
+		Body: []byte(`{"computeFault": {"code": 500, "message": "Unexpected API Error."}}`)}, 1)
 	p := fxRun(t, r, got, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, fxNode,
 		&ironlinkv1.OperationParams{NovaCreate: &ironlinkv1.NovaCreateParams{Name: "vm-e", Image: "11111111-2222-4333-8444-555555555555"}}))
 	wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_FAILED)

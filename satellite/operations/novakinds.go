@@ -136,6 +136,13 @@ func (u *run) watchServer(ctx context.Context, n *node, srv *server) site.Result
 	return u.waiting()
 }
 
+// maxServerDeletes bounds the extra tries to delete a server in ERROR
+// after Nova answered 5xx, serverDeleteWait apart.
+const (
+	maxServerDeletes = 5
+	serverDeleteWait = 2 * time.Second
+)
+
 // maxBoots bounds the server boots of one NOVA_CREATE in one process (a
 // boot that ended in "No valid host" before reaching the node is retried).
 const maxBoots = 10
@@ -253,6 +260,12 @@ func (u *run) serverFailed(ctx context.Context, n *node, srv *server) site.Resul
 	}
 	u.serverStep("delete-failed-server", srv.Status, n.ProvisionState, "deleting server "+srv.ID+" in ERROR")
 	if err := u.deleteServer(ctx, srv.ID); err != nil {
+		if openstack.StatusCode(err) >= 500 && u.serverDeletes < maxServerDeletes {
+			// A delete is idempotent: a 500 (seen from Nova on SQLite
+			// lock contention) is tried again on a later pass.
+			u.serverDeletes++
+			return site.RetryAfter(serverDeleteWait, "NovaDeleteFailed")
+		}
 		return site.Failed("ServerError", "%s; the server is left in Nova in ERROR: deleting it failed: %s", msg, requestError(err))
 	}
 	return site.Failed("ServerError", "%s; the server was deleted", msg)

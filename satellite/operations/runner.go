@@ -289,12 +289,13 @@ type run struct {
 	wake           chan struct{}
 
 	// set on the first pass of this process
-	checked   bool
-	portsDone bool
-	boots     int       // NOVA_CREATE: servers booted by this process
-	retryAt   time.Time // NOVA_CREATE: no boot before this
-	flavor    *flavor   // NOVA_CREATE: resolved flavor
-	imageID   string    // NOVA_CREATE: resolved image
+	checked       bool
+	portsDone     bool
+	boots         int       // NOVA_CREATE: servers booted by this process
+	serverDeletes int       // NOVA_CREATE: deletes of a server in ERROR retried after 5xx
+	retryAt       time.Time // NOVA_CREATE: no boot before this
+	flavor        *flavor   // NOVA_CREATE: resolved flavor
+	imageID       string    // NOVA_CREATE: resolved image
 }
 
 func newRun(r *Runner, req *ironlinkv1.OperationRequest) *run {
