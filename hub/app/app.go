@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/admission"
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/fleet"
 	"github.com/ironlink/ironlink/hub/grpcerr"
@@ -111,6 +112,8 @@ type hub struct {
 	opsSrv   *operations.Server
 	pol      *hubPolicy
 	watcher  *auth.RosterWatcher // nil with NoAuth and no fleet view
+	gate     *admission.Gate     // refuses unauthenticated streams before their body is read; nil with NoAuth
+	streams  *authn.Streams      // open operator streams, re-checked on roster reload; nil with NoAuth
 	webSrv   *web.Server         // nil without a fleet view
 	srv      *grpc.Server
 	health   *health.Server
@@ -194,8 +197,9 @@ func linkConfig(cfg Config, obs *observability, log *slog.Logger) (link.Config, 
 }
 
 // authenticate starts watching the roster (a reload revokes links no longer
-// authorized) and returns the authentication interceptors; with NoAuth it
-// warns and returns none.
+// authorized and re-checks every open operator stream: ended, or re-scoped
+// to the sites still allowed) and returns the authentication interceptors
+// and the admission tap; with NoAuth it warns and returns none.
 func (h *hub) authenticate() ([]grpc.ServerOption, error) {
 	cfg, log := h.cfg, h.log
 	if cfg.NoAuth {
@@ -203,8 +207,12 @@ func (h *hub) authenticate() ([]grpc.ServerOption, error) {
 		return nil, nil
 	}
 	var err error
+	h.streams = authn.NewStreams(log.With("component", "roster"))
 	h.watcher, err = auth.NewRosterWatcher(cfg.RosterPath, log.With("component", "roster"), func(_, new *auth.Roster) {
 		h.linkSrv.RevokeUnauthorized(new)
+		if ended, changed := h.streams.Reload(new); ended+changed > 0 {
+			log.Info("roster reload applied to open streams", "ended", ended, "re_scoped", changed)
+		}
 		h.obs.rosterReloaded()
 	})
 	if err != nil {
@@ -212,7 +220,8 @@ func (h *hub) authenticate() ([]grpc.ServerOption, error) {
 	}
 	v := &auth.Verifier{Roster: h.watcher.Roster, Audience: cfg.Audience, MaxLifetime: cfg.MaxTokenLifetime, Replay: h.obs.replay(h.st)}
 	log.Info("client authentication on", "roster", cfg.RosterPath, "clients", len(h.watcher.Roster().Clients()), "audience", cfg.Audience)
-	return AuthOptions(v, log), nil
+	h.gate = admission.New(cfg.Admission, v.Authentic, log.With("component", "admission"))
+	return append(AuthOptions(v, log), grpc.ChainStreamInterceptor(h.streams.StreamInterceptor()), h.gate.TapOption()), nil
 }
 
 // fleetView builds the fleet view when Web.Addr is set; it authenticates
@@ -237,6 +246,9 @@ func (h *hub) serve(ctx context.Context) error {
 	lis, err := net.Listen("tcp", h.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", h.cfg.Listen, err)
+	}
+	if h.gate != nil {
+		lis = h.gate.Listener(lis)
 	}
 	h.obs.start(ctx, h.st, h.srv, h.health, h.services, h.linkSrv, h.watcher)
 	h.log.Info("hub serving", "listen", lis.Addr().String(), logkey.Replica, h.cfg.Replica)
@@ -307,8 +319,10 @@ const maxLoggedValue = 2048
 
 // NewGRPCServer builds the hub's gRPC server with keepalive enforcement and
 // the logging and panic-recovery interceptors (go-grpc-middleware v2) on
-// unary and stream calls, then grpcerr.DecodeOptions (a request that cannot
-// be decoded is InvalidArgument naming the field, not Internal), followed by
+// unary and stream calls, then the receive, stream and header limits of
+// cfg.Admission with grpcerr.DecodeOptions (a request that cannot be
+// decoded is InvalidArgument naming the field, not Internal; one larger
+// than its service allows ResourceExhausted), followed by
 // whatever extra (e.g. authentication) interceptors and credentials opts carry.
 func NewGRPCServer(cfg Config, log *slog.Logger, opts ...grpc.ServerOption) *grpc.Server {
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
@@ -330,6 +344,5 @@ func NewGRPCServer(cfg Config, log *slog.Logger, opts ...grpc.ServerOption) *grp
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout,
 			MaxConnectionAge: cfg.MaxConnectionAge, MaxConnectionAgeGrace: cfg.MaxConnectionAgeGrace}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.MaxRecvMsgSize(16 << 20),
-	}, append(append(linkTransportOptions(), grpcerr.DecodeOptions()...), opts...)...)...)
+	}, append(append(linkTransportOptions(), admission.LimitOptions(cfg.Admission)...), opts...)...)...)
 }

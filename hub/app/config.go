@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/ironlink/ironlink/hub/admission"
 	"github.com/ironlink/ironlink/hub/throttle"
 	"github.com/ironlink/ironlink/hub/web"
 
@@ -82,6 +83,11 @@ type Options struct {
 	// API (the link is exempt); the zero value limits nothing, the flags
 	// default to throttle.DefaultConfig.
 	Throttle throttle.Config
+	// Admission bounds what a request may cost before and while it is read
+	// (hub/admission): per-service receive limits, streams per connection,
+	// and the refusal of unauthenticated streams before their body is read;
+	// zero fields take admission.DefaultConfig's values.
+	Admission admission.Config
 	// AdminAddr is the plaintext HTTP listener for /metrics, /healthz and
 	// /readyz (host:port; "" = none). The command's default is DefaultAdminAddr.
 	AdminAddr string
@@ -180,6 +186,9 @@ func (o Options) Validate() (Config, error) {
 			errs = append(errs, fmt.Errorf("%s %s is negative", n.name, n.d))
 		}
 	}
+	if err := c.Admission.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	c.Link.Replica = c.Replica
 	if c.Web.Addr != "" {
 		if c.RosterPath == "" {
@@ -224,7 +233,8 @@ func Defaults() Options {
 		CommandPoolConns:      4,
 		// Not filled by Validate: a zero Throttle means "no limit" (tests,
 		// embedded hubs); the flags default to these values.
-		Throttle: throttle.DefaultConfig(),
+		Throttle:  throttle.DefaultConfig(),
+		Admission: admission.DefaultConfig(),
 		Link: link.Config{
 			HeartbeatInterval: link.DefaultHeartbeatInterval,
 			CommandSweep:      link.DefaultCommandSweep,

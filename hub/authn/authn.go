@@ -24,9 +24,14 @@ import (
 type ctxKey struct{}
 
 // FromContext returns the authenticated caller of an RPC, as the
-// interceptors put it in the handler's context. ok is false for public
-// services (health, reflection) and when the interceptors are not installed.
+// interceptors put it in the handler's context; for a stream registered
+// with Streams, as the roster says now (sites and scopes of the last
+// reload). ok is false for public services (health, reflection) and when
+// the interceptors are not installed.
 func FromContext(ctx context.Context) (id auth.Identity, ok bool) {
+	if ls, live := ctx.Value(liveKey{}).(*liveStream); live {
+		return *ls.id.Load(), true
+	}
 	id, ok = ctx.Value(ctxKey{}).(auth.Identity)
 	return id, ok
 }
@@ -80,7 +85,7 @@ func authFunc(v *auth.Verifier, log *slog.Logger) grpcauth.AuthFunc {
 		var ve *auth.VerifyError
 		if errors.As(err, &ve) {
 			log.Warn("authentication refused", "method", method, "peer", from, "check", ve.Check, "detail", ve.Detail)
-			return nil, grpcerr.Unauthenticated(ve.Error())
+			return nil, grpcerr.Unauthenticated(ve.CallerMessage())
 		}
 		if ctx.Err() != nil {
 			// The client went away (cancelled, deadline) while its token

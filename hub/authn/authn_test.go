@@ -34,6 +34,7 @@ import (
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/syncbuf"
 	"github.com/ironlink/ironlink/internal/testlog"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
@@ -352,11 +353,11 @@ func TestInterceptorCodes(t *testing.T) {
 		{"expired", "Bearer " + token(t, operator, time.Minute, now.Add(-10*time.Minute)), codes.Unauthenticated, "token expired"},
 		{"not yet valid", "Bearer " + token(t, operator, time.Minute, now.Add(10*time.Minute)), codes.Unauthenticated, "token not yet valid"},
 		{"wrong audience", "Bearer " + signRaw(t, keyOf(t, operator), jose.ES256, operator.kid, wrongAud), codes.Unauthenticated, "token wrong audience"},
-		{"unknown client", "Bearer " + token(t, stranger, time.Minute, now), codes.Unauthenticated, "token unknown client"},
-		{"unknown kid", "Bearer " + token(t, client{operator.id, "", "o9", auth.AlgES256, nil}, time.Minute, now), codes.Unauthenticated, "token unknown kid"},
-		{"another client's key", "Bearer " + signRaw(t, keyOf(t, satA), jose.ES256, operator.kid, claims(operator)), codes.Unauthenticated, "token bad signature"},
-		{"alg none", "Bearer " + unsigned(map[string]any{"alg": "none", "kid": operator.kid}, claims(operator)), codes.Unauthenticated, "token algorithm not allowed"},
-		{"HS256 keyed with the public key", "Bearer " + signRaw(t, []byte(aPub), jose.HS256, satA.kid, claims(satA)), codes.Unauthenticated, "token algorithm not allowed"},
+		{"unknown client", "Bearer " + token(t, stranger, time.Minute, now), codes.Unauthenticated, auth.RefusedMessage},
+		{"unknown kid", "Bearer " + token(t, client{operator.id, "", "o9", auth.AlgES256, nil}, time.Minute, now), codes.Unauthenticated, auth.RefusedMessage},
+		{"another client's key", "Bearer " + signRaw(t, keyOf(t, satA), jose.ES256, operator.kid, claims(operator)), codes.Unauthenticated, auth.RefusedMessage},
+		{"alg none", "Bearer " + unsigned(map[string]any{"alg": "none", "kid": operator.kid}, claims(operator)), codes.Unauthenticated, auth.RefusedMessage},
+		{"HS256 keyed with the public key", "Bearer " + signRaw(t, []byte(aPub), jose.HS256, satA.kid, claims(satA)), codes.Unauthenticated, auth.RefusedMessage},
 		{"lifetime too long", "Bearer " + token(t, operator, time.Hour, now), codes.Unauthenticated, "token lifetime too long"},
 	}
 	for _, tc := range refused {
@@ -583,7 +584,7 @@ func TestKeyRotatedOutOfRosterFile(t *testing.T) {
 	if w.Roster().StillAuthorized(linkID, auth.ScopeDeviceConditionCreate) {
 		t.Fatal("a link authenticated with the removed key is still authorized")
 	}
-	wantCode(t, connect(oldKey), codes.Unauthenticated, "token unknown kid")
+	wantCode(t, connect(oldKey), codes.Unauthenticated, auth.RefusedMessage)
 	if err := connect(newKey); err != nil {
 		t.Fatalf("new key after the rotation: %v", err)
 	}
@@ -619,7 +620,7 @@ func unsigned(header, claims map[string]any) string {
 // caller's context ends first: with the context's error.
 type ctxReplay struct{}
 
-func (ctxReplay) Remember(ctx context.Context, _, _ string, _ time.Time) (bool, error) {
+func (ctxReplay) Remember(ctx context.Context, _, _ string, _ time.Duration) (bool, error) {
 	<-ctx.Done()
 	return false, ctx.Err()
 }
@@ -643,5 +644,43 @@ func TestClientGoneDuringVerifyIsNotAnError(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "level=ERROR") {
 		t.Errorf("logged at ERROR: %s", logs.String())
+	}
+}
+
+// A caller without a roster key cannot learn from the refusal whether a
+// client id or a kid exists: an unknown client, a known client with an
+// unknown kid and a known kid with someone else's signature all read the
+// same; the hub's log names the check and the client id.
+func TestRefusalDoesNotRevealRosterEntries(t *testing.T) {
+	var buf syncbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	ic := authn.UnaryInterceptor(memVerifier(roster(t, satA, operator)), log)
+	call := func(tok string) string {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+tok))
+		_, err := ic(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/ironlink.v1.FleetService/ListSites"},
+			func(context.Context, any) (any, error) { return nil, nil })
+		if status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("err = %v, want Unauthenticated", err)
+		}
+		return status.Convert(err).Message()
+	}
+	now := time.Now()
+	claims := map[string]any{"iss": operator.id, "sub": operator.id, "aud": audience, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix(), "jti": rand.Text()}
+	msgs := map[string]string{
+		"unknown client": call(token(t, stranger, time.Minute, now)),
+		"unknown kid":    call(token(t, client{operator.id, "", "o9", auth.AlgES256, nil}, time.Minute, now)),
+		"bad signature":  call(signRaw(t, keyOf(t, satA), jose.ES256, operator.kid, claims)),
+		"algorithm":      call(signRaw(t, keyOf(t, satB), jose.RS256, operator.kid, claims)),
+	}
+	for check, m := range msgs {
+		if m != auth.RefusedMessage {
+			t.Errorf("%s: caller told %q, want the one generic %q", check, m, auth.RefusedMessage)
+		}
+	}
+	logged := buf.String()
+	for _, want := range []string{`check="unknown client"`, stranger.id, `check="unknown kid"`, `check="bad signature"`, `check="algorithm not allowed"`} {
+		if !strings.Contains(logged, want) {
+			t.Errorf("hub log lacks %q:\n%s", want, logged)
+		}
 	}
 }

@@ -10,7 +10,11 @@
 //
 // Status codes: a missing, malformed or refused token is Unauthenticated,
 // with a message naming the failed check ("token expired", "token wrong
-// audience", ...) and never any key material; a valid token without the
+// audience", ...) and never any key material — except the checks that
+// depend on the roster before the signature holds (unknown client, unknown
+// kid, algorithm, bad signature): those all get auth.RefusedMessage, so the
+// caller cannot tell whether a client id exists; the hub's log names the
+// check and its detail; a valid token without the
 // method's scope, or a method missing from auth.MethodScopes, is
 // PermissionDenied; a replay-cache (database) failure is Unavailable, so the
 // client retries.

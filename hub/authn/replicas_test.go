@@ -1,6 +1,7 @@
 package authn_test
 
 import (
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -99,5 +100,25 @@ func TestReplayCacheDownIsUnavailable(t *testing.T) {
 	wantCode(t, err, codes.Unavailable, "retry")
 	if h.rec.count() != 0 {
 		t.Fatal("call reached the handler")
+	}
+}
+
+// The jti's lifetime is judged on one clock: a hub replica whose clock is
+// two minutes behind the database's still refuses a replayed token for as
+// long as it accepts the token at all (before, the hub's exp + leeway was
+// compared with the database's now(), so such a replica remembered no jti
+// and accepted every replay).
+func TestReplayWithHubClockBehindDatabase(t *testing.T) {
+	url := storetest.Database(t)
+	hubNow := func() time.Time { return time.Now().Add(-2 * time.Minute) }
+	v := pgVerifier(roster(t, operator), openStore(t, url))
+	v.Now = hubNow
+	tok := token(t, operator, time.Minute, hubNow())
+	if _, err := v.Verify(t.Context(), tok); err != nil {
+		t.Fatal(err)
+	}
+	_, err := v.Verify(t.Context(), tok)
+	if !errors.Is(err, &auth.VerifyError{Check: auth.CheckReplay}) {
+		t.Fatalf("replay with the hub's clock 2 min behind the database's: err = %v, want %q", err, auth.CheckReplay)
 	}
 }

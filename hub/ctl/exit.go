@@ -28,8 +28,8 @@ const (
 	ExitWaitTimeout = 7
 	// ExitRefused: the hub refused the request in the current state
 	// (FailedPrecondition: a quarantined device without --force, an
-	// operation already running, a provision state the kind cannot start
-	// from, a selector matching another count than --expected-count, an
+	// operation already running, a precondition of the kind the hub's view
+	// of the device fails (provision state, maintenance, instance, power), a selector matching another count than --expected-count, an
 	// operation Ironic cannot abort now). Nothing changed.
 	ExitRefused = 8
 )

@@ -78,7 +78,7 @@ func (a *app) newOpStartCommand() *cobra.Command {
 		Use:   "start KIND [DEVICE...] --reason TEXT",
 		Short: "Start an operation on devices (or, for enrol, on node specs from --nodes)",
 		Long: `Start one operation per target, grouped. KIND is one of ` + kindNames() + `.
-Devices are named by Ironic node name or UUID (--site narrows names). enrol
+Devices are named by Ironic node name, SITE/NAME or UUID (--site narrows names). enrol
 takes --site and --nodes FILE: a JSON array of NodeSpec objects as in the API
 (name, driver, driverInfo, resourceClass, properties, owner, lessee, traits,
 ports [{address, pxeEnabled}]); "-" reads stdin. BMC credentials in
@@ -137,7 +137,14 @@ func (o *opStartFlags) request(args []string) (*ironlinkv1.StartOperationRequest
 	if strings.TrimSpace(o.reason) == "" {
 		return nil, usageErrf("--reason is required: say why (it is kept with the operation)")
 	}
-	req := &ironlinkv1.StartOperationRequest{Kind: kind, Site: o.site, Devices: args[1:], Reason: o.reason, Force: o.force}
+	req := &ironlinkv1.StartOperationRequest{Kind: kind, Site: o.site, Reason: o.reason, Force: o.force}
+	for _, a := range args[1:] {
+		d, err := parseDeviceArg(a, o.site)
+		if err != nil {
+			return nil, err
+		}
+		req.Devices = append(req.Devices, d.ref())
+	}
 	if kind == ironlinkv1.OperationKind_OPERATION_KIND_ENROL {
 		if o.nodesFile == "" {
 			return nil, usageErrf("enrol needs --nodes FILE (a JSON array of node specs)")
@@ -398,7 +405,14 @@ func (a *app) newOpListCommand() *cobra.Command {
 			if err := checkOutput(output, "", outWide, outJSON, outYAML); err != nil {
 				return err
 			}
-			req := &ironlinkv1.ListOperationsRequest{Site: site, Device: device, GroupId: group, PageSize: limit}
+			req := &ironlinkv1.ListOperationsRequest{Site: site, GroupId: group, PageSize: limit}
+			if device != "" {
+				d, err := parseDeviceArg(device, site)
+				if err != nil {
+					return err
+				}
+				req.Device = d.ref()
+			}
 			for _, k := range kinds {
 				v, ok := opKinds[k]
 				if !ok {
@@ -440,7 +454,7 @@ func (a *app) newOpListCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVarP(&output, "output", "o", "", "output: wide, json, yaml")
 	f.StringVar(&site, "site", "", "only this site")
-	f.StringVar(&device, "device", "", "only this device (name or UUID)")
+	f.StringVar(&device, "device", "", "only this device (name, SITE/NAME or UUID)")
 	f.StringVar(&group, "group", "", "only this group id")
 	f.StringSliceVar(&kinds, "kind", nil, "only these kinds ("+kindNames()+")")
 	f.StringSliceVar(&states, "state", nil, "only these states (pending, running, succeeded, failed, cancelled)")

@@ -6,9 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/uuid"
-
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/devref"
 	"github.com/ironlink/ironlink/internal/wire"
 )
 
@@ -18,30 +17,35 @@ type deviceArg struct {
 	raw, id, name, site string
 }
 
-// parseDeviceArg splits arg ("UUID", "NAME" or "SITE/NAME"); site (from
-// --site) applies when the argument names none. Errors (usage): empty, or
-// two sites that disagree.
+// parseDeviceArg reads arg as "UUID", "NAME", "SITE/UUID" or "SITE/NAME"
+// (internal/devref, as the hub does); site (from --site) applies when the
+// argument names none. Errors (usage): empty, malformed (a mistyped UUID is
+// refused, not looked up as a name), or two sites that disagree.
 func parseDeviceArg(arg, site string) (deviceArg, error) {
 	d := deviceArg{raw: arg, site: site}
 	s := strings.TrimSpace(arg)
 	if s == "" {
 		return d, usageErrf("empty device name: give a name, SITE/NAME or UUID")
 	}
-	if i := strings.IndexByte(s, '/'); i >= 0 {
-		if s[:i] == "" || s[i+1:] == "" {
-			return d, usageErrf("device %q: want SITE/NAME", arg)
-		}
-		if site != "" && site != s[:i] {
-			return d, usageErrf("device %q names site %q but --site is %q", arg, s[:i], site)
-		}
-		d.site, s = s[:i], s[i+1:]
+	r, err := devref.Parse(s)
+	if err != nil {
+		return d, usageErrf("device %q: %v", arg, err)
 	}
-	if id, err := uuid.Parse(s); err == nil && len(s) == 36 {
-		d.id = id.String()
-	} else {
-		d.name = s
+	if r.Site != "" {
+		if site != "" && site != r.Site {
+			return d, usageErrf("device %q names site %q but --site is %q", arg, r.Site, site)
+		}
+		d.site = r.Site
 	}
+	d.id, d.name = r.ID, r.Name
 	return d, nil
+}
+
+// ref is the argument in the canonical form the hub's device lists
+// (OperationService's devices and device) take: SITE/NAME or SITE/UUID
+// when a site is known, else NAME or UUID.
+func (d deviceArg) ref() string {
+	return devref.Ref{Site: d.site, ID: d.id, Name: d.name}.String()
 }
 
 func (d deviceArg) getRequest(historyLimit int32) *ironlinkv1.GetDeviceRequest {

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/devref"
 	"github.com/ironlink/ironlink/internal/textcheck"
 )
 
@@ -41,6 +43,10 @@ type deviceRef struct {
 // with similar names), Unavailable (database).
 func (s *Server) resolveDevice(ctx context.Context, ref deviceRef) (string, error) {
 	if err := checkSiteFilter(ref.site); err != nil {
+		return "", err
+	}
+	ref, err := splitDeviceName(ref)
+	if err != nil {
 		return "", err
 	}
 	// A site the caller may not use, named outright, is refused as a site
@@ -99,6 +105,42 @@ func (s *Server) resolveDevice(ctx context.Context, ref deviceRef) (string, erro
 		msg = fmt.Sprintf("device name %q is used by %d devices at site %q (%s): give the device_id", ref.name, len(refs), ref.site, strings.Join(cands, ", "))
 	}
 	return "", grpcerr.AmbiguousDeviceName(msg, cands)
+}
+
+// splitDeviceName reads a device_name in the forms every device argument
+// takes (internal/devref): "NAME", "SITE/NAME", and a UUID or "SITE/UUID",
+// which stand for device_id. A site in the name must agree with the
+// request's site. Errors: InvalidArgument naming device_name.
+func splitDeviceName(ref deviceRef) (deviceRef, error) {
+	if ref.name == "" || (!strings.Contains(ref.name, "/") && !devref.LooksLikeUUID(ref.name) && len(ref.name) != 32) {
+		return ref, nil
+	}
+	if err := textcheck.Line("device_name", ref.name, maxDeviceNameBytes+64); err != nil {
+		return ref, grpcerr.FromCheck(err)
+	}
+	r, err := devref.Parse(ref.name)
+	if err != nil {
+		reason := grpcerr.ReasonInvalidValue
+		if de := (*devref.Error)(nil); errors.As(err, &de) && de.NotUUID {
+			reason = grpcerr.ReasonNotUUID
+		}
+		return ref, grpcerr.InvalidArgument("device_name", reason, fmt.Sprintf("device_name %s: %v", textcheck.Quote(ref.name), err))
+	}
+	if r.Site != "" {
+		if ref.site != "" && ref.site != r.Site {
+			return ref, grpcerr.InvalidArgument("device_name", grpcerr.ReasonInvalidValue, fmt.Sprintf("device_name %s names site %q, but site is %q", textcheck.Quote(ref.name), r.Site, ref.site))
+		}
+		ref.site = r.Site
+	}
+	if r.ID != "" {
+		if ref.id != "" {
+			return ref, grpcerr.InvalidArgument("device_name", grpcerr.ReasonInvalidValue, "give device_id or device_name, not both")
+		}
+		ref.id, ref.name = r.ID, ""
+		return ref, nil
+	}
+	ref.name = r.Name
+	return ref, nil
 }
 
 // nameNotFound builds the NotFound status for an unknown name, with up to

@@ -49,7 +49,8 @@ func feedWake(st store.Notifier) (<-chan struct{}, func()) {
 // feed (hub/store/feed) that matches, each with its cursor, reading
 // again when a feed source notifies and every WatchPoll, until the client
 // goes away. A database failure ends the stream with Unavailable; the
-// client resumes from its last cursor.
+// client resumes from its last cursor. Each read filters by the caller's
+// sites as the roster says at that moment (see authn.Streams).
 func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1.FleetService_WatchFleetServer) error {
 	ctx := stream.Context()
 	if err := checkSiteFilter(req.GetSite()); err != nil {
@@ -79,7 +80,7 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 		var err error
 		if cur, err = feed.ParseCursor(c); err != nil {
 			return grpcerr.InvalidArgument("cursor", grpcerr.ReasonInvalidValue, "cursor "+textcheck.Quote(c)+
-				" is malformed: pass a cursor of a WatchFleetResponse unchanged")
+				" is malformed ("+err.Error()+"): pass a cursor of a WatchFleetResponse unchanged")
 		}
 		ok, err := s.feed.CursorValid(ctx, cur)
 		if err != nil {
@@ -110,6 +111,15 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 	poll := time.NewTicker(WatchPoll)
 	defer poll.Stop()
 	for {
+		// The caller's sites as the roster says now (authn.Streams re-scopes
+		// an open stream on reload): a narrowed operator's watch reads only
+		// the sites still allowed from here on, and ends when the site it
+		// watches is no longer one of them.
+		sc = callerScope(ctx)
+		if f.Site != "" && !sc.Allows(f.Site) {
+			return s.deny(ctx, sc, "site "+f.Site, f.Site)
+		}
+		f.Sites = sc.Sites
 		evs, next, more, err := s.feed.Read(ctx, cur, f, watchBatch)
 		if err != nil {
 			if ctx.Err() != nil {

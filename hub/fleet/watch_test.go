@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -296,6 +297,9 @@ func TestWatchFleetRefusesBadRequests(t *testing.T) {
 	}{
 		{"malformed cursor", &ironlinkv1.WatchFleetRequest{Cursor: "yesterday"}, codes.InvalidArgument},
 		{"cursor from another database", &ironlinkv1.WatchFleetRequest{Cursor: "9000000000000.1.1"}, codes.InvalidArgument},
+		{"cursor with an unknown source", &ironlinkv1.WatchFleetRequest{Cursor: "864.9.0"}, codes.InvalidArgument},
+		{"cursor with a row id 0", &ironlinkv1.WatchFleetRequest{Cursor: "864.1.0"}, codes.InvalidArgument},
+		{"cursor with an id beside source 0", &ironlinkv1.WatchFleetRequest{Cursor: "864.0.7"}, codes.InvalidArgument},
 		{"bad site name", &ironlinkv1.WatchFleetRequest{Site: "Not A Site"}, codes.InvalidArgument},
 		{"unknown site", &ironlinkv1.WatchFleetRequest{Site: "nowhere"}, codes.NotFound},
 		{"unspecified status", &ironlinkv1.WatchFleetRequest{Statuses: []ironlinkv1.OperationalStatus{0}}, codes.InvalidArgument},
@@ -313,6 +317,16 @@ func TestWatchFleetRefusesBadRequests(t *testing.T) {
 				t.Fatalf("got %v, want %v", err, tc.code)
 			}
 		})
+	}
+	// The refusal names the field of the cursor that is wrong.
+	for cur, field := range map[string]string{"864.9.0": "field SOURCE", "864.1.0": "field ID", "x.1.1": "field XID"} {
+		s, err := h.Fleet.WatchFleet(ctx, &ironlinkv1.WatchFleetRequest{Cursor: cur})
+		if err == nil {
+			_, err = s.Recv()
+		}
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), field) {
+			t.Errorf("cursor %s: %v, want InvalidArgument naming %s", cur, err, field)
+		}
 	}
 }
 

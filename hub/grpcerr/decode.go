@@ -2,6 +2,7 @@ package grpcerr
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -47,9 +48,18 @@ const markerField = protowire.MaxValidNumber
 //
 // Without the interceptors a bad request would reach the handler empty:
 // never install the codec alone.
-func DecodeOptions() []grpc.ServerOption {
+//
+// limit, when given, returns the largest encoded message (bytes) accepted
+// as the message it is called with (0: no limit beyond the server's
+// grpc.MaxRecvMsgSize): a larger one is not decoded, and the interceptors
+// answer ResourceExhausted (ErrorInfo MESSAGE_TOO_LARGE) naming both sizes.
+func DecodeOptions(limit ...func(proto.Message) int) []grpc.ServerOption {
+	c := codec{inner: encoding.GetCodecV2(grpcproto.Name)}
+	if len(limit) > 0 {
+		c.limit = limit[0]
+	}
 	return []grpc.ServerOption{
-		grpc.ForceServerCodecV2(codec{inner: encoding.GetCodecV2(grpcproto.Name)}),
+		grpc.ForceServerCodecV2(c),
 		grpc.ChainUnaryInterceptor(UnaryDecodeInterceptor),
 		grpc.ChainStreamInterceptor(StreamDecodeInterceptor),
 	}
@@ -57,13 +67,22 @@ func DecodeOptions() []grpc.ServerOption {
 
 // codec is the proto codec, except that Unmarshal never fails on a
 // proto.Message: see the comment above markerField.
-type codec struct{ inner encoding.CodecV2 }
+type codec struct {
+	inner encoding.CodecV2
+	limit func(proto.Message) int // nil: none
+}
 
 func (c codec) Name() string { return c.inner.Name() }
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) { return c.inner.Marshal(v) }
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(proto.Message); ok && c.limit != nil {
+		if max := c.limit(m); max > 0 && data.Len() > max {
+			mark(m, ReasonMessageTooLarge, "", fmt.Sprintf("the request is %d bytes, this service accepts at most %d", data.Len(), max))
+			return nil
+		}
+	}
 	err := c.inner.Unmarshal(data, v)
 	m, ok := v.(proto.Message)
 	switch {
@@ -160,6 +179,9 @@ func decodeFailure(v any) error {
 		parts = append(parts, "")
 	}
 	reason, field, detail := parts[0], parts[1], parts[2]
+	if reason == ReasonMessageTooLarge {
+		return ResourceExhausted(reason, detail)
+	}
 	if reason == ReasonInvalidUTF8 && field != "" {
 		return InvalidArgument(field, reason, field+" is not valid UTF-8 (proto3 strings must be UTF-8)")
 	}

@@ -93,6 +93,9 @@ const (
 	// ReasonTooManyStreams: an operator client already holds its limit of
 	// streams open (ResourceExhausted).
 	ReasonTooManyStreams = "TOO_MANY_STREAMS"
+	// ReasonMessageTooLarge: a request is larger than its service allows
+	// (ResourceExhausted; hub/admission's per-service limits).
+	ReasonMessageTooLarge = "MESSAGE_TOO_LARGE"
 )
 
 // RetryDelay is the RetryInfo delay an Unavailable database suggests.

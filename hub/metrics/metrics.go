@@ -245,8 +245,8 @@ type replayCounter struct {
 }
 
 // Remember implements auth.ReplayCache.
-func (r replayCounter) Remember(ctx context.Context, clientID, jti string, expires time.Time) (bool, error) {
-	replayed, err := r.next.Remember(ctx, clientID, jti, expires)
+func (r replayCounter) Remember(ctx context.Context, clientID, jti string, ttl time.Duration) (bool, error) {
+	replayed, err := r.next.Remember(ctx, clientID, jti, ttl)
 	switch {
 	case err != nil && !errors.Is(err, context.Canceled):
 		r.m.replay.WithLabelValues("error").Inc()

@@ -166,7 +166,7 @@ type replayAnswer struct {
 
 type fakeReplay struct{ answers []replayAnswer }
 
-func (f *fakeReplay) Remember(context.Context, string, string, time.Time) (bool, error) {
+func (f *fakeReplay) Remember(context.Context, string, string, time.Duration) (bool, error) {
 	a := f.answers[0]
 	f.answers = f.answers[1:]
 	return a.replayed, a.err
@@ -179,7 +179,7 @@ func TestReplayChecksByResult(t *testing.T) {
 	answers := []replayAnswer{{false, nil}, {false, nil}, {true, nil}, {false, errors.New("down")}, {false, context.Canceled}}
 	c := m.Replay(&fakeReplay{answers: append([]replayAnswer{}, answers...)})
 	for i, a := range answers {
-		replayed, err := c.Remember(context.Background(), "client", fmt.Sprint(i), time.Now())
+		replayed, err := c.Remember(context.Background(), "client", fmt.Sprint(i), time.Minute)
 		if replayed != a.replayed || !errors.Is(err, a.err) {
 			t.Errorf("check %d answered (%v, %v), the cache said (%v, %v)", i, replayed, err, a.replayed, a.err)
 		}

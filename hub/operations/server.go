@@ -5,8 +5,9 @@
 // link (hub/link). Every request is validated before the store is touched:
 // bad input is InvalidArgument naming the field (hub/grpcerr) and stores
 // nothing; guards (quarantine, a device already running an operation, a
-// site without the "operations" capability, a provision state the kind
-// cannot start from) are FailedPrecondition; another site's device, for an
+// site without the "operations" capability, and each kind's preconditions
+// against the hub's stored view of the device: provision state,
+// maintenance, power, instance; see Preconditions) are FailedPrecondition; another site's device, for an
 // operator bound to sites, is PermissionDenied. BMC credentials of ENROL
 // are kept in memory only (package vault).
 package operations
@@ -63,6 +64,16 @@ const (
 	// ReasonNodeInUse: an ENROL names a node the site already has in a
 	// provision state past manageable (available, active, ...), without force.
 	ReasonNodeInUse = "NODE_IN_USE"
+	// ReasonMaintenance: the kind cannot run on a node in maintenance
+	// (Preconditions).
+	ReasonMaintenance = "NODE_IN_MAINTENANCE"
+	// ReasonPowerState: the node's power_state is "error" and the kind
+	// needs a node Ironic can power (Preconditions).
+	ReasonPowerState = "POWER_STATE"
+	// ReasonInstancePresent: the kind needs a node without an instance and
+	// the hub's view shows one: an instance_uuid (also a stale one Nova does
+	// not know), an allocation, or a Nova server on the node (Preconditions).
+	ReasonInstancePresent = "INSTANCE_PRESENT"
 )
 
 // enrolTakeoverStates are the provision states in which an ENROL takes an
@@ -78,22 +89,6 @@ var AbortableStates = []string{"clean wait", "inspect wait", "deploy wait", "wai
 
 // Abortable reports whether Ironic can abort from provision state ps.
 func Abortable(ps string) bool { return slices.Contains(AbortableStates, ps) }
-
-// startStates are the provision states, as last reported, each kind may
-// start from (its goal state too: the reconcile then just confirms it). A
-// device whose state was never reported is not refused.
-var startStates = map[store.OperationKind][]string{
-	"INSPECT":     {"manageable", "inspect failed"},
-	"CLEAN":       {"manageable", "clean failed"},
-	"PROVIDE":     {"manageable", "available", "clean failed"},
-	"DEPLOY":      {"available", "deploy failed", "active"},
-	"UNDEPLOY":    {"active", "deploy failed", "error", "available"},
-	"NOVA_CREATE": {"available", "active"},
-	"NOVA_DELETE": {"active", "deploy failed", "error", "available"},
-}
-
-// offersToCustomers are the kinds a quarantine guards against.
-var offersToCustomers = []store.OperationKind{"PROVIDE", "DEPLOY", "NOVA_CREATE"}
 
 // ActorFunc names the caller of an RPC.
 type ActorFunc func(ctx context.Context) string
@@ -347,7 +342,8 @@ func (s *Server) CancelOperation(ctx context.Context, req *ironlinkv1.CancelOper
 // WatchOperation implements OperationService.WatchOperation: the operation
 // now, then after every change (woken by OperationsChannel notifications
 // through the Notifier, and by a poll every Config.Poll as the guarantee)
-// until a final state has been sent.
+// until a final state has been sent, or until the roster no longer lets
+// the caller see the operation's site (PermissionDenied).
 func (s *Server) WatchOperation(req *ironlinkv1.WatchOperationRequest, stream ironlinkv1.OperationService_WatchOperationServer) error {
 	ctx := stream.Context()
 	o, err := s.get(ctx, req.GetOperationId())
@@ -378,6 +374,11 @@ func (s *Server) WatchOperation(req *ironlinkv1.WatchOperationRequest, stream ir
 		}
 		if o, err = s.store.GetOperation(ctx, o.ID); err != nil {
 			return s.storeErr(err, "operation", req.GetOperationId())
+		}
+		// The roster may have narrowed the caller since the watch began
+		// (authn.Streams re-scopes open streams on reload).
+		if sc := callerScope(ctx); !sc.Allows(o.Site) {
+			return sc.Deny(ctx, s.log, "operation "+o.ID, o.Site)
 		}
 	}
 }

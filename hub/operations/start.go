@@ -12,6 +12,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/devref"
 	"github.com/ironlink/ironlink/internal/textcheck"
 )
 
@@ -45,13 +46,46 @@ func (c *capabilities) check(ctx context.Context, site string) error {
 	return nil
 }
 
-// resolve returns the device a target names: a UUID, or a name (within
-// site when given) among the caller's sites.
-func (s *Server) resolve(ctx context.Context, sc siteScope, field, ref, site string) (string, error) {
-	if id, err := uuid.Parse(ref); err == nil {
-		return id.String(), nil
+// resolve returns the device a target names: "UUID", "NAME", "SITE/UUID"
+// or "SITE/NAME" (internal/devref), a name looked up within site (the
+// request's site, or the reference's) among the caller's sites. Errors:
+// InvalidArgument (a malformed reference or UUID, a site that disagrees with
+// the request's, an ambiguous name), PermissionDenied (a site the caller may
+// not use), NotFound (no such device at that site).
+func (s *Server) resolve(ctx context.Context, sc siteScope, field, raw, site string) (string, error) {
+	ref, err := devref.Parse(raw)
+	if err != nil {
+		reason := grpcerr.ReasonInvalidValue
+		if de := (*devref.Error)(nil); errors.As(err, &de) && de.NotUUID {
+			reason = grpcerr.ReasonNotUUID
+		}
+		return "", grpcerr.InvalidArgument(field, reason, fmt.Sprintf("%s %s: %v", field, textcheck.Quote(raw), err))
 	}
-	refs, err := s.store.DevicesByName(ctx, ref, site)
+	if ref.Site != "" {
+		if site != "" && site != ref.Site {
+			return "", grpcerr.InvalidArgument(field, grpcerr.ReasonInvalidValue, fmt.Sprintf("%s %s names site %q, but the request's site is %q", field, textcheck.Quote(raw), ref.Site, site))
+		}
+		if !sc.Allows(ref.Site) {
+			return "", s.deny(ctx, sc, "site "+ref.Site, ref.Site)
+		}
+		site = ref.Site
+	}
+	if ref.ID != "" {
+		if ref.Site != "" {
+			d, err := s.store.GetDevice(ctx, ref.ID)
+			if err != nil {
+				return "", s.storeErr(err, "device", ref.ID)
+			}
+			if d.Site != ref.Site {
+				if !sc.Allows(d.Site) {
+					return "", s.deny(ctx, sc, "device "+ref.ID, d.Site)
+				}
+				return "", grpcerr.NotFound("device", ref.ID, fmt.Sprintf("%s: device %s is not at site %q (it is at %q)", field, ref.ID, ref.Site, d.Site))
+			}
+		}
+		return ref.ID, nil
+	}
+	refs, err := s.store.DevicesByName(ctx, ref.Name, site)
 	if err != nil {
 		return "", s.storeErr(err, "", "")
 	}
@@ -62,16 +96,19 @@ func (s *Server) resolve(ctx context.Context, sc siteScope, field, ref, site str
 	case 0:
 		where := ""
 		if site != "" {
+			if ok, err := s.store.SiteExists(ctx, site); err == nil && !ok {
+				return "", grpcerr.UnknownSite(site)
+			}
 			where = fmt.Sprintf(" at site %q", site)
 		}
-		return "", grpcerr.NotFound("device", ref, fmt.Sprintf("%s: no device named %s%s", field, textcheck.Quote(ref), where))
+		return "", grpcerr.NotFound("device", ref.Name, fmt.Sprintf("%s: no device named %s%s", field, textcheck.Quote(ref.Name), where))
 	}
 	cands := make([]string, len(refs))
 	for i, r := range refs {
 		cands[i] = r.Site + "/" + r.ID
 	}
-	return "", grpcerr.InvalidArgument(field, ReasonDeviceNameAmbiguous, textcheck.Prefix(fmt.Sprintf("%s: device name %s is used by %d devices (%s): give the site or the UUID",
-		field, textcheck.Quote(ref), len(refs), strings.Join(cands, ", ")), grpcerr.MaxMessageBytes))
+	return "", grpcerr.InvalidArgument(field, ReasonDeviceNameAmbiguous, textcheck.Prefix(fmt.Sprintf("%s: device name %s is used by %d devices (%s): give SITE/NAME or the UUID",
+		field, textcheck.Quote(ref.Name), len(refs), strings.Join(cands, ", ")), grpcerr.MaxMessageBytes))
 }
 
 // StartOperation implements OperationService.StartOperation: it checks the
@@ -235,6 +272,24 @@ func (s *Server) checkEnrolTarget(ctx context.Context, field, site, name string,
 	return forced, nil
 }
 
+// view is the hub's view of d for the preconditions: an operation that
+// finished after the last observation saw the node later. Without this,
+// "provide, then deploy" is refused until the next poll reports the state
+// the provide left the node in, and "nova-delete, then nova-create" until
+// it reports the instance gone. A failed read keeps the observation.
+func (s *Server) view(ctx context.Context, d store.Device) deviceView {
+	v := deviceView{d: d, ps: d.Facts.ProvisionState}
+	recent, err := s.store.RecentOperations(ctx, d.ID, 1)
+	if err != nil || len(recent) != 1 {
+		return v
+	}
+	if o := recent[0]; o.EndedAt != nil && o.ProvisionState != "" && (d.ObservedAt == nil || o.EndedAt.After(*d.ObservedAt)) {
+		v.ps = o.ProvisionState
+		v.instanceCleared = o.State == store.OperationSucceeded && (o.Kind == "NOVA_DELETE" || o.Kind == "UNDEPLOY")
+	}
+	return v
+}
+
 // deviceOperation checks one device target against the guards and returns
 // its operation (without the request-wide fields).
 func (s *Server) deviceOperation(ctx context.Context, sc siteScope, caps *capabilities, field, id string, req *ironlinkv1.StartOperationRequest) (store.NewOperation, error) {
@@ -256,28 +311,19 @@ func (s *Server) deviceOperation(ctx context.Context, sc siteScope, caps *capabi
 		return store.NewOperation{}, err
 	}
 	forced := false
-	if d.DesiredImpairment == store.ImpairmentQuarantined && slices.Contains(offersToCustomers, kind) {
+	if d.DesiredImpairment == store.ImpairmentQuarantined && Preconditions[kind].OffersToCustomers {
 		if !req.GetForce() {
 			return store.NewOperation{}, precondition(ReasonQuarantined, fmt.Sprintf("%s: device %s is quarantined; %s would offer it to customers (release it first, or set force, which is recorded)", field, id, kind))
 		}
 		forced = true
 	}
-	ps := d.Facts.ProvisionState
-	// An operation that finished after the last observation saw the node
-	// later: without this, "provide, then deploy" is refused until the
-	// next poll reports the state the provide left the node in.
-	if recent, err := s.store.RecentOperations(ctx, id, 1); err == nil && len(recent) == 1 {
-		if o := recent[0]; o.EndedAt != nil && o.ProvisionState != "" && (d.ObservedAt == nil || o.EndedAt.After(*d.ObservedAt)) {
-			ps = o.ProvisionState
-		}
-	}
-	if ps != "" && !slices.Contains(startStates[kind], ps) {
-		return store.NewOperation{}, precondition(ReasonProvisionState, fmt.Sprintf("%s: device %s is %q; %s starts from %s", field, id, ps, kind, strings.Join(startStates[kind], ", ")))
-	}
 	if act, ok, err := s.store.ActiveOperation(ctx, id); err != nil {
 		return store.NewOperation{}, s.storeErr(err, "", "")
 	} else if ok {
 		return store.NewOperation{}, precondition(ReasonOperationActive, fmt.Sprintf("%s: device %s is already running operation %s (%s, %s): wait for it or cancel it", field, id, act.ID, act.Kind, act.State))
+	}
+	if err := checkPreconditions(field, kind, s.view(ctx, d)); err != nil {
+		return store.NewOperation{}, err
 	}
 	return store.NewOperation{ID: uuid.NewString(), Site: d.Site, DeviceID: id, DeviceName: d.Name, Forced: forced, ProvisionState: d.Facts.ProvisionState}, nil
 }

@@ -8,8 +8,11 @@ import (
 
 // Remember implements auth.ReplayCache over PostgreSQL, shared by every hub
 // replica: it records that client clientID used the assertion id jti (JWT
-// "jti", RFC 7519 §4.1.7), valid until expires, and reports replayed = true
-// when the pair is already recorded and not yet expired (RFC 7523 §3 item 7).
+// "jti", RFC 7519 §4.1.7), valid for ttl from the database's now(), and
+// reports replayed = true when the pair is already recorded and not yet
+// expired (RFC 7523 §3 item 7). Expiry is stored, compared and purged on
+// the database's clock only (the one every replica shares); the hub's
+// clock only measured ttl.
 //
 // One statement, INSERT … ON CONFLICT: the primary key (client_id, jti)
 // makes concurrent attempts on any number of replicas race safely — exactly
@@ -18,12 +21,12 @@ import (
 // it stood for can no longer be presented.
 //
 // Errors are database errors, wrapped; the caller must then refuse the token.
-func (s *Store) Remember(ctx context.Context, clientID, jti string, expires time.Time) (replayed bool, err error) {
+func (s *Store) Remember(ctx context.Context, clientID, jti string, ttl time.Duration) (replayed bool, err error) {
 	tag, err := s.pool.Exec(ctx, `
-		INSERT INTO jti_replay (client_id, jti, expires_at) VALUES ($1, $2, $3)
+		INSERT INTO jti_replay (client_id, jti, expires_at) VALUES ($1, $2, now() + $3 * interval '1 microsecond')
 		ON CONFLICT (client_id, jti) DO UPDATE
 			SET expires_at = EXCLUDED.expires_at, seen_at = now()
-			WHERE jti_replay.expires_at <= now()`, clientID, jti, expires)
+			WHERE jti_replay.expires_at <= now()`, clientID, jti, ttl.Microseconds())
 	if err != nil {
 		return false, fmt.Errorf("remember jti of client %s: %w", clientID, err)
 	}

@@ -2,27 +2,48 @@ package web
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
-// DemoProxyCookie holds the demo token once the browser has presented it.
-const DemoProxyCookie = "ironlink_demo_token"
+// DemoProxyCookie holds the browser's session once it has presented the
+// demo token: a random value the proxy maps to a signed-in session in its
+// memory, never the token itself.
+const DemoProxyCookie = "ironlink_demo_session"
+
+// Demo proxy session limits.
+const (
+	// DemoSessionTTL is how long a session lasts after sign-in; the cookie
+	// is a browser-session cookie (no Max-Age), so it also ends when the
+	// browser closes.
+	DemoSessionTTL = 12 * time.Hour
+	// demoMaxSessions bounds the sessions kept: signing in beyond it drops
+	// the oldest.
+	demoMaxSessions = 1000
+)
 
 // DemoProxy is the smallest authenticating proxy that fits AuthProxy mode,
 // for `make demo` and local use: it stands for oauth2-proxy. A browser
 // proves itself once with a secret token in the URL (as Jupyter does),
-// gets it back as an HttpOnly, SameSite=Strict cookie, and every request
-// carrying it is forwarded to the fleet view with Header naming User; a
-// client-supplied Header (or X-Auth-Request-User) is removed first.
-// Everything else gets 401. It is not meant for production: there, use an
+// gets a random session value (not the token) in an HttpOnly,
+// SameSite=Strict browser-session cookie that the proxy honours for
+// DemoSessionTTL, and is redirected to the same local path without the
+// token (never to another host: a path such as //other.host/ becomes /).
+// Every request carrying a live session is forwarded to the fleet view
+// with Header naming User; a client-supplied Header (or
+// X-Auth-Request-User) is removed first. Everything else gets 401, and a
+// request from a non-loopback address 403 (see CheckLoopbackListen for the
+// listening side). It is not meant for production: there, use an
 // identity-aware proxy in front of the hub (docs/reference/web.md).
 type DemoProxy struct {
 	// Upstream is the fleet view: unix:PATH or http://host:port.
@@ -109,25 +130,105 @@ func (p *DemoProxy) Handler() (http.Handler, error) {
 		},
 	}
 	ok := func(s string) bool { return subtle.ConstantTimeCompare([]byte(s), []byte(p.Token)) == 1 }
+	sessions := &demoSessions{live: map[string]time.Time{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackRemote(r.RemoteAddr) {
+			http.Error(w, "the demo proxy serves loopback clients only", http.StatusForbidden)
+			return
+		}
 		if t := r.URL.Query().Get("token"); t != "" {
 			if !ok(t) {
 				http.Error(w, "wrong demo token: open the URL that make demo printed", http.StatusUnauthorized)
 				return
 			}
-			http.SetCookie(w, &http.Cookie{Name: DemoProxyCookie, Value: p.Token, Path: "/", HttpOnly: true,
-				SameSite: http.SameSiteStrictMode, MaxAge: int((30 * 24 * time.Hour).Seconds())})
+			http.SetCookie(w, &http.Cookie{Name: DemoProxyCookie, Value: sessions.start(time.Now()), Path: "/", HttpOnly: true,
+				SameSite: http.SameSiteStrictMode})
 			q := r.URL.Query()
 			q.Del("token")
-			u := *r.URL
-			u.RawQuery = q.Encode()
-			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			http.Redirect(w, r, localTarget(r.URL.EscapedPath(), q.Encode()), http.StatusSeeOther)
 			return
 		}
-		if c, err := r.Cookie(DemoProxyCookie); err != nil || !ok(c.Value) {
+		if c, err := r.Cookie(DemoProxyCookie); err != nil || !sessions.valid(c.Value, time.Now()) {
 			http.Error(w, "not signed in: open the fleet view URL that make demo printed (it carries the demo token)", http.StatusUnauthorized)
 			return
 		}
 		rp.ServeHTTP(w, r)
 	}), nil
+}
+
+// demoSessions are the proxy's signed-in browsers: random session value →
+// expiry.
+type demoSessions struct {
+	mu   sync.Mutex
+	live map[string]time.Time
+}
+
+// start records a new session valid for DemoSessionTTL from now and
+// returns its value (128 random bits, base32).
+func (d *demoSessions) start(now time.Time) string {
+	id := rand.Text()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, exp := range d.live {
+		if !now.Before(exp) {
+			delete(d.live, k)
+		}
+	}
+	for len(d.live) >= demoMaxSessions { // drop the one closest to expiry
+		oldest, first := "", time.Time{}
+		for k, exp := range d.live {
+			if oldest == "" || exp.Before(first) {
+				oldest, first = k, exp
+			}
+		}
+		delete(d.live, oldest)
+	}
+	d.live[id] = now.Add(DemoSessionTTL)
+	return id
+}
+
+// valid reports whether id is a live session at now.
+func (d *demoSessions) valid(id string, now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	exp, ok := d.live[id]
+	return ok && now.Before(exp)
+}
+
+// localTarget is the redirect target after sign-in: path (escaped) when it
+// is a path on this host, else "/", with query when not empty. A path that
+// starts with // or /\ would be taken by a browser as another host
+// (RFC 3986 §4.2 network-path reference), so it becomes "/".
+func localTarget(path, query string) string {
+	if !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") || strings.HasPrefix(path, "/\\") {
+		path = "/"
+	}
+	if query != "" {
+		path += "?" + query
+	}
+	return path
+}
+
+// loopbackRemote reports whether remote (a Request.RemoteAddr, host:port)
+// is a loopback address.
+func loopbackRemote(remote string) bool {
+	ap, err := netip.ParseAddrPort(remote)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
+}
+
+// CheckLoopbackListen returns an error unless addr (host:port) names a
+// loopback address (127.0.0.0/8, ::1 or localhost): the demo proxy must
+// not be reachable from other hosts, whatever its token.
+func CheckLoopbackListen(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("demo proxy: listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("demo proxy: listen address %q is not a loopback address (127.0.0.1, ::1, localhost): the demo proxy is for this machine only", addr)
 }

@@ -137,6 +137,16 @@ func TestRunMTLS(t *testing.T) {
 	if code, _ := get(t, client(), base+"/healthz", nil); code != 200 {
 		t.Fatalf("health without a certificate: %d", code)
 	}
+	for _, path := range []string{"/healthz", "/"} { // refusals too: HSTS on every answer over TLS
+		resp, err := client().Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Strict-Transport-Security"); got != HSTS {
+			t.Fatalf("GET %s over TLS: Strict-Transport-Security %q, want %q", path, got, HSTS)
+		}
+	}
 	if code, body := get(t, client(), base+"/", nil); code != 401 {
 		t.Fatalf("no certificate: %d %s", code, body)
 	}
@@ -171,18 +181,29 @@ func TestDemoProxyFallsBackToAnotherReplica(t *testing.T) {
 	runServer(t, e.server(t, Config{Addr: "unix:" + sock, Auth: AuthProxy}))
 	waitFor(t, func() error { _, err := os.Stat(sock); return err })
 	token := "0123456789abcdef-demo"
-	cookie := map[string]string{"Cookie": DemoProxyCookie + "=" + token}
 	base := serveDemoProxy(t, &DemoProxy{Upstream: "unix:" + dead, Fallbacks: []string{"unix:" + filepath.Join(dir, "gone.sock"), "unix:" + sock}, User: "ops-read", Token: token})
-	if code, body := get(t, http.DefaultClient, base+"/", cookie); code != 200 || !strings.Contains(body, `id="who">ops-read`) {
+	if code, body := get(t, signedIn(t, base, token), base+"/", nil); code != 200 || !strings.Contains(body, `id="who">ops-read`) {
 		t.Fatalf("first replica down: %d, want the second's view:\n%.300s", code, body)
 	}
 	base = serveDemoProxy(t, &DemoProxy{Upstream: "unix:" + dead, User: "ops-read", Token: token})
-	if code, body := get(t, http.DefaultClient, base+"/", cookie); code != 502 || !strings.Contains(body, "does not answer at unix:"+dead) || !strings.Contains(body, "is the hub running?") {
+	if code, body := get(t, signedIn(t, base, token), base+"/", nil); code != 502 || !strings.Contains(body, "does not answer at unix:"+dead) || !strings.Contains(body, "is the hub running?") {
 		t.Fatalf("no replica up: %d %q, want 502 naming the socket", code, body)
 	}
 	if _, err := (&DemoProxy{Upstream: "unix:" + sock, Fallbacks: []string{"ftp://x"}, User: "u", Token: token}).Handler(); err == nil {
 		t.Fatal("a bad fallback was accepted")
 	}
+}
+
+// signedIn returns a browser (cookie jar, redirects not followed) that has
+// signed in to the demo proxy at base with token.
+func signedIn(t *testing.T, base, token string) *http.Client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if code, body := get(t, c, base+"/?token="+token, nil); code != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d %s", code, body)
+	}
+	return c
 }
 
 // serveDemoProxy serves p on a free loopback port until the test ends and

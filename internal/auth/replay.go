@@ -12,11 +12,16 @@ import (
 // the PostgreSQL table of hub/store — or a token replayed to another replica
 // would pass.
 type ReplayCache interface {
-	// Remember records (clientID, jti) as used until expires. It returns
-	// replayed = true when the pair was already recorded and has not expired
-	// yet; then nothing changes. An error means the cache could not answer:
-	// the caller must refuse the token (fail closed).
-	Remember(ctx context.Context, clientID, jti string, expires time.Time) (replayed bool, err error)
+	// Remember records (clientID, jti) as used for ttl from now, measured on
+	// the cache's own clock: the caller computes ttl on its clock (the
+	// Verifier: exp + leeway − its now, plus a leeway for other replicas'
+	// clocks), and the cache stores, compares and purges on one clock (the
+	// PostgreSQL cache: the database's now()), so two clocks are never
+	// compared. It returns replayed = true when the pair was already
+	// recorded and has not expired yet; then nothing changes. An error
+	// means the cache could not answer: the caller must refuse the token
+	// (fail closed).
+	Remember(ctx context.Context, clientID, jti string, ttl time.Duration) (replayed bool, err error)
 }
 
 // MemoryReplayCache is a ReplayCache in process memory for tools, tests and a
@@ -35,11 +40,12 @@ type MemoryReplayCache struct {
 type replayKey struct{ client, jti string }
 
 // Remember implements ReplayCache. It never returns an error.
-func (m *MemoryReplayCache) Remember(_ context.Context, clientID, jti string, expires time.Time) (bool, error) {
+func (m *MemoryReplayCache) Remember(_ context.Context, clientID, jti string, ttl time.Duration) (bool, error) {
 	now := time.Now()
 	if m.Now != nil {
 		now = m.Now()
 	}
+	expires := now.Add(ttl)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.seen == nil {

@@ -70,6 +70,26 @@ func (e *VerifyError) Error() string {
 	return msg
 }
 
+// RefusedMessage is what a caller is told for every check that depends on
+// the roster before the signature has been verified (CheckUnknownClient,
+// CheckUnknownKID, CheckAlgorithm, CheckSignature): one message for all of
+// them, so that a caller without a roster key cannot learn whether a client
+// id or kid exists. The check and its detail go to the hub's log only.
+const RefusedMessage = "token refused: this hub does not accept the client, key or signature it names (the hub's log says why)"
+
+// CallerMessage returns the message the caller of a refused RPC may read:
+// RefusedMessage for the roster-dependent checks (see there), Error() for
+// the rest (a missing or malformed token judged without the roster, or
+// time, audience, lifetime and replay checks that only a token signed with
+// a roster key reaches).
+func (e *VerifyError) CallerMessage() string {
+	switch e.Check {
+	case CheckUnknownClient, CheckUnknownKID, CheckAlgorithm, CheckSignature:
+		return RefusedMessage
+	}
+	return e.Error()
+}
+
 // Is makes errors.Is(err, &VerifyError{Check: c}) match any VerifyError with
 // Check c (and &VerifyError{} match any VerifyError).
 func (e *VerifyError) Is(target error) bool {
@@ -154,33 +174,28 @@ type Verifier struct {
 //     are not later than now + Leeway (item 5), exp − iat ≤ MaxLifetime,
 //     exp + Leeway is not past (item 4);
 //  6. jti is present, printable, at most MaxJTIBytes, and not seen before
-//     for this client (item 7): it is remembered until exp + Leeway.
+//     for this client (item 7): it is remembered for exp + 2×Leeway − now
+//     (now and exp on this Verifier's clock; the cache counts the duration
+//     on its own clock, so the hub's and the database's clocks never mix).
 //
 // A replay cache failure is returned as a plain wrapped error (not a
 // VerifyError): the token is refused but the caller is not at fault. A
 // misconfigured Verifier (no roster, audience or replay cache) is likewise a
 // plain error.
 func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
-	if v.Roster == nil || v.Audience == "" || v.Replay == nil {
+	if v.Replay == nil {
 		return Identity{}, errors.New("verifier misconfigured: roster, audience and replay cache are required")
 	}
-	tok, hdr, claims, err := parseAssertion(token)
+	client, key, claims, exp, leeway, now, err := v.authentic(token)
 	if err != nil {
 		return Identity{}, err
 	}
-	client, key, err := v.signingKey(claims, hdr)
-	if err != nil {
-		return Identity{}, err
-	}
-	if err := tok.Claims(key.Public); err != nil {
-		return Identity{}, refuse(CheckSignature, "client %s key %s", client.ID, key.KID)
-	}
-	// The signature holds: the claims decoded above are authentic.
-	exp, leeway, err := v.checkClaims(claims)
-	if err != nil {
-		return Identity{}, err
-	}
-	replayed, err := v.Replay.Remember(ctx, client.ID, claims.ID, time.Unix(exp, 0).Add(leeway))
+	// The jti's lifetime is computed on this verifier's clock, the one
+	// that judged exp, and handed over as a duration: the cache measures it
+	// on its own clock (see ReplayCache). One more leeway covers another
+	// replica whose clock is behind this one's by up to a leeway.
+	ttl := time.Unix(exp, 0).Add(2 * leeway).Sub(now)
+	replayed, err := v.Replay.Remember(ctx, client.ID, claims.ID, ttl)
 	if err != nil {
 		return Identity{}, fmt.Errorf("check jti replay: %w", err)
 	}
@@ -188,6 +203,39 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 		return Identity{}, refuse(CheckReplay, "client %s", client.ID)
 	}
 	return Identity{ClientID: client.ID, Site: client.Site, Sites: slices.Clone(client.Sites), Scopes: slices.Clone(client.Scopes), KeyID: key.KID}, nil
+}
+
+// Authentic runs checks 1-5 of Verify — everything but the replay cache —
+// without I/O: nil means token is signed by a key of a roster client and
+// is within its times and audience. It is the admission check a hub runs
+// before it reads a request's body (hub/admission); Verify must still run
+// (it alone remembers the jti). Errors as Verify's (a *VerifyError, or a
+// plain error for a misconfigured Verifier).
+func (v *Verifier) Authentic(token string) error {
+	_, _, _, _, _, _, err := v.authentic(token)
+	return err
+}
+
+// authentic runs checks 1-5 of Verify and returns what the replay check
+// needs.
+func (v *Verifier) authentic(token string) (client *Client, key Key, claims jwt.Claims, exp int64, leeway time.Duration, now time.Time, err error) {
+	if v.Roster == nil || v.Audience == "" {
+		return nil, Key{}, claims, 0, 0, now, errors.New("verifier misconfigured: roster, audience and replay cache are required")
+	}
+	tok, hdr, claims, err := parseAssertion(token)
+	if err != nil {
+		return nil, Key{}, claims, 0, 0, now, err
+	}
+	client, key, err = v.signingKey(claims, hdr)
+	if err != nil {
+		return nil, Key{}, claims, 0, 0, now, err
+	}
+	if err := tok.Claims(key.Public); err != nil {
+		return nil, Key{}, claims, 0, 0, now, refuse(CheckSignature, "client %s key %s", client.ID, key.KID)
+	}
+	// The signature holds: the claims decoded above are authentic.
+	exp, leeway, now, err = v.checkClaims(claims)
+	return client, key, claims, exp, leeway, now, err
 }
 
 // parseAssertion parses token as a compact JWS with one signature of an
@@ -250,20 +298,21 @@ func (v *Verifier) signingKey(claims jwt.Claims, hdr jose.Header) (*Client, Key,
 }
 
 // checkClaims checks the authentic claims (checks 5 and the form of 6 of
-// Verify: times, audience, lifetime, jti) and returns exp (Unix seconds)
-// and the leeway in force, which bound how long the jti is remembered.
-func (v *Verifier) checkClaims(claims jwt.Claims) (exp int64, leeway time.Duration, err error) {
+// Verify: times, audience, lifetime, jti) and returns exp (Unix seconds),
+// the leeway in force and the now the times were judged at, which bound
+// how long the jti is remembered.
+func (v *Verifier) checkClaims(claims jwt.Claims) (exp int64, leeway time.Duration, now time.Time, err error) {
 	if claims.Expiry == nil || claims.IssuedAt == nil {
-		return 0, 0, refuse(CheckMalformed, "exp and iat are required")
+		return 0, 0, now, refuse(CheckMalformed, "exp and iat are required")
 	}
 	exp, iat := int64(*claims.Expiry), int64(*claims.IssuedAt)
 	if exp < 0 || iat < 0 || (claims.NotBefore != nil && int64(*claims.NotBefore) < 0) {
-		return 0, 0, refuse(CheckMalformed, "negative time claim")
+		return 0, 0, now, refuse(CheckMalformed, "negative time claim")
 	}
 	if !claims.Audience.Contains(v.Audience) {
-		return 0, 0, refuse(CheckAudience, "want %s", safe(v.Audience))
+		return 0, 0, now, refuse(CheckAudience, "want %s", safe(v.Audience))
 	}
-	now := time.Now()
+	now = time.Now()
 	if v.Now != nil {
 		now = v.Now()
 	}
@@ -276,24 +325,24 @@ func (v *Verifier) checkClaims(claims jwt.Claims) (exp int64, leeway time.Durati
 	}
 	nowS, leewayS := now.Unix(), int64(leeway/time.Second)
 	if iat > nowS+leewayS {
-		return 0, 0, refuse(CheckNotYetValid, "issued at %s, in the future", time.Unix(iat, 0).UTC().Format(time.RFC3339))
+		return 0, 0, now, refuse(CheckNotYetValid, "issued at %s, in the future", time.Unix(iat, 0).UTC().Format(time.RFC3339))
 	}
 	if exp < iat {
-		return 0, 0, refuse(CheckMalformed, "exp before iat")
+		return 0, 0, now, refuse(CheckMalformed, "exp before iat")
 	}
 	if exp-iat > int64(maxLife/time.Second) {
-		return 0, 0, refuse(CheckLifetime, "exp − iat is %ds, at most %s", exp-iat, maxLife)
+		return 0, 0, now, refuse(CheckLifetime, "exp − iat is %ds, at most %s", exp-iat, maxLife)
 	}
 	if nowS > exp+leewayS {
-		return 0, 0, refuse(CheckExpired, "at %s", time.Unix(exp, 0).UTC().Format(time.RFC3339))
+		return 0, 0, now, refuse(CheckExpired, "at %s", time.Unix(exp, 0).UTC().Format(time.RFC3339))
 	}
 	if claims.NotBefore != nil && int64(*claims.NotBefore) > nowS+leewayS {
-		return 0, 0, refuse(CheckNotYetValid, "not before %s", time.Unix(int64(*claims.NotBefore), 0).UTC().Format(time.RFC3339))
+		return 0, 0, now, refuse(CheckNotYetValid, "not before %s", time.Unix(int64(*claims.NotBefore), 0).UTC().Format(time.RFC3339))
 	}
 	if !validJTI(claims.ID) {
-		return 0, 0, refuse(CheckMalformed, "jti must be 1-%d printable characters", MaxJTIBytes)
+		return 0, 0, now, refuse(CheckMalformed, "jti must be 1-%d printable characters", MaxJTIBytes)
 	}
-	return exp, leeway, nil
+	return exp, leeway, now, nil
 }
 
 func validJTI(s string) bool {

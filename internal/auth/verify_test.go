@@ -271,7 +271,7 @@ func TestVerifyKeyRotation(t *testing.T) {
 
 type failingCache struct{}
 
-func (failingCache) Remember(context.Context, string, string, time.Time) (bool, error) {
+func (failingCache) Remember(context.Context, string, string, time.Duration) (bool, error) {
 	return false, errors.New("database is down")
 }
 
@@ -306,17 +306,17 @@ func TestMemoryReplayCacheExpires(t *testing.T) {
 	now := t0
 	c := &MemoryReplayCache{Now: func() time.Time { return now }}
 	ctx := context.Background()
-	if r, _ := c.Remember(ctx, "a", "j", t0.Add(time.Minute)); r {
+	if r, _ := c.Remember(ctx, "a", "j", time.Minute); r {
 		t.Fatal("first use reported as replay")
 	}
-	if r, _ := c.Remember(ctx, "b", "j", t0.Add(time.Minute)); r {
+	if r, _ := c.Remember(ctx, "b", "j", time.Minute); r {
 		t.Fatal("same jti of another client reported as replay")
 	}
-	if r, _ := c.Remember(ctx, "a", "j", t0.Add(time.Minute)); !r {
+	if r, _ := c.Remember(ctx, "a", "j", time.Minute); !r {
 		t.Fatal("replay not detected")
 	}
 	now = t0.Add(2 * time.Minute)
-	if r, _ := c.Remember(ctx, "x", "y", now.Add(time.Minute)); r || c.Len() != 1 {
+	if r, _ := c.Remember(ctx, "x", "y", time.Minute); r || c.Len() != 1 {
 		t.Fatalf("expired entries not purged: len %d", c.Len())
 	}
 }

@@ -54,10 +54,17 @@ const (
 	// when the credential cannot see Nova's hypervisor field, Unknown when
 	// Nova could not be read.
 	OrphanDetection Type = "OrphanDetection"
+	// OpenStackTLSVerified is True when the satellite verifies OpenStack's
+	// TLS certificates (clouds.yaml without verify: false);
+	// False/VerifyDisabled when clouds.yaml says verify: false and the
+	// satellite was started with --openstack-insecure-skip-verify (without
+	// the flag it refuses the file); Unknown/NotChecked until clouds.yaml
+	// has been read.
+	OpenStackTLSVerified Type = "OpenStackTLSVerified"
 )
 
 // SiteTypes lists the site condition types in their fixed order.
-var SiteTypes = []Type{OpenStackAuthenticated, OrphanDetection}
+var SiteTypes = []Type{OpenStackAuthenticated, OrphanDetection, OpenStackTLSVerified}
 
 // ValidSite reports whether t is one of the site condition types.
 func (t Type) ValidSite() bool {

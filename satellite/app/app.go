@@ -113,6 +113,7 @@ func newSatellite(cfg Config, log *slog.Logger) (*satellite, error) {
 	// replaces this one once OpenStack answers.
 	s.site.Set(condition.Condition{Type: condition.OrphanDetection, Status: condition.Unknown, Reason: agent.ReasonNotConnected,
 		Message: "not connected to OpenStack yet: whether the site has Nova is not known"})
+	s.site.Set(tlsVerification(cfg.OpenStack, log))
 	s.log = slog.New(telemetry.LogHandler(log.Handler())) // trace ids in log lines
 	traceDial, wrap, flush, err := setupTracing(s.log, s.m.Transport)
 	if err != nil {
@@ -124,6 +125,35 @@ func newSatellite(cfg Config, log *slog.Logger) (*satellite, error) {
 	s.m.SetReadiness(metrics.ReadyConfig{PollInterval: cfg.Agent.PollInterval})
 	s.agentCfg.Observer = s.m
 	return s, nil
+}
+
+// Reasons of the OpenStackTLSVerified site condition.
+const (
+	ReasonTLSVerified       = "Verified"
+	ReasonTLSVerifyDisabled = "VerifyDisabled"
+	ReasonTLSNotChecked     = "NotChecked"
+)
+
+// tlsVerification is the OpenStackTLSVerified site condition of cfg's
+// clouds.yaml (openstack.Check, no request sent): False/VerifyDisabled
+// (and a warning on log) when verify: false was let through by
+// --openstack-insecure-skip-verify, True/Verified otherwise, and
+// Unknown/NotChecked when clouds.yaml does not pass the check (Connect then
+// reports it as OpenStackAuthenticated False/ConfigInvalid).
+func tlsVerification(cfg openstack.Config, log *slog.Logger) condition.Condition {
+	c := condition.Condition{Type: condition.OpenStackTLSVerified}
+	checked, err := openstack.Check(cfg)
+	switch {
+	case err != nil:
+		c.Status, c.Reason, c.Message = condition.Unknown, ReasonTLSNotChecked, "clouds.yaml did not pass its check: see OpenStackAuthenticated"
+	case checked.InsecureTLS:
+		c.Status, c.Reason, c.Message = condition.False, ReasonTLSVerifyDisabled,
+			"clouds.yaml says verify: false and --openstack-insecure-skip-verify allows it: OpenStack's TLS certificates are NOT verified"
+		log.Warn("TLS certificate verification towards OpenStack is OFF (clouds.yaml verify: false, --openstack-insecure-skip-verify)", "cloud", cfg.Cloud)
+	default:
+		c.Status, c.Reason, c.Message = condition.True, ReasonTLSVerified, "OpenStack's TLS certificates are verified"
+	}
+	return c
 }
 
 // newLinkClient builds the link to the hub; until the agent exists,

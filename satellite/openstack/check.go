@@ -77,6 +77,10 @@ type Checked struct {
 	Method AuthMethod
 	// Placement and Nova are the normalised modes (PlacementAuto, ...).
 	Placement, Nova string
+	// InsecureTLS is true when clouds.yaml says verify: false and
+	// Config.AllowInsecureTLS let it through: OpenStack's certificates are
+	// not verified.
+	InsecureTLS bool
 }
 
 // CheckModes checks cfg's Placement and Nova modes ("" counts as auto) and
@@ -113,7 +117,8 @@ func CheckModes(cfg Config) (placement, nova string, err error) {
 // the request body gophercloud would send is built, so a password cloud
 // without a user domain, a project name without a project domain or an
 // application credential without a secret fail here with gophercloud's own
-// message. Connect runs it first; `ironlink-satellite validate` runs it
+// message. A cloud with verify: false is refused unless
+// cfg.AllowInsecureTLS (then Checked.InsecureTLS). Connect runs it first; `ironlink-satellite validate` runs it
 // before start. Errors wrap [ErrConfig].
 func Check(cfg Config) (Checked, error) {
 	var c Checked
@@ -136,6 +141,13 @@ func Check(cfg Config) (Checked, error) {
 	c.Auth, c.Endpoint, c.TLS, err = clouds.Parse(opts...)
 	if err != nil {
 		return Checked{}, fmt.Errorf("openstack: read cloud %q from clouds.yaml %q: %w: %w", cfg.Cloud, cfg.CloudsYAML, ErrConfig, err)
+	}
+	if c.TLS != nil && c.TLS.InsecureSkipVerify {
+		if !cfg.AllowInsecureTLS {
+			return Checked{}, fmt.Errorf("openstack: cloud %q in clouds.yaml %q says verify: false, which turns off TLS certificate verification towards OpenStack: "+
+				"remove it (set cacert to the site's CA instead) or start the satellite with --openstack-insecure-skip-verify: %w", cfg.Cloud, cfg.CloudsYAML, ErrConfig)
+		}
+		c.InsecureTLS = true
 	}
 	c.Auth.AllowReauth = true
 	c.Method = methodOf(c.Auth)

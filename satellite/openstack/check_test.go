@@ -164,3 +164,35 @@ func simAuthURL(t *testing.T, cfg openstack.Config) string {
 	url, _, _ := strings.Cut(rest, "\n")
 	return url
 }
+
+// verify: false in clouds.yaml turns TLS verification towards OpenStack
+// off: Check refuses it (ErrConfig, naming the flag) unless
+// AllowInsecureTLS, and then says so (InsecureTLS).
+func TestCheckRefusesVerifyFalseUnlessAllowed(t *testing.T) {
+	path := writeClouds(t, "v3applicationcredential", "https://keystone.example:5000/v3",
+		"      application_credential_id: id\n      application_credential_secret: s\n")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, "    verify: false\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := openstack.Config{CloudsYAML: path, Cloud: "c"}
+	_, err = openstack.Check(cfg)
+	if !errors.Is(err, openstack.ErrConfig) || !strings.Contains(err.Error(), "verify: false") || !strings.Contains(err.Error(), "--openstack-insecure-skip-verify") {
+		t.Fatalf("verify: false without the flag: %v, want ErrConfig naming verify: false and the flag", err)
+	}
+	cfg.AllowInsecureTLS = true
+	c, err := openstack.Check(cfg)
+	if err != nil || !c.InsecureTLS || c.TLS == nil || !c.TLS.InsecureSkipVerify {
+		t.Fatalf("verify: false with the flag: InsecureTLS=%v err=%v", c.InsecureTLS, err)
+	}
+	// A cloud that verifies is not marked, flag or not.
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := openstack.Check(cfg); err != nil || c.InsecureTLS {
+		t.Fatalf("verifying cloud: InsecureTLS=%v err=%v", c.InsecureTLS, err)
+	}
+}

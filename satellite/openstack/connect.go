@@ -44,6 +44,10 @@ type Config struct {
 	// WrapTransport, when set, wraps the HTTP transport of every request
 	// after the first authentication (for example to count requests).
 	WrapTransport func(http.RoundTripper) http.RoundTripper
+	// AllowInsecureTLS lets a clouds.yaml with verify: false through
+	// (--openstack-insecure-skip-verify); without it [Check] refuses such a
+	// cloud, since it silently turns off TLS verification towards OpenStack.
+	AllowInsecureTLS bool
 }
 
 // Nova modes for [Config].Nova.

@@ -17,8 +17,10 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
@@ -444,6 +446,12 @@ func TestCLI(t *testing.T) {
 			{"ambiguous name lists the candidates", []string{"describe", "device", "node-002"}, ctl.ExitUsage, []string{`device name "node-002" is used by 2 devices`, "cli/", "cli-b/", "name the site: --site SITE or SITE/NAME"}},
 			{"ambiguous name in a quarantine changes nothing", []string{"quarantine", "node-009", "node-001", "--reason", "x"}, ctl.ExitUsage, []string{`device name "node-001" is used by 2 devices`}},
 			{"site clash in SITE/NAME", []string{"describe", "device", "other/node-001", "--site", site}, ctl.ExitUsage, []string{`names site "other" but --site is "cli"`}},
+			{"a mistyped UUID is not looked up as a name", []string{"describe", "device", "6b1c1c7e-3f0a-4d3e-9d33-2d5a1f1e0a1"}, ctl.ExitUsage, []string{"not a UUID"}},
+			{"op start: a mistyped UUID is not looked up as a name", []string{"op", "start", "inspect", "6b1c1c7e-3f0a-4d3e-9d33-2d5a1f1e0a1", "--reason", "x"}, ctl.ExitUsage, []string{"not a UUID"}},
+			// SITE/NAME resolves (the refusal is the site's lack of an
+			// operations credential, not "no device named").
+			{"op start takes SITE/NAME", []string{"op", "start", "inspect", "cli/node-006", "--reason", "x"}, ctl.ExitRefused, []string{`site "cli": its satellite does not offer the "operations" capability`}},
+			{"op start: SITE/NAME of another site's name", []string{"op", "start", "inspect", "cli-b/node-006", "--reason", "x"}, ctl.ExitNotFound, []string{`no device named "node-006" at site "cli-b"`}},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
@@ -456,6 +464,19 @@ func TestCLI(t *testing.T) {
 		// the viewer can read; SITE/NAME and --site pick one of a shared name
 		f.expect(f.run("--context", "viewer", "get", "devices", "cli/node-001"), 0, []string{"node-001  cli "}, nil)
 		f.expect(f.run("describe", "device", "node-001", "--site", otherSite), 0, []string{"Site:               cli-b"}, nil)
+		f.expect(f.run("op", "list", "--device", "cli/node-006"), 0, nil, nil)
+		// The API takes SITE/NAME (and SITE/UUID) in device_name too.
+		g, err := f.api.GetDevice(context.Background(), &ironlinkv1.GetDeviceRequest{DeviceName: otherSite + "/node-001"})
+		if err != nil || g.GetDevice().GetSite() != otherSite || g.GetDevice().GetName() != "node-001" {
+			t.Errorf("GetDevice device_name %s/node-001: %v %v", otherSite, g.GetDevice(), err)
+		}
+		g, err = f.api.GetDevice(context.Background(), &ironlinkv1.GetDeviceRequest{DeviceName: site + "/" + f.nodes["node-003"]})
+		if err != nil || g.GetDevice().GetDeviceId() != f.nodes["node-003"] {
+			t.Errorf("GetDevice device_name %s/UUID: %v %v", site, g.GetDevice(), err)
+		}
+		if _, err := f.api.GetDevice(context.Background(), &ironlinkv1.GetDeviceRequest{DeviceName: otherSite + "/node-001", Site: site}); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("GetDevice device_name of another site than site: %v, want InvalidArgument", err)
+		}
 	})
 
 	t.Run("quarantine --wait reaches SUCCEEDED, release gives it back", func(t *testing.T) {

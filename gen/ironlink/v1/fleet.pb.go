@@ -1762,8 +1762,10 @@ type WatchFleetRequest struct {
 	// Only device status changes into or out of one of these statuses;
 	// the other kinds are not filtered by status. Empty for all.
 	Statuses []OperationalStatus `protobuf:"varint,2,rep,packed,name=statuses,proto3,enum=ironlink.v1.OperationalStatus" json:"statuses,omitempty"`
-	// Resume after this cursor (WatchFleetResponse.cursor, opaque); empty:
-	// start from now (changes committed from the call on).
+	// Resume after this cursor (WatchFleetResponse.cursor, opaque; send it
+	// back unchanged: every field is checked, and a cursor the hub could not
+	// have sent is InvalidArgument naming the field); empty: start from now
+	// (changes committed from the call on).
 	Cursor string `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// Only these kinds of change; empty for all.
 	Kinds []FleetEventKind `protobuf:"varint,4,rep,packed,name=kinds,proto3,enum=ironlink.v1.FleetEventKind" json:"kinds,omitempty"`

@@ -47,7 +47,9 @@ const (
 // operators know it) — not both. A name is looked up among devices that are
 // not removed, and among removed ones only when no live device has it (Ironic
 // may give a new node the name of a deleted one); when the name is used at
-// more than one site, the request's site chooses. A name that
+// more than one site, the request's site chooses. device_name also takes
+// "SITE/NAME" (the site must agree with the request's site when both are
+// given) and "UUID" or "SITE/UUID", which stand for device_id. A name that
 // matches several devices is InvalidArgument with an ErrorInfo detail
 // (domain "ironlink.v1", reason "DEVICE_NAME_AMBIGUOUS", metadata
 // "candidates": comma-separated "site/device_id" pairs) and a BadRequest
@@ -225,7 +227,9 @@ type FleetService_WatchFleetClient = grpc.ServerStreamingClient[WatchFleetRespon
 // operators know it) — not both. A name is looked up among devices that are
 // not removed, and among removed ones only when no live device has it (Ironic
 // may give a new node the name of a deleted one); when the name is used at
-// more than one site, the request's site chooses. A name that
+// more than one site, the request's site chooses. device_name also takes
+// "SITE/NAME" (the site must agree with the request's site when both are
+// given) and "UUID" or "SITE/UUID", which stand for device_id. A name that
 // matches several devices is InvalidArgument with an ErrorInfo detail
 // (domain "ironlink.v1", reason "DEVICE_NAME_AMBIGUOUS", metadata
 // "candidates": comma-separated "site/device_id" pairs) and a BadRequest

@@ -1449,7 +1449,9 @@ func (x *DriftCorrection) GetCorrectTime() *timestamppb.Timestamp {
 // re-authentication gets 401) and OrphanDetection (the orphan sweep can judge
 // Nova against Ironic; False/HypervisorFieldHidden when the credential cannot
 // see Nova's OS-EXT-SRV-ATTR:hypervisor_hostname, False/Standalone on a site
-// without Nova). The hub replaces the stored set with this one.
+// without Nova), and OpenStackTLSVerified (False/VerifyDisabled when
+// clouds.yaml turns TLS verification towards OpenStack off and the satellite
+// was allowed to accept that). The hub replaces the stored set with this one.
 type SiteConditions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// At most 16 conditions, distinct types.

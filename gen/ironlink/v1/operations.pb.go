@@ -1182,7 +1182,9 @@ type StartOperationRequest struct {
 	// Site; required for ENROL, otherwise taken from the devices (must match
 	// when given).
 	Site string `protobuf:"bytes,2,opt,name=site,proto3" json:"site,omitempty"`
-	// Targets by Ironic node UUID or name (not for ENROL); at most 1000.
+	// Targets (not for ENROL), each "NAME", "SITE/NAME", "UUID" or
+	// "SITE/UUID"; at most 1000. A UUID-shaped string that is not a UUID is
+	// InvalidArgument, never looked up as a name.
 	Devices []string `protobuf:"bytes,3,rep,name=devices,proto3" json:"devices,omitempty"`
 	// For ENROL: the nodes to create; at most 1000.
 	Nodes []*NodeSpec `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -1428,7 +1430,7 @@ type ListOperationsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Site name.
 	Site string `protobuf:"bytes,1,opt,name=site,proto3" json:"site,omitempty"`
-	// Device by Ironic node UUID or name.
+	// Device as "NAME", "SITE/NAME", "UUID" or "SITE/UUID".
 	Device string `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
 	// Only these kinds.
 	Kinds []OperationKind `protobuf:"varint,3,rep,packed,name=kinds,proto3,enum=ironlink.v1.OperationKind" json:"kinds,omitempty"`

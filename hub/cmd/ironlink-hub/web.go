@@ -37,7 +37,7 @@ func runWebProxy(args []string, stderr io.Writer) error {
 	f := cli.NewFlags(fs)
 	fs.Usage = f.Usage("ironlink-hub web-proxy --listen ADDR --upstream unix:PATH|http://HOST:PORT [--upstream ...] --user CLIENT_ID --token-file FILE")
 	var listen, user, tokenFile, header string
-	f.String(&listen, "listen", "", "127.0.0.1:7080", "address the browser opens (keep it on loopback)")
+	f.String(&listen, "listen", "", "127.0.0.1:7080", "address the browser opens: a loopback address (127.0.0.1, ::1, localhost), anything else is refused")
 	var upstreams upstreamList
 	f.Var(&upstreams, "upstream", "the fleet view (--web-addr of a hub in --web-auth proxy mode): unix:PATH or http://host:port; repeat for other replicas, tried in order when one does not answer")
 	f.String(&user, "user", "", "", "roster client id to forward every signed-in request as")
@@ -48,6 +48,9 @@ func runWebProxy(args []string, stderr io.Writer) error {
 	}
 	if len(upstreams) == 0 || tokenFile == "" {
 		return errors.New("web-proxy: --upstream and --token-file are required")
+	}
+	if err := web.CheckLoopbackListen(listen); err != nil {
+		return fmt.Errorf("web-proxy: --listen: %w", err)
 	}
 	tok, err := boundedread.File(tokenFile, boundedread.SmallLimit)
 	if err != nil {

@@ -2,6 +2,7 @@ package feed
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -49,20 +50,80 @@ func (c Cursor) Less(o Cursor) bool {
 	return c.ID < o.ID
 }
 
-// ParseCursor reads a cursor written by Cursor.String. Errors: a
-// malformed cursor (not three non-negative decimal numbers).
+// CursorError is a cursor ParseCursor refuses: Field names the part
+// ("XID", "SOURCE" or "ID"; "" for the whole cursor) and Msg says what is
+// wrong with it, without echoing the input.
+type CursorError struct {
+	Field, Msg string
+}
+
+func (e *CursorError) Error() string {
+	if e.Field == "" {
+		return e.Msg
+	}
+	return "field " + e.Field + ": " + e.Msg
+}
+
+// ParseCursor reads a cursor written by Cursor.String, checking every field:
+// XID, SOURCE and ID are decimal numbers without sign or leading zeros;
+// SOURCE is 0 (a position between transactions, with ID 0) or the number
+// of a feed source (1-5, feedSources), with an ID of at least 1 (row ids
+// start at 1). Errors (*CursorError): anything else, naming the field.
 func ParseCursor(s string) (Cursor, error) {
 	parts := strings.Split(s, ".")
 	if len(parts) != 3 {
-		return Cursor{}, fmt.Errorf("cursor %q is not XID.SOURCE.ID", s)
+		return Cursor{}, &CursorError{Msg: fmt.Sprintf("not XID.SOURCE.ID (%d dot-separated fields, want 3)", len(parts))}
 	}
-	x, err1 := strconv.ParseUint(parts[0], 10, 64)
-	src, err2 := strconv.ParseUint(parts[1], 10, 16)
-	id, err3 := strconv.ParseInt(parts[2], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || id < 0 {
-		return Cursor{}, fmt.Errorf("cursor %q is not XID.SOURCE.ID", s)
+	var n [3]uint64
+	for i, name := range []string{"XID", "SOURCE", "ID"} {
+		p := parts[i]
+		v, err := strconv.ParseUint(p, 10, 64)
+		switch {
+		case p == "":
+			return Cursor{}, &CursorError{Field: name, Msg: "empty"}
+		case err != nil:
+			return Cursor{}, &CursorError{Field: name, Msg: "not a decimal number of at most 20 digits"}
+		case len(p) > 1 && p[0] == '0':
+			return Cursor{}, &CursorError{Field: name, Msg: "has a leading zero (pass the cursor unchanged)"}
+		}
+		n[i] = v
 	}
-	return Cursor{XID: x, Source: int(src), ID: id}, nil
+	c := Cursor{XID: n[0]}
+	if n[2] > math.MaxInt64 {
+		return Cursor{}, &CursorError{Field: "ID", Msg: "beyond the largest row id (2^63-1)"}
+	}
+	c.ID = int64(n[2])
+	switch {
+	case n[1] == 0 && c.ID != 0:
+		return Cursor{}, &CursorError{Field: "ID", Msg: "must be 0 with SOURCE 0 (a position between transactions)"}
+	case n[1] == 0:
+		return c, nil
+	case !knownSource(n[1]):
+		return Cursor{}, &CursorError{Field: "SOURCE", Msg: fmt.Sprintf("%d is not a feed source (0, or 1-%d)", n[1], maxSource())}
+	case c.ID == 0:
+		return Cursor{}, &CursorError{Field: "ID", Msg: "0 is not a row id (they start at 1)"}
+	}
+	c.Source = int(n[1])
+	return c, nil
+}
+
+// knownSource reports whether no is the number of one of feedSources.
+func knownSource(no uint64) bool {
+	for _, s := range feedSources {
+		if uint64(s.no) == no {
+			return true
+		}
+	}
+	return false
+}
+
+// maxSource is the highest source number of feedSources.
+func maxSource() int {
+	m := 0
+	for _, s := range feedSources {
+		m = max(m, s.no)
+	}
+	return m
 }
 
 // Filter selects feed events.

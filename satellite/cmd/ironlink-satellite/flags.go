@@ -67,6 +67,7 @@ func bindSiteFlags(f *cli.Flags, s *satelliteFlags, def app.Options) {
 	f.String(&o.OpenStack.CloudsYAML, "clouds-yaml", "OS_CLIENT_CONFIG_FILE", "", "path of clouds.yaml; empty: gophercloud's search path")
 	f.String(&o.OpenStack.Cloud, "cloud", "OS_CLOUD", "", "cloud name in clouds.yaml")
 	f.String(&o.OpenStack.Placement, "placement", "IRONLINK_PLACEMENT", def.OpenStack.Placement, "auto (from the Keystone catalog), on, or off for a standalone-Ironic site")
+	f.Bool(&o.OpenStack.AllowInsecureTLS, "openstack-insecure-skip-verify", false, "accept verify: false in clouds.yaml (OpenStack's TLS certificates NOT verified; reported as site condition OpenStackTLSVerified False/VerifyDisabled); without it such a clouds.yaml is refused")
 	f.String(&o.OpenStack.Nova, "nova", "IRONLINK_NOVA", def.OpenStack.Nova, "auto (from the Keystone catalog), on, or off: whether the sweep compares Nova's servers with Ironic to find orphaned instances")
 	f.Duration(&o.AuthBackoff, "auth-backoff", "IRONLINK_AUTH_BACKOFF", def.AuthBackoff, "first wait before asking Keystone for a token again after a failure (doubles up to 10 min)")
 	f.String(&o.MetricsAddr, "metrics-addr", "IRONLINK_METRICS_ADDR", "", "host:port serving Prometheus metrics on /metrics; empty: off")

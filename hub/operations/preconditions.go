@@ -1,0 +1,185 @@
+package operations
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/condition"
+)
+
+// The preconditions of each kind, checked against the hub's stored view of
+// a device before an operation is accepted (docs/reference/operations.md,
+// "Preconditions"). The satellite checks again against Ironic itself: this
+// table refuses early what the hub already knows will fail.
+
+// InstanceRule says what a kind needs of the node's instance.
+type InstanceRule int
+
+const (
+	// InstanceAny: the kind does not look at the instance.
+	InstanceAny InstanceRule = iota
+	// InstanceNone: the node must have no instance_uuid, no Ironic
+	// allocation and no Nova server on it (InstanceAllocated not True, no
+	// instance mismatch).
+	InstanceNone
+)
+
+// Precondition is what one kind needs of the hub's view of a device.
+type Precondition struct {
+	// From maps each provision state the kind is accepted from to the
+	// Ironic verbs that take the node to the kind's goal (Ironic's state
+	// machine, ironic/common/states.py; Ironic API reference "Node
+	// states"); "" for the goal state itself (the reconcile confirms it).
+	// A state not listed is refused: the state machine has no way from it.
+	From map[string]string
+	// Maintenance, when not empty, refuses a node in maintenance and says
+	// why (Ironic's or Nova's rule).
+	Maintenance string
+	// Instance is the kind's instance rule.
+	Instance InstanceRule
+	// PowerError, when set, refuses a node whose power_state is "error":
+	// Nova's Ironic driver offers no resources for it.
+	PowerError bool
+	// OffersToCustomers: the kind would offer the device to customers, so a
+	// quarantined device is refused unless forced (recorded).
+	OffersToCustomers bool
+}
+
+// Ironic's reason a manual clean or a deploy is refused in maintenance
+// (NodeInMaintenance, ironic/conductor/manager.py do_node_clean and
+// ironic/conductor/deployments.py validate_node).
+const (
+	maintIronicClean  = "Ironic refuses manual cleaning in maintenance (NodeInMaintenance)"
+	maintIronicDeploy = "Ironic refuses to deploy a node in maintenance (NodeInMaintenance)"
+	maintNova         = "Nova's Ironic driver offers no resources for a node in maintenance, so the server would fail with \"No valid host\""
+)
+
+// Preconditions is the precondition table, one row per kind (ENROL has
+// none: its node may not exist yet; see checkEnrolTarget).
+var Preconditions = map[store.OperationKind]Precondition{
+	"INSPECT": {From: map[string]string{
+		"manageable":     "inspect",
+		"inspect failed": "inspect",
+		"clean failed":   "manage, inspect",
+	}},
+	"CLEAN": {From: map[string]string{
+		"manageable":     "clean",
+		"clean failed":   "manage, clean",
+		"inspect failed": "manage, clean",
+	}, Maintenance: maintIronicClean},
+	"PROVIDE": {From: map[string]string{
+		"manageable":     "provide",
+		"available":      "",
+		"clean failed":   "manage, provide",
+		"inspect failed": "manage, provide",
+	}, OffersToCustomers: true},
+	"DEPLOY": {From: map[string]string{
+		"available":     "deploy",
+		"deploy failed": "deploy",
+		"active":        "",
+	}, Maintenance: maintIronicDeploy, Instance: InstanceNone, OffersToCustomers: true},
+	"UNDEPLOY": {From: map[string]string{
+		"active":        "deleted",
+		"deploy failed": "deleted",
+		"error":         "deleted",
+		"available":     "",
+	}, Instance: InstanceNone},
+	"NOVA_CREATE": {From: map[string]string{
+		"available": "Nova server create (Nova deploys the node)",
+	}, Maintenance: maintNova, Instance: InstanceNone, PowerError: true, OffersToCustomers: true},
+	"NOVA_DELETE": {From: map[string]string{
+		"active":        "Nova server delete (Nova tears the node down)",
+		"deploy failed": "Nova server delete",
+		"error":         "Nova server delete",
+		"available":     "",
+	}},
+}
+
+// fromStates lists the states p accepts, sorted, for messages.
+func (p Precondition) fromStates() string {
+	ss := make([]string, 0, len(p.From))
+	for s := range p.From {
+		ss = append(ss, s)
+	}
+	slices.Sort(ss)
+	return strings.Join(ss, ", ")
+}
+
+// deviceView is what the hub knows of a device when an operation is asked
+// for: its last observation, corrected by an operation that ended after it.
+type deviceView struct {
+	d store.Device
+	// ps is the provision state: the observation's, or the one an
+	// operation that ended after the observation last saw.
+	ps string
+	// instanceCleared: an operation that ended after the observation
+	// removed the node's instance (NOVA_DELETE or UNDEPLOY succeeded).
+	instanceCleared bool
+}
+
+// checkPreconditions refuses (FailedPrecondition, naming what the hub saw
+// and what to do) a device whose view does not meet kind's row of
+// Preconditions. The quarantine guard is checked by the caller, which
+// knows force. A state never reported passes (the satellite decides).
+func checkPreconditions(field string, kind store.OperationKind, v deviceView) error {
+	p, ok := Preconditions[kind]
+	if !ok {
+		return nil
+	}
+	id, f := v.d.ID, v.d.Facts
+	if v.ps != "" {
+		if _, ok := p.From[v.ps]; !ok {
+			return precondition(ReasonProvisionState, fmt.Sprintf("%s: device %s is %q; %s starts from %s (docs/reference/operations.md, Preconditions)",
+				field, id, v.ps, kind, p.fromStates()))
+		}
+	}
+	if p.Maintenance != "" && f.Maintenance {
+		return precondition(ReasonMaintenance, fmt.Sprintf("%s: device %s is in maintenance%s; %s: take it out of maintenance first (openstack baremetal node maintenance unset %s)",
+			field, id, faultSuffix(f.Fault), p.Maintenance, id))
+	}
+	if p.PowerError && f.PowerState == "error" {
+		return precondition(ReasonPowerState, fmt.Sprintf("%s: device %s has power_state \"error\" (Ironic cannot reach its BMC); %s needs a node Ironic can power: fix the BMC first",
+			field, id, kind))
+	}
+	if p.Instance == InstanceNone && !v.instanceCleared {
+		if msg := instanceHeld(v.d); msg != "" {
+			return precondition(ReasonInstancePresent, fmt.Sprintf("%s: device %s %s", field, id, msg))
+		}
+	}
+	return nil
+}
+
+// faultSuffix is " (fault: F)" for a node whose maintenance has a fault.
+func faultSuffix(fault string) string {
+	if fault == "" {
+		return ""
+	}
+	return " (fault: " + fault + ")"
+}
+
+// instanceHeld says how d is held by an instance, with what to do; "" when
+// it is free: no instance_uuid, no mismatch the satellite's orphan sweep
+// found, InstanceAllocated not True.
+func instanceHeld(d store.Device) string {
+	f := d.Facts
+	for _, m := range f.InstanceMismatches {
+		switch {
+		case m.Kind == store.MismatchNovaUnknown && m.IronicInstanceUUID != "":
+			return fmt.Sprintf("has instance_uuid %s that Nova does not know (a stale record, seen since %s): clear it first (openstack baremetal node unset --instance-uuid %s)",
+				m.IronicInstanceUUID, m.FirstSeenTime.UTC().Format("2006-01-02T15:04:05Z"), d.ID)
+		case m.Kind == store.MismatchNodeUnaware && m.NovaServerID != "":
+			return fmt.Sprintf("runs Nova server %s (%s) that Ironic's instance_uuid does not name: delete that server first", m.NovaServerID, m.NovaServerStatus)
+		}
+	}
+	if f.InstanceUUID != "" {
+		return fmt.Sprintf("has instance_uuid %s: it is in use; delete that instance first (NOVA_DELETE for a Nova server)", f.InstanceUUID)
+	}
+	for _, c := range d.Conditions {
+		if c.Type == condition.InstanceAllocated && c.Status == condition.True {
+			return fmt.Sprintf("is allocated (InstanceAllocated=True, %s: %s): release the allocation first", c.Reason, c.Message)
+		}
+	}
+	return ""
+}
