@@ -662,8 +662,14 @@ func runOperationsSuite(t *testing.T, e *opsEnv) {
 			!strings.Contains(op.GetLastError(), "the server was deleted") {
 			t.Errorf("last error %q: want the server, Nova's fault, the node's last_error and the server's deletion", op.GetLastError())
 		}
-		if r := stepRequest(op, "delete-failed-server", http.MethodDelete, ""); r == nil || r.GetStatus() >= 300 {
-			t.Errorf("the server's deletion is not on the record: %s", stepSummary(op))
+		// Nova may answer a delete 500 first (SQLite lock contention on the
+		// test bed): the satellite deletes again; one must have succeeded.
+		if !slices.ContainsFunc(op.GetSteps(), func(s *ironlinkv1.OperationStep) bool {
+			return s.GetName() == "delete-failed-server" && slices.ContainsFunc(s.GetRequests(), func(r *ironlinkv1.StepRequest) bool {
+				return r.GetMethod() == http.MethodDelete && r.GetStatus() == http.StatusNoContent
+			})
+		}) {
+			t.Errorf("the server's deletion (Nova's 204) is not on the record: %s", stepSummary(op))
 		}
 		harness.Eventually(t, 2*time.Minute, func() error {
 			if !e.serverGone(t, op.GetServerId()) {
