@@ -369,11 +369,23 @@ func (a *app) describeOperation(o *ironlinkv1.Operation) {
 		return
 	}
 	fmt.Fprintln(w, "Steps:")
-	st := newTable(w, "  ", "STEP", "OBSERVED", "STARTED", "ENDED", "MESSAGE")
+	st := newTable(w, "  ", "ATTEMPT", "STEP", "OBSERVED", "STARTED", "ENDED", "MESSAGE")
 	for _, s := range o.GetSteps() {
-		st.row(s.GetName(), s.GetObservedState(), a.age(s.GetStartTime()), a.age(s.GetEndTime()), truncate(s.GetMessage(), 80))
+		st.row(fmt.Sprint(s.GetAttempt()), s.GetName(), s.GetObservedState(), a.age(s.GetStartTime()), a.age(s.GetEndTime()), truncate(s.GetMessage(), 80))
+		for _, r := range s.GetRequests() {
+			st.row("", "  "+r.GetMethod(), requestSummary(r), a.age(r.GetTime()), "", truncate(r.GetError(), 80))
+		}
 	}
 	st.flush()
+}
+
+// requestSummary is "PATH DETAIL → STATUS (N tries, attempt A)" for a step's request.
+func requestSummary(r *ironlinkv1.StepRequest) string {
+	s := strings.TrimSpace(r.GetPath()+" "+r.GetDetail()) + " → " + fmt.Sprint(r.GetStatus())
+	if r.GetTries() > 1 {
+		s += fmt.Sprintf(" (%d tries)", r.GetTries())
+	}
+	return s + fmt.Sprintf(" [attempt %d]", r.GetAttempt())
 }
 
 func (a *app) newOpListCommand() *cobra.Command {

@@ -38,7 +38,30 @@ const (
 	MaxStepTextBytes = 255
 	// MaxProgressTextBytes bounds a step message, error and failure_reason.
 	MaxProgressTextBytes = 4096
+	// MaxStepRequests is the most requests one step may carry.
+	MaxStepRequests = 32
 )
+
+// checkStepRequests checks a step's requests against the limits above.
+func checkStepRequests(f string, reqs []*ironlinkv1.StepRequest) error {
+	if len(reqs) > MaxStepRequests {
+		return invalid(f, f+".requests", grpcerr.ReasonOutOfRange, "%d requests, at most %d", len(reqs), MaxStepRequests)
+	}
+	for j, r := range reqs {
+		g := fmt.Sprintf("%s.requests[%d]", f, j)
+		for _, c := range []error{
+			textcheck.Line(g+".method", r.GetMethod(), 16),
+			textcheck.Line(g+".path", r.GetPath(), MaxStepTextBytes),
+			textcheck.Text(g+".detail", r.GetDetail(), MaxProgressTextBytes),
+			textcheck.Text(g+".error", r.GetError(), MaxProgressTextBytes),
+		} {
+			if c != nil {
+				return grpcerr.FromCheck(c)
+			}
+		}
+	}
+	return nil
+}
 
 // Defaults of Config.Operations.
 const (
@@ -242,6 +265,9 @@ func ToOperationProgress(m *ironlinkv1.OperationProgress) (store.OperationProgre
 			if c != nil {
 				return store.OperationProgress{}, grpcerr.FromCheck(c)
 			}
+		}
+		if err := checkStepRequests(f, s.GetRequests()); err != nil {
+			return store.OperationProgress{}, err
 		}
 	}
 	for _, c := range []error{

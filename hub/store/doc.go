@@ -21,7 +21,8 @@
 //     desired.go (desired states, drift corrections), bulk.go (bulk
 //     quarantine and release), commandpool.go (the command path's pool).
 //   - Operations: operations.go (the operator's side),
-//     operations_delivery.go (the link's side).
+//     operations_delivery.go (the link's side), operations_steps.go (the
+//     step record kept across attempts).
 //   - Policy: policy_candidates.go (what the evaluator considers), policy.go
 //     (sites, holds, decisions, the guard, pending expiry),
 //     policy_evidence.go (a site's evidence, held while a command is

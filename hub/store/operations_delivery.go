@@ -125,8 +125,9 @@ type OperationProgress struct {
 	Attempt     int32
 	// State is RUNNING or a final state.
 	State OperationState
-	// Steps is the full step list as protojson (replaces the stored one;
-	// empty keeps it).
+	// Steps is the reporting satellite's step list as protojson: it
+	// replaces the stored steps of its attempts and later ones, steps of
+	// earlier attempts are kept (mergeSteps); empty keeps them all.
 	Steps                                     json.RawMessage
 	DeviceID, ProvisionState, Error, ServerID string
 	FailureReason                             string
@@ -145,7 +146,7 @@ type ProgressResult struct {
 }
 
 // RecordOperationProgress stores progress p from site's satellite: state,
-// steps (replaced), provision state, device id (an ENROL's node, once it
+// steps (those of earlier attempts kept, the rest replaced), provision state, device id (an ENROL's node, once it
 // exists), server id, and on FAILED the error. Final states never go
 // backwards: progress for a finished operation is ignored, and so is
 // progress for an attempt older than the last delivery. A cancel_refused
@@ -197,6 +198,8 @@ func (s *Store) RecordOperationProgress(ctx context.Context, site string, p Oper
 		steps := []byte(p.Steps)
 		if len(steps) == 0 || string(steps) == "[]" {
 			steps = o.Steps
+		} else if steps, err = mergeSteps(o.Steps, p.Steps); err != nil {
+			return fmt.Errorf("operation %s: %w", p.OperationID, err)
 		}
 		provision := p.ProvisionState
 		if provision == "" {

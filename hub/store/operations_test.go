@@ -272,3 +272,61 @@ func TestEnrolSecretsNeverInTheTable(t *testing.T) {
 		t.Fatalf("row %s", row)
 	}
 }
+
+// Issue 21: a restarted satellite reports only its own steps (a later
+// attempt); the hub keeps the steps of the earlier attempt, with the
+// requests they sent, and replaces the rest.
+func TestOperationStepsOfEarlierAttemptsSurvive(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	sess, devs := opSite(t, s, "site-a", 1)
+	_, ops, err := s.CreateOperations(ctx, []store.NewOperation{newOp("site-a", devs[0], "CLEAN")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ops[0].ID
+	send := func() {
+		t.Helper()
+		if _, ok, err := s.MarkOperationSent(ctx, "site-a", sess.Epoch, id); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	progress := func(attempt int32, steps string) store.Operation {
+		t.Helper()
+		res, err := s.RecordOperationProgress(ctx, "site-a", store.OperationProgress{OperationID: id, Attempt: attempt,
+			State: store.OperationRunning, Steps: json.RawMessage(steps)})
+		if err != nil || res.Ignored {
+			t.Fatalf("progress of attempt %d: %+v %v", attempt, res, err)
+		}
+		return res.Operation
+	}
+	put := `{"method":"PUT","path":"baremetal /v1/nodes/x/states/provision","detail":"target=clean","status":202,"attempt":1}`
+	send()
+	progress(1, `[{"name":"mark","attempt":1},{"name":"clean","attempt":1,"requests":[`+put+`]}]`)
+	progress(1, `[{"name":"mark","attempt":1},{"name":"clean","attempt":1,"requests":[`+put+`]},{"name":"wait-manageable","observedState":"clean wait","attempt":1}]`)
+	// The satellite is killed; the hub redelivers as attempt 2 to its
+	// successor, which reports only what it saw.
+	send()
+	o := progress(2, `[{"name":"wait-manageable","observedState":"clean wait","attempt":2}]`)
+	var steps []struct {
+		Name     string            `json:"name"`
+		Attempt  int32             `json:"attempt"`
+		Requests []json.RawMessage `json:"requests"`
+	}
+	if err := json.Unmarshal(o.Steps, &steps); err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 4 || steps[1].Name != "clean" || steps[1].Attempt != 1 || len(steps[1].Requests) != 1 || steps[3].Attempt != 2 {
+		t.Fatalf("stored steps %s: want attempt 1's three steps (with the PUT) then attempt 2's one", o.Steps)
+	}
+	// Attempt 2 goes on: its own steps are replaced, attempt 1's stay.
+	o = progress(2, `[{"name":"wait-manageable","observedState":"manageable","attempt":2}]`)
+	if n := strings.Count(string(o.Steps), `"attempt": 1`); n != 4 || !strings.Contains(string(o.Steps), `"observedState": "manageable"`) {
+		t.Fatalf("stored steps %s", o.Steps)
+	}
+	// A satellite that records no attempts replaces the list, as before.
+	o = progress(2, `[{"name":"clean"}]`)
+	if string(o.Steps) != `[{"name": "clean"}]` {
+		t.Fatalf("stored steps %s", o.Steps)
+	}
+}

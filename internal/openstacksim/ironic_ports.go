@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -44,9 +45,10 @@ func (c *Cloud) ironicPorts(w http.ResponseWriter, r *http.Request) {
 		if node == "" {
 			node = r.URL.Query().Get("node")
 		}
+		addr := strings.ToLower(r.URL.Query().Get("address"))
 		out := []any{}
 		for _, p := range o.ports {
-			if node == "" || p.NodeUUID == node {
+			if (node == "" || p.NodeUUID == node) && (addr == "" || strings.EqualFold(p.Address, addr)) {
 				out = append(out, render(p))
 			}
 		}

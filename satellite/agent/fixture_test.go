@@ -81,12 +81,12 @@ func TestPollDiffsOverFixture(t *testing.T) {
 		got[0].GetConditions()[0].GetType() != string(condition.MaintenanceClear) || !got[0].GetFacts().GetMaintenance() {
 		t.Fatalf("maintenance: updates %v", got)
 	}
-	s.f.DeleteNode(s.ids[1])
+	s.f.RemoveNode(s.ids[1])
 	got = s.poll(t)
 	if len(got) != 1 || got[0].GetDeviceId() != s.ids[1] || !got[0].GetRemoved() {
 		t.Fatalf("deletion: updates %v", got)
 	}
-	s.f.DeleteNode(s.ids[2])
+	s.f.RemoveNode(s.ids[2])
 	s.f.Fail(site.MethodListNodes, "", fmt.Errorf("%w: page 2: 503", ironic.ErrListingIncomplete), 1)
 	if got := s.poll(t); len(got) != 0 {
 		t.Fatalf("failed listing pushed %v", got)
@@ -275,7 +275,7 @@ func TestCommandResultsOverFixture(t *testing.T) {
 		t.Errorf("repeat: %v, %d more writes", r, len(s.f.Writes())-writes)
 	}
 
-	s.f.DeleteNode(s.ids[2])
+	s.f.RemoveNode(s.ids[2])
 	s.f.Fail(site.MethodRemoveTrait, s.ids[1], fmt.Errorf("%w: remove trait still refused with 409", ironic.ErrNodeLocked), 1)
 	for _, tc := range []struct {
 		name   string

@@ -65,6 +65,9 @@ type Port struct {
 	UUID string `json:"uuid"`
 	// Address is the MAC address, lower case.
 	Address string `json:"address"`
+	// NodeUUID is the node the port belongs to (set by PortByAddress;
+	// ListPorts lists one node's ports and leaves it empty).
+	NodeUUID string `json:"node_uuid,omitempty"`
 }
 
 // PatchOp is one JSON-patch operation of PatchNode (RFC 6902; Ironic API
@@ -160,6 +163,54 @@ func (c *Client) ListPorts(ctx context.Context, nodeUUID string) ([]Port, error)
 	})
 }
 
+// PortByAddress returns the port with MAC mac and the node it belongs to
+// (Ironic API reference "List Ports": GET
+// /v1/ports?address=…&fields=uuid,address,node_uuid); found false when no
+// port has that MAC.
+func (c *Client) PortByAddress(ctx context.Context, mac string) (Port, bool, error) {
+	return provisionCall2(ctx, c, "ironic: port by address", func(ctx context.Context) (Port, bool, error) {
+		var out struct {
+			Ports []Port `json:"ports"`
+		}
+		u := c.sc.ServiceURL("ports") + "?address=" + url.QueryEscape(mac) + "&fields=uuid,address,node_uuid"
+		if _, err := c.sc.Get(ctx, u, &out, &gophercloud.RequestOpts{OkCodes: []int{200}}); err != nil {
+			return Port{}, false, err
+		}
+		if len(out.Ports) == 0 {
+			return Port{}, false, nil
+		}
+		return out.Ports[0], true, nil
+	})
+}
+
+// provisionCall2 is provisionCall for a call with two results.
+func provisionCall2[T any](ctx context.Context, c *Client, op string, fn func(ctx context.Context) (T, bool, error)) (T, bool, error) {
+	type pair struct {
+		v  T
+		ok bool
+	}
+	p, err := provisionCall(ctx, c, op, func(ctx context.Context) (pair, error) {
+		v, ok, err := fn(ctx)
+		return pair{v, ok}, err
+	})
+	return p.v, p.ok, err
+}
+
+// DeleteNode deletes the node (Ironic API reference "Delete Node": DELETE
+// /v1/nodes/{id}, 204). Idempotent: a node Ironic does not have (404) is
+// a success. Ironic refuses (400/409) a node in a state it cannot delete
+// from (active, deploying, cleaning, …); the error is returned as is.
+func (c *Client) DeleteNode(ctx context.Context, id string) error {
+	_, err := provisionCall(ctx, c, "ironic: delete node", func(ctx context.Context) (struct{}, error) {
+		_, err := c.sc.Delete(ctx, c.sc.ServiceURL("nodes", id), &gophercloud.RequestOpts{OkCodes: []int{204}})
+		if openstack.StatusCode(err) == http.StatusNotFound {
+			return struct{}{}, nil
+		}
+		return struct{}{}, err
+	})
+	return err
+}
+
 // CreatePort creates a port with MAC mac on the node (Ironic API reference
 // "Create Port": POST /v1/ports, 201). A 409 (the MAC exists) and a 400 are
 // returned as is.
@@ -237,6 +288,7 @@ func ProvisionAPICalls() []openstack.APICall {
 		{Service: "baremetal", Method: http.MethodPost, Path: "/v1/nodes"},
 		{Service: "baremetal", Method: http.MethodGet, Path: "/v1/nodes/*"},
 		{Service: "baremetal", Method: http.MethodPatch, Path: "/v1/nodes/*"},
+		{Service: "baremetal", Method: http.MethodDelete, Path: "/v1/nodes/*"},
 		{Service: "baremetal", Method: http.MethodPut, Path: "/v1/nodes/*/states/provision"},
 		{Service: "baremetal", Method: http.MethodGet, Path: "/v1/nodes/*/traits"},
 		{Service: "baremetal", Method: http.MethodPut, Path: "/v1/nodes/*/traits"},

@@ -18,7 +18,13 @@
 //     marker into the node's extra ("ironlink_operation": operation id,
 //     action and the node's provision_updated_at at that moment); a later
 //     pass that finds its own marker and a newer provision_updated_at knows
-//     the action was taken and does not ask again.
+//     the action was taken and does not ask again. PROVIDE, ENROL (whose
+//     marker also says it created the node) and the "manage" below write it
+//     too; it is removed when the operation ends.
+//   - INSPECT, CLEAN and PROVIDE that find the node in clean failed or
+//     inspect failed left by an earlier action first ask for "manage"
+//     (Ironic's state machine goes from both to manageable); a failure of
+//     their own action ends them FAILED.
 //   - PROVIDE, DEPLOY and UNDEPLOY move between different stable states
 //     (manageable → available, available → active, active → available).
 //   - NOVA_CREATE looks for the node's instance and for a server of the
@@ -33,7 +39,11 @@
 // 409 NodeLocked and 502/503/504 are retried with backoff
 // (satellite/openstack.Retry); an Ironic failure state (clean failed,
 // inspect failed, deploy failed, error) ends the operation FAILED with
-// Ironic's last_error. A cancel aborts from the "* wait" states and is
+// Ironic's last_error. Nothing half-made stays: a NOVA_CREATE whose server
+// goes to ERROR deletes it (its error names Nova's fault and the node's
+// last_error), an ENROL whose port MAC another node owns deletes the node
+// it created (its error names the owner). Every write is recorded on its
+// step with the delivery attempt and OpenStack's answer (record.go). A cancel aborts from the "* wait" states and is
 // refused elsewhere. One node never runs two operations at once. BMC
 // credentials (driver_info) are passed to Ironic only and never logged.
 package operations

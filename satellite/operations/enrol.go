@@ -24,7 +24,7 @@ func (u *run) enrol(ctx context.Context) site.Result {
 	if errors.Is(err, errNotFound) {
 		u.step("create-node", "", "")
 		body := map[string]any{"name": spec.GetName(), "driver": spec.GetDriver(),
-			"extra": map[string]any{markerKey: marker{OperationID: id, Action: "create"}}}
+			"extra": map[string]any{markerKey: marker{OperationID: id, Action: "create", Created: true}}}
 		if len(spec.GetDriverInfo()) > 0 {
 			body["driver_info"] = spec.GetDriverInfo()
 		}
@@ -40,7 +40,7 @@ func (u *run) enrol(ctx context.Context) site.Result {
 		if spec.GetLessee() != "" {
 			body["lessee"] = spec.GetLessee()
 		}
-		created, err := u.r.createNode(ctx, body)
+		created, err := u.createNode(ctx, body)
 		if openstack.StatusCode(err) == http.StatusConflict {
 			return retryNow // created meanwhile (another process): take it over
 		}
@@ -86,12 +86,12 @@ func (u *run) enrol(ctx context.Context) site.Result {
 			return site.Failed("VerificationFailed", "verification failed, the node is back in enroll: %s", n.LastError)
 		}
 		if m.OperationID != id || m.Action != "manage" {
-			if err := u.r.mark(ctx, n, id, "manage"); err != nil {
+			if err := u.mark(ctx, n, "manage"); err != nil {
 				return stop(err)
 			}
 		}
 		u.step("manage", ps, "")
-		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "manage", nil); err != nil {
+		if err := u.setProvision(ctx, n.UUID, "manage", nil); err != nil {
 			return stop(err)
 		}
 		return retryNow
@@ -138,9 +138,9 @@ func (u *run) ensurePorts(ctx context.Context, n *node) error {
 			continue
 		}
 		u.step("create-ports", n.ProvisionState, "")
-		if err := u.r.ironic.CreatePort(ctx, n.UUID, mac, p.GetPxeEnabled()); err != nil {
+		if err := u.createPort(ctx, n.UUID, mac, p.GetPxeEnabled()); err != nil {
 			if openstack.StatusCode(err) == http.StatusConflict {
-				return fail("PortConflict", "MAC %s: %s", mac, ironic.Message(err))
+				return u.portConflict(ctx, n, mac, err)
 			}
 			if openstack.StatusCode(err) == http.StatusBadRequest {
 				return fail("InvalidArgument", "port %s: %s", mac, ironic.Message(err))
@@ -172,11 +172,39 @@ func (u *run) ensureTraits(ctx context.Context, n *node) error {
 	}
 	slices.Sort(all)
 	u.step("set-traits", n.ProvisionState, "")
-	if err := u.r.ironic.SetTraits(ctx, n.UUID, all); err != nil {
+	if err := u.setTraits(ctx, n.UUID, all); err != nil {
 		if openstack.StatusCode(err) == http.StatusBadRequest {
 			return fail("InvalidArgument", "traits: %s", ironic.Message(err))
 		}
 		return err
 	}
 	return nil
+}
+
+// portConflict ends an enrolment whose port MAC another port has (Ironic's
+// 409): it names the port and node that own the MAC (GET
+// /v1/ports?address=), deletes the node when this operation created it
+// (its marker says so) and otherwise says what it leaves where.
+func (u *run) portConflict(ctx context.Context, n *node, mac string, cause error) error {
+	owner := ""
+	if p, found, err := u.r.ironic.PortByAddress(ctx, mac); err != nil {
+		owner = " (looking up its owner failed: " + err.Error() + ")"
+	} else if found {
+		owner = " (port " + p.UUID + " of node " + p.NodeUUID
+		if o, err := u.r.getNode(ctx, p.NodeUUID); err == nil && o.Name != "" {
+			owner += " " + o.Name
+		}
+		owner += ")"
+	}
+	msg := "MAC " + mac + " belongs to another port" + owner + ": " + ironic.Message(cause)
+	m := markerOf(n)
+	if m.OperationID != u.req.GetOperationId() || !m.Created {
+		return fail("PortConflict", "%s; node %s (%s) was not created by this operation and is left as it was, in %s", msg, n.UUID, n.Name, n.ProvisionState)
+	}
+	u.step("delete-node", n.ProvisionState, "the enrolment cannot finish: deleting node "+n.UUID+" it created")
+	if err := u.deleteNode(ctx, n.UUID); err != nil {
+		return fail("PortConflict", "%s; node %s (%s) created by this operation is left in %s: deleting it failed: %s",
+			msg, n.UUID, n.Name, n.ProvisionState, requestError(err))
+	}
+	return fail("PortConflict", "%s; node %s (%s) created by this operation was deleted", msg, n.UUID, n.Name)
 }

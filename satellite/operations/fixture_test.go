@@ -86,19 +86,35 @@ func TestFixtureEachKindReachesItsGoal(t *testing.T) {
 }
 
 // INSPECT starts and ends in manageable: a second runner (a restarted
-// satellite) given the same operation finds its marker and a newer
-// provision_updated_at, and does not inspect again.
+// satellite) given the same operation while the node inspects finds its
+// marker and a newer provision_updated_at, and does not inspect again.
 func TestFixtureRedeliveredInspectIsNotRepeated(t *testing.T) {
-	f, r, got := fxRunner(t, "manageable")
+	f, _, _ := fxRunner(t, "manageable")
+	f.Hold(fxNode, true)
 	req := ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, fxNode, nil)
-	wantState(t, fxRun(t, r, got, req), ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	defer cancel1()
+	got1 := make(chan *ironlinkv1.OperationProgress, 100)
+	r1 := operations.NewOnSite(ctx1, operations.Site{Ironic: f}, operations.Config{PollInterval: time.Millisecond},
+		func(p *ironlinkv1.OperationProgress) { got1 <- p }, nil)
+	r1.Handle(req)
+	for p := range got1 {
+		if p.GetProvisionState() == "inspect wait" {
+			break
+		}
+	}
+	cancel1()
+	r1.Wait()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got2 := make(chan *ironlinkv1.OperationProgress, 100)
 	r2 := operations.NewOnSite(ctx, operations.Site{Ironic: f}, operations.Config{PollInterval: time.Millisecond},
 		func(p *ironlinkv1.OperationProgress) { got2 <- p }, nil)
-	wantState(t, fxRun(t, r2, got2, req), ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+	f.Hold(fxNode, false)
+	again := ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, fxNode, nil)
+	again.OperationId, again.Attempt = req.GetOperationId(), 2
+	wantState(t, fxRun(t, r2, got2, again), ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
 	if n := provisions(f, "inspect"); n != 1 {
 		t.Errorf("inspect asked for %d times, want 1", n)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/satellite/glance"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/nova"
@@ -30,6 +31,9 @@ type marker struct {
 	OperationID string `json:"operation_id"`
 	Action      string `json:"action"`
 	Since       string `json:"since"`
+	// Created: this operation (an ENROL) created the node, so it may
+	// delete it when the enrolment cannot be finished.
+	Created bool `json:"created,omitempty"`
 }
 
 // markerOf returns the node's marker, or the zero marker.
@@ -70,22 +74,6 @@ func (r *Runner) getNode(ctx context.Context, ident string) (*node, error) {
 	return &n, nil
 }
 
-// createNode creates a node; 409 (name exists) is returned as is.
-func (r *Runner) createNode(ctx context.Context, body map[string]any) (*node, error) {
-	n, err := r.ironic.CreateNode(ctx, body)
-	if err != nil {
-		return nil, err
-	}
-	return &n, nil
-}
-
-// mark records that opID is about to ask for action on n.
-func (r *Runner) mark(ctx context.Context, n *node, opID, action string) error {
-	_, err := r.ironic.PatchNode(ctx, n.UUID, []patchOp{{Op: "add", Path: "/extra/" + markerKey,
-		Value: marker{OperationID: opID, Action: action, Since: n.ProvisionUpdatedAt}}})
-	return err
-}
-
 // APICalls lists every request this package makes, as access rules
 // (deploy/openstack/operations-access-rules.yaml is rendered from them by
 // satellite/accessrules; docs/design/openstack.md §9): the provisioning calls of
@@ -97,4 +85,30 @@ func APICalls() []openstack.APICall {
 	calls = append(calls, nova.OperationsAPICalls()...)
 	calls = append(calls, glance.APICalls()...)
 	return calls
+}
+
+// unmark removes this operation's marker from the node's extra when the
+// operation ends (succeeded, failed or cancelled), so Ironic keeps nothing
+// of it; the request is recorded on the last step. A node that is gone,
+// or carries no marker of this operation, is left alone; a failed removal
+// is logged and recorded, and does not change the operation's result.
+func (u *run) unmark(ctx context.Context) {
+	id := u.deviceIDNow()
+	if id == "" || u.req.GetKind() == ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE ||
+		u.req.GetKind() == ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE {
+		return
+	}
+	n, err := u.r.getNode(ctx, id)
+	if err != nil {
+		if !errors.Is(err, errNotFound) {
+			u.log.Warn("operation ended: could not read the node to remove its marker", "err", err)
+		}
+		return
+	}
+	if markerOf(n).OperationID != u.req.GetOperationId() {
+		return
+	}
+	if _, err := u.patchNode(ctx, n.UUID, []patchOp{{Op: "remove", Path: "/extra/" + markerKey}}); err != nil {
+		u.log.Warn("operation ended: the marker stays in the node's extra", "node", n.UUID, "err", err)
+	}
 }

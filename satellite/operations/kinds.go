@@ -149,7 +149,7 @@ func (u *run) tryCancel(ctx context.Context, n *node) (site.Result, bool) {
 	if kind != ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE && kind != ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE &&
 		slices.Contains(abortable, n.ProvisionState) {
 		u.step("abort", n.ProvisionState, "cancel requested: abort from "+n.ProvisionState)
-		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "abort", nil); err != nil {
+		if err := u.setProvision(ctx, n.UUID, "abort", nil); err != nil {
 			if openstack.StatusCode(err) == http.StatusBadRequest || openstack.StatusCode(err) == http.StatusConflict {
 				// The node moved on meanwhile: refuse and go on.
 				u.refuseCancel(n)

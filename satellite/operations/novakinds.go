@@ -52,7 +52,7 @@ func (u *run) bootServer(ctx context.Context, n *node) site.Result {
 	fl, img := u.flavor, u.imageID
 	u.step("boot-server", n.ProvisionState, "flavor "+fl.Name)
 	u.boots++
-	sid, err := u.r.nova.CreateServer(ctx, nova.CreateServerOpts{Name: p.GetName(), FlavorID: fl.ID, ImageID: img,
+	sid, err := u.createServer(ctx, nova.CreateServerOpts{Name: p.GetName(), FlavorID: fl.ID, ImageID: img,
 		KeyName: p.GetKeyName(), UserData: p.GetUserData(), Networks: p.GetNetworks(), NodeUUID: n.UUID})
 	if openstack.StatusCode(err) == http.StatusBadRequest && strings.Contains(string(openstack.ResponseBody(err)), "Compute host "+n.UUID+" could not be found") {
 		// nova-compute has not picked the node up yet (its resource
@@ -118,18 +118,14 @@ func (u *run) watchServer(ctx context.Context, n *node, srv *server) site.Result
 			// within a minute or so): the server never reached the node, so
 			// it is deleted and the boot tried again after a while.
 			u.serverStep("delete-unscheduled-server", srv.Status, n.ProvisionState, "No valid host (Nova has not caught up with the node yet): deleting server "+srv.ID+" to boot again")
-			if err := u.r.nova.DeleteServer(ctx, srv.ID); err != nil {
+			if err := u.deleteServer(ctx, srv.ID); err != nil {
 				return stop(err)
 			}
 			u.retryAt = time.Now().Add(u.r.cfg.NoValidHostWait)
 			u.step("wait-schedulable", n.ProvisionState, "boot again at "+u.retryAt.UTC().Format(time.RFC3339))
 			return u.waiting()
 		}
-		msg := "server " + srv.ID + " is in ERROR"
-		if fault != "" {
-			msg += ": " + fault
-		}
-		return site.Failed("ServerError", "%s", msg)
+		return u.serverFailed(ctx, n, srv)
 	case "ACTIVE":
 		if n.InstanceUUID == srv.ID && n.ProvisionState == stActive {
 			u.serverStep("wait-active", "ACTIVE", n.ProvisionState, "server "+srv.ID+" active on node "+n.UUID)
@@ -139,6 +135,13 @@ func (u *run) watchServer(ctx context.Context, n *node, srv *server) site.Result
 	u.serverStep("wait-active", srv.Status, n.ProvisionState, "node "+n.ProvisionState)
 	return u.waiting()
 }
+
+// maxServerDeletes bounds the extra tries to delete a server in ERROR
+// after Nova answered 5xx, serverDeleteWait apart.
+const (
+	maxServerDeletes = 5
+	serverDeleteWait = 2 * time.Second
+)
 
 // maxBoots bounds the server boots of one NOVA_CREATE in one process (a
 // boot that ended in "No valid host" before reaching the node is retried).
@@ -209,7 +212,7 @@ func (u *run) novaDelete(ctx context.Context, n *node) site.Result {
 		}
 		if s.TaskState != "deleting" {
 			u.serverStep("delete-server", s.Status, n.ProvisionState, "server "+sid)
-			if err := u.r.nova.DeleteServer(ctx, sid); err != nil {
+			if err := u.deleteServer(ctx, sid); err != nil {
 				return stop(err)
 			}
 			return u.waiting()
@@ -233,4 +236,37 @@ func (u *run) serverIDNow() string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.serverID
+}
+
+// serverFailed ends a NOVA_CREATE whose server went to ERROR: the error
+// names Nova's fault (fault.message) and the node's last_error (read
+// again: Ironic sets it when the deploy fails), and the server is deleted
+// so nothing half-made stays in Nova — or the error says it is left there
+// and why.
+func (u *run) serverFailed(ctx context.Context, n *node, srv *server) site.Result {
+	msg := "server " + srv.ID + " (" + srv.Name + ") went to ERROR"
+	if srv.FaultMessage != "" {
+		msg += "; Nova's fault: " + truncate(srv.FaultMessage, 1024)
+	} else {
+		msg += "; Nova gave no fault"
+	}
+	if fresh, err := u.r.getNode(ctx, n.UUID); err == nil {
+		n = fresh
+	}
+	if n.LastError != "" {
+		msg += "; node " + n.UUID + " last_error: " + truncate(n.LastError, 1024)
+	} else {
+		msg += "; node " + n.UUID + " has no last_error (" + n.ProvisionState + ")"
+	}
+	u.serverStep("delete-failed-server", srv.Status, n.ProvisionState, "deleting server "+srv.ID+" in ERROR")
+	if err := u.deleteServer(ctx, srv.ID); err != nil {
+		if openstack.StatusCode(err) >= 500 && u.serverDeletes < maxServerDeletes {
+			// A delete is idempotent: a 500 (seen from Nova on SQLite
+			// lock contention) is tried again on a later pass.
+			u.serverDeletes++
+			return site.RetryAfter(serverDeleteWait, "NovaDeleteFailed")
+		}
+		return site.Failed("ServerError", "%s; the server is left in Nova in ERROR: deleting it failed: %s", msg, requestError(err))
+	}
+	return site.Failed("ServerError", "%s; the server was deleted", msg)
 }

@@ -28,12 +28,12 @@ func (u *run) sameState(ctx context.Context, n *node, action string, args map[st
 	case ps == stManageable:
 		if markerOf(n).OperationID != id || markerOf(n).Action != action || markerOf(n).Since != n.ProvisionUpdatedAt {
 			u.step("mark", ps, "")
-			if err := u.r.mark(ctx, n, id, action); err != nil {
+			if err := u.mark(ctx, n, action); err != nil {
 				return stop(err)
 			}
 		}
 		u.step(action, ps, "")
-		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, action, args); err != nil {
+		if err := u.setProvision(ctx, n.UUID, action, args); err != nil {
 			if openstack.StatusCode(err) == http.StatusBadRequest {
 				return site.Failed("IronicRejected", "%s", ironic.Message(err))
 			}
@@ -43,10 +43,48 @@ func (u *run) sameState(ctx context.Context, n *node, action string, args map[st
 	case slices.Contains(transient, ps):
 		u.step("wait-manageable", ps, "")
 		return u.waiting()
+	case slices.Contains(recoverable, ps):
+		return u.manageFirst(ctx, n)
 	case failed[ps] != "":
 		return ironicFailure(n)
 	}
 	return site.Failed("InvalidState", "%s starts from manageable; node %s is %s", strings.ToUpper(action), n.UUID, ps)
+}
+
+// recoverable are the failure states Ironic's state machine leaves with
+// "manage" straight to manageable (ironic/common/states.py: CLEANFAIL and
+// INSPECTFAIL; docs/design/openstack.md §1.2).
+var recoverable = []string{stCleanFail, stInspectFail}
+
+// manageFirst handles a node INSPECT, CLEAN or PROVIDE finds in clean
+// failed or inspect failed. Left there by an earlier action, the node is
+// taken back to manageable with "manage" (a step of its own, after a marker
+// so that a restarted satellite knows it was asked); left there by this
+// operation's own action (its marker, and the provision state changed
+// since), the operation ends FAILED with the node's last_error.
+func (u *run) manageFirst(ctx context.Context, n *node) site.Result {
+	id := u.req.GetOperationId()
+	m := markerOf(n)
+	if m.OperationID == id && m.Since != n.ProvisionUpdatedAt {
+		return ironicFailure(n)
+	}
+	why := "node is in " + n.ProvisionState
+	if n.LastError != "" {
+		why += " (last_error: " + truncate(n.LastError, 512) + ")"
+	}
+	u.step("manage", n.ProvisionState, why+": manage first, as Ironic's state machine allows")
+	if m.OperationID != id || m.Action != "manage" {
+		if err := u.mark(ctx, n, "manage"); err != nil {
+			return stop(err)
+		}
+	}
+	if err := u.setProvision(ctx, n.UUID, "manage", nil); err != nil {
+		if openstack.StatusCode(err) == http.StatusBadRequest {
+			return site.Failed("IronicRejected", "%s", ironic.Message(err))
+		}
+		return stop(err)
+	}
+	return retryNow
 }
 
 // provide reconciles PROVIDE: manageable → cleaning → available.
@@ -56,14 +94,28 @@ func (u *run) provide(ctx context.Context, n *node) site.Result {
 		u.step("wait-available", ps, "available")
 		return site.Done()
 	case ps == stManageable:
+		m := markerOf(n)
+		id := u.req.GetOperationId()
+		if m.OperationID == id && m.Action == "provide" && m.Since != n.ProvisionUpdatedAt {
+			return site.Failed("InvalidState", "node %s came back to manageable after provide (retired, or moved by someone else)", n.UUID)
+		}
 		u.step("provide", ps, "")
-		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "provide", nil); err != nil {
+		if m.OperationID != id || m.Action != "provide" {
+			// The marker tells a later clean failed apart from one this
+			// operation found (manageFirst).
+			if err := u.mark(ctx, n, "provide"); err != nil {
+				return stop(err)
+			}
+		}
+		if err := u.setProvision(ctx, n.UUID, "provide", nil); err != nil {
 			return stop(err)
 		}
 		return retryNow
 	case ps == stCleaning || ps == stCleanWait || ps == stCleanHold:
 		u.step("wait-available", ps, "")
 		return u.waiting()
+	case slices.Contains(recoverable, ps):
+		return u.manageFirst(ctx, n)
 	case failed[ps] != "":
 		return ironicFailure(n)
 	default:
@@ -110,7 +162,7 @@ func (u *run) deploy(ctx context.Context, n *node) site.Result {
 		}
 		if len(ops) > 0 {
 			u.step("set-instance-info", ps, "")
-			if _, err := u.r.ironic.PatchNode(ctx, n.UUID, ops); err != nil {
+			if _, err := u.patchNode(ctx, n.UUID, ops); err != nil {
 				if openstack.StatusCode(err) == http.StatusBadRequest {
 					return site.Failed("IronicRejected", "%s", ironic.Message(err))
 				}
@@ -130,7 +182,7 @@ func (u *run) deploy(ctx context.Context, n *node) site.Result {
 			extra = map[string]any{"configdrive": cdv}
 		}
 		u.step("deploy", ps, "")
-		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "active", extra); err != nil {
+		if err := u.setProvision(ctx, n.UUID, "active", extra); err != nil {
 			if openstack.StatusCode(err) == http.StatusBadRequest {
 				return site.Failed("IronicRejected", "%s", ironic.Message(err))
 			}
@@ -158,7 +210,7 @@ func (u *run) undeploy(ctx context.Context, n *node) site.Result {
 			return site.Failed("InvalidState", "node %s carries Nova instance %s: use NOVA_DELETE", n.UUID, n.InstanceUUID)
 		}
 		u.step("undeploy", ps, "")
-		if err := u.r.ironic.SetProvisionState(ctx, n.UUID, "deleted", nil); err != nil {
+		if err := u.setProvision(ctx, n.UUID, "deleted", nil); err != nil {
 			return stop(err)
 		}
 		return retryNow

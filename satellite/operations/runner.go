@@ -289,12 +289,13 @@ type run struct {
 	wake           chan struct{}
 
 	// set on the first pass of this process
-	checked   bool
-	portsDone bool
-	boots     int       // NOVA_CREATE: servers booted by this process
-	retryAt   time.Time // NOVA_CREATE: no boot before this
-	flavor    *flavor   // NOVA_CREATE: resolved flavor
-	imageID   string    // NOVA_CREATE: resolved image
+	checked       bool
+	portsDone     bool
+	boots         int       // NOVA_CREATE: servers booted by this process
+	serverDeletes int       // NOVA_CREATE: deletes of a server in ERROR retried after 5xx
+	retryAt       time.Time // NOVA_CREATE: no boot before this
+	flavor        *flavor   // NOVA_CREATE: resolved flavor
+	imageID       string    // NOVA_CREATE: resolved image
 }
 
 func newRun(r *Runner, req *ironlinkv1.OperationRequest) *run {
@@ -380,7 +381,7 @@ func (u *run) stepStates(name, observed, provisionState, msg string) {
 		if cur != nil {
 			cur.EndTime = now
 		}
-		u.steps = append(u.steps, &ironlinkv1.OperationStep{Name: name, StartTime: now, ObservedState: observed, Message: msg})
+		u.steps = append(u.steps, &ironlinkv1.OperationStep{Name: name, StartTime: now, ObservedState: observed, Message: msg, Attempt: u.attempt})
 	}
 	u.mu.Unlock()
 	u.log.Info("operation step", "step", name, "observed_state", observed, "message", msg)
@@ -443,6 +444,12 @@ func (u *run) execute(ctx context.Context) *ironlinkv1.OperationProgress {
 		res := u.pass(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if res.Permanent() || res.IsDone() {
+			u.unmark(ctx)
+			if ctx.Err() != nil {
+				return nil
+			}
 		}
 		switch {
 		case res.Permanent() && res.Reason == reasonCancelled:

@@ -133,8 +133,9 @@ func (f *Fixture) UpdateNode(id string, fn func(*ironic.Node)) bool {
 	return true
 }
 
-// DeleteNode removes node id (its provider stays, as in Placement).
-func (f *Fixture) DeleteNode(id string) {
+// RemoveNode removes node id behind the runner's back, as someone else
+// deleting it would (its provider stays, as in Placement).
+func (f *Fixture) RemoveNode(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.nodes, id)

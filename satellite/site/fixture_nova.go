@@ -77,6 +77,16 @@ func (f *Fixture) CreateServer(_ context.Context, o nova.CreateServerOpts) (stri
 		f.changedLocked(id)
 		return id, nil
 	}
+	if fb := f.provLocked(o.NodeUUID).failBoot; fb[0] != "" {
+		// nova-compute refused the node (as with a stale instance_uuid):
+		// the build was rescheduled until Nova gave up.
+		s.Status, s.TaskState, s.HypervisorHostname, s.FaultMessage = "ERROR", "", "", fb[0]
+		p := f.provLocked(o.NodeUUID)
+		p.lastError, p.failBoot = fb[1], [2]string{}
+		f.servers = append(f.servers, s)
+		f.changedLocked(id)
+		return id, nil
+	}
 	f.servers = append(f.servers, s)
 	n.InstanceUUID = id
 	f.nodes[o.NodeUUID] = n
@@ -108,6 +118,15 @@ func (f *Fixture) DeleteServer(_ context.Context, id string) error {
 		f.firstStateLocked(host)
 	}
 	return nil
+}
+
+// FailNextBoot makes the next server booted on node id end in ERROR with
+// Nova's fault and the node's last_error lastError, the server never
+// reaching the node.
+func (f *Fixture) FailNextBoot(id, fault, lastError string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.provLocked(id).failBoot = [2]string{fault, lastError}
 }
 
 // ImageIDs implements Images.

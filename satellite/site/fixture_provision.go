@@ -44,6 +44,8 @@ const (
 	MethodCreateServer      = "CreateServer"
 	MethodDeleteServer      = "DeleteServer"
 	MethodImageIDs          = "ImageIDs"
+	MethodDeleteNode        = "DeleteNode"
+	MethodPortByAddress     = "PortByAddress"
 )
 
 // provisioning is what the Fixture keeps of a node beyond ironic.Node.
@@ -55,10 +57,12 @@ type provisioning struct {
 	lastError    string
 	updated      int // provision_updated_at, in seconds after fixtureEpoch
 	ports        []ironic.Port
-	path         []string // the states still to pass through
-	failNext     string   // last_error of the next action, which then fails
-	held         bool     // stays in a wait state until Hold(false)
-	locked       string   // conductor holding the node ("" = free)
+	path         []string  // the states still to pass through
+	failNext     string    // last_error of the next action, which then fails
+	failTarget   string    // the target failNext applies to ("" any)
+	held         bool      // stays in a wait state until Hold(false)
+	locked       string    // conductor holding the node ("" = free)
+	failBoot     [2]string // Nova fault and node last_error of the next boot, which then fails
 }
 
 var fixtureEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -138,10 +142,15 @@ func (f *Fixture) Lock(id, host string) {
 // FailNextAction makes node id's next provision action end in its failure
 // state (clean failed, inspect failed, deploy failed, error; back to
 // enroll for manage) with lastError.
-func (f *Fixture) FailNextAction(id, lastError string) {
+func (f *Fixture) FailNextAction(id, lastError string) { f.FailNextActionOf(id, "", lastError) }
+
+// FailNextActionOf is FailNextAction for the next action with target only
+// ("" any target); other actions succeed meanwhile.
+func (f *Fixture) FailNextActionOf(id, target, lastError string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.provLocked(id).failNext = lastError
+	p := f.provLocked(id)
+	p.failNext, p.failTarget = lastError, target
 }
 
 // PutFlavor adds or replaces a Nova flavor.
@@ -350,6 +359,57 @@ func (f *Fixture) CreatePort(_ context.Context, nodeUUID, mac string, _ bool) er
 	return nil
 }
 
+// PortByAddress implements IronicProvisioning.
+func (f *Fixture) PortByAddress(_ context.Context, mac string) (ironic.Port, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.beginLocked(Call{Method: MethodPortByAddress, ID: mac}); err != nil {
+		return ironic.Port{}, false, err
+	}
+	for id, p := range f.prov {
+		if _, live := f.nodes[id]; !live {
+			continue
+		}
+		for _, o := range p.ports {
+			if strings.EqualFold(o.Address, mac) {
+				o.NodeUUID = id
+				return o, true, nil
+			}
+		}
+	}
+	return ironic.Port{}, false, nil
+}
+
+// deletable are the states Ironic deletes a node from (out of
+// maintenance).
+var deletable = []string{"enroll", "manageable", "available", "adopt failed", "inspect failed", "clean failed"}
+
+// DeleteNode implements IronicProvisioning: the node and its ports go; a
+// node in another state answers 409, a locked one 409 NodeLocked.
+func (f *Fixture) DeleteNode(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.beginLocked(Call{Method: MethodDeleteNode, ID: id}); err != nil {
+		return err
+	}
+	n, ok := f.nodes[id]
+	if !ok {
+		return nil
+	}
+	url := "/v1/nodes/" + id
+	if err := f.writableLocked(id, "DELETE", url); err != nil {
+		return f.endLocked(err)
+	}
+	if !slices.Contains(deletable, n.ProvisionState) {
+		return f.endLocked(httpError(http.StatusConflict, "DELETE", url, fmt.Sprintf("Can not delete node %s while it is in state %q.", id, n.ProvisionState)))
+	}
+	delete(f.nodes, id)
+	delete(f.prov, id)
+	f.order = slices.DeleteFunc(f.order, func(s string) bool { return s == id })
+	f.changedLocked(id)
+	return nil
+}
+
 // SetTraits implements IronicProvisioning.
 func (f *Fixture) SetTraits(_ context.Context, id string, traits []string) error {
 	f.mu.Lock()
@@ -372,7 +432,7 @@ func (f *Fixture) SetTraits(_ context.Context, id string, traits []string) error
 	return nil
 }
 
-// PatchNode implements IronicProvisioning for "add" and "replace" of
+// PatchNode implements IronicProvisioning for "add", "replace" and "remove" of
 // /extra/<key> and /instance_info/<key>.
 func (f *Fixture) PatchNode(_ context.Context, id string, ops []ironic.PatchOp) (ironic.NodeDetail, error) {
 	f.mu.Lock()
@@ -398,6 +458,14 @@ func (f *Fixture) PatchNode(_ context.Context, id string, ops []ironic.PatchOp) 
 			return ironic.NodeDetail{}, f.endLocked(httpError(http.StatusBadRequest, "PATCH", "/v1/nodes/"+id, "fixture: cannot patch "+op.Path))
 		}
 		key := op.Path[strings.LastIndex(op.Path, "/")+1:]
+		if op.Op == "remove" {
+			if _, ok := m[key]; !ok {
+				return ironic.NodeDetail{}, f.endLocked(httpError(http.StatusBadRequest, "PATCH", "/v1/nodes/"+id,
+					"Adding a new attribute ("+op.Path+") to the root of the resource is not allowed."))
+			}
+			delete(m, key)
+			continue
+		}
 		var v any
 		b, _ := json.Marshal(op.Value)
 		_ = json.Unmarshal(b, &v)
@@ -433,7 +501,7 @@ func (f *Fixture) SetProvisionState(_ context.Context, id, target string, _ map[
 	}
 	p.path = slices.Clone(path)
 	p.lastError = ""
-	if p.failNext != "" && failState[target] != "" {
+	if p.failNext != "" && failState[target] != "" && (p.failTarget == "" || p.failTarget == target) {
 		p.path = append(p.path[:len(p.path)-1:len(p.path)-1], failState[target])
 		p.lastError, p.failNext = p.failNext, ""
 	}

@@ -66,6 +66,14 @@ type IronicProvisioning interface {
 	// CreatePort creates a port. Not idempotent: a MAC that exists
 	// answers 409.
 	CreatePort(ctx context.Context, nodeUUID, mac string, pxe bool) error
+	// PortByAddress returns the port with MAC mac and its node (found
+	// false: no port has it). Read-only.
+	PortByAddress(ctx context.Context, mac string) (ironic.Port, bool, error)
+	// DeleteNode deletes a node (the operations runner deletes only a node
+	// its own ENROL created and could not finish). Idempotent: a node
+	// Ironic does not have is a success; Ironic refuses a node in a state
+	// it cannot delete from (400/409).
+	DeleteNode(ctx context.Context, nodeID string) error
 	// SetTraits replaces the node's traits. Idempotent.
 	SetTraits(ctx context.Context, nodeID string, traits []string) error
 	// PatchNode applies a JSON patch and returns the node after it.

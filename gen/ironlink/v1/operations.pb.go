@@ -733,7 +733,14 @@ type OperationStep struct {
 	// Ironic provision_state (or Nova server status) last seen in the step.
 	ObservedState string `protobuf:"bytes,4,opt,name=observed_state,json=observedState,proto3" json:"observed_state,omitempty"`
 	// What happened, for example "node created (uuid …)", "already manageable".
-	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// The delivery attempt (Operation.attempts at the time) under which the
+	// satellite started the step; 0 from satellites that do not say. Steps of
+	// earlier attempts (a satellite that was restarted) are kept by the hub.
+	Attempt int32 `protobuf:"varint,6,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The writes the step sent to Ironic or Nova, in order, with what they
+	// answered (at most 20 per step, the newest kept).
+	Requests      []*StepRequest `protobuf:"bytes,7,rep,name=requests,proto3" json:"requests,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -803,6 +810,135 @@ func (x *OperationStep) GetMessage() string {
 	return ""
 }
 
+func (x *OperationStep) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *OperationStep) GetRequests() []*StepRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+// StepRequest is one request an operation step sent to OpenStack and what
+// OpenStack answered.
+type StepRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// HTTP method, for example "PUT".
+	Method string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	// Service and path without the query, for example
+	// "baremetal /v1/nodes/8d1c…/states/provision" or "compute /v2.1/servers".
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// The target or body summary, for example "target=manage",
+	// "remove /extra/ironlink_operation"; empty when the path says it all.
+	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// HTTP status of the last answer (0: no answer, for example a
+	// connection failure or a timeout).
+	Status int32 `protobuf:"varint,4,opt,name=status,proto3" json:"status,omitempty"`
+	// The error OpenStack answered with (Ironic's faultstring, Nova's
+	// message), empty on success.
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// Tries the client made (more than 1 when it retried 409 NodeLocked or
+	// 502/503/504).
+	Tries int32 `protobuf:"varint,6,opt,name=tries,proto3" json:"tries,omitempty"`
+	// When the request was answered (or given up).
+	Time *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=time,proto3" json:"time,omitempty"`
+	// The delivery attempt under which it was sent.
+	Attempt       int32 `protobuf:"varint,8,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StepRequest) Reset() {
+	*x = StepRequest{}
+	mi := &file_ironlink_v1_operations_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StepRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StepRequest) ProtoMessage() {}
+
+func (x *StepRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_operations_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StepRequest.ProtoReflect.Descriptor instead.
+func (*StepRequest) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *StepRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *StepRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *StepRequest) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *StepRequest) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *StepRequest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *StepRequest) GetTries() int32 {
+	if x != nil {
+		return x.Tries
+	}
+	return 0
+}
+
+func (x *StepRequest) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *StepRequest) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
 // Operation is one unit of desired work on one target.
 type Operation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -856,7 +992,7 @@ type Operation struct {
 
 func (x *Operation) Reset() {
 	*x = Operation{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[8]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +1004,7 @@ func (x *Operation) String() string {
 func (*Operation) ProtoMessage() {}
 
 func (x *Operation) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[8]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1017,7 @@ func (x *Operation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operation.ProtoReflect.Descriptor instead.
 func (*Operation) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{8}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Operation) GetOperationId() string {
@@ -1065,7 +1201,7 @@ type StartOperationRequest struct {
 
 func (x *StartOperationRequest) Reset() {
 	*x = StartOperationRequest{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[9]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1213,7 @@ func (x *StartOperationRequest) String() string {
 func (*StartOperationRequest) ProtoMessage() {}
 
 func (x *StartOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[9]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1226,7 @@ func (x *StartOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartOperationRequest.ProtoReflect.Descriptor instead.
 func (*StartOperationRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{9}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StartOperationRequest) GetKind() OperationKind {
@@ -1155,7 +1291,7 @@ type StartOperationResponse struct {
 
 func (x *StartOperationResponse) Reset() {
 	*x = StartOperationResponse{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[10]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1303,7 @@ func (x *StartOperationResponse) String() string {
 func (*StartOperationResponse) ProtoMessage() {}
 
 func (x *StartOperationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[10]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1316,7 @@ func (x *StartOperationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartOperationResponse.ProtoReflect.Descriptor instead.
 func (*StartOperationResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{10}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StartOperationResponse) GetGroupId() string {
@@ -1208,7 +1344,7 @@ type GetOperationRequest struct {
 
 func (x *GetOperationRequest) Reset() {
 	*x = GetOperationRequest{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[11]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1356,7 @@ func (x *GetOperationRequest) String() string {
 func (*GetOperationRequest) ProtoMessage() {}
 
 func (x *GetOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[11]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1369,7 @@ func (x *GetOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOperationRequest.ProtoReflect.Descriptor instead.
 func (*GetOperationRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{11}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetOperationRequest) GetOperationId() string {
@@ -1254,7 +1390,7 @@ type GetOperationResponse struct {
 
 func (x *GetOperationResponse) Reset() {
 	*x = GetOperationResponse{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[12]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1402,7 @@ func (x *GetOperationResponse) String() string {
 func (*GetOperationResponse) ProtoMessage() {}
 
 func (x *GetOperationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[12]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1415,7 @@ func (x *GetOperationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOperationResponse.ProtoReflect.Descriptor instead.
 func (*GetOperationResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{12}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetOperationResponse) GetOperation() *Operation {
@@ -1314,7 +1450,7 @@ type ListOperationsRequest struct {
 
 func (x *ListOperationsRequest) Reset() {
 	*x = ListOperationsRequest{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[13]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1462,7 @@ func (x *ListOperationsRequest) String() string {
 func (*ListOperationsRequest) ProtoMessage() {}
 
 func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[13]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1475,7 @@ func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{13}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListOperationsRequest) GetSite() string {
@@ -1404,7 +1540,7 @@ type ListOperationsResponse struct {
 
 func (x *ListOperationsResponse) Reset() {
 	*x = ListOperationsResponse{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[14]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1552,7 @@ func (x *ListOperationsResponse) String() string {
 func (*ListOperationsResponse) ProtoMessage() {}
 
 func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[14]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1565,7 @@ func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{14}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListOperationsResponse) GetOperations() []*Operation {
@@ -1459,7 +1595,7 @@ type CancelOperationRequest struct {
 
 func (x *CancelOperationRequest) Reset() {
 	*x = CancelOperationRequest{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[15]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1607,7 @@ func (x *CancelOperationRequest) String() string {
 func (*CancelOperationRequest) ProtoMessage() {}
 
 func (x *CancelOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[15]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1620,7 @@ func (x *CancelOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOperationRequest.ProtoReflect.Descriptor instead.
 func (*CancelOperationRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{15}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelOperationRequest) GetOperationId() string {
@@ -1512,7 +1648,7 @@ type CancelOperationResponse struct {
 
 func (x *CancelOperationResponse) Reset() {
 	*x = CancelOperationResponse{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[16]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1660,7 @@ func (x *CancelOperationResponse) String() string {
 func (*CancelOperationResponse) ProtoMessage() {}
 
 func (x *CancelOperationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[16]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1673,7 @@ func (x *CancelOperationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOperationResponse.ProtoReflect.Descriptor instead.
 func (*CancelOperationResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{16}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelOperationResponse) GetOperation() *Operation {
@@ -1558,7 +1694,7 @@ type WatchOperationRequest struct {
 
 func (x *WatchOperationRequest) Reset() {
 	*x = WatchOperationRequest{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[17]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1706,7 @@ func (x *WatchOperationRequest) String() string {
 func (*WatchOperationRequest) ProtoMessage() {}
 
 func (x *WatchOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[17]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1719,7 @@ func (x *WatchOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOperationRequest.ProtoReflect.Descriptor instead.
 func (*WatchOperationRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{17}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchOperationRequest) GetOperationId() string {
@@ -1604,7 +1740,7 @@ type WatchOperationResponse struct {
 
 func (x *WatchOperationResponse) Reset() {
 	*x = WatchOperationResponse{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[18]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1752,7 @@ func (x *WatchOperationResponse) String() string {
 func (*WatchOperationResponse) ProtoMessage() {}
 
 func (x *WatchOperationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[18]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1765,7 @@ func (x *WatchOperationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOperationResponse.ProtoReflect.Descriptor instead.
 func (*WatchOperationResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{18}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchOperationResponse) GetOperation() *Operation {
@@ -1674,7 +1810,7 @@ type OperationRequest struct {
 
 func (x *OperationRequest) Reset() {
 	*x = OperationRequest{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[19]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1822,7 @@ func (x *OperationRequest) String() string {
 func (*OperationRequest) ProtoMessage() {}
 
 func (x *OperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[19]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1835,7 @@ func (x *OperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationRequest.ProtoReflect.Descriptor instead.
 func (*OperationRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{19}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OperationRequest) GetOperationId() string {
@@ -1782,7 +1918,10 @@ type OperationProgress struct {
 	Attempt int32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// RUNNING, SUCCEEDED, FAILED or CANCELLED.
 	State OperationState `protobuf:"varint,3,opt,name=state,proto3,enum=ironlink.v1.OperationState" json:"state,omitempty"`
-	// Every step so far, in order (the hub replaces its stored list).
+	// Every step this satellite process took so far, in order, each with the
+	// attempt it started under: the hub replaces its stored steps of that
+	// attempt and later ones, and keeps those of earlier attempts (taken by a
+	// satellite process that has since ended).
 	Steps []*OperationStep `protobuf:"bytes,4,rep,name=steps,proto3" json:"steps,omitempty"`
 	// Ironic node UUID (for ENROL: once the node exists).
 	DeviceId string `protobuf:"bytes,5,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
@@ -1805,7 +1944,7 @@ type OperationProgress struct {
 
 func (x *OperationProgress) Reset() {
 	*x = OperationProgress{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[20]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1817,7 +1956,7 @@ func (x *OperationProgress) String() string {
 func (*OperationProgress) ProtoMessage() {}
 
 func (x *OperationProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[20]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1830,7 +1969,7 @@ func (x *OperationProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationProgress.ProtoReflect.Descriptor instead.
 func (*OperationProgress) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{20}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OperationProgress) GetOperationId() string {
@@ -1964,14 +2103,25 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\x06deploy\x18\x02 \x01(\v2\x19.ironlink.v1.DeployParamsR\x06deploy\x12>\n" +
 	"\vnova_create\x18\x03 \x01(\v2\x1d.ironlink.v1.NovaCreateParamsR\n" +
 	"novaCreate\x12\x1b\n" +
-	"\tserver_id\x18\x04 \x01(\tR\bserverId\"\xd6\x01\n" +
+	"\tserver_id\x18\x04 \x01(\tR\bserverId\"\xa6\x02\n" +
 	"\rOperationStep\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\n" +
 	"start_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12%\n" +
 	"\x0eobserved_state\x18\x04 \x01(\tR\robservedState\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xd9\x06\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12\x18\n" +
+	"\aattempt\x18\x06 \x01(\x05R\aattempt\x124\n" +
+	"\brequests\x18\a \x03(\v2\x18.ironlink.v1.StepRequestR\brequests\"\xdf\x01\n" +
+	"\vStepRequest\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x16\n" +
+	"\x06status\x18\x04 \x01(\x05R\x06status\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x14\n" +
+	"\x05tries\x18\x06 \x01(\x05R\x05tries\x12.\n" +
+	"\x04time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
+	"\aattempt\x18\b \x01(\x05R\aattempt\"\xd9\x06\n" +
 	"\tOperation\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
 	"\bgroup_id\x18\x02 \x01(\tR\agroupId\x12\x12\n" +
@@ -2106,7 +2256,7 @@ func file_ironlink_v1_operations_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_operations_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ironlink_v1_operations_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_ironlink_v1_operations_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_ironlink_v1_operations_proto_goTypes = []any{
 	(OperationKind)(0),              // 0: ironlink.v1.OperationKind
 	(OperationState)(0),             // 1: ironlink.v1.OperationState
@@ -2118,75 +2268,78 @@ var file_ironlink_v1_operations_proto_goTypes = []any{
 	(*NovaCreateParams)(nil),        // 7: ironlink.v1.NovaCreateParams
 	(*OperationParams)(nil),         // 8: ironlink.v1.OperationParams
 	(*OperationStep)(nil),           // 9: ironlink.v1.OperationStep
-	(*Operation)(nil),               // 10: ironlink.v1.Operation
-	(*StartOperationRequest)(nil),   // 11: ironlink.v1.StartOperationRequest
-	(*StartOperationResponse)(nil),  // 12: ironlink.v1.StartOperationResponse
-	(*GetOperationRequest)(nil),     // 13: ironlink.v1.GetOperationRequest
-	(*GetOperationResponse)(nil),    // 14: ironlink.v1.GetOperationResponse
-	(*ListOperationsRequest)(nil),   // 15: ironlink.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil),  // 16: ironlink.v1.ListOperationsResponse
-	(*CancelOperationRequest)(nil),  // 17: ironlink.v1.CancelOperationRequest
-	(*CancelOperationResponse)(nil), // 18: ironlink.v1.CancelOperationResponse
-	(*WatchOperationRequest)(nil),   // 19: ironlink.v1.WatchOperationRequest
-	(*WatchOperationResponse)(nil),  // 20: ironlink.v1.WatchOperationResponse
-	(*OperationRequest)(nil),        // 21: ironlink.v1.OperationRequest
-	(*OperationProgress)(nil),       // 22: ironlink.v1.OperationProgress
-	nil,                             // 23: ironlink.v1.NodeSpec.DriverInfoEntry
-	nil,                             // 24: ironlink.v1.DeployParams.CapabilitiesEntry
-	(*structpb.Struct)(nil),         // 25: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),   // 26: google.protobuf.Timestamp
+	(*StepRequest)(nil),             // 10: ironlink.v1.StepRequest
+	(*Operation)(nil),               // 11: ironlink.v1.Operation
+	(*StartOperationRequest)(nil),   // 12: ironlink.v1.StartOperationRequest
+	(*StartOperationResponse)(nil),  // 13: ironlink.v1.StartOperationResponse
+	(*GetOperationRequest)(nil),     // 14: ironlink.v1.GetOperationRequest
+	(*GetOperationResponse)(nil),    // 15: ironlink.v1.GetOperationResponse
+	(*ListOperationsRequest)(nil),   // 16: ironlink.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),  // 17: ironlink.v1.ListOperationsResponse
+	(*CancelOperationRequest)(nil),  // 18: ironlink.v1.CancelOperationRequest
+	(*CancelOperationResponse)(nil), // 19: ironlink.v1.CancelOperationResponse
+	(*WatchOperationRequest)(nil),   // 20: ironlink.v1.WatchOperationRequest
+	(*WatchOperationResponse)(nil),  // 21: ironlink.v1.WatchOperationResponse
+	(*OperationRequest)(nil),        // 22: ironlink.v1.OperationRequest
+	(*OperationProgress)(nil),       // 23: ironlink.v1.OperationProgress
+	nil,                             // 24: ironlink.v1.NodeSpec.DriverInfoEntry
+	nil,                             // 25: ironlink.v1.DeployParams.CapabilitiesEntry
+	(*structpb.Struct)(nil),         // 26: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),   // 27: google.protobuf.Timestamp
 }
 var file_ironlink_v1_operations_proto_depIdxs = []int32{
-	23, // 0: ironlink.v1.NodeSpec.driver_info:type_name -> ironlink.v1.NodeSpec.DriverInfoEntry
-	25, // 1: ironlink.v1.NodeSpec.properties:type_name -> google.protobuf.Struct
+	24, // 0: ironlink.v1.NodeSpec.driver_info:type_name -> ironlink.v1.NodeSpec.DriverInfoEntry
+	26, // 1: ironlink.v1.NodeSpec.properties:type_name -> google.protobuf.Struct
 	3,  // 2: ironlink.v1.NodeSpec.ports:type_name -> ironlink.v1.PortSpec
-	25, // 3: ironlink.v1.CleanStep.args:type_name -> google.protobuf.Struct
-	24, // 4: ironlink.v1.DeployParams.capabilities:type_name -> ironlink.v1.DeployParams.CapabilitiesEntry
+	26, // 3: ironlink.v1.CleanStep.args:type_name -> google.protobuf.Struct
+	25, // 4: ironlink.v1.DeployParams.capabilities:type_name -> ironlink.v1.DeployParams.CapabilitiesEntry
 	6,  // 5: ironlink.v1.DeployParams.config_drive:type_name -> ironlink.v1.ConfigDrive
 	4,  // 6: ironlink.v1.OperationParams.clean_steps:type_name -> ironlink.v1.CleanStep
 	5,  // 7: ironlink.v1.OperationParams.deploy:type_name -> ironlink.v1.DeployParams
 	7,  // 8: ironlink.v1.OperationParams.nova_create:type_name -> ironlink.v1.NovaCreateParams
-	26, // 9: ironlink.v1.OperationStep.start_time:type_name -> google.protobuf.Timestamp
-	26, // 10: ironlink.v1.OperationStep.end_time:type_name -> google.protobuf.Timestamp
-	0,  // 11: ironlink.v1.Operation.kind:type_name -> ironlink.v1.OperationKind
-	2,  // 12: ironlink.v1.Operation.node:type_name -> ironlink.v1.NodeSpec
-	8,  // 13: ironlink.v1.Operation.params:type_name -> ironlink.v1.OperationParams
-	1,  // 14: ironlink.v1.Operation.state:type_name -> ironlink.v1.OperationState
-	26, // 15: ironlink.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
-	26, // 16: ironlink.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
-	26, // 17: ironlink.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
-	9,  // 18: ironlink.v1.Operation.steps:type_name -> ironlink.v1.OperationStep
-	0,  // 19: ironlink.v1.StartOperationRequest.kind:type_name -> ironlink.v1.OperationKind
-	2,  // 20: ironlink.v1.StartOperationRequest.nodes:type_name -> ironlink.v1.NodeSpec
-	8,  // 21: ironlink.v1.StartOperationRequest.params:type_name -> ironlink.v1.OperationParams
-	10, // 22: ironlink.v1.StartOperationResponse.operations:type_name -> ironlink.v1.Operation
-	10, // 23: ironlink.v1.GetOperationResponse.operation:type_name -> ironlink.v1.Operation
-	0,  // 24: ironlink.v1.ListOperationsRequest.kinds:type_name -> ironlink.v1.OperationKind
-	1,  // 25: ironlink.v1.ListOperationsRequest.states:type_name -> ironlink.v1.OperationState
-	10, // 26: ironlink.v1.ListOperationsResponse.operations:type_name -> ironlink.v1.Operation
-	10, // 27: ironlink.v1.CancelOperationResponse.operation:type_name -> ironlink.v1.Operation
-	10, // 28: ironlink.v1.WatchOperationResponse.operation:type_name -> ironlink.v1.Operation
-	0,  // 29: ironlink.v1.OperationRequest.kind:type_name -> ironlink.v1.OperationKind
-	2,  // 30: ironlink.v1.OperationRequest.node:type_name -> ironlink.v1.NodeSpec
-	8,  // 31: ironlink.v1.OperationRequest.params:type_name -> ironlink.v1.OperationParams
-	1,  // 32: ironlink.v1.OperationProgress.state:type_name -> ironlink.v1.OperationState
-	9,  // 33: ironlink.v1.OperationProgress.steps:type_name -> ironlink.v1.OperationStep
-	26, // 34: ironlink.v1.OperationProgress.observed_time:type_name -> google.protobuf.Timestamp
-	11, // 35: ironlink.v1.OperationService.StartOperation:input_type -> ironlink.v1.StartOperationRequest
-	13, // 36: ironlink.v1.OperationService.GetOperation:input_type -> ironlink.v1.GetOperationRequest
-	15, // 37: ironlink.v1.OperationService.ListOperations:input_type -> ironlink.v1.ListOperationsRequest
-	17, // 38: ironlink.v1.OperationService.CancelOperation:input_type -> ironlink.v1.CancelOperationRequest
-	19, // 39: ironlink.v1.OperationService.WatchOperation:input_type -> ironlink.v1.WatchOperationRequest
-	12, // 40: ironlink.v1.OperationService.StartOperation:output_type -> ironlink.v1.StartOperationResponse
-	14, // 41: ironlink.v1.OperationService.GetOperation:output_type -> ironlink.v1.GetOperationResponse
-	16, // 42: ironlink.v1.OperationService.ListOperations:output_type -> ironlink.v1.ListOperationsResponse
-	18, // 43: ironlink.v1.OperationService.CancelOperation:output_type -> ironlink.v1.CancelOperationResponse
-	20, // 44: ironlink.v1.OperationService.WatchOperation:output_type -> ironlink.v1.WatchOperationResponse
-	40, // [40:45] is the sub-list for method output_type
-	35, // [35:40] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	27, // 9: ironlink.v1.OperationStep.start_time:type_name -> google.protobuf.Timestamp
+	27, // 10: ironlink.v1.OperationStep.end_time:type_name -> google.protobuf.Timestamp
+	10, // 11: ironlink.v1.OperationStep.requests:type_name -> ironlink.v1.StepRequest
+	27, // 12: ironlink.v1.StepRequest.time:type_name -> google.protobuf.Timestamp
+	0,  // 13: ironlink.v1.Operation.kind:type_name -> ironlink.v1.OperationKind
+	2,  // 14: ironlink.v1.Operation.node:type_name -> ironlink.v1.NodeSpec
+	8,  // 15: ironlink.v1.Operation.params:type_name -> ironlink.v1.OperationParams
+	1,  // 16: ironlink.v1.Operation.state:type_name -> ironlink.v1.OperationState
+	27, // 17: ironlink.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
+	27, // 18: ironlink.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
+	27, // 19: ironlink.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
+	9,  // 20: ironlink.v1.Operation.steps:type_name -> ironlink.v1.OperationStep
+	0,  // 21: ironlink.v1.StartOperationRequest.kind:type_name -> ironlink.v1.OperationKind
+	2,  // 22: ironlink.v1.StartOperationRequest.nodes:type_name -> ironlink.v1.NodeSpec
+	8,  // 23: ironlink.v1.StartOperationRequest.params:type_name -> ironlink.v1.OperationParams
+	11, // 24: ironlink.v1.StartOperationResponse.operations:type_name -> ironlink.v1.Operation
+	11, // 25: ironlink.v1.GetOperationResponse.operation:type_name -> ironlink.v1.Operation
+	0,  // 26: ironlink.v1.ListOperationsRequest.kinds:type_name -> ironlink.v1.OperationKind
+	1,  // 27: ironlink.v1.ListOperationsRequest.states:type_name -> ironlink.v1.OperationState
+	11, // 28: ironlink.v1.ListOperationsResponse.operations:type_name -> ironlink.v1.Operation
+	11, // 29: ironlink.v1.CancelOperationResponse.operation:type_name -> ironlink.v1.Operation
+	11, // 30: ironlink.v1.WatchOperationResponse.operation:type_name -> ironlink.v1.Operation
+	0,  // 31: ironlink.v1.OperationRequest.kind:type_name -> ironlink.v1.OperationKind
+	2,  // 32: ironlink.v1.OperationRequest.node:type_name -> ironlink.v1.NodeSpec
+	8,  // 33: ironlink.v1.OperationRequest.params:type_name -> ironlink.v1.OperationParams
+	1,  // 34: ironlink.v1.OperationProgress.state:type_name -> ironlink.v1.OperationState
+	9,  // 35: ironlink.v1.OperationProgress.steps:type_name -> ironlink.v1.OperationStep
+	27, // 36: ironlink.v1.OperationProgress.observed_time:type_name -> google.protobuf.Timestamp
+	12, // 37: ironlink.v1.OperationService.StartOperation:input_type -> ironlink.v1.StartOperationRequest
+	14, // 38: ironlink.v1.OperationService.GetOperation:input_type -> ironlink.v1.GetOperationRequest
+	16, // 39: ironlink.v1.OperationService.ListOperations:input_type -> ironlink.v1.ListOperationsRequest
+	18, // 40: ironlink.v1.OperationService.CancelOperation:input_type -> ironlink.v1.CancelOperationRequest
+	20, // 41: ironlink.v1.OperationService.WatchOperation:input_type -> ironlink.v1.WatchOperationRequest
+	13, // 42: ironlink.v1.OperationService.StartOperation:output_type -> ironlink.v1.StartOperationResponse
+	15, // 43: ironlink.v1.OperationService.GetOperation:output_type -> ironlink.v1.GetOperationResponse
+	17, // 44: ironlink.v1.OperationService.ListOperations:output_type -> ironlink.v1.ListOperationsResponse
+	19, // 45: ironlink.v1.OperationService.CancelOperation:output_type -> ironlink.v1.CancelOperationResponse
+	21, // 46: ironlink.v1.OperationService.WatchOperation:output_type -> ironlink.v1.WatchOperationResponse
+	42, // [42:47] is the sub-list for method output_type
+	37, // [37:42] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_operations_proto_init() }
@@ -2200,7 +2353,7 @@ func file_ironlink_v1_operations_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_operations_proto_rawDesc), len(file_ironlink_v1_operations_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
