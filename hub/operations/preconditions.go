@@ -76,24 +76,20 @@ var Preconditions = map[store.OperationKind]Precondition{
 		"inspect failed": "manage, provide",
 	}, OffersToCustomers: true},
 	"DEPLOY": {From: map[string]string{
-		"available":     "deploy",
-		"deploy failed": "deploy",
-		"active":        "",
+		"available": "deploy",
+		"active":    "",
 	}, Maintenance: maintIronicDeploy, Instance: InstanceNone, OffersToCustomers: true},
 	"UNDEPLOY": {From: map[string]string{
 		"active":        "deleted",
 		"deploy failed": "deleted",
-		"error":         "deleted",
 		"available":     "",
 	}, Instance: InstanceNone},
 	"NOVA_CREATE": {From: map[string]string{
 		"available": "Nova server create (Nova deploys the node)",
 	}, Maintenance: maintNova, Instance: InstanceNone, PowerError: true, OffersToCustomers: true},
 	"NOVA_DELETE": {From: map[string]string{
-		"active":        "Nova server delete (Nova tears the node down)",
-		"deploy failed": "Nova server delete",
-		"error":         "Nova server delete",
-		"available":     "",
+		"active":    "Nova server delete (Nova tears the node down)",
+		"available": "",
 	}},
 }
 

@@ -51,11 +51,16 @@ var goals = map[store.OperationKind]struct{ state, verb string }{
 // credentials the hub does not hold); adopt failed has no ADOPT kind to
 // recover it; rescue and rescue failed belong to rescue, which ironlink
 // does not run; an available node is not taken to manageable by INSPECT or
-// CLEAN as a side effect (it would leave Nova's pool).
+// CLEAN as a side effect (it would leave Nova's pool); the satellite ends
+// DEPLOY that meets deploy failed, and UNDEPLOY that meets error, as FAILED
+// (it cannot tell an earlier failure from its own), so the hub refuses them
+// rather than accept what will fail at once.
 var notTaken = map[store.OperationKind][]string{
-	"":        {"enroll", "adopt failed", "rescue", "rescue failed"},
-	"INSPECT": {"available"},
-	"CLEAN":   {"available"},
+	"":         {"enroll", "adopt failed", "rescue", "rescue failed"},
+	"INSPECT":  {"available"},
+	"CLEAN":    {"available"},
+	"DEPLOY":   {"deploy failed"},
+	"UNDEPLOY": {"error"},
 }
 
 // TestPreconditionsFollowIronicsStateMachine: every state the table
