@@ -248,18 +248,8 @@ const ReasonAwaitingFreshEvidence = "AwaitingFreshEvidence"
 func (s *Store) RecordPolicyDecision(ctx context.Context, d PolicyDecision) (out PolicyDecision, recorded bool, err error) {
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		out, recorded = d, false
-		if d.Recheck != nil && (d.Action == "QUARANTINE" || d.Action == "RELEASE") {
-			ev, err := lockEvidence(ctx, tx, d.Site)
-			if err != nil {
-				return err
-			}
-			if why := d.Recheck(ev); why != "" {
-				if d.Action == "RELEASE" {
-					return errNotFresh
-				}
-				out.Action, out.Reason, out.Trips = "PENDING", ReasonAwaitingFreshEvidence, false
-				out.Detail = "re-checked before sending: " + why
-			}
+		if err := recheckEvidence(ctx, tx, &out); err != nil {
+			return err
 		}
 		var desired string
 		err := tx.QueryRow(ctx, `SELECT desired_impairment FROM devices WHERE id = $1 FOR UPDATE`, d.DeviceID).Scan(&desired)
@@ -347,6 +337,28 @@ func (s *Store) RecordPolicyDecision(ctx context.Context, d PolicyDecision) (out
 		return d, false, nil
 	}
 	return out, recorded, err
+}
+
+// recheckEvidence re-checks, with the site's row held (lockEvidence), the
+// evidence of a decision that sends a command: a quarantine whose evidence
+// is no longer fresh becomes PENDING AwaitingFreshEvidence in *d, a release
+// returns errNotFresh (it waits for the next pass). Other decisions pass.
+func recheckEvidence(ctx context.Context, tx pgx.Tx, d *PolicyDecision) error {
+	if d.Recheck == nil || (d.Action != "QUARANTINE" && d.Action != "RELEASE") {
+		return nil
+	}
+	ev, err := lockEvidence(ctx, tx, d.Site)
+	if err != nil {
+		return err
+	}
+	if why := d.Recheck(ev); why != "" {
+		if d.Action == "RELEASE" {
+			return errNotFresh
+		}
+		d.Action, d.Reason, d.Trips = "PENDING", ReasonAwaitingFreshEvidence, false
+		d.Detail = "re-checked before sending: " + why
+	}
+	return nil
 }
 
 // tripGuard marks site's guard tripped at at by rule (detail: why), unless

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/logkey"
 	"github.com/ironlink/ironlink/satellite/glance"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/nova"
@@ -109,6 +110,6 @@ func (u *run) unmark(ctx context.Context) {
 		return
 	}
 	if _, err := u.patchNode(ctx, n.UUID, []patchOp{{Op: "remove", Path: "/extra/" + markerKey}}); err != nil {
-		u.log.Warn("operation ended: the marker stays in the node's extra", "node", n.UUID, "err", err)
+		u.log.Warn("operation ended: the marker stays in the node's extra", logkey.DeviceID, n.UUID, "err", err)
 	}
 }
