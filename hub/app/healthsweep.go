@@ -6,20 +6,14 @@ import (
 	"time"
 
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/periodic"
 )
 
 // runHealthSweep turns expired health conditions Unknown/Stale every
 // interval until ctx ends (store.ExpireHealth; every replica runs it, the
 // site locks keep them apart). Errors are logged and retried next tick.
 func runHealthSweep(ctx context.Context, st *store.Store, interval time.Duration, log *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	periodic.Every(ctx, interval, func() {
 		n, err := st.ExpireHealth(ctx, time.Now())
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -27,5 +21,5 @@ func runHealthSweep(ctx context.Context, st *store.Store, interval time.Duration
 		case n > 0:
 			log.Info("health conditions turned stale", "count", n)
 		}
-	}
+	})
 }

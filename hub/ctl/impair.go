@@ -62,12 +62,8 @@ SUPERSEDED, or (exit 7) when --timeout passes first.`,
 			if bf.selector != "" {
 				return a.runBulk(cmd.Context(), quarantine, &bf, &ro, reason, wait, timeout)
 			}
-			c, err := a.connect()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			devs, err := c.resolveDevices(ctx, args, site)
+			c, devs, err := a.connectAndResolve(ctx, args, site)
 			if err != nil {
 				return err
 			}

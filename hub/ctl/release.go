@@ -138,12 +138,8 @@ that does. A quarantined device is refused (release it first).`,
 			if timeout <= 0 {
 				return usageErrf("--timeout %s: want a positive duration", timeout)
 			}
-			c, err := a.connect()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			devs, err := c.resolveDevices(ctx, args, site)
+			c, devs, err := a.connectAndResolve(ctx, args, site)
 			if err != nil {
 				return err
 			}

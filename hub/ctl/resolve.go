@@ -64,6 +64,18 @@ func (c *client) getDevice(ctx context.Context, d deviceArg, historyLimit int32)
 	return r, nil
 }
 
+// connectAndResolve connects to the hub and resolves args (device names,
+// SITE/NAME or ids, as resolveDevices takes them) at site; the errors are
+// connect's and resolveDevices'.
+func (a *app) connectAndResolve(ctx context.Context, args []string, site string) (*client, []*ironlinkv1.Device, error) {
+	c, err := a.connect()
+	if err != nil {
+		return nil, nil, err
+	}
+	devs, err := c.resolveDevices(ctx, args, site)
+	return c, devs, err
+}
+
 // resolveDevices resolves every argument before anything is changed, so a
 // typo in the third name changes nothing. It returns the devices in
 // argument order, without duplicates.

@@ -330,36 +330,39 @@ func (b *rosterBuilder) add(section string, i int, e clientEntry, kind clientKin
 	b.r.ids = append(b.r.ids, c.ID)
 }
 
+// checkBoundSite checks the site of a client bound to one site (who, e.g.
+// "a satellite"): required and valid; and that it has no operator's sites
+// list. It reports whether the site itself is valid.
+func checkBoundSite(e clientEntry, who string, fail failFunc) bool {
+	ok := false
+	switch {
+	case e.Site == "":
+		fail("site is required for %s", who)
+	case !sitename.Valid(e.Site):
+		fail("site %q is invalid: [a-z0-9-], 1-63 bytes, no leading or trailing '-'", e.Site)
+	default:
+		ok = true
+	}
+	if e.Sites != nil {
+		fail("%s is bound to its site: sites is for operators", who)
+	}
+	return ok
+}
+
 // checkSatelliteBinding checks a satellite's site: required, valid, the
 // one its client id names, and no operator's sites list.
 func checkSatelliteBinding(e clientEntry, fail failFunc) {
-	switch {
-	case e.Site == "":
-		fail("site is required for a satellite")
-	case !sitename.Valid(e.Site):
-		fail("site %q is invalid: [a-z0-9-], 1-63 bytes, no leading or trailing '-'", e.Site)
-	case e.ClientID != "" && e.ClientID != SatelliteClientID(e.Site):
+	if checkBoundSite(e, "a satellite", fail) && e.ClientID != "" && e.ClientID != SatelliteClientID(e.Site) {
 		fail("a satellite of site %s must be named %s", e.Site, SatelliteClientID(e.Site))
-	}
-	if e.Sites != nil {
-		fail("a satellite is bound to its site: sites is for operators")
 	}
 }
 
 // checkCheckerBinding checks a health checker's site: required and valid,
 // no satellite's client id, no operator's sites list.
 func checkCheckerBinding(e clientEntry, fail failFunc) {
-	switch {
-	case e.Site == "":
-		fail("site is required for a health checker")
-	case !sitename.Valid(e.Site):
-		fail("site %q is invalid: [a-z0-9-], 1-63 bytes, no leading or trailing '-'", e.Site)
-	}
+	checkBoundSite(e, "a health checker", fail)
 	if strings.HasPrefix(e.ClientID, SatellitePrefix) {
 		fail("client ids starting with %s are reserved for satellites", SatellitePrefix)
-	}
-	if e.Sites != nil {
-		fail("a health checker is bound to its site: sites is for operators")
 	}
 }
 
