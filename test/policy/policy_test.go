@@ -263,7 +263,8 @@ func TestGuardPendingApproveRelease(t *testing.T) {
 	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM commands WHERE source = 'policy' AND actor = 'alice'`); n != 3 {
 		t.Fatalf("%d approved quarantines, want 3", n)
 	}
-	// A release during the trip goes through.
+	// A release during the trip goes through (the operator ends the
+	// policy's hold explicitly: all_holds).
 	dec, err := h.policy.ListPolicyDecisions(ctx, &ironlinkv1.ListPolicyDecisionsRequest{Site: "site-a",
 		Actions: []ironlinkv1.PolicyAction{ironlinkv1.PolicyAction_POLICY_ACTION_QUARANTINE}})
 	if err != nil || len(dec.GetDecisions()) != 5 {
@@ -274,7 +275,7 @@ func TestGuardPendingApproveRelease(t *testing.T) {
 			t.Fatalf("decision %d has no device_name", d.GetId())
 		}
 	}
-	rel, err := h.fleet.ReleaseDevice(ctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: dec.GetDecisions()[0].GetDeviceId(), Reason: "false alarm"})
+	rel, err := h.fleet.ReleaseDevice(ctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: dec.GetDecisions()[0].GetDeviceId(), Reason: "false alarm", AllHolds: true})
 	if err != nil || rel.GetCommand().GetDesired() != ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED {
 		t.Fatalf("release during the trip: %v %v", rel, err)
 	}
