@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 // linkTap records what real satellites send, for the exact history check
@@ -31,6 +33,7 @@ type linkTap struct {
 	acked   map[string][]*ironlinkv1.ConditionBatch // site → batches committed, in order
 	seen    map[string]bool                         // boot id/sequence: one entry per batch, resends left out
 	pending map[string]sentBatch                    // boot id/sequence → batch sent, until committed
+	boot    map[string]string                       // site → boot id of the satellite that sent last
 	errors  []string
 }
 
@@ -40,7 +43,7 @@ type sentBatch struct {
 }
 
 func newLinkTap() *linkTap {
-	return &linkTap{acked: map[string][]*ironlinkv1.ConditionBatch{}, seen: map[string]bool{}, pending: map[string]sentBatch{}}
+	return &linkTap{acked: map[string][]*ironlinkv1.ConditionBatch{}, seen: map[string]bool{}, pending: map[string]sentBatch{}, boot: map[string]string{}}
 }
 
 // tap serves a tap in front of hubAddr until the test ends and returns its address.
@@ -125,6 +128,7 @@ func (lt *linkTap) sent(site, boot string, b *ironlinkv1.ConditionBatch) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	lt.pending[fmt.Sprintf("%s/%d", boot, b.GetSequence())] = sentBatch{site, b}
+	lt.boot[site] = boot
 }
 
 // committedUpTo records as committed, in sequence order, the batches of
@@ -172,6 +176,21 @@ func (lt *linkTap) ack(site, boot string, seq uint64) {
 // generation only, which the history columns cannot show).
 func (lt *linkTap) checkHistory(t *testing.T, pool *pgxpool.Pool, site string) {
 	t.Helper()
+	// The hub acknowledges a batch after its commit: a batch already in
+	// the history may still have its ack on the way. Wait (at most 10 s)
+	// until the batches the latest satellite sent are acknowledged (those
+	// of a killed one may never be); whatever is still pending then counts
+	// as not committed.
+	_ = harness.Within(10*time.Second, func() error {
+		lt.mu.Lock()
+		defer lt.mu.Unlock()
+		for k, p := range lt.pending {
+			if p.site == site && strings.HasPrefix(k, lt.boot[site]+"/") {
+				return fmt.Errorf("batch %s not acknowledged yet", k)
+			}
+		}
+		return nil
+	})
 	lt.mu.Lock()
 	want := map[string][]string{}
 	for _, b := range lt.acked[site] {
