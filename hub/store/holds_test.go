@@ -2,13 +2,10 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/pressly/goose/v3"
 
 	"github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/hub/store"
@@ -16,7 +13,6 @@ import (
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/internal/testlog"
-	"github.com/ironlink/ironlink/migrations"
 )
 
 // holdsFleet reports three devices of site s: d[0] HELD (healthy, trait
@@ -247,19 +243,7 @@ func TestBulkReleasePreviewCountsPerOutcome(t *testing.T) {
 // comes from the histories (unknown: released as not offered).
 func TestMigrationGivesExistingQuarantinesAHold(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 17); err != nil {
-		t.Fatal(err)
-	}
+	url := pgtest.DatabaseAt(t, 17)
 	// 1: offered (CustomerReady True), operator. 2: HELD, operator.
 	// 3: offered, by policy rule r1. 4: no CustomerReady history.
 	pgtest.MustExec(t, url, `INSERT INTO sites (name) VALUES ('a');

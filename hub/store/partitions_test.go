@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,14 +10,12 @@ import (
 
 	"github.com/google/uuid"
 	_ "github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/hub/store/partitions"
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/testlog"
-	"github.com/ironlink/ironlink/migrations"
 )
 
 // keeper returns a partition keeper on s's pool that logs nowhere.
@@ -255,19 +252,7 @@ func TestPartitionDDLAlongsideIngestFailsNothing(t *testing.T) {
 // partitioned tables, ids continue, and the code's inserts work.
 func TestMigrationMovesExistingHistoryRows(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 8); err != nil {
-		t.Fatal(err)
-	}
+	url := pgtest.DatabaseAt(t, 8)
 	pgtest.MustExec(t, url, `INSERT INTO sites (name) VALUES ('site-a');
 		INSERT INTO devices (id, site) VALUES ('00000000-0000-0000-0000-000000000001', 'site-a');
 		INSERT INTO status_history (device_id, status, reason, changed_at) VALUES

@@ -8,6 +8,7 @@ package pgtest
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"net/url"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for goose
+	"github.com/pressly/goose/v3"
 
 	"github.com/ironlink/ironlink/migrations"
 )
@@ -79,6 +82,28 @@ func MigratedDatabase(tb testing.TB) string {
 	tb.Helper()
 	url := NewDatabase(tb)
 	Migrate(tb, url)
+	return url
+}
+
+// DatabaseAt returns the URL of a fresh database (NewDatabase) migrated
+// only up to version (a goose version: the number a migration file starts
+// with), for tests of what a later migration does to rows written the way
+// older code wrote them; they migrate on with Migrate or store.Migrate.
+func DatabaseAt(tb testing.TB, version int64) string {
+	tb.Helper()
+	url := NewDatabase(tb)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		tb.Fatalf("pgtest: open %s: %v", redact(url), err)
+	}
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		tb.Fatalf("pgtest: load migrations: %v", err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		tb.Fatalf("pgtest: migrate up to %d: %v", version, err)
+	}
 	return url
 }
 
