@@ -6,7 +6,6 @@ package glance
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"net/url"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -51,5 +50,5 @@ func (c *Client) ImageIDs(ctx context.Context, name string) ([]string, error) {
 
 // APICalls lists every request of this package, as access rules.
 func APICalls() []openstack.APICall {
-	return []openstack.APICall{{Service: "image", Method: http.MethodGet, Path: "/v2/images"}}
+	return openstack.Calls("image", "GET /v2/images")
 }

@@ -149,13 +149,13 @@ func (e *errFieldRejected) Unwrap() error { return e.err }
 // APICalls lists every Ironic request this package makes, as access rules
 // (docs/design/openstack.md §5.2).
 func APICalls() []openstack.APICall {
-	return []openstack.APICall{
-		{Service: "baremetal", Method: http.MethodGet, Path: "/v1/nodes"},
-		{Service: "baremetal", Method: http.MethodGet, Path: "/v1/nodes/*"},
-		{Service: "baremetal", Method: http.MethodGet, Path: "/v1/nodes/*/traits"},
-		{Service: "baremetal", Method: http.MethodPut, Path: "/v1/nodes/*/traits/*"},
-		{Service: "baremetal", Method: http.MethodDelete, Path: "/v1/nodes/*/traits/*"},
-	}
+	return openstack.Calls("baremetal", `
+		GET /v1/nodes
+		GET /v1/nodes/*
+		GET /v1/nodes/*/traits
+		PUT /v1/nodes/*/traits/*
+		DELETE /v1/nodes/*/traits/*
+`)
 }
 
 // version returns the negotiated microversion, or an error below 1.37.

@@ -283,16 +283,16 @@ func (c *Client) Drivers(ctx context.Context) ([]string, error) {
 // the operations credential (deploy/openstack/operations-access-rules.yaml;
 // docs/design/openstack.md §9).
 func ProvisionAPICalls() []openstack.APICall {
-	return []openstack.APICall{
-		{Service: "baremetal", Method: http.MethodGet, Path: "/v1/drivers"},
-		{Service: "baremetal", Method: http.MethodPost, Path: "/v1/nodes"},
-		{Service: "baremetal", Method: http.MethodGet, Path: "/v1/nodes/*"},
-		{Service: "baremetal", Method: http.MethodPatch, Path: "/v1/nodes/*"},
-		{Service: "baremetal", Method: http.MethodDelete, Path: "/v1/nodes/*"},
-		{Service: "baremetal", Method: http.MethodPut, Path: "/v1/nodes/*/states/provision"},
-		{Service: "baremetal", Method: http.MethodGet, Path: "/v1/nodes/*/traits"},
-		{Service: "baremetal", Method: http.MethodPut, Path: "/v1/nodes/*/traits"},
-		{Service: "baremetal", Method: http.MethodGet, Path: "/v1/ports"},
-		{Service: "baremetal", Method: http.MethodPost, Path: "/v1/ports"},
-	}
+	return openstack.Calls("baremetal", `
+		GET /v1/drivers
+		POST /v1/nodes
+		GET /v1/nodes/*
+		PATCH /v1/nodes/*
+		DELETE /v1/nodes/*
+		PUT /v1/nodes/*/states/provision
+		GET /v1/nodes/*/traits
+		PUT /v1/nodes/*/traits
+		GET /v1/ports
+		POST /v1/ports
+`)
 }

@@ -138,10 +138,10 @@ func New(sc *gophercloud.ServiceClient, log *slog.Logger) *Client {
 // ending in /v2.1; a catalog that puts the project id in the URL needs
 // "/v2.1/*/servers/detail" and "/v2.1/*/servers/*" instead.
 func APICalls() []openstack.APICall {
-	return []openstack.APICall{
-		{Service: "compute", Method: http.MethodGet, Path: "/v2.1/servers/detail"},
-		{Service: "compute", Method: http.MethodGet, Path: "/v2.1/servers/*"},
-	}
+	return openstack.Calls("compute", `
+		GET /v2.1/servers/detail
+		GET /v2.1/servers/*
+`)
 }
 
 type listPage struct {

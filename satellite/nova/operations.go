@@ -163,12 +163,12 @@ func opCall[T any](ctx context.Context, c *Client, op string, fn func(ctx contex
 // OperationsAPICalls lists every Nova request of the operations credential
 // (deploy/openstack/operations-access-rules.yaml).
 func OperationsAPICalls() []openstack.APICall {
-	return []openstack.APICall{
-		{Service: "compute", Method: http.MethodGet, Path: "/v2.1/flavors/*"},
-		{Service: "compute", Method: http.MethodGet, Path: "/v2.1/flavors/detail"},
-		{Service: "compute", Method: http.MethodGet, Path: "/v2.1/servers/detail"},
-		{Service: "compute", Method: http.MethodPost, Path: "/v2.1/servers"},
-		{Service: "compute", Method: http.MethodGet, Path: "/v2.1/servers/*"},
-		{Service: "compute", Method: http.MethodDelete, Path: "/v2.1/servers/*"},
-	}
+	return openstack.Calls("compute", `
+		GET /v2.1/flavors/*
+		GET /v2.1/flavors/detail
+		GET /v2.1/servers/detail
+		POST /v2.1/servers
+		GET /v2.1/servers/*
+		DELETE /v2.1/servers/*
+`)
 }

@@ -187,11 +187,30 @@ type APICall struct {
 // for completeness). gophercloud's endpoint lookup reads the service roots,
 // Connect reads Ironic's "/v1" (falling back to "/") and Placement's "/".
 func APICalls() []APICall {
-	return []APICall{
-		{Service: "baremetal", Method: "GET", Path: "/"},
-		{Service: "baremetal", Method: "GET", Path: "/v1"},
-		{Service: "placement", Method: "GET", Path: "/"},
+	return append(Calls("baremetal", "GET /\nGET /v1"), Calls("placement", "GET /")...)
+}
+
+// Calls builds the access rules of one catalog service from a table of
+// requests, one a line, written as in an access-rules file: "METHOD /path",
+// "*" for a variable segment (Keystone API reference, "Application
+// Credentials": access_rules). Blank lines and the white space around a
+// request are ignored. It panics on a line that is not an upper-case
+// method, white space and an absolute path: the tables are constants of
+// the program, and a typo in one must fail its package's tests, not a
+// satellite in production.
+func Calls(service, table string) []APICall {
+	var out []APICall
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) != 2 || f[0] != strings.ToUpper(f[0]) || !strings.HasPrefix(f[1], "/") {
+			panic(fmt.Sprintf("openstack.Calls(%q): line %q: want \"METHOD /path\"", service, line))
+		}
+		out = append(out, APICall{Service: service, Method: f[0], Path: f[1]})
 	}
+	return out
 }
 
 // ValidateTraitName checks a trait name against the os-traits rules shared

@@ -91,13 +91,13 @@ func New(sc *gophercloud.ServiceClient, log *slog.Logger) *Client {
 // rules (docs/design/openstack.md §5.2). DELETE /resource_providers/*/traits is
 // deliberately absent.
 func APICalls() []openstack.APICall {
-	return []openstack.APICall{
-		{Service: "placement", Method: http.MethodGet, Path: "/resource_providers"},
-		{Service: "placement", Method: http.MethodGet, Path: "/resource_providers/*/traits"},
-		{Service: "placement", Method: http.MethodPut, Path: "/resource_providers/*/traits"},
-		{Service: "placement", Method: http.MethodGet, Path: "/traits/*"},
-		{Service: "placement", Method: http.MethodPut, Path: "/traits/*"},
-	}
+	return openstack.Calls("placement", `
+		GET /resource_providers
+		GET /resource_providers/*/traits
+		PUT /resource_providers/*/traits
+		GET /traits/*
+		PUT /traits/*
+`)
 }
 
 func (c *Client) version() (openstack.Microversion, error) {
