@@ -170,9 +170,28 @@ func TestToBatchRefusesNonCamelCaseReason(t *testing.T) {
 			t.Errorf("reason %q: %v, want InvalidArgument naming CamelCase", r, err)
 		}
 	}
-	if _, err := ToSiteConditions(&ironlinkv1.SiteConditions{Conditions: []*ironlinkv1.Condition{{
+	if _, _, err := ToSiteConditions(&ironlinkv1.SiteConditions{Conditions: []*ironlinkv1.Condition{{
 		Type: string(condition.OpenStackAuthenticated), Status: ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE,
 		Reason: "Authentication failed", ObservedTime: timestamppb.Now()}}}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "CamelCase") {
 		t.Errorf("site condition with a spaced reason: %v", err)
+	}
+}
+
+// A satellite newer than the hub may report a site condition type the hub
+// does not know: the known ones are kept and the link is not refused.
+func TestToSiteConditionsIgnoresUnknownTypes(t *testing.T) {
+	now := timestamppb.Now()
+	conds, ignored, err := ToSiteConditions(&ironlinkv1.SiteConditions{Conditions: []*ironlinkv1.Condition{
+		{Type: "FirmwareCatalogReachable", Status: ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE, Reason: "Reachable", ObservedTime: now},
+		{Type: string(condition.OpenStackAuthenticated), Status: ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE, Reason: "Authenticated", ObservedTime: now},
+	}})
+	if err != nil {
+		t.Fatalf("ToSiteConditions: %v", err)
+	}
+	if len(conds) != 1 || conds[0].Type != condition.OpenStackAuthenticated {
+		t.Errorf("kept %+v, want only %s", conds, condition.OpenStackAuthenticated)
+	}
+	if len(ignored) != 1 || ignored[0] != "FirmwareCatalogReachable" {
+		t.Errorf("ignored %v, want [FirmwareCatalogReachable]", ignored)
 	}
 }

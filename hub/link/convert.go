@@ -222,30 +222,39 @@ func toMismatches(where, field string, ms []*ironlinkv1.InstanceMismatch) ([]sto
 }
 
 // ToSiteConditions validates a wire SiteConditions message and converts it:
-// at most MaxSiteConditions conditions of distinct site types, each valid by
-// condition.Condition.ValidateSite, with one-line type and reason and a
-// message of valid text. A nil message is the empty set. Errors are
-// InvalidArgument statuses naming the bad condition.
-func ToSiteConditions(sc *ironlinkv1.SiteConditions) ([]condition.Condition, error) {
+// at most MaxSiteConditions conditions of distinct types, each of a known
+// site type valid by condition.Condition.ValidateSite, with one-line type
+// and reason and a message of valid text. A nil message is the empty set.
+// A condition whose type is one line but neither a site nor a device type
+// this hub knows is not stored and is returned in ignored instead of failing the message: a
+// satellite newer than the hub may report site conditions the hub does not
+// know yet, and a rolling upgrade must not cut its link
+// (docs/howto/upgrade.md). Errors are InvalidArgument statuses naming the
+// bad condition.
+func ToSiteConditions(sc *ironlinkv1.SiteConditions) (conds []condition.Condition, ignored []condition.Type, err error) {
 	const where = "site conditions"
 	if n := len(sc.GetConditions()); n > MaxSiteConditions {
-		return nil, invalid(where, "site_conditions.conditions", grpcerr.ReasonOutOfRange, "%d conditions, at most %d", n, MaxSiteConditions)
+		return nil, nil, invalid(where, "site_conditions.conditions", grpcerr.ReasonOutOfRange, "%d conditions, at most %d", n, MaxSiteConditions)
 	}
-	out := make([]condition.Condition, 0, len(sc.GetConditions()))
+	conds = make([]condition.Condition, 0, len(sc.GetConditions()))
 	seen := map[condition.Type]bool{}
 	for i, pc := range sc.GetConditions() {
 		field := fmt.Sprintf("site_conditions.conditions[%d]", i)
+		if t := condition.Type(pc.GetType()); t != "" && !t.ValidSite() && !t.Valid() && textcheck.Line(field+".type", pc.GetType(), maxTypeBytes) == nil {
+			ignored = append(ignored, t)
+			continue
+		}
 		c, err := toCondition(where, field, pc, true)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if seen[c.Type] {
-			return nil, invalid(where, field+".type", grpcerr.ReasonInvalidValue, "condition %s appears twice", c.Type)
+			return nil, nil, invalid(where, field+".type", grpcerr.ReasonInvalidValue, "condition %s appears twice", c.Type)
 		}
 		seen[c.Type] = true
-		out = append(out, c)
+		conds = append(conds, c)
 	}
-	return out, nil
+	return conds, ignored, nil
 }
 
 // Skew describes timestamps of one message that lay more than

@@ -74,7 +74,7 @@ func FuzzConvert(f *testing.F) {
 				texts = append(texts, b.SnapshotID)
 			}
 		case *ironlinkv1.ConnectRequest_SiteConditions:
-			cs, e := ToSiteConditions(msg.SiteConditions)
+			cs, _, e := ToSiteConditions(msg.SiteConditions)
 			err = e
 			for _, c := range cs {
 				texts = append(texts, c.Message, c.Reason)

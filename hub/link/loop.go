@@ -203,10 +203,13 @@ func (l *linkLoop) receive(m *ironlinkv1.ConnectRequest) error {
 		l.noteSkew(ClampBatch(&b, time.Now()))
 		l.commits.push(l.commitTask(b))
 	case *ironlinkv1.ConnectRequest_SiteConditions:
-		conds, err := ToSiteConditions(msg.SiteConditions)
+		conds, ignored, err := ToSiteConditions(msg.SiteConditions)
 		if err != nil {
 			l.log.Warn("site conditions refused", "err", err)
 			return err
+		}
+		if len(ignored) > 0 {
+			l.log.Warn("site conditions of types this hub does not know ignored (a satellite newer than the hub?)", "types", ignored)
 		}
 		l.noteSkew(ClampConditions(conds, time.Now()))
 		l.commits.push(l.siteConditionsTask(conds))

@@ -2,6 +2,7 @@ package link_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -126,7 +127,8 @@ const (
 
 // TestSiteConditionsStoredAndBadOnesRefused: a link's site conditions are
 // stored and listed; a malformed set ends the link with InvalidArgument
-// and changes nothing.
+// and changes nothing; a type the hub does not know (a newer satellite's)
+// is left out and the rest of the set is stored, on a link that stays up.
 func TestSiteConditionsStoredAndBadOnesRefused(t *testing.T) {
 	st, url := newStore(t)
 	c := startReplica(t, st, "r1")
@@ -163,7 +165,6 @@ func TestSiteConditionsStoredAndBadOnesRefused(t *testing.T) {
 			wireCond(condition.OpenStackAuthenticated, condTrue, "Authenticated", later),
 		}, "twice"},
 		{"device condition type", []*ironlinkv1.Condition{wireCond(condition.Enrolled, condFalse, "Enroll", later)}, "Enrolled"},
-		{"unknown type", []*ironlinkv1.Condition{wireCond("Happy", condFalse, "Sad", later)}, "Happy"},
 		{"unspecified status", []*ironlinkv1.Condition{wireCond(condition.OpenStackAuthenticated, 0, "AuthenticationFailed", later)}, "status"},
 		{"empty reason", []*ironlinkv1.Condition{wireCond(condition.OpenStackAuthenticated, condFalse, "", later)}, "reason"},
 		{"no observed time", []*ironlinkv1.Condition{{Type: string(condition.OpenStackAuthenticated), Status: condFalse, Reason: "AuthenticationFailed"}}, "observed time"},
@@ -187,6 +188,26 @@ func TestSiteConditionsStoredAndBadOnesRefused(t *testing.T) {
 				t.Fatalf("site_conditions rows %d, want 2", n)
 			}
 		})
+	}
+
+	s = connect(t, c, "site-a")
+	if err := s.Send(siteConds(
+		wireCond("FirmwareCatalogReachable", condFalse, "Unreachable", later),
+		wireCond(condition.OpenStackAuthenticated, condFalse, "AuthenticationFailed", later),
+		wireCond(condition.OrphanDetection, condFalse, "Standalone", later),
+	)); err != nil {
+		t.Fatal(err)
+	}
+	newer := waitSiteConditions(t, st, "site-a", func(cs []condition.Condition) bool { return len(cs) == 2 && cs[0].Status == condition.False })
+	if newer[0].Type != condition.OpenStackAuthenticated || newer[1].Type != condition.OrphanDetection {
+		t.Fatalf("stored %+v, want the two known types only", newer)
+	}
+	if n := pgtest.Count(t, url, `SELECT count(*) FROM site_conditions`); n != 2 {
+		t.Fatalf("site_conditions rows %d, want 2 (the unknown type left out)", n)
+	}
+	_ = s.CloseSend()
+	if code, msg := recvCode(t, s); msg != io.EOF.Error() {
+		t.Fatalf("link with an unknown site condition type ended with %v %q, want a clean close (EOF)", code, msg)
 	}
 }
 

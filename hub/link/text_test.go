@@ -68,7 +68,7 @@ func TestEveryTextFieldIsChecked(t *testing.T) {
 			c := &ironlinkv1.Condition{Type: "OpenStackAuthenticated", Status: ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE,
 				Reason: "Authenticated", ObservedTime: timestamppb.Now()}
 			mut(c)
-			_, err := ToSiteConditions(&ironlinkv1.SiteConditions{Conditions: []*ironlinkv1.Condition{c}})
+			_, _, err := ToSiteConditions(&ironlinkv1.SiteConditions{Conditions: []*ironlinkv1.Condition{c}})
 			return err
 		}
 	}
