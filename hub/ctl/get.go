@@ -68,14 +68,14 @@ func (a *app) runListing(cmd *cobra.Command, f *listFlags, fetch fetchFunc, empt
 
 func (a *app) newGetCommand() *cobra.Command {
 	get := &cobra.Command{
-		Use:   "get (sites|devices|commands)",
-		Short: "List sites, devices or commands as a table (or -o wide|json|yaml|name)",
+		Use:   "get (sites|devices|commands|operations|decisions|pending)",
+		Short: "List sites, devices, commands, operations, policy decisions or pending actions as a table (or -o wide|json|yaml|name)",
 		Example: `  ironlink get sites
   ironlink get devices --status faulted,maintenance
   ironlink get devices --site demo --impairment quarantined -o wide
   ironlink get commands --device node-007`,
 	}
-	get.AddCommand(a.newGetSites(), a.newGetDevices(), a.newGetCommands(), a.newGetDecisions(), a.newGetPending())
+	get.AddCommand(a.newGetSites(), a.newGetDevices(), a.newGetCommands(), a.newGetDecisions(), a.newGetPending(), a.newOpListCommand("operations", "operation", "ops"))
 	return get
 }
 
@@ -223,8 +223,15 @@ Filters combine (all must match): --site, --status, --impairment, --orphaned,
 			if len(args) > 0 && (df.status != "" || df.impairment != "" || df.orphaned || df.name != "") {
 				return usageErrf("give device names or filters (--status, --impairment, --orphaned, --name), not both")
 			}
+			if req.AsOf != nil {
+				// ages count from then, as describe device --as-of counts them
+				at := req.AsOf.AsTime()
+				a.ageAt = &at
+				defer func() { a.ageAt = nil }()
+			}
+			holders := f.output == outWide && req.AsOf == nil
 			return a.runListing(cmd, &f, func(ctx context.Context) (*listing, error) {
-				return a.fetchDevices(ctx, req, args, df.site)
+				return a.fetchDevices(ctx, req, args, df.site, holders)
 			}, "No devices found.")
 		},
 	}
@@ -274,8 +281,10 @@ func (df *deviceFilters) request() (*ironlinkv1.ListDevicesRequest, error) {
 	return req, nil
 }
 
-// fetchDevices lists every page of req, or the named devices.
-func (a *app) fetchDevices(ctx context.Context, req *ironlinkv1.ListDevicesRequest, args []string, site string) (*listing, error) {
+// fetchDevices lists every page of req, or the named devices; with
+// holders, the HELD-BY cell of each quarantined device names its holds
+// (one GetDevice each).
+func (a *app) fetchDevices(ctx context.Context, req *ironlinkv1.ListDevicesRequest, args []string, site string, holders bool) (*listing, error) {
 	c := a.cl
 	all := &ironlinkv1.ListDevicesResponse{}
 	if len(args) > 0 {
@@ -312,7 +321,7 @@ func (a *app) fetchDevices(ctx context.Context, req *ironlinkv1.ListDevicesReque
 	})
 	l := &listing{
 		header:     []string{"NAME", "SITE", "STATUS", "REASON", "QUARANTINE", "AGE"},
-		wideHeader: []string{"NAME", "SITE", "UUID", "STATUS", "REASON", "MESSAGE", "QUARANTINE", "GEN", "PROVISION", "POWER", "INSTANCE", "LAST-ERROR", "OBSERVED", "AGE"},
+		wideHeader: []string{"NAME", "SITE", "UUID", "STATUS", "REASON", "MESSAGE", "QUARANTINE", "HELD-BY", "GEN", "PROVISION", "POWER", "INSTANCE", "LAST-ERROR", "OBSERVED", "AGE"},
 		msg:        all,
 	}
 	for _, d := range all.GetDevices() {
@@ -322,14 +331,18 @@ func (a *app) fetchDevices(ctx context.Context, req *ironlinkv1.ListDevicesReque
 			gen = fmt.Sprintf("%d/%d", d.GetAppliedGeneration(), d.GetDesiredGeneration())
 		}
 		f := d.GetFacts()
+		heldBy := ""
+		if holders {
+			heldBy = a.heldBy(ctx, d)
+		}
 		l.items = append(l.items, item{
 			key:   d.GetDeviceId(),
 			cells: []string{displayName(d), d.GetSite(), deviceStatus(d), d.GetStatusReason(), deviceImpairment(d), age},
-			wide: []string{displayName(d), d.GetSite(), d.GetDeviceId(), deviceStatus(d), d.GetStatusReason(), truncate(d.GetStatusMessage(), 60), deviceImpairment(d), gen,
-				f.GetProvisionState(), f.GetPowerState(), f.GetInstanceUuid(), truncate(d.GetLastCommandError(), 60), a.age(d.GetObservedTime()), age},
+			wide: []string{displayName(d), d.GetSite(), d.GetDeviceId(), deviceStatus(d), d.GetStatusReason(), d.GetStatusMessage(), deviceImpairment(d), heldBy, gen,
+				f.GetProvisionState(), f.GetPowerState(), f.GetInstanceUuid(), d.GetLastCommandError(), a.age(d.GetObservedTime()), age},
 			name: qualifiedName(d), msg: d, goneMarker: "(no longer listed)",
 			sig: signature(d.GetStatus(), d.GetStatusReason(), d.GetStatusChangeTime().AsTime(), d.GetLastKnownStatus(), d.GetRemoved(),
-				deviceImpairment(d), gen, f.GetProvisionState(), f.GetPowerState(), f.GetInstanceUuid(), d.GetLastCommandError(), d.GetName(), d.GetStatusMessage()),
+				deviceImpairment(d), heldBy, gen, f.GetProvisionState(), f.GetPowerState(), f.GetInstanceUuid(), d.GetLastCommandError(), d.GetName(), d.GetStatusMessage()),
 		})
 	}
 	return l, nil
@@ -340,9 +353,10 @@ func (a *app) newGetCommands() *cobra.Command {
 	var site, device, state, requestID string
 	var limit int
 	cmd := &cobra.Command{
-		Use:     "commands [COMMAND-ID...]",
-		Aliases: []string{"command", "cmd"},
-		Short:   "List quarantine and release commands, newest first",
+		Use:               "commands [COMMAND-ID...]",
+		ValidArgsFunction: a.completeIDs(commandIDKind),
+		Aliases:           []string{"command", "cmd"},
+		Short:             "List quarantine and release commands, newest first",
 		Long: `List quarantine and release commands, newest first: STATE is PENDING
 (recorded), SENT (on the site's link), SUCCEEDED, FAILED (ERROR says why; the
 hub sends it again after a backoff) or SUPERSEDED (a newer command replaced it).`,
@@ -387,7 +401,11 @@ func (a *app) fetchCommands(ctx context.Context, ids []string, site, device, req
 	c := a.cl
 	all := &ironlinkv1.ListCommandsResponse{}
 	if len(ids) > 0 {
-		for _, id := range ids {
+		full, err := c.resolveIDs(ctx, commandIDKind, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range full {
 			cctx, cancel := c.call(ctx)
 			r, err := c.fleet.GetCommand(cctx, &ironlinkv1.GetCommandRequest{CommandId: id})
 			cancel()
@@ -493,6 +511,26 @@ func (a *app) deviceNames(ctx context.Context, cmds []*ironlinkv1.OperatorComman
 		out[id] = r.GetDevice().GetName()
 	}
 	return out
+}
+
+// heldBy is the HELD-BY cell of device d: for a quarantined device, its
+// quarantine holds as "HOLDER (ACTOR: REASON)", then its exclusion or
+// planned maintenance; "" when none, "?" when the holds cannot be read.
+func (a *app) heldBy(ctx context.Context, d *ironlinkv1.Device) string {
+	var parts []string
+	if d.GetDesiredImpairment() == ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED {
+		r, err := a.cl.getDevice(ctx, deviceArg{id: d.GetDeviceId()}, 1)
+		if err != nil {
+			return "?"
+		}
+		for _, h := range r.GetQuarantineHolds() {
+			parts = append(parts, fmt.Sprintf("%s (%s: %s)", h.GetHolder(), h.GetActor(), h.GetReason()))
+		}
+	}
+	for _, h := range d.GetPolicyHolds() {
+		parts = append(parts, fmt.Sprintf("%s (%s: %s)", holdKindName(h.GetKind()), h.GetAuthor(), h.GetReason()))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func shortID(id string) string {

@@ -57,7 +57,7 @@ out against Ironic (and Nova): PENDING (queued), RUNNING, then SUCCEEDED,
 FAILED (with Ironic's last_error) or CANCELLED. They need scope
 operations:write to start or cancel, operations:read to look.`,
 	}
-	cmd.AddCommand(a.newOpStartCommand(), a.newOpGetCommand(), a.newOpListCommand(), a.newOpCancelCommand(), a.newOpWatchCommand())
+	cmd.AddCommand(a.newOpStartCommand(), a.newOpGetCommand(), a.newOpListCommand("list"), a.newOpCancelCommand(), a.newOpWatchCommand(), a.newOpRetryCommand())
 	return cmd
 }
 
@@ -256,7 +256,7 @@ func (a *app) printOperations(ops []*ironlinkv1.Operation, wide bool) {
 		row := []string{o.GetOperationId(), opKindName(o.GetKind()), o.GetSite(), dev, state, o.GetProvisionState(),
 			fmt.Sprint(o.GetAttempts()), a.age(o.GetCreateTime())}
 		if wide {
-			row = append(row, o.GetActor(), truncate(o.GetReason(), 40), truncate(o.GetLastError(), 80))
+			row = append(row, o.GetActor(), o.GetReason(), o.GetLastError())
 		}
 		t.row(row...)
 	}
@@ -324,17 +324,22 @@ func (a *app) waitOperations(ctx context.Context, c *client, ops []*ironlinkv1.O
 func (a *app) newOpGetCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "get OPERATION_ID",
-		Short: "Show one operation with its steps",
-		Args:  cobra.ExactArgs(1),
+		Use:               "get OPERATION_ID",
+		ValidArgsFunction: a.completeIDs(operationIDKind),
+		Short:             "Show one operation with its steps",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.connectFor(output, "", outWide, outJSON, outYAML)
 			if err != nil {
 				return err
 			}
+			id, err := c.resolveID(cmd.Context(), operationIDKind, args[0])
+			if err != nil {
+				return err
+			}
 			cctx, cancel := c.call(cmd.Context())
 			defer cancel()
-			r, err := c.ops.GetOperation(cctx, &ironlinkv1.GetOperationRequest{OperationId: args[0]})
+			r, err := c.ops.GetOperation(cctx, &ironlinkv1.GetOperationRequest{OperationId: id})
 			if err != nil {
 				return c.explain(err)
 			}
@@ -388,85 +393,15 @@ func requestSummary(r *ironlinkv1.StepRequest) string {
 	return s + fmt.Sprintf(" [attempt %d]", r.GetAttempt())
 }
 
-func (a *app) newOpListCommand() *cobra.Command {
-	var output, site, device, group string
-	var kinds, states []string
-	var limit int32
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List operations, newest first",
-		Example: `  ironlink op list --site site-b --state pending,running
-  ironlink op list --device node-007 -o wide`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output, "", outWide, outJSON, outYAML); err != nil {
-				return err
-			}
-			req := &ironlinkv1.ListOperationsRequest{Site: site, GroupId: group, PageSize: limit}
-			if device != "" {
-				d, err := parseDeviceArg(device, site)
-				if err != nil {
-					return err
-				}
-				req.Device = d.ref()
-			}
-			for _, k := range kinds {
-				v, ok := opKinds[k]
-				if !ok {
-					return usageErrf("--kind %q: want one of %s", k, kindNames())
-				}
-				req.Kinds = append(req.Kinds, v)
-			}
-			for _, s := range states {
-				v, ok := ironlinkv1.OperationState_value["OPERATION_STATE_"+strings.ToUpper(s)]
-				if !ok || v == 0 {
-					return usageErrf("--state %q: want pending, running, succeeded, failed or cancelled", s)
-				}
-				req.States = append(req.States, ironlinkv1.OperationState(v))
-			}
-			c, err := a.connect()
-			if err != nil {
-				return err
-			}
-			cctx, cancel := c.call(cmd.Context())
-			defer cancel()
-			r, err := c.ops.ListOperations(cctx, req)
-			if err != nil {
-				return c.explain(err)
-			}
-			if output == outJSON || output == outYAML {
-				return writeProto(a.opts.Stdout, output, r)
-			}
-			if len(r.GetOperations()) == 0 {
-				fmt.Fprintln(a.opts.Stderr, "No operations found.")
-				return nil
-			}
-			a.printOperations(r.GetOperations(), output == outWide)
-			if r.GetNextPageToken() != "" {
-				fmt.Fprintf(a.opts.Stderr, "more operations: raise --limit (at most 1000) or filter\n")
-			}
-			return nil
-		},
-	}
-	f := cmd.Flags()
-	f.StringVarP(&output, "output", "o", "", "output: wide, json, yaml")
-	f.StringVar(&site, "site", "", "only this site")
-	f.StringVar(&device, "device", "", "only this device (name, SITE/NAME or UUID)")
-	f.StringVar(&group, "group", "", "only this group id")
-	f.StringSliceVar(&kinds, "kind", nil, "only these kinds ("+kindNames()+")")
-	f.StringSliceVar(&states, "state", nil, "only these states (pending, running, succeeded, failed, cancelled)")
-	f.Int32Var(&limit, "limit", 100, "at most this many (1-1000)")
-	return cmd
-}
-
 func (a *app) newOpCancelCommand() *cobra.Command {
 	var reason string
 	var wait bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "cancel OPERATION_ID --reason TEXT",
-		Short: "Cancel an operation (PENDING at once; RUNNING only from an Ironic \"* wait\" state)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "cancel OPERATION_ID --reason TEXT",
+		ValidArgsFunction: a.completeIDs(operationIDKind),
+		Short:             "Cancel an operation (PENDING at once; RUNNING only from an Ironic \"* wait\" state)",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(reason) == "" {
 				return usageErrf("--reason is required: say why")
@@ -475,8 +410,12 @@ func (a *app) newOpCancelCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			id, err := c.resolveID(cmd.Context(), operationIDKind, args[0])
+			if err != nil {
+				return err
+			}
 			cctx, cancel := c.call(cmd.Context())
-			r, err := c.ops.CancelOperation(cctx, &ironlinkv1.CancelOperationRequest{OperationId: args[0], Reason: reason})
+			r, err := c.ops.CancelOperation(cctx, &ironlinkv1.CancelOperationRequest{OperationId: id, Reason: reason})
 			cancel()
 			if err != nil {
 				return c.explain(err)
@@ -502,15 +441,20 @@ func (a *app) newOpCancelCommand() *cobra.Command {
 func (a *app) newOpWatchCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "watch OPERATION_ID",
-		Short: "Follow an operation until it ends (exit 6 when it FAILED or was CANCELLED)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "watch OPERATION_ID",
+		ValidArgsFunction: a.completeIDs(operationIDKind),
+		Short:             "Follow an operation until it ends (exit 6 when it FAILED or was CANCELLED)",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.connectFor(output, "", outJSON)
 			if err != nil {
 				return err
 			}
-			stream, err := c.ops.WatchOperation(cmd.Context(), &ironlinkv1.WatchOperationRequest{OperationId: args[0]})
+			id, err := c.resolveID(cmd.Context(), operationIDKind, args[0])
+			if err != nil {
+				return err
+			}
+			stream, err := c.ops.WatchOperation(cmd.Context(), &ironlinkv1.WatchOperationRequest{OperationId: id})
 			if err != nil {
 				return c.explain(err)
 			}

@@ -159,7 +159,8 @@ at more than one site, or by UUID.
 
 	root.AddCommand(a.newGetCommand(), a.newDescribeCommand(),
 		a.newImpairCommand(true), a.newImpairCommand(false), a.newOfferCommand(), a.newConfigCommand(), a.newOpCommand(),
-		a.newResolveCommand(true), a.newResolveCommand(false), a.newWatchCommand())
+		a.newResolveCommand(true), a.newResolveCommand(false), a.newWatchCommand(),
+		a.newHoldsCommand(), a.newPolicyCommand(), a.newRetryCommand(), a.newEventsCommand())
 	return root, a
 }
 

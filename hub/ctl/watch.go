@@ -22,62 +22,50 @@ import (
 // it commits, and resumes from its last cursor when the
 // connection to the hub breaks (another replica answers).
 func (a *app) newWatchCommand() *cobra.Command {
-	var site, statuses, kinds, cursor, output string
-	var fromOldest, once bool
+	var ff feedFlags
+	var once bool
 	cmd := &cobra.Command{
-		Use:     "watch",
-		Aliases: []string{"events"},
-		Short:   "Follow the fleet's change feed: status, command, operation and policy changes as they commit",
+		Use:   "watch",
+		Short: "Follow the fleet's change feed: status, command, operation and policy changes as they commit",
 		Long: `watch prints every device status change, command and operation state
 change, quarantine policy decision and pending action resolution of the
 fleet as the hub commits it, oldest first, until interrupted. Each change
 has a cursor (shown by -o wide and -o json): ` + "`--cursor`" + ` resumes after it,
 on any hub replica, without losing or repeating a change. When the
 connection to the hub breaks, watch reconnects and resumes by itself; on
-Ctrl-C it prints the cursor to resume from.`,
+Ctrl-C it prints the cursor to resume from. --device and -l (a selector, as
+quarantine --selector takes it, matched once at the start) follow some
+devices only; --since starts that long ago (from the changes the hub keeps).
+Reasons are cut to 80 characters; -o wide prints them in full.`,
 		Example: `  ironlink watch
   ironlink watch --site demo --status faulted,maintenance
+  ironlink watch --device node-007 --since 1h   # one device, from an hour ago on
+  ironlink watch -l 'site=demo,name=gpu-*'
   ironlink watch --kind command -o wide
   ironlink watch --kind operation,policy   # operations, policy decisions and pending actions
   ironlink watch --cursor 123456.1.42      # resume after a cursor
   ironlink watch --from-oldest -o json     # the whole retained feed, one JSON object per message`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output, outTable, outWide, outJSON); err != nil {
-				return err
-			}
-			req := &ironlinkv1.WatchFleetRequest{Site: site, Cursor: cursor, FromOldest: fromOldest}
-			var err error
-			if req.Statuses, err = parseEnumList[ironlinkv1.OperationalStatus]("status", statuses, ironlinkv1.OperationalStatus_value, "OPERATIONAL_STATUS_"); err != nil {
-				return err
-			}
-			if req.Kinds, err = parseWordList("kind", kinds, watchKindValues, strings.Join(watchKinds, ", ")); err != nil {
-				return err
-			}
-			c, err := a.connect()
+			c, req, filter, err := a.openFeed(cmd, &ff, nil)
 			if err != nil {
 				return err
 			}
 			// The resume hint repeats the filters given.
 			var resume []string
-			for _, f := range []string{"site", "status", "kind"} {
+			for _, f := range []string{"site", "status", "kind", "selector"} {
 				if v, _ := cmd.Flags().GetString(f); v != "" {
-					resume = append(resume, "--"+f+" "+v)
+					resume = append(resume, "--"+f+" '"+v+"'")
 				}
 			}
-			return a.follow(cmd.Context(), c, req, output, once, strings.Join(resume, " "))
+			for _, d := range ff.devices {
+				resume = append(resume, "--device "+d)
+			}
+			return a.follow(cmd.Context(), c, req, ff.output, once, strings.Join(resume, " "), filter)
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&site, "site", "", "only changes of this site")
-	fl.StringVar(&statuses, "status", "", "only status changes into or out of these statuses, comma-separated (command changes are not filtered by status)")
-	fl.StringVar(&kinds, "kind", "", "only these kinds of change: status, command, operation, decision, pending, policy (decision and pending); comma-separated, default all")
-	fl.StringVar(&cursor, "cursor", "", "resume after this cursor (from -o wide or -o json)")
-	fl.BoolVar(&fromOldest, "from-oldest", false, "start from the oldest change the hub keeps instead of now")
-	fl.StringVarP(&output, "output", "o", "", "wide (with cursors) or json (every WatchFleetResponse, one per line)")
-	fl.BoolVar(&once, "no-reconnect", false, "end when the connection to the hub breaks instead of resuming")
-	_ = cmd.RegisterFlagCompletionFunc("site", a.completeSites)
-	_ = cmd.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions(watchKinds, cobra.ShellCompDirectiveNoFileComp))
+	ff.register(cmd, a, true)
+	cmd.Flags().BoolVar(&once, "no-reconnect", false, "end when the connection to the hub breaks instead of resuming")
 	return cmd
 }
 
@@ -98,7 +86,8 @@ var watchKinds = []string{"status", "command", "operation", "decision", "pending
 // follow streams req, printing each message, and reconnects from the last
 // cursor after a broken connection (Unavailable) unless once.
 // filters is printed in the resume hint after --cursor.
-func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, once bool, filters string) error {
+// filter (nil: everything) picks the changes printed and may end the feed.
+func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, once bool, filters string, filter *feedFilter) error {
 	w := a.opts.Stdout
 	last := req.GetCursor()
 	defer func() {
@@ -110,8 +99,8 @@ func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetR
 		if last != "" {
 			req.Cursor = last
 		}
-		err := a.followOnce(ctx, c, req, output, w, &last)
-		if ctx.Err() != nil {
+		err := a.followOnce(ctx, c, req, output, w, &last, filter)
+		if ctx.Err() != nil || errors.Is(err, errFeedDone) {
 			return nil
 		}
 		if once || !(status.Code(err) == codes.Unavailable || errors.Is(err, errStreamEnded)) || last == "" {
@@ -131,7 +120,7 @@ func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetR
 // one; the CLI builds no status of its own (hub/grpcerr's guard test).
 var errStreamEnded = errors.New("the hub ended the stream")
 
-func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, w io.Writer, last *string) error {
+func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, w io.Writer, last *string, filter *feedFilter) error {
 	s, err := c.fleet.WatchFleet(ctx, req)
 	if err != nil {
 		return err
@@ -144,12 +133,18 @@ func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFl
 		if err != nil {
 			return err
 		}
-		if first && output != outJSON {
+		if first && output != outJSON && !filter.window() {
 			// The hub's first message (a progress mark) says the stream is
 			// open: changes from now on are printed.
 			fmt.Fprintln(a.opts.Stderr, "watching for changes (Ctrl-C to stop)")
 		}
 		*last = m.GetCursor()
+		switch keep, done := filter.pass(m, first); {
+		case done:
+			return errFeedDone
+		case !keep:
+			continue
+		}
 		if output == outJSON {
 			if err := writeProtoLine(w, m); err != nil {
 				return err
@@ -159,7 +154,7 @@ func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFl
 		if m.GetEvent() == nil {
 			continue
 		}
-		line := a.eventLine(m.GetEvent())
+		line := a.eventLine(m.GetEvent(), output == outWide)
 		if output == outWide {
 			line = m.GetCursor() + "  " + line
 		}
@@ -168,7 +163,8 @@ func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFl
 }
 
 // eventLine renders one change: time, kind, SITE/NAME, what changed and why.
-func (a *app) eventLine(e *ironlinkv1.FleetEvent) string {
+func (a *app) eventLine(e *ironlinkv1.FleetEvent, full bool) string {
+	cut := cutter(full)
 	at := e.GetEventTime().AsTime().UTC().Format(time.RFC3339)
 	if ds := e.GetDeviceStatus(); ds != nil {
 		name := ds.GetName()
@@ -179,7 +175,7 @@ func (a *app) eventLine(e *ironlinkv1.FleetEvent) string {
 		if from == "" {
 			from = "(new)"
 		}
-		return fmt.Sprintf("%s  status   %s/%s  %s -> %s  %s", at, ds.GetSite(), name, from, statusName(ds.GetStatus()), ds.GetReason())
+		return fmt.Sprintf("%s  status   %s/%s  %s -> %s  %s", at, ds.GetSite(), name, from, statusName(ds.GetStatus()), cut(ds.GetReason(), 80))
 	}
 	if cs := e.GetCommandState(); cs != nil {
 		cm := cs.GetCommand()
@@ -192,13 +188,13 @@ func (a *app) eventLine(e *ironlinkv1.FleetEvent) string {
 			change = commandStateName(cs.GetPreviousState()) + " -> " + commandStateName(cm.GetState())
 		}
 		line := fmt.Sprintf("%s  command  %s/%s  %s %s gen %d %s (attempt %d) by %s: %q", at, cm.GetSite(), name, commandAction(cm.GetAction(), cm.GetDesired()),
-			shortID(cm.GetCommandId()), cm.GetGeneration(), change, cm.GetAttempts(), cm.GetActor(), cm.GetReason())
+			shortID(cm.GetCommandId()), cm.GetGeneration(), change, cm.GetAttempts(), cm.GetActor(), cut(cm.GetReason(), 80))
 		if cm.GetLastError() != "" {
-			line += "; error: " + truncate(cm.GetLastError(), 100)
+			line += "; error: " + cut(cm.GetLastError(), 100)
 		}
 		return line
 	}
-	if line := policyOrOperationLine(e); line != "" {
+	if line := policyOrOperationLine(e, full); line != "" {
 		return at + "  " + line
 	}
 	return at + "  (a kind of change this CLI does not know: upgrade it)"
@@ -207,7 +203,8 @@ func (a *app) eventLine(e *ironlinkv1.FleetEvent) string {
 // policyOrOperationLine renders an operation state change, a policy
 // decision or a pending action resolution without the time ("" for other
 // kinds).
-func policyOrOperationLine(e *ironlinkv1.FleetEvent) string {
+func policyOrOperationLine(e *ironlinkv1.FleetEvent, full bool) string {
+	cut := cutter(full)
 	if ev := e.GetOperationState(); ev != nil {
 		o := ev.GetOperation()
 		name := o.GetDeviceName()
@@ -219,9 +216,9 @@ func policyOrOperationLine(e *ironlinkv1.FleetEvent) string {
 			change = opStateName(ev.GetPreviousState()) + " -> " + opStateName(o.GetState())
 		}
 		line := fmt.Sprintf("operation %s/%s  %s %s %s (attempt %d, provision state %s) by %s: %q", o.GetSite(), name,
-			opKindName(o.GetKind()), shortID(o.GetOperationId()), change, o.GetAttempts(), o.GetProvisionState(), o.GetActor(), o.GetReason())
+			opKindName(o.GetKind()), shortID(o.GetOperationId()), change, o.GetAttempts(), o.GetProvisionState(), o.GetActor(), cut(o.GetReason(), 80))
 		if o.GetLastError() != "" {
-			line += "; error: " + truncate(o.GetLastError(), 100)
+			line += "; error: " + cut(o.GetLastError(), 100)
 		}
 		return line
 	}
@@ -242,7 +239,7 @@ func policyOrOperationLine(e *ironlinkv1.FleetEvent) string {
 		line := fmt.Sprintf("decision %s/%s  %s (%s)%s: %s -> %s", d.GetSite(), name,
 			wire.EnumName(d.GetAction(), "POLICY_ACTION_"), d.GetReason(), rule, from, d.GetToStatus())
 		if d.GetDetail() != "" {
-			line += ", " + truncate(d.GetDetail(), 100)
+			line += ", " + cut(d.GetDetail(), 100)
 		}
 		if d.GetDryRun() {
 			line += " [dry-run]"
@@ -260,7 +257,16 @@ func policyOrOperationLine(e *ironlinkv1.FleetEvent) string {
 		}
 		return fmt.Sprintf("pending  %s/%s  action %d %s -> %s by %s: %q", p.GetSite(), name, p.GetId(),
 			wire.EnumName(pa.GetPreviousState(), "PENDING_ACTION_STATE_"), wire.EnumName(p.GetState(), "PENDING_ACTION_STATE_"),
-			p.GetResolvedBy(), p.GetResolutionReason())
+			p.GetResolvedBy(), cut(p.GetResolutionReason(), 80))
 	}
 	return ""
+}
+
+// cutter returns truncate, or with full the identity: -o wide prints
+// reasons and errors in full.
+func cutter(full bool) func(string, int) string {
+	if full {
+		return func(s string, _ int) string { return s }
+	}
+	return truncate
 }
