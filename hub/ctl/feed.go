@@ -202,7 +202,8 @@ func (a *app) newEventsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "events [NAME|SITE/NAME|UUID...]",
 		Short: "What happened to devices between two times: status, command, operation and policy changes",
-		Long: `events prints the changes the hub's feed keeps (FleetService.WatchFleet from
+		Long: `Print what happened to devices within a time window, then end.
+events reads the changes the hub's feed keeps (FleetService.WatchFleet from
 the oldest change) for the named devices, the devices a selector (-l)
 matches, or the whole fleet, between --since and --until, oldest first,
 then ends: at the first change after --until, or once the hub has sent

@@ -179,8 +179,8 @@ func (a *app) newHoldSetCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "set NAME|SITE/NAME|UUID... --kind exclusion|maintenance --reason TEXT",
 		Short: "Exclude devices from the quarantine policy, or declare their planned maintenance",
-		Long: `Set a hold on each device (PolicyService.SetDeviceHold), replacing the one of
-that kind it had. exclusion: the quarantine policy neither quarantines nor
+		Long: `Set a hold on each device (PolicyService.SetDeviceHold).
+It replaces the hold of that kind the device had. exclusion: the quarantine policy neither quarantines nor
 releases the device, from --start (default now) until --end or until
 cleared. maintenance: a MAINTENANCE trigger between --start and --end
 (required) is skipped. Every device is resolved before any hold is set.`,

@@ -58,9 +58,9 @@ func (a *app) newOpListCommand(use string, aliases ...string) *cobra.Command {
 		Use:     use,
 		Aliases: aliases,
 		Short:   "List operations, newest first",
-		Long: `List operations (OperationService.ListOperations), newest first: STATE is
-PENDING, RUNNING, SUCCEEDED, FAILED or CANCELLED; -o wide adds who asked,
-why and the last error in full. Operation ids can be given to the other op
+		Long: `List operations (OperationService.ListOperations), newest first.
+STATE is PENDING, RUNNING, SUCCEEDED, FAILED or CANCELLED; -o wide adds who
+asked, why and the last error in full. Operation ids can be given to the other op
 commands by a unique prefix (at least 4 characters).`,
 		Example: `  ironlink get operations --site site-b --state pending,running
   ironlink get operations --device node-007 -o wide

@@ -169,8 +169,9 @@ func (a *app) newResolveCommand(approve bool) *cobra.Command {
 		Long: `Resolve pending actions by id (see ` + "`ironlink get pending`" + `): ` + effect + `.
 All ids are resolved in one transaction: an unknown id or one no longer
 pending changes nothing.`,
-		Example: "  ironlink " + verb + " 12 13 14 --reason \"confirmed: deploys fail\"",
-		Args:    cobra.MinimumNArgs(1),
+		Example:           "  ironlink " + verb + " 12 13 14 --reason \"confirmed: deploys fail\"",
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: a.completePending,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(reason) == "" {
 				return usageErrf("--reason is required: say why (it is kept with the action)")
@@ -215,4 +216,26 @@ pending changes nothing.`,
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (required)")
 	return cmd
+}
+
+// completePending completes the ids of pending actions, with their device
+// and rule as the description.
+func (a *app) completePending(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	c, err := a.connect()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
+	defer cancel()
+	r, err := c.policy.ListPendingActions(ctx, &ironlinkv1.ListPendingActionsRequest{PageSize: 1000})
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, p := range r.GetActions() {
+		if id := strconv.FormatInt(p.GetId(), 10); strings.HasPrefix(id, toComplete) {
+			out = append(out, id+"\t"+p.GetSite()+"/"+p.GetDeviceName()+" "+p.GetRule())
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
 }

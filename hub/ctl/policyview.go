@@ -20,8 +20,8 @@ func (a *app) newPolicyCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy (show|states|guard)",
 		Short: "The quarantine policy: the policy in force at a site, the sites' policy states, the blast-radius guard",
-		Long: `The quarantine policy of the hub (docs/reference/policy.md). Its decisions and
-pending actions are listed by ` + "`ironlink get decisions` and `ironlink get pending`" + `;
+		Long: `The quarantine policy of the hub (docs/reference/policy.md).
+Its decisions and pending actions are listed by ` + "`ironlink get decisions` and `ironlink get pending`" + `;
 exclusions and planned maintenance by ` + "`ironlink holds`" + `.`,
 		Example: `  ironlink policy show demo
   ironlink policy states

@@ -20,8 +20,8 @@ func (a *app) newRetryCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "retry COMMAND-ID... [--reason TEXT]",
 		Short: "Send FAILED quarantine, release or offer commands again (after fixing their cause)",
-		Long: `Retry FAILED commands (FleetService.RetryCommand): each command's desired state
-is issued again as a new generation, exactly as repeating the quarantine,
+		Long: `Retry FAILED commands (FleetService.RetryCommand).
+Each command's desired state is issued again as a new generation, exactly as repeating the quarantine,
 release or offer would, recorded in the quarantine history as "retry of
 command <id>" with your reason. A PERMANENT failure is never resent by the
 hub by itself: this is how it goes out again once its cause is fixed.
@@ -90,8 +90,8 @@ func (a *app) newOpRetryCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "retry OPERATION-ID --reason TEXT",
 		Short: "Start a FAILED or CANCELLED operation again: same kind, device and parameters",
-		Long: `Start an operation that ended FAILED or CANCELLED again: a new operation
-(OperationService.StartOperation) of the same kind on the same device with
+		Long: `Start an operation that ended FAILED or CANCELLED again.
+A new operation (OperationService.StartOperation) of the same kind on the same device with
 the same parameters, with your reason. The old one stays as it ended. enrol
 is not retried this way (the hub keeps no BMC credentials): start it again
 with ` + "`ironlink op start enrol --nodes FILE`" + `. The id may be a unique prefix.`,
