@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/ctl"
+	"github.com/ironlink/ironlink/internal/openstacksim"
+	"github.com/ironlink/ironlink/internal/syncbuf"
+	"github.com/ironlink/ironlink/test/harness"
+)
+
+// TestConsoleCommands drives the commands that make the CLI reach every
+// operator RPC (ctl.Inventory), as the binary, against a real hub,
+// PostgreSQL and two satellites on the simulator: holds (list, set,
+// clear), policy show|states|guard, retry of a FAILED command named by an
+// id prefix, get operations, events of one device over a window, watch
+// --device, get devices -o wide with HELD-BY, --as-of with a relative age,
+// and the refusals of malformed or unknown id prefixes.
+func TestConsoleCommands(t *testing.T) {
+	f := newFleet(t, 10)
+	ctx := context.Background()
+	start := time.Now()
+
+	t.Run("holds: set, list, clear", func(t *testing.T) {
+		f.expect(f.run("holds", "set", "node-004", "--kind", "exclusion", "--reason", "burn-in by hand"), 0,
+			[]string{"cli/node-004: exclusion hold set by ops-admin", "until cleared"}, nil)
+		f.expect(f.run("holds", "set", "node-005", "--kind", "maintenance", "--end", "1h", "--reason", "PSU swap"), 0,
+			[]string{"cli/node-005: maintenance hold set by ops-admin", "until 20"}, nil)
+		f.expect(f.run("holds", "set", "node-005", "--kind", "maintenance", "--reason", "x"), ctl.ExitUsage, nil, []string{"--end is required"})
+		f.expect(f.run("holds", "set", "node-005", "--kind", "forever", "--reason", "x"), ctl.ExitUsage, nil, []string{`--kind "forever"`})
+		f.expect(f.run("--context", "viewer", "holds", "set", "node-006", "--kind", "exclusion", "--reason", "x"), ctl.ExitAuth, nil, []string{"operations:write"})
+		r := f.run("holds")
+		f.expect(r, 0, []string{"KIND", "node-004", "exclusion", "burn-in by hand", "node-005", "maintenance", "PSU swap"}, nil)
+		if strings.Contains(r.stdout, "node-006") {
+			t.Fatalf("holds lists a device without holds:\n%v", r)
+		}
+		r = f.run("holds", "--kind", "maintenance", "-o", "name")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != "cli/node-005" {
+			t.Fatalf("holds --kind maintenance -o name: want cli/node-005\n%v", r)
+		}
+		f.expect(f.run("get", "devices", "node-004", "-o", "wide"), 0, []string{"HELD-BY", "exclusion (ops-admin: burn-in by hand)"}, nil)
+		f.expect(f.run("holds", "clear", "node-004", "--kind", "exclusion"), 0, []string{"cli/node-004: exclusion hold cleared"}, nil)
+		f.expect(f.run("holds", "clear", "node-004", "--kind", "exclusion"), ctl.ExitNotFound, nil, nil)
+		f.expect(f.run("holds", "clear", "node-005", "--kind", "maintenance"), 0, nil, nil)
+		r = f.run("holds")
+		f.expect(r, 0, nil, []string{"No holds."})
+	})
+
+	t.Run("a quarantine hold shows who and why in holds and get devices -o wide", func(t *testing.T) {
+		long := "GPU 3 throws Xid 79 " + strings.Repeat("and more detail ", 10) + "END"
+		f.expect(f.run("quarantine", "node-006", "--reason", long, "--wait", "--timeout", "60s"), 0, nil, nil)
+		f.expect(f.run("holds", "node-006"), 0, []string{"quarantine", "operator (ops-admin)", "GPU 3 throws"}, nil)
+		// -o wide prints the whole reason, the table does not
+		f.expect(f.run("get", "devices", "node-006", "-o", "wide"), 0, []string{"operator (ops-admin: " + long + ")", "END"}, nil)
+		r := f.run("get", "devices", "node-006")
+		if strings.Contains(r.stdout, "END") {
+			t.Errorf("the default table prints the 180-character reason in full:\n%v", r)
+		}
+		f.expect(f.run("release", "node-006", "--reason", "GPU replaced", "--wait", "--timeout", "60s"), 0, nil, nil)
+	})
+
+	t.Run("policy show, states, guard", func(t *testing.T) {
+		f.expect(f.run("policy", "show", site), 0, []string{"Site:", site, "Automatic:", "Guard:", "Rules (tried in order):"}, nil)
+		f.expect(f.run("policy", "states"), 0, []string{"SITE", "AUTOMATIC", "GUARD", site, otherSite}, nil)
+		f.expect(f.run("policy", "guard", site), 0, []string{"GUARD", site, "armed"}, nil)
+		f.expect(f.run("policy", "show", site, "-o", "json"), 0, []string{`"policy"`, `"site": "` + site + `"`}, nil)
+		f.expect(f.run("policy", "states", "atlantis"), ctl.ExitNotFound, nil, nil)
+	})
+
+	t.Run("retry sends a FAILED command again, named by a prefix", func(t *testing.T) {
+		f.sim.InjectFault(openstacksim.Fault{Service: openstacksim.ServiceBaremetal, Method: "PUT",
+			PathContains: f.nodes["node-009"] + "/traits", Status: 403, Times: -1})
+		r := f.run("offer", "node-009", "--reason", "offer it", "--wait", "--timeout", "60s")
+		f.expect(r, ctl.ExitCommandFailed, []string{"FAILED"}, nil)
+		m := uuidRE.FindString(r.stdout)
+		if m == "" {
+			t.Fatalf("offer printed no command id\n%v", r)
+		}
+		prefix := m[:8]
+		f.expect(f.run("get", "commands", prefix), 0, []string{prefix, "node-009", "offer", "FAILED"}, nil)
+		f.sim.ClearFaults()
+		// The hub may be resending the TRANSIENT failure right now (then the
+		// command is SENT and a retry is refused, changing nothing): retry
+		// until it is taken.
+		resent := false
+		harness.Eventually(t, 60*time.Second, func() error {
+			r = f.run("retry", prefix, "--reason", "BMC fixed", "--wait", "--timeout", "60s")
+			if r.code == 0 {
+				return nil
+			}
+			if r.code != ctl.ExitRefused {
+				t.Fatalf("retry: %v", r)
+			}
+			g, err := f.api.GetCommand(ctx, &ironlinkv1.GetCommandRequest{CommandId: m})
+			if err == nil && g.GetCommand().GetState() == ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED {
+				resent = true // the hub's own resend succeeded first
+				return nil
+			}
+			return fmt.Errorf("%v", r)
+		})
+		if !resent {
+			f.expect(r, 0, []string{"cli/node-009: offer retried as command", "cli/node-009: SUCCEEDED"}, nil)
+			f.expect(f.run("describe", "device", "node-009"), 0, []string{"retry of command " + m}, nil)
+		}
+		f.expect(f.run("retry", prefix, "--reason", "again"), ctl.ExitRefused, nil, nil)
+	})
+
+	t.Run("ids: malformed or unknown prefixes are refused", func(t *testing.T) {
+		f.expect(f.run("get", "commands", "zz"), ctl.ExitUsage, nil, []string{`command id "zz" is not a UUID nor a prefix of one`})
+		f.expect(f.run("op", "get", "abc"), ctl.ExitUsage, nil, []string{`operation id "abc" is not a UUID nor a prefix of one`})
+		f.expect(f.run("op", "get", "0000ffff"), ctl.ExitNotFound, nil, []string{`no operation id starts with "0000ffff"`})
+		f.expect(f.run("retry", "0000ffff"), ctl.ExitNotFound, nil, []string{`no command id starts with "0000ffff"`})
+	})
+
+	t.Run("get operations", func(t *testing.T) {
+		f.expect(f.run("get", "operations", "--site", site), 0, nil, []string{"No operations found."})
+		f.expect(f.run("get", "operations", "--state", "bogus"), ctl.ExitUsage, nil, []string{`--state "bogus"`})
+		f.expect(f.run("get", "operations", "-o", "json"), 0, []string{"{"}, nil)
+	})
+
+	t.Run("events of one device over a window, watch --device", func(t *testing.T) {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var out, errb syncbuf.Buffer
+		done := make(chan int)
+		go func() {
+			done <- f.inProcessTo(wctx, &out, &errb, func(time.Time) string { return "<age>" }, "watch", "--device", "node-007")
+		}()
+		harness.Eventually(t, 30*time.Second, func() error {
+			if !strings.Contains(errb.String(), "watching for changes") {
+				return fmt.Errorf("watch has not said it is watching: %q", errb.String())
+			}
+			return nil
+		})
+		f.expect(f.run("quarantine", "node-010", "--reason", "not followed", "--wait", "--timeout", "60s"), 0, nil, nil)
+		f.expect(f.run("quarantine", "node-007", "--reason", "followed", "--wait", "--timeout", "60s"), 0, nil, nil)
+		harness.Eventually(t, 20*time.Second, func() error {
+			if !strings.Contains(out.String(), "command  cli/node-007  quarantine") || !strings.Contains(out.String(), "SENT -> SUCCEEDED") {
+				return fmt.Errorf("watch --device printed:\n%s%s", out.String(), errb.String())
+			}
+			return nil
+		})
+		cancel()
+		if code := <-done; code != 0 || strings.Contains(out.String(), "node-010") {
+			t.Fatalf("watch --device node-007 exited %d, printed:\n%s%s", code, out.String(), errb.String())
+		}
+
+		since := time.Since(start) + time.Minute
+		r := f.run("events", "node-007", "--since", since.Round(time.Second).String())
+		f.expect(r, 0, []string{"command  cli/node-007  quarantine", "-> QUARANTINED"}, []string{"end of the changes"})
+		if strings.Contains(r.stdout, "node-010") || strings.Contains(r.stdout, "node-006") {
+			t.Fatalf("events node-007 printed other devices:\n%v", r)
+		}
+		// a window that ended before the quarantine holds none of it
+		r = f.run("events", "node-007", "--since", since.Round(time.Second).String(), "--until", time.Since(start).Round(time.Second).String())
+		if r.code != 0 || strings.Contains(r.stdout, "quarantine") {
+			t.Fatalf("events --until before the quarantine:\n%v", r)
+		}
+		f.expect(f.run("events", "node-007", "--since", "later"), ctl.ExitUsage, nil, []string{`--since "later"`})
+		f.expect(f.run("release", "node-007", "node-010", "--reason", "done", "--wait", "--timeout", "60s"), 0, nil, nil)
+	})
+
+	t.Run("--as-of with a relative age lists the fleet as it was", func(t *testing.T) {
+		f.expect(f.run("get", "devices", "--site", site, "--as-of", "2s"), 0, []string{"node-001", "AGE"}, nil)
+		f.expect(f.run("get", "devices", "--as-of", "soon"), ctl.ExitUsage, nil, []string{`--as-of "soon"`})
+	})
+}
