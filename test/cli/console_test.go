@@ -152,7 +152,7 @@ func TestConsoleCommands(t *testing.T) {
 
 		since := time.Since(start) + time.Minute
 		r := f.run("events", "node-007", "--since", since.Round(time.Second).String())
-		f.expect(r, 0, []string{"command  cli/node-007  quarantine", "-> QUARANTINED"}, []string{"end of the changes"})
+		f.expect(r, 0, []string{"command  cli/node-007  quarantine", "SENT -> SUCCEEDED", "status   cli/node-007"}, []string{"end of the changes"})
 		if strings.Contains(r.stdout, "node-010") || strings.Contains(r.stdout, "node-006") {
 			t.Fatalf("events node-007 printed other devices:\n%v", r)
 		}
