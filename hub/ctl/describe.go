@@ -80,6 +80,7 @@ func (a *app) newDescribeDevice() *cobra.Command {
 					continue
 				}
 				var cmds []*ironlinkv1.OperatorCommand
+				var decisions []*ironlinkv1.PolicyDecision
 				if commands > 0 && asOf == nil {
 					cctx, cancel := c.call(ctx)
 					lc, err := c.fleet.ListCommands(cctx, &ironlinkv1.ListCommandsRequest{DeviceId: r.GetDevice().GetDeviceId(), PageSize: int32(commands)})
@@ -88,11 +89,19 @@ func (a *app) newDescribeDevice() *cobra.Command {
 						return c.explain(err)
 					}
 					cmds = append([]*ironlinkv1.OperatorCommand{}, lc.GetCommands()...) // non-nil: the section is shown
+					cctx, cancel = c.call(ctx)
+					ld, err := c.policy.ListPolicyDecisions(cctx, &ironlinkv1.ListPolicyDecisionsRequest{DeviceId: r.GetDevice().GetDeviceId(), PageSize: int32(commands)})
+					cancel()
+					if err != nil {
+						return c.explain(err)
+					}
+					decisions = append([]*ironlinkv1.PolicyDecision{}, ld.GetDecisions()...)
 				}
 				if i > 0 {
 					fmt.Fprintln(a.opts.Stdout)
 				}
 				a.printDevice(a.opts.Stdout, r, cmds)
+				a.printDeviceActivity(a.opts.Stdout, r, cmds != nil, decisions)
 			}
 			return nil
 		},
@@ -100,7 +109,7 @@ func (a *app) newDescribeDevice() *cobra.Command {
 	cmd.Flags().StringVar(&site, "site", "", "the site of a device name used at more than one site")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "json or yaml: print the hub's GetDevice answer instead")
 	cmd.Flags().IntVar(&history, "history", 10, "history entries to show per history (1-1000)")
-	cmd.Flags().IntVar(&commands, "commands", 5, "recent commands to show (0: none; none with --as-of)")
+	cmd.Flags().IntVar(&commands, "commands", 5, "recent commands and policy decisions to show (0: none; none with --as-of)")
 	cmd.Flags().StringVar(&asOfFlag, "as-of", "", asOfHelp)
 	_ = cmd.RegisterFlagCompletionFunc("site", a.completeSites)
 	return cmd
@@ -153,6 +162,13 @@ func (a *app) printDeviceSummary(w io.Writer, r *ironlinkv1.GetDeviceResponse) {
 	field(w, "Quarantine", q)
 	for _, h := range r.GetQuarantineHolds() {
 		field(w, "Held by", fmt.Sprintf("%s (%s %s ago: %q)", h.GetHolder(), h.GetActor(), a.age(h.GetCreateTime()), h.GetReason()))
+	}
+	for _, h := range d.GetPolicyHolds() {
+		until := "until cleared"
+		if h.GetEndTime() != nil {
+			until = "until " + h.GetEndTime().AsTime().UTC().Format(time.RFC3339)
+		}
+		field(w, "Policy hold", fmt.Sprintf("%s by %s %s (%q; `ironlink holds clear` ends it)", holdKindName(h.GetKind()), h.GetAuthor(), until, h.GetReason()))
 	}
 	if p := r.GetReleasePlan(); p != nil {
 		field(w, "Release would", planLine(p))
@@ -359,4 +375,37 @@ func (a *app) describeSite(ctx context.Context, s *ironlinkv1.Site) error {
 	}
 	t.flush()
 	return nil
+}
+
+// printDeviceActivity prints the device's recent operations (from the
+// GetDevice answer) and, with decisions not nil, its recent policy
+// decisions; shown tells whether the sections were asked for (--commands).
+func (a *app) printDeviceActivity(w io.Writer, r *ironlinkv1.GetDeviceResponse, shown bool, decisions []*ironlinkv1.PolicyDecision) {
+	if !shown {
+		return
+	}
+	fmt.Fprintln(w, "Recent operations (newest first):")
+	if len(r.GetRecentOperations()) == 0 {
+		fmt.Fprintln(w, "  none")
+	} else {
+		t := newTable(w, "  ", "AGE", "ID", "KIND", "STATE", "PROVISION", "ACTOR", "ERROR")
+		for _, o := range r.GetRecentOperations() {
+			t.row(a.age(o.GetCreateTime()), shortID(o.GetOperationId()), opKindName(o.GetKind()), opStateName(o.GetState()), o.GetProvisionState(), o.GetActor(), truncate(o.GetLastError(), 80))
+		}
+		t.flush()
+	}
+	fmt.Fprintln(w, "Policy decisions (newest first):")
+	if len(decisions) == 0 {
+		fmt.Fprintln(w, "  none")
+		return
+	}
+	t := newTable(w, "  ", "AGE", "ID", "ACTION", "REASON", "RULE", "CHANGE")
+	for _, d := range decisions {
+		action := strings.TrimPrefix(d.GetAction().String(), "POLICY_ACTION_")
+		if d.GetDryRun() {
+			action += " (dry-run)"
+		}
+		t.row(a.age(d.GetDecideTime()), strconv.FormatInt(d.GetId(), 10), action, d.GetReason(), d.GetRule(), d.GetFromStatus()+" -> "+d.GetToStatus())
+	}
+	t.flush()
 }

@@ -44,6 +44,8 @@ func TestConsoleCommands(t *testing.T) {
 			t.Fatalf("holds --kind maintenance -o name: want cli/node-005\n%v", r)
 		}
 		f.expect(f.run("get", "devices", "node-004", "-o", "wide"), 0, []string{"HELD-BY", "exclusion (ops-admin: burn-in by hand)"}, nil)
+		f.expect(f.run("describe", "device", "node-004"), 0, []string{"Policy hold:", `exclusion by ops-admin until cleared ("burn-in by hand"`,
+			"Recent operations (newest first):", "Policy decisions (newest first):"}, nil)
 		f.expect(f.run("holds", "clear", "node-004", "--kind", "exclusion"), 0, []string{"cli/node-004: exclusion hold cleared"}, nil)
 		f.expect(f.run("holds", "clear", "node-004", "--kind", "exclusion"), ctl.ExitNotFound, nil, nil)
 		f.expect(f.run("holds", "clear", "node-005", "--kind", "maintenance"), 0, nil, nil)
