@@ -70,7 +70,7 @@ func TestConsoleCommands(t *testing.T) {
 		f.expect(f.run("policy", "show", site), 0, []string{"Site:", site, "Automatic:", "Guard:", "Rules (tried in order):"}, nil)
 		f.expect(f.run("policy", "states"), 0, []string{"SITE", "AUTOMATIC", "GUARD", site, otherSite}, nil)
 		f.expect(f.run("policy", "guard", site), 0, []string{"GUARD", site, "armed"}, nil)
-		f.expect(f.run("policy", "show", site, "-o", "json"), 0, []string{`"policy"`, `"site": "` + site + `"`}, nil)
+		f.expect(f.run("policy", "show", site, "-o", "json"), 0, []string{`"policy"`, `"maxDevices"`, `"` + site + `"`}, nil)
 		f.expect(f.run("policy", "states", "atlantis"), ctl.ExitNotFound, nil, nil)
 	})
 
