@@ -53,10 +53,13 @@ Reasons are cut to 80 characters; -o wide prints them in full.`,
 			}
 			// The resume hint repeats the filters given.
 			var resume []string
-			for _, f := range []string{"site", "status", "kind", "selector"} {
+			for _, f := range []string{"site", "status", "kind"} {
 				if v, _ := cmd.Flags().GetString(f); v != "" {
-					resume = append(resume, "--"+f+" '"+v+"'")
+					resume = append(resume, "--"+f+" "+v)
 				}
+			}
+			if ff.selector != "" {
+				resume = append(resume, "-l '"+ff.selector+"'")
 			}
 			for _, d := range ff.devices {
 				resume = append(resume, "--device "+d)
