@@ -1,7 +1,11 @@
 // Package ctl is the `ironlink` command-line tool for operators: contexts in
-// a kubeconfig-like file, `get sites|devices|commands` as aligned tables (or
-// JSON, YAML, names), `describe device|site`, and `quarantine`/`release`
-// with `--wait`. Every call mints a fresh short-lived client assertion from
+// a kubeconfig-like file, `get sites|devices|commands|operations|decisions|
+// pending` as aligned tables (or JSON, YAML, names), `describe device|site`,
+// `quarantine`/`release`/`offer`/`retry` with `--wait`, `op` (lifecycle
+// operations), `holds`, `policy`, `watch` and `events` (the change feed).
+// Operation and command ids are taken by unique prefix (idprefix.go);
+// Inventory maps every RPC of the operator services to the commands that
+// reach it, and a test keeps it complete. Every call mints a fresh short-lived client assertion from
 // the context's private key, so users never handle tokens.
 //
 // Layering rule: this package talks to the hub only through its public gRPC
