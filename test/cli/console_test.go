@@ -158,6 +158,13 @@ func TestConsoleCommands(t *testing.T) {
 		if strings.Contains(r.stdout, "node-010") || strings.Contains(r.stdout, "node-006") {
 			t.Fatalf("events node-007 printed other devices:\n%v", r)
 		}
+		// the same by selector
+		r = f.run("events", "-l", "site="+site+",name=node-007", "--since", since.Round(time.Second).String(), "--kind", "command")
+		f.expect(r, 0, []string{"command  cli/node-007  quarantine", "SENT -> SUCCEEDED"}, nil)
+		if strings.Contains(r.stdout, "status   ") || strings.Contains(r.stdout, "node-010") {
+			t.Fatalf("events -l name=node-007 --kind command printed more:\n%v", r)
+		}
+		f.expect(f.run("events", "node-007", "-l", "site="+site), ctl.ExitUsage, nil, []string{"not both"})
 		// a window that ended before the quarantine holds none of it
 		r = f.run("events", "node-007", "--since", since.Round(time.Second).String(), "--until", time.Since(start).Round(time.Second).String())
 		if r.code != 0 || strings.Contains(r.stdout, "quarantine") {
