@@ -319,3 +319,19 @@ func Check(o Options) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Warnings returns what o's configuration has that is valid but cannot work
+// as written (policy.File.Warnings of --policy-file against --stale-after,
+// at the time of the call), for `ironlink-hub validate` to print; nil when
+// there is no policy file or it does not load (Check names that).
+func Warnings(o Options) []string {
+	c, err := o.Validate()
+	if err != nil || c.PolicyFile == "" {
+		return nil
+	}
+	f, err := policy.Load(c.PolicyFile)
+	if err != nil {
+		return nil
+	}
+	return f.Warnings(c.StaleAfter, time.Now())
+}

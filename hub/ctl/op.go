@@ -67,7 +67,7 @@ type opStartFlags struct {
 	imageSource, imageChecksum, novaImage, novaFlavor, novaName, keyName, serverID string
 	userData                                                                       string
 	cleanSteps, networks, sshKeys                                                  []string
-	force, wait                                                                    bool
+	force, forceClear, wait                                                        bool
 	rootGB                                                                         int32
 	timeout                                                                        time.Duration
 }
@@ -122,6 +122,7 @@ func (o *opStartFlags) bind(cmd *cobra.Command) {
 	f.StringVar(&o.novaName, "nova-name", "", "nova-create: server name")
 	f.StringVar(&o.keyName, "key-name", "", "nova-create: key pair name")
 	f.StringSliceVar(&o.networks, "network", nil, "nova-create: network id, repeatable (default: the site's networks)")
+	f.BoolVar(&o.forceClear, "force-clear", false, "nova-create: first clear a stale instance_uuid (one Nova does not know) from an available node")
 	f.StringVar(&o.serverID, "server-id", "", "nova-delete: server id (default: the node's instance)")
 	f.BoolVar(&o.wait, "wait", false, "follow every operation to its end (exit 6 when one FAILED or was CANCELLED, 7 on --timeout)")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long --wait waits")
@@ -181,7 +182,10 @@ func (o *opStartFlags) params(kind ironlinkv1.OperationKind) (*ironlinkv1.Operat
 		}
 	}
 	if kind == ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE {
-		p.NovaCreate = &ironlinkv1.NovaCreateParams{Name: o.novaName, Flavor: o.novaFlavor, Image: o.novaImage, KeyName: o.keyName, UserData: o.userData, Networks: o.networks}
+		p.NovaCreate = &ironlinkv1.NovaCreateParams{Name: o.novaName, Flavor: o.novaFlavor, Image: o.novaImage, KeyName: o.keyName, UserData: o.userData, Networks: o.networks,
+			ForceClear: o.forceClear}
+	} else if o.forceClear {
+		return nil, usageErrf("--force-clear is for nova-create only")
 	}
 	return p, nil
 }

@@ -206,3 +206,46 @@ func TestEnrolOfANodeInUseTellsHowToForce(t *testing.T) {
 		t.Fatalf("with --force: exit %d\n%s", code, errs)
 	}
 }
+
+// TestOpStartNovaCreateForceClear: nova-create on a device whose node has
+// an instance_uuid Nova does not know is refused, naming it and the way
+// out; --force-clear is accepted and reaches the operation's parameters;
+// on any other kind it is a usage error.
+func TestOpStartNovaCreateForceClear(t *testing.T) {
+	addr, st := opsHub(t)
+	ctx := context.Background()
+	const stale = "5a1e0000-0000-4000-8000-0000000000bb"
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: "b2", Replica: "r0", Capabilities: []string{"nova", "operations"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := st.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 2, Devices: []store.DeviceUpdate{{DeviceID: uuid.NewString(), ObservedTime: now,
+		Facts: &store.Facts{Name: "node-stale", ProvisionState: "available", PowerState: "power off", InstanceUUID: stale,
+			InstanceMismatches: []store.InstanceMismatch{{Kind: store.MismatchNovaUnknown, IronicInstanceUUID: stale, FirstSeenTime: now}}},
+		Conditions: []condition.Condition{{Type: condition.Enrolled, Status: condition.True, Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, string, int) {
+		var out, errb bytes.Buffer
+		code := ctl.Execute(ctx, ctl.Options{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }},
+			append([]string{"--hub", addr, "--plaintext", "--no-auth"}, args...))
+		return out.String(), errb.String(), code
+	}
+	base := []string{"op", "start", "nova-create", "site-a/node-stale", "--nova-image", "img", "--nova-name", "s1", "--reason", "x"}
+	if _, errs, code := run(base...); code != ctl.ExitRefused || !strings.Contains(errs, "instance_uuid "+stale+" that Nova does not know") ||
+		!strings.Contains(errs, "--force-clear") {
+		t.Fatalf("nova-create on a stale instance_uuid: exit %d %s", code, errs)
+	}
+	if _, errs, code := run("op", "start", "inspect", "node-1", "--force-clear", "--reason", "x"); code != ctl.ExitUsage || !strings.Contains(errs, "nova-create only") {
+		t.Fatalf("--force-clear on inspect: exit %d %s", code, errs)
+	}
+	out, errs, code := run(append(base, "--force-clear")...)
+	if code != 0 || !strings.Contains(out, "PENDING") {
+		t.Fatalf("nova-create --force-clear: exit %d\n%s%s", code, out, errs)
+	}
+	o, err := st.GetOperation(ctx, strings.Fields(strings.Split(out, "\n")[1])[0])
+	if err != nil || !strings.Contains(string(o.Params), `"forceClear": true`) {
+		t.Fatalf("stored params %s (%v)", o.Params, err)
+	}
+}

@@ -113,6 +113,10 @@ type deviceView struct {
 	// instanceCleared: an operation that ended after the observation
 	// removed the node's instance (NOVA_DELETE or UNDEPLOY succeeded).
 	instanceCleared bool
+	// forceClear: the request asks the satellite to clear a stale
+	// instance_uuid (one Nova does not know) first (NOVA_CREATE's
+	// force_clear), so such an instance_uuid is not a refusal.
+	forceClear bool
 }
 
 // checkPreconditions refuses (FailedPrecondition, naming what the hub saw
@@ -140,7 +144,7 @@ func checkPreconditions(field string, kind store.OperationKind, v deviceView) er
 			field, id, kind))
 	}
 	if p.Instance == InstanceNone && !v.instanceCleared {
-		if msg := instanceHeld(v.d); msg != "" {
+		if msg := instanceHeld(v.d, kind, v.forceClear); msg != "" {
 			return precondition(ReasonInstancePresent, fmt.Sprintf("%s: device %s %s", field, id, msg))
 		}
 	}
@@ -155,25 +159,41 @@ func faultSuffix(fault string) string {
 	return " (fault: " + fault + ")"
 }
 
+// reasonInstanceRecordMismatch is the satellite's InstanceAllocated reason
+// when Ironic holds the node for an instance Nova does not know
+// (docs/reference/conditions.md).
+const reasonInstanceRecordMismatch = "InstanceRecordMismatch"
+
 // instanceHeld says how d is held by an instance, with what to do; "" when
 // it is free: no instance_uuid, no mismatch the satellite's orphan sweep
-// found, InstanceAllocated not True.
-func instanceHeld(d store.Device) string {
+// found, InstanceAllocated not True. With forceClear (NOVA_CREATE only) a
+// stale instance_uuid Nova does not know is not a hold: the satellite
+// clears it first.
+func instanceHeld(d store.Device, kind store.OperationKind, forceClear bool) string {
 	f := d.Facts
+	stale := ""
 	for _, m := range f.InstanceMismatches {
 		switch {
 		case m.Kind == store.MismatchNovaUnknown && m.IronicInstanceUUID != "":
-			return fmt.Sprintf("has instance_uuid %s that Nova does not know (a stale record, seen since %s): clear it first (openstack baremetal node unset --instance-uuid %s)",
-				m.IronicInstanceUUID, m.FirstSeenTime.UTC().Format("2006-01-02T15:04:05Z"), d.ID)
+			if forceClear && kind == "NOVA_CREATE" {
+				stale = m.IronicInstanceUUID
+				continue
+			}
+			way := ""
+			if kind == "NOVA_CREATE" {
+				way = " or use --force-clear (params.nova_create.force_clear)"
+			}
+			return fmt.Sprintf("has instance_uuid %s that Nova does not know (a stale record, seen since %s): clear it first (openstack baremetal node unset --instance-uuid %s)%s",
+				m.IronicInstanceUUID, m.FirstSeenTime.UTC().Format("2006-01-02T15:04:05Z"), d.ID, way)
 		case m.Kind == store.MismatchNodeUnaware && m.NovaServerID != "":
 			return fmt.Sprintf("runs Nova server %s (%s) that Ironic's instance_uuid does not name: delete that server first", m.NovaServerID, m.NovaServerStatus)
 		}
 	}
-	if f.InstanceUUID != "" {
+	if f.InstanceUUID != "" && !strings.EqualFold(f.InstanceUUID, stale) {
 		return fmt.Sprintf("has instance_uuid %s: it is in use; delete that instance first (NOVA_DELETE for a Nova server)", f.InstanceUUID)
 	}
 	for _, c := range d.Conditions {
-		if c.Type == condition.InstanceAllocated && c.Status == condition.True {
+		if c.Type == condition.InstanceAllocated && c.Status == condition.True && !(stale != "" && c.Reason == reasonInstanceRecordMismatch) {
 			return fmt.Sprintf("is allocated (InstanceAllocated=True, %s: %s): release the allocation first", c.Reason, c.Message)
 		}
 	}

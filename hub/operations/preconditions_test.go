@@ -113,6 +113,9 @@ func TestPreconditionsOfTheHubsView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const staleInstance = "5a1e0000-0000-4000-8000-0000000000aa"
+	staleCond := []condition.Condition{{Type: condition.InstanceAllocated, Status: condition.True, Reason: "InstanceRecordMismatch",
+		Message: "Ironic points at instance " + staleInstance + ", which Nova does not know", ObservedTime: now, LastTransitionTime: now}}
 	allocated := []condition.Condition{{Type: condition.InstanceAllocated, Status: condition.True, Reason: "IronicAllocation", Message: "allocation 5f0c", ObservedTime: now, LastTransitionTime: now}}
 	devs := map[string]struct {
 		facts store.Facts
@@ -124,6 +127,8 @@ func TestPreconditionsOfTheHubsView(t *testing.T) {
 		"p-nova-unaware": {store.Facts{ProvisionState: "available", InstanceMismatches: []store.InstanceMismatch{{Kind: store.MismatchNodeUnaware,
 			NovaServerID: "0d6b4a1e-36c4-4f55-9d0c-1a4f5e6b7c8d", NovaServerStatus: "ACTIVE", FirstSeenTime: now}}}, nil},
 		"p-nova-deleted": {store.Facts{ProvisionState: "active", InstanceUUID: "7e1d4c2b-0a9f-4e8d-8c7b-6a5f4e3d2c1b"}, nil},
+		"p-stale": {store.Facts{ProvisionState: "available", InstanceUUID: staleInstance, InstanceMismatches: []store.InstanceMismatch{{Kind: store.MismatchNovaUnknown,
+			IronicInstanceUUID: staleInstance, FirstSeenTime: now}}}, staleCond},
 	}
 	var ups []store.DeviceUpdate
 	for name, d := range devs {
@@ -155,6 +160,11 @@ func TestPreconditionsOfTheHubsView(t *testing.T) {
 		{ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, "p-allocation", novaCreate, operations.ReasonInstancePresent, "IronicAllocation: allocation 5f0c"},
 		{ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, "p-nova-unaware", novaCreate, operations.ReasonInstancePresent, "runs Nova server 0d6b4a1e-36c4-4f55-9d0c-1a4f5e6b7c8d (ACTIVE)"},
 		{ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, "p-nova-deleted", novaCreate, operations.ReasonProvisionState, `is "active"`},
+		{ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, "p-stale", novaCreate, operations.ReasonInstancePresent,
+			"has instance_uuid " + staleInstance + " that Nova does not know (a stale record"},
+		{ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, "p-stale", novaCreate, operations.ReasonInstancePresent, "or use --force-clear"},
+		{ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY, "p-stale", &ironlinkv1.OperationParams{Deploy: &ironlinkv1.DeployParams{ImageSource: "6b1c1c7e-3f0a-4d3e-9d33-2d5a1f1e0a11"}},
+			operations.ReasonInstancePresent, "clear it first (openstack baremetal node unset --instance-uuid"},
 	} {
 		err := start(c.kind, c.dev, c.params)
 		if status.Code(err) != codes.FailedPrecondition || grpcerr.Reason(err) != c.reason || !strings.Contains(status.Convert(err).Message(), c.says) {
@@ -163,6 +173,16 @@ func TestPreconditionsOfTheHubsView(t *testing.T) {
 	}
 	if changed := pgtest.ChangedTables(before, f.checksums(t)); len(changed) > 0 {
 		t.Fatalf("refused requests changed tables %v", changed)
+	}
+	// force_clear lets NOVA_CREATE through a stale instance_uuid (the
+	// satellite clears it first), and nothing else: a Nova server on the
+	// node still refuses.
+	forceClear := &ironlinkv1.OperationParams{NovaCreate: &ironlinkv1.NovaCreateParams{Name: "s1", Image: "img", ForceClear: true}}
+	if err := start(ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, "p-nova-unaware", forceClear); grpcerr.Reason(err) != operations.ReasonInstancePresent {
+		t.Errorf("NOVA_CREATE with force_clear on a node running a Nova server: %v", err)
+	}
+	if err := start(ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, "p-stale", forceClear); err != nil {
+		t.Errorf("NOVA_CREATE with force_clear on a stale instance_uuid: %v", err)
 	}
 	if err := start(ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, "p-maint-manageable", nil); err != nil {
 		t.Errorf("INSPECT in maintenance (Ironic allows it): %v", err)

@@ -322,7 +322,9 @@ func (s *Server) deviceOperation(ctx context.Context, sc siteScope, caps *capabi
 	} else if ok {
 		return store.NewOperation{}, precondition(ReasonOperationActive, fmt.Sprintf("%s: device %s is already running operation %s (%s, %s): wait for it or cancel it", field, id, act.ID, act.Kind, act.State))
 	}
-	if err := checkPreconditions(field, kind, s.view(ctx, d)); err != nil {
+	v := s.view(ctx, d)
+	v.forceClear = req.GetParams().GetNovaCreate().GetForceClear()
+	if err := checkPreconditions(field, kind, v); err != nil {
 		return store.NewOperation{}, err
 	}
 	return store.NewOperation{ID: uuid.NewString(), Site: d.Site, DeviceID: id, DeviceName: d.Name, Forced: forced, ProvisionState: d.Facts.ProvisionState}, nil

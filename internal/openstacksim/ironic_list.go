@@ -278,6 +278,9 @@ func (c *Cloud) selectNodePageLocked(nq *nodeListQuery) ([]*nodeRec, *apiErr) {
 				break
 			}
 		}
+		if c.fieldLoss.RepeatMarker && nq.limit > 1 && start > 0 && all[start-1] == markerRec {
+			start--
+		}
 	}
 	page := all[start:]
 	if len(page) > nq.limit {

@@ -50,7 +50,15 @@ type FieldLoss struct {
 	// Drop names the keys removed; empty means every key outside Ironic's
 	// default field set (uuid, name, instance_uuid, power_state,
 	// provision_state, maintenance) and links, as if fields were ignored.
+	// With RepeatMarker alone (Drop empty, LaterPages and SingleNode
+	// false) no field is lost.
 	Drop []string
+	// RepeatMarker: a list page asked for with a marker starts with the
+	// marker's node again, so that node is listed on two pages (the
+	// duplicate-node hazard of a listing whose marker Ironic resolved to the
+	// row before it). Pages of limit 1 are left alone (they would repeat
+	// forever).
+	RepeatMarker bool
 }
 
 // strip removes the lost keys from a rendered node.

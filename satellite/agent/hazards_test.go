@@ -98,3 +98,50 @@ func TestListingHazardsCountedAndReported(t *testing.T) {
 		t.Fatalf("complete listing again: %+v %+v", p, lc)
 	}
 }
+
+// Ironic listing a node again on the next page (the simulator's
+// RepeatMarker) is counted as duplicate_node per node on /metrics, degrades
+// the poll (ListingConsistent=False/DuplicateNodes) and keeps each node
+// once; a listing without repeats clears it.
+func TestListingHazardDuplicateNode(t *testing.T) {
+	ctx := context.Background()
+	sim, c := ostest.ConnectSim(t, openstacksim.Options{})
+	for i := range 10 {
+		sim.AddNode(openstacksim.Node{Name: fmt.Sprintf("d-%02d", i), ProvisionState: "available", PowerState: "power off"})
+	}
+	ir := ironic.New(c.Baremetal, ostest.Logger(t))
+	ir.ReadRetry = ostest.FastRetry(2)
+	ir.PageLimit = 3
+	site := link.NewSiteState(nil)
+	m := metrics.New()
+	srv := httptest.NewServer(promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	t.Cleanup(srv.Close)
+	a := agent.New(agent.Config{Observer: m}, agent.Clients{Ironic: ir}, link.NewOutbox(), site, ostest.Logger(t))
+	sim.SetFieldLoss(openstacksim.FieldLoss{RepeatMarker: true})
+	if err := a.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lc, _ := site.Get(condition.ListingConsistent)
+	if lc.Status != condition.False || lc.Reason != condition.ReasonDuplicateNodes || !strings.Contains(lc.Message, "nodes on more than one page") {
+		t.Fatalf("listing with repeated markers: %+v", lc)
+	}
+	// 10 nodes in pages of 3, each later page starting with the previous
+	// page's last node: 0-2, 2-4, 4-6, 6-8, 8-9: four nodes listed twice.
+	v, _ := promtest.Scrape(t, srv.URL+"/metrics").Value("ironlink_satellite_listing_hazards_total", "kind", "duplicate_node")
+	if v != 4 {
+		t.Fatalf("duplicate_node hazards = %v, want 4", v)
+	}
+	if p, _ := site.Get(condition.InventoryPolled); p.Status != condition.True {
+		t.Fatalf("degraded poll: InventoryPolled %+v, want True", p)
+	}
+	sim.SetFieldLoss(openstacksim.FieldLoss{})
+	if err := a.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if lc, _ := site.Get(condition.ListingConsistent); lc.Status != condition.True {
+		t.Fatalf("listing without repeats: %+v", lc)
+	}
+	if v2, _ := promtest.Scrape(t, srv.URL+"/metrics").Value("ironlink_satellite_listing_hazards_total", "kind", "duplicate_node"); v2 != v {
+		t.Fatalf("duplicate_node hazards grew to %v on a clean listing (was %v)", v2, v)
+	}
+}

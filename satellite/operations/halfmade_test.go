@@ -285,3 +285,35 @@ func TestFixtureStepsCarryAttemptsAndRequests(t *testing.T) {
 		t.Error("the marker stays after the restarted clean")
 	}
 }
+
+// A Nova create on an available node whose instance_uuid names no Nova
+// server: without force_clear it fails StaleInstance naming the
+// instance_uuid and the way out, before anything is booted; with it the
+// instance_uuid is removed as its own recorded step and the server boots.
+func TestFixtureNovaCreateStaleInstance(t *testing.T) {
+	const stale = "0bad0000-0000-4000-8000-0000000000aa"
+	for _, force := range []bool{false, true} {
+		f, r, got := fxRunner(t, "available")
+		f.PutFlavor(nova.Flavor{ID: "fl-1", Name: "baremetal-gpu", ExtraSpecs: map[string]string{"resources:CUSTOM_GPU": "1"}})
+		n, _ := f.Node(fxNode)
+		n.InstanceUUID = stale
+		f.PutNode(n)
+		p := fxRun(t, r, got, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, fxNode,
+			&ironlinkv1.OperationParams{NovaCreate: &ironlinkv1.NovaCreateParams{Name: "vm-s", Image: "11111111-2222-4333-8444-555555555555", ForceClear: force}}))
+		booted := slices.ContainsFunc(f.Calls(), func(c site.Call) bool { return c.Method == site.MethodCreateServer })
+		if !force {
+			if p.GetFailureReason() != "StaleInstance" || !strings.Contains(p.GetError(), stale) || !strings.Contains(p.GetError(), "--force-clear") || booted {
+				t.Errorf("without force_clear: %s %q, booted %v", p.GetFailureReason(), p.GetError(), booted)
+			}
+			continue
+		}
+		wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+		s := stepNamed(p, "clear-stale-instance")
+		if s == nil || !hasRequest(s, "PATCH", "/v1/nodes/"+fxNode, "remove /instance_uuid", 200) || !strings.Contains(s.GetMessage(), stale) {
+			t.Errorf("no clear-stale-instance step with its PATCH: %v", p.GetSteps())
+		}
+		if n, _ := f.Node(fxNode); n.InstanceUUID != p.GetServerId() || n.ProvisionState != "active" {
+			t.Errorf("node %s instance %s, server %s", n.ProvisionState, n.InstanceUUID, p.GetServerId())
+		}
+	}
+}

@@ -15,6 +15,9 @@ import (
 // novaCreate reconciles NOVA_CREATE: find or boot the server on the node,
 // wait for ACTIVE and the node's instance_uuid.
 func (u *run) novaCreate(ctx context.Context, n *node) site.Result {
+	if res, handled := u.staleInstance(ctx, n); handled {
+		return res
+	}
 	srv, err := u.findServer(ctx, n, u.req.GetParams().GetNovaCreate().GetName())
 	if err != nil {
 		return stop(err)
@@ -26,6 +29,38 @@ func (u *run) novaCreate(ctx context.Context, n *node) site.Result {
 	u.serverID = srv.ID
 	u.mu.Unlock()
 	return u.watchServer(ctx, n, srv)
+}
+
+// staleInstance handles an available node whose instance_uuid names a
+// server Nova does not know (a stale record: nova-compute would refuse the
+// node and the server would end in ERROR after its retries). With
+// force_clear the instance_uuid is removed as the step
+// "clear-stale-instance" and the next pass boots; without it the operation
+// fails StaleInstance before anything is created. handled false: the node
+// has no such instance_uuid.
+func (u *run) staleInstance(ctx context.Context, n *node) (site.Result, bool) {
+	if n.InstanceUUID == "" || n.ProvisionState != stAvailable {
+		return site.Result{}, false
+	}
+	_, err := u.r.getServer(ctx, n.InstanceUUID)
+	if err == nil {
+		return site.Result{}, false
+	}
+	if !errors.Is(err, errNotFound) {
+		return stop(err), true
+	}
+	if !u.req.GetParams().GetNovaCreate().GetForceClear() {
+		return site.Failed("StaleInstance", "node %s has instance_uuid %s that Nova does not know: clear it first (openstack baremetal node unset --instance-uuid %s) or use --force-clear",
+			n.UUID, n.InstanceUUID, n.UUID), true
+	}
+	u.step("clear-stale-instance", n.ProvisionState, "instance_uuid "+n.InstanceUUID+" names no Nova server: removing it")
+	if _, err := u.patchNode(ctx, n.UUID, []patchOp{{Op: "remove", Path: "/instance_uuid"}}); err != nil {
+		if openstack.StatusCode(err) == http.StatusBadRequest {
+			return site.Failed("StaleInstance", "node %s: clearing the stale instance_uuid %s failed: %s", n.UUID, n.InstanceUUID, requestError(err)), true
+		}
+		return stop(err), true
+	}
+	return u.waiting(), true
 }
 
 // bootServer boots the operation's server on n, once the node can take it

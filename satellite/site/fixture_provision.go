@@ -433,7 +433,7 @@ func (f *Fixture) SetTraits(_ context.Context, id string, traits []string) error
 }
 
 // PatchNode implements IronicProvisioning for "add", "replace" and "remove" of
-// /extra/<key> and /instance_info/<key>.
+// /extra/<key> and /instance_info/<key>, and "remove" of /instance_uuid.
 func (f *Fixture) PatchNode(_ context.Context, id string, ops []ironic.PatchOp) (ironic.NodeDetail, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -448,6 +448,12 @@ func (f *Fixture) PatchNode(_ context.Context, id string, ops []ironic.PatchOp) 
 	}
 	p := f.provLocked(id)
 	for _, op := range ops {
+		if op.Path == "/instance_uuid" && op.Op == "remove" {
+			n := f.nodes[id]
+			n.InstanceUUID = ""
+			f.nodes[id] = n
+			continue
+		}
 		var m map[string]any
 		switch {
 		case strings.HasPrefix(op.Path, "/extra/"):

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,11 +12,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 // Issue 21's checks of the operations suite: the way through manage from
@@ -222,4 +225,101 @@ func (c *cloud) serverGone(t *testing.T, id string) bool {
 		return strings.Contains(err.Error(), "404") || strings.Contains(err.Error(), "could not be found")
 	}
 	return body.Server.Status == "DELETED" || body.Server.Status == "SOFT_DELETED"
+}
+
+// startFunc starts the operations of req (the suite's start).
+type startFunc func(t *testing.T, oc ironlinkv1.OperationServiceClient, req *ironlinkv1.StartOperationRequest) []*ironlinkv1.Operation
+
+// runFunc runs one operation to its end and checks its state (the suite's run).
+type runFunc func(t *testing.T, oc ironlinkv1.OperationServiceClient, kind ironlinkv1.OperationKind, device string, params *ironlinkv1.OperationParams,
+	want ironlinkv1.OperationState) *ironlinkv1.Operation
+
+// killDuringNovaCreate starts a NOVA_CREATE of server name on the available
+// node id and, once its record shows the server create (on the simulator
+// with the deploy held in wait call-back), kills the satellite (kill -9)
+// and starts it again: the restarted satellite finds the server by name
+// instead of booting another (exactly one server create: the simulator's
+// request log, or the servers of that name Nova has on a real cloud), the
+// operation succeeds, and its record keeps the killed satellite's
+// boot-server step with its POST (attempt 1) beside the restarted one's
+// steps. The server is deleted at the end.
+func killDuringNovaCreate(t *testing.T, h *opsHarness, id, name string, start startFunc, run runFunc) {
+	e := h.e
+	if e.sim != nil {
+		e.sim.HoldWaitStates(true)
+		defer e.sim.HoldWaitStates(false)
+	}
+	mark := e.mark()
+	t0 := time.Now()
+	ops := start(t, h.opsB, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, Devices: []string{id},
+		Params: &ironlinkv1.OperationParams{NovaCreate: &ironlinkv1.NovaCreateParams{Name: name, Image: e.image}}})
+	harness.Eventually(t, 60*time.Second, func() error {
+		r, err := h.opsB.GetOperation(context.Background(), &ironlinkv1.GetOperationRequest{OperationId: ops[0].GetOperationId()})
+		if err != nil {
+			return err
+		}
+		if stepRequest(r.GetOperation(), "boot-server", http.MethodPost, "") == nil {
+			return fmt.Errorf("no server create on the record yet: %s", stepSummary(r.GetOperation()))
+		}
+		if opsFinal(r.GetOperation().GetState()) {
+			t.Fatalf("the NOVA_CREATE ended before the kill: %s", stepSummary(r.GetOperation()))
+		}
+		return nil
+	})
+	h.sat.Kill()
+	h.startSatellite()
+	harness.Eventually(t, 60*time.Second, func() error {
+		if !strings.Contains(h.sat.Output(), ops[0].GetOperationId()) {
+			return fmt.Errorf("the restarted satellite has not received operation %s", ops[0].GetOperationId())
+		}
+		return nil
+	})
+	if e.sim != nil {
+		e.sim.HoldWaitStates(false)
+	}
+	op := waitOp(t, h.opsB, ops[0].GetOperationId(), 10*time.Minute)
+	wantOpState(t, op, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+	if n := e.serverCreates(t, mark, name); n != 1 {
+		t.Errorf("%d servers created across the kill, want 1", n)
+	}
+	if st, inst, _ := e.provisionState(t, id); st != "active" || inst != op.GetServerId() {
+		t.Errorf("node is %q with instance %q, server %s", st, inst, op.GetServerId())
+	}
+	if op.GetAttempts() < 2 {
+		t.Errorf("attempts %d: the restarted satellite did not get a redelivery", op.GetAttempts())
+	}
+	if r := stepRequest(op, "boot-server", http.MethodPost, ""); r == nil || r.GetAttempt() != 1 {
+		t.Errorf("attempt 1's server create is not on the record: %s", stepSummary(op))
+	}
+	if !slices.ContainsFunc(op.GetSteps(), func(s *ironlinkv1.OperationStep) bool { return s.GetAttempt() >= 2 }) {
+		t.Errorf("no step of the restarted satellite's attempt: %s", stepSummary(op))
+	}
+	t.Logf("MEASURE %s NOVA_CREATE across a satellite kill -9: %s, %d OpenStack requests (-1: not counted on a real cloud); steps %s",
+		e.name, time.Since(t0).Round(time.Millisecond), e.opRequests(mark, id), stepSummary(op))
+	run(t, h.opsB, ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE, id, nil, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+}
+
+// serverCreates counts the servers named name created since mark: the
+// satellite's POST /servers in the simulator's request log, or on a real
+// cloud the servers of that name Nova lists (the test deletes its server only after counting).
+func (e *opsEnv) serverCreates(t *testing.T, mark int, name string) int {
+	t.Helper()
+	if e.sim != nil {
+		return e.satRequests(mark, http.MethodPost, "/servers", false)
+	}
+	var body struct {
+		Servers []struct {
+			Name string `json:"name"`
+		} `json:"servers"`
+	}
+	if _, err := e.cp.Get(context.Background(), e.cp.ServiceURL("servers")+"?name="+name, &body, nil); err != nil {
+		t.Fatalf("list servers named %s: %v", name, err)
+	}
+	n := 0
+	for _, s := range body.Servers {
+		if s.Name == name {
+			n++
+		}
+	}
+	return n
 }

@@ -647,6 +647,13 @@ func runOperationsSuite(t *testing.T, e *opsEnv) {
 		}
 	})
 
+	t.Run("kill -9 the satellite during a nova create; one server create, both attempts on the record", func(t *testing.T) {
+		if e.cp == nil {
+			ostest.MissingService(t, "Nova", "NOVA_CREATE")
+		}
+		killDuringNovaCreate(t, h, ids[1], prefix+"-kill", start, run)
+	})
+
 	t.Run("a nova create whose server goes to ERROR deletes it and names Nova's fault and the node's state", func(t *testing.T) {
 		if e.cp == nil {
 			ostest.MissingService(t, "Nova", "NOVA_CREATE's failure")

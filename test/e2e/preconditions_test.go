@@ -95,7 +95,7 @@ func TestOperationPreconditionsRefusedAtTheHub(t *testing.T) {
 		says   []string
 	}{
 		{"nova create on an available node with a stale instance_uuid", ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, site + "/stale-001", novaCreate,
-			codes.FailedPrecondition, "INSTANCE_PRESENT", []string{"instance_uuid " + staleInstance + " that Nova does not know", "clear it first", stale.UUID}},
+			codes.FailedPrecondition, "INSTANCE_PRESENT", []string{"instance_uuid " + staleInstance + " that Nova does not know", "clear it first", stale.UUID, "--force-clear"}},
 		{"nova create on a node in maintenance", ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, site + "/node-003", novaCreate,
 			codes.FailedPrecondition, "NODE_IN_MAINTENANCE", []string{"in maintenance", "maintenance unset"}},
 		{"nova create on an active node", ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, "node-002", novaCreate,
@@ -160,4 +160,55 @@ func TestOperationPreconditionsRefusedAtTheHub(t *testing.T) {
 			t.Errorf("a refused operation reached OpenStack: %s %s %s", q.Service, q.Method, q.Path)
 		}
 	}
+
+	testNovaCreateForceClear(t, oc, sim, stale.UUID, staleInstance)
+}
+
+// testNovaCreateForceClear (TestOperationPreconditionsRefusedAtTheHub's
+// last part, on its hub, satellite and simulator): NOVA_CREATE with
+// force_clear on the node with a stale instance_uuid is accepted; the
+// satellite removes the instance_uuid as its own recorded step before the
+// one server create, and the server ends ACTIVE on the node.
+func testNovaCreateForceClear(t *testing.T, oc ironlinkv1.OperationServiceClient, sim *openstacksim.Cloud, node, staleInstance string) {
+	ctx := context.Background()
+	mark := len(sim.Requests())
+	r, err := oc.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, Devices: []string{node},
+		Params: &ironlinkv1.OperationParams{NovaCreate: &ironlinkv1.NovaCreateParams{Name: "force-clear-server", Image: "testbed-image", ForceClear: true}},
+		Reason: "e2e: force clear"})
+	if err != nil || len(r.GetOperations()) != 1 {
+		t.Fatalf("NOVA_CREATE with force_clear: %v %v", r, err)
+	}
+	op := waitOp(t, oc, r.GetOperations()[0].GetOperationId(), 120*time.Second)
+	if op.GetState() != ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED {
+		t.Fatalf("NOVA_CREATE with force_clear ended %v: %s", op.GetState(), op.GetLastError())
+	}
+	var cleared bool
+	for _, s := range op.GetSteps() {
+		if s.GetName() == "clear-stale-instance" && strings.Contains(s.GetMessage(), staleInstance) {
+			for _, q := range s.GetRequests() {
+				cleared = cleared || (q.GetMethod() == http.MethodPatch && q.GetDetail() == "remove /instance_uuid" && q.GetStatus() == http.StatusOK)
+			}
+		}
+	}
+	if !cleared {
+		t.Errorf("no clear-stale-instance step with its PATCH in %v", op.GetSteps())
+	}
+	// The request log: the PATCH of the node, then exactly one server
+	// create.
+	patched, creates := false, 0
+	for _, q := range sim.Requests()[mark:] {
+		switch {
+		case q.Service == openstacksim.ServiceBaremetal && q.Method == http.MethodPatch && strings.HasSuffix(q.Path, "/nodes/"+node) && creates == 0:
+			patched = true
+		case q.Service == openstacksim.ServiceCompute && q.Method == http.MethodPost && strings.HasSuffix(q.Path, "/servers") && q.Status < 300:
+			if !patched {
+				t.Error("the server was created before the stale instance_uuid was cleared")
+			}
+			creates++
+		}
+	}
+	if !patched || creates != 1 {
+		t.Errorf("request log: PATCH of the node %v, %d server creates (want 1)", patched, creates)
+	}
+	t.Logf("force-clear: server %s, steps %d", op.GetServerId(), len(op.GetSteps()))
 }

@@ -570,7 +570,13 @@ type NovaCreateParams struct {
 	// User data, at most 64 KiB (sent base64-encoded to Nova).
 	UserData string `protobuf:"bytes,5,opt,name=user_data,json=userData,proto3" json:"user_data,omitempty"`
 	// Network ids; empty: the site's configured networks.
-	Networks      []string `protobuf:"bytes,6,rep,name=networks,proto3" json:"networks,omitempty"`
+	Networks []string `protobuf:"bytes,6,rep,name=networks,proto3" json:"networks,omitempty"`
+	// Clear a stale instance_uuid first: when the node is available and
+	// carries an instance_uuid Nova does not know, the satellite removes it
+	// (its own step, "clear-stale-instance") before it boots the server.
+	// Without it the hub refuses such a node (FailedPrecondition
+	// INSTANCE_PRESENT) and the satellite fails it (StaleInstance).
+	ForceClear    bool `protobuf:"varint,7,opt,name=force_clear,json=forceClear,proto3" json:"force_clear,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -645,6 +651,13 @@ func (x *NovaCreateParams) GetNetworks() []string {
 		return x.Networks
 	}
 	return nil
+}
+
+func (x *NovaCreateParams) GetForceClear() bool {
+	if x != nil {
+		return x.ForceClear
+	}
+	return false
 }
 
 // OperationParams are the kind-specific parameters.
@@ -2089,14 +2102,16 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
 	"\vConfigDrive\x12\x1b\n" +
 	"\tuser_data\x18\x01 \x01(\tR\buserData\x12\x19\n" +
-	"\bssh_keys\x18\x02 \x03(\tR\asshKeys\"\xa8\x01\n" +
+	"\bssh_keys\x18\x02 \x03(\tR\asshKeys\"\xc9\x01\n" +
 	"\x10NovaCreateParams\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06flavor\x18\x02 \x01(\tR\x06flavor\x12\x14\n" +
 	"\x05image\x18\x03 \x01(\tR\x05image\x12\x19\n" +
 	"\bkey_name\x18\x04 \x01(\tR\akeyName\x12\x1b\n" +
 	"\tuser_data\x18\x05 \x01(\tR\buserData\x12\x1a\n" +
-	"\bnetworks\x18\x06 \x03(\tR\bnetworks\"\xda\x01\n" +
+	"\bnetworks\x18\x06 \x03(\tR\bnetworks\x12\x1f\n" +
+	"\vforce_clear\x18\a \x01(\bR\n" +
+	"forceClear\"\xda\x01\n" +
 	"\x0fOperationParams\x127\n" +
 	"\vclean_steps\x18\x01 \x03(\v2\x16.ironlink.v1.CleanStepR\n" +
 	"cleanSteps\x121\n" +

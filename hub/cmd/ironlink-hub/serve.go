@@ -30,15 +30,30 @@ func runServe(args []string, stderr io.Writer) error {
 
 // runValidate implements `ironlink-hub validate`: the flags and environment
 // of serve, loaded and checked as serve would (app.Check: settings, roster,
-// TLS files, database URL syntax) without serving. It prints one line per
+// TLS files, database URL syntax, the policy file) without serving. It
+// prints one "warning: " line per thing that is valid but cannot work as
+// written (app.Warnings: a policy hold-down shorter than --stale-after, a
+// maintenance window that never opens again) to stderr; then one line per
 // problem (a flag or environment value that does not parse, or what Check
-// finds) to stderr and returns cli.ErrInvalid, or prints one OK line to
-// stdout.
+// finds) to stderr and returns cli.ErrInvalid, or one OK line to stdout
+// (warnings do not fail it: serve starts with them, logging them).
 func runValidate(args []string, stdout, stderr io.Writer) error {
-	f := cli.NewCommand("ironlink-hub validate", "ironlink-hub validate [serve flags]\n\nChecks the configuration serve would run with (flags and environment, the roster,\nthe TLS files, the database URL's syntax; no connection is made) and exits 1 when\nanything is wrong.", stderr)
+	f := cli.NewCommand("ironlink-hub validate", "ironlink-hub validate [serve flags]\n\nChecks the configuration serve would run with (flags and environment, the roster,\nthe TLS files, the policy file, the database URL's syntax; no connection is made)\nand exits 1 when anything is wrong. What is valid but cannot work as written (a\npolicy hold-down shorter than --stale-after, a window that never opens) is printed\nas a warning and does not change the exit status.", stderr)
 	opts, lf, err := parseServeFlags(f, args)
 	return cli.CheckConfig(stdout, stderr, err, lf, func() (string, error) {
-		return "ironlink-hub: configuration OK", app.Check(opts)
+		ok := "ironlink-hub: configuration OK"
+		ws := app.Warnings(opts)
+		for _, w := range ws {
+			fmt.Fprintln(stderr, "warning: --policy-file: "+w)
+		}
+		switch len(ws) {
+		case 0:
+		case 1:
+			ok += " (1 warning)"
+		default:
+			ok += fmt.Sprintf(" (%d warnings)", len(ws))
+		}
+		return ok, app.Check(opts)
 	})
 }
 
