@@ -67,6 +67,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(rawGRPCEnv) != "" {
+		serveRawGRPC() // the raw link server's child process; never returns
+	}
 	flag.Parse()
 	code := m.Run()
 	if bins.Dir != "" {
@@ -244,10 +247,22 @@ func benchLinks(b *testing.B, links int) {
 	if *flagHubArgs != "" {
 		hubArgs = strings.Fields(*flagHubArgs)
 	}
-	raw := rawDeltas(b, *flagRawDur)
+	raw, rawLat := rawDeltas(b, *flagRawDur, *flagQuar)
 	fmt.Println("ironlink raw ceiling (condition deltas):", raw)
+	if len(rawLat) > 0 {
+		fmt.Printf("ironlink raw quarantine (plain pgx + raw gRPC, during the raw ceiling): n=%d p50=%s p99=%s\n",
+			len(rawLat), pct(rawLat, 50), pct(rawLat, 99))
+	}
 	res := run(b, load{links: links, devices: *flagDevices, batch: *flagBatch, window: *flagWindow,
 		poolMax: *flagPoolMax, quarantiners: *flagQuar, duration: *flagDuration, hubArgs: hubArgs})
+	if *flagQuar > 0 {
+		ratioLine(fmt.Sprintf("link-%d", links), res.DeltasPerSec/raw.PerSec())
+		if res.P99 > 0 && len(rawLat) > 0 {
+			ratioLine(fmt.Sprintf("quarantine-%d", links), float64(pct(rawLat, 99))/float64(res.P99))
+		}
+	} else {
+		ratioLine(fmt.Sprintf("ingest-%d", links), res.DeltasPerSec/raw.PerSec())
+	}
 	b.ReportMetric(res.DeltasPerSec, "deltas/s")
 	b.ReportMetric(raw.PerSec(), "raw-deltas/s")
 	b.ReportMetric(ratio(b, fmt.Sprintf("%d links x batches of %d", links, *flagBatch), res.DeltasPerSec, raw.PerSec()), "hub/raw-%")
@@ -263,7 +278,7 @@ func benchLinks(b *testing.B, links int) {
 // ceiling for 1 s, then 10 links for 3 s, every quarantine answered,
 // throughput above zero.
 func TestBenchSmoke(t *testing.T) {
-	raw := rawDeltas(t, time.Second)
+	raw, _ := rawDeltas(t, time.Second, 0)
 	res := run(t, load{links: 10, devices: 10, batch: 5, window: 2, quarantiners: 2, duration: 3 * time.Second})
 	t.Log(res)
 	if res.DeltasPerSec <= 0 || res.Quarantines == 0 || raw.Units == 0 {
@@ -276,7 +291,7 @@ func TestBenchSmoke(t *testing.T) {
 // affords: 200 links for 2 s with one quarantiner, every link up, deltas
 // committed.
 func TestManyLinksBenchSmoke(t *testing.T) {
-	raw := rawDeltas(t, time.Second)
+	raw, _ := rawDeltas(t, time.Second, 0)
 	res := run(t, load{links: 200, devices: 10, batch: 10, window: 4, quarantiners: 1, duration: 2 * time.Second})
 	t.Log(res)
 	if res.DeltasPerSec <= 0 || res.LinkFailures > 0 {
