@@ -119,8 +119,9 @@ func rawCommit(ctx context.Context, pool *pgxpool.Pool, r *rawRows, ids, names [
 // change (upsert of an existing row, one history row). With quarantiners
 // > 0, that many raw operators (rawQuarantiners) quarantine those devices
 // meanwhile, as the hub's benchmark does during its load; their latencies
-// are returned.
-func rawDeltas(tb testing.TB, d time.Duration, quarantiners int) (rawResult, []time.Duration) {
+// are returned. With ingest false, no delta is written: the raw
+// quarantiners run alone for d.
+func rawDeltas(tb testing.TB, d time.Duration, quarantiners int, ingest bool) (rawResult, []time.Duration) {
 	tb.Helper()
 	ctx := context.Background()
 	pool, url := rawDatabase(tb)
@@ -154,6 +155,10 @@ func rawDeltas(tb testing.TB, d time.Duration, quarantiners int) (rawResult, []t
 		quarantines = rawQuarantiners(tb, url, slices.Concat(devs...), quarantiners, deadline)
 	}
 	for w := range rawConns {
+		if !ingest {
+			time.Sleep(d)
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
