@@ -37,6 +37,7 @@ full)
   bench ./test/bench '^BenchmarkLink$' 10m -args -bench.quarantiners=0
   bench ./test/bench '^BenchmarkIdleLinks$' 20m -args -bench.idle-links=1000 -bench.idle-settle=1m
   bench ./test/bench '^BenchmarkIdleLinks$' 30m -args -bench.idle-links=10000 -bench.idle-settle=5m
+  bench ./satellite/agent '^BenchmarkPollScale$' 20m -benchtime 3x
   ;;
 *)
   echo "usage: $0 [short|full]" >&2
