@@ -11,7 +11,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 GOBUILD := $(GO) build -trimpath -ldflags "-X github.com/ironlink/ironlink/internal/version.Version=$(VERSION) -X github.com/ironlink/ironlink/internal/version.Commit=$(COMMIT)"
 
-.PHONY: all build generate check-generated lint tidy-check breaking test demo clean
+.PHONY: all build generate check-generated lint tidy-check breaking test bench bench-short demo clean
 
 all: build
 
@@ -51,6 +51,16 @@ breaking:
 ## test: everything — unit, storage (real PostgreSQL) and end-to-end (real processes) tests
 test: build
 	./scripts/test.sh $(TEST_ARGS)
+
+## bench: every benchmark figure, each as "ironlink ratio: <name> <ours/raw>" against its raw ceiling measured in the same run, checked against test/bench/baseline (about 25 min)
+bench:
+	./scripts/bench.sh full
+	./scripts/bench-check.sh bin/bench-full.out
+
+## bench-short: the short benchmarks CI runs after make test (about 3 min), every baseline figure required
+bench-short:
+	./scripts/bench.sh short
+	./scripts/bench-check.sh --all bin/bench-short.out
 
 ## demo: PostgreSQL, a hub and a satellite against the built-in OpenStack simulator
 demo: build

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/ironlink/ironlink/hub/app"
 	"github.com/ironlink/ironlink/hub/metrics"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
@@ -246,6 +248,11 @@ func TestChartRendersStrictlyValidObjects(t *testing.T) {
 			}
 			if hub.Resources.Requests.Cpu().IsZero() || hub.Resources.Limits.Memory().IsZero() {
 				t.Errorf("resources %+v, want CPU requests and a memory limit", hub.Resources)
+			}
+			// The Go runtime's soft limit is the share of the container's
+			// limit the hub would take by itself (hub/app.MemoryLimitRatio).
+			if want := strconv.FormatInt(int64(float64(hub.Resources.Limits.Memory().Value())*app.MemoryLimitRatio), 10); envValue(hub, "GOMEMLIMIT") != want {
+				t.Errorf("GOMEMLIMIT %q, want %s: 90 %% of the memory limit %s", envValue(hub, "GOMEMLIMIT"), want, hub.Resources.Limits.Memory())
 			}
 			if len(r.pdbs) != 1 || r.pdbs[0].Spec.MaxUnavailable == nil || r.pdbs[0].Spec.MaxUnavailable.IntValue() != 1 {
 				t.Errorf("PodDisruptionBudget %+v, want maxUnavailable 1", r.pdbs)

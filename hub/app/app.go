@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"log/slog"
 	"net"
 	"time"
@@ -62,6 +63,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer obs.close()
 	raiseOpenFileLimit(log)
+	setMemoryLimit(log, memlimit.FromCgroup)
 	st, err := openStore(ctx, cfg, obs, log)
 	if err != nil {
 		return err

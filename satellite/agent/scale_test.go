@@ -351,6 +351,8 @@ func BenchmarkPollScale(b *testing.B) {
 			b.ReportMetric(ratio(pollWall, rawWall), "wall-ratio")
 			b.ReportMetric(pollPeak, "poll-peak-rss-MiB")
 			b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "live-heap-MiB")
+			// scripts/bench.sh's line: the floor listing's CPU over the poll's.
+			fmt.Printf("ironlink ratio: poll-%s-%d %.3f\n", tc.name, n, ratio(floorCPU, pollCPU))
 			b.Logf("%s, %d nodes, %d iterations: gophercloud listing CPU %.1f ms wall %.1f ms; floor listing CPU %.1f ms wall %.1f ms; "+
 				"poll CPU %.1f ms = %.1f%% of gophercloud, %.1f%% of floor; wall %.1f ms = %.1f%% / %.1f%%; first poll %s; "+
 				"poll peak RSS %.1f MiB, RSS after %.1f MiB, live heap %.1f MiB",

@@ -32,6 +32,7 @@ var (
 	flagPoolMax  = flag.Int("bench.pool-max-conns", 0, "hub database pool size (pool_max_conns in the URL); 0 = the hub's default")
 	flagQuar     = flag.Int("bench.quarantiners", 4, "concurrent operators issuing quarantines one after another")
 	flagHubArgs  = flag.String("bench.hub-args", "", "extra ironlink-hub flags, space-separated")
+	flagIngest   = flag.Bool("bench.ingest", true, "satellites send deltas during the measured duration (false: quarantine latency over idle links)")
 	flagRawDur   = flag.Duration("bench.raw-duration", 5*time.Second, "how long the raw ceiling (plain pgx) is measured before the hub")
 )
 
@@ -56,6 +57,7 @@ func (r Result) String() string {
 type load struct {
 	links, devices, batch, window, poolMax int
 	quarantiners                           int
+	idle                                   bool // no deltas: the links only answer commands
 	duration                               time.Duration
 	hubArgs                                []string
 }
@@ -67,6 +69,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(rawGRPCEnv) != "" {
+		serveRawGRPC() // the raw link server's child process; never returns
+	}
 	flag.Parse()
 	code := m.Run()
 	if bins.Dir != "" {
@@ -130,7 +135,7 @@ func run(tb testing.TB, l load) Result {
 		return nil
 	})
 	for _, s := range sats {
-		s.Produce(true)
+		s.Produce(!l.idle)
 	}
 	time.Sleep(2 * time.Second) // warm-up
 
@@ -244,13 +249,31 @@ func benchLinks(b *testing.B, links int) {
 	if *flagHubArgs != "" {
 		hubArgs = strings.Fields(*flagHubArgs)
 	}
-	raw := rawDeltas(b, *flagRawDur)
+	raw, rawLat := rawDeltas(b, *flagRawDur, *flagQuar, *flagIngest)
 	fmt.Println("ironlink raw ceiling (condition deltas):", raw)
+	if len(rawLat) > 0 {
+		fmt.Printf("ironlink raw quarantine (plain pgx + raw gRPC, during the raw ceiling): n=%d p50=%s p99=%s\n",
+			len(rawLat), pct(rawLat, 50), pct(rawLat, 99))
+	}
 	res := run(b, load{links: links, devices: *flagDevices, batch: *flagBatch, window: *flagWindow,
-		poolMax: *flagPoolMax, quarantiners: *flagQuar, duration: *flagDuration, hubArgs: hubArgs})
+		poolMax: *flagPoolMax, quarantiners: *flagQuar, idle: !*flagIngest, duration: *flagDuration, hubArgs: hubArgs})
+	if !*flagIngest {
+		if res.P99 > 0 && len(rawLat) > 0 {
+			ratioLine(fmt.Sprintf("quarantine-idle-%d", links), float64(pct(rawLat, 99))/float64(res.P99))
+		}
+	} else if *flagQuar > 0 {
+		ratioLine(fmt.Sprintf("link-%d", links), res.DeltasPerSec/raw.PerSec())
+		if res.P99 > 0 && len(rawLat) > 0 {
+			ratioLine(fmt.Sprintf("quarantine-%d", links), float64(pct(rawLat, 99))/float64(res.P99))
+		}
+	} else {
+		ratioLine(fmt.Sprintf("ingest-%d", links), res.DeltasPerSec/raw.PerSec())
+	}
 	b.ReportMetric(res.DeltasPerSec, "deltas/s")
 	b.ReportMetric(raw.PerSec(), "raw-deltas/s")
-	b.ReportMetric(ratio(b, fmt.Sprintf("%d links x batches of %d", links, *flagBatch), res.DeltasPerSec, raw.PerSec()), "hub/raw-%")
+	if *flagIngest {
+		b.ReportMetric(ratio(b, fmt.Sprintf("%d links x batches of %d", links, *flagBatch), res.DeltasPerSec, raw.PerSec()), "hub/raw-%")
+	}
 	b.ReportMetric(res.BatchesPerSec, "batches/s")
 	b.ReportMetric(float64(res.P50.Microseconds())/1000, "quarantine-p50-ms")
 	b.ReportMetric(float64(res.P99.Microseconds())/1000, "quarantine-p99-ms")
@@ -263,7 +286,7 @@ func benchLinks(b *testing.B, links int) {
 // ceiling for 1 s, then 10 links for 3 s, every quarantine answered,
 // throughput above zero.
 func TestBenchSmoke(t *testing.T) {
-	raw := rawDeltas(t, time.Second)
+	raw, _ := rawDeltas(t, time.Second, 0, true)
 	res := run(t, load{links: 10, devices: 10, batch: 5, window: 2, quarantiners: 2, duration: 3 * time.Second})
 	t.Log(res)
 	if res.DeltasPerSec <= 0 || res.Quarantines == 0 || raw.Units == 0 {
@@ -276,7 +299,7 @@ func TestBenchSmoke(t *testing.T) {
 // affords: 200 links for 2 s with one quarantiner, every link up, deltas
 // committed.
 func TestManyLinksBenchSmoke(t *testing.T) {
-	raw := rawDeltas(t, time.Second)
+	raw, _ := rawDeltas(t, time.Second, 0, true)
 	res := run(t, load{links: 200, devices: 10, batch: 10, window: 4, quarantiners: 1, duration: 2 * time.Second})
 	t.Log(res)
 	if res.DeltasPerSec <= 0 || res.LinkFailures > 0 {

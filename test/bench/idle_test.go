@@ -179,6 +179,82 @@ func dialIdle(ctx context.Context, addr, site string, beats, failed *atomic.Int6
 	return l, nil
 }
 
+// idleSet is n idle links opened to one server.
+type idleSet struct {
+	links         []*idleLink
+	beats, failed atomic.Int64
+	cancel        context.CancelFunc
+	ConnectTime   time.Duration // until every link had its Welcome
+}
+
+// close ends every link.
+func (s *idleSet) close() {
+	s.cancel()
+	for _, l := range s.links {
+		if l != nil {
+			l.cc.Close()
+		}
+	}
+}
+
+// openIdle opens n idle links of sites prefix-00000… to addr, 64 at a
+// time, and fails the test when one does not open; they end with the test
+// (or close).
+func openIdle(tb testing.TB, addr, prefix string, n int) *idleSet {
+	ctx, cancel := context.WithCancel(context.Background())
+	set := &idleSet{links: make([]*idleLink, n), cancel: cancel}
+	var mu sync.Mutex
+	var errs []error
+	start := time.Now()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				l, err := dialIdle(ctx, addr, fmt.Sprintf("%s-%05d", prefix, i), &set.beats, &set.failed)
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					continue
+				}
+				set.links[i] = l
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	set.ConnectTime = time.Since(start)
+	tb.Cleanup(set.close)
+	if len(errs) > 0 {
+		tb.Fatalf("%d of %d links failed to open; first: %v", len(errs), n, errs[0])
+	}
+	return set
+}
+
+// runIdleRaw measures the raw gRPC ceiling of idle links: the raw link
+// server's process (rawgrpc_test.go) alone, then holding n idle links for
+// settle; it returns both resident set sizes in bytes.
+func runIdleRaw(tb testing.TB, n int, settle time.Duration) (base, rss int64) {
+	raiseNoFile(tb, uint64(n)+512)
+	p := startRawGRPCProcess(tb)
+	time.Sleep(time.Second)
+	base = procRSS(tb, p.Pid())
+	set := openIdle(tb, p.Addr, "raw", n)
+	time.Sleep(settle)
+	rss = procRSS(tb, p.Pid())
+	if f := set.failed.Load(); f > 0 {
+		tb.Fatalf("%d raw idle links ended while idle", f)
+	}
+	set.close()
+	return base, rss
+}
+
 // runIdle starts one hub, measures it with no link, opens n idle links
 // (64 at a time), holds them for settle and measures it again.
 func runIdle(tb testing.TB, n int, settle time.Duration, hubArgs ...string) idleResult {
@@ -191,55 +267,15 @@ func runIdle(tb testing.TB, n int, settle time.Duration, hubArgs ...string) idle
 	window := min(settle, 10*time.Second)
 	res.CPUBase = cpuOver(tb, hub.Pid(), window)
 	res.BaseRSS = procRSS(tb, hub.Pid())
-
-	ctx, cancel := context.WithCancel(context.Background())
-	var beats, failed atomic.Int64
-	links := make([]*idleLink, n)
-	var mu sync.Mutex
-	var errs []error
-	start := time.Now()
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				l, err := dialIdle(ctx, hub.Addr, fmt.Sprintf("idle-%05d", i), &beats, &failed)
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-					continue
-				}
-				links[i] = l
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	res.ConnectTime = time.Since(start)
-	tb.Cleanup(func() {
-		cancel()
-		for _, l := range links {
-			if l != nil {
-				l.cc.Close()
-			}
-		}
-	})
-	if len(errs) > 0 {
-		tb.Fatalf("%d of %d links failed to open; first: %v", len(errs), n, errs[0])
-	}
+	set := openIdle(tb, hub.Addr, "idle", n)
+	res.ConnectTime = set.ConnectTime
 	time.Sleep(settle - window)
 	res.CPU = cpuOver(tb, hub.Pid(), window)
 	res.RSS = procRSS(tb, hub.Pid())
-	res.Heartbeat = int(beats.Load())
+	res.Heartbeat = int(set.beats.Load())
 	res.Goroutines, res.HeapInuse, res.StackInuse = goMetric(tb, hub.AdminAddr, "go_goroutines"),
 		goMetric(tb, hub.AdminAddr, "go_memstats_heap_inuse_bytes"), goMetric(tb, hub.AdminAddr, "go_memstats_stack_inuse_bytes")
-	if f := failed.Load(); f > 0 {
+	if f := set.failed.Load(); f > 0 {
 		tb.Fatalf("%d idle links ended while idle", f)
 	}
 	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM sites WHERE link_replica = 'idle'`).Scan(&res.LinkedInDB); err != nil {
@@ -256,12 +292,32 @@ func runIdle(tb testing.TB, n int, settle time.Duration, hubArgs ...string) idle
 // RSS and CPU against the same process with no link (target: < 600 MiB).
 // It takes the same time however large b.N is.
 func BenchmarkIdleLinks(b *testing.B) {
-	res := runIdle(b, *flagIdleLinks, *flagIdleSettle)
+	n, settle := *flagIdleLinks, *flagIdleSettle
+	rawBase, rawRSS := runIdleRaw(b, n, settle)
+	rawPer := float64(rawRSS-rawBase) / float64(n) / 1024
+	fmt.Printf("ironlink raw ceiling (idle links, raw gRPC server): links=%d RSS=%.1f MiB (no links: %.1f MiB; per link %.1f KiB)\n",
+		n, mib(rawRSS), mib(rawBase), rawPer)
+	res := runIdle(b, n, settle)
+	per := float64(res.RSS-res.BaseRSS) / float64(res.Links) / 1024
 	b.ReportMetric(mib(res.RSS), "hub-rss-MiB")
-	b.ReportMetric(float64(res.RSS-res.BaseRSS)/float64(res.Links)/1024, "KiB/link")
+	b.ReportMetric(per, "KiB/link")
+	b.ReportMetric(rawPer, "raw-KiB/link")
 	b.ReportMetric(100*res.CPU, "hub-cpu-%")
 	b.Logf("%s", res)
 	fmt.Println("ironlink idle links benchmark:", res)
+	ratioLine(fmt.Sprintf("idle-%d-%s", n, shortDuration(settle)), rawPer/per)
+}
+
+// shortDuration writes d as 20s, 5m or 1m30s (no trailing zero units).
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // TestIdleLinksSmoke keeps the idle-links benchmark working: 500 idle links,

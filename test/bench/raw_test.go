@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,8 +47,8 @@ func (r rawResult) String() string {
 }
 
 // rawDatabase returns a pool of rawConns connections on a fresh migrated
-// database with one site.
-func rawDatabase(tb testing.TB) *pgxpool.Pool {
+// database with one site, and the database's URL.
+func rawDatabase(tb testing.TB) (*pgxpool.Pool, string) {
 	tb.Helper()
 	ctx := context.Background()
 	url := pgtest.MigratedDatabase(tb)
@@ -64,7 +65,7 @@ func rawDatabase(tb testing.TB) *pgxpool.Pool {
 	if _, err := pool.Exec(ctx, `INSERT INTO sites (name) VALUES ('raw')`); err != nil {
 		tb.Fatal(err)
 	}
-	return pool
+	return pool, url
 }
 
 // rawRows are condition rows as unnest() arrays.
@@ -115,11 +116,15 @@ func rawCommit(ctx context.Context, pool *pgxpool.Pool, r *rawRows, ids, names [
 
 // rawDeltas measures condition deltas per second for d: each connection
 // owns its devices and cycles through their seven conditions, every row a
-// change (upsert of an existing row, one history row).
-func rawDeltas(tb testing.TB, d time.Duration) rawResult {
+// change (upsert of an existing row, one history row). With quarantiners
+// > 0, that many raw operators (rawQuarantiners) quarantine those devices
+// meanwhile, as the hub's benchmark does during its load; their latencies
+// are returned. With ingest false, no delta is written: the raw
+// quarantiners run alone for d.
+func rawDeltas(tb testing.TB, d time.Duration, quarantiners int, ingest bool) (rawResult, []time.Duration) {
 	tb.Helper()
 	ctx := context.Background()
-	pool := rawDatabase(tb)
+	pool, url := rawDatabase(tb)
 	per := (rawBatch + len(condition.Types) - 1) / len(condition.Types)
 	devs := make([][]string, rawConns)
 	now := time.Now().UTC()
@@ -145,7 +150,15 @@ func rawDeltas(tb testing.TB, d time.Duration) rawResult {
 	errs := make(chan error, rawConns)
 	start := time.Now()
 	deadline := start.Add(d)
+	quarantines := func() []time.Duration { return nil }
+	if quarantiners > 0 {
+		quarantines = rawQuarantiners(tb, url, slices.Concat(devs...), quarantiners, deadline)
+	}
 	for w := range rawConns {
+		if !ingest {
+			time.Sleep(d)
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -164,11 +177,13 @@ func rawDeltas(tb testing.TB, d time.Duration) rawResult {
 		}()
 	}
 	wg.Wait()
+	elapsed := time.Since(start)
+	lat := quarantines()
 	close(errs)
 	for err := range errs {
 		tb.Fatal(err)
 	}
-	return rawResult{Units: int(total.Load()), Elapsed: time.Since(start)}
+	return rawResult{Units: int(total.Load()), Elapsed: elapsed}, lat
 }
 
 // rawSnapshot measures how long writing devices new devices with all
@@ -176,7 +191,7 @@ func rawDeltas(tb testing.TB, d time.Duration) rawResult {
 func rawSnapshot(tb testing.TB, devices int) rawResult {
 	tb.Helper()
 	ctx := context.Background()
-	pool := rawDatabase(tb)
+	pool, _ := rawDatabase(tb)
 	per := rawBatch / len(condition.Types)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -224,4 +239,13 @@ func ratio(tb testing.TB, what string, hub, raw float64) float64 {
 	tb.Log(line)
 	fmt.Println("ironlink benchmark:", line)
 	return pct
+}
+
+// ratioLine prints the figure's machine-readable line, the one
+// scripts/bench-check.sh compares with test/bench/baseline:
+// "ironlink ratio: <name> <ours/raw>", where raw is the plain-pgx or
+// raw-gRPC ceiling measured in the same run, so that higher is better
+// (a throughput's hub/raw; a latency's or a memory figure's raw/hub).
+func ratioLine(name string, r float64) {
+	fmt.Printf("ironlink ratio: %s %.3f\n", name, r)
 }

@@ -98,6 +98,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.ReportMetric(raw.Elapsed.Seconds(), "raw-s")
 	b.ReportMetric(res.DevicesPerSec(), "devices/s")
 	b.ReportMetric(ratio(b, fmt.Sprintf("%d sites x %d devices snapshot", sites, devices), res.DevicesPerSec(), raw.PerSec()), "hub/raw-%")
+	ratioLine(fmt.Sprintf("snapshot-%dx%d", sites, devices), res.DevicesPerSec()/raw.PerSec())
 }
 
 // TestSnapshotBenchSmoke keeps load (b) working: 3 sites of 1,000 devices.

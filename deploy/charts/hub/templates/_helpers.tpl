@@ -99,3 +99,26 @@ seccompProfile:
 {{- define "ironlink-hub.metricsJob" -}}
 {{- printf "%s-admin" (include "ironlink-hub.fullname" .) }}
 {{- end }}
+
+{{/*
+GOMEMLIMIT of the hub container, in bytes: 90 % of resources.limits.memory,
+the share the hub takes of its cgroup's limit by itself when GOMEMLIMIT is
+unset (hub/app MemoryLimitRatio; docs/design/performance.md "Memory
+limit"), so the Go runtime collects harder before the kernel kills the pod
+for memory. Empty without a memory limit. The limit is a Kubernetes
+quantity: plain bytes or with a suffix Ki, Mi, Gi, Ti, K, M, G, T.
+*/}}
+{{- define "ironlink-hub.goMemLimit" -}}
+{{- $q := toString (dig "limits" "memory" "" .Values.resources) -}}
+{{- if $q -}}
+{{- $num := $q -}}
+{{- $mult := 1.0 -}}
+{{- range $u, $m := dict "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "K" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 -}}
+{{- if hasSuffix $u $q -}}
+{{- $num = trimSuffix $u $q -}}
+{{- $mult = $m -}}
+{{- end -}}
+{{- end -}}
+{{- printf "%.0f" (floor (mulf (float64 $num) $mult 0.9)) -}}
+{{- end -}}
+{{- end }}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Run the benchmarks (test/bench/README.md) and keep their output.
+#
+#   scripts/bench.sh short   what CI runs after make test (about 3 min)
+#   scripts/bench.sh [full]  every figure of docs/design/performance.md (about 25 min)
+#
+# Every benchmark measures its raw ceiling (plain pgx on the same PostgreSQL,
+# or a raw gRPC server) first in the same run and prints one line per figure:
+#   ironlink ratio: <name> <ours/raw>
+# The whole output goes to stdout and to $BENCH_OUT (default
+# bin/bench-<mode>.out); scripts/bench-check.sh compares its ratio lines with
+# test/bench/baseline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-full}
+out=${BENCH_OUT:-bin/bench-$mode.out}
+mkdir -p "$(dirname "$out")"
+: >"$out"
+
+# bench PKG REGEX TIMEOUT [-args …]: one go test run of benchmarks, once each.
+bench() {
+  local pkg=$1 re=$2 timeout=$3
+  shift 3
+  printf '\n== go test %s -bench %s %s (%s)\n' "$pkg" "$re" "$*" "$(date +%T)" | tee -a "$out"
+  go test "$pkg" -run '^$' -bench "$re" -benchtime 1x -count 1 -timeout "$timeout" "$@" 2>&1 | tee -a "$out"
+}
+
+case $mode in
+short)
+  bench ./test/bench '^(BenchmarkLink|BenchmarkSnapshot|BenchmarkIdleLinks)$' 10m -args \
+    -bench.duration=10s -bench.raw-duration=3s \
+    -bench.snapshot-sites=3 -bench.snapshot-devices=2000 \
+    -bench.idle-links=1000 -bench.idle-settle=20s
+  ;;
+full)
+  bench ./test/bench '^(BenchmarkLink|BenchmarkLinks1000|BenchmarkSnapshot)$' 40m
+  bench ./test/bench '^BenchmarkLink$' 10m -args -bench.quarantiners=0
+  bench ./test/bench '^BenchmarkIdleLinks$' 20m -args -bench.idle-links=1000 -bench.idle-settle=1m
+  bench ./test/bench '^BenchmarkIdleLinks$' 30m -args -bench.idle-links=10000 -bench.idle-settle=5m
+  bench ./satellite/agent '^BenchmarkPollScale$' 20m -benchtime 3x
+  ;;
+*)
+  echo "usage: $0 [short|full]" >&2
+  exit 2
+  ;;
+esac
+
+printf '\n== ratios (ours/raw, higher is better; %s)\n' "$out"
+grep '^ironlink ratio: ' "$out" || { echo "no ratio line in $out" >&2; exit 1; }
