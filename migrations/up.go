@@ -8,16 +8,20 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+
+	"github.com/ironlink/ironlink/internal/pgprimary"
 )
 
 // Up applies every pending migration of this package with goose,
 // holding a PostgreSQL advisory lock so replicas starting together migrate
-// once. It returns the versions applied (empty when up to date).
+// once. databaseURL may name several hosts; the primary among them is used
+// (pgprimary.Configure). It returns the versions applied (empty when up to date).
 func Up(ctx context.Context, databaseURL string) ([]int64, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database URL: %w", err)
 	}
+	pgprimary.Configure(&cfg.ConnConfig.Config, databaseURL)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create pool: %w", err)

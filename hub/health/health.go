@@ -13,11 +13,13 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/ironlink/ironlink/internal/periodic"
+	"github.com/ironlink/ironlink/internal/pgprimary"
 )
 
 // Database is what readiness asks of PostgreSQL (*store.Store implements it).
 type Database interface {
-	// Ping fails when PostgreSQL does not answer within ctx.
+	// Ping fails when PostgreSQL does not answer within ctx, with an error
+	// wrapping ErrStandby when it answers only as a standby.
 	Ping(ctx context.Context) error
 	// SchemaVersion returns the applied and the embedded migration versions.
 	SchemaVersion(ctx context.Context) (have, want int64, err error)
@@ -31,6 +33,10 @@ var (
 	ErrSchemaBehind = errors.New("database schema behind this binary (run ironlink-hub migrate)")
 	// ErrDraining: the replica is shutting down.
 	ErrDraining = errors.New("replica draining")
+	// ErrStandby: PostgreSQL answered, but only as a standby (read-only):
+	// no primary is reachable, as between a primary's failure and a
+	// standby's promotion. The same sentinel as pgprimary.ErrStandby.
+	ErrStandby = pgprimary.ErrStandby
 )
 
 // Checker evaluates readiness and mirrors it into a gRPC health server.
@@ -59,7 +65,9 @@ type Options struct {
 	GRPC     *health.Server
 	Services []string
 	// OnChange, when set, is called with the new readiness after each
-	// check that changed it (the first check counts as a change).
+	// check that changed the state: ready, or the kind of reason (database
+	// unreachable, standby only, schema behind, draining); the first check
+	// counts as a change. The change is also logged, one line each.
 	OnChange func(ready bool)
 }
 
@@ -83,7 +91,8 @@ func (c *Checker) SetDraining() {
 
 // Check evaluates readiness now (at most Timeout spent on PostgreSQL),
 // records the result for the gRPC health service and returns nil when
-// ready, else an error wrapping ErrDraining, ErrDatabase or ErrSchemaBehind.
+// ready, else an error wrapping ErrDraining, ErrDatabase, ErrStandby or
+// ErrSchemaBehind.
 func (c *Checker) Check(ctx context.Context) error {
 	err := c.evaluate(ctx)
 	c.record(err)
@@ -97,6 +106,9 @@ func (c *Checker) evaluate(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if err := c.db.Ping(ctx); err != nil {
+		if errors.Is(err, ErrStandby) {
+			return fmt.Errorf("no primary: %w", err)
+		}
 		return fmt.Errorf("%w: %w", ErrDatabase, err)
 	}
 	have, want, err := c.db.SchemaVersion(ctx)
@@ -119,7 +131,7 @@ func (c *Checker) record(err error) {
 	if c.draining.Load() && !errors.Is(err, ErrDraining) {
 		err = ErrDraining // a check that began before SetDraining must not undo it
 	}
-	changed := !c.known || (c.last == nil) != (err == nil)
+	changed := !c.known || reason(c.last) != reason(err)
 	c.last, c.lastAt, c.known = err, time.Now(), true
 	if changed {
 		st := healthpb.HealthCheckResponse_SERVING
@@ -144,6 +156,17 @@ func (c *Checker) record(err error) {
 	if c.onChange != nil {
 		c.onChange(err == nil)
 	}
+}
+
+// reason is the sentinel err wraps (nil for nil): the state whose changes
+// record logs, one line each, however many checks see the same state.
+func reason(err error) error {
+	for _, r := range []error{ErrDraining, ErrStandby, ErrSchemaBehind, ErrDatabase} {
+		if errors.Is(err, r) {
+			return r
+		}
+	}
+	return err
 }
 
 // Last returns when the latest verdict was reached, whether any check ran

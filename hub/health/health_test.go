@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -85,6 +86,9 @@ func TestReadinessReasonsOnEveryChannel(t *testing.T) {
 		{name: "database gone", change: func(d *fakeDB) { d.pingErr = errors.New("connection refused") },
 			code: 503, body: "database unreachable", want: ErrDatabase, grpc: healthpb.HealthCheckResponse_NOT_SERVING},
 		{name: "database back", change: func(d *fakeDB) { d.pingErr = nil }, code: 200, body: "ready", grpc: healthpb.HealthCheckResponse_SERVING},
+		{name: "only a standby answers", change: func(d *fakeDB) { d.pingErr = fmt.Errorf("ping: %w", ErrStandby) },
+			code: 503, body: "standby (read-only)", want: ErrStandby, grpc: healthpb.HealthCheckResponse_NOT_SERVING},
+		{name: "primary back", change: func(d *fakeDB) { d.pingErr = nil }, code: 200, body: "ready", grpc: healthpb.HealthCheckResponse_SERVING},
 		{name: "schema behind", change: func(d *fakeDB) { d.have = 7 }, code: 503, body: "schema at version 7, this binary needs 8",
 			want: ErrSchemaBehind, grpc: healthpb.HealthCheckResponse_NOT_SERVING},
 		{name: "schema ahead (a newer release migrated)", change: func(d *fakeDB) { d.have = 9 }, code: 200, body: "ready", grpc: healthpb.HealthCheckResponse_SERVING},
@@ -117,9 +121,9 @@ func TestReadinessReasonsOnEveryChannel(t *testing.T) {
 	if err := c.Check(context.Background()); !errors.Is(err, ErrDraining) {
 		t.Fatalf("Check after draining = %v, want ErrDraining", err)
 	}
-	want := []bool{true, false, true, false, true, false}
+	want := []bool{true, false, true, false, true, false, true, false}
 	if len(changes) != len(want) {
-		t.Fatalf("OnChange calls %v, want %v (one per change of verdict)", changes, want)
+		t.Fatalf("OnChange calls %v, want %v (one per change of state)", changes, want)
 	}
 	for i := range want {
 		if changes[i] != want[i] {

@@ -67,6 +67,9 @@ type Evaluator struct {
 	st  Store
 	cfg Config
 	log *slog.Logger
+	// dbDown: the latest attempt at the lock failed for want of the
+	// database (logged once, not at every Interval; Run's goroutine only).
+	dbDown bool
 }
 
 // New returns an evaluator over st.
@@ -89,13 +92,16 @@ func New(st Store, cfg Config, log *slog.Logger) *Evaluator {
 // Run evaluates every Interval while this replica holds the advisory
 // lock, trying to take it every Interval otherwise, until ctx ends (then
 // it returns nil). Losing the lock's connection ends the lead; a failed
-// pass is logged and the next one runs as usual.
+// pass is logged and the next one runs as usual. While the database does
+// not answer (a failover), the failure is logged once, and once more when
+// the lock can be asked for again, not at every Interval.
 func (e *Evaluator) Run(ctx context.Context) error {
 	tick := time.NewTicker(e.cfg.Interval)
 	defer tick.Stop()
 	for {
-		if err := e.lead(ctx, tick.C); err != nil && ctx.Err() == nil {
-			e.log.Warn("policy evaluator lost its lock connection", logkey.Err, err)
+		if err := e.lead(ctx, tick.C); err != nil && ctx.Err() == nil && !e.dbDown {
+			e.log.Warn("policy evaluator lost its lock connection; retrying every interval", logkey.Err, err)
+			e.dbDown = true
 		}
 		select {
 		case <-ctx.Done():
@@ -116,6 +122,10 @@ func (e *Evaluator) lead(ctx context.Context, tick <-chan time.Time) error {
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, LockKey).Scan(&got); err != nil {
 		conn.Release()
 		return fmt.Errorf("try policy lock: %w", err)
+	}
+	if e.dbDown {
+		e.dbDown = false
+		e.log.Info("policy evaluator reaches the database again")
 	}
 	if !got {
 		conn.Release()

@@ -579,3 +579,38 @@ func TestFeedNewSourcesSurviveOutOfOrderCommits(t *testing.T) {
 		}
 	}
 }
+
+// TestFeedDecisionsInTransactionOrderAcrossDigits: policy decisions come in
+// transaction order when their transaction ids differ in their number of
+// digits (999, 1000, 1001), read two at a time. Sorting by the ids' text
+// (a bug: the decision source's ORDER BY named its xid::text output column)
+// put 1000 and 1001 first and skipped 999 for good; it was found by
+// test/faults TestPostgresFailover, whose catch-up read from an old cursor
+// missed the first policy pass's decisions.
+func TestFeedDecisionsInTransactionOrderAcrossDigits(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	_, devs := opSite(t, s, "site-a", 1)
+	var ids []int64
+	for trigger, xid := range []string{"1001", "999", "1000"} {
+		d, recorded, err := s.RecordPolicyDecision(ctx, store.PolicyDecision{DeviceID: devs[0], Site: "site-a",
+			Kind: store.DecisionKindQuarantine, TriggerID: int64(trigger + 1), Action: "SKIP", Reason: "DryRun", Rule: "faulted"})
+		if err != nil || !recorded {
+			t.Fatalf("decision: %v %v", recorded, err)
+		}
+		if _, err := s.Pool().Exec(ctx, `UPDATE policy_decisions SET xid = $2::text::xid8 WHERE id = $1`, d.ID, xid); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.ID)
+	}
+	r := &feedReader{s: s, f: feed.Filter{Kinds: []feed.Kind{feed.EventPolicyDecision}}, limit: 2}
+	r.read(t)
+	var got []string
+	for _, ev := range r.events {
+		got = append(got, ev.Cursor.String())
+	}
+	want := []string{fmt.Sprintf("999.4.%d", ids[1]), fmt.Sprintf("1000.4.%d", ids[2]), fmt.Sprintf("1001.4.%d", ids[0])}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("decisions read %v, want %v", got, want)
+	}
+}

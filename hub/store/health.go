@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ironlink/ironlink/internal/pgprimary"
 	"github.com/ironlink/ironlink/migrations"
 )
 
@@ -24,11 +25,18 @@ func WithTracer(t pgx.QueryTracer) Option {
 	return func(c *pgxpool.Config) { c.ConnConfig.Tracer = t }
 }
 
-// Ping checks that PostgreSQL answers a query within ctx. It is a query
-// (not a protocol ping) so that the pool's tracer sees its failures.
+// Ping checks that PostgreSQL answers a query within ctx and is a primary.
+// It is a query (not a protocol ping) so that the pool's tracer sees its
+// failures. A server in recovery (a standby, reached through a connection
+// string that allows one) gives an error wrapping pgprimary.ErrStandby, as
+// does a pool whose every host refused as read-only.
 func (s *Store) Ping(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, "SELECT 1"); err != nil {
+	var standby bool
+	if err := s.pool.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&standby); err != nil {
 		return fmt.Errorf("ping PostgreSQL: %w", err)
+	}
+	if standby {
+		return fmt.Errorf("ping PostgreSQL: %w", pgprimary.ErrStandby)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ironlink/ironlink/hub/store/notify"
+	"github.com/ironlink/ironlink/internal/pgprimary"
 	"github.com/ironlink/ironlink/migrations"
 )
 
@@ -48,14 +49,20 @@ type Store struct {
 	notes *notify.Dispatcher
 }
 
-// Open connects a pgx pool to databaseURL (a PostgreSQL URL or key=value DSN)
-// and pings it. It does not migrate; call Migrate first. opts adjust the
-// pool (WithTracer).
+// Open connects a pgx pool to databaseURL (a PostgreSQL URL or key=value
+// DSN, one host or several: host=a,b) and pings it. Every connection keeps
+// to the primary (pgprimary.Configure: target_session_attrs=read-write
+// unless the URL names one, a connect timeout, TCP keepalives and
+// TCP_USER_TIMEOUT), so after a failover the pool, the command pool and
+// the LISTEN connection reconnect to the promoted standby by themselves.
+// It does not migrate; call Migrate first. opts adjust the pool
+// (WithTracer).
 func Open(ctx context.Context, databaseURL string, log *slog.Logger, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database URL: %w", err)
 	}
+	pgprimary.Configure(&cfg.ConnConfig.Config, databaseURL)
 	for _, o := range opts {
 		o(cfg)
 	}

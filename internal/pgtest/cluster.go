@@ -22,6 +22,8 @@ import (
 type Cluster struct {
 	bin, dir, port string
 	asPostgres     bool
+	// maxConns is max_connections (0: 200).
+	maxConns int
 }
 
 // binDir returns the newest /usr/lib/postgresql/*/bin holding initdb.
@@ -45,6 +47,19 @@ func binDir() string {
 // ends. Missing binaries fail the test (never skip) with what to install.
 // Run as root, the cluster belongs to the postgres user.
 func StartCluster(t *testing.T) *Cluster {
+	t.Helper()
+	c := newCluster(t)
+	if out, err := c.run("initdb", "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8"); err != nil {
+		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+	}
+	c.Start(t)
+	return c
+}
+
+// newCluster makes the directory (owned by postgres when run as root) and
+// picks the port of a cluster not yet initialised; it is stopped and
+// deleted when the test ends.
+func newCluster(t *testing.T) *Cluster {
 	t.Helper()
 	bin := binDir()
 	if bin == "" {
@@ -79,12 +94,11 @@ func StartCluster(t *testing.T) *Cluster {
 		_ = c.ctl("-m", "immediate", "-w", "stop")
 		os.RemoveAll(dir)
 	})
-	if out, err := c.run("initdb", "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8"); err != nil {
-		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
-	}
-	c.Start(t)
 	return c
 }
+
+// Port returns the cluster's 127.0.0.1 port.
+func (c *Cluster) Port() string { return c.port }
 
 func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }
 
@@ -113,7 +127,11 @@ func (c *Cluster) ctl(args ...string) error {
 // connections.
 func (c *Cluster) Start(t *testing.T) {
 	t.Helper()
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %s -k %s -c fsync=off -c max_connections=200", c.port, c.dir)
+	maxConns := c.maxConns
+	if maxConns == 0 {
+		maxConns = 200
+	}
+	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %s -k %s -c fsync=off -c max_connections=%d", c.port, c.dir, maxConns)
 	if err := c.ctl("-l", filepath.Join(c.dir, "postgres.log"), "-w", "-t", "60", "-o", opts, "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(c.dir, "postgres.log"))
 		t.Fatalf("pgtest: %v\n%s", err, log)
@@ -126,6 +144,15 @@ func (c *Cluster) Stop(t *testing.T) {
 	if err := c.ctl("-m", "fast", "-w", "-t", "60", "stop"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// SetMaxConnections restarts the cluster with max_connections n (of which
+// superuser_reserved_connections, 3, are kept for superusers).
+func (c *Cluster) SetMaxConnections(t *testing.T, n int) {
+	t.Helper()
+	c.maxConns = n
+	c.Stop(t)
+	c.Start(t)
 }
 
 // NewDatabase creates an empty database in the cluster and returns its URL.
@@ -142,5 +169,10 @@ func (c *Cluster) NewDatabase(t *testing.T, name string) string {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatal(err)
 	}
+	return c.URL(name)
+}
+
+// URL returns the URL of database name in the cluster (user postgres).
+func (c *Cluster) URL(name string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%s/%s?sslmode=disable", c.port, name)
 }

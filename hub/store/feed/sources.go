@@ -174,10 +174,14 @@ func scanFeedOperation(r pgx.CollectableRow) (Event, error) {
 	return ev, err
 }
 
+// feedDecisionQuery qualifies its columns: unqualified, page's ORDER BY
+// xid named the output column xid::text and sorted transaction ids as text
+// ("1000" before "999"), so a page read across a change in their number
+// of digits skipped decisions.
 var feedDecisionQuery = `
-		SELECT xid::text, id, decided_at, ` + store.DecisionColumns + `
+		SELECT policy_decisions.xid::text, policy_decisions.id, decided_at, ` + store.DecisionColumns + `
 		FROM policy_decisions
-` + page("", "site", anyStatus)
+` + page("policy_decisions.", "site", anyStatus)
 
 func scanFeedDecision(r pgx.CollectableRow) (Event, error) {
 	var ev Event

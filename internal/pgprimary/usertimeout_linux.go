@@ -1,0 +1,23 @@
+package pgprimary
+
+import (
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// setUserTimeout sets TCP_USER_TIMEOUT (UserTimeout) on a TCP socket
+// before it connects; other networks are left alone.
+func setUserTimeout(network, _ string, rc syscall.RawConn) error {
+	if !strings.HasPrefix(network, "tcp") {
+		return nil
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(UserTimeout.Milliseconds()))
+	}); err != nil {
+		return err
+	}
+	return serr
+}
