@@ -141,9 +141,12 @@ func runNodeActionsKill(t *testing.T, e *opsEnv) {
 		power = p
 	}
 	t.Logf("satellite killed %s into the reboot; node power %s", time.Since(t0).Round(time.Millisecond), power)
-	sat = harness.Start(t, "ironlink-satellite", bins.Satellite(), satArgs...)
+	restarted := harness.Start(t, "ironlink-satellite", bins.Satellite(), satArgs...)
 	op := waitOp(t, api, reboot.GetOperationId(), 2*time.Minute)
 	wantOpState(t, op, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+	if !sat.Exited() || !strings.Contains(restarted.Output(), reboot.GetOperationId()) {
+		t.Errorf("the killed satellite still runs (%v), or the restarted one never received the reboot", !sat.Exited())
+	}
 	if off, on := powerRequests(op, "power off"), powerRequests(op, "power on"); off != 1 || on != 1 {
 		t.Errorf("the reboot's record has %d power-off and %d power-on requests across the kill, want 1 and 1: %s", off, on, stepSummary(op))
 	}
