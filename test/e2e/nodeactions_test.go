@@ -22,10 +22,11 @@ import (
 )
 
 // This file runs the node actions end to end (docs/reference/operations.md
-// "Node actions"): a real ironlink-hub and ironlink-satellite, the
-// satellite killed with SIGKILL in the middle of a REBOOT and started
-// again; the operation ends SUCCEEDED and its record (kept across the
-// delivery attempts) shows one power off and one power on.
+// "Node actions") on a real ironlink-hub and ironlink-satellite: power
+// off and on, maintenance set and clear, and the satellite killed with
+// SIGKILL in the middle of a REBOOT and of a REPROVISION and started
+// again; each ends SUCCEEDED and its record (kept across the delivery
+// attempts) shows no request repeated.
 
 // TestNodeActionsKillSimulator runs it on openstacksim, whose power
 // changes take 500 ms to settle.
@@ -77,89 +78,143 @@ func powerRequests(op *ironlinkv1.Operation, target string) int {
 	return n
 }
 
-func runNodeActionsKill(t *testing.T, e *opsEnv) {
-	ctx := context.Background()
-	const site = "nodeact-e2e"
+// provisionRequests counts the operation's accepted PUT
+// …/states/provision with target TARGET.
+func provisionRequests(op *ironlinkv1.Operation, target string) int {
+	n := 0
+	for _, s := range op.GetSteps() {
+		for _, r := range s.GetRequests() {
+			if r.GetMethod() == http.MethodPut && strings.HasSuffix(r.GetPath(), "/states/provision") && r.GetDetail() == "target="+target && r.GetStatus() == http.StatusAccepted {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// nodeActs is the running system of one node-actions run.
+type nodeActs struct {
+	t       *testing.T
+	e       *opsEnv
+	api     ironlinkv1.OperationServiceClient
+	satArgs []string
+	sat     *harness.Proc
+	node    string
+}
+
+const nodeActsSite = "nodeact-e2e"
+
+func startNodeActs(t *testing.T, e *opsEnv) *nodeActs {
 	db := pgtest.NewDatabase(t)
-	id := newIdentity(t, []string{site}, map[string][]string{"ops-admin": {auth.ScopeOperationsRead, auth.ScopeOperationsWrite}})
+	id := newIdentity(t, []string{nodeActsSite}, map[string][]string{"ops-admin": {auth.ScopeOperationsRead, auth.ScopeOperationsWrite}})
 	addr, _ := startHub(t, db, id, "--replica", "hub-a", "--operation-resend-after", "3s", "--operation-max-resend-after", "10s", "--heartbeat-interval", "1s")
-	satArgs := append([]string{"--site", site, "--hub", addr, "--clouds-yaml", e.cloudsYAML, "--cloud", e.name,
+	h := &nodeActs{t: t, e: e, api: ironlinkv1.NewOperationServiceClient(id.dialAs(t, addr, "ops-admin"))}
+	h.satArgs = append([]string{"--site", nodeActsSite, "--hub", addr, "--clouds-yaml", e.cloudsYAML, "--cloud", e.name,
 		"--operations-cloud", e.opsCloud, "--operations-poll-interval", "200ms", "--state-file", filepath.Join(t.TempDir(), "state.json"),
-		"--poll-interval", "2s", "--max-backoff", "2s", "--auth-backoff", "1s", "--log-level", "debug"}, id.satelliteArgs(site)...)
-	sat := harness.Start(t, "ironlink-satellite", bins.Satellite(), satArgs...)
-	api := ironlinkv1.NewOperationServiceClient(id.dialAs(t, addr, "ops-admin"))
-	var nodeID string
+		"--poll-interval", "2s", "--max-backoff", "2s", "--auth-backoff", "1s", "--log-level", "debug"}, id.satelliteArgs(nodeActsSite)...)
+	h.sat = harness.Start(t, "ironlink-satellite", bins.Satellite(), h.satArgs...)
 	t.Cleanup(func() {
-		if nodeID != "" {
-			_, _ = e.bm.Put(ctx, e.bm.ServiceURL("nodes", nodeID, "maintenance"), map[string]any{}, nil, &gophercloud.RequestOpts{OkCodes: []int{202, 204}})
-			_, _ = e.bm.Delete(ctx, e.bm.ServiceURL("nodes", nodeID), &gophercloud.RequestOpts{OkCodes: []int{202, 204}})
+		if h.node != "" {
+			ctx := context.Background()
+			_, _ = e.bm.Put(ctx, e.bm.ServiceURL("nodes", h.node, "maintenance"), map[string]any{}, nil, &gophercloud.RequestOpts{OkCodes: []int{202, 204}})
+			_, _ = e.bm.Delete(ctx, e.bm.ServiceURL("nodes", h.node), &gophercloud.RequestOpts{OkCodes: []int{202, 204}})
 		}
 	})
-	start := func(req *ironlinkv1.StartOperationRequest) *ironlinkv1.Operation {
-		t.Helper()
-		req.Site, req.Reason = site, "e2e node actions"
-		var r *ironlinkv1.StartOperationResponse
-		harness.Eventually(t, 60*time.Second, func() error {
-			var err error
-			r, err = api.StartOperation(ctx, req)
-			// Until the satellite linked and announced the operations
-			// capability: NotFound, then FailedPrecondition.
-			if status.Code(err) == codes.NotFound || (status.Code(err) == codes.FailedPrecondition && strings.Contains(status.Convert(err).Message(), "capability")) {
-				return err
-			}
-			if err != nil {
-				t.Fatalf("start %v: %v", req.GetKind(), err)
-			}
-			return nil
-		})
-		return r.GetOperations()[0]
-	}
-	enrol := waitOp(t, api, start(&ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_ENROL,
-		Nodes: []*ironlinkv1.NodeSpec{opsSpec("nodeact-"+randID(), randMACAddr())}}).GetOperationId(), 2*time.Minute)
-	wantOpState(t, enrol, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
-	nodeID = enrol.GetDeviceId()
-	wantOpState(t, waitOp(t, api, start(&ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_POWER_ON, Devices: []string{nodeID}}).GetOperationId(), 2*time.Minute),
-		ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+	return h
+}
 
-	mark, t0 := e.mark(), time.Now()
-	reboot := start(&ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_REBOOT, Devices: []string{nodeID}})
-	// Kill once the power off is on the record: Ironic is (or was just)
-	// powering the node off and the satellite has not asked for on yet.
-	harness.Eventually(t, 60*time.Second, func() error {
-		r, err := api.GetOperation(ctx, &ironlinkv1.GetOperationRequest{OperationId: reboot.GetOperationId()})
-		if err != nil {
+// start starts one operation (on the run's node unless req names targets),
+// waiting for the satellite to link and announce operations.
+func (h *nodeActs) start(req *ironlinkv1.StartOperationRequest) *ironlinkv1.Operation {
+	h.t.Helper()
+	req.Site, req.Reason = nodeActsSite, "e2e node actions"
+	if req.GetKind() != ironlinkv1.OperationKind_OPERATION_KIND_ENROL && len(req.GetDevices()) == 0 {
+		req.Devices = []string{h.node}
+	}
+	var r *ironlinkv1.StartOperationResponse
+	harness.Eventually(h.t, 60*time.Second, func() error {
+		var err error
+		r, err = h.api.StartOperation(context.Background(), req)
+		// Until the satellite linked and announced the operations
+		// capability: NotFound, then FailedPrecondition.
+		if status.Code(err) == codes.NotFound || (status.Code(err) == codes.FailedPrecondition && strings.Contains(status.Convert(err).Message(), "capability")) {
 			return err
 		}
-		if powerRequests(r.GetOperation(), "power off") == 0 {
-			return fmt.Errorf("no power off recorded yet: %s", stepSummary(r.GetOperation()))
+		if err != nil {
+			h.t.Fatalf("start %v: %v", req.GetKind(), err)
 		}
 		return nil
 	})
-	sat.Kill()
-	power := "unknown"
-	if _, _, p := e.provisionState(t, nodeID); p != "" {
-		power = p
+	return r.GetOperations()[0]
+}
+
+// run starts kind on the node and waits for it to succeed.
+func (h *nodeActs) run(kind ironlinkv1.OperationKind, p *ironlinkv1.OperationParams) *ironlinkv1.Operation {
+	h.t.Helper()
+	t0 := time.Now()
+	op := waitOp(h.t, h.api, h.start(&ironlinkv1.StartOperationRequest{Kind: kind, Params: p}).GetOperationId(), 3*time.Minute)
+	wantOpState(h.t, op, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+	h.t.Logf("MEASURE %s %v end to end: %s", h.e.name, kind, time.Since(t0).Round(time.Millisecond))
+	return op
+}
+
+// killDuring starts kind, kills the satellite with SIGKILL once sent says
+// the operation's first write is on the record, starts it again and waits
+// for the operation to succeed.
+func (h *nodeActs) killDuring(kind ironlinkv1.OperationKind, sent func(*ironlinkv1.Operation) bool) *ironlinkv1.Operation {
+	h.t.Helper()
+	t0 := time.Now()
+	started := h.start(&ironlinkv1.StartOperationRequest{Kind: kind})
+	harness.Eventually(h.t, 60*time.Second, func() error {
+		r, err := h.api.GetOperation(context.Background(), &ironlinkv1.GetOperationRequest{OperationId: started.GetOperationId()})
+		if err != nil {
+			return err
+		}
+		if !sent(r.GetOperation()) {
+			return fmt.Errorf("nothing sent yet: %s", stepSummary(r.GetOperation()))
+		}
+		return nil
+	})
+	h.sat.Kill()
+	ps, _, power := h.e.provisionState(h.t, h.node)
+	h.t.Logf("satellite killed %s into %v; node %s, %s", time.Since(t0).Round(time.Millisecond), kind, ps, power)
+	killed := h.sat
+	h.sat = harness.Start(h.t, "ironlink-satellite", bins.Satellite(), h.satArgs...)
+	op := waitOp(h.t, h.api, started.GetOperationId(), 3*time.Minute)
+	wantOpState(h.t, op, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+	if !killed.Exited() || op.GetAttempts() < 2 || !strings.Contains(h.sat.Output(), started.GetOperationId()) {
+		h.t.Errorf("%v: the killed satellite still runs (%v), or the restarted one never took the operation over (attempts %d)", kind, !killed.Exited(), op.GetAttempts())
 	}
-	t.Logf("satellite killed %s into the reboot; node power %s", time.Since(t0).Round(time.Millisecond), power)
-	restarted := harness.Start(t, "ironlink-satellite", bins.Satellite(), satArgs...)
-	op := waitOp(t, api, reboot.GetOperationId(), 2*time.Minute)
-	wantOpState(t, op, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
-	if !sat.Exited() || !strings.Contains(restarted.Output(), reboot.GetOperationId()) {
-		t.Errorf("the killed satellite still runs (%v), or the restarted one never received the reboot", !sat.Exited())
+	h.t.Logf("MEASURE %s %v across a satellite kill -9: %s; %s", h.e.name, kind, time.Since(t0).Round(time.Millisecond), stepSummary(op))
+	return op
+}
+
+func runNodeActionsKill(t *testing.T, e *opsEnv) {
+	h := startNodeActs(t, e)
+	enrol := waitOp(t, h.api, h.start(&ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_ENROL,
+		Nodes: []*ironlinkv1.NodeSpec{opsSpec("nodeact-"+randID(), randMACAddr())}}).GetOperationId(), 2*time.Minute)
+	wantOpState(t, enrol, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+	h.node = enrol.GetDeviceId()
+	h.run(ironlinkv1.OperationKind_OPERATION_KIND_POWER_OFF, nil)
+	if _, _, p := e.provisionState(t, h.node); p != "power off" {
+		t.Fatalf("after POWER_OFF the node is %q", p)
 	}
+	h.run(ironlinkv1.OperationKind_OPERATION_KIND_POWER_ON, nil)
+	h.run(ironlinkv1.OperationKind_OPERATION_KIND_SET_MAINTENANCE, &ironlinkv1.OperationParams{MaintenanceReason: "e2e: DIMM swap"})
+	h.run(ironlinkv1.OperationKind_OPERATION_KIND_CLEAR_MAINTENANCE, nil)
+
+	mark := e.mark()
+	op := h.killDuring(ironlinkv1.OperationKind_OPERATION_KIND_REBOOT, func(op *ironlinkv1.Operation) bool { return powerRequests(op, "power off") > 0 })
 	if off, on := powerRequests(op, "power off"), powerRequests(op, "power on"); off != 1 || on != 1 {
 		t.Errorf("the reboot's record has %d power-off and %d power-on requests across the kill, want 1 and 1: %s", off, on, stepSummary(op))
 	}
-	if op.GetAttempts() < 2 {
-		t.Errorf("attempts %d: the restarted satellite did not take the reboot over", op.GetAttempts())
-	}
-	if _, _, p := e.provisionState(t, nodeID); p != "power on" {
+	if _, _, p := e.provisionState(t, h.node); p != "power on" {
 		t.Errorf("after the reboot the node is %q", p)
 	}
 	if e.sim != nil {
 		n := 0
 		for _, r := range e.sim.Requests()[mark:] {
-			if r.Method == http.MethodPut && strings.HasSuffix(r.Path, "/nodes/"+nodeID+"/states/power") && r.Status < 300 {
+			if r.Method == http.MethodPut && strings.HasSuffix(r.Path, "/nodes/"+h.node+"/states/power") && r.Status < 300 {
 				n++
 			}
 		}
@@ -167,6 +222,16 @@ func runNodeActionsKill(t *testing.T, e *opsEnv) {
 			t.Errorf("the simulator answered %d power requests for the reboot, want 2 (off, on)", n)
 		}
 	}
-	t.Logf("MEASURE %s REBOOT across a satellite kill -9: %s, %d OpenStack requests (-1: no request log); %s",
-		e.name, time.Since(t0).Round(time.Millisecond), e.opRequests(mark, nodeID), stepSummary(op))
+
+	h.run(ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE, nil)
+	h.run(ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY, &ironlinkv1.OperationParams{Deploy: &ironlinkv1.DeployParams{
+		ImageSource: "http://127.0.0.1:1/ironlink-test.img", ImageChecksum: "sha256:" + strings.Repeat("ab", 32), RootGb: 10}})
+	op = h.killDuring(ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, func(op *ironlinkv1.Operation) bool { return provisionRequests(op, "rebuild") > 0 })
+	if n := provisionRequests(op, "rebuild"); n != 1 {
+		t.Errorf("the reprovision's record has %d rebuild requests across the kill, want 1: %s", n, stepSummary(op))
+	}
+	if ps, _, _ := e.provisionState(t, h.node); ps != "active" {
+		t.Errorf("after the reprovision the node is %q", ps)
+	}
+	h.run(ironlinkv1.OperationKind_OPERATION_KIND_UNDEPLOY, nil)
 }
