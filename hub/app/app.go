@@ -159,6 +159,9 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	h.srv = NewGRPCServer(cfg, log, opts...)
 	h.health = RegisterServices(h.srv, h.linkSrv, fleetSrv)
 	h.opsSrv = NewOperationServer(st, h.linkSrv, log.With("component", "operations"))
+	if h.webSrv != nil {
+		h.webSrv.SetOperations(h.opsSrv)
+	}
 	RegisterOperations(h.srv, h.health, h.opsSrv)
 	RegisterHealth(h.srv, h.health, NewHealthServer(st, cfg, log.With("component", "health")))
 	h.pol.register(h.srv, h.health)

@@ -37,6 +37,9 @@ func kindNames() string {
 }
 
 func opKindName(k ironlinkv1.OperationKind) string {
+	if n, ok := nodeActionName(k); ok {
+		return n
+	}
 	return strings.ReplaceAll(strings.ToLower(wire.EnumName(k, "OPERATION_KIND_")), "_", "-")
 }
 
@@ -51,7 +54,7 @@ func opFinal(s ironlinkv1.OperationState) bool {
 func (a *app) newOpCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "op",
-		Short: "Run node lifecycle operations at a site: enrol, inspect, clean, provide, deploy, Nova create",
+		Short: "Run node lifecycle operations and node actions at a site: enrol, inspect, clean, provide, deploy, Nova create, power, reboot, maintenance, reprovision",
 		Long: `Operations are durable work the hub stores and the site's satellite carries
 out against Ironic (and Nova): PENDING (queued), RUNNING, then SUCCEEDED,
 FAILED (with Ironic's last_error) or CANCELLED. They need scope
@@ -70,6 +73,7 @@ type opStartFlags struct {
 	force, forceClear, wait                                                        bool
 	rootGB                                                                         int32
 	timeout                                                                        time.Duration
+	node                                                                           opNodeFlags
 }
 
 func (a *app) newOpStartCommand() *cobra.Command {
@@ -90,7 +94,9 @@ when one ends FAILED or CANCELLED, or (exit 7) when --timeout passes first.`,
   ironlink op start provide node-001 node-002 --reason "make available" --wait
   ironlink op start clean node-007 --clean-step deploy.erase_devices_metadata --reason "wipe"
   ironlink op start deploy node-007 --image-source http://img/ubuntu.qcow2 --image-checksum sha256:ab12... --reason "image node"
-  ironlink op start nova-create node-009 --nova-image ubuntu-22.04 --nova-name slurm-w9 --reason "SLURM worker"`,
+  ironlink op start nova-create node-009 --nova-image ubuntu-22.04 --nova-name slurm-w9 --reason "SLURM worker"
+  ironlink op start reboot node-007 --soft --reason "hung GPU" --wait
+  ironlink op start maintenance-set node-007 --reason "DIMM swap, ticket 4711"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := o.request(args)
@@ -110,7 +116,7 @@ func (o *opStartFlags) bind(cmd *cobra.Command) {
 	f.StringVar(&o.reason, "reason", "", "why (required; kept with the operation)")
 	f.StringVar(&o.site, "site", "", "the site (required for enrol; narrows device names otherwise)")
 	f.StringVar(&o.nodesFile, "nodes", "", "enrol: JSON array of node specs (\"-\": stdin)")
-	f.BoolVar(&o.force, "force", false, "override the quarantine guard of provide, deploy, nova-create, and enrol's refusal of a name a node past manageable already has (recorded)")
+	f.BoolVar(&o.force, "force", false, "override the quarantine guard of provide, deploy, nova-create, the customer-instance guard of power-off, reboot, reprovision, and enrol's refusal of a name a node past manageable already has (recorded)")
 	f.StringSliceVar(&o.cleanSteps, "clean-step", nil, "clean: INTERFACE.STEP, repeatable, in order")
 	f.StringVar(&o.imageSource, "image-source", "", "deploy: instance_info.image_source (URL or Glance image id)")
 	f.StringVar(&o.imageChecksum, "image-checksum", "", "deploy: image checksum (required for an http(s) image)")
@@ -126,6 +132,7 @@ func (o *opStartFlags) bind(cmd *cobra.Command) {
 	f.StringVar(&o.serverID, "server-id", "", "nova-delete: server id (default: the node's instance)")
 	f.BoolVar(&o.wait, "wait", false, "follow every operation to its end (exit 6 when one FAILED or was CANCELLED, 7 on --timeout)")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long --wait waits")
+	o.node.bind(cmd)
 }
 
 // request checks the arguments (KIND, then devices) and flags and builds
@@ -187,7 +194,7 @@ func (o *opStartFlags) params(kind ironlinkv1.OperationKind) (*ironlinkv1.Operat
 	} else if o.forceClear {
 		return nil, usageErrf("--force-clear is for nova-create only")
 	}
-	return p, nil
+	return p, o.node.params(kind, o.reason, p)
 }
 
 // startOperations sends req, prints the operations started and their

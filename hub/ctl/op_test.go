@@ -71,7 +71,7 @@ func TestOpCommands(t *testing.T) {
 			}}, append([]string{"--hub", addr, "--plaintext", "--no-auth"}, args...))
 		return out.String(), errb.String(), code
 	}
-	if _, errs, code := run("op", "start", "reboot", "node-1", "--reason", "x"); code != ctl.ExitUsage || !strings.Contains(errs, "unknown operation kind") {
+	if _, errs, code := run("op", "start", "explode", "node-1", "--reason", "x"); code != ctl.ExitUsage || !strings.Contains(errs, "unknown operation kind") {
 		t.Fatalf("unknown kind: exit %d %s", code, errs)
 	}
 	if _, errs, code := run("op", "start", "deploy", "node-1", "--reason", "x"); code != ctl.ExitUsage || !strings.Contains(errs, "image_source") {

@@ -45,6 +45,13 @@ type Precondition struct {
 	// OffersToCustomers: the kind would offer the device to customers, so a
 	// quarantined device is refused unless forced (recorded).
 	OffersToCustomers bool
+	// InterruptsCustomer: the kind would interrupt a customer's instance
+	// (power off, reboot, reprovision), so a device with CustomerAllocated
+	// True is refused (CUSTOMER_INSTANCE) unless forced (recorded).
+	InterruptsCustomer bool
+	// AnyState: the kind does not depend on the provision state (From is
+	// not consulted); Ironic sets and clears maintenance in every state.
+	AnyState bool
 }
 
 // Ironic's reason a manual clean or a deploy is refused in maintenance
@@ -91,6 +98,30 @@ var Preconditions = map[store.OperationKind]Precondition{
 		"active":    "Nova server delete (Nova tears the node down)",
 		"available": "",
 	}},
+	"POWER_ON":          {From: powerStates("power on")},
+	"POWER_OFF":         {From: powerStates("power off"), InterruptsCustomer: true},
+	"REBOOT":            {From: powerStates("power off, power on"), InterruptsCustomer: true},
+	"SET_MAINTENANCE":   {AnyState: true},
+	"CLEAR_MAINTENANCE": {AnyState: true},
+	// Ironic's "rebuild" verb: active (and deploy failed) → deploying →
+	// active with the node's instance_info (ironic/common/states.py).
+	"REPROVISION": {From: map[string]string{
+		"active":        "rebuild",
+		"deploy failed": "rebuild",
+	}, Maintenance: maintIronicDeploy, InterruptsCustomer: true},
+}
+
+// powerStates are the stable provision states in which Ironic's conductor
+// takes a power change (in a transitional state a conductor holds the
+// node, and in a "* wait" state a power change would break the running
+// deploy, clean or inspection): each mapped to verbs.
+func powerStates(verbs string) map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{"enroll", "manageable", "available", "active", "deploy failed",
+		"clean failed", "inspect failed", "error", "rescue", "rescue failed", "adopt failed"} {
+		m[s] = verbs
+	}
+	return m
 }
 
 // fromStates lists the states p accepts, sorted, for messages.
@@ -129,7 +160,7 @@ func checkPreconditions(field string, kind store.OperationKind, v deviceView) er
 		return nil
 	}
 	id, f := v.d.ID, v.d.Facts
-	if v.ps != "" {
+	if v.ps != "" && !p.AnyState {
 		if _, ok := p.From[v.ps]; !ok {
 			return precondition(ReasonProvisionState, fmt.Sprintf("%s: device %s is %q; %s starts from %s (docs/reference/operations.md, Preconditions)",
 				field, id, v.ps, kind, p.fromStates()))
@@ -163,6 +194,24 @@ func faultSuffix(fault string) string {
 // when Ironic holds the node for an instance Nova does not know
 // (docs/reference/conditions.md).
 const reasonInstanceRecordMismatch = "InstanceRecordMismatch"
+
+// customerInstance describes d's customer instance ("" when
+// CustomerAllocated is not True), for the CUSTOMER_INSTANCE refusal.
+func customerInstance(d store.Device) string {
+	for _, c := range d.Conditions {
+		if c.Type == condition.CustomerAllocated && c.Status == condition.True {
+			who := c.Reason
+			if c.Message != "" {
+				who += ": " + c.Message
+			}
+			if d.Facts.InstanceUUID != "" {
+				return fmt.Sprintf("carries customer instance %s (CustomerAllocated=True, %s)", d.Facts.InstanceUUID, who)
+			}
+			return fmt.Sprintf("is allocated to a customer (CustomerAllocated=True, %s)", who)
+		}
+	}
+	return ""
+}
 
 // instanceHeld says how d is held by an instance, with what to do; "" when
 // it is free: no instance_uuid, no mismatch the satellite's orphan sweep

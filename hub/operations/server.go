@@ -74,6 +74,10 @@ const (
 	// the hub's view shows one: an instance_uuid (also a stale one Nova does
 	// not know), an allocation, or a Nova server on the node (Preconditions).
 	ReasonInstancePresent = "INSTANCE_PRESENT"
+	// ReasonCustomerInstance: POWER_OFF, REBOOT or REPROVISION of a device
+	// with CustomerAllocated True (a customer's instance would be
+	// interrupted), without force.
+	ReasonCustomerInstance = "CUSTOMER_INSTANCE"
 )
 
 // enrolTakeoverStates are the provision states in which an ENROL takes an

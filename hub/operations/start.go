@@ -317,6 +317,14 @@ func (s *Server) deviceOperation(ctx context.Context, sc siteScope, caps *capabi
 		}
 		forced = true
 	}
+	if Preconditions[kind].InterruptsCustomer {
+		if who := customerInstance(d); who != "" {
+			if !req.GetForce() {
+				return store.NewOperation{}, precondition(ReasonCustomerInstance, fmt.Sprintf("%s: device %s %s; %s would interrupt it (set force to do it anyway, which is recorded)", field, id, who, kind))
+			}
+			forced = true
+		}
+	}
 	if act, ok, err := s.store.ActiveOperation(ctx, id); err != nil {
 		return store.NewOperation{}, s.storeErr(err, "", "")
 	} else if ok {

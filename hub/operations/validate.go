@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -24,12 +25,17 @@ const (
 	MaxUserDataBytes = 64 << 10
 	// MaxCleanSteps bounds a CLEAN's steps.
 	MaxCleanSteps = 50
-	maxPorts      = 64
-	maxTraits     = 50
-	maxKeys       = 64
-	maxValueBytes = 4096
-	maxSSHKeys    = 32
-	maxNetworks   = 16
+	// MaxMaintenanceReasonBytes bounds SET_MAINTENANCE's reason (Ironic's
+	// maintenance_reason column is 255 characters).
+	MaxMaintenanceReasonBytes = 255
+	// MaxPowerTimeoutSeconds bounds the power change timeout, in seconds.
+	MaxPowerTimeoutSeconds = 3600
+	maxPorts               = 64
+	maxTraits              = 50
+	maxKeys                = 64
+	maxValueBytes          = 4096
+	maxSSHKeys             = 32
+	maxNetworks            = 16
 )
 
 var (
@@ -82,7 +88,7 @@ func checkReason(reason string) (string, error) {
 func checkShape(req *ironlinkv1.StartOperationRequest) (string, error) {
 	kind := req.GetKind()
 	if KindToStore(kind) == "" {
-		return "", bad("kind", grpcerr.ReasonInvalidValue, fmt.Sprintf("kind %d is not an operation kind (ENROL, INSPECT, CLEAN, PROVIDE, DEPLOY, UNDEPLOY, NOVA_CREATE, NOVA_DELETE)", kind))
+		return "", bad("kind", grpcerr.ReasonInvalidValue, fmt.Sprintf("kind %d is not an operation kind (ENROL, INSPECT, CLEAN, PROVIDE, DEPLOY, UNDEPLOY, NOVA_CREATE, NOVA_DELETE, POWER_ON, POWER_OFF, REBOOT, SET_MAINTENANCE, CLEAR_MAINTENANCE, REPROVISION)", kind))
 	}
 	reason, err := checkReason(req.GetReason())
 	if err != nil {
@@ -223,9 +229,27 @@ func checkParams(kind ironlinkv1.OperationKind, p *ironlinkv1.OperationParams) e
 				return bad("params.server_id", grpcerr.ReasonNotUUID, "params.server_id "+textcheck.Quote(id)+" is not a server id (UUID)")
 			}
 		}
+	case ironlinkv1.OperationKind_OPERATION_KIND_SET_MAINTENANCE:
+		r := p.GetMaintenanceReason()
+		if strings.TrimSpace(r) == "" {
+			return bad("params.maintenance_reason", grpcerr.ReasonRequired, "SET_MAINTENANCE needs params.maintenance_reason (what Ironic records as the node's maintenance_reason)")
+		}
+		if err := textcheck.Line("params.maintenance_reason", r, MaxMaintenanceReasonBytes); err != nil {
+			return grpcerr.FromCheck(err)
+		}
+	}
+	if t := p.GetPowerTimeoutSeconds(); t > MaxPowerTimeoutSeconds {
+		return bad("params.power_timeout_seconds", grpcerr.ReasonOutOfRange, fmt.Sprintf("params.power_timeout_seconds: %d, at most %d", t, MaxPowerTimeoutSeconds))
 	}
 	return nil
 }
+
+// powerKinds take params.power_timeout_seconds; softKinds also params.soft.
+var (
+	powerKinds = []ironlinkv1.OperationKind{ironlinkv1.OperationKind_OPERATION_KIND_POWER_ON,
+		ironlinkv1.OperationKind_OPERATION_KIND_POWER_OFF, ironlinkv1.OperationKind_OPERATION_KIND_REBOOT}
+	softKinds = powerKinds[1:]
+)
 
 // checkParamsOfOtherKinds refuses parameters that belong to another kind
 // than kind (clean steps of a DEPLOY, ...).
@@ -241,6 +265,15 @@ func checkParamsOfOtherKinds(kind ironlinkv1.OperationKind, p *ironlinkv1.Operat
 	}
 	if p.GetServerId() != "" && kind != ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE {
 		return bad("params.server_id", grpcerr.ReasonInvalidValue, "params.server_id is for NOVA_DELETE only")
+	}
+	if p.GetSoft() && !slices.Contains(softKinds, kind) {
+		return bad("params.soft", grpcerr.ReasonInvalidValue, "params.soft is for POWER_OFF and REBOOT only")
+	}
+	if p.GetPowerTimeoutSeconds() != 0 && !slices.Contains(powerKinds, kind) {
+		return bad("params.power_timeout_seconds", grpcerr.ReasonInvalidValue, "params.power_timeout_seconds is for POWER_ON, POWER_OFF and REBOOT only")
+	}
+	if p.GetMaintenanceReason() != "" && kind != ironlinkv1.OperationKind_OPERATION_KIND_SET_MAINTENANCE {
+		return bad("params.maintenance_reason", grpcerr.ReasonInvalidValue, "params.maintenance_reason is for SET_MAINTENANCE only")
 	}
 	return nil
 }

@@ -17,6 +17,10 @@ type deviceData struct {
 	Timeline   timelineSVG
 	CanWrite   bool
 	Command    *commandData // the command named in ?command=, if any
+	// CanOperate: the node actions are offered (operations:write and a
+	// hub with SetOperations); Operations are the device's recent ones.
+	CanOperate bool
+	Operations []*ironlinkv1.Operation
 }
 
 func (s *Server) device(w http.ResponseWriter, r *http.Request, id Identity) {
@@ -38,7 +42,8 @@ func (s *Server) device(w http.ResponseWriter, r *http.Request, id Identity) {
 		return
 	}
 	d := deviceData{Device: dev, Status: resp.GetStatusHistory(), Impairment: resp.GetImpairmentHistory(),
-		Commands: cmds.GetCommands(), CondHist: ch, CanWrite: id.CanWrite()}
+		Commands: cmds.GetCommands(), CondHist: ch, CanWrite: id.CanWrite(),
+		CanOperate: id.CanWrite() && s.ops != nil, Operations: resp.GetRecentOperations()}
 	if len(d.CondHist) > 50 {
 		d.CondHist = d.CondHist[:50]
 	}

@@ -57,6 +57,8 @@ func (s *Server) apiFail(w http.ResponseWriter, r *http.Request, err error) {
 		code = http.StatusNotFound
 	case codes.PermissionDenied:
 		code = http.StatusForbidden
+	case codes.FailedPrecondition:
+		code = http.StatusConflict
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
 		code = http.StatusServiceUnavailable
 	default:

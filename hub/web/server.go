@@ -49,6 +49,7 @@ type Server struct {
 	pages  map[string]*template.Template
 	mux    http.Handler
 	now    func() time.Time
+	ops    Operations // node actions (SetOperations); nil: none offered
 }
 
 // New returns the fleet view over fl (the hub's FleetService handlers) and
@@ -86,6 +87,7 @@ func New(cfg Config, fl *fleet.Server, st Store, roster func() *auth.Roster, log
 	mux.Handle("GET /devices/{id}", s.authed(s.device))
 	mux.Handle("POST /devices/{id}/quarantine", s.authed(s.impair(store.ImpairmentQuarantined)))
 	mux.Handle("POST /devices/{id}/release", s.authed(s.impair(store.ImpairmentReleased)))
+	mux.Handle("POST /devices/{id}/action", s.authed(s.nodeAction))
 	mux.Handle("GET /commands/{id}", s.authed(s.command))
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

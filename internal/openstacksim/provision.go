@@ -11,8 +11,8 @@ import (
 // This file models what operations need (docs/design/openstack.md §1.2 and §9): Ironic
 // drivers and ports, the provision state machine behind PUT
 // /v1/nodes/{id}/states/provision (enrol/manage, inspect, manual and
-// automated cleaning, deploy, undeploy, abort from the "* wait" states) and
-// power actions, and Nova's server create and delete on a chosen node.
+// automated cleaning, deploy, rebuild, undeploy, abort from the "* wait"
+// states) and power actions (power.go), and Nova's server create and delete on a chosen node.
 // Transitions run in the background one step every [Options.ProvisionStep]
 // (default 100 ms), as the conductor would: the node is reserved (409
 // NodeLocked for writes) in the working states (verifying, inspecting,
@@ -241,6 +241,16 @@ func (c *Cloud) startProvisionLocked(n *Node, req provisionRequest, ver int) *ap
 			return apiErrf(http.StatusBadRequest, "Cannot validate image information for node %s because one or more parameters are missing from its instance_info and insufficent information is present to boot from a remote volume. Missing are: ['image_source']", n.UUID)
 		}
 		c.startPlanLocked(n.UUID, deploySteps())
+	case "rebuild":
+		// Ironic's rebuild: active (or deploy failed) → deploying → active
+		// with the node's instance_info (ironic/common/states.py).
+		if ps != "active" && ps != "deploy failed" {
+			return invalidState("rebuild", n)
+		}
+		if s, _ := n.InstanceInfo["image_source"].(string); s == "" {
+			return apiErrf(http.StatusBadRequest, "Cannot validate image information for node %s because one or more parameters are missing from its instance_info and insufficent information is present to boot from a remote volume. Missing are: ['image_source']", n.UUID)
+		}
+		c.startPlanLocked(n.UUID, deploySteps())
 	case "deleted":
 		switch ps {
 		case "active", "deploy failed", "error", "wait call-back":
@@ -376,27 +386,4 @@ func undeploySteps() []pstep {
 		{state: "cleaning", target: "available", locked: true},
 		{state: "available"},
 	}
-}
-
-// ironicPower is PUT /v1/nodes/{id}/states/power (done at once).
-func (c *Cloud) ironicPower(w http.ResponseWriter, r *http.Request, ver int, ident string) {
-	raw, _ := readJSONBody(r)
-	var body struct {
-		Target string `json:"target"`
-	}
-	_ = json.Unmarshal(raw, &body)
-	c.withReservedNode(w, ver, ident, func(rec *nodeRec) {
-		switch body.Target {
-		case "power on", "power off":
-			rec.n.PowerState = body.Target
-		case "rebooting":
-			rec.n.PowerState = "power on"
-		default:
-			ironicError(w, http.StatusBadRequest, fmt.Sprintf("Invalid power state %s.", body.Target))
-			return
-		}
-		rec.n.UpdatedAt = c.now()
-		w.Header().Set("Location", c.ironicPublic()+"/v1/nodes/"+rec.n.UUID+"/states")
-		w.WriteHeader(http.StatusAccepted)
-	})
 }

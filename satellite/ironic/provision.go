@@ -40,14 +40,19 @@ type NodeDetail struct {
 	// LastError is the error of the last failed action ("" or null: none
 	// told).
 	LastError string `json:"last_error"`
-	// PowerState is "power on", "power off" or "" (unknown).
-	PowerState string `json:"power_state"`
+	// PowerState is "power on", "power off" or "" (unknown);
+	// TargetPowerState is the power state a change in progress heads for
+	// ("" at rest).
+	PowerState       string `json:"power_state"`
+	TargetPowerState string `json:"target_power_state"`
 	// InstanceUUID is the Nova instance (or other consumer) on the node.
 	InstanceUUID string `json:"instance_uuid"`
 	// Reservation is the conductor holding the node's lock ("" when free).
 	Reservation string `json:"reservation"`
-	// Maintenance is Ironic's maintenance flag.
-	Maintenance bool `json:"maintenance"`
+	// Maintenance is Ironic's maintenance flag, MaintenanceReason its
+	// free-text reason.
+	Maintenance       bool   `json:"maintenance"`
+	MaintenanceReason string `json:"maintenance_reason"`
 	// ResourceClass is what the node is sold as in Placement.
 	ResourceClass string `json:"resource_class"`
 	// Extra, InstanceInfo and Properties are the node's free-form maps:
@@ -290,6 +295,9 @@ func ProvisionAPICalls() []openstack.APICall {
 		PATCH /v1/nodes/*
 		DELETE /v1/nodes/*
 		PUT /v1/nodes/*/states/provision
+		PUT /v1/nodes/*/states/power
+		PUT /v1/nodes/*/maintenance
+		DELETE /v1/nodes/*/maintenance
 		GET /v1/nodes/*/traits
 		PUT /v1/nodes/*/traits
 		GET /v1/ports

@@ -94,6 +94,9 @@ func (u *run) pass(ctx context.Context) site.Result {
 			return res
 		}
 	}
+	if res, ok := u.nodeAction(ctx, n); ok {
+		return res
+	}
 	switch k {
 	case ironlinkv1.OperationKind_OPERATION_KIND_INSPECT:
 		return u.sameState(ctx, n, "inspect", nil, []string{stInspecting, stInspectWait})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -157,3 +158,31 @@ func (u *run) deleteServer(ctx context.Context, id string) error {
 	u.record(http.MethodDelete, "compute /v2.1/servers/"+id, "", http.StatusNoContent, err)
 	return err
 }
+
+// changePower asks Ironic for a power target (PUT …/states/power), with
+// the operation's power_timeout_seconds.
+func (u *run) changePower(ctx context.Context, id, target string) error {
+	t := int(u.req.GetParams().GetPowerTimeoutSeconds())
+	err := u.r.ironic.ChangePowerState(ctx, id, target, t)
+	detail := "target=" + target
+	if t > 0 {
+		detail += " timeout=" + itoa(t) + "s"
+	}
+	u.record(http.MethodPut, nodePath(id, "states", "power"), detail, http.StatusAccepted, err)
+	return err
+}
+
+// maintenance sets (with reason) or clears the node's maintenance flag
+// (PUT or DELETE …/maintenance).
+func (u *run) maintenance(ctx context.Context, id string, on bool, reason string) error {
+	if on {
+		err := u.r.ironic.SetMaintenanceFlag(ctx, id, reason)
+		u.record(http.MethodPut, nodePath(id, "maintenance"), "reason="+truncate(reason, 120), http.StatusAccepted, err)
+		return err
+	}
+	err := u.r.ironic.ClearMaintenanceFlag(ctx, id)
+	u.record(http.MethodDelete, nodePath(id, "maintenance"), "", http.StatusAccepted, err)
+	return err
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -296,6 +296,9 @@ type run struct {
 	retryAt       time.Time // NOVA_CREATE: no boot before this
 	flavor        *flavor   // NOVA_CREATE: resolved flavor
 	imageID       string    // NOVA_CREATE: resolved image
+	powerRequests int       // POWER_*, REBOOT: power requests sent for the current goal
+	// SET_ and CLEAR_MAINTENANCE: the write was sent by this process
+	maintenanceSent bool
 }
 
 func newRun(r *Runner, req *ironlinkv1.OperationRequest) *run {

@@ -29,8 +29,8 @@ import (
 	"github.com/ironlink/ironlink/satellite/operations"
 )
 
-// recorded is one request the runner made, with the provision target of a
-// PUT …/states/provision.
+// recorded is one request the runner made, with the target of a PUT
+// …/states/provision or …/states/power.
 type recorded struct {
 	Method, Path, Target string
 	Status               int
@@ -45,7 +45,7 @@ type recorder struct {
 func (rc *recorder) wrap(next http.RoundTripper) http.RoundTripper {
 	return rtFunc(func(r *http.Request) (*http.Response, error) {
 		rec := recorded{Method: r.Method, Path: r.URL.Path}
-		if r.Body != nil && strings.HasSuffix(r.URL.Path, "/states/provision") {
+		if r.Body != nil && (strings.HasSuffix(r.URL.Path, "/states/provision") || strings.HasSuffix(r.URL.Path, "/states/power")) {
 			b, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(b))
 			var body struct {

@@ -87,7 +87,14 @@ func Validate(req *ironlinkv1.OperationRequest) error {
 	p := req.GetParams()
 	switch k {
 	case ironlinkv1.OperationKind_OPERATION_KIND_INSPECT, ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE,
-		ironlinkv1.OperationKind_OPERATION_KIND_UNDEPLOY, ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE:
+		ironlinkv1.OperationKind_OPERATION_KIND_UNDEPLOY, ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE,
+		ironlinkv1.OperationKind_OPERATION_KIND_POWER_ON, ironlinkv1.OperationKind_OPERATION_KIND_POWER_OFF,
+		ironlinkv1.OperationKind_OPERATION_KIND_REBOOT, ironlinkv1.OperationKind_OPERATION_KIND_CLEAR_MAINTENANCE,
+		ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION:
+	case ironlinkv1.OperationKind_OPERATION_KIND_SET_MAINTENANCE:
+		if p.GetMaintenanceReason() == "" {
+			return bad("SET_MAINTENANCE needs params.maintenance_reason")
+		}
 	case ironlinkv1.OperationKind_OPERATION_KIND_CLEAN:
 		if len(p.GetCleanSteps()) == 0 {
 			return bad("CLEAN needs at least one clean step")

@@ -63,6 +63,8 @@ type provisioning struct {
 	held         bool      // stays in a wait state until Hold(false)
 	locked       string    // conductor holding the node ("" = free)
 	failBoot     [2]string // Nova fault and node last_error of the next boot, which then fails
+	powerTarget  string    // target_power_state of a power change in progress ("" at rest)
+	powerSeen    bool      // a read has shown powerTarget: the next one settles it
 }
 
 var fixtureEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -78,12 +80,13 @@ var transitions = map[string]map[string][]string{
 	"provide": {"manageable": {"cleaning", "clean wait", "available"}},
 	"active":  {"available": {"deploying", "wait call-back", "active"}},
 	"deleted": {"active": {"deleting", "cleaning", "available"}, "deploy failed": {"deleting", "cleaning", "available"}, "error": {"deleting", "cleaning", "available"}},
+	"rebuild": {"active": {"deploying", "wait call-back", "active"}, "deploy failed": {"deploying", "wait call-back", "active"}},
 	"abort":   {"clean wait": {"clean failed"}, "inspect wait": {"inspect failed"}, "wait call-back": {"deploy failed"}, "rescue wait": {"rescue failed"}},
 }
 
 // failState is where a failed action of target ends.
 var failState = map[string]string{"manage": "enroll", "inspect": "inspect failed", "clean": "clean failed",
-	"provide": "clean failed", "active": "deploy failed", "deleted": "error"}
+	"provide": "clean failed", "active": "deploy failed", "rebuild": "deploy failed", "deleted": "error"}
 
 func (f *Fixture) provLocked(id string) *provisioning {
 	if f.prov == nil {
@@ -257,8 +260,8 @@ func (f *Fixture) detailLocked(id string) ironic.NodeDetail {
 	p := f.provLocked(id)
 	return ironic.NodeDetail{UUID: n.UUID, Name: n.Name, Driver: p.driver, ProvisionState: n.ProvisionState,
 		TargetProvisionState: n.TargetProvisionState, ProvisionUpdatedAt: fixtureEpoch.Add(time.Duration(p.updated) * time.Second).Format(time.RFC3339),
-		LastError: p.lastError, PowerState: n.PowerState, InstanceUUID: n.InstanceUUID, Reservation: p.locked,
-		Maintenance: n.Maintenance, ResourceClass: n.ResourceClass,
+		LastError: p.lastError, PowerState: n.PowerState, TargetPowerState: p.powerTarget, InstanceUUID: n.InstanceUUID, Reservation: p.locked,
+		Maintenance: n.Maintenance, MaintenanceReason: n.MaintenanceReason, ResourceClass: n.ResourceClass,
 		Extra: maps.Clone(p.extra), InstanceInfo: maps.Clone(p.instanceInfo), Properties: maps.Clone(p.properties)}
 }
 
@@ -288,6 +291,7 @@ func (f *Fixture) NodeDetail(_ context.Context, ident string) (ironic.NodeDetail
 		return ironic.NodeDetail{}, f.endLocked(fmt.Errorf("ironic node %s: %w", ident, ironic.ErrNodeNotFound))
 	}
 	f.advanceLocked(id)
+	f.settlePowerLocked(id)
 	return f.detailLocked(id), nil
 }
 
@@ -502,7 +506,7 @@ func (f *Fixture) SetProvisionState(_ context.Context, id, target string, _ map[
 			"The requested action %q can not be performed on node %q while it is in state %q.", target, id, n.ProvisionState)))
 	}
 	p := f.provLocked(id)
-	if img, _ := p.instanceInfo["image_source"].(string); target == "active" && img == "" {
+	if img, _ := p.instanceInfo["image_source"].(string); (target == "active" || target == "rebuild") && img == "" {
 		return f.endLocked(httpError(http.StatusBadRequest, "PUT", url, "Cannot validate image information for node "+id+": instance_info/image_source is missing."))
 	}
 	p.path = slices.Clone(path)

@@ -87,6 +87,17 @@ type IronicProvisioning interface {
 	SetProvisionState(ctx context.Context, nodeID, target string, extra map[string]any) error
 	// Drivers lists the enabled hardware types, sorted. Read-only.
 	Drivers(ctx context.Context) ([]string, error)
+	// ChangePowerState asks for a power change (target "power on", "power
+	// off", "soft power off") with a timeout in seconds (0: Ironic's
+	// default). Not idempotent while a change is in progress: Ironic
+	// answers 409 for a node in a power transition or locked (retried when
+	// locked); the runner reads power_state and target_power_state first.
+	ChangePowerState(ctx context.Context, nodeID, target string, timeoutSeconds int) error
+	// SetMaintenanceFlag sets the maintenance flag with a reason.
+	// Idempotent.
+	SetMaintenanceFlag(ctx context.Context, nodeID, reason string) error
+	// ClearMaintenanceFlag clears the maintenance flag. Idempotent.
+	ClearMaintenanceFlag(ctx context.Context, nodeID string) error
 }
 
 // Placement is what the satellite needs of Placement (docs/design/openstack.md §3).

@@ -52,31 +52,68 @@ const (
 	// Delete the Nova server on the device's node; done when Nova no longer
 	// lists it and the node is available again.
 	OperationKind_OPERATION_KIND_NOVA_DELETE OperationKind = 8
+	// Power the node on (Ironic "Change Node Power State", target "power
+	// on"); done when power_state is "power on". Allowed in any provision
+	// state Ironic accepts a power change in.
+	OperationKind_OPERATION_KIND_POWER_ON OperationKind = 9
+	// Power the node off ("power off", or "soft power off" with
+	// params.soft); done when power_state is "power off". Refused for a
+	// device with a customer instance unless forced (recorded).
+	OperationKind_OPERATION_KIND_POWER_OFF OperationKind = 10
+	// Reboot the node: power off (soft with params.soft), then power on,
+	// each step recorded in the operation marker so that a restarted
+	// satellite resumes at the right half; done when power_state is "power
+	// on" after the off. Refused for a device with a customer instance
+	// unless forced.
+	OperationKind_OPERATION_KIND_REBOOT OperationKind = 11
+	// Set maintenance with params.maintenance_reason (Ironic "Set
+	// Maintenance Flag"); done when the node shows maintenance.
+	OperationKind_OPERATION_KIND_SET_MAINTENANCE OperationKind = 12
+	// Clear maintenance (Ironic "Clear Maintenance Flag"); done when the
+	// node no longer shows maintenance.
+	OperationKind_OPERATION_KIND_CLEAR_MAINTENANCE OperationKind = 13
+	// Rebuild the deployed node in place (provision target "rebuild":
+	// active or deploy failed → deploying → active, with its current
+	// instance_info). Refused for a device with a customer instance unless
+	// forced.
+	OperationKind_OPERATION_KIND_REPROVISION OperationKind = 14
 )
 
 // Enum value maps for OperationKind.
 var (
 	OperationKind_name = map[int32]string{
-		0: "OPERATION_KIND_UNSPECIFIED",
-		1: "OPERATION_KIND_ENROL",
-		2: "OPERATION_KIND_INSPECT",
-		3: "OPERATION_KIND_CLEAN",
-		4: "OPERATION_KIND_PROVIDE",
-		5: "OPERATION_KIND_DEPLOY",
-		6: "OPERATION_KIND_UNDEPLOY",
-		7: "OPERATION_KIND_NOVA_CREATE",
-		8: "OPERATION_KIND_NOVA_DELETE",
+		0:  "OPERATION_KIND_UNSPECIFIED",
+		1:  "OPERATION_KIND_ENROL",
+		2:  "OPERATION_KIND_INSPECT",
+		3:  "OPERATION_KIND_CLEAN",
+		4:  "OPERATION_KIND_PROVIDE",
+		5:  "OPERATION_KIND_DEPLOY",
+		6:  "OPERATION_KIND_UNDEPLOY",
+		7:  "OPERATION_KIND_NOVA_CREATE",
+		8:  "OPERATION_KIND_NOVA_DELETE",
+		9:  "OPERATION_KIND_POWER_ON",
+		10: "OPERATION_KIND_POWER_OFF",
+		11: "OPERATION_KIND_REBOOT",
+		12: "OPERATION_KIND_SET_MAINTENANCE",
+		13: "OPERATION_KIND_CLEAR_MAINTENANCE",
+		14: "OPERATION_KIND_REPROVISION",
 	}
 	OperationKind_value = map[string]int32{
-		"OPERATION_KIND_UNSPECIFIED": 0,
-		"OPERATION_KIND_ENROL":       1,
-		"OPERATION_KIND_INSPECT":     2,
-		"OPERATION_KIND_CLEAN":       3,
-		"OPERATION_KIND_PROVIDE":     4,
-		"OPERATION_KIND_DEPLOY":      5,
-		"OPERATION_KIND_UNDEPLOY":    6,
-		"OPERATION_KIND_NOVA_CREATE": 7,
-		"OPERATION_KIND_NOVA_DELETE": 8,
+		"OPERATION_KIND_UNSPECIFIED":       0,
+		"OPERATION_KIND_ENROL":             1,
+		"OPERATION_KIND_INSPECT":           2,
+		"OPERATION_KIND_CLEAN":             3,
+		"OPERATION_KIND_PROVIDE":           4,
+		"OPERATION_KIND_DEPLOY":            5,
+		"OPERATION_KIND_UNDEPLOY":          6,
+		"OPERATION_KIND_NOVA_CREATE":       7,
+		"OPERATION_KIND_NOVA_DELETE":       8,
+		"OPERATION_KIND_POWER_ON":          9,
+		"OPERATION_KIND_POWER_OFF":         10,
+		"OPERATION_KIND_REBOOT":            11,
+		"OPERATION_KIND_SET_MAINTENANCE":   12,
+		"OPERATION_KIND_CLEAR_MAINTENANCE": 13,
+		"OPERATION_KIND_REPROVISION":       14,
 	}
 )
 
@@ -670,9 +707,19 @@ type OperationParams struct {
 	// For NOVA_CREATE.
 	NovaCreate *NovaCreateParams `protobuf:"bytes,3,opt,name=nova_create,json=novaCreate,proto3" json:"nova_create,omitempty"`
 	// For NOVA_DELETE: the server id; empty: the node's instance_uuid.
-	ServerId      string `protobuf:"bytes,4,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ServerId string `protobuf:"bytes,4,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// For POWER_OFF and REBOOT: a soft (ACPI) power off ("soft power off")
+	// instead of a hard one.
+	Soft bool `protobuf:"varint,5,opt,name=soft,proto3" json:"soft,omitempty"`
+	// For POWER_ON, POWER_OFF and REBOOT: the timeout Ironic gives the power
+	// change, in seconds (Ironic's "timeout"); 0: Ironic's default. At most
+	// 3600.
+	PowerTimeoutSeconds uint32 `protobuf:"varint,6,opt,name=power_timeout_seconds,json=powerTimeoutSeconds,proto3" json:"power_timeout_seconds,omitempty"`
+	// For SET_MAINTENANCE: the maintenance reason Ironic records; required,
+	// at most 255 bytes.
+	MaintenanceReason string `protobuf:"bytes,7,opt,name=maintenance_reason,json=maintenanceReason,proto3" json:"maintenance_reason,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *OperationParams) Reset() {
@@ -729,6 +776,27 @@ func (x *OperationParams) GetNovaCreate() *NovaCreateParams {
 func (x *OperationParams) GetServerId() string {
 	if x != nil {
 		return x.ServerId
+	}
+	return ""
+}
+
+func (x *OperationParams) GetSoft() bool {
+	if x != nil {
+		return x.Soft
+	}
+	return false
+}
+
+func (x *OperationParams) GetPowerTimeoutSeconds() uint32 {
+	if x != nil {
+		return x.PowerTimeoutSeconds
+	}
+	return 0
+}
+
+func (x *OperationParams) GetMaintenanceReason() string {
+	if x != nil {
+		return x.MaintenanceReason
 	}
 	return ""
 }
@@ -1205,8 +1273,10 @@ type StartOperationRequest struct {
 	Params *OperationParams `protobuf:"bytes,5,opt,name=params,proto3" json:"params,omitempty"`
 	// Why; required, at most 1024 bytes.
 	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Override the quarantine guard, and for ENROL the in-use guard (a node
-	// of that name already past manageable); recorded on the operation.
+	// Override the quarantine guard, the customer-instance guard of
+	// POWER_OFF, REBOOT and REPROVISION (a device with CustomerAllocated
+	// True), and for ENROL the in-use guard (a node of that name already past
+	// manageable); recorded on the operation.
 	Force         bool `protobuf:"varint,7,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2111,14 +2181,17 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\tuser_data\x18\x05 \x01(\tR\buserData\x12\x1a\n" +
 	"\bnetworks\x18\x06 \x03(\tR\bnetworks\x12\x1f\n" +
 	"\vforce_clear\x18\a \x01(\bR\n" +
-	"forceClear\"\xda\x01\n" +
+	"forceClear\"\xd1\x02\n" +
 	"\x0fOperationParams\x127\n" +
 	"\vclean_steps\x18\x01 \x03(\v2\x16.ironlink.v1.CleanStepR\n" +
 	"cleanSteps\x121\n" +
 	"\x06deploy\x18\x02 \x01(\v2\x19.ironlink.v1.DeployParamsR\x06deploy\x12>\n" +
 	"\vnova_create\x18\x03 \x01(\v2\x1d.ironlink.v1.NovaCreateParamsR\n" +
 	"novaCreate\x12\x1b\n" +
-	"\tserver_id\x18\x04 \x01(\tR\bserverId\"\xa6\x02\n" +
+	"\tserver_id\x18\x04 \x01(\tR\bserverId\x12\x12\n" +
+	"\x04soft\x18\x05 \x01(\bR\x04soft\x122\n" +
+	"\x15power_timeout_seconds\x18\x06 \x01(\rR\x13powerTimeoutSeconds\x12-\n" +
+	"\x12maintenance_reason\x18\a \x01(\tR\x11maintenanceReason\"\xa6\x02\n" +
 	"\rOperationStep\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\n" +
@@ -2233,7 +2306,7 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\tserver_id\x18\t \x01(\tR\bserverId\x12%\n" +
 	"\x0ecancel_refused\x18\n" +
 	" \x01(\bR\rcancelRefused\x12?\n" +
-	"\robserved_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime*\x93\x02\n" +
+	"\robserved_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime*\xd3\x03\n" +
 	"\rOperationKind\x12\x1e\n" +
 	"\x1aOPERATION_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OPERATION_KIND_ENROL\x10\x01\x12\x1a\n" +
@@ -2243,7 +2316,14 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\x15OPERATION_KIND_DEPLOY\x10\x05\x12\x1b\n" +
 	"\x17OPERATION_KIND_UNDEPLOY\x10\x06\x12\x1e\n" +
 	"\x1aOPERATION_KIND_NOVA_CREATE\x10\a\x12\x1e\n" +
-	"\x1aOPERATION_KIND_NOVA_DELETE\x10\b*\xc5\x01\n" +
+	"\x1aOPERATION_KIND_NOVA_DELETE\x10\b\x12\x1b\n" +
+	"\x17OPERATION_KIND_POWER_ON\x10\t\x12\x1c\n" +
+	"\x18OPERATION_KIND_POWER_OFF\x10\n" +
+	"\x12\x19\n" +
+	"\x15OPERATION_KIND_REBOOT\x10\v\x12\"\n" +
+	"\x1eOPERATION_KIND_SET_MAINTENANCE\x10\f\x12$\n" +
+	" OPERATION_KIND_CLEAR_MAINTENANCE\x10\r\x12\x1e\n" +
+	"\x1aOPERATION_KIND_REPROVISION\x10\x0e*\xc5\x01\n" +
 	"\x0eOperationState\x12\x1f\n" +
 	"\x1bOPERATION_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17OPERATION_STATE_PENDING\x10\x01\x12\x1b\n" +

@@ -50,7 +50,8 @@ type OperationServiceClient interface {
 	// operation; a site whose satellite does not offer the "operations"
 	// capability; a device state the kind cannot start from, as last reported;
 	// an ENROL naming a node the site has past manageable, NODE_IN_USE,
-	// without force).
+	// without force; POWER_OFF, REBOOT or REPROVISION of a device with a
+	// customer instance, CUSTOMER_INSTANCE, without force).
 	StartOperation(ctx context.Context, in *StartOperationRequest, opts ...grpc.CallOption) (*StartOperationResponse, error)
 	// GetOperation returns one operation with its steps. Errors:
 	// InvalidArgument (malformed id), NotFound.
@@ -162,7 +163,8 @@ type OperationServiceServer interface {
 	// operation; a site whose satellite does not offer the "operations"
 	// capability; a device state the kind cannot start from, as last reported;
 	// an ENROL naming a node the site has past manageable, NODE_IN_USE,
-	// without force).
+	// without force; POWER_OFF, REBOOT or REPROVISION of a device with a
+	// customer instance, CUSTOMER_INSTANCE, without force).
 	StartOperation(context.Context, *StartOperationRequest) (*StartOperationResponse, error)
 	// GetOperation returns one operation with its steps. Errors:
 	// InvalidArgument (malformed id), NotFound.

@@ -1,0 +1,90 @@
+package operations_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/operations"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/test/grpctest"
+)
+
+// TestNodeActionGuards: power off, reboot and reprovision of a device with
+// a customer's instance are refused (CUSTOMER_INSTANCE) and change
+// nothing, unless forced, which is recorded; power on is not guarded; a
+// reprovision of a node that is not deployed, and malformed node-action
+// parameters, are refused before anything is stored.
+func TestNodeActionGuards(t *testing.T) {
+	ctx := context.Background()
+	st, url := storetest.New(t, nil)
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-c", BootID: "b", Replica: "r0", Capabilities: []string{"operations"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	enrolled := condition.Condition{Type: condition.Enrolled, Status: condition.True, Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}
+	customer := condition.Condition{Type: condition.CustomerAllocated, Status: condition.True, Reason: "CustomerInstance", Message: "project p-42", ObservedTime: now, LastTransitionTime: now}
+	inst := uuid.NewString()
+	if _, err := st.ApplyBatch(ctx, "site-c", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{
+		{DeviceID: uuid.NewString(), ObservedTime: now, Facts: &store.Facts{Name: "c-customer", ProvisionState: "active", InstanceUUID: inst, PowerState: "power on"},
+			Conditions: []condition.Condition{enrolled, customer}},
+		{DeviceID: uuid.NewString(), ObservedTime: now, Facts: &store.Facts{Name: "c-manageable", ProvisionState: "manageable", PowerState: "power off"},
+			Conditions: []condition.Condition{enrolled}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	api := ironlinkv1.NewOperationServiceClient(grpctest.Start(t, st, grpctest.Options{}).Operator(t, "ops-admin"))
+	req := func(kind ironlinkv1.OperationKind, dev string, p *ironlinkv1.OperationParams) *ironlinkv1.StartOperationRequest {
+		return &ironlinkv1.StartOperationRequest{Kind: kind, Devices: []string{dev}, Reason: "test", Params: p}
+	}
+	before := pgtest.Checksums(t, url, "jti_replay")
+	for _, c := range []struct {
+		name   string
+		req    *ironlinkv1.StartOperationRequest
+		code   codes.Code
+		reason string
+	}{
+		{"power off of a customer's node", req(ironlinkv1.OperationKind_OPERATION_KIND_POWER_OFF, "c-customer", nil), codes.FailedPrecondition, operations.ReasonCustomerInstance},
+		{"reboot of a customer's node", req(ironlinkv1.OperationKind_OPERATION_KIND_REBOOT, "c-customer", &ironlinkv1.OperationParams{Soft: true}), codes.FailedPrecondition, operations.ReasonCustomerInstance},
+		{"reprovision of a customer's node", req(ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, "c-customer", nil), codes.FailedPrecondition, operations.ReasonCustomerInstance},
+		{"reprovision of a node not deployed", req(ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, "c-manageable", nil), codes.FailedPrecondition, operations.ReasonProvisionState},
+		{"maintenance without a reason", req(ironlinkv1.OperationKind_OPERATION_KIND_SET_MAINTENANCE, "c-manageable", nil), codes.InvalidArgument, grpcerr.ReasonRequired},
+		{"soft power on", req(ironlinkv1.OperationKind_OPERATION_KIND_POWER_ON, "c-manageable", &ironlinkv1.OperationParams{Soft: true}), codes.InvalidArgument, grpcerr.ReasonInvalidValue},
+		{"power timeout over an hour", req(ironlinkv1.OperationKind_OPERATION_KIND_POWER_OFF, "c-manageable", &ironlinkv1.OperationParams{PowerTimeoutSeconds: 3601}), codes.InvalidArgument, grpcerr.ReasonOutOfRange},
+		{"maintenance reason on a power off", req(ironlinkv1.OperationKind_OPERATION_KIND_POWER_OFF, "c-manageable", &ironlinkv1.OperationParams{MaintenanceReason: "x"}), codes.InvalidArgument, grpcerr.ReasonInvalidValue},
+	} {
+		_, err := api.StartOperation(ctx, c.req)
+		if status.Code(err) != c.code || grpcerr.Reason(err) != c.reason {
+			t.Errorf("%s: %v %s (%v), want %v %s", c.name, status.Code(err), grpcerr.Reason(err), err, c.code, c.reason)
+		}
+	}
+	if changed := pgtest.ChangedTables(before, pgtest.Checksums(t, url, "jti_replay")); len(changed) > 0 {
+		t.Fatalf("refused requests changed tables %v", changed)
+	}
+	// Forced: accepted and recorded.
+	r := req(ironlinkv1.OperationKind_OPERATION_KIND_REBOOT, "c-customer", nil)
+	r.Force = true
+	resp, err := api.StartOperation(ctx, r)
+	if err != nil || len(resp.GetOperations()) != 1 || !resp.Operations[0].GetForced() {
+		t.Fatalf("forced reboot: %v %v", resp, err)
+	}
+	// Maintenance in any provision state, its reason kept with the operation.
+	resp, err = api.StartOperation(ctx, req(ironlinkv1.OperationKind_OPERATION_KIND_SET_MAINTENANCE, "c-manageable", &ironlinkv1.OperationParams{MaintenanceReason: "DIMM swap"}))
+	if err != nil {
+		t.Fatalf("set maintenance: %v", err)
+	}
+	got, err := api.GetOperation(ctx, &ironlinkv1.GetOperationRequest{OperationId: resp.Operations[0].GetOperationId()})
+	if err != nil || got.GetOperation().GetParams().GetMaintenanceReason() != "DIMM swap" || got.GetOperation().GetForced() {
+		t.Fatalf("stored maintenance operation: %v %v", got, err)
+	}
+}
