@@ -113,6 +113,7 @@ type hub struct {
 	linkSrv  *link.Server
 	opsSrv   *operations.Server
 	pol      *hubPolicy
+	profiles *hubProfiles
 	watcher  *auth.RosterWatcher // nil with NoAuth and no fleet view
 	gate     *admission.Gate     // refuses unauthenticated streams before their body is read; nil with NoAuth
 	streams  *authn.Streams      // open operator streams, re-checked on roster reload; nil with NoAuth
@@ -153,6 +154,9 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(h.pol.api.FleetDecorator()))
 	fleetSrv := NewFleetServer(st, log.With("component", "fleet"))
+	if h.profiles, err = newProfiles(cfg, st, fleetSrv, log); err != nil {
+		return nil, err
+	}
 	if err := h.fleetView(fleetSrv); err != nil {
 		return nil, err
 	}
@@ -289,6 +293,7 @@ func (h *hub) startLoops(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error { h.linkSrv.RunLastSeenFlush(ctx, cfg.Link.LastSeenFlush); return nil })
 	g.Go(func() error { return h.obs.run(ctx) })
 	g.Go(func() error { return h.pol.run(ctx) })
+	g.Go(func() error { return h.profiles.run(ctx) })
 	if h.watcher != nil {
 		g.Go(func() error { return h.watcher.Run(ctx) })
 		g.Go(func() error { h.st.RunJTIPurge(ctx, time.Minute); return nil })

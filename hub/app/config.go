@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ironlink/ironlink/hub/healthapi"
+	"github.com/ironlink/ironlink/hub/hwprofile"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/operations/vault"
 	"github.com/ironlink/ironlink/hub/policy"
@@ -104,6 +105,10 @@ type Options struct {
 	// `policy` key); "" = automatic quarantine off. Reloaded on SIGHUP and on
 	// change; the last good file stays in force.
 	PolicyFile string
+	// HardwareProfilesFile is the hardware profiles file (hub/hwprofile);
+	// "" = no profile, no HardwareMatchesProfile. Reloaded on SIGHUP and on
+	// change; the last good file stays in force.
+	HardwareProfilesFile string
 	// PolicyInterval is how often the policy evaluator runs on the replica
 	// holding its advisory lock (default 1 s).
 	PolicyInterval time.Duration
@@ -305,6 +310,11 @@ func Check(o Options) error {
 	if c.PolicyFile != "" {
 		if _, perr := policy.Load(c.PolicyFile); perr != nil {
 			errs = append(errs, fmt.Errorf("--policy-file: %w", perr))
+		}
+	}
+	if c.HardwareProfilesFile != "" {
+		if _, perr := hwprofile.Load(c.HardwareProfilesFile); perr != nil {
+			errs = append(errs, fmt.Errorf("--hardware-profiles-file: %w", perr))
 		}
 	}
 	if c.EnrolKeyFile != "" {

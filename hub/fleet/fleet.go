@@ -25,6 +25,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/hwprofile"
 	"github.com/ironlink/ironlink/hub/operations"
 	"github.com/ironlink/ironlink/hub/pagetoken"
 	hubstatus "github.com/ironlink/ironlink/hub/status"
@@ -53,6 +54,8 @@ type Server struct {
 	feed  *feed.Reader
 	actor ActorFunc
 	log   *slog.Logger
+	// profiles are the hardware profiles in force (hardware.go); nil: none.
+	profiles func() *hwprofile.File
 }
 
 // NewServer returns a fleet server over st. actor may be nil ("anonymous").
@@ -236,6 +239,9 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 		return nil, err
 	}
 	if err := s.addHolds(ctx, id, resp); err != nil {
+		return nil, err
+	}
+	if err := s.addHardware(ctx, d, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil

@@ -21,4 +21,6 @@ type Store interface {
 	Pool() *pgxpool.Pool
 	// RecentOperations: see store.Store.RecentOperations.
 	RecentOperations(ctx context.Context, deviceID string, limit int) ([]store.Operation, error)
+	// DeviceHardwareJSON: see store.Store.DeviceHardwareJSON.
+	DeviceHardwareJSON(ctx context.Context, id string) ([]byte, error)
 }

@@ -173,6 +173,11 @@ func ToBatch(b *ironlinkv1.ConditionBatch) (store.Batch, error) {
 				return store.Batch{}, err
 			}
 		}
+		if h := d.GetHardware(); h != nil && !u.Removed {
+			if u.Hardware, err = toHardware(where+" device "+key, field+".hardware", h); err != nil {
+				return store.Batch{}, err
+			}
+		}
 		out.Devices = append(out.Devices, u)
 	}
 	return out, nil

@@ -95,6 +95,9 @@ func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem)
 	if err != nil {
 		return err
 	}
+	if err := writeHardware(ctx, tx, plan.applied); err != nil {
+		return err
+	}
 	for _, it := range plan.applied {
 		if n := w.removed[it.site]; n > 0 && it.batch.SnapshotID != "" && it.batch.SnapshotFinal {
 			it.bres.RowsWritten += n

@@ -160,10 +160,10 @@ func (s *Store) GetDevice(ctx context.Context, id string) (Device, error) {
 }
 
 // orderConditions lists conds: the fixed ones in condition.Types order,
-// then the health conditions sorted by type.
+// HardwareMatchesProfile, then the health conditions sorted by type.
 func orderConditions(conds map[condition.Type]condition.Condition) []condition.Condition {
 	var out []condition.Condition
-	for _, t := range condition.Types {
+	for _, t := range append(condition.Types[:len(condition.Types):len(condition.Types)], condition.HardwareMatchesProfile) {
 		if c, ok := conds[t]; ok {
 			out = append(out, c)
 		}

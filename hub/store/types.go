@@ -159,6 +159,22 @@ type DeviceUpdate struct {
 	Facts *Facts
 	// ObservedTime is when the satellite saw the node.
 	ObservedTime time.Time
+	// Hardware, when non-nil, is the node's hardware as its satellite
+	// read it (ironlink.v1.HardwareState as protobuf JSON, validated by
+	// the link): it replaces the stored one and is added to the device's
+	// hardware history.
+	Hardware *Hardware
+}
+
+// Hardware is a device's hardware state as stored (device_hardware).
+type Hardware struct {
+	// JSON is the ironlink.v1.HardwareState in protobuf JSON.
+	JSON []byte
+	// ReadAt is when the satellite read it.
+	ReadAt time.Time
+	// InspectionFinishedAt is the node's inspection_finished_at it was
+	// read at; nil when Ironic reported none.
+	InspectionFinishedAt *time.Time
 }
 
 // Batch is a condition batch from one site's link.

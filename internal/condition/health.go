@@ -131,16 +131,19 @@ func sameHealth(a, b *Health) bool {
 		slices.Equal(a.ErrorCodes, b.ErrorCodes) && slices.Equal(a.Entities, b.Entities) && maps.Equal(a.Metadata, b.Metadata)
 }
 
-// Fault reports whether c is a health condition that makes its device
-// FAULTED: False (unhealthy), fatal, acting.
+// Fault reports whether c is a condition beside the seven that makes its
+// device FAULTED: a health condition False (unhealthy), fatal, acting; or
+// HardwareMatchesProfile False with reason MismatchFault.
 func (c Condition) Fault() bool {
-	return c.Health != nil && c.Status == False && c.Health.Fatal && c.Health.Acts()
+	return (c.Health != nil && c.Status == False && c.Health.Fatal && c.Health.Acts()) || c.hardwareFault()
 }
 
 // Warning reports whether c is a health condition that is a warning:
 // False (unhealthy), not fatal, acting.
+//
+// HardwareMatchesProfile False but for MismatchFault is a warning too.
 func (c Condition) Warning() bool {
-	return c.Health != nil && c.Status == False && !c.Health.Fatal && c.Health.Acts()
+	return (c.Health != nil && c.Status == False && !c.Health.Fatal && c.Health.Acts()) || c.hardwareWarning()
 }
 
 // ValidateHealth checks a health condition: its type, the usual fields,

@@ -175,6 +175,8 @@ func (c *Cloud) routeIronicNode(w http.ResponseWriter, r *http.Request, ver int,
 		default:
 			routingError(w, http.StatusMethodNotAllowed, "", "DELETE, PUT")
 		}
+	case (sub[0] == "inventory" || sub[0] == "bios") && len(sub) == 1:
+		c.ironicHardware(w, r, ver, ident, sub[0])
 	case sub[0] == "traits" && len(sub) <= 2:
 		c.routeIronicTraits(w, r, ver, ident, sub[1:])
 	case sub[0] == "states" && len(sub) == 2 && sub[1] == "provision" && r.Method == http.MethodPut:

@@ -217,7 +217,7 @@ func nodeDocument(n *Node, public string) map[string]any {
 		"driver_internal_info":   map[string]any{},
 		"extra":                  mapOrEmpty(n.Extra),
 		"fault":                  strOrNil(n.Fault),
-		"inspection_finished_at": nil,
+		"inspection_finished_at": pyTime(n.InspectionFinishedAt),
 		"inspection_started_at":  nil,
 		"inspect_interface":      "fake",
 		"instance_info":          mapOrEmpty(n.InstanceInfo),

@@ -89,6 +89,18 @@ type Node struct {
 	DriverInfo map[string]any
 	// InstanceInfo is the deploy data (e.g. {"display_name": ...}).
 	InstanceInfo map[string]any
+
+	// InspectionFinishedAt is when the last inspection finished (API
+	// 1.6+); zero (null) for a node never inspected.
+	InspectionFinishedAt time.Time
+	// Inventory is the inspection inventory in ironic-python-agent's shape
+	// served by GET /v1/nodes/{node}/inventory (API 1.81+); nil: none
+	// (404). PluginData is served beside it ({} when nil).
+	Inventory  map[string]any
+	PluginData map[string]any
+	// BIOS are the BIOS settings by name served by GET
+	// /v1/nodes/{node}/bios (API 1.40+), sorted by name; nil: none.
+	BIOS map[string]string
 }
 
 type nodeRec struct {
@@ -102,6 +114,9 @@ func cloneNode(n Node) Node {
 	n.Extra = maps.Clone(n.Extra)
 	n.DriverInfo = maps.Clone(n.DriverInfo)
 	n.InstanceInfo = maps.Clone(n.InstanceInfo)
+	n.Inventory = maps.Clone(n.Inventory)
+	n.PluginData = maps.Clone(n.PluginData)
+	n.BIOS = maps.Clone(n.BIOS)
 	return n
 }
 

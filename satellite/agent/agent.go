@@ -61,6 +61,12 @@ type Config struct {
 	// The satellite sets DefaultDesiredStatesWait when it has a link; 0
 	// (tests, no link) sends the snapshot at once.
 	DesiredStatesWait time.Duration
+	// HardwareReadsPerPoll bounds the nodes whose inventory and BIOS
+	// settings one poll reads (two requests each): a node is read on its
+	// first poll and when its inspection_finished_at changes, never
+	// otherwise (hardware.go). 0 means DefaultHardwareReadsPerPoll; < 0
+	// turns the reads off.
+	HardwareReadsPerPoll int
 }
 
 // Observer receives the agent's timings. Its methods are called after each
@@ -121,13 +127,14 @@ type Agent struct {
 	listedCh  chan struct{} // closed after the first complete listing
 
 	// The agent's state, split by concern, each part behind its own lock.
-	// Lock order: view.mu → cmds.mu → orphans.mu → statsMu (a holder of one
+	// Lock order: view.mu → cmds.mu → orphans.mu → hw.mu → statsMu (a holder of one
 	// may take the later ones, never the earlier); saveMu is never held
 	// with any of them. Operations keep their state in the operations
 	// runner, under its own lock.
-	view    deviceView   // poll state: what Ironic showed, what was sent
-	cmds    commandState // command state: the hub's desired states
-	orphans orphanState  // the orphan sweep's memory
+	view    deviceView    // poll state: what Ironic showed, what was sent
+	cmds    commandState  // command state: the hub's desired states
+	orphans orphanState   // the orphan sweep's memory
+	hw      hardwareState // hardware read from Ironic (a leaf lock)
 
 	statsMu sync.Mutex // guards stats; a leaf lock
 	stats   Stats
@@ -282,6 +289,10 @@ type Stats struct {
 	// because Ironic's answer lacked a field they need (one per condition
 	// per node per evaluation).
 	HeldConditions int
+	// HardwareReads counts nodes whose inventory and BIOS settings were
+	// read; HardwareDeferred nodes due for a read that a poll's budget
+	// left to a later poll.
+	HardwareReads, HardwareDeferred int
 }
 
 // New returns an agent for the site's clients. site, when not nil, receives
@@ -309,6 +320,7 @@ func New(cfg Config, cl Clients, outbox *link.Outbox, site *link.SiteState, log 
 		pollNow: make(chan struct{}, 1), listedCh: make(chan struct{}),
 		view: deviceView{tracker: conditions.NewTracker(), facts: map[string]*ironlinkv1.DeviceFacts{},
 			nodes: map[string]ironic.Node{}, asOf: map[string]time.Time{}, views: map[string]conditions.PlacementView{}},
+		hw:   hardwareState{states: map[string]*ironlinkv1.HardwareState{}, readAt: map[string]time.Time{}},
 		cmds: commandState{desired: map[string]desired{}, locks: map[string]*sync.Mutex{}},
 		orphans: orphanState{suspects: map[mismatchKey]time.Time{}, mismatches: map[string][]*ironlinkv1.InstanceMismatch{},
 			projects: map[string]string{}, looked: map[string]bool{}},

@@ -36,6 +36,7 @@ func (a *Agent) Poll(ctx context.Context) error {
 	now := time.Now().UTC()
 
 	a.lookupProjects(ctx, nodes)
+	hw := a.readHardware(ctx, nodes)
 
 	a.view.mu.Lock()
 	var updates []*ironlinkv1.DeviceUpdate
@@ -51,8 +52,10 @@ func (a *Agent) Poll(ctx context.Context) error {
 			drifted++
 		}
 	}
+	updates = a.withHardwareLocked(updates, hw, now)
 	for _, id := range a.view.tracker.Devices() {
 		if !seen[id] {
+			a.hw.forget(id)
 			a.view.tracker.Forget(id)
 			delete(a.view.facts, id)
 			delete(a.view.nodes, id)
@@ -272,7 +275,7 @@ func (a *Agent) Snapshot() ([]*ironlinkv1.DeviceUpdate, bool) {
 	out := make([]*ironlinkv1.DeviceUpdate, 0, len(ids))
 	for _, id := range ids {
 		conds := a.view.tracker.All(id)
-		u := &ironlinkv1.DeviceUpdate{DeviceId: id, Facts: a.view.facts[id]}
+		u := &ironlinkv1.DeviceUpdate{DeviceId: id, Facts: a.view.facts[id], Hardware: a.hw.get(id)}
 		var observed time.Time
 		for _, c := range conds {
 			u.Conditions = append(u.Conditions, wire.ConditionToProto(c))

@@ -125,6 +125,7 @@ func (o Options) Validate() (Config, error) {
 	d := Defaults()
 	fill(&c.Agent.PollInterval, d.Agent.PollInterval)
 	fill(&c.Agent.SweepInterval, d.Agent.SweepInterval)
+	fill(&c.Agent.HardwareReadsPerPoll, d.Agent.HardwareReadsPerPoll)
 	fill(&c.AuthBackoff, d.AuthBackoff)
 	fill(&c.Link.HeartbeatInterval, d.Link.HeartbeatInterval)
 	fill(&c.Link.KeepaliveTime, d.Link.KeepaliveTime)
@@ -178,7 +179,8 @@ func Defaults() Options {
 	return Options{
 		HubAddr:     "localhost:7070",
 		AuthBackoff: 30 * time.Second,
-		Agent:       agent.Config{PollInterval: agent.DefaultPollInterval, SweepInterval: agent.DefaultSweepInterval},
+		Agent: agent.Config{PollInterval: agent.DefaultPollInterval, SweepInterval: agent.DefaultSweepInterval,
+			HardwareReadsPerPoll: agent.DefaultHardwareReadsPerPoll},
 		Link: link.Config{
 			HeartbeatInterval: link.DefaultHeartbeatInterval,
 			KeepaliveTime:     link.DefaultKeepaliveTime,

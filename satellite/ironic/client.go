@@ -153,6 +153,8 @@ func APICalls() []openstack.APICall {
 		GET /v1/nodes
 		GET /v1/nodes/*
 		GET /v1/nodes/*/traits
+		GET /v1/nodes/*/inventory
+		GET /v1/nodes/*/bios
 		PUT /v1/nodes/*/traits/*
 		DELETE /v1/nodes/*/traits/*
 `)

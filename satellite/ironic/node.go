@@ -61,6 +61,10 @@ type Node struct {
 	// rest of Ironic's properties is not decoded). They feed the device's
 	// facts only, never a condition.
 	Properties Properties
+	// InspectionFinishedAt is when the node's last inspection finished
+	// (UTC, API 1.6); zero when Ironic sent null, none or an unparsable
+	// timestamp.
+	InspectionFinishedAt time.Time
 	// Missing holds the Ironic field names (e.g. "lessee", "fault") that
 	// the negotiated microversion does not have, that the server refused,
 	// that came back null where null means "cannot tell" (provision_state,
@@ -147,6 +151,9 @@ var nodeFields = []field{
 	// properties is decoded for four keys only (Properties): it feeds
 	// facts, and a server that refuses it loses only those.
 	{"properties", openstack.Microversion{Major: 1, Minor: 1}, true},
+	// inspection_finished_at tells the agent when to read the node's
+	// inventory and BIOS settings again (agent/hardware.go).
+	{"inspection_finished_at", openstack.Microversion{Major: 1, Minor: 6}, true},
 }
 
 // Fields returns the node fields requested at microversion v, and the
@@ -360,6 +367,7 @@ type wireNode struct {
 	Owner                optString     `json:"owner"`
 	Lessee               optString     `json:"lessee"`
 	Properties           optProperties `json:"properties"`
+	InspectionFinishedAt optTime       `json:"inspection_finished_at"`
 }
 
 // present reports whether field f (an Ironic field name of nodeFields) was
@@ -402,6 +410,8 @@ func (w *wireNode) present(f string) bool {
 		return w.Lessee.Set
 	case "properties":
 		return w.Properties.Set
+	case "inspection_finished_at":
+		return w.InspectionFinishedAt.Set
 	}
 	return false
 }
@@ -430,6 +440,7 @@ func (w *wireNode) toNode(asked []string, versionMissing map[string]bool) Node {
 		Traits:               w.Traits.V,
 		ProvisionUpdatedAt:   w.ProvisionUpdatedAt.T,
 		Properties:           w.Properties.properties(),
+		InspectionFinishedAt: w.InspectionFinishedAt.T,
 	}
 	for k := range versionMissing {
 		n.miss(k)
@@ -516,6 +527,8 @@ func (n Node) CarryUnsent(prev Node) Node {
 			n.Lessee = prev.Lessee
 		case "properties":
 			n.Properties = prev.Properties
+		case "inspection_finished_at":
+			n.InspectionFinishedAt = prev.InspectionFinishedAt
 		}
 	}
 	return n

@@ -176,3 +176,16 @@ var (
 	_ Nova      = (*nova.Client)(nil)
 	_ Images    = (*glance.Client)(nil)
 )
+
+// IronicHardware reads a node's hardware as inspection recorded it (Ironic
+// api-ref "Node Inventory", "Node Bios"). Optional: the agent uses it when
+// its Ironic implements it too (the gophercloud client does). Read-only;
+// may be called any number of times. Errors wrap ironic.ErrNoInventory,
+// ironic.ErrHardwareUnsupported, ironic.ErrHardwareTooLarge or
+// ironic.ErrNodeNotFound where they apply; anything else is transient.
+type IronicHardware interface {
+	// NodeInventory reads the node's inspection inventory (API 1.81).
+	NodeInventory(ctx context.Context, nodeID string) (ironic.Inventory, error)
+	// NodeBIOS reads the node's BIOS settings (API 1.40).
+	NodeBIOS(ctx context.Context, nodeID string) ([]ironic.BIOSSetting, error)
+}

@@ -531,6 +531,424 @@ func (x *InstanceMismatch) GetFirstSeenTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// HardwareState is what a node's hardware is, reduced from Ironic's
+// inspection inventory (GET /v1/nodes/{node}/inventory, API 1.81) and BIOS
+// settings (GET /v1/nodes/{node}/bios, API 1.40) to stable facts
+// (docs/reference/conditions.md "Hardware"). The satellite reads them on
+// its first poll of a node and whenever the node's inspection_finished_at
+// changes, never every poll. The whole message is at most 16 KiB: lists
+// beyond it are cut and counted in omitted_items.
+type HardwareState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// CPU model name (inventory cpu.model_name); empty when not reported.
+	CpuModel string `protobuf:"bytes,1,opt,name=cpu_model,json=cpuModel,proto3" json:"cpu_model,omitempty"`
+	// Logical CPU count (inventory cpu.count); 0 when not reported.
+	CpuCount uint32 `protobuf:"varint,2,opt,name=cpu_count,json=cpuCount,proto3" json:"cpu_count,omitempty"`
+	// CPU architecture (inventory cpu.architecture), e.g. "x86_64".
+	CpuArchitecture string `protobuf:"bytes,3,opt,name=cpu_architecture,json=cpuArchitecture,proto3" json:"cpu_architecture,omitempty"`
+	// Physical memory in MiB (inventory memory.physical_mb, else
+	// memory.total / 2^20); 0 when not reported.
+	MemoryMib uint64 `protobuf:"varint,4,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// Disks in inventory order.
+	Disks []*HardwareDisk `protobuf:"bytes,5,rep,name=disks,proto3" json:"disks,omitempty"`
+	// Network interfaces in inventory order.
+	Nics []*HardwareNIC `protobuf:"bytes,6,rep,name=nics,proto3" json:"nics,omitempty"`
+	// PCI devices from the inspection's pci-devices plugin data, grouped by
+	// (vendor, product, class) with a count; GPUs are the display-class
+	// (class 03xxxx) entries. Empty when the inventory has none.
+	PciDevices []*HardwarePCIDevice `protobuf:"bytes,7,rep,name=pci_devices,json=pciDevices,proto3" json:"pci_devices,omitempty"`
+	// BIOS settings by name (GET /v1/nodes/{node}/bios); empty when the
+	// node has none or the driver does not report them.
+	BiosSettings map[string]string `protobuf:"bytes,8,rep,name=bios_settings,json=biosSettings,proto3" json:"bios_settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Firmware versions by component: "bios" (inventory
+	// system_vendor.firmware.version), "bmc" where reported.
+	FirmwareVersions map[string]string `protobuf:"bytes,9,rep,name=firmware_versions,json=firmwareVersions,proto3" json:"firmware_versions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The node's inspection_finished_at when the inventory was read (UTC);
+	// unset when Ironic reports none.
+	InspectionFinishedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=inspection_finished_at,json=inspectionFinishedAt,proto3" json:"inspection_finished_at,omitempty"`
+	// When the satellite read the inventory and BIOS settings (UTC).
+	ReadAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=read_at,json=readAt,proto3" json:"read_at,omitempty"`
+	// True when Ironic has an inventory for the node. False: no inventory
+	// (the driver does not inspect, the node was never inspected, or Ironic
+	// is older than API 1.81); inventory_status says which.
+	InventoryAvailable bool `protobuf:"varint,12,opt,name=inventory_available,json=inventoryAvailable,proto3" json:"inventory_available,omitempty"`
+	// Why the inventory is (not) there, one CamelCase word: "Read",
+	// "NotInspected" (Ironic answered 404), "Unsupported" (API 1.81 not
+	// served), "Malformed" (a document of unexpected shape or size).
+	InventoryStatus string `protobuf:"bytes,13,opt,name=inventory_status,json=inventoryStatus,proto3" json:"inventory_status,omitempty"`
+	// True when Ironic served BIOS settings for the node (API 1.40).
+	BiosAvailable bool `protobuf:"varint,14,opt,name=bios_available,json=biosAvailable,proto3" json:"bios_available,omitempty"`
+	// Items (disks, NICs, PCI devices, BIOS settings) left out to keep the
+	// message within 16 KiB.
+	OmittedItems uint32 `protobuf:"varint,15,opt,name=omitted_items,json=omittedItems,proto3" json:"omitted_items,omitempty"`
+	// System vendor and product (inventory system_vendor.manufacturer and
+	// product_name), e.g. "Supermicro SYS-821GE-TNHR".
+	SystemProduct string `protobuf:"bytes,16,opt,name=system_product,json=systemProduct,proto3" json:"system_product,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HardwareState) Reset() {
+	*x = HardwareState{}
+	mi := &file_ironlink_v1_conditions_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HardwareState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HardwareState) ProtoMessage() {}
+
+func (x *HardwareState) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_conditions_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HardwareState.ProtoReflect.Descriptor instead.
+func (*HardwareState) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_conditions_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *HardwareState) GetCpuModel() string {
+	if x != nil {
+		return x.CpuModel
+	}
+	return ""
+}
+
+func (x *HardwareState) GetCpuCount() uint32 {
+	if x != nil {
+		return x.CpuCount
+	}
+	return 0
+}
+
+func (x *HardwareState) GetCpuArchitecture() string {
+	if x != nil {
+		return x.CpuArchitecture
+	}
+	return ""
+}
+
+func (x *HardwareState) GetMemoryMib() uint64 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+func (x *HardwareState) GetDisks() []*HardwareDisk {
+	if x != nil {
+		return x.Disks
+	}
+	return nil
+}
+
+func (x *HardwareState) GetNics() []*HardwareNIC {
+	if x != nil {
+		return x.Nics
+	}
+	return nil
+}
+
+func (x *HardwareState) GetPciDevices() []*HardwarePCIDevice {
+	if x != nil {
+		return x.PciDevices
+	}
+	return nil
+}
+
+func (x *HardwareState) GetBiosSettings() map[string]string {
+	if x != nil {
+		return x.BiosSettings
+	}
+	return nil
+}
+
+func (x *HardwareState) GetFirmwareVersions() map[string]string {
+	if x != nil {
+		return x.FirmwareVersions
+	}
+	return nil
+}
+
+func (x *HardwareState) GetInspectionFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.InspectionFinishedAt
+	}
+	return nil
+}
+
+func (x *HardwareState) GetReadAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReadAt
+	}
+	return nil
+}
+
+func (x *HardwareState) GetInventoryAvailable() bool {
+	if x != nil {
+		return x.InventoryAvailable
+	}
+	return false
+}
+
+func (x *HardwareState) GetInventoryStatus() string {
+	if x != nil {
+		return x.InventoryStatus
+	}
+	return ""
+}
+
+func (x *HardwareState) GetBiosAvailable() bool {
+	if x != nil {
+		return x.BiosAvailable
+	}
+	return false
+}
+
+func (x *HardwareState) GetOmittedItems() uint32 {
+	if x != nil {
+		return x.OmittedItems
+	}
+	return 0
+}
+
+func (x *HardwareState) GetSystemProduct() string {
+	if x != nil {
+		return x.SystemProduct
+	}
+	return ""
+}
+
+// HardwareDisk is one disk of an inspection inventory.
+type HardwareDisk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Device name, e.g. "/dev/nvme0n1".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Size in bytes.
+	SizeBytes uint64 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// Model string as reported.
+	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	// Serial number as reported; may be empty.
+	Serial string `protobuf:"bytes,4,opt,name=serial,proto3" json:"serial,omitempty"`
+	// True for a rotational (spinning) disk.
+	Rotational    bool `protobuf:"varint,5,opt,name=rotational,proto3" json:"rotational,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HardwareDisk) Reset() {
+	*x = HardwareDisk{}
+	mi := &file_ironlink_v1_conditions_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HardwareDisk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HardwareDisk) ProtoMessage() {}
+
+func (x *HardwareDisk) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_conditions_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HardwareDisk.ProtoReflect.Descriptor instead.
+func (*HardwareDisk) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_conditions_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *HardwareDisk) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HardwareDisk) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *HardwareDisk) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *HardwareDisk) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *HardwareDisk) GetRotational() bool {
+	if x != nil {
+		return x.Rotational
+	}
+	return false
+}
+
+// HardwareNIC is one network interface of an inspection inventory.
+type HardwareNIC struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Interface name, e.g. "eno1".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// MAC address, lower case.
+	MacAddress string `protobuf:"bytes,2,opt,name=mac_address,json=macAddress,proto3" json:"mac_address,omitempty"`
+	// Link speed in Mbit/s; 0 when not reported.
+	SpeedMbps     uint64 `protobuf:"varint,3,opt,name=speed_mbps,json=speedMbps,proto3" json:"speed_mbps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HardwareNIC) Reset() {
+	*x = HardwareNIC{}
+	mi := &file_ironlink_v1_conditions_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HardwareNIC) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HardwareNIC) ProtoMessage() {}
+
+func (x *HardwareNIC) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_conditions_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HardwareNIC.ProtoReflect.Descriptor instead.
+func (*HardwareNIC) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_conditions_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *HardwareNIC) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HardwareNIC) GetMacAddress() string {
+	if x != nil {
+		return x.MacAddress
+	}
+	return ""
+}
+
+func (x *HardwareNIC) GetSpeedMbps() uint64 {
+	if x != nil {
+		return x.SpeedMbps
+	}
+	return 0
+}
+
+// HardwarePCIDevice is one kind of PCI device and how many the node has.
+type HardwarePCIDevice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// PCI vendor id, 4 lower-case hex digits, e.g. "10de".
+	VendorId string `protobuf:"bytes,1,opt,name=vendor_id,json=vendorId,proto3" json:"vendor_id,omitempty"`
+	// PCI product id, 4 lower-case hex digits, e.g. "2330".
+	ProductId string `protobuf:"bytes,2,opt,name=product_id,json=productId,proto3" json:"product_id,omitempty"`
+	// PCI class code, 6 hex digits, e.g. "030200" (3D controller).
+	Class string `protobuf:"bytes,3,opt,name=class,proto3" json:"class,omitempty"`
+	// Number of devices with this vendor, product and class.
+	Count         uint32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HardwarePCIDevice) Reset() {
+	*x = HardwarePCIDevice{}
+	mi := &file_ironlink_v1_conditions_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HardwarePCIDevice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HardwarePCIDevice) ProtoMessage() {}
+
+func (x *HardwarePCIDevice) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_conditions_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HardwarePCIDevice.ProtoReflect.Descriptor instead.
+func (*HardwarePCIDevice) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_conditions_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HardwarePCIDevice) GetVendorId() string {
+	if x != nil {
+		return x.VendorId
+	}
+	return ""
+}
+
+func (x *HardwarePCIDevice) GetProductId() string {
+	if x != nil {
+		return x.ProductId
+	}
+	return ""
+}
+
+func (x *HardwarePCIDevice) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *HardwarePCIDevice) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 var File_ironlink_v1_conditions_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_conditions_proto_rawDesc = "" +
@@ -574,7 +992,54 @@ const file_ironlink_v1_conditions_proto_rawDesc = "" +
 	"\x0enova_server_id\x18\x03 \x01(\tR\fnovaServerId\x12,\n" +
 	"\x12nova_server_status\x18\x04 \x01(\tR\x10novaServerStatus\x12&\n" +
 	"\x0fnova_project_id\x18\x05 \x01(\tR\rnovaProjectId\x12B\n" +
-	"\x0ffirst_seen_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rfirstSeenTime*\x88\x01\n" +
+	"\x0ffirst_seen_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rfirstSeenTime\"\xc1\a\n" +
+	"\rHardwareState\x12\x1b\n" +
+	"\tcpu_model\x18\x01 \x01(\tR\bcpuModel\x12\x1b\n" +
+	"\tcpu_count\x18\x02 \x01(\rR\bcpuCount\x12)\n" +
+	"\x10cpu_architecture\x18\x03 \x01(\tR\x0fcpuArchitecture\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x04 \x01(\x04R\tmemoryMib\x12/\n" +
+	"\x05disks\x18\x05 \x03(\v2\x19.ironlink.v1.HardwareDiskR\x05disks\x12,\n" +
+	"\x04nics\x18\x06 \x03(\v2\x18.ironlink.v1.HardwareNICR\x04nics\x12?\n" +
+	"\vpci_devices\x18\a \x03(\v2\x1e.ironlink.v1.HardwarePCIDeviceR\n" +
+	"pciDevices\x12Q\n" +
+	"\rbios_settings\x18\b \x03(\v2,.ironlink.v1.HardwareState.BiosSettingsEntryR\fbiosSettings\x12]\n" +
+	"\x11firmware_versions\x18\t \x03(\v20.ironlink.v1.HardwareState.FirmwareVersionsEntryR\x10firmwareVersions\x12P\n" +
+	"\x16inspection_finished_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x14inspectionFinishedAt\x123\n" +
+	"\aread_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x06readAt\x12/\n" +
+	"\x13inventory_available\x18\f \x01(\bR\x12inventoryAvailable\x12)\n" +
+	"\x10inventory_status\x18\r \x01(\tR\x0finventoryStatus\x12%\n" +
+	"\x0ebios_available\x18\x0e \x01(\bR\rbiosAvailable\x12#\n" +
+	"\romitted_items\x18\x0f \x01(\rR\fomittedItems\x12%\n" +
+	"\x0esystem_product\x18\x10 \x01(\tR\rsystemProduct\x1a?\n" +
+	"\x11BiosSettingsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aC\n" +
+	"\x15FirmwareVersionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x01\n" +
+	"\fHardwareDisk\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12\x16\n" +
+	"\x06serial\x18\x04 \x01(\tR\x06serial\x12\x1e\n" +
+	"\n" +
+	"rotational\x18\x05 \x01(\bR\n" +
+	"rotational\"a\n" +
+	"\vHardwareNIC\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vmac_address\x18\x02 \x01(\tR\n" +
+	"macAddress\x12\x1d\n" +
+	"\n" +
+	"speed_mbps\x18\x03 \x01(\x04R\tspeedMbps\"{\n" +
+	"\x11HardwarePCIDevice\x12\x1b\n" +
+	"\tvendor_id\x18\x01 \x01(\tR\bvendorId\x12\x1d\n" +
+	"\n" +
+	"product_id\x18\x02 \x01(\tR\tproductId\x12\x14\n" +
+	"\x05class\x18\x03 \x01(\tR\x05class\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\rR\x05count*\x88\x01\n" +
 	"\x0fConditionStatus\x12 \n" +
 	"\x1cCONDITION_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CONDITION_STATUS_TRUE\x10\x01\x12\x1a\n" +
@@ -598,29 +1063,42 @@ func file_ironlink_v1_conditions_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_conditions_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ironlink_v1_conditions_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_ironlink_v1_conditions_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_ironlink_v1_conditions_proto_goTypes = []any{
 	(ConditionStatus)(0),          // 0: ironlink.v1.ConditionStatus
 	(InstanceMismatchKind)(0),     // 1: ironlink.v1.InstanceMismatchKind
 	(*Condition)(nil),             // 2: ironlink.v1.Condition
 	(*DeviceFacts)(nil),           // 3: ironlink.v1.DeviceFacts
 	(*InstanceMismatch)(nil),      // 4: ironlink.v1.InstanceMismatch
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
-	(*HealthDetail)(nil),          // 6: ironlink.v1.HealthDetail
+	(*HardwareState)(nil),         // 5: ironlink.v1.HardwareState
+	(*HardwareDisk)(nil),          // 6: ironlink.v1.HardwareDisk
+	(*HardwareNIC)(nil),           // 7: ironlink.v1.HardwareNIC
+	(*HardwarePCIDevice)(nil),     // 8: ironlink.v1.HardwarePCIDevice
+	nil,                           // 9: ironlink.v1.HardwareState.BiosSettingsEntry
+	nil,                           // 10: ironlink.v1.HardwareState.FirmwareVersionsEntry
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*HealthDetail)(nil),          // 12: ironlink.v1.HealthDetail
 }
 var file_ironlink_v1_conditions_proto_depIdxs = []int32{
-	0, // 0: ironlink.v1.Condition.status:type_name -> ironlink.v1.ConditionStatus
-	5, // 1: ironlink.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	5, // 2: ironlink.v1.Condition.observed_time:type_name -> google.protobuf.Timestamp
-	6, // 3: ironlink.v1.Condition.health:type_name -> ironlink.v1.HealthDetail
-	4, // 4: ironlink.v1.DeviceFacts.instance_mismatches:type_name -> ironlink.v1.InstanceMismatch
-	1, // 5: ironlink.v1.InstanceMismatch.kind:type_name -> ironlink.v1.InstanceMismatchKind
-	5, // 6: ironlink.v1.InstanceMismatch.first_seen_time:type_name -> google.protobuf.Timestamp
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	0,  // 0: ironlink.v1.Condition.status:type_name -> ironlink.v1.ConditionStatus
+	11, // 1: ironlink.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	11, // 2: ironlink.v1.Condition.observed_time:type_name -> google.protobuf.Timestamp
+	12, // 3: ironlink.v1.Condition.health:type_name -> ironlink.v1.HealthDetail
+	4,  // 4: ironlink.v1.DeviceFacts.instance_mismatches:type_name -> ironlink.v1.InstanceMismatch
+	1,  // 5: ironlink.v1.InstanceMismatch.kind:type_name -> ironlink.v1.InstanceMismatchKind
+	11, // 6: ironlink.v1.InstanceMismatch.first_seen_time:type_name -> google.protobuf.Timestamp
+	6,  // 7: ironlink.v1.HardwareState.disks:type_name -> ironlink.v1.HardwareDisk
+	7,  // 8: ironlink.v1.HardwareState.nics:type_name -> ironlink.v1.HardwareNIC
+	8,  // 9: ironlink.v1.HardwareState.pci_devices:type_name -> ironlink.v1.HardwarePCIDevice
+	9,  // 10: ironlink.v1.HardwareState.bios_settings:type_name -> ironlink.v1.HardwareState.BiosSettingsEntry
+	10, // 11: ironlink.v1.HardwareState.firmware_versions:type_name -> ironlink.v1.HardwareState.FirmwareVersionsEntry
+	11, // 12: ironlink.v1.HardwareState.inspection_finished_at:type_name -> google.protobuf.Timestamp
+	11, // 13: ironlink.v1.HardwareState.read_at:type_name -> google.protobuf.Timestamp
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_conditions_proto_init() }
@@ -636,7 +1114,7 @@ func file_ironlink_v1_conditions_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_conditions_proto_rawDesc), len(file_ironlink_v1_conditions_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   3,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

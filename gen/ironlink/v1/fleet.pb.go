@@ -1905,9 +1905,15 @@ type GetDeviceResponse struct {
 	QuarantineHolds []*QuarantineHold `protobuf:"bytes,60,rep,name=quarantine_holds,json=quarantineHolds,proto3" json:"quarantine_holds,omitempty"`
 	// What an operator's release would do now (ReleaseDevice without
 	// all_holds); unset when the device is not quarantined or with as_of.
-	ReleasePlan   *ReleasePlan `protobuf:"bytes,61,opt,name=release_plan,json=releasePlan,proto3" json:"release_plan,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReleasePlan *ReleasePlan `protobuf:"bytes,61,opt,name=release_plan,json=releasePlan,proto3" json:"release_plan,omitempty"`
+	// The device's hardware as last read from Ironic (inventory and BIOS
+	// settings); unset when the satellite has sent none.
+	Hardware *HardwareState `protobuf:"bytes,70,opt,name=hardware,proto3" json:"hardware,omitempty"`
+	// The hardware profile the device is checked against and the result;
+	// unset when no profile applies to it.
+	HardwareProfile *HardwareProfileMatch `protobuf:"bytes,71,opt,name=hardware_profile,json=hardwareProfile,proto3" json:"hardware_profile,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *GetDeviceResponse) Reset() {
@@ -1989,6 +1995,96 @@ func (x *GetDeviceResponse) GetReleasePlan() *ReleasePlan {
 	return nil
 }
 
+func (x *GetDeviceResponse) GetHardware() *HardwareState {
+	if x != nil {
+		return x.Hardware
+	}
+	return nil
+}
+
+func (x *GetDeviceResponse) GetHardwareProfile() *HardwareProfileMatch {
+	if x != nil {
+		return x.HardwareProfile
+	}
+	return nil
+}
+
+// HardwareProfileMatch is a device's hardware checked against the profile
+// that applies to it (--hardware-profiles-file; docs/reference/conditions.md
+// "HardwareMatchesProfile").
+type HardwareProfileMatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The profile's name.
+	Profile string `protobuf:"bytes,1,opt,name=profile,proto3" json:"profile,omitempty"`
+	// The condition HardwareMatchesProfile as derived from it.
+	Condition *Condition `protobuf:"bytes,2,opt,name=condition,proto3" json:"condition,omitempty"`
+	// Every difference, one line each, e.g. "memory_mib: 1048576 < 2097152".
+	Differences []string `protobuf:"bytes,3,rep,name=differences,proto3" json:"differences,omitempty"`
+	// True when the profile makes a mismatch a fault (FAULTED), false when
+	// it is a warning.
+	Fault         bool `protobuf:"varint,4,opt,name=fault,proto3" json:"fault,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HardwareProfileMatch) Reset() {
+	*x = HardwareProfileMatch{}
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HardwareProfileMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HardwareProfileMatch) ProtoMessage() {}
+
+func (x *HardwareProfileMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HardwareProfileMatch.ProtoReflect.Descriptor instead.
+func (*HardwareProfileMatch) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HardwareProfileMatch) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
+}
+
+func (x *HardwareProfileMatch) GetCondition() *Condition {
+	if x != nil {
+		return x.Condition
+	}
+	return nil
+}
+
+func (x *HardwareProfileMatch) GetDifferences() []string {
+	if x != nil {
+		return x.Differences
+	}
+	return nil
+}
+
+func (x *HardwareProfileMatch) GetFault() bool {
+	if x != nil {
+		return x.Fault
+	}
+	return false
+}
+
 // StatusExplanation says why a device has its operational status
 // (docs/design/status.md "How status is derived").
 type StatusExplanation struct {
@@ -2022,7 +2118,7 @@ type StatusExplanation struct {
 
 func (x *StatusExplanation) Reset() {
 	*x = StatusExplanation{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[13]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2130,7 @@ func (x *StatusExplanation) String() string {
 func (*StatusExplanation) ProtoMessage() {}
 
 func (x *StatusExplanation) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[13]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2143,7 @@ func (x *StatusExplanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusExplanation.ProtoReflect.Descriptor instead.
 func (*StatusExplanation) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{13}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StatusExplanation) GetStatus() OperationalStatus {
@@ -2149,7 +2245,7 @@ type QuarantineExplanation struct {
 
 func (x *QuarantineExplanation) Reset() {
 	*x = QuarantineExplanation{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[14]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2257,7 @@ func (x *QuarantineExplanation) String() string {
 func (*QuarantineExplanation) ProtoMessage() {}
 
 func (x *QuarantineExplanation) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[14]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2270,7 @@ func (x *QuarantineExplanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineExplanation.ProtoReflect.Descriptor instead.
 func (*QuarantineExplanation) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{14}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QuarantineExplanation) GetActor() string {
@@ -2253,7 +2349,7 @@ type SiteSilence struct {
 
 func (x *SiteSilence) Reset() {
 	*x = SiteSilence{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[15]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +2361,7 @@ func (x *SiteSilence) String() string {
 func (*SiteSilence) ProtoMessage() {}
 
 func (x *SiteSilence) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[15]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +2374,7 @@ func (x *SiteSilence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteSilence.ProtoReflect.Descriptor instead.
 func (*SiteSilence) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{15}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SiteSilence) GetSite() string {
@@ -2320,7 +2416,7 @@ type WatchFleetRequest struct {
 
 func (x *WatchFleetRequest) Reset() {
 	*x = WatchFleetRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[16]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2428,7 @@ func (x *WatchFleetRequest) String() string {
 func (*WatchFleetRequest) ProtoMessage() {}
 
 func (x *WatchFleetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[16]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2441,7 @@ func (x *WatchFleetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFleetRequest.ProtoReflect.Descriptor instead.
 func (*WatchFleetRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{16}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchFleetRequest) GetSite() string {
@@ -2399,7 +2495,7 @@ type WatchFleetResponse struct {
 
 func (x *WatchFleetResponse) Reset() {
 	*x = WatchFleetResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2507,7 @@ func (x *WatchFleetResponse) String() string {
 func (*WatchFleetResponse) ProtoMessage() {}
 
 func (x *WatchFleetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[17]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2520,7 @@ func (x *WatchFleetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFleetResponse.ProtoReflect.Descriptor instead.
 func (*WatchFleetResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{17}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchFleetResponse) GetCursor() string {
@@ -2464,7 +2560,7 @@ type FleetEvent struct {
 
 func (x *FleetEvent) Reset() {
 	*x = FleetEvent{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2572,7 @@ func (x *FleetEvent) String() string {
 func (*FleetEvent) ProtoMessage() {}
 
 func (x *FleetEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[18]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2585,7 @@ func (x *FleetEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FleetEvent.ProtoReflect.Descriptor instead.
 func (*FleetEvent) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{18}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FleetEvent) GetKind() FleetEventKind {
@@ -2618,7 +2714,7 @@ type DeviceStatusEvent struct {
 
 func (x *DeviceStatusEvent) Reset() {
 	*x = DeviceStatusEvent{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2630,7 +2726,7 @@ func (x *DeviceStatusEvent) String() string {
 func (*DeviceStatusEvent) ProtoMessage() {}
 
 func (x *DeviceStatusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[19]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2643,7 +2739,7 @@ func (x *DeviceStatusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceStatusEvent.ProtoReflect.Descriptor instead.
 func (*DeviceStatusEvent) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{19}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeviceStatusEvent) GetDeviceId() string {
@@ -2703,7 +2799,7 @@ type CommandStateEvent struct {
 
 func (x *CommandStateEvent) Reset() {
 	*x = CommandStateEvent{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2715,7 +2811,7 @@ func (x *CommandStateEvent) String() string {
 func (*CommandStateEvent) ProtoMessage() {}
 
 func (x *CommandStateEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[20]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2728,7 +2824,7 @@ func (x *CommandStateEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandStateEvent.ProtoReflect.Descriptor instead.
 func (*CommandStateEvent) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{20}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CommandStateEvent) GetCommand() *OperatorCommand {
@@ -2768,7 +2864,7 @@ type OperationStateEvent struct {
 
 func (x *OperationStateEvent) Reset() {
 	*x = OperationStateEvent{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[21]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +2876,7 @@ func (x *OperationStateEvent) String() string {
 func (*OperationStateEvent) ProtoMessage() {}
 
 func (x *OperationStateEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[21]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +2889,7 @@ func (x *OperationStateEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationStateEvent.ProtoReflect.Descriptor instead.
 func (*OperationStateEvent) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{21}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OperationStateEvent) GetOperation() *Operation {
@@ -2823,7 +2919,7 @@ type PolicyDecisionEvent struct {
 
 func (x *PolicyDecisionEvent) Reset() {
 	*x = PolicyDecisionEvent{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[22]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2835,7 +2931,7 @@ func (x *PolicyDecisionEvent) String() string {
 func (*PolicyDecisionEvent) ProtoMessage() {}
 
 func (x *PolicyDecisionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[22]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2848,7 +2944,7 @@ func (x *PolicyDecisionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDecisionEvent.ProtoReflect.Descriptor instead.
 func (*PolicyDecisionEvent) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{22}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PolicyDecisionEvent) GetDecision() *PolicyDecision {
@@ -2879,7 +2975,7 @@ type PendingActionEvent struct {
 
 func (x *PendingActionEvent) Reset() {
 	*x = PendingActionEvent{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[23]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +2987,7 @@ func (x *PendingActionEvent) String() string {
 func (*PendingActionEvent) ProtoMessage() {}
 
 func (x *PendingActionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[23]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +3000,7 @@ func (x *PendingActionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingActionEvent.ProtoReflect.Descriptor instead.
 func (*PendingActionEvent) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{23}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PendingActionEvent) GetPendingAction() *PendingAction {
@@ -2939,7 +3035,7 @@ type QuarantineDeviceRequest struct {
 
 func (x *QuarantineDeviceRequest) Reset() {
 	*x = QuarantineDeviceRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[24]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2951,7 +3047,7 @@ func (x *QuarantineDeviceRequest) String() string {
 func (*QuarantineDeviceRequest) ProtoMessage() {}
 
 func (x *QuarantineDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[24]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2964,7 +3060,7 @@ func (x *QuarantineDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineDeviceRequest.ProtoReflect.Descriptor instead.
 func (*QuarantineDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{24}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *QuarantineDeviceRequest) GetDeviceId() string {
@@ -3006,7 +3102,7 @@ type QuarantineDeviceResponse struct {
 
 func (x *QuarantineDeviceResponse) Reset() {
 	*x = QuarantineDeviceResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[25]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3018,7 +3114,7 @@ func (x *QuarantineDeviceResponse) String() string {
 func (*QuarantineDeviceResponse) ProtoMessage() {}
 
 func (x *QuarantineDeviceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[25]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3031,7 +3127,7 @@ func (x *QuarantineDeviceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineDeviceResponse.ProtoReflect.Descriptor instead.
 func (*QuarantineDeviceResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{25}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QuarantineDeviceResponse) GetCommand() *OperatorCommand {
@@ -3064,7 +3160,7 @@ type ReleaseDeviceRequest struct {
 
 func (x *ReleaseDeviceRequest) Reset() {
 	*x = ReleaseDeviceRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[26]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3076,7 +3172,7 @@ func (x *ReleaseDeviceRequest) String() string {
 func (*ReleaseDeviceRequest) ProtoMessage() {}
 
 func (x *ReleaseDeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[26]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3089,7 +3185,7 @@ func (x *ReleaseDeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseDeviceRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseDeviceRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{26}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReleaseDeviceRequest) GetDeviceId() string {
@@ -3149,7 +3245,7 @@ type ReleaseDeviceResponse struct {
 
 func (x *ReleaseDeviceResponse) Reset() {
 	*x = ReleaseDeviceResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[27]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3257,7 @@ func (x *ReleaseDeviceResponse) String() string {
 func (*ReleaseDeviceResponse) ProtoMessage() {}
 
 func (x *ReleaseDeviceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[27]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3270,7 @@ func (x *ReleaseDeviceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseDeviceResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseDeviceResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{27}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReleaseDeviceResponse) GetCommand() *OperatorCommand {
@@ -3202,7 +3298,7 @@ type GetCommandRequest struct {
 
 func (x *GetCommandRequest) Reset() {
 	*x = GetCommandRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[28]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3214,7 +3310,7 @@ func (x *GetCommandRequest) String() string {
 func (*GetCommandRequest) ProtoMessage() {}
 
 func (x *GetCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[28]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3227,7 +3323,7 @@ func (x *GetCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCommandRequest.ProtoReflect.Descriptor instead.
 func (*GetCommandRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{28}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetCommandRequest) GetCommandId() string {
@@ -3248,7 +3344,7 @@ type GetCommandResponse struct {
 
 func (x *GetCommandResponse) Reset() {
 	*x = GetCommandResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[29]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3260,7 +3356,7 @@ func (x *GetCommandResponse) String() string {
 func (*GetCommandResponse) ProtoMessage() {}
 
 func (x *GetCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[29]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3273,7 +3369,7 @@ func (x *GetCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCommandResponse.ProtoReflect.Descriptor instead.
 func (*GetCommandResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{29}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetCommandResponse) GetCommand() *OperatorCommand {
@@ -3309,7 +3405,7 @@ type ListCommandsRequest struct {
 
 func (x *ListCommandsRequest) Reset() {
 	*x = ListCommandsRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[30]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3321,7 +3417,7 @@ func (x *ListCommandsRequest) String() string {
 func (*ListCommandsRequest) ProtoMessage() {}
 
 func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[30]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3334,7 +3430,7 @@ func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommandsRequest.ProtoReflect.Descriptor instead.
 func (*ListCommandsRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{30}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListCommandsRequest) GetDeviceId() string {
@@ -3399,7 +3495,7 @@ type ListCommandsResponse struct {
 
 func (x *ListCommandsResponse) Reset() {
 	*x = ListCommandsResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[31]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3411,7 +3507,7 @@ func (x *ListCommandsResponse) String() string {
 func (*ListCommandsResponse) ProtoMessage() {}
 
 func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[31]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3424,7 +3520,7 @@ func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommandsResponse.ProtoReflect.Descriptor instead.
 func (*ListCommandsResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{31}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListCommandsResponse) GetCommands() []*OperatorCommand {
@@ -3455,7 +3551,7 @@ type RetryCommandRequest struct {
 
 func (x *RetryCommandRequest) Reset() {
 	*x = RetryCommandRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[32]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3467,7 +3563,7 @@ func (x *RetryCommandRequest) String() string {
 func (*RetryCommandRequest) ProtoMessage() {}
 
 func (x *RetryCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[32]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3480,7 +3576,7 @@ func (x *RetryCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryCommandRequest.ProtoReflect.Descriptor instead.
 func (*RetryCommandRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{32}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RetryCommandRequest) GetCommandId() string {
@@ -3508,7 +3604,7 @@ type RetryCommandResponse struct {
 
 func (x *RetryCommandResponse) Reset() {
 	*x = RetryCommandResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[33]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3520,7 +3616,7 @@ func (x *RetryCommandResponse) String() string {
 func (*RetryCommandResponse) ProtoMessage() {}
 
 func (x *RetryCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[33]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3533,7 +3629,7 @@ func (x *RetryCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryCommandResponse.ProtoReflect.Descriptor instead.
 func (*RetryCommandResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{33}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RetryCommandResponse) GetCommand() *OperatorCommand {
@@ -3552,7 +3648,7 @@ type ListSitesRequest struct {
 
 func (x *ListSitesRequest) Reset() {
 	*x = ListSitesRequest{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[34]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3564,7 +3660,7 @@ func (x *ListSitesRequest) String() string {
 func (*ListSitesRequest) ProtoMessage() {}
 
 func (x *ListSitesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[34]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3577,7 +3673,7 @@ func (x *ListSitesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSitesRequest.ProtoReflect.Descriptor instead.
 func (*ListSitesRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{34}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{35}
 }
 
 // ListSitesResponse lists sites by name.
@@ -3591,7 +3687,7 @@ type ListSitesResponse struct {
 
 func (x *ListSitesResponse) Reset() {
 	*x = ListSitesResponse{}
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[35]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3603,7 +3699,7 @@ func (x *ListSitesResponse) String() string {
 func (*ListSitesResponse) ProtoMessage() {}
 
 func (x *ListSitesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_fleet_proto_msgTypes[35]
+	mi := &file_ironlink_v1_fleet_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3616,7 +3712,7 @@ func (x *ListSitesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSitesResponse.ProtoReflect.Descriptor instead.
 func (*ListSitesResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{35}
+	return file_ironlink_v1_fleet_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListSitesResponse) GetSites() []*Site {
@@ -3775,7 +3871,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\vdevice_name\x18\x03 \x01(\tR\n" +
 	"deviceName\x12\x12\n" +
 	"\x04site\x18\x04 \x01(\tR\x04site\x12/\n" +
-	"\x05as_of\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"\xdc\x03\n" +
+	"\x05as_of\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"\xe2\x04\n" +
 	"\x11GetDeviceResponse\x12+\n" +
 	"\x06device\x18\x01 \x01(\v2\x13.ironlink.v1.DeviceR\x06device\x12@\n" +
 	"\x0estatus_history\x18\x02 \x03(\v2\x19.ironlink.v1.StatusChangeR\rstatusHistory\x12L\n" +
@@ -3783,7 +3879,14 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x11recent_operations\x182 \x03(\v2\x16.ironlink.v1.OperationR\x10recentOperations\x12@\n" +
 	"\vexplanation\x18( \x01(\v2\x1e.ironlink.v1.StatusExplanationR\vexplanation\x12F\n" +
 	"\x10quarantine_holds\x18< \x03(\v2\x1b.ironlink.v1.QuarantineHoldR\x0fquarantineHolds\x12;\n" +
-	"\frelease_plan\x18= \x01(\v2\x18.ironlink.v1.ReleasePlanR\vreleasePlan\"\xf3\x03\n" +
+	"\frelease_plan\x18= \x01(\v2\x18.ironlink.v1.ReleasePlanR\vreleasePlan\x126\n" +
+	"\bhardware\x18F \x01(\v2\x1a.ironlink.v1.HardwareStateR\bhardware\x12L\n" +
+	"\x10hardware_profile\x18G \x01(\v2!.ironlink.v1.HardwareProfileMatchR\x0fhardwareProfile\"\x9e\x01\n" +
+	"\x14HardwareProfileMatch\x12\x18\n" +
+	"\aprofile\x18\x01 \x01(\tR\aprofile\x124\n" +
+	"\tcondition\x18\x02 \x01(\v2\x16.ironlink.v1.ConditionR\tcondition\x12 \n" +
+	"\vdifferences\x18\x03 \x03(\tR\vdifferences\x12\x14\n" +
+	"\x05fault\x18\x04 \x01(\bR\x05fault\"\xf3\x03\n" +
 	"\x11StatusExplanation\x126\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x06status\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\x05R\x04rule\x12)\n" +
@@ -3981,7 +4084,7 @@ func file_ironlink_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_ironlink_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_ironlink_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(OperationalStatus)(0),           // 0: ironlink.v1.OperationalStatus
 	(ImpairmentAction)(0),            // 1: ironlink.v1.ImpairmentAction
@@ -4002,148 +4105,153 @@ var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(*ListDevicesResponse)(nil),      // 16: ironlink.v1.ListDevicesResponse
 	(*GetDeviceRequest)(nil),         // 17: ironlink.v1.GetDeviceRequest
 	(*GetDeviceResponse)(nil),        // 18: ironlink.v1.GetDeviceResponse
-	(*StatusExplanation)(nil),        // 19: ironlink.v1.StatusExplanation
-	(*QuarantineExplanation)(nil),    // 20: ironlink.v1.QuarantineExplanation
-	(*SiteSilence)(nil),              // 21: ironlink.v1.SiteSilence
-	(*WatchFleetRequest)(nil),        // 22: ironlink.v1.WatchFleetRequest
-	(*WatchFleetResponse)(nil),       // 23: ironlink.v1.WatchFleetResponse
-	(*FleetEvent)(nil),               // 24: ironlink.v1.FleetEvent
-	(*DeviceStatusEvent)(nil),        // 25: ironlink.v1.DeviceStatusEvent
-	(*CommandStateEvent)(nil),        // 26: ironlink.v1.CommandStateEvent
-	(*OperationStateEvent)(nil),      // 27: ironlink.v1.OperationStateEvent
-	(*PolicyDecisionEvent)(nil),      // 28: ironlink.v1.PolicyDecisionEvent
-	(*PendingActionEvent)(nil),       // 29: ironlink.v1.PendingActionEvent
-	(*QuarantineDeviceRequest)(nil),  // 30: ironlink.v1.QuarantineDeviceRequest
-	(*QuarantineDeviceResponse)(nil), // 31: ironlink.v1.QuarantineDeviceResponse
-	(*ReleaseDeviceRequest)(nil),     // 32: ironlink.v1.ReleaseDeviceRequest
-	(*ReleaseDeviceResponse)(nil),    // 33: ironlink.v1.ReleaseDeviceResponse
-	(*GetCommandRequest)(nil),        // 34: ironlink.v1.GetCommandRequest
-	(*GetCommandResponse)(nil),       // 35: ironlink.v1.GetCommandResponse
-	(*ListCommandsRequest)(nil),      // 36: ironlink.v1.ListCommandsRequest
-	(*ListCommandsResponse)(nil),     // 37: ironlink.v1.ListCommandsResponse
-	(*RetryCommandRequest)(nil),      // 38: ironlink.v1.RetryCommandRequest
-	(*RetryCommandResponse)(nil),     // 39: ironlink.v1.RetryCommandResponse
-	(*ListSitesRequest)(nil),         // 40: ironlink.v1.ListSitesRequest
-	(*ListSitesResponse)(nil),        // 41: ironlink.v1.ListSitesResponse
-	(*timestamppb.Timestamp)(nil),    // 42: google.protobuf.Timestamp
-	(*Condition)(nil),                // 43: ironlink.v1.Condition
-	(*DeviceFacts)(nil),              // 44: ironlink.v1.DeviceFacts
-	(ImpairmentState)(0),             // 45: ironlink.v1.ImpairmentState
-	(FailureClass)(0),                // 46: ironlink.v1.FailureClass
-	(*DeviceHold)(nil),               // 47: ironlink.v1.DeviceHold
-	(*SitePolicyState)(nil),          // 48: ironlink.v1.SitePolicyState
-	(*Operation)(nil),                // 49: ironlink.v1.Operation
-	(OperationState)(0),              // 50: ironlink.v1.OperationState
-	(*PolicyDecision)(nil),           // 51: ironlink.v1.PolicyDecision
-	(*PendingAction)(nil),            // 52: ironlink.v1.PendingAction
-	(PendingActionState)(0),          // 53: ironlink.v1.PendingActionState
+	(*HardwareProfileMatch)(nil),     // 19: ironlink.v1.HardwareProfileMatch
+	(*StatusExplanation)(nil),        // 20: ironlink.v1.StatusExplanation
+	(*QuarantineExplanation)(nil),    // 21: ironlink.v1.QuarantineExplanation
+	(*SiteSilence)(nil),              // 22: ironlink.v1.SiteSilence
+	(*WatchFleetRequest)(nil),        // 23: ironlink.v1.WatchFleetRequest
+	(*WatchFleetResponse)(nil),       // 24: ironlink.v1.WatchFleetResponse
+	(*FleetEvent)(nil),               // 25: ironlink.v1.FleetEvent
+	(*DeviceStatusEvent)(nil),        // 26: ironlink.v1.DeviceStatusEvent
+	(*CommandStateEvent)(nil),        // 27: ironlink.v1.CommandStateEvent
+	(*OperationStateEvent)(nil),      // 28: ironlink.v1.OperationStateEvent
+	(*PolicyDecisionEvent)(nil),      // 29: ironlink.v1.PolicyDecisionEvent
+	(*PendingActionEvent)(nil),       // 30: ironlink.v1.PendingActionEvent
+	(*QuarantineDeviceRequest)(nil),  // 31: ironlink.v1.QuarantineDeviceRequest
+	(*QuarantineDeviceResponse)(nil), // 32: ironlink.v1.QuarantineDeviceResponse
+	(*ReleaseDeviceRequest)(nil),     // 33: ironlink.v1.ReleaseDeviceRequest
+	(*ReleaseDeviceResponse)(nil),    // 34: ironlink.v1.ReleaseDeviceResponse
+	(*GetCommandRequest)(nil),        // 35: ironlink.v1.GetCommandRequest
+	(*GetCommandResponse)(nil),       // 36: ironlink.v1.GetCommandResponse
+	(*ListCommandsRequest)(nil),      // 37: ironlink.v1.ListCommandsRequest
+	(*ListCommandsResponse)(nil),     // 38: ironlink.v1.ListCommandsResponse
+	(*RetryCommandRequest)(nil),      // 39: ironlink.v1.RetryCommandRequest
+	(*RetryCommandResponse)(nil),     // 40: ironlink.v1.RetryCommandResponse
+	(*ListSitesRequest)(nil),         // 41: ironlink.v1.ListSitesRequest
+	(*ListSitesResponse)(nil),        // 42: ironlink.v1.ListSitesResponse
+	(*timestamppb.Timestamp)(nil),    // 43: google.protobuf.Timestamp
+	(*Condition)(nil),                // 44: ironlink.v1.Condition
+	(*DeviceFacts)(nil),              // 45: ironlink.v1.DeviceFacts
+	(ImpairmentState)(0),             // 46: ironlink.v1.ImpairmentState
+	(FailureClass)(0),                // 47: ironlink.v1.FailureClass
+	(*DeviceHold)(nil),               // 48: ironlink.v1.DeviceHold
+	(*SitePolicyState)(nil),          // 49: ironlink.v1.SitePolicyState
+	(*Operation)(nil),                // 50: ironlink.v1.Operation
+	(*HardwareState)(nil),            // 51: ironlink.v1.HardwareState
+	(OperationState)(0),              // 52: ironlink.v1.OperationState
+	(*PolicyDecision)(nil),           // 53: ironlink.v1.PolicyDecision
+	(*PendingAction)(nil),            // 54: ironlink.v1.PendingAction
+	(PendingActionState)(0),          // 55: ironlink.v1.PendingActionState
 }
 var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	0,  // 0: ironlink.v1.Device.status:type_name -> ironlink.v1.OperationalStatus
-	42, // 1: ironlink.v1.Device.status_change_time:type_name -> google.protobuf.Timestamp
+	43, // 1: ironlink.v1.Device.status_change_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: ironlink.v1.Device.last_known_status:type_name -> ironlink.v1.OperationalStatus
-	42, // 3: ironlink.v1.Device.remove_time:type_name -> google.protobuf.Timestamp
-	43, // 4: ironlink.v1.Device.conditions:type_name -> ironlink.v1.Condition
-	44, // 5: ironlink.v1.Device.facts:type_name -> ironlink.v1.DeviceFacts
-	45, // 6: ironlink.v1.Device.desired_impairment:type_name -> ironlink.v1.ImpairmentState
-	42, // 7: ironlink.v1.Device.observed_time:type_name -> google.protobuf.Timestamp
-	42, // 8: ironlink.v1.Device.last_drift_correction_time:type_name -> google.protobuf.Timestamp
-	46, // 9: ironlink.v1.Device.last_command_failure_class:type_name -> ironlink.v1.FailureClass
-	47, // 10: ironlink.v1.Device.policy_holds:type_name -> ironlink.v1.DeviceHold
+	43, // 3: ironlink.v1.Device.remove_time:type_name -> google.protobuf.Timestamp
+	44, // 4: ironlink.v1.Device.conditions:type_name -> ironlink.v1.Condition
+	45, // 5: ironlink.v1.Device.facts:type_name -> ironlink.v1.DeviceFacts
+	46, // 6: ironlink.v1.Device.desired_impairment:type_name -> ironlink.v1.ImpairmentState
+	43, // 7: ironlink.v1.Device.observed_time:type_name -> google.protobuf.Timestamp
+	43, // 8: ironlink.v1.Device.last_drift_correction_time:type_name -> google.protobuf.Timestamp
+	47, // 9: ironlink.v1.Device.last_command_failure_class:type_name -> ironlink.v1.FailureClass
+	48, // 10: ironlink.v1.Device.policy_holds:type_name -> ironlink.v1.DeviceHold
 	0,  // 11: ironlink.v1.StatusChange.status:type_name -> ironlink.v1.OperationalStatus
-	42, // 12: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
-	45, // 13: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
-	42, // 14: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
+	43, // 12: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
+	46, // 13: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
+	43, // 14: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
 	1,  // 15: ironlink.v1.ImpairmentChange.action:type_name -> ironlink.v1.ImpairmentAction
-	42, // 16: ironlink.v1.QuarantineHold.create_time:type_name -> google.protobuf.Timestamp
+	43, // 16: ironlink.v1.QuarantineHold.create_time:type_name -> google.protobuf.Timestamp
 	2,  // 17: ironlink.v1.ReleasePlan.outcome:type_name -> ironlink.v1.ReleaseOutcome
 	9,  // 18: ironlink.v1.ReleasePlan.remaining_holds:type_name -> ironlink.v1.QuarantineHold
 	0,  // 19: ironlink.v1.ReleasePlan.status_before_quarantine:type_name -> ironlink.v1.OperationalStatus
 	13, // 20: ironlink.v1.OfferDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	45, // 21: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
+	46, // 21: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
 	3,  // 22: ironlink.v1.OperatorCommand.state:type_name -> ironlink.v1.CommandState
-	42, // 23: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
-	42, // 24: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
-	42, // 25: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
-	46, // 26: ironlink.v1.OperatorCommand.failure_class:type_name -> ironlink.v1.FailureClass
+	43, // 23: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
+	43, // 24: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
+	43, // 25: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
+	47, // 26: ironlink.v1.OperatorCommand.failure_class:type_name -> ironlink.v1.FailureClass
 	1,  // 27: ironlink.v1.OperatorCommand.action:type_name -> ironlink.v1.ImpairmentAction
 	4,  // 28: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
-	42, // 29: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
-	43, // 30: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
-	48, // 31: ironlink.v1.Site.policy_state:type_name -> ironlink.v1.SitePolicyState
+	43, // 29: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
+	44, // 30: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
+	49, // 31: ironlink.v1.Site.policy_state:type_name -> ironlink.v1.SitePolicyState
 	0,  // 32: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	45, // 33: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
-	42, // 34: ironlink.v1.ListDevicesRequest.as_of:type_name -> google.protobuf.Timestamp
+	46, // 33: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
+	43, // 34: ironlink.v1.ListDevicesRequest.as_of:type_name -> google.protobuf.Timestamp
 	6,  // 35: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
-	42, // 36: ironlink.v1.GetDeviceRequest.as_of:type_name -> google.protobuf.Timestamp
+	43, // 36: ironlink.v1.GetDeviceRequest.as_of:type_name -> google.protobuf.Timestamp
 	6,  // 37: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
 	7,  // 38: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
 	8,  // 39: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
-	49, // 40: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
-	19, // 41: ironlink.v1.GetDeviceResponse.explanation:type_name -> ironlink.v1.StatusExplanation
+	50, // 40: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
+	20, // 41: ironlink.v1.GetDeviceResponse.explanation:type_name -> ironlink.v1.StatusExplanation
 	9,  // 42: ironlink.v1.GetDeviceResponse.quarantine_holds:type_name -> ironlink.v1.QuarantineHold
 	10, // 43: ironlink.v1.GetDeviceResponse.release_plan:type_name -> ironlink.v1.ReleasePlan
-	0,  // 44: ironlink.v1.StatusExplanation.status:type_name -> ironlink.v1.OperationalStatus
-	42, // 45: ironlink.v1.StatusExplanation.since:type_name -> google.protobuf.Timestamp
-	43, // 46: ironlink.v1.StatusExplanation.conditions:type_name -> ironlink.v1.Condition
-	20, // 47: ironlink.v1.StatusExplanation.quarantine:type_name -> ironlink.v1.QuarantineExplanation
-	21, // 48: ironlink.v1.StatusExplanation.site_silence:type_name -> ironlink.v1.SiteSilence
-	0,  // 49: ironlink.v1.StatusExplanation.last_known_status:type_name -> ironlink.v1.OperationalStatus
-	42, // 50: ironlink.v1.QuarantineExplanation.change_time:type_name -> google.protobuf.Timestamp
-	3,  // 51: ironlink.v1.QuarantineExplanation.command_state:type_name -> ironlink.v1.CommandState
-	42, // 52: ironlink.v1.SiteSilence.last_seen_time:type_name -> google.protobuf.Timestamp
-	0,  // 53: ironlink.v1.WatchFleetRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	5,  // 54: ironlink.v1.WatchFleetRequest.kinds:type_name -> ironlink.v1.FleetEventKind
-	24, // 55: ironlink.v1.WatchFleetResponse.event:type_name -> ironlink.v1.FleetEvent
-	5,  // 56: ironlink.v1.FleetEvent.kind:type_name -> ironlink.v1.FleetEventKind
-	42, // 57: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
-	25, // 58: ironlink.v1.FleetEvent.device_status:type_name -> ironlink.v1.DeviceStatusEvent
-	26, // 59: ironlink.v1.FleetEvent.command_state:type_name -> ironlink.v1.CommandStateEvent
-	27, // 60: ironlink.v1.FleetEvent.operation_state:type_name -> ironlink.v1.OperationStateEvent
-	28, // 61: ironlink.v1.FleetEvent.policy_decision:type_name -> ironlink.v1.PolicyDecisionEvent
-	29, // 62: ironlink.v1.FleetEvent.pending_action:type_name -> ironlink.v1.PendingActionEvent
-	0,  // 63: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
-	0,  // 64: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
-	13, // 65: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
-	3,  // 66: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
-	49, // 67: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
-	50, // 68: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
-	51, // 69: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
-	52, // 70: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
-	53, // 71: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
-	13, // 72: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	13, // 73: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	10, // 74: ironlink.v1.ReleaseDeviceResponse.plan:type_name -> ironlink.v1.ReleasePlan
-	13, // 75: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	3,  // 76: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	13, // 77: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	13, // 78: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	14, // 79: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	15, // 80: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	17, // 81: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	30, // 82: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	32, // 83: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	11, // 84: ironlink.v1.FleetService.OfferDevice:input_type -> ironlink.v1.OfferDeviceRequest
-	34, // 85: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	36, // 86: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	40, // 87: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	38, // 88: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
-	22, // 89: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
-	16, // 90: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	18, // 91: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	31, // 92: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	33, // 93: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	12, // 94: ironlink.v1.FleetService.OfferDevice:output_type -> ironlink.v1.OfferDeviceResponse
-	35, // 95: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	37, // 96: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	41, // 97: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	39, // 98: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
-	23, // 99: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
-	90, // [90:100] is the sub-list for method output_type
-	80, // [80:90] is the sub-list for method input_type
-	80, // [80:80] is the sub-list for extension type_name
-	80, // [80:80] is the sub-list for extension extendee
-	0,  // [0:80] is the sub-list for field type_name
+	51, // 44: ironlink.v1.GetDeviceResponse.hardware:type_name -> ironlink.v1.HardwareState
+	19, // 45: ironlink.v1.GetDeviceResponse.hardware_profile:type_name -> ironlink.v1.HardwareProfileMatch
+	44, // 46: ironlink.v1.HardwareProfileMatch.condition:type_name -> ironlink.v1.Condition
+	0,  // 47: ironlink.v1.StatusExplanation.status:type_name -> ironlink.v1.OperationalStatus
+	43, // 48: ironlink.v1.StatusExplanation.since:type_name -> google.protobuf.Timestamp
+	44, // 49: ironlink.v1.StatusExplanation.conditions:type_name -> ironlink.v1.Condition
+	21, // 50: ironlink.v1.StatusExplanation.quarantine:type_name -> ironlink.v1.QuarantineExplanation
+	22, // 51: ironlink.v1.StatusExplanation.site_silence:type_name -> ironlink.v1.SiteSilence
+	0,  // 52: ironlink.v1.StatusExplanation.last_known_status:type_name -> ironlink.v1.OperationalStatus
+	43, // 53: ironlink.v1.QuarantineExplanation.change_time:type_name -> google.protobuf.Timestamp
+	3,  // 54: ironlink.v1.QuarantineExplanation.command_state:type_name -> ironlink.v1.CommandState
+	43, // 55: ironlink.v1.SiteSilence.last_seen_time:type_name -> google.protobuf.Timestamp
+	0,  // 56: ironlink.v1.WatchFleetRequest.statuses:type_name -> ironlink.v1.OperationalStatus
+	5,  // 57: ironlink.v1.WatchFleetRequest.kinds:type_name -> ironlink.v1.FleetEventKind
+	25, // 58: ironlink.v1.WatchFleetResponse.event:type_name -> ironlink.v1.FleetEvent
+	5,  // 59: ironlink.v1.FleetEvent.kind:type_name -> ironlink.v1.FleetEventKind
+	43, // 60: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
+	26, // 61: ironlink.v1.FleetEvent.device_status:type_name -> ironlink.v1.DeviceStatusEvent
+	27, // 62: ironlink.v1.FleetEvent.command_state:type_name -> ironlink.v1.CommandStateEvent
+	28, // 63: ironlink.v1.FleetEvent.operation_state:type_name -> ironlink.v1.OperationStateEvent
+	29, // 64: ironlink.v1.FleetEvent.policy_decision:type_name -> ironlink.v1.PolicyDecisionEvent
+	30, // 65: ironlink.v1.FleetEvent.pending_action:type_name -> ironlink.v1.PendingActionEvent
+	0,  // 66: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
+	0,  // 67: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
+	13, // 68: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
+	3,  // 69: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
+	50, // 70: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
+	52, // 71: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
+	53, // 72: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
+	54, // 73: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
+	55, // 74: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
+	13, // 75: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	13, // 76: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	10, // 77: ironlink.v1.ReleaseDeviceResponse.plan:type_name -> ironlink.v1.ReleasePlan
+	13, // 78: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	3,  // 79: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	13, // 80: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	13, // 81: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	14, // 82: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	15, // 83: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	17, // 84: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	31, // 85: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	33, // 86: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	11, // 87: ironlink.v1.FleetService.OfferDevice:input_type -> ironlink.v1.OfferDeviceRequest
+	35, // 88: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	37, // 89: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	41, // 90: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	39, // 91: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
+	23, // 92: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
+	16, // 93: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	18, // 94: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	32, // 95: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	34, // 96: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	12, // 97: ironlink.v1.FleetService.OfferDevice:output_type -> ironlink.v1.OfferDeviceResponse
+	36, // 98: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	38, // 99: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	42, // 100: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	40, // 101: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
+	24, // 102: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
+	93, // [93:103] is the sub-list for method output_type
+	83, // [83:93] is the sub-list for method input_type
+	83, // [83:83] is the sub-list for extension type_name
+	83, // [83:83] is the sub-list for extension extendee
+	0,  // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }
@@ -4156,7 +4264,7 @@ func file_ironlink_v1_fleet_proto_init() {
 	file_ironlink_v1_operations_proto_init()
 	file_ironlink_v1_policy_proto_init()
 	file_ironlink_v1_fleet_proto_msgTypes[4].OneofWrappers = []any{}
-	file_ironlink_v1_fleet_proto_msgTypes[18].OneofWrappers = []any{
+	file_ironlink_v1_fleet_proto_msgTypes[19].OneofWrappers = []any{
 		(*FleetEvent_DeviceStatus)(nil),
 		(*FleetEvent_CommandState)(nil),
 		(*FleetEvent_OperationState)(nil),
@@ -4169,7 +4277,7 @@ func file_ironlink_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_fleet_proto_rawDesc), len(file_ironlink_v1_fleet_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -858,7 +858,12 @@ type DeviceUpdate struct {
 	// Ironic fields the conditions were computed from; may be omitted on deltas.
 	Facts *DeviceFacts `protobuf:"bytes,4,opt,name=facts,proto3" json:"facts,omitempty"`
 	// When the satellite observed the node (UTC).
-	ObservedTime  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=observed_time,json=observedTime,proto3" json:"observed_time,omitempty"`
+	ObservedTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=observed_time,json=observedTime,proto3" json:"observed_time,omitempty"`
+	// The node's hardware as last read from Ironic's inventory and BIOS
+	// settings; set only when it was (re)read (first poll of the node, a
+	// changed inspection_finished_at) and in snapshots; unset otherwise,
+	// which leaves the hub's copy as it is.
+	Hardware      *HardwareState `protobuf:"bytes,6,opt,name=hardware,proto3" json:"hardware,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -924,6 +929,13 @@ func (x *DeviceUpdate) GetFacts() *DeviceFacts {
 func (x *DeviceUpdate) GetObservedTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ObservedTime
+	}
+	return nil
+}
+
+func (x *DeviceUpdate) GetHardware() *HardwareState {
+	if x != nil {
+		return x.Hardware
 	}
 	return nil
 }
@@ -1604,7 +1616,7 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"\fSnapshotPart\x12\x1f\n" +
 	"\vsnapshot_id\x18\x01 \x01(\tR\n" +
 	"snapshotId\x12\x14\n" +
-	"\x05final\x18\x02 \x01(\bR\x05final\"\xee\x01\n" +
+	"\x05final\x18\x02 \x01(\bR\x05final\"\xa6\x02\n" +
 	"\fDeviceUpdate\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x18\n" +
 	"\aremoved\x18\x02 \x01(\bR\aremoved\x126\n" +
@@ -1612,7 +1624,8 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"conditions\x18\x03 \x03(\v2\x16.ironlink.v1.ConditionR\n" +
 	"conditions\x12.\n" +
 	"\x05facts\x18\x04 \x01(\v2\x18.ironlink.v1.DeviceFactsR\x05facts\x12?\n" +
-	"\robserved_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\"D\n" +
+	"\robserved_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\x126\n" +
+	"\bhardware\x18\x06 \x01(\v2\x1a.ironlink.v1.HardwareStateR\bhardware\"D\n" +
 	"\bBatchAck\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\xad\x02\n" +
@@ -1718,6 +1731,7 @@ var file_ironlink_v1_link_proto_goTypes = []any{
 	(*Condition)(nil),             // 21: ironlink.v1.Condition
 	(*DeviceFacts)(nil),           // 22: ironlink.v1.DeviceFacts
 	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*HardwareState)(nil),         // 24: ironlink.v1.HardwareState
 }
 var file_ironlink_v1_link_proto_depIdxs = []int32{
 	4,  // 0: ironlink.v1.ConnectRequest.hello:type_name -> ironlink.v1.Hello
@@ -1740,20 +1754,21 @@ var file_ironlink_v1_link_proto_depIdxs = []int32{
 	21, // 17: ironlink.v1.DeviceUpdate.conditions:type_name -> ironlink.v1.Condition
 	22, // 18: ironlink.v1.DeviceUpdate.facts:type_name -> ironlink.v1.DeviceFacts
 	23, // 19: ironlink.v1.DeviceUpdate.observed_time:type_name -> google.protobuf.Timestamp
-	0,  // 20: ironlink.v1.Command.desired:type_name -> ironlink.v1.ImpairmentState
-	1,  // 21: ironlink.v1.CommandResult.failure_class:type_name -> ironlink.v1.FailureClass
-	15, // 22: ironlink.v1.DesiredStates.devices:type_name -> ironlink.v1.DeviceDesiredState
-	0,  // 23: ironlink.v1.DeviceDesiredState.desired:type_name -> ironlink.v1.ImpairmentState
-	23, // 24: ironlink.v1.DriftCorrection.correct_time:type_name -> google.protobuf.Timestamp
-	21, // 25: ironlink.v1.SiteConditions.conditions:type_name -> ironlink.v1.Condition
-	23, // 26: ironlink.v1.Heartbeat.sent_time:type_name -> google.protobuf.Timestamp
-	2,  // 27: ironlink.v1.LinkService.Connect:input_type -> ironlink.v1.ConnectRequest
-	3,  // 28: ironlink.v1.LinkService.Connect:output_type -> ironlink.v1.ConnectResponse
-	28, // [28:29] is the sub-list for method output_type
-	27, // [27:28] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	24, // 20: ironlink.v1.DeviceUpdate.hardware:type_name -> ironlink.v1.HardwareState
+	0,  // 21: ironlink.v1.Command.desired:type_name -> ironlink.v1.ImpairmentState
+	1,  // 22: ironlink.v1.CommandResult.failure_class:type_name -> ironlink.v1.FailureClass
+	15, // 23: ironlink.v1.DesiredStates.devices:type_name -> ironlink.v1.DeviceDesiredState
+	0,  // 24: ironlink.v1.DeviceDesiredState.desired:type_name -> ironlink.v1.ImpairmentState
+	23, // 25: ironlink.v1.DriftCorrection.correct_time:type_name -> google.protobuf.Timestamp
+	21, // 26: ironlink.v1.SiteConditions.conditions:type_name -> ironlink.v1.Condition
+	23, // 27: ironlink.v1.Heartbeat.sent_time:type_name -> google.protobuf.Timestamp
+	2,  // 28: ironlink.v1.LinkService.Connect:input_type -> ironlink.v1.ConnectRequest
+	3,  // 29: ironlink.v1.LinkService.Connect:output_type -> ironlink.v1.ConnectResponse
+	29, // [29:30] is the sub-list for method output_type
+	28, // [28:29] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_link_proto_init() }

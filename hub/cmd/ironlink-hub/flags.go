@@ -119,6 +119,8 @@ func bindOperatorFlags(f *cli.Flags, o *app.Options, def app.Options) {
 	f.Int(&o.Throttle.MaxStreams, "operator-max-streams", "IRONLINK_HUB_OPERATOR_MAX_STREAMS", def.Throttle.MaxStreams, "streams one operator client may hold open at once; 0: no cap")
 	f.String(&o.PolicyFile, "policy-file", "IRONLINK_HUB_POLICY_FILE", "",
 		"YAML quarantine policy (the chart values' `policy` key); reloaded on SIGHUP and on change; empty: automatic quarantine off")
+	f.String(&o.HardwareProfilesFile, "hardware-profiles-file", "IRONLINK_HUB_HARDWARE_PROFILES_FILE", "",
+		"YAML hardware profiles (expected hardware per resource class or name pattern, docs/reference/conditions.md#hardwarematchesprofile); reloaded on SIGHUP and on change; empty: no HardwareMatchesProfile")
 	f.Duration(&o.PolicyInterval, "policy-interval", "IRONLINK_HUB_POLICY_INTERVAL", def.PolicyInterval, "how often the policy evaluator runs (on one replica at a time)")
 }
 

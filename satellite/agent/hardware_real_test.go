@@ -1,0 +1,142 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/ironlink/ironlink/satellite/agent"
+	"github.com/ironlink/ironlink/satellite/ironic"
+	"github.com/ironlink/ironlink/satellite/link"
+	"github.com/ironlink/ironlink/satellite/openstack/ostest"
+)
+
+// envSeedInventory names the test bed's seed-inventory script, which
+// stores an inventory and BIOS settings for a node in Ironic's database
+// (the fake-hardware driver cannot inspect).
+const envSeedInventory = "IRONLINK_E2E_SEED_INVENTORY"
+
+// TestHardwareRealCloud enrols two hwtest-* nodes on the real cloud,
+// stores their inventories (one with 7 GPUs) and checks that the agent
+// reads them once, not again on an unchanged poll, and again after a real
+// (fake-interface) inspection moved inspection_finished_at, seeing the
+// changed memory. The nodes are deleted at the end. Run under the bed's
+// lock (flock /work/testbed/bed.lock).
+func TestHardwareRealCloud(t *testing.T) {
+	c := ostest.RealCloud(t)
+	seed := os.Getenv(envSeedInventory)
+	if seed == "" {
+		if os.Getenv(ostest.EnvRequireReal) == "1" {
+			t.Fatalf("%s=1 but %s is not set: the test bed's seed-inventory stores the inventories", ostest.EnvRequireReal, envSeedInventory)
+		}
+		t.Skipf("set %s to the test bed's seed-inventory to run this test", envSeedInventory)
+	}
+	log := ostest.Logger(t)
+	ir := ironic.New(c.Baremetal, log)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	prefix := fmt.Sprintf("hwtest-%06d", time.Now().UnixNano()%1000000)
+	ids := map[string]string{}
+	for _, name := range []string{prefix + "-a", prefix + "-b"} {
+		n, err := ir.CreateNode(ctx, map[string]any{"name": name, "driver": "fake-hardware", "inspect_interface": "fake", "resource_class": "hwtest"})
+		if err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+		ids[name] = n.UUID
+		t.Cleanup(func() {
+			dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+			defer dcancel()
+			if err := ir.DeleteNode(dctx, n.UUID); err != nil {
+				t.Errorf("delete %s: %v", name, err)
+			}
+		})
+	}
+	a, b := ids[prefix+"-a"], ids[prefix+"-b"]
+	runSeed(t, seed, a)
+	runSeed(t, seed, "--gpus", "7", b)
+
+	out := link.NewOutbox()
+	out.MaxBatches = 1 << 20
+	ag := agent.New(agent.Config{PollInterval: time.Hour, HardwareReadsPerPoll: 10000}, agent.Clients{Ironic: ir}, out, nil, log)
+	if err := ag.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ha, hb := snapshotDevice(t, ag, a).GetHardware(), snapshotDevice(t, ag, b).GetHardware()
+	if !ha.GetInventoryAvailable() || ha.GetMemoryMib() != 2097152 || ha.GetPciDevices()[0].GetCount() != 8 ||
+		ha.GetBiosSettings()["BiosVersion"] != "1.5.0" || ha.GetFirmwareVersions()["bios"] != "1.5.0" {
+		t.Fatalf("hardware of %s: %v", a, ha)
+	}
+	if hb.GetPciDevices()[0].GetCount() != 7 {
+		t.Fatalf("hardware of %s (7 GPUs): %v", b, hb)
+	}
+	reads := ag.Stats().HardwareReads
+	if err := ag.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := ag.Stats().HardwareReads - reads; n != 0 {
+		t.Fatalf("an unchanged poll read %d nodes' hardware", n)
+	}
+
+	// A real inspection (fake interface) moves inspection_finished_at;
+	// the re-seeded inventory has half the memory.
+	inspect(ctx, t, ir, b)
+	runSeed(t, seed, "--gpus", "7", "--memory-mib", "1048576", b)
+	began := time.Now()
+	if err := ag.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := ag.Stats().HardwareReads - reads; n != 1 {
+		t.Fatalf("the poll after an inspection read %d nodes, want 1", n)
+	}
+	if got := snapshotDevice(t, ag, b).GetHardware().GetMemoryMib(); got != 1048576 {
+		t.Fatalf("memory after re-inspection: %d MiB, want 1048576", got)
+	}
+	t.Logf("re-inspected node read in the next poll: %s", time.Since(began).Round(time.Millisecond))
+}
+
+func runSeed(t *testing.T, seed string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(seed, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", seed, args, err, out)
+	}
+}
+
+// inspect moves node id enroll → manageable and inspects it, waiting
+// until inspection_finished_at is set anew.
+func inspect(ctx context.Context, t *testing.T, ir *ironic.Client, id string) {
+	t.Helper()
+	wait := func(state string) ironic.Node {
+		for {
+			n, err := ir.GetNode(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.ProvisionState == state && n.TargetProvisionState == "" {
+				return n
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("node %s never reached %s (at %s)", id, state, n.ProvisionState)
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	if n := wait("enroll"); n.UUID != "" {
+		if err := ir.SetProvisionState(ctx, id, "manage", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := wait("manageable").InspectionFinishedAt
+	if err := ir.SetProvisionState(ctx, id, "inspect", nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if n := wait("manageable"); !n.InspectionFinishedAt.Equal(before) {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
