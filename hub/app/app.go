@@ -134,6 +134,8 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
+	healthSrv := NewHealthServer(st, cfg, log.With("component", "health"))
+	linkCfg.Health = healthSrv // satellites forward their local door's reports
 	h.linkSrv = link.NewServer(st, linkCfg, log.With("component", "link"))
 	authOpts, err := h.authenticate()
 	if err != nil {
@@ -158,7 +160,7 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	h.health = RegisterServices(h.srv, h.linkSrv, fleetSrv)
 	h.opsSrv = NewOperationServer(st, h.linkSrv, log.With("component", "operations"))
 	RegisterOperations(h.srv, h.health, h.opsSrv)
-	RegisterHealth(h.srv, h.health, NewHealthServer(st, cfg, log.With("component", "health")))
+	RegisterHealth(h.srv, h.health, healthSrv)
 	h.pol.register(h.srv, h.health)
 	h.services = []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName,
 		ironlinkv1.OperationService_ServiceDesc.ServiceName, ironlinkv1.PolicyService_ServiceDesc.ServiceName,

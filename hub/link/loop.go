@@ -238,6 +238,8 @@ func (l *linkLoop) receive(m *ironlinkv1.ConnectRequest) error {
 		l.writes.push(l.desiredStatesTask())
 	case *ironlinkv1.ConnectRequest_OperationProgress:
 		return l.receiveProgress(msg.OperationProgress)
+	case *ironlinkv1.ConnectRequest_HealthReport:
+		return l.receiveHealth(msg.HealthReport)
 	case *ironlinkv1.ConnectRequest_Hello:
 		return grpcerr.InvalidArgument("hello", grpcerr.ReasonInvalidValue, "hello may only be the first message of a link")
 	default:
