@@ -23,23 +23,32 @@ const retryAfter = time.Second
 type report struct {
 	id     uint64
 	events []*ironlinkv1.HealthEvent
+	// alone: the report goes in a HealthReport of its own (a combined one
+	// it was part of was refused).
+	alone bool
 	// done receives the hub's answer (or a drop) once; buffered.
 	done chan *ironlinkv1.HealthResult
 }
 
 // Spool holds the door's reports until the hub answered them: unsent ones
 // in arrival order, and the ones sent on the current link awaiting their
-// HealthResult. It is bounded in events: a report that does not fit drops
-// the oldest reports (unsent first), whose callers get Unavailable: a
-// newer report of a check supersedes an older one anyway. It implements
-// satellite/link's HealthSpool.
+// HealthResult. Take combines consecutive waiting reports into one
+// HealthReport of at most MaxEvents events (one hub transaction for many
+// door calls); when the hub refuses a combined report, its reports go
+// again one by one, so one bad report never refuses another caller's. It
+// is bounded in events: a report that does not fit drops the oldest
+// reports (unsent first), whose callers get Unavailable: a newer report of
+// a check supersedes an older one anyway. It implements satellite/link's
+// HealthSpool.
 type Spool struct {
-	mu      sync.Mutex
-	max     int
-	events  int
-	nextID  uint64
-	unsent  []*report
-	sent    map[uint64]*report
+	mu     sync.Mutex
+	max    int
+	events int
+	nextID uint64
+	unsent []*report
+	// sent maps the id of each HealthReport sent on the current link to
+	// the reports it combines.
+	sent    map[uint64][]*report
 	linkUp  bool
 	wake    chan struct{}
 	metrics *Metrics
@@ -51,7 +60,7 @@ func NewSpool(max int, m *Metrics) *Spool {
 	if max <= 0 {
 		max = DefaultSpoolEvents
 	}
-	return &Spool{max: max, sent: map[uint64]*report{}, wake: make(chan struct{}, 1), metrics: m}
+	return &Spool{max: max, sent: map[uint64][]*report{}, wake: make(chan struct{}, 1), metrics: m}
 }
 
 // put queues events and returns their report; reports dropped to make room
@@ -79,24 +88,28 @@ func (s *Spool) put(events []*ironlinkv1.HealthEvent) *report {
 	return r
 }
 
-// dropOldest drops the oldest unsent report, else the oldest sent one
-// (its answer, should it come, is ignored). Called with mu held.
+// dropOldest drops the oldest unsent report, else the oldest HealthReport
+// sent (its answer, should it come, is ignored). Called with mu held.
 func (s *Spool) dropOldest() {
-	var r *report
+	var drop []*report
 	if len(s.unsent) > 0 {
-		r, s.unsent = s.unsent[0], s.unsent[1:]
+		drop, s.unsent = s.unsent[:1], s.unsent[1:]
 	} else {
-		for _, x := range s.sent {
-			if r == nil || x.id < r.id {
-				r = x
+		oldest := uint64(0)
+		for id := range s.sent {
+			if oldest == 0 || id < oldest {
+				oldest = id
 			}
 		}
-		delete(s.sent, r.id)
+		drop = s.sent[oldest]
+		delete(s.sent, oldest)
 	}
-	s.events -= len(r.events)
-	s.metrics.add(OutcomeDropped, len(r.events))
-	r.done <- &ironlinkv1.HealthResult{ReportId: r.id, Code: int32(codes.Unavailable),
-		Message: "dropped from the satellite's full health spool (--health-spool-events) before the hub took it: send it again"}
+	for _, r := range drop {
+		s.events -= len(r.events)
+		s.metrics.add(OutcomeDropped, len(r.events))
+		r.done <- &ironlinkv1.HealthResult{ReportId: r.id, Code: int32(codes.Unavailable),
+			Message: "dropped from the satellite's full health spool (--health-spool-events) before the hub took it: send it again"}
+	}
 }
 
 func (s *Spool) signal() {
@@ -109,64 +122,88 @@ func (s *Spool) signal() {
 // Wake is signalled when reports wait to be sent.
 func (s *Spool) Wake() <-chan struct{} { return s.wake }
 
-// Take returns the unsent reports, oldest first, as HealthReports, and
-// marks them sent on the current link.
+// Take returns the unsent reports, oldest first, combined into
+// HealthReports of at most MaxEvents events (a report marked alone in one
+// of its own), and marks them sent on the current link.
 func (s *Spool) Take() []*ironlinkv1.HealthReport {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.linkUp = true
-	out := make([]*ironlinkv1.HealthReport, 0, len(s.unsent))
+	var out []*ironlinkv1.HealthReport
+	var cur *ironlinkv1.HealthReport
 	for _, r := range s.unsent {
-		s.sent[r.id] = r
-		out = append(out, &ironlinkv1.HealthReport{ReportId: r.id, Events: r.events})
+		if cur == nil || r.alone || s.sent[cur.ReportId][0].alone || len(cur.Events)+len(r.events) > MaxEvents {
+			s.nextID++
+			cur = &ironlinkv1.HealthReport{ReportId: s.nextID}
+			out = append(out, cur)
+		}
+		cur.Events = append(cur.Events, r.events...)
+		s.sent[cur.ReportId] = append(s.sent[cur.ReportId], r)
 	}
 	s.unsent = nil
 	return out
 }
 
-// Result takes the hub's answer to a report: a transient refusal
-// (Unavailable, Aborted, DeadlineExceeded, ResourceExhausted) puts the
-// report back to be sent again after a second; any other answer ends it.
+// Result takes the hub's answer to a HealthReport: a transient refusal
+// (Unavailable, Aborted, DeadlineExceeded, ResourceExhausted) puts its
+// reports back to be sent again after a second; another refusal of a
+// combined report puts them back to go one by one; any other answer ends
+// its reports.
 func (s *Spool) Result(res *ironlinkv1.HealthResult) {
 	s.mu.Lock()
-	r, ok := s.sent[res.GetReportId()]
+	rs, ok := s.sent[res.GetReportId()]
 	if !ok {
 		s.mu.Unlock()
 		return // dropped meanwhile, or a stale answer
 	}
-	delete(s.sent, r.id)
-	switch codes.Code(res.GetCode()) {
-	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.ResourceExhausted:
-		s.unsent = append([]*report{r}, s.unsent...)
+	delete(s.sent, res.GetReportId())
+	code := codes.Code(res.GetCode())
+	switch {
+	case code == codes.Unavailable || code == codes.Aborted || code == codes.DeadlineExceeded || code == codes.ResourceExhausted:
+		s.unsent = append(slices.Clone(rs), s.unsent...)
 		s.mu.Unlock()
 		time.AfterFunc(retryAfter, s.signal)
 		return
+	case code != codes.OK && len(rs) > 1:
+		for _, r := range rs {
+			r.alone = true
+		}
+		s.unsent = append(slices.Clone(rs), s.unsent...)
+		s.mu.Unlock()
+		s.signal()
+		return
 	}
-	s.events -= len(r.events)
+	n := 0
+	for _, r := range rs {
+		n += len(r.events)
+	}
+	s.events -= n
 	s.metrics.setDepth(s.events)
 	s.mu.Unlock()
-	if res.GetCode() == 0 {
-		s.metrics.add(OutcomeCommitted, len(r.events))
-	} else {
-		s.metrics.add(OutcomeRefused, len(r.events))
+	outcome := OutcomeCommitted
+	if code != codes.OK {
+		outcome = OutcomeRefused
 	}
-	r.done <- res
+	s.metrics.add(outcome, n)
+	for _, r := range rs {
+		r.done <- res
+	}
 }
 
 // LinkDown puts the reports sent on the link that ended back in front of
 // the unsent ones, in their order, to go again on the next link (the hub
-// recognises the ones it already committed by their event ids).
+// recognises the events it already committed by their ids).
 func (s *Spool) LinkDown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.linkUp = false
-	back := make([]*report, 0, len(s.sent)+len(s.unsent))
-	for _, r := range s.sent {
-		back = append(back, r)
+	var back []*report
+	for _, rs := range s.sent {
+		back = append(back, rs...)
 	}
 	slices.SortFunc(back, func(a, b *report) int { return cmp.Compare(a.id, b.id) })
 	s.unsent = append(back, s.unsent...)
-	s.sent = map[uint64]*report{}
+	s.sent = map[uint64][]*report{}
 }
 
 // Depth is the number of events in the spool.

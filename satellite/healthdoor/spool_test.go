@@ -16,50 +16,69 @@ func events(n int) []*ironlinkv1.HealthEvent {
 	return out
 }
 
-// TestSpoolKeepsOrderAcrossLinksAndDropsOldest: reports sent on a link
-// that ended go again first, in order; a full spool drops the oldest and
-// answers its caller Unavailable; a transient refusal is sent again; a
-// refusal or a commit ends the report.
-func TestSpoolKeepsOrderAcrossLinksAndDropsOldest(t *testing.T) {
-	s := NewSpool(10, nil)
+func sizes(rs []*ironlinkv1.HealthReport) []int {
+	var out []int
+	for _, r := range rs {
+		out = append(out, len(r.GetEvents()))
+	}
+	return out
+}
+
+// TestSpoolCombinesKeepsOrderAndDropsOldest: waiting reports go combined;
+// what was sent on a link that ended goes again; a full spool drops the
+// oldest and answers its caller Unavailable; a refused combined report
+// goes again one by one, so only the bad one is refused; a transient
+// refusal is sent again.
+func TestSpoolCombinesKeepsOrderAndDropsOldest(t *testing.T) {
+	s := NewSpool(304, nil)
 	r1, r2 := s.put(events(4)), s.put(events(4))
-	if got := s.Take(); len(got) != 2 || got[0].GetReportId() != r1.id || got[1].GetReportId() != r2.id {
-		t.Fatalf("first take %v", got)
+	if got := s.Take(); len(got) != 1 || len(got[0].GetEvents()) != 8 {
+		t.Fatalf("first take %v, want one report of 8 events", sizes(got))
 	}
 	s.LinkDown()
-	r3 := s.put(events(2))
-	got := s.Take()
-	if len(got) != 3 || got[0].GetReportId() != r1.id || got[1].GetReportId() != r2.id || got[2].GetReportId() != r3.id {
-		t.Fatalf("after the link came back: %v, want r1 r2 r3", got)
+	r3 := s.put(events(250))
+	if got := s.Take(); len(got) != 2 || len(got[0].GetEvents()) != 8 || len(got[1].GetEvents()) != 250 {
+		t.Fatalf("after the link came back: %v, want [8 250] (at most 256 a report)", sizes(got))
 	}
 	s.LinkDown()
-	r4 := s.put(events(3)) // 13 > 10: r1 goes
+	r4 := s.put(events(40)) // 298 events: fits
+	r5 := s.put(events(10)) // 308 > 304: r1 goes
 	if res := <-r1.done; codes.Code(res.GetCode()) != codes.Unavailable {
 		t.Fatalf("dropped report answered %v, want Unavailable", res)
 	}
-	if s.Depth() != 9 {
-		t.Fatalf("depth %d, want 9", s.Depth())
-	}
-	if s.put(events(11)) != nil {
+	if s.put(events(305)) != nil {
 		t.Fatal("a batch larger than the spool was taken")
 	}
+	got := s.Take() // r2 r3 | r4 r5
+	if len(got) != 2 || len(got[0].GetEvents()) != 254 || len(got[1].GetEvents()) != 50 {
+		t.Fatalf("take after the drop %v, want [254 50]", sizes(got))
+	}
+	s.Result(&ironlinkv1.HealthResult{ReportId: got[0].GetReportId()})
+	for _, r := range []*report{r2, r3} {
+		if res := <-r.done; res.GetCode() != 0 {
+			t.Errorf("report %d: %v, want OK", r.id, res)
+		}
+	}
+	s.Result(&ironlinkv1.HealthResult{ReportId: got[1].GetReportId(), Code: int32(codes.NotFound), Message: "no such node"})
+	alone := s.Take()
+	if len(alone) != 2 || len(alone[0].GetEvents()) != 40 || len(alone[1].GetEvents()) != 10 {
+		t.Fatalf("after a refused combined report: %v, want [40 10] one by one", sizes(alone))
+	}
+	s.Result(&ironlinkv1.HealthResult{ReportId: alone[0].GetReportId()})
+	s.Result(&ironlinkv1.HealthResult{ReportId: alone[1].GetReportId(), Code: int32(codes.NotFound), Message: "no such node"})
+	if res := <-r4.done; res.GetCode() != 0 {
+		t.Errorf("r4 %v, want OK", res)
+	}
+	if res := <-r5.done; codes.Code(res.GetCode()) != codes.NotFound {
+		t.Errorf("r5 %v, want NotFound", res)
+	}
+	r6 := s.put(events(3))
 	got = s.Take()
-	if len(got) != 3 || got[0].GetReportId() != r2.id {
-		t.Fatalf("take after the drop %v", got)
+	s.Result(&ironlinkv1.HealthResult{ReportId: got[0].GetReportId(), Code: int32(codes.Unavailable)})
+	if again := s.Take(); len(again) != 1 || len(again[0].GetEvents()) != 3 {
+		t.Errorf("after a transient refusal: %v, want r6 again", sizes(again))
 	}
-	s.Result(&ironlinkv1.HealthResult{ReportId: r2.id})
-	s.Result(&ironlinkv1.HealthResult{ReportId: r3.id, Code: int32(codes.NotFound), Message: "no such node"})
-	s.Result(&ironlinkv1.HealthResult{ReportId: r4.id, Code: int32(codes.Unavailable)})
-	if res := <-r2.done; res.GetCode() != 0 {
-		t.Errorf("r2 %v, want OK", res)
-	}
-	if res := <-r3.done; codes.Code(res.GetCode()) != codes.NotFound {
-		t.Errorf("r3 %v, want NotFound", res)
-	}
-	if got := s.Take(); len(got) != 1 || got[0].GetReportId() != r4.id {
-		t.Errorf("after a transient refusal: %v, want r4 again", got)
-	}
-	if s.Depth() != 3 {
-		t.Errorf("depth %d, want 3 (r4)", s.Depth())
+	if s.Depth() != len(r6.events) {
+		t.Errorf("depth %d, want %d", s.Depth(), len(r6.events))
 	}
 }
