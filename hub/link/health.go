@@ -34,13 +34,13 @@ func (s *Server) features() []string {
 }
 
 // receiveHealth checks a satellite's HealthReport and queues its commit on
-// the writes queue. Only a missing scope ends the link: a refused report
+// the link's health queue. Only a missing scope ends the link: a refused report
 // is answered with its status in a HealthResult.
 func (l *linkLoop) receiveHealth(r *ironlinkv1.HealthReport) error {
 	if err := l.needScope(auth.ScopeDeviceConditionCreate, "report health"); err != nil {
 		return err
 	}
-	l.writes.push(task{kind: "health", run: func(ctx context.Context) outcome {
+	l.health.push(task{kind: "health", run: func(ctx context.Context) outcome {
 		return outcome{send: []*ironlinkv1.ConnectResponse{{Msg: &ironlinkv1.ConnectResponse_HealthResult{
 			HealthResult: l.reportHealth(ctx, r)}}}}
 	}})
