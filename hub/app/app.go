@@ -137,6 +137,8 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
+	healthSrv := NewHealthServer(st, cfg, log.With("component", "health"))
+	linkCfg.Health = healthSrv // satellites forward their local door's reports
 	h.linkSrv = link.NewServer(st, linkCfg, log.With("component", "link"))
 	authOpts, err := h.authenticate()
 	if err != nil {
@@ -167,7 +169,7 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 		h.webSrv.SetOperations(h.opsSrv)
 	}
 	RegisterOperations(h.srv, h.health, h.opsSrv)
-	RegisterHealth(h.srv, h.health, NewHealthServer(st, cfg, log.With("component", "health")))
+	RegisterHealth(h.srv, h.health, healthSrv)
 	h.pol.register(h.srv, h.health)
 	h.services = []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName,
 		ironlinkv1.OperationService_ServiceDesc.ServiceName, ironlinkv1.PolicyService_ServiceDesc.ServiceName,

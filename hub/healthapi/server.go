@@ -62,7 +62,15 @@ func (s *Server) ReportHealth(ctx context.Context, req *ironlinkv1.ReportHealthR
 	if sc := authn.CallerScope(ctx); !sc.Allows(site) {
 		return nil, sc.Deny(ctx, s.log, "site "+site, site)
 	}
-	n := len(req.GetEvents())
+	return s.ReportSite(ctx, site, req.GetEvents())
+}
+
+// ReportSite validates and commits one batch of site's events, with no
+// check of the caller: ReportHealth after its checks, and the link server
+// for a satellite's HealthReport (the link's site). Errors as ReportHealth's
+// but PermissionDenied.
+func (s *Server) ReportSite(ctx context.Context, site string, events []*ironlinkv1.HealthEvent) (*ironlinkv1.ReportHealthResponse, error) {
+	n := len(events)
 	if n == 0 || n > MaxEvents {
 		return nil, grpcerr.InvalidArgument("events", grpcerr.ReasonInvalidValue, fmt.Sprintf("events: %d events, want 1 to %d", n, MaxEvents))
 	}
@@ -70,7 +78,7 @@ func (s *Server) ReportHealth(ctx context.Context, req *ironlinkv1.ReportHealthR
 	evs := make([]store.HealthEvent, n)
 	clamped := make([]bool, n)
 	nClamped := 0
-	for i, e := range req.GetEvents() {
+	for i, e := range events {
 		var err error
 		if evs[i], clamped[i], err = in.toStoreEvent(i, e); err != nil {
 			return nil, err

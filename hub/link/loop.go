@@ -30,6 +30,10 @@ const (
 	// reads waiting for a link's writer (one more runs, and the
 	// stream's reader holds one message).
 	MaxPendingWrites = 16
+	// MaxPendingHealth bounds the HealthReports waiting for a link's
+	// health queue (one more runs): health reports have a queue of their
+	// own, so a burst of them never delays command results.
+	MaxPendingHealth = 8
 )
 
 // linkLoop holds the per-link state used by the owning goroutine.
@@ -63,6 +67,9 @@ type linkLoop struct {
 	// marking commands sent. One FIFO, so a result received before a
 	// delivery decision is recorded before that decision reads the commands.
 	writes *queue
+	// health commits the satellite's HealthReports, one at a time, in
+	// order, apart from writes (health.go).
+	health *queue
 	// ops is set when the hello announced operations.Capability: only
 	// then are operations delivered (operations.go).
 	ops bool
@@ -79,6 +86,7 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 	msgs, recvErr := streamrecv.Start(ctx, l.stream.Recv)
 	l.commits = newPipelinedQueue(MaxPendingCommits)
 	l.writes = newQueue(MaxPendingWrites)
+	l.health = newQueue(MaxPendingHealth)
 	l.writes.push(l.deliverTask(true)) // SENT commands go out again on a new link
 	l.pushOperations(true)             // and RUNNING operations
 
@@ -89,16 +97,19 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 	for {
 		var err error
 		in := msgs
-		if l.commits.full() || l.writes.full() {
+		if l.commits.full() || l.writes.full() || l.health.full() {
 			in = nil
 		}
 		l.commits.start(ctx)
 		l.writes.start(ctx)
+		l.health.start(ctx)
 		select {
 		case o := <-l.commits.done:
 			err = l.finish(l.commits, o)
 		case o := <-l.writes.done:
 			err = l.finish(l.writes, o)
+		case o := <-l.health.done:
+			err = l.finish(l.health, o)
 		case <-ctx.Done():
 			return l.ended(ctx)
 		case err = <-recvErr:
@@ -144,19 +155,22 @@ const drainTimeout = 5 * time.Second
 func (l *linkLoop) finishQueued(ctx context.Context) error {
 	deadline := time.NewTimer(drainTimeout)
 	defer deadline.Stop()
-	for !l.commits.idle() || !l.writes.idle() {
+	for !l.commits.idle() || !l.writes.idle() || !l.health.idle() {
 		l.commits.start(ctx)
 		l.writes.start(ctx)
+		l.health.start(ctx)
 		var err error
 		select {
 		case o := <-l.commits.done:
 			err = l.finish(l.commits, o)
 		case o := <-l.writes.done:
 			err = l.finish(l.writes, o)
+		case o := <-l.health.done:
+			err = l.finish(l.health, o)
 		case <-ctx.Done():
 			return l.ended(ctx)
 		case <-deadline.C:
-			l.log.Warn("link closed with work still queued", "commits", len(l.commits.pending), "writes", len(l.writes.pending))
+			l.log.Warn("link closed with work still queued", "commits", len(l.commits.pending), "writes", len(l.writes.pending), "health", len(l.health.pending))
 			return nil
 		}
 		if err != nil {
@@ -238,6 +252,8 @@ func (l *linkLoop) receive(m *ironlinkv1.ConnectRequest) error {
 		l.writes.push(l.desiredStatesTask())
 	case *ironlinkv1.ConnectRequest_OperationProgress:
 		return l.receiveProgress(msg.OperationProgress)
+	case *ironlinkv1.ConnectRequest_HealthReport:
+		return l.receiveHealth(msg.HealthReport)
 	case *ironlinkv1.ConnectRequest_Hello:
 		return grpcerr.InvalidArgument("hello", grpcerr.ReasonInvalidValue, "hello may only be the first message of a link")
 	default:

@@ -42,6 +42,9 @@ type Config struct {
 	// Vault holds ENROL credentials in memory (default: a new one for
 	// Replica); the operation server of the process must share it.
 	Vault *vault.Vault
+	// Health, when set, commits the HealthReports satellites forward from
+	// their local door, and Welcome advertises FeatureHealth (health.go).
+	Health HealthReporter
 }
 
 // Defaults of Config. hub/app's Defaults table uses them (the values the
@@ -175,6 +178,7 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error
 		HeartbeatIntervalSeconds: int32(s.cfg.HeartbeatInterval / time.Second),
 		Replica:                  s.cfg.Replica,
 		LastCommittedBootId:      sess.LastSequenceBootID,
+		Features:                 s.features(),
 	}}}); err != nil {
 		return err
 	}

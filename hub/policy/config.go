@@ -77,6 +77,9 @@ type Rule struct {
 	AutoReleaseAfter time.Duration `json:"auto_release_after"`
 	// DryRun makes this rule log only, even when the site is live.
 	DryRun bool `json:"dry_run"`
+	// Health, when set, restricts the rule to devices FAULTED by a
+	// matching health condition (health.go).
+	Health *HealthMatch `json:"health,omitempty"`
 }
 
 // Guard is the blast-radius guard of a site: within any Window, policy
@@ -196,13 +199,14 @@ type siteYAML struct {
 }
 
 type ruleYAML struct {
-	Name             string   `yaml:"name"`
-	From             []string `yaml:"from"`
-	To               []string `yaml:"to"`
-	Reasons          []string `yaml:"reasons"`
-	HoldDown         string   `yaml:"holdDown"`
-	AutoReleaseAfter string   `yaml:"autoReleaseAfter"`
-	DryRun           bool     `yaml:"dryRun"`
+	Name             string      `yaml:"name"`
+	From             []string    `yaml:"from"`
+	To               []string    `yaml:"to"`
+	Reasons          []string    `yaml:"reasons"`
+	HoldDown         string      `yaml:"holdDown"`
+	AutoReleaseAfter string      `yaml:"autoReleaseAfter"`
+	DryRun           bool        `yaml:"dryRun"`
+	Health           *healthYAML `yaml:"health"`
 }
 
 type guardYAML struct {
@@ -375,6 +379,8 @@ func convertRule(where string, ry ruleYAML) (Rule, []error) {
 	r.From, bad = statusList(where+".from", ry.From, OfferedStatuses, "a status offered to customers (AVAILABLE, ALLOCATED, IN_SERVICE)")
 	errs = append(errs, bad...)
 	r.To, bad = statusList(where+".to", ry.To, TriggerStatuses, "FAULTED or MAINTENANCE")
+	errs = append(errs, bad...)
+	r.Health, bad = convertHealth(where, ry.Health)
 	errs = append(errs, bad...)
 	for _, rs := range ry.Reasons {
 		if !reasonRE.MatchString(rs) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ironlink/ironlink/hub/status"
+	"github.com/ironlink/ironlink/internal/condition"
 )
 
 // Action is what the policy does about one trigger.
@@ -65,6 +66,9 @@ type Trigger struct {
 	// CauseType, CauseReason and CauseMessage are the condition behind To
 	// (ProvisioningHealthy for FAULTED, MaintenanceClear for MAINTENANCE).
 	CauseType, CauseReason, CauseMessage string
+	// CauseHealth is the cause's health details when the cause is a health
+	// condition (the fatal one that made the device FAULTED); nil otherwise.
+	CauseHealth *condition.Health
 	// CauseSince is the condition's last_transition_time (the satellite's
 	// time the cause began); zero when unknown (then ChangedAt is used).
 	CauseSince time.Time
@@ -285,6 +289,9 @@ func matchRule(rules []Rule, t Trigger) (Rule, bool) {
 			continue
 		}
 		if len(r.Reasons) > 0 && !slices.Contains(r.Reasons, t.CauseReason) {
+			continue
+		}
+		if r.Health != nil && !r.Health.Matches(t.CauseHealth) {
 			continue
 		}
 		return r, true

@@ -171,6 +171,12 @@ func PolicyToProto(site string, f *policy.File, now time.Time) *ironlinkv1.SiteP
 		if r.AutoReleaseAfter > 0 {
 			pr.AutoReleaseAfter = durationpb.New(r.AutoReleaseAfter)
 		}
+		if h := r.Health; h != nil {
+			pr.Health = &ironlinkv1.PolicyHealthMatch{ComponentClasses: h.ComponentClasses, Checks: h.Checks, ErrorCodes: h.ErrorCodes}
+			for _, a := range h.RecommendedActions {
+				pr.Health.RecommendedActions = append(pr.Health.RecommendedActions, ironlinkv1.HealthRecommendedAction(a))
+			}
+		}
 		out.Rules = append(out.Rules, pr)
 	}
 	for _, w := range p.MaintenanceWindows {

@@ -257,7 +257,7 @@ func (e *Evaluator) decide(ctx context.Context, p policy.SitePolicy, site *store
 		Policy: p,
 		Trigger: policy.Trigger{DeviceID: c.DeviceID, HistoryID: c.HistoryID, From: c.From, To: c.To,
 			CauseType: string(c.Cause.Type), CauseReason: c.Cause.Reason, CauseMessage: c.Cause.Message,
-			CauseSince: c.Cause.LastTransitionTime, ChangedAt: c.ChangedAt, UnreachableUntil: c.UnreachableUntil,
+			CauseHealth: c.Cause.Health, CauseSince: c.Cause.LastTransitionTime, ChangedAt: c.ChangedAt, UnreachableUntil: c.UnreachableUntil,
 			AlreadyQuarantined: c.Quarantined},
 		Site:     e.siteState(site),
 		Excluded: excl, Planned: planned, Now: now,

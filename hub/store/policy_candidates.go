@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/internal/condition"
@@ -47,6 +50,11 @@ const awaitingSQL = `(pd.action = 'PENDING' AND pd.reason = '` + ReasonAwaitingF
 	AND EXISTS (SELECT 1 FROM policy_pending_actions pa WHERE pa.decision_id = pd.id AND pa.state = 'PENDING'
 		AND pa.reason = '` + ReasonAwaitingFreshEvidence + `'))`
 
+// healthFaultSQL is true for a health condition c that makes its device
+// FAULTED (condition.Condition.Fault): False, fatal, and not store-only.
+var healthFaultSQL = `(c.health IS NOT NULL AND c.status = 'False' AND COALESCE((c.health->>'fatal')::boolean, false)
+	AND COALESCE((c.health->>'processing_strategy')::int, 0) <> ` + strconv.Itoa(int(condition.StrategyStoreOnly)) + `)`
+
 // historyDepth bounds the status_history rows read per candidate.
 const historyDepth = 32
 
@@ -79,12 +87,18 @@ func (s *Store) readCandidates(ctx context.Context) (out []PolicyCandidate, hist
 	rows, err := s.pool.Query(ctx, `
 		SELECT d.id::text, d.site, d.status, d.desired_impairment = 'QUARANTINED', s.stale,
 			COALESCE(c.type, ''), COALESCE(c.status, 'Unknown'), COALESCE(c.reason, ''), COALESCE(c.message, ''),
-			COALESCE(c.last_transition_time, 'epoch'::timestamptz),
+			COALESCE(c.last_transition_time, 'epoch'::timestamptz), c.health::text,
 			h.id, h.status, h.changed_at
 		FROM devices d
 		JOIN sites s ON s.name = d.site
-		LEFT JOIN device_conditions c ON c.device_id = d.id
-			AND c.type = CASE d.status WHEN 'FAULTED' THEN 'ProvisioningHealthy' ELSE 'MaintenanceClear' END
+		LEFT JOIN LATERAL (SELECT c.type, c.status, c.reason, c.message, c.last_transition_time, c.health
+			FROM device_conditions c WHERE c.device_id = d.id
+				AND (c.type = CASE d.status WHEN 'FAULTED' THEN 'ProvisioningHealthy' ELSE 'MaintenanceClear' END
+					OR (d.status = 'FAULTED' AND `+healthFaultSQL+`))
+			-- status.Derive's order: ProvisioningHealthy=False, then the
+			-- health faults by type, then the fixed condition as it is.
+			ORDER BY (c.health IS NULL AND c.status = 'False') DESC, (c.health IS NOT NULL) DESC, c.type
+			LIMIT 1) c ON true
 		JOIN LATERAL (SELECT id, status, changed_at FROM status_history
 			WHERE device_id = d.id ORDER BY id DESC LIMIT $1) h ON true
 		WHERE d.status IN ('FAULTED', 'MAINTENANCE') AND NOT d.removed
@@ -101,16 +115,17 @@ func (s *Store) readCandidates(ctx context.Context) (out []PolicyCandidate, hist
 	for rows.Next() {
 		var c PolicyCandidate
 		var cur, ctype, cstatus, hst string
+		var health pgtype.Text
 		var h historyRow
 		if err := rows.Scan(&c.DeviceID, &c.Site, &cur, &c.Quarantined, &c.SiteStale, &ctype, &cstatus, &c.Cause.Reason,
-			&c.Cause.Message, &c.Cause.LastTransitionTime, &h.id, &hst, &h.at); err != nil {
+			&c.Cause.Message, &c.Cause.LastTransitionTime, &health, &h.id, &hst, &h.at); err != nil {
 			rows.Close()
 			return nil, nil, fmt.Errorf("policy candidates: %w", err)
 		}
 		h.status = status.Status(hst)
 		if n := len(out); n == 0 || out[n-1].DeviceID != c.DeviceID {
 			c.Current = status.Status(cur)
-			c.Cause.Type, c.Cause.Status = condition.Type(ctype), condition.Status(cstatus)
+			c.Cause.Type, c.Cause.Status, c.Cause.Health = condition.Type(ctype), condition.Status(cstatus), decodeHealth(health)
 			if c.Cause.LastTransitionTime.Unix() == 0 {
 				c.Cause.LastTransitionTime = time.Time{}
 			}

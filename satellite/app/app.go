@@ -25,6 +25,7 @@ import (
 	"github.com/ironlink/ironlink/internal/telemetry"
 	"github.com/ironlink/ironlink/internal/version"
 	"github.com/ironlink/ironlink/satellite/agent"
+	"github.com/ironlink/ironlink/satellite/healthdoor"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
 	"github.com/ironlink/ironlink/satellite/metrics"
@@ -56,13 +57,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		defer metricsLn.Close()
 	}
+	var doorLn net.Listener
+	if cfg.Health.Socket != "" {
+		var err error
+		if doorLn, err = healthdoor.Listen(cfg.Health.Socket); err != nil {
+			return fmt.Errorf("--health-socket (IRONLINK_HEALTH_SOCKET): %w", err)
+		}
+		defer doorLn.Close()
+	}
 	s, err := newSatellite(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer s.flushTraces()
-	s.client = s.newLinkClient()
-	return s.run(ctx, metricsLn)
+	s.client = s.newLinkClient(doorLn != nil)
+	return s.run(ctx, metricsLn, doorLn)
 }
 
 // satellite is one satellite's parts, built by newSatellite and run by run.
@@ -79,6 +88,7 @@ type satellite struct {
 	ready       *deferred
 	outbox      *link.Outbox
 	client      *link.Client
+	door        *healthdoor.Server // nil without --health-socket
 
 	// firstAttempt closes after the first attempt to reach OpenStack,
 	// whatever its outcome, or after linkWait: the link comes up then, so
@@ -158,7 +168,7 @@ func tlsVerification(cfg openstack.Config, log *slog.Logger) condition.Condition
 
 // newLinkClient builds the link to the hub; until the agent exists,
 // s.ready answers for it (commands refused, desired states held).
-func (s *satellite) newLinkClient() *link.Client {
+func (s *satellite) newLinkClient(door bool) *link.Client {
 	var boot [8]byte
 	_, _ = rand.Read(boot[:])
 	lc := s.cfg.Link
@@ -170,6 +180,12 @@ func (s *satellite) newLinkClient() *link.Client {
 	s.m.SetOutbox(func() int { n, _ := s.outbox.Pending(); return n })
 	lc.Capabilities = s.ready.Capabilities
 	lc.Operations = s.ready
+	if door {
+		hm := healthdoor.NewMetrics(s.m.Registry)
+		spool := healthdoor.NewSpool(s.cfg.Health.SpoolEvents, hm)
+		lc.Health = spool
+		s.door = healthdoor.NewServer(spool, s.cfg.Health.Wait, hm, s.log.With("component", "healthdoor"))
+	}
 	client := link.NewClient(lc, s.outbox, s.ready.Snapshot, s.ready, s.log.With("component", "link"))
 	s.agentCfg.RequestResync = client.RequestResync
 	s.agentCfg.DesiredStatesWait = agent.DefaultDesiredStatesWait
@@ -179,10 +195,13 @@ func (s *satellite) newLinkClient() *link.Client {
 // run serves metrics, keeps the link (from the first OpenStack attempt
 // on), tells systemd, and connects to OpenStack and runs the agent, until
 // ctx ends or one of them fails.
-func (s *satellite) run(ctx context.Context, metricsLn net.Listener) error {
+func (s *satellite) run(ctx context.Context, metricsLn, doorLn net.Listener) error {
 	g, gctx := errgroup.WithContext(ctx)
 	if metricsLn != nil {
 		g.Go(func() error { return s.m.ServeListener(gctx, metricsLn) })
+	}
+	if doorLn != nil {
+		g.Go(func() error { return s.door.Serve(gctx, doorLn) })
 	}
 	g.Go(func() error {
 		select {

@@ -10,6 +10,7 @@ import (
 	"github.com/ironlink/ironlink/internal/sitename"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 	"github.com/ironlink/ironlink/satellite/agent"
+	"github.com/ironlink/ironlink/satellite/healthdoor"
 	"github.com/ironlink/ironlink/satellite/link"
 	"github.com/ironlink/ironlink/satellite/openstack"
 	"github.com/ironlink/ironlink/satellite/operations"
@@ -56,6 +57,19 @@ type Options struct {
 	OperationsCloud string
 	// Operations tunes the operations runner (poll interval, concurrency).
 	Operations operations.Config
+	// Health configures the local health door (satellite/healthdoor).
+	Health HealthDoor
+}
+
+// HealthDoor configures the satellite's local health door.
+type HealthDoor struct {
+	// Socket, when set, is the Unix socket path the door serves on (mode
+	// 0660); empty: no door.
+	Socket string
+	// SpoolEvents bounds the events waiting for the hub (default 4096).
+	SpoolEvents int
+	// Wait is how long a door call waits for the hub's answer (default 30 s).
+	Wait time.Duration
 }
 
 // Identity holds the satellite's credentials towards the hub: a private key
@@ -135,6 +149,8 @@ func (o Options) Validate() (Config, error) {
 	fill(&c.Identity.Audience, d.Identity.Audience)
 	fill(&c.Operations.PollInterval, d.Operations.PollInterval)
 	fill(&c.Operations.MaxConcurrent, d.Operations.MaxConcurrent)
+	fill(&c.Health.SpoolEvents, d.Health.SpoolEvents)
+	fill(&c.Health.Wait, d.Health.Wait)
 	if c.Site != "" {
 		fill(&c.Identity.ClientID, auth.SatelliteClientID(c.Site))
 	}
@@ -191,6 +207,7 @@ func Defaults() Options {
 		OpenStack:  openstack.Config{Placement: openstack.PlacementAuto, Nova: openstack.NovaAuto},
 		Identity:   Identity{Audience: auth.DefaultAudience},
 		Operations: operations.Config{PollInterval: operations.DefaultPollInterval, MaxConcurrent: operations.DefaultMaxConcurrent},
+		Health:     HealthDoor{SpoolEvents: healthdoor.DefaultSpoolEvents, Wait: healthdoor.DefaultWait},
 	}
 }
 

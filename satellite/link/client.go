@@ -88,6 +88,9 @@ type Config struct {
 	SiteState *SiteState
 	// Operations, when set, receives the hub's OperationRequests.
 	Operations OperationHandler
+	// Health, when set, is the local health door's spool: its reports go
+	// to a hub that takes them (health.go).
+	Health HealthSpool
 	// OnLinkState, when set, is called with true when a link is up (the
 	// hub's Welcome arrived) and with false when it went down; it must not block.
 	OnLinkState func(up bool)
@@ -227,7 +230,15 @@ func (c *Client) session(ctx context.Context, api ironlinkv1.LinkServiceClient) 
 	if err := c.sendBacklog(stream); err != nil {
 		return err
 	}
-	return c.loop(ctx, stream, msgs, recvErr, every, announced)
+	var healthWake <-chan struct{}
+	if c.healthOn(w) {
+		defer c.cfg.Health.LinkDown()
+		if err := c.sendHealth(stream); err != nil {
+			return err
+		}
+		healthWake = c.cfg.Health.Wake()
+	}
+	return c.loop(ctx, stream, msgs, recvErr, linkTimers{every: every, health: healthWake}, announced)
 }
 
 // handshake opens the stream, sends Hello (with the current capabilities,
@@ -306,14 +317,21 @@ func (c *Client) sendSite(stream ironlinkv1.LinkService_ConnectClient) error {
 	return nil
 }
 
+// linkTimers are the session's periodic and signalled sends: heartbeats
+// every, and health reports when health signals (nil: none).
+type linkTimers struct {
+	every  time.Duration
+	health <-chan struct{}
+}
+
 // loop is the session's one sender: it sends batches, progress, site
-// conditions, results, resync requests and heartbeats (every) as they come
+// conditions, results, health reports, resync requests and heartbeats (lt) as they come
 // due, and handles the hub's messages, until the stream fails, ctx ends or
 // a new Hello is needed (errRehello: the capabilities differ from the
 // announced ones).
 func (c *Client) loop(ctx context.Context, stream ironlinkv1.LinkService_ConnectClient, msgs <-chan *ironlinkv1.ConnectResponse, recvErr <-chan error,
-	every time.Duration, announced []string) error {
-	hb := time.NewTicker(every)
+	lt linkTimers, announced []string) error {
+	hb := time.NewTicker(lt.every)
 	defer hb.Stop()
 	resync := time.NewTicker(c.cfg.ResyncInterval)
 	defer resync.Stop()
@@ -354,6 +372,8 @@ func (c *Client) loop(ctx context.Context, stream ironlinkv1.LinkService_Connect
 			}
 		case m := <-c.outbound:
 			err = stream.Send(m)
+		case <-lt.health:
+			err = c.sendHealth(stream)
 		case <-c.resyncNow:
 			err = stream.Send(desiredStatesRequest())
 		case <-resync.C:
@@ -384,6 +404,10 @@ func (c *Client) handle(ctx context.Context, m *ironlinkv1.ConnectResponse) {
 			c.log.Warn("operation from the hub, but this satellite runs no operations; ignored", "operation_id", msg.Operation.GetOperationId())
 		} else {
 			c.cfg.Operations.HandleOperation(msg.Operation)
+		}
+	case *ironlinkv1.ConnectResponse_HealthResult:
+		if c.cfg.Health != nil {
+			c.cfg.Health.Result(msg.HealthResult)
 		}
 	case *ironlinkv1.ConnectResponse_Heartbeat:
 	default:

@@ -84,6 +84,8 @@ func Start(t testing.TB, st *store.Store, o Options) *Hub {
 	h := &Hub{Store: st, Checker: &linktest.Checker{}, Config: cfg, lis: bufconn.Listen(1 << 20),
 		satellites: map[string]string{}, operators: map[string]string{}, checkers: map[string]string{}, keys: map[string]crypto.Signer{}}
 	h.setRoster(t)
+	healthSrv := app.NewHealthServer(st, cfg, log.With("component", "health"))
+	cfg.Link.Health = healthSrv // as hub/app: satellites forward their door's reports
 	h.Link = link.NewServer(st, cfg.Link, log.With("component", "link"))
 	var opts []grpc.ServerOption
 	if !cfg.NoAuth {
@@ -93,7 +95,7 @@ func Start(t testing.TB, st *store.Store, o Options) *Hub {
 	srv := app.NewGRPCServer(cfg, log, opts...)
 	hs := app.RegisterServices(srv, h.Checker.Service(h.Link), app.NewFleetServer(st, log.With("component", "fleet")))
 	app.RegisterOperations(srv, hs, app.NewOperationServer(st, h.Link, log.With("component", "operations")))
-	app.RegisterHealth(srv, hs, app.NewHealthServer(st, cfg, log.With("component", "health")))
+	app.RegisterHealth(srv, hs, healthSrv)
 	// PolicyService over a policy file that enables nothing (a hub without
 	// --policy-file); the evaluator does not run.
 	ironlinkv1.RegisterPolicyServiceServer(srv, policyapi.NewServer(st, policy.Static(policy.Disabled()), nil, log.With("component", "policy")))

@@ -157,6 +157,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_DriftCorrection
 	//	*ConnectRequest_SiteConditions
 	//	*ConnectRequest_OperationProgress
+	//	*ConnectRequest_HealthReport
 	Msg           isConnectRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -271,6 +272,15 @@ func (x *ConnectRequest) GetOperationProgress() *OperationProgress {
 	return nil
 }
 
+func (x *ConnectRequest) GetHealthReport() *HealthReport {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectRequest_HealthReport); ok {
+			return x.HealthReport
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Msg interface {
 	isConnectRequest_Msg()
 }
@@ -316,6 +326,14 @@ type ConnectRequest_OperationProgress struct {
 	OperationProgress *OperationProgress `protobuf:"bytes,8,opt,name=operation_progress,json=operationProgress,proto3,oneof"`
 }
 
+type ConnectRequest_HealthReport struct {
+	// Health events the satellite's local door took from node-local
+	// checkers (docs/reference/health.md "The satellite's local door");
+	// answered by a HealthResult. Sent only to a hub whose Welcome lists
+	// the "health" feature.
+	HealthReport *HealthReport `protobuf:"bytes,40,opt,name=health_report,json=healthReport,proto3,oneof"`
+}
+
 func (*ConnectRequest_Hello) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_Batch) isConnectRequest_Msg() {}
@@ -332,6 +350,8 @@ func (*ConnectRequest_SiteConditions) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_OperationProgress) isConnectRequest_Msg() {}
 
+func (*ConnectRequest_HealthReport) isConnectRequest_Msg() {}
+
 // ConnectResponse is one hub → satellite message.
 type ConnectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -345,6 +365,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_Heartbeat
 	//	*ConnectResponse_DesiredStates
 	//	*ConnectResponse_Operation
+	//	*ConnectResponse_HealthResult
 	Msg           isConnectResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -441,6 +462,15 @@ func (x *ConnectResponse) GetOperation() *OperationRequest {
 	return nil
 }
 
+func (x *ConnectResponse) GetHealthResult() *HealthResult {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectResponse_HealthResult); ok {
+			return x.HealthResult
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Msg interface {
 	isConnectResponse_Msg()
 }
@@ -477,6 +507,11 @@ type ConnectResponse_Operation struct {
 	Operation *OperationRequest `protobuf:"bytes,6,opt,name=operation,proto3,oneof"`
 }
 
+type ConnectResponse_HealthResult struct {
+	// The outcome of one HealthReport, once committed or refused.
+	HealthResult *HealthResult `protobuf:"bytes,40,opt,name=health_result,json=healthResult,proto3,oneof"`
+}
+
 func (*ConnectResponse_Welcome) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Ack) isConnectResponse_Msg() {}
@@ -488,6 +523,8 @@ func (*ConnectResponse_Heartbeat) isConnectResponse_Msg() {}
 func (*ConnectResponse_DesiredStates) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Operation) isConnectResponse_Msg() {}
+
+func (*ConnectResponse_HealthResult) isConnectResponse_Msg() {}
 
 // Hello opens a link.
 type Hello struct {
@@ -653,8 +690,12 @@ type Welcome struct {
 	// own boot id; otherwise another process numbered those sequences and it
 	// sends a full snapshot instead.
 	LastCommittedBootId string `protobuf:"bytes,5,opt,name=last_committed_boot_id,json=lastCommittedBootId,proto3" json:"last_committed_boot_id,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// What this hub accepts on the link beyond the base protocol, for
+	// example "health" (HealthReport). A satellite sends a message of a
+	// feature only to a hub that lists it; an older hub lists none.
+	Features      []string `protobuf:"bytes,6,rep,name=features,proto3" json:"features,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -722,6 +763,148 @@ func (x *Welcome) GetLastCommittedBootId() string {
 	return ""
 }
 
+func (x *Welcome) GetFeatures() []string {
+	if x != nil {
+		return x.Features
+	}
+	return nil
+}
+
+// HealthReport is one batch of health events of the link's site, taken by
+// the satellite's local door. The hub treats it as
+// HealthService.ReportHealth for the link's site (same validation, same
+// idempotency: a report sent again after a link outage changes nothing).
+type HealthReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the satellite, unique within its process; the HealthResult
+	// names it.
+	ReportId uint64 `protobuf:"varint,1,opt,name=report_id,json=reportId,proto3" json:"report_id,omitempty"`
+	// The events, 1 to 256.
+	Events        []*HealthEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HealthReport) Reset() {
+	*x = HealthReport{}
+	mi := &file_ironlink_v1_link_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HealthReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HealthReport) ProtoMessage() {}
+
+func (x *HealthReport) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_link_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HealthReport.ProtoReflect.Descriptor instead.
+func (*HealthReport) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *HealthReport) GetReportId() uint64 {
+	if x != nil {
+		return x.ReportId
+	}
+	return 0
+}
+
+func (x *HealthReport) GetEvents() []*HealthEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// HealthResult answers one HealthReport. A refused report does not end the
+// link: its status comes back here.
+type HealthResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The HealthReport answered.
+	ReportId uint64 `protobuf:"varint,1,opt,name=report_id,json=reportId,proto3" json:"report_id,omitempty"`
+	// A google.rpc.Code: 0 (OK) when the batch committed, else why it was
+	// refused (3 InvalidArgument, 5 NotFound, 9 FailedPrecondition, 14
+	// Unavailable: send again later).
+	Code int32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	// The refusal's message (names the field or the candidates); empty on OK.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// One result per event, in report order, when code is 0.
+	Results       []*HealthEventResult `protobuf:"bytes,4,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HealthResult) Reset() {
+	*x = HealthResult{}
+	mi := &file_ironlink_v1_link_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HealthResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HealthResult) ProtoMessage() {}
+
+func (x *HealthResult) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_link_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HealthResult.ProtoReflect.Descriptor instead.
+func (*HealthResult) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HealthResult) GetReportId() uint64 {
+	if x != nil {
+		return x.ReportId
+	}
+	return 0
+}
+
+func (x *HealthResult) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *HealthResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *HealthResult) GetResults() []*HealthEventResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 // ConditionBatch carries condition changes for devices of the link's site.
 type ConditionBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -738,7 +921,7 @@ type ConditionBatch struct {
 
 func (x *ConditionBatch) Reset() {
 	*x = ConditionBatch{}
-	mi := &file_ironlink_v1_link_proto_msgTypes[5]
+	mi := &file_ironlink_v1_link_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +933,7 @@ func (x *ConditionBatch) String() string {
 func (*ConditionBatch) ProtoMessage() {}
 
 func (x *ConditionBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_link_proto_msgTypes[5]
+	mi := &file_ironlink_v1_link_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +946,7 @@ func (x *ConditionBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConditionBatch.ProtoReflect.Descriptor instead.
 func (*ConditionBatch) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{5}
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConditionBatch) GetSequence() uint64 {
@@ -803,7 +986,7 @@ type SnapshotPart struct {
 
 func (x *SnapshotPart) Reset() {
 	*x = SnapshotPart{}
-	mi := &file_ironlink_v1_link_proto_msgTypes[6]
+	mi := &file_ironlink_v1_link_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +998,7 @@ func (x *SnapshotPart) String() string {
 func (*SnapshotPart) ProtoMessage() {}
 
 func (x *SnapshotPart) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_link_proto_msgTypes[6]
+	mi := &file_ironlink_v1_link_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +1011,7 @@ func (x *SnapshotPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotPart.ProtoReflect.Descriptor instead.
 func (*SnapshotPart) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{6}
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SnapshotPart) GetSnapshotId() string {
@@ -870,7 +1053,7 @@ type DeviceUpdate struct {
 
 func (x *DeviceUpdate) Reset() {
 	*x = DeviceUpdate{}
-	mi := &file_ironlink_v1_link_proto_msgTypes[7]
+	mi := &file_ironlink_v1_link_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +1065,7 @@ func (x *DeviceUpdate) String() string {
 func (*DeviceUpdate) ProtoMessage() {}
 
 func (x *DeviceUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_link_proto_msgTypes[7]
+	mi := &file_ironlink_v1_link_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1078,7 @@ func (x *DeviceUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceUpdate.ProtoReflect.Descriptor instead.
 func (*DeviceUpdate) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{7}
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeviceUpdate) GetDeviceId() string {
@@ -953,7 +1136,7 @@ type BatchAck struct {
 
 func (x *BatchAck) Reset() {
 	*x = BatchAck{}
-	mi := &file_ironlink_v1_link_proto_msgTypes[8]
+	mi := &file_ironlink_v1_link_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1148,7 @@ func (x *BatchAck) String() string {
 func (*BatchAck) ProtoMessage() {}
 
 func (x *BatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_link_proto_msgTypes[8]
+	mi := &file_ironlink_v1_link_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1161,7 @@ func (x *BatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAck.ProtoReflect.Descriptor instead.
 func (*BatchAck) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{8}
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BatchAck) GetSequence() uint64 {
@@ -1032,7 +1215,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_ironlink_v1_link_proto_msgTypes[9]
+	mi := &file_ironlink_v1_link_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1227,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_link_proto_msgTypes[9]
+	mi := &file_ironlink_v1_link_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1240,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{9}
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Command) GetCommandId() string {
@@ -1155,7 +1338,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_ironlink_v1_link_proto_msgTypes[10]
+	mi := &file_ironlink_v1_link_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1350,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_link_proto_msgTypes[10]
+	mi := &file_ironlink_v1_link_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1363,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{10}
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CommandResult) GetCommandId() string {
@@ -1248,7 +1431,7 @@ type DesiredStatesRequest struct {
 
 func (x *DesiredStatesRequest) Reset() {
 	*x = DesiredStatesRequest{}
-	mi := &file_ironlink_v1_link_proto_msgTypes[11]
+	mi := &file_ironlink_v1_link_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1443,7 @@ func (x *DesiredStatesRequest) String() string {
 func (*DesiredStatesRequest) ProtoMessage() {}
 
 func (x *DesiredStatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_link_proto_msgTypes[11]
+	mi := &file_ironlink_v1_link_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1456,7 @@ func (x *DesiredStatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DesiredStatesRequest.ProtoReflect.Descriptor instead.
 func (*DesiredStatesRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{11}
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{13}
 }
 
 // DesiredStates lists the hub's desired impairment state for the devices of
@@ -1289,7 +1472,7 @@ type DesiredStates struct {
 
 func (x *DesiredStates) Reset() {
 	*x = DesiredStates{}
-	mi := &file_ironlink_v1_link_proto_msgTypes[12]
+	mi := &file_ironlink_v1_link_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1484,7 @@ func (x *DesiredStates) String() string {
 func (*DesiredStates) ProtoMessage() {}
 
 func (x *DesiredStates) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_link_proto_msgTypes[12]
+	mi := &file_ironlink_v1_link_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1497,7 @@ func (x *DesiredStates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DesiredStates.ProtoReflect.Descriptor instead.
 func (*DesiredStates) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{12}
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DesiredStates) GetDevices() []*DeviceDesiredState {
@@ -1339,7 +1522,7 @@ type DeviceDesiredState struct {
 
 func (x *DeviceDesiredState) Reset() {
 	*x = DeviceDesiredState{}
-	mi := &file_ironlink_v1_link_proto_msgTypes[13]
+	mi := &file_ironlink_v1_link_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1351,7 +1534,7 @@ func (x *DeviceDesiredState) String() string {
 func (*DeviceDesiredState) ProtoMessage() {}
 
 func (x *DeviceDesiredState) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_link_proto_msgTypes[13]
+	mi := &file_ironlink_v1_link_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1364,7 +1547,7 @@ func (x *DeviceDesiredState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceDesiredState.ProtoReflect.Descriptor instead.
 func (*DeviceDesiredState) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{13}
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeviceDesiredState) GetDeviceId() string {
@@ -1406,7 +1589,7 @@ type DriftCorrection struct {
 
 func (x *DriftCorrection) Reset() {
 	*x = DriftCorrection{}
-	mi := &file_ironlink_v1_link_proto_msgTypes[14]
+	mi := &file_ironlink_v1_link_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1601,7 @@ func (x *DriftCorrection) String() string {
 func (*DriftCorrection) ProtoMessage() {}
 
 func (x *DriftCorrection) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_link_proto_msgTypes[14]
+	mi := &file_ironlink_v1_link_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1614,7 @@ func (x *DriftCorrection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriftCorrection.ProtoReflect.Descriptor instead.
 func (*DriftCorrection) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{14}
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DriftCorrection) GetDeviceId() string {
@@ -1487,7 +1670,7 @@ type SiteConditions struct {
 
 func (x *SiteConditions) Reset() {
 	*x = SiteConditions{}
-	mi := &file_ironlink_v1_link_proto_msgTypes[15]
+	mi := &file_ironlink_v1_link_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1682,7 @@ func (x *SiteConditions) String() string {
 func (*SiteConditions) ProtoMessage() {}
 
 func (x *SiteConditions) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_link_proto_msgTypes[15]
+	mi := &file_ironlink_v1_link_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1695,7 @@ func (x *SiteConditions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteConditions.ProtoReflect.Descriptor instead.
 func (*SiteConditions) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{15}
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SiteConditions) GetConditions() []*Condition {
@@ -1533,7 +1716,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_ironlink_v1_link_proto_msgTypes[16]
+	mi := &file_ironlink_v1_link_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1728,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_link_proto_msgTypes[16]
+	mi := &file_ironlink_v1_link_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1741,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{16}
+	return file_ironlink_v1_link_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Heartbeat) GetSentTime() *timestamppb.Timestamp {
@@ -1572,7 +1755,7 @@ var File_ironlink_v1_link_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_link_proto_rawDesc = "" +
 	"\n" +
-	"\x16ironlink/v1/link.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x1cironlink/v1/operations.proto\"\xb4\x04\n" +
+	"\x16ironlink/v1/link.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x18ironlink/v1/health.proto\x1a\x1cironlink/v1/operations.proto\"\xf6\x04\n" +
 	"\x0eConnectRequest\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.ironlink.v1.HelloH\x00R\x05hello\x123\n" +
 	"\x05batch\x18\x02 \x01(\v2\x1b.ironlink.v1.ConditionBatchH\x00R\x05batch\x12C\n" +
@@ -1581,15 +1764,17 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"\x16desired_states_request\x18\x05 \x01(\v2!.ironlink.v1.DesiredStatesRequestH\x00R\x14desiredStatesRequest\x12I\n" +
 	"\x10drift_correction\x18\x06 \x01(\v2\x1c.ironlink.v1.DriftCorrectionH\x00R\x0fdriftCorrection\x12F\n" +
 	"\x0fsite_conditions\x18\a \x01(\v2\x1b.ironlink.v1.SiteConditionsH\x00R\x0esiteConditions\x12O\n" +
-	"\x12operation_progress\x18\b \x01(\v2\x1e.ironlink.v1.OperationProgressH\x00R\x11operationProgressB\x05\n" +
-	"\x03msg\"\xe3\x02\n" +
+	"\x12operation_progress\x18\b \x01(\v2\x1e.ironlink.v1.OperationProgressH\x00R\x11operationProgress\x12@\n" +
+	"\rhealth_report\x18( \x01(\v2\x19.ironlink.v1.HealthReportH\x00R\fhealthReportB\x05\n" +
+	"\x03msg\"\xa5\x03\n" +
 	"\x0fConnectResponse\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.ironlink.v1.WelcomeH\x00R\awelcome\x12)\n" +
 	"\x03ack\x18\x02 \x01(\v2\x15.ironlink.v1.BatchAckH\x00R\x03ack\x120\n" +
 	"\acommand\x18\x03 \x01(\v2\x14.ironlink.v1.CommandH\x00R\acommand\x126\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x16.ironlink.v1.HeartbeatH\x00R\theartbeat\x12C\n" +
 	"\x0edesired_states\x18\x05 \x01(\v2\x1a.ironlink.v1.DesiredStatesH\x00R\rdesiredStates\x12=\n" +
-	"\toperation\x18\x06 \x01(\v2\x1d.ironlink.v1.OperationRequestH\x00R\toperationB\x05\n" +
+	"\toperation\x18\x06 \x01(\v2\x1d.ironlink.v1.OperationRequestH\x00R\toperation\x12@\n" +
+	"\rhealth_result\x18( \x01(\v2\x19.ironlink.v1.HealthResultH\x00R\fhealthResultB\x05\n" +
 	"\x03msg\"\xf1\x01\n" +
 	"\x05Hello\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x17\n" +
@@ -1602,13 +1787,22 @@ const file_ironlink_v1_link_proto_rawDesc = "" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x03R\n" +
-	"generation\"\xe4\x01\n" +
+	"generation\"\x80\x02\n" +
 	"\aWelcome\x126\n" +
 	"\x17last_committed_sequence\x18\x01 \x01(\x04R\x15lastCommittedSequence\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05R\x18heartbeatIntervalSeconds\x12\x18\n" +
 	"\areplica\x18\x04 \x01(\tR\areplica\x123\n" +
-	"\x16last_committed_boot_id\x18\x05 \x01(\tR\x13lastCommittedBootId\"\x98\x01\n" +
+	"\x16last_committed_boot_id\x18\x05 \x01(\tR\x13lastCommittedBootId\x12\x1a\n" +
+	"\bfeatures\x18\x06 \x03(\tR\bfeatures\"]\n" +
+	"\fHealthReport\x12\x1b\n" +
+	"\treport_id\x18\x01 \x01(\x04R\breportId\x120\n" +
+	"\x06events\x18\x02 \x03(\v2\x18.ironlink.v1.HealthEventR\x06events\"\x93\x01\n" +
+	"\fHealthResult\x12\x1b\n" +
+	"\treport_id\x18\x01 \x01(\x04R\breportId\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x128\n" +
+	"\aresults\x18\x04 \x03(\v2\x1e.ironlink.v1.HealthEventResultR\aresults\"\x98\x01\n" +
 	"\x0eConditionBatch\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x125\n" +
 	"\bsnapshot\x18\x02 \x01(\v2\x19.ironlink.v1.SnapshotPartR\bsnapshot\x123\n" +
@@ -1705,7 +1899,7 @@ func file_ironlink_v1_link_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_link_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ironlink_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_ironlink_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_ironlink_v1_link_proto_goTypes = []any{
 	(ImpairmentState)(0),          // 0: ironlink.v1.ImpairmentState
 	(FailureClass)(0),             // 1: ironlink.v1.FailureClass
@@ -1714,61 +1908,69 @@ var file_ironlink_v1_link_proto_goTypes = []any{
 	(*Hello)(nil),                 // 4: ironlink.v1.Hello
 	(*AppliedGeneration)(nil),     // 5: ironlink.v1.AppliedGeneration
 	(*Welcome)(nil),               // 6: ironlink.v1.Welcome
-	(*ConditionBatch)(nil),        // 7: ironlink.v1.ConditionBatch
-	(*SnapshotPart)(nil),          // 8: ironlink.v1.SnapshotPart
-	(*DeviceUpdate)(nil),          // 9: ironlink.v1.DeviceUpdate
-	(*BatchAck)(nil),              // 10: ironlink.v1.BatchAck
-	(*Command)(nil),               // 11: ironlink.v1.Command
-	(*CommandResult)(nil),         // 12: ironlink.v1.CommandResult
-	(*DesiredStatesRequest)(nil),  // 13: ironlink.v1.DesiredStatesRequest
-	(*DesiredStates)(nil),         // 14: ironlink.v1.DesiredStates
-	(*DeviceDesiredState)(nil),    // 15: ironlink.v1.DeviceDesiredState
-	(*DriftCorrection)(nil),       // 16: ironlink.v1.DriftCorrection
-	(*SiteConditions)(nil),        // 17: ironlink.v1.SiteConditions
-	(*Heartbeat)(nil),             // 18: ironlink.v1.Heartbeat
-	(*OperationProgress)(nil),     // 19: ironlink.v1.OperationProgress
-	(*OperationRequest)(nil),      // 20: ironlink.v1.OperationRequest
-	(*Condition)(nil),             // 21: ironlink.v1.Condition
-	(*DeviceFacts)(nil),           // 22: ironlink.v1.DeviceFacts
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
-	(*HardwareState)(nil),         // 24: ironlink.v1.HardwareState
+	(*HealthReport)(nil),          // 7: ironlink.v1.HealthReport
+	(*HealthResult)(nil),          // 8: ironlink.v1.HealthResult
+	(*ConditionBatch)(nil),        // 9: ironlink.v1.ConditionBatch
+	(*SnapshotPart)(nil),          // 10: ironlink.v1.SnapshotPart
+	(*DeviceUpdate)(nil),          // 11: ironlink.v1.DeviceUpdate
+	(*BatchAck)(nil),              // 12: ironlink.v1.BatchAck
+	(*Command)(nil),               // 13: ironlink.v1.Command
+	(*CommandResult)(nil),         // 14: ironlink.v1.CommandResult
+	(*DesiredStatesRequest)(nil),  // 15: ironlink.v1.DesiredStatesRequest
+	(*DesiredStates)(nil),         // 16: ironlink.v1.DesiredStates
+	(*DeviceDesiredState)(nil),    // 17: ironlink.v1.DeviceDesiredState
+	(*DriftCorrection)(nil),       // 18: ironlink.v1.DriftCorrection
+	(*SiteConditions)(nil),        // 19: ironlink.v1.SiteConditions
+	(*Heartbeat)(nil),             // 20: ironlink.v1.Heartbeat
+	(*OperationProgress)(nil),     // 21: ironlink.v1.OperationProgress
+	(*OperationRequest)(nil),      // 22: ironlink.v1.OperationRequest
+	(*HealthEvent)(nil),           // 23: ironlink.v1.HealthEvent
+	(*HealthEventResult)(nil),     // 24: ironlink.v1.HealthEventResult
+	(*Condition)(nil),             // 25: ironlink.v1.Condition
+	(*DeviceFacts)(nil),           // 26: ironlink.v1.DeviceFacts
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
+	(*HardwareState)(nil),         // 28: ironlink.v1.HardwareState
 }
 var file_ironlink_v1_link_proto_depIdxs = []int32{
 	4,  // 0: ironlink.v1.ConnectRequest.hello:type_name -> ironlink.v1.Hello
-	7,  // 1: ironlink.v1.ConnectRequest.batch:type_name -> ironlink.v1.ConditionBatch
-	12, // 2: ironlink.v1.ConnectRequest.command_result:type_name -> ironlink.v1.CommandResult
-	18, // 3: ironlink.v1.ConnectRequest.heartbeat:type_name -> ironlink.v1.Heartbeat
-	13, // 4: ironlink.v1.ConnectRequest.desired_states_request:type_name -> ironlink.v1.DesiredStatesRequest
-	16, // 5: ironlink.v1.ConnectRequest.drift_correction:type_name -> ironlink.v1.DriftCorrection
-	17, // 6: ironlink.v1.ConnectRequest.site_conditions:type_name -> ironlink.v1.SiteConditions
-	19, // 7: ironlink.v1.ConnectRequest.operation_progress:type_name -> ironlink.v1.OperationProgress
-	6,  // 8: ironlink.v1.ConnectResponse.welcome:type_name -> ironlink.v1.Welcome
-	10, // 9: ironlink.v1.ConnectResponse.ack:type_name -> ironlink.v1.BatchAck
-	11, // 10: ironlink.v1.ConnectResponse.command:type_name -> ironlink.v1.Command
-	18, // 11: ironlink.v1.ConnectResponse.heartbeat:type_name -> ironlink.v1.Heartbeat
-	14, // 12: ironlink.v1.ConnectResponse.desired_states:type_name -> ironlink.v1.DesiredStates
-	20, // 13: ironlink.v1.ConnectResponse.operation:type_name -> ironlink.v1.OperationRequest
-	5,  // 14: ironlink.v1.Hello.applied_generations:type_name -> ironlink.v1.AppliedGeneration
-	8,  // 15: ironlink.v1.ConditionBatch.snapshot:type_name -> ironlink.v1.SnapshotPart
-	9,  // 16: ironlink.v1.ConditionBatch.devices:type_name -> ironlink.v1.DeviceUpdate
-	21, // 17: ironlink.v1.DeviceUpdate.conditions:type_name -> ironlink.v1.Condition
-	22, // 18: ironlink.v1.DeviceUpdate.facts:type_name -> ironlink.v1.DeviceFacts
-	23, // 19: ironlink.v1.DeviceUpdate.observed_time:type_name -> google.protobuf.Timestamp
-	24, // 20: ironlink.v1.DeviceUpdate.hardware:type_name -> ironlink.v1.HardwareState
-	0,  // 21: ironlink.v1.Command.desired:type_name -> ironlink.v1.ImpairmentState
-	1,  // 22: ironlink.v1.CommandResult.failure_class:type_name -> ironlink.v1.FailureClass
-	15, // 23: ironlink.v1.DesiredStates.devices:type_name -> ironlink.v1.DeviceDesiredState
-	0,  // 24: ironlink.v1.DeviceDesiredState.desired:type_name -> ironlink.v1.ImpairmentState
-	23, // 25: ironlink.v1.DriftCorrection.correct_time:type_name -> google.protobuf.Timestamp
-	21, // 26: ironlink.v1.SiteConditions.conditions:type_name -> ironlink.v1.Condition
-	23, // 27: ironlink.v1.Heartbeat.sent_time:type_name -> google.protobuf.Timestamp
-	2,  // 28: ironlink.v1.LinkService.Connect:input_type -> ironlink.v1.ConnectRequest
-	3,  // 29: ironlink.v1.LinkService.Connect:output_type -> ironlink.v1.ConnectResponse
-	29, // [29:30] is the sub-list for method output_type
-	28, // [28:29] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	9,  // 1: ironlink.v1.ConnectRequest.batch:type_name -> ironlink.v1.ConditionBatch
+	14, // 2: ironlink.v1.ConnectRequest.command_result:type_name -> ironlink.v1.CommandResult
+	20, // 3: ironlink.v1.ConnectRequest.heartbeat:type_name -> ironlink.v1.Heartbeat
+	15, // 4: ironlink.v1.ConnectRequest.desired_states_request:type_name -> ironlink.v1.DesiredStatesRequest
+	18, // 5: ironlink.v1.ConnectRequest.drift_correction:type_name -> ironlink.v1.DriftCorrection
+	19, // 6: ironlink.v1.ConnectRequest.site_conditions:type_name -> ironlink.v1.SiteConditions
+	21, // 7: ironlink.v1.ConnectRequest.operation_progress:type_name -> ironlink.v1.OperationProgress
+	7,  // 8: ironlink.v1.ConnectRequest.health_report:type_name -> ironlink.v1.HealthReport
+	6,  // 9: ironlink.v1.ConnectResponse.welcome:type_name -> ironlink.v1.Welcome
+	12, // 10: ironlink.v1.ConnectResponse.ack:type_name -> ironlink.v1.BatchAck
+	13, // 11: ironlink.v1.ConnectResponse.command:type_name -> ironlink.v1.Command
+	20, // 12: ironlink.v1.ConnectResponse.heartbeat:type_name -> ironlink.v1.Heartbeat
+	16, // 13: ironlink.v1.ConnectResponse.desired_states:type_name -> ironlink.v1.DesiredStates
+	22, // 14: ironlink.v1.ConnectResponse.operation:type_name -> ironlink.v1.OperationRequest
+	8,  // 15: ironlink.v1.ConnectResponse.health_result:type_name -> ironlink.v1.HealthResult
+	5,  // 16: ironlink.v1.Hello.applied_generations:type_name -> ironlink.v1.AppliedGeneration
+	23, // 17: ironlink.v1.HealthReport.events:type_name -> ironlink.v1.HealthEvent
+	24, // 18: ironlink.v1.HealthResult.results:type_name -> ironlink.v1.HealthEventResult
+	10, // 19: ironlink.v1.ConditionBatch.snapshot:type_name -> ironlink.v1.SnapshotPart
+	11, // 20: ironlink.v1.ConditionBatch.devices:type_name -> ironlink.v1.DeviceUpdate
+	25, // 21: ironlink.v1.DeviceUpdate.conditions:type_name -> ironlink.v1.Condition
+	26, // 22: ironlink.v1.DeviceUpdate.facts:type_name -> ironlink.v1.DeviceFacts
+	27, // 23: ironlink.v1.DeviceUpdate.observed_time:type_name -> google.protobuf.Timestamp
+	28, // 24: ironlink.v1.DeviceUpdate.hardware:type_name -> ironlink.v1.HardwareState
+	0,  // 25: ironlink.v1.Command.desired:type_name -> ironlink.v1.ImpairmentState
+	1,  // 26: ironlink.v1.CommandResult.failure_class:type_name -> ironlink.v1.FailureClass
+	17, // 27: ironlink.v1.DesiredStates.devices:type_name -> ironlink.v1.DeviceDesiredState
+	0,  // 28: ironlink.v1.DeviceDesiredState.desired:type_name -> ironlink.v1.ImpairmentState
+	27, // 29: ironlink.v1.DriftCorrection.correct_time:type_name -> google.protobuf.Timestamp
+	25, // 30: ironlink.v1.SiteConditions.conditions:type_name -> ironlink.v1.Condition
+	27, // 31: ironlink.v1.Heartbeat.sent_time:type_name -> google.protobuf.Timestamp
+	2,  // 32: ironlink.v1.LinkService.Connect:input_type -> ironlink.v1.ConnectRequest
+	3,  // 33: ironlink.v1.LinkService.Connect:output_type -> ironlink.v1.ConnectResponse
+	33, // [33:34] is the sub-list for method output_type
+	32, // [32:33] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_link_proto_init() }
@@ -1777,6 +1979,7 @@ func file_ironlink_v1_link_proto_init() {
 		return
 	}
 	file_ironlink_v1_conditions_proto_init()
+	file_ironlink_v1_health_proto_init()
 	file_ironlink_v1_operations_proto_init()
 	file_ironlink_v1_link_proto_msgTypes[0].OneofWrappers = []any{
 		(*ConnectRequest_Hello)(nil),
@@ -1787,6 +1990,7 @@ func file_ironlink_v1_link_proto_init() {
 		(*ConnectRequest_DriftCorrection)(nil),
 		(*ConnectRequest_SiteConditions)(nil),
 		(*ConnectRequest_OperationProgress)(nil),
+		(*ConnectRequest_HealthReport)(nil),
 	}
 	file_ironlink_v1_link_proto_msgTypes[1].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
@@ -1795,6 +1999,7 @@ func file_ironlink_v1_link_proto_init() {
 		(*ConnectResponse_Heartbeat)(nil),
 		(*ConnectResponse_DesiredStates)(nil),
 		(*ConnectResponse_Operation)(nil),
+		(*ConnectResponse_HealthResult)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1802,7 +2007,7 @@ func file_ironlink_v1_link_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_link_proto_rawDesc), len(file_ironlink_v1_link_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -215,7 +215,11 @@ type PolicyRule struct {
 	// Release after the cause has been cleared this long; unset: an operator releases.
 	AutoReleaseAfter *durationpb.Duration `protobuf:"bytes,6,opt,name=auto_release_after,json=autoReleaseAfter,proto3" json:"auto_release_after,omitempty"`
 	// The rule only logs.
-	DryRun        bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// When set, the rule matches only a device FAULTED by a health condition
+	// (the fatal one that set the status) that matches it
+	// (docs/reference/policy.md "Health rules").
+	Health        *PolicyHealthMatch `protobuf:"bytes,8,opt,name=health,proto3" json:"health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -299,6 +303,89 @@ func (x *PolicyRule) GetDryRun() bool {
 	return false
 }
 
+func (x *PolicyRule) GetHealth() *PolicyHealthMatch {
+	if x != nil {
+		return x.Health
+	}
+	return nil
+}
+
+// PolicyHealthMatch restricts a rule to health faults. Each list, when not
+// empty, must contain the condition's value (any of); all given lists must
+// match.
+type PolicyHealthMatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Component classes, for example "GPU".
+	ComponentClasses []string `protobuf:"bytes,1,rep,name=component_classes,json=componentClasses,proto3" json:"component_classes,omitempty"`
+	// Check names, for example "GpuXidError".
+	Checks []string `protobuf:"bytes,2,rep,name=checks,proto3" json:"checks,omitempty"`
+	// Error codes, any of which the condition's last event carries, for
+	// example "79".
+	ErrorCodes []string `protobuf:"bytes,3,rep,name=error_codes,json=errorCodes,proto3" json:"error_codes,omitempty"`
+	// Recommended actions of the condition's last event.
+	RecommendedActions []HealthRecommendedAction `protobuf:"varint,4,rep,packed,name=recommended_actions,json=recommendedActions,proto3,enum=ironlink.v1.HealthRecommendedAction" json:"recommended_actions,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *PolicyHealthMatch) Reset() {
+	*x = PolicyHealthMatch{}
+	mi := &file_ironlink_v1_policy_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyHealthMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyHealthMatch) ProtoMessage() {}
+
+func (x *PolicyHealthMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_policy_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyHealthMatch.ProtoReflect.Descriptor instead.
+func (*PolicyHealthMatch) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PolicyHealthMatch) GetComponentClasses() []string {
+	if x != nil {
+		return x.ComponentClasses
+	}
+	return nil
+}
+
+func (x *PolicyHealthMatch) GetChecks() []string {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+func (x *PolicyHealthMatch) GetErrorCodes() []string {
+	if x != nil {
+		return x.ErrorCodes
+	}
+	return nil
+}
+
+func (x *PolicyHealthMatch) GetRecommendedActions() []HealthRecommendedAction {
+	if x != nil {
+		return x.RecommendedActions
+	}
+	return nil
+}
+
 // PolicyGuard is the blast-radius guard (see PolicyService).
 type PolicyGuard struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -314,7 +401,7 @@ type PolicyGuard struct {
 
 func (x *PolicyGuard) Reset() {
 	*x = PolicyGuard{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[1]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +413,7 @@ func (x *PolicyGuard) String() string {
 func (*PolicyGuard) ProtoMessage() {}
 
 func (x *PolicyGuard) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[1]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +426,7 @@ func (x *PolicyGuard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyGuard.ProtoReflect.Descriptor instead.
 func (*PolicyGuard) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{1}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PolicyGuard) GetMaxDevices() int32 {
@@ -385,7 +472,7 @@ type MaintenanceWindow struct {
 
 func (x *MaintenanceWindow) Reset() {
 	*x = MaintenanceWindow{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[2]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +484,7 @@ func (x *MaintenanceWindow) String() string {
 func (*MaintenanceWindow) ProtoMessage() {}
 
 func (x *MaintenanceWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[2]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +497,7 @@ func (x *MaintenanceWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceWindow.ProtoReflect.Descriptor instead.
 func (*MaintenanceWindow) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{2}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *MaintenanceWindow) GetName() string {
@@ -478,7 +565,7 @@ type SitePolicy struct {
 
 func (x *SitePolicy) Reset() {
 	*x = SitePolicy{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[3]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +577,7 @@ func (x *SitePolicy) String() string {
 func (*SitePolicy) ProtoMessage() {}
 
 func (x *SitePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[3]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +590,7 @@ func (x *SitePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SitePolicy.ProtoReflect.Descriptor instead.
 func (*SitePolicy) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{3}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SitePolicy) GetSite() string {
@@ -566,7 +653,7 @@ type GetEffectivePolicyRequest struct {
 
 func (x *GetEffectivePolicyRequest) Reset() {
 	*x = GetEffectivePolicyRequest{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[4]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +665,7 @@ func (x *GetEffectivePolicyRequest) String() string {
 func (*GetEffectivePolicyRequest) ProtoMessage() {}
 
 func (x *GetEffectivePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[4]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +678,7 @@ func (x *GetEffectivePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEffectivePolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetEffectivePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{4}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetEffectivePolicyRequest) GetSite() string {
@@ -615,7 +702,7 @@ type GetEffectivePolicyResponse struct {
 
 func (x *GetEffectivePolicyResponse) Reset() {
 	*x = GetEffectivePolicyResponse{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[5]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +714,7 @@ func (x *GetEffectivePolicyResponse) String() string {
 func (*GetEffectivePolicyResponse) ProtoMessage() {}
 
 func (x *GetEffectivePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[5]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +727,7 @@ func (x *GetEffectivePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEffectivePolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetEffectivePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{5}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetEffectivePolicyResponse) GetPolicy() *SitePolicy {
@@ -719,7 +806,7 @@ type PolicyDecision struct {
 
 func (x *PolicyDecision) Reset() {
 	*x = PolicyDecision{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[6]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +818,7 @@ func (x *PolicyDecision) String() string {
 func (*PolicyDecision) ProtoMessage() {}
 
 func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[6]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +831,7 @@ func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDecision.ProtoReflect.Descriptor instead.
 func (*PolicyDecision) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{6}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PolicyDecision) GetId() int64 {
@@ -924,7 +1011,7 @@ type ListPolicyDecisionsRequest struct {
 
 func (x *ListPolicyDecisionsRequest) Reset() {
 	*x = ListPolicyDecisionsRequest{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[7]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1023,7 @@ func (x *ListPolicyDecisionsRequest) String() string {
 func (*ListPolicyDecisionsRequest) ProtoMessage() {}
 
 func (x *ListPolicyDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[7]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1036,7 @@ func (x *ListPolicyDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPolicyDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPolicyDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{7}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListPolicyDecisionsRequest) GetSite() string {
@@ -1007,7 +1094,7 @@ type ListPolicyDecisionsResponse struct {
 
 func (x *ListPolicyDecisionsResponse) Reset() {
 	*x = ListPolicyDecisionsResponse{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[8]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1106,7 @@ func (x *ListPolicyDecisionsResponse) String() string {
 func (*ListPolicyDecisionsResponse) ProtoMessage() {}
 
 func (x *ListPolicyDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[8]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1119,7 @@ func (x *ListPolicyDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPolicyDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPolicyDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{8}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListPolicyDecisionsResponse) GetDecisions() []*PolicyDecision {
@@ -1096,7 +1183,7 @@ type PendingAction struct {
 
 func (x *PendingAction) Reset() {
 	*x = PendingAction{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[9]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1195,7 @@ func (x *PendingAction) String() string {
 func (*PendingAction) ProtoMessage() {}
 
 func (x *PendingAction) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[9]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1208,7 @@ func (x *PendingAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingAction.ProtoReflect.Descriptor instead.
 func (*PendingAction) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{9}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PendingAction) GetId() int64 {
@@ -1269,7 +1356,7 @@ type ListPendingActionsRequest struct {
 
 func (x *ListPendingActionsRequest) Reset() {
 	*x = ListPendingActionsRequest{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[10]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1368,7 @@ func (x *ListPendingActionsRequest) String() string {
 func (*ListPendingActionsRequest) ProtoMessage() {}
 
 func (x *ListPendingActionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[10]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1381,7 @@ func (x *ListPendingActionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingActionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingActionsRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{10}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListPendingActionsRequest) GetSite() string {
@@ -1338,7 +1425,7 @@ type ListPendingActionsResponse struct {
 
 func (x *ListPendingActionsResponse) Reset() {
 	*x = ListPendingActionsResponse{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[11]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1437,7 @@ func (x *ListPendingActionsResponse) String() string {
 func (*ListPendingActionsResponse) ProtoMessage() {}
 
 func (x *ListPendingActionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[11]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1450,7 @@ func (x *ListPendingActionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingActionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingActionsResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{11}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListPendingActionsResponse) GetActions() []*PendingAction {
@@ -1393,7 +1480,7 @@ type ApprovePendingActionsRequest struct {
 
 func (x *ApprovePendingActionsRequest) Reset() {
 	*x = ApprovePendingActionsRequest{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[12]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1492,7 @@ func (x *ApprovePendingActionsRequest) String() string {
 func (*ApprovePendingActionsRequest) ProtoMessage() {}
 
 func (x *ApprovePendingActionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[12]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1505,7 @@ func (x *ApprovePendingActionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovePendingActionsRequest.ProtoReflect.Descriptor instead.
 func (*ApprovePendingActionsRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{12}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ApprovePendingActionsRequest) GetIds() []int64 {
@@ -1446,7 +1533,7 @@ type ApprovePendingActionsResponse struct {
 
 func (x *ApprovePendingActionsResponse) Reset() {
 	*x = ApprovePendingActionsResponse{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[13]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1545,7 @@ func (x *ApprovePendingActionsResponse) String() string {
 func (*ApprovePendingActionsResponse) ProtoMessage() {}
 
 func (x *ApprovePendingActionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[13]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1558,7 @@ func (x *ApprovePendingActionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovePendingActionsResponse.ProtoReflect.Descriptor instead.
 func (*ApprovePendingActionsResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{13}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ApprovePendingActionsResponse) GetActions() []*PendingAction {
@@ -1494,7 +1581,7 @@ type RejectPendingActionsRequest struct {
 
 func (x *RejectPendingActionsRequest) Reset() {
 	*x = RejectPendingActionsRequest{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[14]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1593,7 @@ func (x *RejectPendingActionsRequest) String() string {
 func (*RejectPendingActionsRequest) ProtoMessage() {}
 
 func (x *RejectPendingActionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[14]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1606,7 @@ func (x *RejectPendingActionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectPendingActionsRequest.ProtoReflect.Descriptor instead.
 func (*RejectPendingActionsRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{14}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RejectPendingActionsRequest) GetIds() []int64 {
@@ -1547,7 +1634,7 @@ type RejectPendingActionsResponse struct {
 
 func (x *RejectPendingActionsResponse) Reset() {
 	*x = RejectPendingActionsResponse{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[15]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1646,7 @@ func (x *RejectPendingActionsResponse) String() string {
 func (*RejectPendingActionsResponse) ProtoMessage() {}
 
 func (x *RejectPendingActionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[15]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1659,7 @@ func (x *RejectPendingActionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectPendingActionsResponse.ProtoReflect.Descriptor instead.
 func (*RejectPendingActionsResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{15}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RejectPendingActionsResponse) GetActions() []*PendingAction {
@@ -1618,7 +1705,7 @@ type SitePolicyState struct {
 
 func (x *SitePolicyState) Reset() {
 	*x = SitePolicyState{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[16]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1717,7 @@ func (x *SitePolicyState) String() string {
 func (*SitePolicyState) ProtoMessage() {}
 
 func (x *SitePolicyState) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[16]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1730,7 @@ func (x *SitePolicyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SitePolicyState.ProtoReflect.Descriptor instead.
 func (*SitePolicyState) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{16}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SitePolicyState) GetSite() string {
@@ -1748,7 +1835,7 @@ type ListSitePolicyStatesRequest struct {
 
 func (x *ListSitePolicyStatesRequest) Reset() {
 	*x = ListSitePolicyStatesRequest{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[17]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1847,7 @@ func (x *ListSitePolicyStatesRequest) String() string {
 func (*ListSitePolicyStatesRequest) ProtoMessage() {}
 
 func (x *ListSitePolicyStatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[17]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1860,7 @@ func (x *ListSitePolicyStatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSitePolicyStatesRequest.ProtoReflect.Descriptor instead.
 func (*ListSitePolicyStatesRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{17}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListSitePolicyStatesRequest) GetSite() string {
@@ -1794,7 +1881,7 @@ type ListSitePolicyStatesResponse struct {
 
 func (x *ListSitePolicyStatesResponse) Reset() {
 	*x = ListSitePolicyStatesResponse{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[18]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1893,7 @@ func (x *ListSitePolicyStatesResponse) String() string {
 func (*ListSitePolicyStatesResponse) ProtoMessage() {}
 
 func (x *ListSitePolicyStatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[18]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1906,7 @@ func (x *ListSitePolicyStatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSitePolicyStatesResponse.ProtoReflect.Descriptor instead.
 func (*ListSitePolicyStatesResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{18}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListSitePolicyStatesResponse) GetStates() []*SitePolicyState {
@@ -1853,7 +1940,7 @@ type DeviceHold struct {
 
 func (x *DeviceHold) Reset() {
 	*x = DeviceHold{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[19]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +1952,7 @@ func (x *DeviceHold) String() string {
 func (*DeviceHold) ProtoMessage() {}
 
 func (x *DeviceHold) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[19]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +1965,7 @@ func (x *DeviceHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceHold.ProtoReflect.Descriptor instead.
 func (*DeviceHold) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{19}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeviceHold) GetDeviceId() string {
@@ -1949,7 +2036,7 @@ type SetDeviceHoldRequest struct {
 
 func (x *SetDeviceHoldRequest) Reset() {
 	*x = SetDeviceHoldRequest{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[20]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2048,7 @@ func (x *SetDeviceHoldRequest) String() string {
 func (*SetDeviceHoldRequest) ProtoMessage() {}
 
 func (x *SetDeviceHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[20]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2061,7 @@ func (x *SetDeviceHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDeviceHoldRequest.ProtoReflect.Descriptor instead.
 func (*SetDeviceHoldRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{20}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetDeviceHoldRequest) GetDeviceId() string {
@@ -2023,7 +2110,7 @@ type SetDeviceHoldResponse struct {
 
 func (x *SetDeviceHoldResponse) Reset() {
 	*x = SetDeviceHoldResponse{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[21]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2122,7 @@ func (x *SetDeviceHoldResponse) String() string {
 func (*SetDeviceHoldResponse) ProtoMessage() {}
 
 func (x *SetDeviceHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[21]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2135,7 @@ func (x *SetDeviceHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDeviceHoldResponse.ProtoReflect.Descriptor instead.
 func (*SetDeviceHoldResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{21}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetDeviceHoldResponse) GetHold() *DeviceHold {
@@ -2071,7 +2158,7 @@ type ClearDeviceHoldRequest struct {
 
 func (x *ClearDeviceHoldRequest) Reset() {
 	*x = ClearDeviceHoldRequest{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[22]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2170,7 @@ func (x *ClearDeviceHoldRequest) String() string {
 func (*ClearDeviceHoldRequest) ProtoMessage() {}
 
 func (x *ClearDeviceHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[22]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2183,7 @@ func (x *ClearDeviceHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearDeviceHoldRequest.ProtoReflect.Descriptor instead.
 func (*ClearDeviceHoldRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{22}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ClearDeviceHoldRequest) GetDeviceId() string {
@@ -2122,7 +2209,7 @@ type ClearDeviceHoldResponse struct {
 
 func (x *ClearDeviceHoldResponse) Reset() {
 	*x = ClearDeviceHoldResponse{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[23]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2221,7 @@ func (x *ClearDeviceHoldResponse) String() string {
 func (*ClearDeviceHoldResponse) ProtoMessage() {}
 
 func (x *ClearDeviceHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[23]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,14 +2234,14 @@ func (x *ClearDeviceHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearDeviceHoldResponse.ProtoReflect.Descriptor instead.
 func (*ClearDeviceHoldResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{23}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{24}
 }
 
 var File_ironlink_v1_policy_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x18ironlink/v1/policy.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x02\n" +
+	"\x18ironlink/v1/policy.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18ironlink/v1/health.proto\"\xd2\x02\n" +
 	"\n" +
 	"PolicyRule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
@@ -2164,7 +2251,14 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\areasons\x18\x04 \x03(\tR\areasons\x126\n" +
 	"\thold_down\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bholdDown\x12G\n" +
 	"\x12auto_release_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x10autoReleaseAfter\x12\x17\n" +
-	"\adry_run\x18\a \x01(\bR\x06dryRun\"\x82\x01\n" +
+	"\adry_run\x18\a \x01(\bR\x06dryRun\x126\n" +
+	"\x06health\x18\b \x01(\v2\x1e.ironlink.v1.PolicyHealthMatchR\x06health\"\xd0\x01\n" +
+	"\x11PolicyHealthMatch\x12+\n" +
+	"\x11component_classes\x18\x01 \x03(\tR\x10componentClasses\x12\x16\n" +
+	"\x06checks\x18\x02 \x03(\tR\x06checks\x12\x1f\n" +
+	"\verror_codes\x18\x03 \x03(\tR\n" +
+	"errorCodes\x12U\n" +
+	"\x13recommended_actions\x18\x04 \x03(\x0e2$.ironlink.v1.HealthRecommendedActionR\x12recommendedActions\"\x82\x01\n" +
 	"\vPolicyGuard\x12\x1f\n" +
 	"\vmax_devices\x18\x01 \x01(\x05R\n" +
 	"maxDevices\x12\x1f\n" +
@@ -2366,96 +2460,100 @@ func file_ironlink_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ironlink_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_ironlink_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_ironlink_v1_policy_proto_goTypes = []any{
 	(PolicyAction)(0),                     // 0: ironlink.v1.PolicyAction
 	(PendingActionState)(0),               // 1: ironlink.v1.PendingActionState
 	(DeviceHoldKind)(0),                   // 2: ironlink.v1.DeviceHoldKind
 	(*PolicyRule)(nil),                    // 3: ironlink.v1.PolicyRule
-	(*PolicyGuard)(nil),                   // 4: ironlink.v1.PolicyGuard
-	(*MaintenanceWindow)(nil),             // 5: ironlink.v1.MaintenanceWindow
-	(*SitePolicy)(nil),                    // 6: ironlink.v1.SitePolicy
-	(*GetEffectivePolicyRequest)(nil),     // 7: ironlink.v1.GetEffectivePolicyRequest
-	(*GetEffectivePolicyResponse)(nil),    // 8: ironlink.v1.GetEffectivePolicyResponse
-	(*PolicyDecision)(nil),                // 9: ironlink.v1.PolicyDecision
-	(*ListPolicyDecisionsRequest)(nil),    // 10: ironlink.v1.ListPolicyDecisionsRequest
-	(*ListPolicyDecisionsResponse)(nil),   // 11: ironlink.v1.ListPolicyDecisionsResponse
-	(*PendingAction)(nil),                 // 12: ironlink.v1.PendingAction
-	(*ListPendingActionsRequest)(nil),     // 13: ironlink.v1.ListPendingActionsRequest
-	(*ListPendingActionsResponse)(nil),    // 14: ironlink.v1.ListPendingActionsResponse
-	(*ApprovePendingActionsRequest)(nil),  // 15: ironlink.v1.ApprovePendingActionsRequest
-	(*ApprovePendingActionsResponse)(nil), // 16: ironlink.v1.ApprovePendingActionsResponse
-	(*RejectPendingActionsRequest)(nil),   // 17: ironlink.v1.RejectPendingActionsRequest
-	(*RejectPendingActionsResponse)(nil),  // 18: ironlink.v1.RejectPendingActionsResponse
-	(*SitePolicyState)(nil),               // 19: ironlink.v1.SitePolicyState
-	(*ListSitePolicyStatesRequest)(nil),   // 20: ironlink.v1.ListSitePolicyStatesRequest
-	(*ListSitePolicyStatesResponse)(nil),  // 21: ironlink.v1.ListSitePolicyStatesResponse
-	(*DeviceHold)(nil),                    // 22: ironlink.v1.DeviceHold
-	(*SetDeviceHoldRequest)(nil),          // 23: ironlink.v1.SetDeviceHoldRequest
-	(*SetDeviceHoldResponse)(nil),         // 24: ironlink.v1.SetDeviceHoldResponse
-	(*ClearDeviceHoldRequest)(nil),        // 25: ironlink.v1.ClearDeviceHoldRequest
-	(*ClearDeviceHoldResponse)(nil),       // 26: ironlink.v1.ClearDeviceHoldResponse
-	(*durationpb.Duration)(nil),           // 27: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),         // 28: google.protobuf.Timestamp
+	(*PolicyHealthMatch)(nil),             // 4: ironlink.v1.PolicyHealthMatch
+	(*PolicyGuard)(nil),                   // 5: ironlink.v1.PolicyGuard
+	(*MaintenanceWindow)(nil),             // 6: ironlink.v1.MaintenanceWindow
+	(*SitePolicy)(nil),                    // 7: ironlink.v1.SitePolicy
+	(*GetEffectivePolicyRequest)(nil),     // 8: ironlink.v1.GetEffectivePolicyRequest
+	(*GetEffectivePolicyResponse)(nil),    // 9: ironlink.v1.GetEffectivePolicyResponse
+	(*PolicyDecision)(nil),                // 10: ironlink.v1.PolicyDecision
+	(*ListPolicyDecisionsRequest)(nil),    // 11: ironlink.v1.ListPolicyDecisionsRequest
+	(*ListPolicyDecisionsResponse)(nil),   // 12: ironlink.v1.ListPolicyDecisionsResponse
+	(*PendingAction)(nil),                 // 13: ironlink.v1.PendingAction
+	(*ListPendingActionsRequest)(nil),     // 14: ironlink.v1.ListPendingActionsRequest
+	(*ListPendingActionsResponse)(nil),    // 15: ironlink.v1.ListPendingActionsResponse
+	(*ApprovePendingActionsRequest)(nil),  // 16: ironlink.v1.ApprovePendingActionsRequest
+	(*ApprovePendingActionsResponse)(nil), // 17: ironlink.v1.ApprovePendingActionsResponse
+	(*RejectPendingActionsRequest)(nil),   // 18: ironlink.v1.RejectPendingActionsRequest
+	(*RejectPendingActionsResponse)(nil),  // 19: ironlink.v1.RejectPendingActionsResponse
+	(*SitePolicyState)(nil),               // 20: ironlink.v1.SitePolicyState
+	(*ListSitePolicyStatesRequest)(nil),   // 21: ironlink.v1.ListSitePolicyStatesRequest
+	(*ListSitePolicyStatesResponse)(nil),  // 22: ironlink.v1.ListSitePolicyStatesResponse
+	(*DeviceHold)(nil),                    // 23: ironlink.v1.DeviceHold
+	(*SetDeviceHoldRequest)(nil),          // 24: ironlink.v1.SetDeviceHoldRequest
+	(*SetDeviceHoldResponse)(nil),         // 25: ironlink.v1.SetDeviceHoldResponse
+	(*ClearDeviceHoldRequest)(nil),        // 26: ironlink.v1.ClearDeviceHoldRequest
+	(*ClearDeviceHoldResponse)(nil),       // 27: ironlink.v1.ClearDeviceHoldResponse
+	(*durationpb.Duration)(nil),           // 28: google.protobuf.Duration
+	(HealthRecommendedAction)(0),          // 29: ironlink.v1.HealthRecommendedAction
+	(*timestamppb.Timestamp)(nil),         // 30: google.protobuf.Timestamp
 }
 var file_ironlink_v1_policy_proto_depIdxs = []int32{
-	27, // 0: ironlink.v1.PolicyRule.hold_down:type_name -> google.protobuf.Duration
-	27, // 1: ironlink.v1.PolicyRule.auto_release_after:type_name -> google.protobuf.Duration
-	27, // 2: ironlink.v1.PolicyGuard.window:type_name -> google.protobuf.Duration
-	28, // 3: ironlink.v1.MaintenanceWindow.start_time:type_name -> google.protobuf.Timestamp
-	28, // 4: ironlink.v1.MaintenanceWindow.end_time:type_name -> google.protobuf.Timestamp
-	27, // 5: ironlink.v1.MaintenanceWindow.every:type_name -> google.protobuf.Duration
-	3,  // 6: ironlink.v1.SitePolicy.rules:type_name -> ironlink.v1.PolicyRule
-	4,  // 7: ironlink.v1.SitePolicy.guard:type_name -> ironlink.v1.PolicyGuard
-	5,  // 8: ironlink.v1.SitePolicy.maintenance_windows:type_name -> ironlink.v1.MaintenanceWindow
-	6,  // 9: ironlink.v1.GetEffectivePolicyResponse.policy:type_name -> ironlink.v1.SitePolicy
-	0,  // 10: ironlink.v1.PolicyDecision.action:type_name -> ironlink.v1.PolicyAction
-	28, // 11: ironlink.v1.PolicyDecision.cause_time:type_name -> google.protobuf.Timestamp
-	28, // 12: ironlink.v1.PolicyDecision.trigger_time:type_name -> google.protobuf.Timestamp
-	28, // 13: ironlink.v1.PolicyDecision.decide_time:type_name -> google.protobuf.Timestamp
-	0,  // 14: ironlink.v1.ListPolicyDecisionsRequest.actions:type_name -> ironlink.v1.PolicyAction
-	9,  // 15: ironlink.v1.ListPolicyDecisionsResponse.decisions:type_name -> ironlink.v1.PolicyDecision
-	1,  // 16: ironlink.v1.PendingAction.state:type_name -> ironlink.v1.PendingActionState
-	28, // 17: ironlink.v1.PendingAction.cause_time:type_name -> google.protobuf.Timestamp
-	28, // 18: ironlink.v1.PendingAction.create_time:type_name -> google.protobuf.Timestamp
-	28, // 19: ironlink.v1.PendingAction.resolve_time:type_name -> google.protobuf.Timestamp
-	1,  // 20: ironlink.v1.ListPendingActionsRequest.states:type_name -> ironlink.v1.PendingActionState
-	12, // 21: ironlink.v1.ListPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
-	12, // 22: ironlink.v1.ApprovePendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
-	12, // 23: ironlink.v1.RejectPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
-	28, // 24: ironlink.v1.SitePolicyState.guard_tripped_time:type_name -> google.protobuf.Timestamp
-	4,  // 25: ironlink.v1.SitePolicyState.guard:type_name -> ironlink.v1.PolicyGuard
-	19, // 26: ironlink.v1.ListSitePolicyStatesResponse.states:type_name -> ironlink.v1.SitePolicyState
-	2,  // 27: ironlink.v1.DeviceHold.kind:type_name -> ironlink.v1.DeviceHoldKind
-	28, // 28: ironlink.v1.DeviceHold.start_time:type_name -> google.protobuf.Timestamp
-	28, // 29: ironlink.v1.DeviceHold.end_time:type_name -> google.protobuf.Timestamp
-	28, // 30: ironlink.v1.DeviceHold.create_time:type_name -> google.protobuf.Timestamp
-	2,  // 31: ironlink.v1.SetDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
-	28, // 32: ironlink.v1.SetDeviceHoldRequest.start_time:type_name -> google.protobuf.Timestamp
-	28, // 33: ironlink.v1.SetDeviceHoldRequest.end_time:type_name -> google.protobuf.Timestamp
-	22, // 34: ironlink.v1.SetDeviceHoldResponse.hold:type_name -> ironlink.v1.DeviceHold
-	2,  // 35: ironlink.v1.ClearDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
-	7,  // 36: ironlink.v1.PolicyService.GetEffectivePolicy:input_type -> ironlink.v1.GetEffectivePolicyRequest
-	10, // 37: ironlink.v1.PolicyService.ListPolicyDecisions:input_type -> ironlink.v1.ListPolicyDecisionsRequest
-	13, // 38: ironlink.v1.PolicyService.ListPendingActions:input_type -> ironlink.v1.ListPendingActionsRequest
-	15, // 39: ironlink.v1.PolicyService.ApprovePendingActions:input_type -> ironlink.v1.ApprovePendingActionsRequest
-	17, // 40: ironlink.v1.PolicyService.RejectPendingActions:input_type -> ironlink.v1.RejectPendingActionsRequest
-	20, // 41: ironlink.v1.PolicyService.ListSitePolicyStates:input_type -> ironlink.v1.ListSitePolicyStatesRequest
-	23, // 42: ironlink.v1.PolicyService.SetDeviceHold:input_type -> ironlink.v1.SetDeviceHoldRequest
-	25, // 43: ironlink.v1.PolicyService.ClearDeviceHold:input_type -> ironlink.v1.ClearDeviceHoldRequest
-	8,  // 44: ironlink.v1.PolicyService.GetEffectivePolicy:output_type -> ironlink.v1.GetEffectivePolicyResponse
-	11, // 45: ironlink.v1.PolicyService.ListPolicyDecisions:output_type -> ironlink.v1.ListPolicyDecisionsResponse
-	14, // 46: ironlink.v1.PolicyService.ListPendingActions:output_type -> ironlink.v1.ListPendingActionsResponse
-	16, // 47: ironlink.v1.PolicyService.ApprovePendingActions:output_type -> ironlink.v1.ApprovePendingActionsResponse
-	18, // 48: ironlink.v1.PolicyService.RejectPendingActions:output_type -> ironlink.v1.RejectPendingActionsResponse
-	21, // 49: ironlink.v1.PolicyService.ListSitePolicyStates:output_type -> ironlink.v1.ListSitePolicyStatesResponse
-	24, // 50: ironlink.v1.PolicyService.SetDeviceHold:output_type -> ironlink.v1.SetDeviceHoldResponse
-	26, // 51: ironlink.v1.PolicyService.ClearDeviceHold:output_type -> ironlink.v1.ClearDeviceHoldResponse
-	44, // [44:52] is the sub-list for method output_type
-	36, // [36:44] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	28, // 0: ironlink.v1.PolicyRule.hold_down:type_name -> google.protobuf.Duration
+	28, // 1: ironlink.v1.PolicyRule.auto_release_after:type_name -> google.protobuf.Duration
+	4,  // 2: ironlink.v1.PolicyRule.health:type_name -> ironlink.v1.PolicyHealthMatch
+	29, // 3: ironlink.v1.PolicyHealthMatch.recommended_actions:type_name -> ironlink.v1.HealthRecommendedAction
+	28, // 4: ironlink.v1.PolicyGuard.window:type_name -> google.protobuf.Duration
+	30, // 5: ironlink.v1.MaintenanceWindow.start_time:type_name -> google.protobuf.Timestamp
+	30, // 6: ironlink.v1.MaintenanceWindow.end_time:type_name -> google.protobuf.Timestamp
+	28, // 7: ironlink.v1.MaintenanceWindow.every:type_name -> google.protobuf.Duration
+	3,  // 8: ironlink.v1.SitePolicy.rules:type_name -> ironlink.v1.PolicyRule
+	5,  // 9: ironlink.v1.SitePolicy.guard:type_name -> ironlink.v1.PolicyGuard
+	6,  // 10: ironlink.v1.SitePolicy.maintenance_windows:type_name -> ironlink.v1.MaintenanceWindow
+	7,  // 11: ironlink.v1.GetEffectivePolicyResponse.policy:type_name -> ironlink.v1.SitePolicy
+	0,  // 12: ironlink.v1.PolicyDecision.action:type_name -> ironlink.v1.PolicyAction
+	30, // 13: ironlink.v1.PolicyDecision.cause_time:type_name -> google.protobuf.Timestamp
+	30, // 14: ironlink.v1.PolicyDecision.trigger_time:type_name -> google.protobuf.Timestamp
+	30, // 15: ironlink.v1.PolicyDecision.decide_time:type_name -> google.protobuf.Timestamp
+	0,  // 16: ironlink.v1.ListPolicyDecisionsRequest.actions:type_name -> ironlink.v1.PolicyAction
+	10, // 17: ironlink.v1.ListPolicyDecisionsResponse.decisions:type_name -> ironlink.v1.PolicyDecision
+	1,  // 18: ironlink.v1.PendingAction.state:type_name -> ironlink.v1.PendingActionState
+	30, // 19: ironlink.v1.PendingAction.cause_time:type_name -> google.protobuf.Timestamp
+	30, // 20: ironlink.v1.PendingAction.create_time:type_name -> google.protobuf.Timestamp
+	30, // 21: ironlink.v1.PendingAction.resolve_time:type_name -> google.protobuf.Timestamp
+	1,  // 22: ironlink.v1.ListPendingActionsRequest.states:type_name -> ironlink.v1.PendingActionState
+	13, // 23: ironlink.v1.ListPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
+	13, // 24: ironlink.v1.ApprovePendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
+	13, // 25: ironlink.v1.RejectPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
+	30, // 26: ironlink.v1.SitePolicyState.guard_tripped_time:type_name -> google.protobuf.Timestamp
+	5,  // 27: ironlink.v1.SitePolicyState.guard:type_name -> ironlink.v1.PolicyGuard
+	20, // 28: ironlink.v1.ListSitePolicyStatesResponse.states:type_name -> ironlink.v1.SitePolicyState
+	2,  // 29: ironlink.v1.DeviceHold.kind:type_name -> ironlink.v1.DeviceHoldKind
+	30, // 30: ironlink.v1.DeviceHold.start_time:type_name -> google.protobuf.Timestamp
+	30, // 31: ironlink.v1.DeviceHold.end_time:type_name -> google.protobuf.Timestamp
+	30, // 32: ironlink.v1.DeviceHold.create_time:type_name -> google.protobuf.Timestamp
+	2,  // 33: ironlink.v1.SetDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
+	30, // 34: ironlink.v1.SetDeviceHoldRequest.start_time:type_name -> google.protobuf.Timestamp
+	30, // 35: ironlink.v1.SetDeviceHoldRequest.end_time:type_name -> google.protobuf.Timestamp
+	23, // 36: ironlink.v1.SetDeviceHoldResponse.hold:type_name -> ironlink.v1.DeviceHold
+	2,  // 37: ironlink.v1.ClearDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
+	8,  // 38: ironlink.v1.PolicyService.GetEffectivePolicy:input_type -> ironlink.v1.GetEffectivePolicyRequest
+	11, // 39: ironlink.v1.PolicyService.ListPolicyDecisions:input_type -> ironlink.v1.ListPolicyDecisionsRequest
+	14, // 40: ironlink.v1.PolicyService.ListPendingActions:input_type -> ironlink.v1.ListPendingActionsRequest
+	16, // 41: ironlink.v1.PolicyService.ApprovePendingActions:input_type -> ironlink.v1.ApprovePendingActionsRequest
+	18, // 42: ironlink.v1.PolicyService.RejectPendingActions:input_type -> ironlink.v1.RejectPendingActionsRequest
+	21, // 43: ironlink.v1.PolicyService.ListSitePolicyStates:input_type -> ironlink.v1.ListSitePolicyStatesRequest
+	24, // 44: ironlink.v1.PolicyService.SetDeviceHold:input_type -> ironlink.v1.SetDeviceHoldRequest
+	26, // 45: ironlink.v1.PolicyService.ClearDeviceHold:input_type -> ironlink.v1.ClearDeviceHoldRequest
+	9,  // 46: ironlink.v1.PolicyService.GetEffectivePolicy:output_type -> ironlink.v1.GetEffectivePolicyResponse
+	12, // 47: ironlink.v1.PolicyService.ListPolicyDecisions:output_type -> ironlink.v1.ListPolicyDecisionsResponse
+	15, // 48: ironlink.v1.PolicyService.ListPendingActions:output_type -> ironlink.v1.ListPendingActionsResponse
+	17, // 49: ironlink.v1.PolicyService.ApprovePendingActions:output_type -> ironlink.v1.ApprovePendingActionsResponse
+	19, // 50: ironlink.v1.PolicyService.RejectPendingActions:output_type -> ironlink.v1.RejectPendingActionsResponse
+	22, // 51: ironlink.v1.PolicyService.ListSitePolicyStates:output_type -> ironlink.v1.ListSitePolicyStatesResponse
+	25, // 52: ironlink.v1.PolicyService.SetDeviceHold:output_type -> ironlink.v1.SetDeviceHoldResponse
+	27, // 53: ironlink.v1.PolicyService.ClearDeviceHold:output_type -> ironlink.v1.ClearDeviceHoldResponse
+	46, // [46:54] is the sub-list for method output_type
+	38, // [38:46] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_policy_proto_init() }
@@ -2463,13 +2561,14 @@ func file_ironlink_v1_policy_proto_init() {
 	if File_ironlink_v1_policy_proto != nil {
 		return
 	}
+	file_ironlink_v1_health_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_policy_proto_rawDesc), len(file_ironlink_v1_policy_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

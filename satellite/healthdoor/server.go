@@ -1,0 +1,171 @@
+package healthdoor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/ironlink/ironlink/gen/datamodels"
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/textcheck"
+)
+
+// MaxEvents is the most events of one HealthEventOccurredV1 call (the
+// hub's HealthService limit).
+const MaxEvents = 256
+
+// DefaultWait is how long a call waits for the hub's answer before it
+// returns Unavailable, its batch still spooled (--health-wait).
+const DefaultWait = 30 * time.Second
+
+// Server implements datamodels.PlatformConnectorServer over a Spool.
+type Server struct {
+	datamodels.UnimplementedPlatformConnectorServer
+	spool   *Spool
+	wait    time.Duration
+	metrics *Metrics
+	log     *slog.Logger
+}
+
+// NewServer returns the door over spool; a call waits at most wait (≤ 0:
+// DefaultWait) for the hub's answer.
+func NewServer(spool *Spool, wait time.Duration, m *Metrics, log *slog.Logger) *Server {
+	if wait <= 0 {
+		wait = DefaultWait
+	}
+	return &Server{spool: spool, wait: wait, metrics: m, log: log}
+}
+
+// HealthEventOccurredV1 checks the batch, spools it for the hub and
+// answers once the hub committed it (Empty) or refused it (the hub's
+// status: InvalidArgument, NotFound, FailedPrecondition). Errors of its
+// own: InvalidArgument naming the field (events[i].<ironlink field>) for a
+// batch the hub would refuse anyway; Unavailable when the hub did not
+// answer within the wait (the batch stays spooled and is forwarded: a
+// retry is harmless, the hub recognises the events) or the full spool
+// dropped it; the caller's own deadline.
+func (s *Server) HealthEventOccurredV1(ctx context.Context, in *datamodels.HealthEvents) (*emptypb.Empty, error) {
+	events, err := Convert(in)
+	if err != nil {
+		s.metrics.add(OutcomeRefused, len(in.GetEvents()))
+		s.log.Info("health report refused by the door", "events", len(in.GetEvents()), "err", err)
+		return nil, err
+	}
+	r := s.spool.put(events)
+	if r == nil {
+		s.metrics.add(OutcomeRefused, len(events))
+		return nil, status.Errorf(codes.ResourceExhausted, "events: %d events do not fit the health spool (--health-spool-events)", len(events))
+	}
+	s.metrics.add(OutcomeAccepted, len(events))
+	t := time.NewTimer(s.wait)
+	defer t.Stop()
+	select {
+	case res := <-r.done:
+		if res.GetCode() != 0 {
+			return nil, status.Error(codes.Code(res.GetCode()), res.GetMessage())
+		}
+		return &emptypb.Empty{}, nil
+	case <-t.C:
+		return nil, status.Errorf(codes.Unavailable, "the hub has not answered within %s (link down?): the events stay spooled and are forwarded when the link is back", s.wait)
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// Convert checks a NVSentinel batch and turns it into ironlink's
+// HealthEvents (node_name set from nodeName, no event id: the hub derives
+// one from the content, so a resent event is recognised). Errors are
+// InvalidArgument naming the field as ironlink's HealthService names it.
+// Numbers of NVSentinel's enums ironlink does not know are kept.
+func Convert(in *datamodels.HealthEvents) ([]*ironlinkv1.HealthEvent, error) {
+	n := len(in.GetEvents())
+	if n == 0 || n > MaxEvents {
+		return nil, status.Errorf(codes.InvalidArgument, "events: %d events, want 1 to %d", n, MaxEvents)
+	}
+	out := make([]*ironlinkv1.HealthEvent, n)
+	for i, e := range in.GetEvents() {
+		if err := check(i, e); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		ev := &ironlinkv1.HealthEvent{NodeName: e.GetNodeName(), Agent: e.GetAgent(), ComponentClass: e.GetComponentClass(),
+			CheckName: e.GetCheckName(), IsFatal: e.GetIsFatal(), IsHealthy: e.GetIsHealthy(), Message: e.GetMessage(),
+			RecommendedAction:  ironlinkv1.HealthRecommendedAction(e.GetRecommendedAction()),
+			ErrorCodes:         e.GetErrorCode(),
+			Metadata:           e.GetMetadata(),
+			GeneratedTime:      e.GetGeneratedTimestamp(),
+			ProcessingStrategy: ironlinkv1.HealthProcessingStrategy(e.GetProcessingStrategy())}
+		for _, x := range e.GetEntitiesImpacted() {
+			ev.EntitiesImpacted = append(ev.EntitiesImpacted, &ironlinkv1.HealthEntity{EntityType: x.GetEntityType(), EntityValue: x.GetEntityValue()})
+		}
+		out[i] = ev
+	}
+	return out, nil
+}
+
+// check is the door's own check of event i: what it must hold for the
+// spool to carry it (the hub checks the rest: limits of the lists, the
+// device).
+func check(i int, e *datamodels.HealthEvent) error {
+	f := func(name string) string { return fmt.Sprintf("events[%d].%s", i, name) }
+	if e.GetNodeName() == "" {
+		return errors.New(f("node_name") + " is required (NVSentinel's nodeName: a host name or an IP address)")
+	}
+	if err := textcheck.Line(f("node_name"), e.GetNodeName(), 255); err != nil {
+		return err
+	}
+	for name, v := range map[string]string{"agent": e.GetAgent(), "component_class": e.GetComponentClass(), "check_name": e.GetCheckName()} {
+		if !condition.ValidHealthName(v) {
+			return fmt.Errorf("%s must be 1 to %d ASCII letters, digits, '_', '-' or '.'", f(name), condition.MaxHealthNameBytes)
+		}
+	}
+	if err := textcheck.Text(f("message"), e.GetMessage(), condition.MaxMessageBytes); err != nil {
+		return err
+	}
+	if ts := e.GetGeneratedTimestamp(); ts == nil || ts.CheckValid() != nil || ts.AsTime().IsZero() {
+		return errors.New(f("generated_time") + " is missing or not a valid time")
+	}
+	return nil
+}
+
+// Listen opens the door's Unix socket at path with mode 0660 (a stale
+// socket file left by an earlier run is removed first).
+func Listen(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("remove stale health socket %s: %w", path, err)
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("health socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("health socket %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// Serve serves the door on ln until ctx ends.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(4 << 20))
+	datamodels.RegisterPlatformConnectorServer(g, s)
+	go func() {
+		<-ctx.Done()
+		g.GracefulStop()
+	}()
+	if err := g.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("health door: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,183 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/ironlink/ironlink/gen/datamodels"
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/test/harness"
+)
+
+// healthSite starts a hub (fastHub plus hubExtra) and a site of n simulated
+// nodes whose satellite serves the local health door; it returns the
+// door's client once every node is a device.
+func healthSite(t *testing.T, name string, n int, hubExtra ...string) (*harness.Hub, string, *site, datamodels.PlatformConnectorClient) {
+	t.Helper()
+	db, pool := newDatabase(t)
+	hub := startHub(t, db, "hub-a", hubExtra...)
+	s := newSite(t, name, n)
+	sock := filepath.Join(t.TempDir(), "health.sock")
+	s.startSatellite(t, "", hub.Addr, "--health-socket", sock, "--health-wait", "60s")
+	waitDevices(t, pool, s, 30*time.Second)
+	cc, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return hub, db, s, datamodels.NewPlatformConnectorClient(cc)
+}
+
+// xid is an NVSentinel GPU XID event for node, generated now.
+func xid(node, code string, fatal bool) *datamodels.HealthEvent {
+	return &datamodels.HealthEvent{Agent: "gpu-health-monitor", ComponentClass: "GPU", CheckName: "GpuXidError",
+		IsFatal: fatal, Message: "XID " + code, RecommendedAction: datamodels.RecommendedAction_RESTART_BM,
+		ErrorCode: []string{code}, EntitiesImpacted: []*datamodels.Entity{{EntityType: "GPU", EntityValue: "3"}},
+		GeneratedTimestamp: timestamppb.Now(), NodeName: node}
+}
+
+// report sends events through the door.
+func report(ctx context.Context, door datamodels.PlatformConnectorClient, evs ...*datamodels.HealthEvent) error {
+	_, err := door.HealthEventOccurredV1(ctx, &datamodels.HealthEvents{Version: 1, Events: evs})
+	return err
+}
+
+// device is GetDevice of id.
+func device(t *testing.T, fc ironlinkv1.FleetServiceClient, id string) *ironlinkv1.Device {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := fc.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: id})
+	if err != nil {
+		t.Fatalf("GetDevice %s: %v", id, err)
+	}
+	return r.GetDevice()
+}
+
+// healthConditions are the device's health condition types.
+func healthConditions(d *ironlinkv1.Device) []string {
+	var out []string
+	for _, c := range d.GetConditions() {
+		if strings.HasPrefix(c.GetType(), "health.") {
+			out = append(out, c.GetType())
+		}
+	}
+	return out
+}
+
+// TestHealthThroughSatelliteDuringOutage sends an NVSentinel XID 79 event
+// through the satellite's local door while the hub is down: the call waits,
+// the hub comes back at the same address, the link returns, the event is
+// committed once and the device turns FAULTED naming the check.
+func TestHealthThroughSatelliteDuringOutage(t *testing.T) {
+	hub, db, s, door := healthSite(t, "health-out", 4)
+	node := s.sim.Nodes()[1]
+	fc := harness.Fleet(t, hub.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// With the link up: a non-fatal warning is committed before the call returns.
+	if err := report(ctx, door, xid(node.Name, "63", false)); err != nil {
+		t.Fatalf("report with the link up: %v", err)
+	}
+	if got := healthConditions(device(t, fc, node.UUID)); !slices.Contains(got, "health.GPU/GpuXidError") {
+		t.Fatalf("after the door answered, health conditions %v, want health.GPU/GpuXidError", got)
+	}
+
+	hub.Stop(5 * time.Second)
+	done := make(chan error, 1)
+	go func() { done <- report(ctx, door, xid(node.Name, "79", true)) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the door answered (%v) while the hub was down: it must wait for the commit", err)
+	case <-time.After(2 * time.Second):
+	}
+	hub = harness.StartHubAt(t, bins, hub.Addr, db, "hub-a", fastHub()...)
+	if err := <-done; err != nil {
+		t.Fatalf("report sent during the outage: %v", err)
+	}
+	fc = harness.Fleet(t, hub.Addr)
+	d := device(t, fc, node.UUID)
+	if d.GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_FAULTED || !strings.Contains(d.GetStatusReason(), "GpuXidError") {
+		t.Fatalf("after the outage: status %v (%q), want FAULTED naming GpuXidError", d.GetStatus(), d.GetStatusReason())
+	}
+	pool := harness.Pool(t, db)
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM health_event_ids`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("health event ids stored: %d, want 2 (each event committed once)", n)
+	}
+	if !strings.Contains(s.sat.Output(), "health report sent") {
+		t.Errorf("satellite never logged a health report sent")
+	}
+}
+
+// TestHealthDoorRefusesBadInput sends what the door must refuse, checks
+// the status and the field it names, and that nothing was written; an
+// unknown recommended action is kept, not refused.
+func TestHealthDoorRefusesBadInput(t *testing.T) {
+	hub, _, s, door := healthSite(t, "health-bad", 3)
+	node := s.sim.Nodes()[0]
+	fc := harness.Fleet(t, hub.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nul := xid(node.Name, "79", true)
+	nul.Message = "bad\x00message"
+	noTime := xid(node.Name, "79", true)
+	noTime.GeneratedTimestamp = nil
+	badName := xid(node.Name, "79", true)
+	badName.CheckName = "Gpu Xid"
+	many := make([]*datamodels.HealthEvent, 257)
+	for i := range many {
+		many[i] = xid(node.Name, "48", true)
+	}
+	tooManyCodes := xid(node.Name, "79", true)
+	for i := range 33 {
+		tooManyCodes.ErrorCode = append(tooManyCodes.ErrorCode, fmt.Sprint(i))
+	}
+	for _, c := range []struct {
+		name  string
+		evs   []*datamodels.HealthEvent
+		code  codes.Code
+		field string
+	}{
+		{"empty batch", nil, codes.InvalidArgument, "events"},
+		{"257 events", many, codes.InvalidArgument, "events"},
+		{"NUL in message", []*datamodels.HealthEvent{xid(node.Name, "48", false), nul}, codes.InvalidArgument, "events[1].message"},
+		{"no generated time", []*datamodels.HealthEvent{noTime}, codes.InvalidArgument, "events[0].generated_time"},
+		{"invalid check name", []*datamodels.HealthEvent{badName}, codes.InvalidArgument, "events[0].check_name"},
+		{"no node name", []*datamodels.HealthEvent{xid("", "79", true)}, codes.InvalidArgument, "events[0].node_name"},
+		{"33 error codes (the hub's limit)", []*datamodels.HealthEvent{tooManyCodes}, codes.InvalidArgument, "32 error codes"},
+		{"unknown node (the hub's answer)", []*datamodels.HealthEvent{xid("no-such-node", "79", true)}, codes.NotFound, "no-such-node"},
+	} {
+		err := report(ctx, door, c.evs...)
+		if st := status.Convert(err); st.Code() != c.code || !strings.Contains(st.Message(), c.field) {
+			t.Errorf("%s: %v, want %v naming %s", c.name, err, c.code, c.field)
+		}
+	}
+	if got := healthConditions(device(t, fc, node.UUID)); len(got) != 0 {
+		t.Fatalf("refused reports wrote health conditions %v", got)
+	}
+	unknown := xid(node.Name, "94", false)
+	unknown.RecommendedAction = 77 // a value NVSentinel may add later
+	unknown.ProcessingStrategy = 9
+	if err := report(ctx, door, unknown); err != nil {
+		t.Fatalf("unknown recommended action and processing strategy: %v, want kept", err)
+	}
+	if got := healthConditions(device(t, fc, node.UUID)); len(got) != 1 {
+		t.Fatalf("health conditions %v after the accepted report, want one", got)
+	}
+}
