@@ -136,3 +136,21 @@ func TestRunRefusesAConfigNotValidated(t *testing.T) {
 		}
 	}
 }
+
+// The health door's settings: a spool smaller than one batch and a
+// negative wait are refused naming their flags; unset ones get the defaults.
+func TestValidateHealthDoor(t *testing.T) {
+	base := app.Options{Site: "s", HubAddr: "h:1", Identity: app.Identity{NoAuth: true, Plaintext: true}}
+	cfg := validated(t, base)
+	if cfg.Health.SpoolEvents != 4096 || cfg.Health.Wait != 30*time.Second {
+		t.Errorf("defaults: %+v, want 4096 events and 30s", cfg.Health)
+	}
+	bad := base
+	bad.Health = app.HealthDoor{SpoolEvents: 10, Wait: -time.Second}
+	_, err := bad.Validate()
+	for _, want := range []string{"--health-spool-events 10", "--health-wait -1s"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v, want it to name %s", err, want)
+		}
+	}
+}

@@ -169,6 +169,12 @@ func (o Options) Validate() (Config, error) {
 	if c.Operations.MaxConcurrent < 1 || c.Operations.PollInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("--operations-concurrency %d must be ≥ 1 and --operations-poll-interval %s ≥ 100ms", c.Operations.MaxConcurrent, c.Operations.PollInterval))
 	}
+	if c.Health.SpoolEvents < healthdoor.MaxEvents {
+		errs = append(errs, fmt.Errorf("--health-spool-events %d (IRONLINK_HEALTH_SPOOL_EVENTS): must hold one batch, at least %d", c.Health.SpoolEvents, healthdoor.MaxEvents))
+	}
+	if c.Health.Wait < 0 {
+		errs = append(errs, fmt.Errorf("--health-wait %s (IRONLINK_HEALTH_WAIT) is negative", c.Health.Wait))
+	}
 	if c.Agent.PollInterval < time.Second {
 		errs = append(errs, fmt.Errorf("poll interval %s is below 1s", c.Agent.PollInterval))
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ironlink/ironlink/gen/datamodels"
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/promtest"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
@@ -24,19 +25,27 @@ import (
 // nodes whose satellite serves the local health door; it returns the
 // door's client once every node is a device.
 func healthSite(t *testing.T, name string, n int, hubExtra ...string) (*harness.Hub, string, *site, datamodels.PlatformConnectorClient) {
+	hub, db, s, door, _ := healthSiteMetrics(t, name, n, hubExtra...)
+	return hub, db, s, door
+}
+
+// healthSiteMetrics is healthSite whose satellite also serves its metrics
+// at the returned URL.
+func healthSiteMetrics(t *testing.T, name string, n int, hubExtra ...string) (*harness.Hub, string, *site, datamodels.PlatformConnectorClient, string) {
 	t.Helper()
 	db, pool := newDatabase(t)
 	hub := startHub(t, db, "hub-a", hubExtra...)
 	s := newSite(t, name, n)
 	sock := filepath.Join(t.TempDir(), "health.sock")
-	s.startSatellite(t, "", hub.Addr, "--health-socket", sock, "--health-wait", "60s")
+	metrics := harness.FreeAddr(t)
+	s.startSatellite(t, "", hub.Addr, "--health-socket", sock, "--health-wait", "60s", "--metrics-addr", metrics)
 	waitDevices(t, pool, s, 30*time.Second)
 	cc, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
-	return hub, db, s, datamodels.NewPlatformConnectorClient(cc)
+	return hub, db, s, datamodels.NewPlatformConnectorClient(cc), "http://" + metrics + "/metrics"
 }
 
 // xid is an NVSentinel GPU XID event for node, generated now.
@@ -79,9 +88,10 @@ func healthConditions(d *ironlinkv1.Device) []string {
 // TestHealthThroughSatelliteDuringOutage sends an NVSentinel XID 79 event
 // through the satellite's local door while the hub is down: the call waits,
 // the hub comes back at the same address, the link returns, the event is
-// committed once and the device turns FAULTED naming the check.
+// committed once and the device turns FAULTED naming the check; the
+// door's metrics count 2 accepted, 1 spooled, 2 committed.
 func TestHealthThroughSatelliteDuringOutage(t *testing.T) {
-	hub, db, s, door := healthSite(t, "health-out", 4)
+	hub, db, s, door, metrics := healthSiteMetrics(t, "health-out", 4)
 	node := s.sim.Nodes()[1]
 	fc := harness.Fleet(t, hub.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -122,6 +132,15 @@ func TestHealthThroughSatelliteDuringOutage(t *testing.T) {
 	}
 	if !strings.Contains(s.sat.Output(), "health report sent") {
 		t.Errorf("satellite never logged a health report sent")
+	}
+	page := promtest.Scrape(t, metrics)
+	for outcome, want := range map[string]float64{"accepted": 2, "committed": 2, "spooled": 1, "refused": 0, "dropped": 0} {
+		if v, _ := page.Value("ironlink_satellite_health_events_total", "outcome", outcome); v != want {
+			t.Errorf("ironlink_satellite_health_events_total{outcome=%q} = %g, want %g", outcome, v, want)
+		}
+	}
+	if v, _ := page.Value("ironlink_satellite_health_spool_events"); v != 0 {
+		t.Errorf("spool holds %g events after the hub answered, want 0", v)
 	}
 }
 
