@@ -20,6 +20,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/keepalive"
@@ -332,6 +333,18 @@ func actorFromContext(ctx context.Context) string {
 // maxLoggedValue caps each value of the per-RPC log line (bytes).
 const maxLoggedValue = 2048
 
+// callLevel is the level of a call's "finished call" line: go-grpc-
+// middleware's default, except Unavailable at debug level. Unavailable is
+// the hub's "retry" (the database away, the replica draining): its cause is
+// logged once where it is seen (readiness, the link), and a line for each
+// retrying caller would repeat it many times a second during an outage.
+func callLevel(c codes.Code) logging.Level {
+	if c == codes.Unavailable {
+		return logging.LevelDebug
+	}
+	return logging.DefaultServerCodeToLevel(c)
+}
+
 // NewGRPCServer builds the hub's gRPC server with keepalive enforcement and
 // the logging and panic-recovery interceptors (go-grpc-middleware v2) on
 // unary and stream calls, then the receive, stream and header limits of
@@ -348,7 +361,7 @@ func NewGRPCServer(cfg Config, log *slog.Logger, opts ...grpc.ServerOption) *grp
 		}
 		log.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(callLevel)}
 	recoverOpts := []recovery.Option{recovery.WithRecoveryHandler(func(p any) error {
 		log.Error("panic in handler", "panic", p)
 		return grpcerr.Internal("internal error")

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/grpcerr"
@@ -146,8 +149,7 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error
 		Capabilities: hello.GetCapabilities(), Replica: s.cfg.Replica,
 	})
 	if err != nil {
-		log.Error("open link", "err", err)
-		return grpcerr.FromStore(err)
+		return storeFailed(log, "open link", err)
 	}
 	if r := sess.Replaced; r.Open && r.BootID != hello.GetBootId() && r.Age < TakeoverWarnAge {
 		log.Warn("link taken over from another satellite process whose link was open only briefly: is a second satellite running for this site with the same key? Each takeover costs a snapshot",
@@ -244,11 +246,25 @@ func (s *Server) authorizeHello(ctx context.Context, site string, applied []stri
 	dev, other, foreign, err := s.store.ForeignDevice(ctx, site, applied)
 	switch {
 	case err != nil:
-		log.Error("check applied generations", "err", err)
-		return nil, nil, grpcerr.FromStore(err)
+		return nil, nil, storeFailed(log, "check applied generations", err)
 	case foreign:
 		log.Warn("hello refused: applied generation for a device of another site", "device_id", dev, "device_site", other)
 		return nil, nil, grpcerr.PermissionDenied(grpcerr.ReasonWrongSite, fmt.Sprintf("hello: device %s of applied_generations belongs to another site", dev))
 	}
 	return id, log, nil
+}
+
+// storeFailed logs a failed store call of a link's hello and returns its
+// gRPC error: at error level, except a database that does not answer
+// (Unavailable), logged at debug level because every satellite retrying
+// would log it again and again during an outage that readiness already
+// logs once (health.Checker).
+func storeFailed(log *slog.Logger, what string, err error) error {
+	st := grpcerr.FromStore(err)
+	if status.Code(st) == codes.Unavailable {
+		log.Debug(what, "err", err)
+	} else {
+		log.Error(what, "err", err)
+	}
+	return st
 }

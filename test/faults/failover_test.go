@@ -169,8 +169,8 @@ func runFailover(t *testing.T, pair *pgtest.Pair, dbURL string, moved func()) {
 	checkFeedAfterFailover(ctx, t, fc, feed)
 	noisy, summary := warnings(a.Output(), logFrom)
 	t.Logf("hub warnings and errors logged from the kill to the end: %d\n%s", noisy, summary)
-	if noisy > 60 {
-		t.Errorf("%d warning/error lines for one failover, want at most 60 (one per state change, not per query)", noisy)
+	if noisy > 30 {
+		t.Errorf("%d warning/error lines for one failover, want at most 30 (one per state change, not per query)", noisy)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -124,11 +125,25 @@ func (d *Dispatcher) Close() {
 func (d *Dispatcher) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
+	// failing: an error was logged since the last connection; while the
+	// database is away (a restart, a failover) the retries every
+	// ReconnectDelay log at debug level, and the reconnection once.
+	var failing atomic.Bool
 	l := &pgxlisten.Listener{
-		Connect: d.connect,
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			c, err := d.connect(ctx)
+			if err == nil && failing.Swap(false) {
+				d.log.Info("notification listener reconnected")
+			}
+			return c, err
+		},
 		LogError: func(_ context.Context, err error) {
 			if ctx.Err() != nil {
 				return // the last subscriber left or Close: not a failure
+			}
+			if failing.Swap(true) {
+				d.log.Debug("notification listener", "err", err)
+				return
 			}
 			d.log.Warn("notification listener", "err", err)
 		},
