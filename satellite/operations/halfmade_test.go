@@ -317,3 +317,29 @@ func TestFixtureNovaCreateStaleInstance(t *testing.T) {
 		}
 	}
 }
+
+// A NOVA_DELETE whose server delete Nova answers 500 (seen on the test bed
+// under SQLite lock contention) deletes again and succeeds; both requests
+// are on the record.
+func TestFixtureNovaDeleteRetriesANova500(t *testing.T) {
+	f, r, got := fxRunner(t, "available")
+	f.PutFlavor(nova.Flavor{ID: "fl-1", Name: "baremetal-gpu", ExtraSpecs: map[string]string{"resources:CUSTOM_GPU": "1"}})
+	p := fxRun(t, r, got, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, fxNode,
+		&ironlinkv1.OperationParams{NovaCreate: &ironlinkv1.NovaCreateParams{Name: "vm-d", Image: "11111111-2222-4333-8444-555555555555"}}))
+	wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+	f.Fail(site.MethodDeleteServer, "", gophercloud.ErrUnexpectedResponseCode{Method: "DELETE", URL: "/v2.1/servers/x", Actual: 500,
+		Body: []byte(`{"computeFault": {"code": 500, "message": "Unexpected API Error."}}`)}, 1)
+	d := fxRun(t, r, got, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE, fxNode, nil))
+	wantState(t, d, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+	var statuses []int32
+	for _, s := range d.GetSteps() {
+		for _, q := range s.GetRequests() {
+			if q.GetMethod() == "DELETE" {
+				statuses = append(statuses, q.GetStatus())
+			}
+		}
+	}
+	if !slices.Equal(statuses, []int32{500, 204}) {
+		t.Errorf("server deletes answered %v, want [500 204]: %v", statuses, d.GetSteps())
+	}
+}

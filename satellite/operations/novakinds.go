@@ -248,6 +248,12 @@ func (u *run) novaDelete(ctx context.Context, n *node) site.Result {
 		if s.TaskState != "deleting" {
 			u.serverStep("delete-server", s.Status, n.ProvisionState, "server "+sid)
 			if err := u.deleteServer(ctx, sid); err != nil {
+				if openstack.StatusCode(err) >= 500 && u.serverDeletes < maxServerDeletes {
+					// As in serverFailed: a delete is idempotent, and Nova
+					// answers 500 on SQLite lock contention (test bed).
+					u.serverDeletes++
+					return site.RetryAfter(serverDeleteWait, "NovaDeleteFailed")
+				}
 				return stop(err)
 			}
 			return u.waiting()
