@@ -33,7 +33,6 @@ const e2eProfiles = `profiles:
 // half the memory turns it False (MismatchFault, the profile's fault: true)
 // and the device FAULTED, the message naming the memory.
 func TestHardwareProfileSimulator(t *testing.T) {
-	ctx := context.Background()
 	db := pgtest.NewDatabase(t)
 	id := newIdentity(t, []string{"hw"}, map[string][]string{"ops-admin": {auth.ScopeOperationsRead}})
 	profiles := filepath.Join(t.TempDir(), "profiles.yaml")
@@ -49,27 +48,7 @@ func TestHardwareProfileSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := ironlinkv1.NewFleetServiceClient(id.dialAs(t, hubAddr, "ops-admin"))
-	verdict := func(want ironlinkv1.ConditionStatus) *ironlinkv1.GetDeviceResponse {
-		var r *ironlinkv1.GetDeviceResponse
-		harness.Eventually(t, 60*time.Second, func() error {
-			var err error
-			if r, err = admin.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: n.UUID}); err != nil {
-				return err
-			}
-			var stored *ironlinkv1.Condition
-			for _, c := range r.GetDevice().GetConditions() {
-				if c.GetType() == "HardwareMatchesProfile" {
-					stored = c
-				}
-			}
-			if stored.GetStatus() != want || r.GetHardwareProfile().GetCondition().GetStatus() != want {
-				return fmt.Errorf("HardwareMatchesProfile stored %v, in hardware_profile %v; want %v", stored, r.GetHardwareProfile(), want)
-			}
-			return nil
-		})
-		return r
-	}
-	r := verdict(ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE)
+	r := waitVerdict(t, admin, n.UUID, ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE)
 	if h := r.GetHardware(); h.GetMemoryMib() != 2<<20 || h.GetPciDevices()[0].GetCount() != 8 || r.GetHardwareProfile().GetProfile() != "gpu-h100" {
 		t.Fatalf("GetDevice hardware %v, profile %v", h, r.GetHardwareProfile())
 	}
@@ -81,7 +60,7 @@ func TestHardwareProfileSimulator(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r = verdict(ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE)
+	r = waitVerdict(t, admin, n.UUID, ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE)
 	took := time.Since(began)
 	c := r.GetHardwareProfile().GetCondition()
 	if c.GetReason() != "MismatchFault" || !strings.Contains(c.GetMessage(), "memory_mib: 1048576, want ≥ 2097152") ||
@@ -89,4 +68,28 @@ func TestHardwareProfileSimulator(t *testing.T) {
 		t.Fatalf("after re-inspection: condition %v, status %v", c, r.GetDevice().GetStatus())
 	}
 	t.Logf("re-inspection to HardwareMatchesProfile=False at the hub: %s (poll interval 1 s, check every 2 s)", took.Round(10*time.Millisecond))
+}
+
+// waitVerdict waits (60 s) until device id's HardwareMatchesProfile, as
+// stored and in GetDevice's hardware_profile, has status want.
+func waitVerdict(t *testing.T, admin ironlinkv1.FleetServiceClient, id string, want ironlinkv1.ConditionStatus) *ironlinkv1.GetDeviceResponse {
+	t.Helper()
+	var r *ironlinkv1.GetDeviceResponse
+	harness.Eventually(t, 60*time.Second, func() error {
+		var err error
+		if r, err = admin.GetDevice(context.Background(), &ironlinkv1.GetDeviceRequest{DeviceId: id}); err != nil {
+			return err
+		}
+		var stored *ironlinkv1.Condition
+		for _, c := range r.GetDevice().GetConditions() {
+			if c.GetType() == "HardwareMatchesProfile" {
+				stored = c
+			}
+		}
+		if stored.GetStatus() != want || r.GetHardwareProfile().GetCondition().GetStatus() != want {
+			return fmt.Errorf("HardwareMatchesProfile stored %v, in hardware_profile %v; want %v", stored, r.GetHardwareProfile(), want)
+		}
+		return nil
+	})
+	return r
 }
