@@ -13,7 +13,8 @@ import (
 	"github.com/ironlink/ironlink/internal/textcheck"
 )
 
-// Device is what selects a profile for a device.
+// Device is what selects a profile for a device: its site, its name (the
+// Ironic node name) and its Ironic resource_class.
 type Device struct {
 	Site, Name, ResourceClass string
 }

@@ -79,14 +79,20 @@ type Expect struct {
 // Range is an inclusive range of a count or size; Exactly is shorthand for
 // min = max.
 type Range struct {
-	Min     *uint64 `yaml:"min"`
-	Max     *uint64 `yaml:"max"`
+	// Min is the least value accepted; nil: no lower bound.
+	Min *uint64 `yaml:"min"`
+	// Max is the greatest value accepted; nil: no upper bound.
+	Max *uint64 `yaml:"max"`
+	// Exactly is the one value accepted (not with Min or Max).
 	Exactly *uint64 `yaml:"exactly"`
 }
 
 // GPUs is the expected GPU count, optionally of one model.
 type GPUs struct {
-	Count     Range  `yaml:"count"`
+	// Count is the accepted number of GPUs.
+	Count Range `yaml:"count"`
+	// VendorID and ProductID, when set (4 lower-case hex digits), count
+	// only GPUs of that vendor and product.
 	VendorID  string `yaml:"vendor_id"`
 	ProductID string `yaml:"product_id"`
 }
@@ -94,14 +100,18 @@ type GPUs struct {
 // Disks is the expected disk count, counting disks of at least
 // MinSizeBytes.
 type Disks struct {
-	Count        Range  `yaml:"count"`
+	// Count is the accepted number of such disks.
+	Count Range `yaml:"count"`
+	// MinSizeBytes is the least size of a disk counted, in bytes.
 	MinSizeBytes uint64 `yaml:"min_size_bytes"`
 }
 
 // NICs is the expected interface count, counting interfaces of at least
 // MinSpeedMbps.
 type NICs struct {
-	Count        Range  `yaml:"count"`
+	// Count is the accepted number of such interfaces.
+	Count Range `yaml:"count"`
+	// MinSpeedMbps is the least link speed of an interface counted, in Mbit/s.
 	MinSpeedMbps uint64 `yaml:"min_speed_mbps"`
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/internal/testlog"
 )
@@ -80,9 +81,10 @@ func hwCondition(t *testing.T, st *store.Store, id string) (condition.Condition,
 // turn a verdict.
 func TestProfileConditionsOnStore(t *testing.T) {
 	log := testlog.New(t)
-	st, _ := storetest.New(t, log)
+	st, url := storetest.New(t, log)
 	site := storetest.NewSite(t, st, "site-a", 4, nil)
-	sendHardware(t, site, 0, machine(8, 2<<20, "1.5.0"))
+	first := machine(8, 2<<20, "1.5.0")
+	sendHardware(t, site, 0, first)
 	sendHardware(t, site, 1, machine(7, 2<<20, "1.4.2"))
 	sendHardware(t, site, 2, machine(8, 1<<20, "1.5.0"))
 	noInv := &ironlinkv1.HardwareState{InventoryStatus: "NotInspected", ReadAt: timestamppb.Now()}
@@ -117,6 +119,11 @@ func TestProfileConditionsOnStore(t *testing.T) {
 
 	if n, err := r.Pass(ctx); err != nil || n != 0 {
 		t.Fatalf("unchanged pass wrote %d (err %v)", n, err)
+	}
+	// The same read again (a snapshot after a reconnect): no history row.
+	sendHardware(t, site, 0, first)
+	if n := pgtest.Count(t, url, `SELECT count(*) FROM device_hardware_history`); n != 4 {
+		t.Fatalf("%d hardware history rows after a repeated read, want 4", n)
 	}
 
 	// A reload that allows 7 GPUs and BIOS 1.4.2: every device checked again.

@@ -13,8 +13,9 @@ import (
 	"github.com/ironlink/ironlink/internal/condition"
 )
 
-// hardwareUpsertSQL stores each device's newest hardware (a state read
-// before the stored one is ignored) and appends it to the history.
+// hardwareUpsertSQL stores each device's newest hardware and appends it to
+// the history; a state read no later than the stored one (a snapshot
+// after a reconnect sends the same read again) changes nothing.
 const hardwareUpsertSQL = `WITH h AS (
 	SELECT * FROM unnest($1::uuid[], $2::jsonb[], $3::timestamptz[], $4::timestamptz[])
 		AS t(device_id, hardware, inspection_finished_at, read_at)
@@ -24,7 +25,7 @@ const hardwareUpsertSQL = `WITH h AS (
 	ON CONFLICT (device_id) DO UPDATE SET hardware = EXCLUDED.hardware,
 		inspection_finished_at = EXCLUDED.inspection_finished_at, read_at = EXCLUDED.read_at,
 		updated_at = clock_timestamp()
-	WHERE device_hardware.read_at <= EXCLUDED.read_at
+	WHERE device_hardware.read_at < EXCLUDED.read_at
 	RETURNING device_id
 )
 INSERT INTO device_hardware_history (device_id, hardware, read_at)

@@ -18,9 +18,10 @@ import (
 // hwSite is a standalone simulated site whose agent's pushed updates the
 // test reads.
 type hwSite struct {
-	sim *openstacksim.Cloud
-	a   *agent.Agent
-	out *link.Outbox
+	sim   *openstacksim.Cloud
+	a     *agent.Agent
+	out   *link.Outbox
+	nodes int
 }
 
 func newHWSite(t testing.TB, budget int) *hwSite {
@@ -36,7 +37,8 @@ func newHWSite(t testing.TB, budget int) *hwSite {
 
 // node adds a node with hw (nil: no inventory, no BIOS settings).
 func (s *hwSite) node(name string, hw *openstacksim.Hardware) string {
-	n := openstacksim.Node{UUID: fmt.Sprintf("00000000-0000-4000-8000-%012x", len(s.sim.Nodes())+1), Name: name,
+	s.nodes++
+	n := openstacksim.Node{UUID: fmt.Sprintf("00000000-0000-4000-8000-%012x", s.nodes), Name: name,
 		ProvisionState: "available", PowerState: "power off", ResourceClass: "gpu-h100"}
 	if hw != nil {
 		openstacksim.SetHardware(&n, *hw)

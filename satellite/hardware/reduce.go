@@ -46,10 +46,12 @@ const (
 // Read is one read of a node's hardware: the inventory and the BIOS
 // settings with the error of each read (nil on success).
 type Read struct {
+	// Inventory is the inventory read; InventoryErr the read's error.
 	Inventory    ironic.Inventory
 	InventoryErr error
-	BIOS         []ironic.BIOSSetting
-	BIOSErr      error
+	// BIOS are the BIOS settings read; BIOSErr the read's error.
+	BIOS    []ironic.BIOSSetting
+	BIOSErr error
 	// InspectionFinishedAt is the node's inspection_finished_at as listed
 	// (zero: none).
 	InspectionFinishedAt time.Time

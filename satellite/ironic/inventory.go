@@ -45,13 +45,17 @@ const MaxHardwareBytes = 4 << 20
 // inventory in ironic-python-agent's shape and the plugin data (for
 // example the pci-devices collector's "pci_devices"), both undecoded.
 type Inventory struct {
-	Inventory  json.RawMessage `json:"inventory"`
+	// Inventory is the "inventory" object (cpu, memory, disks, interfaces, ...).
+	Inventory json.RawMessage `json:"inventory"`
+	// PluginData is the "plugin_data" object (e.g. pci_devices).
 	PluginData json.RawMessage `json:"plugin_data"`
 }
 
 // BIOSSetting is one BIOS setting of a node.
 type BIOSSetting struct {
-	Name  string `json:"name"`
+	// Name is the setting's name, e.g. "HyperThreading".
+	Name string `json:"name"`
+	// Value is its current value, e.g. "Disabled".
 	Value string `json:"value"`
 }
 

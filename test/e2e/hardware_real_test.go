@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/satellite/ironic"
+	"github.com/ironlink/ironlink/test/harness"
+)
+
+// TestHardwareProfileRealCloud is TestHardwareProfileSimulator on the real
+// test bed: a hwtest-* node enrolled for the test (deleted after), its
+// inventory stored with the bed's seed-inventory ($IRONLINK_E2E_SEED_INVENTORY),
+// checked against a profile by a hub and a satellite; a real inspection
+// (fake interface) and an inventory with half the memory turn
+// HardwareMatchesProfile False. Run under the bed's lock.
+func TestHardwareProfileRealCloud(t *testing.T) {
+	c := realCloud(t)
+	seed := os.Getenv("IRONLINK_E2E_SEED_INVENTORY")
+	if seed == "" {
+		if os.Getenv("IRONLINK_E2E_REQUIRE_REAL") == "1" {
+			t.Fatal("IRONLINK_E2E_REQUIRE_REAL=1 but IRONLINK_E2E_SEED_INVENTORY is not set")
+		}
+		t.Skip("set IRONLINK_E2E_SEED_INVENTORY to the test bed's seed-inventory")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ir := ironic.New(c.bm, nil)
+	name := fmt.Sprintf("hwtest-e2e-%06d", time.Now().UnixNano()%1000000)
+	node, err := ir.CreateNode(ctx, map[string]any{"name": name, "driver": "fake-hardware", "inspect_interface": "fake", "resource_class": "hwtest-e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer dcancel()
+		if err := ir.DeleteNode(dctx, node.UUID); err != nil {
+			t.Errorf("delete %s: %v", name, err)
+		}
+	})
+	bedSeed(t, seed, node.UUID)
+
+	const site = "hwbed"
+	db := pgtest.NewDatabase(t)
+	id := newIdentity(t, []string{site}, map[string][]string{"ops-admin": {auth.ScopeOperationsRead}})
+	profiles := filepath.Join(t.TempDir(), "profiles.yaml")
+	if err := os.WriteFile(profiles, []byte(strings.Replace(e2eProfiles, "gpu-h100}", "hwtest-e2e}", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hubAddr, _ := startHub(t, db, id, "--hardware-profiles-file", profiles)
+	harness.Start(t, "ironlink-satellite", bins.Satellite(), append([]string{"--site", site, "--hub", hubAddr, "--clouds-yaml", c.cloudsYAML,
+		"--cloud", c.name, "--poll-interval", "3s", "--max-backoff", "2s", "--auth-backoff", "1s", "--log-level", "debug"}, id.satelliteArgs(site)...)...)
+	admin := ironlinkv1.NewFleetServiceClient(id.dialAs(t, hubAddr, "ops-admin"))
+	r := waitVerdict(t, admin, node.UUID, ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE)
+	if r.GetHardware().GetMemoryMib() != 2097152 {
+		t.Fatalf("hardware at the hub: %v", r.GetHardware())
+	}
+
+	bedInspect(ctx, t, ir, node.UUID)
+	bedSeed(t, seed, "--memory-mib", "1048576", node.UUID)
+	began := time.Now()
+	r = waitVerdict(t, admin, node.UUID, ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE)
+	if c := r.GetHardwareProfile().GetCondition(); !strings.Contains(c.GetMessage(), "memory_mib: 1048576") {
+		t.Fatalf("condition after re-inspection: %v", c)
+	}
+	t.Logf("re-inspection (inventory stored) to HardwareMatchesProfile=False at the hub: %s (poll interval 3 s, check every 2 s)", time.Since(began).Round(10*time.Millisecond))
+}
+
+func bedSeed(t *testing.T, seed string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(seed, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", seed, args, err, out)
+	}
+}
+
+// bedInspect moves node id enroll → manageable and inspects it, until its
+// inspection_finished_at changed.
+func bedInspect(ctx context.Context, t *testing.T, ir *ironic.Client, id string) {
+	t.Helper()
+	wait := func(state string) ironic.Node {
+		for {
+			n, err := ir.GetNode(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.ProvisionState == state && n.TargetProvisionState == "" {
+				return n
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("node %s never reached %s (at %s)", id, state, n.ProvisionState)
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	wait("enroll")
+	if err := ir.SetProvisionState(ctx, id, "manage", nil); err != nil {
+		t.Fatal(err)
+	}
+	before := wait("manageable").InspectionFinishedAt
+	if err := ir.SetProvisionState(ctx, id, "inspect", nil); err != nil {
+		t.Fatal(err)
+	}
+	for n := wait("manageable"); n.InspectionFinishedAt.Equal(before); n = wait("manageable") {
+		time.Sleep(500 * time.Millisecond)
+	}
+}

@@ -1,0 +1,95 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/openstacksim"
+	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/test/harness"
+)
+
+const e2eProfiles = `profiles:
+  - name: gpu-h100
+    match: {resource_class: gpu-h100}
+    fault: true
+    expect:
+      gpus: {count: {exactly: 8}, vendor_id: "10de"}
+      memory_mib: {min: 2097152}
+      bios_settings: {HyperThreading: Disabled}
+      firmware_min: {bios: 1.5.0}
+`
+
+// TestHardwareProfileSimulator runs a hub with --hardware-profiles-file and
+// a satellite on the simulator: a matching machine's hardware reaches
+// GetDevice with HardwareMatchesProfile=True; a re-inspection that finds
+// half the memory turns it False (MismatchFault, the profile's fault: true)
+// and the device FAULTED, the message naming the memory.
+func TestHardwareProfileSimulator(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	id := newIdentity(t, []string{"hw"}, map[string][]string{"ops-admin": {auth.ScopeOperationsRead}})
+	profiles := filepath.Join(t.TempDir(), "profiles.yaml")
+	if err := os.WriteFile(profiles, []byte(e2eProfiles), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hubAddr, _ := startHub(t, db, id, "--hardware-profiles-file", profiles)
+	sim, _ := startSimSite(t, id, hubAddr, "hw", 0)
+	n := openstacksim.Node{Name: "gpu-001", ProvisionState: "available", PowerState: "power off", ResourceClass: "gpu-h100",
+		Traits: []string{readyTrait}, InspectionFinishedAt: time.Now().UTC().Add(-time.Hour).Truncate(time.Second)}
+	n = sim.AddNode(n)
+	if err := sim.UpdateNode(n.UUID, func(x *openstacksim.Node) { openstacksim.SetHardware(x, openstacksim.DefaultHardware) }); err != nil {
+		t.Fatal(err)
+	}
+	admin := ironlinkv1.NewFleetServiceClient(id.dialAs(t, hubAddr, "ops-admin"))
+	r := waitVerdict(t, admin, n.UUID, ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE)
+	if h := r.GetHardware(); h.GetMemoryMib() != 2<<20 || h.GetPciDevices()[0].GetCount() != 8 || r.GetHardwareProfile().GetProfile() != "gpu-h100" {
+		t.Fatalf("GetDevice hardware %v, profile %v", h, r.GetHardwareProfile())
+	}
+
+	began := time.Now()
+	if err := sim.UpdateNode(n.UUID, func(x *openstacksim.Node) {
+		openstacksim.SetHardware(x, openstacksim.Hardware{GPUs: 8, MemoryMiB: 1 << 20, BIOSVersion: "1.5.0"})
+		x.InspectionFinishedAt = time.Now().UTC()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r = waitVerdict(t, admin, n.UUID, ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE)
+	took := time.Since(began)
+	c := r.GetHardwareProfile().GetCondition()
+	if c.GetReason() != "MismatchFault" || !strings.Contains(c.GetMessage(), "memory_mib: 1048576, want ≥ 2097152") ||
+		r.GetDevice().GetStatus() != ironlinkv1.OperationalStatus_OPERATIONAL_STATUS_FAULTED {
+		t.Fatalf("after re-inspection: condition %v, status %v", c, r.GetDevice().GetStatus())
+	}
+	t.Logf("re-inspection to HardwareMatchesProfile=False at the hub: %s (poll interval 1 s, check every 2 s)", took.Round(10*time.Millisecond))
+}
+
+// waitVerdict waits (60 s) until device id's HardwareMatchesProfile, as
+// stored and in GetDevice's hardware_profile, has status want.
+func waitVerdict(t *testing.T, admin ironlinkv1.FleetServiceClient, id string, want ironlinkv1.ConditionStatus) *ironlinkv1.GetDeviceResponse {
+	t.Helper()
+	var r *ironlinkv1.GetDeviceResponse
+	harness.Eventually(t, 60*time.Second, func() error {
+		var err error
+		if r, err = admin.GetDevice(context.Background(), &ironlinkv1.GetDeviceRequest{DeviceId: id}); err != nil {
+			return err
+		}
+		var stored *ironlinkv1.Condition
+		for _, c := range r.GetDevice().GetConditions() {
+			if c.GetType() == "HardwareMatchesProfile" {
+				stored = c
+			}
+		}
+		if stored.GetStatus() != want || r.GetHardwareProfile().GetCondition().GetStatus() != want {
+			return fmt.Errorf("HardwareMatchesProfile stored %v, in hardware_profile %v; want %v", stored, r.GetHardwareProfile(), want)
+		}
+		return nil
+	})
+	return r
+}
