@@ -28,7 +28,9 @@
 //		return nil, grpcerr.FromStore(err) // NotFound, PermissionDenied, Aborted, Unavailable, ...
 //	}
 //
-// This package is the only one that builds statuses (status.New, Error,
+// This package and internal/rpcstatus (the detail-less statuses of code
+// outside hub/, which may not import this one) are the only ones that
+// build statuses (status.New, Error,
 // WithDetails, errdetails values); TestOnlyGrpcerrBuildsStatuses walks the
 // product code under hub/, satellite/ and internal/ and fails, naming
 // file:line, at any other place that does. Its files:

@@ -11,12 +11,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/ironlink/ironlink/gen/datamodels"
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/rpcstatus"
 	"github.com/ironlink/ironlink/internal/textcheck"
 )
 
@@ -64,7 +64,7 @@ func (s *Server) HealthEventOccurredV1(ctx context.Context, in *datamodels.Healt
 	r := s.spool.put(events)
 	if r == nil {
 		s.metrics.add(OutcomeRefused, len(events))
-		return nil, status.Errorf(codes.ResourceExhausted, "events: %d events do not fit the health spool (--health-spool-events)", len(events))
+		return nil, rpcstatus.Errorf(codes.ResourceExhausted, "events: %d events do not fit the health spool (--health-spool-events)", len(events))
 	}
 	s.metrics.add(OutcomeAccepted, len(events))
 	t := time.NewTimer(s.wait)
@@ -72,13 +72,13 @@ func (s *Server) HealthEventOccurredV1(ctx context.Context, in *datamodels.Healt
 	select {
 	case res := <-r.done:
 		if res.GetCode() != 0 {
-			return nil, status.Error(codes.Code(res.GetCode()), res.GetMessage())
+			return nil, rpcstatus.Error(codes.Code(res.GetCode()), res.GetMessage())
 		}
 		return &emptypb.Empty{}, nil
 	case <-t.C:
-		return nil, status.Errorf(codes.Unavailable, "the hub has not answered within %s (link down?): the events stay spooled and are forwarded when the link is back", s.wait)
+		return nil, rpcstatus.Errorf(codes.Unavailable, "the hub has not answered within %s (link down?): the events stay spooled and are forwarded when the link is back", s.wait)
 	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
+		return nil, rpcstatus.FromContext(ctx.Err())
 	}
 }
 
@@ -90,12 +90,12 @@ func (s *Server) HealthEventOccurredV1(ctx context.Context, in *datamodels.Healt
 func Convert(in *datamodels.HealthEvents) ([]*ironlinkv1.HealthEvent, error) {
 	n := len(in.GetEvents())
 	if n == 0 || n > MaxEvents {
-		return nil, status.Errorf(codes.InvalidArgument, "events: %d events, want 1 to %d", n, MaxEvents)
+		return nil, rpcstatus.Errorf(codes.InvalidArgument, "events: %d events, want 1 to %d", n, MaxEvents)
 	}
 	out := make([]*ironlinkv1.HealthEvent, n)
 	for i, e := range in.GetEvents() {
 		if err := check(i, e); err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
+			return nil, rpcstatus.Error(codes.InvalidArgument, err.Error())
 		}
 		ev := &ironlinkv1.HealthEvent{NodeName: e.GetNodeName(), Agent: e.GetAgent(), ComponentClass: e.GetComponentClass(),
 			CheckName: e.GetCheckName(), IsFatal: e.GetIsFatal(), IsHealthy: e.GetIsHealthy(), Message: e.GetMessage(),
