@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/ironlink/ironlink/satellite/agent"
 	"github.com/ironlink/ironlink/satellite/ironic"
+	"github.com/ironlink/ironlink/satellite/ironic/ironictest"
 	"github.com/ironlink/ironlink/satellite/link"
 	"github.com/ironlink/ironlink/satellite/openstack/ostest"
 )
@@ -55,8 +55,8 @@ func TestHardwareRealCloud(t *testing.T) {
 		})
 	}
 	a, b := ids[prefix+"-a"], ids[prefix+"-b"]
-	runSeed(t, seed, a)
-	runSeed(t, seed, "--gpus", "7", b)
+	ironictest.RunSeed(t, seed, a)
+	ironictest.RunSeed(t, seed, "--gpus", "7", b)
 
 	out := link.NewOutbox()
 	out.MaxBatches = 1 << 20
@@ -82,8 +82,8 @@ func TestHardwareRealCloud(t *testing.T) {
 
 	// A real inspection (fake interface) moves inspection_finished_at;
 	// the re-seeded inventory has half the memory.
-	inspect(ctx, t, ir, b)
-	runSeed(t, seed, "--gpus", "7", "--memory-mib", "1048576", b)
+	ironictest.Inspect(ctx, t, ir, b)
+	ironictest.RunSeed(t, seed, "--gpus", "7", "--memory-mib", "1048576", b)
 	began := time.Now()
 	if err := ag.Poll(ctx); err != nil {
 		t.Fatal(err)
@@ -95,48 +95,4 @@ func TestHardwareRealCloud(t *testing.T) {
 		t.Fatalf("memory after re-inspection: %d MiB, want 1048576", got)
 	}
 	t.Logf("re-inspected node read in the next poll: %s", time.Since(began).Round(time.Millisecond))
-}
-
-func runSeed(t *testing.T, seed string, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(seed, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %v: %v\n%s", seed, args, err, out)
-	}
-}
-
-// inspect moves node id enroll → manageable and inspects it, waiting
-// until inspection_finished_at is set anew.
-func inspect(ctx context.Context, t *testing.T, ir *ironic.Client, id string) {
-	t.Helper()
-	wait := func(state string) ironic.Node {
-		for {
-			n, err := ir.GetNode(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n.ProvisionState == state && n.TargetProvisionState == "" {
-				return n
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("node %s never reached %s (at %s)", id, state, n.ProvisionState)
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}
-	if n := wait("enroll"); n.UUID != "" {
-		if err := ir.SetProvisionState(ctx, id, "manage", nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before := wait("manageable").InspectionFinishedAt
-	if err := ir.SetProvisionState(ctx, id, "inspect", nil); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if n := wait("manageable"); !n.InspectionFinishedAt.Equal(before) {
-			return
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
 }

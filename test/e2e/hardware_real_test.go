@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/satellite/ironic"
+	"github.com/ironlink/ironlink/satellite/ironic/ironictest"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
@@ -47,7 +47,7 @@ func TestHardwareProfileRealCloud(t *testing.T) {
 			t.Errorf("delete %s: %v", name, err)
 		}
 	})
-	bedSeed(t, seed, node.UUID)
+	ironictest.RunSeed(t, seed, node.UUID)
 
 	const site = "hwbed"
 	db := pgtest.NewDatabase(t)
@@ -65,52 +65,12 @@ func TestHardwareProfileRealCloud(t *testing.T) {
 		t.Fatalf("hardware at the hub: %v", r.GetHardware())
 	}
 
-	bedInspect(ctx, t, ir, node.UUID)
-	bedSeed(t, seed, "--memory-mib", "1048576", node.UUID)
+	ironictest.Inspect(ctx, t, ir, node.UUID)
+	ironictest.RunSeed(t, seed, "--memory-mib", "1048576", node.UUID)
 	began := time.Now()
 	r = waitVerdict(t, admin, node.UUID, ironlinkv1.ConditionStatus_CONDITION_STATUS_FALSE)
 	if c := r.GetHardwareProfile().GetCondition(); !strings.Contains(c.GetMessage(), "memory_mib: 1048576") {
 		t.Fatalf("condition after re-inspection: %v", c)
 	}
 	t.Logf("re-inspection (inventory stored) to HardwareMatchesProfile=False at the hub: %s (poll interval 3 s, check every 2 s)", time.Since(began).Round(10*time.Millisecond))
-}
-
-func bedSeed(t *testing.T, seed string, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(seed, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %v: %v\n%s", seed, args, err, out)
-	}
-}
-
-// bedInspect moves node id enroll → manageable and inspects it, until its
-// inspection_finished_at changed.
-func bedInspect(ctx context.Context, t *testing.T, ir *ironic.Client, id string) {
-	t.Helper()
-	wait := func(state string) ironic.Node {
-		for {
-			n, err := ir.GetNode(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n.ProvisionState == state && n.TargetProvisionState == "" {
-				return n
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("node %s never reached %s (at %s)", id, state, n.ProvisionState)
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}
-	wait("enroll")
-	if err := ir.SetProvisionState(ctx, id, "manage", nil); err != nil {
-		t.Fatal(err)
-	}
-	before := wait("manageable").InspectionFinishedAt
-	if err := ir.SetProvisionState(ctx, id, "inspect", nil); err != nil {
-		t.Fatal(err)
-	}
-	for n := wait("manageable"); n.InspectionFinishedAt.Equal(before); n = wait("manageable") {
-		time.Sleep(500 * time.Millisecond)
-	}
 }
