@@ -174,6 +174,9 @@ func testNovaCreateRefusals(t *testing.T, h *opsHarness, oc ironlinkv1.Operation
 		if cl == nil || cl.GetStatus() != http.StatusOK {
 			t.Errorf("no clear-stale-instance step with Ironic's 200 to its PATCH: %s", stepSummary(op))
 		}
+		if msg := clearedBeforeBoot(op); msg != "" {
+			t.Errorf("%s: %s", msg, stepSummary(op))
+		}
 		if n := e.serverCreates(t, 0, prefix+"-force"); n != 1 {
 			t.Errorf("%d servers named %s, want 1", n, prefix+"-force")
 		}
@@ -244,4 +247,32 @@ func leaveFound(t *testing.T, e *opsEnv, id, stale, name, server string) {
 		time.Sleep(time.Second)
 	}
 	t.Errorf("cleanup: node %s is not available without an instance after 2 min", id)
+}
+
+// clearedBeforeBoot checks op's recorded requests, in order: the PATCH
+// removing the stale instance_uuid (Ironic's 200) before any POST
+// /servers, and exactly one POST /servers Nova accepted (202; a 400 while
+// Nova has not listed the node as a hypervisor again creates nothing). ""
+// when they hold, else what did not.
+func clearedBeforeBoot(op *ironlinkv1.Operation) string {
+	cleared, accepted := false, 0
+	for _, st := range op.GetSteps() {
+		for _, r := range st.GetRequests() {
+			switch {
+			case r.GetMethod() == http.MethodPatch && r.GetDetail() == "remove /instance_uuid" && r.GetStatus() == http.StatusOK:
+				cleared = true
+			case r.GetMethod() == http.MethodPost && strings.HasSuffix(r.GetPath(), "/servers"):
+				if !cleared {
+					return "a server create was sent before the stale instance_uuid was cleared"
+				}
+				if r.GetStatus() == http.StatusAccepted {
+					accepted++
+				}
+			}
+		}
+	}
+	if !cleared || accepted != 1 {
+		return fmt.Sprintf("instance_uuid cleared %v, %d server creates accepted (want 1)", cleared, accepted)
+	}
+	return ""
 }
