@@ -167,6 +167,7 @@ func testNovaCreateRefusals(t *testing.T, h *opsHarness, oc ironlinkv1.Operation
 		t.Logf("MEASURE %s stale instance_uuid seen by the hub after %s", e.name, time.Since(t0).Round(time.Millisecond))
 		refusedNovaCreate(t, e, oc, h.site, id, prefix+"-stale", "INSTANCE_PRESENT", "instance_uuid "+stale+" that Nova does not know", "--force-clear")
 
+		mark := e.mark()
 		op := run(t, oc, ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, id, &ironlinkv1.OperationParams{NovaCreate: &ironlinkv1.NovaCreateParams{
 			Name: prefix + "-force", Image: e.image, ForceClear: true}}, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
 		server = op.GetServerId()
@@ -177,7 +178,7 @@ func testNovaCreateRefusals(t *testing.T, h *opsHarness, oc ironlinkv1.Operation
 		if msg := clearedBeforeBoot(op); msg != "" {
 			t.Errorf("%s: %s", msg, stepSummary(op))
 		}
-		if n := e.serverCreates(t, 0, prefix+"-force"); n != 1 {
+		if n := e.serverCreates(t, mark, prefix+"-force"); n != 1 {
 			t.Errorf("%d servers named %s, want 1", n, prefix+"-force")
 		}
 		if st, inst, _ := e.provisionState(t, id); st != "active" || inst != server {
