@@ -689,6 +689,10 @@ func runOperationsSuite(t *testing.T, e *opsEnv) {
 		})
 	})
 
+	t.Run("nova create refused early by the hub on nodes the cloud has; force_clear clears a stale instance_uuid", func(t *testing.T) {
+		testNovaCreateRefusals(t, h, oc, run, "opse2e-")
+	})
+
 	t.Run("cancel during clean wait ends CANCELLED", func(t *testing.T) {
 		if e.sim == nil {
 			t.Skip("fake-hardware runs its clean steps at once: cleaning never rests in clean wait on the test bed")
