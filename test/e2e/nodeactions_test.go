@@ -37,11 +37,7 @@ func TestNodeActionsKillSimulator(t *testing.T) {
 	}
 	t.Cleanup(func() { sim.Close() })
 	sim.SeedLikeTestbed(2)
-	ops := strings.TrimPrefix(string(sim.CloudsYAML("sim-ops")), "clouds:\n")
-	path := filepath.Join(t.TempDir(), "clouds.yaml")
-	if err := os.WriteFile(path, append(sim.CloudsYAML("sim"), ops...), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeSimOpsClouds(t, sim)
 	c := connectCloud(t, path, "sim")
 	c.sim = sim
 	runNodeActionsKill(t, &opsEnv{cloud: c, opsCloud: "sim-ops"})

@@ -57,11 +57,7 @@ func TestOperationsSimulator(t *testing.T) {
 	t.Cleanup(func() { sim.Close() })
 	sim.SeedLikeTestbed(6)
 	// One application credential, two clouds: observation and operations.
-	ops := strings.TrimPrefix(string(sim.CloudsYAML("sim-ops")), "clouds:\n")
-	path := filepath.Join(t.TempDir(), "clouds.yaml")
-	if err := os.WriteFile(path, append(sim.CloudsYAML("sim"), ops...), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeSimOpsClouds(t, sim)
 	c := connectCloud(t, path, "sim")
 	c.sim = sim
 	runOperationsSuite(t, &opsEnv{cloud: c, opsCloud: "sim-ops", image: "testbed-image",
@@ -795,4 +791,17 @@ func runOperationsSuite(t *testing.T, e *opsEnv) {
 			t.Error("kind filter let other kinds through")
 		}
 	})
+}
+
+// writeSimOpsClouds writes a clouds.yaml naming sim's two clouds, "sim"
+// (observation) and "sim-ops" (operations; one application credential on the
+// simulator), into a test directory and returns its path.
+func writeSimOpsClouds(t *testing.T, sim *openstacksim.Cloud) string {
+	t.Helper()
+	ops := strings.TrimPrefix(string(sim.CloudsYAML("sim-ops")), "clouds:\n")
+	path := filepath.Join(t.TempDir(), "clouds.yaml")
+	if err := os.WriteFile(path, append(sim.CloudsYAML("sim"), ops...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,11 +43,7 @@ func TestOperationPreconditionsRefusedAtTheHub(t *testing.T) {
 	staleInstance := uuid()
 	stale := sim.AddNode(openstacksim.Node{Name: "stale-001", ResourceClass: "gpu-h100", ProvisionState: "available", PowerState: "power off", InstanceUUID: staleInstance})
 	ids[stale.Name] = stale.UUID
-	ops := strings.TrimPrefix(string(sim.CloudsYAML("sim-ops")), "clouds:\n")
-	clouds := filepath.Join(t.TempDir(), "clouds.yaml")
-	if err := os.WriteFile(clouds, append(sim.CloudsYAML("sim"), ops...), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	clouds := writeSimOpsClouds(t, sim)
 	db := pgtest.NewDatabase(t)
 	id := newIdentity(t, []string{site}, map[string][]string{"ops-admin": {auth.ScopeOperationsRead, auth.ScopeOperationsWrite}})
 	addr, _ := startHub(t, db, id)
