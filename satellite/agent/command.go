@@ -113,8 +113,8 @@ func (a *Agent) refreshNode(ctx context.Context, id string, quarantined bool) {
 			pv = conditions.PlacementView{Read: true, ProviderExists: true, HasTrait: slices.Contains(ts, ReadyTrait)}
 		}
 	}
-	now := time.Now().UTC()
 	a.view.mu.Lock()
+	now := time.Now().UTC() // under the lock: see Poll
 	if _, listed := a.view.facts[id]; !listed {
 		a.view.mu.Unlock()
 		return // not listed yet: the first listing carries it

@@ -33,12 +33,17 @@ func (a *Agent) Poll(ctx context.Context) error {
 			a.log.Warn("Placement unreadable; CustomerReady kept as last seen", "err", err)
 		}
 	}
-	now := time.Now().UTC()
-
 	a.lookupProjects(ctx, nodes)
 	hw := a.readHardware(ctx, nodes)
 
 	a.view.mu.Lock()
+	// The observation time is taken under the view's lock, as the command
+	// and resync paths take theirs: a device's conditions then carry
+	// observed times in the order they were evaluated, and the hub, which
+	// drops an observation older than the one it stores, keeps every change
+	// (taken before the project and hardware reads, a command's evaluation
+	// in between was newer than this poll's, and the poll's change dropped).
+	now := time.Now().UTC()
 	var updates []*ironlinkv1.DeviceUpdate
 	drifted := 0
 	seen := make(map[string]bool, len(nodes))

@@ -118,8 +118,8 @@ type resyncItem struct {
 func (a *Agent) learnDesired(s *ironlinkv1.DesiredStates) []resyncItem {
 	var todo []resyncItem
 	var updates []*ironlinkv1.DeviceUpdate
-	now := time.Now().UTC()
 	a.view.mu.Lock()
+	now := time.Now().UTC() // under the lock: see Poll
 	for _, d := range s.GetDevices() {
 		q := d.GetDesired() == ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED
 		alone := d.GetDesired() == ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED_UNOFFERED
