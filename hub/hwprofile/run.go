@@ -22,6 +22,11 @@ const DefaultInterval = 2 * time.Second
 // pageSize is how many devices one read of a pass takes.
 const pageSize = 1000
 
+// commitLag is how far before its cursor a pass reads again (see Pass):
+// longer than an ingest transaction between storing a device's hardware
+// and its commit.
+const commitLag = 5 * time.Second
+
 // Store is what a Runner needs of hub/store.
 type Store interface {
 	HardwareSince(ctx context.Context, after time.Time, limit int) ([]store.DeviceHardware, error)
@@ -88,8 +93,16 @@ func (r *Runner) Pass(ctx context.Context) (int, error) {
 	}
 	f := r.profiles()
 	written := 0
+	// Each pass reads again the last commitLag before its cursor: a row's
+	// updated_at is taken inside its transaction, so one that commits after
+	// a pass read a later row has a time below that pass's cursor. Evaluating
+	// a device again writes nothing unless its condition changed.
+	from := r.cursor
+	if !from.IsZero() {
+		from = from.Add(-commitLag)
+	}
 	for {
-		devs, err := r.st.HardwareSince(ctx, r.cursor, pageSize)
+		devs, err := r.st.HardwareSince(ctx, from, pageSize)
 		if err != nil {
 			return written, err
 		}
@@ -106,7 +119,10 @@ func (r *Runner) Pass(ctx context.Context) (int, error) {
 		if err != nil {
 			return written, fmt.Errorf("write hardware profile conditions: %w", err)
 		}
-		r.cursor = devs[len(devs)-1].UpdatedAt
+		from = devs[len(devs)-1].UpdatedAt
+		if from.After(r.cursor) {
+			r.cursor = from
+		}
 		if len(devs) < pageSize {
 			return written, nil
 		}
