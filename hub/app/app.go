@@ -168,6 +168,7 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	h.opsSrv = NewOperationServer(st, h.linkSrv, log.With("component", "operations"))
 	if h.webSrv != nil {
 		h.webSrv.SetOperations(h.opsSrv)
+		h.webSrv.SetPolicy(h.pol.api)
 	}
 	RegisterOperations(h.srv, h.health, h.opsSrv)
 	RegisterHealth(h.srv, h.health, healthSrv)

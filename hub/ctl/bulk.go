@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/devsel"
 )
 
 // bulkFlags are the flags of `quarantine --selector` / `release --selector`:
@@ -53,60 +54,12 @@ func (f *bulkFlags) args(cmd *cobra.Command, args []string) error {
 	return cobra.MinimumNArgs(1)(cmd, args)
 }
 
-// parseSelector parses the --selector syntax into a DeviceSelector:
-// comma-separated key=value terms with keys site, status, reason, class
-// (or resource-class) and name; status and reason may repeat or list
-// values separated by '|'. Statuses are case-insensitive operational
-// status names (faulted, in-service, ...).
+// parseSelector parses the --selector syntax into a DeviceSelector
+// (internal/devsel, which the fleet view's selector filter reads too).
 func parseSelector(s string) (*ironlinkv1.DeviceSelector, error) {
-	sel := &ironlinkv1.DeviceSelector{}
-	for _, term := range strings.Split(s, ",") {
-		term = strings.TrimSpace(term)
-		if term == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(term, "=")
-		k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
-		if !ok || v == "" {
-			return nil, usageErrf("--selector term %q: want key=value (keys: site, status, reason, class, name)", term)
-		}
-		once := func(dst *string) error {
-			if *dst != "" {
-				return usageErrf("--selector: %s given twice", k)
-			}
-			*dst = v
-			return nil
-		}
-		var err error
-		switch k {
-		case "site":
-			err = once(&sel.Site)
-		case "class", "resource-class", "resource_class":
-			err = once(&sel.ResourceClass)
-		case "name":
-			err = once(&sel.NamePattern)
-		case "status":
-			for _, x := range strings.Split(v, "|") {
-				name := "OPERATIONAL_STATUS_" + strings.ReplaceAll(strings.ToUpper(strings.TrimSpace(x)), "-", "_")
-				st, ok := ironlinkv1.OperationalStatus_value[name]
-				if !ok || st == 0 {
-					return nil, usageErrf("--selector: unknown status %q (faulted, maintenance, quarantined, available, in-service, ...)", x)
-				}
-				sel.Statuses = append(sel.Statuses, ironlinkv1.OperationalStatus(st))
-			}
-		case "reason":
-			for _, x := range strings.Split(v, "|") {
-				sel.ConditionReasons = append(sel.ConditionReasons, strings.TrimSpace(x))
-			}
-		default:
-			return nil, usageErrf("--selector: unknown key %q (site, status, reason, class, name)", k)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if sel.Site == "" && len(sel.Statuses) == 0 && len(sel.ConditionReasons) == 0 && sel.ResourceClass == "" && sel.NamePattern == "" {
-		return nil, usageErrf("--selector %q selects nothing: give at least one of site, status, reason, class, name", s)
+	sel, err := devsel.Parse(s, "--selector")
+	if err != nil {
+		return nil, usageErrf("%s", err)
 	}
 	return sel, nil
 }

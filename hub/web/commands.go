@@ -49,7 +49,7 @@ func (s *Server) impair(desired store.Impairment) func(http.ResponseWriter, *htt
 			cmd = resp.GetCommand()
 		} else {
 			var resp *ironlinkv1.ReleaseDeviceResponse
-			resp, err = s.fleet.ReleaseDevice(ctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: devID, Reason: reason})
+			resp, err = s.fleet.ReleaseDevice(ctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: devID, Reason: reason, AllHolds: r.PostForm.Get("all_holds") == "on"})
 			cmd = resp.GetCommand()
 		}
 		if err != nil {
@@ -77,4 +77,20 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, id Identity) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "command", "Command", newCommandData(resp.GetCommand()))
+}
+
+// offer handles POST /devices/{id}/offer (form: reason): FleetService's
+// OfferDevice, offering a device that is not quarantined to customers.
+func (s *Server) offer(w http.ResponseWriter, r *http.Request, id Identity) {
+	if !s.writeForm(w, r, id, "offer devices") {
+		return
+	}
+	resp, err := s.fleet.OfferDevice(apiContext(r.Context(), id), &ironlinkv1.OfferDeviceRequest{DeviceId: r.PathValue("id"), Reason: r.PostForm.Get("reason")})
+	if err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
+	cmd := resp.GetCommand()
+	s.log.Info("fleet view: offer requested", "client_id", id.ClientID, "device_id", cmd.GetDeviceId(), "command_id", cmd.GetCommandId(), "via", id.Via)
+	http.Redirect(w, r, "/devices/"+url.PathEscape(cmd.GetDeviceId())+"?command="+url.QueryEscape(cmd.GetCommandId()), http.StatusSeeOther)
 }

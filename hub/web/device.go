@@ -1,12 +1,28 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/authn"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 )
+
+// authnSites is the caller's roster sites (nil: every site).
+func authnSites(ctx context.Context) []string { return authn.CallerScope(ctx).Sites }
+
+// isIDPrefix reports whether ref may be a prefix of a device id: 4 to 35
+// hex digits and hyphens.
+func isIDPrefix(ref string) bool {
+	return len(ref) >= 4 && len(ref) < 36 && strings.Trim(strings.ToLower(ref), "0123456789abcdef-") == ""
+}
 
 type deviceData struct {
 	Device     *ironlinkv1.Device
@@ -21,11 +37,49 @@ type deviceData struct {
 	// hub with SetOperations); Operations are the device's recent ones.
 	CanOperate bool
 	Operations []*ironlinkv1.Operation
+	// Holds are the quarantine holds; Plan what a release would do now
+	// (nil when not quarantined); Explanation why the status.
+	Holds       []*ironlinkv1.QuarantineHold
+	Plan        *ironlinkv1.ReleasePlan
+	Explanation *ironlinkv1.StatusExplanation
+	// Decisions are the policy's latest decisions on the device (nil
+	// without a policy API); HasPolicy says whether the hub has one.
+	Decisions []*ironlinkv1.PolicyDecision
+	HasPolicy bool
+}
+
+// getDevice reads the device the path names: its UUID, name, SITE/NAME
+// or SITE/UUID (the API's device_name forms), or a unique prefix of its id
+// (at least 4 hex digits), through FleetService.GetDevice and the policy's
+// decorator.
+func (s *Server) getDevice(ctx context.Context, ref string, limit int32) (*ironlinkv1.GetDeviceResponse, error) {
+	get := func(ref string) (*ironlinkv1.GetDeviceResponse, error) {
+		return decorated(s, ctx, "GetDevice", &ironlinkv1.GetDeviceRequest{DeviceName: ref, HistoryLimit: limit}, s.fleet.GetDevice)
+	}
+	resp, err := get(ref)
+	if status.Code(err) != codes.NotFound || !isIDPrefix(ref) {
+		return resp, err
+	}
+	ids, perr := devicesByIDPrefix(ctx, s.store.Pool(), ref, authnSites(ctx))
+	switch {
+	case perr != nil:
+		return nil, perr
+	case len(ids) == 1:
+		return get(ids[0])
+	case len(ids) > 1:
+		return nil, grpcerr.InvalidArgument("device", grpcerr.ReasonInvalidValue,
+			fmt.Sprintf("device id prefix %q is ambiguous: it starts %s", ref, strings.Join(ids, ", ")))
+	}
+	return resp, err
 }
 
 func (s *Server) device(w http.ResponseWriter, r *http.Request, id Identity) {
 	ctx := apiContext(r.Context(), id)
-	resp, err := s.fleet.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: r.PathValue("id"), HistoryLimit: historyLimit})
+	ref := r.PathValue("id")
+	if site := r.PathValue("site"); site != "" {
+		ref = site + "/" + r.PathValue("name")
+	}
+	resp, err := s.getDevice(ctx, ref, historyLimit)
 	if err != nil {
 		s.apiFail(w, r, err)
 		return
@@ -43,7 +97,16 @@ func (s *Server) device(w http.ResponseWriter, r *http.Request, id Identity) {
 	}
 	d := deviceData{Device: dev, Status: resp.GetStatusHistory(), Impairment: resp.GetImpairmentHistory(),
 		Commands: cmds.GetCommands(), CondHist: ch, CanWrite: id.CanWrite(),
-		CanOperate: id.CanWrite() && s.ops != nil, Operations: resp.GetRecentOperations()}
+		CanOperate: id.CanWrite() && s.ops != nil, Operations: resp.GetRecentOperations(),
+		Holds: resp.GetQuarantineHolds(), Plan: resp.GetReleasePlan(), Explanation: resp.GetExplanation(), HasPolicy: s.policy != nil}
+	if s.policy != nil {
+		dr, err := s.policy.ListPolicyDecisions(ctx, &ironlinkv1.ListPolicyDecisionsRequest{DeviceId: dev.GetDeviceId(), PageSize: commandsShown})
+		if err != nil {
+			s.apiFail(w, r, err)
+			return
+		}
+		d.Decisions = dr.GetDecisions()
+	}
 	if len(d.CondHist) > 50 {
 		d.CondHist = d.CondHist[:50]
 	}
@@ -76,7 +139,7 @@ func deviceTimeline(now time.Time, dev *ironlinkv1.Device, sh []*ironlinkv1.Stat
 		byType[c.Type] = append(byType[c.Type], c)
 	}
 	for _, c := range dev.GetConditions() {
-		lane := tlLane{Label: c.GetType(), Prefix: "cond-"}
+		lane := tlLane{Label: c.GetType(), Prefix: lanePrefix(c.GetType())}
 		hist := byType[c.GetType()]
 		// Oldest first: a row starts a segment at its transition time when
 		// the status changed, else (reason or message only) when observed.

@@ -32,11 +32,25 @@ type devicesData struct {
 	NextHref  string
 	FirstHref string
 	Query     string // the filter as a query string, without the cursor
+	// Heads are the column heads: label, sort link, arrow.
+	Heads []sortHead
+	// CanWrite: the bulk actions are offered.
+	CanWrite bool
+}
+
+// sortHead is one sortable column head of the device list.
+type sortHead struct {
+	Key, Label, Href, Mark string
+}
+
+var listColumns = []struct{ key, label string }{
+	{"name", "name"}, {"site", "site"}, {"status", "status"}, {"why", "why"}, {"since", "since"}, {"quarantine", "quarantine"}, {"id", "device id"},
 }
 
 // parseListFilter reads the device list's query: site, status (repeatable,
 // e.g. FAULTED), impairment (QUARANTINED, RELEASED, NONE; repeatable),
-// orphaned=1, removed=1, q (name search), after (cursor), size.
+// orphaned=1, removed=1, q (name search), selector (the CLI's --selector
+// syntax), sort ([-]column), after (cursor), size.
 func parseListFilter(q url.Values) (listFilter, error) {
 	f := listFilter{Site: strings.TrimSpace(q.Get("site")), Name: strings.TrimSpace(q.Get("q")), Limit: defaultPageSize,
 		InstanceMismatch: q.Get("orphaned") != "", IncludeRemoved: q.Get("removed") != ""}
@@ -69,6 +83,12 @@ func parseListFilter(q url.Values) (listFilter, error) {
 		default:
 			return f, fmt.Errorf("impairment %q is not QUARANTINED, RELEASED or NONE", v)
 		}
+	}
+	if err := parseSort(&f, q.Get("sort")); err != nil {
+		return f, err
+	}
+	if err := parseSelectorFilter(&f, q.Get("selector")); err != nil {
+		return f, err
 	}
 	if a := q.Get("after"); a != "" {
 		u, err := uuid.Parse(a)
@@ -115,7 +135,14 @@ func (s *Server) devices(w http.ResponseWriter, r *http.Request, id Identity) {
 		s.dbFail(w, r, err)
 		return
 	}
-	d := devicesData{Filter: f, Rows: rows, Total: total}
+	if sc := authn.CallerScope(ctx); f.Sel.Site != "" && !sc.Allows(f.Sel.Site) {
+		s.apiFail(w, r, sc.Deny(ctx, s.log, "site "+f.Sel.Site, f.Sel.Site))
+		return
+	}
+	d := devicesData{Filter: f, Rows: rows, Total: total, CanWrite: id.CanWrite()}
+	for _, c := range listColumns {
+		d.Heads = append(d.Heads, sortHead{Key: c.key, Label: c.label, Href: sortHref(q, f, c.key), Mark: sortMark(f, c.key)})
+	}
 	d.Sites = append(d.Sites, option{Value: "", Label: "all sites", Selected: f.Site == ""})
 	for _, name := range sites {
 		d.Sites = append(d.Sites, option{Value: name, Label: name, Selected: name == f.Site})

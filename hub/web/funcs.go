@@ -78,12 +78,20 @@ var funcs = template.FuncMap{
 		}
 		return humanAge(time.Now(), t.AsTime())
 	},
-	"timeUTC": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
-	"ageT":    func(t time.Time) string { return humanAge(time.Now(), t) },
-	"str":     func(s hubstatus.Status) string { return string(s) },
-	"lower":   strings.ToLower,
-	"join":    strings.Join,
-	"f1":      func(f float64) string { return fmt.Sprintf("%.1f", f) },
+	"timeUTC":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"ageT":      func(t time.Time) string { return humanAge(time.Now(), t) },
+	"str":       func(s hubstatus.Status) string { return string(s) },
+	"lower":     strings.ToLower,
+	"join":      strings.Join,
+	"f1":        func(f float64) string { return fmt.Sprintf("%.1f", f) },
+	"condClass": condClass,
+	"long":      func(s string) bool { return len(s) > clipBytes },
+	"head":      clipHead,
+	"dur":       dur,
+	"opKind":    func(k ironlinkv1.OperationKind) string { return wire.EnumName(k, "OPERATION_KIND_") },
+	"opState":   func(s ironlinkv1.OperationState) string { return wire.EnumName(s, "OPERATION_STATE_") },
+	"polAction": func(a ironlinkv1.PolicyAction) string { return strings.ToLower(wire.EnumName(a, "POLICY_ACTION_")) },
+	"outcome":   func(o ironlinkv1.ReleaseOutcome) string { return outcomeWords[o] },
 	"short": func(id string) string {
 		if len(id) > 8 {
 			return id[:8]

@@ -14,11 +14,17 @@ import (
 // started through the hub's OperationService like `ironlink op start`.
 
 // Operations is what the fleet view needs of the hub's OperationService
-// (hub/operations.Server).
+// (hub/operations.Server): the RPCs' own handlers, with their validation,
+// guards, site binding and errors as gRPC statuses.
 type Operations interface {
-	// StartOperation starts one operation per target (the RPC's handler:
-	// validation, guards and errors as gRPC statuses).
+	// StartOperation starts one operation per target.
 	StartOperation(ctx context.Context, req *ironlinkv1.StartOperationRequest) (*ironlinkv1.StartOperationResponse, error)
+	// GetOperation returns one operation with its steps.
+	GetOperation(ctx context.Context, req *ironlinkv1.GetOperationRequest) (*ironlinkv1.GetOperationResponse, error)
+	// ListOperations pages operations, newest first.
+	ListOperations(ctx context.Context, req *ironlinkv1.ListOperationsRequest) (*ironlinkv1.ListOperationsResponse, error)
+	// CancelOperation cancels a pending or abortable running operation.
+	CancelOperation(ctx context.Context, req *ironlinkv1.CancelOperationRequest) (*ironlinkv1.CancelOperationResponse, error)
 }
 
 // nodeActionKinds are the node actions the device page offers, by form

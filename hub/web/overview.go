@@ -51,7 +51,7 @@ func devicesHref(site string, st hubstatus.Status) string {
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request, id Identity) {
 	ctx := apiContext(r.Context(), id)
-	sites, err := s.fleet.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
+	sites, err := decorated(s, ctx, "ListSites", &ironlinkv1.ListSitesRequest{}, s.fleet.ListSites)
 	if err != nil {
 		s.apiFail(w, r, err)
 		return
@@ -102,16 +102,21 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, id Identity) {
 		d.Rows = append(d.Rows, row)
 	}
 	for _, st := range sites.GetSites() {
-		v := siteView{Site: st, Href: devicesHref(st.GetName(), "")}
-		switch st.GetLinkState() {
-		case ironlinkv1.LinkState_LINK_STATE_CONNECTED:
-			v.LinkText = "connected"
-		case ironlinkv1.LinkState_LINK_STATE_DISCONNECTED:
-			v.LinkText = "disconnected"
-		case ironlinkv1.LinkState_LINK_STATE_UNREACHABLE:
-			v.LinkText, v.Stale = "unreachable", true
-		}
-		d.Sites = append(d.Sites, v)
+		d.Sites = append(d.Sites, newSiteView(st))
 	}
 	s.render(w, r, http.StatusOK, "overview", "Fleet", d)
+}
+
+// newSiteView is a site with its link state in words and its page.
+func newSiteView(st *ironlinkv1.Site) siteView {
+	v := siteView{Site: st, Href: "/sites/" + url.PathEscape(st.GetName())}
+	switch st.GetLinkState() {
+	case ironlinkv1.LinkState_LINK_STATE_CONNECTED:
+		v.LinkText = "connected"
+	case ironlinkv1.LinkState_LINK_STATE_DISCONNECTED:
+		v.LinkText = "disconnected"
+	case ironlinkv1.LinkState_LINK_STATE_UNREACHABLE:
+		v.LinkText, v.Stale = "unreachable", true
+	}
+	return v
 }

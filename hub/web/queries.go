@@ -59,7 +59,16 @@ type listFilter struct {
 	Name             string
 	// Sites bounds the list to the caller's roster sites (nil: every site).
 	Sites []string
-	// After is the keyset cursor: only ids greater than it.
+	// Sel is the selector filter (the CLI's --selector syntax), in the
+	// store's terms; SelText as typed.
+	Sel     store.DeviceSelector
+	SelText string
+	// Sort is the column the list is ordered by (a sortColumns key),
+	// Desc for descending; the device id breaks ties.
+	Sort string
+	Desc bool
+	// After is the keyset cursor: the last device id of the previous
+	// page (the next page starts after that device's sort position).
 	After string
 	Limit int
 }
@@ -89,7 +98,13 @@ const listWhere = `
 	  AND (cardinality($4::text[]) = 0 OR d.desired_impairment = ANY($4::text[]))
 	  AND (NOT $5 OR ` + hasMismatch + `)
 	  AND ($6 = '' OR d.name ILIKE $6 ESCAPE '\' OR d.id::text LIKE $7 ESCAPE '\')
-	  AND (NOT $8 OR d.site = ANY($9::text[]))`
+	  AND (NOT $8 OR d.site = ANY($9::text[]))
+	  AND (cardinality($10::text[]) = 0 OR d.status = ANY($10::text[]))
+	  AND (cardinality($11::text[]) = 0 OR EXISTS (
+	        SELECT 1 FROM device_conditions c WHERE c.device_id = d.id AND c.reason = ANY($11::text[])))
+	  AND ($12 = '' OR d.facts->>'resource_class' = $12)
+	  AND ($13 = '' OR d.name LIKE $13)
+	  AND ($14 = '' OR d.site = $14)`
 
 func (f listFilter) args() []any {
 	sts := make([]string, len(f.Statuses))
@@ -105,23 +120,41 @@ func (f listFilter) args() []any {
 		esc := likeEscape(f.Name)
 		like, prefix = "%"+esc+"%", strings.ToLower(esc)+"%"
 	}
-	return []any{f.Site, sts, f.IncludeRemoved, imps, f.InstanceMismatch, like, prefix, f.Sites != nil, f.Sites}
+	selSts := make([]string, len(f.Sel.Statuses))
+	for i, s := range f.Sel.Statuses {
+		selSts[i] = string(s)
+	}
+	reasons := f.Sel.Reasons
+	if reasons == nil {
+		reasons = []string{}
+	}
+	return []any{f.Site, sts, f.IncludeRemoved, imps, f.InstanceMismatch, like, prefix, f.Sites != nil, f.Sites,
+		selSts, reasons, f.Sel.ResourceClass, f.Sel.NameLike, f.Sel.Site}
 }
 
 func likeEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
-// listDevices returns up to f.Limit devices in id order after f.After, and
-// whether more follow: the keyset paging of FleetService.ListDevices.
+// listDevices returns up to f.Limit devices in f's sort order after the
+// device f.After, and whether more follow: keyset paging on (sort column,
+// id), so a later page costs what the first does.
 func listDevices(ctx context.Context, pool *pgxpool.Pool, f listFilter) ([]listRow, bool, error) {
+	col, ok := sortColumns[f.Sort]
+	if !ok {
+		col = sortColumns[defaultSort]
+	}
+	cmp, dir := ">", ""
+	if f.Desc {
+		cmp, dir = "<", " DESC"
+	}
 	args := append(f.args(), f.After, f.Limit+1)
 	rows, err := pool.Query(ctx, `
 		SELECT d.id::text, d.site, d.name, d.status, d.status_reason, d.status_changed_at,
 			COALESCE(d.last_known_status, ''), d.desired_impairment, d.removed, d.last_command_error, `+hasMismatch+`
 		FROM devices d`+listWhere+`
-		  AND ($10 = '' OR d.id > $10::uuid)
-		ORDER BY d.id LIMIT $11`, args...)
+		  AND ($15 = '' OR (`+fmt.Sprintf(col, "d")+`, d.id) `+cmp+` (SELECT `+fmt.Sprintf(col, "o")+`, o.id FROM devices o WHERE o.id = $15::uuid))
+		ORDER BY `+fmt.Sprintf(col, "d")+dir+`, d.id`+dir+` LIMIT $16`, args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("list devices: %w", err)
 	}

@@ -50,6 +50,7 @@ type Server struct {
 	mux    http.Handler
 	now    func() time.Time
 	ops    Operations // node actions (SetOperations); nil: none offered
+	policy Policy     // policy API (SetPolicy); nil: no policy pages
 }
 
 // New returns the fleet view over fl (the hub's FleetService handlers) and
@@ -61,7 +62,8 @@ func New(cfg Config, fl *fleet.Server, st Store, roster func() *auth.Roster, log
 		return nil, err
 	}
 	s := &Server{cfg: cfg, fleet: fl, store: st, roster: roster, log: log, now: time.Now, pages: map[string]*template.Template{}}
-	for _, p := range []string{"overview", "devices", "device", "command", "error"} {
+	for _, p := range []string{"overview", "devices", "device", "command", "error", "bulk", "bulkdone", "site",
+		"operations", "operation", "commands", "policy", "holds"} {
 		t, err := template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("web: template %s: %w", p, err)
@@ -85,6 +87,22 @@ func New(cfg Config, fl *fleet.Server, st Store, roster func() *auth.Roster, log
 	mux.Handle("GET /{$}", s.authed(s.overview))
 	mux.Handle("GET /devices", s.authed(s.devices))
 	mux.Handle("GET /devices/{id}", s.authed(s.device))
+	mux.Handle("GET /devices/{site}/{name}", s.authed(s.device))
+	mux.Handle("POST /devices/bulk/preview", s.authed(s.bulkPreviewPage))
+	mux.Handle("POST /devices/bulk", s.authed(s.bulkConfirm))
+	mux.Handle("POST /devices/{id}/offer", s.authed(s.offer))
+	mux.Handle("GET /sites/{name}", s.authed(s.site))
+	mux.Handle("GET /operations", s.authed(s.operations))
+	mux.Handle("POST /operations", s.authed(s.startOperation))
+	mux.Handle("GET /operations/{id}", s.authed(s.operation))
+	mux.Handle("POST /operations/{id}/cancel", s.authed(s.cancelOperation))
+	mux.Handle("GET /commands", s.authed(s.commands))
+	mux.Handle("POST /commands/{id}/retry", s.authed(s.retryCommand))
+	mux.Handle("GET /policy", s.authed(s.policyPage))
+	mux.Handle("POST /policy/pending/{verb}", s.authed(s.resolvePending))
+	mux.Handle("GET /holds", s.authed(s.holds))
+	mux.Handle("POST /holds", s.authed(s.setHold))
+	mux.Handle("POST /holds/clear", s.authed(s.clearHold))
 	mux.Handle("POST /devices/{id}/quarantine", s.authed(s.impair(store.ImpairmentQuarantined)))
 	mux.Handle("POST /devices/{id}/release", s.authed(s.impair(store.ImpairmentReleased)))
 	mux.Handle("POST /devices/{id}/action", s.authed(s.nodeAction))

@@ -303,6 +303,7 @@ func TestListMatchesListDevices(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals, _ := url.ParseQuery(tc.query)
+			vals.Set("sort", "id") // ListDevices' order (the view's default is by name)
 			f, err := parseListFilter(vals)
 			if err != nil {
 				t.Fatal(err)

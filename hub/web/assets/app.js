@@ -3,6 +3,8 @@
 //    of data-src (default: this page) sent with X-Ironlink-Fragment, every
 //    SECONDS while the tab is visible; the server drops data-refresh from an
 //    element that is final (a finished command), which ends its polling.
+//    A region with a ticked checkbox, an open <details> or the focus is left
+//    alone until they are gone.
 // 2. Forms with data-async="ID" are POSTed with fetch; the answer (a
 //    fragment) replaces the content of element ID, without a page reload.
 "use strict";
@@ -23,6 +25,9 @@
     if (document.hidden) { return; }
     const now = Date.now();
     document.querySelectorAll("[data-refresh]").forEach(function (el) {
+      // Never throw away what the user is doing: ticked rows, a focused
+      // field, an expanded text.
+      if (el.querySelector("input[type=checkbox]:checked, details[open]") || el.contains(document.activeElement)) { return; }
       const every = Math.max(0.5, parseFloat(el.dataset.refresh) || 5) * 1000;
       const next = due.get(el);
       if (next === undefined) { due.set(el, now + every); return; }

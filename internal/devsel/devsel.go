@@ -1,0 +1,103 @@
+// Package devsel reads the device selector syntax of the CLI's
+// `quarantine --selector` / `release --selector` and the fleet view's
+// selector filter (docs/reference/cli.md "Bulk quarantine and release"):
+// comma-separated key=value terms with keys site, status, reason, class
+// (or resource-class) and name; status and reason may repeat or list
+// values separated by '|'. Both read it here, so they accept the same
+// selectors and refuse the same others with the same messages.
+package devsel
+
+import (
+	"fmt"
+	"strings"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+)
+
+// Parse reads s into a BulkService DeviceSelector. Statuses are
+// case-insensitive operational status names (faulted, in-service, ...).
+// what names the input in messages ("--selector" in the CLI, "selector"
+// in the fleet view). Errors: a term without key=value, an unknown key or
+// status, a single-valued key given twice, a selector that selects
+// nothing; each message names the term.
+func Parse(s, what string) (*ironlinkv1.DeviceSelector, error) {
+	sel := &ironlinkv1.DeviceSelector{}
+	for _, term := range strings.Split(s, ",") {
+		term = strings.TrimSpace(term)
+		if term == "" {
+			continue
+		}
+		if err := addTerm(sel, term, what); err != nil {
+			return nil, err
+		}
+	}
+	if sel.Site == "" && len(sel.Statuses) == 0 && len(sel.ConditionReasons) == 0 && sel.ResourceClass == "" && sel.NamePattern == "" {
+		return nil, fmt.Errorf("%s %q selects nothing: give at least one of site, status, reason, class, name", what, s)
+	}
+	return sel, nil
+}
+
+func addTerm(sel *ironlinkv1.DeviceSelector, term, what string) error {
+	k, v, ok := strings.Cut(term, "=")
+	k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
+	if !ok || v == "" {
+		return fmt.Errorf("%s term %q: want key=value (keys: site, status, reason, class, name)", what, term)
+	}
+	once := func(dst *string) error {
+		if *dst != "" {
+			return fmt.Errorf("%s: %s given twice", what, k)
+		}
+		*dst = v
+		return nil
+	}
+	switch k {
+	case "site":
+		return once(&sel.Site)
+	case "class", "resource-class", "resource_class":
+		return once(&sel.ResourceClass)
+	case "name":
+		return once(&sel.NamePattern)
+	case "status":
+		for _, x := range strings.Split(v, "|") {
+			name := "OPERATIONAL_STATUS_" + strings.ReplaceAll(strings.ToUpper(strings.TrimSpace(x)), "-", "_")
+			st, ok := ironlinkv1.OperationalStatus_value[name]
+			if !ok || st == 0 {
+				return fmt.Errorf("%s: unknown status %q (faulted, maintenance, quarantined, available, in-service, ...)", what, x)
+			}
+			sel.Statuses = append(sel.Statuses, ironlinkv1.OperationalStatus(st))
+		}
+	case "reason":
+		for _, x := range strings.Split(v, "|") {
+			sel.ConditionReasons = append(sel.ConditionReasons, strings.TrimSpace(x))
+		}
+	default:
+		return fmt.Errorf("%s: unknown key %q (site, status, reason, class, name)", what, k)
+	}
+	return nil
+}
+
+// Format writes sel back in the syntax Parse reads (statuses lower-case
+// with '-', values of a key joined by '|').
+func Format(sel *ironlinkv1.DeviceSelector) string {
+	var parts []string
+	if sel.GetSite() != "" {
+		parts = append(parts, "site="+sel.GetSite())
+	}
+	if len(sel.GetStatuses()) > 0 {
+		sts := make([]string, len(sel.GetStatuses()))
+		for i, st := range sel.GetStatuses() {
+			sts[i] = strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(st.String(), "OPERATIONAL_STATUS_")), "_", "-")
+		}
+		parts = append(parts, "status="+strings.Join(sts, "|"))
+	}
+	if len(sel.GetConditionReasons()) > 0 {
+		parts = append(parts, "reason="+strings.Join(sel.GetConditionReasons(), "|"))
+	}
+	if sel.GetResourceClass() != "" {
+		parts = append(parts, "class="+sel.GetResourceClass())
+	}
+	if sel.GetNamePattern() != "" {
+		parts = append(parts, "name="+sel.GetNamePattern())
+	}
+	return strings.Join(parts, ",")
+}
