@@ -31,6 +31,9 @@ type Ladder struct {
 	// HandoffOn are NVSentinel RecommendedAction numbers: a device whose
 	// fault recommends one is handed off at once (default CONTACT_SUPPORT).
 	HandoffOn []int32 `json:"handoff_on"`
+	// DryRun: the ladder only plans ("would reboot X now, step 1 of 3")
+	// and writes nothing, while the rule's quarantines stay live.
+	DryRun bool `json:"dry_run"`
 }
 
 // LadderStep is one rung: an operation of kind Kind with Params.
@@ -130,6 +133,7 @@ type ladderYAML struct {
 	Budget    *budgetYAML `yaml:"budget"`
 	Release   string      `yaml:"release"`
 	HandoffOn []string    `yaml:"handoffOn"`
+	DryRun    bool        `yaml:"dryRun"`
 }
 
 type stepYAML struct {
@@ -170,7 +174,7 @@ func convertLadder(where string, ly *ladderYAML, autoRelease string) (*Ladder, [
 	}
 	where += ".remediation"
 	var errs []error
-	l := &Ladder{Settle: DefaultSettle, Budget: DefaultBudget, Release: ReleaseAutomatic, HandoffOn: DefaultHandoffOn}
+	l := &Ladder{Settle: DefaultSettle, Budget: DefaultBudget, Release: ReleaseAutomatic, HandoffOn: DefaultHandoffOn, DryRun: ly.DryRun}
 	if autoRelease != "" {
 		errs = append(errs, fmt.Errorf("%s: a rule with a ladder must not set autoReleaseAfter (remediation.release decides)", where))
 	}

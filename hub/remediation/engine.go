@@ -137,7 +137,7 @@ func (e *Engine) device(ctx context.Context, ps *pass, d store.RemediationDevice
 	p := ps.file.Effective(d.Site)
 	if d.Ladder != nil {
 		r, l := rule(p, d.Ladder.Rule)
-		if !p.Enabled || p.DryRun || r.DryRun {
+		if l != nil && (!p.Enabled || p.DryRun || r.DryRun || l.DryRun) {
 			l = nil // a ladder started live ends when its policy turns off or dry-run
 		}
 		return e.advance(ctx, ps, p, l, d)
@@ -146,7 +146,7 @@ func (e *Engine) device(ctx context.Context, ps *pass, d store.RemediationDevice
 	if l == nil || !p.Enabled || d.Removed || d.OpenHandoff || !Faulty(d.Status) || d.SiteStale {
 		return nil
 	}
-	return e.begin(ctx, ps, p, l, p.DryRun || r.DryRun, d)
+	return e.begin(ctx, ps, p, l, p.DryRun || r.DryRun || l.DryRun, d)
 }
 
 // safety is the safety input of device d in this pass.
@@ -181,6 +181,9 @@ func (e *Engine) begin(ctx context.Context, ps *pass, p policy.SitePolicy, l *po
 	if dryRun {
 		plan := StartPlan(l, d, used, blocked)
 		ps.stats.Plans = append(ps.stats.Plans, plan)
+		if plan.Step == 1 && blocked == "" {
+			ps.inFlight[d.Site]++ // as if started: the next plans see the guard fill up
+		}
 		e.log.Info("remediation plan (dry-run: nothing done)", logkey.DeviceID, d.DeviceID, logkey.Site, d.Site, "rule", d.Rule, "plan", plan.Text)
 		return nil
 	}

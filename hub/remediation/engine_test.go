@@ -208,3 +208,7 @@ func TestStepOperationCreatedOnce(t *testing.T) {
 		t.Fatal("the operation was not created under the step's stored id")
 	}
 }
+
+func storeFilterOpen(dev string) store.HandoffFilter {
+	return store.HandoffFilter{DeviceID: dev, OpenOnly: true}
+}
