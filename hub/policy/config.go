@@ -51,6 +51,8 @@ type SitePolicy struct {
 	Guard Guard `json:"guard"`
 	// MaintenanceWindows: a MAINTENANCE trigger inside one is skipped.
 	MaintenanceWindows []Window `json:"maintenance_windows"`
+	// Remediation holds the site's ladder settings (ladder.go).
+	Remediation Remediation `json:"remediation"`
 }
 
 // Rule is one automatic-quarantine rule.
@@ -80,6 +82,9 @@ type Rule struct {
 	// Health, when set, restricts the rule to devices FAULTED by a
 	// matching health condition (health.go).
 	Health *HealthMatch `json:"health,omitempty"`
+	// Ladder, when set, remediates the devices the rule quarantined
+	// (ladder.go).
+	Ladder *Ladder `json:"remediation,omitempty"`
 }
 
 // Guard is the blast-radius guard of a site: within any Window, policy
@@ -125,6 +130,8 @@ type Override struct {
 	HasRules           bool
 	Guard              GuardOverride
 	MaintenanceWindows []Window
+	// MaxInFlight overrides Remediation.MaxInFlight.
+	MaxInFlight *int
 }
 
 // GuardOverride overrides some fields of the default guard.
@@ -163,6 +170,9 @@ func (f *File) Effective(site string) SitePolicy {
 		p.Guard.Window = *o.Guard.Window
 	}
 	p.MaintenanceWindows = append(p.MaintenanceWindows, o.MaintenanceWindows...)
+	if o.MaxInFlight != nil {
+		p.Remediation.MaxInFlight = *o.MaxInFlight
+	}
 	return p
 }
 
@@ -178,7 +188,9 @@ func (f *File) SiteNames() []string {
 
 // Disabled is the file in force when the hub has no --policy-file: no
 // site has automatic quarantine.
-func Disabled() *File { return &File{Default: SitePolicy{Guard: DefaultGuard}} }
+func Disabled() *File {
+	return &File{Default: SitePolicy{Guard: DefaultGuard, Remediation: Remediation{MaxInFlight: DefaultMaxInFlight}}}
+}
 
 // Load reads and validates the policy file at path (see Parse). Errors
 // start with the path.
@@ -191,11 +203,12 @@ type policyYAML struct {
 }
 
 type siteYAML struct {
-	Enabled            *bool        `yaml:"enabled"`
-	DryRun             *bool        `yaml:"dryRun"`
-	Rules              *[]ruleYAML  `yaml:"rules"`
-	Guard              *guardYAML   `yaml:"guard"`
-	MaintenanceWindows []windowYAML `yaml:"maintenanceWindows"`
+	Enabled            *bool            `yaml:"enabled"`
+	DryRun             *bool            `yaml:"dryRun"`
+	Rules              *[]ruleYAML      `yaml:"rules"`
+	Guard              *guardYAML       `yaml:"guard"`
+	MaintenanceWindows []windowYAML     `yaml:"maintenanceWindows"`
+	Remediation        *remediationYAML `yaml:"remediation"`
 }
 
 type ruleYAML struct {
@@ -207,6 +220,7 @@ type ruleYAML struct {
 	AutoReleaseAfter string      `yaml:"autoReleaseAfter"`
 	DryRun           bool        `yaml:"dryRun"`
 	Health           *healthYAML `yaml:"health"`
+	Remediation      *ladderYAML `yaml:"remediation"`
 }
 
 type guardYAML struct {
@@ -322,6 +336,12 @@ func convertSite(where string, sy siteYAML, isDefault bool) (converted, []error)
 	}
 	if isDefault {
 		c.base.Guard = DefaultGuard
+		c.base.Remediation.MaxInFlight = DefaultMaxInFlight
+	}
+	k, kerrs := convertRemediation(where, sy.Remediation)
+	errs = append(errs, kerrs...)
+	if k != nil {
+		c.base.Remediation.MaxInFlight, c.override.MaxInFlight = *k, k
 	}
 	if g := sy.Guard; g != nil {
 		if g.MaxDevices != nil {
@@ -381,6 +401,8 @@ func convertRule(where string, ry ruleYAML) (Rule, []error) {
 	r.To, bad = statusList(where+".to", ry.To, TriggerStatuses, "FAULTED or MAINTENANCE")
 	errs = append(errs, bad...)
 	r.Health, bad = convertHealth(where, ry.Health)
+	errs = append(errs, bad...)
+	r.Ladder, bad = convertLadder(where, ry.Remediation, ry.AutoReleaseAfter)
 	errs = append(errs, bad...)
 	for _, rs := range ry.Reasons {
 		if !reasonRE.MatchString(rs) {

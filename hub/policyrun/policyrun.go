@@ -51,6 +51,10 @@ type Config struct {
 	Now func() time.Time
 	// Hooks observe the passes (metrics).
 	Hooks Hooks
+	// Remediate, when set, runs at the end of every pass with the policy
+	// in force (hub/remediation's ladders: advanced only by the lock's
+	// holder, level-triggered).
+	Remediate func(ctx context.Context, file *policy.File) error
 	// FreshFor is the freshness bound of a site's evidence: its last poll
 	// may be at most this old for the policy to act (the hub's
 	// --stale-after; default DefaultFreshFor).
@@ -210,6 +214,9 @@ func (e *Evaluator) Tick(ctx context.Context) (Stats, error) {
 	}
 	n, err = e.releases(ctx, file, bySite, now)
 	stats.Released = n
+	if err == nil && e.cfg.Remediate != nil {
+		err = e.cfg.Remediate(ctx, file)
+	}
 	return stats, err
 }
 

@@ -1,0 +1,214 @@
+package remediation_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ironlink/ironlink/hub/policy"
+	"github.com/ironlink/ironlink/hub/policyrun"
+	"github.com/ironlink/ironlink/hub/remediation"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+const ladderPolicy = `
+policy:
+  default:
+    enabled: true
+    guard: {maxDevices: 50, maxPercent: 100, window: 1h}
+    remediation: {maxInFlight: 2}
+    rules:
+      - name: faulted
+        to: [FAULTED]
+        remediation:
+          steps:
+            - {action: REBOOT, timeout: 1m}
+            - {action: REPROVISION, timeout: 1h}
+          settle: 2m
+          budget: {ladders: 2, window: 168h}
+`
+
+// rig is a site of n devices at the store's level, the policy evaluator
+// with the ladder engine in its pass, and a clock both share.
+type rig struct {
+	t    *testing.T
+	st   *store.Store
+	url  string
+	site *storetest.Site
+	clk  *clock
+	ev   *policyrun.Evaluator
+	eng  *remediation.Engine
+	last remediation.Stats
+}
+
+func newRig(t *testing.T, doc string, n int, webhook bool) *rig {
+	t.Helper()
+	st, url := storetest.New(t, nil)
+	clk := &clock{t: time.Now().Add(time.Second)}
+	f, err := policy.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, st: st, url: url, clk: clk, site: storetest.NewSite(t, st, "site-a", n, clk.Now)}
+	log := testlog.New(t)
+	r.eng = remediation.New(st, remediation.Config{Now: clk.Now, Webhook: webhook}, log)
+	r.ev = policyrun.New(st, policyrun.Config{Policy: func() *policy.File { return f }, Now: clk.Now, Replica: "r1",
+		Remediate: func(ctx context.Context, file *policy.File) (err error) {
+			r.last, err = r.eng.Tick(ctx, file)
+			return err
+		}}, log)
+	return r
+}
+
+// tick runs one evaluator pass (quarantine decisions, then the ladders).
+func (r *rig) tick() remediation.Stats {
+	r.t.Helper()
+	r.site.Polled()
+	if _, err := r.ev.Tick(context.Background()); err != nil {
+		r.t.Fatal(err)
+	}
+	return r.last
+}
+
+func (r *rig) count(sql string, args ...any) int { return pgtest.Count(r.t, r.url, sql, args...) }
+
+// finishOps ends every active operation of device id in state (the
+// satellite's part, at the store's level).
+func (r *rig) finishOps(id, state string) string {
+	r.t.Helper()
+	var op string
+	err := r.st.Pool().QueryRow(context.Background(), `UPDATE operations SET state = $2, ended_at = now(),
+		last_error = CASE WHEN $2 = 'FAILED' THEN 'injected' ELSE '' END
+		WHERE device_id = $1 AND state IN ('PENDING', 'RUNNING') RETURNING kind`, id, state).Scan(&op)
+	if err != nil {
+		r.t.Fatalf("finish the operation of %s: %v", id, err)
+	}
+	return op
+}
+
+// fault → quarantine → reboot (the fault persists) → reprovision → healthy
+// → released after the settle time; the history says step 2 fixed it and
+// no step ran twice.
+func TestLadderRebootThenReprovisionFixes(t *testing.T) {
+	r := newRig(t, ladderPolicy, 3, false)
+	dev := r.site.IDs[0]
+	r.site.Fault([]string{dev}, "DeployFailed", r.clk.Now())
+	s := r.tick()
+	if s.Started != 1 || s.Steps != 1 {
+		t.Fatalf("first pass: %+v", s)
+	}
+	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1 AND kind = 'REBOOT' AND source = 'policy'`, dev); n != 1 {
+		t.Fatalf("%d REBOOT operations", n)
+	}
+	r.tick() // nothing new while the reboot runs
+	if kind := r.finishOps(dev, "SUCCEEDED"); kind != "REBOOT" {
+		t.Fatalf("first step %s", kind)
+	}
+	r.tick() // settling: the fault persists
+	r.clk.Add(61 * time.Second)
+	r.tick() // the reboot's timeout passed: step failed
+	r.tick() // step 2
+	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1 AND kind = 'REPROVISION' AND state = 'PENDING'`, dev); n != 1 {
+		t.Fatalf("%d REPROVISION operations pending", n)
+	}
+	r.finishOps(dev, "SUCCEEDED")
+	r.site.Heal(dev)
+	r.tick()
+	r.clk.Add(time.Minute)
+	r.tick()
+	if n := r.count(`SELECT count(*) FROM quarantine_holds WHERE device_id = $1`, dev); n != 1 {
+		t.Fatalf("released before the settle time (%d holds)", n)
+	}
+	r.clk.Add(61 * time.Second)
+	if s := r.tick(); s.Fixed != 1 {
+		t.Fatalf("not fixed: %+v", s)
+	}
+	if n := r.count(`SELECT count(*) FROM quarantine_holds WHERE device_id = $1`, dev); n != 0 {
+		t.Fatalf("not released (%d holds)", n)
+	}
+	if n := r.count(`SELECT count(*) FROM remediation_ladders WHERE device_id = $1 AND state = 'SUCCEEDED' AND fixed_step = 2
+		AND fixed_kind = 'REPROVISION' AND released`, dev); n != 1 {
+		t.Fatal("the ladder does not say step 2 fixed it")
+	}
+	if n := r.count(`SELECT count(*) FROM commands WHERE device_id = $1 AND actor = 'remediation' AND reason LIKE 'fixed by step 2 of 2 (REPROVISION)%'`, dev); n != 1 {
+		t.Fatal("the release does not say which step fixed it")
+	}
+	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1`, dev); n != 2 {
+		t.Fatalf("%d operations, want 2 (no step repeated)", n)
+	}
+	want := []string{"LADDER_STARTED", "STEP_STARTED", "STEP_FAILED", "STEP_STARTED", "STEP_SUCCEEDED", "FIXED", "RELEASED"}
+	rows, err := r.st.Pool().Query(context.Background(), `SELECT event FROM remediation_events WHERE device_id = $1 ORDER BY id`, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var e string
+		if err := rows.Scan(&e); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+	}
+}
+
+// A pass that died after storing a step (its operation id chosen) but
+// before creating the operation: the next pass creates that same
+// operation, never a second one.
+func TestStepOperationCreatedOnce(t *testing.T) {
+	r := newRig(t, ladderPolicy, 2, false)
+	dev := r.site.IDs[0]
+	r.site.Fault([]string{dev}, "DeployFailed", r.clk.Now())
+	r.tick()
+	var op, ladder string
+	if err := r.st.Pool().QueryRow(context.Background(), `SELECT s.operation_id::text, s.ladder_id::text FROM remediation_steps s
+		JOIN remediation_ladders l ON l.id = s.ladder_id WHERE l.device_id = $1`, dev).Scan(&op, &ladder); err != nil {
+		t.Fatal(err)
+	}
+	// Lose the operation and the step's progress, as if the pass died
+	// between the step's row and the operation's.
+	if _, err := r.st.Pool().Exec(context.Background(), `DELETE FROM operation_events WHERE operation_id = $1;`, op); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.st.Pool().Exec(context.Background(), `DELETE FROM operations WHERE id = $1`, op); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.st.Pool().Exec(context.Background(), `UPDATE remediation_steps SET state = 'STARTING' WHERE operation_id = $1`, op); err != nil {
+		t.Fatal(err)
+	}
+	r.tick()
+	r.tick()
+	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1`, dev); n != 1 {
+		t.Fatalf("%d operations, want 1", n)
+	}
+	if n := r.count(`SELECT count(*) FROM operations WHERE id = $1 AND kind = 'REBOOT'`, op); n != 1 {
+		t.Fatal("the operation was not created under the step's stored id")
+	}
+}
+
+func storeFilterOpen(dev string) store.HandoffFilter {
+	return store.HandoffFilter{DeviceID: dev, OpenOnly: true}
+}
