@@ -38,8 +38,8 @@ func TestOpNodeActions(t *testing.T) {
 			t.Errorf("%s: exit %d %s, want usage error %q", c.args, code, errs, c.want)
 		}
 	}
-	if _, errs, code := run("op", "start", "reprovision", "node-1", "--reason", "x"); code != ctl.ExitRefused || !strings.Contains(errs, "REPROVISION starts from active, deploy failed") {
-		t.Fatalf("reprovision of a manageable node: exit %d %s", code, errs)
+	if _, errs, code := run("op", "start", "undeploy", "node-1", "--reason", "x"); code != ctl.ExitRefused || !strings.Contains(errs, "UNDEPLOY starts from active, available, deploy failed") {
+		t.Fatalf("undeploy of a manageable node: exit %d %s", code, errs)
 	}
 	out, errs, code := run("op", "start", "maintenance-set", "node-1", "--reason", "DIMM swap, ticket 4711")
 	if code != 0 || !strings.Contains(out, "maintenance-set") {

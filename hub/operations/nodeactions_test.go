@@ -22,7 +22,7 @@ import (
 // TestNodeActionGuards: power off, reboot and reprovision of a device with
 // a customer's instance are refused (CUSTOMER_INSTANCE) and change
 // nothing, unless forced, which is recorded; power on is not guarded; a
-// reprovision of a node that is not deployed, and malformed node-action
+// reprovision of a node in the middle of a deploy, and malformed node-action
 // parameters, are refused before anything is stored.
 func TestNodeActionGuards(t *testing.T) {
 	ctx := context.Background()
@@ -39,6 +39,8 @@ func TestNodeActionGuards(t *testing.T) {
 		{DeviceID: uuid.NewString(), ObservedTime: now, Facts: &store.Facts{Name: "c-customer", ProvisionState: "active", InstanceUUID: inst, PowerState: "power on"},
 			Conditions: []condition.Condition{enrolled, customer}},
 		{DeviceID: uuid.NewString(), ObservedTime: now, Facts: &store.Facts{Name: "c-manageable", ProvisionState: "manageable", PowerState: "power off"},
+			Conditions: []condition.Condition{enrolled}},
+		{DeviceID: uuid.NewString(), ObservedTime: now, Facts: &store.Facts{Name: "c-deploying", ProvisionState: "deploying", PowerState: "power on"},
 			Conditions: []condition.Condition{enrolled}},
 	}}); err != nil {
 		t.Fatal(err)
@@ -57,7 +59,7 @@ func TestNodeActionGuards(t *testing.T) {
 		{"power off of a customer's node", req(ironlinkv1.OperationKind_OPERATION_KIND_POWER_OFF, "c-customer", nil), codes.FailedPrecondition, operations.ReasonCustomerInstance},
 		{"reboot of a customer's node", req(ironlinkv1.OperationKind_OPERATION_KIND_REBOOT, "c-customer", &ironlinkv1.OperationParams{Soft: true}), codes.FailedPrecondition, operations.ReasonCustomerInstance},
 		{"reprovision of a customer's node", req(ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, "c-customer", nil), codes.FailedPrecondition, operations.ReasonCustomerInstance},
-		{"reprovision of a node not deployed", req(ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, "c-manageable", nil), codes.FailedPrecondition, operations.ReasonProvisionState},
+		{"reprovision of a node while it deploys", req(ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, "c-deploying", nil), codes.FailedPrecondition, operations.ReasonProvisionState},
 		{"maintenance without a reason", req(ironlinkv1.OperationKind_OPERATION_KIND_SET_MAINTENANCE, "c-manageable", nil), codes.InvalidArgument, grpcerr.ReasonRequired},
 		{"soft power on", req(ironlinkv1.OperationKind_OPERATION_KIND_POWER_ON, "c-manageable", &ironlinkv1.OperationParams{Soft: true}), codes.InvalidArgument, grpcerr.ReasonInvalidValue},
 		{"power timeout over an hour", req(ironlinkv1.OperationKind_OPERATION_KIND_POWER_OFF, "c-manageable", &ironlinkv1.OperationParams{PowerTimeoutSeconds: 3601}), codes.InvalidArgument, grpcerr.ReasonOutOfRange},

@@ -103,12 +103,22 @@ var Preconditions = map[store.OperationKind]Precondition{
 	"REBOOT":            {From: powerStates("power off, power on"), InterruptsCustomer: true},
 	"SET_MAINTENANCE":   {AnyState: true},
 	"CLEAR_MAINTENANCE": {AnyState: true},
-	// Ironic's "rebuild" verb: active (and deploy failed) → deploying →
-	// active with the node's instance_info (ironic/common/states.py).
+	// Undeploy where deployed ("deleted": Ironic tears down and cleans on
+	// its way to available), else manage (when not manageable) and provide
+	// (Ironic's automated cleaning); a manual clean with params.clean_steps
+	// goes between manage and provide (the satellite's phases). A node
+	// carrying an instance is refused: Ironic's tear-down would leave its
+	// Nova server without a node (NOVA_DELETE first).
 	"REPROVISION": {From: map[string]string{
-		"active":        "rebuild",
-		"deploy failed": "rebuild",
-	}, Maintenance: maintIronicDeploy, InterruptsCustomer: true},
+		"active":         "deleted",
+		"deploy failed":  "deleted",
+		"error":          "deleted",
+		"available":      "manage, provide",
+		"manageable":     "provide",
+		"clean failed":   "manage, provide",
+		"inspect failed": "manage, provide",
+		"adopt failed":   "manage, provide",
+	}, Instance: InstanceNone, InterruptsCustomer: true},
 }
 
 // powerStates are the stable provision states in which Ironic's conductor

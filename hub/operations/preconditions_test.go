@@ -43,6 +43,8 @@ var goals = map[store.OperationKind]struct{ state, verb string }{
 	"PROVIDE":  {"available", "provide"},
 	"DEPLOY":   {"active", "deploy"},
 	"UNDEPLOY": {"available", "deleted"},
+	// REPROVISION: undeploy where deployed, else manage and provide.
+	"REPROVISION": {"available", "deleted"},
 }
 
 // notTaken are states the state machine could leave for a kind's goal

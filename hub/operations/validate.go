@@ -219,6 +219,10 @@ func checkParams(kind ironlinkv1.OperationKind, p *ironlinkv1.OperationParams) e
 	switch kind {
 	case ironlinkv1.OperationKind_OPERATION_KIND_CLEAN:
 		return checkCleanSteps(p.GetCleanSteps())
+	case ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION:
+		if len(p.GetCleanSteps()) > 0 {
+			return checkCleanSteps(p.GetCleanSteps())
+		}
 	case ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY:
 		return checkDeployParams(p.GetDeploy())
 	case ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE:
@@ -254,8 +258,8 @@ var (
 // checkParamsOfOtherKinds refuses parameters that belong to another kind
 // than kind (clean steps of a DEPLOY, ...).
 func checkParamsOfOtherKinds(kind ironlinkv1.OperationKind, p *ironlinkv1.OperationParams) error {
-	if len(p.GetCleanSteps()) > 0 && kind != ironlinkv1.OperationKind_OPERATION_KIND_CLEAN {
-		return bad("params.clean_steps", grpcerr.ReasonInvalidValue, "params.clean_steps are for CLEAN only")
+	if len(p.GetCleanSteps()) > 0 && kind != ironlinkv1.OperationKind_OPERATION_KIND_CLEAN && kind != ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION {
+		return bad("params.clean_steps", grpcerr.ReasonInvalidValue, "params.clean_steps are for CLEAN and REPROVISION only")
 	}
 	if p.GetDeploy() != nil && kind != ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY {
 		return bad("params.deploy", grpcerr.ReasonInvalidValue, "params.deploy is for DEPLOY only")

@@ -101,15 +101,7 @@ func (u *run) pass(ctx context.Context) site.Result {
 	case ironlinkv1.OperationKind_OPERATION_KIND_INSPECT:
 		return u.sameState(ctx, n, "inspect", nil, []string{stInspecting, stInspectWait})
 	case ironlinkv1.OperationKind_OPERATION_KIND_CLEAN:
-		steps := []map[string]any{}
-		for _, s := range u.req.GetParams().GetCleanSteps() {
-			args := map[string]any{}
-			if s.GetArgs() != nil {
-				args = s.GetArgs().AsMap()
-			}
-			steps = append(steps, map[string]any{"interface": s.GetInterface(), "step": s.GetStep(), "args": args})
-		}
-		return u.sameState(ctx, n, "clean", map[string]any{"clean_steps": steps}, []string{stCleaning, stCleanWait, stCleanHold})
+		return u.sameState(ctx, n, "clean", cleanArgs(u.req.GetParams().GetCleanSteps()), []string{stCleaning, stCleanWait, stCleanHold})
 	case ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE:
 		return u.provide(ctx, n)
 	case ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY:
@@ -172,6 +164,19 @@ func (u *run) refuseCancel(n *node) {
 	u.mu.Unlock()
 	u.log.Info("cancel refused: the node is not in a state Ironic can abort", "provision_state", n.ProvisionState)
 	u.sendProgress(true)
+}
+
+// cleanArgs is the body's "clean_steps" of a manual clean with steps.
+func cleanArgs(cs []*ironlinkv1.CleanStep) map[string]any {
+	steps := []map[string]any{}
+	for _, s := range cs {
+		args := map[string]any{}
+		if s.GetArgs() != nil {
+			args = s.GetArgs().AsMap()
+		}
+		steps = append(steps, map[string]any{"interface": s.GetInterface(), "step": s.GetStep(), "args": args})
+	}
+	return map[string]any{"clean_steps": steps}
 }
 
 // inspected summarises the properties inspection fills in, for the final

@@ -3,7 +3,6 @@ package operations
 import (
 	"context"
 	"net/http"
-	"slices"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/satellite/ironic"
@@ -27,16 +26,13 @@ import (
 //     in between resumes at the half the marker names.
 //   - SET_MAINTENANCE and CLEAR_MAINTENANCE are idempotent writes, done
 //     when the node shows the flag (and reason) asked for.
-//   - REPROVISION is Ironic's "rebuild" (active or deploy failed →
-//     deploying → active with the node's instance_info). It starts and
-//     ends in active, so it writes the marker before asking, as CLEAN
-//     does, and is done when the node is active again after it.
+//   - REPROVISION undeploys a deployed node, then cleans and provides it
+//     (reprovision.go).
 
 // Marker actions of REBOOT's two halves.
 const (
 	actRebootOff = "reboot-off"
 	actRebootOn  = "reboot-on"
-	actRebuild   = "rebuild"
 )
 
 // maxPowerRequests bounds the power requests one process sends for one
@@ -170,42 +166,6 @@ func (u *run) clearMaintenance(ctx context.Context, n *node) site.Result {
 		return stop(err)
 	}
 	return retryNow
-}
-
-// reprovision reconciles REPROVISION: rebuild from active (or deploy
-// failed), done when active again after it.
-func (u *run) reprovision(ctx context.Context, n *node) site.Result {
-	ps, id := n.ProvisionState, u.req.GetOperationId()
-	m := markerOf(n)
-	taken := m.OperationID == id && m.Action == actRebuild && m.Since != n.ProvisionUpdatedAt
-	switch {
-	case ps == stActive && taken:
-		u.step("wait-active", ps, "rebuilt")
-		return site.Done()
-	case ps == stDeployFail && taken:
-		return ironicFailure(n)
-	case ps == stActive || ps == stDeployFail:
-		if m.OperationID != id || m.Action != actRebuild || m.Since != n.ProvisionUpdatedAt {
-			u.step("mark", ps, "")
-			if err := u.mark(ctx, n, actRebuild); err != nil {
-				return stop(err)
-			}
-		}
-		u.step("rebuild", ps, "")
-		if err := u.setProvision(ctx, n.UUID, "rebuild", nil); err != nil {
-			if openstack.StatusCode(err) == http.StatusBadRequest {
-				return site.Failed("IronicRejected", "%s", ironic.Message(err))
-			}
-			return stop(err)
-		}
-		return retryNow
-	case slices.Contains([]string{stDeploying, stDeployWait, stDeployHold}, ps):
-		u.step("wait-active", ps, "")
-		return u.waiting()
-	case failed[ps] != "":
-		return ironicFailure(n)
-	}
-	return site.Failed("InvalidState", "REPROVISION starts from active or deploy failed; node %s is %s", n.UUID, ps)
 }
 
 func powerText(s string) string {

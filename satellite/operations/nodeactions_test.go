@@ -150,30 +150,28 @@ func runNodeActions(t *testing.T, e *env) {
 			t.Fatalf("after CLEAR_MAINTENANCE: maintenance %v (%v)", n["maintenance"], n["maintenance_reason"])
 		}
 	})
-	t.Run("reprovision rebuilds an active node once", func(t *testing.T) {
+	t.Run("reprovision undeploys an active node once, then cleans and provides", func(t *testing.T) {
 		act(t, "PROVIDE", ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE, nil)
 		act(t, "DEPLOY", ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY, &ironlinkv1.OperationParams{Deploy: &ironlinkv1.DeployParams{
 			ImageSource: "http://127.0.0.1:1/ironlink-test.img", ImageChecksum: "sha256:" + strings.Repeat("ab", 32), RootGb: 10}})
 		reqs := act(t, "REPROVISION", ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, nil)
-		if n := provisionPuts(reqs, id, "rebuild"); n != 1 {
-			t.Errorf("REPROVISION sent %d rebuild requests, want 1", n)
+		for target, want := range map[string]int{"deleted": 1, "rebuild": 0, "manage": 0, "provide": 0} {
+			if n := provisionPuts(reqs, id, target); n != want {
+				t.Errorf("REPROVISION sent %d %q requests, want %d", n, target, want)
+			}
 		}
-		if n := getNode(t, e, id); n["provision_state"] != "active" {
+		if n := getNode(t, e, id); n["provision_state"] != "available" {
 			t.Fatalf("after REPROVISION: %v", n["provision_state"])
 		}
-		act(t, "UNDEPLOY", ironlinkv1.OperationKind_OPERATION_KIND_UNDEPLOY, nil)
-	})
-	t.Run("reprovision of a node that is not deployed fails and writes nothing", func(t *testing.T) {
-		before := len(e.rec.snapshot())
-		p, _, _ := runOp(t, e, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, id, nil))
-		wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_FAILED)
-		if p.GetFailureReason() != "InvalidState" {
-			t.Errorf("failure %s: %s, want InvalidState", p.GetFailureReason(), p.GetError())
-		}
-		for _, r := range e.rec.snapshot()[before:] {
-			if r.Method != http.MethodGet {
-				t.Errorf("refused REPROVISION made %s %s", r.Method, r.Path)
+		reqs = act(t, "REPROVISION(available, clean steps)", ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION,
+			&ironlinkv1.OperationParams{CleanSteps: []*ironlinkv1.CleanStep{{Interface: "bios", Step: "factory_reset"}}})
+		for target, want := range map[string]int{"deleted": 0, "manage": 1, "clean": 1, "provide": 1} {
+			if n := provisionPuts(reqs, id, target); n != want {
+				t.Errorf("REPROVISION of an available node sent %d %q requests, want %d", n, target, want)
 			}
+		}
+		if n := getNode(t, e, id); n["provision_state"] != "available" || n["extra"].(map[string]any)["ironlink_operation"] != nil {
+			t.Fatalf("after REPROVISION: %v, extra %v", n["provision_state"], n["extra"])
 		}
 	})
 }

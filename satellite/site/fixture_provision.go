@@ -74,19 +74,20 @@ var fixtureEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // runner's subset).
 var transitions = map[string]map[string][]string{
 	"manage": {"enroll": {"verifying", "manageable"}, "inspect failed": {"manageable"},
-		"clean failed": {"manageable"}, "adopt failed": {"manageable"}},
+		"clean failed": {"manageable"}, "adopt failed": {"manageable"}, "available": {"manageable"}},
 	"inspect": {"manageable": {"inspecting", "inspect wait", "manageable"}, "inspect failed": {"inspecting", "inspect wait", "manageable"}},
 	"clean":   {"manageable": {"cleaning", "clean wait", "manageable"}},
 	"provide": {"manageable": {"cleaning", "clean wait", "available"}},
 	"active":  {"available": {"deploying", "wait call-back", "active"}},
 	"deleted": {"active": {"deleting", "cleaning", "available"}, "deploy failed": {"deleting", "cleaning", "available"}, "error": {"deleting", "cleaning", "available"}},
 	"rebuild": {"active": {"deploying", "wait call-back", "active"}, "deploy failed": {"deploying", "wait call-back", "active"}},
+	"adopt":   {"manageable": {"adopting", "active"}, "adopt failed": {"adopting", "active"}},
 	"abort":   {"clean wait": {"clean failed"}, "inspect wait": {"inspect failed"}, "wait call-back": {"deploy failed"}, "rescue wait": {"rescue failed"}},
 }
 
 // failState is where a failed action of target ends.
 var failState = map[string]string{"manage": "enroll", "inspect": "inspect failed", "clean": "clean failed",
-	"provide": "clean failed", "active": "deploy failed", "rebuild": "deploy failed", "deleted": "error"}
+	"provide": "clean failed", "active": "deploy failed", "rebuild": "deploy failed", "deleted": "error", "adopt": "adopt failed"}
 
 func (f *Fixture) provLocked(id string) *provisioning {
 	if f.prov == nil {

@@ -72,10 +72,13 @@ const (
 	// Clear maintenance (Ironic "Clear Maintenance Flag"); done when the
 	// node no longer shows maintenance.
 	OperationKind_OPERATION_KIND_CLEAR_MAINTENANCE OperationKind = 13
-	// Rebuild the deployed node in place (provision target "rebuild":
-	// active or deploy failed → deploying → active, with its current
-	// instance_info). Refused for a device with a customer instance unless
-	// forced.
+	// Take the node back to a clean available state: undeploy where deployed
+	// (active, deploy failed or error → deleting → cleaning → available),
+	// else manage (when not manageable) and provide (automated cleaning); a
+	// manual clean with params.clean_steps goes before the provide. Each
+	// phase's request is sent once, after a marker on the node. Refused for a
+	// device with a customer instance unless forced, and for a node carrying
+	// an instance (NOVA_DELETE first).
 	OperationKind_OPERATION_KIND_REPROVISION OperationKind = 14
 )
 
@@ -700,7 +703,8 @@ func (x *NovaCreateParams) GetForceClear() bool {
 // OperationParams are the kind-specific parameters.
 type OperationParams struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// For CLEAN: the steps, in order; at least one.
+	// For CLEAN: the steps, in order; at least one. For REPROVISION: a
+	// manual clean before the provide; optional.
 	CleanSteps []*CleanStep `protobuf:"bytes,1,rep,name=clean_steps,json=cleanSteps,proto3" json:"clean_steps,omitempty"`
 	// For DEPLOY.
 	Deploy *DeployParams `protobuf:"bytes,2,opt,name=deploy,proto3" json:"deploy,omitempty"`
