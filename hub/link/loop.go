@@ -85,6 +85,8 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 	// have room.
 	msgs, recvErr := streamrecv.Start(ctx, l.stream.Recv)
 	l.commits = newPipelinedQueue(MaxPendingCommits)
+	l.commits.share = &linkShare{shares: &l.s.shares} // fair.go
+	defer l.commits.share.release()
 	l.writes = newQueue(MaxPendingWrites)
 	l.health = newQueue(MaxPendingHealth)
 	l.writes.push(l.deliverTask(true)) // SENT commands go out again on a new link
@@ -339,6 +341,9 @@ type task struct {
 	// is then run off the loop for the outcome. A queue that is not
 	// pipelined runs submit and its result together off the loop.
 	submit func(ctx context.Context) func(ctx context.Context) outcome
+	// devices is the device updates a write carries, for the link's fair
+	// share of the committer (fair.go).
+	devices int
 }
 
 // runner returns the function a queue runs off the loop for t.
@@ -379,6 +384,9 @@ type queue struct {
 	// started one's outcome was taken (or it gave up).
 	inflight int
 	last     chan struct{}
+	// share, when set, holds a pipelined queue's next task while the
+	// link's writes in the committer fill its fair share (fair.go).
+	share *linkShare
 }
 
 // newQueue returns an empty queue bounded by max waiting tasks.
@@ -403,8 +411,14 @@ func (q *queue) start(ctx context.Context) {
 	if q.pipelined {
 		for len(q.pending) > 0 {
 			t := q.pending[0]
+			if q.share != nil && !q.share.admit(t.devices) {
+				return
+			}
 			q.pending = q.pending[1:]
 			q.inflight++
+			if q.share != nil {
+				q.share.started(t.devices)
+			}
 			wait := t.runner(ctx)
 			prev, mine := q.last, make(chan struct{})
 			q.last = mine
@@ -442,6 +456,9 @@ func (q *queue) start(ctx context.Context) {
 func (q *queue) taken() {
 	if q.pipelined {
 		q.inflight--
+		if q.share != nil {
+			q.share.finished()
+		}
 		return
 	}
 	q.busy = false

@@ -101,6 +101,8 @@ type Server struct {
 	seen lastSeen
 	// due caches the sites with due commands for the sweeps (wake.go).
 	due dueSites
+	// shares counts the links with writes in the group committer (fair.go).
+	shares writeShares
 }
 
 // NewServer returns a link server over st.

@@ -60,7 +60,7 @@ func (l *linkLoop) refused(what string, err error, attrs ...any) outcome {
 // Its submit hands b to the group committer after the link's previous
 // write (linkLoop.lastCommit), without waiting for that one's commit.
 func (l *linkLoop) commitTask(b store.Batch) task {
-	return task{kind: "batch", submit: func(ctx context.Context) func(context.Context) outcome {
+	return task{kind: "batch", devices: max(len(b.Devices), 1), submit: func(ctx context.Context) func(context.Context) outcome {
 		start := time.Now()
 		p := l.s.store.SubmitBatch(ctx, l.site, l.epoch, b, l.lastCommit)
 		l.lastCommit = p
@@ -82,7 +82,7 @@ func (l *linkLoop) commitTask(b store.Batch) task {
 // under the link's epoch (a superseded link gets ErrFenced and writes
 // nothing); submitted after the link's previous write as commitTask.
 func (l *linkLoop) siteConditionsTask(conds []condition.Condition) task {
-	return task{kind: "site conditions", submit: func(ctx context.Context) func(context.Context) outcome {
+	return task{kind: "site conditions", devices: 1, submit: func(ctx context.Context) func(context.Context) outcome {
 		p := l.s.store.SubmitSiteConditions(ctx, l.site, l.epoch, conds, l.lastCommit)
 		l.lastCommit = p
 		return func(ctx context.Context) outcome {

@@ -188,6 +188,7 @@ func (l *link) fill() error {
 			}
 			if b != nil {
 				s.sentOnLink++
+				s.noteSentLocked(b.GetSequence())
 			}
 		}
 		s.mu.Unlock()
@@ -307,8 +308,10 @@ func (s *Sat) ack(a *ironlinkv1.BatchAck) {
 		s.dupAcks++
 	}
 	i := 0
+	now := time.Now()
 	for i < len(s.unacked) && s.unacked[i].GetSequence() <= seq {
 		s.countAckedLocked(s.unacked[i], a.GetDuplicate())
+		s.noteAckedLocked(s.unacked[i].GetSequence(), now)
 		i++
 	}
 	s.unacked = s.unacked[i:]

@@ -96,6 +96,8 @@ type Sat struct {
 	linkErrs    []string
 	devIdx      int
 	snapshotSeq uint64
+	sentAt      map[uint64]time.Time // sequence → first send (latency.go)
+	latencies   []time.Duration      // send-to-ack of batches acked, not yet taken
 }
 
 // New returns a scripted satellite with random device ids.
