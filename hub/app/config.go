@@ -93,6 +93,10 @@ type Options struct {
 	// AdminAddr is the plaintext HTTP listener for /metrics, /healthz and
 	// /readyz (host:port; "" = none). The command's default is DefaultAdminAddr.
 	AdminAddr string
+	// AdminPprof mounts Go's profiler (net/http/pprof) under /debug/pprof/
+	// on the admin listener: CPU, heap, allocation and goroutine profiles of
+	// the running replica (test/bench takes them under load). Off by default.
+	AdminPprof bool
 	// CommandPoolConns sizes the command path's own database pool
 	// (quarantine, release, retry, command delivery and results; default
 	// 4), apart from the main pool that condition ingest can keep busy.

@@ -112,7 +112,12 @@ func (o *observability) run(ctx context.Context) error {
 		return nil
 	}
 	o.log.Info("admin listener serving /metrics, /healthz, /readyz (plaintext)", "addr", o.admin.Addr().String())
-	return hubhealth.Serve(ctx, o.admin, hubhealth.Handler(o.checker, o.metrics.Handler()))
+	h := hubhealth.Handler(o.checker, o.metrics.Handler())
+	if o.cfg.AdminPprof {
+		o.log.Info("admin listener also serving /debug/pprof/")
+		h = hubhealth.WithPprof(h)
+	}
+	return hubhealth.Serve(ctx, o.admin, h)
 }
 
 // close flushes buffered spans (at most 5 s).

@@ -101,7 +101,7 @@ func run(tb testing.TB, l load) Result {
 		}
 		db += fmt.Sprintf("%spool_max_conns=%d", sep, l.poolMax)
 	}
-	hub := harness.StartHub(tb, bins, db, "bench", append([]string{"--log-level", "warn"}, l.hubArgs...)...)
+	hub := harness.StartHub(tb, bins, db, "bench", append(append([]string{"--log-level", "warn"}, profileArgs()...), l.hubArgs...)...)
 	fc := harness.Fleet(tb, hub.Addr)
 
 	var mu sync.Mutex
@@ -148,6 +148,11 @@ func run(tb testing.TB, l load) Result {
 		return
 	}
 	d0, b0 := snap()
+	name := fmt.Sprintf("link-%d", l.links)
+	if l.idle {
+		name += "-idle"
+	}
+	prof := startProfile(tb, hub.AdminAddr, name, l.duration)
 	start := time.Now()
 	var lat, recv []time.Duration
 	apiErrs := 0
@@ -204,6 +209,7 @@ func run(tb testing.TB, l load) Result {
 	qwg.Wait()
 	elapsed := time.Since(start)
 	d1, b1 := snap()
+	prof.stop()
 	res := Result{Links: l.links, Duration: elapsed.Round(time.Millisecond),
 		DeltasPerSec: float64(d1-d0) / elapsed.Seconds(), BatchesPerSec: float64(b1-b0) / elapsed.Seconds(), Quarantines: len(lat)}
 	res.P50, res.P90, res.P99, res.Max = pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100)

@@ -63,6 +63,7 @@ func bindListenFlags(f *cli.Flags, o *app.Options, def app.Options) {
 	f.String(&o.Listen, "listen", "IRONLINK_HUB_LISTEN", def.Listen, "gRPC listen address")
 	f.String(&o.Replica, "replica", "IRONLINK_HUB_REPLICA", fmt.Sprintf("%s-%d", hostname, os.Getpid()), "name of this replica")
 	f.String(&o.AdminAddr, "admin-addr", "IRONLINK_HUB_ADMIN_ADDR", app.DefaultAdminAddr, "plaintext HTTP listener for /metrics, /healthz and /readyz; empty for none")
+	f.Bool(&o.AdminPprof, "admin-pprof", false, "also serve Go's profiler (net/http/pprof) under /debug/pprof/ on the admin listener")
 	f.String(&o.TLSCert, "tls-cert", "IRONLINK_TLS_CERT", "", "server certificate PEM, reloaded on change (env IRONLINK_TLS_CERT; required unless --plaintext)")
 	f.String(&o.TLSKey, "tls-key", "IRONLINK_TLS_KEY", "", "server private key PEM")
 	f.String(&o.TLSClientCA, "tls-client-ca", "IRONLINK_TLS_CLIENT_CA", "", "CA bundle for client certificates: turns mutual TLS on, the certificate bound to the client id")
