@@ -7,8 +7,12 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 
+	"github.com/ironlink/ironlink/hub/operations"
+	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/hub/web/webtest"
+	"github.com/ironlink/ironlink/internal/condition"
 )
 
 // TestConsoleInChromium drives the console pages of issue 25 in Chromium:
@@ -84,6 +88,88 @@ func TestConsoleInChromium(t *testing.T) {
 		shoot(t, writer, "console-device.png")
 	})
 
+	t.Run("release every quarantined device of alpha by selector", func(t *testing.T) {
+		run(t, writer, "type the selector", chromedp.Navigate(e.webURL+"/devices"), chromedp.WaitVisible(chromedp.CSS("#selector")),
+			chromedp.SendKeys(chromedp.CSS("#selector"), "site=alpha,status=quarantined"))
+		clickNav(t, writer, "apply", `#filters button[type=submit]`, "#sel-release")
+		clickNav(t, writer, "release all", "#sel-release", "#bulk-confirm")
+		var outcomes map[string]string
+		eval(t, writer, `Object.fromEntries([...document.querySelectorAll('#bulk-outcomes li')].map(li => [li.dataset.outcome, li.querySelector('strong').textContent]))`, &outcomes)
+		// gpu-a05 was AVAILABLE (offered) before its quarantine, gpu-a11 HELD.
+		if outcomes["RELEASE_OUTCOME_RESTORED_OFFERED"] != "1" || outcomes["RELEASE_OUTCOME_RESTORED_NOT_OFFERED"] != "1" {
+			t.Fatalf("release preview outcomes %v, want one offered again and one not", outcomes)
+		}
+		shoot(t, writer, "console-release-preview.png")
+		run(t, writer, "reason", chromedp.SendKeys(chromedp.CSS("#bulk-reason"), "PDU swapped"))
+		clickNav(t, writer, "confirm", "#bulk-go", "#bulk-result")
+		if got := text(writer, `document.querySelector('#bulk-result').textContent`); !strings.Contains(got, "2 commands created") || !strings.Contains(got, "under request") {
+			t.Fatalf("release result %q", got)
+		}
+		clickNav(t, writer, "the request's commands", `#bulk-result a`, "#commands")
+		if got := text(writer, `String(document.querySelectorAll('#commands tbody tr[data-command]').length)`); got != "2" {
+			t.Errorf("the request lists %s commands, want 2", got)
+		}
+		shoot(t, writer, "console-release-done.png")
+	})
+
+	t.Run("operation started, shown and cancelled", func(t *testing.T) {
+		// beta's satellite offers operations but is not connected: the
+		// operation stays PENDING, which cancels at once.
+		if _, err := e.st.OpenLink(ctx, store.LinkHello{Site: "beta", BootID: uuid.NewString(), Replica: "elsewhere", Capabilities: []string{operations.Capability}}); err != nil {
+			t.Fatal(err)
+		}
+		run(t, writer, "open /operations", chromedp.Navigate(e.webURL+"/operations"), chromedp.WaitVisible(chromedp.CSS("#operations")),
+			chromedp.Click(chromedp.CSS("#op-start summary")), chromedp.SetValue(chromedp.CSS("#op-kind"), "POWER_ON"),
+			chromedp.SendKeys(chromedp.CSS("#op-devices"), "beta/cpu-b03"), chromedp.SendKeys(chromedp.CSS("#op-reason"), "wake it"))
+		clickNav(t, writer, "start", "#op-start-btn", "#op-facts")
+		if got := text(writer, `document.querySelector('#op-state').textContent`); got != "PENDING" {
+			t.Fatalf("new operation is %q", got)
+		}
+		shoot(t, writer, "console-operation.png")
+		run(t, writer, "cancel reason", chromedp.SendKeys(chromedp.CSS("#cancel-reason"), "not needed"))
+		clickNav(t, writer, "cancel", "#op-cancel-btn", `#op-facts[data-state="CANCELLED"]`)
+		shoot(t, writer, "console-operation-cancelled.png")
+	})
+
+	t.Run("pending actions approved and rejected", func(t *testing.T) {
+		// Two automatic quarantines the guard held (gpu-a02, gpu-a03 are FAULTED).
+		for i, name := range []string{"gpu-a02", "gpu-a03"} {
+			var dev string
+			if err := e.st.Pool().QueryRow(ctx, `SELECT id::text FROM devices WHERE name = $1`, name).Scan(&dev); err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			if _, _, err := e.st.RecordPolicyDecision(ctx, store.PolicyDecision{DeviceID: dev, Site: "alpha", Kind: store.DecisionKindQuarantine,
+				TriggerID: int64(1000 + i), Action: "PENDING", Reason: "HeldByGuard", Detail: "1 of 12 devices in 1h would exceed max_devices 1",
+				Rule: "faulted", From: "IN_SERVICE", To: "FAULTED", Trips: i == 0, WindowCount: 1, SiteDevices: 12, TriggeredAt: &now, DecidedAt: now,
+				Cause: condition.Condition{Type: condition.ProvisioningHealthy, Status: condition.False, Reason: "DeployFailed", LastTransitionTime: now, ObservedTime: now}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run(t, writer, "open /policy", chromedp.Navigate(e.webURL+"/policy?site=alpha"), chromedp.WaitVisible(chromedp.CSS("#pending-actions")))
+		if got := text(writer, `document.querySelector('#policy-states tr[data-site=alpha]').dataset.tripped`); got != "true" {
+			t.Errorf("alpha's guard shows tripped=%q", got)
+		}
+		shoot(t, writer, "console-policy-pending.png")
+		run(t, writer, "tick the first", chromedp.Click(chromedp.CSS(`#pending-actions tbody tr:nth-child(1) input[name=id]`)),
+			chromedp.SendKeys(chromedp.CSS("#pending-reason"), "confirmed bad"))
+		clickNav(t, writer, "approve", "#approve-btn", "#policy-states")
+		if got := text(writer, `String(document.querySelectorAll('#pending-actions tbody tr').length)`); got != "1" {
+			t.Fatalf("after approving one of two, %s pending", got)
+		}
+		run(t, writer, "tick the other", chromedp.Click(chromedp.CSS(`#pending-actions tbody tr:nth-child(1) input[name=id]`)),
+			chromedp.SendKeys(chromedp.CSS("#pending-reason"), "flaky, leave it"))
+		clickNav(t, writer, "reject", "#reject-btn", "#no-pending")
+		var approved, rejected int
+		if err := e.st.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'APPROVED'), count(*) FILTER (WHERE state = 'REJECTED') FROM policy_pending_actions`).Scan(&approved, &rejected); err != nil {
+			t.Fatal(err)
+		}
+		if approved != 1 || rejected != 1 {
+			t.Fatalf("pending actions: %d approved, %d rejected; want 1 and 1", approved, rejected)
+		}
+		shoot(t, writer, "console-policy-resolved.png")
+	})
+
 	t.Run("holds: set from the page", func(t *testing.T) {
 		run(t, writer, "open /holds", chromedp.Navigate(e.webURL+"/holds"), chromedp.WaitVisible(chromedp.CSS("#hold-set-form")),
 			chromedp.SendKeys(chromedp.CSS("#hold-device"), "gpu-a04"), chromedp.SendKeys(chromedp.CSS("#hold-reason"), "PSU swap"))
@@ -104,8 +190,8 @@ func TestConsoleInChromium(t *testing.T) {
 		}
 		shoot(t, writer, "console-operation-refused.png")
 		run(t, writer, "open /commands", chromedp.Navigate(e.webURL+"/commands"), chromedp.WaitVisible(chromedp.CSS("#commands")))
-		if got := text(writer, `String(document.querySelectorAll('#commands tbody tr[data-command]').length)`); got != "2" {
-			t.Errorf("commands page lists %s commands, want 2", got)
+		if got := text(writer, `String(document.querySelectorAll('#commands tbody tr[data-command]').length)`); got != "5" {
+			t.Errorf("commands page lists %s commands, want 5 (2 quarantines, 2 releases, 1 approval)", got)
 		}
 		shoot(t, writer, "console-commands.png")
 		run(t, writer, "open /policy", chromedp.Navigate(e.webURL+"/policy"), chromedp.WaitVisible(chromedp.CSS("#policy-states")))
