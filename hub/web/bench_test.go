@@ -37,7 +37,13 @@ func BenchmarkPages10000(b *testing.B) {
 		{"list-faulted", "/devices?status=FAULTED"},
 		{"list-1000", "/devices?site=site-2&size=1000"},
 		{"search", "/devices?q=node-3-12"},
+		{"list-by-id", "/devices?sort=id"},
+		{"list-since-desc", "/devices?sort=-since"},
+		{"selector", "/devices?selector=site%3Dsite-2%2Cstatus%3Dfaulted"},
+		{"site", "/sites/site-1"},
+		{"holds", "/holds"},
 		{"device", "/devices/" + id},
+		{"device-by-name", "/devices/site-1/node-1-0042"},
 	} {
 		b.Run(p.name, func(b *testing.B) {
 			for b.Loop() {

@@ -136,3 +136,50 @@ func commandCount(t *testing.T, e *env, dev string) int {
 	}
 	return n
 }
+
+// TestConsoleCrossSiteAndRetry: every new state-changing form refuses a
+// cross-site POST (the CSRF protection) and writes nothing; a HELD
+// device is offered; a FAILED command is retried as a new generation.
+func TestConsoleCrossSiteAndRetry(t *testing.T) {
+	e := newEnv(t)
+	h := consoleServer(t, e)
+	ctx := context.Background()
+	held := e.ids["alpha"][7] // a_held%
+	form := url.Values{"verb": {"quarantine"}, "device": {held}, "reason": {"x"}, "expected_count": {"1"}, "kind": {"exclusion"}}
+	for _, path := range []string{"/devices/bulk/preview", "/devices/bulk", "/devices/" + held + "/offer", "/holds", "/holds/clear",
+		"/policy/pending/approve", "/operations", "/commands/" + uuid.NewString() + "/retry"} {
+		w := do(t, h, "POST", path, "ops-write", "", form, map[string]string{"Sec-Fetch-Site": "cross-site"})
+		if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "cross-origin") {
+			t.Errorf("cross-site POST %s: %d %s", path, w.Code, w.Body.String())
+		}
+	}
+	if n := commandCount(t, e, held); n != 0 {
+		t.Fatalf("cross-site POSTs wrote %d commands", n)
+	}
+	if hs, err := listHolds(ctx, e.st.Pool(), "", nil); err != nil || len(hs) != 0 {
+		t.Fatalf("cross-site POSTs set holds: %v %v", hs, err)
+	}
+	w := do(t, h, "POST", "/devices/"+held+"/offer", "ops-write", "", url.Values{"reason": {"ready for customers"}}, nil)
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("offer: %d %s", w.Code, w.Body.String())
+	}
+	var cmdID string
+	var gen int64
+	if err := e.st.Pool().QueryRow(ctx, `SELECT id::text, generation FROM commands WHERE device_id = $1 AND action = 'OFFER'`, held).Scan(&cmdID, &gen); err != nil {
+		t.Fatalf("the offer's command: %v", err)
+	}
+	if _, err := e.st.RecordResult(ctx, "alpha", store.CommandResult{CommandID: cmdID, DeviceID: held, Generation: gen, Error: "trait API down",
+		FailureClass: store.FailurePermanent, FailureReason: "TraitUpdateFailed"}); err != nil {
+		t.Fatal(err)
+	}
+	page := do(t, h, "GET", "/commands?state=FAILED", "ops-write", "", nil, nil).Body.String()
+	if !strings.Contains(page, `action="/commands/`+cmdID+`/retry"`) {
+		t.Fatalf("the failed command has no Retry: %s", page)
+	}
+	if w := do(t, h, "POST", "/commands/"+cmdID+"/retry", "ops-write", "", url.Values{"reason": {"API back"}}, nil); w.Code != http.StatusSeeOther {
+		t.Fatalf("retry: %d %s", w.Code, w.Body.String())
+	}
+	if n := commandCount(t, e, held); n != 2 {
+		t.Fatalf("after the retry the device has %d commands, want 2", n)
+	}
+}

@@ -3,19 +3,26 @@
 // JavaScript for progressive enhancement, no build step) on its own HTTP
 // listener, off unless Config.Addr is set.
 //
-// Pages:
+// Pages (docs/reference/web.md):
 //
 //   - GET /            the fleet at a glance: a site × operational_status
 //     matrix of device counts (each cell links to the filtered device list)
 //     and the sites with link state, last seen and a stale marker;
 //   - GET /devices     the device list with ListDevices' filters (site,
-//     status, impairment, orphaned, removed) plus a name search, keyset-paged
-//     by device id as the gRPC API pages;
-//   - GET /devices/{id} one device: facts, conditions with reasons and ages,
-//     an inline SVG timeline of status and condition history, quarantine
-//     history (who, why, when, from where), recent commands and, for
-//     identities with operations:write, quarantine and release with a reason;
-//   - POST /devices/{id}/quarantine, POST /devices/{id}/release;
+//     status, impairment, orphaned, removed), a name search and a selector
+//     in the CLI's syntax (internal/devsel), sorted by name or any column,
+//     keyset-paged on (column, id); POST /devices/bulk/preview and POST
+//     /devices/bulk quarantine or release the ticked rows or a selector's
+//     devices after a preview with the count (bulk.go);
+//   - GET /devices/{ref} one device, by id, name, SITE/NAME or id prefix:
+//     facts, conditions coloured by meaning, an inline SVG timeline, holds,
+//     the release plan, policy decisions, operations, quarantine history,
+//     recent commands and, for operations:write, quarantine, release,
+//     offer and node actions;
+//   - GET /sites/{name}, /operations, /operations/{id}, /commands,
+//     /policy, /holds: the site page, operations (start, cancel), commands
+//     (retry), the policy (pending actions approve and reject) and holds
+//     (set, clear);
 //   - GET /commands/{id} a command's progress (PENDING → SENT → SUCCEEDED or
 //     FAILED), polled by the page until it is final;
 //   - GET /assets/...  the embedded CSS and script;
@@ -42,17 +49,18 @@
 //     listener (whose file mode is the access control).
 //
 // An identity needs operations:read for every page and operations:write to
-// see the quarantine and release controls; a POST without operations:write
-// is refused with 403 and writes nothing. Cross-site POSTs are refused
+// see any control; a POST without operations:write is refused with 403
+// naming the scope (writeForm) and writes nothing. Cross-site POSTs are refused
 // (net/http CrossOriginProtection: Sec-Fetch-Site, else Origin vs Host).
 //
 // Reads go through hub/fleet's Server (the public API's own handlers and
 // validation) wherever the API answers the question; the reads it has no RPC
 // for (counts per site and status, the device list with its name search,
 // condition history, site names) are read-only SQL in queries.go, each one
-// statement whatever the fleet's size. Writes go only through fleet's
-// QuarantineDevice and ReleaseDevice, with the caller's identity in the
-// context, so the actor recorded is the roster client id.
+// statement whatever the fleet's size. Writes go only through the API's own
+// handlers (FleetService, BulkService, OperationService, PolicyService),
+// with the caller's identity in the context, so the actor recorded is the
+// roster client id and the checks and messages are the API's.
 //
 // This package must not import satellite/ packages.
 package web

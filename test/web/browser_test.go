@@ -373,7 +373,7 @@ func TestFleetViewInChromium(t *testing.T) {
 		}
 		eval(t, writer, `({URL: location.pathname + location.search,
 			Statuses: [...document.querySelectorAll('#devices tbody tr')].map(tr => tr.dataset.status),
-			Sites: [...document.querySelectorAll('#devices tbody tr')].map(tr => tr.children[1].textContent.trim()),
+			Sites: [...document.querySelectorAll('#devices tbody tr')].map(tr => tr.children[2].textContent.trim()), // after the checkbox and the name
 			Count: document.querySelector('#count strong').textContent})`, &got)
 		if got.URL != "/devices?site=alpha&status=FAULTED" || len(got.Statuses) != want["alpha"]["FAULTED"] || got.Count != fmt.Sprint(want["alpha"]["FAULTED"]) {
 			t.Fatalf("filtered list: %+v, want %d FAULTED devices of alpha", got, want["alpha"]["FAULTED"])
@@ -401,7 +401,7 @@ func TestFleetViewInChromium(t *testing.T) {
 			chromedp.SendKeys(chromedp.CSS(`#filters input[name=q]`), "CPU-B0"))
 		clickNav(t, writer, "search", `#filters button[type=submit]`, "#devices")
 		var names []string
-		eval(t, writer, `[...document.querySelectorAll('#devices tbody tr td:first-child a')].map(a => a.textContent)`, &names)
+		eval(t, writer, `[...document.querySelectorAll('#devices tbody tr td:nth-child(2) a')].map(a => a.textContent)`, &names)
 		if !slices.Equal(sortedCopy(names), []string{"cpu-b01", "cpu-b02", "cpu-b03", "cpu-b04", "cpu-b05"}) {
 			t.Fatalf("search CPU-B0 found %v", names)
 		}

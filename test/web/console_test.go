@@ -1,0 +1,234 @@
+package web_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+
+	"github.com/ironlink/ironlink/hub/operations"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/web/webtest"
+	"github.com/ironlink/ironlink/internal/condition"
+)
+
+// TestConsoleInChromium drives the console pages of issue 25 in Chromium:
+// the site page, the device list sorted and filtered by a selector, two
+// ticked rows quarantined through the preview with its count, a device
+// page opened by name with its holds, a hold set on the holds page, the
+// operations (a refused start shows the hub's reason), commands and
+// policy pages, a read-only identity's pages, and the list and a device
+// page in a phone-width (390 px) window. Every page is screenshotted.
+func TestConsoleInChromium(t *testing.T) {
+	newTab := browser(t)
+	e := startHub(t)
+	ctx := context.Background()
+	for site, devs := range seeded {
+		if _, err := webtest.SeedSiteAt(ctx, e.st, site, time.Now().Add(-3*time.Hour), devs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writer := newTab("ops-write")
+	text := func(tab context.Context, js string) string {
+		t.Helper()
+		var s string
+		eval(t, tab, js, &s)
+		return s
+	}
+
+	t.Run("site page", func(t *testing.T) {
+		run(t, writer, "open /sites/alpha", chromedp.Navigate(e.webURL+"/sites/alpha"), chromedp.WaitVisible(chromedp.CSS("#site-counts")))
+		if got := text(writer, `document.querySelector('#site-counts td.total').textContent.trim()`); got != "12" {
+			t.Errorf("alpha's total shows %q, want 12", got)
+		}
+		shoot(t, writer, "console-site.png")
+	})
+
+	t.Run("list sorted by name, selector, ticked rows quarantined", func(t *testing.T) {
+		run(t, writer, "open the list", chromedp.Navigate(e.webURL+"/devices?site=alpha"), chromedp.WaitVisible(chromedp.CSS("#devices")))
+		var names []string
+		eval(t, writer, `[...document.querySelectorAll('#devices tbody tr td:nth-child(2) a')].map(a => a.textContent)`, &names)
+		if len(names) != 12 || names[0] != "gpu-a01" || names[11] != "gpu-a12" {
+			t.Fatalf("alpha by name: %v", names)
+		}
+		run(t, writer, "type a selector", chromedp.Navigate(e.webURL+"/devices"), chromedp.WaitVisible(chromedp.CSS("#selector")),
+			chromedp.SendKeys(chromedp.CSS("#selector"), "site=alpha,status=available|held"))
+		clickNav(t, writer, "apply the selector", `#filters button[type=submit]`, "#devices")
+		eval(t, writer, `[...document.querySelectorAll('#devices tbody tr td:nth-child(2) a')].map(a => a.textContent)`, &names)
+		if strings.Join(names, ",") != "gpu-a05,gpu-a06,gpu-a11" {
+			t.Fatalf("selector site=alpha,status=available|held lists %v", names)
+		}
+		shoot(t, writer, "console-devices-selector.png")
+		run(t, writer, "tick two rows", chromedp.Click(chromedp.CSS(`#devices tbody tr:nth-child(1) input[name=device]`)),
+			chromedp.Click(chromedp.CSS(`#devices tbody tr:nth-child(3) input[name=device]`)))
+		clickNav(t, writer, "quarantine selected", "#bulk-quarantine", "#bulk-confirm")
+		if got := text(writer, `document.querySelector('#bulk-count').textContent`); got != "2" {
+			t.Fatalf("preview count %q, want 2", got)
+		}
+		shoot(t, writer, "console-bulk-preview.png")
+		run(t, writer, "reason", chromedp.SendKeys(chromedp.CSS("#bulk-reason"), "rack a PDU swap"))
+		clickNav(t, writer, "confirm", "#bulk-go", "#bulk-result")
+		if got := text(writer, `document.querySelector('#bulk-result').textContent`); !strings.Contains(got, "2 commands created") {
+			t.Fatalf("bulk result %q", got)
+		}
+		shoot(t, writer, "console-bulk-done.png")
+	})
+
+	t.Run("device by name shows holds and release plan", func(t *testing.T) {
+		run(t, writer, "open gpu-a11 by name", chromedp.Navigate(e.webURL+"/devices/alpha/gpu-a11"), chromedp.WaitVisible(chromedp.CSS("#device-holds")))
+		if got := text(writer, `document.querySelector('#holds tbody').textContent`); !strings.Contains(got, "operator") || !strings.Contains(got, "rack a PDU swap") {
+			t.Errorf("holds of gpu-a11: %q", got)
+		}
+		if got := text(writer, `(document.querySelector('#release-plan') || {dataset: {}}).dataset.outcome || ''`); got != "RELEASE_OUTCOME_RESTORED_NOT_OFFERED" {
+			t.Errorf("release plan of a quarantined HELD device: %q, want RESTORED_NOT_OFFERED", got)
+		}
+		shoot(t, writer, "console-device.png")
+	})
+
+	t.Run("release every quarantined device of alpha by selector", func(t *testing.T) {
+		run(t, writer, "type the selector", chromedp.Navigate(e.webURL+"/devices"), chromedp.WaitVisible(chromedp.CSS("#selector")),
+			chromedp.SendKeys(chromedp.CSS("#selector"), "site=alpha,status=quarantined"))
+		clickNav(t, writer, "apply", `#filters button[type=submit]`, "#sel-release")
+		clickNav(t, writer, "release all", "#sel-release", "#bulk-confirm")
+		var outcomes map[string]string
+		eval(t, writer, `Object.fromEntries([...document.querySelectorAll('#bulk-outcomes li')].map(li => [li.dataset.outcome, li.querySelector('strong').textContent]))`, &outcomes)
+		// gpu-a05 was AVAILABLE (offered) before its quarantine, gpu-a11 HELD.
+		if outcomes["RELEASE_OUTCOME_RESTORED_OFFERED"] != "1" || outcomes["RELEASE_OUTCOME_RESTORED_NOT_OFFERED"] != "1" {
+			t.Fatalf("release preview outcomes %v, want one offered again and one not", outcomes)
+		}
+		shoot(t, writer, "console-release-preview.png")
+		run(t, writer, "reason", chromedp.SendKeys(chromedp.CSS("#bulk-reason"), "PDU swapped"))
+		clickNav(t, writer, "confirm", "#bulk-go", "#bulk-result")
+		if got := text(writer, `document.querySelector('#bulk-result').textContent`); !strings.Contains(got, "2 commands created") || !strings.Contains(got, "under request") {
+			t.Fatalf("release result %q", got)
+		}
+		clickNav(t, writer, "the request's commands", `#bulk-result a`, "#commands")
+		if got := text(writer, `String(document.querySelectorAll('#commands tbody tr[data-command]').length)`); got != "2" {
+			t.Errorf("the request lists %s commands, want 2", got)
+		}
+		shoot(t, writer, "console-release-done.png")
+	})
+
+	t.Run("operation started, shown and cancelled", func(t *testing.T) {
+		// beta's satellite offers operations but is not connected: the
+		// operation stays PENDING, which cancels at once.
+		if _, err := e.st.OpenLink(ctx, store.LinkHello{Site: "beta", BootID: uuid.NewString(), Replica: "elsewhere", Capabilities: []string{operations.Capability}}); err != nil {
+			t.Fatal(err)
+		}
+		run(t, writer, "open /operations", chromedp.Navigate(e.webURL+"/operations"), chromedp.WaitVisible(chromedp.CSS("#operations")),
+			chromedp.Click(chromedp.CSS("#op-start summary")), chromedp.SetValue(chromedp.CSS("#op-kind"), "POWER_ON"),
+			chromedp.SendKeys(chromedp.CSS("#op-devices"), "beta/cpu-b03"), chromedp.SendKeys(chromedp.CSS("#op-reason"), "wake it"))
+		clickNav(t, writer, "start", "#op-start-btn", "#op-facts")
+		if got := text(writer, `document.querySelector('#op-state').textContent`); got != "PENDING" {
+			t.Fatalf("new operation is %q", got)
+		}
+		shoot(t, writer, "console-operation.png")
+		run(t, writer, "cancel reason", chromedp.SendKeys(chromedp.CSS("#cancel-reason"), "not needed"))
+		clickNav(t, writer, "cancel", "#op-cancel-btn", `#op-facts[data-state="CANCELLED"]`)
+		shoot(t, writer, "console-operation-cancelled.png")
+	})
+
+	t.Run("pending actions approved and rejected", func(t *testing.T) {
+		// Two automatic quarantines the guard held (gpu-a02, gpu-a03 are FAULTED).
+		for i, name := range []string{"gpu-a02", "gpu-a03"} {
+			var dev string
+			if err := e.st.Pool().QueryRow(ctx, `SELECT id::text FROM devices WHERE name = $1`, name).Scan(&dev); err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			if _, _, err := e.st.RecordPolicyDecision(ctx, store.PolicyDecision{DeviceID: dev, Site: "alpha", Kind: store.DecisionKindQuarantine,
+				TriggerID: int64(1000 + i), Action: "PENDING", Reason: "HeldByGuard", Detail: "1 of 12 devices in 1h would exceed max_devices 1",
+				Rule: "faulted", From: "IN_SERVICE", To: "FAULTED", Trips: i == 0, WindowCount: 1, SiteDevices: 12, TriggeredAt: &now, DecidedAt: now,
+				Cause: condition.Condition{Type: condition.ProvisioningHealthy, Status: condition.False, Reason: "DeployFailed", LastTransitionTime: now, ObservedTime: now}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run(t, writer, "open /policy", chromedp.Navigate(e.webURL+"/policy?site=alpha"), chromedp.WaitVisible(chromedp.CSS("#pending-actions")))
+		if got := text(writer, `document.querySelector('#policy-states tr[data-site=alpha]').dataset.tripped`); got != "true" {
+			t.Errorf("alpha's guard shows tripped=%q", got)
+		}
+		shoot(t, writer, "console-policy-pending.png")
+		run(t, writer, "tick the first", chromedp.Click(chromedp.CSS(`#pending-actions tbody tr:nth-child(1) input[name=id]`)),
+			chromedp.SendKeys(chromedp.CSS("#pending-reason"), "confirmed bad"))
+		clickNav(t, writer, "approve", "#approve-btn", "#policy-states")
+		if got := text(writer, `String(document.querySelectorAll('#pending-actions tbody tr').length)`); got != "1" {
+			t.Fatalf("after approving one of two, %s pending", got)
+		}
+		run(t, writer, "tick the other", chromedp.Click(chromedp.CSS(`#pending-actions tbody tr:nth-child(1) input[name=id]`)),
+			chromedp.SendKeys(chromedp.CSS("#pending-reason"), "flaky, leave it"))
+		clickNav(t, writer, "reject", "#reject-btn", "#no-pending")
+		var approved, rejected int
+		if err := e.st.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'APPROVED'), count(*) FILTER (WHERE state = 'REJECTED') FROM policy_pending_actions`).Scan(&approved, &rejected); err != nil {
+			t.Fatal(err)
+		}
+		if approved != 1 || rejected != 1 {
+			t.Fatalf("pending actions: %d approved, %d rejected; want 1 and 1", approved, rejected)
+		}
+		shoot(t, writer, "console-policy-resolved.png")
+	})
+
+	t.Run("holds: set from the page", func(t *testing.T) {
+		run(t, writer, "open /holds", chromedp.Navigate(e.webURL+"/holds"), chromedp.WaitVisible(chromedp.CSS("#hold-set-form")),
+			chromedp.SendKeys(chromedp.CSS("#hold-device"), "gpu-a04"), chromedp.SendKeys(chromedp.CSS("#hold-reason"), "PSU swap"))
+		clickNav(t, writer, "set the exclusion", "#hold-set-btn", `#holds tr[data-kind="exclusion"]`)
+		shoot(t, writer, "console-holds.png")
+	})
+
+	t.Run("operations, commands, policy", func(t *testing.T) {
+		run(t, writer, "open /operations", chromedp.Navigate(e.webURL+"/operations"), chromedp.WaitVisible(chromedp.CSS("#operations")),
+			chromedp.Click(chromedp.CSS("#op-start summary")), chromedp.SendKeys(chromedp.CSS("#op-devices"), "gpu-a05"),
+			chromedp.SendKeys(chromedp.CSS("#op-reason"), "check"))
+		shoot(t, writer, "console-operations.png")
+		clickNav(t, writer, "start", "#op-start-btn", "#error")
+		if got := text(writer, `document.querySelector('#error').textContent`); got == "" {
+			t.Error("a refused start shows no reason")
+		} else {
+			t.Logf("refused start shows: %s", got)
+		}
+		shoot(t, writer, "console-operation-refused.png")
+		run(t, writer, "open /commands", chromedp.Navigate(e.webURL+"/commands"), chromedp.WaitVisible(chromedp.CSS("#commands")))
+		if got := text(writer, `String(document.querySelectorAll('#commands tbody tr[data-command]').length)`); got != "5" {
+			t.Errorf("commands page lists %s commands, want 5 (2 quarantines, 2 releases, 1 approval)", got)
+		}
+		shoot(t, writer, "console-commands.png")
+		run(t, writer, "open /policy", chromedp.Navigate(e.webURL+"/policy"), chromedp.WaitVisible(chromedp.CSS("#policy-states")))
+		shoot(t, writer, "console-policy.png")
+	})
+
+	t.Run("read-only identity sees why", func(t *testing.T) {
+		reader := newTab("ops-read")
+		for _, p := range []string{"/operations", "/policy", "/holds"} {
+			run(t, reader, "open "+p, chromedp.Navigate(e.webURL+p), chromedp.WaitVisible(chromedp.CSS("#live")))
+			if p != "/policy" || text(reader, `document.querySelector('#no-pending') ? 'none' : ''`) == "" {
+				if got := text(reader, `(document.querySelector('#read-only-note') || {textContent: ''}).textContent`); !strings.Contains(got, "lacks operations:write") {
+					t.Errorf("%s for a reader: note %q", p, got)
+				}
+			}
+		}
+		var code int
+		eval(t, reader, `fetch('/holds', {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'},
+			body: 'device=gpu-a04&kind=exclusion&reason=x'}).then(r => r.status)`, &code)
+		if code != 403 {
+			t.Errorf("reader's hold POST: %d, want 403", code)
+		}
+		shoot(t, reader, "console-holds-read-only.png")
+	})
+
+	t.Run("phone width", func(t *testing.T) {
+		phone := newTab("ops-write")
+		run(t, phone, "390 px", chromedp.EmulateViewport(390, 844), chromedp.Navigate(e.webURL+"/devices"), chromedp.WaitVisible(chromedp.CSS("#devices")))
+		var overflow bool
+		eval(t, phone, `document.documentElement.scrollWidth > window.innerWidth + 1`, &overflow)
+		if overflow {
+			t.Error("the device list scrolls sideways at 390 px (tables should scroll inside their box)")
+		}
+		shoot(t, phone, "console-phone-devices.png")
+		run(t, phone, "device", chromedp.Navigate(e.webURL+"/devices/gpu-a01"), chromedp.WaitVisible(chromedp.CSS("#device-holds")))
+		shoot(t, phone, "console-phone-device.png")
+		run(t, phone, "policy", chromedp.Navigate(e.webURL+"/policy"), chromedp.WaitVisible(chromedp.CSS("#policy-states")))
+		shoot(t, phone, "console-phone-policy.png")
+	})
+}
