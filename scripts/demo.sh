@@ -3,6 +3,16 @@
 # OpenStack simulator (about 50 nodes in mixed states that keep changing),
 # then ironlink CLI and grpcurl commands to try. Ctrl-C stops everything this script started.
 #
+# It prints in three parts, each as soon as what it names exists: first the
+# fleet view and the read-only CLI commands (once a device reached the hub);
+# then, after the demo's story (scripts/demo-scenario.sh: a GPU fault
+# quarantined by the policy, a failed and retried quarantine, a burst that
+# trips the guard, pending actions, an operation in progress), the commands
+# that act; last the raw API through grpcurl, which is installed in the
+# background when missing, so it never delays the first two.
+# Every line the demo prints with two spaces in front is a command that
+# works as printed (test/docs runs each one).
+#
 # Settings (environment): DATABASE_URL (use this PostgreSQL instead of a
 # private throwaway cluster), IRONLINK_HUB_LISTEN (default localhost:7070),
 # DEMO_NODES (50), DEMO_CHURN (15s), DEMO_POLL_INTERVAL (10s), DEMO_PG_PORT (55432),
@@ -41,6 +51,17 @@ done
 rm -f "$STATE"/*.pid "$STATE"/satellite-state.json "$STATE"/satellite-state.json.*
 echo $$ >"$STATE/demo.pid"
 pids=()
+# grpcurl, for the raw API commands printed last: installed in the
+# background while everything else starts (go install takes minutes on a
+# fresh machine).
+gobin=$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin
+grpcurl_pid=""
+if ! command -v grpcurl >/dev/null && [ ! -x "$gobin/grpcurl" ]; then
+  echo ">> installing grpcurl v1.9.4 into $gobin in the background (log: .demo/grpcurl-install.log)"
+  go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4 >"$STATE/grpcurl-install.log" 2>&1 </dev/null &
+  grpcurl_pid=$!
+  pids+=("$grpcurl_pid")
+fi
 cleanup() {
   trap - INT TERM EXIT
   trap '' PIPE INT # finish cleaning up even if the terminal or a pipe is gone
@@ -76,7 +97,7 @@ echo ">> starting the OpenStack simulator (${DEMO_NODES:-50} nodes)"
 # node rests in "clean wait" long enough to be seen and cancelled.
 bin/ironlink-openstacksim --listen 127.0.0.1:0 --nodes "${DEMO_NODES:-50}" --churn "${DEMO_CHURN:-15s}" \
   --provision-step "${DEMO_PROVISION_STEP:-3s}" \
-  --orphans-ironic "${DEMO_ORPHANS:-1}" --orphans-nova "${DEMO_ORPHANS:-1}" \
+  --orphans-ironic "${DEMO_ORPHANS:-1}" --orphans-nova "${DEMO_ORPHANS:-1}" --control-socket "$STATE/openstacksim.sock" \
   --clouds-yaml "$STATE/clouds.yaml" --cloud sim >"$STATE/openstacksim.out" 2>"$STATE/openstacksim.log" &
 pids+=($!)
 core=($!) # the processes whose exit ends the demo
@@ -101,23 +122,31 @@ bin/ironlink-hub keygen --client-id demo-operator --scopes operations:read,opera
   grep -v '^#' "$PKI/operator.entry"
 } >"$PKI/roster.yaml"
 
-# The quarantine policy (docs/reference/policy.md): in dry-run unless
-# DEMO_POLICY_DRY_RUN=false, so the demo logs decisions without taking devices away.
+# The quarantine policy (docs/reference/policy.md): live for GPU faults
+# (DEMO_POLICY_DRY_RUN=true: dry-run), guarded (3 automatic quarantines an
+# hour, so the demo's burst leaves pending actions); the simulator's churn
+# (deploy failures, power failures) is only logged by the dry-run rules.
 cat >"$STATE/policy.yaml" <<EOP
 policy:
   default:
     enabled: true
-    dryRun: ${DEMO_POLICY_DRY_RUN:-true}
-    guard: {maxDevices: 5, maxPercent: 10, window: 1h}
+    dryRun: ${DEMO_POLICY_DRY_RUN:-false}
+    guard: {maxDevices: 3, maxPercent: 10, window: 1h}
     rules:
+      - name: gpu-fatal
+        to: [FAULTED]
+        health: {componentClasses: [GPU]}
+        holdDown: 0s
       - name: offered-faulted
         to: [FAULTED]
         holdDown: 30s
+        dryRun: true
       - name: power-failure
         to: [MAINTENANCE]
         reasons: [PowerFailure]
         holdDown: 2m
         autoReleaseAfter: 30m
+        dryRun: true
 EOP
 
 # The key that seals ENROL BMC credentials into the database
@@ -128,7 +157,7 @@ EOP
 start_hub() { # name listen admin
   bin/ironlink-hub --database-url "$db" --listen "$2" --admin-addr "$3" --replica "$1" --stale-after 1m \
     --roster "$PKI/roster.yaml" --tls-cert "$PKI/server.pem" --tls-key "$PKI/server-key.pem" \
-    --policy-file "$STATE/policy.yaml" --enrol-key-file "$STATE/enrol.key" \
+    --policy-file "$STATE/policy.yaml" --enrol-key-file "$STATE/enrol.key" --health-default-ttl 24h \
     --web-addr "unix:$STATE/web-$1.sock" --web-auth proxy >"$STATE/$1.log" 2>&1 &
   pids+=($!)
   echo $! >"$STATE/$1.pid"
@@ -197,6 +226,7 @@ if p=\$(cat "$STATE/satellite.pid" 2>/dev/null); then
 fi
 nohup bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim --operations-cloud sim-ops \\
   --client-key "$PKI/satellite.pem" --hub-ca "$PKI/ca.pem" --state-file "$STATE/satellite-state.json" \\
+  --health-socket "$STATE/health.sock" \\
   --poll-interval "${DEMO_POLL_INTERVAL:-10s}" --sweep-interval "${DEMO_SWEEP_INTERVAL:-15s}" \\
   --metrics-addr "${DEMO_METRICS_ADDR:-127.0.0.1:9108}" >>"$STATE/satellite.log" 2>&1 </dev/null &
 echo \$! >"$STATE/satellite.pid"
@@ -247,24 +277,85 @@ if [ "${DEMO_USER_CONFIG:-1}" = 1 ]; then
   fi
 fi
 
-# One operation end to end at start: enrol a node through the CLI and
-# follow it to manageable (docs/reference/operations.md).
-printf '[{"name":"demo-new-1","driver":"fake-hardware","resourceClass":"gpu-h100","driverInfo":{"fake_bmc_password":"demo-secret"},"ports":[{"address":"52:54:00:0d:00:01","pxeEnabled":true}]}]\n' >"$STATE/enrol.json"
-echo ">> enrolling node demo-new-1 through the hub (ironlink op start enrol ... --wait)"
+# Part 1, as soon as a device reached the hub: the fleet view and the
+# commands that look.
+cat <<EOM
+
+ironlink demo is running: hub on $HUB (TLS, client authentication on), satellite for site "demo" (its health door: .demo/health.sock), ${DEMO_NODES:-50} simulated nodes.
+Fleet view, to open in a browser on this machine (the link, also in .demo/web-url, signs you in as demo-operator):
+http://$WEB/?token=$(cat "$STATE/web-token")
+
+Look around with the ironlink CLI in another terminal, from $PWD $cfgnote:
+
+  $cli get devices                                   # every device, its status and why
+  $cli get devices --status faulted,maintenance      # what is broken now, and why
+  $cli get sites                                     # which site stopped reporting
+  $cli describe device $devname
+  $cli get devices --orphaned                        # orphaned Nova instances (after ~30 s)
+  $cli get devices --watch                           # Ctrl-C stops watching
+  $cli watch --site demo                             # the change feed: every status and command change as it commits (Ctrl-C stops it)
+
+>> setting up the demo's story: new nodes, a GPU fault, the policy at work (about a minute; the commands that act follow)
+EOM
+
+# Part 2: two new nodes enrolled through the hub, then the story
+# (scripts/demo-scenario.sh).
+printf '[{"name":"demo-new-1","driver":"fake-hardware","resourceClass":"gpu-h100","driverInfo":{"fake_bmc_password":"demo-secret"},"ports":[{"address":"52:54:00:0d:00:01","pxeEnabled":true}]},
+ {"name":"demo-new-2","driver":"fake-hardware","resourceClass":"gpu-h100","ports":[{"address":"52:54:00:0d:00:02","pxeEnabled":true}]}]\n' >"$STATE/enrol.json"
+echo ">> enrolling nodes demo-new-1 and demo-new-2 through the hub (ironlink op start enrol ... --wait)"
 for _ in $(seq 50); do # until the satellite announced the operations capability
-  if out=$(bin/ironlink --config "$demo_cfg" op start enrol --site demo --nodes "$STATE/enrol.json" --reason "demo: new node" --wait --timeout 60s 2>&1); then
+  if out=$(bin/ironlink --config "$demo_cfg" op start enrol --site demo --nodes "$STATE/enrol.json" --reason "demo: new nodes" --wait --timeout 60s 2>&1); then
     echo "$out"
     break
   fi
   case $out in *'does not offer the "operations" capability'*) sleep 0.2 ;; *) echo "$out" >&2; break ;; esac
 done
+. scripts/demo-scenario.sh
+story=1
+run_scenario || story=0
 
+SIM="bin/ironlink-openstacksim health --socket $STATE/health.sock"
+cat <<EOM
+
+The ironlink CLI, acting (quarantine and release wait until the site applied them):
+
+  $cli quarantine $devname --reason "GPU 3 throws Xid 79" --wait
+  $cli release $devname --reason "GPU replaced" --wait
+  $cli op list --site demo                           # operations: the enrolment done, provide demo-new-2 in progress
+  $cli op start provide demo-new-1 --site demo --reason "to customers" --wait
+EOM
+if [ "$story" = 1 ]; then
+  cat <<EOM
+
+The story so far: GPU faults reported through the satellite's health door (NVSentinel's interface;
+the checker here is a simulator), FAULTED devices, the policy (.demo/policy.yaml, live for GPU faults,
+at most 3 automatic quarantines an hour) quarantining, a quarantine that failed and was retried,
+a burst that tripped the guard:
+
+  $cli describe device demo/$sc_gpu                  # FAULTED by GPU/SysLogsXIDError (XID 79), quarantined by the policy
+  $cli get devices --impairment quarantined          # who quarantined what, and why
+  $cli get decisions --site demo                     # every decision of the policy, and why
+  $cli get commands --device demo/$sc_failed         # the policy's quarantine FAILED (Ironic refused it), retried: SUCCEEDED
+  $cli policy guard demo                             # the guard: tripped by the burst, since when, by which rule
+  $cli get pending                                   # automatic quarantines the guard held back, waiting for you
+  $cli approve ${sc_pending[0]} --reason "confirmed broken"
+  $cli reject ${sc_pending[1]} --reason "false alarm: rack $sc_rack's switch flapped"
+  $cli describe device demo/$sc_warn                 # warnings (thermal, PSU, XID 63): the status stays
+  $SIM --list                                        # the faults the health-checker simulator sends
+  $SIM --fault xid79 --healthy $sc_gpu               # the GPU was replaced: its check passes again
+  $cli release demo/$sc_gpu --all-holds --reason "GPU replaced" --wait   # the policy holds it: --all-holds gives back what the quarantine took
+EOM
+else
+  echo ">> the demo's story did not complete (see above and .demo/*.log); the policy and health commands are left out" >&2
+fi
+
+# Part 3: the raw API through grpcurl, once it is installed.
+if [ -n "$grpcurl_pid" ]; then
+  echo
+  echo ">> waiting for the grpcurl install (started at the beginning; log: .demo/grpcurl-install.log)"
+  wait "$grpcurl_pid" || echo ">> installing grpcurl failed (.demo/grpcurl-install.log); the grpcurl commands below need it" >&2
+fi
 if ! command -v grpcurl >/dev/null; then
-  gobin=$(go env GOPATH)/bin
-  if [ ! -x "$gobin/grpcurl" ]; then
-    echo ">> installing grpcurl v1.9.4 into $gobin"
-    go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4
-  fi
   case ":$PATH:" in
     *":$gobin:"*) ;;
     *) export PATH=$PATH:$gobin; pathnote="(grpcurl is in $gobin: export PATH=\$PATH:$gobin)" ;;
@@ -273,34 +364,21 @@ fi
 
 G="grpcurl -cacert $PKI/ca.pem"
 if [ -n "${PRIVATE_PG_DIR:-}" ]; then
+  pg_as="" # the cluster's owner: postgres when the demo runs as root
+  [ "$(id -u)" -eq 0 ] && pg_as="runuser -u postgres -- "
   pg_drill="
   # stop PostgreSQL: /readyz turns 503 and the gRPC health NOT_SERVING within seconds; start it: both recover
-  $(pg_bindir)/pg_ctl -D $PRIVATE_PG_DIR/data -m fast stop   # (as the postgres user when you are root: runuser -u postgres -- ...)
-  $(pg_bindir)/pg_ctl -D $PRIVATE_PG_DIR/data -l $PRIVATE_PG_DIR/postgres.log -o '-c listen_addresses=127.0.0.1 -p ${DEMO_PG_PORT:-55432} -k $PRIVATE_PG_DIR -c fsync=off' start
+  $pg_as$(pg_bindir)/pg_ctl -D $PRIVATE_PG_DIR/data -m fast -w stop
+  $pg_as$(pg_bindir)/pg_ctl -D $PRIVATE_PG_DIR/data -l $PRIVATE_PG_DIR/postgres.log -o '-c listen_addresses=127.0.0.1 -p ${DEMO_PG_PORT:-55432} -k $PRIVATE_PG_DIR -c fsync=off' -w start
 "
 fi
 A='-H "authorization: Bearer $(ironlink_token)"'
+approve_g="" # the third pending action the demo left, approved through the API
+if [ "$story" = 1 ] && [ -n "${sc_pending[2]:-}" ]; then
+  approve_g="
+  $G $A -d '{\"ids\":[${sc_pending[2]}],\"reason\":\"confirmed broken\"}' $HUB ironlink.v1.PolicyService/ApprovePendingActions"
+fi
 cat <<EOM
-
-ironlink demo is running: hub on $HUB (TLS, client authentication on), satellite for site "demo", ${DEMO_NODES:-50} simulated nodes.
-Fleet view (open in a browser on this machine; the link, also in .demo/web-url, signs you in as demo-operator):
-
-  http://$WEB/?token=$(cat "$STATE/web-token")
-
-Try the ironlink CLI in another terminal, from $PWD $cfgnote:
-
-  $cli get devices                                   # every device, its status and why
-  $cli get devices --status faulted,maintenance      # what is broken now, and why
-  $cli get sites                                     # which site stopped reporting
-  $cli describe device $devname
-  $cli quarantine $devname --reason "GPU 3 throws Xid 79" --wait
-  $cli release $devname --reason "GPU replaced" --wait
-  $cli get devices --orphaned                        # orphaned Nova instances (after ~30 s)
-  $cli get devices --watch                           # Ctrl-C stops watching
-  $cli get decisions --site demo                     # what the quarantine policy decided (dry-run: nothing changed)
-  $cli get pending                                   # automatic quarantines waiting for you
-  $cli approve ID... --reason "confirmed broken"     # or: $cli reject ID... --reason "..."
-  $cli watch                                         # the change feed: every status and command change as it commits
 
 The same through grpcurl${pathnote:+ $pathnote}:
 First define how to mint a short-lived operator token
@@ -335,20 +413,17 @@ First define how to mint a short-lived operator token
   # orphaned Nova instances (two seeded, one of each kind; reported after two sweeps, ~30 s; the simulator's churn may redeploy one later, which ends it)
   $G $A -d '{"site":"demo","instance_mismatch":true}' $HUB ironlink.v1.FleetService/ListDevices
 
-  # the quarantine policy (.demo/policy.yaml, dry-run: decisions are logged, nothing changes;
-  # edit the file and the hub reloads it): what is in force, what it decided, what waits, the guard
+  # the quarantine policy (.demo/policy.yaml; edit the file and the hub reloads it):
+  # what is in force, what it decided, what waits, the guard
   $G $A -d '{"site":"demo"}' $HUB ironlink.v1.PolicyService/GetEffectivePolicy
   $G $A -d '{"site":"demo"}' $HUB ironlink.v1.PolicyService/ListPolicyDecisions
   $G $A -d '{"site":"demo"}' $HUB ironlink.v1.PolicyService/ListPendingActions
-  $G $A -d '{"site":"demo"}' $HUB ironlink.v1.PolicyService/ListSitePolicyStates
-  $G $A -d '{"ids":[1,2],"reason":"confirmed broken"}' $HUB ironlink.v1.PolicyService/ApprovePendingActions
+  $G $A -d '{"site":"demo"}' $HUB ironlink.v1.PolicyService/ListSitePolicyStates$approve_g
   $G $A -d '{"device_id":"$device","kind":"DEVICE_HOLD_KIND_EXCLUSION","reason":"burn-in"}' $HUB ironlink.v1.PolicyService/SetDeviceHold
   curl -s http://${admins[0]}/metrics | grep ^ironlink_policy_
-  # operations (docs/reference/operations.md): enrol another node, list, make demo-new-1 available in Ironic (it stays HELD TraitAbsent until you release it to customers)
-  $G $A -d '{"kind":"OPERATION_KIND_ENROL","site":"demo","reason":"new node","nodes":[{"name":"demo-new-2","driver":"fake-hardware","resource_class":"gpu-h100","ports":[{"address":"52:54:00:0d:00:02","pxe_enabled":true}]}]}' $HUB ironlink.v1.OperationService/StartOperation
+  # operations (docs/reference/operations.md): enrol another node, list them
+  $G $A -d '{"kind":"OPERATION_KIND_ENROL","site":"demo","reason":"new node","nodes":[{"name":"demo-new-3","driver":"fake-hardware","resource_class":"gpu-h100","ports":[{"address":"52:54:00:0d:00:03","pxe_enabled":true}]}]}' $HUB ironlink.v1.OperationService/StartOperation
   $G $A -d '{"site":"demo"}' $HUB ironlink.v1.OperationService/ListOperations
-  $cli op start provide demo-new-1 --site demo --reason "to customers" --wait
-  $cli op list --site demo
 
   # the satellite's own metrics and readiness (hub link up, last poll recent)
   curl -s http://${DEMO_METRICS_ADDR:-127.0.0.1:9108}/metrics | grep ^ironlink_

@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ironlink/ironlink/internal/pgtest"
-	"github.com/ironlink/ironlink/internal/syncbuf"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
@@ -123,10 +119,9 @@ func TestTutorialOutputMatching(t *testing.T) {
 // Every command of docs/tutorial.md runs, in order and in one shell,
 // against a demo started by scripts/demo.sh as `make demo` starts it
 // (simulator, hub, satellite, the fleet view's proxy; PostgreSQL from
-// pgtest), and prints what the tutorial shows. The demo runs in a copy of
-// the repository's layout (bin/, scripts/, .demo/) in a temporary
-// directory, on free ports.
+// pgtest; see startDemo), and prints what the tutorial shows.
 func TestTutorialCommandsRunAgainstTheDemo(t *testing.T) {
+	t.Parallel()
 	lines, err := readLines("docs/tutorial.md")
 	if err != nil {
 		t.Fatal(err)
@@ -139,84 +134,8 @@ func TestTutorialCommandsRunAgainstTheDemo(t *testing.T) {
 		t.Fatal("docs/tutorial.md no longer starts the demo with `make demo`: this test runs scripts/demo.sh in its place")
 	}
 
-	root := t.TempDir()
-	if err := os.Symlink(binDir(t), filepath.Join(root, "bin")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(root, "scripts"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"demo.sh", "pg.sh"} {
-		b, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "scripts", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, "scripts", f), b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The demo installs grpcurl when it is missing; the tutorial does not
-	// use it, so a stand-in keeps the test off the network.
-	path := os.Getenv("PATH")
-	if _, err := exec.LookPath("grpcurl"); err != nil {
-		stub := filepath.Join(root, "stub")
-		if err := os.Mkdir(stub, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(stub, "grpcurl"), []byte("#!/bin/sh\necho 'grpcurl: not installed (test stand-in)' >&2\nexit 1\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		path = stub + string(os.PathListSeparator) + path
-	}
-	env := []string{"PATH=" + path, "HOME=" + root, "LANG=C.UTF-8", "TMPDIR=" + os.TempDir(),
-		"DATABASE_URL=" + pgtest.NewDatabase(t),
-		"IRONLINK_HUB_LISTEN=" + harness.FreeAddr(t),
-		"DEMO_ADMIN_ADDR=" + harness.FreeAddr(t),
-		"DEMO_METRICS_ADDR=" + harness.FreeAddr(t),
-		"DEMO_WEB_ADDR=" + harness.FreeAddr(t),
-		"DEMO_USER_CONFIG=0",
-	}
-	if gopath, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		env = append(env, "GOPATH="+strings.TrimSpace(string(gopath)))
-	}
-
-	var demoOut syncbuf.Buffer
-	demo := exec.Command("bash", "scripts/demo.sh")
-	demo.Dir, demo.Env = root, env
-	demo.Stdout, demo.Stderr = &demoOut, &demoOut
-	demo.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := demo.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = demo.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = demo.Process.Signal(syscall.SIGTERM) // the demo stops what it started
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-demo.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("make demo's output:\n%s", demoOut.String())
-			for _, log := range []string{"hub.log", "satellite.log"} {
-				if b, err := os.ReadFile(filepath.Join(root, ".demo", log)); err == nil {
-					t.Logf(".demo/%s (tail):\n%s", log, harness.Tail(string(b), 30))
-				}
-			}
-		}
-	})
-	deadline := time.After(4 * time.Minute)
-	for !strings.Contains(demoOut.String(), "ironlink demo is running") {
-		select {
-		case <-exited:
-			t.Fatalf("the demo exited before it was running:\n%s", demoOut.String())
-		case <-deadline:
-			t.Fatalf("the demo was not running after 4 minutes:\n%s", demoOut.String())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	d := startDemo(t, true, "DATABASE_URL="+pgtest.NewDatabase(t))
+	root, env := d.root, d.env
 
 	// One shell runs every command in order (variables and exports carry
 	// over, as in the reader's terminal); a marker after each one carries

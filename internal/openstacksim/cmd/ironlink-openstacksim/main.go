@@ -1,16 +1,3 @@
-// Command ironlink-openstacksim serves a simulated OpenStack site (Keystone,
-// Ironic, Placement and Nova on one loopback listener) seeded like the test
-// bed, for `make demo` and manual poking.
-//
-// Usage:
-//
-//	ironlink-openstacksim [--listen 127.0.0.1:0] [--nodes 50] [--churn 10s]
-//	    [--clouds-yaml PATH] [--cloud sim] [--token-ttl 1h] [--no-placement]
-//	    [--no-nova] [--nova-non-admin] [--orphans-ironic N] [--orphans-nova N]
-//
-// Once listening it prints exactly one line on stdout,
-// OPENSTACK_SIM_URL=http://127.0.0.1:PORT, and logs everything else (slog,
-// text) on stderr. It stops on SIGINT or SIGTERM.
 package main
 
 import (
@@ -22,6 +9,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "health" {
+		healthMain(os.Args[2:])
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "ironlink-openstacksim:", err)
 		os.Exit(1)
@@ -40,6 +31,13 @@ func run() error {
 		return err
 	}
 	defer c.Close()
+	if o.controlSocket != "" {
+		stopControl, err := serveControl(o.controlSocket, c, log)
+		if err != nil {
+			return err
+		}
+		defer stopControl()
+	}
 	if o.cloudsYAML != "" {
 		if err := c.WriteCloudsYAML(o.cloudsYAML, o.cloud); err != nil {
 			return err

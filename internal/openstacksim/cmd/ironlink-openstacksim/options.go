@@ -19,6 +19,7 @@ type options struct {
 	novaNonAdmin, debug            bool
 	nodeTraits                     bool
 	orphansIronic, orphansNova     int
+	controlSocket                  string
 }
 
 // parseOptions defines the simulator's flags on the command line's flag
@@ -39,6 +40,7 @@ func parseOptions() options {
 	flag.BoolVar(&o.debug, "debug", false, "log every request")
 	flag.DurationVar(&o.provisionStep, "provision-step", 500*time.Millisecond, "time between two provision states of a transition asked for through the API (enrol, inspect, clean, provide, deploy, undeploy, Nova boot and delete)")
 	flag.BoolVar(&o.nodeTraits, "node-traits", true, "also put CUSTOM_CUSTOMER_READY on the Ironic node of every provider that has it, as a Nova-managed site converges to (false: provider only, like the test bed's default seed)")
+	flag.StringVar(&o.controlSocket, "control-socket", "", "serve POST/DELETE /faults on this Unix socket (mode 0600) to inject faults into the running simulator")
 	flag.Parse()
 	return o
 }
