@@ -109,6 +109,8 @@ type Options struct {
 	// `policy` key); "" = automatic quarantine off. Reloaded on SIGHUP and on
 	// change; the last good file stays in force.
 	PolicyFile string
+	// Handoff is the repair handoff webhook of the remediation ladders.
+	Handoff HandoffWebhook
 	// HardwareProfilesFile is the hardware profiles file (hub/hwprofile);
 	// "" = no profile, no HardwareMatchesProfile. Reloaded on SIGHUP and on
 	// change; the last good file stays in force.
@@ -213,6 +215,9 @@ func (o Options) Validate() (Config, error) {
 	if err := c.Admission.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Handoff.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	c.Link.Replica = c.Replica
 	if c.Web.Addr != "" {
 		if c.RosterPath == "" {
@@ -314,6 +319,11 @@ func Check(o Options) error {
 	if c.PolicyFile != "" {
 		if _, perr := policy.Load(c.PolicyFile); perr != nil {
 			errs = append(errs, fmt.Errorf("--policy-file: %w", perr))
+		}
+	}
+	if c.Handoff.SecretFile != "" {
+		if _, herr := c.Handoff.Secret(); herr != nil {
+			errs = append(errs, herr)
 		}
 	}
 	if c.HardwareProfilesFile != "" {

@@ -12,9 +12,11 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/metrics"
+	"github.com/ironlink/ironlink/hub/operations"
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/policyapi"
 	"github.com/ironlink/ironlink/hub/policyrun"
+	"github.com/ironlink/ironlink/hub/remediation"
 	"github.com/ironlink/ironlink/hub/store"
 )
 
@@ -24,6 +26,10 @@ type hubPolicy struct {
 	watcher *policy.Watcher
 	eval    *policyrun.Evaluator
 	api     *policyapi.Server
+	// rem serves RemediationService; webhook delivers repair handoffs
+	// (nil without --handoff-webhook-url).
+	rem     *remediation.API
+	webhook *remediation.WebhookSender
 }
 
 // newPolicy loads --policy-file (an invalid file fails the start; none
@@ -60,21 +66,41 @@ func newPolicy(cfg Config, st *store.Store, obs *observability, log *slog.Logger
 		}
 		return out, nil
 	}, plog)
+	rlog := log.With("component", "remediation")
+	engine := remediation.New(st, remediation.Config{Webhook: cfg.Handoff.URL != "", Abortable: operations.Abortable}, rlog)
 	eval := policyrun.New(st, policyrun.Config{Interval: cfg.PolicyInterval, Replica: cfg.Replica, Policy: w.Policy, Hooks: hooks,
-		FreshFor: cfg.StaleAfter}, plog)
-	return &hubPolicy{watcher: w, eval: eval, api: api}, nil
+		FreshFor: cfg.StaleAfter, Remediate: func(ctx context.Context, f *policy.File) error {
+			_, err := engine.Tick(ctx, f)
+			return err
+		}}, plog)
+	hp := &hubPolicy{watcher: w, eval: eval, api: api, rem: remediation.NewAPI(st, w.Policy, actorFromContext, rlog)}
+	if cfg.Handoff.URL != "" {
+		secret, err := cfg.Handoff.Secret()
+		if err != nil {
+			return nil, err
+		}
+		hp.webhook = remediation.NewWebhookSender(st, remediation.WebhookConfig{URL: cfg.Handoff.URL, Secret: secret,
+			Timeout: cfg.Handoff.Timeout}, rlog)
+	}
+	return hp, nil
 }
 
-// register serves PolicyService on srv and marks it SERVING.
+// register serves PolicyService and RemediationService on srv and marks
+// them SERVING.
 func (p *hubPolicy) register(srv *grpc.Server, hs *health.Server) {
 	ironlinkv1.RegisterPolicyServiceServer(srv, p.api)
 	hs.SetServingStatus(ironlinkv1.PolicyService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	ironlinkv1.RegisterRemediationServiceServer(srv, p.rem)
+	hs.SetServingStatus(ironlinkv1.RemediationService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 }
 
 // run watches the file and runs the evaluator until ctx ends.
 func (p *hubPolicy) run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.watcher.Run(ctx) }()
+	if p.webhook != nil {
+		go p.webhook.Run(ctx)
+	}
 	err := p.eval.Run(ctx)
 	<-done
 	return err

@@ -290,8 +290,10 @@ type client struct {
 	ops      ironlinkv1.OperationServiceClient
 	policy   ironlinkv1.PolicyServiceClient
 	bulk     ironlinkv1.BulkServiceClient
-	timeout  time.Duration
-	close    func() error
+	// remediation: ladders and repair handoffs (remediation.go).
+	remediation ironlinkv1.RemediationServiceClient
+	timeout     time.Duration
+	close       func() error
 }
 
 // call bounds one RPC by the request timeout.

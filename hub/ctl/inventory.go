@@ -25,8 +25,8 @@ var NonOperatorServices = map[string]string{
 }
 
 // Inventory maps every RPC of every operator service (FleetService,
-// OperationService, PolicyService, BulkService) to the CLI commands that
-// reach it. TestInventoryCoversEveryRPC fails when an RPC is missing, a
+// OperationService, PolicyService, BulkService, RemediationService) to the
+// CLI commands that reach it. TestInventoryCoversEveryRPC fails when an RPC is missing, a
 // command does not exist, or docs/reference/cli.md lacks the table
 // (InventoryMarkdown).
 var Inventory = []InventoryEntry{
@@ -56,6 +56,9 @@ var Inventory = []InventoryEntry{
 	{"BulkService/PreviewBulkImpairment", []string{"ironlink quarantine --selector", "ironlink release --selector", "ironlink watch -l"}},
 	{"BulkService/BulkQuarantine", []string{"ironlink quarantine --selector"}},
 	{"BulkService/BulkRelease", []string{"ironlink release --selector"}},
+	{"RemediationService/GetDeviceRemediation", []string{"ironlink explain"}},
+	{"RemediationService/ListHandoffs", []string{"ironlink handoffs"}},
+	{"RemediationService/CloseHandoff", []string{"ironlink handoffs close"}},
 }
 
 // InventoryMarkdown renders Inventory as the Markdown table of

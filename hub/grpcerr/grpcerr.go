@@ -104,7 +104,16 @@ const (
 	// ReasonMessageTooLarge: a request is larger than its service allows
 	// (ResourceExhausted; hub/admission's per-service limits).
 	ReasonMessageTooLarge = "MESSAGE_TOO_LARGE"
+	// ReasonHandoffClosed: CloseHandoff of a repair handoff that is closed
+	// already (FailedPrecondition).
+	ReasonHandoffClosed = "HANDOFF_CLOSED"
 )
+
+// HandoffClosed is the FailedPrecondition of a CloseHandoff whose handoff
+// was closed already (msg: the store's message, which names its id).
+func HandoffClosed(msg string) error {
+	return newStatus(codes.FailedPrecondition, ReasonHandoffClosed, msg)
+}
 
 // RetryDelay is the RetryInfo delay an Unavailable database suggests.
 const RetryDelay = time.Second

@@ -29,6 +29,9 @@
 //     written), policy_awaiting.go (triggers awaiting fresh evidence
 //     settled), policy_healed.go (triggers healed before a decision),
 //     policy_api.go (listing and resolving for the policy API).
+//   - Remediation: remediation.go (the ladders' durable position and
+//     steps, their change-feed rows), remediation_handoff.go (repair
+//     handoffs, the webhook's attempts).
 //   - Change feed: package feed (below); feed.go keeps FeedNotifyChannel
 //     and rowscan.go the row scanners the feed shares.
 //   - Reads: queries.go, names.go, exists.go, explain.go (current state),

@@ -80,6 +80,10 @@ var MethodScopes = map[string]string{
 	"/ironlink.v1.PolicyService/RejectPendingActions":  ScopeOperationsWrite,
 	"/ironlink.v1.PolicyService/SetDeviceHold":         ScopeOperationsWrite,
 	"/ironlink.v1.PolicyService/ClearDeviceHold":       ScopeOperationsWrite,
+	// Remediation ladders and repair handoffs (hub/remediation).
+	"/ironlink.v1.RemediationService/GetDeviceRemediation": ScopeOperationsRead,
+	"/ironlink.v1.RemediationService/ListHandoffs":         ScopeOperationsRead,
+	"/ironlink.v1.RemediationService/CloseHandoff":         ScopeOperationsWrite,
 	// Bulk quarantine/release by selector: the preview only reads.
 	"/ironlink.v1.BulkService/PreviewBulkImpairment": ScopeOperationsRead,
 	"/ironlink.v1.BulkService/BulkQuarantine":        ScopeOperationsWrite,

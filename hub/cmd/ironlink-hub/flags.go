@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/ironlink/ironlink/hub/app"
 	"github.com/ironlink/ironlink/hub/web"
@@ -122,6 +123,11 @@ func bindOperatorFlags(f *cli.Flags, o *app.Options, def app.Options) {
 		"YAML quarantine policy (the chart values' `policy` key); reloaded on SIGHUP and on change; empty: automatic quarantine off")
 	f.String(&o.HardwareProfilesFile, "hardware-profiles-file", "IRONLINK_HUB_HARDWARE_PROFILES_FILE", "",
 		"YAML hardware profiles (expected hardware per resource class or name pattern, docs/reference/conditions.md#hardwarematchesprofile); reloaded on SIGHUP and on change; empty: no HardwareMatchesProfile")
+	f.String(&o.Handoff.URL, "handoff-webhook-url", "IRONLINK_HUB_HANDOFF_WEBHOOK_URL", "",
+		"http(s) URL that receives every repair handoff of the remediation ladders as a signed JSON POST, retried until 2xx; empty: no webhook")
+	f.String(&o.Handoff.SecretFile, "handoff-webhook-secret-file", "IRONLINK_HUB_HANDOFF_WEBHOOK_SECRET_FILE", "",
+		"file holding the HMAC-SHA256 key of the handoff webhook (at least 16 bytes; header X-Ironlink-Signature-256); required with --handoff-webhook-url")
+	f.Duration(&o.Handoff.Timeout, "handoff-webhook-timeout", "IRONLINK_HUB_HANDOFF_WEBHOOK_TIMEOUT", 10*time.Second, "how long one handoff webhook attempt may take")
 	f.Duration(&o.PolicyInterval, "policy-interval", "IRONLINK_HUB_POLICY_INTERVAL", def.PolicyInterval, "how often the policy evaluator runs (on one replica at a time)")
 }
 
