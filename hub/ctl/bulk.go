@@ -66,6 +66,13 @@ func parseSelector(s string) (*ironlinkv1.DeviceSelector, error) {
 			continue
 		}
 		k, v, ok := strings.Cut(term, "=")
+		if fact, isHW := hardwareKey(k); isHW && ok {
+			if sel.HardwareFacts == nil {
+				sel.HardwareFacts = map[string]string{}
+			}
+			sel.HardwareFacts[fact] = strings.TrimSpace(v)
+			continue
+		}
 		k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
 		if !ok || v == "" {
 			return nil, usageErrf("--selector term %q: want key=value (keys: site, status, reason, class, name)", term)
@@ -105,7 +112,8 @@ func parseSelector(s string) (*ironlinkv1.DeviceSelector, error) {
 			return nil, err
 		}
 	}
-	if sel.Site == "" && len(sel.Statuses) == 0 && len(sel.ConditionReasons) == 0 && sel.ResourceClass == "" && sel.NamePattern == "" {
+	if sel.Site == "" && len(sel.Statuses) == 0 && len(sel.ConditionReasons) == 0 && sel.ResourceClass == "" && sel.NamePattern == "" &&
+		len(sel.HardwareFacts) == 0 {
 		return nil, usageErrf("--selector %q selects nothing: give at least one of site, status, reason, class, name", s)
 	}
 	return sel, nil

@@ -290,6 +290,7 @@ type client struct {
 	ops      ironlinkv1.OperationServiceClient
 	policy   ironlinkv1.PolicyServiceClient
 	bulk     ironlinkv1.BulkServiceClient
+	hw       ironlinkv1.HardwareServiceClient
 	timeout  time.Duration
 	close    func() error
 }

@@ -94,7 +94,8 @@ func (a *app) connect() (*client, error) {
 		return nil, err
 	}
 	a.cl = &client{settings: s, fleet: ironlinkv1.NewFleetServiceClient(cc), ops: ironlinkv1.NewOperationServiceClient(cc),
-		policy: ironlinkv1.NewPolicyServiceClient(cc), bulk: ironlinkv1.NewBulkServiceClient(cc), timeout: a.timeout, close: cc.Close}
+		policy: ironlinkv1.NewPolicyServiceClient(cc), bulk: ironlinkv1.NewBulkServiceClient(cc),
+		hw: ironlinkv1.NewHardwareServiceClient(cc), timeout: a.timeout, close: cc.Close}
 	return a.cl, nil
 }
 
@@ -160,7 +161,8 @@ at more than one site, or by UUID.
 	root.AddCommand(a.newGetCommand(), a.newDescribeCommand(),
 		a.newImpairCommand(true), a.newImpairCommand(false), a.newOfferCommand(), a.newConfigCommand(), a.newOpCommand(),
 		a.newResolveCommand(true), a.newResolveCommand(false), a.newWatchCommand(),
-		a.newHoldsCommand(), a.newPolicyCommand(), a.newRetryCommand(), a.newEventsCommand())
+		a.newHoldsCommand(), a.newPolicyCommand(), a.newRetryCommand(), a.newEventsCommand(),
+		a.newDriftCommand(), a.newHardwareCommand(), a.newValidateCommand())
 	return root, a
 }
 

@@ -104,6 +104,12 @@ const (
 	// ReasonMessageTooLarge: a request is larger than its service allows
 	// (ResourceExhausted; hub/admission's per-service limits).
 	ReasonMessageTooLarge = "MESSAGE_TOO_LARGE"
+	// ReasonValidationRequired: an offer of a device in the validation
+	// pool without a passed validation run (FailedPrecondition).
+	ReasonValidationRequired = "VALIDATION_REQUIRED"
+	// ReasonRunFinished: a result for a validation run that passed or
+	// failed already (FailedPrecondition).
+	ReasonRunFinished = "RUN_FINISHED"
 )
 
 // RetryDelay is the RetryInfo delay an Unavailable database suggests.

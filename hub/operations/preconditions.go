@@ -109,6 +109,15 @@ var Preconditions = map[store.OperationKind]Precondition{
 		"active":        "rebuild",
 		"deploy failed": "rebuild",
 	}, Maintenance: maintIronicDeploy, InterruptsCustomer: true},
+	// A read of the node's inventory and BIOS settings: no Ironic write.
+	"HARDWARE_REREAD": {AnyState: true},
+	// A validation run inspects and cleans (manual cleaning: refused in
+	// maintenance) and, passing, offers the device.
+	"VALIDATE": {From: map[string]string{
+		"manageable":     "inspect, clean",
+		"inspect failed": "inspect, clean",
+		"clean failed":   "manage, inspect, clean",
+	}, Maintenance: maintIronicClean, OffersToCustomers: true},
 }
 
 // powerStates are the stable provision states in which Ironic's conductor
