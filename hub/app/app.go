@@ -172,10 +172,12 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	}
 	RegisterOperations(h.srv, h.health, h.opsSrv)
 	RegisterHealth(h.srv, h.health, healthSrv)
+	RegisterValidation(h.srv, h.health, st, h.profiles.validation.Wake, log.With("component", "validation"))
 	h.pol.register(h.srv, h.health)
 	h.services = []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName,
 		ironlinkv1.OperationService_ServiceDesc.ServiceName, ironlinkv1.PolicyService_ServiceDesc.ServiceName,
-		ironlinkv1.HealthService_ServiceDesc.ServiceName}
+		ironlinkv1.HealthService_ServiceDesc.ServiceName, ironlinkv1.HardwareService_ServiceDesc.ServiceName,
+		ironlinkv1.ValidationService_ServiceDesc.ServiceName}
 	return h, nil
 }
 

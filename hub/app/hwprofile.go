@@ -8,6 +8,7 @@ import (
 	"github.com/ironlink/ironlink/hub/fleet"
 	"github.com/ironlink/ironlink/hub/hwprofile"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/validation"
 	"github.com/ironlink/ironlink/internal/filewatch"
 )
 
@@ -16,6 +17,8 @@ import (
 type hubProfiles struct {
 	held   *filewatch.Held[hwprofile.File] // nil without --hardware-profiles-file
 	runner *hwprofile.Runner
+	// validation decides the open validation runs (hub/validation).
+	validation *validation.Runner
 }
 
 // newProfiles loads --hardware-profiles-file (an invalid file fails the
@@ -42,6 +45,7 @@ func newProfiles(cfg Config, st *store.Store, fleetSrv *fleet.Server, log *slog.
 		plog.Info("hardware profiles loaded", "path", cfg.HardwareProfilesFile, "profiles", len(held.Current().Profiles))
 	}
 	p.runner = hwprofile.NewRunner(st, current, 0, plog)
+	p.validation = validation.NewRunner(st, current, log.With("component", "validation"))
 	fleetSrv.SetHardwareProfiles(current)
 	return p, nil
 }
@@ -51,5 +55,6 @@ func (p *hubProfiles) run(ctx context.Context) error {
 	if p.held != nil {
 		go func() { _ = p.held.Run(ctx) }()
 	}
+	go func() { _ = p.validation.Run(ctx) }()
 	return p.runner.Run(ctx)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/operations"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/validation"
 	"github.com/ironlink/ironlink/internal/auth"
 )
 
@@ -46,10 +47,16 @@ func RegisterServices(srv *grpc.Server, linkSrv ironlinkv1.LinkServiceServer, fl
 	}); ok { // the bulk quarantine/release by selector (hub/fleet/bulk.go)
 		ironlinkv1.RegisterBulkServiceServer(srv, b.Bulk())
 	}
+	if h, ok := fleetSrv.(interface {
+		Hardware() ironlinkv1.HardwareServiceServer
+	}); ok { // drift, hardware history, validation runs (hub/fleet/drift.go)
+		ironlinkv1.RegisterHardwareServiceServer(srv, h.Hardware())
+	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
-	for _, svc := range []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName, ironlinkv1.BulkService_ServiceDesc.ServiceName} {
+	for _, svc := range []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName, ironlinkv1.BulkService_ServiceDesc.ServiceName,
+		ironlinkv1.HardwareService_ServiceDesc.ServiceName} {
 		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
 	}
 	return hs
@@ -81,4 +88,12 @@ func NewHealthServer(st *store.Store, cfg Config, log *slog.Logger) *healthapi.S
 func RegisterHealth(srv *grpc.Server, hs *health.Server, healthSrv ironlinkv1.HealthServiceServer) {
 	ironlinkv1.RegisterHealthServiceServer(srv, healthSrv)
 	hs.SetServingStatus(ironlinkv1.HealthService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+}
+
+// RegisterValidation registers ValidationService over st on srv (results
+// recorded with the authenticated client as reporter; wake, may be nil,
+// nudges the validation runner) and marks it SERVING on hs.
+func RegisterValidation(srv *grpc.Server, hs *health.Server, st *store.Store, wake func(), log *slog.Logger) {
+	ironlinkv1.RegisterValidationServiceServer(srv, validation.NewServer(st, actorFromContext, wake, log))
+	hs.SetServingStatus(ironlinkv1.ValidationService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 }

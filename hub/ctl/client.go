@@ -292,8 +292,10 @@ type client struct {
 	bulk     ironlinkv1.BulkServiceClient
 	// remediation: ladders and repair handoffs (remediation.go).
 	remediation ironlinkv1.RemediationServiceClient
-	timeout     time.Duration
-	close       func() error
+	// hw: hardware history, drift and validation runs (hardware.go).
+	hw      ironlinkv1.HardwareServiceClient
+	timeout time.Duration
+	close   func() error
 }
 
 // call bounds one RPC by the request timeout.

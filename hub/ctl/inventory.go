@@ -20,8 +20,9 @@ type InventoryEntry struct {
 // call, and why: they serve satellites and health reporters, not
 // operators.
 var NonOperatorServices = map[string]string{
-	"LinkService":   "the satellites' link (scope site)",
-	"HealthService": "health reporters on or near the machines (scope device-health:create)",
+	"LinkService":       "the satellites' link (scope site)",
+	"HealthService":     "health reporters on or near the machines (scope device-health:create)",
+	"ValidationService": "validation checkers recording their checks' results (scope device-health:create)",
 }
 
 // Inventory maps every RPC of every operator service (FleetService,
@@ -59,6 +60,9 @@ var Inventory = []InventoryEntry{
 	{"RemediationService/GetDeviceRemediation", []string{"ironlink explain"}},
 	{"RemediationService/ListHandoffs", []string{"ironlink handoffs"}},
 	{"RemediationService/CloseHandoff", []string{"ironlink handoffs close"}},
+	{"HardwareService/GetFleetDrift", []string{"ironlink drift"}},
+	{"HardwareService/ListHardwareHistory", []string{"ironlink hardware history"}},
+	{"HardwareService/ListValidationRuns", []string{"ironlink validate runs"}},
 }
 
 // InventoryMarkdown renders Inventory as the Markdown table of

@@ -95,7 +95,7 @@ func (a *app) connect() (*client, error) {
 	}
 	a.cl = &client{settings: s, fleet: ironlinkv1.NewFleetServiceClient(cc), ops: ironlinkv1.NewOperationServiceClient(cc),
 		policy: ironlinkv1.NewPolicyServiceClient(cc), bulk: ironlinkv1.NewBulkServiceClient(cc), timeout: a.timeout, close: cc.Close,
-		remediation: ironlinkv1.NewRemediationServiceClient(cc)}
+		remediation: ironlinkv1.NewRemediationServiceClient(cc), hw: ironlinkv1.NewHardwareServiceClient(cc)}
 	return a.cl, nil
 }
 
@@ -162,7 +162,8 @@ at more than one site, or by UUID.
 		a.newImpairCommand(true), a.newImpairCommand(false), a.newOfferCommand(), a.newConfigCommand(), a.newOpCommand(),
 		a.newResolveCommand(true), a.newResolveCommand(false), a.newWatchCommand(),
 		a.newHoldsCommand(), a.newPolicyCommand(), a.newRetryCommand(), a.newEventsCommand(),
-		a.newExplainCommand(), a.newHandoffsCommand())
+		a.newExplainCommand(), a.newHandoffsCommand(),
+		a.newDriftCommand(), a.newHardwareCommand(), a.newValidateCommand())
 	return root, a
 }
 

@@ -51,7 +51,7 @@ const SourceBulk = "operator-api-bulk"
 func (s *Server) bulkSelector(ctx context.Context, field string, sel *ironlinkv1.DeviceSelector) (store.DeviceSelector, string, error) {
 	var out store.DeviceSelector
 	if sel.GetSite() == "" && len(sel.GetStatuses()) == 0 && len(sel.GetConditionReasons()) == 0 &&
-		sel.GetResourceClass() == "" && sel.GetNamePattern() == "" {
+		sel.GetResourceClass() == "" && sel.GetNamePattern() == "" && len(sel.GetHardwareFacts()) == 0 {
 		return out, "", grpcerr.InvalidArgument(field, grpcerr.ReasonRequired,
 			field+" is empty: give at least one of site, statuses, condition_reasons, resource_class, name_pattern (an empty selector would match the whole fleet)")
 	}
@@ -110,6 +110,14 @@ func (s *Server) bulkSelector(ctx context.Context, field string, sel *ironlinkv1
 		}
 		out.NameLike = like
 		parts = append(parts, "name="+p)
+	}
+	ids, hw, err := s.hardwareIDs(ctx, field, sel, sc.Sites)
+	if err != nil {
+		return out, "", err
+	}
+	if ids != nil {
+		out.IDs = ids
+		parts = append(parts, hw)
 	}
 	return out, strings.Join(parts, ","), nil
 }

@@ -244,6 +244,11 @@ func (s *Server) GetDevice(ctx context.Context, req *ironlinkv1.GetDeviceRequest
 	if err := s.addHardware(ctx, d, resp); err != nil {
 		return nil, err
 	}
+	runs, err := s.store.ValidationRuns(ctx, id, "", 5)
+	if err != nil {
+		return nil, s.storeErr(err, "device", id)
+	}
+	resp.ValidationRuns = RunsToProto(runs)
 	return resp, nil
 }
 

@@ -23,4 +23,10 @@ type Store interface {
 	RecentOperations(ctx context.Context, deviceID string, limit int) ([]store.Operation, error)
 	// DeviceHardwareJSON: see store.Store.DeviceHardwareJSON.
 	DeviceHardwareJSON(ctx context.Context, id string) ([]byte, error)
+	// HardwareOfDevices: see store.Store.HardwareOfDevices.
+	HardwareOfDevices(ctx context.Context, site string, sites []string, class string) ([]store.DeviceHardware, error)
+	// HardwareHistory: see store.Store.HardwareHistory.
+	HardwareHistory(ctx context.Context, id string, limit int) ([]store.HardwareHistoryEntry, error)
+	// ValidationRuns: see store.Store.ValidationRuns.
+	ValidationRuns(ctx context.Context, deviceID, site string, limit int) ([]store.ValidationRun, error)
 }

@@ -35,6 +35,8 @@ import (
 //	store.ErrQuarantined                 FailedPrecondition, QUARANTINED (the store's message)
 //	store.ErrOperationActive             FailedPrecondition, OPERATION_ACTIVE (the store's message + ": wait for it to finish or cancel it")
 //	store.ErrOperationFinished           FailedPrecondition, OPERATION_FINISHED (the store's message)
+//	store.ErrValidationRequired          FailedPrecondition, VALIDATION_REQUIRED (the store's message)
+//	store.ErrRunFinished                 FailedPrecondition, RUN_FINISHED (the store's message)
 //	store.ErrNotCancellable              FailedPrecondition, NOT_ABORTABLE (the message of err, which
 //	                                       hub/operations extends with the states Ironic aborts from)
 //	store.ErrNotPending                  FailedPrecondition, PENDING_ACTION_NOT_PENDING (the store's message)
@@ -83,6 +85,10 @@ func FromStore(err error) error {
 		return newStatus(codes.FailedPrecondition, ReasonOperationActive, err.Error()+": wait for it to finish or cancel it")
 	case errors.Is(err, store.ErrOperationFinished):
 		return newStatus(codes.FailedPrecondition, ReasonOperationFinished, err.Error())
+	case errors.Is(err, store.ErrValidationRequired):
+		return newStatus(codes.FailedPrecondition, ReasonValidationRequired, err.Error())
+	case errors.Is(err, store.ErrRunFinished):
+		return newStatus(codes.FailedPrecondition, ReasonRunFinished, err.Error())
 	case errors.Is(err, store.ErrNotCancellable):
 		return newStatus(codes.FailedPrecondition, ReasonNotAbortable, err.Error())
 	case errors.Is(err, store.ErrNotPending):

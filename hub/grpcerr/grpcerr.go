@@ -107,6 +107,12 @@ const (
 	// ReasonHandoffClosed: CloseHandoff of a repair handoff that is closed
 	// already (FailedPrecondition).
 	ReasonHandoffClosed = "HANDOFF_CLOSED"
+	// ReasonValidationRequired: an offer of a device in the validation
+	// pool without a passed validation run (FailedPrecondition).
+	ReasonValidationRequired = "VALIDATION_REQUIRED"
+	// ReasonRunFinished: a result for a validation run that passed or
+	// failed already (FailedPrecondition).
+	ReasonRunFinished = "RUN_FINISHED"
 )
 
 // HandoffClosed is the FailedPrecondition of a CloseHandoff whose handoff

@@ -119,6 +119,15 @@ var Preconditions = map[store.OperationKind]Precondition{
 		"inspect failed": "manage, provide",
 		"adopt failed":   "manage, provide",
 	}, Instance: InstanceNone, InterruptsCustomer: true},
+	// A read of the node's inventory and BIOS settings: no Ironic write.
+	"HARDWARE_REREAD": {AnyState: true},
+	// A validation run inspects and cleans (manual cleaning: refused in
+	// maintenance) and, passing, offers the device.
+	"VALIDATE": {From: map[string]string{
+		"manageable":     "inspect, clean",
+		"inspect failed": "inspect, clean",
+		"clean failed":   "manage, inspect, clean",
+	}, Maintenance: maintIronicClean, OffersToCustomers: true},
 }
 
 // powerStates are the stable provision states in which Ironic's conductor

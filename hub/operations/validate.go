@@ -88,7 +88,7 @@ func checkReason(reason string) (string, error) {
 func checkShape(req *ironlinkv1.StartOperationRequest) (string, error) {
 	kind := req.GetKind()
 	if KindToStore(kind) == "" {
-		return "", bad("kind", grpcerr.ReasonInvalidValue, fmt.Sprintf("kind %d is not an operation kind (ENROL, INSPECT, CLEAN, PROVIDE, DEPLOY, UNDEPLOY, NOVA_CREATE, NOVA_DELETE, POWER_ON, POWER_OFF, REBOOT, SET_MAINTENANCE, CLEAR_MAINTENANCE, REPROVISION)", kind))
+		return "", bad("kind", grpcerr.ReasonInvalidValue, fmt.Sprintf("kind %d is not an operation kind (ENROL, INSPECT, CLEAN, PROVIDE, DEPLOY, UNDEPLOY, NOVA_CREATE, NOVA_DELETE, POWER_ON, POWER_OFF, REBOOT, SET_MAINTENANCE, CLEAR_MAINTENANCE, REPROVISION, HARDWARE_REREAD, VALIDATE)", kind))
 	}
 	reason, err := checkReason(req.GetReason())
 	if err != nil {
@@ -223,6 +223,8 @@ func checkParams(kind ironlinkv1.OperationKind, p *ironlinkv1.OperationParams) e
 		if len(p.GetCleanSteps()) > 0 {
 			return checkCleanSteps(p.GetCleanSteps())
 		}
+	case ironlinkv1.OperationKind_OPERATION_KIND_VALIDATE:
+		return checkValidateParams(p)
 	case ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY:
 		return checkDeployParams(p.GetDeploy())
 	case ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE:
@@ -255,11 +257,18 @@ var (
 	softKinds = powerKinds[1:]
 )
 
+// cleanStepKinds are the kinds that take params.clean_steps.
+var cleanStepKinds = []ironlinkv1.OperationKind{ironlinkv1.OperationKind_OPERATION_KIND_CLEAN,
+	ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, ironlinkv1.OperationKind_OPERATION_KIND_VALIDATE}
+
 // checkParamsOfOtherKinds refuses parameters that belong to another kind
 // than kind (clean steps of a DEPLOY, ...).
 func checkParamsOfOtherKinds(kind ironlinkv1.OperationKind, p *ironlinkv1.OperationParams) error {
-	if len(p.GetCleanSteps()) > 0 && kind != ironlinkv1.OperationKind_OPERATION_KIND_CLEAN && kind != ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION {
-		return bad("params.clean_steps", grpcerr.ReasonInvalidValue, "params.clean_steps are for CLEAN and REPROVISION only")
+	if len(p.GetCleanSteps()) > 0 && !slices.Contains(cleanStepKinds, kind) {
+		return bad("params.clean_steps", grpcerr.ReasonInvalidValue, "params.clean_steps are for CLEAN, REPROVISION and VALIDATE only")
+	}
+	if len(p.GetValidationChecks()) > 0 && kind != ironlinkv1.OperationKind_OPERATION_KIND_VALIDATE {
+		return bad("params.validation_checks", grpcerr.ReasonInvalidValue, "params.validation_checks are for VALIDATE only")
 	}
 	if p.GetDeploy() != nil && kind != ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY {
 		return bad("params.deploy", grpcerr.ReasonInvalidValue, "params.deploy is for DEPLOY only")

@@ -15,21 +15,35 @@ import (
 
 // hardwareUpsertSQL stores each device's newest hardware and appends it to
 // the history; a state read no later than the stored one (a snapshot
-// after a reconnect sends the same read again) changes nothing.
+// after a reconnect sends the same read again) changes nothing. A read
+// that finds no inventory (NotInspected) where the stored state had one
+// keeps the stored facts, marked stale since that read (staleSinceSQL).
 const hardwareUpsertSQL = `WITH h AS (
 	SELECT * FROM unnest($1::uuid[], $2::jsonb[], $3::timestamptz[], $4::timestamptz[])
 		AS t(device_id, hardware, inspection_finished_at, read_at)
 ), up AS (
-	INSERT INTO device_hardware (device_id, hardware, inspection_finished_at, read_at)
+	INSERT INTO device_hardware AS dh (device_id, hardware, inspection_finished_at, read_at)
 	SELECT device_id, hardware, inspection_finished_at, read_at FROM h
-	ON CONFLICT (device_id) DO UPDATE SET hardware = EXCLUDED.hardware,
+	ON CONFLICT (device_id) DO UPDATE SET hardware = ` + staleSQL + `,
 		inspection_finished_at = EXCLUDED.inspection_finished_at, read_at = EXCLUDED.read_at,
 		updated_at = clock_timestamp()
-	WHERE device_hardware.read_at < EXCLUDED.read_at
-	RETURNING device_id
+	WHERE dh.read_at < EXCLUDED.read_at
+	RETURNING device_id, hardware, read_at
 )
 INSERT INTO device_hardware_history (device_id, hardware, read_at)
-SELECT h.device_id, h.hardware, h.read_at FROM h JOIN up USING (device_id)`
+SELECT device_id, hardware, read_at FROM up`
+
+// staleSQL is the state stored over dh by EXCLUDED: the last facts, marked
+// stale, when the inventory disappeared (docs/reference/hardware.md
+// "Re-read and history"); else the new state.
+const staleSQL = `CASE WHEN NOT coalesce((EXCLUDED.hardware->>'inventoryAvailable')::boolean, false)
+		AND EXCLUDED.hardware->>'inventoryStatus' = 'NotInspected'
+		AND (coalesce((dh.hardware->>'inventoryAvailable')::boolean, false) OR coalesce((dh.hardware->>'stale')::boolean, false))
+	THEN (dh.hardware - 'inspectionFinishedAt' - 'inventoryAvailable')
+		|| jsonb_build_object('stale', true, 'staleSince', coalesce(dh.hardware->'staleSince', EXCLUDED.hardware->'readAt'),
+			'inventoryStatus', EXCLUDED.hardware->'inventoryStatus', 'readAt', EXCLUDED.hardware->'readAt')
+		|| jsonb_strip_nulls(jsonb_build_object('inspectionFinishedAt', EXCLUDED.hardware->'inspectionFinishedAt'))
+	ELSE EXCLUDED.hardware END`
 
 // writeHardware writes the hardware the applied batches carry (one
 // statement; none when no batch carries any). A device's later batch in

@@ -349,28 +349,38 @@ func planHolds(holds []QuarantineHold, holder string, all, quarantined bool) (Re
 func (s *Store) Offer(ctx context.Context, deviceID string, a ImpairmentAction, validateOnly bool) (Command, error) {
 	var cmd Command
 	err := s.inTxOn(ctx, s.commandPool(), func(tx pgx.Tx) error {
-		var desired string
-		err := tx.QueryRow(ctx, `SELECT desired_impairment FROM devices WHERE id = $1 FOR UPDATE`, deviceID).Scan(&desired)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("device %s: %w", deviceID, ErrNotFound)
+		var err error
+		cmd, err = s.offerTx(ctx, tx, deviceID, a, validateOnly)
+		if err == nil {
+			err = validationGate(ctx, tx, deviceID) // after the lock offerTx takes
 		}
-		if err != nil {
-			return fmt.Errorf("lock device %s: %w", deviceID, err)
-		}
-		holds, err := deviceHolds(ctx, tx, deviceID)
-		if err != nil {
-			return err
-		}
-		if len(holds) > 0 || desired == string(ImpairmentQuarantined) {
-			return &HeldByOthersError{DeviceID: deviceID, Holds: holds, offer: true}
-		}
-		if validateOnly {
-			return nil
-		}
-		cmd, err = s.setDesiredTx(ctx, tx, deviceID, ImpairmentReleased, a.with(ActionOffer, ""))
 		return err
 	})
 	return cmd, err
+}
+
+// offerTx is Offer in tx without the validation gate (a passing
+// validation run offers through it).
+func (s *Store) offerTx(ctx context.Context, tx pgx.Tx, deviceID string, a ImpairmentAction, validateOnly bool) (Command, error) {
+	var desired string
+	err := tx.QueryRow(ctx, `SELECT desired_impairment FROM devices WHERE id = $1 FOR UPDATE`, deviceID).Scan(&desired)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Command{}, fmt.Errorf("device %s: %w", deviceID, ErrNotFound)
+	}
+	if err != nil {
+		return Command{}, fmt.Errorf("lock device %s: %w", deviceID, err)
+	}
+	holds, err := deviceHolds(ctx, tx, deviceID)
+	if err != nil {
+		return Command{}, err
+	}
+	if len(holds) > 0 || desired == string(ImpairmentQuarantined) {
+		return Command{}, &HeldByOthersError{DeviceID: deviceID, Holds: holds, offer: true}
+	}
+	if validateOnly {
+		return Command{}, nil
+	}
+	return s.setDesiredTx(ctx, tx, deviceID, ImpairmentReleased, a.with(ActionOffer, ""))
 }
 
 // Holds returns the quarantine holds of the devices ids by device, each

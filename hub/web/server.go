@@ -107,6 +107,7 @@ func New(cfg Config, fl *fleet.Server, st Store, roster func() *auth.Roster, log
 	mux.Handle("POST /devices/{id}/release", s.authed(s.impair(store.ImpairmentReleased)))
 	mux.Handle("POST /devices/{id}/action", s.authed(s.nodeAction))
 	mux.Handle("GET /commands/{id}", s.authed(s.command))
+	mux.Handle("GET /drift", s.authed(s.drift))
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("cross-origin request refused", "method", r.Method, "path", r.URL.Path, "origin", r.Header.Get("Origin"))

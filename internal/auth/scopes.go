@@ -51,6 +51,12 @@ var MethodScopes = map[string]string{
 
 	// Health checkers (hub/healthapi): events for devices of their site.
 	"/ironlink.v1.HealthService/ReportHealth": ScopeDeviceHealthCreate,
+	// Validation checkers (hub/validation): results for runs of their site.
+	"/ironlink.v1.ValidationService/RecordValidationResult": ScopeDeviceHealthCreate,
+	// Hardware truth (hub/fleet/drift.go): drift, history, validation runs.
+	"/ironlink.v1.HardwareService/GetFleetDrift":       ScopeOperationsRead,
+	"/ironlink.v1.HardwareService/ListHardwareHistory": ScopeOperationsRead,
+	"/ironlink.v1.HardwareService/ListValidationRuns":  ScopeOperationsRead,
 
 	"/ironlink.v1.FleetService/ListDevices":  ScopeOperationsRead,
 	"/ironlink.v1.FleetService/GetDevice":    ScopeOperationsRead,

@@ -2,13 +2,14 @@
 // `quarantine --selector` / `release --selector` and the fleet view's
 // selector filter (docs/reference/cli.md "Bulk quarantine and release"):
 // comma-separated key=value terms with keys site, status, reason, class
-// (or resource-class) and name; status and reason may repeat or list
+// (or resource-class) and name, and hw.FACT for a hardware fact; status and reason may repeat or list
 // values separated by '|'. Both read it here, so they accept the same
 // selectors and refuse the same others with the same messages.
 package devsel
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
@@ -31,7 +32,8 @@ func Parse(s, what string) (*ironlinkv1.DeviceSelector, error) {
 			return nil, err
 		}
 	}
-	if sel.Site == "" && len(sel.Statuses) == 0 && len(sel.ConditionReasons) == 0 && sel.ResourceClass == "" && sel.NamePattern == "" {
+	if sel.Site == "" && len(sel.Statuses) == 0 && len(sel.ConditionReasons) == 0 && sel.ResourceClass == "" && sel.NamePattern == "" &&
+		len(sel.HardwareFacts) == 0 {
 		return nil, fmt.Errorf("%s %q selects nothing: give at least one of site, status, reason, class, name", what, s)
 	}
 	return sel, nil
@@ -39,6 +41,13 @@ func Parse(s, what string) (*ironlinkv1.DeviceSelector, error) {
 
 func addTerm(sel *ironlinkv1.DeviceSelector, term, what string) error {
 	k, v, ok := strings.Cut(term, "=")
+	if fact, isHW := hardwareKey(k); isHW && ok {
+		if sel.HardwareFacts == nil {
+			sel.HardwareFacts = map[string]string{}
+		}
+		sel.HardwareFacts[fact] = strings.TrimSpace(v)
+		return nil
+	}
 	k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
 	if !ok || v == "" {
 		return fmt.Errorf("%s term %q: want key=value (keys: site, status, reason, class, name)", what, term)
@@ -99,5 +108,23 @@ func Format(sel *ironlinkv1.DeviceSelector) string {
 	if sel.GetNamePattern() != "" {
 		parts = append(parts, "name="+sel.GetNamePattern())
 	}
+	facts := make([]string, 0, len(sel.GetHardwareFacts()))
+	for k := range sel.GetHardwareFacts() {
+		facts = append(facts, k)
+	}
+	sort.Strings(facts)
+	for _, k := range facts {
+		parts = append(parts, "hw."+k+"="+sel.GetHardwareFacts()[k])
+	}
 	return strings.Join(parts, ",")
+}
+
+// hardwareKey reports whether a selector key names a hardware fact
+// ("hw.gpu_count", case-insensitive prefix) and returns the fact's name.
+func hardwareKey(k string) (string, bool) {
+	k = strings.TrimSpace(k)
+	if len(k) > 3 && strings.EqualFold(k[:3], "hw.") {
+		return k[3:], true
+	}
+	return "", false
 }

@@ -361,6 +361,13 @@ func (s *satellite) startOperations(ctx context.Context, log *slog.Logger) {
 		}
 	}
 	r := operations.New(ctx, clients, cfg.Operations, send, log)
+	r.SetHardwareReader(func(ctx context.Context, id string) error {
+		ag := ready.get()
+		if ag == nil {
+			return operations.ErrNoHardwareReader
+		}
+		return ag.RereadHardware(ctx, id)
+	})
 	ready.setOperations(r)
 	log.Info("operations credential works: announcing the operations capability", "cloud", oc.Cloud, "nova", clients.Compute != nil)
 	client.Rehello()

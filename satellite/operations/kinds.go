@@ -97,6 +97,9 @@ func (u *run) pass(ctx context.Context) site.Result {
 	if res, ok := u.nodeAction(ctx, n); ok {
 		return res
 	}
+	if res, ok := u.hardwareKind(ctx, n); ok {
+		return res
+	}
 	switch k {
 	case ironlinkv1.OperationKind_OPERATION_KIND_INSPECT:
 		return u.sameState(ctx, n, "inspect", nil, []string{stInspecting, stInspectWait})

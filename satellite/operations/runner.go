@@ -95,6 +95,7 @@ type Runner struct {
 	busy     map[string]string                        // node UUID or "name:"+name → operation id
 	finished map[string]*ironlinkv1.OperationProgress // by operation id
 	doneAt   map[string]time.Time
+	hwReader HardwareReader // nil until SetHardwareReader
 	wg       sync.WaitGroup
 }
 

@@ -90,7 +90,8 @@ func Validate(req *ironlinkv1.OperationRequest) error {
 		ironlinkv1.OperationKind_OPERATION_KIND_UNDEPLOY, ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE,
 		ironlinkv1.OperationKind_OPERATION_KIND_POWER_ON, ironlinkv1.OperationKind_OPERATION_KIND_POWER_OFF,
 		ironlinkv1.OperationKind_OPERATION_KIND_REBOOT, ironlinkv1.OperationKind_OPERATION_KIND_CLEAR_MAINTENANCE,
-		ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION:
+		ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, ironlinkv1.OperationKind_OPERATION_KIND_HARDWARE_REREAD,
+		ironlinkv1.OperationKind_OPERATION_KIND_VALIDATE:
 	case ironlinkv1.OperationKind_OPERATION_KIND_SET_MAINTENANCE:
 		if p.GetMaintenanceReason() == "" {
 			return bad("SET_MAINTENANCE needs params.maintenance_reason")

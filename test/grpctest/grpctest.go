@@ -96,6 +96,7 @@ func Start(t testing.TB, st *store.Store, o Options) *Hub {
 	hs := app.RegisterServices(srv, h.Checker.Service(h.Link), app.NewFleetServer(st, log.With("component", "fleet")))
 	app.RegisterOperations(srv, hs, app.NewOperationServer(st, h.Link, log.With("component", "operations")))
 	app.RegisterHealth(srv, hs, healthSrv)
+	app.RegisterValidation(srv, hs, st, nil, log.With("component", "validation"))
 	// PolicyService over a policy file that enables nothing (a hub without
 	// --policy-file); the evaluator does not run.
 	ironlinkv1.RegisterPolicyServiceServer(srv, policyapi.NewServer(st, policy.Static(policy.Disabled()), nil, log.With("component", "policy")))

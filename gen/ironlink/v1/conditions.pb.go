@@ -584,6 +584,13 @@ type HardwareState struct {
 	// System vendor and product (inventory system_vendor.manufacturer and
 	// product_name), e.g. "Supermicro SYS-821GE-TNHR".
 	SystemProduct string `protobuf:"bytes,16,opt,name=system_product,json=systemProduct,proto3" json:"system_product,omitempty"`
+	// True when Ironic no longer has an inventory for the node while the
+	// satellite had read one: the facts are the last ones read, kept;
+	// inventory_status says what Ironic answers now.
+	Stale bool `protobuf:"varint,160,opt,name=stale,proto3" json:"stale,omitempty"`
+	// Since when the facts are stale (the read that found the inventory
+	// gone); unset when not stale.
+	StaleSince    *timestamppb.Timestamp `protobuf:"bytes,161,opt,name=stale_since,json=staleSince,proto3" json:"stale_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -728,6 +735,20 @@ func (x *HardwareState) GetSystemProduct() string {
 		return x.SystemProduct
 	}
 	return ""
+}
+
+func (x *HardwareState) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
+func (x *HardwareState) GetStaleSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StaleSince
+	}
+	return nil
 }
 
 // HardwareDisk is one disk of an inspection inventory.
@@ -992,7 +1013,7 @@ const file_ironlink_v1_conditions_proto_rawDesc = "" +
 	"\x0enova_server_id\x18\x03 \x01(\tR\fnovaServerId\x12,\n" +
 	"\x12nova_server_status\x18\x04 \x01(\tR\x10novaServerStatus\x12&\n" +
 	"\x0fnova_project_id\x18\x05 \x01(\tR\rnovaProjectId\x12B\n" +
-	"\x0ffirst_seen_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rfirstSeenTime\"\xc1\a\n" +
+	"\x0ffirst_seen_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rfirstSeenTime\"\x96\b\n" +
 	"\rHardwareState\x12\x1b\n" +
 	"\tcpu_model\x18\x01 \x01(\tR\bcpuModel\x12\x1b\n" +
 	"\tcpu_count\x18\x02 \x01(\rR\bcpuCount\x12)\n" +
@@ -1012,7 +1033,10 @@ const file_ironlink_v1_conditions_proto_rawDesc = "" +
 	"\x10inventory_status\x18\r \x01(\tR\x0finventoryStatus\x12%\n" +
 	"\x0ebios_available\x18\x0e \x01(\bR\rbiosAvailable\x12#\n" +
 	"\romitted_items\x18\x0f \x01(\rR\fomittedItems\x12%\n" +
-	"\x0esystem_product\x18\x10 \x01(\tR\rsystemProduct\x1a?\n" +
+	"\x0esystem_product\x18\x10 \x01(\tR\rsystemProduct\x12\x15\n" +
+	"\x05stale\x18\xa0\x01 \x01(\bR\x05stale\x12<\n" +
+	"\vstale_since\x18\xa1\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"staleSince\x1a?\n" +
 	"\x11BiosSettingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aC\n" +
@@ -1094,11 +1118,12 @@ var file_ironlink_v1_conditions_proto_depIdxs = []int32{
 	10, // 11: ironlink.v1.HardwareState.firmware_versions:type_name -> ironlink.v1.HardwareState.FirmwareVersionsEntry
 	11, // 12: ironlink.v1.HardwareState.inspection_finished_at:type_name -> google.protobuf.Timestamp
 	11, // 13: ironlink.v1.HardwareState.read_at:type_name -> google.protobuf.Timestamp
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	11, // 14: ironlink.v1.HardwareState.stale_since:type_name -> google.protobuf.Timestamp
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_conditions_proto_init() }

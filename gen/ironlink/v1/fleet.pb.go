@@ -1912,8 +1912,11 @@ type GetDeviceResponse struct {
 	// The hardware profile the device is checked against and the result;
 	// unset when no profile applies to it.
 	HardwareProfile *HardwareProfileMatch `protobuf:"bytes,71,opt,name=hardware_profile,json=hardwareProfile,proto3" json:"hardware_profile,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The device's validation runs (HardwareService.ListValidationRuns),
+	// newest first, at most 5; unset with as_of.
+	ValidationRuns []*ValidationRun `protobuf:"bytes,160,rep,name=validation_runs,json=validationRuns,proto3" json:"validation_runs,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetDeviceResponse) Reset() {
@@ -2005,6 +2008,13 @@ func (x *GetDeviceResponse) GetHardware() *HardwareState {
 func (x *GetDeviceResponse) GetHardwareProfile() *HardwareProfileMatch {
 	if x != nil {
 		return x.HardwareProfile
+	}
+	return nil
+}
+
+func (x *GetDeviceResponse) GetValidationRuns() []*ValidationRun {
+	if x != nil {
+		return x.ValidationRuns
 	}
 	return nil
 }
@@ -3726,7 +3736,7 @@ var File_ironlink_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\x1a\x1cironlink/v1/operations.proto\x1a\x18ironlink/v1/policy.proto\"\xcd\t\n" +
+	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\x1a\x1cironlink/v1/operations.proto\x1a\x18ironlink/v1/policy.proto\x1a\x1cironlink/v1/validation.proto\"\xcd\t\n" +
 	"\x06Device\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x12\x12\n" +
@@ -3871,7 +3881,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\vdevice_name\x18\x03 \x01(\tR\n" +
 	"deviceName\x12\x12\n" +
 	"\x04site\x18\x04 \x01(\tR\x04site\x12/\n" +
-	"\x05as_of\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"\xe2\x04\n" +
+	"\x05as_of\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"\xa8\x05\n" +
 	"\x11GetDeviceResponse\x12+\n" +
 	"\x06device\x18\x01 \x01(\v2\x13.ironlink.v1.DeviceR\x06device\x12@\n" +
 	"\x0estatus_history\x18\x02 \x03(\v2\x19.ironlink.v1.StatusChangeR\rstatusHistory\x12L\n" +
@@ -3881,7 +3891,8 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x10quarantine_holds\x18< \x03(\v2\x1b.ironlink.v1.QuarantineHoldR\x0fquarantineHolds\x12;\n" +
 	"\frelease_plan\x18= \x01(\v2\x18.ironlink.v1.ReleasePlanR\vreleasePlan\x126\n" +
 	"\bhardware\x18F \x01(\v2\x1a.ironlink.v1.HardwareStateR\bhardware\x12L\n" +
-	"\x10hardware_profile\x18G \x01(\v2!.ironlink.v1.HardwareProfileMatchR\x0fhardwareProfile\"\x9e\x01\n" +
+	"\x10hardware_profile\x18G \x01(\v2!.ironlink.v1.HardwareProfileMatchR\x0fhardwareProfile\x12D\n" +
+	"\x0fvalidation_runs\x18\xa0\x01 \x03(\v2\x1a.ironlink.v1.ValidationRunR\x0evalidationRuns\"\x9e\x01\n" +
 	"\x14HardwareProfileMatch\x12\x18\n" +
 	"\aprofile\x18\x01 \x01(\tR\aprofile\x124\n" +
 	"\tcondition\x18\x02 \x01(\v2\x16.ironlink.v1.ConditionR\tcondition\x12 \n" +
@@ -4138,10 +4149,11 @@ var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(*SitePolicyState)(nil),          // 49: ironlink.v1.SitePolicyState
 	(*Operation)(nil),                // 50: ironlink.v1.Operation
 	(*HardwareState)(nil),            // 51: ironlink.v1.HardwareState
-	(OperationState)(0),              // 52: ironlink.v1.OperationState
-	(*PolicyDecision)(nil),           // 53: ironlink.v1.PolicyDecision
-	(*PendingAction)(nil),            // 54: ironlink.v1.PendingAction
-	(PendingActionState)(0),          // 55: ironlink.v1.PendingActionState
+	(*ValidationRun)(nil),            // 52: ironlink.v1.ValidationRun
+	(OperationState)(0),              // 53: ironlink.v1.OperationState
+	(*PolicyDecision)(nil),           // 54: ironlink.v1.PolicyDecision
+	(*PendingAction)(nil),            // 55: ironlink.v1.PendingAction
+	(PendingActionState)(0),          // 56: ironlink.v1.PendingActionState
 }
 var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	0,  // 0: ironlink.v1.Device.status:type_name -> ironlink.v1.OperationalStatus
@@ -4190,68 +4202,69 @@ var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	10, // 43: ironlink.v1.GetDeviceResponse.release_plan:type_name -> ironlink.v1.ReleasePlan
 	51, // 44: ironlink.v1.GetDeviceResponse.hardware:type_name -> ironlink.v1.HardwareState
 	19, // 45: ironlink.v1.GetDeviceResponse.hardware_profile:type_name -> ironlink.v1.HardwareProfileMatch
-	44, // 46: ironlink.v1.HardwareProfileMatch.condition:type_name -> ironlink.v1.Condition
-	0,  // 47: ironlink.v1.StatusExplanation.status:type_name -> ironlink.v1.OperationalStatus
-	43, // 48: ironlink.v1.StatusExplanation.since:type_name -> google.protobuf.Timestamp
-	44, // 49: ironlink.v1.StatusExplanation.conditions:type_name -> ironlink.v1.Condition
-	21, // 50: ironlink.v1.StatusExplanation.quarantine:type_name -> ironlink.v1.QuarantineExplanation
-	22, // 51: ironlink.v1.StatusExplanation.site_silence:type_name -> ironlink.v1.SiteSilence
-	0,  // 52: ironlink.v1.StatusExplanation.last_known_status:type_name -> ironlink.v1.OperationalStatus
-	43, // 53: ironlink.v1.QuarantineExplanation.change_time:type_name -> google.protobuf.Timestamp
-	3,  // 54: ironlink.v1.QuarantineExplanation.command_state:type_name -> ironlink.v1.CommandState
-	43, // 55: ironlink.v1.SiteSilence.last_seen_time:type_name -> google.protobuf.Timestamp
-	0,  // 56: ironlink.v1.WatchFleetRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	5,  // 57: ironlink.v1.WatchFleetRequest.kinds:type_name -> ironlink.v1.FleetEventKind
-	25, // 58: ironlink.v1.WatchFleetResponse.event:type_name -> ironlink.v1.FleetEvent
-	5,  // 59: ironlink.v1.FleetEvent.kind:type_name -> ironlink.v1.FleetEventKind
-	43, // 60: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
-	26, // 61: ironlink.v1.FleetEvent.device_status:type_name -> ironlink.v1.DeviceStatusEvent
-	27, // 62: ironlink.v1.FleetEvent.command_state:type_name -> ironlink.v1.CommandStateEvent
-	28, // 63: ironlink.v1.FleetEvent.operation_state:type_name -> ironlink.v1.OperationStateEvent
-	29, // 64: ironlink.v1.FleetEvent.policy_decision:type_name -> ironlink.v1.PolicyDecisionEvent
-	30, // 65: ironlink.v1.FleetEvent.pending_action:type_name -> ironlink.v1.PendingActionEvent
-	0,  // 66: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
-	0,  // 67: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
-	13, // 68: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
-	3,  // 69: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
-	50, // 70: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
-	52, // 71: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
-	53, // 72: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
-	54, // 73: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
-	55, // 74: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
-	13, // 75: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	13, // 76: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	10, // 77: ironlink.v1.ReleaseDeviceResponse.plan:type_name -> ironlink.v1.ReleasePlan
-	13, // 78: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	3,  // 79: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	13, // 80: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	13, // 81: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	14, // 82: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	15, // 83: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	17, // 84: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	31, // 85: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	33, // 86: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	11, // 87: ironlink.v1.FleetService.OfferDevice:input_type -> ironlink.v1.OfferDeviceRequest
-	35, // 88: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	37, // 89: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	41, // 90: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	39, // 91: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
-	23, // 92: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
-	16, // 93: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	18, // 94: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	32, // 95: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	34, // 96: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	12, // 97: ironlink.v1.FleetService.OfferDevice:output_type -> ironlink.v1.OfferDeviceResponse
-	36, // 98: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	38, // 99: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	42, // 100: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	40, // 101: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
-	24, // 102: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
-	93, // [93:103] is the sub-list for method output_type
-	83, // [83:93] is the sub-list for method input_type
-	83, // [83:83] is the sub-list for extension type_name
-	83, // [83:83] is the sub-list for extension extendee
-	0,  // [0:83] is the sub-list for field type_name
+	52, // 46: ironlink.v1.GetDeviceResponse.validation_runs:type_name -> ironlink.v1.ValidationRun
+	44, // 47: ironlink.v1.HardwareProfileMatch.condition:type_name -> ironlink.v1.Condition
+	0,  // 48: ironlink.v1.StatusExplanation.status:type_name -> ironlink.v1.OperationalStatus
+	43, // 49: ironlink.v1.StatusExplanation.since:type_name -> google.protobuf.Timestamp
+	44, // 50: ironlink.v1.StatusExplanation.conditions:type_name -> ironlink.v1.Condition
+	21, // 51: ironlink.v1.StatusExplanation.quarantine:type_name -> ironlink.v1.QuarantineExplanation
+	22, // 52: ironlink.v1.StatusExplanation.site_silence:type_name -> ironlink.v1.SiteSilence
+	0,  // 53: ironlink.v1.StatusExplanation.last_known_status:type_name -> ironlink.v1.OperationalStatus
+	43, // 54: ironlink.v1.QuarantineExplanation.change_time:type_name -> google.protobuf.Timestamp
+	3,  // 55: ironlink.v1.QuarantineExplanation.command_state:type_name -> ironlink.v1.CommandState
+	43, // 56: ironlink.v1.SiteSilence.last_seen_time:type_name -> google.protobuf.Timestamp
+	0,  // 57: ironlink.v1.WatchFleetRequest.statuses:type_name -> ironlink.v1.OperationalStatus
+	5,  // 58: ironlink.v1.WatchFleetRequest.kinds:type_name -> ironlink.v1.FleetEventKind
+	25, // 59: ironlink.v1.WatchFleetResponse.event:type_name -> ironlink.v1.FleetEvent
+	5,  // 60: ironlink.v1.FleetEvent.kind:type_name -> ironlink.v1.FleetEventKind
+	43, // 61: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
+	26, // 62: ironlink.v1.FleetEvent.device_status:type_name -> ironlink.v1.DeviceStatusEvent
+	27, // 63: ironlink.v1.FleetEvent.command_state:type_name -> ironlink.v1.CommandStateEvent
+	28, // 64: ironlink.v1.FleetEvent.operation_state:type_name -> ironlink.v1.OperationStateEvent
+	29, // 65: ironlink.v1.FleetEvent.policy_decision:type_name -> ironlink.v1.PolicyDecisionEvent
+	30, // 66: ironlink.v1.FleetEvent.pending_action:type_name -> ironlink.v1.PendingActionEvent
+	0,  // 67: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
+	0,  // 68: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
+	13, // 69: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
+	3,  // 70: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
+	50, // 71: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
+	53, // 72: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
+	54, // 73: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
+	55, // 74: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
+	56, // 75: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
+	13, // 76: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	13, // 77: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	10, // 78: ironlink.v1.ReleaseDeviceResponse.plan:type_name -> ironlink.v1.ReleasePlan
+	13, // 79: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	3,  // 80: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	13, // 81: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	13, // 82: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	14, // 83: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	15, // 84: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	17, // 85: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	31, // 86: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	33, // 87: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	11, // 88: ironlink.v1.FleetService.OfferDevice:input_type -> ironlink.v1.OfferDeviceRequest
+	35, // 89: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	37, // 90: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	41, // 91: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	39, // 92: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
+	23, // 93: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
+	16, // 94: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	18, // 95: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	32, // 96: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	34, // 97: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	12, // 98: ironlink.v1.FleetService.OfferDevice:output_type -> ironlink.v1.OfferDeviceResponse
+	36, // 99: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	38, // 100: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	42, // 101: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	40, // 102: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
+	24, // 103: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
+	94, // [94:104] is the sub-list for method output_type
+	84, // [84:94] is the sub-list for method input_type
+	84, // [84:84] is the sub-list for extension type_name
+	84, // [84:84] is the sub-list for extension extendee
+	0,  // [0:84] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }
@@ -4263,6 +4276,7 @@ func file_ironlink_v1_fleet_proto_init() {
 	file_ironlink_v1_link_proto_init()
 	file_ironlink_v1_operations_proto_init()
 	file_ironlink_v1_policy_proto_init()
+	file_ironlink_v1_validation_proto_init()
 	file_ironlink_v1_fleet_proto_msgTypes[4].OneofWrappers = []any{}
 	file_ironlink_v1_fleet_proto_msgTypes[19].OneofWrappers = []any{
 		(*FleetEvent_DeviceStatus)(nil),

@@ -80,6 +80,18 @@ const (
 	// device with a customer instance unless forced, and for a node carrying
 	// an instance (NOVA_DELETE first).
 	OperationKind_OPERATION_KIND_REPROVISION OperationKind = 14
+	// Read the node's inventory and BIOS settings again now (the satellite
+	// otherwise reads them on its first poll and after an inspection); done
+	// when the read state was sent to the hub. Any provision state.
+	OperationKind_OPERATION_KIND_HARDWARE_REREAD OperationKind = 16
+	// A validation run (docs/reference/hardware.md "Validation"): from
+	// manageable, inspect, then clean with params.clean_steps (none: no
+	// cleaning), back to manageable. The hub records it as a ValidationRun
+	// (HardwareService), checks the inspected hardware against its profile
+	// and waits for params.validation_checks' results
+	// (ValidationService.RecordValidationResult); when all pass it offers
+	// the device (as OfferDevice, recorded), else the device stays held.
+	OperationKind_OPERATION_KIND_VALIDATE OperationKind = 17
 )
 
 // Enum value maps for OperationKind.
@@ -100,6 +112,8 @@ var (
 		12: "OPERATION_KIND_SET_MAINTENANCE",
 		13: "OPERATION_KIND_CLEAR_MAINTENANCE",
 		14: "OPERATION_KIND_REPROVISION",
+		16: "OPERATION_KIND_HARDWARE_REREAD",
+		17: "OPERATION_KIND_VALIDATE",
 	}
 	OperationKind_value = map[string]int32{
 		"OPERATION_KIND_UNSPECIFIED":       0,
@@ -117,6 +131,8 @@ var (
 		"OPERATION_KIND_SET_MAINTENANCE":   12,
 		"OPERATION_KIND_CLEAR_MAINTENANCE": 13,
 		"OPERATION_KIND_REPROVISION":       14,
+		"OPERATION_KIND_HARDWARE_REREAD":   16,
+		"OPERATION_KIND_VALIDATE":          17,
 	}
 )
 
@@ -722,8 +738,12 @@ type OperationParams struct {
 	// For SET_MAINTENANCE: the maintenance reason Ironic records; required,
 	// at most 255 bytes.
 	MaintenanceReason string `protobuf:"bytes,7,opt,name=maintenance_reason,json=maintenanceReason,proto3" json:"maintenance_reason,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// For VALIDATE: the external checks whose passing results the run waits
+	// for (each 1-64 bytes of [A-Za-z0-9._-]; at most 32); empty: only the
+	// hub's hardware-profile check.
+	ValidationChecks []string `protobuf:"bytes,160,rep,name=validation_checks,json=validationChecks,proto3" json:"validation_checks,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *OperationParams) Reset() {
@@ -803,6 +823,13 @@ func (x *OperationParams) GetMaintenanceReason() string {
 		return x.MaintenanceReason
 	}
 	return ""
+}
+
+func (x *OperationParams) GetValidationChecks() []string {
+	if x != nil {
+		return x.ValidationChecks
+	}
+	return nil
 }
 
 // OperationStep is one step an operation went through, as seen at the site.
@@ -2185,7 +2212,7 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\tuser_data\x18\x05 \x01(\tR\buserData\x12\x1a\n" +
 	"\bnetworks\x18\x06 \x03(\tR\bnetworks\x12\x1f\n" +
 	"\vforce_clear\x18\a \x01(\bR\n" +
-	"forceClear\"\xd1\x02\n" +
+	"forceClear\"\xff\x02\n" +
 	"\x0fOperationParams\x127\n" +
 	"\vclean_steps\x18\x01 \x03(\v2\x16.ironlink.v1.CleanStepR\n" +
 	"cleanSteps\x121\n" +
@@ -2195,7 +2222,8 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\tserver_id\x18\x04 \x01(\tR\bserverId\x12\x12\n" +
 	"\x04soft\x18\x05 \x01(\bR\x04soft\x122\n" +
 	"\x15power_timeout_seconds\x18\x06 \x01(\rR\x13powerTimeoutSeconds\x12-\n" +
-	"\x12maintenance_reason\x18\a \x01(\tR\x11maintenanceReason\"\xa6\x02\n" +
+	"\x12maintenance_reason\x18\a \x01(\tR\x11maintenanceReason\x12,\n" +
+	"\x11validation_checks\x18\xa0\x01 \x03(\tR\x10validationChecks\"\xa6\x02\n" +
 	"\rOperationStep\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\n" +
@@ -2310,7 +2338,7 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\tserver_id\x18\t \x01(\tR\bserverId\x12%\n" +
 	"\x0ecancel_refused\x18\n" +
 	" \x01(\bR\rcancelRefused\x12?\n" +
-	"\robserved_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime*\xd3\x03\n" +
+	"\robserved_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime*\x94\x04\n" +
 	"\rOperationKind\x12\x1e\n" +
 	"\x1aOPERATION_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OPERATION_KIND_ENROL\x10\x01\x12\x1a\n" +
@@ -2327,7 +2355,9 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\x15OPERATION_KIND_REBOOT\x10\v\x12\"\n" +
 	"\x1eOPERATION_KIND_SET_MAINTENANCE\x10\f\x12$\n" +
 	" OPERATION_KIND_CLEAR_MAINTENANCE\x10\r\x12\x1e\n" +
-	"\x1aOPERATION_KIND_REPROVISION\x10\x0e*\xc5\x01\n" +
+	"\x1aOPERATION_KIND_REPROVISION\x10\x0e\x12\"\n" +
+	"\x1eOPERATION_KIND_HARDWARE_REREAD\x10\x10\x12\x1b\n" +
+	"\x17OPERATION_KIND_VALIDATE\x10\x11*\xc5\x01\n" +
 	"\x0eOperationState\x12\x1f\n" +
 	"\x1bOPERATION_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17OPERATION_STATE_PENDING\x10\x01\x12\x1b\n" +

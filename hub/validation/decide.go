@@ -1,0 +1,90 @@
+package validation
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ironlink/ironlink/hub/hwprofile"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/condition"
+)
+
+// Input is what Decide reads of one open run.
+type Input struct {
+	Run store.ValidationRun
+	// InspectedAt is the stored hardware's inspection_finished_at (nil:
+	// none); Profile the hardware checked against its profile.
+	InspectedAt *time.Time
+	Profile     hwprofile.Result
+	Now         time.Time
+}
+
+// Decide is the run's verdict (pure): RUNNING while its operation is
+// not finished; FAILED when the operation did not succeed; once it did,
+// AWAITING_RESULTS until the hardware read after the run's inspection is
+// stored and every required check reported, then FAILED naming every
+// failing check (the hub's "hardware-profile" among them) or PASSED.
+func Decide(in Input) store.RunVerdict {
+	r := in.Run
+	switch r.OpState {
+	case "PENDING", "RUNNING":
+		return store.RunVerdict{State: store.RunRunning, Message: "the validation operation is " + strings.ToLower(string(r.OpState))}
+	case "FAILED", "CANCELLED":
+		return store.RunVerdict{State: store.RunFailed, FailingChecks: []string{"operation"},
+			Message: fmt.Sprintf("the validation operation %s: %s", strings.ToLower(string(r.OpState)), r.OpLastError)}
+	}
+	if in.InspectedAt == nil || in.InspectedAt.Before(r.CreatedAt) {
+		return store.RunVerdict{State: store.RunAwaiting, Message: "waiting for the hardware read after the run's inspection"}
+	}
+	hub := hubResult(in.Profile, in.Now)
+	results := map[string]bool{store.HubCheck: hub.Pass}
+	for _, v := range r.Results {
+		if v.Check != store.HubCheck {
+			results[v.Check] = v.Pass
+		}
+	}
+	var failing, missing []string
+	for _, c := range append([]string{store.HubCheck}, r.RequiredChecks...) {
+		pass, ok := results[c]
+		switch {
+		case !ok:
+			missing = append(missing, c)
+		case !pass:
+			failing = append(failing, c)
+		}
+	}
+	v := store.RunVerdict{HubResult: &hub}
+	switch {
+	case len(failing) > 0:
+		v.State, v.FailingChecks = store.RunFailed, failing
+		v.Message = "failed: " + strings.Join(failing, ", ")
+		if slices.Contains(failing, store.HubCheck) {
+			v.Message += " (" + hub.OutputExcerpt + ")"
+		}
+	case len(missing) > 0:
+		v.State, v.Message = store.RunAwaiting, "waiting for results of: "+strings.Join(missing, ", ")
+	default:
+		v.State, v.Message = store.RunPassed, fmt.Sprintf("passed: %d checks", len(r.RequiredChecks)+1)
+	}
+	return v
+}
+
+// hubResult is the hub's own check: the inspected hardware against its
+// profile. No profile passes (nothing to compare); no inventory fails.
+func hubResult(p hwprofile.Result, now time.Time) store.ValidationResult {
+	v := store.ValidationResult{Check: store.HubCheck, Reporter: "hub", RecordedAt: now}
+	c := p.Condition
+	switch {
+	case c.Status == condition.True:
+		v.Pass, v.OutputExcerpt = true, "matches profile "+p.Profile
+	case c.Reason == condition.ReasonNoProfile:
+		v.Pass, v.OutputExcerpt = true, "no hardware profile applies"
+	case len(p.Differences) > 0:
+		v.OutputExcerpt = "profile " + p.Profile + ": " + strings.Join(p.Differences, "; ")
+	default:
+		v.OutputExcerpt = c.Reason + ": " + c.Message
+	}
+	return v
+}

@@ -1,0 +1,54 @@
+package operations_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+)
+
+// VALIDATE inspects, then cleans with its steps, each once, from and back
+// to manageable; without clean steps it only inspects.
+func TestFixtureValidateInspectsThenCleans(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		steps  []*ironlinkv1.CleanStep
+		cleans int
+	}{
+		{"with clean steps", []*ironlinkv1.CleanStep{{Interface: "deploy", Step: "erase_devices_metadata"}}, 1},
+		{"without", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, r, got := fxRunner(t, "manageable")
+			p := fxRun(t, r, got, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_VALIDATE, fxNode,
+				&ironlinkv1.OperationParams{CleanSteps: tc.steps, ValidationChecks: []string{"burn-in"}}))
+			wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+			if n, _ := f.Node(fxNode); n.ProvisionState != "manageable" {
+				t.Errorf("node ends in %q, want manageable", n.ProvisionState)
+			}
+			if i, c := provisions(f, "inspect"), provisions(f, "clean"); i != 1 || c != tc.cleans {
+				t.Errorf("inspect asked %d times, clean %d; want 1 and %d", i, c, tc.cleans)
+			}
+		})
+	}
+}
+
+// HARDWARE_REREAD asks the agent's reader for the node and succeeds once
+// it read; a failed read is tried again.
+func TestFixtureRereadUsesTheHardwareReader(t *testing.T) {
+	_, r, got := fxRunner(t, "active")
+	var asked []string
+	r.SetHardwareReader(func(_ context.Context, id string) error {
+		asked = append(asked, id)
+		if len(asked) == 1 {
+			return errors.New("inventory unreadable now")
+		}
+		return nil
+	})
+	p := fxRun(t, r, got, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_HARDWARE_REREAD, fxNode, nil))
+	wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+	if len(asked) != 2 || asked[1] != fxNode {
+		t.Errorf("reader asked for %v, want %s twice", asked, fxNode)
+	}
+}

@@ -1,0 +1,87 @@
+package web_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/storetest"
+)
+
+// h100 is a seed-inventory H100 server: gpus GPUs, BIOS firmware bios,
+// Hyper-Threading ht.
+func h100(gpus uint32, bios, ht string) *ironlinkv1.HardwareState {
+	return &ironlinkv1.HardwareState{CpuModel: "Intel(R) Xeon(R) Platinum 8480+", CpuCount: 224, MemoryMib: 2 << 20,
+		PciDevices:   []*ironlinkv1.HardwarePCIDevice{{VendorId: "10de", ProductId: "2330", Class: "030200", Count: gpus}},
+		BiosSettings: map[string]string{"HyperThreading": ht}, BiosAvailable: true,
+		FirmwareVersions: map[string]string{"bios": bios}, InventoryAvailable: true, InventoryStatus: "Read",
+		ReadAt: timestamppb.Now()}
+}
+
+// The drift page in Chromium: a gpu-h100 group of six devices, four
+// alike, one with 7 GPUs and one on BIOS 1.4.2 with Hyper-Threading on,
+// shows "4 match", each outlier group with its device and its selector;
+// a site filter without devices says so.
+func TestDriftPageInChromium(t *testing.T) {
+	newTab := browser(t)
+	e := startHub(t)
+	site := storetest.NewSite(t, e.st, "alpha", 6, nil)
+	var ups []store.DeviceUpdate
+	for i, id := range site.IDs {
+		h := h100(8, "1.5.0", "Disabled")
+		switch i {
+		case 4:
+			h = h100(7, "1.5.0", "Disabled")
+		case 5:
+			h = h100(8, "1.4.2", "Enabled")
+		}
+		b, err := protojson.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UTC()
+		ups = append(ups, store.DeviceUpdate{DeviceID: id, ObservedTime: now,
+			Facts:    &store.Facts{Name: fmt.Sprintf("gpu-%02d", i), ResourceClass: "gpu-h100"},
+			Hardware: &store.Hardware{JSON: b, ReadAt: now}})
+	}
+	site.Send(ups)
+
+	tab := newTab("ops-read")
+	run(t, tab, "open the drift page", chromedp.Navigate(e.webURL+"/drift?resource_class=gpu-h100"),
+		chromedp.WaitVisible(chromedp.CSS(".drift-group")))
+	var summary string
+	eval(t, tab, `document.querySelector('.drift-summary').textContent`, &summary)
+	for _, want := range []string{"gpu-h100: 4 match", "1 have 7 GPUs instead of 8", "1 run BIOS firmware 1.4.2 instead of 1.5.0",
+		"1 have HyperThreading Enabled instead of Disabled"} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("summary %q lacks %q", summary, want)
+		}
+	}
+	var rows []string
+	eval(t, tab, `[...document.querySelectorAll('tr.drift-outlier')].map(r => r.dataset.fact + '=' + r.dataset.actual + ' ' + r.querySelector('a').textContent + ' ' + r.querySelector('code.selector').textContent)`, &rows)
+	want := map[string]bool{
+		"gpu_count=7 gpu-04 site=alpha,class=gpu-h100,hw.gpu_count=7":                                 true,
+		"firmware.bios=1.4.2 gpu-05 site=alpha,class=gpu-h100,hw.firmware.bios=1.4.2":                 true,
+		"bios.HyperThreading=Enabled gpu-05 site=alpha,class=gpu-h100,hw.bios.HyperThreading=Enabled": true,
+	}
+	if len(rows) != len(want) {
+		t.Errorf("outlier rows %q, want %d", rows, len(want))
+	}
+	for _, r := range rows {
+		if !want[r] {
+			t.Errorf("unexpected outlier row %q", r)
+		}
+	}
+	shoot(t, tab, "drift.png")
+
+	run(t, tab, "filter by a site without devices", chromedp.SetValue(chromedp.CSS(`#drift-filters input[name=site]`), "beta"),
+		chromedp.Click(chromedp.CSS(`#drift-filters button`)), chromedp.WaitVisible(chromedp.CSS("#drift-empty")))
+	shoot(t, tab, "drift-empty.png")
+}
