@@ -48,13 +48,19 @@ import (
 var errNotValidated = errors.New("app: the Config was not made by Options.Validate (or it reported an error)")
 
 // Run migrates the database (unless SkipMigrate), serves until ctx ends,
-// then shuts down gracefully. It returns the first fatal error. cfg must
+// then shuts down gracefully. While PostgreSQL does not answer at start it
+// waits for it (dbwait.go). It returns the first fatal error. cfg must
 // come from a successful [Options.Validate].
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if !cfg.valid {
 		return errNotValidated
 	}
-	if err := migrate(ctx, cfg, log); err != nil {
+	if err := retryDatabase(ctx, log, "migrate", func() error {
+		if err := pingDatabase(ctx, cfg.DatabaseURL); err != nil {
+			return err
+		}
+		return migrate(ctx, cfg, log)
+	}); err != nil {
 		return err
 	}
 	log = slog.New(telemetry.LogHandler(log.Handler())) // trace ids in log lines
@@ -65,8 +71,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer obs.close()
 	raiseOpenFileLimit(log)
 	setMemoryLimit(log, memlimit.FromCgroup)
-	st, err := openStore(ctx, cfg, obs, log)
-	if err != nil {
+	var st *store.Store
+	if err := retryDatabase(ctx, log, "open", func() (err error) {
+		st, err = openStore(ctx, cfg, obs, log)
+		return err
+	}); err != nil {
 		return err
 	}
 	defer st.Close()

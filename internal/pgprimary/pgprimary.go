@@ -17,7 +17,13 @@
 //     KeepAliveCount) and, on Linux, TCP_USER_TIMEOUT (UserTimeout), so a
 //     connection to a primary that vanished without a FIN or RST (host
 //     down, network partition) fails within about 30 s instead of the
-//     kernel's 15 minutes of retransmissions.
+//     kernel's 15 minutes of retransmissions;
+//   - idle_in_transaction_session_timeout (IdleInTransactionTimeout) unless
+//     the connection string sets it: a hub stopped inside a transaction (a
+//     paused VM, SIGSTOP, a process stalled in swap) loses that transaction
+//     and its row locks after this long, so the other replicas' links are
+//     not held behind it, and its commit fails when it runs again — it
+//     writes nothing stale (issue 27; test/faults TestFrozenReplica).
 package pgprimary
 
 import (
@@ -53,7 +59,15 @@ const (
 	// KeepAliveCount is how many unanswered probes end the connection
 	// (idle 10 s + 4 × 5 s = 30 s on an idle connection).
 	KeepAliveCount = 4
+	// IdleInTransactionTimeout is PostgreSQL's
+	// idle_in_transaction_session_timeout for the hub's sessions: the
+	// hub runs a transaction's statements back to back, so a session idle
+	// this long inside one belongs to a stopped process.
+	IdleInTransactionTimeout = 10 * time.Second
 )
+
+// idleParam is the run-time parameter IdleInTransactionTimeout sets.
+const idleParam = "idle_in_transaction_session_timeout"
 
 // Configure adjusts cfg, parsed from connString, as the package doc says.
 // It leaves a target_session_attrs the string names (read-write, primary,
@@ -76,6 +90,12 @@ func Configure(cfg *pgconn.Config, connString string) {
 		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
 	cfg.DialFunc = Dialer(cfg.ConnectTimeout).DialContext
+	if _, set := cfg.RuntimeParams[idleParam]; !set && !strings.Contains(connString, idleParam) {
+		if cfg.RuntimeParams == nil {
+			cfg.RuntimeParams = map[string]string{}
+		}
+		cfg.RuntimeParams[idleParam] = fmt.Sprint(IdleInTransactionTimeout.Milliseconds())
+	}
 }
 
 // Dialer returns a dialer with connectTimeout, the package's TCP keepalives

@@ -1,0 +1,111 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/ironlink/ironlink/test/faults/satsim"
+	"github.com/ironlink/ironlink/test/harness"
+)
+
+// frozenFor is how long the replica stays stopped: past the satellites'
+// keepalive detection (gRPC's 10 s floor + 2 s timeout) with room for
+// the links to move and commit on the other replica.
+const frozenFor = 25 * time.Second
+
+// TestFrozenReplica stops the replica holding 10 busy scripted links
+// (SIGSTOP) while one of its group commits is inside its transaction, as a
+// VM paused or a process stalled in swap would. The balancer sends new
+// connections to the other replica (as a readiness probe would); the
+// satellites notice the dead link by their keepalive and their links move.
+// After frozenFor the replica is continued (SIGCONT): it must not exit,
+// every write it still had in flight is refused (fenced by the newer
+// links), and every delta sent ends as exactly one history row. The time
+// for the links to move is printed.
+func TestFrozenReplica(t *testing.T) { repeat(t, scenarioFrozenReplica) }
+
+func scenarioFrozenReplica(t *testing.T) {
+	db, pool := newDatabase(t)
+	a := startHub(t, db, "hub-a", "--log-level", "info")
+	b := startHub(t, db, "hub-b", "--log-level", "info")
+	lb := newProxy(t, a.Addr) // every link starts on hub-a
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 2 * time.Second, Timeout: 2 * time.Second, PermitWithoutStream: true})}
+	sats := make([]*satsim.Sat, 10)
+	for i := range sats {
+		sats[i] = satsim.New(satsim.Config{Site: fmt.Sprintf("frozen-%02d", i), Addr: lb.Addr(), Devices: 40, DevicesPerBatch: 10,
+			Window: 4, Logf: t.Logf, DialOptions: dial})
+	}
+	runSats(t, sats...)
+	for _, s := range sats {
+		s.Produce(true)
+	}
+	allOn(t, "hub-a", 30*time.Second, sats...)
+	flowing(t, pool, nil, sats...)
+	lb.SetBackends([]string{b.Addr})
+
+	n := waitGroupInFlight(t, pool, 20*time.Second)
+	pid := a.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	cont := func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
+	t.Cleanup(cont)
+	frozen := time.Now()
+	t.Logf("hub-a stopped (SIGSTOP) with %d group transaction(s) in flight", n)
+	if err := harness.Within(frozenFor, func() error {
+		if m := sitesOn(pool, "hub-b"); m != len(sats) {
+			return errorf("%d of %d sites on hub-b %s after the freeze", m, len(sats), time.Since(frozen).Round(100*time.Millisecond))
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("%v; link errors of %s: %v; hub-b's sessions waiting: %v", err, sats[0].Site(), lastN(sats[0].LinkErrors(), 3), waitingSessions(pool))
+		t.Fatalf("hub-b's log:\n%s", harness.Tail(b.Output(), 15))
+	}
+	t.Logf("every link moved to hub-b %s after the freeze", time.Since(frozen).Round(100*time.Millisecond))
+	flowing(t, pool, nil, sats...)
+	time.Sleep(time.Until(frozen.Add(frozenFor))) // the freeze lasts frozenFor, whatever the links did
+	logFrom := len(a.Output())
+	cont()
+	t.Logf("hub-a continued (SIGCONT) after %s", time.Since(frozen).Round(100*time.Millisecond))
+	flowing(t, pool, nil, sats...)
+	if a.Exited() {
+		t.Fatalf("hub-a exited after SIGCONT: %v\n%s", a.ExitErr(), harness.Tail(a.Output(), 20))
+	}
+	if m := sitesOn(pool, "hub-b"); m != len(sats) {
+		t.Errorf("%d of %d sites on hub-b after hub-a continued: the continued replica took links back", m, len(sats))
+	}
+	verifyGroup(t, pool, sats)
+	var after []string
+	for _, l := range strings.Split(a.Output()[logFrom:], "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "link ") {
+			after = append(after, l)
+		}
+	}
+	t.Logf("hub-a after SIGCONT (warnings, errors, links):\n%s", strings.Join(lastN(after, 12), "\n"))
+}
+
+// waitingSessions lists the database's sessions waiting for a lock (their
+// query's start), for a failure's message.
+func waitingSessions(pool *pgxpool.Pool) []string {
+	rows, err := pool.Query(context.Background(), `SELECT left(query, 60) FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return []string{err.Error()}
+	}
+	return out
+}
