@@ -36,6 +36,14 @@
   }
   setInterval(tick, 250);
 
+  // 3. A checkbox with data-check-all="NAME" ticks or unticks every
+  //    checkbox named NAME in its form.
+  document.addEventListener("change", function (ev) {
+    const box = ev.target;
+    if (!(box instanceof HTMLInputElement) || !box.dataset.checkAll || !box.form) { return; }
+    box.form.querySelectorAll('input[type=checkbox][name="' + box.dataset.checkAll + '"]').forEach(function (b) { b.checked = box.checked; });
+  });
+
   document.addEventListener("submit", async function (ev) {
     const form = ev.target;
     if (!(form instanceof HTMLFormElement) || !form.dataset.async) { return; }
