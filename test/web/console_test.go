@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -199,6 +200,19 @@ func TestConsoleInChromium(t *testing.T) {
 		if got := text(writer, `String(document.querySelectorAll('#commands tbody tr[data-command]').length)`); got != "5" {
 			t.Errorf("commands page lists %s commands, want 5 (2 quarantines, 2 releases, 1 approval)", got)
 		}
+		// A click on a column head sorts the page's rows by it, again the other way.
+		for _, want := range []string{"ascending", "descending"} {
+			run(t, writer, "sort by action", chromedp.Click(chromedp.CSS(`#commands thead th:nth-child(4)`)))
+			var col []string
+			eval(t, writer, `[...document.querySelectorAll('#commands tbody tr')].map(tr => tr.cells[3].textContent.trim())`, &col)
+			sorted := slices.IsSorted(col)
+			if want == "descending" {
+				sorted = slices.IsSorted(reversedStrings(col))
+			}
+			if !sorted || text(writer, `document.querySelector('#commands thead th:nth-child(4)').getAttribute('aria-sort')`) != want {
+				t.Errorf("commands sorted %s by action: %v", want, col)
+			}
+		}
 		shoot(t, writer, "console-commands.png")
 		run(t, writer, "open /policy", chromedp.Navigate(e.webURL+"/policy"), chromedp.WaitVisible(chromedp.CSS("#policy-states")))
 		shoot(t, writer, "console-policy.png")
@@ -252,4 +266,10 @@ func TestConsoleInChromium(t *testing.T) {
 			shoot(t, phone, "console-phone-"+name+".png")
 		}
 	})
+}
+
+func reversedStrings(s []string) []string {
+	c := slices.Clone(s)
+	slices.Reverse(c)
+	return c
 }
