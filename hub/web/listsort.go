@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	hubstatus "github.com/ironlink/ironlink/hub/status"
@@ -77,6 +78,19 @@ func parseSelectorFilter(f *listFilter, v string) error {
 // storeSelector converts a parsed selector for the list's query, with
 // BulkService's checks of the site and the name pattern.
 func storeSelector(sel *ironlinkv1.DeviceSelector) (store.DeviceSelector, error) {
+	// A selector field this list does not filter by (one added to the API
+	// later) is refused rather than silently ignored.
+	var unknown string
+	sel.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		if !listSelectorFields[string(fd.Name())] {
+			unknown = string(fd.Name())
+			return false
+		}
+		return true
+	})
+	if unknown != "" {
+		return store.DeviceSelector{}, fmt.Errorf("selector: the device list cannot filter by %s yet; the bulk actions' preview (BulkService) can", unknown)
+	}
 	out := store.DeviceSelector{Site: sel.GetSite(), Reasons: sel.GetConditionReasons(), ResourceClass: sel.GetResourceClass()}
 	if out.Site != "" && !sitename.Valid(out.Site) {
 		return out, fmt.Errorf("selector: site %q is not a valid site name", out.Site)
@@ -93,6 +107,9 @@ func storeSelector(sel *ironlinkv1.DeviceSelector) (store.DeviceSelector, error)
 	}
 	return out, nil
 }
+
+// listSelectorFields are the DeviceSelector fields the list filters by.
+var listSelectorFields = map[string]bool{"site": true, "statuses": true, "condition_reasons": true, "resource_class": true, "name_pattern": true}
 
 // sortHref is the list's URL sorted by key: ascending, or descending when
 // it is sorted by key ascending already; the cursor is dropped.

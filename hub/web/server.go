@@ -101,6 +101,12 @@ func New(cfg Config, fl *fleet.Server, st Store, roster func() *auth.Roster, log
 	mux.Handle("GET /policy", s.authed(s.policyPage))
 	mux.Handle("POST /policy/pending/{verb}", s.authed(s.resolvePending))
 	mux.Handle("GET /holds", s.authed(s.holds))
+	// The names an operator tries first (issue 25) lead to their page.
+	for from, to := range map[string]string{"/sites": "/#sites", "/decisions": "/policy#decisions", "/pending": "/policy#pending"} {
+		mux.Handle("GET "+from, s.authed(func(w http.ResponseWriter, r *http.Request, _ Identity) {
+			http.Redirect(w, r, to, http.StatusFound)
+		}))
+	}
 	mux.Handle("POST /holds", s.authed(s.setHold))
 	mux.Handle("POST /holds/clear", s.authed(s.clearHold))
 	mux.Handle("POST /devices/{id}/quarantine", s.authed(s.impair(store.ImpairmentQuarantined)))

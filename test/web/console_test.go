@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,12 @@ func TestConsoleInChromium(t *testing.T) {
 			t.Fatalf("selector site=alpha,status=available|held lists %v", names)
 		}
 		shoot(t, writer, "console-devices-selector.png")
+		var ticked int
+		eval(t, writer, `(() => { const all = document.querySelector('[data-check-all=device]'); all.click();
+			const n = document.querySelectorAll('#devices input[name=device]:checked').length; all.click(); return n; })()`, &ticked)
+		if ticked != 3 {
+			t.Fatalf("select-all ticked %d rows, want 3", ticked)
+		}
 		run(t, writer, "tick two rows", chromedp.Click(chromedp.CSS(`#devices tbody tr:nth-child(1) input[name=device]`)),
 			chromedp.Click(chromedp.CSS(`#devices tbody tr:nth-child(3) input[name=device]`)))
 		clickNav(t, writer, "quarantine selected", "#bulk-quarantine", "#bulk-confirm")
@@ -193,9 +200,31 @@ func TestConsoleInChromium(t *testing.T) {
 		if got := text(writer, `String(document.querySelectorAll('#commands tbody tr[data-command]').length)`); got != "5" {
 			t.Errorf("commands page lists %s commands, want 5 (2 quarantines, 2 releases, 1 approval)", got)
 		}
+		// A click on a column head sorts the page's rows by it, again the other way.
+		for _, want := range []string{"ascending", "descending"} {
+			run(t, writer, "sort by action", chromedp.Click(chromedp.CSS(`#commands thead th:nth-child(4)`)))
+			var col []string
+			eval(t, writer, `[...document.querySelectorAll('#commands tbody tr')].map(tr => tr.cells[3].textContent.trim())`, &col)
+			sorted := slices.IsSorted(col)
+			if want == "descending" {
+				sorted = slices.IsSorted(reversedStrings(col))
+			}
+			if !sorted || text(writer, `document.querySelector('#commands thead th:nth-child(4)').getAttribute('aria-sort')`) != want {
+				t.Errorf("commands sorted %s by action: %v", want, col)
+			}
+		}
 		shoot(t, writer, "console-commands.png")
 		run(t, writer, "open /policy", chromedp.Navigate(e.webURL+"/policy"), chromedp.WaitVisible(chromedp.CSS("#policy-states")))
 		shoot(t, writer, "console-policy.png")
+	})
+
+	t.Run("the names operators try first", func(t *testing.T) {
+		for path, want := range map[string]string{"/decisions": "/policy", "/pending": "/policy", "/sites": "/"} {
+			run(t, writer, "open "+path, chromedp.Navigate(e.webURL+path), chromedp.WaitVisible(chromedp.CSS("#live")))
+			if got := text(writer, `location.pathname`); got != want {
+				t.Errorf("%s lands on %s, want %s", path, got, want)
+			}
+		}
 	})
 
 	t.Run("read-only identity sees why", func(t *testing.T) {
@@ -226,9 +255,21 @@ func TestConsoleInChromium(t *testing.T) {
 			t.Error("the device list scrolls sideways at 390 px (tables should scroll inside their box)")
 		}
 		shoot(t, phone, "console-phone-devices.png")
-		run(t, phone, "device", chromedp.Navigate(e.webURL+"/devices/gpu-a01"), chromedp.WaitVisible(chromedp.CSS("#device-holds")))
-		shoot(t, phone, "console-phone-device.png")
-		run(t, phone, "policy", chromedp.Navigate(e.webURL+"/policy"), chromedp.WaitVisible(chromedp.CSS("#policy-states")))
-		shoot(t, phone, "console-phone-policy.png")
+		// Every page at phone width.
+		for name, path := range map[string]string{"fleet": "/", "device": "/devices/gpu-a01", "site": "/sites/alpha", "operations": "/operations",
+			"commands": "/commands", "policy": "/policy", "holds": "/holds"} {
+			run(t, phone, "open "+path, chromedp.Navigate(e.webURL+path), chromedp.WaitVisible(chromedp.CSS("#live")))
+			eval(t, phone, `document.documentElement.scrollWidth > window.innerWidth + 1`, &overflow)
+			if overflow {
+				t.Errorf("%s scrolls sideways at 390 px", path)
+			}
+			shoot(t, phone, "console-phone-"+name+".png")
+		}
 	})
+}
+
+func reversedStrings(s []string) []string {
+	c := slices.Clone(s)
+	slices.Reverse(c)
+	return c
 }

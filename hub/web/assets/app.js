@@ -5,6 +5,7 @@
 //    element that is final (a finished command), which ends its polling.
 //    A region with a ticked checkbox, an open <details> or the focus is left
 //    alone until they are gone.
+//    A table the user sorted (4.) is left alone too.
 // 2. Forms with data-async="ID" are POSTed with fetch; the answer (a
 //    fragment) replaces the content of element ID, without a page reload.
 "use strict";
@@ -27,7 +28,7 @@
     document.querySelectorAll("[data-refresh]").forEach(function (el) {
       // Never throw away what the user is doing: ticked rows, a focused
       // field, an expanded text.
-      if (el.querySelector("input[type=checkbox]:checked, details[open]") || el.contains(document.activeElement)) { return; }
+      if (el.querySelector("input[type=checkbox]:checked, details[open], table[data-sorted]") || el.contains(document.activeElement)) { return; }
       const every = Math.max(0.5, parseFloat(el.dataset.refresh) || 5) * 1000;
       const next = due.get(el);
       if (next === undefined) { due.set(el, now + every); return; }
@@ -35,6 +36,36 @@
     });
   }
   setInterval(tick, 250);
+
+  // 3. A checkbox with data-check-all="NAME" ticks or unticks every
+  //    checkbox named NAME in its form.
+  document.addEventListener("change", function (ev) {
+    const box = ev.target;
+    if (!(box instanceof HTMLInputElement) || !box.dataset.checkAll || !box.form) { return; }
+    box.form.querySelectorAll('input[type=checkbox][name="' + box.dataset.checkAll + '"]').forEach(function (b) { b.checked = box.checked; });
+  });
+
+  // 4. Tables with data-sortable sort their rows by a column when its head
+  //    is clicked (again: the other way); numbers as numbers. The server
+  //    order (newest first) comes back with a reload.
+  document.addEventListener("click", function (ev) {
+    const th = ev.target instanceof Element ? ev.target.closest("table[data-sortable] thead th") : null;
+    if (!th) { return; }
+    const table = th.closest("table"), body = table.tBodies[0], col = th.cellIndex;
+    const rows = Array.from(body.rows).filter(function (r) { return r.cells.length > col; });
+    const asc = th.getAttribute("aria-sort") !== "ascending";
+    const key = function (r) { return r.cells[col].textContent.trim(); };
+    const num = rows.every(function (r) { return key(r) === "" || !isNaN(Number(key(r))); });
+    rows.sort(function (a, b) {
+      const x = key(a), y = key(b);
+      const c = num ? Number(x) - Number(y) : x.localeCompare(y, undefined, { numeric: true });
+      return asc ? c : -c;
+    });
+    table.querySelectorAll("thead th[aria-sort]").forEach(function (h) { h.removeAttribute("aria-sort"); });
+    th.setAttribute("aria-sort", asc ? "ascending" : "descending");
+    table.dataset.sorted = String(col);
+    rows.forEach(function (r) { body.appendChild(r); });
+  });
 
   document.addEventListener("submit", async function (ev) {
     const form = ev.target;
