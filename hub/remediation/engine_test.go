@@ -10,6 +10,7 @@ import (
 	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/hub/remediation"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/store/feed"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/internal/testlog"
@@ -152,18 +153,15 @@ func TestLadderRebootThenReprovisionFixes(t *testing.T) {
 	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1`, dev); n != 2 {
 		t.Fatalf("%d operations, want 2 (no step repeated)", n)
 	}
+	// The change feed carries every step, in order.
 	want := []string{"LADDER_STARTED", "STEP_STARTED", "STEP_FAILED", "STEP_STARTED", "STEP_SUCCEEDED", "FIXED", "RELEASED"}
-	rows, err := r.st.Pool().Query(context.Background(), `SELECT event FROM remediation_events WHERE device_id = $1 ORDER BY id`, dev)
+	evs, _, _, err := feed.NewReader(r.st.Pool()).Read(context.Background(), feed.Cursor{}, feed.Filter{Kinds: []feed.Kind{feed.EventRemediation}}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for rows.Next() {
-		var e string
-		if err := rows.Scan(&e); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, e)
+	for _, e := range evs {
+		got = append(got, e.Remediation.Event)
 	}
 	if len(got) != len(want) {
 		t.Fatalf("events %v, want %v", got, want)
