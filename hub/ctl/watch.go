@@ -75,16 +75,17 @@ Reasons are cut to 80 characters; -o wide prints them in full.`,
 // watchKindValues are the event kinds each `ironlink watch --kind` word
 // stands for.
 var watchKindValues = map[string][]ironlinkv1.FleetEventKind{
-	"status":    {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_DEVICE_STATUS},
-	"command":   {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE},
-	"operation": {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_OPERATION_STATE},
-	"decision":  {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION},
-	"pending":   {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION},
-	"policy":    {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION},
+	"status":      {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_DEVICE_STATUS},
+	"command":     {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_COMMAND_STATE},
+	"operation":   {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_OPERATION_STATE},
+	"decision":    {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION},
+	"pending":     {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION},
+	"policy":      {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION},
+	"remediation": {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_REMEDIATION},
 }
 
 // watchKinds are the values of `ironlink watch --kind`.
-var watchKinds = []string{"status", "command", "operation", "decision", "pending", "policy"}
+var watchKinds = []string{"status", "command", "operation", "decision", "pending", "policy", "remediation"}
 
 // follow streams req, printing each message, and reconnects from the last
 // cursor after a broken connection (Unavailable) unless once.
@@ -262,7 +263,26 @@ func policyOrOperationLine(e *ironlinkv1.FleetEvent, full bool) string {
 			wire.EnumName(pa.GetPreviousState(), "PENDING_ACTION_STATE_"), wire.EnumName(p.GetState(), "PENDING_ACTION_STATE_"),
 			p.GetResolvedBy(), cut(p.GetResolutionReason(), 80))
 	}
+	if r := e.GetRemediation(); r != nil {
+		return remediationLine(r, cut)
+	}
 	return ""
+}
+
+// remediationLine is the line of a remediation ladder's event.
+func remediationLine(r *ironlinkv1.RemediationEvent, cut func(string, int) string) string {
+	name := r.GetDeviceName()
+	if name == "" {
+		name = r.GetDeviceId()
+	}
+	line := fmt.Sprintf("remediation %s/%s  rule %s %s", r.GetSite(), name, r.GetRule(), r.GetEvent())
+	if r.GetStep() > 0 {
+		line += fmt.Sprintf(" step %d %s", r.GetStep(), r.GetKind())
+	}
+	if r.GetDetail() != "" {
+		line += ": " + cut(r.GetDetail(), 100)
+	}
+	return line
 }
 
 // cutter returns truncate, or with full the identity: -o wide prints

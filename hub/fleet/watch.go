@@ -159,6 +159,7 @@ var feedKinds = map[ironlinkv1.FleetEventKind]feed.Kind{
 	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_OPERATION_STATE: feed.EventOperationState,
 	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION: feed.EventPolicyDecision,
 	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION:  feed.EventPendingAction,
+	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_REMEDIATION:     feed.EventRemediation,
 }
 
 // eventToProto converts a feed event.
@@ -205,6 +206,12 @@ func eventToProto(ev feed.Event) *ironlinkv1.FleetEvent {
 			PendingAction: policyapi.PendingToProto(e.Action),
 			PreviousState: ironlinkv1.PendingActionState(ironlinkv1.PendingActionState_value["PENDING_ACTION_STATE_"+e.Previous]),
 		}}
+	case ev.Remediation != nil:
+		e := ev.Remediation
+		p.Kind = ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_REMEDIATION
+		p.Change = &ironlinkv1.FleetEvent_Remediation{Remediation: &ironlinkv1.RemediationEvent{DeviceId: e.DeviceID,
+			DeviceName: e.DeviceName, Site: e.Site, Rule: e.Rule, Event: e.Event, Step: int32(e.Step), Kind: e.Kind,
+			OperationId: e.OperationID, LadderId: e.LadderID, HandoffId: e.HandoffID, Detail: e.Detail}}
 	}
 	return p
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/hub/remediation"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/store/feed"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/internal/testlog"
@@ -152,18 +153,15 @@ func TestLadderRebootThenReprovisionFixes(t *testing.T) {
 	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1`, dev); n != 2 {
 		t.Fatalf("%d operations, want 2 (no step repeated)", n)
 	}
+	// The change feed carries every step, in order.
 	want := []string{"LADDER_STARTED", "STEP_STARTED", "STEP_FAILED", "STEP_STARTED", "STEP_SUCCEEDED", "FIXED", "RELEASED"}
-	rows, err := r.st.Pool().Query(context.Background(), `SELECT event FROM remediation_events WHERE device_id = $1 ORDER BY id`, dev)
+	evs, _, _, err := feed.NewReader(r.st.Pool()).Read(context.Background(), feed.Cursor{}, feed.Filter{Kinds: []feed.Kind{feed.EventRemediation}}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for rows.Next() {
-		var e string
-		if err := rows.Scan(&e); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, e)
+	for _, e := range evs {
+		got = append(got, e.Remediation.Event)
 	}
 	if len(got) != len(want) {
 		t.Fatalf("events %v, want %v", got, want)
@@ -211,4 +209,58 @@ func TestStepOperationCreatedOnce(t *testing.T) {
 
 func storeFilterOpen(dev string) store.HandoffFilter {
 	return store.HandoffFilter{DeviceID: dev, OpenOnly: true}
+}
+
+// A hub failover in the middle of a ladder: two replicas run the
+// evaluator (advisory lock), the leader goes away while step 1 runs, the
+// other takes the lock and carries the ladder on; no step is lost or
+// repeated.
+func TestFailoverKeepsThePosition(t *testing.T) {
+	st, url := storetest.New(t, nil)
+	f, err := policy.Parse([]byte(ladderPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := storetest.NewSite(t, st, "site-a", 5, nil)
+	start := func(replica string) context.CancelFunc {
+		ctx, cancel := context.WithCancel(context.Background())
+		log := testlog.New(t)
+		eng := remediation.New(st, remediation.Config{}, log)
+		ev := policyrun.New(st, policyrun.Config{Policy: func() *policy.File { return f }, Replica: replica, Interval: 50 * time.Millisecond,
+			Remediate: func(ctx context.Context, file *policy.File) error { _, err := eng.Tick(ctx, file); return err }}, log)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = ev.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return func() { cancel(); <-done }
+	}
+	count := func(sql string, args ...any) int { return pgtest.Count(t, url, sql, args...) }
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s", what)
+			}
+		}
+	}
+	stopA := start("r1")
+	start("r2")
+	dev := site.IDs[0]
+	site.Fault([]string{dev}, "DeployFailed", time.Now())
+	waitFor("step 1's operation", func() bool {
+		return count(`SELECT count(*) FROM operations WHERE device_id = $1 AND kind = 'REBOOT'`, dev) == 1
+	})
+	stopA() // the leader (or the standby: either way one replica is left)
+	if _, err := st.Pool().Exec(context.Background(), `UPDATE operations SET state = 'FAILED', last_error = 'injected', ended_at = now()
+		WHERE device_id = $1 AND kind = 'REBOOT'`, dev); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("step 2's operation", func() bool {
+		return count(`SELECT count(*) FROM operations WHERE device_id = $1 AND kind = 'REPROVISION'`, dev) == 1
+	})
+	if n := count(`SELECT count(*) FROM operations WHERE device_id = $1`, dev); n != 2 {
+		t.Fatalf("%d operations, want 2", n)
+	}
+	if n := count(`SELECT count(*) FROM remediation_events WHERE device_id = $1 AND event = 'STEP_STARTED'`, dev); n != 2 {
+		t.Fatalf("%d steps started, want 2", n)
+	}
 }

@@ -385,17 +385,22 @@ const (
 	// A pending action was approved, rejected or expired (its creation is
 	// the PENDING decision's event).
 	FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION FleetEventKind = 5
+	// A remediation ladder started, started or ended a step, waited, fixed,
+	// released, abandoned or handed off a device, or a handoff was closed
+	// (docs/reference/policy.md "Remediation ladders").
+	FleetEventKind_FLEET_EVENT_KIND_REMEDIATION FleetEventKind = 120
 )
 
 // Enum value maps for FleetEventKind.
 var (
 	FleetEventKind_name = map[int32]string{
-		0: "FLEET_EVENT_KIND_UNSPECIFIED",
-		1: "FLEET_EVENT_KIND_DEVICE_STATUS",
-		2: "FLEET_EVENT_KIND_COMMAND_STATE",
-		3: "FLEET_EVENT_KIND_OPERATION_STATE",
-		4: "FLEET_EVENT_KIND_POLICY_DECISION",
-		5: "FLEET_EVENT_KIND_PENDING_ACTION",
+		0:   "FLEET_EVENT_KIND_UNSPECIFIED",
+		1:   "FLEET_EVENT_KIND_DEVICE_STATUS",
+		2:   "FLEET_EVENT_KIND_COMMAND_STATE",
+		3:   "FLEET_EVENT_KIND_OPERATION_STATE",
+		4:   "FLEET_EVENT_KIND_POLICY_DECISION",
+		5:   "FLEET_EVENT_KIND_PENDING_ACTION",
+		120: "FLEET_EVENT_KIND_REMEDIATION",
 	}
 	FleetEventKind_value = map[string]int32{
 		"FLEET_EVENT_KIND_UNSPECIFIED":     0,
@@ -404,6 +409,7 @@ var (
 		"FLEET_EVENT_KIND_OPERATION_STATE": 3,
 		"FLEET_EVENT_KIND_POLICY_DECISION": 4,
 		"FLEET_EVENT_KIND_PENDING_ACTION":  5,
+		"FLEET_EVENT_KIND_REMEDIATION":     120,
 	}
 )
 
@@ -2563,6 +2569,7 @@ type FleetEvent struct {
 	//	*FleetEvent_OperationState
 	//	*FleetEvent_PolicyDecision
 	//	*FleetEvent_PendingAction
+	//	*FleetEvent_Remediation
 	Change        isFleetEvent_Change `protobuf_oneof:"change"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2664,6 +2671,15 @@ func (x *FleetEvent) GetPendingAction() *PendingActionEvent {
 	return nil
 }
 
+func (x *FleetEvent) GetRemediation() *RemediationEvent {
+	if x != nil {
+		if x, ok := x.Change.(*FleetEvent_Remediation); ok {
+			return x.Remediation
+		}
+	}
+	return nil
+}
+
 type isFleetEvent_Change interface {
 	isFleetEvent_Change()
 }
@@ -2693,6 +2709,11 @@ type FleetEvent_PendingAction struct {
 	PendingAction *PendingActionEvent `protobuf:"bytes,72,opt,name=pending_action,json=pendingAction,proto3,oneof"`
 }
 
+type FleetEvent_Remediation struct {
+	// A remediation ladder's step or outcome.
+	Remediation *RemediationEvent `protobuf:"bytes,120,opt,name=remediation,proto3,oneof"`
+}
+
 func (*FleetEvent_DeviceStatus) isFleetEvent_Change() {}
 
 func (*FleetEvent_CommandState) isFleetEvent_Change() {}
@@ -2702,6 +2723,8 @@ func (*FleetEvent_OperationState) isFleetEvent_Change() {}
 func (*FleetEvent_PolicyDecision) isFleetEvent_Change() {}
 
 func (*FleetEvent_PendingAction) isFleetEvent_Change() {}
+
+func (*FleetEvent_Remediation) isFleetEvent_Change() {}
 
 // DeviceStatusEvent is one entry of a device's status history.
 type DeviceStatusEvent struct {
@@ -3736,7 +3759,7 @@ var File_ironlink_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\x1a\x1cironlink/v1/operations.proto\x1a\x18ironlink/v1/policy.proto\x1a\x1cironlink/v1/validation.proto\"\xcd\t\n" +
+	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\x1a\x1cironlink/v1/operations.proto\x1a\x18ironlink/v1/policy.proto\x1a\x1dironlink/v1/remediation.proto\x1a\x1cironlink/v1/validation.proto\"\xcd\t\n" +
 	"\x06Device\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x12\x12\n" +
@@ -3941,7 +3964,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"fromOldest\"[\n" +
 	"\x12WatchFleetResponse\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12-\n" +
-	"\x05event\x18\x02 \x01(\v2\x17.ironlink.v1.FleetEventR\x05event\"\xf4\x03\n" +
+	"\x05event\x18\x02 \x01(\v2\x17.ironlink.v1.FleetEventR\x05event\"\xb7\x04\n" +
 	"\n" +
 	"FleetEvent\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.ironlink.v1.FleetEventKindR\x04kind\x129\n" +
@@ -3951,7 +3974,8 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\rcommand_state\x18\x04 \x01(\v2\x1e.ironlink.v1.CommandStateEventH\x00R\fcommandState\x12K\n" +
 	"\x0foperation_state\x18F \x01(\v2 .ironlink.v1.OperationStateEventH\x00R\x0eoperationState\x12K\n" +
 	"\x0fpolicy_decision\x18G \x01(\v2 .ironlink.v1.PolicyDecisionEventH\x00R\x0epolicyDecision\x12H\n" +
-	"\x0epending_action\x18H \x01(\v2\x1f.ironlink.v1.PendingActionEventH\x00R\rpendingActionB\b\n" +
+	"\x0epending_action\x18H \x01(\v2\x1f.ironlink.v1.PendingActionEventH\x00R\rpendingAction\x12A\n" +
+	"\vremediation\x18x \x01(\v2\x1d.ironlink.v1.RemediationEventH\x00R\vremediationB\b\n" +
 	"\x06change\"\xf1\x01\n" +
 	"\x11DeviceStatusEvent\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
@@ -4060,14 +4084,15 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x16LINK_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14LINK_STATE_CONNECTED\x10\x01\x12\x1b\n" +
 	"\x17LINK_STATE_DISCONNECTED\x10\x02\x12\x1a\n" +
-	"\x16LINK_STATE_UNREACHABLE\x10\x03*\xeb\x01\n" +
+	"\x16LINK_STATE_UNREACHABLE\x10\x03*\x8d\x02\n" +
 	"\x0eFleetEventKind\x12 \n" +
 	"\x1cFLEET_EVENT_KIND_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eFLEET_EVENT_KIND_DEVICE_STATUS\x10\x01\x12\"\n" +
 	"\x1eFLEET_EVENT_KIND_COMMAND_STATE\x10\x02\x12$\n" +
 	" FLEET_EVENT_KIND_OPERATION_STATE\x10\x03\x12$\n" +
 	" FLEET_EVENT_KIND_POLICY_DECISION\x10\x04\x12#\n" +
-	"\x1fFLEET_EVENT_KIND_PENDING_ACTION\x10\x052\xcd\x06\n" +
+	"\x1fFLEET_EVENT_KIND_PENDING_ACTION\x10\x05\x12 \n" +
+	"\x1cFLEET_EVENT_KIND_REMEDIATION\x10x2\xcd\x06\n" +
 	"\fFleetService\x12P\n" +
 	"\vListDevices\x12\x1f.ironlink.v1.ListDevicesRequest\x1a .ironlink.v1.ListDevicesResponse\x12J\n" +
 	"\tGetDevice\x12\x1d.ironlink.v1.GetDeviceRequest\x1a\x1e.ironlink.v1.GetDeviceResponse\x12_\n" +
@@ -4150,10 +4175,11 @@ var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(*Operation)(nil),                // 50: ironlink.v1.Operation
 	(*HardwareState)(nil),            // 51: ironlink.v1.HardwareState
 	(*ValidationRun)(nil),            // 52: ironlink.v1.ValidationRun
-	(OperationState)(0),              // 53: ironlink.v1.OperationState
-	(*PolicyDecision)(nil),           // 54: ironlink.v1.PolicyDecision
-	(*PendingAction)(nil),            // 55: ironlink.v1.PendingAction
-	(PendingActionState)(0),          // 56: ironlink.v1.PendingActionState
+	(*RemediationEvent)(nil),         // 53: ironlink.v1.RemediationEvent
+	(OperationState)(0),              // 54: ironlink.v1.OperationState
+	(*PolicyDecision)(nil),           // 55: ironlink.v1.PolicyDecision
+	(*PendingAction)(nil),            // 56: ironlink.v1.PendingAction
+	(PendingActionState)(0),          // 57: ironlink.v1.PendingActionState
 }
 var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	0,  // 0: ironlink.v1.Device.status:type_name -> ironlink.v1.OperationalStatus
@@ -4223,48 +4249,49 @@ var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	28, // 64: ironlink.v1.FleetEvent.operation_state:type_name -> ironlink.v1.OperationStateEvent
 	29, // 65: ironlink.v1.FleetEvent.policy_decision:type_name -> ironlink.v1.PolicyDecisionEvent
 	30, // 66: ironlink.v1.FleetEvent.pending_action:type_name -> ironlink.v1.PendingActionEvent
-	0,  // 67: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
-	0,  // 68: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
-	13, // 69: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
-	3,  // 70: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
-	50, // 71: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
-	53, // 72: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
-	54, // 73: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
-	55, // 74: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
-	56, // 75: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
-	13, // 76: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	13, // 77: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	10, // 78: ironlink.v1.ReleaseDeviceResponse.plan:type_name -> ironlink.v1.ReleasePlan
-	13, // 79: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	3,  // 80: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	13, // 81: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	13, // 82: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	14, // 83: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	15, // 84: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	17, // 85: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	31, // 86: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	33, // 87: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	11, // 88: ironlink.v1.FleetService.OfferDevice:input_type -> ironlink.v1.OfferDeviceRequest
-	35, // 89: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	37, // 90: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	41, // 91: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	39, // 92: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
-	23, // 93: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
-	16, // 94: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	18, // 95: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	32, // 96: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	34, // 97: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	12, // 98: ironlink.v1.FleetService.OfferDevice:output_type -> ironlink.v1.OfferDeviceResponse
-	36, // 99: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	38, // 100: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	42, // 101: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	40, // 102: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
-	24, // 103: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
-	94, // [94:104] is the sub-list for method output_type
-	84, // [84:94] is the sub-list for method input_type
-	84, // [84:84] is the sub-list for extension type_name
-	84, // [84:84] is the sub-list for extension extendee
-	0,  // [0:84] is the sub-list for field type_name
+	53, // 67: ironlink.v1.FleetEvent.remediation:type_name -> ironlink.v1.RemediationEvent
+	0,  // 68: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
+	0,  // 69: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
+	13, // 70: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
+	3,  // 71: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
+	50, // 72: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
+	54, // 73: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
+	55, // 74: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
+	56, // 75: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
+	57, // 76: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
+	13, // 77: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	13, // 78: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	10, // 79: ironlink.v1.ReleaseDeviceResponse.plan:type_name -> ironlink.v1.ReleasePlan
+	13, // 80: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	3,  // 81: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	13, // 82: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	13, // 83: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	14, // 84: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	15, // 85: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	17, // 86: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	31, // 87: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	33, // 88: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	11, // 89: ironlink.v1.FleetService.OfferDevice:input_type -> ironlink.v1.OfferDeviceRequest
+	35, // 90: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	37, // 91: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	41, // 92: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	39, // 93: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
+	23, // 94: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
+	16, // 95: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	18, // 96: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	32, // 97: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	34, // 98: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	12, // 99: ironlink.v1.FleetService.OfferDevice:output_type -> ironlink.v1.OfferDeviceResponse
+	36, // 100: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	38, // 101: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	42, // 102: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	40, // 103: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
+	24, // 104: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
+	95, // [95:105] is the sub-list for method output_type
+	85, // [85:95] is the sub-list for method input_type
+	85, // [85:85] is the sub-list for extension type_name
+	85, // [85:85] is the sub-list for extension extendee
+	0,  // [0:85] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }
@@ -4276,6 +4303,7 @@ func file_ironlink_v1_fleet_proto_init() {
 	file_ironlink_v1_link_proto_init()
 	file_ironlink_v1_operations_proto_init()
 	file_ironlink_v1_policy_proto_init()
+	file_ironlink_v1_remediation_proto_init()
 	file_ironlink_v1_validation_proto_init()
 	file_ironlink_v1_fleet_proto_msgTypes[4].OneofWrappers = []any{}
 	file_ironlink_v1_fleet_proto_msgTypes[19].OneofWrappers = []any{
@@ -4284,6 +4312,7 @@ func file_ironlink_v1_fleet_proto_init() {
 		(*FleetEvent_OperationState)(nil),
 		(*FleetEvent_PolicyDecision)(nil),
 		(*FleetEvent_PendingAction)(nil),
+		(*FleetEvent_Remediation)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

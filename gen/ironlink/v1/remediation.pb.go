@@ -967,6 +967,145 @@ func (x *CloseHandoffResponse) GetHandoff() *Handoff {
 	return nil
 }
 
+// RemediationEvent is one step or outcome of a remediation ladder, as the
+// change feed (FleetService.WatchFleet) carries it.
+type RemediationEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Device (Ironic node UUID).
+	DeviceId string `protobuf:"bytes,1,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// The device's node name.
+	DeviceName string `protobuf:"bytes,2,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	// Site.
+	Site string `protobuf:"bytes,3,opt,name=site,proto3" json:"site,omitempty"`
+	// Rule of the ladder.
+	Rule string `protobuf:"bytes,4,opt,name=rule,proto3" json:"rule,omitempty"`
+	// LADDER_STARTED, STEP_STARTED, STEP_SUCCEEDED, STEP_FAILED,
+	// STEP_TIMED_OUT, WAITING, FIXED, RELEASED, ABANDONED, HANDED_OFF or
+	// HANDOFF_CLOSED.
+	Event string `protobuf:"bytes,5,opt,name=event,proto3" json:"event,omitempty"`
+	// Step (1-based); 0 when the event is not about one.
+	Step int32 `protobuf:"varint,6,opt,name=step,proto3" json:"step,omitempty"`
+	// The step's operation kind.
+	Kind string `protobuf:"bytes,7,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The step's operation.
+	OperationId string `protobuf:"bytes,8,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// Ladder id; 0 when none ran (a handoff on a spent budget).
+	LadderId int64 `protobuf:"varint,9,opt,name=ladder_id,json=ladderId,proto3" json:"ladder_id,omitempty"`
+	// Handoff id; 0 unless a handoff event.
+	HandoffId int64 `protobuf:"varint,10,opt,name=handoff_id,json=handoffId,proto3" json:"handoff_id,omitempty"`
+	// Detail, in words ("reboot node-7 now, step 1 of 3").
+	Detail        string `protobuf:"bytes,11,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemediationEvent) Reset() {
+	*x = RemediationEvent{}
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemediationEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemediationEvent) ProtoMessage() {}
+
+func (x *RemediationEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemediationEvent.ProtoReflect.Descriptor instead.
+func (*RemediationEvent) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RemediationEvent) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *RemediationEvent) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
+	}
+	return ""
+}
+
+func (x *RemediationEvent) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+func (x *RemediationEvent) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *RemediationEvent) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *RemediationEvent) GetStep() int32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *RemediationEvent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RemediationEvent) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *RemediationEvent) GetLadderId() int64 {
+	if x != nil {
+		return x.LadderId
+	}
+	return 0
+}
+
+func (x *RemediationEvent) GetHandoffId() int64 {
+	if x != nil {
+		return x.HandoffId
+	}
+	return 0
+}
+
+func (x *RemediationEvent) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 var File_ironlink_v1_remediation_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_remediation_proto_rawDesc = "" +
@@ -1058,7 +1197,22 @@ const file_ironlink_v1_remediation_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\"F\n" +
 	"\x14CloseHandoffResponse\x12.\n" +
-	"\ahandoff\x18\x01 \x01(\v2\x14.ironlink.v1.HandoffR\ahandoff2\xab\x02\n" +
+	"\ahandoff\x18\x01 \x01(\v2\x14.ironlink.v1.HandoffR\ahandoff\"\xad\x02\n" +
+	"\x10RemediationEvent\x12\x1b\n" +
+	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x1f\n" +
+	"\vdevice_name\x18\x02 \x01(\tR\n" +
+	"deviceName\x12\x12\n" +
+	"\x04site\x18\x03 \x01(\tR\x04site\x12\x12\n" +
+	"\x04rule\x18\x04 \x01(\tR\x04rule\x12\x14\n" +
+	"\x05event\x18\x05 \x01(\tR\x05event\x12\x12\n" +
+	"\x04step\x18\x06 \x01(\x05R\x04step\x12\x12\n" +
+	"\x04kind\x18\a \x01(\tR\x04kind\x12!\n" +
+	"\foperation_id\x18\b \x01(\tR\voperationId\x12\x1b\n" +
+	"\tladder_id\x18\t \x01(\x03R\bladderId\x12\x1d\n" +
+	"\n" +
+	"handoff_id\x18\n" +
+	" \x01(\x03R\thandoffId\x12\x16\n" +
+	"\x06detail\x18\v \x01(\tR\x06detail2\xab\x02\n" +
 	"\x12RemediationService\x12k\n" +
 	"\x14GetDeviceRemediation\x12(.ironlink.v1.GetDeviceRemediationRequest\x1a).ironlink.v1.GetDeviceRemediationResponse\x12S\n" +
 	"\fListHandoffs\x12 .ironlink.v1.ListHandoffsRequest\x1a!.ironlink.v1.ListHandoffsResponse\x12S\n" +
@@ -1076,7 +1230,7 @@ func file_ironlink_v1_remediation_proto_rawDescGZIP() []byte {
 	return file_ironlink_v1_remediation_proto_rawDescData
 }
 
-var file_ironlink_v1_remediation_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_ironlink_v1_remediation_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_ironlink_v1_remediation_proto_goTypes = []any{
 	(*LadderStepSpec)(nil),               // 0: ironlink.v1.LadderStepSpec
 	(*RemediationStep)(nil),              // 1: ironlink.v1.RemediationStep
@@ -1088,25 +1242,26 @@ var file_ironlink_v1_remediation_proto_goTypes = []any{
 	(*ListHandoffsResponse)(nil),         // 7: ironlink.v1.ListHandoffsResponse
 	(*CloseHandoffRequest)(nil),          // 8: ironlink.v1.CloseHandoffRequest
 	(*CloseHandoffResponse)(nil),         // 9: ironlink.v1.CloseHandoffResponse
-	(*durationpb.Duration)(nil),          // 10: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),        // 11: google.protobuf.Timestamp
+	(*RemediationEvent)(nil),             // 10: ironlink.v1.RemediationEvent
+	(*durationpb.Duration)(nil),          // 11: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),        // 12: google.protobuf.Timestamp
 }
 var file_ironlink_v1_remediation_proto_depIdxs = []int32{
-	10, // 0: ironlink.v1.LadderStepSpec.timeout:type_name -> google.protobuf.Duration
-	11, // 1: ironlink.v1.RemediationStep.start_time:type_name -> google.protobuf.Timestamp
-	11, // 2: ironlink.v1.RemediationStep.good_since:type_name -> google.protobuf.Timestamp
-	11, // 3: ironlink.v1.RemediationStep.end_time:type_name -> google.protobuf.Timestamp
-	11, // 4: ironlink.v1.RemediationLadder.start_time:type_name -> google.protobuf.Timestamp
-	11, // 5: ironlink.v1.RemediationLadder.end_time:type_name -> google.protobuf.Timestamp
+	11, // 0: ironlink.v1.LadderStepSpec.timeout:type_name -> google.protobuf.Duration
+	12, // 1: ironlink.v1.RemediationStep.start_time:type_name -> google.protobuf.Timestamp
+	12, // 2: ironlink.v1.RemediationStep.good_since:type_name -> google.protobuf.Timestamp
+	12, // 3: ironlink.v1.RemediationStep.end_time:type_name -> google.protobuf.Timestamp
+	12, // 4: ironlink.v1.RemediationLadder.start_time:type_name -> google.protobuf.Timestamp
+	12, // 5: ironlink.v1.RemediationLadder.end_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: ironlink.v1.RemediationLadder.steps:type_name -> ironlink.v1.RemediationStep
-	11, // 7: ironlink.v1.Handoff.create_time:type_name -> google.protobuf.Timestamp
-	11, // 8: ironlink.v1.Handoff.close_time:type_name -> google.protobuf.Timestamp
-	11, // 9: ironlink.v1.Handoff.delivered_time:type_name -> google.protobuf.Timestamp
+	12, // 7: ironlink.v1.Handoff.create_time:type_name -> google.protobuf.Timestamp
+	12, // 8: ironlink.v1.Handoff.close_time:type_name -> google.protobuf.Timestamp
+	12, // 9: ironlink.v1.Handoff.delivered_time:type_name -> google.protobuf.Timestamp
 	0,  // 10: ironlink.v1.GetDeviceRemediationResponse.ladder:type_name -> ironlink.v1.LadderStepSpec
-	10, // 11: ironlink.v1.GetDeviceRemediationResponse.settle:type_name -> google.protobuf.Duration
-	10, // 12: ironlink.v1.GetDeviceRemediationResponse.budget_window:type_name -> google.protobuf.Duration
+	11, // 11: ironlink.v1.GetDeviceRemediationResponse.settle:type_name -> google.protobuf.Duration
+	11, // 12: ironlink.v1.GetDeviceRemediationResponse.budget_window:type_name -> google.protobuf.Duration
 	2,  // 13: ironlink.v1.GetDeviceRemediationResponse.ladder_run:type_name -> ironlink.v1.RemediationLadder
-	11, // 14: ironlink.v1.GetDeviceRemediationResponse.next_time:type_name -> google.protobuf.Timestamp
+	12, // 14: ironlink.v1.GetDeviceRemediationResponse.next_time:type_name -> google.protobuf.Timestamp
 	3,  // 15: ironlink.v1.GetDeviceRemediationResponse.handoffs:type_name -> ironlink.v1.Handoff
 	3,  // 16: ironlink.v1.ListHandoffsResponse.handoffs:type_name -> ironlink.v1.Handoff
 	3,  // 17: ironlink.v1.CloseHandoffResponse.handoff:type_name -> ironlink.v1.Handoff
@@ -1134,7 +1289,7 @@ func file_ironlink_v1_remediation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_remediation_proto_rawDesc), len(file_ironlink_v1_remediation_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -67,7 +67,7 @@ func (e *CursorError) Error() string {
 // ParseCursor reads a cursor written by Cursor.String, checking every field:
 // XID, SOURCE and ID are decimal numbers without sign or leading zeros;
 // SOURCE is 0 (a position between transactions, with ID 0) or the number
-// of a feed source (1-5, feedSources), with an ID of at least 1 (row ids
+// of a feed source (1-6, feedSources), with an ID of at least 1 (row ids
 // start at 1). Errors (*CursorError): anything else, naming the field.
 func ParseCursor(s string) (Cursor, error) {
 	parts := strings.Split(s, ".")
@@ -174,4 +174,6 @@ type Event struct {
 	Operation *OperationEvent
 	Decision  *PolicyDecisionEvent
 	Pending   *PendingActionEvent
+	// Remediation is set for EventRemediation (remediation.go).
+	Remediation *RemediationEvent
 }
