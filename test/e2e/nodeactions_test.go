@@ -222,12 +222,11 @@ func runNodeActionsKill(t *testing.T, e *opsEnv) {
 	h.run(ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE, nil)
 	h.run(ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY, &ironlinkv1.OperationParams{Deploy: &ironlinkv1.DeployParams{
 		ImageSource: "http://127.0.0.1:1/ironlink-test.img", ImageChecksum: "sha256:" + strings.Repeat("ab", 32), RootGb: 10}})
-	op = h.killDuring(ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, func(op *ironlinkv1.Operation) bool { return provisionRequests(op, "rebuild") > 0 })
-	if n := provisionRequests(op, "rebuild"); n != 1 {
-		t.Errorf("the reprovision's record has %d rebuild requests across the kill, want 1: %s", n, stepSummary(op))
+	op = h.killDuring(ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, func(op *ironlinkv1.Operation) bool { return provisionRequests(op, "deleted") > 0 })
+	if n := provisionRequests(op, "deleted"); n != 1 {
+		t.Errorf("the reprovision's record has %d undeploy requests across the kill, want 1: %s", n, stepSummary(op))
 	}
-	if ps, _, _ := e.provisionState(t, h.node); ps != "active" {
+	if ps, _, _ := e.provisionState(t, h.node); ps != "available" {
 		t.Errorf("after the reprovision the node is %q", ps)
 	}
-	h.run(ironlinkv1.OperationKind_OPERATION_KIND_UNDEPLOY, nil)
 }
