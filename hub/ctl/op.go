@@ -25,6 +25,7 @@ var opKinds = map[string]ironlinkv1.OperationKind{
 	"clean": ironlinkv1.OperationKind_OPERATION_KIND_CLEAN, "provide": ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE,
 	"deploy": ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY, "undeploy": ironlinkv1.OperationKind_OPERATION_KIND_UNDEPLOY,
 	"nova-create": ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, "nova-delete": ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE,
+	"adopt": ironlinkv1.OperationKind_OPERATION_KIND_ADOPT,
 }
 
 func kindNames() string {
@@ -95,6 +96,7 @@ when one ends FAILED or CANCELLED, or (exit 7) when --timeout passes first.`,
   ironlink op start clean node-007 --clean-step deploy.erase_devices_metadata --reason "wipe"
   ironlink op start deploy node-007 --image-source http://img/ubuntu.qcow2 --image-checksum sha256:ab12... --reason "image node"
   ironlink op start nova-create node-009 --nova-image ubuntu-22.04 --nova-name slurm-w9 --reason "SLURM worker"
+  ironlink op start adopt slurm-w3 --image-source http://img/slurm-worker.qcow2 --reason "take over SLURM worker"
   ironlink op start reboot node-007 --soft --reason "hung GPU" --wait
   ironlink op start maintenance-set node-007 --reason "DIMM swap, ticket 4711"`,
 		Args: cobra.MinimumNArgs(1),
@@ -117,10 +119,10 @@ func (o *opStartFlags) bind(cmd *cobra.Command) {
 	f.StringVar(&o.site, "site", "", "the site (required for enrol; narrows device names otherwise)")
 	f.StringVar(&o.nodesFile, "nodes", "", "enrol: JSON array of node specs (\"-\": stdin)")
 	f.BoolVar(&o.force, "force", false, "override the quarantine guard of provide, deploy, nova-create, the customer-instance guard of power-off, reboot, reprovision, and enrol's refusal of a name a node past manageable already has (recorded)")
-	f.StringSliceVar(&o.cleanSteps, "clean-step", nil, "clean: INTERFACE.STEP, repeatable, in order")
-	f.StringVar(&o.imageSource, "image-source", "", "deploy: instance_info.image_source (URL or Glance image id)")
-	f.StringVar(&o.imageChecksum, "image-checksum", "", "deploy: image checksum (required for an http(s) image)")
-	f.Int32Var(&o.rootGB, "root-gb", 0, "deploy: root partition size in GiB (0: the node's local_gb)")
+	f.StringSliceVar(&o.cleanSteps, "clean-step", nil, "clean, reprovision: INTERFACE.STEP, repeatable, in order (reprovision: a manual clean before the provide)")
+	f.StringVar(&o.imageSource, "image-source", "", "deploy, adopt: instance_info.image_source (URL or Glance image id; for adopt the image the machine runs)")
+	f.StringVar(&o.imageChecksum, "image-checksum", "", "deploy: image checksum (required for an http(s) image); adopt: optional")
+	f.Int32Var(&o.rootGB, "root-gb", 0, "deploy, adopt: root partition size in GiB (deploy: 0 is the node's local_gb; adopt: 0 leaves it unset)")
 	f.StringSliceVar(&o.sshKeys, "ssh-key", nil, "deploy: SSH public key for the config drive, repeatable")
 	f.StringVar(&o.userData, "user-data", "", "deploy, nova-create: cloud-init user data")
 	f.StringVar(&o.novaImage, "nova-image", "", "nova-create: image name or id")
@@ -187,6 +189,9 @@ func (o *opStartFlags) params(kind ironlinkv1.OperationKind) (*ironlinkv1.Operat
 		if o.userData != "" || len(o.sshKeys) > 0 {
 			p.Deploy.ConfigDrive = &ironlinkv1.ConfigDrive{UserData: o.userData, SshKeys: o.sshKeys}
 		}
+	}
+	if kind == ironlinkv1.OperationKind_OPERATION_KIND_ADOPT {
+		p.Adopt = &ironlinkv1.AdoptParams{ImageSource: o.imageSource, ImageChecksum: o.imageChecksum, RootGb: o.rootGB}
 	}
 	if kind == ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE {
 		p.NovaCreate = &ironlinkv1.NovaCreateParams{Name: o.novaName, Flavor: o.novaFlavor, Image: o.novaImage, KeyName: o.keyName, UserData: o.userData, Networks: o.networks,

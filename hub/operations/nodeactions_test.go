@@ -22,8 +22,10 @@ import (
 // TestNodeActionGuards: power off, reboot and reprovision of a device with
 // a customer's instance are refused (CUSTOMER_INSTANCE) and change
 // nothing, unless forced, which is recorded; power on is not guarded; a
-// reprovision of a node in the middle of a deploy, and malformed node-action
-// parameters, are refused before anything is stored.
+// reprovision of a node in the middle of a deploy, an adopt of a node with
+// an instance or in a state Ironic cannot adopt from, and malformed
+// node-action and adopt parameters, are refused before anything is
+// stored; an adopt of a manageable node is stored with its instance_info.
 func TestNodeActionGuards(t *testing.T) {
 	ctx := context.Background()
 	st, url := storetest.New(t, nil)
@@ -49,6 +51,7 @@ func TestNodeActionGuards(t *testing.T) {
 	req := func(kind ironlinkv1.OperationKind, dev string, p *ironlinkv1.OperationParams) *ironlinkv1.StartOperationRequest {
 		return &ironlinkv1.StartOperationRequest{Kind: kind, Devices: []string{dev}, Reason: "test", Params: p}
 	}
+	adopt := &ironlinkv1.OperationParams{Adopt: &ironlinkv1.AdoptParams{ImageSource: "http://img/slurm-worker.qcow2"}}
 	before := pgtest.Checksums(t, url, "jti_replay")
 	for _, c := range []struct {
 		name   string
@@ -64,6 +67,11 @@ func TestNodeActionGuards(t *testing.T) {
 		{"soft power on", req(ironlinkv1.OperationKind_OPERATION_KIND_POWER_ON, "c-manageable", &ironlinkv1.OperationParams{Soft: true}), codes.InvalidArgument, grpcerr.ReasonInvalidValue},
 		{"power timeout over an hour", req(ironlinkv1.OperationKind_OPERATION_KIND_POWER_OFF, "c-manageable", &ironlinkv1.OperationParams{PowerTimeoutSeconds: 3601}), codes.InvalidArgument, grpcerr.ReasonOutOfRange},
 		{"maintenance reason on a power off", req(ironlinkv1.OperationKind_OPERATION_KIND_POWER_OFF, "c-manageable", &ironlinkv1.OperationParams{MaintenanceReason: "x"}), codes.InvalidArgument, grpcerr.ReasonInvalidValue},
+		{"adopt without an image", req(ironlinkv1.OperationKind_OPERATION_KIND_ADOPT, "c-manageable", nil), codes.InvalidArgument, grpcerr.ReasonRequired},
+		{"adopt params on a reboot", req(ironlinkv1.OperationKind_OPERATION_KIND_REBOOT, "c-manageable", &ironlinkv1.OperationParams{Adopt: &ironlinkv1.AdoptParams{ImageSource: "x"}}), codes.InvalidArgument, grpcerr.ReasonInvalidValue},
+		{"adopt of a deployed customer node", req(ironlinkv1.OperationKind_OPERATION_KIND_ADOPT, "c-customer", adopt), codes.FailedPrecondition, operations.ReasonInstancePresent},
+		{"adopt while it deploys", req(ironlinkv1.OperationKind_OPERATION_KIND_ADOPT, "c-deploying", adopt), codes.FailedPrecondition, operations.ReasonProvisionState},
+		{"reprovision with a malformed clean step", req(ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, "c-manageable", &ironlinkv1.OperationParams{CleanSteps: []*ironlinkv1.CleanStep{{Interface: "Deploy", Step: "x"}}}), codes.InvalidArgument, grpcerr.ReasonInvalidValue},
 	} {
 		_, err := api.StartOperation(ctx, c.req)
 		if status.Code(err) != c.code || grpcerr.Reason(err) != c.reason {
@@ -79,6 +87,14 @@ func TestNodeActionGuards(t *testing.T) {
 	resp, err := api.StartOperation(ctx, r)
 	if err != nil || len(resp.GetOperations()) != 1 || !resp.Operations[0].GetForced() {
 		t.Fatalf("forced reboot: %v %v", resp, err)
+	}
+	// ADOPT of a manageable node, its instance_info kept with the operation.
+	resp, err = api.StartOperation(ctx, req(ironlinkv1.OperationKind_OPERATION_KIND_ADOPT, "c-manageable", adopt))
+	if err != nil || resp.GetOperations()[0].GetParams().GetAdopt().GetImageSource() != "http://img/slurm-worker.qcow2" {
+		t.Fatalf("adopt: %v %v", resp, err)
+	}
+	if _, err := api.CancelOperation(ctx, &ironlinkv1.CancelOperationRequest{OperationId: resp.GetOperations()[0].GetOperationId(), Reason: "test"}); err != nil {
+		t.Fatalf("cancel the pending adopt: %v", err)
 	}
 	// Maintenance in any provision state, its reason kept with the operation.
 	resp, err = api.StartOperation(ctx, req(ironlinkv1.OperationKind_OPERATION_KIND_SET_MAINTENANCE, "c-manageable", &ironlinkv1.OperationParams{MaintenanceReason: "DIMM swap"}))

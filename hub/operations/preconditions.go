@@ -119,6 +119,14 @@ var Preconditions = map[store.OperationKind]Precondition{
 		"inspect failed": "manage, provide",
 		"adopt failed":   "manage, provide",
 	}, Instance: InstanceNone, InterruptsCustomer: true},
+	// Ironic's "adopt" verb: manageable (or adopt failed) → adopting →
+	// active without deploying (ironic/conductor/manager.py
+	// do_provisioning_action); Ironic does not check maintenance for it.
+	"ADOPT": {From: map[string]string{
+		"manageable":   "adopt",
+		"adopt failed": "adopt",
+		"active":       "",
+	}, Instance: InstanceNone},
 	// A read of the node's inventory and BIOS settings: no Ironic write.
 	"HARDWARE_REREAD": {AnyState: true},
 	// A validation run inspects and cleans (manual cleaning: refused in

@@ -45,22 +45,29 @@ var goals = map[store.OperationKind]struct{ state, verb string }{
 	"UNDEPLOY": {"available", "deleted"},
 	// REPROVISION: undeploy where deployed, else manage and provide.
 	"REPROVISION": {"available", "deleted"},
+	"ADOPT":       {"active", "adopt"},
 }
 
 // notTaken are states the state machine could leave for a kind's goal
 // that the table leaves out on purpose (docs/reference/operations.md,
 // "Preconditions"): enroll is ENROL's (its manage verifies the BMC
-// credentials the hub does not hold); adopt failed has no ADOPT kind to
-// recover it; rescue and rescue failed belong to rescue, which ironlink
+// credentials the hub does not hold); adopt failed is left to ADOPT and
+// REPROVISION (INSPECT, CLEAN and PROVIDE do not manage a failed
+// adoption away); rescue and rescue failed belong to rescue, which ironlink
 // does not run; an available node is not taken to manageable by INSPECT or
 // CLEAN as a side effect (it would leave Nova's pool); the satellite ends
 // DEPLOY that meets deploy failed, and UNDEPLOY that meets error, as FAILED
 // (it cannot tell an earlier failure from its own), so the hub refuses them
-// rather than accept what will fail at once.
+// rather than accept what will fail at once. ADOPT takes over a machine
+// enrolled for it (manageable) or after a failed adoption: it does not
+// manage a node first (an available one would leave Nova's pool, a failed
+// clean or inspection says the machine is not the running one to keep).
 var notTaken = map[store.OperationKind][]string{
-	"":         {"enroll", "adopt failed", "rescue", "rescue failed"},
-	"INSPECT":  {"available"},
-	"CLEAN":    {"available"},
+	"":         {"enroll", "rescue", "rescue failed"},
+	"INSPECT":  {"available", "adopt failed"},
+	"CLEAN":    {"available", "adopt failed"},
+	"PROVIDE":  {"adopt failed"},
+	"ADOPT":    {"available", "clean failed", "inspect failed"},
 	"DEPLOY":   {"deploy failed"},
 	"UNDEPLOY": {"error"},
 }

@@ -88,7 +88,7 @@ func checkReason(reason string) (string, error) {
 func checkShape(req *ironlinkv1.StartOperationRequest) (string, error) {
 	kind := req.GetKind()
 	if KindToStore(kind) == "" {
-		return "", bad("kind", grpcerr.ReasonInvalidValue, fmt.Sprintf("kind %d is not an operation kind (ENROL, INSPECT, CLEAN, PROVIDE, DEPLOY, UNDEPLOY, NOVA_CREATE, NOVA_DELETE, POWER_ON, POWER_OFF, REBOOT, SET_MAINTENANCE, CLEAR_MAINTENANCE, REPROVISION, HARDWARE_REREAD, VALIDATE)", kind))
+		return "", bad("kind", grpcerr.ReasonInvalidValue, fmt.Sprintf("kind %d is not an operation kind (ENROL, INSPECT, CLEAN, PROVIDE, DEPLOY, UNDEPLOY, NOVA_CREATE, NOVA_DELETE, POWER_ON, POWER_OFF, REBOOT, SET_MAINTENANCE, CLEAR_MAINTENANCE, REPROVISION, ADOPT, HARDWARE_REREAD, VALIDATE)", kind))
 	}
 	reason, err := checkReason(req.GetReason())
 	if err != nil {
@@ -229,6 +229,8 @@ func checkParams(kind ironlinkv1.OperationKind, p *ironlinkv1.OperationParams) e
 		return checkDeployParams(p.GetDeploy())
 	case ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE:
 		return checkNovaCreateParams(p.GetNovaCreate())
+	case ironlinkv1.OperationKind_OPERATION_KIND_ADOPT:
+		return checkAdoptParams(p.GetAdopt())
 	case ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE:
 		if id := p.GetServerId(); id != "" {
 			if _, err := uuid.Parse(id); err != nil {
@@ -272,6 +274,9 @@ func checkParamsOfOtherKinds(kind ironlinkv1.OperationKind, p *ironlinkv1.Operat
 	}
 	if p.GetDeploy() != nil && kind != ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY {
 		return bad("params.deploy", grpcerr.ReasonInvalidValue, "params.deploy is for DEPLOY only")
+	}
+	if p.GetAdopt() != nil && kind != ironlinkv1.OperationKind_OPERATION_KIND_ADOPT {
+		return bad("params.adopt", grpcerr.ReasonInvalidValue, "params.adopt is for ADOPT only")
 	}
 	if p.GetNovaCreate() != nil && kind != ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE {
 		return bad("params.nova_create", grpcerr.ReasonInvalidValue, "params.nova_create is for NOVA_CREATE only")

@@ -135,7 +135,8 @@
 // with Ironic's "node does not support this clean step" last_error;
 // active: deploying ↔ wait call-back → active, needing
 // instance_info.image_source; deleted: deleting → cleaning → available;
-// abort from the wait states → the matching failed state), with 400
+// adopt (adopt.go): adopting → active, or adopt failed with Ironic's
+// last_error after [Cloud.FailNextAdoption]; abort from the wait states → the matching failed state), with 400
 // InvalidStateRequested for a transition the state does not allow and 409
 // NodeLocked while the conductor works; [Cloud.HoldWaitStates] holds them
 // in a wait state. A Nova boot lands on the chosen available node (ERROR

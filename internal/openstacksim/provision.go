@@ -11,8 +11,8 @@ import (
 // This file models what operations need (docs/design/openstack.md §1.2 and §9): Ironic
 // drivers and ports, the provision state machine behind PUT
 // /v1/nodes/{id}/states/provision (enrol/manage, inspect, manual and
-// automated cleaning, deploy, rebuild, undeploy, abort from the "* wait"
-// states) and power actions (power.go), and Nova's server create and delete on a chosen node.
+// automated cleaning, deploy, rebuild, undeploy, adoption (adopt.go),
+// abort from the "* wait" states) and power actions (power.go), and Nova's server create and delete on a chosen node.
 // Transitions run in the background one step every [Options.ProvisionStep]
 // (default 100 ms), as the conductor would: the node is reserved (409
 // NodeLocked for writes) in the working states (verifying, inspecting,
@@ -31,6 +31,7 @@ type opsState struct {
 	hold     bool
 	released chan struct{}     // closed when hold is turned off
 	faults   map[string]string // server ID → fault message
+	adoptErr map[string]string // node UUID → the error its next adoption fails with
 }
 
 // plan is a running transition of one node.
@@ -258,6 +259,8 @@ func (c *Cloud) startProvisionLocked(n *Node, req provisionRequest, ver int) *ap
 			return invalidState("deleted", n)
 		}
 		c.startPlanLocked(n.UUID, undeploySteps())
+	case "adopt":
+		return c.startAdoptionLocked(n, ver)
 	case "abort":
 		return c.abortLocked(n)
 	default:

@@ -1,8 +1,9 @@
 // Package operations runs the hub's operations at the site (SPEC
 // "Operations"; proto ironlink.v1.OperationRequest / OperationProgress):
-// enrol, inspect, clean, provide, Ironic-direct deploy and undeploy, Nova
-// server create and delete, and the node actions (power on and off,
-// reboot, maintenance set and clear, reprovision; nodeactions.go).
+// enrol, inspect, clean, provide, Ironic-direct deploy and undeploy,
+// adoption (adopt.go), Nova server create and delete, and the node actions
+// (power on and off, reboot, maintenance set and clear in nodeactions.go;
+// reprovision in reprovision.go).
 //
 // Each operation is a level-triggered reconcile against Ironic's provision
 // state machine (docs/design/openstack.md §1.2), in the style of metal3's

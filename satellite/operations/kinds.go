@@ -35,6 +35,7 @@ const (
 	stDeleting     = "deleting"
 	stError        = "error"
 	stRescueWait   = "rescue wait"
+	stAdopting     = "adopting"
 	stAdoptFail    = "adopt failed"
 	stRescueFail   = "rescue failed"
 	stUnrescueFail = "unrescue failed"
@@ -111,6 +112,8 @@ func (u *run) pass(ctx context.Context) site.Result {
 		return u.deploy(ctx, n)
 	case ironlinkv1.OperationKind_OPERATION_KIND_UNDEPLOY:
 		return u.undeploy(ctx, n)
+	case ironlinkv1.OperationKind_OPERATION_KIND_ADOPT:
+		return u.adopt(ctx, n)
 	case ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE:
 		return u.novaCreate(ctx, n)
 	case ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE:

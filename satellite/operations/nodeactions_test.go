@@ -18,7 +18,7 @@ import (
 // TestNodeActionsSimulator runs the node actions against openstacksim,
 // whose power changes and provision steps take 20 ms each.
 func TestNodeActionsSimulator(t *testing.T) {
-	_, cfg := ostest.StartSim(t, openstacksim.Options{ProvisionStep: 20 * time.Millisecond})
+	sim, cfg := ostest.StartSim(t, openstacksim.Options{ProvisionStep: 20 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	admin, err := openstack.Connect(ctx, cfg, ostest.Logger(t))
@@ -32,7 +32,7 @@ func TestNodeActionsSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runNodeActions(t, &env{name: "sim", clients: oc, rec: rec, admin: admin, poll: 20 * time.Millisecond, timeout: 30 * time.Second})
+	runNodeActions(t, &env{name: "sim", clients: oc, rec: rec, admin: admin, poll: 20 * time.Millisecond, timeout: 30 * time.Second, sim: simHold{sim}})
 }
 
 // TestNodeActionsRealCloud runs the node actions against the real cloud
@@ -150,10 +150,10 @@ func runNodeActions(t *testing.T, e *env) {
 			t.Fatalf("after CLEAR_MAINTENANCE: maintenance %v (%v)", n["maintenance"], n["maintenance_reason"])
 		}
 	})
+	t.Run("adopt takes the manageable node to active without deploying", func(t *testing.T) {
+		adoptNode(t, e, id, act)
+	})
 	t.Run("reprovision undeploys an active node once, then cleans and provides", func(t *testing.T) {
-		act(t, "PROVIDE", ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE, nil)
-		act(t, "DEPLOY", ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY, &ironlinkv1.OperationParams{Deploy: &ironlinkv1.DeployParams{
-			ImageSource: "http://127.0.0.1:1/ironlink-test.img", ImageChecksum: "sha256:" + strings.Repeat("ab", 32), RootGb: 10}})
 		reqs := act(t, "REPROVISION", ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, nil)
 		for target, want := range map[string]int{"deleted": 1, "rebuild": 0, "manage": 0, "provide": 0} {
 			if n := provisionPuts(reqs, id, target); n != want {
@@ -174,6 +174,39 @@ func runNodeActions(t *testing.T, e *env) {
 			t.Fatalf("after REPROVISION: %v, extra %v", n["provision_state"], n["extra"])
 		}
 	})
+}
+
+// adoptNode adopts the manageable node id: on the simulator a first
+// adoption is made to fail (FAILED AdoptFailed with Ironic's last_error,
+// the node in adopt failed), and a second ADOPT adopts from there.
+func adoptNode(t *testing.T, e *env, id string, act func(*testing.T, string, ironlinkv1.OperationKind, *ironlinkv1.OperationParams) []recorded) {
+	params := &ironlinkv1.OperationParams{Adopt: &ironlinkv1.AdoptParams{ImageSource: "http://127.0.0.1:1/slurm-worker.img", RootGb: 10,
+		Capabilities: map[string]string{"boot_option": "local"}}}
+	if e.sim != nil {
+		e.sim.failNextAdoption(id, "boot validation failed: no PXE port")
+		before := len(e.rec.snapshot())
+		p, _, d := runOp(t, e, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_ADOPT, id, params))
+		measure(t, e, "ADOPT(failed)", before, d)
+		want := "Error while attempting to adopt node " + id + ": boot validation failed: no PXE port."
+		if p.GetState() != ironlinkv1.OperationState_OPERATION_STATE_FAILED || p.GetFailureReason() != "AdoptFailed" || p.GetError() != want {
+			t.Fatalf("failed adoption: %v %s: %s", p.GetState(), p.GetFailureReason(), p.GetError())
+		}
+		if n := getNode(t, e, id); n["provision_state"] != "adopt failed" || n["power_state"] != nil {
+			t.Fatalf("after the failed adoption: %v, power %v", n["provision_state"], n["power_state"])
+		}
+	}
+	reqs := act(t, "ADOPT", ironlinkv1.OperationKind_OPERATION_KIND_ADOPT, params)
+	if a, d := provisionPuts(reqs, id, "adopt"), provisionPuts(reqs, id, "active"); a != 1 || d != 0 {
+		t.Errorf("ADOPT sent %d adopt and %d deploy requests, want 1 and 0", a, d)
+	}
+	n := getNode(t, e, id)
+	ii, _ := n["instance_info"].(map[string]any)
+	if n["provision_state"] != "active" || ii["image_source"] != "http://127.0.0.1:1/slurm-worker.img" {
+		t.Fatalf("after ADOPT: %v, instance_info %v", n["provision_state"], ii)
+	}
+	if n["extra"].(map[string]any)["ironlink_operation"] != nil {
+		t.Errorf("the adoption's marker stayed: %v", n["extra"])
+	}
 }
 
 // rebootResumes starts a REBOOT, stops its runner (as a killed satellite)

@@ -154,20 +154,8 @@ func (u *run) deploy(ctx context.Context, n *node) site.Result {
 			}
 			want["capabilities"] = caps
 		}
-		var ops []patchOp
-		for _, k := range sortedKeys(want) {
-			if fmt.Sprint(n.InstanceInfo[k]) != fmt.Sprint(want[k]) {
-				ops = append(ops, patchOp{Op: "add", Path: "/instance_info/" + k, Value: want[k]})
-			}
-		}
-		if len(ops) > 0 {
-			u.step("set-instance-info", ps, "")
-			if _, err := u.patchNode(ctx, n.UUID, ops); err != nil {
-				if openstack.StatusCode(err) == http.StatusBadRequest {
-					return site.Failed("IronicRejected", "%s", ironic.Message(err))
-				}
-				return stop(err)
-			}
+		if res, failed := u.setInstanceInfo(ctx, n, want); failed {
+			return res
 		}
 		var extra map[string]any
 		if cd := d.GetConfigDrive(); cd != nil {
@@ -222,4 +210,27 @@ func (u *run) undeploy(ctx context.Context, n *node) site.Result {
 	default:
 		return site.Failed("InvalidState", "UNDEPLOY starts from active or deploy failed; node %s is %s", n.UUID, ps)
 	}
+}
+
+// setInstanceInfo adds to the node's instance_info every key of want it
+// does not hold with that value, in one PATCH (step set-instance-info);
+// failed: Ironic refused it, and res ends the pass.
+func (u *run) setInstanceInfo(ctx context.Context, n *node, want map[string]any) (res site.Result, failed bool) {
+	var ops []patchOp
+	for _, k := range sortedKeys(want) {
+		if fmt.Sprint(n.InstanceInfo[k]) != fmt.Sprint(want[k]) {
+			ops = append(ops, patchOp{Op: "add", Path: "/instance_info/" + k, Value: want[k]})
+		}
+	}
+	if len(ops) == 0 {
+		return site.Result{}, false
+	}
+	u.step("set-instance-info", n.ProvisionState, "")
+	if _, err := u.patchNode(ctx, n.UUID, ops); err != nil {
+		if openstack.StatusCode(err) == http.StatusBadRequest {
+			return site.Failed("IronicRejected", "%s", ironic.Message(err)), true
+		}
+		return stop(err), true
+	}
+	return site.Result{}, false
 }

@@ -80,18 +80,23 @@ func TestFixtureReprovisionResumesAfterRestart(t *testing.T) {
 			req := ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, fxNode, steps)
 			ctx1, cancel1 := context.WithCancel(context.Background())
 			defer cancel1()
+			// The first runner is stopped (as a killed satellite) by the
+			// progress that records the request: before its next pass.
 			r1 := operations.NewOnSite(ctx1, operations.Site{Ironic: f}, operations.Config{PollInterval: time.Millisecond},
-				func(*ironlinkv1.OperationProgress) {}, nil)
+				func(p *ironlinkv1.OperationProgress) {
+					for _, st := range p.GetSteps() {
+						for _, rq := range st.GetRequests() {
+							if rq.GetDetail() == "target="+stopAfter {
+								cancel1()
+							}
+						}
+					}
+				}, nil)
 			r1.Handle(req)
-			deadline := time.Now().Add(10 * time.Second)
-			for provisions(f, stopAfter) == 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("no %q request; calls %v", stopAfter, f.Calls())
-				}
-				time.Sleep(100 * time.Microsecond)
-			}
-			cancel1()
 			r1.Wait()
+			if provisions(f, stopAfter) != 1 {
+				t.Fatalf("the first runner sent no %q request; calls %v", stopAfter, f.Calls())
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			got := make(chan *ironlinkv1.OperationProgress, 1000)

@@ -16,6 +16,8 @@ type simHold struct{ c *openstacksim.Cloud }
 
 func (s simHold) holdCleanWait(on bool) { s.c.HoldWaitStates(on) }
 
+func (s simHold) failNextAdoption(uuid, err string) { s.c.FailNextAdoption(uuid, err) }
+
 // TestOperationsSimulator runs the suite against openstacksim, whose
 // transitions step every 20 ms and can be held in a wait state.
 func TestOperationsSimulator(t *testing.T) {

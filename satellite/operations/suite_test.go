@@ -101,6 +101,7 @@ type env struct {
 // simHooks are set only on the simulator.
 type simHooks interface {
 	holdCleanWait(on bool)
+	failNextAdoption(uuid, err string)
 }
 
 func randHex(n int) string {

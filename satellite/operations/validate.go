@@ -92,6 +92,10 @@ func Validate(req *ironlinkv1.OperationRequest) error {
 		ironlinkv1.OperationKind_OPERATION_KIND_REBOOT, ironlinkv1.OperationKind_OPERATION_KIND_CLEAR_MAINTENANCE,
 		ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, ironlinkv1.OperationKind_OPERATION_KIND_HARDWARE_REREAD,
 		ironlinkv1.OperationKind_OPERATION_KIND_VALIDATE:
+	case ironlinkv1.OperationKind_OPERATION_KIND_ADOPT:
+		if p.GetAdopt().GetImageSource() == "" {
+			return bad("ADOPT needs params.adopt.image_source")
+		}
 	case ironlinkv1.OperationKind_OPERATION_KIND_SET_MAINTENANCE:
 		if p.GetMaintenanceReason() == "" {
 			return bad("SET_MAINTENANCE needs params.maintenance_reason")

@@ -80,6 +80,12 @@ const (
 	// device with a customer instance unless forced, and for a node carrying
 	// an instance (NOVA_DELETE first).
 	OperationKind_OPERATION_KIND_REPROVISION OperationKind = 14
+	// Take over a machine already running outside Ironic's control (an
+	// existing SLURM worker) with Ironic's "adopt" verb: set instance_info
+	// from params.adopt, then manageable (or adopt failed) → adopting →
+	// active without deploying. "adopt failed" ends it FAILED (AdoptFailed)
+	// with Ironic's last_error.
+	OperationKind_OPERATION_KIND_ADOPT OperationKind = 15
 	// Read the node's inventory and BIOS settings again now (the satellite
 	// otherwise reads them on its first poll and after an inspection); done
 	// when the read state was sent to the hub. Any provision state.
@@ -112,6 +118,7 @@ var (
 		12: "OPERATION_KIND_SET_MAINTENANCE",
 		13: "OPERATION_KIND_CLEAR_MAINTENANCE",
 		14: "OPERATION_KIND_REPROVISION",
+		15: "OPERATION_KIND_ADOPT",
 		16: "OPERATION_KIND_HARDWARE_REREAD",
 		17: "OPERATION_KIND_VALIDATE",
 	}
@@ -131,6 +138,7 @@ var (
 		"OPERATION_KIND_SET_MAINTENANCE":   12,
 		"OPERATION_KIND_CLEAR_MAINTENANCE": 13,
 		"OPERATION_KIND_REPROVISION":       14,
+		"OPERATION_KIND_ADOPT":             15,
 		"OPERATION_KIND_HARDWARE_REREAD":   16,
 		"OPERATION_KIND_VALIDATE":          17,
 	}
@@ -556,6 +564,82 @@ func (x *DeployParams) GetConfigDrive() *ConfigDrive {
 	return nil
 }
 
+// AdoptParams are the instance_info fields ADOPT sets before Ironic's
+// "adopt" (Ironic "Node adoption": the boot interface validates them, and a
+// later rebuild or undeploy reads them).
+type AdoptParams struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// instance_info.image_source: the image the machine runs, a URL or
+	// Glance image id. Required.
+	ImageSource string `protobuf:"bytes,1,opt,name=image_source,json=imageSource,proto3" json:"image_source,omitempty"`
+	// instance_info.image_checksum; optional.
+	ImageChecksum string `protobuf:"bytes,2,opt,name=image_checksum,json=imageChecksum,proto3" json:"image_checksum,omitempty"`
+	// instance_info.root_gb, in GiB, for a partition image; 0: not set.
+	RootGb int32 `protobuf:"varint,3,opt,name=root_gb,json=rootGb,proto3" json:"root_gb,omitempty"`
+	// instance_info.capabilities, for example {"boot_option": "local"}.
+	Capabilities  map[string]string `protobuf:"bytes,4,rep,name=capabilities,proto3" json:"capabilities,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptParams) Reset() {
+	*x = AdoptParams{}
+	mi := &file_ironlink_v1_operations_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptParams) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptParams) ProtoMessage() {}
+
+func (x *AdoptParams) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_operations_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptParams.ProtoReflect.Descriptor instead.
+func (*AdoptParams) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AdoptParams) GetImageSource() string {
+	if x != nil {
+		return x.ImageSource
+	}
+	return ""
+}
+
+func (x *AdoptParams) GetImageChecksum() string {
+	if x != nil {
+		return x.ImageChecksum
+	}
+	return ""
+}
+
+func (x *AdoptParams) GetRootGb() int32 {
+	if x != nil {
+		return x.RootGb
+	}
+	return 0
+}
+
+func (x *AdoptParams) GetCapabilities() map[string]string {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
 // ConfigDrive is the config drive Ironic builds for a deploy.
 type ConfigDrive struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -569,7 +653,7 @@ type ConfigDrive struct {
 
 func (x *ConfigDrive) Reset() {
 	*x = ConfigDrive{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[4]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +665,7 @@ func (x *ConfigDrive) String() string {
 func (*ConfigDrive) ProtoMessage() {}
 
 func (x *ConfigDrive) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[4]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +678,7 @@ func (x *ConfigDrive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigDrive.ProtoReflect.Descriptor instead.
 func (*ConfigDrive) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{4}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ConfigDrive) GetUserData() string {
@@ -639,7 +723,7 @@ type NovaCreateParams struct {
 
 func (x *NovaCreateParams) Reset() {
 	*x = NovaCreateParams{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[5]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +735,7 @@ func (x *NovaCreateParams) String() string {
 func (*NovaCreateParams) ProtoMessage() {}
 
 func (x *NovaCreateParams) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[5]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +748,7 @@ func (x *NovaCreateParams) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NovaCreateParams.ProtoReflect.Descriptor instead.
 func (*NovaCreateParams) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{5}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NovaCreateParams) GetName() string {
@@ -738,6 +822,8 @@ type OperationParams struct {
 	// For SET_MAINTENANCE: the maintenance reason Ironic records; required,
 	// at most 255 bytes.
 	MaintenanceReason string `protobuf:"bytes,7,opt,name=maintenance_reason,json=maintenanceReason,proto3" json:"maintenance_reason,omitempty"`
+	// For ADOPT: the instance_info Ironic requires.
+	Adopt *AdoptParams `protobuf:"bytes,140,opt,name=adopt,proto3" json:"adopt,omitempty"`
 	// For VALIDATE: the external checks whose passing results the run waits
 	// for (each 1-64 bytes of [A-Za-z0-9._-]; at most 32); empty: only the
 	// hub's hardware-profile check.
@@ -748,7 +834,7 @@ type OperationParams struct {
 
 func (x *OperationParams) Reset() {
 	*x = OperationParams{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[6]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +846,7 @@ func (x *OperationParams) String() string {
 func (*OperationParams) ProtoMessage() {}
 
 func (x *OperationParams) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[6]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +859,7 @@ func (x *OperationParams) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationParams.ProtoReflect.Descriptor instead.
 func (*OperationParams) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{6}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *OperationParams) GetCleanSteps() []*CleanStep {
@@ -825,6 +911,13 @@ func (x *OperationParams) GetMaintenanceReason() string {
 	return ""
 }
 
+func (x *OperationParams) GetAdopt() *AdoptParams {
+	if x != nil {
+		return x.Adopt
+	}
+	return nil
+}
+
 func (x *OperationParams) GetValidationChecks() []string {
 	if x != nil {
 		return x.ValidationChecks
@@ -859,7 +952,7 @@ type OperationStep struct {
 
 func (x *OperationStep) Reset() {
 	*x = OperationStep{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[7]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +964,7 @@ func (x *OperationStep) String() string {
 func (*OperationStep) ProtoMessage() {}
 
 func (x *OperationStep) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[7]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +977,7 @@ func (x *OperationStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationStep.ProtoReflect.Descriptor instead.
 func (*OperationStep) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{7}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OperationStep) GetName() string {
@@ -967,7 +1060,7 @@ type StepRequest struct {
 
 func (x *StepRequest) Reset() {
 	*x = StepRequest{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[8]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1072,7 @@ func (x *StepRequest) String() string {
 func (*StepRequest) ProtoMessage() {}
 
 func (x *StepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[8]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1085,7 @@ func (x *StepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepRequest.ProtoReflect.Descriptor instead.
 func (*StepRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{8}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StepRequest) GetMethod() string {
@@ -1104,7 +1197,7 @@ type Operation struct {
 
 func (x *Operation) Reset() {
 	*x = Operation{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[9]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1209,7 @@ func (x *Operation) String() string {
 func (*Operation) ProtoMessage() {}
 
 func (x *Operation) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[9]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1222,7 @@ func (x *Operation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operation.ProtoReflect.Descriptor instead.
 func (*Operation) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{9}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Operation) GetOperationId() string {
@@ -1315,7 +1408,7 @@ type StartOperationRequest struct {
 
 func (x *StartOperationRequest) Reset() {
 	*x = StartOperationRequest{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[10]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1420,7 @@ func (x *StartOperationRequest) String() string {
 func (*StartOperationRequest) ProtoMessage() {}
 
 func (x *StartOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[10]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1433,7 @@ func (x *StartOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartOperationRequest.ProtoReflect.Descriptor instead.
 func (*StartOperationRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{10}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StartOperationRequest) GetKind() OperationKind {
@@ -1405,7 +1498,7 @@ type StartOperationResponse struct {
 
 func (x *StartOperationResponse) Reset() {
 	*x = StartOperationResponse{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[11]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1510,7 @@ func (x *StartOperationResponse) String() string {
 func (*StartOperationResponse) ProtoMessage() {}
 
 func (x *StartOperationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[11]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1523,7 @@ func (x *StartOperationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartOperationResponse.ProtoReflect.Descriptor instead.
 func (*StartOperationResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{11}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StartOperationResponse) GetGroupId() string {
@@ -1458,7 +1551,7 @@ type GetOperationRequest struct {
 
 func (x *GetOperationRequest) Reset() {
 	*x = GetOperationRequest{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[12]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1563,7 @@ func (x *GetOperationRequest) String() string {
 func (*GetOperationRequest) ProtoMessage() {}
 
 func (x *GetOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[12]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1576,7 @@ func (x *GetOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOperationRequest.ProtoReflect.Descriptor instead.
 func (*GetOperationRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{12}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetOperationRequest) GetOperationId() string {
@@ -1504,7 +1597,7 @@ type GetOperationResponse struct {
 
 func (x *GetOperationResponse) Reset() {
 	*x = GetOperationResponse{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[13]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1609,7 @@ func (x *GetOperationResponse) String() string {
 func (*GetOperationResponse) ProtoMessage() {}
 
 func (x *GetOperationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[13]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1622,7 @@ func (x *GetOperationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOperationResponse.ProtoReflect.Descriptor instead.
 func (*GetOperationResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{13}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetOperationResponse) GetOperation() *Operation {
@@ -1564,7 +1657,7 @@ type ListOperationsRequest struct {
 
 func (x *ListOperationsRequest) Reset() {
 	*x = ListOperationsRequest{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[14]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1669,7 @@ func (x *ListOperationsRequest) String() string {
 func (*ListOperationsRequest) ProtoMessage() {}
 
 func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[14]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1682,7 @@ func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{14}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListOperationsRequest) GetSite() string {
@@ -1654,7 +1747,7 @@ type ListOperationsResponse struct {
 
 func (x *ListOperationsResponse) Reset() {
 	*x = ListOperationsResponse{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[15]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1666,7 +1759,7 @@ func (x *ListOperationsResponse) String() string {
 func (*ListOperationsResponse) ProtoMessage() {}
 
 func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[15]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1679,7 +1772,7 @@ func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{15}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListOperationsResponse) GetOperations() []*Operation {
@@ -1709,7 +1802,7 @@ type CancelOperationRequest struct {
 
 func (x *CancelOperationRequest) Reset() {
 	*x = CancelOperationRequest{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[16]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1814,7 @@ func (x *CancelOperationRequest) String() string {
 func (*CancelOperationRequest) ProtoMessage() {}
 
 func (x *CancelOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[16]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1827,7 @@ func (x *CancelOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOperationRequest.ProtoReflect.Descriptor instead.
 func (*CancelOperationRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{16}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelOperationRequest) GetOperationId() string {
@@ -1762,7 +1855,7 @@ type CancelOperationResponse struct {
 
 func (x *CancelOperationResponse) Reset() {
 	*x = CancelOperationResponse{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[17]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +1867,7 @@ func (x *CancelOperationResponse) String() string {
 func (*CancelOperationResponse) ProtoMessage() {}
 
 func (x *CancelOperationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[17]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +1880,7 @@ func (x *CancelOperationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOperationResponse.ProtoReflect.Descriptor instead.
 func (*CancelOperationResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{17}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelOperationResponse) GetOperation() *Operation {
@@ -1808,7 +1901,7 @@ type WatchOperationRequest struct {
 
 func (x *WatchOperationRequest) Reset() {
 	*x = WatchOperationRequest{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[18]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +1913,7 @@ func (x *WatchOperationRequest) String() string {
 func (*WatchOperationRequest) ProtoMessage() {}
 
 func (x *WatchOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[18]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +1926,7 @@ func (x *WatchOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOperationRequest.ProtoReflect.Descriptor instead.
 func (*WatchOperationRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{18}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchOperationRequest) GetOperationId() string {
@@ -1854,7 +1947,7 @@ type WatchOperationResponse struct {
 
 func (x *WatchOperationResponse) Reset() {
 	*x = WatchOperationResponse{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[19]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +1959,7 @@ func (x *WatchOperationResponse) String() string {
 func (*WatchOperationResponse) ProtoMessage() {}
 
 func (x *WatchOperationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[19]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +1972,7 @@ func (x *WatchOperationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOperationResponse.ProtoReflect.Descriptor instead.
 func (*WatchOperationResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{19}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchOperationResponse) GetOperation() *Operation {
@@ -1924,7 +2017,7 @@ type OperationRequest struct {
 
 func (x *OperationRequest) Reset() {
 	*x = OperationRequest{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[20]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2029,7 @@ func (x *OperationRequest) String() string {
 func (*OperationRequest) ProtoMessage() {}
 
 func (x *OperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[20]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2042,7 @@ func (x *OperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationRequest.ProtoReflect.Descriptor instead.
 func (*OperationRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{20}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OperationRequest) GetOperationId() string {
@@ -2058,7 +2151,7 @@ type OperationProgress struct {
 
 func (x *OperationProgress) Reset() {
 	*x = OperationProgress{}
-	mi := &file_ironlink_v1_operations_proto_msgTypes[21]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2163,7 @@ func (x *OperationProgress) String() string {
 func (*OperationProgress) ProtoMessage() {}
 
 func (x *OperationProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_operations_proto_msgTypes[21]
+	mi := &file_ironlink_v1_operations_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2176,7 @@ func (x *OperationProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationProgress.ProtoReflect.Descriptor instead.
 func (*OperationProgress) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{21}
+	return file_ironlink_v1_operations_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OperationProgress) GetOperationId() string {
@@ -2200,6 +2293,14 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\fconfig_drive\x18\x05 \x01(\v2\x18.ironlink.v1.ConfigDriveR\vconfigDrive\x1a?\n" +
 	"\x11CapabilitiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x81\x02\n" +
+	"\vAdoptParams\x12!\n" +
+	"\fimage_source\x18\x01 \x01(\tR\vimageSource\x12%\n" +
+	"\x0eimage_checksum\x18\x02 \x01(\tR\rimageChecksum\x12\x17\n" +
+	"\aroot_gb\x18\x03 \x01(\x05R\x06rootGb\x12N\n" +
+	"\fcapabilities\x18\x04 \x03(\v2*.ironlink.v1.AdoptParams.CapabilitiesEntryR\fcapabilities\x1a?\n" +
+	"\x11CapabilitiesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
 	"\vConfigDrive\x12\x1b\n" +
 	"\tuser_data\x18\x01 \x01(\tR\buserData\x12\x19\n" +
@@ -2212,7 +2313,7 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\tuser_data\x18\x05 \x01(\tR\buserData\x12\x1a\n" +
 	"\bnetworks\x18\x06 \x03(\tR\bnetworks\x12\x1f\n" +
 	"\vforce_clear\x18\a \x01(\bR\n" +
-	"forceClear\"\xff\x02\n" +
+	"forceClear\"\xb0\x03\n" +
 	"\x0fOperationParams\x127\n" +
 	"\vclean_steps\x18\x01 \x03(\v2\x16.ironlink.v1.CleanStepR\n" +
 	"cleanSteps\x121\n" +
@@ -2222,7 +2323,8 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\tserver_id\x18\x04 \x01(\tR\bserverId\x12\x12\n" +
 	"\x04soft\x18\x05 \x01(\bR\x04soft\x122\n" +
 	"\x15power_timeout_seconds\x18\x06 \x01(\rR\x13powerTimeoutSeconds\x12-\n" +
-	"\x12maintenance_reason\x18\a \x01(\tR\x11maintenanceReason\x12,\n" +
+	"\x12maintenance_reason\x18\a \x01(\tR\x11maintenanceReason\x12/\n" +
+	"\x05adopt\x18\x8c\x01 \x01(\v2\x18.ironlink.v1.AdoptParamsR\x05adopt\x12,\n" +
 	"\x11validation_checks\x18\xa0\x01 \x03(\tR\x10validationChecks\"\xa6\x02\n" +
 	"\rOperationStep\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
@@ -2338,7 +2440,7 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\tserver_id\x18\t \x01(\tR\bserverId\x12%\n" +
 	"\x0ecancel_refused\x18\n" +
 	" \x01(\bR\rcancelRefused\x12?\n" +
-	"\robserved_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime*\x94\x04\n" +
+	"\robserved_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime*\xae\x04\n" +
 	"\rOperationKind\x12\x1e\n" +
 	"\x1aOPERATION_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OPERATION_KIND_ENROL\x10\x01\x12\x1a\n" +
@@ -2355,7 +2457,8 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\x15OPERATION_KIND_REBOOT\x10\v\x12\"\n" +
 	"\x1eOPERATION_KIND_SET_MAINTENANCE\x10\f\x12$\n" +
 	" OPERATION_KIND_CLEAR_MAINTENANCE\x10\r\x12\x1e\n" +
-	"\x1aOPERATION_KIND_REPROVISION\x10\x0e\x12\"\n" +
+	"\x1aOPERATION_KIND_REPROVISION\x10\x0e\x12\x18\n" +
+	"\x14OPERATION_KIND_ADOPT\x10\x0f\x12\"\n" +
 	"\x1eOPERATION_KIND_HARDWARE_REREAD\x10\x10\x12\x1b\n" +
 	"\x17OPERATION_KIND_VALIDATE\x10\x11*\xc5\x01\n" +
 	"\x0eOperationState\x12\x1f\n" +
@@ -2385,7 +2488,7 @@ func file_ironlink_v1_operations_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_operations_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ironlink_v1_operations_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_ironlink_v1_operations_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_ironlink_v1_operations_proto_goTypes = []any{
 	(OperationKind)(0),              // 0: ironlink.v1.OperationKind
 	(OperationState)(0),             // 1: ironlink.v1.OperationState
@@ -2393,82 +2496,86 @@ var file_ironlink_v1_operations_proto_goTypes = []any{
 	(*PortSpec)(nil),                // 3: ironlink.v1.PortSpec
 	(*CleanStep)(nil),               // 4: ironlink.v1.CleanStep
 	(*DeployParams)(nil),            // 5: ironlink.v1.DeployParams
-	(*ConfigDrive)(nil),             // 6: ironlink.v1.ConfigDrive
-	(*NovaCreateParams)(nil),        // 7: ironlink.v1.NovaCreateParams
-	(*OperationParams)(nil),         // 8: ironlink.v1.OperationParams
-	(*OperationStep)(nil),           // 9: ironlink.v1.OperationStep
-	(*StepRequest)(nil),             // 10: ironlink.v1.StepRequest
-	(*Operation)(nil),               // 11: ironlink.v1.Operation
-	(*StartOperationRequest)(nil),   // 12: ironlink.v1.StartOperationRequest
-	(*StartOperationResponse)(nil),  // 13: ironlink.v1.StartOperationResponse
-	(*GetOperationRequest)(nil),     // 14: ironlink.v1.GetOperationRequest
-	(*GetOperationResponse)(nil),    // 15: ironlink.v1.GetOperationResponse
-	(*ListOperationsRequest)(nil),   // 16: ironlink.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil),  // 17: ironlink.v1.ListOperationsResponse
-	(*CancelOperationRequest)(nil),  // 18: ironlink.v1.CancelOperationRequest
-	(*CancelOperationResponse)(nil), // 19: ironlink.v1.CancelOperationResponse
-	(*WatchOperationRequest)(nil),   // 20: ironlink.v1.WatchOperationRequest
-	(*WatchOperationResponse)(nil),  // 21: ironlink.v1.WatchOperationResponse
-	(*OperationRequest)(nil),        // 22: ironlink.v1.OperationRequest
-	(*OperationProgress)(nil),       // 23: ironlink.v1.OperationProgress
-	nil,                             // 24: ironlink.v1.NodeSpec.DriverInfoEntry
-	nil,                             // 25: ironlink.v1.DeployParams.CapabilitiesEntry
-	(*structpb.Struct)(nil),         // 26: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),   // 27: google.protobuf.Timestamp
+	(*AdoptParams)(nil),             // 6: ironlink.v1.AdoptParams
+	(*ConfigDrive)(nil),             // 7: ironlink.v1.ConfigDrive
+	(*NovaCreateParams)(nil),        // 8: ironlink.v1.NovaCreateParams
+	(*OperationParams)(nil),         // 9: ironlink.v1.OperationParams
+	(*OperationStep)(nil),           // 10: ironlink.v1.OperationStep
+	(*StepRequest)(nil),             // 11: ironlink.v1.StepRequest
+	(*Operation)(nil),               // 12: ironlink.v1.Operation
+	(*StartOperationRequest)(nil),   // 13: ironlink.v1.StartOperationRequest
+	(*StartOperationResponse)(nil),  // 14: ironlink.v1.StartOperationResponse
+	(*GetOperationRequest)(nil),     // 15: ironlink.v1.GetOperationRequest
+	(*GetOperationResponse)(nil),    // 16: ironlink.v1.GetOperationResponse
+	(*ListOperationsRequest)(nil),   // 17: ironlink.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),  // 18: ironlink.v1.ListOperationsResponse
+	(*CancelOperationRequest)(nil),  // 19: ironlink.v1.CancelOperationRequest
+	(*CancelOperationResponse)(nil), // 20: ironlink.v1.CancelOperationResponse
+	(*WatchOperationRequest)(nil),   // 21: ironlink.v1.WatchOperationRequest
+	(*WatchOperationResponse)(nil),  // 22: ironlink.v1.WatchOperationResponse
+	(*OperationRequest)(nil),        // 23: ironlink.v1.OperationRequest
+	(*OperationProgress)(nil),       // 24: ironlink.v1.OperationProgress
+	nil,                             // 25: ironlink.v1.NodeSpec.DriverInfoEntry
+	nil,                             // 26: ironlink.v1.DeployParams.CapabilitiesEntry
+	nil,                             // 27: ironlink.v1.AdoptParams.CapabilitiesEntry
+	(*structpb.Struct)(nil),         // 28: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),   // 29: google.protobuf.Timestamp
 }
 var file_ironlink_v1_operations_proto_depIdxs = []int32{
-	24, // 0: ironlink.v1.NodeSpec.driver_info:type_name -> ironlink.v1.NodeSpec.DriverInfoEntry
-	26, // 1: ironlink.v1.NodeSpec.properties:type_name -> google.protobuf.Struct
+	25, // 0: ironlink.v1.NodeSpec.driver_info:type_name -> ironlink.v1.NodeSpec.DriverInfoEntry
+	28, // 1: ironlink.v1.NodeSpec.properties:type_name -> google.protobuf.Struct
 	3,  // 2: ironlink.v1.NodeSpec.ports:type_name -> ironlink.v1.PortSpec
-	26, // 3: ironlink.v1.CleanStep.args:type_name -> google.protobuf.Struct
-	25, // 4: ironlink.v1.DeployParams.capabilities:type_name -> ironlink.v1.DeployParams.CapabilitiesEntry
-	6,  // 5: ironlink.v1.DeployParams.config_drive:type_name -> ironlink.v1.ConfigDrive
-	4,  // 6: ironlink.v1.OperationParams.clean_steps:type_name -> ironlink.v1.CleanStep
-	5,  // 7: ironlink.v1.OperationParams.deploy:type_name -> ironlink.v1.DeployParams
-	7,  // 8: ironlink.v1.OperationParams.nova_create:type_name -> ironlink.v1.NovaCreateParams
-	27, // 9: ironlink.v1.OperationStep.start_time:type_name -> google.protobuf.Timestamp
-	27, // 10: ironlink.v1.OperationStep.end_time:type_name -> google.protobuf.Timestamp
-	10, // 11: ironlink.v1.OperationStep.requests:type_name -> ironlink.v1.StepRequest
-	27, // 12: ironlink.v1.StepRequest.time:type_name -> google.protobuf.Timestamp
-	0,  // 13: ironlink.v1.Operation.kind:type_name -> ironlink.v1.OperationKind
-	2,  // 14: ironlink.v1.Operation.node:type_name -> ironlink.v1.NodeSpec
-	8,  // 15: ironlink.v1.Operation.params:type_name -> ironlink.v1.OperationParams
-	1,  // 16: ironlink.v1.Operation.state:type_name -> ironlink.v1.OperationState
-	27, // 17: ironlink.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
-	27, // 18: ironlink.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
-	27, // 19: ironlink.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
-	9,  // 20: ironlink.v1.Operation.steps:type_name -> ironlink.v1.OperationStep
-	0,  // 21: ironlink.v1.StartOperationRequest.kind:type_name -> ironlink.v1.OperationKind
-	2,  // 22: ironlink.v1.StartOperationRequest.nodes:type_name -> ironlink.v1.NodeSpec
-	8,  // 23: ironlink.v1.StartOperationRequest.params:type_name -> ironlink.v1.OperationParams
-	11, // 24: ironlink.v1.StartOperationResponse.operations:type_name -> ironlink.v1.Operation
-	11, // 25: ironlink.v1.GetOperationResponse.operation:type_name -> ironlink.v1.Operation
-	0,  // 26: ironlink.v1.ListOperationsRequest.kinds:type_name -> ironlink.v1.OperationKind
-	1,  // 27: ironlink.v1.ListOperationsRequest.states:type_name -> ironlink.v1.OperationState
-	11, // 28: ironlink.v1.ListOperationsResponse.operations:type_name -> ironlink.v1.Operation
-	11, // 29: ironlink.v1.CancelOperationResponse.operation:type_name -> ironlink.v1.Operation
-	11, // 30: ironlink.v1.WatchOperationResponse.operation:type_name -> ironlink.v1.Operation
-	0,  // 31: ironlink.v1.OperationRequest.kind:type_name -> ironlink.v1.OperationKind
-	2,  // 32: ironlink.v1.OperationRequest.node:type_name -> ironlink.v1.NodeSpec
-	8,  // 33: ironlink.v1.OperationRequest.params:type_name -> ironlink.v1.OperationParams
-	1,  // 34: ironlink.v1.OperationProgress.state:type_name -> ironlink.v1.OperationState
-	9,  // 35: ironlink.v1.OperationProgress.steps:type_name -> ironlink.v1.OperationStep
-	27, // 36: ironlink.v1.OperationProgress.observed_time:type_name -> google.protobuf.Timestamp
-	12, // 37: ironlink.v1.OperationService.StartOperation:input_type -> ironlink.v1.StartOperationRequest
-	14, // 38: ironlink.v1.OperationService.GetOperation:input_type -> ironlink.v1.GetOperationRequest
-	16, // 39: ironlink.v1.OperationService.ListOperations:input_type -> ironlink.v1.ListOperationsRequest
-	18, // 40: ironlink.v1.OperationService.CancelOperation:input_type -> ironlink.v1.CancelOperationRequest
-	20, // 41: ironlink.v1.OperationService.WatchOperation:input_type -> ironlink.v1.WatchOperationRequest
-	13, // 42: ironlink.v1.OperationService.StartOperation:output_type -> ironlink.v1.StartOperationResponse
-	15, // 43: ironlink.v1.OperationService.GetOperation:output_type -> ironlink.v1.GetOperationResponse
-	17, // 44: ironlink.v1.OperationService.ListOperations:output_type -> ironlink.v1.ListOperationsResponse
-	19, // 45: ironlink.v1.OperationService.CancelOperation:output_type -> ironlink.v1.CancelOperationResponse
-	21, // 46: ironlink.v1.OperationService.WatchOperation:output_type -> ironlink.v1.WatchOperationResponse
-	42, // [42:47] is the sub-list for method output_type
-	37, // [37:42] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	28, // 3: ironlink.v1.CleanStep.args:type_name -> google.protobuf.Struct
+	26, // 4: ironlink.v1.DeployParams.capabilities:type_name -> ironlink.v1.DeployParams.CapabilitiesEntry
+	7,  // 5: ironlink.v1.DeployParams.config_drive:type_name -> ironlink.v1.ConfigDrive
+	27, // 6: ironlink.v1.AdoptParams.capabilities:type_name -> ironlink.v1.AdoptParams.CapabilitiesEntry
+	4,  // 7: ironlink.v1.OperationParams.clean_steps:type_name -> ironlink.v1.CleanStep
+	5,  // 8: ironlink.v1.OperationParams.deploy:type_name -> ironlink.v1.DeployParams
+	8,  // 9: ironlink.v1.OperationParams.nova_create:type_name -> ironlink.v1.NovaCreateParams
+	6,  // 10: ironlink.v1.OperationParams.adopt:type_name -> ironlink.v1.AdoptParams
+	29, // 11: ironlink.v1.OperationStep.start_time:type_name -> google.protobuf.Timestamp
+	29, // 12: ironlink.v1.OperationStep.end_time:type_name -> google.protobuf.Timestamp
+	11, // 13: ironlink.v1.OperationStep.requests:type_name -> ironlink.v1.StepRequest
+	29, // 14: ironlink.v1.StepRequest.time:type_name -> google.protobuf.Timestamp
+	0,  // 15: ironlink.v1.Operation.kind:type_name -> ironlink.v1.OperationKind
+	2,  // 16: ironlink.v1.Operation.node:type_name -> ironlink.v1.NodeSpec
+	9,  // 17: ironlink.v1.Operation.params:type_name -> ironlink.v1.OperationParams
+	1,  // 18: ironlink.v1.Operation.state:type_name -> ironlink.v1.OperationState
+	29, // 19: ironlink.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
+	29, // 20: ironlink.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
+	29, // 21: ironlink.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
+	10, // 22: ironlink.v1.Operation.steps:type_name -> ironlink.v1.OperationStep
+	0,  // 23: ironlink.v1.StartOperationRequest.kind:type_name -> ironlink.v1.OperationKind
+	2,  // 24: ironlink.v1.StartOperationRequest.nodes:type_name -> ironlink.v1.NodeSpec
+	9,  // 25: ironlink.v1.StartOperationRequest.params:type_name -> ironlink.v1.OperationParams
+	12, // 26: ironlink.v1.StartOperationResponse.operations:type_name -> ironlink.v1.Operation
+	12, // 27: ironlink.v1.GetOperationResponse.operation:type_name -> ironlink.v1.Operation
+	0,  // 28: ironlink.v1.ListOperationsRequest.kinds:type_name -> ironlink.v1.OperationKind
+	1,  // 29: ironlink.v1.ListOperationsRequest.states:type_name -> ironlink.v1.OperationState
+	12, // 30: ironlink.v1.ListOperationsResponse.operations:type_name -> ironlink.v1.Operation
+	12, // 31: ironlink.v1.CancelOperationResponse.operation:type_name -> ironlink.v1.Operation
+	12, // 32: ironlink.v1.WatchOperationResponse.operation:type_name -> ironlink.v1.Operation
+	0,  // 33: ironlink.v1.OperationRequest.kind:type_name -> ironlink.v1.OperationKind
+	2,  // 34: ironlink.v1.OperationRequest.node:type_name -> ironlink.v1.NodeSpec
+	9,  // 35: ironlink.v1.OperationRequest.params:type_name -> ironlink.v1.OperationParams
+	1,  // 36: ironlink.v1.OperationProgress.state:type_name -> ironlink.v1.OperationState
+	10, // 37: ironlink.v1.OperationProgress.steps:type_name -> ironlink.v1.OperationStep
+	29, // 38: ironlink.v1.OperationProgress.observed_time:type_name -> google.protobuf.Timestamp
+	13, // 39: ironlink.v1.OperationService.StartOperation:input_type -> ironlink.v1.StartOperationRequest
+	15, // 40: ironlink.v1.OperationService.GetOperation:input_type -> ironlink.v1.GetOperationRequest
+	17, // 41: ironlink.v1.OperationService.ListOperations:input_type -> ironlink.v1.ListOperationsRequest
+	19, // 42: ironlink.v1.OperationService.CancelOperation:input_type -> ironlink.v1.CancelOperationRequest
+	21, // 43: ironlink.v1.OperationService.WatchOperation:input_type -> ironlink.v1.WatchOperationRequest
+	14, // 44: ironlink.v1.OperationService.StartOperation:output_type -> ironlink.v1.StartOperationResponse
+	16, // 45: ironlink.v1.OperationService.GetOperation:output_type -> ironlink.v1.GetOperationResponse
+	18, // 46: ironlink.v1.OperationService.ListOperations:output_type -> ironlink.v1.ListOperationsResponse
+	20, // 47: ironlink.v1.OperationService.CancelOperation:output_type -> ironlink.v1.CancelOperationResponse
+	22, // 48: ironlink.v1.OperationService.WatchOperation:output_type -> ironlink.v1.WatchOperationResponse
+	44, // [44:49] is the sub-list for method output_type
+	39, // [39:44] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_operations_proto_init() }
@@ -2482,7 +2589,7 @@ func file_ironlink_v1_operations_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_operations_proto_rawDesc), len(file_ironlink_v1_operations_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
