@@ -60,14 +60,14 @@ const (
 )
 
 // queue queues the group's writes, one statement per table, each over
-// unnest() arrays.
+// unnest() arrays. The devices update comes last but for the snapshot's
+// removal marking (which reads the snapshot ids it sets): from that
+// statement on, the group holds its devices' row locks until it commits,
+// and a quarantine, release or command result of one of them waits, so
+// the history appends run before it, not inside that window.
 func (w *groupWrites) queue(b *pgx.Batch) {
 	if r := &w.inserts; len(r.ids) > 0 {
 		b.Queue(groupInsertDevices, r.ids, r.sites, r.names, r.facts, r.observed, r.snapshots, r.removed, r.status, r.reason)
-	}
-	if r := &w.updates; len(r.ids) > 0 {
-		b.Queue(groupUpdateDevices, r.ids, r.sites, r.names, r.facts, r.observed, r.snapshots, r.removed, r.status, r.reason, r.changed,
-			w.now.Add(MaxClockSkew), w.now)
 	}
 	if r := &w.conds; len(r.ids) > 0 {
 		b.Queue(groupUpsertConditions, r.ids, r.types, r.statuses, r.reasons, r.messages, r.transitions, r.observed, r.generations,
@@ -78,6 +78,10 @@ func (w *groupWrites) queue(b *pgx.Batch) {
 	}
 	if r := &w.statusHistory; len(r.ids) > 0 {
 		b.Queue(groupAppendStatusHistory, r.ids, r.statuses, r.reasons)
+	}
+	if r := &w.updates; len(r.ids) > 0 {
+		b.Queue(groupUpdateDevices, r.ids, r.sites, r.names, r.facts, r.observed, r.snapshots, r.removed, r.status, r.reason, r.changed,
+			w.now.Add(MaxClockSkew), w.now)
 	}
 	if len(w.unseen.sites) > 0 {
 		b.Queue(groupMarkUnseen, w.unseen.sites, w.unseen.snapshots)
@@ -103,6 +107,50 @@ func (w *groupWrites) results(br pgx.BatchResults, touched bool) (raced []string
 			return nil, errDeviceRace
 		}
 	}
+	steps := []struct {
+		ok   bool
+		what string
+	}{
+		{len(w.conds.ids) > 0, "upsert conditions"},
+		{len(w.history.ids) > 0, "append condition history"},
+		{len(w.statusHistory.ids) > 0, "append status history"},
+	}
+	for _, st := range steps {
+		if !st.ok {
+			continue
+		}
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("%s: %w", st.what, err)
+		}
+	}
+	if raced, err = w.updateResults(br); err != nil {
+		return nil, err
+	}
+	if len(w.unseen.sites) > 0 {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, fmt.Errorf("mark unseen devices removed: %w", err)
+		}
+		for rows.Next() {
+			var site string
+			var n int
+			if err := rows.Scan(&site, &n); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("mark unseen devices removed: %w", err)
+			}
+			w.removed[site] = n
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("mark unseen devices removed: %w", err)
+		}
+	}
+	return raced, nil
+}
+
+// updateResults reads the devices update's result: the devices whose
+// desired impairment is not the one their status was derived with.
+func (w *groupWrites) updateResults(br pgx.BatchResults) (raced []string, err error) {
 	if len(w.updates.ids) > 0 {
 		rows, err := br.Query()
 		if err != nil {
@@ -125,41 +173,6 @@ func (w *groupWrites) results(br pgx.BatchResults, touched bool) (raced []string
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return nil, fmt.Errorf("update devices: %w", err)
-		}
-	}
-	steps := []struct {
-		ok   bool
-		what string
-	}{
-		{len(w.conds.ids) > 0, "upsert conditions"},
-		{len(w.history.ids) > 0, "append condition history"},
-		{len(w.statusHistory.ids) > 0, "append status history"},
-	}
-	for _, st := range steps {
-		if !st.ok {
-			continue
-		}
-		if _, err := br.Exec(); err != nil {
-			return nil, fmt.Errorf("%s: %w", st.what, err)
-		}
-	}
-	if len(w.unseen.sites) > 0 {
-		rows, err := br.Query()
-		if err != nil {
-			return nil, fmt.Errorf("mark unseen devices removed: %w", err)
-		}
-		for rows.Next() {
-			var site string
-			var n int
-			if err := rows.Scan(&site, &n); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("mark unseen devices removed: %w", err)
-			}
-			w.removed[site] = n
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("mark unseen devices removed: %w", err)
 		}
 	}
 	return raced, nil

@@ -45,13 +45,14 @@ type Result struct {
 	Quarantines           int
 	P50, P90, P99, Max    time.Duration // API call → SUCCEEDED seen via GetCommand
 	RecvP50, RecvP99      time.Duration // API call → satellite received the Command
+	APIP50, APIP99        time.Duration // QuarantineDevice's own duration (the command written)
 	DupAcks, LinkFailures int
 	QuarantineErrors      int // QuarantineDevice calls that failed
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("links=%d duration=%s deltas/s=%.0f batches/s=%.0f quarantines=%d latency p50=%s p90=%s p99=%s max=%s (command received by satellite p50=%s p99=%s) duplicate-acks=%d link-failures=%d quarantine-errors=%d",
-		r.Links, r.Duration, r.DeltasPerSec, r.BatchesPerSec, r.Quarantines, r.P50, r.P90, r.P99, r.Max, r.RecvP50, r.RecvP99, r.DupAcks, r.LinkFailures, r.QuarantineErrors)
+	return fmt.Sprintf("links=%d duration=%s deltas/s=%.0f batches/s=%.0f quarantines=%d latency p50=%s p90=%s p99=%s max=%s (call answered p50=%s p99=%s; command received by satellite p50=%s p99=%s) duplicate-acks=%d link-failures=%d quarantine-errors=%d",
+		r.Links, r.Duration, r.DeltasPerSec, r.BatchesPerSec, r.Quarantines, r.P50, r.P90, r.P99, r.Max, r.APIP50, r.APIP99, r.RecvP50, r.RecvP99, r.DupAcks, r.LinkFailures, r.QuarantineErrors)
 }
 
 type load struct {
@@ -154,7 +155,7 @@ func run(tb testing.TB, l load) Result {
 	}
 	prof := startProfile(tb, hub.AdminAddr, name, l.duration)
 	start := time.Now()
-	var lat, recv []time.Duration
+	var lat, recv, api []time.Duration
 	apiErrs := 0
 	qctx, qcancel := context.WithTimeout(context.Background(), l.duration)
 	defer qcancel()
@@ -182,6 +183,7 @@ func run(tb testing.TB, l load) Result {
 					mu.Unlock()
 					continue
 				}
+				answered := time.Since(t0)
 				id := r.GetCommand().GetCommandId()
 				for {
 					g, err := fc.GetCommand(cctx, &ironlinkv1.GetCommandRequest{CommandId: id})
@@ -198,6 +200,7 @@ func run(tb testing.TB, l load) Result {
 				ccancel()
 				mu.Lock()
 				lat = append(lat, time.Since(t0))
+				api = append(api, answered)
 				if at, ok := received[id]; ok {
 					recv = append(recv, at.Sub(t0))
 				}
@@ -214,6 +217,7 @@ func run(tb testing.TB, l load) Result {
 		DeltasPerSec: float64(d1-d0) / elapsed.Seconds(), BatchesPerSec: float64(b1-b0) / elapsed.Seconds(), Quarantines: len(lat)}
 	res.P50, res.P90, res.P99, res.Max = pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 100)
 	res.RecvP50, res.RecvP99 = pct(recv, 50), pct(recv, 99)
+	res.APIP50, res.APIP99 = pct(api, 50), pct(api, 99)
 	res.QuarantineErrors = apiErrs
 	for _, s := range sats {
 		st := s.Stats()
