@@ -140,10 +140,17 @@ func Parse(data []byte) (*File, error) {
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("parse: %w", err)
 	}
+	var nodes struct {
+		Profiles []yaml.Node `yaml:"profiles"`
+	}
+	_ = yaml.Unmarshal(data, &nodes) // decoded above: only the lines are taken
 	var errs []error
 	seen := map[string]bool{}
 	for i, p := range doc.Profiles {
 		where := fmt.Sprintf("profiles[%d]", i)
+		if i < len(nodes.Profiles) {
+			where = fmt.Sprintf("line %d: %s", nodes.Profiles[i].Line, where)
+		}
 		if p.Name != "" {
 			where += " (" + p.Name + ")"
 		}

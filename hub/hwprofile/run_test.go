@@ -150,11 +150,11 @@ func TestProfileConditionsOnStore(t *testing.T) {
 }
 
 // A profiles file with an unknown key is refused naming its line; an
-// impossible range naming the profile and key.
+// impossible range naming the profile's line, the profile and the key.
 func TestParseRefusesBadFiles(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"profiles:\n  - name: a\n    match: {resource_class: x}\n    expect:\n      memry_mib: {min: 1}\n", "line 5"},
-		{"profiles:\n  - name: a\n    match: {resource_class: x}\n    expect:\n      memory_mib: {min: 9, max: 1}\n", "profiles[0] (a): expect.memory_mib: min 9 is above max 1"},
+		{"profiles:\n  - name: a\n    match: {resource_class: x}\n    expect:\n      memory_mib: {min: 9, max: 1}\n", "line 2: profiles[0] (a): expect.memory_mib: min 9 is above max 1"},
 		{"profiles:\n  - name: a\n    expect: {}\n", "match needs resource_class or name"},
 		{"profiles:\n  - name: a\n    match: {name: x}\n    expect:\n      firmware_min: {bios: v1}\n", "not a dotted version"},
 	} {
