@@ -11,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/remediation"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/internal/testlog"
 )
 
@@ -204,5 +208,28 @@ func TestDryRunWritesNothing(t *testing.T) {
 		if n := r.count(`SELECT count(*) FROM ` + table); n != 0 {
 			t.Errorf("%s has %d rows", table, n)
 		}
+	}
+}
+
+// A fault whose health condition recommends CONTACT_SUPPORT (the
+// ladder's default handoffOn) is handed off at once, no step run.
+func TestRecommendedActionHandsOff(t *testing.T) {
+	r := newRig(t, ladderPolicy, 10, false)
+	dev := r.site.IDs[0]
+	at := r.clk.Now()
+	conds := append(storetest.Healthy(at), condition.Condition{Type: condition.HealthType("GPU", "GpuXidError"), Status: condition.False,
+		Reason: "XID79", Message: "GPU fell off the bus", LastTransitionTime: at, ObservedTime: at,
+		Health: &condition.Health{Agent: "gpu-health", ComponentClass: "GPU", CheckName: "GpuXidError", Fatal: true,
+			RecommendedAction: policy.RecommendedActions["CONTACT_SUPPORT"], ErrorCodes: []string{"79"}}})
+	r.site.Send([]store.DeviceUpdate{{DeviceID: dev, Conditions: conds, ObservedTime: at}})
+	if s := r.tick(); s.HandedOff != 1 || s.Started != 0 {
+		t.Fatalf("pass: %+v", s)
+	}
+	if n := r.count(`SELECT count(*) FROM remediation_handoffs WHERE device_id = $1 AND reason = 'RecommendedAction'
+		AND detail LIKE '%CONTACT_SUPPORT%' AND webhook_state = 'NONE'`, dev); n != 1 {
+		t.Fatal("no RecommendedAction handoff")
+	}
+	if n := r.count(`SELECT count(*) FROM operations`); n != 0 {
+		t.Fatalf("%d operations", n)
 	}
 }
