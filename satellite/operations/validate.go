@@ -47,39 +47,7 @@ func Validate(req *ironlinkv1.OperationRequest) error {
 	}
 	k := req.GetKind()
 	if k == ironlinkv1.OperationKind_OPERATION_KIND_ENROL {
-		n := req.GetNode()
-		if n == nil {
-			return bad("ENROL needs node")
-		}
-		if !logicalNameRe.MatchString(n.GetName()) {
-			return bad("node.name %q: 1-255 letters, digits and -._~", n.GetName())
-		}
-		if n.GetDriver() == "" {
-			return bad("node.driver is empty")
-		}
-		if keys, ok := bmcAddressKeys[n.GetDriver()]; ok {
-			found := false
-			for _, key := range keys {
-				if strings.TrimSpace(n.GetDriverInfo()[key]) != "" {
-					found = true
-				}
-			}
-			if !found {
-				return bad("node.driver_info: driver %s needs the BMC address in %s", n.GetDriver(), strings.Join(keys, " or "))
-			}
-		}
-		for i, p := range n.GetPorts() {
-			hw, err := net.ParseMAC(p.GetAddress())
-			if err != nil || len(hw) != 6 || strings.Count(p.GetAddress(), ":") != 5 {
-				return bad("node.ports[%d].address %q is not a MAC address (aa:bb:cc:dd:ee:ff)", i, p.GetAddress())
-			}
-		}
-		for _, t := range n.GetTraits() {
-			if !strings.HasPrefix(t, "CUSTOM_") && !regexp.MustCompile(`^[A-Z0-9_]+$`).MatchString(t) {
-				return bad("node.traits: %q is not a trait name", t)
-			}
-		}
-		return nil
+		return validateEnrolNode(req.GetNode())
 	}
 	if req.GetDeviceId() == "" {
 		return bad("device_id is empty")
@@ -136,6 +104,46 @@ func Validate(req *ironlinkv1.OperationRequest) error {
 		}
 	default:
 		return bad("unknown kind %v", k)
+	}
+	return nil
+}
+
+// validateEnrolNode checks ENROL's node spec: name, driver, BMC address,
+// MAC addresses, trait names. Errors wrap [ErrInvalid] and name the field.
+func validateEnrolNode(n *ironlinkv1.NodeSpec) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	if n == nil {
+		return bad("ENROL needs node")
+	}
+	if !logicalNameRe.MatchString(n.GetName()) {
+		return bad("node.name %q: 1-255 letters, digits and -._~", n.GetName())
+	}
+	if n.GetDriver() == "" {
+		return bad("node.driver is empty")
+	}
+	if keys, ok := bmcAddressKeys[n.GetDriver()]; ok {
+		found := false
+		for _, key := range keys {
+			if strings.TrimSpace(n.GetDriverInfo()[key]) != "" {
+				found = true
+			}
+		}
+		if !found {
+			return bad("node.driver_info: driver %s needs the BMC address in %s", n.GetDriver(), strings.Join(keys, " or "))
+		}
+	}
+	for i, p := range n.GetPorts() {
+		hw, err := net.ParseMAC(p.GetAddress())
+		if err != nil || len(hw) != 6 || strings.Count(p.GetAddress(), ":") != 5 {
+			return bad("node.ports[%d].address %q is not a MAC address (aa:bb:cc:dd:ee:ff)", i, p.GetAddress())
+		}
+	}
+	for _, t := range n.GetTraits() {
+		if !strings.HasPrefix(t, "CUSTOM_") && !regexp.MustCompile(`^[A-Z0-9_]+$`).MatchString(t) {
+			return bad("node.traits: %q is not a trait name", t)
+		}
 	}
 	return nil
 }
