@@ -105,6 +105,17 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 		l.commits.start(ctx)
 		l.writes.start(ctx)
 		l.health.start(ctx)
+		// Commands first: a delivery or a command result that is ready
+		// is sent before any ack of the commits queue that is ready too
+		// (select alone picks at random among them).
+		select {
+		case o := <-l.writes.done:
+			if err := l.finish(l.writes, o); err != nil {
+				return err
+			}
+			continue
+		default:
+		}
 		select {
 		case o := <-l.commits.done:
 			err = l.finish(l.commits, o)

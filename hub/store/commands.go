@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"go.opentelemetry.io/otel/propagation"
 )
 
 // SetDesiredImpairment records an operator's (or a policy's) wish for a
@@ -93,61 +92,6 @@ func (s *Store) RetryCommand(ctx context.Context, id, actor, reason, source stri
 		return err
 	})
 	return cmd, err
-}
-
-// setDesiredTx sets device deviceID's desired state inside tx: the next
-// generation, older open commands SUPERSEDED, a PENDING command and an
-// impairment history entry with a's action, holder, actor, reason and
-// source, the status re-derived, the site notified. It does not touch the
-// holds (holds.go does). Errors: ErrNotFound.
-func (s *Store) setDesiredTx(ctx context.Context, tx pgx.Tx, deviceID string, desired Impairment, a ImpairmentAction) (Command, error) {
-	actor, reason, source := a.Actor, a.Reason, a.Source
-	var site string
-	var gen int64
-	err := tx.QueryRow(ctx, `
-		UPDATE devices SET desired_impairment = $2, desired_generation = desired_generation + 1
-		WHERE id = $1 RETURNING site, desired_generation`, deviceID, string(desired)).Scan(&site, &gen)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Command{}, fmt.Errorf("device %s: %w", deviceID, ErrNotFound)
-	}
-	if err != nil {
-		return Command{}, fmt.Errorf("set desired state of device %s: %w", deviceID, err)
-	}
-	_, err = tx.Exec(ctx, `
-		UPDATE commands SET state = 'SUPERSEDED', updated_at = now(), completed_at = now()
-		WHERE device_id = $1 AND state IN ('PENDING', 'SENT', 'FAILED')`, deviceID)
-	if err != nil {
-		return Command{}, fmt.Errorf("supersede older commands of device %s: %w", deviceID, err)
-	}
-	// The caller's W3C trace context goes with the command (see TraceParent).
-	tc := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, tc)
-	row := tx.QueryRow(ctx, `
-		INSERT INTO commands (device_id, site, generation, desired, actor, reason, source, traceparent, tracestate, action, holder)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-		RETURNING `+commandColumns, deviceID, site, gen, string(desired), actor, reason, source, tc.Get("traceparent"), tc.Get("tracestate"),
-		string(a.Action), a.Holder)
-	cmd, err := scanCommand(row)
-	if err != nil {
-		return Command{}, fmt.Errorf("insert command: %w", err)
-	}
-	_, err = tx.Exec(ctx, `
-		INSERT INTO impairment_history (device_id, desired, generation, actor, reason, source, command_id, action, holder)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, deviceID, string(desired), gen, actor, reason, source, cmd.ID, string(a.Action), a.Holder)
-	if err != nil {
-		return Command{}, fmt.Errorf("append impairment history: %w", err)
-	}
-	conds, err := loadConditions(ctx, tx, []string{deviceID})
-	if err != nil {
-		return Command{}, err
-	}
-	if _, err := s.recomputeDevices(ctx, tx, []string{deviceID}, conds); err != nil {
-		return Command{}, err
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, site); err != nil {
-		return Command{}, fmt.Errorf("notify site %q: %w", site, err)
-	}
-	return cmd, nil
 }
 
 const commandColumns = `id::text, device_id::text, site, generation, desired, state, actor, reason, source,

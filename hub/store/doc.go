@@ -17,7 +17,8 @@
 //     groupsql.go (the set-based statements), siteconditions.go,
 //     liveness.go (last seen, staleness).
 //   - Commands: commands.go (desired impairment, retry: the operator's
-//     side), commands_delivery.go (due, sent, results: the link's side),
+//     side), setdesired.go (a desired state's statements in one round
+//     trip), commands_delivery.go (due, sent, results: the link's side),
 //     desired.go (desired states, drift corrections), bulk.go (bulk
 //     quarantine and release), commandpool.go (the command path's pool).
 //   - Operations: operations.go (the operator's side),

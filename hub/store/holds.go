@@ -169,31 +169,38 @@ func (s *Store) Quarantine(ctx context.Context, deviceID, holder string, a Impai
 }
 
 func (s *Store) quarantineTx(ctx context.Context, tx pgx.Tx, deviceID, holder string, a ImpairmentAction) (Command, error) {
-	var held bool
-	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM quarantine_holds WHERE device_id = d.id)
-		FROM devices d WHERE d.id = $1 FOR UPDATE OF d`, deviceID).Scan(&held)
+	// One round trip: the device locked, then, when no hold is on it yet,
+	// what this quarantine takes: the desired state or, never commanded,
+	// the trait as the satellite last saw it; the status (the one before
+	// the site went silent for UNREACHABLE).
+	b := &pgx.Batch{}
+	b.Queue(`SELECT 1 FROM devices d WHERE d.id = $1 FOR UPDATE OF d`, deviceID)
+	b.Queue(`
+		UPDATE devices d SET pre_quarantine_at = now(),
+			pre_quarantine_offered = CASE
+				WHEN d.desired_impairment = 'RELEASED' THEN true
+				WHEN d.desired_impairment = 'QUARANTINED' THEN NULL
+				ELSE (SELECT c.status = 'True' FROM device_conditions c WHERE c.device_id = d.id AND c.type = 'CustomerReady' AND c.status <> 'Unknown')
+			END,
+			pre_quarantine_status = CASE WHEN d.status = 'UNREACHABLE' THEN COALESCE(d.last_known_status, '') ELSE d.status END
+		WHERE d.id = $1 AND NOT EXISTS (SELECT 1 FROM quarantine_holds WHERE device_id = d.id)`, deviceID)
+	br := tx.SendBatch(ctx, b)
+	var one int
+	err := br.QueryRow().Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
+		br.Close()
 		return Command{}, fmt.Errorf("device %s: %w", deviceID, ErrNotFound)
 	}
 	if err != nil {
+		br.Close()
 		return Command{}, fmt.Errorf("lock device %s: %w", deviceID, err)
 	}
-	if !held {
-		// What this quarantine takes: the desired state or, never
-		// commanded, the trait as the satellite last saw it; the status
-		// (the one before the site went silent for UNREACHABLE).
-		_, err = tx.Exec(ctx, `
-			UPDATE devices d SET pre_quarantine_at = now(),
-				pre_quarantine_offered = CASE
-					WHEN d.desired_impairment = 'RELEASED' THEN true
-					WHEN d.desired_impairment = 'QUARANTINED' THEN NULL
-					ELSE (SELECT c.status = 'True' FROM device_conditions c WHERE c.device_id = d.id AND c.type = 'CustomerReady' AND c.status <> 'Unknown')
-				END,
-				pre_quarantine_status = CASE WHEN d.status = 'UNREACHABLE' THEN COALESCE(d.last_known_status, '') ELSE d.status END
-			WHERE d.id = $1`, deviceID)
-		if err != nil {
-			return Command{}, fmt.Errorf("record what the quarantine of %s takes: %w", deviceID, err)
-		}
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return Command{}, fmt.Errorf("record what the quarantine of %s takes: %w", deviceID, err)
+	}
+	if err := br.Close(); err != nil {
+		return Command{}, fmt.Errorf("lock device %s: %w", deviceID, err)
 	}
 	cmd, err := s.setDesiredTx(ctx, tx, deviceID, ImpairmentQuarantined, a.with(ActionQuarantine, holder))
 	if err != nil {

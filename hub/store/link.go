@@ -89,6 +89,13 @@ func loadConditions(ctx context.Context, q pgx.Tx, ids []string) (map[string]map
 	if err != nil {
 		return nil, fmt.Errorf("load conditions: %w", err)
 	}
+	return scanConditions(rows)
+}
+
+// scanConditions reads rows of device_id, type, status, reason, message,
+// last_transition_time, observed_time, observed_generation, health (as
+// loadConditions selects them) into conditions per device, and closes rows.
+func scanConditions(rows pgx.Rows) (map[string]map[condition.Type]condition.Condition, error) {
 	defer rows.Close()
 	out := map[string]map[condition.Type]condition.Condition{}
 	for rows.Next() {
