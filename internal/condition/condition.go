@@ -75,6 +75,14 @@ const (
 	// DuplicateNodes: a node listed twice) when it had, the poll then being
 	// degraded (docs/reference/conditions.md "Site conditions").
 	ListingConsistent Type = "ListingConsistent"
+	// StateFileWritten is True/Written once the satellite's state file
+	// (--state-file: applied generations, orphan sweep memory) was last
+	// written; False/WriteFailed with the error when the last write failed
+	// (full disk, read-only or missing directory): the satellite keeps
+	// serving, but a restart would forget what was not written. The next
+	// write (a command, a resync, a sweep) writes the whole state again.
+	// Not sent by a satellite without a state file.
+	StateFileWritten Type = "StateFileWritten"
 )
 
 // Reasons of InventoryPolled and ListingConsistent.
@@ -87,7 +95,7 @@ const (
 )
 
 // SiteTypes lists the site condition types in their fixed order.
-var SiteTypes = []Type{OpenStackAuthenticated, OrphanDetection, OpenStackTLSVerified, InventoryPolled, ListingConsistent}
+var SiteTypes = []Type{OpenStackAuthenticated, OrphanDetection, OpenStackTLSVerified, InventoryPolled, ListingConsistent, StateFileWritten}
 
 // ValidSite reports whether t is one of the site condition types.
 func (t Type) ValidSite() bool {

@@ -139,8 +139,9 @@ type Agent struct {
 	statsMu sync.Mutex // guards stats; a leaf lock
 	stats   Stats
 
-	saveMu   sync.Mutex // serialises state file writes (never held with another lock)
+	saveMu   sync.Mutex // serialises state file writes (held with no other lock of the agent; it takes the site set's, a leaf)
 	savedSeq uint64     // the newest copy written
+	stateMsg string     // the StateFileWritten message last set (saveMu)
 }
 
 // deviceView is the poll state: each device as the listings, the sweep's

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/condition"
 )
 
 // appliedState is the on-disk form of the generations a satellite applied,
@@ -176,11 +177,41 @@ func (a *Agent) saveState(p pendingState) error {
 	if p.seq <= a.savedSeq {
 		return nil
 	}
-	if err := writeState(a.cfg.StatePath, *p.st); err != nil {
+	err := writeState(a.cfg.StatePath, *p.st)
+	a.noteStateWrite(err)
+	if err != nil {
 		return err
 	}
 	a.savedSeq = p.seq
 	return nil
+}
+
+// Reasons of the StateFileWritten site condition.
+const (
+	ReasonStateWritten     = "Written"
+	ReasonStateWriteFailed = "WriteFailed"
+)
+
+// noteStateWrite sets the StateFileWritten site condition after a write of
+// the state file (err its failure, nil for success): on the first write
+// and whenever it changes from failed to written or back, or to another
+// error (a.saveMu held).
+func (a *Agent) noteStateWrite(err error) {
+	if a.site == nil {
+		return
+	}
+	msg := "state file " + a.cfg.StatePath + " written"
+	c := condition.Condition{Type: condition.StateFileWritten, Status: condition.True, Reason: ReasonStateWritten, Message: msg}
+	if err != nil {
+		msg = "state file " + a.cfg.StatePath + " not written (" + err.Error() + "): the satellite keeps serving, but a restart would " +
+			"forget applied generations and orphan sweep memory since the last write; the next write retries"
+		c = condition.Condition{Type: condition.StateFileWritten, Status: condition.False, Reason: ReasonStateWriteFailed, Message: msg}
+	}
+	if msg == a.stateMsg {
+		return
+	}
+	a.stateMsg = msg
+	a.site.Set(c)
 }
 
 // writeState replaces the state file at path with st.

@@ -72,7 +72,7 @@ func New() *Satellite {
 	}, []string{"result"})
 	m.siteCondition = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "ironlink_satellite_site_condition",
-		Help: "Site conditions: 1 for the current status of each type (OpenStackAuthenticated, OrphanDetection, OpenStackTLSVerified, InventoryPolled, ListingConsistent), 0 for the others.",
+		Help: "Site conditions: 1 for the current status of each type (OpenStackAuthenticated, OrphanDetection, OpenStackTLSVerified, InventoryPolled, ListingConsistent, StateFileWritten), 0 for the others.",
 	}, []string{"type", "status", "reason"})
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ironlink_satellite_openstack_requests_total",
