@@ -25,7 +25,7 @@ type bulkFlags struct {
 // register adds the bulk flags to the quarantine or release command.
 func (f *bulkFlags) register(cmd *cobra.Command, verb string) {
 	cmd.Flags().StringVar(&f.selector, "selector", "", "act on every device matching this selector instead of named devices: "+
-		"comma-separated site=SITE, status=STATUS (repeatable, or a|b), reason=CONDITION_REASON (repeatable, or a|b), class=RESOURCE_CLASS, name=GLOB; "+
+		"comma-separated site=SITE, status=STATUS (repeatable, or a|b), reason=CONDITION_REASON (repeatable, or a|b), class=RESOURCE_CLASS, name=GLOB, any other KEY=VALUE a label (rack=r12); "+
 		"the matching devices are shown and confirmed first")
 	cmd.Flags().IntVar(&f.expected, "expected-count", 0, "with --selector: the number of devices you expect to match; the hub refuses, changing nothing, when it differs")
 	cmd.Flags().BoolVar(&f.yes, "yes", false, "with --selector: do not ask for confirmation")
@@ -33,7 +33,8 @@ func (f *bulkFlags) register(cmd *cobra.Command, verb string) {
 	cmd.Example += fmt.Sprintf(`
   # every faulted device of site-b whose Ironic fault is a power failure
   ironlink %s --selector 'site=site-b,status=faulted,reason=PowerFailure' --reason "PDU swap"
-  ironlink %s --selector 'site=site-b,name=gpu-r4-*' --expected-count 32 --yes --reason "rack r4"`, verb, verb)
+  ironlink %s --selector 'site=site-b,name=gpu-r4-*' --expected-count 32 --yes --reason "rack r4"
+  ironlink %s --selector 'site=site-b,rack=r12' --reason "switch s3 down"`, verb, verb, verb)
 }
 
 // args accepts devices, or none with --selector.
@@ -55,7 +56,8 @@ func (f *bulkFlags) args(cmd *cobra.Command, args []string) error {
 
 // parseSelector parses the --selector syntax into a DeviceSelector:
 // comma-separated key=value terms with keys site, status, reason, class
-// (or resource-class) and name; status and reason may repeat or list
+// (or resource-class) and name, any other key being a label (rack=r12);
+// status and reason may repeat or list
 // values separated by '|'. Statuses are case-insensitive operational
 // status names (faulted, in-service, ...).
 func parseSelector(s string) (*ironlinkv1.DeviceSelector, error) {
@@ -66,9 +68,10 @@ func parseSelector(s string) (*ironlinkv1.DeviceSelector, error) {
 			continue
 		}
 		k, v, ok := strings.Cut(term, "=")
-		k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
+		raw := strings.TrimSpace(k) // a label key keeps its case
+		k, v = strings.ToLower(raw), strings.TrimSpace(v)
 		if !ok || v == "" {
-			return nil, usageErrf("--selector term %q: want key=value (keys: site, status, reason, class, name)", term)
+			return nil, usageErrf("--selector term %q: want key=value (keys: site, status, reason, class, name, or a label such as rack)", term)
 		}
 		once := func(dst *string) error {
 			if *dst != "" {
@@ -98,15 +101,18 @@ func parseSelector(s string) (*ironlinkv1.DeviceSelector, error) {
 			for _, x := range strings.Split(v, "|") {
 				sel.ConditionReasons = append(sel.ConditionReasons, strings.TrimSpace(x))
 			}
-		default:
-			return nil, usageErrf("--selector: unknown key %q (site, status, reason, class, name)", k)
+		default: // any other key is a label (docs/reference/labels.md)
+			if sel.Labels == nil {
+				sel.Labels = map[string]string{}
+			}
+			err = addLabel("--selector", sel.Labels, raw, v)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	if sel.Site == "" && len(sel.Statuses) == 0 && len(sel.ConditionReasons) == 0 && sel.ResourceClass == "" && sel.NamePattern == "" {
-		return nil, usageErrf("--selector %q selects nothing: give at least one of site, status, reason, class, name", s)
+	if sel.Site == "" && len(sel.Statuses) == 0 && len(sel.ConditionReasons) == 0 && sel.ResourceClass == "" && sel.NamePattern == "" && len(sel.Labels) == 0 {
+		return nil, usageErrf("--selector %q selects nothing: give at least one of site, status, reason, class, name or a label", s)
 	}
 	return sel, nil
 }

@@ -49,6 +49,9 @@ type SitePolicy struct {
 	Rules []Rule `json:"rules"`
 	// Guard is the blast-radius guard.
 	Guard Guard `json:"guard"`
+	// Domains are the per-label guards (the file's guard.perLabel;
+	// domains.go), in Guard's window.
+	Domains []DomainGuard `json:"per_label,omitempty"`
 	// MaintenanceWindows: a MAINTENANCE trigger inside one is skipped.
 	MaintenanceWindows []Window `json:"maintenance_windows"`
 }
@@ -124,6 +127,7 @@ type Override struct {
 	Rules              []Rule
 	HasRules           bool
 	Guard              GuardOverride
+	Domains            *[]DomainGuard
 	MaintenanceWindows []Window
 }
 
@@ -161,6 +165,9 @@ func (f *File) Effective(site string) SitePolicy {
 	}
 	if o.Guard.Window != nil {
 		p.Guard.Window = *o.Guard.Window
+	}
+	if o.Domains != nil {
+		p.Domains = *o.Domains
 	}
 	p.MaintenanceWindows = append(p.MaintenanceWindows, o.MaintenanceWindows...)
 	return p
@@ -210,9 +217,10 @@ type ruleYAML struct {
 }
 
 type guardYAML struct {
-	MaxDevices *int     `yaml:"maxDevices"`
-	MaxPercent *float64 `yaml:"maxPercent"`
-	Window     *string  `yaml:"window"`
+	MaxDevices *int          `yaml:"maxDevices"`
+	MaxPercent *float64      `yaml:"maxPercent"`
+	Window     *string       `yaml:"window"`
+	PerLabel   *[]domainYAML `yaml:"perLabel"`
 }
 
 type windowYAML struct {
@@ -339,6 +347,11 @@ func convertSite(where string, sy siteYAML, isDefault bool) (converted, []error)
 			}
 			c.base.Guard.Window = d
 			c.override.Guard.Window = &d
+		}
+		if g.PerLabel != nil {
+			ds, derrs := convertDomains(where, *g.PerLabel)
+			errs = append(errs, derrs...)
+			c.base.Domains, c.override.Domains = ds, &ds
 		}
 	}
 	for i, wy := range sy.MaintenanceWindows {

@@ -34,6 +34,9 @@ type DeviceSelector struct {
 	// NameLike keeps devices whose name matches this LIKE pattern
 	// (backslash escapes; see GlobToLike).
 	NameLike string
+	// Labels keeps devices carrying every one of these labels (effective
+	// labels, docs/reference/labels.md).
+	Labels map[string]string
 }
 
 // BulkMatch is one device a selector matched.
@@ -91,7 +94,8 @@ const bulkMatchSQL = `
 	  AND (cardinality($4::text[]) = 0 OR EXISTS (
 	        SELECT 1 FROM device_conditions c WHERE c.device_id = d.id AND c.reason = ANY($4::text[])))
 	  AND ($5 = '' OR d.facts->>'resource_class' = $5)
-	  AND ($6 = '' OR d.name LIKE $6)`
+	  AND ($6 = '' OR d.name LIKE $6)
+	  AND ($7::jsonb IS NULL OR ` + labelsExpr + ` @> $7::jsonb)`
 
 func (sel DeviceSelector) args() []any {
 	sts := make([]string, len(sel.Statuses))
@@ -102,7 +106,10 @@ func (sel DeviceSelector) args() []any {
 	if reasons == nil {
 		reasons = []string{}
 	}
-	return []any{sel.Site, sel.Sites, sts, reasons, sel.ResourceClass, sel.NameLike}
+	// Labels were checked by the caller: encoding a map[string]string
+	// cannot fail.
+	lab, _ := labelsArg(sel.Labels)
+	return []any{sel.Site, sel.Sites, sts, reasons, sel.ResourceClass, sel.NameLike, lab}
 }
 
 // MatchDevices returns how many devices sel matches and the first limit of
@@ -113,7 +120,7 @@ func (s *Store) MatchDevices(ctx context.Context, sel DeviceSelector, limit int)
 		return nil, 0, fmt.Errorf("count matching devices: %w", err)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT d.id::text, d.site, d.name, d.status`+bulkMatchSQL+
-		` ORDER BY d.site, d.name, d.id LIMIT $7`, append(sel.args(), limit)...)
+		` ORDER BY d.site, d.name, d.id LIMIT $8`, append(sel.args(), limit)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list matching devices: %w", err)
 	}
@@ -152,7 +159,7 @@ func (s *Store) BulkSetDesiredImpairment(ctx context.Context, sel DeviceSelector
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		out = nil
 		rows, err := tx.Query(ctx, `SELECT d.id::text, d.site, d.name, d.status`+bulkMatchSQL+
-			` ORDER BY d.site, d.name, d.id LIMIT $7 FOR UPDATE OF d`, append(sel.args(), MaxBulkDevices+1)...)
+			` ORDER BY d.site, d.name, d.id LIMIT $8 FOR UPDATE OF d`, append(sel.args(), MaxBulkDevices+1)...)
 		if err != nil {
 			return fmt.Errorf("lock matching devices: %w", err)
 		}
@@ -247,7 +254,7 @@ func (s *Store) PlanBulkRelease(ctx context.Context, sel DeviceSelector, holder 
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 		plans = nil
 		rows, err := tx.Query(ctx, `SELECT d.id::text, d.site, d.name, d.status`+bulkMatchSQL+
-			` ORDER BY d.site, d.name, d.id LIMIT $7`, append(sel.args(), MaxBulkDevices+1)...)
+			` ORDER BY d.site, d.name, d.id LIMIT $8`, append(sel.args(), MaxBulkDevices+1)...)
 		if err != nil {
 			return fmt.Errorf("list matching devices: %w", err)
 		}

@@ -37,7 +37,10 @@ type DeviceSelector struct {
 	ResourceClass string `protobuf:"bytes,4,opt,name=resource_class,json=resourceClass,proto3" json:"resource_class,omitempty"`
 	// Only devices whose Ironic node name matches this shell-style pattern
 	// ("*" any run, "?" one character, backslash quotes), e.g. "gpu-r4-*".
-	NamePattern   string `protobuf:"bytes,5,opt,name=name_pattern,json=namePattern,proto3" json:"name_pattern,omitempty"`
+	NamePattern string `protobuf:"bytes,5,opt,name=name_pattern,json=namePattern,proto3" json:"name_pattern,omitempty"`
+	// Only devices carrying every one of these labels (effective labels,
+	// docs/reference/labels.md), e.g. {rack: r12}; at most 32.
+	Labels        map[string]string `protobuf:"bytes,100,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -105,6 +108,13 @@ func (x *DeviceSelector) GetNamePattern() string {
 		return x.NamePattern
 	}
 	return ""
+}
+
+func (x *DeviceSelector) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 // BulkMatch is one device a selector matched.
@@ -629,13 +639,17 @@ var File_ironlink_v1_bulk_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_bulk_proto_rawDesc = "" +
 	"\n" +
-	"\x16ironlink/v1/bulk.proto\x12\vironlink.v1\x1a\x17ironlink/v1/fleet.proto\"\xd7\x01\n" +
+	"\x16ironlink/v1/bulk.proto\x12\vironlink.v1\x1a\x17ironlink/v1/fleet.proto\"\xd3\x02\n" +
 	"\x0eDeviceSelector\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\x0e2\x1e.ironlink.v1.OperationalStatusR\bstatuses\x12+\n" +
 	"\x11condition_reasons\x18\x03 \x03(\tR\x10conditionReasons\x12%\n" +
 	"\x0eresource_class\x18\x04 \x01(\tR\rresourceClass\x12!\n" +
-	"\fname_pattern\x18\x05 \x01(\tR\vnamePattern\"\x88\x01\n" +
+	"\fname_pattern\x18\x05 \x01(\tR\vnamePattern\x12?\n" +
+	"\x06labels\x18d \x03(\v2'.ironlink.v1.DeviceSelector.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x88\x01\n" +
 	"\tBulkMatch\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x12\x12\n" +
@@ -687,7 +701,7 @@ func file_ironlink_v1_bulk_proto_rawDescGZIP() []byte {
 	return file_ironlink_v1_bulk_proto_rawDescData
 }
 
-var file_ironlink_v1_bulk_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_ironlink_v1_bulk_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_ironlink_v1_bulk_proto_goTypes = []any{
 	(*DeviceSelector)(nil),                // 0: ironlink.v1.DeviceSelector
 	(*BulkMatch)(nil),                     // 1: ironlink.v1.BulkMatch
@@ -698,33 +712,35 @@ var file_ironlink_v1_bulk_proto_goTypes = []any{
 	(*BulkQuarantineResponse)(nil),        // 6: ironlink.v1.BulkQuarantineResponse
 	(*BulkReleaseRequest)(nil),            // 7: ironlink.v1.BulkReleaseRequest
 	(*BulkReleaseResponse)(nil),           // 8: ironlink.v1.BulkReleaseResponse
-	(OperationalStatus)(0),                // 9: ironlink.v1.OperationalStatus
-	(ReleaseOutcome)(0),                   // 10: ironlink.v1.ReleaseOutcome
-	(*OperatorCommand)(nil),               // 11: ironlink.v1.OperatorCommand
+	nil,                                   // 9: ironlink.v1.DeviceSelector.LabelsEntry
+	(OperationalStatus)(0),                // 10: ironlink.v1.OperationalStatus
+	(ReleaseOutcome)(0),                   // 11: ironlink.v1.ReleaseOutcome
+	(*OperatorCommand)(nil),               // 12: ironlink.v1.OperatorCommand
 }
 var file_ironlink_v1_bulk_proto_depIdxs = []int32{
-	9,  // 0: ironlink.v1.DeviceSelector.statuses:type_name -> ironlink.v1.OperationalStatus
-	9,  // 1: ironlink.v1.BulkMatch.status:type_name -> ironlink.v1.OperationalStatus
-	0,  // 2: ironlink.v1.PreviewBulkImpairmentRequest.selector:type_name -> ironlink.v1.DeviceSelector
-	1,  // 3: ironlink.v1.PreviewBulkImpairmentResponse.devices:type_name -> ironlink.v1.BulkMatch
-	4,  // 4: ironlink.v1.PreviewBulkImpairmentResponse.release_counts:type_name -> ironlink.v1.ReleaseOutcomeCount
-	10, // 5: ironlink.v1.ReleaseOutcomeCount.outcome:type_name -> ironlink.v1.ReleaseOutcome
-	0,  // 6: ironlink.v1.BulkQuarantineRequest.selector:type_name -> ironlink.v1.DeviceSelector
-	11, // 7: ironlink.v1.BulkQuarantineResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	0,  // 8: ironlink.v1.BulkReleaseRequest.selector:type_name -> ironlink.v1.DeviceSelector
-	11, // 9: ironlink.v1.BulkReleaseResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	4,  // 10: ironlink.v1.BulkReleaseResponse.counts:type_name -> ironlink.v1.ReleaseOutcomeCount
-	2,  // 11: ironlink.v1.BulkService.PreviewBulkImpairment:input_type -> ironlink.v1.PreviewBulkImpairmentRequest
-	5,  // 12: ironlink.v1.BulkService.BulkQuarantine:input_type -> ironlink.v1.BulkQuarantineRequest
-	7,  // 13: ironlink.v1.BulkService.BulkRelease:input_type -> ironlink.v1.BulkReleaseRequest
-	3,  // 14: ironlink.v1.BulkService.PreviewBulkImpairment:output_type -> ironlink.v1.PreviewBulkImpairmentResponse
-	6,  // 15: ironlink.v1.BulkService.BulkQuarantine:output_type -> ironlink.v1.BulkQuarantineResponse
-	8,  // 16: ironlink.v1.BulkService.BulkRelease:output_type -> ironlink.v1.BulkReleaseResponse
-	14, // [14:17] is the sub-list for method output_type
-	11, // [11:14] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	10, // 0: ironlink.v1.DeviceSelector.statuses:type_name -> ironlink.v1.OperationalStatus
+	9,  // 1: ironlink.v1.DeviceSelector.labels:type_name -> ironlink.v1.DeviceSelector.LabelsEntry
+	10, // 2: ironlink.v1.BulkMatch.status:type_name -> ironlink.v1.OperationalStatus
+	0,  // 3: ironlink.v1.PreviewBulkImpairmentRequest.selector:type_name -> ironlink.v1.DeviceSelector
+	1,  // 4: ironlink.v1.PreviewBulkImpairmentResponse.devices:type_name -> ironlink.v1.BulkMatch
+	4,  // 5: ironlink.v1.PreviewBulkImpairmentResponse.release_counts:type_name -> ironlink.v1.ReleaseOutcomeCount
+	11, // 6: ironlink.v1.ReleaseOutcomeCount.outcome:type_name -> ironlink.v1.ReleaseOutcome
+	0,  // 7: ironlink.v1.BulkQuarantineRequest.selector:type_name -> ironlink.v1.DeviceSelector
+	12, // 8: ironlink.v1.BulkQuarantineResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	0,  // 9: ironlink.v1.BulkReleaseRequest.selector:type_name -> ironlink.v1.DeviceSelector
+	12, // 10: ironlink.v1.BulkReleaseResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	4,  // 11: ironlink.v1.BulkReleaseResponse.counts:type_name -> ironlink.v1.ReleaseOutcomeCount
+	2,  // 12: ironlink.v1.BulkService.PreviewBulkImpairment:input_type -> ironlink.v1.PreviewBulkImpairmentRequest
+	5,  // 13: ironlink.v1.BulkService.BulkQuarantine:input_type -> ironlink.v1.BulkQuarantineRequest
+	7,  // 14: ironlink.v1.BulkService.BulkRelease:input_type -> ironlink.v1.BulkReleaseRequest
+	3,  // 15: ironlink.v1.BulkService.PreviewBulkImpairment:output_type -> ironlink.v1.PreviewBulkImpairmentResponse
+	6,  // 16: ironlink.v1.BulkService.BulkQuarantine:output_type -> ironlink.v1.BulkQuarantineResponse
+	8,  // 17: ironlink.v1.BulkService.BulkRelease:output_type -> ironlink.v1.BulkReleaseResponse
+	15, // [15:18] is the sub-list for method output_type
+	12, // [12:15] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_bulk_proto_init() }
@@ -739,7 +755,7 @@ func file_ironlink_v1_bulk_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_bulk_proto_rawDesc), len(file_ironlink_v1_bulk_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -394,7 +394,10 @@ type PolicyGuard struct {
 	// P: most percent of the site's devices not removed, per window.
 	MaxPercent float64 `protobuf:"fixed64,2,opt,name=max_percent,json=maxPercent,proto3" json:"max_percent,omitempty"`
 	// W: the sliding window.
-	Window        *durationpb.Duration `protobuf:"bytes,3,opt,name=window,proto3" json:"window,omitempty"`
+	Window *durationpb.Duration `protobuf:"bytes,3,opt,name=window,proto3" json:"window,omitempty"`
+	// Per-label guards (the policy file's guard.perLabel), in the same
+	// window; checked after N and P.
+	PerLabel      []*PolicyLabelGuard `protobuf:"bytes,100,rep,name=per_label,json=perLabel,proto3" json:"per_label,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -446,6 +449,13 @@ func (x *PolicyGuard) GetMaxPercent() float64 {
 func (x *PolicyGuard) GetWindow() *durationpb.Duration {
 	if x != nil {
 		return x.Window
+	}
+	return nil
+}
+
+func (x *PolicyGuard) GetPerLabel() []*PolicyLabelGuard {
+	if x != nil {
+		return x.PerLabel
 	}
 	return nil
 }
@@ -1699,8 +1709,11 @@ type SitePolicyState struct {
 	// Pending actions awaiting fresh evidence from the site (its link ended,
 	// its last poll failed or had listing hazards).
 	PendingAwaitingCount int32 `protobuf:"varint,13,opt,name=pending_awaiting_count,json=pendingAwaitingCount,proto3" json:"pending_awaiting_count,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// While the guard is tripped: what the faults behind it have in common
+	// (their devices' labels); unset while armed.
+	CommonCause   *GuardCommonCause `protobuf:"bytes,100,opt,name=common_cause,json=commonCause,proto3" json:"common_cause,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SitePolicyState) Reset() {
@@ -1822,6 +1835,13 @@ func (x *SitePolicyState) GetPendingAwaitingCount() int32 {
 		return x.PendingAwaitingCount
 	}
 	return 0
+}
+
+func (x *SitePolicyState) GetCommonCause() *GuardCommonCause {
+	if x != nil {
+		return x.CommonCause
+	}
+	return nil
 }
 
 // ListSitePolicyStatesRequest optionally names a site.
@@ -2241,7 +2261,7 @@ var File_ironlink_v1_policy_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x18ironlink/v1/policy.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18ironlink/v1/health.proto\"\xd2\x02\n" +
+	"\x18ironlink/v1/policy.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19ironlink/v1/domains.proto\x1a\x18ironlink/v1/health.proto\"\xd2\x02\n" +
 	"\n" +
 	"PolicyRule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
@@ -2258,13 +2278,14 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\x06checks\x18\x02 \x03(\tR\x06checks\x12\x1f\n" +
 	"\verror_codes\x18\x03 \x03(\tR\n" +
 	"errorCodes\x12U\n" +
-	"\x13recommended_actions\x18\x04 \x03(\x0e2$.ironlink.v1.HealthRecommendedActionR\x12recommendedActions\"\x82\x01\n" +
+	"\x13recommended_actions\x18\x04 \x03(\x0e2$.ironlink.v1.HealthRecommendedActionR\x12recommendedActions\"\xbe\x01\n" +
 	"\vPolicyGuard\x12\x1f\n" +
 	"\vmax_devices\x18\x01 \x01(\x05R\n" +
 	"maxDevices\x12\x1f\n" +
 	"\vmax_percent\x18\x02 \x01(\x01R\n" +
 	"maxPercent\x121\n" +
-	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06window\"\x81\x02\n" +
+	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12:\n" +
+	"\tper_label\x18d \x03(\v2\x1d.ironlink.v1.PolicyLabelGuardR\bperLabel\"\x81\x02\n" +
 	"\x11MaintenanceWindow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\n" +
@@ -2377,7 +2398,7 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"T\n" +
 	"\x1cRejectPendingActionsResponse\x124\n" +
-	"\aactions\x18\x01 \x03(\v2\x1a.ironlink.v1.PendingActionR\aactions\"\xba\x04\n" +
+	"\aactions\x18\x01 \x03(\v2\x1a.ironlink.v1.PendingActionR\aactions\"\xfc\x04\n" +
 	"\x0fSitePolicyState\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x18\n" +
 	"\aenabled\x18\x02 \x01(\bR\aenabled\x12\x17\n" +
@@ -2392,7 +2413,8 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	" \x01(\x05R\x10pendingHeldCount\x12.\n" +
 	"\x13pending_stale_count\x18\v \x01(\x05R\x11pendingStaleCount\x12.\n" +
 	"\x05guard\x18\f \x01(\v2\x18.ironlink.v1.PolicyGuardR\x05guard\x124\n" +
-	"\x16pending_awaiting_count\x18\r \x01(\x05R\x14pendingAwaitingCount\"1\n" +
+	"\x16pending_awaiting_count\x18\r \x01(\x05R\x14pendingAwaitingCount\x12@\n" +
+	"\fcommon_cause\x18d \x01(\v2\x1d.ironlink.v1.GuardCommonCauseR\vcommonCause\"1\n" +
 	"\x1bListSitePolicyStatesRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\"T\n" +
 	"\x1cListSitePolicyStatesResponse\x124\n" +
@@ -2492,7 +2514,9 @@ var file_ironlink_v1_policy_proto_goTypes = []any{
 	(*ClearDeviceHoldResponse)(nil),       // 27: ironlink.v1.ClearDeviceHoldResponse
 	(*durationpb.Duration)(nil),           // 28: google.protobuf.Duration
 	(HealthRecommendedAction)(0),          // 29: ironlink.v1.HealthRecommendedAction
-	(*timestamppb.Timestamp)(nil),         // 30: google.protobuf.Timestamp
+	(*PolicyLabelGuard)(nil),              // 30: ironlink.v1.PolicyLabelGuard
+	(*timestamppb.Timestamp)(nil),         // 31: google.protobuf.Timestamp
+	(*GuardCommonCause)(nil),              // 32: ironlink.v1.GuardCommonCause
 }
 var file_ironlink_v1_policy_proto_depIdxs = []int32{
 	28, // 0: ironlink.v1.PolicyRule.hold_down:type_name -> google.protobuf.Duration
@@ -2500,60 +2524,62 @@ var file_ironlink_v1_policy_proto_depIdxs = []int32{
 	4,  // 2: ironlink.v1.PolicyRule.health:type_name -> ironlink.v1.PolicyHealthMatch
 	29, // 3: ironlink.v1.PolicyHealthMatch.recommended_actions:type_name -> ironlink.v1.HealthRecommendedAction
 	28, // 4: ironlink.v1.PolicyGuard.window:type_name -> google.protobuf.Duration
-	30, // 5: ironlink.v1.MaintenanceWindow.start_time:type_name -> google.protobuf.Timestamp
-	30, // 6: ironlink.v1.MaintenanceWindow.end_time:type_name -> google.protobuf.Timestamp
-	28, // 7: ironlink.v1.MaintenanceWindow.every:type_name -> google.protobuf.Duration
-	3,  // 8: ironlink.v1.SitePolicy.rules:type_name -> ironlink.v1.PolicyRule
-	5,  // 9: ironlink.v1.SitePolicy.guard:type_name -> ironlink.v1.PolicyGuard
-	6,  // 10: ironlink.v1.SitePolicy.maintenance_windows:type_name -> ironlink.v1.MaintenanceWindow
-	7,  // 11: ironlink.v1.GetEffectivePolicyResponse.policy:type_name -> ironlink.v1.SitePolicy
-	0,  // 12: ironlink.v1.PolicyDecision.action:type_name -> ironlink.v1.PolicyAction
-	30, // 13: ironlink.v1.PolicyDecision.cause_time:type_name -> google.protobuf.Timestamp
-	30, // 14: ironlink.v1.PolicyDecision.trigger_time:type_name -> google.protobuf.Timestamp
-	30, // 15: ironlink.v1.PolicyDecision.decide_time:type_name -> google.protobuf.Timestamp
-	0,  // 16: ironlink.v1.ListPolicyDecisionsRequest.actions:type_name -> ironlink.v1.PolicyAction
-	10, // 17: ironlink.v1.ListPolicyDecisionsResponse.decisions:type_name -> ironlink.v1.PolicyDecision
-	1,  // 18: ironlink.v1.PendingAction.state:type_name -> ironlink.v1.PendingActionState
-	30, // 19: ironlink.v1.PendingAction.cause_time:type_name -> google.protobuf.Timestamp
-	30, // 20: ironlink.v1.PendingAction.create_time:type_name -> google.protobuf.Timestamp
-	30, // 21: ironlink.v1.PendingAction.resolve_time:type_name -> google.protobuf.Timestamp
-	1,  // 22: ironlink.v1.ListPendingActionsRequest.states:type_name -> ironlink.v1.PendingActionState
-	13, // 23: ironlink.v1.ListPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
-	13, // 24: ironlink.v1.ApprovePendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
-	13, // 25: ironlink.v1.RejectPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
-	30, // 26: ironlink.v1.SitePolicyState.guard_tripped_time:type_name -> google.protobuf.Timestamp
-	5,  // 27: ironlink.v1.SitePolicyState.guard:type_name -> ironlink.v1.PolicyGuard
-	20, // 28: ironlink.v1.ListSitePolicyStatesResponse.states:type_name -> ironlink.v1.SitePolicyState
-	2,  // 29: ironlink.v1.DeviceHold.kind:type_name -> ironlink.v1.DeviceHoldKind
-	30, // 30: ironlink.v1.DeviceHold.start_time:type_name -> google.protobuf.Timestamp
-	30, // 31: ironlink.v1.DeviceHold.end_time:type_name -> google.protobuf.Timestamp
-	30, // 32: ironlink.v1.DeviceHold.create_time:type_name -> google.protobuf.Timestamp
-	2,  // 33: ironlink.v1.SetDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
-	30, // 34: ironlink.v1.SetDeviceHoldRequest.start_time:type_name -> google.protobuf.Timestamp
-	30, // 35: ironlink.v1.SetDeviceHoldRequest.end_time:type_name -> google.protobuf.Timestamp
-	23, // 36: ironlink.v1.SetDeviceHoldResponse.hold:type_name -> ironlink.v1.DeviceHold
-	2,  // 37: ironlink.v1.ClearDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
-	8,  // 38: ironlink.v1.PolicyService.GetEffectivePolicy:input_type -> ironlink.v1.GetEffectivePolicyRequest
-	11, // 39: ironlink.v1.PolicyService.ListPolicyDecisions:input_type -> ironlink.v1.ListPolicyDecisionsRequest
-	14, // 40: ironlink.v1.PolicyService.ListPendingActions:input_type -> ironlink.v1.ListPendingActionsRequest
-	16, // 41: ironlink.v1.PolicyService.ApprovePendingActions:input_type -> ironlink.v1.ApprovePendingActionsRequest
-	18, // 42: ironlink.v1.PolicyService.RejectPendingActions:input_type -> ironlink.v1.RejectPendingActionsRequest
-	21, // 43: ironlink.v1.PolicyService.ListSitePolicyStates:input_type -> ironlink.v1.ListSitePolicyStatesRequest
-	24, // 44: ironlink.v1.PolicyService.SetDeviceHold:input_type -> ironlink.v1.SetDeviceHoldRequest
-	26, // 45: ironlink.v1.PolicyService.ClearDeviceHold:input_type -> ironlink.v1.ClearDeviceHoldRequest
-	9,  // 46: ironlink.v1.PolicyService.GetEffectivePolicy:output_type -> ironlink.v1.GetEffectivePolicyResponse
-	12, // 47: ironlink.v1.PolicyService.ListPolicyDecisions:output_type -> ironlink.v1.ListPolicyDecisionsResponse
-	15, // 48: ironlink.v1.PolicyService.ListPendingActions:output_type -> ironlink.v1.ListPendingActionsResponse
-	17, // 49: ironlink.v1.PolicyService.ApprovePendingActions:output_type -> ironlink.v1.ApprovePendingActionsResponse
-	19, // 50: ironlink.v1.PolicyService.RejectPendingActions:output_type -> ironlink.v1.RejectPendingActionsResponse
-	22, // 51: ironlink.v1.PolicyService.ListSitePolicyStates:output_type -> ironlink.v1.ListSitePolicyStatesResponse
-	25, // 52: ironlink.v1.PolicyService.SetDeviceHold:output_type -> ironlink.v1.SetDeviceHoldResponse
-	27, // 53: ironlink.v1.PolicyService.ClearDeviceHold:output_type -> ironlink.v1.ClearDeviceHoldResponse
-	46, // [46:54] is the sub-list for method output_type
-	38, // [38:46] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	30, // 5: ironlink.v1.PolicyGuard.per_label:type_name -> ironlink.v1.PolicyLabelGuard
+	31, // 6: ironlink.v1.MaintenanceWindow.start_time:type_name -> google.protobuf.Timestamp
+	31, // 7: ironlink.v1.MaintenanceWindow.end_time:type_name -> google.protobuf.Timestamp
+	28, // 8: ironlink.v1.MaintenanceWindow.every:type_name -> google.protobuf.Duration
+	3,  // 9: ironlink.v1.SitePolicy.rules:type_name -> ironlink.v1.PolicyRule
+	5,  // 10: ironlink.v1.SitePolicy.guard:type_name -> ironlink.v1.PolicyGuard
+	6,  // 11: ironlink.v1.SitePolicy.maintenance_windows:type_name -> ironlink.v1.MaintenanceWindow
+	7,  // 12: ironlink.v1.GetEffectivePolicyResponse.policy:type_name -> ironlink.v1.SitePolicy
+	0,  // 13: ironlink.v1.PolicyDecision.action:type_name -> ironlink.v1.PolicyAction
+	31, // 14: ironlink.v1.PolicyDecision.cause_time:type_name -> google.protobuf.Timestamp
+	31, // 15: ironlink.v1.PolicyDecision.trigger_time:type_name -> google.protobuf.Timestamp
+	31, // 16: ironlink.v1.PolicyDecision.decide_time:type_name -> google.protobuf.Timestamp
+	0,  // 17: ironlink.v1.ListPolicyDecisionsRequest.actions:type_name -> ironlink.v1.PolicyAction
+	10, // 18: ironlink.v1.ListPolicyDecisionsResponse.decisions:type_name -> ironlink.v1.PolicyDecision
+	1,  // 19: ironlink.v1.PendingAction.state:type_name -> ironlink.v1.PendingActionState
+	31, // 20: ironlink.v1.PendingAction.cause_time:type_name -> google.protobuf.Timestamp
+	31, // 21: ironlink.v1.PendingAction.create_time:type_name -> google.protobuf.Timestamp
+	31, // 22: ironlink.v1.PendingAction.resolve_time:type_name -> google.protobuf.Timestamp
+	1,  // 23: ironlink.v1.ListPendingActionsRequest.states:type_name -> ironlink.v1.PendingActionState
+	13, // 24: ironlink.v1.ListPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
+	13, // 25: ironlink.v1.ApprovePendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
+	13, // 26: ironlink.v1.RejectPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
+	31, // 27: ironlink.v1.SitePolicyState.guard_tripped_time:type_name -> google.protobuf.Timestamp
+	5,  // 28: ironlink.v1.SitePolicyState.guard:type_name -> ironlink.v1.PolicyGuard
+	32, // 29: ironlink.v1.SitePolicyState.common_cause:type_name -> ironlink.v1.GuardCommonCause
+	20, // 30: ironlink.v1.ListSitePolicyStatesResponse.states:type_name -> ironlink.v1.SitePolicyState
+	2,  // 31: ironlink.v1.DeviceHold.kind:type_name -> ironlink.v1.DeviceHoldKind
+	31, // 32: ironlink.v1.DeviceHold.start_time:type_name -> google.protobuf.Timestamp
+	31, // 33: ironlink.v1.DeviceHold.end_time:type_name -> google.protobuf.Timestamp
+	31, // 34: ironlink.v1.DeviceHold.create_time:type_name -> google.protobuf.Timestamp
+	2,  // 35: ironlink.v1.SetDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
+	31, // 36: ironlink.v1.SetDeviceHoldRequest.start_time:type_name -> google.protobuf.Timestamp
+	31, // 37: ironlink.v1.SetDeviceHoldRequest.end_time:type_name -> google.protobuf.Timestamp
+	23, // 38: ironlink.v1.SetDeviceHoldResponse.hold:type_name -> ironlink.v1.DeviceHold
+	2,  // 39: ironlink.v1.ClearDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
+	8,  // 40: ironlink.v1.PolicyService.GetEffectivePolicy:input_type -> ironlink.v1.GetEffectivePolicyRequest
+	11, // 41: ironlink.v1.PolicyService.ListPolicyDecisions:input_type -> ironlink.v1.ListPolicyDecisionsRequest
+	14, // 42: ironlink.v1.PolicyService.ListPendingActions:input_type -> ironlink.v1.ListPendingActionsRequest
+	16, // 43: ironlink.v1.PolicyService.ApprovePendingActions:input_type -> ironlink.v1.ApprovePendingActionsRequest
+	18, // 44: ironlink.v1.PolicyService.RejectPendingActions:input_type -> ironlink.v1.RejectPendingActionsRequest
+	21, // 45: ironlink.v1.PolicyService.ListSitePolicyStates:input_type -> ironlink.v1.ListSitePolicyStatesRequest
+	24, // 46: ironlink.v1.PolicyService.SetDeviceHold:input_type -> ironlink.v1.SetDeviceHoldRequest
+	26, // 47: ironlink.v1.PolicyService.ClearDeviceHold:input_type -> ironlink.v1.ClearDeviceHoldRequest
+	9,  // 48: ironlink.v1.PolicyService.GetEffectivePolicy:output_type -> ironlink.v1.GetEffectivePolicyResponse
+	12, // 49: ironlink.v1.PolicyService.ListPolicyDecisions:output_type -> ironlink.v1.ListPolicyDecisionsResponse
+	15, // 50: ironlink.v1.PolicyService.ListPendingActions:output_type -> ironlink.v1.ListPendingActionsResponse
+	17, // 51: ironlink.v1.PolicyService.ApprovePendingActions:output_type -> ironlink.v1.ApprovePendingActionsResponse
+	19, // 52: ironlink.v1.PolicyService.RejectPendingActions:output_type -> ironlink.v1.RejectPendingActionsResponse
+	22, // 53: ironlink.v1.PolicyService.ListSitePolicyStates:output_type -> ironlink.v1.ListSitePolicyStatesResponse
+	25, // 54: ironlink.v1.PolicyService.SetDeviceHold:output_type -> ironlink.v1.SetDeviceHoldResponse
+	27, // 55: ironlink.v1.PolicyService.ClearDeviceHold:output_type -> ironlink.v1.ClearDeviceHoldResponse
+	48, // [48:56] is the sub-list for method output_type
+	40, // [40:48] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_policy_proto_init() }
@@ -2561,6 +2587,7 @@ func file_ironlink_v1_policy_proto_init() {
 	if File_ironlink_v1_policy_proto != nil {
 		return
 	}
+	file_ironlink_v1_domains_proto_init()
 	file_ironlink_v1_health_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
