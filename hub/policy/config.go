@@ -83,6 +83,9 @@ type Rule struct {
 	// Health, when set, restricts the rule to devices FAULTED by a
 	// matching health condition (health.go).
 	Health *HealthMatch `json:"health,omitempty"`
+	// Labels, when set, restricts the rule to devices carrying every one
+	// of these labels (domains.go).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Guard is the blast-radius guard of a site: within any Window, policy
@@ -206,14 +209,15 @@ type siteYAML struct {
 }
 
 type ruleYAML struct {
-	Name             string      `yaml:"name"`
-	From             []string    `yaml:"from"`
-	To               []string    `yaml:"to"`
-	Reasons          []string    `yaml:"reasons"`
-	HoldDown         string      `yaml:"holdDown"`
-	AutoReleaseAfter string      `yaml:"autoReleaseAfter"`
-	DryRun           bool        `yaml:"dryRun"`
-	Health           *healthYAML `yaml:"health"`
+	Name             string            `yaml:"name"`
+	From             []string          `yaml:"from"`
+	To               []string          `yaml:"to"`
+	Reasons          []string          `yaml:"reasons"`
+	HoldDown         string            `yaml:"holdDown"`
+	AutoReleaseAfter string            `yaml:"autoReleaseAfter"`
+	DryRun           bool              `yaml:"dryRun"`
+	Health           *healthYAML       `yaml:"health"`
+	Labels           map[string]string `yaml:"labels"`
 }
 
 type guardYAML struct {
@@ -394,6 +398,8 @@ func convertRule(where string, ry ruleYAML) (Rule, []error) {
 	r.To, bad = statusList(where+".to", ry.To, TriggerStatuses, "FAULTED or MAINTENANCE")
 	errs = append(errs, bad...)
 	r.Health, bad = convertHealth(where, ry.Health)
+	errs = append(errs, bad...)
+	r.Labels, bad = convertRuleLabels(where, ry.Labels)
 	errs = append(errs, bad...)
 	for _, rs := range ry.Reasons {
 		if !reasonRE.MatchString(rs) {

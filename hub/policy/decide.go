@@ -7,6 +7,7 @@ import (
 
 	"github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/labels"
 )
 
 // Action is what the policy does about one trigger.
@@ -304,6 +305,9 @@ func matchRule(rules []Rule, t Trigger) (Rule, bool) {
 			continue
 		}
 		if r.Health != nil && !r.Health.Matches(t.CauseHealth) {
+			continue
+		}
+		if !labels.Matches(t.Labels, r.Labels) {
 			continue
 		}
 		return r, true

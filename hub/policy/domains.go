@@ -59,6 +59,17 @@ func convertDomains(where string, ys []domainYAML) ([]DomainGuard, []error) {
 	return out, errs
 }
 
+// convertRuleLabels checks a rule's labels selector (at where.labels).
+func convertRuleLabels(where string, set map[string]string) (map[string]string, []error) {
+	if len(set) == 0 {
+		return nil, nil
+	}
+	if err := labels.Check(where+".labels", set); err != nil {
+		return nil, []error{err}
+	}
+	return set, nil
+}
+
 // domainHeld applies the per-label guards of in's policy to its trigger
 // (d is the decision so far, the site guard passed): the first guard whose
 // label the device carries and whose value would get one quarantine too

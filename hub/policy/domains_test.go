@@ -94,3 +94,26 @@ func TestParsePerLabel(t *testing.T) {
 		}
 	}
 }
+
+// TestRuleLabels: a rule with labels matches only devices carrying them;
+// the next rule decides the others; bad labels are refused at load.
+func TestRuleLabels(t *testing.T) {
+	p := basePolicy()
+	r12 := p.Rules[1]
+	r12.Name, r12.Labels = "rack-r12", map[string]string{"rack": "r12"}
+	p.Rules = append([]Rule{r12}, p.Rules...)
+	for _, tc := range []struct {
+		labels map[string]string
+		rule   string
+	}{{map[string]string{"rack": "r12", "row": "b"}, "rack-r12"}, {map[string]string{"rack": "r7"}, "faulted"}, {nil, "faulted"}} {
+		tr := faulted()
+		tr.Labels = tc.labels
+		if d := Decide(Input{Policy: p, Trigger: tr, Site: site(100, nil), Now: t0}); d.Rule != tc.rule {
+			t.Errorf("labels %v: rule %q, want %q", tc.labels, d.Rule, tc.rule)
+		}
+	}
+	_, err := Parse([]byte("policy:\n  default:\n    rules: [{name: r, labels: {rack: 'r 12'}}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "default.rules[0].labels.rack") {
+		t.Errorf("bad rule label: %v", err)
+	}
+}

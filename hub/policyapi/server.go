@@ -162,7 +162,7 @@ func PolicyToProto(site string, f *policy.File, now time.Time) *ironlinkv1.SiteP
 	out := &ironlinkv1.SitePolicy{Site: site, Enabled: p.Enabled, DryRun: p.DryRun, Guard: guardToProto(p.Guard), Overridden: over}
 	out.Guard.PerLabel = labelGuardsToProto(p.Domains)
 	for _, r := range p.Rules {
-		pr := &ironlinkv1.PolicyRule{Name: r.Name, Reasons: r.Reasons, HoldDown: durationpb.New(r.HoldDown), DryRun: r.DryRun}
+		pr := &ironlinkv1.PolicyRule{Name: r.Name, Reasons: r.Reasons, HoldDown: durationpb.New(r.HoldDown), DryRun: r.DryRun, Labels: r.Labels}
 		for _, st := range r.From {
 			pr.FromStatuses = append(pr.FromStatuses, string(st))
 		}

@@ -20,13 +20,18 @@ type domainView struct {
 	labels map[string]map[string]string
 }
 
-// domainKeys returns the label keys of every per-label guard in force
-// (the default's and each site's), sorted.
+// domainKeys returns the label keys of every per-label guard and rule
+// label selector in force (the default's and each site's), sorted.
 func domainKeys(file *policy.File) []string {
 	keys := map[string]bool{}
 	add := func(p policy.SitePolicy) {
 		for _, g := range p.Domains {
 			keys[g.Label] = true
+		}
+		for _, r := range p.Rules {
+			for k := range r.Labels {
+				keys[k] = true
+			}
 		}
 	}
 	add(file.Default)

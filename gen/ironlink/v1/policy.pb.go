@@ -219,7 +219,10 @@ type PolicyRule struct {
 	// When set, the rule matches only a device FAULTED by a health condition
 	// (the fatal one that set the status) that matches it
 	// (docs/reference/policy.md "Health rules").
-	Health        *PolicyHealthMatch `protobuf:"bytes,8,opt,name=health,proto3" json:"health,omitempty"`
+	Health *PolicyHealthMatch `protobuf:"bytes,8,opt,name=health,proto3" json:"health,omitempty"`
+	// When set, the rule matches only devices carrying every one of these
+	// labels (docs/reference/labels.md), e.g. {rack: r12}.
+	Labels        map[string]string `protobuf:"bytes,100,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -306,6 +309,13 @@ func (x *PolicyRule) GetDryRun() bool {
 func (x *PolicyRule) GetHealth() *PolicyHealthMatch {
 	if x != nil {
 		return x.Health
+	}
+	return nil
+}
+
+func (x *PolicyRule) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -2261,7 +2271,7 @@ var File_ironlink_v1_policy_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x18ironlink/v1/policy.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19ironlink/v1/domains.proto\x1a\x18ironlink/v1/health.proto\"\xd2\x02\n" +
+	"\x18ironlink/v1/policy.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19ironlink/v1/domains.proto\x1a\x18ironlink/v1/health.proto\"\xca\x03\n" +
 	"\n" +
 	"PolicyRule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
@@ -2272,7 +2282,11 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\thold_down\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bholdDown\x12G\n" +
 	"\x12auto_release_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x10autoReleaseAfter\x12\x17\n" +
 	"\adry_run\x18\a \x01(\bR\x06dryRun\x126\n" +
-	"\x06health\x18\b \x01(\v2\x1e.ironlink.v1.PolicyHealthMatchR\x06health\"\xd0\x01\n" +
+	"\x06health\x18\b \x01(\v2\x1e.ironlink.v1.PolicyHealthMatchR\x06health\x12;\n" +
+	"\x06labels\x18d \x03(\v2#.ironlink.v1.PolicyRule.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x01\n" +
 	"\x11PolicyHealthMatch\x12+\n" +
 	"\x11component_classes\x18\x01 \x03(\tR\x10componentClasses\x12\x16\n" +
 	"\x06checks\x18\x02 \x03(\tR\x06checks\x12\x1f\n" +
@@ -2482,7 +2496,7 @@ func file_ironlink_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ironlink_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_ironlink_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_ironlink_v1_policy_proto_goTypes = []any{
 	(PolicyAction)(0),                     // 0: ironlink.v1.PolicyAction
 	(PendingActionState)(0),               // 1: ironlink.v1.PendingActionState
@@ -2512,74 +2526,76 @@ var file_ironlink_v1_policy_proto_goTypes = []any{
 	(*SetDeviceHoldResponse)(nil),         // 25: ironlink.v1.SetDeviceHoldResponse
 	(*ClearDeviceHoldRequest)(nil),        // 26: ironlink.v1.ClearDeviceHoldRequest
 	(*ClearDeviceHoldResponse)(nil),       // 27: ironlink.v1.ClearDeviceHoldResponse
-	(*durationpb.Duration)(nil),           // 28: google.protobuf.Duration
-	(HealthRecommendedAction)(0),          // 29: ironlink.v1.HealthRecommendedAction
-	(*PolicyLabelGuard)(nil),              // 30: ironlink.v1.PolicyLabelGuard
-	(*timestamppb.Timestamp)(nil),         // 31: google.protobuf.Timestamp
-	(*GuardCommonCause)(nil),              // 32: ironlink.v1.GuardCommonCause
+	nil,                                   // 28: ironlink.v1.PolicyRule.LabelsEntry
+	(*durationpb.Duration)(nil),           // 29: google.protobuf.Duration
+	(HealthRecommendedAction)(0),          // 30: ironlink.v1.HealthRecommendedAction
+	(*PolicyLabelGuard)(nil),              // 31: ironlink.v1.PolicyLabelGuard
+	(*timestamppb.Timestamp)(nil),         // 32: google.protobuf.Timestamp
+	(*GuardCommonCause)(nil),              // 33: ironlink.v1.GuardCommonCause
 }
 var file_ironlink_v1_policy_proto_depIdxs = []int32{
-	28, // 0: ironlink.v1.PolicyRule.hold_down:type_name -> google.protobuf.Duration
-	28, // 1: ironlink.v1.PolicyRule.auto_release_after:type_name -> google.protobuf.Duration
+	29, // 0: ironlink.v1.PolicyRule.hold_down:type_name -> google.protobuf.Duration
+	29, // 1: ironlink.v1.PolicyRule.auto_release_after:type_name -> google.protobuf.Duration
 	4,  // 2: ironlink.v1.PolicyRule.health:type_name -> ironlink.v1.PolicyHealthMatch
-	29, // 3: ironlink.v1.PolicyHealthMatch.recommended_actions:type_name -> ironlink.v1.HealthRecommendedAction
-	28, // 4: ironlink.v1.PolicyGuard.window:type_name -> google.protobuf.Duration
-	30, // 5: ironlink.v1.PolicyGuard.per_label:type_name -> ironlink.v1.PolicyLabelGuard
-	31, // 6: ironlink.v1.MaintenanceWindow.start_time:type_name -> google.protobuf.Timestamp
-	31, // 7: ironlink.v1.MaintenanceWindow.end_time:type_name -> google.protobuf.Timestamp
-	28, // 8: ironlink.v1.MaintenanceWindow.every:type_name -> google.protobuf.Duration
-	3,  // 9: ironlink.v1.SitePolicy.rules:type_name -> ironlink.v1.PolicyRule
-	5,  // 10: ironlink.v1.SitePolicy.guard:type_name -> ironlink.v1.PolicyGuard
-	6,  // 11: ironlink.v1.SitePolicy.maintenance_windows:type_name -> ironlink.v1.MaintenanceWindow
-	7,  // 12: ironlink.v1.GetEffectivePolicyResponse.policy:type_name -> ironlink.v1.SitePolicy
-	0,  // 13: ironlink.v1.PolicyDecision.action:type_name -> ironlink.v1.PolicyAction
-	31, // 14: ironlink.v1.PolicyDecision.cause_time:type_name -> google.protobuf.Timestamp
-	31, // 15: ironlink.v1.PolicyDecision.trigger_time:type_name -> google.protobuf.Timestamp
-	31, // 16: ironlink.v1.PolicyDecision.decide_time:type_name -> google.protobuf.Timestamp
-	0,  // 17: ironlink.v1.ListPolicyDecisionsRequest.actions:type_name -> ironlink.v1.PolicyAction
-	10, // 18: ironlink.v1.ListPolicyDecisionsResponse.decisions:type_name -> ironlink.v1.PolicyDecision
-	1,  // 19: ironlink.v1.PendingAction.state:type_name -> ironlink.v1.PendingActionState
-	31, // 20: ironlink.v1.PendingAction.cause_time:type_name -> google.protobuf.Timestamp
-	31, // 21: ironlink.v1.PendingAction.create_time:type_name -> google.protobuf.Timestamp
-	31, // 22: ironlink.v1.PendingAction.resolve_time:type_name -> google.protobuf.Timestamp
-	1,  // 23: ironlink.v1.ListPendingActionsRequest.states:type_name -> ironlink.v1.PendingActionState
-	13, // 24: ironlink.v1.ListPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
-	13, // 25: ironlink.v1.ApprovePendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
-	13, // 26: ironlink.v1.RejectPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
-	31, // 27: ironlink.v1.SitePolicyState.guard_tripped_time:type_name -> google.protobuf.Timestamp
-	5,  // 28: ironlink.v1.SitePolicyState.guard:type_name -> ironlink.v1.PolicyGuard
-	32, // 29: ironlink.v1.SitePolicyState.common_cause:type_name -> ironlink.v1.GuardCommonCause
-	20, // 30: ironlink.v1.ListSitePolicyStatesResponse.states:type_name -> ironlink.v1.SitePolicyState
-	2,  // 31: ironlink.v1.DeviceHold.kind:type_name -> ironlink.v1.DeviceHoldKind
-	31, // 32: ironlink.v1.DeviceHold.start_time:type_name -> google.protobuf.Timestamp
-	31, // 33: ironlink.v1.DeviceHold.end_time:type_name -> google.protobuf.Timestamp
-	31, // 34: ironlink.v1.DeviceHold.create_time:type_name -> google.protobuf.Timestamp
-	2,  // 35: ironlink.v1.SetDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
-	31, // 36: ironlink.v1.SetDeviceHoldRequest.start_time:type_name -> google.protobuf.Timestamp
-	31, // 37: ironlink.v1.SetDeviceHoldRequest.end_time:type_name -> google.protobuf.Timestamp
-	23, // 38: ironlink.v1.SetDeviceHoldResponse.hold:type_name -> ironlink.v1.DeviceHold
-	2,  // 39: ironlink.v1.ClearDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
-	8,  // 40: ironlink.v1.PolicyService.GetEffectivePolicy:input_type -> ironlink.v1.GetEffectivePolicyRequest
-	11, // 41: ironlink.v1.PolicyService.ListPolicyDecisions:input_type -> ironlink.v1.ListPolicyDecisionsRequest
-	14, // 42: ironlink.v1.PolicyService.ListPendingActions:input_type -> ironlink.v1.ListPendingActionsRequest
-	16, // 43: ironlink.v1.PolicyService.ApprovePendingActions:input_type -> ironlink.v1.ApprovePendingActionsRequest
-	18, // 44: ironlink.v1.PolicyService.RejectPendingActions:input_type -> ironlink.v1.RejectPendingActionsRequest
-	21, // 45: ironlink.v1.PolicyService.ListSitePolicyStates:input_type -> ironlink.v1.ListSitePolicyStatesRequest
-	24, // 46: ironlink.v1.PolicyService.SetDeviceHold:input_type -> ironlink.v1.SetDeviceHoldRequest
-	26, // 47: ironlink.v1.PolicyService.ClearDeviceHold:input_type -> ironlink.v1.ClearDeviceHoldRequest
-	9,  // 48: ironlink.v1.PolicyService.GetEffectivePolicy:output_type -> ironlink.v1.GetEffectivePolicyResponse
-	12, // 49: ironlink.v1.PolicyService.ListPolicyDecisions:output_type -> ironlink.v1.ListPolicyDecisionsResponse
-	15, // 50: ironlink.v1.PolicyService.ListPendingActions:output_type -> ironlink.v1.ListPendingActionsResponse
-	17, // 51: ironlink.v1.PolicyService.ApprovePendingActions:output_type -> ironlink.v1.ApprovePendingActionsResponse
-	19, // 52: ironlink.v1.PolicyService.RejectPendingActions:output_type -> ironlink.v1.RejectPendingActionsResponse
-	22, // 53: ironlink.v1.PolicyService.ListSitePolicyStates:output_type -> ironlink.v1.ListSitePolicyStatesResponse
-	25, // 54: ironlink.v1.PolicyService.SetDeviceHold:output_type -> ironlink.v1.SetDeviceHoldResponse
-	27, // 55: ironlink.v1.PolicyService.ClearDeviceHold:output_type -> ironlink.v1.ClearDeviceHoldResponse
-	48, // [48:56] is the sub-list for method output_type
-	40, // [40:48] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	28, // 3: ironlink.v1.PolicyRule.labels:type_name -> ironlink.v1.PolicyRule.LabelsEntry
+	30, // 4: ironlink.v1.PolicyHealthMatch.recommended_actions:type_name -> ironlink.v1.HealthRecommendedAction
+	29, // 5: ironlink.v1.PolicyGuard.window:type_name -> google.protobuf.Duration
+	31, // 6: ironlink.v1.PolicyGuard.per_label:type_name -> ironlink.v1.PolicyLabelGuard
+	32, // 7: ironlink.v1.MaintenanceWindow.start_time:type_name -> google.protobuf.Timestamp
+	32, // 8: ironlink.v1.MaintenanceWindow.end_time:type_name -> google.protobuf.Timestamp
+	29, // 9: ironlink.v1.MaintenanceWindow.every:type_name -> google.protobuf.Duration
+	3,  // 10: ironlink.v1.SitePolicy.rules:type_name -> ironlink.v1.PolicyRule
+	5,  // 11: ironlink.v1.SitePolicy.guard:type_name -> ironlink.v1.PolicyGuard
+	6,  // 12: ironlink.v1.SitePolicy.maintenance_windows:type_name -> ironlink.v1.MaintenanceWindow
+	7,  // 13: ironlink.v1.GetEffectivePolicyResponse.policy:type_name -> ironlink.v1.SitePolicy
+	0,  // 14: ironlink.v1.PolicyDecision.action:type_name -> ironlink.v1.PolicyAction
+	32, // 15: ironlink.v1.PolicyDecision.cause_time:type_name -> google.protobuf.Timestamp
+	32, // 16: ironlink.v1.PolicyDecision.trigger_time:type_name -> google.protobuf.Timestamp
+	32, // 17: ironlink.v1.PolicyDecision.decide_time:type_name -> google.protobuf.Timestamp
+	0,  // 18: ironlink.v1.ListPolicyDecisionsRequest.actions:type_name -> ironlink.v1.PolicyAction
+	10, // 19: ironlink.v1.ListPolicyDecisionsResponse.decisions:type_name -> ironlink.v1.PolicyDecision
+	1,  // 20: ironlink.v1.PendingAction.state:type_name -> ironlink.v1.PendingActionState
+	32, // 21: ironlink.v1.PendingAction.cause_time:type_name -> google.protobuf.Timestamp
+	32, // 22: ironlink.v1.PendingAction.create_time:type_name -> google.protobuf.Timestamp
+	32, // 23: ironlink.v1.PendingAction.resolve_time:type_name -> google.protobuf.Timestamp
+	1,  // 24: ironlink.v1.ListPendingActionsRequest.states:type_name -> ironlink.v1.PendingActionState
+	13, // 25: ironlink.v1.ListPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
+	13, // 26: ironlink.v1.ApprovePendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
+	13, // 27: ironlink.v1.RejectPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
+	32, // 28: ironlink.v1.SitePolicyState.guard_tripped_time:type_name -> google.protobuf.Timestamp
+	5,  // 29: ironlink.v1.SitePolicyState.guard:type_name -> ironlink.v1.PolicyGuard
+	33, // 30: ironlink.v1.SitePolicyState.common_cause:type_name -> ironlink.v1.GuardCommonCause
+	20, // 31: ironlink.v1.ListSitePolicyStatesResponse.states:type_name -> ironlink.v1.SitePolicyState
+	2,  // 32: ironlink.v1.DeviceHold.kind:type_name -> ironlink.v1.DeviceHoldKind
+	32, // 33: ironlink.v1.DeviceHold.start_time:type_name -> google.protobuf.Timestamp
+	32, // 34: ironlink.v1.DeviceHold.end_time:type_name -> google.protobuf.Timestamp
+	32, // 35: ironlink.v1.DeviceHold.create_time:type_name -> google.protobuf.Timestamp
+	2,  // 36: ironlink.v1.SetDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
+	32, // 37: ironlink.v1.SetDeviceHoldRequest.start_time:type_name -> google.protobuf.Timestamp
+	32, // 38: ironlink.v1.SetDeviceHoldRequest.end_time:type_name -> google.protobuf.Timestamp
+	23, // 39: ironlink.v1.SetDeviceHoldResponse.hold:type_name -> ironlink.v1.DeviceHold
+	2,  // 40: ironlink.v1.ClearDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
+	8,  // 41: ironlink.v1.PolicyService.GetEffectivePolicy:input_type -> ironlink.v1.GetEffectivePolicyRequest
+	11, // 42: ironlink.v1.PolicyService.ListPolicyDecisions:input_type -> ironlink.v1.ListPolicyDecisionsRequest
+	14, // 43: ironlink.v1.PolicyService.ListPendingActions:input_type -> ironlink.v1.ListPendingActionsRequest
+	16, // 44: ironlink.v1.PolicyService.ApprovePendingActions:input_type -> ironlink.v1.ApprovePendingActionsRequest
+	18, // 45: ironlink.v1.PolicyService.RejectPendingActions:input_type -> ironlink.v1.RejectPendingActionsRequest
+	21, // 46: ironlink.v1.PolicyService.ListSitePolicyStates:input_type -> ironlink.v1.ListSitePolicyStatesRequest
+	24, // 47: ironlink.v1.PolicyService.SetDeviceHold:input_type -> ironlink.v1.SetDeviceHoldRequest
+	26, // 48: ironlink.v1.PolicyService.ClearDeviceHold:input_type -> ironlink.v1.ClearDeviceHoldRequest
+	9,  // 49: ironlink.v1.PolicyService.GetEffectivePolicy:output_type -> ironlink.v1.GetEffectivePolicyResponse
+	12, // 50: ironlink.v1.PolicyService.ListPolicyDecisions:output_type -> ironlink.v1.ListPolicyDecisionsResponse
+	15, // 51: ironlink.v1.PolicyService.ListPendingActions:output_type -> ironlink.v1.ListPendingActionsResponse
+	17, // 52: ironlink.v1.PolicyService.ApprovePendingActions:output_type -> ironlink.v1.ApprovePendingActionsResponse
+	19, // 53: ironlink.v1.PolicyService.RejectPendingActions:output_type -> ironlink.v1.RejectPendingActionsResponse
+	22, // 54: ironlink.v1.PolicyService.ListSitePolicyStates:output_type -> ironlink.v1.ListSitePolicyStatesResponse
+	25, // 55: ironlink.v1.PolicyService.SetDeviceHold:output_type -> ironlink.v1.SetDeviceHoldResponse
+	27, // 56: ironlink.v1.PolicyService.ClearDeviceHold:output_type -> ironlink.v1.ClearDeviceHoldResponse
+	49, // [49:57] is the sub-list for method output_type
+	41, // [41:49] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_policy_proto_init() }
@@ -2595,7 +2611,7 @@ func file_ironlink_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_policy_proto_rawDesc), len(file_ironlink_v1_policy_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
