@@ -11,11 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/KimMachineGun/automemlimit/memlimit"
 	"log/slog"
 	"net"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"golang.org/x/sync/errgroup"
@@ -30,6 +30,7 @@ import (
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/fleet"
 	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/labelsfile"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/operations"
 	"github.com/ironlink/ironlink/hub/operations/vault"
@@ -124,6 +125,7 @@ type hub struct {
 	opsSrv   *operations.Server
 	pol      *hubPolicy
 	profiles *hubProfiles
+	labels   *labelsfile.Keeper  // nil without --labels-file
 	watcher  *auth.RosterWatcher // nil with NoAuth and no fleet view
 	gate     *admission.Gate     // refuses unauthenticated streams before their body is read; nil with NoAuth
 	streams  *authn.Streams      // open operator streams, re-checked on roster reload; nil with NoAuth
@@ -168,6 +170,11 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	fleetSrv := NewFleetServer(st, log.With("component", "fleet"))
 	if h.profiles, err = newProfiles(cfg, st, fleetSrv, log); err != nil {
 		return nil, err
+	}
+	if cfg.LabelsFile != "" {
+		if h.labels, err = labelsfile.New(cfg.LabelsFile, st, log.With("component", "labels")); err != nil {
+			return nil, fmt.Errorf("labels: %w", err)
+		}
 	}
 	if err := h.fleetView(fleetSrv); err != nil {
 		return nil, err
@@ -309,6 +316,9 @@ func (h *hub) startLoops(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error { return h.obs.run(ctx) })
 	g.Go(func() error { return h.pol.run(ctx) })
 	g.Go(func() error { return h.profiles.run(ctx) })
+	if h.labels != nil {
+		g.Go(func() error { return h.labels.Run(ctx) })
+	}
 	if h.watcher != nil {
 		g.Go(func() error { return h.watcher.Run(ctx) })
 		g.Go(func() error { h.st.RunJTIPurge(ctx, time.Minute); return nil })

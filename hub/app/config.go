@@ -6,19 +6,19 @@ import (
 	"net"
 	"time"
 
-	"github.com/ironlink/ironlink/hub/admission"
-	"github.com/ironlink/ironlink/hub/throttle"
-	"github.com/ironlink/ironlink/hub/web"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ironlink/ironlink/hub/admission"
 	"github.com/ironlink/ironlink/hub/healthapi"
 	"github.com/ironlink/ironlink/hub/hwprofile"
+	"github.com/ironlink/ironlink/hub/labelsfile"
 	"github.com/ironlink/ironlink/hub/link"
 	"github.com/ironlink/ironlink/hub/operations/vault"
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/hub/throttle"
+	"github.com/ironlink/ironlink/hub/web"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
@@ -115,6 +115,10 @@ type Options struct {
 	// "" = no profile, no HardwareMatchesProfile. Reloaded on SIGHUP and on
 	// change; the last good file stays in force.
 	HardwareProfilesFile string
+	// LabelsFile is the failure-domain labels file (hub/labelsfile); "" =
+	// only the labels the satellites map. Reloaded on SIGHUP and on
+	// change; the last good file stays in force.
+	LabelsFile string
 	// PolicyInterval is how often the policy evaluator runs on the replica
 	// holding its advisory lock (default 1 s).
 	PolicyInterval time.Duration
@@ -124,6 +128,11 @@ type Options struct {
 	// replica turns expired ones Unknown/Stale (HealthSweep, default 5 s).
 	HealthDefaultTTL, HealthSweep time.Duration
 	HealthAgentTTL                string
+	// HealthReporterRate and HealthReporterBurst are each reporter's
+	// health events per second and burst at HealthService (a reporter: a
+	// client and agent; internal/reporterlimit); a rate < 0 limits nothing.
+	HealthReporterRate  float64
+	HealthReporterBurst int
 	// EnrolKeyFile holds the key(s) that seal ENROL BMC credentials into
 	// PostgreSQL (hub/operations/vault.LoadSealer: 32 bytes each, base64,
 	// one per line, the first sealing; the same file on every replica); ""
@@ -148,6 +157,8 @@ func (o Options) Validate() (Config, error) {
 	fill(&c.StaleAfter, d.StaleAfter)
 	fill(&c.HealthDefaultTTL, d.HealthDefaultTTL)
 	fill(&c.HealthSweep, d.HealthSweep)
+	fill(&c.HealthReporterRate, d.HealthReporterRate)
+	fill(&c.HealthReporterBurst, d.HealthReporterBurst)
 	if _, err := healthapi.ParseAgentTTL(c.HealthAgentTTL); err != nil {
 		errs = append(errs, fmt.Errorf("health-agent-ttl (IRONLINK_HUB_HEALTH_AGENT_TTL): %w", err))
 	}
@@ -253,6 +264,8 @@ func Defaults() Options {
 		StaleAfter:            3 * time.Minute,
 		HealthDefaultTTL:      10 * time.Minute,
 		HealthSweep:           5 * time.Second,
+		HealthReporterRate:    200,
+		HealthReporterBurst:   2000,
 		KeepaliveTime:         30 * time.Second,
 		KeepaliveTimeout:      10 * time.Second,
 		KeepaliveMinTime:      10 * time.Second,
@@ -324,6 +337,11 @@ func Check(o Options) error {
 	if c.Handoff.SecretFile != "" {
 		if _, herr := c.Handoff.Secret(); herr != nil {
 			errs = append(errs, herr)
+		}
+	}
+	if c.LabelsFile != "" {
+		if _, perr := labelsfile.Load(c.LabelsFile); perr != nil {
+			errs = append(errs, fmt.Errorf("--labels-file: %w", perr))
 		}
 	}
 	if c.HardwareProfilesFile != "" {

@@ -63,6 +63,9 @@ func newPolicy(cfg Config, st *store.Store, obs *observability, log *slog.Logger
 			out[i] = metrics.PolicySiteState{Site: s.GetSite(), Tripped: s.GetGuardTripped(),
 				PendingHeld: int(s.GetPendingHeldCount()), PendingStale: int(s.GetPendingStaleCount()),
 				PendingAwaiting: int(s.GetPendingAwaitingCount())}
+			for _, sh := range s.GetCommonCause().GetShares() {
+				out[i].CommonCause = append(out[i].CommonCause, metrics.LabelShare{Label: sh.GetLabel(), Value: sh.GetValue(), Faults: int(sh.GetCount())})
+			}
 		}
 		return out, nil
 	}, plog)

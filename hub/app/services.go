@@ -81,6 +81,7 @@ func RegisterOperations(srv *grpc.Server, hs *health.Server, opsSrv ironlinkv1.O
 func NewHealthServer(st *store.Store, cfg Config, log *slog.Logger) *healthapi.Server {
 	agents, _ := healthapi.ParseAgentTTL(cfg.HealthAgentTTL)
 	return healthapi.NewServer(st, healthapi.Config{DefaultTTL: cfg.HealthDefaultTTL, AgentTTL: agents,
+		ReporterRate: cfg.HealthReporterRate, ReporterBurst: cfg.HealthReporterBurst,
 		OnClamped: func(n int) { log.Warn("health events with a generated time in the future clamped to now", "count", n) }}, log)
 }
 

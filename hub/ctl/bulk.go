@@ -26,7 +26,7 @@ type bulkFlags struct {
 // register adds the bulk flags to the quarantine or release command.
 func (f *bulkFlags) register(cmd *cobra.Command, verb string) {
 	cmd.Flags().StringVar(&f.selector, "selector", "", "act on every device matching this selector instead of named devices: "+
-		"comma-separated site=SITE, status=STATUS (repeatable, or a|b), reason=CONDITION_REASON (repeatable, or a|b), class=RESOURCE_CLASS, name=GLOB; "+
+		"comma-separated site=SITE, status=STATUS (repeatable, or a|b), reason=CONDITION_REASON (repeatable, or a|b), class=RESOURCE_CLASS, name=GLOB, any other KEY=VALUE a label (rack=r12); "+
 		"the matching devices are shown and confirmed first")
 	cmd.Flags().IntVar(&f.expected, "expected-count", 0, "with --selector: the number of devices you expect to match; the hub refuses, changing nothing, when it differs")
 	cmd.Flags().BoolVar(&f.yes, "yes", false, "with --selector: do not ask for confirmation")
@@ -34,7 +34,8 @@ func (f *bulkFlags) register(cmd *cobra.Command, verb string) {
 	cmd.Example += fmt.Sprintf(`
   # every faulted device of site-b whose Ironic fault is a power failure
   ironlink %s --selector 'site=site-b,status=faulted,reason=PowerFailure' --reason "PDU swap"
-  ironlink %s --selector 'site=site-b,name=gpu-r4-*' --expected-count 32 --yes --reason "rack r4"`, verb, verb)
+  ironlink %s --selector 'site=site-b,name=gpu-r4-*' --expected-count 32 --yes --reason "rack r4"
+  ironlink %s --selector 'site=site-b,rack=r12' --reason "switch s3 down"`, verb, verb, verb)
 }
 
 // args accepts devices, or none with --selector.

@@ -134,6 +134,9 @@ func field(w io.Writer, label, value string) {
 // history and, when cmds is not nil, its recent commands.
 func (a *app) printDevice(w io.Writer, r *ironlinkv1.GetDeviceResponse, cmds []*ironlinkv1.OperatorCommand) {
 	a.printDeviceSummary(w, r)
+	if len(r.GetDevice().GetLabels()) > 0 {
+		field(w, "Labels", describeLabels(r.GetDevice()))
+	}
 	a.printFacts(w, r.GetDevice())
 	a.printDeviceHistory(w, r.GetDevice(), r)
 	a.printRecentCommands(w, cmds)

@@ -176,7 +176,8 @@ type deviceFilters struct {
 	site, status, impairment, name string
 	orphaned, removed              bool
 	// asOf is --as-of (see parseAsOf).
-	asOf string
+	asOf   string
+	labels labelFlags
 }
 
 func (a *app) newGetDevices() *cobra.Command {
@@ -192,7 +193,7 @@ QUARANTINE is the desired state an operator set ("quarantined", "released";
 an error); AGE is the time since the status last changed.
 
 Filters combine (all must match): --site, --status, --impairment, --orphaned,
---name. With device arguments, only those devices are listed.`,
+--name, -l (labels). With device arguments, only those devices are listed.`,
 		Example: `  # what is broken now, and why
   ironlink get devices --status faulted,maintenance
   # everything under quarantine, whatever its status
@@ -201,6 +202,8 @@ Filters combine (all must match): --site, --status, --impairment, --orphaned,
   ironlink get devices --orphaned -o wide
   # by name pattern, as JSON
   ironlink get devices --name 'gpu-*' -o json
+  # one rack, with every device's labels
+  ironlink get devices -l rack=r12 --show-labels
   # keep watching one site
   ironlink get devices --site demo --watch
   # what was faulted at site-b at 03:00 UTC
@@ -220,8 +223,8 @@ Filters combine (all must match): --site, --status, --impairment, --orphaned,
 			if req.AsOf != nil && (len(args) > 0 || f.watch) {
 				return usageErrf("--as-of lists by filters, without device arguments or --watch (for one device: describe device --as-of)")
 			}
-			if len(args) > 0 && (df.status != "" || df.impairment != "" || df.orphaned || df.name != "") {
-				return usageErrf("give device names or filters (--status, --impairment, --orphaned, --name), not both")
+			if len(args) > 0 && (df.status != "" || df.impairment != "" || df.orphaned || df.name != "" || len(req.Labels) > 0) {
+				return usageErrf("give device names or filters (--status, --impairment, --orphaned, --name, -l), not both")
 			}
 			if req.AsOf != nil {
 				// ages count from then, as describe device --as-of counts them
@@ -231,7 +234,11 @@ Filters combine (all must match): --site, --status, --impairment, --orphaned,
 			}
 			holders := f.output == outWide && req.AsOf == nil
 			return a.runListing(cmd, &f, func(ctx context.Context) (*listing, error) {
-				return a.fetchDevices(ctx, req, args, df.site, holders)
+				l, err := a.fetchDevices(ctx, req, args, df.site, holders)
+				if err == nil && df.labels.show {
+					addLabelsColumn(l, l.msg.(*ironlinkv1.ListDevicesResponse).GetDevices())
+				}
+				return l, err
 			}, "No devices found.")
 		},
 	}
@@ -249,6 +256,7 @@ func (df *deviceFilters) register(cmd *cobra.Command, a *app) {
 	fl.StringVar(&df.name, "name", "", "only devices whose name matches this pattern (* and ?; no wildcard: that exact name)")
 	fl.BoolVar(&df.removed, "include-removed", false, "also devices that vanished from Ironic")
 	fl.StringVar(&df.asOf, "as-of", "", asOfHelp)
+	df.labels.register(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("site", a.completeSites)
 	var statuses []string
 	for n, v := range ironlinkv1.OperationalStatus_value {
@@ -276,6 +284,9 @@ func (df *deviceFilters) request() (*ironlinkv1.ListDevicesRequest, error) {
 		return nil, err
 	}
 	if req.Impairments, err = parseWordList("impairment", df.impairment, impairmentValues, "one or more of quarantined, released, none"); err != nil {
+		return nil, err
+	}
+	if req.Labels, err = parseLabels("-l", df.labels.selector); err != nil {
 		return nil, err
 	}
 	return req, nil

@@ -120,7 +120,7 @@ func guardLine(g *ironlinkv1.PolicyGuard) string {
 	if g == nil {
 		return ""
 	}
-	return fmt.Sprintf("at most %d devices and %g%% of the site per %s", g.GetMaxDevices(), g.GetMaxPercent(), dur(g.GetWindow()))
+	return fmt.Sprintf("at most %d devices and %g%% of the site per %s", g.GetMaxDevices(), g.GetMaxPercent(), dur(g.GetWindow())) + labelGuardLine(g)
 }
 
 func dur(d *durationpb.Duration) string {
@@ -177,11 +177,11 @@ func (a *app) fetchPolicyStates(ctx context.Context, sites []string, guard bool)
 	}
 	l := &listing{msg: all,
 		header:     []string{"SITE", "AUTOMATIC", "GUARD", "PENDING", "WINDOW", "DEVICES"},
-		wideHeader: []string{"SITE", "AUTOMATIC", "GUARD", "PENDING", "WINDOW", "DEVICES", "LIMITS", "TRIPPED-BY", "DETAIL"},
+		wideHeader: []string{"SITE", "AUTOMATIC", "GUARD", "PENDING", "WINDOW", "DEVICES", "LIMITS", "TRIPPED-BY", "DETAIL", "CAUSE"},
 	}
 	if guard {
-		l.header = []string{"SITE", "GUARD", "SINCE", "RULE", "WINDOW", "LIMITS", "HELD"}
-		l.wideHeader = []string{"SITE", "GUARD", "SINCE", "RULE", "WINDOW", "DEVICES", "LIMITS", "HELD", "DETAIL"}
+		l.header = []string{"SITE", "GUARD", "SINCE", "RULE", "WINDOW", "LIMITS", "HELD", "CAUSE"}
+		l.wideHeader = []string{"SITE", "GUARD", "SINCE", "RULE", "WINDOW", "DEVICES", "LIMITS", "HELD", "DETAIL", "CAUSE"}
 	}
 	for _, st := range all.GetStates() {
 		auto := "off"
@@ -198,15 +198,16 @@ func (a *app) fetchPolicyStates(ctx context.Context, sites []string, guard bool)
 		window := fmt.Sprintf("%d/%d", st.GetWindowCount(), st.GetGuard().GetMaxDevices())
 		pending := fmt.Sprintf("%d held, %d stale, %d awaiting", st.GetPendingHeldCount(), st.GetPendingStaleCount(), st.GetPendingAwaitingCount())
 		devs := strconv.Itoa(int(st.GetSiteDeviceCount()))
+		cause := st.GetCommonCause().GetSummary()
 		it := item{key: st.GetSite(), name: st.GetSite(), msg: st, goneMarker: "(gone)",
-			sig: signature(auto, g, st.GetGuardTrippedRule(), window, pending, devs)}
+			sig: signature(auto, g, st.GetGuardTrippedRule(), window, pending, devs, cause)}
 		if guard {
 			held := strconv.Itoa(int(st.GetPendingHeldCount()))
-			it.cells = []string{st.GetSite(), g, since, st.GetGuardTrippedRule(), window, guardLine(st.GetGuard()), held}
-			it.wide = []string{st.GetSite(), g, since, st.GetGuardTrippedRule(), window, devs, guardLine(st.GetGuard()), held, st.GetGuardTrippedDetail()}
+			it.cells = []string{st.GetSite(), g, since, st.GetGuardTrippedRule(), window, guardLine(st.GetGuard()), held, cause}
+			it.wide = []string{st.GetSite(), g, since, st.GetGuardTrippedRule(), window, devs, guardLine(st.GetGuard()), held, st.GetGuardTrippedDetail(), cause}
 		} else {
 			it.cells = []string{st.GetSite(), auto, g, pending, window, devs}
-			it.wide = []string{st.GetSite(), auto, g, pending, window, devs, guardLine(st.GetGuard()), st.GetGuardTrippedRule(), st.GetGuardTrippedDetail()}
+			it.wide = []string{st.GetSite(), auto, g, pending, window, devs, guardLine(st.GetGuard()), st.GetGuardTrippedRule(), st.GetGuardTrippedDetail(), cause}
 		}
 		l.items = append(l.items, it)
 	}

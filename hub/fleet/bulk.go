@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/labels"
 	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/internal/wire"
 )
@@ -51,9 +53,9 @@ const SourceBulk = "operator-api-bulk"
 func (s *Server) bulkSelector(ctx context.Context, field string, sel *ironlinkv1.DeviceSelector) (store.DeviceSelector, string, error) {
 	var out store.DeviceSelector
 	if sel.GetSite() == "" && len(sel.GetStatuses()) == 0 && len(sel.GetConditionReasons()) == 0 &&
-		sel.GetResourceClass() == "" && sel.GetNamePattern() == "" && len(sel.GetHardwareFacts()) == 0 {
+		sel.GetResourceClass() == "" && sel.GetNamePattern() == "" && len(sel.GetHardwareFacts()) == 0 && len(sel.GetLabels()) == 0 {
 		return out, "", grpcerr.InvalidArgument(field, grpcerr.ReasonRequired,
-			field+" is empty: give at least one of site, statuses, condition_reasons, resource_class, name_pattern (an empty selector would match the whole fleet)")
+			field+" is empty: give at least one of site, statuses, condition_reasons, resource_class, name_pattern, labels (an empty selector would match the whole fleet)")
 	}
 	if err := checkSiteFilter(sel.GetSite()); err != nil {
 		return out, "", err
@@ -118,6 +120,12 @@ func (s *Server) bulkSelector(ctx context.Context, field string, sel *ironlinkv1
 	if ids != nil {
 		out.IDs = ids
 		parts = append(parts, hw)
+	}
+	if out.Labels, err = labelFilter(field+".labels", sel.GetLabels(), time.Time{}); err != nil {
+		return out, "", err
+	}
+	if len(out.Labels) > 0 {
+		parts = append(parts, labels.String(out.Labels))
 	}
 	return out, strings.Join(parts, ","), nil
 }

@@ -166,6 +166,9 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 	if f.NameLike, f.NameLike2, err = nameFilters(req.GetNamePrefix(), req.GetNamePattern()); err != nil {
 		return nil, err
 	}
+	if f.Labels, err = labelFilter("labels", req.GetLabels(), f.AsOf); err != nil {
+		return nil, err
+	}
 	for i, im := range req.GetImpairments() {
 		switch im {
 		case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:
@@ -455,7 +458,9 @@ func deviceToProto(d store.Device) *ironlinkv1.Device {
 			Maintenance: d.Facts.Maintenance, ResourceClass: d.Facts.ResourceClass, InstanceUuid: d.Facts.InstanceUUID,
 			Lessee: d.Facts.Lessee, Owner: d.Facts.Owner, ConductorGroup: d.Facts.ConductorGroup, Fault: d.Facts.Fault,
 			Cpus: d.Facts.CPUs, MemoryMb: d.Facts.MemoryMB, LocalGb: d.Facts.LocalGB, CpuArch: d.Facts.CPUArch,
+			Labels: d.Facts.Labels,
 		},
+		Labels: d.Labels,
 	}
 	for _, m := range d.Facts.InstanceMismatches {
 		p.Facts.InstanceMismatches = append(p.Facts.InstanceMismatches, &ironlinkv1.InstanceMismatch{

@@ -10,6 +10,7 @@ import (
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/reporterlimit"
 	"github.com/ironlink/ironlink/internal/sitename"
 	"github.com/ironlink/ironlink/internal/textcheck"
 )
@@ -33,6 +34,10 @@ type Config struct {
 	// OnClamped is called with the number of events of a batch whose
 	// generated time was in the future (nil: not counted).
 	OnClamped func(n int)
+	// ReporterRate and ReporterBurst bound each reporter's events
+	// (throttle.go); a rate ≤ 0 limits nothing.
+	ReporterRate  float64
+	ReporterBurst int
 }
 
 // Server implements ironlinkv1.HealthServiceServer.
@@ -41,6 +46,7 @@ type Server struct {
 	st  Store
 	cfg Config
 	log *slog.Logger
+	lim *reporterlimit.Limiter
 }
 
 // NewServer returns HealthService over st.
@@ -48,7 +54,7 @@ func NewServer(st Store, cfg Config, log *slog.Logger) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Server{st: st, cfg: cfg, log: log}
+	return &Server{st: st, cfg: cfg, log: log, lim: reporterlimit.New(cfg.ReporterRate, cfg.ReporterBurst)}
 }
 
 // ReportHealth validates the batch, checks that the caller may report for
@@ -61,6 +67,9 @@ func (s *Server) ReportHealth(ctx context.Context, req *ironlinkv1.ReportHealthR
 	}
 	if sc := authn.CallerScope(ctx); !sc.Allows(site) {
 		return nil, sc.Deny(ctx, s.log, "site "+site, site)
+	}
+	if err := s.throttle(ctx, req.GetEvents()); err != nil {
+		return nil, err
 	}
 	return s.ReportSite(ctx, site, req.GetEvents())
 }

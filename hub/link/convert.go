@@ -3,6 +3,7 @@ package link
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"time"
 	"unicode/utf8"
@@ -13,6 +14,7 @@ import (
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/labels"
 	"github.com/ironlink/ironlink/internal/sitename"
 	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/internal/wire"
@@ -172,6 +174,10 @@ func ToBatch(b *ironlinkv1.ConditionBatch) (store.Batch, error) {
 			if u.Facts.InstanceMismatches, err = toMismatches(where+" device "+key, field+".facts.instance_mismatches", f.GetInstanceMismatches()); err != nil {
 				return store.Batch{}, err
 			}
+			if err := labels.Check(field+".facts.labels", f.GetLabels()); err != nil {
+				return store.Batch{}, invalid(where+" device "+key, field+".facts.labels", grpcerr.ReasonInvalidValue, "%v", err)
+			}
+			u.Facts.Labels = maps.Clone(f.GetLabels())
 		}
 		if h := d.GetHardware(); h != nil && !u.Removed {
 			if u.Hardware, err = toHardware(where+" device "+key, field+".hardware", h); err != nil {

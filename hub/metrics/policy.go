@@ -20,6 +20,16 @@ type PolicySiteState struct {
 	Site                                       string
 	Tripped                                    bool
 	PendingHeld, PendingStale, PendingAwaiting int
+	// CommonCause are the label values the faults behind a tripped guard
+	// share (label, value, faults carrying it); nil while armed.
+	CommonCause []LabelShare
+}
+
+// LabelShare is one label value shared by the faults behind a tripped
+// guard, and how many carry it.
+type LabelShare struct {
+	Label, Value string
+	Faults       int
 }
 
 // WatchPolicy registers the scrape-time gauges of the quarantine policy,
@@ -28,6 +38,7 @@ type PolicySiteState struct {
 //
 //	ironlink_policy_guard_tripped{site}            1 while the site's guard is tripped, else 0
 //	ironlink_policy_pending_actions{site,reason}   pending actions, by reason (HeldByGuard, StaleTrigger)
+//	ironlink_policy_guard_common_cause{site,label,value}  while tripped: faults behind it carrying that label value
 //
 // and returns the evaluator's hooks feeding
 //
@@ -71,6 +82,10 @@ var (
 		"Automatic quarantines waiting, by site and reason: for an operator (HeldByGuard, StaleTrigger) or for fresh evidence from the site (AwaitingFreshEvidence).", []string{"site", "reason"}, nil)
 )
 
+var causeDesc = prometheus.NewDesc("ironlink_policy_guard_common_cause",
+	"While the site's guard is tripped: how many of the faults behind it (live automatic quarantines and holds since one guard window before the trip) carry this label value; only values at least half of them and at least two carry (docs/reference/labels.md).",
+	[]string{"site", "label", "value"}, nil)
+
 type policyCollector struct {
 	states func(context.Context) ([]PolicySiteState, error)
 	log    *slog.Logger
@@ -79,6 +94,7 @@ type policyCollector struct {
 func (c *policyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- guardTrippedDesc
 	ch <- pendingDesc
+	ch <- causeDesc
 }
 
 func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
@@ -98,5 +114,8 @@ func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.PendingHeld), s.Site, "HeldByGuard")
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.PendingStale), s.Site, "StaleTrigger")
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.PendingAwaiting), s.Site, "AwaitingFreshEvidence")
+		for _, sh := range s.CommonCause {
+			ch <- prometheus.MustNewConstMetric(causeDesc, prometheus.GaugeValue, float64(sh.Faults), s.Site, sh.Label, sh.Value)
+		}
 	}
 }

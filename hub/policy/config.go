@@ -49,6 +49,9 @@ type SitePolicy struct {
 	Rules []Rule `json:"rules"`
 	// Guard is the blast-radius guard.
 	Guard Guard `json:"guard"`
+	// Domains are the per-label guards (the file's guard.perLabel;
+	// domains.go), in Guard's window.
+	Domains []DomainGuard `json:"per_label,omitempty"`
 	// MaintenanceWindows: a MAINTENANCE trigger inside one is skipped.
 	MaintenanceWindows []Window `json:"maintenance_windows"`
 	// Remediation holds the site's ladder settings (ladder.go).
@@ -85,6 +88,9 @@ type Rule struct {
 	// Ladder, when set, remediates the devices the rule quarantined
 	// (ladder.go).
 	Ladder *Ladder `json:"remediation,omitempty"`
+	// Labels, when set, restricts the rule to devices carrying every one
+	// of these labels (domains.go).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Guard is the blast-radius guard of a site: within any Window, policy
@@ -129,6 +135,7 @@ type Override struct {
 	Rules              []Rule
 	HasRules           bool
 	Guard              GuardOverride
+	Domains            *[]DomainGuard
 	MaintenanceWindows []Window
 	// MaxInFlight overrides Remediation.MaxInFlight.
 	MaxInFlight *int
@@ -168,6 +175,9 @@ func (f *File) Effective(site string) SitePolicy {
 	}
 	if o.Guard.Window != nil {
 		p.Guard.Window = *o.Guard.Window
+	}
+	if o.Domains != nil {
+		p.Domains = *o.Domains
 	}
 	p.MaintenanceWindows = append(p.MaintenanceWindows, o.MaintenanceWindows...)
 	if o.MaxInFlight != nil {
@@ -212,21 +222,23 @@ type siteYAML struct {
 }
 
 type ruleYAML struct {
-	Name             string      `yaml:"name"`
-	From             []string    `yaml:"from"`
-	To               []string    `yaml:"to"`
-	Reasons          []string    `yaml:"reasons"`
-	HoldDown         string      `yaml:"holdDown"`
-	AutoReleaseAfter string      `yaml:"autoReleaseAfter"`
-	DryRun           bool        `yaml:"dryRun"`
-	Health           *healthYAML `yaml:"health"`
-	Remediation      *ladderYAML `yaml:"remediation"`
+	Name             string            `yaml:"name"`
+	From             []string          `yaml:"from"`
+	To               []string          `yaml:"to"`
+	Reasons          []string          `yaml:"reasons"`
+	HoldDown         string            `yaml:"holdDown"`
+	AutoReleaseAfter string            `yaml:"autoReleaseAfter"`
+	DryRun           bool              `yaml:"dryRun"`
+	Health           *healthYAML       `yaml:"health"`
+	Remediation      *ladderYAML       `yaml:"remediation"`
+	Labels           map[string]string `yaml:"labels"`
 }
 
 type guardYAML struct {
-	MaxDevices *int     `yaml:"maxDevices"`
-	MaxPercent *float64 `yaml:"maxPercent"`
-	Window     *string  `yaml:"window"`
+	MaxDevices *int          `yaml:"maxDevices"`
+	MaxPercent *float64      `yaml:"maxPercent"`
+	Window     *string       `yaml:"window"`
+	PerLabel   *[]domainYAML `yaml:"perLabel"`
 }
 
 type windowYAML struct {
@@ -360,6 +372,11 @@ func convertSite(where string, sy siteYAML, isDefault bool) (converted, []error)
 			c.base.Guard.Window = d
 			c.override.Guard.Window = &d
 		}
+		if g.PerLabel != nil {
+			ds, derrs := convertDomains(where, *g.PerLabel)
+			errs = append(errs, derrs...)
+			c.base.Domains, c.override.Domains = ds, &ds
+		}
 	}
 	for i, wy := range sy.MaintenanceWindows {
 		w, werrs := convertWindow(fmt.Sprintf("%s.maintenanceWindows[%d]", where, i), wy)
@@ -403,6 +420,8 @@ func convertRule(where string, ry ruleYAML) (Rule, []error) {
 	r.Health, bad = convertHealth(where, ry.Health)
 	errs = append(errs, bad...)
 	r.Ladder, bad = convertLadder(where, ry.Remediation, ry.AutoReleaseAfter)
+	errs = append(errs, bad...)
+	r.Labels, bad = convertRuleLabels(where, ry.Labels)
 	errs = append(errs, bad...)
 	for _, rs := range ry.Reasons {
 		if !reasonRE.MatchString(rs) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/labels"
 )
 
 // Action is what the policy does about one trigger.
@@ -82,6 +83,8 @@ type Trigger struct {
 	// AlreadyQuarantined is true when the device's desired state is
 	// already QUARANTINED (by an operator or an earlier decision).
 	AlreadyQuarantined bool
+	// Labels are the device's labels (the per-label guards read them).
+	Labels map[string]string
 }
 
 // Since returns when the cause began: CauseSince, or ChangedAt when unknown.
@@ -121,12 +124,17 @@ type SiteState struct {
 	// Tripped is true while the site's guard is tripped: every further
 	// automatic quarantine is pending until it re-arms.
 	Tripped bool
+	// DomainDevices counts the site's devices not removed per label key
+	// and value (the per-label guards' denominators).
+	DomainDevices map[string]map[string]int
 }
 
 // RecentAction is one automatic quarantine of the site.
 type RecentAction struct {
 	At     time.Time
 	DryRun bool
+	// Labels are the quarantined device's labels (per-label guards).
+	Labels map[string]string
 }
 
 // Input is everything one quarantine decision depends on.
@@ -183,6 +191,8 @@ type Decision struct {
 //     devices not removed, the quarantine is allowed when the guard is not
 //     tripped, A+1 ≤ MaxDevices and (A+1)·100 ≤ MaxPercent·D; otherwise
 //     PENDING HeldByGuard (and it trips the guard if it was not tripped);
+//     then each per-label guard the same way over the device's value of
+//     its label (domains.go);
 //  9. QUARANTINE.
 //
 // DryRun (site or rule) is set on the decision from step 3 on; a dry-run
@@ -262,6 +272,9 @@ func Decide(in Input) Decision {
 		return pending(ReasonHeldByGuard, "quarantine %d in %s would exceed the guard (%d devices, %g%% of %d)",
 			a+1, p.Guard.Window, p.Guard.MaxDevices, p.Guard.MaxPercent, in.Site.Devices)
 	}
+	if held, ok := domainHeld(in, d); ok {
+		return held
+	}
 	d.Action, d.Reason = ActionQuarantine, ReasonRuleMatched
 	d.Detail = fmt.Sprintf("rule %s: %s → %s, %s=%s since %s", rule.Name, t.From, t.To, t.CauseType, t.CauseReason,
 		since.UTC().Format(time.RFC3339))
@@ -292,6 +305,9 @@ func matchRule(rules []Rule, t Trigger) (Rule, bool) {
 			continue
 		}
 		if r.Health != nil && !r.Health.Matches(t.CauseHealth) {
+			continue
+		}
+		if !labels.Matches(t.Labels, r.Labels) {
 			continue
 		}
 		return r, true

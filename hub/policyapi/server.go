@@ -160,8 +160,9 @@ func PolicyToProto(site string, f *policy.File, now time.Time) *ironlinkv1.SiteP
 	p := f.Effective(site)
 	_, over := f.Sites[site]
 	out := &ironlinkv1.SitePolicy{Site: site, Enabled: p.Enabled, DryRun: p.DryRun, Guard: guardToProto(p.Guard), Overridden: over}
+	out.Guard.PerLabel = labelGuardsToProto(p.Domains)
 	for _, r := range p.Rules {
-		pr := &ironlinkv1.PolicyRule{Name: r.Name, Reasons: r.Reasons, HoldDown: durationpb.New(r.HoldDown), DryRun: r.DryRun}
+		pr := &ironlinkv1.PolicyRule{Name: r.Name, Reasons: r.Reasons, HoldDown: durationpb.New(r.HoldDown), DryRun: r.DryRun, Labels: r.Labels}
 		for _, st := range r.From {
 			pr.FromStatuses = append(pr.FromStatuses, string(st))
 		}
@@ -449,7 +450,11 @@ func (s *Server) SiteStates(ctx context.Context, site string) ([]*ironlinkv1.Sit
 		if (site != "" && ps.Name != site) || (allowed != nil && !slices.Contains(allowed, ps.Name)) {
 			continue
 		}
-		out = append(out, SiteStateToProto(ps, f.Effective(ps.Name), now))
+		st := SiteStateToProto(ps, f.Effective(ps.Name), now)
+		if st.CommonCause, err = s.commonCause(ctx, ps, f.Effective(ps.Name)); err != nil {
+			return nil, err
+		}
+		out = append(out, st)
 	}
 	return out, nil
 }
@@ -465,7 +470,9 @@ func SiteStateToProto(ps store.PolicySite, p policy.SitePolicy, now time.Time) *
 	return &ironlinkv1.SitePolicyState{Site: ps.Name, Enabled: p.Enabled, DryRun: p.DryRun, GuardTripped: ps.TrippedSince != nil,
 		GuardTrippedTime: ts(ps.TrippedSince), GuardTrippedRule: ps.TrippedRule, GuardTrippedDetail: ps.TrippedDetail,
 		WindowCount: int32(a), SiteDeviceCount: int32(ps.Devices), PendingHeldCount: int32(ps.OpenHeld),
-		PendingStaleCount: int32(ps.OpenStale), PendingAwaitingCount: int32(ps.OpenAwaiting), Guard: guardToProto(p.Guard)}
+		PendingStaleCount: int32(ps.OpenStale), PendingAwaitingCount: int32(ps.OpenAwaiting),
+		Guard: &ironlinkv1.PolicyGuard{MaxDevices: int32(p.Guard.MaxDevices), MaxPercent: p.Guard.MaxPercent,
+			Window: durationpb.New(p.Guard.Window), PerLabel: labelGuardsToProto(p.Domains)}}
 }
 
 // ListSitePolicyStates implements PolicyService.ListSitePolicyStates.

@@ -2,6 +2,7 @@ package policyapi
 
 import (
 	"context"
+	"time"
 
 	"github.com/ironlink/ironlink/hub/store"
 )
@@ -13,6 +14,8 @@ type Store interface {
 	store.PolicyAdmin
 	// DeviceSite: see store.Store.DeviceSite.
 	DeviceSite(ctx context.Context, id string) (string, error)
+	// GuardFaultLabels: see store.Store.GuardFaultLabels.
+	GuardFaultLabels(ctx context.Context, site string, since time.Time) ([]map[string]string, error)
 	// SiteExists: see store.Store.SiteExists.
 	SiteExists(ctx context.Context, name string) (bool, error)
 }

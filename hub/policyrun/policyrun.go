@@ -196,13 +196,17 @@ func (e *Evaluator) Tick(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return stats, err
 	}
+	dom, err := e.loadDomains(ctx, file, cands, now.Add(-longestWindow(file)))
+	if err != nil {
+		return stats, err
+	}
 	for _, c := range cands {
 		p := file.Effective(c.Site)
 		site := bySite[c.Site]
 		if !p.Enabled || site == nil {
 			continue // no policy here: nothing to decide or log
 		}
-		if err := e.decide(ctx, p, site, c, holds[c.DeviceID], now, &stats); err != nil {
+		if err := e.decide(ctx, p, site, c, holds[c.DeviceID], dom, now, &stats); err != nil {
 			return stats, err
 		}
 	}
@@ -258,7 +262,7 @@ func (e *Evaluator) candidates(ctx context.Context, file *policy.File) ([]store.
 // records the decision unless it is to wait, and counts it in stats; site's
 // recent actions, open pending actions and guard follow, so the next
 // candidate of the pass sees them.
-func (e *Evaluator) decide(ctx context.Context, p policy.SitePolicy, site *store.PolicySite, c store.PolicyCandidate, holds []store.DeviceHold, now time.Time, stats *Stats) error {
+func (e *Evaluator) decide(ctx context.Context, p policy.SitePolicy, site *store.PolicySite, c store.PolicyCandidate, holds []store.DeviceHold, dom *domainView, now time.Time, stats *Stats) error {
 	excl, planned := holdsOf(holds)
 	in := policy.Input{
 		Policy: p,
@@ -269,6 +273,7 @@ func (e *Evaluator) decide(ctx context.Context, p policy.SitePolicy, site *store
 		Site:     e.siteState(site),
 		Excluded: excl, Planned: planned, Now: now,
 	}
+	dom.apply(&in, c)
 	d := policy.Decide(in)
 	if d.Action == policy.ActionWait {
 		return nil
@@ -292,6 +297,7 @@ func (e *Evaluator) decide(ctx context.Context, p policy.SitePolicy, site *store
 	stats.Decisions++
 	e.observe(out, e.cfg.Now().Sub(c.ChangedAt))
 	countDecision(out, site, now, stats)
+	dom.record(c, out, now)
 	if out.Trips && site.TrippedSince == nil {
 		site.TrippedSince, site.TrippedRule = &now, out.Rule
 		e.log.Warn("policy guard tripped: further automatic quarantines wait for an operator",

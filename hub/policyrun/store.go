@@ -1,6 +1,9 @@
 package policyrun
 
 import (
+	"context"
+	"time"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ironlink/ironlink/hub/store"
@@ -11,6 +14,10 @@ import (
 // pool it takes the leader lock's connection from.
 type Store interface {
 	store.Policy
+	// The per-label guards' reads (domains.go): see the store's methods.
+	RecentPolicyQuarantines(ctx context.Context, since time.Time) ([]store.DomainAction, error)
+	LabelCounts(ctx context.Context, keys []string) (map[string]map[string]map[string]int, error)
+	DeviceLabels(ctx context.Context, ids []string) (map[string]map[string]string, error)
 	// Pool: see store.Store.Pool (the session holding LockKey).
 	Pool() *pgxpool.Pool
 }

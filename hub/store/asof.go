@@ -109,6 +109,9 @@ func (s *Store) listDevicesAsOf(ctx context.Context, f DeviceFilter) ([]Device, 
 	if f.InstanceMismatch {
 		return nil, false, fmt.Errorf("instance_mismatch reads facts: %w", ErrAsOfUnsupported)
 	}
+	if len(f.Labels) > 0 {
+		return nil, false, fmt.Errorf("labels have no history: %w", ErrAsOfUnsupported)
+	}
 	args, err := s.asOfArgs(ctx, f.AsOf)
 	if err != nil {
 		return nil, false, err
@@ -158,7 +161,7 @@ func (s *Store) listDevicesAsOf(ctx context.Context, f DeviceFilter) ([]Device, 
 	if more {
 		devs = devs[:f.Limit]
 	}
-	return devs, more, nil
+	return devs, more, s.fillLabels(ctx, devs)
 }
 
 // GetDeviceAsOf returns device id as it was at asOf (see asOfSelect), with
@@ -195,7 +198,11 @@ func (s *Store) GetDeviceAsOf(ctx context.Context, id string, asOf time.Time) (D
 			d.ObservedAt = &t
 		}
 	}
-	return d, nil
+	ds := []Device{d} // labels, as facts, are the current values
+	if err := s.fillLabels(ctx, ds); err != nil {
+		return Device{}, err
+	}
+	return ds[0], nil
 }
 
 // StatusHistoryAsOf is StatusHistory limited to the changes recorded at or

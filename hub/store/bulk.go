@@ -37,6 +37,9 @@ type DeviceSelector struct {
 	// IDs, when non-nil, keeps only these devices (a hardware facts
 	// selector resolved by the caller); an empty non-nil slice keeps none.
 	IDs []string
+	// Labels keeps devices carrying every one of these labels (effective
+	// labels, docs/reference/labels.md).
+	Labels map[string]string
 }
 
 // BulkMatch is one device a selector matched.
@@ -95,7 +98,8 @@ const bulkMatchSQL = `
 	        SELECT 1 FROM device_conditions c WHERE c.device_id = d.id AND c.reason = ANY($4::text[])))
 	  AND ($5 = '' OR d.facts->>'resource_class' = $5)
 	  AND ($6 = '' OR d.name LIKE $6)
-	  AND ($7::uuid[] IS NULL OR d.id = ANY($7::uuid[]))`
+	  AND ($7::uuid[] IS NULL OR d.id = ANY($7::uuid[]))
+	  AND ($8::jsonb IS NULL OR ` + labelsExpr + ` @> $8::jsonb)`
 
 func (sel DeviceSelector) args() []any {
 	sts := make([]string, len(sel.Statuses))
@@ -106,7 +110,10 @@ func (sel DeviceSelector) args() []any {
 	if reasons == nil {
 		reasons = []string{}
 	}
-	return []any{sel.Site, sel.Sites, sts, reasons, sel.ResourceClass, sel.NameLike, sel.IDs}
+	// Labels were checked by the caller: encoding a map[string]string
+	// cannot fail.
+	lab, _ := labelsArg(sel.Labels)
+	return []any{sel.Site, sel.Sites, sts, reasons, sel.ResourceClass, sel.NameLike, sel.IDs, lab}
 }
 
 // MatchDevices returns how many devices sel matches and the first limit of
@@ -117,7 +124,7 @@ func (s *Store) MatchDevices(ctx context.Context, sel DeviceSelector, limit int)
 		return nil, 0, fmt.Errorf("count matching devices: %w", err)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT d.id::text, d.site, d.name, d.status`+bulkMatchSQL+
-		` ORDER BY d.site, d.name, d.id LIMIT $8`, append(sel.args(), limit)...)
+		` ORDER BY d.site, d.name, d.id LIMIT $9`, append(sel.args(), limit)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list matching devices: %w", err)
 	}
@@ -156,7 +163,7 @@ func (s *Store) BulkSetDesiredImpairment(ctx context.Context, sel DeviceSelector
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		out = nil
 		rows, err := tx.Query(ctx, `SELECT d.id::text, d.site, d.name, d.status`+bulkMatchSQL+
-			` ORDER BY d.site, d.name, d.id LIMIT $8 FOR UPDATE OF d`, append(sel.args(), MaxBulkDevices+1)...)
+			` ORDER BY d.site, d.name, d.id LIMIT $9 FOR UPDATE OF d`, append(sel.args(), MaxBulkDevices+1)...)
 		if err != nil {
 			return fmt.Errorf("lock matching devices: %w", err)
 		}
@@ -251,7 +258,7 @@ func (s *Store) PlanBulkRelease(ctx context.Context, sel DeviceSelector, holder 
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 		plans = nil
 		rows, err := tx.Query(ctx, `SELECT d.id::text, d.site, d.name, d.status`+bulkMatchSQL+
-			` ORDER BY d.site, d.name, d.id LIMIT $8`, append(sel.args(), MaxBulkDevices+1)...)
+			` ORDER BY d.site, d.name, d.id LIMIT $9`, append(sel.args(), MaxBulkDevices+1)...)
 		if err != nil {
 			return fmt.Errorf("list matching devices: %w", err)
 		}

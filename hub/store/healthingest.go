@@ -199,24 +199,31 @@ func resolveHealthDevices(ctx context.Context, tx pgx.Tx, site string, events []
 		}
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT id::text, site, name FROM devices
-		WHERE NOT removed AND (id = ANY($1::uuid[]) OR (site = $2 AND name <> '' AND name = ANY($3::text[])))`, ids, site, names)
+		SELECT d.id::text, d.site, d.name, COALESCE(l->>'`+NodeLabelHostname+`', ''), COALESCE(l->>'`+NodeLabelAddress+`', '')
+		FROM devices d, LATERAL (SELECT `+labelsExpr+` AS l) x
+		WHERE NOT d.removed AND (d.id = ANY($1::uuid[]) OR (d.site = $2 AND (
+			(d.name <> '' AND d.name = ANY($3::text[])) OR l->>'`+NodeLabelHostname+`' = ANY($3::text[]) OR l->>'`+NodeLabelAddress+`' = ANY($3::text[]))))`, ids, site, names)
 	if err != nil {
 		return fmt.Errorf("resolve health devices: %w", err)
 	}
-	type dev struct{ id, site, name string }
+	type dev struct{ id, site, name, host, addr string }
 	devs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (dev, error) {
 		var d dev
-		return d, r.Scan(&d.id, &d.site, &d.name)
+		return d, r.Scan(&d.id, &d.site, &d.name, &d.host, &d.addr)
 	})
 	if err != nil {
 		return fmt.Errorf("resolve health devices: %w", err)
 	}
-	byID, byName := map[string]dev{}, map[string][]string{}
+	byID, byName, byLabel := map[string]dev{}, map[string][]string{}, map[string][]string{}
 	for _, d := range devs {
 		byID[d.id] = d
 		if d.site == site {
 			byName[d.name] = append(byName[d.name], d.id)
+			for _, v := range slices.Compact([]string{d.host, d.addr}) {
+				if v != "" {
+					byLabel[v] = append(byLabel[v], d.id)
+				}
+			}
 		}
 	}
 	for i, ev := range events {
@@ -236,7 +243,7 @@ func resolveHealthDevices(ctx context.Context, tx pgx.Tx, site string, events []
 			}
 			res[i].DeviceID = byName[ev.DeviceName][0]
 		default:
-			id, err := matchNode(ev.NodeName, site, byName)
+			id, err := matchNode(ev.NodeName, site, byName, byLabel)
 			if err != nil {
 				return err
 			}
@@ -247,22 +254,44 @@ func resolveHealthDevices(ctx context.Context, tx pgx.Tx, site string, events []
 }
 
 // matchNode maps a node name to the one device of byName (the site's
-// devices by name) named like it or like its first DNS label.
-func matchNode(node, site string, byName map[string][]string) (string, error) {
-	cands := slices.Clone(byName[node])
-	if l := firstLabel(node); l != node {
-		cands = append(cands, byName[l]...)
+// devices by name) named like it or like its first DNS label; when none
+// is, to the one device of byLabel (by the value of its hostname or
+// address label) carrying it or its first DNS label.
+func matchNode(node, site string, byName, byLabel map[string][]string) (string, error) {
+	cands := nodeCandidates(node, byName)
+	if len(cands) == 0 {
+		cands = nodeCandidates(node, byLabel)
 	}
-	slices.Sort(cands)
-	cands = slices.Compact(cands)
 	switch len(cands) {
 	case 1:
 		return cands[0], nil
 	case 0:
-		return "", fmt.Errorf("node %q maps to no device of site %q (by name or first DNS label): %w", node, site, ErrNotFound)
+		return "", fmt.Errorf("node %q maps to no device of site %q (by name, first DNS label, or label %s or %s): %w",
+			node, site, NodeLabelHostname, NodeLabelAddress, ErrNotFound)
 	}
 	return "", fmt.Errorf("node %q maps to %d devices of site %q: %s: %w", node, len(cands), site, strings.Join(cands, ", "), ErrAmbiguous)
 }
+
+// nodeCandidates returns the device ids by holds under node or its first
+// DNS label, sorted, each once.
+func nodeCandidates(node string, by map[string][]string) []string {
+	cands := slices.Clone(by[node])
+	if l := firstLabel(node); l != node {
+		cands = append(cands, by[l]...)
+	}
+	slices.Sort(cands)
+	return slices.Compact(cands)
+}
+
+// NodeLabelHostname and NodeLabelAddress are the labels a health event's
+// node name is matched against when no device of the site is named like
+// it (docs/reference/health.md "Which device"): each site maps them from
+// its Ironic fields (the satellite's --label-map, e.g.
+// hostname=extra.fqdn,address=extra.ip) or the labels file gives them.
+const (
+	NodeLabelHostname = "hostname"
+	NodeLabelAddress  = "address"
+)
 
 // firstLabel is a host name's first DNS label ("gpu-01" of
 // "gpu-01.dc1.example"); an IP address or a bare name is returned whole.

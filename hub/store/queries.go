@@ -40,6 +40,9 @@ type DeviceFilter struct {
 	// NameLike2 is a second LIKE pattern that must match too (a prefix and
 	// a pattern given together).
 	NameLike2 string
+	// Labels, when non-empty, keeps devices carrying every one of these
+	// labels (effective labels, docs/reference/labels.md). Not with AsOf.
+	Labels map[string]string
 	// After is the keyset cursor: only devices with id > After (empty: from the start).
 	After string
 	// Limit is the page size (1-1000).
@@ -109,6 +112,10 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 		return s.listDevicesAsOf(ctx, f)
 	}
 	sts, imps := f.textArrays()
+	lab, err := labelsArg(f.Labels)
+	if err != nil {
+		return nil, false, err
+	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+deviceColumns+` FROM devices d
 		WHERE ($1 = '' OR d.site = $1)
@@ -120,8 +127,9 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 		  AND ($8::text[] IS NULL OR d.site = ANY($8::text[]))
 		  AND ($9 = '' OR d.name LIKE $9) AND ($10 = '' OR d.name LIKE $10)
 		  AND (NOT $11 OR `+hasHealthWarning+`)
+		  AND ($12::jsonb IS NULL OR `+labelsExpr+` @> $12::jsonb)
 		ORDER BY d.id LIMIT $5`, f.Site, sts, f.IncludeRemoved, f.After, f.Limit+1, imps, f.InstanceMismatch, f.Sites, f.NameLike, f.NameLike2,
-		f.HealthWarning)
+		f.HealthWarning, lab)
 	if err != nil {
 		return nil, false, fmt.Errorf("list devices: %w", err)
 	}
@@ -133,7 +141,7 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 	if more {
 		devs = devs[:f.Limit]
 	}
-	return devs, more, nil
+	return devs, more, s.fillLabels(ctx, devs)
 }
 
 // GetDevice returns one device with its current conditions (the fixed ones
@@ -156,7 +164,11 @@ func (s *Store) GetDevice(ctx context.Context, id string) (Device, error) {
 		return Device{}, err
 	}
 	d.Conditions = orderConditions(conds[id])
-	return d, nil
+	ds := []Device{d}
+	if err := s.fillLabels(ctx, ds); err != nil {
+		return Device{}, err
+	}
+	return ds[0], nil
 }
 
 // orderConditions lists conds: the fixed ones in condition.Types order,

@@ -77,6 +77,9 @@ type Facts struct {
 	// nil when Nova and Ironic agree, on standalone sites, and in rows
 	// written before the field existed.
 	InstanceMismatches []InstanceMismatch `json:"instance_mismatches,omitempty"`
+	// Labels are the failure-domain labels the satellite mapped from the
+	// node's Ironic fields (docs/reference/labels.md); nil when none.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // MismatchKind names which side of an orphaned instance holds the record the
@@ -196,6 +199,9 @@ type BatchResult struct {
 
 // Device is a device as operators see it.
 type Device struct {
+	// Labels are the effective failure-domain labels: the satellite's
+	// (Facts.Labels) with the hub's labels file over them; nil when none.
+	Labels            map[string]string
 	ID                string
 	Site              string
 	Name              string

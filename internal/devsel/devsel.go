@@ -2,7 +2,8 @@
 // `quarantine --selector` / `release --selector` and the fleet view's
 // selector filter (docs/reference/cli.md "Bulk quarantine and release"):
 // comma-separated key=value terms with keys site, status, reason, class
-// (or resource-class) and name, and hw.FACT for a hardware fact; status and reason may repeat or list
+// (or resource-class) and name, hw.FACT for a hardware fact, and any
+// other key for a failure-domain label (rack=r12); status and reason may repeat or list
 // values separated by '|'. Both read it here, so they accept the same
 // selectors and refuse the same others with the same messages.
 package devsel
@@ -13,6 +14,7 @@ import (
 	"strings"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/labels"
 )
 
 // Parse reads s into a BulkService DeviceSelector. Statuses are
@@ -33,8 +35,8 @@ func Parse(s, what string) (*ironlinkv1.DeviceSelector, error) {
 		}
 	}
 	if sel.Site == "" && len(sel.Statuses) == 0 && len(sel.ConditionReasons) == 0 && sel.ResourceClass == "" && sel.NamePattern == "" &&
-		len(sel.HardwareFacts) == 0 {
-		return nil, fmt.Errorf("%s %q selects nothing: give at least one of site, status, reason, class, name", what, s)
+		len(sel.HardwareFacts) == 0 && len(sel.Labels) == 0 {
+		return nil, fmt.Errorf("%s %q selects nothing: give at least one of site, status, reason, class, name or a label", what, s)
 	}
 	return sel, nil
 }
@@ -48,9 +50,10 @@ func addTerm(sel *ironlinkv1.DeviceSelector, term, what string) error {
 		sel.HardwareFacts[fact] = strings.TrimSpace(v)
 		return nil
 	}
-	k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
+	raw := strings.TrimSpace(k) // a label key keeps its case
+	k, v = strings.ToLower(raw), strings.TrimSpace(v)
 	if !ok || v == "" {
-		return fmt.Errorf("%s term %q: want key=value (keys: site, status, reason, class, name)", what, term)
+		return fmt.Errorf("%s term %q: want key=value (keys: site, status, reason, class, name, hw.FACT, or a label such as rack)", what, term)
 	}
 	once := func(dst *string) error {
 		if *dst != "" {
@@ -79,8 +82,17 @@ func addTerm(sel *ironlinkv1.DeviceSelector, term, what string) error {
 		for _, x := range strings.Split(v, "|") {
 			sel.ConditionReasons = append(sel.ConditionReasons, strings.TrimSpace(x))
 		}
-	default:
-		return fmt.Errorf("%s: unknown key %q (site, status, reason, class, name)", what, k)
+	default: // any other key is a label (docs/reference/labels.md)
+		if _, dup := sel.Labels[raw]; dup {
+			return fmt.Errorf("%s: label %s given twice", what, raw)
+		}
+		if err := labels.Check(what, map[string]string{raw: v}); err != nil {
+			return err
+		}
+		if sel.Labels == nil {
+			sel.Labels = map[string]string{}
+		}
+		sel.Labels[raw] = v
 	}
 	return nil
 }
@@ -113,6 +125,9 @@ func Format(sel *ironlinkv1.DeviceSelector) string {
 		facts = append(facts, k)
 	}
 	sort.Strings(facts)
+	if len(sel.GetLabels()) > 0 {
+		parts = append(parts, labels.String(sel.GetLabels()))
+	}
 	for _, k := range facts {
 		parts = append(parts, "hw."+k+"="+sel.GetHardwareFacts()[k])
 	}

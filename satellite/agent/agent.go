@@ -13,6 +13,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/labels"
 	"github.com/ironlink/ironlink/satellite/conditions"
 	"github.com/ironlink/ironlink/satellite/gate"
 	"github.com/ironlink/ironlink/satellite/ironic"
@@ -67,6 +68,9 @@ type Config struct {
 	// otherwise (hardware.go). 0 means DefaultHardwareReadsPerPoll; < 0
 	// turns the reads off.
 	HardwareReadsPerPoll int
+	// LabelMap maps Ironic node fields to failure-domain labels sent with
+	// the facts (--label-map; labels.go); nil sends none.
+	LabelMap labels.Mapping
 }
 
 // Observer receives the agent's timings. Its methods are called after each
@@ -138,6 +142,9 @@ type Agent struct {
 
 	statsMu sync.Mutex // guards stats; a leaf lock
 	stats   Stats
+
+	// labelWarned holds "uuid/key" of the bad label values already logged.
+	labelWarned sync.Map
 
 	saveMu   sync.Mutex // serialises state file writes (held with no other lock of the agent; it takes the site set's, a leaf)
 	savedSeq uint64     // the newest copy written

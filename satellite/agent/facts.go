@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"maps"
+
 	"google.golang.org/protobuf/proto"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
@@ -33,7 +35,8 @@ func sameFacts(a, b *ironlinkv1.DeviceFacts) bool {
 	if a.Name != b.Name || a.ProvisionState != b.ProvisionState || a.PowerState != b.PowerState || a.Maintenance != b.Maintenance ||
 		a.ResourceClass != b.ResourceClass || a.InstanceUuid != b.InstanceUuid || a.Lessee != b.Lessee || a.Owner != b.Owner ||
 		a.ConductorGroup != b.ConductorGroup || a.Fault != b.Fault || len(a.InstanceMismatches) != len(b.InstanceMismatches) ||
-		!samePtr(a.Cpus, b.Cpus) || !samePtr(a.MemoryMb, b.MemoryMb) || !samePtr(a.LocalGb, b.LocalGb) || !samePtr(a.CpuArch, b.CpuArch) {
+		!samePtr(a.Cpus, b.Cpus) || !samePtr(a.MemoryMb, b.MemoryMb) || !samePtr(a.LocalGb, b.LocalGb) || !samePtr(a.CpuArch, b.CpuArch) ||
+		!maps.Equal(a.Labels, b.Labels) {
 		return false
 	}
 	for i, m := range a.InstanceMismatches {

@@ -209,6 +209,7 @@ func (a *Agent) evaluateLocked(n ironic.Node, pv conditions.PlacementView, now, 
 		f = &ironlinkv1.DeviceFacts{}
 	}
 	fillFacts(f, n)
+	f.Labels = a.nodeLabels(n)
 	f.InstanceMismatches = mismatches
 	factsChanged := !sameFacts(a.view.facts[n.UUID], f)
 	if !factsChanged {

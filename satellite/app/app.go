@@ -22,6 +22,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/reporterlimit"
 	"github.com/ironlink/ironlink/internal/telemetry"
 	"github.com/ironlink/ironlink/internal/version"
 	"github.com/ironlink/ironlink/satellite/agent"
@@ -185,6 +186,7 @@ func (s *satellite) newLinkClient(door bool) *link.Client {
 		spool := healthdoor.NewSpool(s.cfg.Health.SpoolEvents, hm)
 		lc.Health = spool
 		s.door = healthdoor.NewServer(spool, s.cfg.Health.Wait, hm, s.log.With("component", "healthdoor"))
+		s.door.SetReporterLimit(reporterlimit.New(s.cfg.Health.ReporterRate, s.cfg.Health.ReporterBurst))
 	}
 	client := link.NewClient(lc, s.outbox, s.ready.Snapshot, s.ready, s.log.With("component", "link"))
 	s.agentCfg.RequestResync = client.RequestResync

@@ -70,6 +70,11 @@ type HealthDoor struct {
 	SpoolEvents int
 	// Wait is how long a door call waits for the hub's answer (default 30 s).
 	Wait time.Duration
+	// ReporterRate and ReporterBurst are each reporting agent's events per
+	// second and burst at the door (default 200 and 2000; a rate < 0
+	// limits nothing).
+	ReporterRate  float64
+	ReporterBurst int
 }
 
 // Identity holds the satellite's credentials towards the hub: a private key
@@ -151,6 +156,8 @@ func (o Options) Validate() (Config, error) {
 	fill(&c.Operations.MaxConcurrent, d.Operations.MaxConcurrent)
 	fill(&c.Health.SpoolEvents, d.Health.SpoolEvents)
 	fill(&c.Health.Wait, d.Health.Wait)
+	fill(&c.Health.ReporterRate, d.Health.ReporterRate)
+	fill(&c.Health.ReporterBurst, d.Health.ReporterBurst)
 	if c.Site != "" {
 		fill(&c.Identity.ClientID, auth.SatelliteClientID(c.Site))
 	}
@@ -213,7 +220,8 @@ func Defaults() Options {
 		OpenStack:  openstack.Config{Placement: openstack.PlacementAuto, Nova: openstack.NovaAuto},
 		Identity:   Identity{Audience: auth.DefaultAudience},
 		Operations: operations.Config{PollInterval: operations.DefaultPollInterval, MaxConcurrent: operations.DefaultMaxConcurrent},
-		Health:     HealthDoor{SpoolEvents: healthdoor.DefaultSpoolEvents, Wait: healthdoor.DefaultWait},
+		Health: HealthDoor{SpoolEvents: healthdoor.DefaultSpoolEvents, Wait: healthdoor.DefaultWait,
+			ReporterRate: healthdoor.DefaultReporterRate, ReporterBurst: healthdoor.DefaultReporterBurst},
 	}
 }
 

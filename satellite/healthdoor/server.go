@@ -16,6 +16,7 @@ import (
 	"github.com/ironlink/ironlink/gen/datamodels"
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/reporterlimit"
 	"github.com/ironlink/ironlink/internal/rpcstatus"
 	"github.com/ironlink/ironlink/internal/textcheck"
 )
@@ -35,6 +36,7 @@ type Server struct {
 	wait    time.Duration
 	metrics *Metrics
 	log     *slog.Logger
+	lim     *reporterlimit.Limiter // nil: no per-agent limit (throttle.go)
 }
 
 // NewServer returns the door over spool; a call waits at most wait (≤ 0:
@@ -55,6 +57,9 @@ func NewServer(spool *Spool, wait time.Duration, m *Metrics, log *slog.Logger) *
 // retry is harmless, the hub recognises the events) or the full spool
 // dropped it; the caller's own deadline.
 func (s *Server) HealthEventOccurredV1(ctx context.Context, in *datamodels.HealthEvents) (*emptypb.Empty, error) {
+	if err := s.throttle(in); err != nil {
+		return nil, err
+	}
 	events, err := Convert(in)
 	if err != nil {
 		s.metrics.add(OutcomeRefused, len(in.GetEvents()))

@@ -3,7 +3,6 @@ package ironic
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,6 +60,10 @@ type Node struct {
 	// rest of Ironic's properties is not decoded). They feed the device's
 	// facts only, never a condition.
 	Properties Properties
+	// Extra and PropertyValues are the scalar values (strings, numbers,
+	// booleans, as text) of the node's extra and properties objects by
+	// key, for the label mapping (Labels); nil when none.
+	Extra, PropertyValues map[string]string
 	// InspectionFinishedAt is when the node's last inspection finished
 	// (UTC, API 1.6); zero when Ironic sent null, none or an unparsable
 	// timestamp.
@@ -154,6 +157,9 @@ var nodeFields = []field{
 	// inspection_finished_at tells the agent when to read the node's
 	// inventory and BIOS settings again (agent/hardware.go).
 	{"inspection_finished_at", openstack.Microversion{Major: 1, Minor: 6}, true},
+	// extra feeds failure-domain labels only (--label-map, e.g.
+	// extra.rack); a server that refuses it loses only those.
+	{"extra", openstack.Microversion{Major: 1, Minor: 1}, true},
 }
 
 // Fields returns the node fields requested at microversion v, and the
@@ -292,47 +298,6 @@ func (p *propString) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// optProperties is the node's properties object, decoded for the keys of
-// Properties only (the decoder skips the others). Set records that the key
-// was in the answer; a value that is not an object (null included) is
-// Set with nothing known.
-type optProperties struct {
-	CPUs     propUint   `json:"cpus"`
-	MemoryMB propUint   `json:"memory_mb"`
-	LocalGB  propUint   `json:"local_gb"`
-	CPUArch  propString `json:"cpu_arch"`
-	Set      bool       `json:"-"`
-}
-
-func (o *optProperties) UnmarshalJSON(b []byte) error {
-	*o = optProperties{Set: true}
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || b[0] != '{' {
-		return nil
-	}
-	type plain optProperties // without this method
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
-		return nil // a value that does not fit: nothing known
-	}
-	*o = optProperties(p)
-	o.Set = true
-	return nil
-}
-
-// properties converts the decoded keys; cpus above 2^32-1 is not known.
-func (o *optProperties) properties() Properties {
-	p := Properties{
-		MemoryMB: o.MemoryMB.V, HasMemoryMB: o.MemoryMB.Set,
-		LocalGB: o.LocalGB.V, HasLocalGB: o.LocalGB.Set,
-		CPUArch: o.CPUArch.V, HasCPUArch: o.CPUArch.Set,
-	}
-	if o.CPUs.Set && o.CPUs.V <= math.MaxUint32 {
-		p.CPUs, p.HasCPUs = uint32(o.CPUs.V), true
-	}
-	return p
-}
-
 // optTime is flexTime that records whether the key was present.
 type optTime struct {
 	flexTime
@@ -368,6 +333,7 @@ type wireNode struct {
 	Lessee               optString     `json:"lessee"`
 	Properties           optProperties `json:"properties"`
 	InspectionFinishedAt optTime       `json:"inspection_finished_at"`
+	Extra                optScalars    `json:"extra"`
 }
 
 // present reports whether field f (an Ironic field name of nodeFields) was
@@ -412,6 +378,8 @@ func (w *wireNode) present(f string) bool {
 		return w.Properties.Set
 	case "inspection_finished_at":
 		return w.InspectionFinishedAt.Set
+	case "extra":
+		return w.Extra.Set
 	}
 	return false
 }
@@ -441,6 +409,8 @@ func (w *wireNode) toNode(asked []string, versionMissing map[string]bool) Node {
 		ProvisionUpdatedAt:   w.ProvisionUpdatedAt.T,
 		Properties:           w.Properties.properties(),
 		InspectionFinishedAt: w.InspectionFinishedAt.T,
+		Extra:                w.Extra.V,
+		PropertyValues:       w.Properties.Scalars,
 	}
 	for k := range versionMissing {
 		n.miss(k)
@@ -526,7 +496,9 @@ func (n Node) CarryUnsent(prev Node) Node {
 		case "lessee":
 			n.Lessee = prev.Lessee
 		case "properties":
-			n.Properties = prev.Properties
+			n.Properties, n.PropertyValues = prev.Properties, prev.PropertyValues
+		case "extra":
+			n.Extra = prev.Extra
 		case "inspection_finished_at":
 			n.InspectionFinishedAt = prev.InspectionFinishedAt
 		}

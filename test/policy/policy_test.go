@@ -81,14 +81,17 @@ func (h *hub) waitPass(t *testing.T) {
 	waitFor(t, "a whole policy pass", func() bool { return h.clockReads.Load() >= from+3 })
 }
 
-func startHub(t *testing.T) *hub {
+func startHub(t *testing.T) *hub { t.Helper(); return startHubDoc(t, policyDoc) }
+
+// startHubDoc starts the hub's policy parts with the policy file doc.
+func startHubDoc(t *testing.T, doc string) *hub {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	log := testlog.New(t)
 	st, url := storetest.New(t, log)
 	path := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(path, []byte(policyDoc), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	w, err := policy.NewWatcher(path, 0, log, nil)
@@ -104,6 +107,9 @@ func startHub(t *testing.T) *hub {
 			out = append(out, metrics.PolicySiteState{Site: s.GetSite(), Tripped: s.GetGuardTripped(),
 				PendingHeld: int(s.GetPendingHeldCount()), PendingStale: int(s.GetPendingStaleCount()),
 				PendingAwaiting: int(s.GetPendingAwaitingCount())})
+			for _, sh := range s.GetCommonCause().GetShares() {
+				out[len(out)-1].CommonCause = append(out[len(out)-1].CommonCause, metrics.LabelShare{Label: sh.GetLabel(), Value: sh.GetValue(), Faults: int(sh.GetCount())})
+			}
 		}
 		return out, err
 	}, log)

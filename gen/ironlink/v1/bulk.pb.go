@@ -38,6 +38,9 @@ type DeviceSelector struct {
 	// Only devices whose Ironic node name matches this shell-style pattern
 	// ("*" any run, "?" one character, backslash quotes), e.g. "gpu-r4-*".
 	NamePattern string `protobuf:"bytes,5,opt,name=name_pattern,json=namePattern,proto3" json:"name_pattern,omitempty"`
+	// Only devices carrying every one of these labels (effective labels,
+	// docs/reference/labels.md), e.g. {rack: r12}; at most 32.
+	Labels map[string]string `protobuf:"bytes,100,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Only devices whose stored hardware has these facts with these values
 	// (HardwareService drift fact names, e.g. {"gpu_count": "7"}; "(none)"
 	// for a fact the device does not report). Devices without hardware never
@@ -110,6 +113,13 @@ func (x *DeviceSelector) GetNamePattern() string {
 		return x.NamePattern
 	}
 	return ""
+}
+
+func (x *DeviceSelector) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 func (x *DeviceSelector) GetHardwareFacts() map[string]string {
@@ -641,14 +651,18 @@ var File_ironlink_v1_bulk_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_bulk_proto_rawDesc = "" +
 	"\n" +
-	"\x16ironlink/v1/bulk.proto\x12\vironlink.v1\x1a\x17ironlink/v1/fleet.proto\"\xf1\x02\n" +
+	"\x16ironlink/v1/bulk.proto\x12\vironlink.v1\x1a\x17ironlink/v1/fleet.proto\"\xed\x03\n" +
 	"\x0eDeviceSelector\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\x0e2\x1e.ironlink.v1.OperationalStatusR\bstatuses\x12+\n" +
 	"\x11condition_reasons\x18\x03 \x03(\tR\x10conditionReasons\x12%\n" +
 	"\x0eresource_class\x18\x04 \x01(\tR\rresourceClass\x12!\n" +
-	"\fname_pattern\x18\x05 \x01(\tR\vnamePattern\x12V\n" +
-	"\x0ehardware_facts\x18\xa0\x01 \x03(\v2..ironlink.v1.DeviceSelector.HardwareFactsEntryR\rhardwareFacts\x1a@\n" +
+	"\fname_pattern\x18\x05 \x01(\tR\vnamePattern\x12?\n" +
+	"\x06labels\x18d \x03(\v2'.ironlink.v1.DeviceSelector.LabelsEntryR\x06labels\x12V\n" +
+	"\x0ehardware_facts\x18\xa0\x01 \x03(\v2..ironlink.v1.DeviceSelector.HardwareFactsEntryR\rhardwareFacts\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a@\n" +
 	"\x12HardwareFactsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x88\x01\n" +
@@ -703,7 +717,7 @@ func file_ironlink_v1_bulk_proto_rawDescGZIP() []byte {
 	return file_ironlink_v1_bulk_proto_rawDescData
 }
 
-var file_ironlink_v1_bulk_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_ironlink_v1_bulk_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_ironlink_v1_bulk_proto_goTypes = []any{
 	(*DeviceSelector)(nil),                // 0: ironlink.v1.DeviceSelector
 	(*BulkMatch)(nil),                     // 1: ironlink.v1.BulkMatch
@@ -714,35 +728,37 @@ var file_ironlink_v1_bulk_proto_goTypes = []any{
 	(*BulkQuarantineResponse)(nil),        // 6: ironlink.v1.BulkQuarantineResponse
 	(*BulkReleaseRequest)(nil),            // 7: ironlink.v1.BulkReleaseRequest
 	(*BulkReleaseResponse)(nil),           // 8: ironlink.v1.BulkReleaseResponse
-	nil,                                   // 9: ironlink.v1.DeviceSelector.HardwareFactsEntry
-	(OperationalStatus)(0),                // 10: ironlink.v1.OperationalStatus
-	(ReleaseOutcome)(0),                   // 11: ironlink.v1.ReleaseOutcome
-	(*OperatorCommand)(nil),               // 12: ironlink.v1.OperatorCommand
+	nil,                                   // 9: ironlink.v1.DeviceSelector.LabelsEntry
+	nil,                                   // 10: ironlink.v1.DeviceSelector.HardwareFactsEntry
+	(OperationalStatus)(0),                // 11: ironlink.v1.OperationalStatus
+	(ReleaseOutcome)(0),                   // 12: ironlink.v1.ReleaseOutcome
+	(*OperatorCommand)(nil),               // 13: ironlink.v1.OperatorCommand
 }
 var file_ironlink_v1_bulk_proto_depIdxs = []int32{
-	10, // 0: ironlink.v1.DeviceSelector.statuses:type_name -> ironlink.v1.OperationalStatus
-	9,  // 1: ironlink.v1.DeviceSelector.hardware_facts:type_name -> ironlink.v1.DeviceSelector.HardwareFactsEntry
-	10, // 2: ironlink.v1.BulkMatch.status:type_name -> ironlink.v1.OperationalStatus
-	0,  // 3: ironlink.v1.PreviewBulkImpairmentRequest.selector:type_name -> ironlink.v1.DeviceSelector
-	1,  // 4: ironlink.v1.PreviewBulkImpairmentResponse.devices:type_name -> ironlink.v1.BulkMatch
-	4,  // 5: ironlink.v1.PreviewBulkImpairmentResponse.release_counts:type_name -> ironlink.v1.ReleaseOutcomeCount
-	11, // 6: ironlink.v1.ReleaseOutcomeCount.outcome:type_name -> ironlink.v1.ReleaseOutcome
-	0,  // 7: ironlink.v1.BulkQuarantineRequest.selector:type_name -> ironlink.v1.DeviceSelector
-	12, // 8: ironlink.v1.BulkQuarantineResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	0,  // 9: ironlink.v1.BulkReleaseRequest.selector:type_name -> ironlink.v1.DeviceSelector
-	12, // 10: ironlink.v1.BulkReleaseResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	4,  // 11: ironlink.v1.BulkReleaseResponse.counts:type_name -> ironlink.v1.ReleaseOutcomeCount
-	2,  // 12: ironlink.v1.BulkService.PreviewBulkImpairment:input_type -> ironlink.v1.PreviewBulkImpairmentRequest
-	5,  // 13: ironlink.v1.BulkService.BulkQuarantine:input_type -> ironlink.v1.BulkQuarantineRequest
-	7,  // 14: ironlink.v1.BulkService.BulkRelease:input_type -> ironlink.v1.BulkReleaseRequest
-	3,  // 15: ironlink.v1.BulkService.PreviewBulkImpairment:output_type -> ironlink.v1.PreviewBulkImpairmentResponse
-	6,  // 16: ironlink.v1.BulkService.BulkQuarantine:output_type -> ironlink.v1.BulkQuarantineResponse
-	8,  // 17: ironlink.v1.BulkService.BulkRelease:output_type -> ironlink.v1.BulkReleaseResponse
-	15, // [15:18] is the sub-list for method output_type
-	12, // [12:15] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	11, // 0: ironlink.v1.DeviceSelector.statuses:type_name -> ironlink.v1.OperationalStatus
+	9,  // 1: ironlink.v1.DeviceSelector.labels:type_name -> ironlink.v1.DeviceSelector.LabelsEntry
+	10, // 2: ironlink.v1.DeviceSelector.hardware_facts:type_name -> ironlink.v1.DeviceSelector.HardwareFactsEntry
+	11, // 3: ironlink.v1.BulkMatch.status:type_name -> ironlink.v1.OperationalStatus
+	0,  // 4: ironlink.v1.PreviewBulkImpairmentRequest.selector:type_name -> ironlink.v1.DeviceSelector
+	1,  // 5: ironlink.v1.PreviewBulkImpairmentResponse.devices:type_name -> ironlink.v1.BulkMatch
+	4,  // 6: ironlink.v1.PreviewBulkImpairmentResponse.release_counts:type_name -> ironlink.v1.ReleaseOutcomeCount
+	12, // 7: ironlink.v1.ReleaseOutcomeCount.outcome:type_name -> ironlink.v1.ReleaseOutcome
+	0,  // 8: ironlink.v1.BulkQuarantineRequest.selector:type_name -> ironlink.v1.DeviceSelector
+	13, // 9: ironlink.v1.BulkQuarantineResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	0,  // 10: ironlink.v1.BulkReleaseRequest.selector:type_name -> ironlink.v1.DeviceSelector
+	13, // 11: ironlink.v1.BulkReleaseResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	4,  // 12: ironlink.v1.BulkReleaseResponse.counts:type_name -> ironlink.v1.ReleaseOutcomeCount
+	2,  // 13: ironlink.v1.BulkService.PreviewBulkImpairment:input_type -> ironlink.v1.PreviewBulkImpairmentRequest
+	5,  // 14: ironlink.v1.BulkService.BulkQuarantine:input_type -> ironlink.v1.BulkQuarantineRequest
+	7,  // 15: ironlink.v1.BulkService.BulkRelease:input_type -> ironlink.v1.BulkReleaseRequest
+	3,  // 16: ironlink.v1.BulkService.PreviewBulkImpairment:output_type -> ironlink.v1.PreviewBulkImpairmentResponse
+	6,  // 17: ironlink.v1.BulkService.BulkQuarantine:output_type -> ironlink.v1.BulkQuarantineResponse
+	8,  // 18: ironlink.v1.BulkService.BulkRelease:output_type -> ironlink.v1.BulkReleaseResponse
+	16, // [16:19] is the sub-list for method output_type
+	13, // [13:16] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_bulk_proto_init() }
@@ -757,7 +773,7 @@ func file_ironlink_v1_bulk_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_bulk_proto_rawDesc), len(file_ironlink_v1_bulk_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

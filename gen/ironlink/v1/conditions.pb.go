@@ -294,7 +294,14 @@ type DeviceFacts struct {
 	LocalGb *uint64 `protobuf:"varint,14,opt,name=local_gb,json=localGb,proto3,oneof" json:"local_gb,omitempty"`
 	// Ironic properties.cpu_arch, for example "x86_64" or "aarch64". Unset
 	// when Ironic sent no properties or the key is absent.
-	CpuArch       *string `protobuf:"bytes,15,opt,name=cpu_arch,json=cpuArch,proto3,oneof" json:"cpu_arch,omitempty"`
+	CpuArch *string `protobuf:"bytes,15,opt,name=cpu_arch,json=cpuArch,proto3,oneof" json:"cpu_arch,omitempty"`
+	// Failure-domain labels the satellite mapped from the node's Ironic
+	// fields by its --label-map (rack, row, room, power feed, switch, any
+	// key; docs/reference/labels.md): at most 32, keys and values 1-63 bytes
+	// of [A-Za-z0-9._-] starting and ending with a letter or digit. On
+	// Device.facts: the satellite's labels only (Device.labels has the
+	// effective ones).
+	Labels        map[string]string `protobuf:"bytes,100,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -432,6 +439,13 @@ func (x *DeviceFacts) GetCpuArch() string {
 		return *x.CpuArch
 	}
 	return ""
+}
+
+func (x *DeviceFacts) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 // InstanceMismatch is one orphaned instance: Nova and Ironic disagree about
@@ -983,7 +997,7 @@ const file_ironlink_v1_conditions_proto_rawDesc = "" +
 	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12?\n" +
 	"\robserved_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\x12/\n" +
 	"\x13observed_generation\x18\a \x01(\x03R\x12observedGeneration\x121\n" +
-	"\x06health\x18\b \x01(\v2\x19.ironlink.v1.HealthDetailR\x06health\"\xc2\x04\n" +
+	"\x06health\x18\b \x01(\v2\x19.ironlink.v1.HealthDetailR\x06health\"\xbb\x05\n" +
 	"\vDeviceFacts\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x0fprovision_state\x18\x02 \x01(\tR\x0eprovisionState\x12\x1f\n" +
@@ -1001,7 +1015,11 @@ const file_ironlink_v1_conditions_proto_rawDesc = "" +
 	"\x04cpus\x18\f \x01(\rH\x00R\x04cpus\x88\x01\x01\x12 \n" +
 	"\tmemory_mb\x18\r \x01(\x04H\x01R\bmemoryMb\x88\x01\x01\x12\x1e\n" +
 	"\blocal_gb\x18\x0e \x01(\x04H\x02R\alocalGb\x88\x01\x01\x12\x1e\n" +
-	"\bcpu_arch\x18\x0f \x01(\tH\x03R\acpuArch\x88\x01\x01B\a\n" +
+	"\bcpu_arch\x18\x0f \x01(\tH\x03R\acpuArch\x88\x01\x01\x12<\n" +
+	"\x06labels\x18d \x03(\v2$.ironlink.v1.DeviceFacts.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
 	"\x05_cpusB\f\n" +
 	"\n" +
 	"_memory_mbB\v\n" +
@@ -1087,7 +1105,7 @@ func file_ironlink_v1_conditions_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_conditions_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ironlink_v1_conditions_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_ironlink_v1_conditions_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_ironlink_v1_conditions_proto_goTypes = []any{
 	(ConditionStatus)(0),          // 0: ironlink.v1.ConditionStatus
 	(InstanceMismatchKind)(0),     // 1: ironlink.v1.InstanceMismatchKind
@@ -1098,32 +1116,34 @@ var file_ironlink_v1_conditions_proto_goTypes = []any{
 	(*HardwareDisk)(nil),          // 6: ironlink.v1.HardwareDisk
 	(*HardwareNIC)(nil),           // 7: ironlink.v1.HardwareNIC
 	(*HardwarePCIDevice)(nil),     // 8: ironlink.v1.HardwarePCIDevice
-	nil,                           // 9: ironlink.v1.HardwareState.BiosSettingsEntry
-	nil,                           // 10: ironlink.v1.HardwareState.FirmwareVersionsEntry
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(*HealthDetail)(nil),          // 12: ironlink.v1.HealthDetail
+	nil,                           // 9: ironlink.v1.DeviceFacts.LabelsEntry
+	nil,                           // 10: ironlink.v1.HardwareState.BiosSettingsEntry
+	nil,                           // 11: ironlink.v1.HardwareState.FirmwareVersionsEntry
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*HealthDetail)(nil),          // 13: ironlink.v1.HealthDetail
 }
 var file_ironlink_v1_conditions_proto_depIdxs = []int32{
 	0,  // 0: ironlink.v1.Condition.status:type_name -> ironlink.v1.ConditionStatus
-	11, // 1: ironlink.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	11, // 2: ironlink.v1.Condition.observed_time:type_name -> google.protobuf.Timestamp
-	12, // 3: ironlink.v1.Condition.health:type_name -> ironlink.v1.HealthDetail
+	12, // 1: ironlink.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	12, // 2: ironlink.v1.Condition.observed_time:type_name -> google.protobuf.Timestamp
+	13, // 3: ironlink.v1.Condition.health:type_name -> ironlink.v1.HealthDetail
 	4,  // 4: ironlink.v1.DeviceFacts.instance_mismatches:type_name -> ironlink.v1.InstanceMismatch
-	1,  // 5: ironlink.v1.InstanceMismatch.kind:type_name -> ironlink.v1.InstanceMismatchKind
-	11, // 6: ironlink.v1.InstanceMismatch.first_seen_time:type_name -> google.protobuf.Timestamp
-	6,  // 7: ironlink.v1.HardwareState.disks:type_name -> ironlink.v1.HardwareDisk
-	7,  // 8: ironlink.v1.HardwareState.nics:type_name -> ironlink.v1.HardwareNIC
-	8,  // 9: ironlink.v1.HardwareState.pci_devices:type_name -> ironlink.v1.HardwarePCIDevice
-	9,  // 10: ironlink.v1.HardwareState.bios_settings:type_name -> ironlink.v1.HardwareState.BiosSettingsEntry
-	10, // 11: ironlink.v1.HardwareState.firmware_versions:type_name -> ironlink.v1.HardwareState.FirmwareVersionsEntry
-	11, // 12: ironlink.v1.HardwareState.inspection_finished_at:type_name -> google.protobuf.Timestamp
-	11, // 13: ironlink.v1.HardwareState.read_at:type_name -> google.protobuf.Timestamp
-	11, // 14: ironlink.v1.HardwareState.stale_since:type_name -> google.protobuf.Timestamp
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	9,  // 5: ironlink.v1.DeviceFacts.labels:type_name -> ironlink.v1.DeviceFacts.LabelsEntry
+	1,  // 6: ironlink.v1.InstanceMismatch.kind:type_name -> ironlink.v1.InstanceMismatchKind
+	12, // 7: ironlink.v1.InstanceMismatch.first_seen_time:type_name -> google.protobuf.Timestamp
+	6,  // 8: ironlink.v1.HardwareState.disks:type_name -> ironlink.v1.HardwareDisk
+	7,  // 9: ironlink.v1.HardwareState.nics:type_name -> ironlink.v1.HardwareNIC
+	8,  // 10: ironlink.v1.HardwareState.pci_devices:type_name -> ironlink.v1.HardwarePCIDevice
+	10, // 11: ironlink.v1.HardwareState.bios_settings:type_name -> ironlink.v1.HardwareState.BiosSettingsEntry
+	11, // 12: ironlink.v1.HardwareState.firmware_versions:type_name -> ironlink.v1.HardwareState.FirmwareVersionsEntry
+	12, // 13: ironlink.v1.HardwareState.inspection_finished_at:type_name -> google.protobuf.Timestamp
+	12, // 14: ironlink.v1.HardwareState.read_at:type_name -> google.protobuf.Timestamp
+	12, // 15: ironlink.v1.HardwareState.stale_since:type_name -> google.protobuf.Timestamp
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_conditions_proto_init() }
@@ -1139,7 +1159,7 @@ func file_ironlink_v1_conditions_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_conditions_proto_rawDesc), len(file_ironlink_v1_conditions_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

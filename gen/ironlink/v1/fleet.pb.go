@@ -500,6 +500,10 @@ type Device struct {
 	// it and why for QUARANTINED, since when the site is silent for
 	// UNREACHABLE; empty when there is nothing to add to status_reason.
 	StatusMessage string `protobuf:"bytes,40,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
+	// Failure-domain labels in force: the satellite's (facts.labels) with
+	// the hub's labels file over them (docs/reference/labels.md). Current
+	// values also under as_of (labels have no history).
+	Labels        map[string]string `protobuf:"bytes,100,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -693,6 +697,13 @@ func (x *Device) GetStatusMessage() string {
 		return x.StatusMessage
 	}
 	return ""
+}
+
+func (x *Device) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 // StatusChange is one entry of a device's status history.
@@ -1623,7 +1634,11 @@ type ListDevicesRequest struct {
 	// The filters (statuses, impairments, include_removed) apply to those
 	// values; instance_mismatch reads facts and cannot be combined with
 	// as_of (InvalidArgument).
-	AsOf          *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	AsOf *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	// Only devices carrying every one of these labels (effective labels,
+	// docs/reference/labels.md), e.g. {rack: r12}; at most 32. Not
+	// combinable with as_of (labels have no history; InvalidArgument).
+	Labels        map[string]string `protobuf:"bytes,100,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1731,6 +1746,13 @@ func (x *ListDevicesRequest) GetHealthWarning() bool {
 func (x *ListDevicesRequest) GetAsOf() *timestamppb.Timestamp {
 	if x != nil {
 		return x.AsOf
+	}
+	return nil
+}
+
+func (x *ListDevicesRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -3759,7 +3781,8 @@ var File_ironlink_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\x1a\x1cironlink/v1/operations.proto\x1a\x18ironlink/v1/policy.proto\x1a\x1dironlink/v1/remediation.proto\x1a\x1cironlink/v1/validation.proto\"\xcd\t\n" +
+	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\x1a\x1cironlink/v1/operations.proto\x1a\x18ironlink/v1/policy.proto\x1a\x1dironlink/v1/remediation.proto\x1a\x1cironlink/v1/validation.proto\"\xc1\n" +
+	"\n" +
 	"\x06Device\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x12\x12\n" +
@@ -3787,7 +3810,11 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x1alast_command_failure_class\x18\x14 \x01(\x0e2\x19.ironlink.v1.FailureClassR\x17lastCommandFailureClass\x12=\n" +
 	"\x1blast_command_failure_reason\x18\x15 \x01(\tR\x18lastCommandFailureReason\x12:\n" +
 	"\fpolicy_holds\x18\x1e \x03(\v2\x17.ironlink.v1.DeviceHoldR\vpolicyHolds\x12%\n" +
-	"\x0estatus_message\x18( \x01(\tR\rstatusMessage\"\x9b\x01\n" +
+	"\x0estatus_message\x18( \x01(\tR\rstatusMessage\x127\n" +
+	"\x06labels\x18d \x03(\v2\x1f.ironlink.v1.Device.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9b\x01\n" +
 	"\fStatusChange\x126\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1e.ironlink.v1.OperationalStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12;\n" +
@@ -3879,7 +3906,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x17instance_mismatch_count\x18\n" +
 	" \x01(\x05R\x15instanceMismatchCount\x120\n" +
 	"\x14health_warning_count\x18\v \x01(\x05R\x12healthWarningCount\x12?\n" +
-	"\fpolicy_state\x18\x1e \x01(\v2\x1c.ironlink.v1.SitePolicyStateR\vpolicyState\"\xd2\x03\n" +
+	"\fpolicy_state\x18\x1e \x01(\v2\x1c.ironlink.v1.SitePolicyStateR\vpolicyState\"\xd2\x04\n" +
 	"\x12ListDevicesRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\x0e2\x1e.ironlink.v1.OperationalStatusR\bstatuses\x12\x1b\n" +
@@ -3894,7 +3921,11 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\fname_pattern\x18\t \x01(\tR\vnamePattern\x12%\n" +
 	"\x0ehealth_warning\x18\n" +
 	" \x01(\bR\rhealthWarning\x12/\n" +
-	"\x05as_of\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"l\n" +
+	"\x05as_of\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\x12C\n" +
+	"\x06labels\x18d \x03(\v2+.ironlink.v1.ListDevicesRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"l\n" +
 	"\x13ListDevicesResponse\x12-\n" +
 	"\adevices\x18\x01 \x03(\v2\x13.ironlink.v1.DeviceR\adevices\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xba\x01\n" +
@@ -4120,7 +4151,7 @@ func file_ironlink_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_ironlink_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_ironlink_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(OperationalStatus)(0),           // 0: ironlink.v1.OperationalStatus
 	(ImpairmentAction)(0),            // 1: ironlink.v1.ImpairmentAction
@@ -4165,133 +4196,137 @@ var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(*RetryCommandResponse)(nil),     // 40: ironlink.v1.RetryCommandResponse
 	(*ListSitesRequest)(nil),         // 41: ironlink.v1.ListSitesRequest
 	(*ListSitesResponse)(nil),        // 42: ironlink.v1.ListSitesResponse
-	(*timestamppb.Timestamp)(nil),    // 43: google.protobuf.Timestamp
-	(*Condition)(nil),                // 44: ironlink.v1.Condition
-	(*DeviceFacts)(nil),              // 45: ironlink.v1.DeviceFacts
-	(ImpairmentState)(0),             // 46: ironlink.v1.ImpairmentState
-	(FailureClass)(0),                // 47: ironlink.v1.FailureClass
-	(*DeviceHold)(nil),               // 48: ironlink.v1.DeviceHold
-	(*SitePolicyState)(nil),          // 49: ironlink.v1.SitePolicyState
-	(*Operation)(nil),                // 50: ironlink.v1.Operation
-	(*HardwareState)(nil),            // 51: ironlink.v1.HardwareState
-	(*ValidationRun)(nil),            // 52: ironlink.v1.ValidationRun
-	(*RemediationEvent)(nil),         // 53: ironlink.v1.RemediationEvent
-	(OperationState)(0),              // 54: ironlink.v1.OperationState
-	(*PolicyDecision)(nil),           // 55: ironlink.v1.PolicyDecision
-	(*PendingAction)(nil),            // 56: ironlink.v1.PendingAction
-	(PendingActionState)(0),          // 57: ironlink.v1.PendingActionState
+	nil,                              // 43: ironlink.v1.Device.LabelsEntry
+	nil,                              // 44: ironlink.v1.ListDevicesRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 45: google.protobuf.Timestamp
+	(*Condition)(nil),                // 46: ironlink.v1.Condition
+	(*DeviceFacts)(nil),              // 47: ironlink.v1.DeviceFacts
+	(ImpairmentState)(0),             // 48: ironlink.v1.ImpairmentState
+	(FailureClass)(0),                // 49: ironlink.v1.FailureClass
+	(*DeviceHold)(nil),               // 50: ironlink.v1.DeviceHold
+	(*SitePolicyState)(nil),          // 51: ironlink.v1.SitePolicyState
+	(*Operation)(nil),                // 52: ironlink.v1.Operation
+	(*HardwareState)(nil),            // 53: ironlink.v1.HardwareState
+	(*ValidationRun)(nil),            // 54: ironlink.v1.ValidationRun
+	(*RemediationEvent)(nil),         // 55: ironlink.v1.RemediationEvent
+	(OperationState)(0),              // 56: ironlink.v1.OperationState
+	(*PolicyDecision)(nil),           // 57: ironlink.v1.PolicyDecision
+	(*PendingAction)(nil),            // 58: ironlink.v1.PendingAction
+	(PendingActionState)(0),          // 59: ironlink.v1.PendingActionState
 }
 var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	0,  // 0: ironlink.v1.Device.status:type_name -> ironlink.v1.OperationalStatus
-	43, // 1: ironlink.v1.Device.status_change_time:type_name -> google.protobuf.Timestamp
+	45, // 1: ironlink.v1.Device.status_change_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: ironlink.v1.Device.last_known_status:type_name -> ironlink.v1.OperationalStatus
-	43, // 3: ironlink.v1.Device.remove_time:type_name -> google.protobuf.Timestamp
-	44, // 4: ironlink.v1.Device.conditions:type_name -> ironlink.v1.Condition
-	45, // 5: ironlink.v1.Device.facts:type_name -> ironlink.v1.DeviceFacts
-	46, // 6: ironlink.v1.Device.desired_impairment:type_name -> ironlink.v1.ImpairmentState
-	43, // 7: ironlink.v1.Device.observed_time:type_name -> google.protobuf.Timestamp
-	43, // 8: ironlink.v1.Device.last_drift_correction_time:type_name -> google.protobuf.Timestamp
-	47, // 9: ironlink.v1.Device.last_command_failure_class:type_name -> ironlink.v1.FailureClass
-	48, // 10: ironlink.v1.Device.policy_holds:type_name -> ironlink.v1.DeviceHold
-	0,  // 11: ironlink.v1.StatusChange.status:type_name -> ironlink.v1.OperationalStatus
-	43, // 12: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
-	46, // 13: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
-	43, // 14: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
-	1,  // 15: ironlink.v1.ImpairmentChange.action:type_name -> ironlink.v1.ImpairmentAction
-	43, // 16: ironlink.v1.QuarantineHold.create_time:type_name -> google.protobuf.Timestamp
-	2,  // 17: ironlink.v1.ReleasePlan.outcome:type_name -> ironlink.v1.ReleaseOutcome
-	9,  // 18: ironlink.v1.ReleasePlan.remaining_holds:type_name -> ironlink.v1.QuarantineHold
-	0,  // 19: ironlink.v1.ReleasePlan.status_before_quarantine:type_name -> ironlink.v1.OperationalStatus
-	13, // 20: ironlink.v1.OfferDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	46, // 21: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
-	3,  // 22: ironlink.v1.OperatorCommand.state:type_name -> ironlink.v1.CommandState
-	43, // 23: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
-	43, // 24: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
-	43, // 25: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
-	47, // 26: ironlink.v1.OperatorCommand.failure_class:type_name -> ironlink.v1.FailureClass
-	1,  // 27: ironlink.v1.OperatorCommand.action:type_name -> ironlink.v1.ImpairmentAction
-	4,  // 28: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
-	43, // 29: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
-	44, // 30: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
-	49, // 31: ironlink.v1.Site.policy_state:type_name -> ironlink.v1.SitePolicyState
-	0,  // 32: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	46, // 33: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
-	43, // 34: ironlink.v1.ListDevicesRequest.as_of:type_name -> google.protobuf.Timestamp
-	6,  // 35: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
-	43, // 36: ironlink.v1.GetDeviceRequest.as_of:type_name -> google.protobuf.Timestamp
-	6,  // 37: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
-	7,  // 38: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
-	8,  // 39: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
-	50, // 40: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
-	20, // 41: ironlink.v1.GetDeviceResponse.explanation:type_name -> ironlink.v1.StatusExplanation
-	9,  // 42: ironlink.v1.GetDeviceResponse.quarantine_holds:type_name -> ironlink.v1.QuarantineHold
-	10, // 43: ironlink.v1.GetDeviceResponse.release_plan:type_name -> ironlink.v1.ReleasePlan
-	51, // 44: ironlink.v1.GetDeviceResponse.hardware:type_name -> ironlink.v1.HardwareState
-	19, // 45: ironlink.v1.GetDeviceResponse.hardware_profile:type_name -> ironlink.v1.HardwareProfileMatch
-	52, // 46: ironlink.v1.GetDeviceResponse.validation_runs:type_name -> ironlink.v1.ValidationRun
-	44, // 47: ironlink.v1.HardwareProfileMatch.condition:type_name -> ironlink.v1.Condition
-	0,  // 48: ironlink.v1.StatusExplanation.status:type_name -> ironlink.v1.OperationalStatus
-	43, // 49: ironlink.v1.StatusExplanation.since:type_name -> google.protobuf.Timestamp
-	44, // 50: ironlink.v1.StatusExplanation.conditions:type_name -> ironlink.v1.Condition
-	21, // 51: ironlink.v1.StatusExplanation.quarantine:type_name -> ironlink.v1.QuarantineExplanation
-	22, // 52: ironlink.v1.StatusExplanation.site_silence:type_name -> ironlink.v1.SiteSilence
-	0,  // 53: ironlink.v1.StatusExplanation.last_known_status:type_name -> ironlink.v1.OperationalStatus
-	43, // 54: ironlink.v1.QuarantineExplanation.change_time:type_name -> google.protobuf.Timestamp
-	3,  // 55: ironlink.v1.QuarantineExplanation.command_state:type_name -> ironlink.v1.CommandState
-	43, // 56: ironlink.v1.SiteSilence.last_seen_time:type_name -> google.protobuf.Timestamp
-	0,  // 57: ironlink.v1.WatchFleetRequest.statuses:type_name -> ironlink.v1.OperationalStatus
-	5,  // 58: ironlink.v1.WatchFleetRequest.kinds:type_name -> ironlink.v1.FleetEventKind
-	25, // 59: ironlink.v1.WatchFleetResponse.event:type_name -> ironlink.v1.FleetEvent
-	5,  // 60: ironlink.v1.FleetEvent.kind:type_name -> ironlink.v1.FleetEventKind
-	43, // 61: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
-	26, // 62: ironlink.v1.FleetEvent.device_status:type_name -> ironlink.v1.DeviceStatusEvent
-	27, // 63: ironlink.v1.FleetEvent.command_state:type_name -> ironlink.v1.CommandStateEvent
-	28, // 64: ironlink.v1.FleetEvent.operation_state:type_name -> ironlink.v1.OperationStateEvent
-	29, // 65: ironlink.v1.FleetEvent.policy_decision:type_name -> ironlink.v1.PolicyDecisionEvent
-	30, // 66: ironlink.v1.FleetEvent.pending_action:type_name -> ironlink.v1.PendingActionEvent
-	53, // 67: ironlink.v1.FleetEvent.remediation:type_name -> ironlink.v1.RemediationEvent
-	0,  // 68: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
-	0,  // 69: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
-	13, // 70: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
-	3,  // 71: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
-	50, // 72: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
-	54, // 73: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
-	55, // 74: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
-	56, // 75: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
-	57, // 76: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
-	13, // 77: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	13, // 78: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	10, // 79: ironlink.v1.ReleaseDeviceResponse.plan:type_name -> ironlink.v1.ReleasePlan
-	13, // 80: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	3,  // 81: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	13, // 82: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	13, // 83: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	14, // 84: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	15, // 85: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	17, // 86: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	31, // 87: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	33, // 88: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	11, // 89: ironlink.v1.FleetService.OfferDevice:input_type -> ironlink.v1.OfferDeviceRequest
-	35, // 90: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	37, // 91: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	41, // 92: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	39, // 93: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
-	23, // 94: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
-	16, // 95: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	18, // 96: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	32, // 97: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	34, // 98: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	12, // 99: ironlink.v1.FleetService.OfferDevice:output_type -> ironlink.v1.OfferDeviceResponse
-	36, // 100: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	38, // 101: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	42, // 102: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	40, // 103: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
-	24, // 104: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
-	95, // [95:105] is the sub-list for method output_type
-	85, // [85:95] is the sub-list for method input_type
-	85, // [85:85] is the sub-list for extension type_name
-	85, // [85:85] is the sub-list for extension extendee
-	0,  // [0:85] is the sub-list for field type_name
+	45, // 3: ironlink.v1.Device.remove_time:type_name -> google.protobuf.Timestamp
+	46, // 4: ironlink.v1.Device.conditions:type_name -> ironlink.v1.Condition
+	47, // 5: ironlink.v1.Device.facts:type_name -> ironlink.v1.DeviceFacts
+	48, // 6: ironlink.v1.Device.desired_impairment:type_name -> ironlink.v1.ImpairmentState
+	45, // 7: ironlink.v1.Device.observed_time:type_name -> google.protobuf.Timestamp
+	45, // 8: ironlink.v1.Device.last_drift_correction_time:type_name -> google.protobuf.Timestamp
+	49, // 9: ironlink.v1.Device.last_command_failure_class:type_name -> ironlink.v1.FailureClass
+	50, // 10: ironlink.v1.Device.policy_holds:type_name -> ironlink.v1.DeviceHold
+	43, // 11: ironlink.v1.Device.labels:type_name -> ironlink.v1.Device.LabelsEntry
+	0,  // 12: ironlink.v1.StatusChange.status:type_name -> ironlink.v1.OperationalStatus
+	45, // 13: ironlink.v1.StatusChange.change_time:type_name -> google.protobuf.Timestamp
+	48, // 14: ironlink.v1.ImpairmentChange.desired:type_name -> ironlink.v1.ImpairmentState
+	45, // 15: ironlink.v1.ImpairmentChange.change_time:type_name -> google.protobuf.Timestamp
+	1,  // 16: ironlink.v1.ImpairmentChange.action:type_name -> ironlink.v1.ImpairmentAction
+	45, // 17: ironlink.v1.QuarantineHold.create_time:type_name -> google.protobuf.Timestamp
+	2,  // 18: ironlink.v1.ReleasePlan.outcome:type_name -> ironlink.v1.ReleaseOutcome
+	9,  // 19: ironlink.v1.ReleasePlan.remaining_holds:type_name -> ironlink.v1.QuarantineHold
+	0,  // 20: ironlink.v1.ReleasePlan.status_before_quarantine:type_name -> ironlink.v1.OperationalStatus
+	13, // 21: ironlink.v1.OfferDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	48, // 22: ironlink.v1.OperatorCommand.desired:type_name -> ironlink.v1.ImpairmentState
+	3,  // 23: ironlink.v1.OperatorCommand.state:type_name -> ironlink.v1.CommandState
+	45, // 24: ironlink.v1.OperatorCommand.create_time:type_name -> google.protobuf.Timestamp
+	45, // 25: ironlink.v1.OperatorCommand.update_time:type_name -> google.protobuf.Timestamp
+	45, // 26: ironlink.v1.OperatorCommand.complete_time:type_name -> google.protobuf.Timestamp
+	49, // 27: ironlink.v1.OperatorCommand.failure_class:type_name -> ironlink.v1.FailureClass
+	1,  // 28: ironlink.v1.OperatorCommand.action:type_name -> ironlink.v1.ImpairmentAction
+	4,  // 29: ironlink.v1.Site.link_state:type_name -> ironlink.v1.LinkState
+	45, // 30: ironlink.v1.Site.last_seen_time:type_name -> google.protobuf.Timestamp
+	46, // 31: ironlink.v1.Site.conditions:type_name -> ironlink.v1.Condition
+	51, // 32: ironlink.v1.Site.policy_state:type_name -> ironlink.v1.SitePolicyState
+	0,  // 33: ironlink.v1.ListDevicesRequest.statuses:type_name -> ironlink.v1.OperationalStatus
+	48, // 34: ironlink.v1.ListDevicesRequest.impairments:type_name -> ironlink.v1.ImpairmentState
+	45, // 35: ironlink.v1.ListDevicesRequest.as_of:type_name -> google.protobuf.Timestamp
+	44, // 36: ironlink.v1.ListDevicesRequest.labels:type_name -> ironlink.v1.ListDevicesRequest.LabelsEntry
+	6,  // 37: ironlink.v1.ListDevicesResponse.devices:type_name -> ironlink.v1.Device
+	45, // 38: ironlink.v1.GetDeviceRequest.as_of:type_name -> google.protobuf.Timestamp
+	6,  // 39: ironlink.v1.GetDeviceResponse.device:type_name -> ironlink.v1.Device
+	7,  // 40: ironlink.v1.GetDeviceResponse.status_history:type_name -> ironlink.v1.StatusChange
+	8,  // 41: ironlink.v1.GetDeviceResponse.impairment_history:type_name -> ironlink.v1.ImpairmentChange
+	52, // 42: ironlink.v1.GetDeviceResponse.recent_operations:type_name -> ironlink.v1.Operation
+	20, // 43: ironlink.v1.GetDeviceResponse.explanation:type_name -> ironlink.v1.StatusExplanation
+	9,  // 44: ironlink.v1.GetDeviceResponse.quarantine_holds:type_name -> ironlink.v1.QuarantineHold
+	10, // 45: ironlink.v1.GetDeviceResponse.release_plan:type_name -> ironlink.v1.ReleasePlan
+	53, // 46: ironlink.v1.GetDeviceResponse.hardware:type_name -> ironlink.v1.HardwareState
+	19, // 47: ironlink.v1.GetDeviceResponse.hardware_profile:type_name -> ironlink.v1.HardwareProfileMatch
+	54, // 48: ironlink.v1.GetDeviceResponse.validation_runs:type_name -> ironlink.v1.ValidationRun
+	46, // 49: ironlink.v1.HardwareProfileMatch.condition:type_name -> ironlink.v1.Condition
+	0,  // 50: ironlink.v1.StatusExplanation.status:type_name -> ironlink.v1.OperationalStatus
+	45, // 51: ironlink.v1.StatusExplanation.since:type_name -> google.protobuf.Timestamp
+	46, // 52: ironlink.v1.StatusExplanation.conditions:type_name -> ironlink.v1.Condition
+	21, // 53: ironlink.v1.StatusExplanation.quarantine:type_name -> ironlink.v1.QuarantineExplanation
+	22, // 54: ironlink.v1.StatusExplanation.site_silence:type_name -> ironlink.v1.SiteSilence
+	0,  // 55: ironlink.v1.StatusExplanation.last_known_status:type_name -> ironlink.v1.OperationalStatus
+	45, // 56: ironlink.v1.QuarantineExplanation.change_time:type_name -> google.protobuf.Timestamp
+	3,  // 57: ironlink.v1.QuarantineExplanation.command_state:type_name -> ironlink.v1.CommandState
+	45, // 58: ironlink.v1.SiteSilence.last_seen_time:type_name -> google.protobuf.Timestamp
+	0,  // 59: ironlink.v1.WatchFleetRequest.statuses:type_name -> ironlink.v1.OperationalStatus
+	5,  // 60: ironlink.v1.WatchFleetRequest.kinds:type_name -> ironlink.v1.FleetEventKind
+	25, // 61: ironlink.v1.WatchFleetResponse.event:type_name -> ironlink.v1.FleetEvent
+	5,  // 62: ironlink.v1.FleetEvent.kind:type_name -> ironlink.v1.FleetEventKind
+	45, // 63: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
+	26, // 64: ironlink.v1.FleetEvent.device_status:type_name -> ironlink.v1.DeviceStatusEvent
+	27, // 65: ironlink.v1.FleetEvent.command_state:type_name -> ironlink.v1.CommandStateEvent
+	28, // 66: ironlink.v1.FleetEvent.operation_state:type_name -> ironlink.v1.OperationStateEvent
+	29, // 67: ironlink.v1.FleetEvent.policy_decision:type_name -> ironlink.v1.PolicyDecisionEvent
+	30, // 68: ironlink.v1.FleetEvent.pending_action:type_name -> ironlink.v1.PendingActionEvent
+	55, // 69: ironlink.v1.FleetEvent.remediation:type_name -> ironlink.v1.RemediationEvent
+	0,  // 70: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
+	0,  // 71: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
+	13, // 72: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
+	3,  // 73: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
+	52, // 74: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
+	56, // 75: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
+	57, // 76: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
+	58, // 77: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
+	59, // 78: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
+	13, // 79: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	13, // 80: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	10, // 81: ironlink.v1.ReleaseDeviceResponse.plan:type_name -> ironlink.v1.ReleasePlan
+	13, // 82: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	3,  // 83: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	13, // 84: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	13, // 85: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	14, // 86: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	15, // 87: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	17, // 88: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	31, // 89: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	33, // 90: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	11, // 91: ironlink.v1.FleetService.OfferDevice:input_type -> ironlink.v1.OfferDeviceRequest
+	35, // 92: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	37, // 93: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	41, // 94: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	39, // 95: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
+	23, // 96: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
+	16, // 97: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	18, // 98: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	32, // 99: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	34, // 100: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	12, // 101: ironlink.v1.FleetService.OfferDevice:output_type -> ironlink.v1.OfferDeviceResponse
+	36, // 102: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	38, // 103: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	42, // 104: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	40, // 105: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
+	24, // 106: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
+	97, // [97:107] is the sub-list for method output_type
+	87, // [87:97] is the sub-list for method input_type
+	87, // [87:87] is the sub-list for extension type_name
+	87, // [87:87] is the sub-list for extension extendee
+	0,  // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }
@@ -4320,7 +4355,7 @@ func file_ironlink_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_fleet_proto_rawDesc), len(file_ironlink_v1_fleet_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -219,7 +219,10 @@ type PolicyRule struct {
 	// When set, the rule matches only a device FAULTED by a health condition
 	// (the fatal one that set the status) that matches it
 	// (docs/reference/policy.md "Health rules").
-	Health        *PolicyHealthMatch `protobuf:"bytes,8,opt,name=health,proto3" json:"health,omitempty"`
+	Health *PolicyHealthMatch `protobuf:"bytes,8,opt,name=health,proto3" json:"health,omitempty"`
+	// When set, the rule matches only devices carrying every one of these
+	// labels (docs/reference/labels.md), e.g. {rack: r12}.
+	Labels        map[string]string `protobuf:"bytes,100,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -310,6 +313,13 @@ func (x *PolicyRule) GetHealth() *PolicyHealthMatch {
 	return nil
 }
 
+func (x *PolicyRule) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 // PolicyHealthMatch restricts a rule to health faults. Each list, when not
 // empty, must contain the condition's value (any of); all given lists must
 // match.
@@ -394,7 +404,10 @@ type PolicyGuard struct {
 	// P: most percent of the site's devices not removed, per window.
 	MaxPercent float64 `protobuf:"fixed64,2,opt,name=max_percent,json=maxPercent,proto3" json:"max_percent,omitempty"`
 	// W: the sliding window.
-	Window        *durationpb.Duration `protobuf:"bytes,3,opt,name=window,proto3" json:"window,omitempty"`
+	Window *durationpb.Duration `protobuf:"bytes,3,opt,name=window,proto3" json:"window,omitempty"`
+	// Per-label guards (the policy file's guard.perLabel), in the same
+	// window; checked after N and P.
+	PerLabel      []*PolicyLabelGuard `protobuf:"bytes,100,rep,name=per_label,json=perLabel,proto3" json:"per_label,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -446,6 +459,13 @@ func (x *PolicyGuard) GetMaxPercent() float64 {
 func (x *PolicyGuard) GetWindow() *durationpb.Duration {
 	if x != nil {
 		return x.Window
+	}
+	return nil
+}
+
+func (x *PolicyGuard) GetPerLabel() []*PolicyLabelGuard {
+	if x != nil {
+		return x.PerLabel
 	}
 	return nil
 }
@@ -1699,8 +1719,11 @@ type SitePolicyState struct {
 	// Pending actions awaiting fresh evidence from the site (its link ended,
 	// its last poll failed or had listing hazards).
 	PendingAwaitingCount int32 `protobuf:"varint,13,opt,name=pending_awaiting_count,json=pendingAwaitingCount,proto3" json:"pending_awaiting_count,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// While the guard is tripped: what the faults behind it have in common
+	// (their devices' labels); unset while armed.
+	CommonCause   *GuardCommonCause `protobuf:"bytes,100,opt,name=common_cause,json=commonCause,proto3" json:"common_cause,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SitePolicyState) Reset() {
@@ -1822,6 +1845,13 @@ func (x *SitePolicyState) GetPendingAwaitingCount() int32 {
 		return x.PendingAwaitingCount
 	}
 	return 0
+}
+
+func (x *SitePolicyState) GetCommonCause() *GuardCommonCause {
+	if x != nil {
+		return x.CommonCause
+	}
+	return nil
 }
 
 // ListSitePolicyStatesRequest optionally names a site.
@@ -2241,7 +2271,7 @@ var File_ironlink_v1_policy_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x18ironlink/v1/policy.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18ironlink/v1/health.proto\"\xd2\x02\n" +
+	"\x18ironlink/v1/policy.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19ironlink/v1/domains.proto\x1a\x18ironlink/v1/health.proto\"\xca\x03\n" +
 	"\n" +
 	"PolicyRule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
@@ -2252,19 +2282,24 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\thold_down\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bholdDown\x12G\n" +
 	"\x12auto_release_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x10autoReleaseAfter\x12\x17\n" +
 	"\adry_run\x18\a \x01(\bR\x06dryRun\x126\n" +
-	"\x06health\x18\b \x01(\v2\x1e.ironlink.v1.PolicyHealthMatchR\x06health\"\xd0\x01\n" +
+	"\x06health\x18\b \x01(\v2\x1e.ironlink.v1.PolicyHealthMatchR\x06health\x12;\n" +
+	"\x06labels\x18d \x03(\v2#.ironlink.v1.PolicyRule.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x01\n" +
 	"\x11PolicyHealthMatch\x12+\n" +
 	"\x11component_classes\x18\x01 \x03(\tR\x10componentClasses\x12\x16\n" +
 	"\x06checks\x18\x02 \x03(\tR\x06checks\x12\x1f\n" +
 	"\verror_codes\x18\x03 \x03(\tR\n" +
 	"errorCodes\x12U\n" +
-	"\x13recommended_actions\x18\x04 \x03(\x0e2$.ironlink.v1.HealthRecommendedActionR\x12recommendedActions\"\x82\x01\n" +
+	"\x13recommended_actions\x18\x04 \x03(\x0e2$.ironlink.v1.HealthRecommendedActionR\x12recommendedActions\"\xbe\x01\n" +
 	"\vPolicyGuard\x12\x1f\n" +
 	"\vmax_devices\x18\x01 \x01(\x05R\n" +
 	"maxDevices\x12\x1f\n" +
 	"\vmax_percent\x18\x02 \x01(\x01R\n" +
 	"maxPercent\x121\n" +
-	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06window\"\x81\x02\n" +
+	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12:\n" +
+	"\tper_label\x18d \x03(\v2\x1d.ironlink.v1.PolicyLabelGuardR\bperLabel\"\x81\x02\n" +
 	"\x11MaintenanceWindow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\n" +
@@ -2377,7 +2412,7 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"T\n" +
 	"\x1cRejectPendingActionsResponse\x124\n" +
-	"\aactions\x18\x01 \x03(\v2\x1a.ironlink.v1.PendingActionR\aactions\"\xba\x04\n" +
+	"\aactions\x18\x01 \x03(\v2\x1a.ironlink.v1.PendingActionR\aactions\"\xfc\x04\n" +
 	"\x0fSitePolicyState\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x18\n" +
 	"\aenabled\x18\x02 \x01(\bR\aenabled\x12\x17\n" +
@@ -2392,7 +2427,8 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	" \x01(\x05R\x10pendingHeldCount\x12.\n" +
 	"\x13pending_stale_count\x18\v \x01(\x05R\x11pendingStaleCount\x12.\n" +
 	"\x05guard\x18\f \x01(\v2\x18.ironlink.v1.PolicyGuardR\x05guard\x124\n" +
-	"\x16pending_awaiting_count\x18\r \x01(\x05R\x14pendingAwaitingCount\"1\n" +
+	"\x16pending_awaiting_count\x18\r \x01(\x05R\x14pendingAwaitingCount\x12@\n" +
+	"\fcommon_cause\x18d \x01(\v2\x1d.ironlink.v1.GuardCommonCauseR\vcommonCause\"1\n" +
 	"\x1bListSitePolicyStatesRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\"T\n" +
 	"\x1cListSitePolicyStatesResponse\x124\n" +
@@ -2460,7 +2496,7 @@ func file_ironlink_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ironlink_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_ironlink_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_ironlink_v1_policy_proto_goTypes = []any{
 	(PolicyAction)(0),                     // 0: ironlink.v1.PolicyAction
 	(PendingActionState)(0),               // 1: ironlink.v1.PendingActionState
@@ -2490,70 +2526,76 @@ var file_ironlink_v1_policy_proto_goTypes = []any{
 	(*SetDeviceHoldResponse)(nil),         // 25: ironlink.v1.SetDeviceHoldResponse
 	(*ClearDeviceHoldRequest)(nil),        // 26: ironlink.v1.ClearDeviceHoldRequest
 	(*ClearDeviceHoldResponse)(nil),       // 27: ironlink.v1.ClearDeviceHoldResponse
-	(*durationpb.Duration)(nil),           // 28: google.protobuf.Duration
-	(HealthRecommendedAction)(0),          // 29: ironlink.v1.HealthRecommendedAction
-	(*timestamppb.Timestamp)(nil),         // 30: google.protobuf.Timestamp
+	nil,                                   // 28: ironlink.v1.PolicyRule.LabelsEntry
+	(*durationpb.Duration)(nil),           // 29: google.protobuf.Duration
+	(HealthRecommendedAction)(0),          // 30: ironlink.v1.HealthRecommendedAction
+	(*PolicyLabelGuard)(nil),              // 31: ironlink.v1.PolicyLabelGuard
+	(*timestamppb.Timestamp)(nil),         // 32: google.protobuf.Timestamp
+	(*GuardCommonCause)(nil),              // 33: ironlink.v1.GuardCommonCause
 }
 var file_ironlink_v1_policy_proto_depIdxs = []int32{
-	28, // 0: ironlink.v1.PolicyRule.hold_down:type_name -> google.protobuf.Duration
-	28, // 1: ironlink.v1.PolicyRule.auto_release_after:type_name -> google.protobuf.Duration
+	29, // 0: ironlink.v1.PolicyRule.hold_down:type_name -> google.protobuf.Duration
+	29, // 1: ironlink.v1.PolicyRule.auto_release_after:type_name -> google.protobuf.Duration
 	4,  // 2: ironlink.v1.PolicyRule.health:type_name -> ironlink.v1.PolicyHealthMatch
-	29, // 3: ironlink.v1.PolicyHealthMatch.recommended_actions:type_name -> ironlink.v1.HealthRecommendedAction
-	28, // 4: ironlink.v1.PolicyGuard.window:type_name -> google.protobuf.Duration
-	30, // 5: ironlink.v1.MaintenanceWindow.start_time:type_name -> google.protobuf.Timestamp
-	30, // 6: ironlink.v1.MaintenanceWindow.end_time:type_name -> google.protobuf.Timestamp
-	28, // 7: ironlink.v1.MaintenanceWindow.every:type_name -> google.protobuf.Duration
-	3,  // 8: ironlink.v1.SitePolicy.rules:type_name -> ironlink.v1.PolicyRule
-	5,  // 9: ironlink.v1.SitePolicy.guard:type_name -> ironlink.v1.PolicyGuard
-	6,  // 10: ironlink.v1.SitePolicy.maintenance_windows:type_name -> ironlink.v1.MaintenanceWindow
-	7,  // 11: ironlink.v1.GetEffectivePolicyResponse.policy:type_name -> ironlink.v1.SitePolicy
-	0,  // 12: ironlink.v1.PolicyDecision.action:type_name -> ironlink.v1.PolicyAction
-	30, // 13: ironlink.v1.PolicyDecision.cause_time:type_name -> google.protobuf.Timestamp
-	30, // 14: ironlink.v1.PolicyDecision.trigger_time:type_name -> google.protobuf.Timestamp
-	30, // 15: ironlink.v1.PolicyDecision.decide_time:type_name -> google.protobuf.Timestamp
-	0,  // 16: ironlink.v1.ListPolicyDecisionsRequest.actions:type_name -> ironlink.v1.PolicyAction
-	10, // 17: ironlink.v1.ListPolicyDecisionsResponse.decisions:type_name -> ironlink.v1.PolicyDecision
-	1,  // 18: ironlink.v1.PendingAction.state:type_name -> ironlink.v1.PendingActionState
-	30, // 19: ironlink.v1.PendingAction.cause_time:type_name -> google.protobuf.Timestamp
-	30, // 20: ironlink.v1.PendingAction.create_time:type_name -> google.protobuf.Timestamp
-	30, // 21: ironlink.v1.PendingAction.resolve_time:type_name -> google.protobuf.Timestamp
-	1,  // 22: ironlink.v1.ListPendingActionsRequest.states:type_name -> ironlink.v1.PendingActionState
-	13, // 23: ironlink.v1.ListPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
-	13, // 24: ironlink.v1.ApprovePendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
-	13, // 25: ironlink.v1.RejectPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
-	30, // 26: ironlink.v1.SitePolicyState.guard_tripped_time:type_name -> google.protobuf.Timestamp
-	5,  // 27: ironlink.v1.SitePolicyState.guard:type_name -> ironlink.v1.PolicyGuard
-	20, // 28: ironlink.v1.ListSitePolicyStatesResponse.states:type_name -> ironlink.v1.SitePolicyState
-	2,  // 29: ironlink.v1.DeviceHold.kind:type_name -> ironlink.v1.DeviceHoldKind
-	30, // 30: ironlink.v1.DeviceHold.start_time:type_name -> google.protobuf.Timestamp
-	30, // 31: ironlink.v1.DeviceHold.end_time:type_name -> google.protobuf.Timestamp
-	30, // 32: ironlink.v1.DeviceHold.create_time:type_name -> google.protobuf.Timestamp
-	2,  // 33: ironlink.v1.SetDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
-	30, // 34: ironlink.v1.SetDeviceHoldRequest.start_time:type_name -> google.protobuf.Timestamp
-	30, // 35: ironlink.v1.SetDeviceHoldRequest.end_time:type_name -> google.protobuf.Timestamp
-	23, // 36: ironlink.v1.SetDeviceHoldResponse.hold:type_name -> ironlink.v1.DeviceHold
-	2,  // 37: ironlink.v1.ClearDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
-	8,  // 38: ironlink.v1.PolicyService.GetEffectivePolicy:input_type -> ironlink.v1.GetEffectivePolicyRequest
-	11, // 39: ironlink.v1.PolicyService.ListPolicyDecisions:input_type -> ironlink.v1.ListPolicyDecisionsRequest
-	14, // 40: ironlink.v1.PolicyService.ListPendingActions:input_type -> ironlink.v1.ListPendingActionsRequest
-	16, // 41: ironlink.v1.PolicyService.ApprovePendingActions:input_type -> ironlink.v1.ApprovePendingActionsRequest
-	18, // 42: ironlink.v1.PolicyService.RejectPendingActions:input_type -> ironlink.v1.RejectPendingActionsRequest
-	21, // 43: ironlink.v1.PolicyService.ListSitePolicyStates:input_type -> ironlink.v1.ListSitePolicyStatesRequest
-	24, // 44: ironlink.v1.PolicyService.SetDeviceHold:input_type -> ironlink.v1.SetDeviceHoldRequest
-	26, // 45: ironlink.v1.PolicyService.ClearDeviceHold:input_type -> ironlink.v1.ClearDeviceHoldRequest
-	9,  // 46: ironlink.v1.PolicyService.GetEffectivePolicy:output_type -> ironlink.v1.GetEffectivePolicyResponse
-	12, // 47: ironlink.v1.PolicyService.ListPolicyDecisions:output_type -> ironlink.v1.ListPolicyDecisionsResponse
-	15, // 48: ironlink.v1.PolicyService.ListPendingActions:output_type -> ironlink.v1.ListPendingActionsResponse
-	17, // 49: ironlink.v1.PolicyService.ApprovePendingActions:output_type -> ironlink.v1.ApprovePendingActionsResponse
-	19, // 50: ironlink.v1.PolicyService.RejectPendingActions:output_type -> ironlink.v1.RejectPendingActionsResponse
-	22, // 51: ironlink.v1.PolicyService.ListSitePolicyStates:output_type -> ironlink.v1.ListSitePolicyStatesResponse
-	25, // 52: ironlink.v1.PolicyService.SetDeviceHold:output_type -> ironlink.v1.SetDeviceHoldResponse
-	27, // 53: ironlink.v1.PolicyService.ClearDeviceHold:output_type -> ironlink.v1.ClearDeviceHoldResponse
-	46, // [46:54] is the sub-list for method output_type
-	38, // [38:46] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	28, // 3: ironlink.v1.PolicyRule.labels:type_name -> ironlink.v1.PolicyRule.LabelsEntry
+	30, // 4: ironlink.v1.PolicyHealthMatch.recommended_actions:type_name -> ironlink.v1.HealthRecommendedAction
+	29, // 5: ironlink.v1.PolicyGuard.window:type_name -> google.protobuf.Duration
+	31, // 6: ironlink.v1.PolicyGuard.per_label:type_name -> ironlink.v1.PolicyLabelGuard
+	32, // 7: ironlink.v1.MaintenanceWindow.start_time:type_name -> google.protobuf.Timestamp
+	32, // 8: ironlink.v1.MaintenanceWindow.end_time:type_name -> google.protobuf.Timestamp
+	29, // 9: ironlink.v1.MaintenanceWindow.every:type_name -> google.protobuf.Duration
+	3,  // 10: ironlink.v1.SitePolicy.rules:type_name -> ironlink.v1.PolicyRule
+	5,  // 11: ironlink.v1.SitePolicy.guard:type_name -> ironlink.v1.PolicyGuard
+	6,  // 12: ironlink.v1.SitePolicy.maintenance_windows:type_name -> ironlink.v1.MaintenanceWindow
+	7,  // 13: ironlink.v1.GetEffectivePolicyResponse.policy:type_name -> ironlink.v1.SitePolicy
+	0,  // 14: ironlink.v1.PolicyDecision.action:type_name -> ironlink.v1.PolicyAction
+	32, // 15: ironlink.v1.PolicyDecision.cause_time:type_name -> google.protobuf.Timestamp
+	32, // 16: ironlink.v1.PolicyDecision.trigger_time:type_name -> google.protobuf.Timestamp
+	32, // 17: ironlink.v1.PolicyDecision.decide_time:type_name -> google.protobuf.Timestamp
+	0,  // 18: ironlink.v1.ListPolicyDecisionsRequest.actions:type_name -> ironlink.v1.PolicyAction
+	10, // 19: ironlink.v1.ListPolicyDecisionsResponse.decisions:type_name -> ironlink.v1.PolicyDecision
+	1,  // 20: ironlink.v1.PendingAction.state:type_name -> ironlink.v1.PendingActionState
+	32, // 21: ironlink.v1.PendingAction.cause_time:type_name -> google.protobuf.Timestamp
+	32, // 22: ironlink.v1.PendingAction.create_time:type_name -> google.protobuf.Timestamp
+	32, // 23: ironlink.v1.PendingAction.resolve_time:type_name -> google.protobuf.Timestamp
+	1,  // 24: ironlink.v1.ListPendingActionsRequest.states:type_name -> ironlink.v1.PendingActionState
+	13, // 25: ironlink.v1.ListPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
+	13, // 26: ironlink.v1.ApprovePendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
+	13, // 27: ironlink.v1.RejectPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
+	32, // 28: ironlink.v1.SitePolicyState.guard_tripped_time:type_name -> google.protobuf.Timestamp
+	5,  // 29: ironlink.v1.SitePolicyState.guard:type_name -> ironlink.v1.PolicyGuard
+	33, // 30: ironlink.v1.SitePolicyState.common_cause:type_name -> ironlink.v1.GuardCommonCause
+	20, // 31: ironlink.v1.ListSitePolicyStatesResponse.states:type_name -> ironlink.v1.SitePolicyState
+	2,  // 32: ironlink.v1.DeviceHold.kind:type_name -> ironlink.v1.DeviceHoldKind
+	32, // 33: ironlink.v1.DeviceHold.start_time:type_name -> google.protobuf.Timestamp
+	32, // 34: ironlink.v1.DeviceHold.end_time:type_name -> google.protobuf.Timestamp
+	32, // 35: ironlink.v1.DeviceHold.create_time:type_name -> google.protobuf.Timestamp
+	2,  // 36: ironlink.v1.SetDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
+	32, // 37: ironlink.v1.SetDeviceHoldRequest.start_time:type_name -> google.protobuf.Timestamp
+	32, // 38: ironlink.v1.SetDeviceHoldRequest.end_time:type_name -> google.protobuf.Timestamp
+	23, // 39: ironlink.v1.SetDeviceHoldResponse.hold:type_name -> ironlink.v1.DeviceHold
+	2,  // 40: ironlink.v1.ClearDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
+	8,  // 41: ironlink.v1.PolicyService.GetEffectivePolicy:input_type -> ironlink.v1.GetEffectivePolicyRequest
+	11, // 42: ironlink.v1.PolicyService.ListPolicyDecisions:input_type -> ironlink.v1.ListPolicyDecisionsRequest
+	14, // 43: ironlink.v1.PolicyService.ListPendingActions:input_type -> ironlink.v1.ListPendingActionsRequest
+	16, // 44: ironlink.v1.PolicyService.ApprovePendingActions:input_type -> ironlink.v1.ApprovePendingActionsRequest
+	18, // 45: ironlink.v1.PolicyService.RejectPendingActions:input_type -> ironlink.v1.RejectPendingActionsRequest
+	21, // 46: ironlink.v1.PolicyService.ListSitePolicyStates:input_type -> ironlink.v1.ListSitePolicyStatesRequest
+	24, // 47: ironlink.v1.PolicyService.SetDeviceHold:input_type -> ironlink.v1.SetDeviceHoldRequest
+	26, // 48: ironlink.v1.PolicyService.ClearDeviceHold:input_type -> ironlink.v1.ClearDeviceHoldRequest
+	9,  // 49: ironlink.v1.PolicyService.GetEffectivePolicy:output_type -> ironlink.v1.GetEffectivePolicyResponse
+	12, // 50: ironlink.v1.PolicyService.ListPolicyDecisions:output_type -> ironlink.v1.ListPolicyDecisionsResponse
+	15, // 51: ironlink.v1.PolicyService.ListPendingActions:output_type -> ironlink.v1.ListPendingActionsResponse
+	17, // 52: ironlink.v1.PolicyService.ApprovePendingActions:output_type -> ironlink.v1.ApprovePendingActionsResponse
+	19, // 53: ironlink.v1.PolicyService.RejectPendingActions:output_type -> ironlink.v1.RejectPendingActionsResponse
+	22, // 54: ironlink.v1.PolicyService.ListSitePolicyStates:output_type -> ironlink.v1.ListSitePolicyStatesResponse
+	25, // 55: ironlink.v1.PolicyService.SetDeviceHold:output_type -> ironlink.v1.SetDeviceHoldResponse
+	27, // 56: ironlink.v1.PolicyService.ClearDeviceHold:output_type -> ironlink.v1.ClearDeviceHoldResponse
+	49, // [49:57] is the sub-list for method output_type
+	41, // [41:49] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_policy_proto_init() }
@@ -2561,6 +2603,7 @@ func file_ironlink_v1_policy_proto_init() {
 	if File_ironlink_v1_policy_proto != nil {
 		return
 	}
+	file_ironlink_v1_domains_proto_init()
 	file_ironlink_v1_health_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2568,7 +2611,7 @@ func file_ironlink_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_policy_proto_rawDesc), len(file_ironlink_v1_policy_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

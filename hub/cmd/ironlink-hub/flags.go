@@ -94,6 +94,8 @@ func bindLinkFlags(f *cli.Flags, o *app.Options, def app.Options) {
 	f.Group("satellite link, commands and history")
 	f.Duration(&o.StaleAfter, "stale-after", "IRONLINK_HUB_STALE_AFTER", def.StaleAfter, "a site silent this long is UNREACHABLE")
 	f.Duration(&o.HealthDefaultTTL, "health-default-ttl", "IRONLINK_HUB_HEALTH_DEFAULT_TTL", def.HealthDefaultTTL, "a health condition whose event sends no ttl turns Unknown/Stale after this long without a report")
+	f.Float64(&o.HealthReporterRate, "health-reporter-rate", "IRONLINK_HUB_HEALTH_REPORTER_RATE", def.HealthReporterRate, "health events per second each reporter (client and agent) may send to HealthService before it is refused (ResourceExhausted, RetryInfo), so one flooding checker does not starve the others; -1: no limit")
+	f.Int(&o.HealthReporterBurst, "health-reporter-burst", "IRONLINK_HUB_HEALTH_REPORTER_BURST", def.HealthReporterBurst, "health events a reporter may send at once before --health-reporter-rate applies")
 	f.String(&o.HealthAgentTTL, "health-agent-ttl", "IRONLINK_HUB_HEALTH_AGENT_TTL", def.HealthAgentTTL, "per-agent health TTLs, agent=duration,... (overrides --health-default-ttl for that agent)")
 	f.Duration(&o.HealthSweep, "health-sweep-interval", "IRONLINK_HUB_HEALTH_SWEEP_INTERVAL", def.HealthSweep, "how often this replica turns expired health conditions Unknown/Stale")
 	f.Duration(&o.Link.HeartbeatInterval, "heartbeat-interval", "IRONLINK_HUB_HEARTBEAT_INTERVAL", def.Link.HeartbeatInterval, "hub → satellite heartbeat interval")
@@ -128,6 +130,8 @@ func bindOperatorFlags(f *cli.Flags, o *app.Options, def app.Options) {
 	f.String(&o.Handoff.SecretFile, "handoff-webhook-secret-file", "IRONLINK_HUB_HANDOFF_WEBHOOK_SECRET_FILE", "",
 		"file holding the HMAC-SHA256 key of the handoff webhook (at least 16 bytes; header X-Ironlink-Signature-256); required with --handoff-webhook-url")
 	f.Duration(&o.Handoff.Timeout, "handoff-webhook-timeout", "IRONLINK_HUB_HANDOFF_WEBHOOK_TIMEOUT", 10*time.Second, "how long one handoff webhook attempt may take")
+	f.String(&o.LabelsFile, "labels-file", "IRONLINK_HUB_LABELS_FILE", "",
+		"YAML failure-domain labels by device or by site and name pattern, over the satellites' (docs/reference/labels.md); reloaded on SIGHUP and on change; empty: none")
 	f.Duration(&o.PolicyInterval, "policy-interval", "IRONLINK_HUB_POLICY_INTERVAL", def.PolicyInterval, "how often the policy evaluator runs (on one replica at a time)")
 }
 

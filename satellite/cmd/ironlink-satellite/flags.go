@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ironlink/ironlink/internal/cli"
+	"github.com/ironlink/ironlink/internal/labels"
 	"github.com/ironlink/ironlink/satellite/app"
 	"github.com/ironlink/ironlink/satellite/conditions"
 )
@@ -24,6 +25,8 @@ type satelliteFlags struct {
 	// internalProjects is --internal-projects, split into
 	// Options.Agent.Conditions.InternalProjects.
 	internalProjects string
+	// labelMap is --label-map, parsed into Options.Agent.LabelMap.
+	labelMap string
 }
 
 // parseFlags defines the satellite's flags on f (cli.NewCommand), parses
@@ -48,6 +51,9 @@ func parseFlags(f *cli.Flags, args []string) (app.Options, cli.LogOptions, error
 		return s.opts, s.log, fmt.Errorf("--validation-pool: %w", err)
 	}
 	s.opts.Agent.Conditions.ValidationPool = sel
+	if s.opts.Agent.LabelMap, err = labels.ParseMapping(s.labelMap); err != nil {
+		return s.opts, s.log, fmt.Errorf("--label-map: %w", err)
+	}
 	for _, p := range strings.Split(s.internalProjects, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			s.opts.Agent.Conditions.InternalProjects = append(s.opts.Agent.Conditions.InternalProjects, p)
@@ -70,8 +76,11 @@ func bindSiteFlags(f *cli.Flags, s *satelliteFlags, def app.Options) {
 	f.String(&o.MetricsAddr, "metrics-addr", "IRONLINK_METRICS_ADDR", "", "host:port serving Prometheus metrics on /metrics; empty: off")
 	f.String(&o.Health.Socket, "health-socket", "IRONLINK_HEALTH_SOCKET", "", "Unix socket (mode 0660) of the local health door, NVSentinel's PlatformConnector; its reports go to the hub over the link; empty: no door")
 	f.Int(&o.Health.SpoolEvents, "health-spool-events", "IRONLINK_HEALTH_SPOOL_EVENTS", def.Health.SpoolEvents, "health events the door keeps while the hub has not taken them (link down); when full the oldest are dropped")
+	f.Float64(&o.Health.ReporterRate, "health-reporter-rate", "IRONLINK_HEALTH_REPORTER_RATE", def.Health.ReporterRate, "health events per second each reporting agent may send to the door before it is refused (ResourceExhausted), so one flooding monitor does not starve the others; -1: no limit")
+	f.Int(&o.Health.ReporterBurst, "health-reporter-burst", "IRONLINK_HEALTH_REPORTER_BURST", def.Health.ReporterBurst, "health events an agent may send at once before --health-reporter-rate applies")
 	f.Duration(&o.Health.Wait, "health-wait", "IRONLINK_HEALTH_WAIT", def.Health.Wait, "how long a door call waits for the hub's answer before it returns Unavailable (the events stay spooled)")
 	f.String(&s.validationPool, "validation-pool", "IRONLINK_VALIDATION_POOL", "", "validation-pool selector, e.g. resource_class=gpu-validate or trait=CUSTOM_VALIDATION,conductor_group=burnin; empty: no pool")
+	f.String(&s.labelMap, "label-map", "IRONLINK_LABEL_MAP", "", "failure-domain labels from Ironic node fields, e.g. rack=extra.rack,row=properties.row,pod=conductor_group (sources: extra.KEY, properties.KEY, conductor_group, owner, lessee, resource_class); empty: no labels")
 	f.String(&s.internalProjects, "internal-projects", "IRONLINK_INTERNAL_PROJECTS", "", "comma-separated project IDs that are not customers")
 	f.String(&o.Agent.StatePath, "state-file", "IRONLINK_STATE_FILE", "", "JSON file keeping the applied command generations across restarts; empty: memory only")
 }

@@ -1,0 +1,94 @@
+package ctl
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/labels"
+)
+
+// labelFlags are get devices' label flags: -l (a label selector) and
+// --show-labels (a LABELS column).
+type labelFlags struct {
+	selector string
+	show     bool
+}
+
+func (lf *labelFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVarP(&lf.selector, "selector", "l", "", "only devices carrying these labels, comma-separated key=value (rack=r12,row=b; docs/reference/labels.md)")
+	fl.BoolVar(&lf.show, "show-labels", false, "add a LABELS column (the device's failure-domain labels) to the table or -o wide")
+}
+
+// parseLabels parses "k1=v1,k2=v2" (flag names the flag in errors) into a
+// label selector; nil for "".
+func parseLabels(flag, text string) (map[string]string, error) {
+	var out map[string]string
+	for _, term := range strings.Split(text, ",") {
+		term = strings.TrimSpace(term)
+		if term == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(term, "=")
+		if !ok {
+			return nil, usageErrf("%s term %q: want key=value", flag, term)
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		if err := addLabel(flag, out, strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// addLabel adds k=v to set after checking them (flag names the flag).
+func addLabel(flag string, set map[string]string, k, v string) error {
+	if _, dup := set[k]; dup {
+		return usageErrf("%s: label %s given twice", flag, k)
+	}
+	set[k] = v
+	if err := labels.Check(flag, map[string]string{k: v}); err != nil {
+		return usageErrf("%v", err)
+	}
+	return nil
+}
+
+// addLabelsColumn appends a LABELS column (k=v,... in key order) to l,
+// whose items are devs in order.
+func addLabelsColumn(l *listing, devs []*ironlinkv1.Device) {
+	l.header = append(l.header, "LABELS")
+	l.wideHeader = append(l.wideHeader, "LABELS")
+	for i, d := range devs {
+		text := labels.String(d.GetLabels())
+		it := &l.items[i]
+		it.cells = append(it.cells, text)
+		it.wide = append(it.wide, text)
+		it.sig += " " + text
+	}
+}
+
+// describeLabels is describe device's Labels line.
+func describeLabels(d *ironlinkv1.Device) string {
+	if len(d.GetLabels()) == 0 {
+		return "(none)"
+	}
+	return labels.String(d.GetLabels())
+}
+
+// labelGuardLine describes g's per-label guards ("; per rack at most 2
+// devices and 50% of it"), "" without any.
+func labelGuardLine(g *ironlinkv1.PolicyGuard) string {
+	var b strings.Builder
+	for _, lg := range g.GetPerLabel() {
+		fmt.Fprintf(&b, "; per %s at most %d devices", lg.GetLabel(), lg.GetMaxDevices())
+		if lg.GetMaxPercent() > 0 {
+			fmt.Fprintf(&b, " and %g%% of it", lg.GetMaxPercent())
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,119 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDomainGuard: a per-label guard holds the third quarantine of one
+// rack in the window (tripping the site's guard) while another rack and a
+// device without the label still pass; its percent bound counts the
+// rack's devices; dry-run decisions never trip.
+func TestDomainGuard(t *testing.T) {
+	p := basePolicy()
+	p.Guard = Guard{MaxDevices: 100, MaxPercent: 100, Window: time.Hour}
+	p.Domains = []DomainGuard{{Label: "rack", MaxDevices: 2}}
+	r12 := map[string]string{"rack": "r12", "switch": "s3"}
+	recent := []RecentAction{{At: t0.Add(-time.Minute), Labels: r12}, {At: t0.Add(-2 * time.Minute), Labels: r12},
+		{At: t0.Add(-2 * time.Hour), Labels: map[string]string{"rack": "r7"}}}
+	st := site(100, recent)
+	st.DomainDevices = map[string]map[string]int{"rack": {"r12": 16, "r7": 16}}
+	decide := func(labels map[string]string, p SitePolicy) Decision {
+		tr := faulted()
+		tr.Labels = labels
+		return Decide(Input{Policy: p, Trigger: tr, Site: st, Now: t0})
+	}
+	d := decide(map[string]string{"rack": "r12"}, p)
+	if d.Action != ActionPending || d.Reason != ReasonHeldByGuard || !d.Trips || !strings.Contains(d.Detail, "rack=r12") {
+		t.Fatalf("third of rack r12: %+v, want PENDING HeldByGuard tripping, naming rack=r12", d)
+	}
+	for _, l := range []map[string]string{{"rack": "r7"}, nil} {
+		if d := decide(l, p); d.Action != ActionQuarantine {
+			t.Errorf("labels %v: %+v, want QUARANTINE", l, d)
+		}
+	}
+	pct := p
+	pct.Domains = []DomainGuard{{Label: "rack", MaxDevices: 10, MaxPercent: 10}}
+	if d := decide(map[string]string{"rack": "r12"}, pct); d.Action != ActionPending {
+		t.Errorf("3 of 16 devices over 10%%: %+v, want PENDING", d)
+	}
+	dry := p
+	dry.DryRun = true
+	if d := decide(map[string]string{"rack": "r12"}, dry); d.Action != ActionPending || d.Trips || !d.DryRun {
+		t.Errorf("dry-run: %+v, want PENDING, dry-run, not tripping", d)
+	}
+}
+
+func TestCommonCause(t *testing.T) {
+	var faults []map[string]string
+	for i := range 16 {
+		f := map[string]string{"rack": "r12", "switch": "s3", "row": "b"}
+		if i >= 14 {
+			f = map[string]string{"rack": "r7", "switch": "s9", "row": "b"}
+		}
+		faults = append(faults, f)
+	}
+	c := CommonCause(faults)
+	if c.Summary != "14 of 16 new faults are in rack r12, switch s3, row b" && c.Summary != "14 of 16 new faults are in rack r12, row b, switch s3" {
+		t.Errorf("summary %q", c.Summary)
+	}
+	if c.Shares[0].Label != "row" || c.Shares[0].Count != 16 || c.Faults != 16 || c.Together != 14 {
+		t.Errorf("cause %+v", c)
+	}
+	if c := CommonCause([]map[string]string{{"rack": "a"}, {"rack": "b"}, nil}); c.Summary != "" || len(c.Shares) != 0 {
+		t.Errorf("nothing shared: %+v", c)
+	}
+}
+
+func TestParsePerLabel(t *testing.T) {
+	f, err := Parse([]byte(`policy:
+  default:
+    enabled: true
+    rules: [{name: any}]
+    guard: {perLabel: [{label: rack, maxDevices: 2, maxPercent: 50}]}
+  sites:
+    site-b: {guard: {perLabel: []}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := f.Effective("site-a").Domains; len(d) != 1 || d[0] != (DomainGuard{Label: "rack", MaxDevices: 2, MaxPercent: 50}) {
+		t.Errorf("site-a per-label guards %+v", d)
+	}
+	if d := f.Effective("site-b").Domains; len(d) != 0 {
+		t.Errorf("site-b per-label guards %+v, want none (its empty list overrides)", d)
+	}
+	_, err = Parse([]byte(`policy:
+  default:
+    guard: {perLabel: [{label: "r ack", maxDevices: 0, maxPercent: 120}, {label: rack, maxDevices: 1}, {label: rack, maxDevices: 1}]}
+`))
+	for _, want := range []string{"perLabel[0].label", "perLabel[0].maxDevices", "perLabel[0].maxPercent", "perLabel[2].label \"rack\": given twice"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to name %s", err, want)
+		}
+	}
+}
+
+// TestRuleLabels: a rule with labels matches only devices carrying them;
+// the next rule decides the others; bad labels are refused at load.
+func TestRuleLabels(t *testing.T) {
+	p := basePolicy()
+	r12 := p.Rules[1]
+	r12.Name, r12.Labels = "rack-r12", map[string]string{"rack": "r12"}
+	p.Rules = append([]Rule{r12}, p.Rules...)
+	for _, tc := range []struct {
+		labels map[string]string
+		rule   string
+	}{{map[string]string{"rack": "r12", "row": "b"}, "rack-r12"}, {map[string]string{"rack": "r7"}, "faulted"}, {nil, "faulted"}} {
+		tr := faulted()
+		tr.Labels = tc.labels
+		if d := Decide(Input{Policy: p, Trigger: tr, Site: site(100, nil), Now: t0}); d.Rule != tc.rule {
+			t.Errorf("labels %v: rule %q, want %q", tc.labels, d.Rule, tc.rule)
+		}
+	}
+	_, err := Parse([]byte("policy:\n  default:\n    rules: [{name: r, labels: {rack: 'r 12'}}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "default.rules[0].labels.rack") {
+		t.Errorf("bad rule label: %v", err)
+	}
+}

@@ -1,0 +1,114 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// labelsExpr is the SQL expression of a device row's (alias d) effective
+// labels as a jsonb object: the satellite's labels (facts.labels) with the
+// hub's labels file over them (migration 00027).
+const labelsExpr = `ironlink_device_labels(d.site, d.name, d.id, d.facts)`
+
+// FileLabelEntry is one entry of the hub's labels file (hub/labelsfile):
+// labels for one device by id, or for the devices of Site whose name
+// matches NameLike (a LIKE pattern, backslash escapes; see GlobToLike).
+type FileLabelEntry struct {
+	// DeviceID is a node UUID; "" when the entry names a site and pattern.
+	DeviceID string
+	// Site and NameLike select devices when DeviceID is "".
+	Site, NameLike string
+	// Labels are the entry's labels (checked by internal/labels).
+	Labels map[string]string
+}
+
+// ReplaceFileLabels makes entries (in file order: a later entry wins per
+// key) the labels file in force, replacing the previous one in one
+// transaction. Idempotent: every replica calls it after each (re)load.
+func (s *Store) ReplaceFileLabels(ctx context.Context, entries []FileLabelEntry) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM device_file_labels`); err != nil {
+			return fmt.Errorf("clear file labels: %w", err)
+		}
+		for i, e := range entries {
+			raw, err := json.Marshal(e.Labels)
+			if err != nil {
+				return fmt.Errorf("encode file labels entry %d: %w", i, err)
+			}
+			var id any
+			if e.DeviceID != "" {
+				id = e.DeviceID
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO device_file_labels (pos, site, name_like, device_id, labels)
+				VALUES ($1, $2, $3, $4::uuid, $5::jsonb)`, i, e.Site, e.NameLike, id, raw); err != nil {
+				return fmt.Errorf("store file labels entry %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+}
+
+// DeviceLabels returns the effective labels of the devices ids (satellite
+// and labels file merged) by device id; a device without labels or
+// unknown is absent. Read-only.
+func (s *Store) DeviceLabels(ctx context.Context, ids []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT d.id::text, `+labelsExpr+` FROM devices d WHERE d.id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("device labels: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var raw []byte
+		if err := rows.Scan(&id, &raw); err != nil {
+			return nil, fmt.Errorf("device labels: %w", err)
+		}
+		var set map[string]string
+		if err := json.Unmarshal(raw, &set); err != nil {
+			return nil, fmt.Errorf("decode labels of device %s: %w", id, err)
+		}
+		if len(set) > 0 {
+			out[id] = set
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("device labels: %w", err)
+	}
+	return out, nil
+}
+
+// fillLabels sets the effective labels of devs.
+func (s *Store) fillLabels(ctx context.Context, devs []Device) error {
+	ids := make([]string, len(devs))
+	for i, d := range devs {
+		ids[i] = d.ID
+	}
+	sets, err := s.DeviceLabels(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i := range devs {
+		devs[i].Labels = sets[devs[i].ID]
+	}
+	return nil
+}
+
+// labelsArg is the jsonb parameter of a label selector: nil (no label
+// condition) for an empty set.
+func labelsArg(sel map[string]string) (any, error) {
+	if len(sel) == 0 {
+		return nil, nil
+	}
+	raw, err := json.Marshal(sel)
+	if err != nil {
+		return nil, fmt.Errorf("encode label selector: %w", err)
+	}
+	return string(raw), nil
+}

@@ -1,0 +1,111 @@
+package policy_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/ctl"
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/promtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+)
+
+const rackDoc = `
+policy:
+  default:
+    enabled: true
+    guard:
+      maxDevices: 100
+      maxPercent: 100
+      window: 1h
+      perLabel: [{label: rack, maxDevices: 2}]
+    rules:
+      - name: offered-faulted
+        to: [FAULTED]
+        reasons: [DeployFailed]
+`
+
+// TestRackBurstTripsPerRackGuard: 30 devices of one rack fault at once
+// under a per-rack guard of 2 (the site's own limits far away): the
+// policy quarantines 2, holds the other 28 for an operator with the guard
+// tripped, and the hub names the common cause (rack from the satellite's
+// labels, switch from the labels file) in the API, the CLI and a metric.
+// A device of another rack faulting afterwards waits too: the tripped
+// guard holds the whole site.
+func TestRackBurstTripsPerRackGuard(t *testing.T) {
+	h := startHubDoc(t, rackDoc)
+	ctx := context.Background()
+	s := newSat(t, h.st, "site-r", 40)
+	at := time.Now()
+	var ups []store.DeviceUpdate
+	for i, id := range s.IDs {
+		rack := "r12"
+		if i >= 32 {
+			rack = "r7"
+		}
+		ups = append(ups, store.DeviceUpdate{DeviceID: id, Conditions: storetest.Healthy(at), ObservedTime: at,
+			Facts: &store.Facts{Name: fmt.Sprintf("site-r-%03d", i), Labels: map[string]string{"rack": rack}}})
+	}
+	s.Send(ups)
+	if err := h.st.ReplaceFileLabels(ctx, []store.FileLabelEntry{{Site: "site-r", NameLike: "site-r-0%", Labels: map[string]string{"switch": "s3"}},
+		{Site: "site-r", NameLike: "site-r-03%", Labels: map[string]string{"switch": "s9"}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Fault(s.IDs[:30], "DeployFailed", time.Now())
+	waitFor(t, "30 decisions", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 30 })
+
+	quarantined, err := h.fleet.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: "site-r", PageSize: 100,
+		Impairments: []ironlinkv1.ImpairmentState{ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED}})
+	if err != nil || len(quarantined.GetDevices()) != 2 {
+		t.Fatalf("quarantined: %d devices (%v), want 2", len(quarantined.GetDevices()), err)
+	}
+	pend, err := h.policy.ListPendingActions(ctx, &ironlinkv1.ListPendingActionsRequest{Site: "site-r", PageSize: 100})
+	if err != nil || len(pend.GetActions()) != 28 {
+		t.Fatalf("pending: %d (%v), want 28", len(pend.GetActions()), err)
+	}
+	for _, p := range pend.GetActions() {
+		if p.GetReason() != "HeldByGuard" {
+			t.Fatalf("pending action %+v, want HeldByGuard", p)
+		}
+	}
+	states, err := h.policy.ListSitePolicyStates(ctx, &ironlinkv1.ListSitePolicyStatesRequest{Site: "site-r"})
+	if err != nil || len(states.GetStates()) != 1 {
+		t.Fatalf("states: %v %v", states, err)
+	}
+	st := states.GetStates()[0]
+	const want = "30 of 30 new faults are in rack r12, switch s3"
+	if !st.GetGuardTripped() || st.GetCommonCause().GetSummary() != want || !strings.Contains(st.GetGuardTrippedDetail(), "rack=r12") {
+		t.Fatalf("guard: tripped=%v detail %q cause %q, want tripped by rack=r12 and %q", st.GetGuardTripped(), st.GetGuardTrippedDetail(), st.GetCommonCause().GetSummary(), want)
+	}
+	if pl := st.GetGuard().GetPerLabel(); len(pl) != 1 || pl[0].GetLabel() != "rack" || pl[0].GetMaxDevices() != 2 {
+		t.Errorf("guard per_label %v", pl)
+	}
+	page := promtest.Scrape(t, h.metrics+"/metrics")
+	if v, _ := page.Value("ironlink_policy_guard_common_cause", "site", "site-r", "label", "rack", "value", "r12"); v != 30 {
+		t.Errorf("ironlink_policy_guard_common_cause{rack=r12} = %v, want 30", v)
+	}
+	var out, errb strings.Builder
+	code := ctl.Execute(ctx, ctl.Options{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }},
+		[]string{"--hub", h.addr, "--plaintext", "--no-auth", "policy", "guard", "site-r"})
+	if code != 0 || !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "per rack at most 2 devices") {
+		t.Errorf("ironlink policy guard: %d %q %q", code, out.String(), errb.String())
+	}
+	out.Reset()
+	code = ctl.Execute(ctx, ctl.Options{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }},
+		[]string{"--hub", h.addr, "--plaintext", "--no-auth", "get", "devices", "-l", "rack=r7", "--show-labels", "-o", "name"})
+	if code != 0 || strings.Count(out.String(), "\n") != 8 {
+		t.Errorf("get devices -l rack=r7: %d %q %q", code, out.String(), errb.String())
+	}
+
+	// Another rack's fault waits too: the site's guard is tripped.
+	s.Fault([]string{s.IDs[35]}, "DeployFailed", time.Now())
+	waitFor(t, "the r7 decision", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 31 })
+	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions WHERE action = 'QUARANTINE'`); n != 2 {
+		t.Errorf("%d quarantines after the r7 fault, want still 2", n)
+	}
+}
