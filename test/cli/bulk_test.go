@@ -50,8 +50,12 @@ func TestBulkCLI(t *testing.T) {
 	f.expect(r, ctl.ExitUsage, nil, []string{"--expected-count -1: give the number of devices you expect to match, 1 or more"})
 	r = f.withStdin("", "--context", "viewer", "quarantine", "--selector", selector, "--yes", "--reason", "x")
 	f.expect(r, ctl.ExitAuth, []string{fmt.Sprintf("%d devices match", n)}, []string{"operations:write"})
+	// Any other key is a label (docs/reference/labels.md): a mistyped key
+	// selects nothing, and nothing is done; a bad label value is refused.
 	r = f.withStdin("", "quarantine", "--selector", "site="+site+",bogus=1", "--reason", "x")
-	f.expect(r, ctl.ExitUsage, nil, []string{`unknown key "bogus"`})
+	f.expect(r, ctl.ExitNotFound, nil, []string{"no device matches the selector"})
+	r = f.withStdin("", "quarantine", "--selector", "site="+site+",rack=a b", "--reason", "x")
+	f.expect(r, ctl.ExitUsage, nil, []string{`--selector.rack: value "a b"`})
 	if got := f.commandCount(); got != before {
 		t.Fatalf("refused bulk runs created %d commands", got-before)
 	}
