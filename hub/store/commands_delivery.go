@@ -114,12 +114,19 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 		var gen, desiredGen int64
 		// Lock order everywhere: device row, then command rows (as
 		// SetDesiredImpairment does), so the two cannot deadlock.
-		err := tx.QueryRow(ctx, `
+		// Both locks in one round trip, in that order.
+		b := &pgx.Batch{}
+		b.Queue(`
 			SELECT d.desired_generation, d.id::text FROM devices d
-			WHERE d.id = (SELECT device_id FROM commands WHERE id = $1) FOR UPDATE`, r.CommandID).Scan(&desiredGen, &cmdDevice)
+			WHERE d.id = (SELECT device_id FROM commands WHERE id = $1) FOR UPDATE`, r.CommandID)
+		b.Queue(`SELECT site, state, generation FROM commands WHERE id = $1 FOR UPDATE`, r.CommandID)
+		br := tx.SendBatch(ctx, b)
+		err := br.QueryRow().Scan(&desiredGen, &cmdDevice)
 		if err == nil {
-			err = tx.QueryRow(ctx, `SELECT site, state, generation FROM commands WHERE id = $1 FOR UPDATE`,
-				r.CommandID).Scan(&cmdSite, &state, &gen)
+			err = br.QueryRow().Scan(&cmdSite, &state, &gen)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("command %s: %w", r.CommandID, ErrNotFound)
@@ -145,29 +152,34 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 			ignored = true
 			return nil
 		}
-		if r.Success {
-			_, err = tx.Exec(ctx, `UPDATE commands SET state = 'SUCCEEDED', last_error = '', result_detail = $2,
-				failure_class = '', failure_reason = '', updated_at = now(), completed_at = now() WHERE id = $1`, r.CommandID, r.Detail)
-			if err == nil {
-				_, err = tx.Exec(ctx, `UPDATE devices SET applied_generation = GREATEST(applied_generation, $2),
-					last_command_error = '', last_command_failure_class = '', last_command_failure_reason = '' WHERE id = $1`, cmdDevice, gen)
-			}
-		} else {
-			class := r.FailureClass
-			if !class.Valid() {
-				class = FailureUnclassified
-			}
-			_, err = tx.Exec(ctx, `UPDATE commands SET state = 'FAILED', last_error = $2, result_detail = $3,
-				failure_class = $4, failure_reason = $5, updated_at = now() WHERE id = $1`, r.CommandID, r.Error, r.Detail, string(class), r.FailureReason)
-			if err == nil {
-				_, err = tx.Exec(ctx, `UPDATE devices SET last_command_error = $2, last_command_failure_class = $3,
-					last_command_failure_reason = $4 WHERE id = $1`, cmdDevice, r.Error, string(class), r.FailureReason)
-			}
-		}
-		if err != nil {
+		// The command's and the device's update in one round trip.
+		if err := tx.SendBatch(ctx, resultBatch(r, cmdDevice, gen)).Close(); err != nil {
 			return fmt.Errorf("record result of command %s: %w", r.CommandID, err)
 		}
 		return nil
 	})
 	return ignored, err
+}
+
+// resultBatch queues the updates RecordResult makes for r, a result of
+// generation gen for device: the command SUCCEEDED or FAILED, the
+// device's applied generation or its last command error.
+func resultBatch(r CommandResult, device string, gen int64) *pgx.Batch {
+	b := &pgx.Batch{}
+	if r.Success {
+		b.Queue(`UPDATE commands SET state = 'SUCCEEDED', last_error = '', result_detail = $2,
+			failure_class = '', failure_reason = '', updated_at = now(), completed_at = now() WHERE id = $1`, r.CommandID, r.Detail)
+		b.Queue(`UPDATE devices SET applied_generation = GREATEST(applied_generation, $2),
+			last_command_error = '', last_command_failure_class = '', last_command_failure_reason = '' WHERE id = $1`, device, gen)
+		return b
+	}
+	class := r.FailureClass
+	if !class.Valid() {
+		class = FailureUnclassified
+	}
+	b.Queue(`UPDATE commands SET state = 'FAILED', last_error = $2, result_detail = $3,
+		failure_class = $4, failure_reason = $5, updated_at = now() WHERE id = $1`, r.CommandID, r.Error, r.Detail, string(class), r.FailureReason)
+	b.Queue(`UPDATE devices SET last_command_error = $2, last_command_failure_class = $3,
+		last_command_failure_reason = $4 WHERE id = $1`, device, r.Error, string(class), r.FailureReason)
+	return b
 }
