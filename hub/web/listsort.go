@@ -91,7 +91,8 @@ func storeSelector(sel *ironlinkv1.DeviceSelector) (store.DeviceSelector, error)
 	if unknown != "" {
 		return store.DeviceSelector{}, fmt.Errorf("selector: the device list cannot filter by %s yet; the bulk actions' preview (BulkService) can", unknown)
 	}
-	out := store.DeviceSelector{Site: sel.GetSite(), Reasons: sel.GetConditionReasons(), ResourceClass: sel.GetResourceClass()}
+	out := store.DeviceSelector{Site: sel.GetSite(), Reasons: sel.GetConditionReasons(), ResourceClass: sel.GetResourceClass(),
+		Labels: sel.GetLabels()}
 	if out.Site != "" && !sitename.Valid(out.Site) {
 		return out, fmt.Errorf("selector: site %q is not a valid site name", out.Site)
 	}
@@ -109,7 +110,8 @@ func storeSelector(sel *ironlinkv1.DeviceSelector) (store.DeviceSelector, error)
 }
 
 // listSelectorFields are the DeviceSelector fields the list filters by.
-var listSelectorFields = map[string]bool{"site": true, "statuses": true, "condition_reasons": true, "resource_class": true, "name_pattern": true}
+var listSelectorFields = map[string]bool{"site": true, "statuses": true, "condition_reasons": true, "resource_class": true, "name_pattern": true,
+	"labels": true}
 
 // sortHref is the list's URL sorted by key: ascending, or descending when
 // it is sorted by key ascending already; the cursor is dropped.

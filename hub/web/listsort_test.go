@@ -68,6 +68,18 @@ func TestListSortAndSelector(t *testing.T) {
 	if !slices.Equal(sel, []string{"a-faulted-1", "a-faulted-2", "a-maint"}) {
 		t.Fatalf("selector: %v", sel)
 	}
+	// A label term filters by the device's effective labels (the
+	// satellite's, here set straight in facts as the link stores them).
+	if _, err := e.st.Pool().Exec(ctx, `UPDATE devices SET facts = jsonb_set(facts, '{labels}', '{"rack": "r12"}')
+		WHERE name IN ('a-faulted-1', 'a-maint')`); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(pages(t, "selector="+url.QueryEscape("rack=r12"))); !slices.Equal(got, []string{"a-faulted-1", "a-maint"}) {
+		t.Fatalf("selector rack=r12: %v", got)
+	}
+	if got := names(pages(t, "selector="+url.QueryEscape("rack=r12,status=faulted"))); !slices.Equal(got, []string{"a-faulted-1"}) {
+		t.Fatalf("selector rack=r12,status=faulted: %v", got)
+	}
 	h := e.server(t, proxyCfg).Handler()
 	for q, want := range map[string]string{
 		"selector=bogus":        `selector term &#34;bogus&#34;: want key=value`,

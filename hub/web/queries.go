@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -104,7 +105,8 @@ const listWhere = `
 	        SELECT 1 FROM device_conditions c WHERE c.device_id = d.id AND c.reason = ANY($11::text[])))
 	  AND ($12 = '' OR d.facts->>'resource_class' = $12)
 	  AND ($13 = '' OR d.name LIKE $13)
-	  AND ($14 = '' OR d.site = $14)`
+	  AND ($14 = '' OR d.site = $14)
+	  AND ($15::jsonb IS NULL OR ironlink_device_labels(d.site, d.name, d.id, d.facts) @> $15::jsonb)`
 
 func (f listFilter) args() []any {
 	sts := make([]string, len(f.Statuses))
@@ -129,7 +131,17 @@ func (f listFilter) args() []any {
 		reasons = []string{}
 	}
 	return []any{f.Site, sts, f.IncludeRemoved, imps, f.InstanceMismatch, like, prefix, f.Sites != nil, f.Sites,
-		selSts, reasons, f.Sel.ResourceClass, f.Sel.NameLike, f.Sel.Site}
+		selSts, reasons, f.Sel.ResourceClass, f.Sel.NameLike, f.Sel.Site, labelsJSON(f.Sel.Labels)}
+}
+
+// labelsJSON is a label selector as the jsonb the list's containment test
+// takes (the labels of docs/reference/labels.md), nil for none.
+func labelsJSON(set map[string]string) any {
+	if len(set) == 0 {
+		return nil
+	}
+	raw, _ := json.Marshal(set) // a map[string]string always encodes
+	return string(raw)
 }
 
 func likeEscape(s string) string {
@@ -153,8 +165,8 @@ func listDevices(ctx context.Context, pool *pgxpool.Pool, f listFilter) ([]listR
 		SELECT d.id::text, d.site, d.name, d.status, d.status_reason, d.status_changed_at,
 			COALESCE(d.last_known_status, ''), d.desired_impairment, d.removed, d.last_command_error, `+hasMismatch+`
 		FROM devices d`+listWhere+`
-		  AND ($15 = '' OR (`+fmt.Sprintf(col, "d")+`, d.id) `+cmp+` (SELECT `+fmt.Sprintf(col, "o")+`, o.id FROM devices o WHERE o.id = $15::uuid))
-		ORDER BY `+fmt.Sprintf(col, "d")+dir+`, d.id`+dir+` LIMIT $16`, args...)
+		  AND ($16 = '' OR (`+fmt.Sprintf(col, "d")+`, d.id) `+cmp+` (SELECT `+fmt.Sprintf(col, "o")+`, o.id FROM devices o WHERE o.id = $16::uuid))
+		ORDER BY `+fmt.Sprintf(col, "d")+dir+`, d.id`+dir+` LIMIT $17`, args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("list devices: %w", err)
 	}
