@@ -10,6 +10,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	hubstatus "github.com/ironlink/ironlink/hub/status"
+	"github.com/ironlink/ironlink/internal/labels"
 	"github.com/ironlink/ironlink/internal/wire"
 )
 
@@ -83,6 +84,7 @@ var funcs = template.FuncMap{
 	"str":       func(s hubstatus.Status) string { return string(s) },
 	"lower":     strings.ToLower,
 	"join":      strings.Join,
+	"labels":    labels.String,
 	"f1":        func(f float64) string { return fmt.Sprintf("%.1f", f) },
 	"condClass": condClass,
 	"long":      func(s string) bool { return len(s) > clipBytes },
