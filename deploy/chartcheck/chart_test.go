@@ -400,7 +400,8 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	m.WatchRoster(func() error { return nil })
 	m.WatchDatabase(fakeDB{}, time.Second, nil)
 	ph := m.WatchPolicy(func(context.Context) ([]metrics.PolicySiteState, error) {
-		return []metrics.PolicySiteState{{Site: "s", Tripped: true, PendingHeld: 1}}, nil
+		return []metrics.PolicySiteState{{Site: "s", Tripped: true, PendingHeld: 1,
+			CommonCause: []metrics.LabelShare{{Label: "rack", Value: "r1", Faults: 2}}}}, nil
 	}, nil)
 	ph.Decided("QUARANTINE", false, time.Second)
 	ph.Leading(true)
