@@ -27,7 +27,7 @@ func (ff *feedFlags) register(cmd *cobra.Command, a *app, watch bool) {
 	fl.StringVar(&ff.statuses, "status", "", "only status changes into or out of these statuses, comma-separated (command changes are not filtered by status)")
 	fl.StringVar(&ff.kinds, "kind", "", "only these kinds of change: status, command, operation, decision, pending, policy (decision and pending), remediation (ladder steps and handoffs); comma-separated, default all")
 	fl.StringSliceVar(&ff.devices, "device", nil, "only changes of this device (NAME, SITE/NAME or UUID; repeatable)")
-	fl.StringVarP(&ff.selector, "selector", "l", "", "only changes of the devices this selector matches when the command starts (as quarantine --selector: site=, status=, reason=, class=, name=)")
+	fl.StringVarP(&ff.selector, "selector", "l", "", "only changes of the devices this selector matches when the command starts (as quarantine --selector: site=, status=, reason=, class=, name=, hw.FACT=, or a label such as rack=)")
 	fl.StringVar(&ff.since, "since", "", "start from this time: RFC 3339 or a duration ago (10m, 2h), among the changes the hub keeps")
 	if watch {
 		fl.StringVar(&ff.cursor, "cursor", "", "resume after this cursor (from -o wide or -o json)")
