@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/devsel"
 )
 
 // listPageSize is the page size the CLI asks for; it follows
@@ -286,10 +287,46 @@ func (df *deviceFilters) request() (*ironlinkv1.ListDevicesRequest, error) {
 	if req.Impairments, err = parseWordList("impairment", df.impairment, impairmentValues, "one or more of quarantined, released, none"); err != nil {
 		return nil, err
 	}
-	if req.Labels, err = parseLabels("-l", df.labels.selector); err != nil {
+	if err := df.applySelector(req); err != nil {
 		return nil, err
 	}
 	return req, nil
+}
+
+// applySelector narrows req by -l, which reads the --selector syntax
+// (internal/devsel): site, status and name become ListDevices' filters
+// (a site or name that contradicts --site/--name is refused), any other
+// key a label; reason, class and hw. terms are refused, ListDevices
+// cannot filter by them (quarantine --selector previews them).
+func (df *deviceFilters) applySelector(req *ironlinkv1.ListDevicesRequest) error {
+	if strings.TrimSpace(df.labels.selector) == "" {
+		return nil
+	}
+	sel, err := devsel.Parse(df.labels.selector, "-l")
+	if err != nil {
+		return usageErrf("%s", err)
+	}
+	if len(sel.GetConditionReasons()) > 0 || sel.GetResourceClass() != "" || len(sel.GetHardwareFacts()) > 0 {
+		return usageErrf("-l: get devices filters by site, status, name and labels; reason, class and hw. terms select only in quarantine/release --selector (their preview lists the devices)")
+	}
+	if s := sel.GetSite(); s != "" {
+		if req.Site != "" && req.Site != s {
+			return usageErrf("-l site=%s contradicts --site %s", s, req.Site)
+		}
+		req.Site = s
+	}
+	if n := sel.GetNamePattern(); n != "" {
+		if req.NamePattern != "" && req.NamePattern != n {
+			return usageErrf("-l name=%s contradicts --name %s", n, req.NamePattern)
+		}
+		req.NamePattern = n
+	}
+	if len(sel.GetStatuses()) > 0 && len(req.Statuses) > 0 {
+		return usageErrf("-l status= and --status: give the statuses once")
+	}
+	req.Statuses = append(req.Statuses, sel.GetStatuses()...)
+	req.Labels = sel.GetLabels()
+	return nil
 }
 
 // fetchDevices lists every page of req, or the named devices; with

@@ -19,43 +19,8 @@ type labelFlags struct {
 
 func (lf *labelFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVarP(&lf.selector, "selector", "l", "", "only devices carrying these labels, comma-separated key=value (rack=r12,row=b; docs/reference/labels.md)")
+	fl.StringVarP(&lf.selector, "selector", "l", "", "only devices this selector matches: --selector's syntax with site=, status=, name= and labels (rack=r12,row=b; docs/reference/labels.md)")
 	fl.BoolVar(&lf.show, "show-labels", false, "add a LABELS column (the device's failure-domain labels) to the table or -o wide")
-}
-
-// parseLabels parses "k1=v1,k2=v2" (flag names the flag in errors) into a
-// label selector; nil for "".
-func parseLabels(flag, text string) (map[string]string, error) {
-	var out map[string]string
-	for _, term := range strings.Split(text, ",") {
-		term = strings.TrimSpace(term)
-		if term == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(term, "=")
-		if !ok {
-			return nil, usageErrf("%s term %q: want key=value", flag, term)
-		}
-		if out == nil {
-			out = map[string]string{}
-		}
-		if err := addLabel(flag, out, strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// addLabel adds k=v to set after checking them (flag names the flag).
-func addLabel(flag string, set map[string]string, k, v string) error {
-	if _, dup := set[k]; dup {
-		return usageErrf("%s: label %s given twice", flag, k)
-	}
-	set[k] = v
-	if err := labels.Check(flag, map[string]string{k: v}); err != nil {
-		return usageErrf("%v", err)
-	}
-	return nil
 }
 
 // addLabelsColumn appends a LABELS column (k=v,... in key order) to l,

@@ -101,6 +101,22 @@ func TestRackBurstTripsPerRackGuard(t *testing.T) {
 	if code != 0 || strings.Count(out.String(), "\n") != 8 {
 		t.Errorf("get devices -l rack=r7: %d %q %q", code, out.String(), errb.String())
 	}
+	// -l reads --selector's syntax: site= is the site, not a label named
+	// "site"; a term ListDevices cannot filter by is refused, not ignored.
+	for args, want := range map[string]int{"site=site-r,rack=r7": 8, "site=site-r,rack=r99": 0} {
+		out.Reset()
+		code = ctl.Execute(ctx, ctl.Options{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }},
+			[]string{"--hub", h.addr, "--plaintext", "--no-auth", "get", "devices", "-l", args, "-o", "name"})
+		if code != 0 || strings.Count(out.String(), "\n") != want {
+			t.Errorf("get devices -l %s: exit %d, %q, want %d devices", args, code, out.String(), want)
+		}
+	}
+	errb.Reset()
+	code = ctl.Execute(ctx, ctl.Options{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }},
+		[]string{"--hub", h.addr, "--plaintext", "--no-auth", "get", "devices", "-l", "reason=DeployFailed"})
+	if code != ctl.ExitUsage || !strings.Contains(errb.String(), "reason, class and hw. terms select only") {
+		t.Errorf("get devices -l reason=…: exit %d, %q, want a usage error", code, errb.String())
+	}
 
 	// Another rack's fault waits too: the site's guard is tripped.
 	s.Fault([]string{s.IDs[35]}, "DeployFailed", time.Now())
