@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -207,7 +208,7 @@ func (a *API) CloseHandoff(ctx context.Context, req *ironlinkv1.CloseHandoffRequ
 		return nil, grpcerr.InvalidArgument("id", grpcerr.ReasonRequired, "id is required: the handoff's id")
 	}
 	note := req.GetNote()
-	if note == "" {
+	if strings.TrimSpace(note) == "" {
 		return nil, grpcerr.InvalidArgument("note", grpcerr.ReasonRequired, "note is required: say what was repaired")
 	}
 	if err := textcheck.Text("note", note, MaxNoteBytes); err != nil {

@@ -55,6 +55,9 @@ func TestExplainAndCloseThroughTheAPI(t *testing.T) {
 	if _, err := api.CloseHandoff(ctx, &ironlinkv1.CloseHandoffRequest{Id: id}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("close without a note: %v", err)
 	}
+	if _, err := api.CloseHandoff(ctx, &ironlinkv1.CloseHandoffRequest{Id: id, Note: "  \t"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("close without a note: %v", err)
+	}
 	closed, err := api.CloseHandoff(ctx, &ironlinkv1.CloseHandoffRequest{Id: id, Note: "replaced the PSU"})
 	if err != nil || closed.GetHandoff().GetState() != "CLOSED" || closed.GetHandoff().GetClosedBy() != "alice" {
 		t.Fatalf("close: %v %v", closed, err)
