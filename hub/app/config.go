@@ -15,6 +15,7 @@ import (
 	"github.com/ironlink/ironlink/hub/healthapi"
 	"github.com/ironlink/ironlink/hub/hwprofile"
 	"github.com/ironlink/ironlink/hub/link"
+	"github.com/ironlink/ironlink/hub/novatemplate"
 	"github.com/ironlink/ironlink/hub/operations/vault"
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/policyrun"
@@ -115,6 +116,10 @@ type Options struct {
 	// "" = no profile, no HardwareMatchesProfile. Reloaded on SIGHUP and on
 	// change; the last good file stays in force.
 	HardwareProfilesFile string
+	// NovaTemplatesFile is the named Nova create templates file
+	// (hub/novatemplate); "" = no templates. Reloaded on SIGHUP and on
+	// change; the last good file stays in force.
+	NovaTemplatesFile string
 	// PolicyInterval is how often the policy evaluator runs on the replica
 	// holding its advisory lock (default 1 s).
 	PolicyInterval time.Duration
@@ -329,6 +334,11 @@ func Check(o Options) error {
 	if c.HardwareProfilesFile != "" {
 		if _, perr := hwprofile.Load(c.HardwareProfilesFile); perr != nil {
 			errs = append(errs, fmt.Errorf("--hardware-profiles-file: %w", perr))
+		}
+	}
+	if c.NovaTemplatesFile != "" {
+		if _, terr := novatemplate.Load(c.NovaTemplatesFile); terr != nil {
+			errs = append(errs, fmt.Errorf("--nova-templates-file: %w", terr))
 		}
 	}
 	if c.EnrolKeyFile != "" {
