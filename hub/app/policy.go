@@ -54,6 +54,7 @@ func newPolicy(cfg Config, st *store.Store, obs *observability, templates func()
 		plog.Info("no --policy-file: automatic quarantine is off")
 	}
 	api := policyapi.NewServer(st, w, actorFromContext, plog)
+	api.SetReplayDB(st.Pool())
 	hooks := obs.metrics.WatchPolicy(func(ctx context.Context) ([]metrics.PolicySiteState, error) {
 		states, err := api.SiteStates(ctx, "")
 		if err != nil {

@@ -6,7 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/policy"
+	"github.com/ironlink/ironlink/hub/policyapi"
 	"github.com/ironlink/ironlink/hub/policyreplay"
 	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/internal/pgtest"
@@ -25,6 +31,12 @@ func (c *clock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
 }
+
+// liveSource is a policyapi.Source of one file.
+type liveSource struct{ f *policy.File }
+
+func (l liveSource) Policy() *policy.File { return l.f }
+func (l liveSource) LastError() error     { return nil }
 
 const live = `
 policy:
@@ -108,6 +120,22 @@ func TestReplayReproducesTheRecordedRun(t *testing.T) {
 	t.Logf("recorded run: %d decisions; replay: %d quarantines, %d pending, %d guard trips, days %+v", len(recorded), q, pend, trips, rep.Days)
 	if trips != 1 || pend == 0 {
 		t.Errorf("replay: %d guard trips, %d pending; want the recorded trip and its held quarantines", trips, pend)
+	}
+
+	// The RPC answers the same, and a bad period or policy is refused.
+	api := policyapi.NewServer(st, liveSource{f}, nil, testlog.New(t))
+	api.SetReplayDB(st.Pool())
+	resp, err := api.ReplayPolicy(ctx, &ironlinkv1.ReplayPolicyRequest{FromTime: timestamppb.New(from), ToTime: timestamppb.New(to)})
+	if err != nil || resp.GetDifferences() != 0 || len(resp.GetDecisions()) != 7 || len(resp.GetDays()) != 1 || resp.GetDays()[0].GetGuardTrips() != 1 {
+		t.Fatalf("ReplayPolicy = %v, %v; want 7 decisions, 0 differences, 1 guard trip", resp, err)
+	}
+	for _, bad := range []*ironlinkv1.ReplayPolicyRequest{
+		{FromTime: timestamppb.New(to), ToTime: timestamppb.New(from)},
+		{FromTime: timestamppb.New(from), ToTime: timestamppb.New(to), PolicyYaml: "policy: {default: {guard: {maxDevices: -1}}}"},
+	} {
+		if _, err := api.ReplayPolicy(ctx, bad); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("ReplayPolicy(%v) = %v, want InvalidArgument", bad, err)
+		}
 	}
 
 	tight, err := policy.Parse([]byte(`

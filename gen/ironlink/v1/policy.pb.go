@@ -2241,7 +2241,7 @@ var File_ironlink_v1_policy_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x18ironlink/v1/policy.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18ironlink/v1/health.proto\"\xd2\x02\n" +
+	"\x18ironlink/v1/policy.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18ironlink/v1/health.proto\x1a\x1fironlink/v1/policy_replay.proto\"\xd2\x02\n" +
 	"\n" +
 	"PolicyRule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
@@ -2436,7 +2436,7 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\x0eDeviceHoldKind\x12 \n" +
 	"\x1cDEVICE_HOLD_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aDEVICE_HOLD_KIND_EXCLUSION\x10\x01\x12(\n" +
-	"$DEVICE_HOLD_KIND_PLANNED_MAINTENANCE\x10\x022\xc7\x06\n" +
+	"$DEVICE_HOLD_KIND_PLANNED_MAINTENANCE\x10\x022\x9c\a\n" +
 	"\rPolicyService\x12e\n" +
 	"\x12GetEffectivePolicy\x12&.ironlink.v1.GetEffectivePolicyRequest\x1a'.ironlink.v1.GetEffectivePolicyResponse\x12h\n" +
 	"\x13ListPolicyDecisions\x12'.ironlink.v1.ListPolicyDecisionsRequest\x1a(.ironlink.v1.ListPolicyDecisionsResponse\x12e\n" +
@@ -2445,7 +2445,8 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\x14RejectPendingActions\x12(.ironlink.v1.RejectPendingActionsRequest\x1a).ironlink.v1.RejectPendingActionsResponse\x12k\n" +
 	"\x14ListSitePolicyStates\x12(.ironlink.v1.ListSitePolicyStatesRequest\x1a).ironlink.v1.ListSitePolicyStatesResponse\x12V\n" +
 	"\rSetDeviceHold\x12!.ironlink.v1.SetDeviceHoldRequest\x1a\".ironlink.v1.SetDeviceHoldResponse\x12\\\n" +
-	"\x0fClearDeviceHold\x12#.ironlink.v1.ClearDeviceHoldRequest\x1a$.ironlink.v1.ClearDeviceHoldResponseB9Z7github.com/ironlink/ironlink/gen/ironlink/v1;ironlinkv1b\x06proto3"
+	"\x0fClearDeviceHold\x12#.ironlink.v1.ClearDeviceHoldRequest\x1a$.ironlink.v1.ClearDeviceHoldResponse\x12S\n" +
+	"\fReplayPolicy\x12 .ironlink.v1.ReplayPolicyRequest\x1a!.ironlink.v1.ReplayPolicyResponseB9Z7github.com/ironlink/ironlink/gen/ironlink/v1;ironlinkv1b\x06proto3"
 
 var (
 	file_ironlink_v1_policy_proto_rawDescOnce sync.Once
@@ -2493,6 +2494,8 @@ var file_ironlink_v1_policy_proto_goTypes = []any{
 	(*durationpb.Duration)(nil),           // 28: google.protobuf.Duration
 	(HealthRecommendedAction)(0),          // 29: ironlink.v1.HealthRecommendedAction
 	(*timestamppb.Timestamp)(nil),         // 30: google.protobuf.Timestamp
+	(*ReplayPolicyRequest)(nil),           // 31: ironlink.v1.ReplayPolicyRequest
+	(*ReplayPolicyResponse)(nil),          // 32: ironlink.v1.ReplayPolicyResponse
 }
 var file_ironlink_v1_policy_proto_depIdxs = []int32{
 	28, // 0: ironlink.v1.PolicyRule.hold_down:type_name -> google.protobuf.Duration
@@ -2541,16 +2544,18 @@ var file_ironlink_v1_policy_proto_depIdxs = []int32{
 	21, // 43: ironlink.v1.PolicyService.ListSitePolicyStates:input_type -> ironlink.v1.ListSitePolicyStatesRequest
 	24, // 44: ironlink.v1.PolicyService.SetDeviceHold:input_type -> ironlink.v1.SetDeviceHoldRequest
 	26, // 45: ironlink.v1.PolicyService.ClearDeviceHold:input_type -> ironlink.v1.ClearDeviceHoldRequest
-	9,  // 46: ironlink.v1.PolicyService.GetEffectivePolicy:output_type -> ironlink.v1.GetEffectivePolicyResponse
-	12, // 47: ironlink.v1.PolicyService.ListPolicyDecisions:output_type -> ironlink.v1.ListPolicyDecisionsResponse
-	15, // 48: ironlink.v1.PolicyService.ListPendingActions:output_type -> ironlink.v1.ListPendingActionsResponse
-	17, // 49: ironlink.v1.PolicyService.ApprovePendingActions:output_type -> ironlink.v1.ApprovePendingActionsResponse
-	19, // 50: ironlink.v1.PolicyService.RejectPendingActions:output_type -> ironlink.v1.RejectPendingActionsResponse
-	22, // 51: ironlink.v1.PolicyService.ListSitePolicyStates:output_type -> ironlink.v1.ListSitePolicyStatesResponse
-	25, // 52: ironlink.v1.PolicyService.SetDeviceHold:output_type -> ironlink.v1.SetDeviceHoldResponse
-	27, // 53: ironlink.v1.PolicyService.ClearDeviceHold:output_type -> ironlink.v1.ClearDeviceHoldResponse
-	46, // [46:54] is the sub-list for method output_type
-	38, // [38:46] is the sub-list for method input_type
+	31, // 46: ironlink.v1.PolicyService.ReplayPolicy:input_type -> ironlink.v1.ReplayPolicyRequest
+	9,  // 47: ironlink.v1.PolicyService.GetEffectivePolicy:output_type -> ironlink.v1.GetEffectivePolicyResponse
+	12, // 48: ironlink.v1.PolicyService.ListPolicyDecisions:output_type -> ironlink.v1.ListPolicyDecisionsResponse
+	15, // 49: ironlink.v1.PolicyService.ListPendingActions:output_type -> ironlink.v1.ListPendingActionsResponse
+	17, // 50: ironlink.v1.PolicyService.ApprovePendingActions:output_type -> ironlink.v1.ApprovePendingActionsResponse
+	19, // 51: ironlink.v1.PolicyService.RejectPendingActions:output_type -> ironlink.v1.RejectPendingActionsResponse
+	22, // 52: ironlink.v1.PolicyService.ListSitePolicyStates:output_type -> ironlink.v1.ListSitePolicyStatesResponse
+	25, // 53: ironlink.v1.PolicyService.SetDeviceHold:output_type -> ironlink.v1.SetDeviceHoldResponse
+	27, // 54: ironlink.v1.PolicyService.ClearDeviceHold:output_type -> ironlink.v1.ClearDeviceHoldResponse
+	32, // 55: ironlink.v1.PolicyService.ReplayPolicy:output_type -> ironlink.v1.ReplayPolicyResponse
+	47, // [47:56] is the sub-list for method output_type
+	38, // [38:47] is the sub-list for method input_type
 	38, // [38:38] is the sub-list for extension type_name
 	38, // [38:38] is the sub-list for extension extendee
 	0,  // [0:38] is the sub-list for field type_name
@@ -2562,6 +2567,7 @@ func file_ironlink_v1_policy_proto_init() {
 		return
 	}
 	file_ironlink_v1_health_proto_init()
+	file_ironlink_v1_policy_replay_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
