@@ -125,14 +125,16 @@ type hub struct {
 	opsSrv   *operations.Server
 	pol      *hubPolicy
 	profiles *hubProfiles
-	labels   *labelsfile.Keeper  // nil without --labels-file
-	watcher  *auth.RosterWatcher // nil with NoAuth and no fleet view
-	gate     *admission.Gate     // refuses unauthenticated streams before their body is read; nil with NoAuth
-	streams  *authn.Streams      // open operator streams, re-checked on roster reload; nil with NoAuth
-	webSrv   *web.Server         // nil without a fleet view
-	srv      *grpc.Server
-	health   *health.Server
-	services []string // the health service names, "" for the whole server
+	labels   *labelsfile.Keeper // nil without --labels-file
+	// templates is the --nova-templates-file (hub/novatemplate).
+	templates *hubNovaTemplates
+	watcher   *auth.RosterWatcher // nil with NoAuth and no fleet view
+	gate      *admission.Gate     // refuses unauthenticated streams before their body is read; nil with NoAuth
+	streams   *authn.Streams      // open operator streams, re-checked on roster reload; nil with NoAuth
+	webSrv    *web.Server         // nil without a fleet view
+	srv       *grpc.Server
+	health    *health.Server
+	services  []string // the health service names, "" for the whole server
 }
 
 // buildHub builds the services over st: the link server, authentication,
@@ -163,7 +165,10 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 		return nil, fmt.Errorf("operator limits: %w", err)
 	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(lim.UnaryInterceptor()), grpc.ChainStreamInterceptor(lim.StreamInterceptor()))
-	if h.pol, err = newPolicy(cfg, st, obs, log); err != nil {
+	if h.templates, err = newNovaTemplates(cfg, log); err != nil {
+		return nil, err
+	}
+	if h.pol, err = newPolicy(cfg, st, obs, h.templates.current, log); err != nil {
 		return nil, err
 	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(h.pol.api.FleetDecorator()))
@@ -182,6 +187,7 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	h.srv = NewGRPCServer(cfg, log, opts...)
 	h.health = RegisterServices(h.srv, h.linkSrv, fleetSrv)
 	h.opsSrv = NewOperationServer(st, h.linkSrv, log.With("component", "operations"))
+	h.opsSrv.SetNovaTemplates(h.templates.current)
 	if h.webSrv != nil {
 		h.webSrv.SetOperations(h.opsSrv)
 		h.webSrv.SetPolicy(h.pol.api)
@@ -319,6 +325,7 @@ func (h *hub) startLoops(ctx context.Context, g *errgroup.Group) {
 	if h.labels != nil {
 		g.Go(func() error { return h.labels.Run(ctx) })
 	}
+	g.Go(func() error { return h.templates.run(ctx) })
 	if h.watcher != nil {
 		g.Go(func() error { return h.watcher.Run(ctx) })
 		g.Go(func() error { h.st.RunJTIPurge(ctx, time.Minute); return nil })

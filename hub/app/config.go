@@ -13,6 +13,7 @@ import (
 	"github.com/ironlink/ironlink/hub/hwprofile"
 	"github.com/ironlink/ironlink/hub/labelsfile"
 	"github.com/ironlink/ironlink/hub/link"
+	"github.com/ironlink/ironlink/hub/novatemplate"
 	"github.com/ironlink/ironlink/hub/operations/vault"
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/policyrun"
@@ -119,6 +120,10 @@ type Options struct {
 	// only the labels the satellites map. Reloaded on SIGHUP and on
 	// change; the last good file stays in force.
 	LabelsFile string
+	// NovaTemplatesFile is the named Nova create templates file
+	// (hub/novatemplate); "" = no templates. Reloaded on SIGHUP and on
+	// change; the last good file stays in force.
+	NovaTemplatesFile string
 	// PolicyInterval is how often the policy evaluator runs on the replica
 	// holding its advisory lock (default 1 s).
 	PolicyInterval time.Duration
@@ -347,6 +352,11 @@ func Check(o Options) error {
 	if c.HardwareProfilesFile != "" {
 		if _, perr := hwprofile.Load(c.HardwareProfilesFile); perr != nil {
 			errs = append(errs, fmt.Errorf("--hardware-profiles-file: %w", perr))
+		}
+	}
+	if c.NovaTemplatesFile != "" {
+		if _, terr := novatemplate.Load(c.NovaTemplatesFile); terr != nil {
+			errs = append(errs, fmt.Errorf("--nova-templates-file: %w", terr))
 		}
 	}
 	if c.EnrolKeyFile != "" {

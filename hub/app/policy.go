@@ -12,6 +12,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/metrics"
+	"github.com/ironlink/ironlink/hub/novatemplate"
 	"github.com/ironlink/ironlink/hub/operations"
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/policyapi"
@@ -35,7 +36,7 @@ type hubPolicy struct {
 // newPolicy loads --policy-file (an invalid file fails the start; none
 // means automatic quarantine off everywhere) and builds the evaluator and
 // PolicyService, with their metrics.
-func newPolicy(cfg Config, st *store.Store, obs *observability, log *slog.Logger) (*hubPolicy, error) {
+func newPolicy(cfg Config, st *store.Store, obs *observability, templates func() *novatemplate.File, log *slog.Logger) (*hubPolicy, error) {
 	plog := log.With("component", "policy")
 	w := policy.Static(policy.Disabled())
 	if cfg.PolicyFile != "" {
@@ -53,6 +54,7 @@ func newPolicy(cfg Config, st *store.Store, obs *observability, log *slog.Logger
 		plog.Info("no --policy-file: automatic quarantine is off")
 	}
 	api := policyapi.NewServer(st, w, actorFromContext, plog)
+	api.SetReplayDB(st.Pool())
 	hooks := obs.metrics.WatchPolicy(func(ctx context.Context) ([]metrics.PolicySiteState, error) {
 		states, err := api.SiteStates(ctx, "")
 		if err != nil {
@@ -70,7 +72,7 @@ func newPolicy(cfg Config, st *store.Store, obs *observability, log *slog.Logger
 		return out, nil
 	}, plog)
 	rlog := log.With("component", "remediation")
-	engine := remediation.New(st, remediation.Config{Webhook: cfg.Handoff.URL != "", Abortable: operations.Abortable}, rlog)
+	engine := remediation.New(st, remediation.Config{Webhook: cfg.Handoff.URL != "", Abortable: operations.Abortable, NovaTemplates: templates}, rlog)
 	eval := policyrun.New(st, policyrun.Config{Interval: cfg.PolicyInterval, Replica: cfg.Replica, Policy: w.Policy, Hooks: hooks,
 		FreshFor: cfg.StaleAfter, Remediate: func(ctx context.Context, f *policy.File) error {
 			_, err := engine.Tick(ctx, f)

@@ -54,6 +54,7 @@ var Inventory = []InventoryEntry{
 	{"PolicyService/ListSitePolicyStates", []string{"ironlink policy states", "ironlink policy guard"}},
 	{"PolicyService/SetDeviceHold", []string{"ironlink holds set"}},
 	{"PolicyService/ClearDeviceHold", []string{"ironlink holds clear"}},
+	{"PolicyService/ReplayPolicy", []string{"ironlink policy replay"}},
 	{"BulkService/PreviewBulkImpairment", []string{"ironlink quarantine --selector", "ironlink release --selector", "ironlink watch -l"}},
 	{"BulkService/BulkQuarantine", []string{"ironlink quarantine --selector"}},
 	{"BulkService/BulkRelease", []string{"ironlink release --selector"}},

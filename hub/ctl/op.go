@@ -69,12 +69,13 @@ operations:write to start or cancel, operations:read to look.`,
 type opStartFlags struct {
 	reason, site, nodesFile                                                        string
 	imageSource, imageChecksum, novaImage, novaFlavor, novaName, keyName, serverID string
-	userData                                                                       string
+	userData, template                                                             string
 	cleanSteps, networks, sshKeys                                                  []string
 	force, forceClear, wait                                                        bool
 	rootGB                                                                         int32
 	timeout                                                                        time.Duration
 	node                                                                           opNodeFlags
+	metadata                                                                       map[string]string
 }
 
 func (a *app) newOpStartCommand() *cobra.Command {
@@ -96,6 +97,7 @@ when one ends FAILED or CANCELLED, or (exit 7) when --timeout passes first.`,
   ironlink op start clean node-007 --clean-step deploy.erase_devices_metadata --reason "wipe"
   ironlink op start deploy node-007 --image-source http://img/ubuntu.qcow2 --image-checksum sha256:ab12... --reason "image node"
   ironlink op start nova-create node-009 --nova-image ubuntu-22.04 --nova-name slurm-w9 --reason "SLURM worker"
+  ironlink op start nova-create node-009 --template slurm-worker --nova-name slurm-w9 --reason "SLURM worker"
   ironlink op start adopt slurm-w3 --image-source http://img/slurm-worker.qcow2 --reason "take over SLURM worker"
   ironlink op start reboot node-007 --soft --reason "hung GPU" --wait
   ironlink op start maintenance-set node-007 --reason "DIMM swap, ticket 4711"`,
@@ -130,6 +132,8 @@ func (o *opStartFlags) bind(cmd *cobra.Command) {
 	f.StringVar(&o.novaName, "nova-name", "", "nova-create: server name")
 	f.StringVar(&o.keyName, "key-name", "", "nova-create: key pair name")
 	f.StringSliceVar(&o.networks, "network", nil, "nova-create: network id, repeatable (default: the site's networks)")
+	f.StringVar(&o.template, "template", "", "nova-create: a named template of the hub's --nova-templates-file (image, flavor, key pair, user data, metadata); flags given override it")
+	f.StringToStringVar(&o.metadata, "metadata", nil, "nova-create: server metadata KEY=VALUE, repeatable (merged over the template's)")
 	f.BoolVar(&o.forceClear, "force-clear", false, "nova-create: first clear a stale instance_uuid (one Nova does not know) from an available node")
 	f.StringVar(&o.serverID, "server-id", "", "nova-delete: server id (default: the node's instance)")
 	f.BoolVar(&o.wait, "wait", false, "follow every operation to its end (exit 6 when one FAILED or was CANCELLED, 7 on --timeout)")
@@ -195,7 +199,7 @@ func (o *opStartFlags) params(kind ironlinkv1.OperationKind) (*ironlinkv1.Operat
 	}
 	if kind == ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE {
 		p.NovaCreate = &ironlinkv1.NovaCreateParams{Name: o.novaName, Flavor: o.novaFlavor, Image: o.novaImage, KeyName: o.keyName, UserData: o.userData, Networks: o.networks,
-			ForceClear: o.forceClear}
+			ForceClear: o.forceClear, Template: o.template, Metadata: o.metadata}
 	} else if o.forceClear {
 		return nil, usageErrf("--force-clear is for nova-create only")
 	}

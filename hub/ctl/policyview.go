@@ -18,16 +18,17 @@ import (
 // ListSitePolicyStates).
 func (a *app) newPolicyCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "policy (show|states|guard)",
+		Use:   "policy (show|states|guard|replay)",
 		Short: "The quarantine policy: the policy in force at a site, the sites' policy states, the blast-radius guard",
 		Long: `The quarantine policy of the hub (docs/reference/policy.md).
 Its decisions and pending actions are listed by ` + "`ironlink get decisions` and `ironlink get pending`" + `;
 exclusions and planned maintenance by ` + "`ironlink holds`" + `.`,
 		Example: `  ironlink policy show demo
   ironlink policy states
-  ironlink policy guard demo`,
+  ironlink policy guard demo
+  ironlink policy replay --from 168h --policy candidate.yaml`,
 	}
-	cmd.AddCommand(a.newPolicyShow(), a.newPolicyStates(false), a.newPolicyStates(true))
+	cmd.AddCommand(a.newPolicyShow(), a.newPolicyStates(false), a.newPolicyStates(true), a.newPolicyReplay())
 	return cmd
 }
 

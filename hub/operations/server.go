@@ -29,6 +29,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/novatemplate"
 	"github.com/ironlink/ironlink/hub/operations/vault"
 	"github.com/ironlink/ironlink/hub/pagetoken"
 	"github.com/ironlink/ironlink/hub/store"
@@ -112,6 +113,9 @@ type Config struct {
 	Changes *Notifier
 	// Poll is WatchOperation's poll interval (default 1 s).
 	Poll time.Duration
+	// NovaTemplates is the --nova-templates-file in force (nil, or a nil
+	// result: no templates; a NOVA_CREATE naming one is refused).
+	NovaTemplates func() *novatemplate.File
 }
 
 // Server implements ironlinkv1.OperationServiceServer.

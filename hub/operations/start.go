@@ -214,6 +214,9 @@ func (s *Server) deviceOperations(ctx context.Context, sc siteScope, caps *capab
 			return nil, err
 		}
 		op.Kind, op.Params, op.Actor, op.Reason, op.Source = common.Kind, common.Params, common.Actor, common.Reason, common.Source
+		if op.Params, err = s.expandTemplate(op.Site, req.GetParams(), common.Params); err != nil {
+			return nil, err
+		}
 		ops = append(ops, op)
 	}
 	return ops, nil

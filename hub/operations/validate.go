@@ -11,6 +11,7 @@ import (
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/novatemplate"
 	"github.com/ironlink/ironlink/internal/sitename"
 	"github.com/ironlink/ironlink/internal/textcheck"
 )
@@ -372,13 +373,17 @@ func checkConfigDrive(cd *ironlinkv1.ConfigDrive) error {
 	return nil
 }
 
-// checkNovaCreateParams validates NOVA_CREATE's server: an image, names of
-// at most 255 bytes, user data and network ids (UUIDs).
+// checkNovaCreateParams validates NOVA_CREATE's server: an image or a
+// template, names of at most 255 bytes, user data, metadata and network
+// ids (UUIDs).
 func checkNovaCreateParams(n *ironlinkv1.NovaCreateParams) error {
-	if n.GetImage() == "" {
-		return bad("params.nova_create.image", grpcerr.ReasonRequired, "NOVA_CREATE needs params.nova_create.image (image name or id)")
+	if n.GetImage() == "" && n.GetTemplate() == "" {
+		return bad("params.nova_create.image", grpcerr.ReasonRequired, "NOVA_CREATE needs params.nova_create.image (image name or id) or a template")
 	}
-	for _, s := range []struct{ f, v string }{{"name", n.GetName()}, {"flavor", n.GetFlavor()}, {"image", n.GetImage()}, {"key_name", n.GetKeyName()}} {
+	if errs := novatemplate.CheckMetadata("params.nova_create.metadata", n.GetMetadata()); len(errs) > 0 {
+		return bad("params.nova_create.metadata", grpcerr.ReasonInvalidValue, errs[0].Error())
+	}
+	for _, s := range []struct{ f, v string }{{"name", n.GetName()}, {"flavor", n.GetFlavor()}, {"image", n.GetImage()}, {"key_name", n.GetKeyName()}, {"template", n.GetTemplate()}} {
 		if err := textcheck.Line("params.nova_create."+s.f, s.v, 255); err != nil {
 			return grpcerr.FromCheck(err)
 		}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -50,6 +51,10 @@ type LadderStep struct {
 	PowerTimeout time.Duration `json:"power_timeout,omitempty"`
 	// MaintenanceReason is SET_MAINTENANCE's reason (required there).
 	MaintenanceReason string `json:"maintenance_reason,omitempty"`
+	// Template is NOVA_CREATE's named template of the hub's
+	// --nova-templates-file (required there; the server is named after
+	// the device).
+	Template string `json:"template,omitempty"`
 }
 
 // Budget is the attempt budget of a ladder: at most Ladders ladders per
@@ -89,10 +94,11 @@ var DefaultBudget = Budget{Ladders: 3, Window: 7 * 24 * time.Hour}
 // DefaultHandoffOn is HandoffOn when a ladder names none: CONTACT_SUPPORT.
 var DefaultHandoffOn = []int32{5}
 
-// LadderKinds are the operation kinds a step may name: the node actions
-// and the lifecycle operations that need no parameters beyond a step's.
+// LadderKinds are the operation kinds a step may name: the node actions,
+// the lifecycle operations that need no parameters beyond a step's, and
+// NOVA_CREATE by a named template.
 var LadderKinds = []string{"POWER_ON", "POWER_OFF", "REBOOT", "SET_MAINTENANCE", "CLEAR_MAINTENANCE", "REPROVISION",
-	"INSPECT", "PROVIDE", "UNDEPLOY"}
+	"INSPECT", "PROVIDE", "UNDEPLOY", "NOVA_CREATE"}
 
 // DefaultMaxInFlight is the most remediation steps in flight per site when
 // the site's policy names no remediation.maxInFlight.
@@ -142,6 +148,7 @@ type stepYAML struct {
 	Soft              bool   `yaml:"soft"`
 	PowerTimeout      string `yaml:"powerTimeout"`
 	MaintenanceReason string `yaml:"maintenanceReason"`
+	Template          string `yaml:"template"`
 }
 
 type budgetYAML struct {
@@ -240,7 +247,7 @@ func convertBudget(where string, by *budgetYAML, b *Budget) []error {
 
 func convertStep(where string, sy stepYAML) (LadderStep, []error) {
 	var errs []error
-	s := LadderStep{Kind: sy.Action, Soft: sy.Soft, MaintenanceReason: sy.MaintenanceReason}
+	s := LadderStep{Kind: sy.Action, Soft: sy.Soft, MaintenanceReason: sy.MaintenanceReason, Template: sy.Template}
 	if !slices.Contains(LadderKinds, sy.Action) {
 		errs = append(errs, fmt.Errorf("%s.action %q: want one of %s", where, sy.Action, strings.Join(LadderKinds, ", ")))
 	}
@@ -275,7 +282,23 @@ func convertStep(where string, sy stepYAML) (LadderStep, []error) {
 	case sy.Action != "SET_MAINTENANCE" && sy.MaintenanceReason != "":
 		errs = append(errs, fmt.Errorf("%s.maintenanceReason: only for SET_MAINTENANCE", where))
 	}
-	return s, errs
+	return s, append(errs, checkTemplate(where, sy)...)
+}
+
+// templateRE is a Nova create template's name (hub/novatemplate).
+var templateRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// checkTemplate refuses a NOVA_CREATE step without a template name and a
+// template on another kind. Whether the site has the template is known
+// when the step starts (the templates file is reloaded on its own).
+func checkTemplate(where string, sy stepYAML) []error {
+	switch {
+	case sy.Action == "NOVA_CREATE" && !templateRE.MatchString(sy.Template):
+		return []error{fmt.Errorf("%s.template %q: NOVA_CREATE needs the name of a Nova create template (1-63 of [a-z0-9._-])", where, sy.Template)}
+	case sy.Action != "NOVA_CREATE" && sy.Template != "":
+		return []error{fmt.Errorf("%s.template: only for NOVA_CREATE", where)}
+	}
+	return nil
 }
 
 // convertRemediation checks and converts a site's `remediation:` key.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -59,6 +60,8 @@ type Server struct {
 	actor func(context.Context) string
 	log   *slog.Logger
 	now   func() time.Time
+	// replayDB is what ReplayPolicy reads (SetReplayDB; nil: Internal).
+	replayDB *pgxpool.Pool
 }
 
 // NewServer returns the policy API over st and src; actor names the caller

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ironlink/ironlink/hub/novatemplate"
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/logkey"
@@ -52,6 +53,9 @@ type Config struct {
 	// Abortable says whether Ironic can abort from a provision state (a
 	// timed-out step's operation is cancelled; hub/operations.Abortable).
 	Abortable func(provisionState string) bool
+	// NovaTemplates is the --nova-templates-file in force, for NOVA_CREATE
+	// steps (nil, or a nil result: none; such a step fails).
+	NovaTemplates func() *novatemplate.File
 }
 
 // Engine advances the ladders; call Tick from the policy evaluator's pass.

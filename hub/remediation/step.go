@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/novatemplate"
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/logkey"
@@ -86,11 +87,28 @@ func (e *Engine) startStep(ctx context.Context, ps *pass, p policy.SitePolicy, l
 	return e.ensureOperation(ctx, ps, d, lr, cur, step)
 }
 
-// params is the OperationParams of step as protojson.
-func params(s policy.LadderStep) []byte {
-	b, _ := protojson.Marshal(&ironlinkv1.OperationParams{Soft: s.Soft, PowerTimeoutSeconds: uint32(s.PowerTimeout / time.Second),
-		MaintenanceReason: s.MaintenanceReason}) // a message of scalars: cannot fail
-	return b
+// params is the OperationParams of step on device d as protojson. A
+// NOVA_CREATE step's template is expanded for d's site (the server named
+// after the device); a template the site does not have is an error the
+// step fails with.
+func (e *Engine) params(d store.RemediationDevice, s policy.LadderStep) ([]byte, error) {
+	p := &ironlinkv1.OperationParams{Soft: s.Soft, PowerTimeoutSeconds: uint32(s.PowerTimeout / time.Second), MaintenanceReason: s.MaintenanceReason}
+	if s.Template != "" {
+		var f *novatemplate.File
+		if e.cfg.NovaTemplates != nil {
+			f = e.cfg.NovaTemplates()
+		}
+		t, ok := f.Lookup(d.Site, s.Template)
+		if !ok {
+			return nil, fmt.Errorf("no Nova create template %q for site %q", s.Template, d.Site)
+		}
+		p.NovaCreate = novatemplate.Expand(t, &ironlinkv1.NovaCreateParams{Name: name(d), Template: s.Template})
+	}
+	b, err := protojson.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode the step's params: %w", err)
+	}
+	return b, nil
 }
 
 // ensureOperation creates the step's operation under its stored id unless
@@ -99,8 +117,13 @@ func params(s policy.LadderStep) []byte {
 func (e *Engine) ensureOperation(ctx context.Context, ps *pass, d store.RemediationDevice, lr store.RemediationLadder, cur store.RemediationStep, step policy.LadderStep) error {
 	_, err := e.st.GetOperation(ctx, cur.OperationID)
 	if errors.Is(err, store.ErrNotFound) {
+		p, perr := e.params(d, step)
+		if perr != nil {
+			_, err = e.st.UpdateStep(ctx, lr, cur, store.StepUpdate{State: store.StepFailed, Advance: true, Event: "STEP_FAILED", Detail: perr.Error()})
+			return err
+		}
 		_, _, err = e.st.CreateOperations(ctx, []store.NewOperation{{ID: cur.OperationID, Site: d.Site, DeviceID: d.DeviceID,
-			DeviceName: d.Name, Kind: store.OperationKind(step.Kind), Params: params(step), Actor: "remediation",
+			DeviceName: d.Name, Kind: store.OperationKind(step.Kind), Params: p, Actor: "remediation",
 			Reason: fmt.Sprintf("remediation ladder of rule %s, step %d of %d", lr.Rule, cur.Step+1, lr.StepsTotal), Source: store.SourcePolicy}})
 		if errors.Is(err, store.ErrOperationActive) {
 			ps.stats.Waiting++

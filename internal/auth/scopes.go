@@ -82,6 +82,7 @@ var MethodScopes = map[string]string{
 	"/ironlink.v1.PolicyService/ListPolicyDecisions":   ScopeOperationsRead,
 	"/ironlink.v1.PolicyService/ListPendingActions":    ScopeOperationsRead,
 	"/ironlink.v1.PolicyService/ListSitePolicyStates":  ScopeOperationsRead,
+	"/ironlink.v1.PolicyService/ReplayPolicy":          ScopeOperationsRead,
 	"/ironlink.v1.PolicyService/ApprovePendingActions": ScopeOperationsWrite,
 	"/ironlink.v1.PolicyService/RejectPendingActions":  ScopeOperationsWrite,
 	"/ironlink.v1.PolicyService/SetDeviceHold":         ScopeOperationsWrite,

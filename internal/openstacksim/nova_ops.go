@@ -97,7 +97,13 @@ func (c *Cloud) novaCreate(w http.ResponseWriter, r *http.Request, minor int) {
 			return
 		}
 	}
-	srv, err := c.addServerLocked(Server{Name: str("name"), Status: ServerBuild, TaskState: "scheduling", VMState: "building"})
+	md := map[string]string{}
+	if m, ok := s["metadata"].(map[string]any); ok {
+		for k, v := range m {
+			md[k], _ = v.(string)
+		}
+	}
+	srv, err := c.addServerLocked(Server{Name: str("name"), Status: ServerBuild, TaskState: "scheduling", VMState: "building", Metadata: md})
 	if err != nil {
 		novaError(w, http.StatusInternalServerError, err.Error())
 		return

@@ -60,6 +60,8 @@ type CreateServerOpts struct {
 	Networks []string
 	// NodeUUID is the Ironic node, sent as hypervisor_hostname.
 	NodeUUID string
+	// Metadata is the server's metadata; empty sends none.
+	Metadata map[string]string
 }
 
 // ServersNamed lists the credential's servers whose name is exactly name
@@ -128,6 +130,9 @@ func (c *Client) CreateServer(ctx context.Context, o CreateServerOpts) (string, 
 	}
 	if o.KeyName != "" {
 		s["key_name"] = o.KeyName
+	}
+	if len(o.Metadata) > 0 {
+		s["metadata"] = o.Metadata
 	}
 	if o.UserData != "" {
 		s["user_data"] = base64.StdEncoding.EncodeToString([]byte(o.UserData))

@@ -88,7 +88,7 @@ func (u *run) bootServer(ctx context.Context, n *node) site.Result {
 	u.step("boot-server", n.ProvisionState, "flavor "+fl.Name)
 	u.boots++
 	sid, err := u.createServer(ctx, nova.CreateServerOpts{Name: p.GetName(), FlavorID: fl.ID, ImageID: img,
-		KeyName: p.GetKeyName(), UserData: p.GetUserData(), Networks: p.GetNetworks(), NodeUUID: n.UUID})
+		KeyName: p.GetKeyName(), UserData: p.GetUserData(), Networks: p.GetNetworks(), NodeUUID: n.UUID, Metadata: p.GetMetadata()})
 	if openstack.StatusCode(err) == http.StatusBadRequest && strings.Contains(string(openstack.ResponseBody(err)), "Compute host "+n.UUID+" could not be found") {
 		// nova-compute has not picked the node up yet (its resource
 		// tracker finds new Ironic nodes every minute or so).

@@ -716,7 +716,17 @@ type NovaCreateParams struct {
 	// (its own step, "clear-stale-instance") before it boots the server.
 	// Without it the hub refuses such a node (FailedPrecondition
 	// INSTANCE_PRESENT) and the satellite fails it (StaleInstance).
-	ForceClear    bool `protobuf:"varint,7,opt,name=force_clear,json=forceClear,proto3" json:"force_clear,omitempty"`
+	ForceClear bool `protobuf:"varint,7,opt,name=force_clear,json=forceClear,proto3" json:"force_clear,omitempty"`
+	// A named template of the hub's --nova-templates-file
+	// (docs/reference/operations.md "Nova create templates"): the hub fills
+	// image, flavor, key_name, user_data, networks and metadata from the
+	// template that applies to the device's site before the operation is
+	// stored; fields set here override the template's. Unknown at the
+	// device's site: InvalidArgument naming it.
+	Template string `protobuf:"bytes,141,opt,name=template,proto3" json:"template,omitempty"`
+	// Server metadata (Nova's "metadata"): at most 128 entries, keys and
+	// values at most 255 bytes each.
+	Metadata      map[string]string `protobuf:"bytes,142,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -798,6 +808,20 @@ func (x *NovaCreateParams) GetForceClear() bool {
 		return x.ForceClear
 	}
 	return false
+}
+
+func (x *NovaCreateParams) GetTemplate() string {
+	if x != nil {
+		return x.Template
+	}
+	return ""
+}
+
+func (x *NovaCreateParams) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
 }
 
 // OperationParams are the kind-specific parameters.
@@ -2304,7 +2328,7 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
 	"\vConfigDrive\x12\x1b\n" +
 	"\tuser_data\x18\x01 \x01(\tR\buserData\x12\x19\n" +
-	"\bssh_keys\x18\x02 \x03(\tR\asshKeys\"\xc9\x01\n" +
+	"\bssh_keys\x18\x02 \x03(\tR\asshKeys\"\xed\x02\n" +
 	"\x10NovaCreateParams\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06flavor\x18\x02 \x01(\tR\x06flavor\x12\x14\n" +
@@ -2313,7 +2337,12 @@ const file_ironlink_v1_operations_proto_rawDesc = "" +
 	"\tuser_data\x18\x05 \x01(\tR\buserData\x12\x1a\n" +
 	"\bnetworks\x18\x06 \x03(\tR\bnetworks\x12\x1f\n" +
 	"\vforce_clear\x18\a \x01(\bR\n" +
-	"forceClear\"\xb0\x03\n" +
+	"forceClear\x12\x1b\n" +
+	"\btemplate\x18\x8d\x01 \x01(\tR\btemplate\x12H\n" +
+	"\bmetadata\x18\x8e\x01 \x03(\v2+.ironlink.v1.NovaCreateParams.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x03\n" +
 	"\x0fOperationParams\x127\n" +
 	"\vclean_steps\x18\x01 \x03(\v2\x16.ironlink.v1.CleanStepR\n" +
 	"cleanSteps\x121\n" +
@@ -2488,7 +2517,7 @@ func file_ironlink_v1_operations_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_operations_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ironlink_v1_operations_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_ironlink_v1_operations_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_ironlink_v1_operations_proto_goTypes = []any{
 	(OperationKind)(0),              // 0: ironlink.v1.OperationKind
 	(OperationState)(0),             // 1: ironlink.v1.OperationState
@@ -2518,64 +2547,66 @@ var file_ironlink_v1_operations_proto_goTypes = []any{
 	nil,                             // 25: ironlink.v1.NodeSpec.DriverInfoEntry
 	nil,                             // 26: ironlink.v1.DeployParams.CapabilitiesEntry
 	nil,                             // 27: ironlink.v1.AdoptParams.CapabilitiesEntry
-	(*structpb.Struct)(nil),         // 28: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),   // 29: google.protobuf.Timestamp
+	nil,                             // 28: ironlink.v1.NovaCreateParams.MetadataEntry
+	(*structpb.Struct)(nil),         // 29: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),   // 30: google.protobuf.Timestamp
 }
 var file_ironlink_v1_operations_proto_depIdxs = []int32{
 	25, // 0: ironlink.v1.NodeSpec.driver_info:type_name -> ironlink.v1.NodeSpec.DriverInfoEntry
-	28, // 1: ironlink.v1.NodeSpec.properties:type_name -> google.protobuf.Struct
+	29, // 1: ironlink.v1.NodeSpec.properties:type_name -> google.protobuf.Struct
 	3,  // 2: ironlink.v1.NodeSpec.ports:type_name -> ironlink.v1.PortSpec
-	28, // 3: ironlink.v1.CleanStep.args:type_name -> google.protobuf.Struct
+	29, // 3: ironlink.v1.CleanStep.args:type_name -> google.protobuf.Struct
 	26, // 4: ironlink.v1.DeployParams.capabilities:type_name -> ironlink.v1.DeployParams.CapabilitiesEntry
 	7,  // 5: ironlink.v1.DeployParams.config_drive:type_name -> ironlink.v1.ConfigDrive
 	27, // 6: ironlink.v1.AdoptParams.capabilities:type_name -> ironlink.v1.AdoptParams.CapabilitiesEntry
-	4,  // 7: ironlink.v1.OperationParams.clean_steps:type_name -> ironlink.v1.CleanStep
-	5,  // 8: ironlink.v1.OperationParams.deploy:type_name -> ironlink.v1.DeployParams
-	8,  // 9: ironlink.v1.OperationParams.nova_create:type_name -> ironlink.v1.NovaCreateParams
-	6,  // 10: ironlink.v1.OperationParams.adopt:type_name -> ironlink.v1.AdoptParams
-	29, // 11: ironlink.v1.OperationStep.start_time:type_name -> google.protobuf.Timestamp
-	29, // 12: ironlink.v1.OperationStep.end_time:type_name -> google.protobuf.Timestamp
-	11, // 13: ironlink.v1.OperationStep.requests:type_name -> ironlink.v1.StepRequest
-	29, // 14: ironlink.v1.StepRequest.time:type_name -> google.protobuf.Timestamp
-	0,  // 15: ironlink.v1.Operation.kind:type_name -> ironlink.v1.OperationKind
-	2,  // 16: ironlink.v1.Operation.node:type_name -> ironlink.v1.NodeSpec
-	9,  // 17: ironlink.v1.Operation.params:type_name -> ironlink.v1.OperationParams
-	1,  // 18: ironlink.v1.Operation.state:type_name -> ironlink.v1.OperationState
-	29, // 19: ironlink.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
-	29, // 20: ironlink.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
-	29, // 21: ironlink.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
-	10, // 22: ironlink.v1.Operation.steps:type_name -> ironlink.v1.OperationStep
-	0,  // 23: ironlink.v1.StartOperationRequest.kind:type_name -> ironlink.v1.OperationKind
-	2,  // 24: ironlink.v1.StartOperationRequest.nodes:type_name -> ironlink.v1.NodeSpec
-	9,  // 25: ironlink.v1.StartOperationRequest.params:type_name -> ironlink.v1.OperationParams
-	12, // 26: ironlink.v1.StartOperationResponse.operations:type_name -> ironlink.v1.Operation
-	12, // 27: ironlink.v1.GetOperationResponse.operation:type_name -> ironlink.v1.Operation
-	0,  // 28: ironlink.v1.ListOperationsRequest.kinds:type_name -> ironlink.v1.OperationKind
-	1,  // 29: ironlink.v1.ListOperationsRequest.states:type_name -> ironlink.v1.OperationState
-	12, // 30: ironlink.v1.ListOperationsResponse.operations:type_name -> ironlink.v1.Operation
-	12, // 31: ironlink.v1.CancelOperationResponse.operation:type_name -> ironlink.v1.Operation
-	12, // 32: ironlink.v1.WatchOperationResponse.operation:type_name -> ironlink.v1.Operation
-	0,  // 33: ironlink.v1.OperationRequest.kind:type_name -> ironlink.v1.OperationKind
-	2,  // 34: ironlink.v1.OperationRequest.node:type_name -> ironlink.v1.NodeSpec
-	9,  // 35: ironlink.v1.OperationRequest.params:type_name -> ironlink.v1.OperationParams
-	1,  // 36: ironlink.v1.OperationProgress.state:type_name -> ironlink.v1.OperationState
-	10, // 37: ironlink.v1.OperationProgress.steps:type_name -> ironlink.v1.OperationStep
-	29, // 38: ironlink.v1.OperationProgress.observed_time:type_name -> google.protobuf.Timestamp
-	13, // 39: ironlink.v1.OperationService.StartOperation:input_type -> ironlink.v1.StartOperationRequest
-	15, // 40: ironlink.v1.OperationService.GetOperation:input_type -> ironlink.v1.GetOperationRequest
-	17, // 41: ironlink.v1.OperationService.ListOperations:input_type -> ironlink.v1.ListOperationsRequest
-	19, // 42: ironlink.v1.OperationService.CancelOperation:input_type -> ironlink.v1.CancelOperationRequest
-	21, // 43: ironlink.v1.OperationService.WatchOperation:input_type -> ironlink.v1.WatchOperationRequest
-	14, // 44: ironlink.v1.OperationService.StartOperation:output_type -> ironlink.v1.StartOperationResponse
-	16, // 45: ironlink.v1.OperationService.GetOperation:output_type -> ironlink.v1.GetOperationResponse
-	18, // 46: ironlink.v1.OperationService.ListOperations:output_type -> ironlink.v1.ListOperationsResponse
-	20, // 47: ironlink.v1.OperationService.CancelOperation:output_type -> ironlink.v1.CancelOperationResponse
-	22, // 48: ironlink.v1.OperationService.WatchOperation:output_type -> ironlink.v1.WatchOperationResponse
-	44, // [44:49] is the sub-list for method output_type
-	39, // [39:44] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	28, // 7: ironlink.v1.NovaCreateParams.metadata:type_name -> ironlink.v1.NovaCreateParams.MetadataEntry
+	4,  // 8: ironlink.v1.OperationParams.clean_steps:type_name -> ironlink.v1.CleanStep
+	5,  // 9: ironlink.v1.OperationParams.deploy:type_name -> ironlink.v1.DeployParams
+	8,  // 10: ironlink.v1.OperationParams.nova_create:type_name -> ironlink.v1.NovaCreateParams
+	6,  // 11: ironlink.v1.OperationParams.adopt:type_name -> ironlink.v1.AdoptParams
+	30, // 12: ironlink.v1.OperationStep.start_time:type_name -> google.protobuf.Timestamp
+	30, // 13: ironlink.v1.OperationStep.end_time:type_name -> google.protobuf.Timestamp
+	11, // 14: ironlink.v1.OperationStep.requests:type_name -> ironlink.v1.StepRequest
+	30, // 15: ironlink.v1.StepRequest.time:type_name -> google.protobuf.Timestamp
+	0,  // 16: ironlink.v1.Operation.kind:type_name -> ironlink.v1.OperationKind
+	2,  // 17: ironlink.v1.Operation.node:type_name -> ironlink.v1.NodeSpec
+	9,  // 18: ironlink.v1.Operation.params:type_name -> ironlink.v1.OperationParams
+	1,  // 19: ironlink.v1.Operation.state:type_name -> ironlink.v1.OperationState
+	30, // 20: ironlink.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
+	30, // 21: ironlink.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
+	30, // 22: ironlink.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
+	10, // 23: ironlink.v1.Operation.steps:type_name -> ironlink.v1.OperationStep
+	0,  // 24: ironlink.v1.StartOperationRequest.kind:type_name -> ironlink.v1.OperationKind
+	2,  // 25: ironlink.v1.StartOperationRequest.nodes:type_name -> ironlink.v1.NodeSpec
+	9,  // 26: ironlink.v1.StartOperationRequest.params:type_name -> ironlink.v1.OperationParams
+	12, // 27: ironlink.v1.StartOperationResponse.operations:type_name -> ironlink.v1.Operation
+	12, // 28: ironlink.v1.GetOperationResponse.operation:type_name -> ironlink.v1.Operation
+	0,  // 29: ironlink.v1.ListOperationsRequest.kinds:type_name -> ironlink.v1.OperationKind
+	1,  // 30: ironlink.v1.ListOperationsRequest.states:type_name -> ironlink.v1.OperationState
+	12, // 31: ironlink.v1.ListOperationsResponse.operations:type_name -> ironlink.v1.Operation
+	12, // 32: ironlink.v1.CancelOperationResponse.operation:type_name -> ironlink.v1.Operation
+	12, // 33: ironlink.v1.WatchOperationResponse.operation:type_name -> ironlink.v1.Operation
+	0,  // 34: ironlink.v1.OperationRequest.kind:type_name -> ironlink.v1.OperationKind
+	2,  // 35: ironlink.v1.OperationRequest.node:type_name -> ironlink.v1.NodeSpec
+	9,  // 36: ironlink.v1.OperationRequest.params:type_name -> ironlink.v1.OperationParams
+	1,  // 37: ironlink.v1.OperationProgress.state:type_name -> ironlink.v1.OperationState
+	10, // 38: ironlink.v1.OperationProgress.steps:type_name -> ironlink.v1.OperationStep
+	30, // 39: ironlink.v1.OperationProgress.observed_time:type_name -> google.protobuf.Timestamp
+	13, // 40: ironlink.v1.OperationService.StartOperation:input_type -> ironlink.v1.StartOperationRequest
+	15, // 41: ironlink.v1.OperationService.GetOperation:input_type -> ironlink.v1.GetOperationRequest
+	17, // 42: ironlink.v1.OperationService.ListOperations:input_type -> ironlink.v1.ListOperationsRequest
+	19, // 43: ironlink.v1.OperationService.CancelOperation:input_type -> ironlink.v1.CancelOperationRequest
+	21, // 44: ironlink.v1.OperationService.WatchOperation:input_type -> ironlink.v1.WatchOperationRequest
+	14, // 45: ironlink.v1.OperationService.StartOperation:output_type -> ironlink.v1.StartOperationResponse
+	16, // 46: ironlink.v1.OperationService.GetOperation:output_type -> ironlink.v1.GetOperationResponse
+	18, // 47: ironlink.v1.OperationService.ListOperations:output_type -> ironlink.v1.ListOperationsResponse
+	20, // 48: ironlink.v1.OperationService.CancelOperation:output_type -> ironlink.v1.CancelOperationResponse
+	22, // 49: ironlink.v1.OperationService.WatchOperation:output_type -> ironlink.v1.WatchOperationResponse
+	45, // [45:50] is the sub-list for method output_type
+	40, // [40:45] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_operations_proto_init() }
@@ -2589,7 +2620,7 @@ func file_ironlink_v1_operations_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_operations_proto_rawDesc), len(file_ironlink_v1_operations_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

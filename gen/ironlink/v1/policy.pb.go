@@ -2271,7 +2271,7 @@ var File_ironlink_v1_policy_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x18ironlink/v1/policy.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19ironlink/v1/domains.proto\x1a\x18ironlink/v1/health.proto\"\xca\x03\n" +
+	"\x18ironlink/v1/policy.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19ironlink/v1/domains.proto\x1a\x18ironlink/v1/health.proto\x1a\x1fironlink/v1/policy_replay.proto\"\xca\x03\n" +
 	"\n" +
 	"PolicyRule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
@@ -2472,7 +2472,7 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\x0eDeviceHoldKind\x12 \n" +
 	"\x1cDEVICE_HOLD_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aDEVICE_HOLD_KIND_EXCLUSION\x10\x01\x12(\n" +
-	"$DEVICE_HOLD_KIND_PLANNED_MAINTENANCE\x10\x022\xc7\x06\n" +
+	"$DEVICE_HOLD_KIND_PLANNED_MAINTENANCE\x10\x022\x9c\a\n" +
 	"\rPolicyService\x12e\n" +
 	"\x12GetEffectivePolicy\x12&.ironlink.v1.GetEffectivePolicyRequest\x1a'.ironlink.v1.GetEffectivePolicyResponse\x12h\n" +
 	"\x13ListPolicyDecisions\x12'.ironlink.v1.ListPolicyDecisionsRequest\x1a(.ironlink.v1.ListPolicyDecisionsResponse\x12e\n" +
@@ -2481,7 +2481,8 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\x14RejectPendingActions\x12(.ironlink.v1.RejectPendingActionsRequest\x1a).ironlink.v1.RejectPendingActionsResponse\x12k\n" +
 	"\x14ListSitePolicyStates\x12(.ironlink.v1.ListSitePolicyStatesRequest\x1a).ironlink.v1.ListSitePolicyStatesResponse\x12V\n" +
 	"\rSetDeviceHold\x12!.ironlink.v1.SetDeviceHoldRequest\x1a\".ironlink.v1.SetDeviceHoldResponse\x12\\\n" +
-	"\x0fClearDeviceHold\x12#.ironlink.v1.ClearDeviceHoldRequest\x1a$.ironlink.v1.ClearDeviceHoldResponseB9Z7github.com/ironlink/ironlink/gen/ironlink/v1;ironlinkv1b\x06proto3"
+	"\x0fClearDeviceHold\x12#.ironlink.v1.ClearDeviceHoldRequest\x1a$.ironlink.v1.ClearDeviceHoldResponse\x12S\n" +
+	"\fReplayPolicy\x12 .ironlink.v1.ReplayPolicyRequest\x1a!.ironlink.v1.ReplayPolicyResponseB9Z7github.com/ironlink/ironlink/gen/ironlink/v1;ironlinkv1b\x06proto3"
 
 var (
 	file_ironlink_v1_policy_proto_rawDescOnce sync.Once
@@ -2532,6 +2533,8 @@ var file_ironlink_v1_policy_proto_goTypes = []any{
 	(*PolicyLabelGuard)(nil),              // 31: ironlink.v1.PolicyLabelGuard
 	(*timestamppb.Timestamp)(nil),         // 32: google.protobuf.Timestamp
 	(*GuardCommonCause)(nil),              // 33: ironlink.v1.GuardCommonCause
+	(*ReplayPolicyRequest)(nil),           // 34: ironlink.v1.ReplayPolicyRequest
+	(*ReplayPolicyResponse)(nil),          // 35: ironlink.v1.ReplayPolicyResponse
 }
 var file_ironlink_v1_policy_proto_depIdxs = []int32{
 	29, // 0: ironlink.v1.PolicyRule.hold_down:type_name -> google.protobuf.Duration
@@ -2583,16 +2586,18 @@ var file_ironlink_v1_policy_proto_depIdxs = []int32{
 	21, // 46: ironlink.v1.PolicyService.ListSitePolicyStates:input_type -> ironlink.v1.ListSitePolicyStatesRequest
 	24, // 47: ironlink.v1.PolicyService.SetDeviceHold:input_type -> ironlink.v1.SetDeviceHoldRequest
 	26, // 48: ironlink.v1.PolicyService.ClearDeviceHold:input_type -> ironlink.v1.ClearDeviceHoldRequest
-	9,  // 49: ironlink.v1.PolicyService.GetEffectivePolicy:output_type -> ironlink.v1.GetEffectivePolicyResponse
-	12, // 50: ironlink.v1.PolicyService.ListPolicyDecisions:output_type -> ironlink.v1.ListPolicyDecisionsResponse
-	15, // 51: ironlink.v1.PolicyService.ListPendingActions:output_type -> ironlink.v1.ListPendingActionsResponse
-	17, // 52: ironlink.v1.PolicyService.ApprovePendingActions:output_type -> ironlink.v1.ApprovePendingActionsResponse
-	19, // 53: ironlink.v1.PolicyService.RejectPendingActions:output_type -> ironlink.v1.RejectPendingActionsResponse
-	22, // 54: ironlink.v1.PolicyService.ListSitePolicyStates:output_type -> ironlink.v1.ListSitePolicyStatesResponse
-	25, // 55: ironlink.v1.PolicyService.SetDeviceHold:output_type -> ironlink.v1.SetDeviceHoldResponse
-	27, // 56: ironlink.v1.PolicyService.ClearDeviceHold:output_type -> ironlink.v1.ClearDeviceHoldResponse
-	49, // [49:57] is the sub-list for method output_type
-	41, // [41:49] is the sub-list for method input_type
+	34, // 49: ironlink.v1.PolicyService.ReplayPolicy:input_type -> ironlink.v1.ReplayPolicyRequest
+	9,  // 50: ironlink.v1.PolicyService.GetEffectivePolicy:output_type -> ironlink.v1.GetEffectivePolicyResponse
+	12, // 51: ironlink.v1.PolicyService.ListPolicyDecisions:output_type -> ironlink.v1.ListPolicyDecisionsResponse
+	15, // 52: ironlink.v1.PolicyService.ListPendingActions:output_type -> ironlink.v1.ListPendingActionsResponse
+	17, // 53: ironlink.v1.PolicyService.ApprovePendingActions:output_type -> ironlink.v1.ApprovePendingActionsResponse
+	19, // 54: ironlink.v1.PolicyService.RejectPendingActions:output_type -> ironlink.v1.RejectPendingActionsResponse
+	22, // 55: ironlink.v1.PolicyService.ListSitePolicyStates:output_type -> ironlink.v1.ListSitePolicyStatesResponse
+	25, // 56: ironlink.v1.PolicyService.SetDeviceHold:output_type -> ironlink.v1.SetDeviceHoldResponse
+	27, // 57: ironlink.v1.PolicyService.ClearDeviceHold:output_type -> ironlink.v1.ClearDeviceHoldResponse
+	35, // 58: ironlink.v1.PolicyService.ReplayPolicy:output_type -> ironlink.v1.ReplayPolicyResponse
+	50, // [50:59] is the sub-list for method output_type
+	41, // [41:50] is the sub-list for method input_type
 	41, // [41:41] is the sub-list for extension type_name
 	41, // [41:41] is the sub-list for extension extendee
 	0,  // [0:41] is the sub-list for field type_name
@@ -2605,6 +2610,7 @@ func file_ironlink_v1_policy_proto_init() {
 	}
 	file_ironlink_v1_domains_proto_init()
 	file_ironlink_v1_health_proto_init()
+	file_ironlink_v1_policy_replay_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -27,6 +27,7 @@ const (
 	PolicyService_ListSitePolicyStates_FullMethodName  = "/ironlink.v1.PolicyService/ListSitePolicyStates"
 	PolicyService_SetDeviceHold_FullMethodName         = "/ironlink.v1.PolicyService/SetDeviceHold"
 	PolicyService_ClearDeviceHold_FullMethodName       = "/ironlink.v1.PolicyService/ClearDeviceHold"
+	PolicyService_ReplayPolicy_FullMethodName          = "/ironlink.v1.PolicyService/ReplayPolicy"
 )
 
 // PolicyServiceClient is the client API for PolicyService service.
@@ -81,6 +82,11 @@ type PolicyServiceClient interface {
 	// ClearDeviceHold ends a device's hold of one kind. Errors: NotFound
 	// (unknown device, or no such hold).
 	ClearDeviceHold(ctx context.Context, in *ClearDeviceHoldRequest, opts ...grpc.CallOption) (*ClearDeviceHoldResponse, error)
+	// ReplayPolicy replays a candidate policy (or the one in force) over the
+	// stored status and condition history of a period and reports what it
+	// would have done, writing nothing (docs/reference/policy.md "Replay").
+	// Errors: InvalidArgument (period, policy file), PermissionDenied (site).
+	ReplayPolicy(ctx context.Context, in *ReplayPolicyRequest, opts ...grpc.CallOption) (*ReplayPolicyResponse, error)
 }
 
 type policyServiceClient struct {
@@ -171,6 +177,16 @@ func (c *policyServiceClient) ClearDeviceHold(ctx context.Context, in *ClearDevi
 	return out, nil
 }
 
+func (c *policyServiceClient) ReplayPolicy(ctx context.Context, in *ReplayPolicyRequest, opts ...grpc.CallOption) (*ReplayPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplayPolicyResponse)
+	err := c.cc.Invoke(ctx, PolicyService_ReplayPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PolicyServiceServer is the server API for PolicyService service.
 // All implementations must embed UnimplementedPolicyServiceServer
 // for forward compatibility.
@@ -223,6 +239,11 @@ type PolicyServiceServer interface {
 	// ClearDeviceHold ends a device's hold of one kind. Errors: NotFound
 	// (unknown device, or no such hold).
 	ClearDeviceHold(context.Context, *ClearDeviceHoldRequest) (*ClearDeviceHoldResponse, error)
+	// ReplayPolicy replays a candidate policy (or the one in force) over the
+	// stored status and condition history of a period and reports what it
+	// would have done, writing nothing (docs/reference/policy.md "Replay").
+	// Errors: InvalidArgument (period, policy file), PermissionDenied (site).
+	ReplayPolicy(context.Context, *ReplayPolicyRequest) (*ReplayPolicyResponse, error)
 	mustEmbedUnimplementedPolicyServiceServer()
 }
 
@@ -256,6 +277,9 @@ func (UnimplementedPolicyServiceServer) SetDeviceHold(context.Context, *SetDevic
 }
 func (UnimplementedPolicyServiceServer) ClearDeviceHold(context.Context, *ClearDeviceHoldRequest) (*ClearDeviceHoldResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ClearDeviceHold not implemented")
+}
+func (UnimplementedPolicyServiceServer) ReplayPolicy(context.Context, *ReplayPolicyRequest) (*ReplayPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReplayPolicy not implemented")
 }
 func (UnimplementedPolicyServiceServer) mustEmbedUnimplementedPolicyServiceServer() {}
 func (UnimplementedPolicyServiceServer) testEmbeddedByValue()                       {}
@@ -422,6 +446,24 @@ func _PolicyService_ClearDeviceHold_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PolicyService_ReplayPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplayPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PolicyServiceServer).ReplayPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PolicyService_ReplayPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PolicyServiceServer).ReplayPolicy(ctx, req.(*ReplayPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PolicyService_ServiceDesc is the grpc.ServiceDesc for PolicyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -460,6 +502,10 @@ var PolicyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ClearDeviceHold",
 			Handler:    _PolicyService_ClearDeviceHold_Handler,
+		},
+		{
+			MethodName: "ReplayPolicy",
+			Handler:    _PolicyService_ReplayPolicy_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

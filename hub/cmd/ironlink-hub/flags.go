@@ -125,6 +125,8 @@ func bindOperatorFlags(f *cli.Flags, o *app.Options, def app.Options) {
 		"YAML quarantine policy (the chart values' `policy` key); reloaded on SIGHUP and on change; empty: automatic quarantine off")
 	f.String(&o.HardwareProfilesFile, "hardware-profiles-file", "IRONLINK_HUB_HARDWARE_PROFILES_FILE", "",
 		"YAML hardware profiles (expected hardware per resource class or name pattern, docs/reference/conditions.md#hardwarematchesprofile); reloaded on SIGHUP and on change; empty: no HardwareMatchesProfile")
+	f.String(&o.NovaTemplatesFile, "nova-templates-file", "IRONLINK_HUB_NOVA_TEMPLATES_FILE", "",
+		"YAML named Nova create templates (image, flavor, key pair, user data, metadata per site, docs/reference/operations.md#nova-create-templates); reloaded on SIGHUP and on change; empty: none")
 	f.String(&o.Handoff.URL, "handoff-webhook-url", "IRONLINK_HUB_HANDOFF_WEBHOOK_URL", "",
 		"http(s) URL that receives every repair handoff of the remediation ladders as a signed JSON POST, retried until 2xx; empty: no webhook")
 	f.String(&o.Handoff.SecretFile, "handoff-webhook-secret-file", "IRONLINK_HUB_HANDOFF_WEBHOOK_SECRET_FILE", "",

@@ -1,0 +1,48 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+// A ladder step may create a Nova server by a named template
+// (reprovision a SLURM worker as one); NOVA_CREATE needs the template,
+// no other kind takes one.
+func TestParseLadderTemplateStep(t *testing.T) {
+	f, err := Parse([]byte(`
+policy:
+  default:
+    enabled: true
+    rules:
+      - name: r
+        remediation:
+          steps:
+            - {action: REPROVISION, timeout: 1h}
+            - {action: NOVA_CREATE, timeout: 1h, template: slurm-worker}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := f.Default.Rules[0].Ladder.Steps[1]; s.Kind != "NOVA_CREATE" || s.Template != "slurm-worker" || s.Verb() != "nova create" {
+		t.Fatalf("step = %+v (verb %q)", s, s.Verb())
+	}
+	_, err = Parse([]byte(`
+policy:
+  default:
+    enabled: true
+    rules:
+      - name: r
+        remediation:
+          steps:
+            - {action: NOVA_CREATE, timeout: 1h}
+            - {action: REBOOT, timeout: 1h, template: slurm-worker}
+`))
+	for _, want := range []string{
+		`default.rules[0].remediation.steps[0].template "": NOVA_CREATE needs the name of a Nova create template`,
+		"default.rules[0].remediation.steps[1].template: only for NOVA_CREATE",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package policyapi
+
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/authn"
+	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/hub/policy"
+	"github.com/ironlink/ironlink/hub/policyreplay"
+	"github.com/ironlink/ironlink/internal/textcheck"
+)
+
+// SetReplayDB gives ReplayPolicy the database it reads (read-only; call
+// before serving). Without it ReplayPolicy is Internal.
+func (s *Server) SetReplayDB(pool *pgxpool.Pool) { s.replayDB = pool }
+
+// ReplayPolicy implements PolicyService.ReplayPolicy: it replays the
+// candidate file (or the policy in force) over the period's history
+// (hub/policyreplay, one READ ONLY transaction) and marks each decision
+// that differs from the recorded one. Decisions of sites the caller may
+// not see are left out.
+func (s *Server) ReplayPolicy(ctx context.Context, req *ironlinkv1.ReplayPolicyRequest) (*ironlinkv1.ReplayPolicyResponse, error) {
+	if s.replayDB == nil {
+		return nil, grpcerr.Internal("policy replay has no database on this hub")
+	}
+	if req.GetFromTime() == nil || req.GetToTime() == nil {
+		return nil, grpcerr.InvalidArgument("from_time", grpcerr.ReasonRequired, "from_time and to_time are required")
+	}
+	from, to := req.GetFromTime().AsTime(), req.GetToTime().AsTime()
+	if !to.After(from) || to.Sub(from) > policyreplay.MaxSpan {
+		return nil, grpcerr.InvalidArgument("to_time", grpcerr.ReasonOutOfRange, "to_time must be after from_time, at most 92 days later")
+	}
+	if err := checkSite("site", req.GetSite(), false); err != nil {
+		return nil, err
+	}
+	if req.GetSite() != "" {
+		if err := s.allowSite(ctx, req.GetSite()); err != nil {
+			return nil, err
+		}
+	}
+	file := s.src.Policy()
+	if req.GetPolicyYaml() != "" {
+		f, err := policy.Parse([]byte(req.GetPolicyYaml()))
+		if err != nil {
+			return nil, grpcerr.InvalidArgument("policy_yaml", grpcerr.ReasonInvalidValue,
+				textcheck.Prefix("policy_yaml: "+strings.ReplaceAll(err.Error(), "\n", "; "), grpcerr.MaxMessageBytes))
+		}
+		file = f
+	}
+	rep, err := policyreplay.Replay(ctx, s.replayDB, file, from, to)
+	if err != nil {
+		return nil, s.storeErr(err)
+	}
+	recorded, err := policyreplay.Recorded(ctx, s.replayDB, from, to)
+	if err != nil {
+		return nil, s.storeErr(err)
+	}
+	return replayResponse(rep, policyreplay.Diff(recorded, rep.Decisions), s.visible(ctx, req.GetSite())), nil
+}
+
+// visible reports whether the caller sees site's decisions (and asked for
+// them: only is the request's site, "" for every site).
+func (s *Server) visible(ctx context.Context, only string) func(site string) bool {
+	sc := authn.CallerScope(ctx)
+	return func(site string) bool { return (only == "" || site == only) && sc.Allows(site) }
+}
+
+func replayResponse(rep *policyreplay.Report, diffs []policyreplay.Difference, visible func(string) bool) *ironlinkv1.ReplayPolicyResponse {
+	differs := map[int64]bool{}
+	out := &ironlinkv1.ReplayPolicyResponse{}
+	for _, d := range diffs {
+		site := ""
+		if d.Replayed != nil {
+			site = d.Replayed.Site
+		} else {
+			site = d.Recorded.Site
+		}
+		if visible(site) {
+			differs[d.TriggerID] = true
+			out.Differences++
+		}
+	}
+	for _, d := range rep.Decisions {
+		if !visible(d.Site) {
+			continue
+		}
+		out.Decisions = append(out.Decisions, &ironlinkv1.ReplayedDecision{DeviceId: d.DeviceID, Site: d.Site, TriggerId: d.TriggerID,
+			DecidedTime: timestamppb.New(d.At), Action: d.Action, Reason: d.Reason, Rule: d.Rule, Detail: d.Detail, DryRun: d.DryRun,
+			TripsGuard: d.Trips, Differs: differs[d.TriggerID]})
+	}
+	for _, d := range rep.Days {
+		if visible(d.Site) {
+			out.Days = append(out.Days, &ironlinkv1.ReplayDay{Site: d.Site, Date: d.Date, Quarantines: int32(d.Quarantines),
+				Pending: int32(d.Pending), Skips: int32(d.Skips), GuardTrips: int32(d.GuardTrips)})
+		}
+	}
+	return out
+}

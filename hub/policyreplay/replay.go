@@ -1,0 +1,208 @@
+// Package policyreplay replays a quarantine policy (a candidate file or
+// the live one) over the stored status and condition history
+// (status_history, condition_history) and reports what it would have
+// done: each decision per triggering status change, the quarantines,
+// pending approvals and guard trips per site and per day. It writes
+// nothing: everything is read in one READ ONLY, REPEATABLE READ
+// transaction, and the decisions are hub/policy's pure Decide, fed the
+// evidence hub/policyrun feeds it (docs/reference/policy.md "Replay").
+package policyreplay
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ironlink/ironlink/hub/policy"
+	"github.com/ironlink/ironlink/hub/status"
+)
+
+// MaxSpan is the longest period a replay covers.
+const MaxSpan = 92 * 24 * time.Hour
+
+// Decision is one quarantine decision, replayed or recorded.
+type Decision struct {
+	// DeviceID and Site name the device; TriggerID is the status_history
+	// row of the triggering change (the decision's key).
+	DeviceID, Site string
+	TriggerID      int64
+	// At is when it was (or would have been) decided.
+	At time.Time
+	// Action, Reason, Rule and Detail as hub/policy.Decision's.
+	Action, Reason, Rule, Detail string
+	// DryRun and Trips as hub/policy.Decision's.
+	DryRun, Trips bool
+}
+
+// Day counts one site's replayed decisions of one UTC day.
+type Day struct {
+	// Site and Date (YYYY-MM-DD, UTC).
+	Site, Date string
+	// Quarantines, Pending (approvals an operator would be asked for),
+	// Skips and GuardTrips count the decisions.
+	Quarantines, Pending, Skips, GuardTrips int
+}
+
+// Report is a replay's outcome.
+type Report struct {
+	// Decisions in decision order.
+	Decisions []Decision
+	// Days per site and day, sorted.
+	Days []Day
+}
+
+// Replay replays file over the triggers of [from, to] in pool's history,
+// in one read-only transaction.
+func Replay(ctx context.Context, pool *pgxpool.Pool, file *policy.File, from, to time.Time) (*Report, error) {
+	if !to.After(from) || to.Sub(from) > MaxSpan {
+		return nil, fmt.Errorf("replay period %s to %s: want from before to, at most %s", from.Format(time.RFC3339), to.Format(time.RFC3339), MaxSpan)
+	}
+	var h *history
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		var err error
+		h, err = readHistory(ctx, tx, from, to)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay: read history: %w", err)
+	}
+	return run(file, h), nil
+}
+
+// siteRun is a site's state as the replay goes.
+type siteRun struct {
+	recent  []policy.RecentAction
+	tripped bool
+}
+
+// run decides every trigger of h in order of decision time (at equal
+// times, as one evaluator pass: by site, then device id), each site's
+// guard seeing the replay's own earlier quarantines and trips.
+func run(file *policy.File, h *history) *Report {
+	type due struct {
+		t   trigger
+		at  time.Time
+		dec policy.Decision
+	}
+	var all []due
+	for _, t := range h.triggers {
+		p := file.Effective(t.site)
+		at, dec := firstDecision(p, t, h)
+		all = append(all, due{t, at, dec})
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		if !all[i].at.Equal(all[j].at) {
+			return all[i].at.Before(all[j].at)
+		}
+		// One pass decides its candidates by site, then device id
+		// (hub/store.PolicyCandidates).
+		if all[i].t.site != all[j].t.site {
+			return all[i].t.site < all[j].t.site
+		}
+		return all[i].t.DeviceID < all[j].t.DeviceID
+	})
+	sites := map[string]*siteRun{}
+	quarantined := map[string]time.Time{} // device → when the replay quarantined it
+	rep := &Report{}
+	for _, d := range all {
+		s := sites[d.t.site]
+		if s == nil {
+			s = &siteRun{}
+			sites[d.t.site] = s
+		}
+		t := d.t
+		q, ok := quarantined[t.DeviceID]
+		t.AlreadyQuarantined = ok && q.After(t.lastFree)
+		dec := policy.Decide(input(file.Effective(t.site), t.Trigger, s, h, d.at))
+		if dec.Action == policy.ActionWait {
+			continue
+		}
+		if dec.Action == policy.ActionQuarantine {
+			s.recent = append(s.recent, policy.RecentAction{At: d.at, DryRun: dec.DryRun})
+			if !dec.DryRun {
+				quarantined[t.DeviceID] = d.at
+			}
+		}
+		if dec.Trips {
+			s.tripped = true
+		}
+		rep.Decisions = append(rep.Decisions, Decision{DeviceID: t.DeviceID, Site: t.site, TriggerID: t.HistoryID, At: d.at,
+			Action: string(dec.Action), Reason: dec.Reason, Rule: dec.Rule, Detail: dec.Detail, DryRun: dec.DryRun, Trips: dec.Trips})
+	}
+	rep.Days = days(rep.Decisions)
+	return rep
+}
+
+// firstDecision finds when the evaluator would first decide t: at the
+// change, or once a rule's hold-down has passed since the cause began.
+func firstDecision(p policy.SitePolicy, t trigger, h *history) (time.Time, policy.Decision) {
+	at := t.ChangedAt
+	times := []time.Time{at}
+	for _, r := range p.Rules {
+		if w := t.Since().Add(r.HoldDown); w.After(at) {
+			times = append(times, w)
+		}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+	for _, when := range times {
+		d := policy.Decide(input(p, t.Trigger, &siteRun{}, h, when))
+		if d.Action != policy.ActionWait {
+			return when, d
+		}
+	}
+	return times[len(times)-1], policy.Decision{Action: policy.ActionWait}
+}
+
+// input is Decide's input for t at now: fresh evidence (the replay acts
+// on what the history says was observed), the site's devices, the
+// replay's recent quarantines and trip, the device's holds.
+func input(p policy.SitePolicy, t policy.Trigger, s *siteRun, h *history, now time.Time) policy.Input {
+	ev := policy.Evidence{Reachable: true, LinkUp: true, Polled: &policy.SiteMark{Status: "True", At: now, Received: now}}
+	excl, planned := h.holds[t.DeviceID].excl, h.holds[t.DeviceID].planned
+	return policy.Input{Policy: p, Trigger: t, Site: policy.SiteState{Evidence: ev, Devices: h.devices[h.siteOf[t.DeviceID]],
+		RecentActions: s.recent, Tripped: s.tripped}, Excluded: excl, Planned: planned, Now: now}
+}
+
+// days counts decisions per site and UTC day.
+func days(ds []Decision) []Day {
+	idx := map[[2]string]*Day{}
+	var out []*Day
+	for _, d := range ds {
+		k := [2]string{d.Site, d.At.UTC().Format(time.DateOnly)}
+		day := idx[k]
+		if day == nil {
+			day = &Day{Site: k[0], Date: k[1]}
+			idx[k] = day
+			out = append(out, day)
+		}
+		switch policy.Action(d.Action) {
+		case policy.ActionQuarantine:
+			day.Quarantines++
+		case policy.ActionPending:
+			day.Pending++
+		default:
+			day.Skips++
+		}
+		if d.Trips {
+			day.GuardTrips++
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Site != out[j].Site {
+			return out[i].Site < out[j].Site
+		}
+		return out[i].Date < out[j].Date
+	})
+	res := make([]Day, len(out))
+	for i, d := range out {
+		res[i] = *d
+	}
+	return res
+}
+
+// impaired is a status a policy trigger starts a run of.
+func impaired(s status.Status) bool { return s == status.Faulted || s == status.Maintenance }
