@@ -123,6 +123,8 @@ func bindOperatorFlags(f *cli.Flags, o *app.Options, def app.Options) {
 		"YAML quarantine policy (the chart values' `policy` key); reloaded on SIGHUP and on change; empty: automatic quarantine off")
 	f.String(&o.HardwareProfilesFile, "hardware-profiles-file", "IRONLINK_HUB_HARDWARE_PROFILES_FILE", "",
 		"YAML hardware profiles (expected hardware per resource class or name pattern, docs/reference/conditions.md#hardwarematchesprofile); reloaded on SIGHUP and on change; empty: no HardwareMatchesProfile")
+	f.Duration(&o.ValidationTimeout, "validation-timeout", "IRONLINK_HUB_VALIDATION_TIMEOUT", def.ValidationTimeout,
+		"how long a validation run may wait for its hardware read and check results after it started; then it fails naming the missing checks")
 	f.String(&o.Handoff.URL, "handoff-webhook-url", "IRONLINK_HUB_HANDOFF_WEBHOOK_URL", "",
 		"http(s) URL that receives every repair handoff of the remediation ladders as a signed JSON POST, retried until 2xx; empty: no webhook")
 	f.String(&o.Handoff.SecretFile, "handoff-webhook-secret-file", "IRONLINK_HUB_HANDOFF_WEBHOOK_SECRET_FILE", "",
