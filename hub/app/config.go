@@ -19,6 +19,7 @@ import (
 	"github.com/ironlink/ironlink/hub/policyrun"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/hub/throttle"
+	"github.com/ironlink/ironlink/hub/validation"
 	"github.com/ironlink/ironlink/hub/web"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/tlsutil"
@@ -124,6 +125,10 @@ type Options struct {
 	// (hub/novatemplate); "" = no templates. Reloaded on SIGHUP and on
 	// change; the last good file stays in force.
 	NovaTemplatesFile string
+	// ValidationTimeout fails a validation run still waiting for its
+	// checks this long after it started (hub/validation; 0: the default
+	// 2h; negative refused).
+	ValidationTimeout time.Duration
 	// PolicyInterval is how often the policy evaluator runs on the replica
 	// holding its advisory lock (default 1 s).
 	PolicyInterval time.Duration
@@ -185,6 +190,7 @@ func (o Options) Validate() (Config, error) {
 	fill(&c.Link.Operations.ResendAfter, d.Link.Operations.ResendAfter)
 	fill(&c.Link.Operations.MaxResendAfter, d.Link.Operations.MaxResendAfter)
 	fill(&c.PolicyInterval, d.PolicyInterval)
+	fill(&c.ValidationTimeout, d.ValidationTimeout)
 	fill(&c.History.Interval, d.History.Interval)
 	fill(&c.History.Ahead, d.History.Ahead)
 	if c.History.Interval < time.Hour || c.History.Ahead < 1 || c.History.Retention < 0 {
@@ -222,7 +228,7 @@ func (o Options) Validate() (Config, error) {
 		{"--command-sweep", c.Link.CommandSweep}, {"--command-resend-after", c.Link.Delivery.ResendAfter},
 		{"--command-failure-backoff", c.Link.Delivery.FailureBackoff}, {"--max-connection-age", c.MaxConnectionAge},
 		{"--keepalive-time", c.KeepaliveTime}, {"--keepalive-timeout", c.KeepaliveTimeout},
-		{"--last-seen-flush", c.Link.LastSeenFlush},
+		{"--last-seen-flush", c.Link.LastSeenFlush}, {"--validation-timeout", c.ValidationTimeout},
 	} {
 		if n.d < 0 {
 			errs = append(errs, fmt.Errorf("%s %s is negative", n.name, n.d))
@@ -278,6 +284,7 @@ func Defaults() Options {
 		MaxConnectionAgeGrace: time.Minute,
 		ShutdownGrace:         10 * time.Second,
 		PolicyInterval:        policyrun.DefaultInterval,
+		ValidationTimeout:     validation.DefaultTimeout,
 		History:               store.PartitionPolicy{Interval: store.DefaultPartitionInterval, Ahead: store.DefaultPartitionsAhead},
 		CommandPoolConns:      4,
 		// Not filled by Validate: a zero Throttle means "no limit" (tests,

@@ -46,6 +46,7 @@ func newProfiles(cfg Config, st *store.Store, fleetSrv *fleet.Server, log *slog.
 	}
 	p.runner = hwprofile.NewRunner(st, current, 0, plog)
 	p.validation = validation.NewRunner(st, current, log.With("component", "validation"))
+	p.validation.Timeout = cfg.ValidationTimeout
 	fleetSrv.SetHardwareProfiles(current)
 	return p, nil
 }

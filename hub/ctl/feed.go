@@ -25,7 +25,7 @@ func (ff *feedFlags) register(cmd *cobra.Command, a *app, watch bool) {
 	fl := cmd.Flags()
 	fl.StringVar(&ff.site, "site", "", "only changes of this site")
 	fl.StringVar(&ff.statuses, "status", "", "only status changes into or out of these statuses, comma-separated (command changes are not filtered by status)")
-	fl.StringVar(&ff.kinds, "kind", "", "only these kinds of change: status, command, operation, decision, pending, policy (decision and pending), remediation (ladder steps and handoffs); comma-separated, default all")
+	fl.StringVar(&ff.kinds, "kind", "", "only these kinds of change: status, command, operation, decision, pending, policy (decision and pending), remediation (ladder steps and handoffs), validation (validation runs' starts, check results, verdicts); comma-separated, default all")
 	fl.StringSliceVar(&ff.devices, "device", nil, "only changes of this device (NAME, SITE/NAME or UUID; repeatable)")
 	fl.StringVarP(&ff.selector, "selector", "l", "", "only changes of the devices this selector matches when the command starts (as quarantine --selector: site=, status=, reason=, class=, name=, hw.FACT=, or a label such as rack=)")
 	fl.StringVar(&ff.since, "since", "", "start from this time: RFC 3339 or a duration ago (10m, 2h), among the changes the hub keeps")
@@ -96,6 +96,8 @@ func eventDeviceID(e *ironlinkv1.FleetEvent) string {
 		return e.GetPendingAction().GetPendingAction().GetDeviceId()
 	case e.GetRemediation() != nil:
 		return e.GetRemediation().GetDeviceId()
+	case e.GetValidation() != nil:
+		return e.GetValidation().GetDeviceId()
 	}
 	return ""
 }

@@ -25,7 +25,8 @@ var opKinds = map[string]ironlinkv1.OperationKind{
 	"clean": ironlinkv1.OperationKind_OPERATION_KIND_CLEAN, "provide": ironlinkv1.OperationKind_OPERATION_KIND_PROVIDE,
 	"deploy": ironlinkv1.OperationKind_OPERATION_KIND_DEPLOY, "undeploy": ironlinkv1.OperationKind_OPERATION_KIND_UNDEPLOY,
 	"nova-create": ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE, "nova-delete": ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE,
-	"adopt": ironlinkv1.OperationKind_OPERATION_KIND_ADOPT,
+	"adopt": ironlinkv1.OperationKind_OPERATION_KIND_ADOPT, "hardware-reread": ironlinkv1.OperationKind_OPERATION_KIND_HARDWARE_REREAD,
+	"validate": ironlinkv1.OperationKind_OPERATION_KIND_VALIDATE,
 }
 
 func kindNames() string {
@@ -70,7 +71,7 @@ type opStartFlags struct {
 	reason, site, nodesFile                                                        string
 	imageSource, imageChecksum, novaImage, novaFlavor, novaName, keyName, serverID string
 	userData, template                                                             string
-	cleanSteps, networks, sshKeys                                                  []string
+	cleanSteps, networks, sshKeys, checks                                          []string
 	force, forceClear, wait                                                        bool
 	rootGB                                                                         int32
 	timeout                                                                        time.Duration
@@ -99,6 +100,8 @@ when one ends FAILED or CANCELLED, or (exit 7) when --timeout passes first.`,
   ironlink op start nova-create node-009 --nova-image ubuntu-22.04 --nova-name slurm-w9 --reason "SLURM worker"
   ironlink op start nova-create node-009 --template slurm-worker --nova-name slurm-w9 --reason "SLURM worker"
   ironlink op start adopt slurm-w3 --image-source http://img/slurm-worker.qcow2 --reason "take over SLURM worker"
+  ironlink op start validate node-007 --check gpu-burn --reason "back from RMA"
+  ironlink op start hardware-reread node-007 --reason "DIMM swapped"
   ironlink op start reboot node-007 --soft --reason "hung GPU" --wait
   ironlink op start maintenance-set node-007 --reason "DIMM swap, ticket 4711"`,
 		Args: cobra.MinimumNArgs(1),
@@ -121,7 +124,8 @@ func (o *opStartFlags) bind(cmd *cobra.Command) {
 	f.StringVar(&o.site, "site", "", "the site (required for enrol; narrows device names otherwise)")
 	f.StringVar(&o.nodesFile, "nodes", "", "enrol: JSON array of node specs (\"-\": stdin)")
 	f.BoolVar(&o.force, "force", false, "override the quarantine guard of provide, deploy, nova-create, the customer-instance guard of power-off, reboot, reprovision, and enrol's refusal of a name a node past manageable already has (recorded)")
-	f.StringSliceVar(&o.cleanSteps, "clean-step", nil, "clean, reprovision: INTERFACE.STEP, repeatable, in order (reprovision: a manual clean before the provide)")
+	f.StringSliceVar(&o.cleanSteps, "clean-step", nil, "clean, reprovision, validate: INTERFACE.STEP, repeatable, in order (reprovision: a manual clean before the provide)")
+	f.StringSliceVar(&o.checks, "check", nil, "validate: an external check whose passing result the run waits for, repeatable")
 	f.StringVar(&o.imageSource, "image-source", "", "deploy, adopt: instance_info.image_source (URL or Glance image id; for adopt the image the machine runs)")
 	f.StringVar(&o.imageChecksum, "image-checksum", "", "deploy: image checksum (required for an http(s) image); adopt: optional")
 	f.Int32Var(&o.rootGB, "root-gb", 0, "deploy, adopt: root partition size in GiB (deploy: 0 is the node's local_gb; adopt: 0 leaves it unset)")
@@ -193,6 +197,11 @@ func (o *opStartFlags) params(kind ironlinkv1.OperationKind) (*ironlinkv1.Operat
 		if o.userData != "" || len(o.sshKeys) > 0 {
 			p.Deploy.ConfigDrive = &ironlinkv1.ConfigDrive{UserData: o.userData, SshKeys: o.sshKeys}
 		}
+	}
+	if kind == ironlinkv1.OperationKind_OPERATION_KIND_VALIDATE {
+		p.ValidationChecks = o.checks
+	} else if len(o.checks) > 0 {
+		return nil, usageErrf("--check is for validate only")
 	}
 	if kind == ironlinkv1.OperationKind_OPERATION_KIND_ADOPT {
 		p.Adopt = &ironlinkv1.AdoptParams{ImageSource: o.imageSource, ImageChecksum: o.imageChecksum, RootGb: o.rootGB}

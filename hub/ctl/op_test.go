@@ -77,6 +77,12 @@ func TestOpCommands(t *testing.T) {
 	if _, errs, code := run("op", "start", "deploy", "node-1", "--reason", "x"); code != ctl.ExitUsage || !strings.Contains(errs, "image_source") {
 		t.Fatalf("deploy without image: exit %d %s", code, errs)
 	}
+	if _, errs, code := run("op", "start", "inspect", "node-1", "--check", "gpu-burn", "--reason", "x"); code != ctl.ExitUsage || !strings.Contains(errs, "--check is for validate only") {
+		t.Fatalf("--check on inspect: exit %d %s", code, errs)
+	}
+	if _, errs, code := run("op", "list", "--kind", "validate,hardware-reread,adopt"); code != 0 {
+		t.Fatalf("op list --kind validate,hardware-reread,adopt: exit %d %s", code, errs)
+	}
 	out, errs, code := run("op", "start", "inspect", "node-1", "--reason", "new rack")
 	if code != 0 || !strings.Contains(out, "PENDING") || !strings.Contains(out, "inspect") {
 		t.Fatalf("start: exit %d\n%s%s", code, out, errs)

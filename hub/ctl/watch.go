@@ -82,10 +82,11 @@ var watchKindValues = map[string][]ironlinkv1.FleetEventKind{
 	"pending":     {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION},
 	"policy":      {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION, ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION},
 	"remediation": {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_REMEDIATION},
+	"validation":  {ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_VALIDATION},
 }
 
 // watchKinds are the values of `ironlink watch --kind`.
-var watchKinds = []string{"status", "command", "operation", "decision", "pending", "policy", "remediation"}
+var watchKinds = []string{"status", "command", "operation", "decision", "pending", "policy", "remediation", "validation"}
 
 // follow streams req, printing each message, and reconnects from the last
 // cursor after a broken connection (Unavailable) unless once.
@@ -266,7 +267,26 @@ func policyOrOperationLine(e *ironlinkv1.FleetEvent, full bool) string {
 	if r := e.GetRemediation(); r != nil {
 		return remediationLine(r, cut)
 	}
+	if v := e.GetValidation(); v != nil {
+		return validationLine(v, cut)
+	}
 	return ""
+}
+
+// validationLine is the line of a validation run's event.
+func validationLine(v *ironlinkv1.ValidationEvent, cut func(string, int) string) string {
+	name := v.GetDeviceName()
+	if name == "" {
+		name = v.GetDeviceId()
+	}
+	line := fmt.Sprintf("validation %s/%s  run %s %s", v.GetSite(), name, v.GetRunId(), v.GetEvent())
+	if v.GetCheck() != "" {
+		line += fmt.Sprintf(" %s %s", v.GetCheck(), v.GetResult())
+	}
+	if v.GetDetail() != "" {
+		line += ": " + cut(v.GetDetail(), 100)
+	}
+	return line
 }
 
 // remediationLine is the line of a remediation ladder's event.

@@ -53,9 +53,10 @@ const SourceBulk = "operator-api-bulk"
 func (s *Server) bulkSelector(ctx context.Context, field string, sel *ironlinkv1.DeviceSelector) (store.DeviceSelector, string, error) {
 	var out store.DeviceSelector
 	if sel.GetSite() == "" && len(sel.GetStatuses()) == 0 && len(sel.GetConditionReasons()) == 0 &&
-		sel.GetResourceClass() == "" && sel.GetNamePattern() == "" && len(sel.GetHardwareFacts()) == 0 && len(sel.GetLabels()) == 0 {
+		sel.GetResourceClass() == "" && sel.GetNamePattern() == "" && len(sel.GetHardwareFacts()) == 0 && len(sel.GetLabels()) == 0 &&
+		len(sel.GetDeviceIds()) == 0 {
 		return out, "", grpcerr.InvalidArgument(field, grpcerr.ReasonRequired,
-			field+" is empty: give at least one of site, statuses, condition_reasons, resource_class, name_pattern, labels (an empty selector would match the whole fleet)")
+			field+" is empty: give at least one of site, statuses, condition_reasons, resource_class, name_pattern, hardware_facts, labels, device_ids (an empty selector would match the whole fleet)")
 	}
 	if err := checkSiteFilter(sel.GetSite()); err != nil {
 		return out, "", err
@@ -127,7 +128,63 @@ func (s *Server) bulkSelector(ctx context.Context, field string, sel *ironlinkv1
 	if len(out.Labels) > 0 {
 		parts = append(parts, labels.String(out.Labels))
 	}
+	listed, err := selectorDeviceIDs(field, sel.GetDeviceIds())
+	if err != nil {
+		return out, "", err
+	}
+	if listed != nil {
+		out.IDs = intersectIDs(out.IDs, listed)
+		parts = append(parts, fmt.Sprintf("ids=%d", len(listed)))
+	}
 	return out, strings.Join(parts, ","), nil
+}
+
+// MaxSelectorDeviceIDs is the most device ids one selector may list
+// (DeviceSelector.device_ids).
+const MaxSelectorDeviceIDs = 1000
+
+// selectorDeviceIDs validates the selector's device_ids (at field) and
+// returns them canonical and deduplicated; nil when none are given.
+func selectorDeviceIDs(field string, raw []string) ([]string, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	if len(raw) > MaxSelectorDeviceIDs {
+		return nil, grpcerr.InvalidArgument(field+".device_ids", grpcerr.ReasonOutOfRange,
+			fmt.Sprintf("%s.device_ids: %d ids, at most %d", field, len(raw), MaxSelectorDeviceIDs))
+	}
+	out := make([]string, 0, len(raw))
+	seen := make(map[string]bool, len(raw))
+	for i, r := range raw {
+		id, err := parseID(fmt.Sprintf("%s.device_ids[%d]", field, i), r)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// intersectIDs keeps the ids of listed that are in have (AND of two id
+// filters); have nil means no filter yet, so listed is returned as is.
+func intersectIDs(have, listed []string) []string {
+	if have == nil {
+		return listed
+	}
+	in := make(map[string]bool, len(have))
+	for _, id := range have {
+		in[id] = true
+	}
+	out := []string{}
+	for _, id := range listed {
+		if in[id] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // PreviewBulkImpairment implements BulkService.PreviewBulkImpairment.

@@ -160,6 +160,7 @@ var feedKinds = map[ironlinkv1.FleetEventKind]feed.Kind{
 	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_POLICY_DECISION: feed.EventPolicyDecision,
 	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_PENDING_ACTION:  feed.EventPendingAction,
 	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_REMEDIATION:     feed.EventRemediation,
+	ironlinkv1.FleetEventKind_FLEET_EVENT_KIND_VALIDATION:      feed.EventValidation,
 }
 
 // eventToProto converts a feed event.
@@ -212,6 +213,8 @@ func eventToProto(ev feed.Event) *ironlinkv1.FleetEvent {
 		p.Change = &ironlinkv1.FleetEvent_Remediation{Remediation: &ironlinkv1.RemediationEvent{DeviceId: e.DeviceID,
 			DeviceName: e.DeviceName, Site: e.Site, Rule: e.Rule, Event: e.Event, Step: int32(e.Step), Kind: e.Kind,
 			OperationId: e.OperationID, LadderId: e.LadderID, HandoffId: e.HandoffID, Detail: e.Detail}}
+	case ev.Validation != nil:
+		validationEventToProto(p, ev.Validation)
 	}
 	return p
 }

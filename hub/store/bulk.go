@@ -35,7 +35,9 @@ type DeviceSelector struct {
 	// (backslash escapes; see GlobToLike).
 	NameLike string
 	// IDs, when non-nil, keeps only these devices (a hardware facts
-	// selector resolved by the caller); an empty non-nil slice keeps none.
+	// selector resolved by the caller, the ticked rows of the web view's
+	// DeviceSelector.device_ids, or both intersected by the caller); an
+	// empty non-nil slice keeps none.
 	IDs []string
 	// Labels keeps devices carrying every one of these labels (effective
 	// labels, docs/reference/labels.md).

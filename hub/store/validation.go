@@ -72,7 +72,7 @@ func createValidationRun(ctx context.Context, tx pgx.Tx, o Operation) error {
 	if err != nil {
 		return fmt.Errorf("validation run of operation %s: %w", o.ID, err)
 	}
-	return nil
+	return addValidationEvent(ctx, tx, o.ID, ValidationStarted, "", "", "")
 }
 
 const runColumns = `r.id::text, r.device_id::text, d.name, r.site, r.state, r.required_checks, r.failing_checks,
@@ -215,7 +215,11 @@ func upsertResult(ctx context.Context, tx pgx.Tx, runID string, v ValidationResu
 	if v.Pass {
 		res = "PASS"
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO validation_results (run_id, check_name, result, duration_ms, output_excerpt, artifacts_url, reporter)
+	changed, err := resultChanged(ctx, tx, runID, v.Check, res, v.OutputExcerpt)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO validation_results (run_id, check_name, result, duration_ms, output_excerpt, artifacts_url, reporter)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (run_id, check_name) DO UPDATE SET result = EXCLUDED.result, duration_ms = EXCLUDED.duration_ms,
 			output_excerpt = EXCLUDED.output_excerpt, artifacts_url = EXCLUDED.artifacts_url, reporter = EXCLUDED.reporter,
@@ -223,7 +227,10 @@ func upsertResult(ctx context.Context, tx pgx.Tx, runID string, v ValidationResu
 	if err != nil {
 		return fmt.Errorf("record result %s of validation run %s: %w", v.Check, runID, err)
 	}
-	return nil
+	if !changed && v.Check == HubCheck {
+		return nil // the hub's check decided again, the same: no feed event
+	}
+	return addValidationEvent(ctx, tx, runID, ValidationRecorded, v.Check, res, v.OutputExcerpt)
 }
 
 // RunVerdict is what hub/validation decided for an open run.
@@ -275,6 +282,11 @@ func (s *Store) AdvanceValidationRun(ctx context.Context, id string, v RunVerdic
 			id, string(v.State), msg, v.FailingChecks, offer)
 		if err != nil {
 			return fmt.Errorf("advance validation run %s: %w", id, err)
+		}
+		if v.State == RunPassed || v.State == RunFailed {
+			if err := addValidationEvent(ctx, tx, id, string(v.State), "", "", msg); err != nil {
+				return err
+			}
 		}
 		run.State, run.Message, run.FailingChecks = v.State, msg, v.FailingChecks
 		if s, ok := offer.(string); ok {

@@ -19,6 +19,11 @@ type Input struct {
 	InspectedAt *time.Time
 	Profile     hwprofile.Result
 	Now         time.Time
+	// Timeout, when positive, is how long after its start (the run's
+	// created time) a run whose operation succeeded may wait for its
+	// hardware read and checks; past it the run fails naming the missing
+	// checks (--validation-timeout).
+	Timeout time.Duration
 }
 
 // Decide is the run's verdict (pure): RUNNING while its operation is
@@ -26,17 +31,34 @@ type Input struct {
 // AWAITING_RESULTS until the hardware read after the run's inspection is
 // stored and every required check reported, then FAILED naming every
 // failing check (the hub's "hardware-profile" among them) or PASSED.
+// A run still awaiting after in.Timeout fails naming what never came.
 func Decide(in Input) store.RunVerdict {
+	v, missing := decide(in)
+	if v.State != store.RunAwaiting || in.Timeout <= 0 || in.Now.Sub(in.Run.CreatedAt) <= in.Timeout {
+		return v
+	}
+	v.State = store.RunFailed
+	v.Message = fmt.Sprintf("timed out after %s %s", in.Timeout, v.Message)
+	v.FailingChecks = missing
+	if len(v.FailingChecks) == 0 {
+		v.FailingChecks = []string{store.HubCheck} // no hardware read after the inspection
+	}
+	return v
+}
+
+// decide is Decide without the timeout; missing names the checks not yet
+// reported while AWAITING_RESULTS.
+func decide(in Input) (v store.RunVerdict, missing []string) {
 	r := in.Run
 	switch r.OpState {
 	case "PENDING", "RUNNING":
-		return store.RunVerdict{State: store.RunRunning, Message: "the validation operation is " + strings.ToLower(string(r.OpState))}
+		return store.RunVerdict{State: store.RunRunning, Message: "the validation operation is " + strings.ToLower(string(r.OpState))}, nil
 	case "FAILED", "CANCELLED":
 		return store.RunVerdict{State: store.RunFailed, FailingChecks: []string{"operation"},
-			Message: fmt.Sprintf("the validation operation %s: %s", strings.ToLower(string(r.OpState)), r.OpLastError)}
+			Message: fmt.Sprintf("the validation operation %s: %s", strings.ToLower(string(r.OpState)), r.OpLastError)}, nil
 	}
 	if in.InspectedAt == nil || in.InspectedAt.Before(r.CreatedAt) {
-		return store.RunVerdict{State: store.RunAwaiting, Message: "waiting for the hardware read after the run's inspection"}
+		return store.RunVerdict{State: store.RunAwaiting, Message: "waiting for the hardware read after the run's inspection"}, nil
 	}
 	hub := hubResult(in.Profile, in.Now)
 	results := map[string]bool{store.HubCheck: hub.Pass}
@@ -45,7 +67,7 @@ func Decide(in Input) store.RunVerdict {
 			results[v.Check] = v.Pass
 		}
 	}
-	var failing, missing []string
+	var failing []string
 	for _, c := range append([]string{store.HubCheck}, r.RequiredChecks...) {
 		pass, ok := results[c]
 		switch {
@@ -55,7 +77,7 @@ func Decide(in Input) store.RunVerdict {
 			failing = append(failing, c)
 		}
 	}
-	v := store.RunVerdict{HubResult: &hub}
+	v = store.RunVerdict{HubResult: &hub}
 	switch {
 	case len(failing) > 0:
 		v.State, v.FailingChecks = store.RunFailed, failing
@@ -68,7 +90,7 @@ func Decide(in Input) store.RunVerdict {
 	default:
 		v.State, v.Message = store.RunPassed, fmt.Sprintf("passed: %d checks", len(r.RequiredChecks)+1)
 	}
-	return v
+	return v, missing
 }
 
 // hubResult is the hub's own check: the inspected hardware against its

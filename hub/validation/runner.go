@@ -35,7 +35,14 @@ type Runner struct {
 	wake     chan struct{}
 	// Interval between passes (0: 2 s).
 	Interval time.Duration
+	// Timeout fails a run still waiting for its hardware read or checks
+	// this long after it started, naming the missing checks (0: never;
+	// the hub's --validation-timeout, default DefaultTimeout).
+	Timeout time.Duration
 }
+
+// DefaultTimeout is the hub's default --validation-timeout.
+const DefaultTimeout = 2 * time.Hour
 
 // NewRunner returns a Runner over st with the profiles in force.
 func NewRunner(st RunnerStore, profiles func() *hwprofile.File, log *slog.Logger) *Runner {
@@ -87,7 +94,7 @@ func (r *Runner) Pass(ctx context.Context) {
 
 func (r *Runner) decide(ctx context.Context, run store.ValidationRun) error {
 	now := time.Now().UTC()
-	in := Input{Run: run, Now: now}
+	in := Input{Run: run, Now: now, Timeout: r.Timeout}
 	if run.OpState == "SUCCEEDED" {
 		hw, inspected, err := r.st.DeviceHardwareOf(ctx, run.DeviceID)
 		if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/ironlink/ironlink/hub/fleet"
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/internal/devsel"
-	"github.com/ironlink/ironlink/internal/textcheck"
 )
 
 // Bulk quarantine and release from the device list (docs/reference/web.md
@@ -20,11 +19,10 @@ import (
 // BulkService exactly as `ironlink quarantine --selector` (a preview with
 // the count, then the call carrying that count, refused when the fleet
 // moved meanwhile, all in one transaction), or the rows ticked in the
-// list: the same preview (devices, count, for a release the devices per
-// outcome), then each device's QuarantineDevice or ReleaseDevice once
-// every one of them has passed the API's checks (a release's
-// validate_only plan, a quarantine's device lookup), so a bad name,
-// reason or scope writes nothing.
+// list: resolved to device ids, then the same BulkService preview and
+// call with DeviceSelector.device_ids and the previewed count, so the
+// ticked rows too change in one transaction and a bad name, reason or
+// scope writes nothing.
 
 // bulkForm is a bulk preview or confirmation as posted.
 type bulkForm struct {
@@ -51,7 +49,6 @@ type bulkDone struct {
 	RequestID string
 	Commands  []*ironlinkv1.OperatorCommand
 	Counts    []*ironlinkv1.ReleaseOutcomeCount
-	Plans     []*ironlinkv1.ReleasePlan
 }
 
 // maxTicked bounds the rows one form may tick (BulkService's preview
@@ -102,7 +99,7 @@ func (s *Server) bulkPreviewPage(w http.ResponseWriter, r *http.Request, id Iden
 	if f.Selector != "" {
 		p, err = s.previewSelector(ctx, f)
 	} else {
-		p, err = s.previewTicked(ctx, f, "preview")
+		p, err = s.previewTicked(ctx, f)
 	}
 	if err != nil {
 		s.apiFail(w, r, err)
@@ -130,51 +127,39 @@ func (s *Server) previewSelector(ctx context.Context, f bulkForm) (bulkPreview, 
 	return p, nil
 }
 
-// previewTicked looks each ticked device up (and plans its release) with
-// the API's own handlers; the first refusal is the answer.
-func (s *Server) previewTicked(ctx context.Context, f bulkForm, reason string) (bulkPreview, error) {
-	p := bulkPreview{bulkForm: f}
-	var plans []*ironlinkv1.ReleasePlan
+// tickedIDs resolves the ticked rows (names or ids) to device ids with
+// the API's own lookup; the first refusal (unknown name, another site) is
+// the answer.
+func (s *Server) tickedIDs(ctx context.Context, f bulkForm) ([]string, error) {
+	ids := make([]string, 0, len(f.Devices))
 	for _, ref := range f.Devices {
 		d, err := s.fleet.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceName: ref, HistoryLimit: 1})
 		if err != nil {
-			return p, err
+			return nil, err
 		}
-		dev := d.GetDevice()
-		p.Devices = append(p.Devices, &ironlinkv1.BulkMatch{DeviceId: dev.GetDeviceId(), Site: dev.GetSite(), Name: dev.GetName(), Status: dev.GetStatus()})
-		if f.Verb == "release" {
-			rr, err := s.fleet.ReleaseDevice(ctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: dev.GetDeviceId(), Reason: reason, AllHolds: f.AllHolds, ValidateOnly: true})
-			if err != nil {
-				return p, err
-			}
-			plans = append(plans, rr.GetPlan())
-		}
+		ids = append(ids, d.GetDevice().GetDeviceId())
 	}
-	p.Count = len(p.Devices)
-	p.Counts = countPlans(plans)
-	return p, nil
+	return ids, nil
 }
 
-// countPlans groups release plans by outcome and remaining holders, in
-// first-seen order, as BulkService counts them.
-func countPlans(plans []*ironlinkv1.ReleasePlan) []*ironlinkv1.ReleaseOutcomeCount {
-	var out []*ironlinkv1.ReleaseOutcomeCount
-	for _, pl := range plans {
-		var holders []string
-		for _, h := range pl.GetRemainingHolds() {
-			holders = append(holders, h.GetHolder())
-		}
-		slices.Sort(holders)
-		i := slices.IndexFunc(out, func(c *ironlinkv1.ReleaseOutcomeCount) bool {
-			return c.GetOutcome() == pl.GetOutcome() && slices.Equal(c.GetHolders(), holders)
-		})
-		if i < 0 {
-			out = append(out, &ironlinkv1.ReleaseOutcomeCount{Outcome: pl.GetOutcome(), Holders: holders})
-			i = len(out) - 1
-		}
-		out[i].Count++
+// previewTicked previews the ticked rows through BulkService, selected by
+// their ids (DeviceSelector.device_ids).
+func (s *Server) previewTicked(ctx context.Context, f bulkForm) (bulkPreview, error) {
+	p := bulkPreview{bulkForm: f}
+	ids, err := s.tickedIDs(ctx, f)
+	if err != nil {
+		return p, err
 	}
-	return out
+	resp, err := s.fleet.Bulk().PreviewBulkImpairment(ctx, &ironlinkv1.PreviewBulkImpairmentRequest{
+		Selector: &ironlinkv1.DeviceSelector{DeviceIds: ids}, AllHolds: f.AllHolds})
+	if err != nil {
+		return p, err
+	}
+	p.Count, p.Devices = int(resp.GetCount()), resp.GetDevices()
+	if f.Verb == "release" {
+		p.Counts = resp.GetReleaseCounts()
+	}
+	return p, nil
 }
 
 // bulkConfirm handles POST /devices/bulk: the confirmed call.
@@ -204,11 +189,17 @@ func (s *Server) bulkConfirm(w http.ResponseWriter, r *http.Request, id Identity
 }
 
 func (s *Server) bulkSelector(ctx context.Context, f bulkForm) (bulkDone, error) {
-	done := bulkDone{bulkForm: f}
 	sel, err := devsel.Parse(f.Selector, "selector")
 	if err != nil {
-		return done, badInput("selector", err)
+		return bulkDone{bulkForm: f}, badInput("selector", err)
 	}
+	return s.bulkCall(ctx, f, sel)
+}
+
+// bulkCall quarantines or releases the devices sel matches through
+// BulkService, carrying the count the preview showed: one transaction.
+func (s *Server) bulkCall(ctx context.Context, f bulkForm, sel *ironlinkv1.DeviceSelector) (bulkDone, error) {
+	done := bulkDone{bulkForm: f}
 	if f.Verb == "quarantine" {
 		resp, err := s.fleet.Bulk().BulkQuarantine(ctx, &ironlinkv1.BulkQuarantineRequest{Selector: sel, Reason: f.Reason, ExpectedCount: int32(f.Expected)})
 		if err != nil {
@@ -225,55 +216,19 @@ func (s *Server) bulkSelector(ctx context.Context, f bulkForm) (bulkDone, error)
 	return done, nil
 }
 
-// bulkTicked checks every ticked device first (nothing is written when
-// one fails), then quarantines or releases each.
+// bulkTicked resolves the ticked rows to ids and acts on them through
+// BulkService in one transaction (DeviceSelector.device_ids with the
+// previewed count): a device gone or moved meanwhile, a bad reason or a
+// scope refusal writes nothing.
 func (s *Server) bulkTicked(ctx context.Context, f bulkForm) (bulkDone, error) {
-	done := bulkDone{bulkForm: f}
 	if f.Expected != len(f.Devices) {
-		return done, countMismatch(f.Expected, len(f.Devices))
+		return bulkDone{bulkForm: f}, countMismatch(f.Expected, len(f.Devices))
 	}
-	if err := checkReason(f.Reason); err != nil {
-		return done, err
-	}
-	p, err := s.previewTicked(ctx, f, f.Reason)
+	ids, err := s.tickedIDs(ctx, f)
 	if err != nil {
-		return done, err
+		return bulkDone{bulkForm: f}, err
 	}
-	for _, d := range p.Devices {
-		var cmd *ironlinkv1.OperatorCommand
-		if f.Verb == "quarantine" {
-			resp, err := s.fleet.QuarantineDevice(ctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: d.GetDeviceId(), Reason: f.Reason})
-			if err != nil {
-				return done, err
-			}
-			cmd = resp.GetCommand()
-		} else {
-			resp, err := s.fleet.ReleaseDevice(ctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: d.GetDeviceId(), Reason: f.Reason, AllHolds: f.AllHolds})
-			if err != nil {
-				return done, err
-			}
-			cmd = resp.GetCommand()
-			done.Plans = append(done.Plans, resp.GetPlan())
-		}
-		if cmd != nil {
-			done.Commands = append(done.Commands, cmd)
-		}
-	}
-	done.Counts = countPlans(done.Plans)
-	return done, nil
-}
-
-// checkReason is the API's check of a quarantine's or release's reason
-// (hub/fleet), made before the first device is written.
-func checkReason(reason string) error {
-	reason = strings.TrimSpace(reason)
-	if reason == "" {
-		return grpcerr.InvalidArgument("reason", grpcerr.ReasonRequired, "reason is required: say why (it is kept in every device's quarantine history)")
-	}
-	if err := textcheck.Text("reason", reason, fleet.MaxReasonBytes); err != nil {
-		return grpcerr.FromCheck(err)
-	}
-	return nil
+	return s.bulkCall(ctx, f, &ironlinkv1.DeviceSelector{DeviceIds: ids})
 }
 
 // countMismatch refuses ticked devices whose number is not the one the

@@ -97,7 +97,8 @@ func TestConsoleWrites(t *testing.T) {
 		t.Fatal("refused bulk calls wrote commands")
 	}
 	ok := url.Values{"verb": {"quarantine"}, "device": {a1, a2}, "expected_count": {"2"}, "reason": {"rack r4"}}
-	if w := do(t, h, "POST", "/devices/bulk", "ops-write", "", ok, nil); w.Code != 200 || !strings.Contains(w.Body.String(), "<strong>2</strong> commands created") {
+	// Ticked rows go through BulkService: one transaction, one request id.
+	if w := do(t, h, "POST", "/devices/bulk", "ops-write", "", ok, nil); w.Code != 200 || !strings.Contains(w.Body.String(), "<strong>2</strong> commands created under request") {
 		t.Fatalf("bulk quarantine: %d %.500s", w.Code, w.Body.String())
 	}
 	rel := url.Values{"verb": {"release"}, "selector": {"site=alpha,name=a-avail-*"}}

@@ -46,6 +46,9 @@ type deviceData struct {
 	// without a policy API); HasPolicy says whether the hub has one.
 	Decisions []*ironlinkv1.PolicyDecision
 	HasPolicy bool
+	// ValidationRuns are the device's newest validation runs with their
+	// checks' results (GetDevice's validation_runs).
+	ValidationRuns []*ironlinkv1.ValidationRun
 }
 
 // getDevice reads the device the path names: its UUID, name, SITE/NAME
@@ -98,7 +101,8 @@ func (s *Server) device(w http.ResponseWriter, r *http.Request, id Identity) {
 	d := deviceData{Device: dev, Status: resp.GetStatusHistory(), Impairment: resp.GetImpairmentHistory(),
 		Commands: cmds.GetCommands(), CondHist: ch, CanWrite: id.CanWrite(),
 		CanOperate: id.CanWrite() && s.ops != nil, Operations: resp.GetRecentOperations(),
-		Holds: resp.GetQuarantineHolds(), Plan: resp.GetReleasePlan(), Explanation: resp.GetExplanation(), HasPolicy: s.policy != nil}
+		Holds: resp.GetQuarantineHolds(), Plan: resp.GetReleasePlan(), Explanation: resp.GetExplanation(), HasPolicy: s.policy != nil,
+		ValidationRuns: resp.GetValidationRuns()}
 	if s.policy != nil {
 		dr, err := s.policy.ListPolicyDecisions(ctx, &ironlinkv1.ListPolicyDecisionsRequest{DeviceId: dev.GetDeviceId(), PageSize: commandsShown})
 		if err != nil {

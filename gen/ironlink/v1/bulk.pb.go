@@ -46,6 +46,11 @@ type DeviceSelector struct {
 	// for a fact the device does not report). Devices without hardware never
 	// match.
 	HardwareFacts map[string]string `protobuf:"bytes,160,rep,name=hardware_facts,json=hardwareFacts,proto3" json:"hardware_facts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Only these devices (Ironic node UUIDs, at most 1000), e.g. the rows an
+	// operator ticked in the web view; combined with the other fields as
+	// AND. A malformed UUID is InvalidArgument naming the entry
+	// (selector.device_ids[i]).
+	DeviceIds     []string `protobuf:"bytes,260,rep,name=device_ids,json=deviceIds,proto3" json:"device_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -125,6 +130,13 @@ func (x *DeviceSelector) GetLabels() map[string]string {
 func (x *DeviceSelector) GetHardwareFacts() map[string]string {
 	if x != nil {
 		return x.HardwareFacts
+	}
+	return nil
+}
+
+func (x *DeviceSelector) GetDeviceIds() []string {
+	if x != nil {
+		return x.DeviceIds
 	}
 	return nil
 }
@@ -651,7 +663,7 @@ var File_ironlink_v1_bulk_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_bulk_proto_rawDesc = "" +
 	"\n" +
-	"\x16ironlink/v1/bulk.proto\x12\vironlink.v1\x1a\x17ironlink/v1/fleet.proto\"\xed\x03\n" +
+	"\x16ironlink/v1/bulk.proto\x12\vironlink.v1\x1a\x17ironlink/v1/fleet.proto\"\x8d\x04\n" +
 	"\x0eDeviceSelector\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\x0e2\x1e.ironlink.v1.OperationalStatusR\bstatuses\x12+\n" +
@@ -659,7 +671,9 @@ const file_ironlink_v1_bulk_proto_rawDesc = "" +
 	"\x0eresource_class\x18\x04 \x01(\tR\rresourceClass\x12!\n" +
 	"\fname_pattern\x18\x05 \x01(\tR\vnamePattern\x12?\n" +
 	"\x06labels\x18d \x03(\v2'.ironlink.v1.DeviceSelector.LabelsEntryR\x06labels\x12V\n" +
-	"\x0ehardware_facts\x18\xa0\x01 \x03(\v2..ironlink.v1.DeviceSelector.HardwareFactsEntryR\rhardwareFacts\x1a9\n" +
+	"\x0ehardware_facts\x18\xa0\x01 \x03(\v2..ironlink.v1.DeviceSelector.HardwareFactsEntryR\rhardwareFacts\x12\x1e\n" +
+	"\n" +
+	"device_ids\x18\x84\x02 \x03(\tR\tdeviceIds\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a@\n" +

@@ -389,6 +389,9 @@ const (
 	// released, abandoned or handed off a device, or a handoff was closed
 	// (docs/reference/policy.md "Remediation ladders").
 	FleetEventKind_FLEET_EVENT_KIND_REMEDIATION FleetEventKind = 120
+	// A validation run started, recorded a check's result, passed or failed
+	// (docs/reference/hardware.md "Validation").
+	FleetEventKind_FLEET_EVENT_KIND_VALIDATION FleetEventKind = 260
 )
 
 // Enum value maps for FleetEventKind.
@@ -401,6 +404,7 @@ var (
 		4:   "FLEET_EVENT_KIND_POLICY_DECISION",
 		5:   "FLEET_EVENT_KIND_PENDING_ACTION",
 		120: "FLEET_EVENT_KIND_REMEDIATION",
+		260: "FLEET_EVENT_KIND_VALIDATION",
 	}
 	FleetEventKind_value = map[string]int32{
 		"FLEET_EVENT_KIND_UNSPECIFIED":     0,
@@ -410,6 +414,7 @@ var (
 		"FLEET_EVENT_KIND_POLICY_DECISION": 4,
 		"FLEET_EVENT_KIND_PENDING_ACTION":  5,
 		"FLEET_EVENT_KIND_REMEDIATION":     120,
+		"FLEET_EVENT_KIND_VALIDATION":      260,
 	}
 )
 
@@ -2592,6 +2597,7 @@ type FleetEvent struct {
 	//	*FleetEvent_PolicyDecision
 	//	*FleetEvent_PendingAction
 	//	*FleetEvent_Remediation
+	//	*FleetEvent_Validation
 	Change        isFleetEvent_Change `protobuf_oneof:"change"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2702,6 +2708,15 @@ func (x *FleetEvent) GetRemediation() *RemediationEvent {
 	return nil
 }
 
+func (x *FleetEvent) GetValidation() *ValidationEvent {
+	if x != nil {
+		if x, ok := x.Change.(*FleetEvent_Validation); ok {
+			return x.Validation
+		}
+	}
+	return nil
+}
+
 type isFleetEvent_Change interface {
 	isFleetEvent_Change()
 }
@@ -2736,6 +2751,11 @@ type FleetEvent_Remediation struct {
 	Remediation *RemediationEvent `protobuf:"bytes,120,opt,name=remediation,proto3,oneof"`
 }
 
+type FleetEvent_Validation struct {
+	// A validation run's start, check result or verdict.
+	Validation *ValidationEvent `protobuf:"bytes,260,opt,name=validation,proto3,oneof"`
+}
+
 func (*FleetEvent_DeviceStatus) isFleetEvent_Change() {}
 
 func (*FleetEvent_CommandState) isFleetEvent_Change() {}
@@ -2747,6 +2767,8 @@ func (*FleetEvent_PolicyDecision) isFleetEvent_Change() {}
 func (*FleetEvent_PendingAction) isFleetEvent_Change() {}
 
 func (*FleetEvent_Remediation) isFleetEvent_Change() {}
+
+func (*FleetEvent_Validation) isFleetEvent_Change() {}
 
 // DeviceStatusEvent is one entry of a device's status history.
 type DeviceStatusEvent struct {
@@ -3995,7 +4017,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"fromOldest\"[\n" +
 	"\x12WatchFleetResponse\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12-\n" +
-	"\x05event\x18\x02 \x01(\v2\x17.ironlink.v1.FleetEventR\x05event\"\xb7\x04\n" +
+	"\x05event\x18\x02 \x01(\v2\x17.ironlink.v1.FleetEventR\x05event\"\xf8\x04\n" +
 	"\n" +
 	"FleetEvent\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.ironlink.v1.FleetEventKindR\x04kind\x129\n" +
@@ -4006,7 +4028,10 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x0foperation_state\x18F \x01(\v2 .ironlink.v1.OperationStateEventH\x00R\x0eoperationState\x12K\n" +
 	"\x0fpolicy_decision\x18G \x01(\v2 .ironlink.v1.PolicyDecisionEventH\x00R\x0epolicyDecision\x12H\n" +
 	"\x0epending_action\x18H \x01(\v2\x1f.ironlink.v1.PendingActionEventH\x00R\rpendingAction\x12A\n" +
-	"\vremediation\x18x \x01(\v2\x1d.ironlink.v1.RemediationEventH\x00R\vremediationB\b\n" +
+	"\vremediation\x18x \x01(\v2\x1d.ironlink.v1.RemediationEventH\x00R\vremediation\x12?\n" +
+	"\n" +
+	"validation\x18\x84\x02 \x01(\v2\x1c.ironlink.v1.ValidationEventH\x00R\n" +
+	"validationB\b\n" +
 	"\x06change\"\xf1\x01\n" +
 	"\x11DeviceStatusEvent\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
@@ -4115,7 +4140,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x16LINK_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14LINK_STATE_CONNECTED\x10\x01\x12\x1b\n" +
 	"\x17LINK_STATE_DISCONNECTED\x10\x02\x12\x1a\n" +
-	"\x16LINK_STATE_UNREACHABLE\x10\x03*\x8d\x02\n" +
+	"\x16LINK_STATE_UNREACHABLE\x10\x03*\xaf\x02\n" +
 	"\x0eFleetEventKind\x12 \n" +
 	"\x1cFLEET_EVENT_KIND_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eFLEET_EVENT_KIND_DEVICE_STATUS\x10\x01\x12\"\n" +
@@ -4123,7 +4148,8 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	" FLEET_EVENT_KIND_OPERATION_STATE\x10\x03\x12$\n" +
 	" FLEET_EVENT_KIND_POLICY_DECISION\x10\x04\x12#\n" +
 	"\x1fFLEET_EVENT_KIND_PENDING_ACTION\x10\x05\x12 \n" +
-	"\x1cFLEET_EVENT_KIND_REMEDIATION\x10x2\xcd\x06\n" +
+	"\x1cFLEET_EVENT_KIND_REMEDIATION\x10x\x12 \n" +
+	"\x1bFLEET_EVENT_KIND_VALIDATION\x10\x84\x022\xcd\x06\n" +
 	"\fFleetService\x12P\n" +
 	"\vListDevices\x12\x1f.ironlink.v1.ListDevicesRequest\x1a .ironlink.v1.ListDevicesResponse\x12J\n" +
 	"\tGetDevice\x12\x1d.ironlink.v1.GetDeviceRequest\x1a\x1e.ironlink.v1.GetDeviceResponse\x12_\n" +
@@ -4209,10 +4235,11 @@ var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(*HardwareState)(nil),            // 53: ironlink.v1.HardwareState
 	(*ValidationRun)(nil),            // 54: ironlink.v1.ValidationRun
 	(*RemediationEvent)(nil),         // 55: ironlink.v1.RemediationEvent
-	(OperationState)(0),              // 56: ironlink.v1.OperationState
-	(*PolicyDecision)(nil),           // 57: ironlink.v1.PolicyDecision
-	(*PendingAction)(nil),            // 58: ironlink.v1.PendingAction
-	(PendingActionState)(0),          // 59: ironlink.v1.PendingActionState
+	(*ValidationEvent)(nil),          // 56: ironlink.v1.ValidationEvent
+	(OperationState)(0),              // 57: ironlink.v1.OperationState
+	(*PolicyDecision)(nil),           // 58: ironlink.v1.PolicyDecision
+	(*PendingAction)(nil),            // 59: ironlink.v1.PendingAction
+	(PendingActionState)(0),          // 60: ironlink.v1.PendingActionState
 }
 var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	0,  // 0: ironlink.v1.Device.status:type_name -> ironlink.v1.OperationalStatus
@@ -4285,48 +4312,49 @@ var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	29, // 67: ironlink.v1.FleetEvent.policy_decision:type_name -> ironlink.v1.PolicyDecisionEvent
 	30, // 68: ironlink.v1.FleetEvent.pending_action:type_name -> ironlink.v1.PendingActionEvent
 	55, // 69: ironlink.v1.FleetEvent.remediation:type_name -> ironlink.v1.RemediationEvent
-	0,  // 70: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
-	0,  // 71: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
-	13, // 72: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
-	3,  // 73: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
-	52, // 74: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
-	56, // 75: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
-	57, // 76: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
-	58, // 77: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
-	59, // 78: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
-	13, // 79: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	13, // 80: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	10, // 81: ironlink.v1.ReleaseDeviceResponse.plan:type_name -> ironlink.v1.ReleasePlan
-	13, // 82: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	3,  // 83: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	13, // 84: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	13, // 85: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	14, // 86: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	15, // 87: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	17, // 88: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	31, // 89: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	33, // 90: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	11, // 91: ironlink.v1.FleetService.OfferDevice:input_type -> ironlink.v1.OfferDeviceRequest
-	35, // 92: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	37, // 93: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	41, // 94: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	39, // 95: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
-	23, // 96: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
-	16, // 97: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	18, // 98: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	32, // 99: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	34, // 100: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	12, // 101: ironlink.v1.FleetService.OfferDevice:output_type -> ironlink.v1.OfferDeviceResponse
-	36, // 102: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	38, // 103: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	42, // 104: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	40, // 105: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
-	24, // 106: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
-	97, // [97:107] is the sub-list for method output_type
-	87, // [87:97] is the sub-list for method input_type
-	87, // [87:87] is the sub-list for extension type_name
-	87, // [87:87] is the sub-list for extension extendee
-	0,  // [0:87] is the sub-list for field type_name
+	56, // 70: ironlink.v1.FleetEvent.validation:type_name -> ironlink.v1.ValidationEvent
+	0,  // 71: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
+	0,  // 72: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
+	13, // 73: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
+	3,  // 74: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
+	52, // 75: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
+	57, // 76: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
+	58, // 77: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
+	59, // 78: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
+	60, // 79: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
+	13, // 80: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	13, // 81: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	10, // 82: ironlink.v1.ReleaseDeviceResponse.plan:type_name -> ironlink.v1.ReleasePlan
+	13, // 83: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	3,  // 84: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	13, // 85: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	13, // 86: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	14, // 87: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	15, // 88: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	17, // 89: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	31, // 90: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	33, // 91: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	11, // 92: ironlink.v1.FleetService.OfferDevice:input_type -> ironlink.v1.OfferDeviceRequest
+	35, // 93: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	37, // 94: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	41, // 95: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	39, // 96: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
+	23, // 97: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
+	16, // 98: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	18, // 99: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	32, // 100: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	34, // 101: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	12, // 102: ironlink.v1.FleetService.OfferDevice:output_type -> ironlink.v1.OfferDeviceResponse
+	36, // 103: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	38, // 104: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	42, // 105: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	40, // 106: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
+	24, // 107: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
+	98, // [98:108] is the sub-list for method output_type
+	88, // [88:98] is the sub-list for method input_type
+	88, // [88:88] is the sub-list for extension type_name
+	88, // [88:88] is the sub-list for extension extendee
+	0,  // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }
@@ -4348,6 +4376,7 @@ func file_ironlink_v1_fleet_proto_init() {
 		(*FleetEvent_PolicyDecision)(nil),
 		(*FleetEvent_PendingAction)(nil),
 		(*FleetEvent_Remediation)(nil),
+		(*FleetEvent_Validation)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

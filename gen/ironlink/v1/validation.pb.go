@@ -523,6 +523,118 @@ func (x *RecordValidationResultResponse) GetRun() *ValidationRun {
 	return nil
 }
 
+// ValidationEvent is a validation run's change in the change feed
+// (FleetEvent.validation): its start, a check's result recorded (the
+// hub's "hardware-profile" included), or its verdict.
+type ValidationEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run (its VALIDATE operation's id, a UUID).
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Device (Ironic node UUID).
+	DeviceId string `protobuf:"bytes,2,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// The device's node name.
+	DeviceName string `protobuf:"bytes,3,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	// Site.
+	Site string `protobuf:"bytes,4,opt,name=site,proto3" json:"site,omitempty"`
+	// STARTED, RESULT, PASSED or FAILED.
+	Event string `protobuf:"bytes,5,opt,name=event,proto3" json:"event,omitempty"`
+	// For RESULT: the check's name.
+	Check string `protobuf:"bytes,6,opt,name=check,proto3" json:"check,omitempty"`
+	// For RESULT: PASS or FAIL.
+	Result string `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
+	// The check's output excerpt (RESULT) or the run's message (PASSED,
+	// FAILED: the failing checks named).
+	Detail        string `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidationEvent) Reset() {
+	*x = ValidationEvent{}
+	mi := &file_ironlink_v1_validation_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidationEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidationEvent) ProtoMessage() {}
+
+func (x *ValidationEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_validation_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidationEvent.ProtoReflect.Descriptor instead.
+func (*ValidationEvent) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_validation_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ValidationEvent) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ValidationEvent) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *ValidationEvent) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
+	}
+	return ""
+}
+
+func (x *ValidationEvent) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+func (x *ValidationEvent) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *ValidationEvent) GetCheck() string {
+	if x != nil {
+		return x.Check
+	}
+	return ""
+}
+
+func (x *ValidationEvent) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+func (x *ValidationEvent) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 var File_ironlink_v1_validation_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_validation_proto_rawDesc = "" +
@@ -561,7 +673,17 @@ const file_ironlink_v1_validation_proto_rawDesc = "" +
 	"\x0eoutput_excerpt\x18\x05 \x01(\tR\routputExcerpt\x12#\n" +
 	"\rartifacts_url\x18\x06 \x01(\tR\fartifactsUrl\"N\n" +
 	"\x1eRecordValidationResultResponse\x12,\n" +
-	"\x03run\x18\x01 \x01(\v2\x1a.ironlink.v1.ValidationRunR\x03run*\xc9\x01\n" +
+	"\x03run\x18\x01 \x01(\v2\x1a.ironlink.v1.ValidationRunR\x03run\"\xd6\x01\n" +
+	"\x0fValidationEvent\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
+	"\tdevice_id\x18\x02 \x01(\tR\bdeviceId\x12\x1f\n" +
+	"\vdevice_name\x18\x03 \x01(\tR\n" +
+	"deviceName\x12\x12\n" +
+	"\x04site\x18\x04 \x01(\tR\x04site\x12\x14\n" +
+	"\x05event\x18\x05 \x01(\tR\x05event\x12\x14\n" +
+	"\x05check\x18\x06 \x01(\tR\x05check\x12\x16\n" +
+	"\x06result\x18\a \x01(\tR\x06result\x12\x16\n" +
+	"\x06detail\x18\b \x01(\tR\x06detail*\xc9\x01\n" +
 	"\x12ValidationRunState\x12$\n" +
 	" VALIDATION_RUN_STATE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cVALIDATION_RUN_STATE_RUNNING\x10\x01\x12)\n" +
@@ -588,7 +710,7 @@ func file_ironlink_v1_validation_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_validation_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ironlink_v1_validation_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_ironlink_v1_validation_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_ironlink_v1_validation_proto_goTypes = []any{
 	(ValidationRunState)(0),                // 0: ironlink.v1.ValidationRunState
 	(ValidationResult)(0),                  // 1: ironlink.v1.ValidationResult
@@ -596,19 +718,20 @@ var file_ironlink_v1_validation_proto_goTypes = []any{
 	(*ValidationRun)(nil),                  // 3: ironlink.v1.ValidationRun
 	(*RecordValidationResultRequest)(nil),  // 4: ironlink.v1.RecordValidationResultRequest
 	(*RecordValidationResultResponse)(nil), // 5: ironlink.v1.RecordValidationResultResponse
-	(*durationpb.Duration)(nil),            // 6: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),          // 7: google.protobuf.Timestamp
+	(*ValidationEvent)(nil),                // 6: ironlink.v1.ValidationEvent
+	(*durationpb.Duration)(nil),            // 7: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),          // 8: google.protobuf.Timestamp
 }
 var file_ironlink_v1_validation_proto_depIdxs = []int32{
 	1,  // 0: ironlink.v1.ValidationCheckResult.result:type_name -> ironlink.v1.ValidationResult
-	6,  // 1: ironlink.v1.ValidationCheckResult.duration:type_name -> google.protobuf.Duration
-	7,  // 2: ironlink.v1.ValidationCheckResult.record_time:type_name -> google.protobuf.Timestamp
+	7,  // 1: ironlink.v1.ValidationCheckResult.duration:type_name -> google.protobuf.Duration
+	8,  // 2: ironlink.v1.ValidationCheckResult.record_time:type_name -> google.protobuf.Timestamp
 	0,  // 3: ironlink.v1.ValidationRun.state:type_name -> ironlink.v1.ValidationRunState
 	2,  // 4: ironlink.v1.ValidationRun.results:type_name -> ironlink.v1.ValidationCheckResult
-	7,  // 5: ironlink.v1.ValidationRun.create_time:type_name -> google.protobuf.Timestamp
-	7,  // 6: ironlink.v1.ValidationRun.end_time:type_name -> google.protobuf.Timestamp
+	8,  // 5: ironlink.v1.ValidationRun.create_time:type_name -> google.protobuf.Timestamp
+	8,  // 6: ironlink.v1.ValidationRun.end_time:type_name -> google.protobuf.Timestamp
 	1,  // 7: ironlink.v1.RecordValidationResultRequest.result:type_name -> ironlink.v1.ValidationResult
-	6,  // 8: ironlink.v1.RecordValidationResultRequest.duration:type_name -> google.protobuf.Duration
+	7,  // 8: ironlink.v1.RecordValidationResultRequest.duration:type_name -> google.protobuf.Duration
 	3,  // 9: ironlink.v1.RecordValidationResultResponse.run:type_name -> ironlink.v1.ValidationRun
 	4,  // 10: ironlink.v1.ValidationService.RecordValidationResult:input_type -> ironlink.v1.RecordValidationResultRequest
 	5,  // 11: ironlink.v1.ValidationService.RecordValidationResult:output_type -> ironlink.v1.RecordValidationResultResponse
@@ -630,7 +753,7 @@ func file_ironlink_v1_validation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_validation_proto_rawDesc), len(file_ironlink_v1_validation_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

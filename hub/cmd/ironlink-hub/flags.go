@@ -127,6 +127,8 @@ func bindOperatorFlags(f *cli.Flags, o *app.Options, def app.Options) {
 		"YAML hardware profiles (expected hardware per resource class or name pattern, docs/reference/conditions.md#hardwarematchesprofile); reloaded on SIGHUP and on change; empty: no HardwareMatchesProfile")
 	f.String(&o.NovaTemplatesFile, "nova-templates-file", "IRONLINK_HUB_NOVA_TEMPLATES_FILE", "",
 		"YAML named Nova create templates (image, flavor, key pair, user data, metadata per site, docs/reference/operations.md#nova-create-templates); reloaded on SIGHUP and on change; empty: none")
+	f.Duration(&o.ValidationTimeout, "validation-timeout", "IRONLINK_HUB_VALIDATION_TIMEOUT", def.ValidationTimeout,
+		"how long a validation run may wait for its hardware read and check results after it started; then it fails naming the missing checks")
 	f.String(&o.Handoff.URL, "handoff-webhook-url", "IRONLINK_HUB_HANDOFF_WEBHOOK_URL", "",
 		"http(s) URL that receives every repair handoff of the remediation ladders as a signed JSON POST, retried until 2xx; empty: no webhook")
 	f.String(&o.Handoff.SecretFile, "handoff-webhook-secret-file", "IRONLINK_HUB_HANDOFF_WEBHOOK_SECRET_FILE", "",

@@ -67,7 +67,7 @@ func (e *CursorError) Error() string {
 // ParseCursor reads a cursor written by Cursor.String, checking every field:
 // XID, SOURCE and ID are decimal numbers without sign or leading zeros;
 // SOURCE is 0 (a position between transactions, with ID 0) or the number
-// of a feed source (1-6, feedSources), with an ID of at least 1 (row ids
+// of a feed source (1-7, feedSources), with an ID of at least 1 (row ids
 // start at 1). Errors (*CursorError): anything else, naming the field.
 func ParseCursor(s string) (Cursor, error) {
 	parts := strings.Split(s, ".")
@@ -176,4 +176,6 @@ type Event struct {
 	Pending   *PendingActionEvent
 	// Remediation is set for EventRemediation (remediation.go).
 	Remediation *RemediationEvent
+	// Validation is set for EventValidation (validation.go).
+	Validation *ValidationEvent
 }

@@ -12,7 +12,7 @@ import (
 func TestParseCursorChecksEveryField(t *testing.T) {
 	for _, c := range []struct{ in, field string }{
 		{"864.9.0", "SOURCE"}, // the cursor: an unknown middle field
-		{"864.7.1", "SOURCE"},
+		{"864.8.1", "SOURCE"},
 		{"864.65536.1", "SOURCE"},
 		{"864.0.5", "ID"},
 		{"864.1.0", "ID"},
