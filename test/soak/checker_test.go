@@ -30,6 +30,10 @@ const (
 type checker struct {
 	pool  *pgxpool.Pool
 	sites []*site
+	// faultEnded is when the last fault that stops commands from being
+	// applied (an outage) ended; a trait difference is timed from the
+	// later of it and the difference's first sighting.
+	faultEnded time.Time
 	// traitGrace is how long a node's trait may differ from the desired
 	// state: one resync interval plus the time a fault may keep the
 	// satellite from resyncing.
@@ -201,8 +205,8 @@ func (c *checker) traits(ctx context.Context, final bool) error {
 				delete(c.mismatch, id)
 			} else if first, seen := c.mismatch[id]; !seen {
 				c.mismatch[id] = now
-			} else if final || now.Sub(first) > c.traitGrace {
-				bad = append(bad, fmt.Sprintf("device %s desired %s: trait present=%v for %s", id, desired, has, now.Sub(first).Round(time.Second)))
+			} else if since := later(first, c.faultEnded); final || now.Sub(since) > c.traitGrace {
+				bad = append(bad, fmt.Sprintf("device %s desired %s: trait present=%v for %s (since the last outage ended)", id, desired, has, now.Sub(since).Round(time.Second)))
 				c.mismatch[id] = now // one violation per grace period
 			}
 			c.mu.Unlock()
@@ -210,4 +214,11 @@ func (c *checker) traits(ctx context.Context, final bool) error {
 	}
 	c.record(invTraits, n, bad...)
 	return rows.Err()
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -6,8 +6,8 @@
 // processes against churning simulated sites (internal/openstacksim) and
 // scripted satellites (test/faults/satsim, exact bookkeeping of every
 // change sent), an operator quarantining and releasing, and injects faults
-// at random: satellite SIGKILL, hub replica SIGKILL, link cut, PostgreSQL
-// restart. A checker that reads PostgreSQL and the simulators (never the
+// at random: satellite SIGKILL, hub replica SIGKILL and SIGSTOP, link cut,
+// PostgreSQL restart, slow Ironic, Placement down. A checker that reads PostgreSQL and the simulators (never the
 // hub's API) asserts the invariants of docs/howto/soak.md throughout and at
 // the end, and prints a summary table.
 //

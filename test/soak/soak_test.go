@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/openstacksim"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/tcpproxy"
 	"github.com/ironlink/ironlink/test/faults/satsim"
@@ -26,6 +28,10 @@ import (
 
 // invariants are the checker's invariants in the summary's order.
 var invariants = []string{invHistoryOnce, invStatus, invCommands, invTraits, invFlat}
+
+// faultKinds are the faults injected, in the summary's order.
+var faultKinds = []string{"satellite kill -9", "hub replica kill -9", "hub replica frozen (SIGSTOP 25 s)", "link cut",
+	"PostgreSQL restart", "Ironic slow (10 s answers for 30 s)", "Placement down (503 for 60 s)"}
 
 // resync is the satellites' --resync-interval in the soak.
 const resync = 30 * time.Second
@@ -45,6 +51,7 @@ type rig struct {
 	fc      ironlinkv1.FleetServiceClient
 	faults  map[string]int
 	opsSent map[string]int
+	chk     *checker
 }
 
 var minutes = flag.Float64("soak.minutes", envMinutes(), "how long TestSoak runs, in minutes (default $SOAK_MINUTES, else 60)")
@@ -95,6 +102,7 @@ func TestSoak(t *testing.T) {
 
 	chk := newChecker(r.pool, r.sites, resync+45*time.Second, 3*time.Minute)
 	hs := &hubSamples{}
+	r.chk = chk
 	start := time.Now()
 	warm := start.Add(max(time.Minute, dur/5))
 	t.Logf("soak: %s, warm-up until %s", dur, warm.Format(time.TimeOnly))
@@ -176,6 +184,14 @@ func (c *checker) commandsFinish(ctx context.Context, final bool) error {
 	return rows.Err()
 }
 
+// outageEnded notes that an outage (a fault that stops commands from
+// being applied) ended now.
+func (c *checker) outageEnded() {
+	c.mu.Lock()
+	c.faultEnded = time.Now()
+	c.mu.Unlock()
+}
+
 func sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
@@ -224,13 +240,12 @@ func (r *rig) operator(ctx context.Context) {
 
 // injectFaults injects one fault of a random kind every 20-40 s.
 func (r *rig) injectFaults(ctx context.Context) {
-	kinds := []string{"satellite kill -9", "hub replica kill -9", "link cut", "PostgreSQL restart"}
 	for {
 		sleep(ctx, 20*time.Second+rand.N(20*time.Second))
 		if ctx.Err() != nil {
 			return
 		}
-		k := kinds[rand.IntN(len(kinds))]
+		k := faultKinds[rand.IntN(len(faultKinds))]
 		r.inject(k)
 		r.mu.Lock()
 		r.faults[k]++
@@ -260,7 +275,26 @@ func (r *rig) inject(kind string) {
 		r.pg.Stop(t)
 		time.Sleep(2 * time.Second) // the outage itself
 		r.pg.Start(t)
+	case "hub replica frozen (SIGSTOP 25 s)":
+		// Longer than hub-b's lease: it is fenced, its links move.
+		r.mu.Lock()
+		pid := r.hubB.Pid()
+		r.mu.Unlock()
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+		time.Sleep(25 * time.Second)
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	case "Ironic slow (10 s answers for 30 s)":
+		s := r.sites[rand.IntN(len(r.sites))]
+		s.sim.InjectFault(openstacksim.Fault{Service: "baremetal", Delay: 10 * time.Second, Times: -1})
+		time.Sleep(30 * time.Second)
+		s.sim.ClearFaults()
+	case "Placement down (503 for 60 s)":
+		s := r.sites[rand.IntN(len(r.sites))]
+		s.sim.InjectFault(openstacksim.Fault{Service: "placement", Status: 503, Times: -1})
+		time.Sleep(60 * time.Second)
+		s.sim.ClearFaults()
 	}
+	r.chk.outageEnded()
 	t.Logf("fault injected: %s", kind)
 }
 
@@ -327,7 +361,7 @@ func (r *rig) summary(chk *checker, took time.Duration, figs string) {
 	fmt.Fprintf(w, "SOAK SUMMARY\t%s\t\n", took.Round(time.Second))
 	fmt.Fprintf(w, "fault\tinjected\t\n")
 	total := 0
-	for _, k := range []string{"satellite kill -9", "hub replica kill -9", "link cut", "PostgreSQL restart"} {
+	for _, k := range faultKinds {
 		fmt.Fprintf(w, "%s\t%d\t\n", k, r.faults[k])
 		total += r.faults[k]
 	}
