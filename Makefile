@@ -11,7 +11,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 GOBUILD := $(GO) build -trimpath -ldflags "-X github.com/ironlink/ironlink/internal/version.Version=$(VERSION) -X github.com/ironlink/ironlink/internal/version.Commit=$(COMMIT)"
 
-.PHONY: all build generate check-generated lint tidy-check breaking test bench bench-short demo clean
+.PHONY: all build generate check-generated lint tidy-check breaking test bench bench-short soak demo clean
 
 all: build
 
@@ -61,6 +61,11 @@ bench:
 bench-short:
 	./scripts/bench.sh short
 	./scripts/bench-check.sh --all bin/bench-short.out
+
+## soak: the soak with its invariant checker (test/soak, docs/howto/soak.md) for SOAK_MINUTES (default 60); prints a summary table
+SOAK_MINUTES ?= 60
+soak:
+	$(GO) test -tags soak -count=1 -v -timeout $$(( $(SOAK_MINUTES) * 2 + 20 ))m -run '^TestSoak$$' ./test/soak -args -soak.minutes=$(SOAK_MINUTES)
 
 ## demo: PostgreSQL, a hub and a satellite against the built-in OpenStack simulator
 demo: build

@@ -1,0 +1,384 @@
+//go:build soak
+
+package soak
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/openstacksim"
+	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/tcpproxy"
+	"github.com/ironlink/ironlink/test/faults/satsim"
+	"github.com/ironlink/ironlink/test/harness"
+)
+
+// invariants are the checker's invariants in the summary's order.
+var invariants = []string{invHistoryOnce, invStatus, invCommands, invTraits, invFlat}
+
+// faultKinds are the faults injected, in the summary's order.
+var faultKinds = []string{"satellite kill -9", "hub replica kill -9", "hub replica frozen (SIGSTOP 25 s)", "link cut",
+	"PostgreSQL restart", "Ironic slow (10 s answers for 30 s)", "Placement down (503 for 60 s)"}
+
+// resync is the satellites' --resync-interval in the soak.
+const resync = 30 * time.Second
+
+// rig is everything the soak runs.
+type rig struct {
+	t       *testing.T
+	pg      *pgtest.Cluster
+	db      string
+	pool    *pgxpool.Pool
+	lb      *tcpproxy.Proxy
+	hubA    *harness.Hub
+	mu      sync.Mutex
+	hubB    *harness.Hub
+	sites   []*site
+	sats    []*satsim.Sat
+	fc      ironlinkv1.FleetServiceClient
+	faults  map[string]int
+	opsSent map[string]int
+	chk     *checker
+}
+
+var minutes = flag.Float64("soak.minutes", envMinutes(), "how long TestSoak runs, in minutes (default $SOAK_MINUTES, else 60)")
+
+func envMinutes() float64 {
+	if v, err := strconv.ParseFloat(os.Getenv("SOAK_MINUTES"), 64); err == nil && v > 0 {
+		return v
+	}
+	return 60
+}
+
+// TestSoak runs the soak for -soak.minutes (SOAK_MINUTES) and fails on any
+// violation of the invariants; it prints the summary table.
+func TestSoak(t *testing.T) {
+	dur := time.Duration(*minutes * float64(time.Minute))
+	r := &rig{t: t, faults: map[string]int{}, opsSent: map[string]int{}}
+	r.pg = pgtest.StartCluster(t)
+	r.db = r.pg.NewDatabase(t, "ironlink")
+	r.pool = harness.Pool(t, r.db)
+	r.hubA = harness.StartHub(t, bins, r.db, "hub-a", hubFlags...)
+	r.hubB = harness.StartHub(t, bins, r.db, "hub-b", hubFlags...)
+	lb, err := tcpproxy.New("127.0.0.1:0", []string{r.hubA.Addr, r.hubB.Addr}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lb.Close() })
+	r.lb = lb
+	r.fc = harness.Fleet(t, r.hubA.Addr)
+	for i := range 3 {
+		s := newSite(t, fmt.Sprintf("soak-%d", i), 30)
+		s.startSatellite(t, lb.Addr(), "--resync-interval", resync.String())
+		r.sites = append(r.sites, s)
+	}
+	for i := range 2 {
+		r.sats = append(r.sats, satsim.New(satsim.Config{Site: fmt.Sprintf("soak-scripted-%d", i), Addr: lb.Addr(), Devices: 40, DevicesPerBatch: 5, Window: 4}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, s := range r.sats {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Run(ctx) }()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for _, s := range r.sites {
+		waitDevices(t, r.pool, s, 60*time.Second)
+		s.churn(500 * time.Millisecond)
+	}
+
+	chk := newChecker(r.pool, r.sites, resync+45*time.Second, 3*time.Minute)
+	hs := &hubSamples{}
+	r.chk = chk
+	start := time.Now()
+	warm := start.Add(max(time.Minute, dur/5))
+	t.Logf("soak: %s, warm-up until %s", dur, warm.Format(time.TimeOnly))
+	end := start.Add(dur)
+	load, stopLoad := context.WithDeadline(ctx, end)
+	defer stopLoad()
+	var lw sync.WaitGroup
+	lw.Add(4)
+	go func() { defer lw.Done(); r.scriptedLoad(load) }()
+	go func() { defer lw.Done(); r.operator(load) }()
+	go func() { defer lw.Done(); r.injectFaults(load) }()
+	go func() {
+		defer lw.Done()
+		for load.Err() == nil {
+			hs.sampleHub(load, r.pool, r.hubA.AdminAddr, r.hubA.Replica)
+			chk.round(load)
+			sleep(load, 5*time.Second)
+		}
+	}()
+	lw.Wait()
+	t.Logf("soak: load ended after %s; settling", time.Since(start).Round(time.Second))
+	figs := r.finish(chk, hs, warm)
+	r.summary(chk, time.Since(start), figs)
+}
+
+// kill SIGKILLs the site's satellite and starts it again with the same
+// state file.
+func (s *site) kill(t *testing.T) {
+	s.mu.Lock()
+	p := s.sat
+	s.mu.Unlock()
+	p.Kill()
+	s.restart(t)
+}
+
+// round runs every live check once; errors reading PostgreSQL (it may be
+// restarting) skip the check and are not violations.
+func (c *checker) round(ctx context.Context) {
+	_ = c.statuses(ctx)
+	_ = c.historyRepeats(ctx)
+	_ = c.commandsFinish(ctx, false)
+	_ = c.traits(ctx, false)
+}
+
+// commandsFinish checks that no command stays unfinished (PENDING, SENT or
+// FAILED awaiting its retry) for longer than commandGrace; final, at the
+// end, that every command is SUCCEEDED or SUPERSEDED by a newer generation
+// and applied generation = desired generation.
+func (c *checker) commandsFinish(ctx context.Context, final bool) error {
+	rows, err := c.pool.Query(ctx, `
+		SELECT c.id::text, c.generation, c.state, c.last_error, d.desired_generation, d.applied_generation,
+			now() - c.created_at > $1::interval
+		FROM commands c JOIN devices d ON d.id = c.device_id`, c.commandGrace.String())
+	if err != nil {
+		return fmt.Errorf("commands: %w", err)
+	}
+	defer rows.Close()
+	var bad []string
+	n := 0
+	for rows.Next() {
+		var id, state, lastErr string
+		var gen, dg, ag int64
+		var old bool
+		if err := rows.Scan(&id, &gen, &state, &lastErr, &dg, &ag, &old); err != nil {
+			return fmt.Errorf("commands: %w", err)
+		}
+		n++
+		done := state == "SUCCEEDED" || state == "SUPERSEDED"
+		switch {
+		case final && gen == dg && (state != "SUCCEEDED" || ag != dg):
+			bad = append(bad, fmt.Sprintf("command %s (current generation %d) ended %s, applied %d (last error %q)", id, gen, state, ag, lastErr))
+		case final && gen < dg && !done:
+			bad = append(bad, fmt.Sprintf("command %s (generation %d < %d) ended %s", id, gen, dg, state))
+		case !final && !done && old:
+			bad = append(bad, fmt.Sprintf("command %s still %s after %s (last error %q)", id, state, c.commandGrace, lastErr))
+		}
+	}
+	c.record(invCommands, n, c.newOnly(invCommands, bad)...)
+	return rows.Err()
+}
+
+// outageEnded notes that an outage (a fault that stops commands from
+// being applied) ended now.
+func (c *checker) outageEnded() {
+	c.mu.Lock()
+	c.faultEnded = time.Now()
+	c.mu.Unlock()
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// scriptedLoad has each scripted satellite number a delta batch every 200 ms.
+func (r *rig) scriptedLoad(ctx context.Context) {
+	for ctx.Err() == nil {
+		for _, s := range r.sats {
+			s.AddDeltas(1)
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+}
+
+// operator quarantines or releases a random node of a real site every
+// second (through hub-a, retried by the next round when refused).
+func (r *rig) operator(ctx context.Context) {
+	for ctx.Err() == nil {
+		s := r.sites[rand.IntN(len(r.sites))]
+		nodes := s.sim.Nodes()
+		if len(nodes) > 0 {
+			n := nodes[rand.IntN(len(nodes))]
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			var err error
+			kind := "quarantine"
+			if rand.IntN(2) == 0 {
+				_, err = r.fc.QuarantineDevice(cctx, &ironlinkv1.QuarantineDeviceRequest{DeviceId: n.UUID, Reason: "soak"})
+			} else {
+				kind = "release"
+				_, err = r.fc.ReleaseDevice(cctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: n.UUID, Reason: "soak"})
+			}
+			cancel()
+			r.mu.Lock()
+			if err != nil {
+				kind += " refused"
+			}
+			r.opsSent[kind]++
+			r.mu.Unlock()
+		}
+		sleep(ctx, time.Second)
+	}
+}
+
+// injectFaults injects one fault of a random kind every 20-40 s.
+func (r *rig) injectFaults(ctx context.Context) {
+	for {
+		sleep(ctx, 20*time.Second+rand.N(20*time.Second))
+		if ctx.Err() != nil {
+			return
+		}
+		k := faultKinds[rand.IntN(len(faultKinds))]
+		r.inject(k)
+		r.mu.Lock()
+		r.faults[k]++
+		r.mu.Unlock()
+	}
+}
+
+func (r *rig) inject(kind string) {
+	t := r.t
+	switch kind {
+	case "satellite kill -9":
+		s := r.sites[rand.IntN(len(r.sites))]
+		s.kill(t)
+	case "hub replica kill -9":
+		// hub-b only: hub-a's /metrics is the one watched for leaks.
+		r.mu.Lock()
+		b := r.hubB
+		r.mu.Unlock()
+		b.Kill()
+		nb := harness.StartHubAt(t, bins, b.Addr, r.db, "hub-b", hubFlags...)
+		r.mu.Lock()
+		r.hubB = nb
+		r.mu.Unlock()
+	case "link cut":
+		r.lb.Cut()
+	case "PostgreSQL restart":
+		r.pg.Stop(t)
+		time.Sleep(2 * time.Second) // the outage itself
+		r.pg.Start(t)
+	case "hub replica frozen (SIGSTOP 25 s)":
+		// Longer than hub-b's lease: it is fenced, its links move.
+		r.mu.Lock()
+		pid := r.hubB.Pid()
+		r.mu.Unlock()
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+		time.Sleep(25 * time.Second)
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	case "Ironic slow (10 s answers for 30 s)":
+		s := r.sites[rand.IntN(len(r.sites))]
+		s.sim.InjectFault(openstacksim.Fault{Service: "baremetal", Delay: 10 * time.Second, Times: -1})
+		time.Sleep(30 * time.Second)
+		s.sim.ClearFaults()
+	case "Placement down (503 for 60 s)":
+		s := r.sites[rand.IntN(len(r.sites))]
+		s.sim.InjectFault(openstacksim.Fault{Service: "placement", Status: 503, Times: -1})
+		time.Sleep(60 * time.Second)
+		s.sim.ClearFaults()
+	}
+	r.chk.outageEnded()
+	t.Logf("fault injected: %s", kind)
+}
+
+// finish stops the churn and waits until the final invariants hold (or
+// times out recording what is left): conditions equal the simulators', the
+// scripted sites' history exactly what they sent, every command final,
+// every trait equal to its desired state.
+func (r *rig) finish(chk *checker, hs *hubSamples, warm time.Time) string {
+	t := r.t
+	for _, s := range r.sites {
+		s.stopChurn()
+	}
+	bg := context.Background()
+	for _, s := range r.sites {
+		if err := harness.Within(2*time.Minute, func() error { return truthDiff(bg, r.pool, s) }); err != nil {
+			chk.record(invStatus, 1, fmt.Sprintf("site %s: stored conditions never equalled the simulator's: %v", s.name, err))
+		}
+	}
+	for _, s := range r.sats {
+		dctx, cancel := context.WithTimeout(bg, 2*time.Minute)
+		err := s.WaitDrained(dctx)
+		cancel()
+		if err == nil {
+			err = s.Verify(bg, r.pool)
+		}
+		st := s.Stats()
+		var bad []string
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("scripted site %s: %v", s.Site(), err))
+		}
+		chk.record(invHistoryOnce, st.AckedDeltas, bad...)
+	}
+	// Every commanded device is resynced within one resync interval.
+	_ = harness.Within(resync+30*time.Second, func() error {
+		return commandsDone(bg, r.pool)
+	})
+	_ = chk.commandsFinish(bg, true)
+	_ = harness.Within(resync+30*time.Second, func() error {
+		_ = chk.traits(bg, false)
+		if len(chk.mismatch) > 0 {
+			return fmt.Errorf("%d traits differ from the desired state", len(chk.mismatch))
+		}
+		return nil
+	})
+	_ = chk.traits(bg, true)
+	_ = chk.statuses(bg)
+	_ = chk.historyRepeats(bg)
+	figs, _ := hs.flat(chk, warm)
+	for inv, v := range chk.violations {
+		for i, s := range v {
+			if i < 10 {
+				t.Errorf("%s: %s", inv, s)
+			}
+		}
+	}
+	return figs
+}
+
+// summary prints the summary table: faults injected by kind, operator
+// calls, invariants checked and violations.
+func (r *rig) summary(chk *checker, took time.Duration, figs string) {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "SOAK SUMMARY\t%s\t\n", took.Round(time.Second))
+	fmt.Fprintf(w, "fault\tinjected\t\n")
+	total := 0
+	for _, k := range faultKinds {
+		fmt.Fprintf(w, "%s\t%d\t\n", k, r.faults[k])
+		total += r.faults[k]
+	}
+	fmt.Fprintf(w, "(all)\t%d\t\n", total)
+	fmt.Fprintf(w, "operator call\tcount\t\n")
+	for _, k := range []string{"quarantine", "quarantine refused", "release", "release refused"} {
+		fmt.Fprintf(w, "%s\t%d\t\n", k, r.opsSent[k])
+	}
+	fmt.Fprintf(w, "invariant\tchecked\tviolations\n")
+	nv := 0
+	for _, inv := range invariants {
+		fmt.Fprintf(w, "%s\t%d\t%d\n", inv, chk.checked[inv], len(chk.violations[inv]))
+		nv += len(chk.violations[inv])
+	}
+	fmt.Fprintf(w, "(all)\t\t%d\n", nv)
+	_ = w.Flush()
+	fmt.Fprintf(&b, "hub-a after warm-up: %s\n", figs)
+	fmt.Fprint(os.Stdout, b.String())
+	r.t.Log("\n" + b.String())
+}
