@@ -82,7 +82,9 @@ func TestSoak(t *testing.T) {
 	r.fc = harness.Fleet(t, r.hubA.Addr)
 	for i := range 3 {
 		s := newSite(t, fmt.Sprintf("soak-%d", i), 30)
-		s.startSatellite(t, lb.Addr(), "--resync-interval", resync.String())
+		// --sweep-interval: the Nova project of an instance whose quick
+		// look-up failed is learnt again by the next sweep (default 5 min).
+		s.startSatellite(t, lb.Addr(), "--resync-interval", resync.String(), "--sweep-interval", "30s")
 		r.sites = append(r.sites, s)
 	}
 	for i := range 2 {
