@@ -37,6 +37,7 @@ import (
 //	store.ErrOperationFinished           FailedPrecondition, OPERATION_FINISHED (the store's message)
 //	store.ErrValidationRequired          FailedPrecondition, VALIDATION_REQUIRED (the store's message)
 //	store.ErrRunFinished                 FailedPrecondition, RUN_FINISHED (the store's message)
+//	store.ErrCheckNotRequired            InvalidArgument on check (the store's message)
 //	store.ErrNotCancellable              FailedPrecondition, NOT_ABORTABLE (the message of err, which
 //	                                       hub/operations extends with the states Ironic aborts from)
 //	store.ErrNotPending                  FailedPrecondition, PENDING_ACTION_NOT_PENDING (the store's message)
@@ -89,6 +90,8 @@ func FromStore(err error) error {
 		return newStatus(codes.FailedPrecondition, ReasonValidationRequired, err.Error())
 	case errors.Is(err, store.ErrRunFinished):
 		return newStatus(codes.FailedPrecondition, ReasonRunFinished, err.Error())
+	case errors.Is(err, store.ErrCheckNotRequired):
+		return InvalidArgument("check", ReasonInvalidValue, err.Error())
 	case errors.Is(err, store.ErrNotCancellable):
 		return newStatus(codes.FailedPrecondition, ReasonNotAbortable, err.Error())
 	case errors.Is(err, store.ErrNotPending):

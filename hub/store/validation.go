@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +31,11 @@ const HubCheck = "hardware-profile"
 // ErrRunFinished: the validation run passed or failed already; nothing
 // is written.
 var ErrRunFinished = errors.New("validation run finished")
+
+// ErrCheckNotRequired: a result for a check the validation run does not
+// require (not in its required checks: a typo would otherwise pass
+// unnoticed); nothing written.
+var ErrCheckNotRequired = errors.New("check not required by the validation run")
 
 // ErrValidationRequired: the device is in the validation pool and no
 // validation run of it passed since it last failed one (or ever).
@@ -185,13 +192,17 @@ func lockRun(ctx context.Context, tx pgx.Tx, id, site string) (ValidationRun, er
 // RecordValidationResult records (or replaces) one check's result of run
 // runID and returns the run with its results. site, when set, is the
 // caller's site: a run of another site is ErrWrongSite. Errors:
-// ErrNotFound, ErrWrongSite, ErrRunFinished; nothing written on error.
+// ErrNotFound, ErrWrongSite, ErrRunFinished, ErrCheckNotRequired; nothing
+// written on error.
 func (s *Store) RecordValidationResult(ctx context.Context, runID, site string, v ValidationResult) (ValidationRun, error) {
 	var run ValidationRun
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if run, err = lockRun(ctx, tx, runID, site); err != nil {
 			return err
+		}
+		if v.Check != HubCheck && !slices.Contains(run.RequiredChecks, v.Check) {
+			return fmt.Errorf("validation run %s requires %s, not %q: %w", runID, strings.Join(run.RequiredChecks, ", "), v.Check, ErrCheckNotRequired)
 		}
 		if err := upsertResult(ctx, tx, runID, v); err != nil {
 			return err

@@ -46,6 +46,28 @@ func Decide(in Input) store.RunVerdict {
 	return v
 }
 
+// OperationCheck names the run's VALIDATE operation among the failing
+// checks when it failed or was cancelled; checkers may not report it.
+const OperationCheck = "operation"
+
+// failedChecks are the required external checks of r reported FAIL, in
+// the order r requires them.
+func failedChecks(r store.ValidationRun) []string {
+	failed := map[string]bool{}
+	for _, v := range r.Results {
+		if v.Check != store.HubCheck && !v.Pass {
+			failed[v.Check] = true
+		}
+	}
+	var out []string
+	for _, c := range r.RequiredChecks {
+		if failed[c] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // decide is Decide without the timeout; missing names the checks not yet
 // reported while AWAITING_RESULTS.
 func decide(in Input) (v store.RunVerdict, missing []string) {
@@ -54,8 +76,13 @@ func decide(in Input) (v store.RunVerdict, missing []string) {
 	case "PENDING", "RUNNING":
 		return store.RunVerdict{State: store.RunRunning, Message: "the validation operation is " + strings.ToLower(string(r.OpState))}, nil
 	case "FAILED", "CANCELLED":
-		return store.RunVerdict{State: store.RunFailed, FailingChecks: []string{"operation"},
+		return store.RunVerdict{State: store.RunFailed, FailingChecks: []string{OperationCheck},
 			Message: fmt.Sprintf("the validation operation %s: %s", strings.ToLower(string(r.OpState)), r.OpLastError)}, nil
+	}
+	if failing := failedChecks(r); len(failing) > 0 {
+		// A required check failed: the run fails now, without waiting
+		// for the hardware read or the other checks.
+		return store.RunVerdict{State: store.RunFailed, FailingChecks: failing, Message: "failed: " + strings.Join(failing, ", ")}, nil
 	}
 	if in.InspectedAt == nil || in.InspectedAt.Before(r.CreatedAt) {
 		return store.RunVerdict{State: store.RunAwaiting, Message: "waiting for the hardware read after the run's inspection"}, nil

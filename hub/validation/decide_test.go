@@ -46,3 +46,21 @@ func TestDecideTimeout(t *testing.T) {
 		t.Errorf("without a timeout: %s, want AWAITING_RESULTS", v.State)
 	}
 }
+
+// A required check reported FAIL fails the run at once, even before the
+// hardware read after the inspection came (a node that is never read
+// again must not leave a failed run waiting forever).
+func TestDecideFailsOnAFailedCheckBeforeTheHardwareRead(t *testing.T) {
+	start := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	run := store.ValidationRun{ID: "r1", State: store.RunAwaiting, OpState: "SUCCEEDED", CreatedAt: start,
+		RequiredChecks: []string{"gpu-burn", "nccl"},
+		Results:        []store.ValidationResult{{Check: "nccl"}, {Check: "gpu-burn", Pass: true}}}
+	v := validation.Decide(validation.Input{Run: run, Now: start.Add(time.Minute), Timeout: 2 * time.Hour})
+	if v.State != store.RunFailed || !slices.Equal(v.FailingChecks, []string{"nccl"}) || v.Message != "failed: nccl" {
+		t.Errorf("%s %v (%s), want FAILED [nccl]", v.State, v.FailingChecks, v.Message)
+	}
+	run.Results = []store.ValidationResult{{Check: "gpu-burn", Pass: true}}
+	if v := validation.Decide(validation.Input{Run: run, Now: start.Add(time.Minute), Timeout: 2 * time.Hour}); v.State != store.RunAwaiting {
+		t.Errorf("only passes so far: %s, want AWAITING_RESULTS", v.State)
+	}
+}

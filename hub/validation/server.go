@@ -89,9 +89,9 @@ func checkResult(req *ironlinkv1.RecordValidationResultRequest) (store.Validatio
 		return v, grpcerr.InvalidArgument("run_id", grpcerr.ReasonNotUUID, "run_id "+textcheck.Quote(req.GetRunId())+" is not a run id (UUID)")
 	}
 	req.RunId = id.String()
-	if !checkNameRe.MatchString(req.GetCheck()) || req.GetCheck() == store.HubCheck {
+	if !checkNameRe.MatchString(req.GetCheck()) || req.GetCheck() == store.HubCheck || req.GetCheck() == OperationCheck {
 		return v, grpcerr.InvalidArgument("check", grpcerr.ReasonInvalidValue, "check "+textcheck.Quote(req.GetCheck())+
-			" is not a check name (1-64 bytes of letters, digits, '.', '_', '-'; hardware-profile is the hub's own)")
+			" is not a check name (1-64 bytes of letters, digits, '.', '_', '-'; hardware-profile and operation are the hub's own)")
 	}
 	switch req.GetResult() {
 	case ironlinkv1.ValidationResult_VALIDATION_RESULT_PASS:

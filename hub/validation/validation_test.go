@@ -170,6 +170,16 @@ func TestValidationRunFailsAndRefusesOtherSites(t *testing.T) {
 			t.Errorf("%s: %v, want InvalidArgument naming it", field, err)
 		}
 	}
+	// The hub's own check names and a check the run does not require
+	// (a typo) are refused naming check, nothing written.
+	for _, check := range []string{"operation", "hardware-profile", "gpu-brun"} {
+		if err := f.record(t, f.checkerA, run, check, true); status.Code(err) != codes.InvalidArgument || !slices.Contains(grpcerr.Fields(err), "check") {
+			t.Errorf("check %s: %v, want InvalidArgument naming check", check, err)
+		}
+	}
+	if n := len(f.run(t, id).GetResults()); n != 0 {
+		t.Errorf("%d check results after refused reports, want 0", n)
+	}
 	f.inspected(t, f.a, id)
 	if err := f.record(t, f.checkerA, run, "gpu-burn", true); err != nil {
 		t.Fatal(err)
