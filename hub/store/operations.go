@@ -187,6 +187,9 @@ func (s *Store) CreateOperations(ctx context.Context, ops []NewOperation) (strin
 			if err != nil {
 				return fmt.Errorf("insert operation: %w", err)
 			}
+			if err := endRunsSupersededBy(ctx, tx, o); err != nil {
+				return err
+			}
 			if err := createValidationRun(ctx, tx, o); err != nil {
 				return err
 			}

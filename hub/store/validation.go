@@ -82,6 +82,34 @@ func createValidationRun(ctx context.Context, tx pgx.Tx, o Operation) error {
 	return addValidationEvent(ctx, tx, o.ID, ValidationStarted, "", "", "")
 }
 
+// endRunsSupersededBy fails the open validation runs of o's device when o
+// changes the node (any kind but HARDWARE_REREAD; a new VALIDATE too): a run
+// started before an ADOPT, a DEPLOY or a reprovision would otherwise
+// judge, and offer, a machine it no longer describes. In o's transaction;
+// each ended run gets its FAILED feed event.
+func endRunsSupersededBy(ctx context.Context, tx pgx.Tx, o Operation) error {
+	if o.DeviceID == "" || o.Kind == "HARDWARE_REREAD" {
+		return nil
+	}
+	msg := fmt.Sprintf("superseded by operation %s (%s) started on the device before the run ended", o.ID, o.Kind)
+	rows, err := tx.Query(ctx, `UPDATE validation_runs SET state = 'FAILED', message = $2, failing_checks = ARRAY['operation'],
+		updated_at = now(), ended_at = now()
+		WHERE device_id = $1 AND state IN ('RUNNING', 'AWAITING_RESULTS') RETURNING id::text`, o.DeviceID, msg)
+	if err != nil {
+		return fmt.Errorf("end validation runs of device %s: %w", o.DeviceID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("end validation runs of device %s: %w", o.DeviceID, err)
+	}
+	for _, id := range ids {
+		if err := addValidationEvent(ctx, tx, id, ValidationFailed, "", "", msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 const runColumns = `r.id::text, r.device_id::text, d.name, r.site, r.state, r.required_checks, r.failing_checks,
 	r.message, coalesce(r.offer_command_id::text, ''), r.created_at, r.ended_at, o.state, o.last_error, o.actor, o.started_at`
 

@@ -3,6 +3,7 @@ package validation_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,5 +199,40 @@ func TestValidationRunFailsAndRefusesOtherSites(t *testing.T) {
 	}
 	if d.GetDevice().GetDesiredImpairment() == ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED {
 		t.Fatal("a failed run offered the device")
+	}
+}
+
+// An operation that changes the node (here ADOPT) started while a run is
+// open fails the run (check operation): it must not later judge, and
+// offer, a machine it no longer describes. A hardware re-read does not.
+func TestOperationSupersedesAnOpenRun(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	id := f.a.IDs[0]
+	run := f.startRun(t, "site-a", id, "gpu-burn")
+	reread := func(kind string) string {
+		t.Helper()
+		_, ops, err := f.st.CreateOperations(ctx, []store.NewOperation{{ID: uuid.NewString(), Site: "site-a", DeviceID: id, Kind: store.OperationKind(kind),
+			Params: []byte(`{}`), Actor: "ops", Reason: "test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.st.Pool().Exec(ctx, `UPDATE operations SET state = 'SUCCEEDED', started_at = now(), ended_at = now() WHERE id = $1`, ops[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		return ops[0].ID
+	}
+	reread("HARDWARE_REREAD")
+	if r := f.run(t, id); r.GetState() == ironlinkv1.ValidationRunState_VALIDATION_RUN_STATE_FAILED {
+		t.Fatalf("a hardware re-read ended the run: %v", r)
+	}
+	adopt := reread("ADOPT")
+	r := f.run(t, id)
+	if r.GetRunId() != run || r.GetState() != ironlinkv1.ValidationRunState_VALIDATION_RUN_STATE_FAILED ||
+		!slices.Equal(r.GetFailingChecks(), []string{"operation"}) || !strings.Contains(r.GetMessage(), adopt) {
+		t.Fatalf("run after an ADOPT: %v, want FAILED naming the operation", r)
+	}
+	if err := f.record(t, f.checkerA, run, "gpu-burn", true); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("a result for the superseded run: %v, want FailedPrecondition", err)
 	}
 }
