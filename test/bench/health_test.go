@@ -28,7 +28,9 @@ func BenchmarkHealthIntake(b *testing.B) {
 	const reporters, devices, batch = 100, 10, 10
 	bins := binaries(b)
 	db := pgtest.NewDatabase(b)
-	hub := harness.StartHub(b, bins, db, "bench", "--log-level", "warn")
+	// No per-reporter limit: this measures the intake itself (the limit,
+	// --health-reporter-rate, is a fairness guard, tested in hub/healthapi).
+	hub := harness.StartHub(b, bins, db, "bench", "--log-level", "warn", "--health-reporter-rate", "-1")
 	st := storetest.Open(b, db, nil)
 	sites := make([]*storetest.Site, reporters)
 	for i := range sites {
@@ -54,7 +56,7 @@ func BenchmarkHealthIntake(b *testing.B) {
 				}
 				req := &ironlinkv1.ReportHealthRequest{Site: s.Name}
 				for j := range batch {
-					req.Events = append(req.Events, &ironlinkv1.HealthEvent{DeviceId: s.IDs[(n+j)%devices], Agent: "bench",
+					req.Events = append(req.Events, &ironlinkv1.HealthEvent{DeviceId: s.IDs[(n+j)%devices], Agent: fmt.Sprintf("bench-%d", i),
 						ComponentClass: "GPU", CheckName: fmt.Sprintf("Check%d", j), ErrorCodes: []string{"63"},
 						GeneratedTime: timestamppb.Now(), EventId: fmt.Sprintf("%d-%d-%d", i, n, j)})
 				}
