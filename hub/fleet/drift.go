@@ -42,6 +42,12 @@ func (h hardwareServer) GetFleetDrift(ctx context.Context, req *ironlinkv1.GetFl
 	if err != nil {
 		return nil, s.storeErr(err, "", "")
 	}
+	if len(devs) == 0 {
+		// An unknown site is NotFound, not an empty (healthy-looking) answer.
+		if err := s.checkExists(ctx, req.GetSite(), ""); err != nil {
+			return nil, err
+		}
+	}
 	resp := &ironlinkv1.GetFleetDriftResponse{}
 	for start := 0; start < len(devs); {
 		end := start

@@ -73,6 +73,8 @@ func TestHardwareCLI(t *testing.T) {
 	}
 	r = f.run("validate", "runs", site+"/"+names[0])
 	f.expect(r, 0, nil, []string{"No validation runs found."})
+	r = f.run("drift", "--site", "no-such-site")
+	f.expect(r, ctl.ExitNotFound, nil, []string{"no-such-site"})
 	r = f.run("hardware", "reread", "--reason", "x")
 	f.expect(r, ctl.ExitUsage, nil, []string{"name devices or give -l SELECTOR"})
 	r = f.run("validate", names[0])
