@@ -99,7 +99,9 @@ func Start(t testing.TB, st *store.Store, o Options) *Hub {
 	app.RegisterValidation(srv, hs, st, nil, log.With("component", "validation"))
 	// PolicyService over a policy file that enables nothing (a hub without
 	// --policy-file); the evaluator does not run.
-	ironlinkv1.RegisterPolicyServiceServer(srv, policyapi.NewServer(st, policy.Static(policy.Disabled()), nil, log.With("component", "policy")))
+	pol := policyapi.NewServer(st, policy.Static(policy.Disabled()), nil, log.With("component", "policy"))
+	pol.SetReplayDB(st.Pool()) // as hub/app wires it
+	ironlinkv1.RegisterPolicyServiceServer(srv, pol)
 	go func() { _ = srv.Serve(h.lis) }()
 	t.Cleanup(func() {
 		srv.Stop()
