@@ -2,7 +2,6 @@ package faults
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -17,14 +16,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/openstacksim"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/tcpproxy"
-	"github.com/ironlink/ironlink/satellite/conditions"
-	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/harness"
+	"github.com/ironlink/ironlink/test/simtruth"
 )
 
 const readyTrait = openstacksim.ReadyTrait
@@ -167,90 +164,13 @@ func (s *site) addNodeTrait(t *testing.T, id string) {
 // waitDevices waits until the hub lists every node of the site.
 func waitDevices(t *testing.T, pool *pgxpool.Pool, s *site, timeout time.Duration) {
 	t.Helper()
-	want := len(s.sim.Nodes())
-	harness.Eventually(t, timeout, func() error {
-		var n int
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM devices WHERE site = $1 AND NOT removed`, s.name).Scan(&n); err != nil {
-			return err
-		}
-		if n != want {
-			return fmt.Errorf("site %s: hub has %d live devices, simulator %d", s.name, n, want)
-		}
-		return nil
-	})
+	simtruth.WaitDevices(t, pool, s.name, s.sim, timeout)
 }
 
-func toIronic(n openstacksim.Node) ironic.Node {
-	return ironic.Node{UUID: n.UUID, Name: n.Name, ProvisionState: n.ProvisionState, TargetProvisionState: n.TargetProvisionState,
-		PowerState: n.PowerState, Maintenance: n.Maintenance, MaintenanceReason: n.MaintenanceReason, Fault: n.Fault,
-		LastError: n.LastError, InstanceUUID: n.InstanceUUID, AllocationUUID: n.AllocationUUID, ResourceClass: n.ResourceClass,
-		ConductorGroup: n.ConductorGroup, Owner: n.Owner, Lessee: n.Lessee, Traits: n.Traits, ProvisionUpdatedAt: n.ProvisionUpdatedAt}
-}
-
-// truthDiff compares the hub's current conditions of the site's devices
-// with what the satellite's mapping gives for the simulator's state now
-// (status, reason and message; CustomerReady by status, as its reason also
-// depends on what that satellite process applied). It returns the
-// differences, or nil.
+// truthDiff compares the hub's conditions of the site's devices with the
+// simulator's truth (test/simtruth.Diff).
 func truthDiff(ctx context.Context, pool *pgxpool.Pool, s *site) error {
-	type cond struct{ status, reason, message string }
-	rows, err := pool.Query(ctx, `
-		SELECT c.device_id::text, c.type, c.status, c.reason, c.message
-		FROM device_conditions c JOIN devices d ON d.id = c.device_id
-		WHERE d.site = $1 AND NOT d.removed`, s.name)
-	if err != nil {
-		return err
-	}
-	got := map[string]map[string]cond{}
-	for rows.Next() {
-		var id, typ string
-		var c cond
-		if err := rows.Scan(&id, &typ, &c.status, &c.reason, &c.message); err != nil {
-			rows.Close()
-			return err
-		}
-		if got[id] == nil {
-			got[id] = map[string]cond{}
-		}
-		got[id][typ] = c
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	var errs []error
-	nodes := s.sim.Nodes()
-	if len(got) != len(nodes) {
-		errs = append(errs, fmt.Errorf("site %s: hub has conditions for %d live devices, simulator has %d nodes", s.name, len(got), len(nodes)))
-	}
-	for _, n := range nodes {
-		tr, _, ok := s.sim.ProviderTraits(n.UUID)
-		pv := conditions.PlacementView{Read: true, ProviderExists: ok, HasTrait: slices.Contains(tr, readyTrait),
-			TraitDefined: s.sim.TraitDefined(readyTrait)}
-		obs := conditions.Observation{Node: toIronic(n), Now: time.Now(), Placement: pv}
-		if srv, ok := s.sim.Server(n.InstanceUUID); ok && n.InstanceUUID != "" {
-			obs.InstanceProject = srv.TenantID // the satellite learns it from Nova
-		}
-		want := conditions.Map(conditions.Config{}, obs)
-		g := got[n.UUID]
-		for _, w := range want {
-			h, ok := g[string(w.Type)]
-			switch {
-			case !ok:
-				errs = append(errs, fmt.Errorf("device %s (%s): no %s at the hub", n.UUID, n.Name, w.Type))
-			case string(w.Status) != h.status:
-				errs = append(errs, fmt.Errorf("device %s (%s, %s, maint=%v): %s is %s/%s at the hub, simulator says %s/%s",
-					n.UUID, n.Name, n.ProvisionState, n.Maintenance, w.Type, h.status, h.reason, w.Status, w.Reason))
-			case w.Type != condition.CustomerReady && (w.Reason != h.reason || w.Message != h.message):
-				errs = append(errs, fmt.Errorf("device %s (%s): %s is %s/%q at the hub, simulator says %s/%q",
-					n.UUID, n.Name, w.Type, h.reason, h.message, w.Reason, w.Message))
-			}
-		}
-		if len(errs) > 10 {
-			break
-		}
-	}
-	return errors.Join(errs...)
+	return simtruth.Diff(ctx, pool, s.name, s.sim)
 }
 
 // waitTruth waits until the hub's conditions of the site equal the
