@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 )
 
@@ -55,6 +58,10 @@ type driftGroup struct {
 type driftData struct {
 	ResourceClass, Site string
 	Groups              []driftGroup
+	// Error is the hub's answer when the filter names nothing it knows
+	// (an unknown site): the page keeps the filter form so it can be
+	// corrected, and answers 404.
+	Error string
 }
 
 // drift serves /drift.
@@ -63,7 +70,11 @@ func (s *Server) drift(w http.ResponseWriter, r *http.Request, id Identity) {
 	d := driftData{ResourceClass: q.Get("resource_class"), Site: q.Get("site")}
 	resp, err := s.fleet.Hardware().GetFleetDrift(apiContext(r.Context(), id),
 		&ironlinkv1.GetFleetDriftRequest{ResourceClass: d.ResourceClass, Site: d.Site})
-	if err != nil {
+	httpStatus := http.StatusOK
+	switch {
+	case status.Code(err) == codes.NotFound:
+		d.Error, httpStatus = status.Convert(err).Message(), http.StatusNotFound
+	case err != nil:
 		s.apiFail(w, r, err)
 		return
 	}
@@ -95,5 +106,6 @@ func (s *Server) drift(w http.ResponseWriter, r *http.Request, id Identity) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(httpStatus)
 	_, _ = w.Write(buf.Bytes())
 }

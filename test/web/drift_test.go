@@ -81,7 +81,18 @@ func TestDriftPageInChromium(t *testing.T) {
 	}
 	shoot(t, tab, "drift.png")
 
-	run(t, tab, "filter by a site without devices", chromedp.SetValue(chromedp.CSS(`#drift-filters input[name=site]`), "beta"),
+	run(t, tab, "filter by a resource class no device has", chromedp.SetValue(chromedp.CSS(`#drift-filters input[name=resource_class]`), "gpu-a100"),
 		chromedp.Click(chromedp.CSS(`#drift-filters button`)), chromedp.WaitVisible(chromedp.CSS("#drift-empty")))
 	shoot(t, tab, "drift-empty.png")
+
+	// An unknown site is named as such (not shown as a site without
+	// drift), with the filters kept so it can be corrected.
+	run(t, tab, "filter by an unknown site", chromedp.SetValue(chromedp.CSS(`#drift-filters input[name=site]`), "beta"),
+		chromedp.Click(chromedp.CSS(`#drift-filters button`)), chromedp.WaitVisible(chromedp.CSS("#drift-error")))
+	var msg string
+	eval(t, tab, `document.querySelector('#drift-error').textContent`, &msg)
+	if !strings.Contains(msg, "beta") {
+		t.Errorf("unknown-site message %q does not name the site", msg)
+	}
+	shoot(t, tab, "drift-unknown-site.png")
 }
