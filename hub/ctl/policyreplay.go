@@ -23,12 +23,14 @@ func (a *app) newPolicyReplay() *cobra.Command {
 	var f replayFlags
 	cmd := &cobra.Command{
 		Use:   "replay --from T1 [--to T2] [--policy FILE]",
-		Short: "What a policy would have done over a period of the stored history: quarantines, pending approvals, guard trips per site and day; writes nothing",
+		Short: "What a policy would have done over a period of the stored history: quarantines, pending approvals, guard trips, ladder steps, releases, handoffs per site and day; writes nothing",
 		Long: `Replay a candidate policy file (--policy, the --policy-file YAML) or the policy in force over
 the stored status and condition history of a period (PolicyService.ReplayPolicy; docs/reference/policy.md "Replay").
 T1 and T2 are RFC 3339 times or durations ago (24h); --to defaults to now. The table counts per site and
-day; the last line says how many triggers' replayed decision differs from the recorded one (0 for the live
-policy over a period in which it ran). --all lists every decision, * marking those that differ.`,
+day (decisions, ladder steps, fixes, releases, handoffs, and the operators' recorded approvals and
+rejections, taken as inputs); the last lines say how many triggers' replayed decision, and how many
+quarantines' remediation, differ from the recorded ones (0 for the live policy over a period in which it
+ran). --all lists every decision and every ladder, * marking those that differ, and the approvals.`,
 		Example: `  ironlink policy replay --from 168h
   ironlink policy replay --from 2026-12-01T00:00:00Z --to 2026-12-03T00:00:00Z --policy candidate.yaml --all`,
 		Args: cobra.NoArgs,
@@ -59,7 +61,7 @@ policy over a period in which it ran). --all lists every decision, * marking tho
 	fl.StringVar(&f.to, "to", "", "end of the period: RFC 3339 time or a duration ago (default now)")
 	fl.StringVar(&f.policyFile, "policy", "", "candidate policy file (YAML, as --policy-file); default the policy in force")
 	fl.StringVar(&f.site, "site", "", "only this site")
-	fl.BoolVar(&f.all, "all", false, "list every replayed decision, not only the counts")
+	fl.BoolVar(&f.all, "all", false, "list every replayed decision and ladder and the approvals taken as inputs, not only the counts")
 	fl.StringVarP(&f.output, "output", "o", "", "json or yaml: the ReplayPolicy answer")
 	return cmd
 }
@@ -105,16 +107,19 @@ func parseAgo(flag, v string, now time.Time) (time.Time, error) {
 // decision.
 func (a *app) printReplay(r *ironlinkv1.ReplayPolicyResponse, all bool) {
 	w := a.opts.Stdout
-	t := newTable(w, "", "SITE", "DAY", "QUARANTINES", "PENDING", "SKIPS", "GUARD-TRIPS")
+	n := func(v int32) string { return strconv.Itoa(int(v)) }
+	t := newTable(w, "", "SITE", "DAY", "QUARANTINES", "PENDING", "SKIPS", "GUARD-TRIPS", "STEPS", "FIXES", "RELEASES", "HANDOFFS", "APPROVALS", "REJECTIONS")
 	for _, d := range r.GetDays() {
-		t.row(d.GetSite(), d.GetDate(), strconv.Itoa(int(d.GetQuarantines())), strconv.Itoa(int(d.GetPending())),
-			strconv.Itoa(int(d.GetSkips())), strconv.Itoa(int(d.GetGuardTrips())))
+		t.row(d.GetSite(), d.GetDate(), n(d.GetQuarantines()), n(d.GetPending()), n(d.GetSkips()), n(d.GetGuardTrips()),
+			n(d.GetLadderSteps()), n(d.GetFixes()), n(d.GetReleases()), n(d.GetHandoffs()), n(d.GetApprovals()), n(d.GetRejections()))
 	}
 	t.flush()
 	fmt.Fprintf(w, "%d decisions; %d differ from the recorded ones\n", len(r.GetDecisions()), r.GetDifferences())
+	fmt.Fprintf(w, "%d remediations; %d differ from the recorded ones\n", len(r.GetRemediations()), r.GetRemediationDifferences())
 	if !all {
 		return
 	}
+	defer a.printReplayRemediations(r)
 	t = newTable(w, "", "", "DECIDED", "SITE", "DEVICE", "ACTION", "REASON", "RULE", "DETAIL")
 	for _, d := range r.GetDecisions() {
 		mark, action := "", d.GetAction()
@@ -132,6 +137,48 @@ func (a *app) printReplay(r *ironlinkv1.ReplayPolicyResponse, all bool) {
 			action += " (" + strings.Join(tags, ", ") + ")"
 		}
 		t.row(mark, d.GetDecidedTime().AsTime().UTC().Format(time.RFC3339), d.GetSite(), d.GetDeviceId(), action, d.GetReason(), d.GetRule(), d.GetDetail())
+	}
+	t.flush()
+}
+
+// printReplayRemediations lists the replayed ladders (* marking those that
+// differ from the recorded ones) and the approvals taken as inputs.
+func (a *app) printReplayRemediations(r *ironlinkv1.ReplayPolicyResponse) {
+	w := a.opts.Stdout
+	t := newTable(w, "", "", "STARTED", "SITE", "DEVICE", "RULE", "OUTCOME", "STEPS")
+	for _, rm := range r.GetRemediations() {
+		mark, outcome := "", rm.GetOutcome()
+		if rm.GetDiffers() {
+			mark = "*"
+		}
+		switch {
+		case rm.GetFixedStep() > 0:
+			outcome += fmt.Sprintf(" by step %d", rm.GetFixedStep())
+			if rm.GetReleased() {
+				outcome += ", released"
+			}
+		case rm.GetHandoffReason() != "":
+			outcome += " (" + rm.GetHandoffReason() + ")"
+		case rm.GetWaiting() != "":
+			outcome += ", waiting: " + rm.GetWaiting()
+		}
+		var steps []string
+		for _, st := range rm.GetSteps() {
+			steps = append(steps, fmt.Sprintf("%d %s %s", st.GetStep(), st.GetKind(), st.GetResult()))
+		}
+		t.row(mark, rm.GetStartedTime().AsTime().UTC().Format(time.RFC3339), rm.GetSite(), rm.GetDeviceId(), rm.GetRule(), outcome, strings.Join(steps, "; "))
+	}
+	t.flush()
+	if len(r.GetApprovals()) == 0 {
+		return
+	}
+	t = newTable(w, "", "RESOLVED", "SITE", "DEVICE", "RULE", "ANSWER", "BY")
+	for _, ap := range r.GetApprovals() {
+		answer := "rejected"
+		if ap.GetApproved() {
+			answer = "approved"
+		}
+		t.row(ap.GetResolvedTime().AsTime().UTC().Format(time.RFC3339), ap.GetSite(), ap.GetDeviceId(), ap.GetRule(), answer, ap.GetResolvedBy())
 	}
 	t.flush()
 }

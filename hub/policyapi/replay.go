@@ -3,6 +3,7 @@ package policyapi
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -60,7 +61,61 @@ func (s *Server) ReplayPolicy(ctx context.Context, req *ironlinkv1.ReplayPolicyR
 	if err != nil {
 		return nil, s.storeErr(err)
 	}
-	return replayResponse(rep, policyreplay.Diff(recorded, rep.Decisions), s.visible(ctx, req.GetSite())), nil
+	recRem, err := policyreplay.RecordedRemediations(ctx, s.replayDB, from, to)
+	if err != nil {
+		return nil, s.storeErr(err)
+	}
+	visible := s.visible(ctx, req.GetSite())
+	out := replayResponse(rep, policyreplay.Diff(recorded, rep.Decisions), visible)
+	remediationResponse(out, rep, policyreplay.DiffRemediations(recRem, rep.Remediations), visible)
+	return out, nil
+}
+
+// remediationResponse adds rep's remediations and approvals to out, each
+// remediation marked when it differs from the recorded one.
+func remediationResponse(out *ironlinkv1.ReplayPolicyResponse, rep *policyreplay.Report, diffs []policyreplay.RemediationDifference, visible func(string) bool) {
+	type key struct {
+		dev string
+		id  int64
+	}
+	differs := map[key]bool{}
+	for _, d := range diffs {
+		r := d.Replayed
+		if r == nil {
+			r = d.Recorded
+		}
+		if visible(r.Site) {
+			differs[key{d.DeviceID, d.TriggerID}] = true
+			out.RemediationDifferences++
+		}
+	}
+	for _, r := range rep.Remediations {
+		if !visible(r.Site) {
+			continue
+		}
+		pr := &ironlinkv1.ReplayedRemediation{DeviceId: r.DeviceID, Site: r.Site, Rule: r.Rule, TriggerId: r.TriggerID,
+			StartedTime: timestamppb.New(r.StartedAt), EndedTime: optTime(r.EndedAt), Outcome: r.Outcome, FixedStep: int32(r.FixedStep),
+			Released: r.Released, HandoffReason: r.Handoff, Waiting: r.Waiting, Differs: differs[key{r.DeviceID, r.TriggerID}]}
+		for _, st := range r.Steps {
+			pr.Steps = append(pr.Steps, &ironlinkv1.ReplayedStep{Step: int32(st.Step), Kind: st.Kind, Result: st.Result,
+				StartedTime: timestamppb.New(st.StartedAt), EndedTime: optTime(st.EndedAt)})
+		}
+		out.Remediations = append(out.Remediations, pr)
+	}
+	for _, a := range rep.Approvals {
+		if visible(a.Site) {
+			out.Approvals = append(out.Approvals, &ironlinkv1.ReplayedApproval{DeviceId: a.DeviceID, Site: a.Site, TriggerId: a.TriggerID,
+				Rule: a.Rule, Approved: a.Approved, ResolvedBy: a.By, ResolvedTime: timestamppb.New(a.At)})
+		}
+	}
+}
+
+// optTime is t as a Timestamp, nil when zero.
+func optTime(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
 }
 
 // visible reports whether the caller sees site's decisions (and asked for
@@ -96,7 +151,9 @@ func replayResponse(rep *policyreplay.Report, diffs []policyreplay.Difference, v
 	for _, d := range rep.Days {
 		if visible(d.Site) {
 			out.Days = append(out.Days, &ironlinkv1.ReplayDay{Site: d.Site, Date: d.Date, Quarantines: int32(d.Quarantines),
-				Pending: int32(d.Pending), Skips: int32(d.Skips), GuardTrips: int32(d.GuardTrips)})
+				Pending: int32(d.Pending), Skips: int32(d.Skips), GuardTrips: int32(d.GuardTrips),
+				LadderSteps: int32(d.LadderSteps), Fixes: int32(d.Fixes), Releases: int32(d.Releases), Handoffs: int32(d.Handoffs),
+				Approvals: int32(d.Approvals), Rejections: int32(d.Rejections)})
 		}
 	}
 	return out

@@ -32,6 +32,19 @@ type history struct {
 	siteOf   map[string]string
 	devices  map[string]int // site → devices not removed
 	holds    map[string]holds
+	// statuses are the status histories (oldest first, up to the period's
+	// end) of the devices with a trigger; conds their condition rows.
+	statuses map[string][]statusAt
+	conds    map[string][]condRow
+	// inputs are the recorded human decisions and the earlier ladders
+	// (inputs.go).
+	inputs inputs
+}
+
+// statusAt is one status_history row.
+type statusAt struct {
+	at time.Time
+	st status.Status
 }
 
 type condRow struct {
@@ -45,7 +58,7 @@ type condRow struct {
 // before it neither impaired nor UNREACHABLE inside the run), with the
 // condition behind it as the history had it then.
 func readHistory(ctx context.Context, tx pgx.Tx, from, to time.Time) (*history, error) {
-	h := &history{siteOf: map[string]string{}, devices: map[string]int{}, holds: map[string]holds{}}
+	h := &history{siteOf: map[string]string{}, devices: map[string]int{}, holds: map[string]holds{}, statuses: map[string][]statusAt{}}
 	rows, err := tx.Query(ctx, `SELECT id::text, site, removed FROM devices`)
 	if err != nil {
 		return nil, fmt.Errorf("devices: %w", err)
@@ -70,6 +83,10 @@ func readHistory(ctx context.Context, tx pgx.Tx, from, to time.Time) (*history, 
 	if err != nil {
 		return nil, err
 	}
+	h.conds = conds
+	if h.inputs, err = readInputs(ctx, tx, from, to); err != nil {
+		return nil, err
+	}
 	rows, err = tx.Query(ctx, `SELECT device_id::text, id, status, changed_at FROM status_history
 		WHERE changed_at <= $2 AND device_id IN (SELECT device_id FROM status_history
 			WHERE changed_at BETWEEN $1 AND $2 AND status IN ('FAULTED', 'MAINTENANCE'))
@@ -86,6 +103,7 @@ func readHistory(ctx context.Context, tx pgx.Tx, from, to time.Time) (*history, 
 		if err := rows.Scan(&dev, &id, &st, &at); err != nil {
 			return nil, fmt.Errorf("status history: %w", err)
 		}
+		h.statuses[dev] = append(h.statuses[dev], statusAt{at, status.Status(st)})
 		if t, ok := w.step(dev, id, status.Status(st), at); ok && !at.Before(from) {
 			t.site = h.siteOf[dev]
 			cause(&t, conds[dev])
@@ -169,11 +187,12 @@ func cause(t *trigger, rows []condRow) {
 	t.CauseType, t.CauseReason, t.CauseMessage, t.CauseHealth, t.CauseSince = pick.typ, pick.reason, pick.message, pick.health, pick.since
 }
 
-// readConditions reads the cause conditions' history up to to, by device.
+// readConditions reads the cause conditions' history up to to, by device
+// (and CustomerAllocated, which a ladder's safety check reads).
 func readConditions(ctx context.Context, tx pgx.Tx, from, to time.Time) (map[string][]condRow, error) {
 	rows, err := tx.Query(ctx, `SELECT device_id::text, type, status, reason, message, last_transition_time, recorded_at, health::text
 		FROM condition_history WHERE recorded_at <= $2
-			AND (type IN ('ProvisioningHealthy', 'MaintenanceClear') OR health IS NOT NULL)
+			AND (type IN ('ProvisioningHealthy', 'MaintenanceClear', 'CustomerAllocated') OR health IS NOT NULL)
 			AND device_id IN (SELECT device_id FROM status_history WHERE changed_at BETWEEN $1 AND $2 AND status IN ('FAULTED', 'MAINTENANCE'))
 		ORDER BY id`, from, to)
 	if err != nil {

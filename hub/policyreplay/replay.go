@@ -2,7 +2,10 @@
 // the live one) over the stored status and condition history
 // (status_history, condition_history) and reports what it would have
 // done: each decision per triggering status change, the quarantines,
-// pending approvals and guard trips per site and per day. It writes
+// pending approvals and guard trips, and what its remediation ladders
+// would have done (steps, fixes, releases, handoffs; ladder.go), per site
+// and per day. Operators' approvals, rejections and handoff closes are
+// inputs taken from the record (inputs.go). It writes
 // nothing: everything is read in one READ ONLY, REPEATABLE READ
 // transaction, and the decisions are hub/policy's pure Decide, fed the
 // evidence hub/policyrun feeds it (docs/reference/policy.md "Replay").
@@ -45,12 +48,24 @@ type Day struct {
 	// Quarantines, Pending (approvals an operator would be asked for),
 	// Skips and GuardTrips count the decisions.
 	Quarantines, Pending, Skips, GuardTrips int
+	// LadderSteps counts the ladder steps started; Fixes the ladders a
+	// step fixed, Releases those of them that released the device;
+	// Handoffs the devices handed off for repair.
+	LadderSteps, Fixes, Releases, Handoffs int
+	// Approvals and Rejections count the recorded operator resolutions the
+	// replay took as inputs.
+	Approvals, Rejections int
 }
 
 // Report is a replay's outcome.
 type Report struct {
 	// Decisions in decision order.
 	Decisions []Decision
+	// Remediations are the ladders (and handoffs without one), by start.
+	Remediations []Remediation
+	// Approvals are the recorded operator resolutions of the replay's
+	// pending approvals, by time.
+	Approvals []Approval
 	// Days per site and day, sorted.
 	Days []Day
 }
@@ -70,7 +85,7 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, file *policy.File, from, to
 	if err != nil {
 		return nil, fmt.Errorf("replay: read history: %w", err)
 	}
-	return run(file, h), nil
+	return run(file, h, to), nil
 }
 
 // siteRun is a site's state as the replay goes.
@@ -82,7 +97,7 @@ type siteRun struct {
 // run decides every trigger of h in order of decision time (at equal
 // times, as one evaluator pass: by site, then device id), each site's
 // guard seeing the replay's own earlier quarantines and trips.
-func run(file *policy.File, h *history) *Report {
+func run(file *policy.File, h *history, to time.Time) *Report {
 	type due struct {
 		t   trigger
 		at  time.Time
@@ -107,6 +122,9 @@ func run(file *policy.File, h *history) *Report {
 	})
 	sites := map[string]*siteRun{}
 	quarantined := map[string]time.Time{} // device → when the replay quarantined it
+	approved := map[string][]time.Time{}  // device → when an operator approved its quarantine
+	var holds []hold
+	tripAt := map[string]time.Time{}
 	rep := &Report{}
 	for _, d := range all {
 		s := sites[d.t.site]
@@ -117,6 +135,9 @@ func run(file *policy.File, h *history) *Report {
 		t := d.t
 		q, ok := quarantined[t.DeviceID]
 		t.AlreadyQuarantined = ok && q.After(t.lastFree)
+		for _, a := range approved[t.DeviceID] {
+			t.AlreadyQuarantined = t.AlreadyQuarantined || (a.After(t.lastFree) && !a.After(d.at))
+		}
 		dec := policy.Decide(input(file.Effective(t.site), t.Trigger, s, h, d.at))
 		if dec.Action == policy.ActionWait {
 			continue
@@ -125,15 +146,30 @@ func run(file *policy.File, h *history) *Report {
 			s.recent = append(s.recent, policy.RecentAction{At: d.at, DryRun: dec.DryRun})
 			if !dec.DryRun {
 				quarantined[t.DeviceID] = d.at
+				holds = append(holds, hold{dev: t.DeviceID, site: t.site, rule: dec.Rule, trigger: t.HistoryID, at: d.at})
+			}
+		}
+		// An operator's recorded answer to the same pending approval is an
+		// input: approved, the rule quarantines the device then.
+		if a, ok := h.inputs.approvals[triggerKey{t.DeviceID, t.HistoryID}]; ok && dec.Action == policy.ActionPending && !dec.DryRun {
+			rep.Approvals = append(rep.Approvals, a)
+			if a.Approved {
+				approved[t.DeviceID] = append(approved[t.DeviceID], a.At)
+				holds = append(holds, hold{dev: t.DeviceID, site: t.site, rule: dec.Rule, trigger: t.HistoryID, at: a.At})
 			}
 		}
 		if dec.Trips {
 			s.tripped = true
+			if _, ok := tripAt[t.site]; !ok {
+				tripAt[t.site] = d.at
+			}
 		}
 		rep.Decisions = append(rep.Decisions, Decision{DeviceID: t.DeviceID, Site: t.site, TriggerID: t.HistoryID, At: d.at,
 			Action: string(dec.Action), Reason: dec.Reason, Rule: dec.Rule, Detail: dec.Detail, DryRun: dec.DryRun, Trips: dec.Trips})
 	}
-	rep.Days = days(rep.Decisions)
+	sort.SliceStable(rep.Approvals, func(i, j int) bool { return rep.Approvals[i].At.Before(rep.Approvals[j].At) })
+	rep.Remediations = ladders(file, h, holds, tripAt, to)
+	rep.Days = days(rep)
 	return rep
 }
 
@@ -167,28 +203,55 @@ func input(p policy.SitePolicy, t policy.Trigger, s *siteRun, h *history, now ti
 		RecentActions: s.recent, Tripped: s.tripped}, Excluded: excl, Planned: planned, Now: now}
 }
 
-// days counts decisions per site and UTC day.
-func days(ds []Decision) []Day {
+// days counts decisions, ladder steps, fixes, releases, handoffs and
+// approvals per site and UTC day.
+func days(rep *Report) []Day {
 	idx := map[[2]string]*Day{}
 	var out []*Day
-	for _, d := range ds {
-		k := [2]string{d.Site, d.At.UTC().Format(time.DateOnly)}
-		day := idx[k]
-		if day == nil {
-			day = &Day{Site: k[0], Date: k[1]}
-			idx[k] = day
-			out = append(out, day)
+	day := func(site string, at time.Time) *Day {
+		k := [2]string{site, at.UTC().Format(time.DateOnly)}
+		d := idx[k]
+		if d == nil {
+			d = &Day{Site: k[0], Date: k[1]}
+			idx[k] = d
+			out = append(out, d)
 		}
+		return d
+	}
+	for _, r := range rep.Remediations {
+		for _, st := range r.Steps {
+			day(r.Site, st.StartedAt).LadderSteps++
+		}
+		switch r.Outcome {
+		case OutcomeFixed:
+			d := day(r.Site, r.EndedAt)
+			d.Fixes++
+			if r.Released {
+				d.Releases++
+			}
+		case OutcomeHandedOff:
+			day(r.Site, r.EndedAt).Handoffs++
+		}
+	}
+	for _, a := range rep.Approvals {
+		if a.Approved {
+			day(a.Site, a.At).Approvals++
+		} else {
+			day(a.Site, a.At).Rejections++
+		}
+	}
+	for _, d := range rep.Decisions {
+		dd := day(d.Site, d.At)
 		switch policy.Action(d.Action) {
 		case policy.ActionQuarantine:
-			day.Quarantines++
+			dd.Quarantines++
 		case policy.ActionPending:
-			day.Pending++
+			dd.Pending++
 		default:
-			day.Skips++
+			dd.Skips++
 		}
 		if d.Trips {
-			day.GuardTrips++
+			dd.GuardTrips++
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

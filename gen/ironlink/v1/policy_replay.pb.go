@@ -236,9 +236,18 @@ type ReplayDay struct {
 	Date        string `protobuf:"bytes,2,opt,name=date,proto3" json:"date,omitempty"`
 	Quarantines int32  `protobuf:"varint,3,opt,name=quarantines,proto3" json:"quarantines,omitempty"`
 	// Pending approvals an operator would have been asked for.
-	Pending       int32 `protobuf:"varint,4,opt,name=pending,proto3" json:"pending,omitempty"`
-	Skips         int32 `protobuf:"varint,5,opt,name=skips,proto3" json:"skips,omitempty"`
-	GuardTrips    int32 `protobuf:"varint,6,opt,name=guard_trips,json=guardTrips,proto3" json:"guard_trips,omitempty"`
+	Pending    int32 `protobuf:"varint,4,opt,name=pending,proto3" json:"pending,omitempty"`
+	Skips      int32 `protobuf:"varint,5,opt,name=skips,proto3" json:"skips,omitempty"`
+	GuardTrips int32 `protobuf:"varint,6,opt,name=guard_trips,json=guardTrips,proto3" json:"guard_trips,omitempty"`
+	// Ladder steps started, ladders a step fixed (and of them those that
+	// released the device), devices handed off for repair.
+	LadderSteps int32 `protobuf:"varint,440,opt,name=ladder_steps,json=ladderSteps,proto3" json:"ladder_steps,omitempty"`
+	Fixes       int32 `protobuf:"varint,441,opt,name=fixes,proto3" json:"fixes,omitempty"`
+	Releases    int32 `protobuf:"varint,442,opt,name=releases,proto3" json:"releases,omitempty"`
+	Handoffs    int32 `protobuf:"varint,443,opt,name=handoffs,proto3" json:"handoffs,omitempty"`
+	// Recorded operator approvals and rejections the replay took as inputs.
+	Approvals     int32 `protobuf:"varint,444,opt,name=approvals,proto3" json:"approvals,omitempty"`
+	Rejections    int32 `protobuf:"varint,445,opt,name=rejections,proto3" json:"rejections,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +324,377 @@ func (x *ReplayDay) GetGuardTrips() int32 {
 	return 0
 }
 
+func (x *ReplayDay) GetLadderSteps() int32 {
+	if x != nil {
+		return x.LadderSteps
+	}
+	return 0
+}
+
+func (x *ReplayDay) GetFixes() int32 {
+	if x != nil {
+		return x.Fixes
+	}
+	return 0
+}
+
+func (x *ReplayDay) GetReleases() int32 {
+	if x != nil {
+		return x.Releases
+	}
+	return 0
+}
+
+func (x *ReplayDay) GetHandoffs() int32 {
+	if x != nil {
+		return x.Handoffs
+	}
+	return 0
+}
+
+func (x *ReplayDay) GetApprovals() int32 {
+	if x != nil {
+		return x.Approvals
+	}
+	return 0
+}
+
+func (x *ReplayDay) GetRejections() int32 {
+	if x != nil {
+		return x.Rejections
+	}
+	return 0
+}
+
+// ReplayedStep is one step of a replayed ladder.
+type ReplayedStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The step's position (1-based) and operation kind (REBOOT, ...).
+	Step int32  `protobuf:"varint,440,opt,name=step,proto3" json:"step,omitempty"`
+	Kind string `protobuf:"bytes,441,opt,name=kind,proto3" json:"kind,omitempty"`
+	// SUCCEEDED (good again for the settle time), FAILED (failed or timed
+	// out) or RUNNING (in progress at the period's end or when the ladder
+	// ended otherwise).
+	Result      string                 `protobuf:"bytes,442,opt,name=result,proto3" json:"result,omitempty"`
+	StartedTime *timestamppb.Timestamp `protobuf:"bytes,443,opt,name=started_time,json=startedTime,proto3" json:"started_time,omitempty"`
+	// Unset while running.
+	EndedTime     *timestamppb.Timestamp `protobuf:"bytes,444,opt,name=ended_time,json=endedTime,proto3" json:"ended_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayedStep) Reset() {
+	*x = ReplayedStep{}
+	mi := &file_ironlink_v1_policy_replay_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayedStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayedStep) ProtoMessage() {}
+
+func (x *ReplayedStep) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_policy_replay_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayedStep.ProtoReflect.Descriptor instead.
+func (*ReplayedStep) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_policy_replay_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ReplayedStep) GetStep() int32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *ReplayedStep) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ReplayedStep) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+func (x *ReplayedStep) GetStartedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedTime
+	}
+	return nil
+}
+
+func (x *ReplayedStep) GetEndedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedTime
+	}
+	return nil
+}
+
+// ReplayedRemediation is what a rule's remediation ladder would have done
+// for one quarantine, or a handoff without a ladder.
+type ReplayedRemediation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The device, its site, the quarantining rule and the status_history row
+	// of the quarantine's trigger (the key).
+	DeviceId    string                 `protobuf:"bytes,440,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	Site        string                 `protobuf:"bytes,441,opt,name=site,proto3" json:"site,omitempty"`
+	Rule        string                 `protobuf:"bytes,442,opt,name=rule,proto3" json:"rule,omitempty"`
+	TriggerId   int64                  `protobuf:"varint,443,opt,name=trigger_id,json=triggerId,proto3" json:"trigger_id,omitempty"`
+	StartedTime *timestamppb.Timestamp `protobuf:"bytes,444,opt,name=started_time,json=startedTime,proto3" json:"started_time,omitempty"`
+	// Unset while running.
+	EndedTime *timestamppb.Timestamp `protobuf:"bytes,445,opt,name=ended_time,json=endedTime,proto3" json:"ended_time,omitempty"`
+	Steps     []*ReplayedStep        `protobuf:"bytes,446,rep,name=steps,proto3" json:"steps,omitempty"`
+	// RUNNING, FIXED, HANDED_OFF or ABANDONED (released by someone else).
+	Outcome string `protobuf:"bytes,447,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The step (1-based) that fixed the device; 0 unless FIXED.
+	FixedStep int32 `protobuf:"varint,448,opt,name=fixed_step,json=fixedStep,proto3" json:"fixed_step,omitempty"`
+	// The fix released the quarantine (the ladder's release: automatic).
+	Released bool `protobuf:"varint,449,opt,name=released,proto3" json:"released,omitempty"`
+	// LadderExhausted, BudgetSpent or RecommendedAction when HANDED_OFF.
+	HandoffReason string `protobuf:"bytes,450,opt,name=handoff_reason,json=handoffReason,proto3" json:"handoff_reason,omitempty"`
+	// Why the next step waited at the period's end (MaxInFlight, ...).
+	Waiting string `protobuf:"bytes,451,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	// The recorded remediation of the same quarantine differs (or there is
+	// none).
+	Differs       bool `protobuf:"varint,452,opt,name=differs,proto3" json:"differs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayedRemediation) Reset() {
+	*x = ReplayedRemediation{}
+	mi := &file_ironlink_v1_policy_replay_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayedRemediation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayedRemediation) ProtoMessage() {}
+
+func (x *ReplayedRemediation) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_policy_replay_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayedRemediation.ProtoReflect.Descriptor instead.
+func (*ReplayedRemediation) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_policy_replay_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReplayedRemediation) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *ReplayedRemediation) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+func (x *ReplayedRemediation) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *ReplayedRemediation) GetTriggerId() int64 {
+	if x != nil {
+		return x.TriggerId
+	}
+	return 0
+}
+
+func (x *ReplayedRemediation) GetStartedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedTime
+	}
+	return nil
+}
+
+func (x *ReplayedRemediation) GetEndedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedTime
+	}
+	return nil
+}
+
+func (x *ReplayedRemediation) GetSteps() []*ReplayedStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *ReplayedRemediation) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *ReplayedRemediation) GetFixedStep() int32 {
+	if x != nil {
+		return x.FixedStep
+	}
+	return 0
+}
+
+func (x *ReplayedRemediation) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
+func (x *ReplayedRemediation) GetHandoffReason() string {
+	if x != nil {
+		return x.HandoffReason
+	}
+	return ""
+}
+
+func (x *ReplayedRemediation) GetWaiting() string {
+	if x != nil {
+		return x.Waiting
+	}
+	return ""
+}
+
+func (x *ReplayedRemediation) GetDiffers() bool {
+	if x != nil {
+		return x.Differs
+	}
+	return false
+}
+
+// ReplayedApproval is an operator's recorded answer to a pending approval
+// that the replay asked for too, taken as an input.
+type ReplayedApproval struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	DeviceId  string                 `protobuf:"bytes,440,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	Site      string                 `protobuf:"bytes,441,opt,name=site,proto3" json:"site,omitempty"`
+	TriggerId int64                  `protobuf:"varint,442,opt,name=trigger_id,json=triggerId,proto3" json:"trigger_id,omitempty"`
+	Rule      string                 `protobuf:"bytes,443,opt,name=rule,proto3" json:"rule,omitempty"`
+	// true: approved (the rule quarantines the device then); false: rejected.
+	Approved      bool                   `protobuf:"varint,444,opt,name=approved,proto3" json:"approved,omitempty"`
+	ResolvedBy    string                 `protobuf:"bytes,445,opt,name=resolved_by,json=resolvedBy,proto3" json:"resolved_by,omitempty"`
+	ResolvedTime  *timestamppb.Timestamp `protobuf:"bytes,446,opt,name=resolved_time,json=resolvedTime,proto3" json:"resolved_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayedApproval) Reset() {
+	*x = ReplayedApproval{}
+	mi := &file_ironlink_v1_policy_replay_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayedApproval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayedApproval) ProtoMessage() {}
+
+func (x *ReplayedApproval) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_policy_replay_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayedApproval.ProtoReflect.Descriptor instead.
+func (*ReplayedApproval) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_policy_replay_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ReplayedApproval) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *ReplayedApproval) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+func (x *ReplayedApproval) GetTriggerId() int64 {
+	if x != nil {
+		return x.TriggerId
+	}
+	return 0
+}
+
+func (x *ReplayedApproval) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *ReplayedApproval) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *ReplayedApproval) GetResolvedBy() string {
+	if x != nil {
+		return x.ResolvedBy
+	}
+	return ""
+}
+
+func (x *ReplayedApproval) GetResolvedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ResolvedTime
+	}
+	return nil
+}
+
 // ReplayPolicyResponse is the replay's report.
 type ReplayPolicyResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -325,14 +705,22 @@ type ReplayPolicyResponse struct {
 	// Triggers whose replayed decision differs from the recorded one
 	// (action, reason, rule, dry-run, guard trip), either way: 0 when the
 	// live policy is replayed over a period in which it ran unchanged.
-	Differences   int32 `protobuf:"varint,3,opt,name=differences,proto3" json:"differences,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Differences int32 `protobuf:"varint,3,opt,name=differences,proto3" json:"differences,omitempty"`
+	// The remediation ladders (and handoffs without one), by start.
+	Remediations []*ReplayedRemediation `protobuf:"bytes,440,rep,name=remediations,proto3" json:"remediations,omitempty"`
+	// The recorded operator approvals and rejections taken as inputs.
+	Approvals []*ReplayedApproval `protobuf:"bytes,441,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	// Quarantines whose replayed remediation differs from the recorded one
+	// (rule, outcome, fixed step, release, handoff reason, each step's kind
+	// and result; not the times), either way.
+	RemediationDifferences int32 `protobuf:"varint,442,opt,name=remediation_differences,json=remediationDifferences,proto3" json:"remediation_differences,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *ReplayPolicyResponse) Reset() {
 	*x = ReplayPolicyResponse{}
-	mi := &file_ironlink_v1_policy_replay_proto_msgTypes[3]
+	mi := &file_ironlink_v1_policy_replay_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +732,7 @@ func (x *ReplayPolicyResponse) String() string {
 func (*ReplayPolicyResponse) ProtoMessage() {}
 
 func (x *ReplayPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_replay_proto_msgTypes[3]
+	mi := &file_ironlink_v1_policy_replay_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +745,7 @@ func (x *ReplayPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayPolicyResponse.ProtoReflect.Descriptor instead.
 func (*ReplayPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_replay_proto_rawDescGZIP(), []int{3}
+	return file_ironlink_v1_policy_replay_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReplayPolicyResponse) GetDecisions() []*ReplayedDecision {
@@ -377,6 +765,27 @@ func (x *ReplayPolicyResponse) GetDays() []*ReplayDay {
 func (x *ReplayPolicyResponse) GetDifferences() int32 {
 	if x != nil {
 		return x.Differences
+	}
+	return 0
+}
+
+func (x *ReplayPolicyResponse) GetRemediations() []*ReplayedRemediation {
+	if x != nil {
+		return x.Remediations
+	}
+	return nil
+}
+
+func (x *ReplayPolicyResponse) GetApprovals() []*ReplayedApproval {
+	if x != nil {
+		return x.Approvals
+	}
+	return nil
+}
+
+func (x *ReplayPolicyResponse) GetRemediationDifferences() int32 {
+	if x != nil {
+		return x.RemediationDifferences
 	}
 	return 0
 }
@@ -406,7 +815,7 @@ const file_ironlink_v1_policy_replay_proto_rawDesc = "" +
 	"\vtrips_guard\x18\n" +
 	" \x01(\bR\n" +
 	"tripsGuard\x12\x18\n" +
-	"\adiffers\x18\v \x01(\bR\adiffers\"\xa6\x01\n" +
+	"\adiffers\x18\v \x01(\bR\adiffers\"\xdb\x02\n" +
 	"\tReplayDay\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x12\n" +
 	"\x04date\x18\x02 \x01(\tR\x04date\x12 \n" +
@@ -414,11 +823,56 @@ const file_ironlink_v1_policy_replay_proto_rawDesc = "" +
 	"\apending\x18\x04 \x01(\x05R\apending\x12\x14\n" +
 	"\x05skips\x18\x05 \x01(\x05R\x05skips\x12\x1f\n" +
 	"\vguard_trips\x18\x06 \x01(\x05R\n" +
-	"guardTrips\"\xa1\x01\n" +
+	"guardTrips\x12\"\n" +
+	"\fladder_steps\x18\xb8\x03 \x01(\x05R\vladderSteps\x12\x15\n" +
+	"\x05fixes\x18\xb9\x03 \x01(\x05R\x05fixes\x12\x1b\n" +
+	"\breleases\x18\xba\x03 \x01(\x05R\breleases\x12\x1b\n" +
+	"\bhandoffs\x18\xbb\x03 \x01(\x05R\bhandoffs\x12\x1d\n" +
+	"\tapprovals\x18\xbc\x03 \x01(\x05R\tapprovals\x12\x1f\n" +
+	"\n" +
+	"rejections\x18\xbd\x03 \x01(\x05R\n" +
+	"rejections\"\xcd\x01\n" +
+	"\fReplayedStep\x12\x13\n" +
+	"\x04step\x18\xb8\x03 \x01(\x05R\x04step\x12\x13\n" +
+	"\x04kind\x18\xb9\x03 \x01(\tR\x04kind\x12\x17\n" +
+	"\x06result\x18\xba\x03 \x01(\tR\x06result\x12>\n" +
+	"\fstarted_time\x18\xbb\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vstartedTime\x12:\n" +
+	"\n" +
+	"ended_time\x18\xbc\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tendedTime\"\xe1\x03\n" +
+	"\x13ReplayedRemediation\x12\x1c\n" +
+	"\tdevice_id\x18\xb8\x03 \x01(\tR\bdeviceId\x12\x13\n" +
+	"\x04site\x18\xb9\x03 \x01(\tR\x04site\x12\x13\n" +
+	"\x04rule\x18\xba\x03 \x01(\tR\x04rule\x12\x1e\n" +
+	"\n" +
+	"trigger_id\x18\xbb\x03 \x01(\x03R\ttriggerId\x12>\n" +
+	"\fstarted_time\x18\xbc\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vstartedTime\x12:\n" +
+	"\n" +
+	"ended_time\x18\xbd\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tendedTime\x120\n" +
+	"\x05steps\x18\xbe\x03 \x03(\v2\x19.ironlink.v1.ReplayedStepR\x05steps\x12\x19\n" +
+	"\aoutcome\x18\xbf\x03 \x01(\tR\aoutcome\x12\x1e\n" +
+	"\n" +
+	"fixed_step\x18\xc0\x03 \x01(\x05R\tfixedStep\x12\x1b\n" +
+	"\breleased\x18\xc1\x03 \x01(\bR\breleased\x12&\n" +
+	"\x0ehandoff_reason\x18\xc2\x03 \x01(\tR\rhandoffReason\x12\x19\n" +
+	"\awaiting\x18\xc3\x03 \x01(\tR\awaiting\x12\x19\n" +
+	"\adiffers\x18\xc4\x03 \x01(\bR\adiffers\"\xfb\x01\n" +
+	"\x10ReplayedApproval\x12\x1c\n" +
+	"\tdevice_id\x18\xb8\x03 \x01(\tR\bdeviceId\x12\x13\n" +
+	"\x04site\x18\xb9\x03 \x01(\tR\x04site\x12\x1e\n" +
+	"\n" +
+	"trigger_id\x18\xba\x03 \x01(\x03R\ttriggerId\x12\x13\n" +
+	"\x04rule\x18\xbb\x03 \x01(\tR\x04rule\x12\x1b\n" +
+	"\bapproved\x18\xbc\x03 \x01(\bR\bapproved\x12 \n" +
+	"\vresolved_by\x18\xbd\x03 \x01(\tR\n" +
+	"resolvedBy\x12@\n" +
+	"\rresolved_time\x18\xbe\x03 \x01(\v2\x1a.google.protobuf.TimestampR\fresolvedTime\"\xe0\x02\n" +
 	"\x14ReplayPolicyResponse\x12;\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x1d.ironlink.v1.ReplayedDecisionR\tdecisions\x12*\n" +
 	"\x04days\x18\x02 \x03(\v2\x16.ironlink.v1.ReplayDayR\x04days\x12 \n" +
-	"\vdifferences\x18\x03 \x01(\x05R\vdifferencesB9Z7github.com/ironlink/ironlink/gen/ironlink/v1;ironlinkv1b\x06proto3"
+	"\vdifferences\x18\x03 \x01(\x05R\vdifferences\x12E\n" +
+	"\fremediations\x18\xb8\x03 \x03(\v2 .ironlink.v1.ReplayedRemediationR\fremediations\x12<\n" +
+	"\tapprovals\x18\xb9\x03 \x03(\v2\x1d.ironlink.v1.ReplayedApprovalR\tapprovals\x128\n" +
+	"\x17remediation_differences\x18\xba\x03 \x01(\x05R\x16remediationDifferencesB9Z7github.com/ironlink/ironlink/gen/ironlink/v1;ironlinkv1b\x06proto3"
 
 var (
 	file_ironlink_v1_policy_replay_proto_rawDescOnce sync.Once
@@ -432,25 +886,36 @@ func file_ironlink_v1_policy_replay_proto_rawDescGZIP() []byte {
 	return file_ironlink_v1_policy_replay_proto_rawDescData
 }
 
-var file_ironlink_v1_policy_replay_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_ironlink_v1_policy_replay_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_ironlink_v1_policy_replay_proto_goTypes = []any{
 	(*ReplayPolicyRequest)(nil),   // 0: ironlink.v1.ReplayPolicyRequest
 	(*ReplayedDecision)(nil),      // 1: ironlink.v1.ReplayedDecision
 	(*ReplayDay)(nil),             // 2: ironlink.v1.ReplayDay
-	(*ReplayPolicyResponse)(nil),  // 3: ironlink.v1.ReplayPolicyResponse
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*ReplayedStep)(nil),          // 3: ironlink.v1.ReplayedStep
+	(*ReplayedRemediation)(nil),   // 4: ironlink.v1.ReplayedRemediation
+	(*ReplayedApproval)(nil),      // 5: ironlink.v1.ReplayedApproval
+	(*ReplayPolicyResponse)(nil),  // 6: ironlink.v1.ReplayPolicyResponse
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_ironlink_v1_policy_replay_proto_depIdxs = []int32{
-	4, // 0: ironlink.v1.ReplayPolicyRequest.from_time:type_name -> google.protobuf.Timestamp
-	4, // 1: ironlink.v1.ReplayPolicyRequest.to_time:type_name -> google.protobuf.Timestamp
-	4, // 2: ironlink.v1.ReplayedDecision.decided_time:type_name -> google.protobuf.Timestamp
-	1, // 3: ironlink.v1.ReplayPolicyResponse.decisions:type_name -> ironlink.v1.ReplayedDecision
-	2, // 4: ironlink.v1.ReplayPolicyResponse.days:type_name -> ironlink.v1.ReplayDay
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	7,  // 0: ironlink.v1.ReplayPolicyRequest.from_time:type_name -> google.protobuf.Timestamp
+	7,  // 1: ironlink.v1.ReplayPolicyRequest.to_time:type_name -> google.protobuf.Timestamp
+	7,  // 2: ironlink.v1.ReplayedDecision.decided_time:type_name -> google.protobuf.Timestamp
+	7,  // 3: ironlink.v1.ReplayedStep.started_time:type_name -> google.protobuf.Timestamp
+	7,  // 4: ironlink.v1.ReplayedStep.ended_time:type_name -> google.protobuf.Timestamp
+	7,  // 5: ironlink.v1.ReplayedRemediation.started_time:type_name -> google.protobuf.Timestamp
+	7,  // 6: ironlink.v1.ReplayedRemediation.ended_time:type_name -> google.protobuf.Timestamp
+	3,  // 7: ironlink.v1.ReplayedRemediation.steps:type_name -> ironlink.v1.ReplayedStep
+	7,  // 8: ironlink.v1.ReplayedApproval.resolved_time:type_name -> google.protobuf.Timestamp
+	1,  // 9: ironlink.v1.ReplayPolicyResponse.decisions:type_name -> ironlink.v1.ReplayedDecision
+	2,  // 10: ironlink.v1.ReplayPolicyResponse.days:type_name -> ironlink.v1.ReplayDay
+	4,  // 11: ironlink.v1.ReplayPolicyResponse.remediations:type_name -> ironlink.v1.ReplayedRemediation
+	5,  // 12: ironlink.v1.ReplayPolicyResponse.approvals:type_name -> ironlink.v1.ReplayedApproval
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_policy_replay_proto_init() }
@@ -464,7 +929,7 @@ func file_ironlink_v1_policy_replay_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_policy_replay_proto_rawDesc), len(file_ironlink_v1_policy_replay_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
