@@ -1,11 +1,16 @@
 package ctl
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 )
 
 // `policy replay`'s period and candidate file: RFC 3339 times or durations
@@ -41,5 +46,35 @@ func TestPolicyReplayRequest(t *testing.T) {
 		if _, err := c.f.request(now); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error saying %q", c.f, err, c.want)
 		}
+	}
+}
+
+// `policy replay` prints the ladder counts per day and, with --all, every
+// ladder (steps, outcome, * when it differs from the record) and the
+// approvals it took as inputs.
+func TestPrintReplayLadders(t *testing.T) {
+	at := timestamppb.New(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
+	r := &ironlinkv1.ReplayPolicyResponse{
+		Days: []*ironlinkv1.ReplayDay{{Site: "site-a", Date: "2026-12-03", Quarantines: 2, LadderSteps: 3, Fixes: 1, Releases: 1, Handoffs: 1, Approvals: 1}},
+		Remediations: []*ironlinkv1.ReplayedRemediation{
+			{DeviceId: "dev-a", Site: "site-a", Rule: "deploy", StartedTime: at, Outcome: "FIXED", FixedStep: 2, Released: true,
+				Steps: []*ironlinkv1.ReplayedStep{{Step: 1, Kind: "REBOOT", Result: "FAILED"}, {Step: 2, Kind: "REPROVISION", Result: "SUCCEEDED"}}},
+			{DeviceId: "dev-b", Site: "site-a", Rule: "deploy", StartedTime: at, Outcome: "HANDED_OFF", HandoffReason: "LadderExhausted", Differs: true,
+				Steps: []*ironlinkv1.ReplayedStep{{Step: 1, Kind: "REBOOT", Result: "FAILED"}}},
+		},
+		Approvals:              []*ironlinkv1.ReplayedApproval{{DeviceId: "dev-c", Site: "site-a", Rule: "deploy", Approved: true, ResolvedBy: "alice", ResolvedTime: at}},
+		RemediationDifferences: 1,
+	}
+	var out bytes.Buffer
+	a := &app{opts: Options{Stdout: &out}}
+	a.printReplay(r, true)
+	for _, want := range []string{"STEPS", "FIXES", "RELEASES", "HANDOFFS", "2 remediations; 1 differ from the recorded ones",
+		"FIXED by step 2, released", "1 REBOOT FAILED; 2 REPROVISION SUCCEEDED", "HANDED_OFF (LadderExhausted)", "approved", "alice"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "*") {
+		t.Errorf("the differing ladder is not marked:\n%s", out.String())
 	}
 }
