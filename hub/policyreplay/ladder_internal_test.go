@@ -110,3 +110,33 @@ func TestLadderRunningAtTheEnd(t *testing.T) {
 		t.Errorf("remediations %+v, want a's step running and b waiting (MaxInFlight)", rs)
 	}
 }
+
+// The budget counts the ladders recorded before the period: a device with
+// budget.ladders of them in the window is handed off (BudgetSpent), one
+// whose earlier ladder left the window gets a ladder.
+func TestLadderBudgetCountsEarlierLadders(t *testing.T) {
+	f, err := policy.Parse([]byte(`
+policy:
+  default:
+    enabled: true
+    rules:
+      - name: r
+        to: [FAULTED]
+        remediation:
+          steps: [{action: REBOOT, timeout: 10m}]
+          budget: {ladders: 1, window: 24h}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	h := &history{siteOf: map[string]string{}, devices: map[string]int{"s": 10}, holds: map[string]holds{},
+		statuses: map[string][]statusAt{"a": {{t0, status.Faulted}}, "b": {{t0, status.Faulted}}},
+		inputs: inputs{closes: map[string][]time.Time{}, priorLadders: map[string][]time.Time{
+			"a": {t0.Add(-time.Hour)}, "b": {t0.Add(-25 * time.Hour)}}}}
+	rs := ladders(f, h, []hold{{"a", "s", "r", 1, t0}, {"b", "s", "r", 2, t0}}, nil, t0.Add(time.Minute))
+	if len(rs) != 2 || rs[0].Outcome != OutcomeHandedOff || rs[0].Handoff != "BudgetSpent" || len(rs[0].Steps) != 0 ||
+		rs[1].Outcome != OutcomeRunning || len(rs[1].Steps) != 1 {
+		t.Errorf("remediations %+v, want a handed off (budget spent by an earlier ladder), b's ladder running", rs)
+	}
+}
