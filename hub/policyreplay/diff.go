@@ -155,12 +155,32 @@ func recordedRemediations(ctx context.Context, tx pgx.Tx, from, to time.Time) ([
 		}
 		return id, ok
 	}
-	var out []*Remediation
-	byLadder := map[int64]*Remediation{}
-	rows, err = tx.Query(ctx, `SELECT id, device_id::text, site, rule, state, COALESCE(fixed_step, 0), released, started_at, ended_at
-		FROM remediation_ladders WHERE started_at BETWEEN $1 AND $2 ORDER BY started_at, id`, from, to)
+	out, byLadder, err := recordedLadders(ctx, tx, from, to, of)
 	if err != nil {
 		return nil, err
+	}
+	if err := recordedSteps(ctx, tx, from, to, byLadder); err != nil {
+		return nil, err
+	}
+	if out, err = recordedHandoffs(ctx, tx, from, to, of, out, byLadder); err != nil {
+		return nil, err
+	}
+	res := make([]Remediation, len(out))
+	for i, r := range out {
+		res[i] = *r
+	}
+	return res, nil
+}
+
+// recordedLadders reads the ladders started in [from, to] of the
+// quarantines of (of), by id too.
+func recordedLadders(ctx context.Context, tx pgx.Tx, from, to time.Time, of func(string, time.Time) (int64, bool)) ([]*Remediation, map[int64]*Remediation, error) {
+	var out []*Remediation
+	byLadder := map[int64]*Remediation{}
+	rows, err := tx.Query(ctx, `SELECT id, device_id::text, site, rule, state, COALESCE(fixed_step, 0), released, started_at, ended_at
+		FROM remediation_ladders WHERE started_at BETWEEN $1 AND $2 ORDER BY started_at, id`, from, to)
+	if err != nil {
+		return nil, nil, err
 	}
 	for rows.Next() {
 		var id int64
@@ -169,7 +189,7 @@ func recordedRemediations(ctx context.Context, tx pgx.Tx, from, to time.Time) ([
 		var ended *time.Time
 		if err := rows.Scan(&id, &r.DeviceID, &r.Site, &r.Rule, &state, &r.FixedStep, &r.Released, &r.StartedAt, &ended); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		trig, ok := of(r.DeviceID, r.StartedAt)
 		if !ok {
@@ -195,14 +215,17 @@ func recordedRemediations(ctx context.Context, tx pgx.Tx, from, to time.Time) ([
 		byLadder[id] = rp
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	rows, err = tx.Query(ctx, `SELECT s.ladder_id, s.step, s.kind, s.state, s.started_at, s.ended_at FROM remediation_steps s
+	return out, byLadder, rows.Err()
+}
+
+// recordedSteps adds their steps to the ladders of byLadder (what ended
+// after to still running).
+func recordedSteps(ctx context.Context, tx pgx.Tx, from, to time.Time, byLadder map[int64]*Remediation) error {
+	rows, err := tx.Query(ctx, `SELECT s.ladder_id, s.step, s.kind, s.state, s.started_at, s.ended_at FROM remediation_steps s
 		JOIN remediation_ladders l ON l.id = s.ladder_id WHERE l.started_at BETWEEN $1 AND $2 AND s.started_at <= $2
 		ORDER BY s.ladder_id, s.step`, from, to)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for rows.Next() {
 		var id int64
@@ -211,7 +234,7 @@ func recordedRemediations(ctx context.Context, tx pgx.Tx, from, to time.Time) ([
 		var ended *time.Time
 		if err := rows.Scan(&id, &st.Step, &st.Kind, &state, &st.StartedAt, &ended); err != nil {
 			rows.Close()
-			return nil, err
+			return err
 		}
 		st.Step++ // stored 0-based
 		st.Result = StepRunning
@@ -228,10 +251,14 @@ func recordedRemediations(ctx context.Context, tx pgx.Tx, from, to time.Time) ([
 		}
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	rows, err = tx.Query(ctx, `SELECT device_id::text, site, rule, COALESCE(ladder_id, 0), reason, created_at
+	return rows.Err()
+}
+
+// recordedHandoffs sets the handoffs of [from, to] on their ladders, and
+// appends those without one to out.
+func recordedHandoffs(ctx context.Context, tx pgx.Tx, from, to time.Time, of func(string, time.Time) (int64, bool),
+	out []*Remediation, byLadder map[int64]*Remediation) ([]*Remediation, error) {
+	rows, err := tx.Query(ctx, `SELECT device_id::text, site, rule, COALESCE(ladder_id, 0), reason, created_at
 		FROM remediation_handoffs WHERE created_at BETWEEN $1 AND $2 ORDER BY created_at, id`, from, to)
 	if err != nil {
 		return nil, err
@@ -254,14 +281,7 @@ func recordedRemediations(ctx context.Context, tx pgx.Tx, from, to time.Time) ([
 		r.TriggerID, r.Outcome, r.EndedAt = trig, OutcomeHandedOff, r.StartedAt
 		out = append(out, &r)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	res := make([]Remediation, len(out))
-	for i, r := range out {
-		res[i] = *r
-	}
-	return res, nil
+	return out, rows.Err()
 }
 
 // DiffRemediations compares recorded and replayed remediations by the

@@ -240,6 +240,13 @@ func (s *sim) step(d *simDev, now time.Time) bool {
 		s.handoff(d, store.HandoffRecommendedAction, now)
 		return true
 	}
+	return s.advance(d, st, now) || changed
+}
+
+// advance starts, judges and ends d's steps at now (st the device's
+// status then); it reports a change.
+func (s *sim) advance(d *simDev, st status.Status, now time.Time) bool {
+	changed := false
 	for {
 		if !d.stepOn {
 			if d.pos >= len(d.l.Steps) {
