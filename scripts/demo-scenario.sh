@@ -9,9 +9,11 @@
 #   2. a second fault (XID 95) on another device: the policy's quarantine
 #      FAILS (the simulator's Ironic refuses the trait removal once, 403,
 #      through its control socket) and the demo retries it (`ironlink retry`);
-#   3. a burst of faults on one rack trips the policy's guard (3 automatic
-#      quarantines an hour): the rest wait as pending actions; the demo
-#      approves one and leaves the others for you;
+#   3. a burst of faults in one rack (the label rack, from Ironic's
+#      extra.rack) trips the policy's per-rack guard (1 automatic quarantine
+#      per rack an hour): the rest wait as pending actions, left for you,
+#      and the guard names the common cause ("4 of 6 new faults are in
+#      rack r2");
 #   4. warnings (thermal, PSU, XID 63) that leave the status alone;
 #   5. an operation in progress (provide demo-new-2).
 #
@@ -45,6 +47,10 @@ sc_until() {
   done
 }
 
+# sc_rack_of NAME is the rack label of device NAME (the satellite's
+# --label-map rack=extra.rack, or the hub's labels file).
+sc_rack_of() { sc_q "SELECT ironlink_device_labels(site, name, id, facts)->>'rack' FROM devices WHERE site = 'demo' AND name = '$1'"; }
+
 # sc_id NAME is the id of the demo site's device NAME.
 sc_id() { sc_q "SELECT id FROM devices WHERE site = 'demo' AND name = '$1'"; }
 
@@ -64,6 +70,10 @@ sc_ms() { echo $((($(date +%s%N) - $1) / 1000000)); }
 sc_pending_ids() { sc_q "SELECT id FROM policy_pending_actions WHERE site = 'demo' AND state = 'PENDING' ORDER BY id"; }
 
 sc_pending_at_least() { [ "$(sc_pending_ids | grep -c .)" -ge "$1" ]; }
+
+# sc_cause_names_rack succeeds once the guard's common cause names the
+# burst's rack (ironlink policy guard, CAUSE column).
+sc_cause_names_rack() { sc_ctl policy guard demo 2>/dev/null | grep -q "in rack $sc_rack"; }
 
 run_scenario() {
   # Devices offered to customers (the policy acts only on those), not the
@@ -90,7 +100,20 @@ run_scenario() {
   echo ">> $sc_gpu: FAULTED ${sc_fault_ms} ms after the report, quarantined by the policy (trait removed) after ${sc_quarantine_ms} ms"
 
   # 2. A quarantine that fails once, retried.
-  sc_failed=${offered[1]}
+  # in another rack than the first (the policy's guard allows one
+  # automatic quarantine per rack an hour)
+  local n
+  sc_failed=""
+  for n in "${offered[@]:1}"; do
+    if [ "$(sc_rack_of "$n")" != "$(sc_rack_of "$sc_gpu")" ]; then
+      sc_failed=$n
+      break
+    fi
+  done
+  if [ -z "$sc_failed" ]; then
+    echo ">> every device offered to customers is in rack $(sc_rack_of "$sc_gpu"); the story needs two racks" >&2
+    return 1
+  fi
   local uuid
   uuid=$(sc_id "$sc_failed")
   curl -sf --unix-socket "$STATE/openstacksim.sock" -X POST http://sim/faults \
@@ -102,44 +125,58 @@ run_scenario() {
   echo ">> the policy's quarantine of $sc_failed FAILED (command ${sc_failed_cmd:0:8}); retrying it"
   sc_ctl retry "$sc_failed_cmd" --reason "demo: Ironic's policy fixed" --wait --timeout 60s || return 1
 
-  # 3. A rack-correlated burst trips the guard.
+  # 3. A rack-correlated burst trips the per-rack guard.
   # The simulator puts node-001..008 in rack r1, node-009..016 in r2, ...
-  # (Ironic extra.rack). Pick the rack with the most offered devices left,
-  # then fill the burst up to 5 from the others.
-  local rest=("${offered[@]:2}") rack_of=() best="" n burst=()
-  for n in "${rest[@]}"; do
-    rack_of+=("r$(((10#${n#node-} - 1) / 8 + 1))")
+  # (Ironic extra.rack); the satellite maps it to the label rack
+  # (--label-map rack=extra.rack). The burst's rack is the one with the
+  # most devices offered to customers or HELD (steps 1 and 2 were in other
+  # racks); its HELD devices pass burn-in and are offered first, so that the
+  # whole rack is in service when it fails.
+  sc_rack=$(sc_q "SELECT ironlink_device_labels(site, name, id, facts)->>'rack' FROM devices WHERE site = 'demo' AND NOT removed
+    AND status IN ('AVAILABLE', 'ALLOCATED', 'IN_SERVICE', 'HELD') AND name LIKE 'node-%' AND ironlink_device_labels(site, name, id, facts) ? 'rack'
+    AND id <> '$device' AND id NOT IN (${orphans:-'00000000-0000-0000-0000-000000000000'})
+    AND ironlink_device_labels(site, name, id, facts)->>'rack' NOT IN (SELECT ironlink_device_labels(site, name, id, facts)->>'rack' FROM devices WHERE site = 'demo' AND name IN ('$sc_gpu', '$sc_failed') AND ironlink_device_labels(site, name, id, facts) ? 'rack')
+    GROUP BY 1 ORDER BY count(*) FILTER (WHERE status <> 'HELD') + count(*) DESC, count(*) FILTER (WHERE status <> 'HELD') DESC, 1 LIMIT 1")
+  if [ -z "$sc_rack" ]; then
+    echo ">> no device carries a rack label (is the satellite's --label-map rack=extra.rack set?)" >&2
+    return 1
+  fi
+  local held burst=() offered_now=()
+  mapfile -t held < <(sc_q "SELECT name FROM devices WHERE site = 'demo' AND NOT removed AND status = 'HELD'
+    AND ironlink_device_labels(site, name, id, facts)->>'rack' = '$sc_rack' AND name LIKE 'node-%' AND id <> '$device' ORDER BY name")
+  # One the churn moved meanwhile (offer refused, or not AVAILABLE in time)
+  # simply stays out of the burst.
+  for n in "${held[@]}"; do
+    sc_ctl offer "demo/$n" --reason "demo: burn-in passed" --wait --timeout 60s >/dev/null 2>&1 &&
+      sc_until 30 "$n to be offered" sc_is AVAILABLE sc_status "$n" 2>/dev/null && offered_now+=("$n")
   done
-  best=$(printf '%s\n' "${rack_of[@]}" | sort | uniq -c | sort -k1,1nr -k2 | awk 'NR==1{print $2}')
-  sc_rack=$best
-  for i in "${!rest[@]}"; do [ "${rack_of[i]}" = "$best" ] && burst+=("${rest[i]}"); done
-  for i in "${!rest[@]}"; do
-    [ "${#burst[@]}" -ge 5 ] && break
-    [ "${rack_of[i]}" != "$best" ] && burst+=("${rest[i]}")
-  done
-  # HOOK(issue 22, failure domains; h-22dom): once devices carry labels
-  # (extra.rack → rack), send this burst to one rack's devices only
-  # (`bin/ironlink get devices -l rack=$sc_rack`), set a per-rack guard in
-  # .demo/policy.yaml, and print the guard's common cause ("n of m new
-  # faults are in rack …") with `bin/ironlink policy guard demo`.
-  echo ">> a burst: ${burst[*]} report GPU faults at once (rack $sc_rack and beyond)"
+  echo ">> rack $sc_rack: HELD devices passed burn-in, offered to customers: ${offered_now[*]:-none}"
+  mapfile -t burst < <(sc_q "SELECT name FROM devices WHERE site = 'demo' AND NOT removed
+    AND status IN ('AVAILABLE', 'ALLOCATED', 'IN_SERVICE') AND ironlink_device_labels(site, name, id, facts)->>'rack' = '$sc_rack' AND name LIKE 'node-%'
+    AND id <> '$device' AND id NOT IN (${orphans:-'00000000-0000-0000-0000-000000000000'}) ORDER BY name")
+  if [ "${#burst[@]}" -lt 3 ]; then
+    echo ">> rack $sc_rack has only ${#burst[@]} devices offered to customers; the burst needs 3" >&2
+    return 1
+  fi
+  echo ">> a burst in rack $sc_rack (bin/ironlink get devices -l rack=$sc_rack): ${burst[*]} report GPU faults at once"
   local faults=(xid48 xid64 nvlink xid95 xid79) pids=()
   for i in "${!burst[@]}"; do
     sc_health --fault "${faults[i % 5]}" "${burst[i]}" >/dev/null &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || return 1; done
+  # The guard (at most 1 automatic quarantine per rack an hour) lets the
+  # first through and holds back the rest. The churn may have taken a
+  # device of the burst out of service meanwhile (then the policy skips
+  # it): two pending actions are enough.
   local want=$((${#burst[@]} - 1))
-  # The churn may have taken a device of the burst out of service meanwhile
-  # (then the policy skips it): three pending actions are enough.
   if ! sc_until 30 "the guard to hold $want quarantines back" sc_pending_at_least "$want" 2>/dev/null; then
-    sc_pending_at_least 3 || { echo ">> the guard held back fewer than 3 quarantines" >&2; return 1; }
+    sc_pending_at_least 2 || { echo ">> the guard held back fewer than 2 quarantines" >&2; return 1; }
   fi
-  local ids
-  mapfile -t ids < <(sc_pending_ids)
-  echo ">> the guard tripped: ${#ids[@]} automatic quarantines wait for an operator; the demo approves the first"
-  sc_ctl approve "${ids[0]}" --reason "demo: confirmed, XID on the bench" >/dev/null || return 1
-  sc_pending=("${ids[@]:1}")
+  sc_until 10 "the guard's common cause" sc_cause_names_rack || return 1
+  mapfile -t sc_pending < <(sc_pending_ids)
+  echo ">> the guard tripped: ${#sc_pending[@]} automatic quarantines wait for an operator; the common cause:"
+  sc_ctl policy guard demo | sed 's/^/     /'
 
   # 4. Warnings: the status stays.
   sc_warn=$(sc_q "SELECT name FROM devices WHERE site = 'demo' AND NOT removed AND status = 'HELD' AND name LIKE 'node-%' ORDER BY name LIMIT 1")

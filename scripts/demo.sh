@@ -6,8 +6,9 @@
 # It prints in three parts, each as soon as what it names exists: first the
 # fleet view and the read-only CLI commands (once a device reached the hub);
 # then, after the demo's story (scripts/demo-scenario.sh: a GPU fault
-# quarantined by the policy, a failed and retried quarantine, a burst that
-# trips the guard, pending actions, an operation in progress), the commands
+# quarantined by the policy, a failed and retried quarantine, a burst in
+# one rack that trips the per-rack guard and is named as the common cause,
+# pending actions, an operation in progress), the commands
 # that act; last the raw API through grpcurl, which is installed in the
 # background when missing, so it never delays the first two.
 # Every line the demo prints with two spaces in front is a command that
@@ -123,15 +124,21 @@ bin/ironlink-hub keygen --client-id demo-operator --scopes operations:read,opera
 } >"$PKI/roster.yaml"
 
 # The quarantine policy (docs/reference/policy.md): live for GPU faults
-# (DEMO_POLICY_DRY_RUN=true: dry-run), guarded (3 automatic quarantines an
-# hour, so the demo's burst leaves pending actions); the simulator's churn
+# (DEMO_POLICY_DRY_RUN=true: dry-run), guarded (10 automatic quarantines an
+# hour, and 1 per rack, so the demo's burst in one rack leaves pending
+# actions and a common cause); the simulator's churn
 # (deploy failures, power failures) is only logged by the dry-run rules.
 cat >"$STATE/policy.yaml" <<EOP
 policy:
   default:
     enabled: true
     dryRun: ${DEMO_POLICY_DRY_RUN:-false}
-    guard: {maxDevices: 3, maxPercent: 10, window: 1h}
+    guard:
+      maxDevices: 10
+      maxPercent: 25
+      window: 1h
+      perLabel:
+        - {label: rack, maxDevices: 1}
     rules:
       - name: gpu-fatal
         to: [FAULTED]
@@ -226,7 +233,7 @@ if p=\$(cat "$STATE/satellite.pid" 2>/dev/null); then
 fi
 nohup bin/ironlink-satellite --site demo --hub "$HUB" --clouds-yaml "$STATE/clouds.yaml" --cloud sim --operations-cloud sim-ops \\
   --client-key "$PKI/satellite.pem" --hub-ca "$PKI/ca.pem" --state-file "$STATE/satellite-state.json" \\
-  --health-socket "$STATE/health.sock" \\
+  --health-socket "$STATE/health.sock" --label-map rack=extra.rack \\
   --poll-interval "${DEMO_POLL_INTERVAL:-10s}" --sweep-interval "${DEMO_SWEEP_INTERVAL:-15s}" \\
   --metrics-addr "${DEMO_METRICS_ADDR:-127.0.0.1:9108}" >>"$STATE/satellite.log" 2>&1 </dev/null &
 echo \$! >"$STATE/satellite.pid"
@@ -329,14 +336,16 @@ if [ "$story" = 1 ]; then
 
 The story so far: GPU faults reported through the satellite's health door (NVSentinel's interface;
 the checker here is a simulator), FAULTED devices, the policy (.demo/policy.yaml, live for GPU faults,
-at most 3 automatic quarantines an hour) quarantining, a quarantine that failed and was retried,
-a burst that tripped the guard:
+at most 10 automatic quarantines an hour and 1 per rack) quarantining, a quarantine that failed and
+was retried, a burst of faults in rack $sc_rack that tripped the per-rack guard, which names their
+common cause (also in the fleet view's policy page: http://$WEB/policy?token=$(cat "$STATE/web-token")):
 
   $cli describe device demo/$sc_gpu                  # FAULTED by GPU/SysLogsXIDError (XID 79), quarantined by the policy
   $cli get devices --impairment quarantined          # who quarantined what, and why
   $cli get decisions --site demo                     # every decision of the policy, and why
   $cli get commands --device demo/$sc_failed         # the policy's quarantine FAILED (Ironic refused it), retried: SUCCEEDED
-  $cli policy guard demo                             # the guard: tripped by the burst, since when, by which rule
+  $cli get devices -l rack=$sc_rack                    # the burst's rack (label rack, from Ironic's extra.rack)
+  $cli policy guard demo                             # the guard: tripped by the burst, since when, by which rule; CAUSE: "n of m new faults are in rack $sc_rack"
   $cli get pending                                   # automatic quarantines the guard held back, waiting for you
   $cli approve ${sc_pending[0]} --reason "confirmed broken"
   $cli reject ${sc_pending[1]} --reason "false alarm: rack $sc_rack's switch flapped"

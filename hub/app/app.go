@@ -180,6 +180,7 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 		if h.labels, err = labelsfile.New(cfg.LabelsFile, st, log.With("component", "labels")); err != nil {
 			return nil, fmt.Errorf("labels: %w", err)
 		}
+		h.labels.SetCappedGauge(obs.metrics.SetDevicesLabelsCapped)
 	}
 	if err := h.fleetView(fleetSrv); err != nil {
 		return nil, err

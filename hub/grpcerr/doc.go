@@ -62,10 +62,11 @@
 // interceptor can change it (serverStream.RecvMsg in stream.go). DecodeOptions installs
 // a server codec that instead leaves a marker in the message and an
 // interceptor pair that answers InvalidArgument naming the offending field
-// (see decode.go); hub/app installs them on the hub's server.
+// (internal/rpcstatus/decode.go, shared with the satellite's health door);
+// hub/app installs them on the hub's server.
 //
-// This package imports hub/store (for its sentinel errors) and
-// internal/textcheck, nothing else of the hub, and never the satellite. The
+// This package imports hub/store (for its sentinel errors),
+// internal/textcheck and internal/rpcstatus, nothing else of the hub, and never the satellite. The
 // CLI (hub/ctl) does not import it (it would link the store): it reads
 // statuses only, and words a stream the hub closed without a status itself.
 package grpcerr

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
 
+	"github.com/ironlink/ironlink/internal/rpcstatus"
 	"github.com/ironlink/ironlink/internal/textcheck"
 )
 
@@ -34,7 +35,7 @@ const (
 	// value, a site name, a page token, ...).
 	ReasonInvalidValue = "INVALID_VALUE"
 	// ReasonMalformedMessage: the request could not be decoded at all.
-	ReasonMalformedMessage = "MALFORMED_MESSAGE"
+	ReasonMalformedMessage = rpcstatus.ReasonMalformedMessage
 	// ReasonTooLong, ReasonInvalidUTF8, ReasonControlChar: as textcheck's.
 	ReasonTooLong     = textcheck.ReasonTooLong
 	ReasonInvalidUTF8 = textcheck.ReasonInvalidUTF8
@@ -103,7 +104,7 @@ const (
 	ReasonTooManyStreams = "TOO_MANY_STREAMS"
 	// ReasonMessageTooLarge: a request is larger than its service allows
 	// (ResourceExhausted; hub/admission's per-service limits).
-	ReasonMessageTooLarge = "MESSAGE_TOO_LARGE"
+	ReasonMessageTooLarge = rpcstatus.ReasonMessageTooLarge
 	// ReasonHandoffClosed: CloseHandoff of a repair handoff that is closed
 	// already (FailedPrecondition).
 	ReasonHandoffClosed = "HANDOFF_CLOSED"

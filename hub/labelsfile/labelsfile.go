@@ -130,6 +130,7 @@ func Load(path string) (*File, error) { return filewatch.ReadConfig(path, "label
 // Store is what the keeper writes to (a *store.Store).
 type Store interface {
 	ReplaceFileLabels(ctx context.Context, entries []store.FileLabelEntry) error
+	CountDevicesOverLabelLimit(ctx context.Context) (store.LabelsOverLimit, error)
 }
 
 // Keeper holds the labels file, reloads it and keeps PostgreSQL's copy
@@ -142,7 +143,21 @@ type Keeper struct {
 	// after a failed write was logged (Run's goroutine only).
 	written *File
 	failing bool
+	// capped receives the count of devices over the label limit
+	// (SetCappedGauge; nil: none); lastCapped is the count last logged.
+	capped     func(n int)
+	lastCapped int
 }
+
+// SetCappedGauge makes the keeper report, after each write of the file
+// and every CountInterval, how many devices carry more merged labels
+// than the limit (so that some were dropped; docs/reference/labels.md) to
+// set (the hub's ironlink_hub_devices_labels_capped). Call before Run.
+func (k *Keeper) SetCappedGauge(set func(n int)) { k.capped = set }
+
+// CountInterval is how often Run recounts the devices over the label
+// limit (the satellites' labels change between reloads of the file).
+const CountInterval = time.Minute
 
 // New loads the labels file at path (an invalid file is an error: a hub
 // does not start with a broken one) and returns its keeper over st.
@@ -165,25 +180,59 @@ const RetryInterval = time.Second
 // until ctx ends.
 func (k *Keeper) Run(ctx context.Context) error {
 	go func() { _ = k.held.Run(ctx) }()
-	periodic.NowAndEvery(ctx, RetryInterval, func() { k.sync(ctx) })
+	last := time.Time{}
+	periodic.NowAndEvery(ctx, RetryInterval, func() {
+		if k.sync(ctx) || time.Since(last) >= CountInterval {
+			if k.count(ctx) {
+				last = time.Now()
+			}
+		}
+	})
 	return nil
 }
 
-// sync writes the file in force when it is not the one last written.
-func (k *Keeper) sync(ctx context.Context) {
+// count counts the devices over the label limit, sets the gauge and logs
+// a warning naming some of them when the count changed; false when the
+// count failed (it is tried again at the next tick).
+func (k *Keeper) count(ctx context.Context) bool {
+	if k.written == nil {
+		return false
+	}
+	n, err := k.st.CountDevicesOverLabelLimit(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			k.log.Warn("cannot count the devices over the label limit", logkey.Err, err)
+		}
+		return false
+	}
+	if k.capped != nil {
+		k.capped(n.Devices)
+	}
+	if n.Devices != k.lastCapped && n.Devices > 0 {
+		k.log.Warn("devices carry more labels than the limit with the labels file's merged in: the file's labels are kept first, then the satellite's in key order, the rest dropped",
+			"devices", n.Devices, "limit", labels.MaxPerDevice, "some", n.Sample)
+	}
+	k.lastCapped = n.Devices
+	return true
+}
+
+// sync writes the file in force when it is not the one last written;
+// true when it wrote it now.
+func (k *Keeper) sync(ctx context.Context) bool {
 	f := k.held.Current()
 	if f == k.written {
-		return
+		return false
 	}
 	if err := k.st.ReplaceFileLabels(ctx, f.Entries); err != nil {
 		if ctx.Err() == nil && !k.failing {
 			k.log.Warn("labels file not written to the database; trying again every second", logkey.Err, err)
 			k.failing = true
 		}
-		return
+		return false
 	}
 	if k.failing {
 		k.log.Info("labels file written to the database")
 	}
 	k.written, k.failing = f, false
+	return true
 }

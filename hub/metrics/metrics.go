@@ -59,6 +59,7 @@ type Hub struct {
 	replay         *prometheus.CounterVec
 	rosterReloads  prometheus.Counter
 	ready          prometheus.Gauge
+	labelsCapped   prometheus.Gauge
 
 	mu       sync.Mutex
 	inFlight map[string]time.Time // command id → first send on this replica
@@ -97,6 +98,8 @@ func New(replica string) *Hub {
 		Help: "Roster reloads that took effect (SIGHUP or file change)."})
 	m.ready = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlink_hub_ready", ConstLabels: rl,
 		Help: "1 while this replica is ready (database reachable, schema current, not draining), else 0."})
+	m.labelsCapped = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlink_hub_devices_labels_capped", ConstLabels: rl,
+		Help: "Devices whose labels, the satellite's and the labels file's merged, exceed the 32-label limit, so that some were dropped (the file's kept first, then the satellite's in key order); as this replica last counted them, after each labels-file write and every minute (0 without --labels-file)."})
 	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlink_hub_build_info", ConstLabels: prometheus.Labels{"replica": replica, "version": version.Version},
 		Help: "Always 1; the version label is the hub's build version."})
 	build.Set(1)
@@ -114,7 +117,7 @@ func New(replica string) *Hub {
 	}
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.GRPC, m.linksOpened, m.takeovers, m.linksEnded, m.batches, m.deltas, m.commit, m.commandsSent, m.commandResults,
-		m.roundTrip, m.dbErrors, m.replay, m.rosterReloads, m.ready, build)
+		m.roundTrip, m.dbErrors, m.replay, m.rosterReloads, m.ready, m.labelsCapped, build)
 	return m
 }
 
@@ -207,6 +210,11 @@ func (m *Hub) SetReady(ready bool) {
 		m.ready.Set(0)
 	}
 }
+
+// SetDevicesLabelsCapped sets ironlink_hub_devices_labels_capped: n
+// devices carry more merged labels than the limit (hub/labelsfile counts
+// them).
+func (m *Hub) SetDevicesLabelsCapped(n int) { m.labelsCapped.Set(float64(n)) }
 
 // RosterReloaded counts one roster reload that took effect.
 func (m *Hub) RosterReloaded() { m.rosterReloads.Inc() }

@@ -187,7 +187,7 @@ func (s *Store) writeHealth(ctx context.Context, tx pgx.Tx, ids []string, conds,
 // resolveHealthDevices sets res[i].DeviceID for every event, or returns
 // why one cannot be mapped (nothing is written then).
 func resolveHealthDevices(ctx context.Context, tx pgx.Tx, site string, events []HealthEvent, res []HealthEventResult) error {
-	var ids, names []string
+	var ids, names, nodes []string
 	for _, ev := range events {
 		switch {
 		case ev.DeviceID != "":
@@ -195,14 +195,20 @@ func resolveHealthDevices(ctx context.Context, tx pgx.Tx, site string, events []
 		case ev.DeviceName != "":
 			names = append(names, ev.DeviceName)
 		default:
-			names = append(names, ev.NodeName, firstLabel(ev.NodeName))
+			nodes = append(nodes, foldHost(ev.NodeName), foldHost(firstLabel(ev.NodeName)))
 		}
 	}
+	// Node names match names and labels whatever their ASCII case (RFC
+	// 4343): $4 holds them folded, and each side is folded the same way
+	// (foldSQL, foldHost).
 	rows, err := tx.Query(ctx, `
 		SELECT d.id::text, d.site, d.name, COALESCE(l->>'`+NodeLabelHostname+`', ''), COALESCE(l->>'`+NodeLabelAddress+`', '')
 		FROM devices d, LATERAL (SELECT `+labelsExpr+` AS l) x
 		WHERE NOT d.removed AND (d.id = ANY($1::uuid[]) OR (d.site = $2 AND (
-			(d.name <> '' AND d.name = ANY($3::text[])) OR l->>'`+NodeLabelHostname+`' = ANY($3::text[]) OR l->>'`+NodeLabelAddress+`' = ANY($3::text[]))))`, ids, site, names)
+			(d.name <> '' AND d.name = ANY($3::text[]))
+			OR (d.name <> '' AND `+foldSQL("d.name")+` = ANY($4::text[]))
+			OR `+foldSQL("l->>'"+NodeLabelHostname+"'")+` = ANY($4::text[]) OR `+foldSQL("l->>'"+NodeLabelAddress+"'")+` = ANY($4::text[]))))`,
+		ids, site, names, nodes)
 	if err != nil {
 		return fmt.Errorf("resolve health devices: %w", err)
 	}
@@ -214,12 +220,17 @@ func resolveHealthDevices(ctx context.Context, tx pgx.Tx, site string, events []
 	if err != nil {
 		return fmt.Errorf("resolve health devices: %w", err)
 	}
-	byID, byName, byLabel := map[string]dev{}, map[string][]string{}, map[string][]string{}
+	// byName: exact names (device_name); byHost and byLabel: names and
+	// hostname/address labels folded (node_name).
+	byID, byName, byHost, byLabel := map[string]dev{}, map[string][]string{}, map[string][]string{}, map[string][]string{}
 	for _, d := range devs {
 		byID[d.id] = d
 		if d.site == site {
 			byName[d.name] = append(byName[d.name], d.id)
-			for _, v := range slices.Compact([]string{d.host, d.addr}) {
+			if d.name != "" {
+				byHost[foldHost(d.name)] = append(byHost[foldHost(d.name)], d.id)
+			}
+			for _, v := range slices.Compact([]string{foldHost(d.host), foldHost(d.addr)}) {
 				if v != "" {
 					byLabel[v] = append(byLabel[v], d.id)
 				}
@@ -243,7 +254,7 @@ func resolveHealthDevices(ctx context.Context, tx pgx.Tx, site string, events []
 			}
 			res[i].DeviceID = byName[ev.DeviceName][0]
 		default:
-			id, err := matchNode(ev.NodeName, site, byName, byLabel)
+			id, err := matchNode(ev.NodeName, site, byHost, byLabel)
 			if err != nil {
 				return err
 			}
@@ -253,14 +264,16 @@ func resolveHealthDevices(ctx context.Context, tx pgx.Tx, site string, events []
 	return nil
 }
 
-// matchNode maps a node name to the one device of byName (the site's
-// devices by name) named like it or like its first DNS label; when none
-// is, to the one device of byLabel (by the value of its hostname or
-// address label) carrying it or its first DNS label.
-func matchNode(node, site string, byName, byLabel map[string][]string) (string, error) {
-	cands := nodeCandidates(node, byName)
+// matchNode maps a node name to the one device of byHost (the site's
+// devices by folded name) named like it or like its first DNS label; when
+// none is, to the one device of byLabel (by the folded value of its
+// hostname or address label) carrying it or its first DNS label. Names
+// compare without ASCII case (foldHost): GPU-07 is gpu-07.
+func matchNode(node, site string, byHost, byLabel map[string][]string) (string, error) {
+	folded := foldHost(node)
+	cands := nodeCandidates(folded, byHost)
 	if len(cands) == 0 {
-		cands = nodeCandidates(node, byLabel)
+		cands = nodeCandidates(folded, byLabel)
 	}
 	switch len(cands) {
 	case 1:
@@ -292,6 +305,24 @@ const (
 	NodeLabelHostname = "hostname"
 	NodeLabelAddress  = "address"
 )
+
+// foldHost folds a host name's ASCII letters to lower case: host names
+// compare without case (RFC 4343), and only ASCII letters fold (a
+// non-ASCII byte is compared as it is). foldSQL folds the same way.
+func foldHost(name string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}, name)
+}
+
+// foldSQL is the SQL expression folding text expression expr as foldHost
+// does (ASCII letters only, whatever the database's collation).
+func foldSQL(expr string) string {
+	return "translate(" + expr + ", 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
+}
 
 // firstLabel is a host name's first DNS label ("gpu-01" of
 // "gpu-01.dc1.example"); an IP address or a bare name is returned whole.

@@ -6,11 +6,14 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ironlink/ironlink/internal/labels"
 )
 
 // labelsExpr is the SQL expression of a device row's (alias d) effective
 // labels as a jsonb object: the satellite's labels (facts.labels) with the
-// hub's labels file over them (migration 00027).
+// hub's labels file over them (migration 00027), at most
+// labels.MaxPerDevice of them (migration 00046).
 const labelsExpr = `ironlink_device_labels(d.site, d.name, d.id, d.facts)`
 
 // FileLabelEntry is one entry of the hub's labels file (hub/labelsfile):
@@ -111,4 +114,46 @@ func labelsArg(sel map[string]string) (any, error) {
 		return nil, fmt.Errorf("encode label selector: %w", err)
 	}
 	return string(raw), nil
+}
+
+// LabelsOverLimit is what CountDevicesOverLabelLimit found.
+type LabelsOverLimit struct {
+	// Devices is how many devices (not removed) carry more labels merged
+	// (satellite and labels file) than labels.MaxPerDevice, so that some
+	// were dropped (docs/reference/labels.md).
+	Devices int
+	// Sample names up to 5 of them, "site/name (id): N labels".
+	Sample []string
+}
+
+// CountDevicesOverLabelLimit counts the devices whose merged labels
+// exceed the per-device limit (migration 00046: those keep the file's
+// labels first, then the satellite's, each in key byte order, up to the
+// limit). Only devices some labels-file entry names can exceed it, so
+// with no labels file in force it reads one empty table. Read-only.
+func (s *Store) CountDevicesOverLabelLimit(ctx context.Context) (LabelsOverLimit, error) {
+	var out LabelsOverLimit
+	rows, err := s.pool.Query(ctx, `
+		WITH over AS (
+			SELECT d.site, d.name, d.id::text AS id, n
+			FROM devices d, LATERAL (SELECT count(*) AS n FROM jsonb_object_keys(ironlink_device_labels_uncapped(d.site, d.name, d.id, d.facts))) c
+			WHERE NOT d.removed AND EXISTS (SELECT 1 FROM device_file_labels) AND n > $1)
+		SELECT (SELECT count(*) FROM over), site, name, id, n FROM (SELECT * FROM over ORDER BY site, name, id LIMIT 5) s`, labels.MaxPerDevice)
+	if err != nil {
+		return out, fmt.Errorf("count devices over the label limit: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var site, name, id string
+		var total, n int64
+		if err := rows.Scan(&total, &site, &name, &id, &n); err != nil {
+			return out, fmt.Errorf("count devices over the label limit: %w", err)
+		}
+		out.Devices = int(total)
+		out.Sample = append(out.Sample, fmt.Sprintf("%s/%s (%s): %d labels", site, name, id, n))
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("count devices over the label limit: %w", err)
+	}
+	return out, nil
 }

@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +81,57 @@ func TestLabels(t *testing.T) {
 	}
 	if got := count(map[string]string{"rack": "r2"}); got != 2 {
 		t.Errorf("after the file's labels were removed: %d devices with rack=r2, want 2", got)
+	}
+}
+
+// TestLabelsLimitAppliesToTheMergedSet: the satellite's 30 labels and the
+// labels file's 5 more (one of them overriding a satellite key) merge to
+// 34 keys; the device carries 32: all of the file's, then the satellite's
+// in key byte order, so the satellite's two highest keys are dropped, and
+// a selector on a dropped label no longer matches. The device is counted
+// (and named) as over the limit; a device under it is not.
+func TestLabelsLimitAppliesToTheMergedSet(t *testing.T) {
+	ctx := context.Background()
+	st, _ := storetest.New(t, testlog.New(t))
+	s := storetest.NewSite(t, st, "s", 2, nil)
+	at := time.Now()
+	sat := map[string]string{}
+	for i := range 30 {
+		sat[fmt.Sprintf("k%02d", i)] = "sat"
+	}
+	s.Send([]store.DeviceUpdate{
+		{DeviceID: s.IDs[0], Conditions: storetest.Healthy(at), ObservedTime: at, Facts: &store.Facts{Name: "big", Labels: sat}},
+		{DeviceID: s.IDs[1], Conditions: storetest.Healthy(at), ObservedTime: at, Facts: &store.Facts{Name: "small", Labels: map[string]string{"k00": "sat"}}},
+	})
+	if n, err := st.CountDevicesOverLabelLimit(ctx); err != nil || n.Devices != 0 {
+		t.Fatalf("without a labels file: %+v, %v; want 0 devices over the limit", n, err)
+	}
+	file := map[string]string{"zz-a": "f", "zz-b": "f", "zz-c": "f", "zz-d": "f", "k05": "file"}
+	if err := st.ReplaceFileLabels(ctx, []store.FileLabelEntry{{Site: "s", NameLike: "%", Labels: file}}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := st.GetDevice(ctx, s.IDs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for i := range 28 { // k00..k27: the satellite's lowest keys
+		want[fmt.Sprintf("k%02d", i)] = "sat"
+	}
+	maps.Copy(want, file)
+	if !maps.Equal(d.Labels, want) {
+		t.Fatalf("merged labels (%d) %v, want (%d) %v", len(d.Labels), d.Labels, len(want), want)
+	}
+	devs, _, err := st.ListDevices(ctx, store.DeviceFilter{Labels: map[string]string{"k29": "sat"}, Limit: 10})
+	if err != nil || len(devs) != 0 {
+		t.Fatalf("selector on the dropped label k29: %d devices, %v; want none", len(devs), err)
+	}
+	small, err := st.GetDevice(ctx, s.IDs[1])
+	if err != nil || len(small.Labels) != 6 {
+		t.Fatalf("the device under the limit carries %v, %v; want its 6 labels", small.Labels, err)
+	}
+	n, err := st.CountDevicesOverLabelLimit(ctx)
+	if err != nil || n.Devices != 1 || len(n.Sample) != 1 || !strings.Contains(n.Sample[0], "s/big ("+s.IDs[0]+"): 34 labels") {
+		t.Fatalf("over the limit: %+v, %v; want the one device s/big with 34 labels", n, err)
 	}
 }

@@ -1,6 +1,9 @@
 // Package rpcstatus builds the plain gRPC statuses of ironlink's code outside
 // hub/: the satellite's local health door (satellite/healthdoor), which may
 // not import hub/grpcerr (hub/ and satellite/ never import each other).
+// It also holds the request decode codec both servers install
+// (DecodeOptions, decode.go): hub/grpcerr maps its failures to the hub's
+// statuses with details, the health door to plain ones (DecodeStatus).
 //
 // It is one of the two packages allowed to build a status (the other is
 // hub/grpcerr, the hub's error map with its ErrorInfo details);

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -163,7 +164,10 @@ func Listen(path string) (net.Listener, error) {
 
 // Serve serves the door on ln until ctx ends.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(4 << 20))
+	// The decode options: a string that is not UTF-8 is InvalidArgument
+	// naming the field (as at the hub's door), not grpc-go's Internal.
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(4 << 20)},
+		rpcstatus.DecodeOptions(decodeStatus, nil)...)...)
 	datamodels.RegisterPlatformConnectorServer(g, s)
 	go func() {
 		<-ctx.Done()
@@ -173,4 +177,32 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("health door: %w", err)
 	}
 	return nil
+}
+
+// ironlinkNames are the names the door's errors use for NVSentinel's
+// fields (ironlink's HealthEvent's, as Convert maps them).
+var ironlinkNames = map[string]string{"nodeName": "node_name", "componentClass": "component_class",
+	"checkName": "check_name", "recommendedAction": "recommended_action", "errorCode": "error_codes",
+	"entitiesImpacted": "entities_impacted", "entityType": "entity_type", "entityValue": "entity_value",
+	"generatedTimestamp": "generated_time", "processingStrategy": "processing_strategy"}
+
+// decodeStatus is the door's status of a request that could not be
+// decoded: rpcstatus.DecodeStatus with the field named as the door's other
+// errors name it ("events[2].node_name", not NVSentinel's
+// "events[2].nodeName").
+func decodeStatus(f rpcstatus.DecodeFailure) error {
+	if f.Field != "" {
+		parts := strings.Split(f.Field, ".")
+		for i, p := range parts {
+			name, index, _ := strings.Cut(p, "[")
+			if n, ok := ironlinkNames[name]; ok {
+				parts[i] = n
+				if index != "" {
+					parts[i] += "[" + index
+				}
+			}
+		}
+		f.Field = strings.Join(parts, ".")
+	}
+	return rpcstatus.DecodeStatus(f)
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -158,6 +159,10 @@ func printedCommands(out string) []printedCommand {
 // missing), then each printed command, in the printed order, in one shell
 // in the demo's directory, exits 0. A command that runs until Ctrl-C
 // (its comment says so) must still run after 5 s, and is then interrupted.
+// Before that, the story's rack burst is checked as a user sees it:
+// `ironlink policy guard demo` shows the site's guard TRIPPED under the
+// per-rack limit, its CAUSE naming the rack the demo said it sent the
+// burst to.
 func TestDemoPrintedCommandsWork(t *testing.T) {
 	t.Parallel()
 	d := startDemo(t, false, "DEMO_PG_PORT="+strings.Split(harness.FreeAddr(t), ":")[1])
@@ -170,10 +175,25 @@ func TestDemoPrintedCommandsWork(t *testing.T) {
 	if len(cmds) < 40 {
 		t.Fatalf("the demo printed only %d commands:\n%s", len(cmds), out)
 	}
-	for _, want := range []string{"approve ", "reject ", "health --socket", "ApprovePendingActions", "pg_ctl"} {
+	for _, want := range []string{"approve ", "reject ", "health --socket", "ApprovePendingActions", "pg_ctl", "get devices -l rack=", "policy guard demo"} {
 		if !strings.Contains(strings.Join(all, "\n"), want) {
 			t.Errorf("the demo printed no command with %q (its story did not complete?)", want)
 		}
+	}
+	// The rack burst: the per-rack guard tripped, and says what the faults
+	// have in common (the rack the demo sent the burst to), in the CLI.
+	rack := regexp.MustCompile(`a burst in rack (r[0-9]+) `).FindStringSubmatch(out)
+	if rack == nil {
+		t.Fatalf("the demo did not say which rack its burst went to:\n%s", out)
+	}
+	guard := exec.Command("bin/ironlink", "--config", filepath.Join(d.root, ".demo", "ironlink.yaml"), "policy", "guard", "demo")
+	guard.Dir, guard.Env = d.root, d.env
+	g, err := guard.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ironlink policy guard demo: %v\n%s", err, g)
+	}
+	if !regexp.MustCompile(`(?m)^demo +TRIPPED .*per rack at most 1 .* [0-9]+ of [0-9]+ new faults are in rack ` + rack[1] + `$`).Match(g) {
+		t.Errorf("ironlink policy guard demo does not show the guard tripped with the common cause rack %s:\n%s", rack[1], g)
 	}
 	const marker = "@@ironlink-demo-step"
 	var script strings.Builder

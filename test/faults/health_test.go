@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -13,10 +14,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/ironlink/ironlink/gen/datamodels"
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/grpcraw"
 	"github.com/ironlink/ironlink/internal/promtest"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -37,6 +41,7 @@ func healthSiteMetrics(t *testing.T, name string, n int, hubExtra ...string) (*h
 	hub := startHub(t, db, "hub-a", hubExtra...)
 	s := newSite(t, name, n)
 	sock := filepath.Join(t.TempDir(), "health.sock")
+	s.healthSock = sock
 	metrics := harness.FreeAddr(t)
 	s.startSatellite(t, "", hub.Addr, "--health-socket", sock, "--health-wait", "60s", "--metrics-addr", metrics)
 	waitDevices(t, pool, s, 30*time.Second)
@@ -145,7 +150,8 @@ func TestHealthThroughSatelliteDuringOutage(t *testing.T) {
 }
 
 // TestHealthDoorRefusesBadInput sends what the door must refuse, checks
-// the status and the field it names, and that nothing was written; an
+// the status and the field it names (strings that are not UTF-8 too,
+// sent raw), and that nothing was written; an
 // unknown recommended action is kept, not refused.
 func TestHealthDoorRefusesBadInput(t *testing.T) {
 	hub, _, s, door := healthSite(t, "health-bad", 3)
@@ -185,6 +191,28 @@ func TestHealthDoorRefusesBadInput(t *testing.T) {
 		err := report(ctx, door, c.evs...)
 		if st := status.Convert(err); st.Code() != c.code || !strings.Contains(st.Message(), c.field) {
 			t.Errorf("%s: %v, want %v naming %s", c.name, err, c.code, c.field)
+		}
+	}
+	// Strings that are not UTF-8 cannot be sent by a Go client: raw
+	// bodies, a good batch with one string's bytes replaced (same length).
+	raw, err := grpc.NewClient("unix://"+s.healthSock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpcraw.Codec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	good, err := proto.Marshal(&datamodels.HealthEvents{Version: 1, Events: []*datamodels.HealthEvent{xid(node.Name, "48", false), xid(node.Name, "79", true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, from, to, field string }{
+		{"invalid UTF-8 in nodeName", node.Name, "\xff" + node.Name[1:], "events[0].node_name"},
+		{"invalid UTF-8 in message", "XID 79", "XID \xc37", "events[1].message"},
+	} {
+		body := bytes.Replace(good, []byte(c.from), []byte(c.to), 1)
+		err := raw.Invoke(ctx, "/datamodels.PlatformConnector/HealthEventOccurredV1", &body, new(emptypb.Empty))
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), c.field+" ") {
+			t.Errorf("%s: %v, want InvalidArgument naming %s", c.name, err, c.field)
 		}
 	}
 	if got := healthConditions(device(t, fc, node.UUID)); len(got) != 0 {

@@ -58,6 +58,8 @@ type site struct {
 	churnDone  chan struct{}
 	// tap records what the site's satellites send through via.
 	tap *linkTap
+	// healthSock is the satellite's health door (healthSiteMetrics).
+	healthSock string
 }
 
 // via returns the address of a tap (linkTap) in front of the hub at
