@@ -282,6 +282,9 @@ func (e *Evaluator) pass(ctx context.Context, full bool) (Stats, error) {
 	if err := e.rearmGuards(ctx, file, sites, now, &stats); err != nil {
 		return stats, err
 	}
+	if err := e.rearmDomains(ctx, file, dom, bySite, now, &stats); err != nil {
+		return stats, err
+	}
 	n, err := e.releases(ctx, file, bySite, now)
 	stats.Released = n
 	if err == nil && e.cfg.Remediate != nil {
@@ -353,6 +356,9 @@ func (e *Evaluator) decide(ctx context.Context, p policy.SitePolicy, site *store
 		From: string(c.From), To: string(c.To), Cause: c.Cause, TriggeredAt: &triggered,
 		WindowCount: d.WindowCount, SiteDevices: d.Devices, Trips: d.Trips, Replica: e.cfg.Replica, DecidedAt: now,
 		Recheck: e.recheck}
+	if d.TripsDomain != nil {
+		rec.TripsLabel, rec.TripsValue = d.TripsDomain.Label, d.TripsDomain.Value
+	}
 	out, recorded, err := e.st.RecordPolicyDecision(ctx, rec)
 	if err != nil {
 		return fmt.Errorf("device %s: %w", c.DeviceID, err)
@@ -368,6 +374,10 @@ func (e *Evaluator) decide(ctx context.Context, p policy.SitePolicy, site *store
 		site.TrippedSince, site.TrippedRule = &now, out.Rule
 		e.log.Warn("policy guard tripped: further automatic quarantines wait for an operator",
 			logkey.Site, c.Site, "rule", out.Rule, "detail", out.Detail)
+	}
+	if out.TripsLabel != "" {
+		e.log.Warn("policy guard tripped for one label value: further automatic quarantines of its devices wait for an operator",
+			logkey.Site, c.Site, "domain", out.TripsLabel+"="+out.TripsValue, "rule", out.Rule, "detail", out.Detail)
 	}
 	return nil
 }
