@@ -130,8 +130,14 @@ type Options struct {
 	// 2h; negative refused).
 	ValidationTimeout time.Duration
 	// PolicyInterval is how often the policy evaluator runs on the replica
-	// holding its advisory lock (default 1 s).
+	// holding its advisory lock without a wake-up (default 1 s).
 	PolicyInterval time.Duration
+	// PolicyCoalesce is how long the evaluator waits after a device
+	// entered FAULTED or MAINTENANCE before its pass (default 20 ms).
+	PolicyCoalesce time.Duration
+	// PolicyPollOnly: the evaluator is not woken by new faults, it runs
+	// every PolicyInterval only.
+	PolicyPollOnly bool
 	// Health configures HealthService (hub/healthapi): the TTL of a health
 	// condition whose event sends none (HealthDefaultTTL, default 10 m; per
 	// agent HealthAgentTTL, "agent=duration,..."), and how often this
@@ -190,6 +196,7 @@ func (o Options) Validate() (Config, error) {
 	fill(&c.Link.Operations.ResendAfter, d.Link.Operations.ResendAfter)
 	fill(&c.Link.Operations.MaxResendAfter, d.Link.Operations.MaxResendAfter)
 	fill(&c.PolicyInterval, d.PolicyInterval)
+	fill(&c.PolicyCoalesce, d.PolicyCoalesce)
 	fill(&c.ValidationTimeout, d.ValidationTimeout)
 	fill(&c.History.Interval, d.History.Interval)
 	fill(&c.History.Ahead, d.History.Ahead)
@@ -284,6 +291,7 @@ func Defaults() Options {
 		MaxConnectionAgeGrace: time.Minute,
 		ShutdownGrace:         10 * time.Second,
 		PolicyInterval:        policyrun.DefaultInterval,
+		PolicyCoalesce:        policyrun.DefaultCoalesce,
 		ValidationTimeout:     validation.DefaultTimeout,
 		History:               store.PartitionPolicy{Interval: store.DefaultPartitionInterval, Ahead: store.DefaultPartitionsAhead},
 		CommandPoolConns:      4,

@@ -26,7 +26,11 @@ import (
 type hubPolicy struct {
 	watcher *policy.Watcher
 	eval    *policyrun.Evaluator
-	api     *policyapi.Server
+	// st wakes eval on store.PolicyNotifyChannel.
+	st *store.Store
+	// wake: eval is woken (not --policy-poll-only).
+	wake bool
+	api  *policyapi.Server
 	// rem serves RemediationService; webhook delivers repair handoffs
 	// (nil without --handoff-webhook-url).
 	rem     *remediation.API
@@ -73,12 +77,12 @@ func newPolicy(cfg Config, st *store.Store, obs *observability, templates func()
 	}, plog)
 	rlog := log.With("component", "remediation")
 	engine := remediation.New(st, remediation.Config{Webhook: cfg.Handoff.URL != "", Abortable: operations.Abortable, NovaTemplates: templates}, rlog)
-	eval := policyrun.New(st, policyrun.Config{Interval: cfg.PolicyInterval, Replica: cfg.Replica, Policy: w.Policy, Hooks: hooks,
+	eval := policyrun.New(st, policyrun.Config{Interval: cfg.PolicyInterval, Coalesce: cfg.PolicyCoalesce, Replica: cfg.Replica, Policy: w.Policy, Hooks: hooks,
 		FreshFor: cfg.StaleAfter, Remediate: func(ctx context.Context, f *policy.File) error {
 			_, err := engine.Tick(ctx, f)
 			return err
 		}}, plog)
-	hp := &hubPolicy{watcher: w, eval: eval, api: api, rem: remediation.NewAPI(st, w.Policy, actorFromContext, rlog)}
+	hp := &hubPolicy{watcher: w, eval: eval, st: st, wake: !cfg.PolicyPollOnly, api: api, rem: remediation.NewAPI(st, w.Policy, actorFromContext, rlog)}
 	if cfg.Handoff.URL != "" {
 		secret, err := cfg.Handoff.Secret()
 		if err != nil {
@@ -99,8 +103,14 @@ func (p *hubPolicy) register(srv *grpc.Server, hs *health.Server) {
 	hs.SetServingStatus(ironlinkv1.RemediationService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 }
 
-// run watches the file and runs the evaluator until ctx ends.
+// run watches the file and runs the evaluator, woken by every
+// notification on store.PolicyNotifyChannel unless --policy-poll-only,
+// until ctx ends.
 func (p *hubPolicy) run(ctx context.Context) error {
+	if p.wake {
+		stop := p.st.Notifications().Subscribe(store.PolicyNotifyChannel, func(string) { p.eval.Wake() })
+		defer stop()
+	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.watcher.Run(ctx) }()
 	if p.webhook != nil {

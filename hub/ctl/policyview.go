@@ -193,22 +193,31 @@ func (a *app) fetchPolicyStates(ctx context.Context, sites []string, guard bool)
 			auto = "on"
 		}
 		g, since := "armed", ""
+		rule, detail := st.GetGuardTrippedRule(), st.GetGuardTrippedDetail()
 		if st.GetGuardTripped() {
 			g, since = "TRIPPED", a.age(st.GetGuardTrippedTime())
+		} else if ds := st.GetTrippedDomains(); len(ds) > 0 {
+			// Per-label guards tripped: only their devices wait.
+			names := make([]string, len(ds))
+			for i, d := range ds {
+				names[i] = d.GetLabel() + "=" + d.GetValue()
+			}
+			g = "armed; TRIPPED " + strings.Join(names, ",")
+			since, rule, detail = a.age(ds[0].GetTrippedTime()), ds[0].GetRule(), ds[0].GetDetail()
 		}
 		window := fmt.Sprintf("%d/%d", st.GetWindowCount(), st.GetGuard().GetMaxDevices())
 		pending := fmt.Sprintf("%d held, %d stale, %d awaiting", st.GetPendingHeldCount(), st.GetPendingStaleCount(), st.GetPendingAwaitingCount())
 		devs := strconv.Itoa(int(st.GetSiteDeviceCount()))
 		cause := st.GetCommonCause().GetSummary()
 		it := item{key: st.GetSite(), name: st.GetSite(), msg: st, goneMarker: "(gone)",
-			sig: signature(auto, g, st.GetGuardTrippedRule(), window, pending, devs, cause)}
+			sig: signature(auto, g, rule, window, pending, devs, cause)}
 		if guard {
 			held := strconv.Itoa(int(st.GetPendingHeldCount()))
-			it.cells = []string{st.GetSite(), g, since, st.GetGuardTrippedRule(), window, guardLine(st.GetGuard()), held, cause}
-			it.wide = []string{st.GetSite(), g, since, st.GetGuardTrippedRule(), window, devs, guardLine(st.GetGuard()), held, st.GetGuardTrippedDetail(), cause}
+			it.cells = []string{st.GetSite(), g, since, rule, window, guardLine(st.GetGuard()), held, cause}
+			it.wide = []string{st.GetSite(), g, since, rule, window, devs, guardLine(st.GetGuard()), held, detail, cause}
 		} else {
 			it.cells = []string{st.GetSite(), auto, g, pending, window, devs}
-			it.wide = []string{st.GetSite(), auto, g, pending, window, devs, guardLine(st.GetGuard()), st.GetGuardTrippedRule(), st.GetGuardTrippedDetail(), cause}
+			it.wide = []string{st.GetSite(), auto, g, pending, window, devs, guardLine(st.GetGuard()), rule, detail, cause}
 		}
 		l.items = append(l.items, it)
 	}

@@ -127,6 +127,10 @@ type SiteState struct {
 	// DomainDevices counts the site's devices not removed per label key
 	// and value (the per-label guards' denominators).
 	DomainDevices map[string]map[string]int
+	// TrippedDomains are the site's tripped per-label guards: label key →
+	// value → true. A tripped one holds the quarantines of the devices
+	// carrying that value only, until it re-arms (RearmDomain).
+	TrippedDomains map[string]map[string]bool
 }
 
 // RecentAction is one automatic quarantine of the site.
@@ -158,9 +162,12 @@ type Decision struct {
 	Rule string
 	// DryRun: the decision is only logged (site or rule in dry-run).
 	DryRun bool
-	// Trips is true when this decision trips the guard (the first one the
-	// guard holds).
+	// Trips is true when this decision trips the site's guard (the first
+	// one the guard holds).
 	Trips bool
+	// TripsDomain, when set, is the per-label guard this decision trips
+	// (the first one it holds); the site's guard stays armed.
+	TripsDomain *Domain
 	// WindowCount is the number of automatic quarantines in the window
 	// before this decision; Devices the denominator used.
 	WindowCount, Devices int
@@ -192,7 +199,8 @@ type Decision struct {
 //     tripped, A+1 ≤ MaxDevices and (A+1)·100 ≤ MaxPercent·D; otherwise
 //     PENDING HeldByGuard (and it trips the guard if it was not tripped);
 //     then each per-label guard the same way over the device's value of
-//     its label (domains.go);
+//     its label, tripping (and, once tripped, holding) that value only,
+//     not the site (domains.go);
 //  9. QUARANTINE.
 //
 // DryRun (site or rule) is set on the decision from step 3 on; a dry-run

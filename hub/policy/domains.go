@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ironlink/ironlink/internal/labels"
 )
@@ -70,33 +71,82 @@ func convertRuleLabels(where string, set map[string]string) (map[string]string, 
 	return set, nil
 }
 
+// Domain is one value of one label: a failure domain (rack=r12).
+type Domain struct {
+	Label, Value string
+}
+
+// String is "label=value".
+func (d Domain) String() string { return d.Label + "=" + d.Value }
+
 // domainHeld applies the per-label guards of in's policy to its trigger
 // (d is the decision so far, the site guard passed): the first guard whose
-// label the device carries and whose value would get one quarantine too
-// many in the window holds the trigger, PENDING HeldByGuard, tripping the
-// site's guard unless dry-run. held is false when every guard allows it.
+// label the device carries and whose value is tripped (live decisions
+// only), or would get one quarantine too many in the window, holds the
+// trigger, PENDING HeldByGuard; the latter trips that value's guard
+// (TripsDomain) unless dry-run. The site's guard is not tripped: the
+// devices of other values go on. held is false when every guard allows it.
 func domainHeld(in Input, d Decision) (Decision, bool) {
 	for _, g := range in.Policy.Domains {
 		v, ok := in.Trigger.Labels[g.Label]
 		if !ok {
 			continue
 		}
-		a := 0
-		for _, act := range in.Site.RecentActions {
-			if act.Labels[g.Label] == v && inWindow(act, in, d.DryRun) {
-				a++
-			}
+		if in.Site.TrippedDomains[g.Label][v] && !d.DryRun {
+			d.Action, d.Reason = ActionPending, ReasonHeldByGuard
+			d.Detail = fmt.Sprintf("the guard of %s=%s is tripped (%d quarantined by policy in %s)",
+				g.Label, v, domainCount(in, g.Label, v, false), in.Policy.Guard.Window)
+			return d, true
 		}
+		a := domainCount(in, g.Label, v, d.DryRun)
 		n := in.Site.DomainDevices[g.Label][v]
-		if a+1 <= g.MaxDevices && (g.MaxPercent == 0 || float64(a+1)*100 <= g.MaxPercent*float64(n)) {
+		if fitsDomain(g, a, n) {
 			continue
 		}
-		d.Action, d.Reason, d.Trips = ActionPending, ReasonHeldByGuard, !d.DryRun
+		d.Action, d.Reason = ActionPending, ReasonHeldByGuard
+		if !d.DryRun {
+			d.TripsDomain = &Domain{Label: g.Label, Value: v}
+		}
 		d.Detail = fmt.Sprintf("quarantine %d in %s of %s=%s would exceed its guard (%d devices, %g%% of %d)",
 			a+1, in.Policy.Guard.Window, g.Label, v, g.MaxDevices, g.MaxPercent, n)
 		return d, true
 	}
 	return d, false
+}
+
+// domainCount counts the site's recent actions in the window of in on
+// devices carrying label = value (dry-run ones too for a dry-run).
+func domainCount(in Input, label, value string, dryRun bool) int {
+	a := 0
+	for _, act := range in.Site.RecentActions {
+		if act.Labels[label] == value && inWindow(act, in, dryRun) {
+			a++
+		}
+	}
+	return a
+}
+
+// fitsDomain reports whether one more quarantine fits g when a were made
+// in the window among the n devices carrying the value.
+func fitsDomain(g DomainGuard, a, n int) bool {
+	return a+1 <= g.MaxDevices && (g.MaxPercent == 0 || float64(a+1)*100 <= g.MaxPercent*float64(n))
+}
+
+// RearmDomain reports whether the tripped per-label guard of dom re-arms
+// under p: p has no guard for its label any more, or no action it held is
+// pending (openHeld: an operator approved or rejected each, or it expired)
+// and one more quarantine of a device carrying it would fit now. site
+// gives the recent actions (with labels) and the devices per value.
+func RearmDomain(p SitePolicy, dom Domain, site SiteState, openHeld int, now time.Time) bool {
+	i := slices.IndexFunc(p.Domains, func(g DomainGuard) bool { return g.Label == dom.Label })
+	if i < 0 {
+		return true
+	}
+	if openHeld > 0 {
+		return false
+	}
+	in := Input{Policy: p, Site: site, Now: now}
+	return fitsDomain(p.Domains[i], domainCount(in, dom.Label, dom.Value, false), site.DomainDevices[dom.Label][dom.Value])
 }
 
 // inWindow reports whether act counts in the guard window of in (as

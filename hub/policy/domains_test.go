@@ -7,9 +7,11 @@ import (
 )
 
 // TestDomainGuard: a per-label guard holds the third quarantine of one
-// rack in the window (tripping the site's guard) while another rack and a
-// device without the label still pass; its percent bound counts the
-// rack's devices; dry-run decisions never trip.
+// rack in the window (tripping that rack's guard, not the site's) while
+// another rack and a device without the label still pass; once tripped,
+// the rack's guard holds its devices even with room in the window, and
+// only them; its percent bound counts the rack's devices; dry-run
+// decisions never trip.
 func TestDomainGuard(t *testing.T) {
 	p := basePolicy()
 	p.Guard = Guard{MaxDevices: 100, MaxPercent: 100, Window: time.Hour}
@@ -25,14 +27,40 @@ func TestDomainGuard(t *testing.T) {
 		return Decide(Input{Policy: p, Trigger: tr, Site: st, Now: t0})
 	}
 	d := decide(map[string]string{"rack": "r12"}, p)
-	if d.Action != ActionPending || d.Reason != ReasonHeldByGuard || !d.Trips || !strings.Contains(d.Detail, "rack=r12") {
-		t.Fatalf("third of rack r12: %+v, want PENDING HeldByGuard tripping, naming rack=r12", d)
+	if d.Action != ActionPending || d.Reason != ReasonHeldByGuard || d.Trips || d.TripsDomain == nil ||
+		d.TripsDomain.String() != "rack=r12" || !strings.Contains(d.Detail, "rack=r12") {
+		t.Fatalf("third of rack r12: %+v, want PENDING HeldByGuard tripping rack=r12 only, naming it", d)
 	}
 	for _, l := range []map[string]string{{"rack": "r7"}, nil} {
 		if d := decide(l, p); d.Action != ActionQuarantine {
 			t.Errorf("labels %v: %+v, want QUARANTINE", l, d)
 		}
 	}
+	// Tripped: r12 waits even with its window empty; r7 goes on.
+	st.RecentActions = nil
+	st.TrippedDomains = map[string]map[string]bool{"rack": {"r12": true}}
+	if d := decide(map[string]string{"rack": "r12"}, p); d.Action != ActionPending || d.TripsDomain != nil ||
+		!strings.Contains(d.Detail, "guard of rack=r12 is tripped") {
+		t.Errorf("r12 while its guard is tripped: %+v, want PENDING naming the tripped guard", d)
+	}
+	if d := decide(map[string]string{"rack": "r7"}, p); d.Action != ActionQuarantine {
+		t.Errorf("r7 while r12 is tripped: %+v, want QUARANTINE", d)
+	}
+	dom := Domain{Label: "rack", Value: "r12"}
+	if RearmDomain(p, dom, st, 1, t0) {
+		t.Error("rack r12 re-armed with an action it held still pending")
+	}
+	if !RearmDomain(p, dom, st, 0, t0) {
+		t.Error("rack r12 not re-armed: nothing pending, its window empty")
+	}
+	st.RecentActions = recent
+	if RearmDomain(p, dom, st, 0, t0) {
+		t.Error("rack r12 re-armed with its window full")
+	}
+	if !RearmDomain(basePolicy(), dom, st, 3, t0) {
+		t.Error("rack r12 not re-armed once the policy has no rack guard")
+	}
+	st.TrippedDomains = nil
 	pct := p
 	pct.Domains = []DomainGuard{{Label: "rack", MaxDevices: 10, MaxPercent: 10}}
 	if d := decide(map[string]string{"rack": "r12"}, pct); d.Action != ActionPending {
@@ -40,7 +68,7 @@ func TestDomainGuard(t *testing.T) {
 	}
 	dry := p
 	dry.DryRun = true
-	if d := decide(map[string]string{"rack": "r12"}, dry); d.Action != ActionPending || d.Trips || !d.DryRun {
+	if d := decide(map[string]string{"rack": "r12"}, dry); d.Action != ActionPending || d.Trips || d.TripsDomain != nil || !d.DryRun {
 		t.Errorf("dry-run: %+v, want PENDING, dry-run, not tripping", d)
 	}
 }

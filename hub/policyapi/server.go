@@ -447,6 +447,14 @@ func (s *Server) SiteStates(ctx context.Context, site string) ([]*ironlinkv1.Sit
 	if err != nil {
 		return nil, err
 	}
+	trips, err := s.st.DomainTrips(ctx, site)
+	if err != nil {
+		return nil, err
+	}
+	bySite := map[string][]store.DomainTrip{}
+	for _, t := range trips {
+		bySite[t.Site] = append(bySite[t.Site], t)
+	}
 	_, allowed := scope(ctx)
 	var out []*ironlinkv1.SitePolicyState
 	for _, ps := range sites {
@@ -454,7 +462,8 @@ func (s *Server) SiteStates(ctx context.Context, site string) ([]*ironlinkv1.Sit
 			continue
 		}
 		st := SiteStateToProto(ps, f.Effective(ps.Name), now)
-		if st.CommonCause, err = s.commonCause(ctx, ps, f.Effective(ps.Name)); err != nil {
+		st.TrippedDomains = trippedDomainsToProto(bySite[ps.Name])
+		if st.CommonCause, err = s.commonCause(ctx, ps, bySite[ps.Name], f.Effective(ps.Name)); err != nil {
 			return nil, err
 		}
 		out = append(out, st)

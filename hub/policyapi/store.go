@@ -16,6 +16,8 @@ type Store interface {
 	DeviceSite(ctx context.Context, id string) (string, error)
 	// GuardFaultLabels: see store.Store.GuardFaultLabels.
 	GuardFaultLabels(ctx context.Context, site string, since time.Time) ([]map[string]string, error)
+	// DomainTrips: see store.Store.DomainTrips.
+	DomainTrips(ctx context.Context, site string) ([]store.DomainTrip, error)
 	// SiteExists: see store.Store.SiteExists.
 	SiteExists(ctx context.Context, name string) (bool, error)
 }

@@ -46,6 +46,9 @@ func (e *Evaluator) resolveAwaiting(ctx context.Context, c store.PolicyCandidate
 	rec := store.PolicyDecision{DeviceID: c.DeviceID, Site: c.Site, Kind: store.DecisionKindQuarantine, TriggerID: c.HistoryID,
 		Action: string(d.Action), Reason: d.Reason, Detail: d.Detail, Rule: d.Rule, DryRun: d.DryRun, Trips: d.Trips,
 		Replica: e.cfg.Replica, DecidedAt: now, Recheck: e.recheck}
+	if d.TripsDomain != nil {
+		rec.TripsLabel, rec.TripsValue = d.TripsDomain.Label, d.TripsDomain.Value
+	}
 	pa, resolved, err := e.st.ResolveAwaiting(ctx, c.AwaitingID, rec)
 	if err != nil {
 		return fmt.Errorf("device %s: pending action %d: %w", c.DeviceID, c.AwaitingID, err)

@@ -1,6 +1,8 @@
 // Package policyrun is the hub's quarantine-policy evaluator: every
-// Interval, on exactly one replica at a time (a PostgreSQL session advisory
-// lock), it reads the devices in FAULTED or MAINTENANCE with their
+// Interval, and within Coalesce of a wake-up (Evaluator.Wake: the hub
+// calls it on store.PolicyNotifyChannel, sent when any replica commits a
+// device entering FAULTED or MAINTENANCE), on exactly one replica at a time
+// (a PostgreSQL session advisory lock), it reads the devices in FAULTED or MAINTENANCE with their
 // triggering status change (store.PolicyCandidates), applies the pure
 // decision of hub/policy and records it with store.RecordPolicyDecision
 // (one decision per device and triggering change: a quarantine is a
@@ -25,8 +27,14 @@ import (
 // holder is the one evaluator of the fleet.
 const LockKey int64 = 0x69726f6e706f6c // "ironpol"
 
-// DefaultInterval is how often the evaluator runs (--policy-interval).
+// DefaultInterval is how often the evaluator runs without a wake-up
+// (--policy-interval): the backstop of Wake.
 const DefaultInterval = time.Second
+
+// DefaultCoalesce is how long the leader waits after a wake-up before its
+// pass (--policy-coalesce), so that a burst of faults committed over a
+// few milliseconds is decided in one pass.
+const DefaultCoalesce = 20 * time.Millisecond
 
 // Hooks observe the evaluator (metrics); nil fields are skipped.
 type Hooks struct {
@@ -41,8 +49,12 @@ type Hooks struct {
 
 // Config configures an Evaluator.
 type Config struct {
-	// Interval between passes (default DefaultInterval).
+	// Interval between passes without a wake-up (default DefaultInterval).
 	Interval time.Duration
+	// Coalesce is the wait between a wake-up and the pass it causes (default
+	// DefaultCoalesce; negative: none): wake-ups within it, and during a
+	// pass, make one further pass.
+	Coalesce time.Duration
 	// Replica names this replica in decisions.
 	Replica string
 	// Policy returns the policy file in force (a policy.Watcher's Policy).
@@ -74,6 +86,8 @@ type Evaluator struct {
 	// dbDown: the latest attempt at the lock failed for want of the
 	// database (logged once, not at every Interval; Run's goroutine only).
 	dbDown bool
+	// wake holds at most one pending wake-up (Wake).
+	wake chan struct{}
 }
 
 // New returns an evaluator over st.
@@ -90,11 +104,27 @@ func New(st Store, cfg Config, log *slog.Logger) *Evaluator {
 	if cfg.Policy == nil {
 		cfg.Policy = policy.Disabled
 	}
-	return &Evaluator{st: st, cfg: cfg, log: log}
+	if cfg.Coalesce == 0 {
+		cfg.Coalesce = DefaultCoalesce
+	}
+	return &Evaluator{st: st, cfg: cfg, log: log, wake: make(chan struct{}, 1)}
 }
 
-// Run evaluates every Interval while this replica holds the advisory
-// lock, trying to take it every Interval otherwise, until ctx ends (then
+// Wake asks for a pass soon (within Coalesce) instead of at the next
+// Interval; it never blocks, and wake-ups before that pass starts fold
+// into it. Only the replica holding the lock passes: on the others it does
+// nothing. The hub calls it for every notification on
+// store.PolicyNotifyChannel. Safe for concurrent use.
+func (e *Evaluator) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run evaluates every Interval and after each Wake (Coalesce later) while
+// this replica holds the advisory lock, trying to take it every Interval
+// otherwise, until ctx ends (then
 // it returns nil). Losing the lock's connection ends the lead; a failed
 // pass is logged and the next one runs as usual. While the database does
 // not answer (a failover), the failure is logged once, and once more when
@@ -151,19 +181,44 @@ func (e *Evaluator) lead(ctx context.Context, tick <-chan time.Time) error {
 		}
 		conn.Release()
 	}()
-	for {
-		if _, err := e.Tick(ctx); err != nil && ctx.Err() == nil {
+	for full := true; ; {
+		if _, err := e.pass(ctx, full); err != nil && ctx.Err() == nil {
 			e.log.Error("policy pass failed", logkey.Err, err)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick:
+			full = true
+		case <-e.wake:
+			if !e.coalesce(ctx) {
+				return nil
+			}
+			full = false
 		}
 		if err := conn.Ping(ctx); err != nil {
 			return err
 		}
 	}
+}
+
+// coalesce waits Coalesce after a wake-up and drops the wake-ups that came
+// meanwhile (the pass about to run covers them); false when ctx ended.
+func (e *Evaluator) coalesce(ctx context.Context) bool {
+	if e.cfg.Coalesce > 0 {
+		t := time.NewTimer(e.cfg.Coalesce)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	select {
+	case <-e.wake:
+	default:
+	}
+	return true
 }
 
 // Stats counts what one pass did.
@@ -175,15 +230,23 @@ type Stats struct {
 // calls it only while it does; tests call it directly): it expires pending
 // actions, decides each candidate transition of a site whose policy is
 // enabled, re-arms tripped guards and releases quarantines that ended.
-func (e *Evaluator) Tick(ctx context.Context) (Stats, error) {
+func (e *Evaluator) Tick(ctx context.Context) (Stats, error) { return e.pass(ctx, true) }
+
+// pass is one pass: Tick's when full, else (after a Wake) only the
+// decisions of the candidate transitions, the rest waiting for the next
+// full pass (at most Interval later): a new fault is decided without
+// the work that does not depend on it.
+func (e *Evaluator) pass(ctx context.Context, full bool) (Stats, error) {
 	var stats Stats
 	file := e.cfg.Policy()
 	now := e.cfg.Now()
-	n, err := e.st.ExpirePendingActions(ctx)
-	if err != nil {
-		return stats, err
+	if full {
+		n, err := e.st.ExpirePendingActions(ctx)
+		if err != nil {
+			return stats, err
+		}
+		stats.Expired = n
 	}
-	stats.Expired = n
 	sites, err := e.st.PolicySites(ctx, now.Add(-longestWindow(file)))
 	if err != nil {
 		return stats, err
@@ -210,13 +273,19 @@ func (e *Evaluator) Tick(ctx context.Context) (Stats, error) {
 			return stats, err
 		}
 	}
+	if !full {
+		return stats, nil
+	}
 	if err := e.healed(ctx, file, now.Add(-longestWindow(file)), now, &stats); err != nil {
 		return stats, err
 	}
 	if err := e.rearmGuards(ctx, file, sites, now, &stats); err != nil {
 		return stats, err
 	}
-	n, err = e.releases(ctx, file, bySite, now)
+	if err := e.rearmDomains(ctx, file, dom, bySite, now, &stats); err != nil {
+		return stats, err
+	}
+	n, err := e.releases(ctx, file, bySite, now)
 	stats.Released = n
 	if err == nil && e.cfg.Remediate != nil {
 		err = e.cfg.Remediate(ctx, file)
@@ -287,6 +356,9 @@ func (e *Evaluator) decide(ctx context.Context, p policy.SitePolicy, site *store
 		From: string(c.From), To: string(c.To), Cause: c.Cause, TriggeredAt: &triggered,
 		WindowCount: d.WindowCount, SiteDevices: d.Devices, Trips: d.Trips, Replica: e.cfg.Replica, DecidedAt: now,
 		Recheck: e.recheck}
+	if d.TripsDomain != nil {
+		rec.TripsLabel, rec.TripsValue = d.TripsDomain.Label, d.TripsDomain.Value
+	}
 	out, recorded, err := e.st.RecordPolicyDecision(ctx, rec)
 	if err != nil {
 		return fmt.Errorf("device %s: %w", c.DeviceID, err)
@@ -302,6 +374,10 @@ func (e *Evaluator) decide(ctx context.Context, p policy.SitePolicy, site *store
 		site.TrippedSince, site.TrippedRule = &now, out.Rule
 		e.log.Warn("policy guard tripped: further automatic quarantines wait for an operator",
 			logkey.Site, c.Site, "rule", out.Rule, "detail", out.Detail)
+	}
+	if out.TripsLabel != "" {
+		e.log.Warn("policy guard tripped for one label value: further automatic quarantines of its devices wait for an operator",
+			logkey.Site, c.Site, "domain", out.TripsLabel+"="+out.TripsValue, "rule", out.Rule, "detail", out.Detail)
 	}
 	return nil
 }

@@ -404,3 +404,70 @@ func TestRecheckAtSend(t *testing.T) {
 		t.Fatalf("candidates after the re-check: %+v %v", cands, err)
 	}
 }
+
+// TestFaultWakesTheLeader: with a --policy-interval of an hour, two
+// replicas (each its own store and LISTEN connection, as two hub processes
+// have) decide a fault committed after the leader's first pass, woken by
+// the notification of the FAULTED row on store.PolicyNotifyChannel; only
+// the leader decides, once per device, and a commit without a fault wakes
+// nobody.
+func TestFaultWakesTheLeader(t *testing.T) {
+	ctx := context.Background()
+	st, url := newStore(t)
+	a := newSite(t, st, "site-a", 50)
+	var passes atomic.Int64
+	var mu sync.Mutex
+	leading := map[string]int{}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, r := range []string{"r1", "r2"} {
+		rst, err := store.Open(ctx, url, testlog.New(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rst.Close)
+		ev := policyrun.New(rst, policyrun.Config{Policy: livePolicy(t, testPolicy), Interval: time.Hour, Replica: r,
+			Hooks: policyrun.Hooks{Leading: func(on bool) {
+				mu.Lock()
+				if on {
+					leading[r]++
+				}
+				mu.Unlock()
+			}},
+			Remediate: func(context.Context, *policy.File) error { passes.Add(1); return nil }}, testlog.New(t))
+		stop := rst.Notifications().Subscribe(store.PolicyNotifyChannel, func(string) { ev.Wake() })
+		t.Cleanup(stop)
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = ev.Run(rctx) }()
+	}
+	defer func() { cancel(); wg.Wait() }()
+	waitFor(t, 10*time.Second, "the leader's first pass", func() bool { return passes.Load() >= 1 })
+	// The listeners connect when subscribed; give them a moment, then a
+	// non-fault commit must not wake the leader.
+	time.Sleep(200 * time.Millisecond)
+	before := passes.Load()
+	a.Heal(a.IDs[5])
+	time.Sleep(200 * time.Millisecond)
+	if n := passes.Load(); n != before {
+		t.Errorf("%d passes after a commit without a fault, want none", n-before)
+	}
+	a.Fault(a.IDs[:2], "DeployFailed", time.Now())
+	waitFor(t, 30*time.Second, "two decisions woken by the fault (the interval is an hour)", func() bool {
+		return count(t, url, `SELECT count(*) FROM policy_decisions WHERE action = 'QUARANTINE'`) == 2
+	})
+	a.Fault(a.IDs[2:3], "DeployFailed", time.Now())
+	waitFor(t, 30*time.Second, "the third fault's decision", func() bool {
+		return count(t, url, `SELECT count(*) FROM policy_decisions WHERE action = 'QUARANTINE'`) == 3
+	})
+	cancel()
+	wg.Wait()
+	if n := count(t, url, `SELECT count(*) FROM policy_decisions`); n != 3 {
+		t.Errorf("%d decisions, want 3 (one per fault)", n)
+	}
+	if len(leading) != 1 {
+		t.Errorf("leaders: %v, want exactly one", leading)
+	}
+	if n := count(t, url, `SELECT count(DISTINCT replica) FROM policy_decisions`); n != 1 {
+		t.Errorf("decisions from %d replicas, want 1", n)
+	}
+}

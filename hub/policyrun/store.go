@@ -18,6 +18,8 @@ type Store interface {
 	RecentPolicyQuarantines(ctx context.Context, since time.Time) ([]store.DomainAction, error)
 	LabelCounts(ctx context.Context, keys []string) (map[string]map[string]map[string]int, error)
 	DeviceLabels(ctx context.Context, ids []string) (map[string]map[string]string, error)
+	DomainTrips(ctx context.Context, site string) ([]store.DomainTrip, error)
+	RearmDomain(ctx context.Context, site, label, value string) (bool, error)
 	// Pool: see store.Store.Pool (the session holding LockKey).
 	Pool() *pgxpool.Pool
 }

@@ -213,6 +213,9 @@ type PolicyDecision struct {
 	// Trips: the decision trips the site's guard (not stored as a column:
 	// it sets policy_site_state).
 	Trips bool
+	// TripsLabel and TripsValue, when set, name the per-label guard the
+	// decision trips (policy_domain_trips; the site's guard stays armed).
+	TripsLabel, TripsValue string
 	// CommandID is the command the decision created ("" when none);
 	// PendingID the pending action it created (0 when none).
 	CommandID string
@@ -239,7 +242,8 @@ const ReasonAwaitingFreshEvidence = "AwaitingFreshEvidence"
 // or RELEASE sets the device's desired state as an operator's call does
 // (SetDesiredImpairment: actor ActorPolicy, source SourcePolicy, reason
 // naming the rule and the triggering condition); PENDING adds a pending
-// action; Trips marks the site's guard tripped. A QUARANTINE whose device
+// action; Trips marks the site's guard tripped, TripsLabel a per-label
+// guard. A QUARANTINE whose device
 // is meanwhile quarantined, or a RELEASE whose quarantine is no longer the
 // device's desired state, is logged as SKIP instead.
 //
@@ -261,7 +265,7 @@ func (s *Store) RecordPolicyDecision(ctx context.Context, d PolicyDecision) (out
 		}
 		switch {
 		case d.Kind == DecisionKindQuarantine && d.Action == "QUARANTINE" && desired == string(ImpairmentQuarantined):
-			out.Action, out.Reason, out.Detail, out.Trips = "SKIP", "AlreadyQuarantined", "quarantined meanwhile", false
+			out.Action, out.Reason, out.Detail, out.Trips, out.TripsLabel = "SKIP", "AlreadyQuarantined", "quarantined meanwhile", false, ""
 		case d.Kind == DecisionKindRelease && d.Action == "RELEASE":
 			// The rule's own hold, added by the quarantine this releases.
 			var held bool
@@ -328,10 +332,7 @@ func (s *Store) RecordPolicyDecision(ctx context.Context, d PolicyDecision) (out
 				return fmt.Errorf("add pending action: %w", err)
 			}
 		}
-		if out.Trips {
-			return tripGuard(ctx, tx, out.Site, out.DecidedAt, out.Rule, out.Detail)
-		}
-		return nil
+		return trip(ctx, tx, out)
 	})
 	if errors.Is(err, errNotFresh) {
 		return d, false, nil
@@ -355,8 +356,20 @@ func recheckEvidence(ctx context.Context, tx pgx.Tx, d *PolicyDecision) error {
 		if d.Action == "RELEASE" {
 			return errNotFresh
 		}
-		d.Action, d.Reason, d.Trips = "PENDING", ReasonAwaitingFreshEvidence, false
+		d.Action, d.Reason, d.Trips, d.TripsLabel = "PENDING", ReasonAwaitingFreshEvidence, false, ""
 		d.Detail = "re-checked before sending: " + why
+	}
+	return nil
+}
+
+// trip trips what the recorded decision d trips: the site's guard
+// (Trips) or a per-label guard (TripsLabel).
+func trip(ctx context.Context, tx pgx.Tx, d PolicyDecision) error {
+	switch {
+	case d.Trips:
+		return tripGuard(ctx, tx, d.Site, d.DecidedAt, d.Rule, d.Detail)
+	case d.TripsLabel != "":
+		return tripDomain(ctx, tx, d.Site, d.TripsLabel, d.TripsValue, d.DecidedAt, d.Rule, d.Detail)
 	}
 	return nil
 }

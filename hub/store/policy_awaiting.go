@@ -20,7 +20,7 @@ import (
 //     meanwhile;
 //   - PENDING: the action stays open with d's reason and detail (held by
 //     the guard, or a stale trigger, for an operator); d.Trips trips the
-//     site's guard;
+//     site's guard, d.TripsLabel a per-label guard;
 //   - SKIP: the action is EXPIRED with d's reason and detail.
 //
 // resolved is false (nothing written) when the evidence is still not fresh
@@ -108,10 +108,7 @@ func (s *Store) settleAwaiting(ctx context.Context, tx pgx.Tx, id int64, desired
 		if _, err := tx.Exec(ctx, `UPDATE policy_pending_actions SET reason = $2, detail = $3 WHERE id = $1`, id, d.Reason, d.Detail); err != nil {
 			return fmt.Errorf("update pending action %d: %w", id, err)
 		}
-		if d.Trips {
-			return tripGuard(ctx, tx, d.Site, d.DecidedAt, d.Rule, d.Detail)
-		}
-		return nil
+		return trip(ctx, tx, d)
 	default:
 		return expire(fmt.Sprintf("policy: %s: %s", d.Reason, d.Detail))
 	}

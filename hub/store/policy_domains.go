@@ -106,3 +106,58 @@ func (s *Store) GuardFaultLabels(ctx context.Context, site string, since time.Ti
 	}
 	return out, nil
 }
+
+// DomainTrip is a tripped per-label guard of a site (policy_domain_trips):
+// the policy holds every further quarantine of a device carrying Label =
+// Value, and only those, until it re-arms.
+type DomainTrip struct {
+	Site, Label, Value string
+	// Since is when it tripped; Rule and Detail by which rule and why.
+	Since        time.Time
+	Rule, Detail string
+	// OpenHeld counts the site's open PENDING HeldByGuard actions of
+	// devices carrying Label = Value now.
+	OpenHeld int
+}
+
+// DomainTrips returns every tripped per-label guard (optionally only
+// site's: "" for all), by site, label and value, with its open held
+// actions. Read-only.
+func (s *Store) DomainTrips(ctx context.Context, site string) ([]DomainTrip, error) {
+	rows, err := s.pool.Query(ctx, `SELECT t.site, t.label, t.value, t.tripped_since, t.rule, t.detail,
+			(SELECT count(*) FROM policy_pending_actions p JOIN devices d ON d.id = p.device_id
+			 WHERE p.site = t.site AND p.state = 'PENDING' AND p.reason = 'HeldByGuard' AND `+labelsExpr+`->>t.label = t.value)
+		FROM policy_domain_trips t WHERE $1 = '' OR t.site = $1 ORDER BY t.site, t.label, t.value`, site)
+	if err != nil {
+		return nil, fmt.Errorf("domain trips: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DomainTrip, error) {
+		var t DomainTrip
+		err := r.Scan(&t.Site, &t.Label, &t.Value, &t.Since, &t.Rule, &t.Detail, &t.OpenHeld)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("domain trips: %w", err)
+	}
+	return out, nil
+}
+
+// tripDomain marks the per-label guard of site for label = value tripped
+// at at by rule (detail: why), unless it is tripped already.
+func tripDomain(ctx context.Context, tx pgx.Tx, site, label, value string, at time.Time, rule, detail string) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO policy_domain_trips (site, label, value, tripped_since, rule, detail)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, site, label, value, at, rule, detail); err != nil {
+		return fmt.Errorf("trip the %s=%s guard of site %q: %w", label, value, site, err)
+	}
+	return nil
+}
+
+// RearmDomain clears the tripped per-label guard of site for label =
+// value; it reports whether it was tripped.
+func (s *Store) RearmDomain(ctx context.Context, site, label, value string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM policy_domain_trips WHERE site = $1 AND label = $2 AND value = $3`, site, label, value)
+	if err != nil {
+		return false, fmt.Errorf("re-arm the %s=%s guard of site %q: %w", label, value, site, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}

@@ -34,6 +34,13 @@ var (
 // the periodic sweep is the guarantee.
 const NotifyChannel = "ironlink_commands"
 
+// PolicyNotifyChannel is the LISTEN/NOTIFY channel on which a status_history
+// row entering FAULTED or MAINTENANCE is announced (a trigger, migration
+// 00044; empty payload, one per transaction): the policy evaluator wakes on
+// it (hub/policyrun Evaluator.Wake). A hint only: its interval is the
+// guarantee.
+const PolicyNotifyChannel = "ironlink_policy"
+
 // Store is a handle on the hub database; safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
@@ -77,13 +84,14 @@ func Open(ctx context.Context, databaseURL string, log *slog.Logger, opts ...Opt
 	s := &Store{pool: pool, log: log, now: time.Now}
 	s.notes = notify.New(func(ctx context.Context) (*pgx.Conn, error) {
 		return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
-	}, []string{NotifyChannel, OperationsChannel, FeedNotifyChannel}, log)
+	}, []string{NotifyChannel, OperationsChannel, FeedNotifyChannel, PolicyNotifyChannel}, log)
 	return s, nil
 }
 
 // Notifications returns this replica's LISTEN dispatcher: one dedicated
 // connection (outside the pool, made with the pool's settings) on
-// NotifyChannel, OperationsChannel and FeedNotifyChannel, running while
+// NotifyChannel, OperationsChannel, FeedNotifyChannel and
+// PolicyNotifyChannel, running while
 // anything is subscribed.
 func (s *Store) Notifications() *notify.Dispatcher { return s.notes }
 

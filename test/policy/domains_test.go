@@ -32,11 +32,13 @@ policy:
 
 // TestRackBurstTripsPerRackGuard: 30 devices of one rack fault at once
 // under a per-rack guard of 2 (the site's own limits far away): the
-// policy quarantines 2, holds the other 28 for an operator with the guard
-// tripped, and the hub names the common cause (rack from the satellite's
-// labels, switch from the labels file) in the API, the CLI and a metric.
-// A device of another rack faulting afterwards waits too: the tripped
-// guard holds the whole site.
+// policy quarantines 2, holds the other 28 for an operator with rack
+// r12's guard tripped (the site's guard stays armed), and the hub names
+// the common cause (rack from the satellite's labels, switch from the
+// labels file) in the API, the CLI and a metric. A device of another rack
+// faulting afterwards is quarantined under the site's guard; one more of
+// rack r12 waits. Rejecting what the guard held leaves r12 tripped while
+// its window is full.
 func TestRackBurstTripsPerRackGuard(t *testing.T) {
 	h := startHubDoc(t, rackDoc)
 	ctx := context.Background()
@@ -79,8 +81,11 @@ func TestRackBurstTripsPerRackGuard(t *testing.T) {
 	}
 	st := states.GetStates()[0]
 	const want = "30 of 30 new faults are in rack r12, switch s3"
-	if !st.GetGuardTripped() || st.GetCommonCause().GetSummary() != want || !strings.Contains(st.GetGuardTrippedDetail(), "rack=r12") {
-		t.Fatalf("guard: tripped=%v detail %q cause %q, want tripped by rack=r12 and %q", st.GetGuardTripped(), st.GetGuardTrippedDetail(), st.GetCommonCause().GetSummary(), want)
+	doms := st.GetTrippedDomains()
+	if st.GetGuardTripped() || len(doms) != 1 || doms[0].GetLabel() != "rack" || doms[0].GetValue() != "r12" ||
+		!strings.Contains(doms[0].GetDetail(), "rack=r12") || doms[0].GetPendingHeldCount() != 28 || st.GetCommonCause().GetSummary() != want {
+		t.Fatalf("guard: site tripped=%v, tripped domains %v, cause %q; want the site armed, rack=r12 tripped holding 28, and %q",
+			st.GetGuardTripped(), doms, st.GetCommonCause().GetSummary(), want)
 	}
 	if pl := st.GetGuard().GetPerLabel(); len(pl) != 1 || pl[0].GetLabel() != "rack" || pl[0].GetMaxDevices() != 2 {
 		t.Errorf("guard per_label %v", pl)
@@ -92,7 +97,8 @@ func TestRackBurstTripsPerRackGuard(t *testing.T) {
 	var out, errb strings.Builder
 	code := ctl.Execute(ctx, ctl.Options{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }},
 		[]string{"--hub", h.addr, "--plaintext", "--no-auth", "policy", "guard", "site-r"})
-	if code != 0 || !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "per rack at most 2 devices") {
+	if code != 0 || !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "per rack at most 2 devices") ||
+		!strings.Contains(out.String(), "TRIPPED rack=r12") {
 		t.Errorf("ironlink policy guard: %d %q %q", code, out.String(), errb.String())
 	}
 	out.Reset()
@@ -118,10 +124,36 @@ func TestRackBurstTripsPerRackGuard(t *testing.T) {
 		t.Errorf("get devices -l reason=…: exit %d, %q, want a usage error", code, errb.String())
 	}
 
-	// Another rack's fault waits too: the site's guard is tripped.
+	// Another rack's fault is quarantined: only rack r12 is held.
 	s.Fault([]string{s.IDs[35]}, "DeployFailed", time.Now())
 	waitFor(t, "the r7 decision", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 31 })
-	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions WHERE action = 'QUARANTINE'`); n != 2 {
-		t.Errorf("%d quarantines after the r7 fault, want still 2", n)
+	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions WHERE action = 'QUARANTINE' AND device_id = $1`, s.IDs[35]); n != 1 {
+		t.Errorf("the r7 fault: %d quarantines, want 1 (the r12 trip holds rack r12 only)", n)
+	}
+	s.Fault([]string{s.IDs[31]}, "DeployFailed", time.Now())
+	waitFor(t, "the last r12 decision", func() bool { return pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions`) == 32 })
+	if n := pgtest.Count(t, h.url, `SELECT count(*) FROM policy_decisions WHERE action = 'PENDING' AND reason = 'HeldByGuard' AND device_id = $1`, s.IDs[31]); n != 1 {
+		t.Errorf("one more r12 fault: %d held, want 1", n)
+	}
+
+	// The operator rejects what the guard held: r12 stays tripped while
+	// its window holds 2 quarantines.
+	pend, err = h.policy.ListPendingActions(ctx, &ironlinkv1.ListPendingActionsRequest{Site: "site-r", PageSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, p := range pend.GetActions() {
+		ids = append(ids, p.GetId())
+	}
+	if _, err := h.policy.RejectPendingActions(ctx, &ironlinkv1.RejectPendingActionsRequest{Ids: ids, Reason: "rack r12 switch s3 is being replaced"}); err != nil {
+		t.Fatal(err)
+	}
+	states, err = h.policy.ListSitePolicyStates(ctx, &ironlinkv1.ListSitePolicyStatesRequest{Site: "site-r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doms := states.GetStates()[0].GetTrippedDomains(); len(doms) != 1 || doms[0].GetPendingHeldCount() != 0 {
+		t.Errorf("after the rejections: tripped domains %v, want rack=r12 still tripped, nothing held", doms)
 	}
 }

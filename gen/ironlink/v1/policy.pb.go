@@ -1719,11 +1719,16 @@ type SitePolicyState struct {
 	// Pending actions awaiting fresh evidence from the site (its link ended,
 	// its last poll failed or had listing hazards).
 	PendingAwaitingCount int32 `protobuf:"varint,13,opt,name=pending_awaiting_count,json=pendingAwaitingCount,proto3" json:"pending_awaiting_count,omitempty"`
-	// While the guard is tripped: what the faults behind it have in common
-	// (their devices' labels); unset while armed.
-	CommonCause   *GuardCommonCause `protobuf:"bytes,100,opt,name=common_cause,json=commonCause,proto3" json:"common_cause,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// While the guard or a per-label guard is tripped: what the faults
+	// behind it have in common (their devices' labels, from one guard window
+	// before the earliest trip on); unset while every guard is armed.
+	CommonCause *GuardCommonCause `protobuf:"bytes,100,opt,name=common_cause,json=commonCause,proto3" json:"common_cause,omitempty"`
+	// The tripped per-label guards (guard.per_label), by label and value:
+	// each holds the automatic quarantines of the devices carrying that
+	// value only, while guard_tripped stays false and other devices go on.
+	TrippedDomains []*GuardTrippedDomain `protobuf:"bytes,460,rep,name=tripped_domains,json=trippedDomains,proto3" json:"tripped_domains,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SitePolicyState) Reset() {
@@ -1854,6 +1859,107 @@ func (x *SitePolicyState) GetCommonCause() *GuardCommonCause {
 	return nil
 }
 
+func (x *SitePolicyState) GetTrippedDomains() []*GuardTrippedDomain {
+	if x != nil {
+		return x.TrippedDomains
+	}
+	return nil
+}
+
+// GuardTrippedDomain is one tripped per-label guard: its label value (a
+// failure domain, e.g. rack=r12) got one automatic quarantine too many in
+// the window. It re-arms once no action it held is pending and one more
+// quarantine fits.
+type GuardTrippedDomain struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Label key, e.g. "rack".
+	Label string `protobuf:"bytes,1,opt,name=label,proto3" json:"label,omitempty"`
+	// Label value, e.g. "r12".
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// When it tripped.
+	TrippedTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=tripped_time,json=trippedTime,proto3" json:"tripped_time,omitempty"`
+	// By which rule.
+	Rule string `protobuf:"bytes,4,opt,name=rule,proto3" json:"rule,omitempty"`
+	// Why it tripped.
+	Detail string `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	// Pending actions held by the guard of devices carrying this value.
+	PendingHeldCount int32 `protobuf:"varint,6,opt,name=pending_held_count,json=pendingHeldCount,proto3" json:"pending_held_count,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GuardTrippedDomain) Reset() {
+	*x = GuardTrippedDomain{}
+	mi := &file_ironlink_v1_policy_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GuardTrippedDomain) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GuardTrippedDomain) ProtoMessage() {}
+
+func (x *GuardTrippedDomain) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_policy_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GuardTrippedDomain.ProtoReflect.Descriptor instead.
+func (*GuardTrippedDomain) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GuardTrippedDomain) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *GuardTrippedDomain) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *GuardTrippedDomain) GetTrippedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TrippedTime
+	}
+	return nil
+}
+
+func (x *GuardTrippedDomain) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *GuardTrippedDomain) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *GuardTrippedDomain) GetPendingHeldCount() int32 {
+	if x != nil {
+		return x.PendingHeldCount
+	}
+	return 0
+}
+
 // ListSitePolicyStatesRequest optionally names a site.
 type ListSitePolicyStatesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1865,7 +1971,7 @@ type ListSitePolicyStatesRequest struct {
 
 func (x *ListSitePolicyStatesRequest) Reset() {
 	*x = ListSitePolicyStatesRequest{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[18]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +1983,7 @@ func (x *ListSitePolicyStatesRequest) String() string {
 func (*ListSitePolicyStatesRequest) ProtoMessage() {}
 
 func (x *ListSitePolicyStatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[18]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +1996,7 @@ func (x *ListSitePolicyStatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSitePolicyStatesRequest.ProtoReflect.Descriptor instead.
 func (*ListSitePolicyStatesRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{18}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListSitePolicyStatesRequest) GetSite() string {
@@ -1911,7 +2017,7 @@ type ListSitePolicyStatesResponse struct {
 
 func (x *ListSitePolicyStatesResponse) Reset() {
 	*x = ListSitePolicyStatesResponse{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[19]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2029,7 @@ func (x *ListSitePolicyStatesResponse) String() string {
 func (*ListSitePolicyStatesResponse) ProtoMessage() {}
 
 func (x *ListSitePolicyStatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[19]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2042,7 @@ func (x *ListSitePolicyStatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSitePolicyStatesResponse.ProtoReflect.Descriptor instead.
 func (*ListSitePolicyStatesResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{19}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListSitePolicyStatesResponse) GetStates() []*SitePolicyState {
@@ -1970,7 +2076,7 @@ type DeviceHold struct {
 
 func (x *DeviceHold) Reset() {
 	*x = DeviceHold{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[20]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2088,7 @@ func (x *DeviceHold) String() string {
 func (*DeviceHold) ProtoMessage() {}
 
 func (x *DeviceHold) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[20]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2101,7 @@ func (x *DeviceHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceHold.ProtoReflect.Descriptor instead.
 func (*DeviceHold) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{20}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeviceHold) GetDeviceId() string {
@@ -2066,7 +2172,7 @@ type SetDeviceHoldRequest struct {
 
 func (x *SetDeviceHoldRequest) Reset() {
 	*x = SetDeviceHoldRequest{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[21]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2184,7 @@ func (x *SetDeviceHoldRequest) String() string {
 func (*SetDeviceHoldRequest) ProtoMessage() {}
 
 func (x *SetDeviceHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[21]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2197,7 @@ func (x *SetDeviceHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDeviceHoldRequest.ProtoReflect.Descriptor instead.
 func (*SetDeviceHoldRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{21}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetDeviceHoldRequest) GetDeviceId() string {
@@ -2140,7 +2246,7 @@ type SetDeviceHoldResponse struct {
 
 func (x *SetDeviceHoldResponse) Reset() {
 	*x = SetDeviceHoldResponse{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[22]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2258,7 @@ func (x *SetDeviceHoldResponse) String() string {
 func (*SetDeviceHoldResponse) ProtoMessage() {}
 
 func (x *SetDeviceHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[22]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2271,7 @@ func (x *SetDeviceHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDeviceHoldResponse.ProtoReflect.Descriptor instead.
 func (*SetDeviceHoldResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{22}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetDeviceHoldResponse) GetHold() *DeviceHold {
@@ -2188,7 +2294,7 @@ type ClearDeviceHoldRequest struct {
 
 func (x *ClearDeviceHoldRequest) Reset() {
 	*x = ClearDeviceHoldRequest{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[23]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2306,7 @@ func (x *ClearDeviceHoldRequest) String() string {
 func (*ClearDeviceHoldRequest) ProtoMessage() {}
 
 func (x *ClearDeviceHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[23]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2319,7 @@ func (x *ClearDeviceHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearDeviceHoldRequest.ProtoReflect.Descriptor instead.
 func (*ClearDeviceHoldRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{23}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ClearDeviceHoldRequest) GetDeviceId() string {
@@ -2239,7 +2345,7 @@ type ClearDeviceHoldResponse struct {
 
 func (x *ClearDeviceHoldResponse) Reset() {
 	*x = ClearDeviceHoldResponse{}
-	mi := &file_ironlink_v1_policy_proto_msgTypes[24]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2357,7 @@ func (x *ClearDeviceHoldResponse) String() string {
 func (*ClearDeviceHoldResponse) ProtoMessage() {}
 
 func (x *ClearDeviceHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_policy_proto_msgTypes[24]
+	mi := &file_ironlink_v1_policy_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2370,7 @@ func (x *ClearDeviceHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearDeviceHoldResponse.ProtoReflect.Descriptor instead.
 func (*ClearDeviceHoldResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{24}
+	return file_ironlink_v1_policy_proto_rawDescGZIP(), []int{25}
 }
 
 var File_ironlink_v1_policy_proto protoreflect.FileDescriptor
@@ -2412,7 +2518,7 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"T\n" +
 	"\x1cRejectPendingActionsResponse\x124\n" +
-	"\aactions\x18\x01 \x03(\v2\x1a.ironlink.v1.PendingActionR\aactions\"\xfc\x04\n" +
+	"\aactions\x18\x01 \x03(\v2\x1a.ironlink.v1.PendingActionR\aactions\"\xc7\x05\n" +
 	"\x0fSitePolicyState\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x18\n" +
 	"\aenabled\x18\x02 \x01(\bR\aenabled\x12\x17\n" +
@@ -2428,7 +2534,15 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\x13pending_stale_count\x18\v \x01(\x05R\x11pendingStaleCount\x12.\n" +
 	"\x05guard\x18\f \x01(\v2\x18.ironlink.v1.PolicyGuardR\x05guard\x124\n" +
 	"\x16pending_awaiting_count\x18\r \x01(\x05R\x14pendingAwaitingCount\x12@\n" +
-	"\fcommon_cause\x18d \x01(\v2\x1d.ironlink.v1.GuardCommonCauseR\vcommonCause\"1\n" +
+	"\fcommon_cause\x18d \x01(\v2\x1d.ironlink.v1.GuardCommonCauseR\vcommonCause\x12I\n" +
+	"\x0ftripped_domains\x18\xcc\x03 \x03(\v2\x1f.ironlink.v1.GuardTrippedDomainR\x0etrippedDomains\"\xd9\x01\n" +
+	"\x12GuardTrippedDomain\x12\x14\n" +
+	"\x05label\x18\x01 \x01(\tR\x05label\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12=\n" +
+	"\ftripped_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vtrippedTime\x12\x12\n" +
+	"\x04rule\x18\x04 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\x12,\n" +
+	"\x12pending_held_count\x18\x06 \x01(\x05R\x10pendingHeldCount\"1\n" +
 	"\x1bListSitePolicyStatesRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\"T\n" +
 	"\x1cListSitePolicyStatesResponse\x124\n" +
@@ -2497,7 +2611,7 @@ func file_ironlink_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_ironlink_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ironlink_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_ironlink_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_ironlink_v1_policy_proto_goTypes = []any{
 	(PolicyAction)(0),                     // 0: ironlink.v1.PolicyAction
 	(PendingActionState)(0),               // 1: ironlink.v1.PendingActionState
@@ -2520,87 +2634,90 @@ var file_ironlink_v1_policy_proto_goTypes = []any{
 	(*RejectPendingActionsRequest)(nil),   // 18: ironlink.v1.RejectPendingActionsRequest
 	(*RejectPendingActionsResponse)(nil),  // 19: ironlink.v1.RejectPendingActionsResponse
 	(*SitePolicyState)(nil),               // 20: ironlink.v1.SitePolicyState
-	(*ListSitePolicyStatesRequest)(nil),   // 21: ironlink.v1.ListSitePolicyStatesRequest
-	(*ListSitePolicyStatesResponse)(nil),  // 22: ironlink.v1.ListSitePolicyStatesResponse
-	(*DeviceHold)(nil),                    // 23: ironlink.v1.DeviceHold
-	(*SetDeviceHoldRequest)(nil),          // 24: ironlink.v1.SetDeviceHoldRequest
-	(*SetDeviceHoldResponse)(nil),         // 25: ironlink.v1.SetDeviceHoldResponse
-	(*ClearDeviceHoldRequest)(nil),        // 26: ironlink.v1.ClearDeviceHoldRequest
-	(*ClearDeviceHoldResponse)(nil),       // 27: ironlink.v1.ClearDeviceHoldResponse
-	nil,                                   // 28: ironlink.v1.PolicyRule.LabelsEntry
-	(*durationpb.Duration)(nil),           // 29: google.protobuf.Duration
-	(HealthRecommendedAction)(0),          // 30: ironlink.v1.HealthRecommendedAction
-	(*PolicyLabelGuard)(nil),              // 31: ironlink.v1.PolicyLabelGuard
-	(*timestamppb.Timestamp)(nil),         // 32: google.protobuf.Timestamp
-	(*GuardCommonCause)(nil),              // 33: ironlink.v1.GuardCommonCause
-	(*ReplayPolicyRequest)(nil),           // 34: ironlink.v1.ReplayPolicyRequest
-	(*ReplayPolicyResponse)(nil),          // 35: ironlink.v1.ReplayPolicyResponse
+	(*GuardTrippedDomain)(nil),            // 21: ironlink.v1.GuardTrippedDomain
+	(*ListSitePolicyStatesRequest)(nil),   // 22: ironlink.v1.ListSitePolicyStatesRequest
+	(*ListSitePolicyStatesResponse)(nil),  // 23: ironlink.v1.ListSitePolicyStatesResponse
+	(*DeviceHold)(nil),                    // 24: ironlink.v1.DeviceHold
+	(*SetDeviceHoldRequest)(nil),          // 25: ironlink.v1.SetDeviceHoldRequest
+	(*SetDeviceHoldResponse)(nil),         // 26: ironlink.v1.SetDeviceHoldResponse
+	(*ClearDeviceHoldRequest)(nil),        // 27: ironlink.v1.ClearDeviceHoldRequest
+	(*ClearDeviceHoldResponse)(nil),       // 28: ironlink.v1.ClearDeviceHoldResponse
+	nil,                                   // 29: ironlink.v1.PolicyRule.LabelsEntry
+	(*durationpb.Duration)(nil),           // 30: google.protobuf.Duration
+	(HealthRecommendedAction)(0),          // 31: ironlink.v1.HealthRecommendedAction
+	(*PolicyLabelGuard)(nil),              // 32: ironlink.v1.PolicyLabelGuard
+	(*timestamppb.Timestamp)(nil),         // 33: google.protobuf.Timestamp
+	(*GuardCommonCause)(nil),              // 34: ironlink.v1.GuardCommonCause
+	(*ReplayPolicyRequest)(nil),           // 35: ironlink.v1.ReplayPolicyRequest
+	(*ReplayPolicyResponse)(nil),          // 36: ironlink.v1.ReplayPolicyResponse
 }
 var file_ironlink_v1_policy_proto_depIdxs = []int32{
-	29, // 0: ironlink.v1.PolicyRule.hold_down:type_name -> google.protobuf.Duration
-	29, // 1: ironlink.v1.PolicyRule.auto_release_after:type_name -> google.protobuf.Duration
+	30, // 0: ironlink.v1.PolicyRule.hold_down:type_name -> google.protobuf.Duration
+	30, // 1: ironlink.v1.PolicyRule.auto_release_after:type_name -> google.protobuf.Duration
 	4,  // 2: ironlink.v1.PolicyRule.health:type_name -> ironlink.v1.PolicyHealthMatch
-	28, // 3: ironlink.v1.PolicyRule.labels:type_name -> ironlink.v1.PolicyRule.LabelsEntry
-	30, // 4: ironlink.v1.PolicyHealthMatch.recommended_actions:type_name -> ironlink.v1.HealthRecommendedAction
-	29, // 5: ironlink.v1.PolicyGuard.window:type_name -> google.protobuf.Duration
-	31, // 6: ironlink.v1.PolicyGuard.per_label:type_name -> ironlink.v1.PolicyLabelGuard
-	32, // 7: ironlink.v1.MaintenanceWindow.start_time:type_name -> google.protobuf.Timestamp
-	32, // 8: ironlink.v1.MaintenanceWindow.end_time:type_name -> google.protobuf.Timestamp
-	29, // 9: ironlink.v1.MaintenanceWindow.every:type_name -> google.protobuf.Duration
+	29, // 3: ironlink.v1.PolicyRule.labels:type_name -> ironlink.v1.PolicyRule.LabelsEntry
+	31, // 4: ironlink.v1.PolicyHealthMatch.recommended_actions:type_name -> ironlink.v1.HealthRecommendedAction
+	30, // 5: ironlink.v1.PolicyGuard.window:type_name -> google.protobuf.Duration
+	32, // 6: ironlink.v1.PolicyGuard.per_label:type_name -> ironlink.v1.PolicyLabelGuard
+	33, // 7: ironlink.v1.MaintenanceWindow.start_time:type_name -> google.protobuf.Timestamp
+	33, // 8: ironlink.v1.MaintenanceWindow.end_time:type_name -> google.protobuf.Timestamp
+	30, // 9: ironlink.v1.MaintenanceWindow.every:type_name -> google.protobuf.Duration
 	3,  // 10: ironlink.v1.SitePolicy.rules:type_name -> ironlink.v1.PolicyRule
 	5,  // 11: ironlink.v1.SitePolicy.guard:type_name -> ironlink.v1.PolicyGuard
 	6,  // 12: ironlink.v1.SitePolicy.maintenance_windows:type_name -> ironlink.v1.MaintenanceWindow
 	7,  // 13: ironlink.v1.GetEffectivePolicyResponse.policy:type_name -> ironlink.v1.SitePolicy
 	0,  // 14: ironlink.v1.PolicyDecision.action:type_name -> ironlink.v1.PolicyAction
-	32, // 15: ironlink.v1.PolicyDecision.cause_time:type_name -> google.protobuf.Timestamp
-	32, // 16: ironlink.v1.PolicyDecision.trigger_time:type_name -> google.protobuf.Timestamp
-	32, // 17: ironlink.v1.PolicyDecision.decide_time:type_name -> google.protobuf.Timestamp
+	33, // 15: ironlink.v1.PolicyDecision.cause_time:type_name -> google.protobuf.Timestamp
+	33, // 16: ironlink.v1.PolicyDecision.trigger_time:type_name -> google.protobuf.Timestamp
+	33, // 17: ironlink.v1.PolicyDecision.decide_time:type_name -> google.protobuf.Timestamp
 	0,  // 18: ironlink.v1.ListPolicyDecisionsRequest.actions:type_name -> ironlink.v1.PolicyAction
 	10, // 19: ironlink.v1.ListPolicyDecisionsResponse.decisions:type_name -> ironlink.v1.PolicyDecision
 	1,  // 20: ironlink.v1.PendingAction.state:type_name -> ironlink.v1.PendingActionState
-	32, // 21: ironlink.v1.PendingAction.cause_time:type_name -> google.protobuf.Timestamp
-	32, // 22: ironlink.v1.PendingAction.create_time:type_name -> google.protobuf.Timestamp
-	32, // 23: ironlink.v1.PendingAction.resolve_time:type_name -> google.protobuf.Timestamp
+	33, // 21: ironlink.v1.PendingAction.cause_time:type_name -> google.protobuf.Timestamp
+	33, // 22: ironlink.v1.PendingAction.create_time:type_name -> google.protobuf.Timestamp
+	33, // 23: ironlink.v1.PendingAction.resolve_time:type_name -> google.protobuf.Timestamp
 	1,  // 24: ironlink.v1.ListPendingActionsRequest.states:type_name -> ironlink.v1.PendingActionState
 	13, // 25: ironlink.v1.ListPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
 	13, // 26: ironlink.v1.ApprovePendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
 	13, // 27: ironlink.v1.RejectPendingActionsResponse.actions:type_name -> ironlink.v1.PendingAction
-	32, // 28: ironlink.v1.SitePolicyState.guard_tripped_time:type_name -> google.protobuf.Timestamp
+	33, // 28: ironlink.v1.SitePolicyState.guard_tripped_time:type_name -> google.protobuf.Timestamp
 	5,  // 29: ironlink.v1.SitePolicyState.guard:type_name -> ironlink.v1.PolicyGuard
-	33, // 30: ironlink.v1.SitePolicyState.common_cause:type_name -> ironlink.v1.GuardCommonCause
-	20, // 31: ironlink.v1.ListSitePolicyStatesResponse.states:type_name -> ironlink.v1.SitePolicyState
-	2,  // 32: ironlink.v1.DeviceHold.kind:type_name -> ironlink.v1.DeviceHoldKind
-	32, // 33: ironlink.v1.DeviceHold.start_time:type_name -> google.protobuf.Timestamp
-	32, // 34: ironlink.v1.DeviceHold.end_time:type_name -> google.protobuf.Timestamp
-	32, // 35: ironlink.v1.DeviceHold.create_time:type_name -> google.protobuf.Timestamp
-	2,  // 36: ironlink.v1.SetDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
-	32, // 37: ironlink.v1.SetDeviceHoldRequest.start_time:type_name -> google.protobuf.Timestamp
-	32, // 38: ironlink.v1.SetDeviceHoldRequest.end_time:type_name -> google.protobuf.Timestamp
-	23, // 39: ironlink.v1.SetDeviceHoldResponse.hold:type_name -> ironlink.v1.DeviceHold
-	2,  // 40: ironlink.v1.ClearDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
-	8,  // 41: ironlink.v1.PolicyService.GetEffectivePolicy:input_type -> ironlink.v1.GetEffectivePolicyRequest
-	11, // 42: ironlink.v1.PolicyService.ListPolicyDecisions:input_type -> ironlink.v1.ListPolicyDecisionsRequest
-	14, // 43: ironlink.v1.PolicyService.ListPendingActions:input_type -> ironlink.v1.ListPendingActionsRequest
-	16, // 44: ironlink.v1.PolicyService.ApprovePendingActions:input_type -> ironlink.v1.ApprovePendingActionsRequest
-	18, // 45: ironlink.v1.PolicyService.RejectPendingActions:input_type -> ironlink.v1.RejectPendingActionsRequest
-	21, // 46: ironlink.v1.PolicyService.ListSitePolicyStates:input_type -> ironlink.v1.ListSitePolicyStatesRequest
-	24, // 47: ironlink.v1.PolicyService.SetDeviceHold:input_type -> ironlink.v1.SetDeviceHoldRequest
-	26, // 48: ironlink.v1.PolicyService.ClearDeviceHold:input_type -> ironlink.v1.ClearDeviceHoldRequest
-	34, // 49: ironlink.v1.PolicyService.ReplayPolicy:input_type -> ironlink.v1.ReplayPolicyRequest
-	9,  // 50: ironlink.v1.PolicyService.GetEffectivePolicy:output_type -> ironlink.v1.GetEffectivePolicyResponse
-	12, // 51: ironlink.v1.PolicyService.ListPolicyDecisions:output_type -> ironlink.v1.ListPolicyDecisionsResponse
-	15, // 52: ironlink.v1.PolicyService.ListPendingActions:output_type -> ironlink.v1.ListPendingActionsResponse
-	17, // 53: ironlink.v1.PolicyService.ApprovePendingActions:output_type -> ironlink.v1.ApprovePendingActionsResponse
-	19, // 54: ironlink.v1.PolicyService.RejectPendingActions:output_type -> ironlink.v1.RejectPendingActionsResponse
-	22, // 55: ironlink.v1.PolicyService.ListSitePolicyStates:output_type -> ironlink.v1.ListSitePolicyStatesResponse
-	25, // 56: ironlink.v1.PolicyService.SetDeviceHold:output_type -> ironlink.v1.SetDeviceHoldResponse
-	27, // 57: ironlink.v1.PolicyService.ClearDeviceHold:output_type -> ironlink.v1.ClearDeviceHoldResponse
-	35, // 58: ironlink.v1.PolicyService.ReplayPolicy:output_type -> ironlink.v1.ReplayPolicyResponse
-	50, // [50:59] is the sub-list for method output_type
-	41, // [41:50] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	34, // 30: ironlink.v1.SitePolicyState.common_cause:type_name -> ironlink.v1.GuardCommonCause
+	21, // 31: ironlink.v1.SitePolicyState.tripped_domains:type_name -> ironlink.v1.GuardTrippedDomain
+	33, // 32: ironlink.v1.GuardTrippedDomain.tripped_time:type_name -> google.protobuf.Timestamp
+	20, // 33: ironlink.v1.ListSitePolicyStatesResponse.states:type_name -> ironlink.v1.SitePolicyState
+	2,  // 34: ironlink.v1.DeviceHold.kind:type_name -> ironlink.v1.DeviceHoldKind
+	33, // 35: ironlink.v1.DeviceHold.start_time:type_name -> google.protobuf.Timestamp
+	33, // 36: ironlink.v1.DeviceHold.end_time:type_name -> google.protobuf.Timestamp
+	33, // 37: ironlink.v1.DeviceHold.create_time:type_name -> google.protobuf.Timestamp
+	2,  // 38: ironlink.v1.SetDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
+	33, // 39: ironlink.v1.SetDeviceHoldRequest.start_time:type_name -> google.protobuf.Timestamp
+	33, // 40: ironlink.v1.SetDeviceHoldRequest.end_time:type_name -> google.protobuf.Timestamp
+	24, // 41: ironlink.v1.SetDeviceHoldResponse.hold:type_name -> ironlink.v1.DeviceHold
+	2,  // 42: ironlink.v1.ClearDeviceHoldRequest.kind:type_name -> ironlink.v1.DeviceHoldKind
+	8,  // 43: ironlink.v1.PolicyService.GetEffectivePolicy:input_type -> ironlink.v1.GetEffectivePolicyRequest
+	11, // 44: ironlink.v1.PolicyService.ListPolicyDecisions:input_type -> ironlink.v1.ListPolicyDecisionsRequest
+	14, // 45: ironlink.v1.PolicyService.ListPendingActions:input_type -> ironlink.v1.ListPendingActionsRequest
+	16, // 46: ironlink.v1.PolicyService.ApprovePendingActions:input_type -> ironlink.v1.ApprovePendingActionsRequest
+	18, // 47: ironlink.v1.PolicyService.RejectPendingActions:input_type -> ironlink.v1.RejectPendingActionsRequest
+	22, // 48: ironlink.v1.PolicyService.ListSitePolicyStates:input_type -> ironlink.v1.ListSitePolicyStatesRequest
+	25, // 49: ironlink.v1.PolicyService.SetDeviceHold:input_type -> ironlink.v1.SetDeviceHoldRequest
+	27, // 50: ironlink.v1.PolicyService.ClearDeviceHold:input_type -> ironlink.v1.ClearDeviceHoldRequest
+	35, // 51: ironlink.v1.PolicyService.ReplayPolicy:input_type -> ironlink.v1.ReplayPolicyRequest
+	9,  // 52: ironlink.v1.PolicyService.GetEffectivePolicy:output_type -> ironlink.v1.GetEffectivePolicyResponse
+	12, // 53: ironlink.v1.PolicyService.ListPolicyDecisions:output_type -> ironlink.v1.ListPolicyDecisionsResponse
+	15, // 54: ironlink.v1.PolicyService.ListPendingActions:output_type -> ironlink.v1.ListPendingActionsResponse
+	17, // 55: ironlink.v1.PolicyService.ApprovePendingActions:output_type -> ironlink.v1.ApprovePendingActionsResponse
+	19, // 56: ironlink.v1.PolicyService.RejectPendingActions:output_type -> ironlink.v1.RejectPendingActionsResponse
+	23, // 57: ironlink.v1.PolicyService.ListSitePolicyStates:output_type -> ironlink.v1.ListSitePolicyStatesResponse
+	26, // 58: ironlink.v1.PolicyService.SetDeviceHold:output_type -> ironlink.v1.SetDeviceHoldResponse
+	28, // 59: ironlink.v1.PolicyService.ClearDeviceHold:output_type -> ironlink.v1.ClearDeviceHoldResponse
+	36, // 60: ironlink.v1.PolicyService.ReplayPolicy:output_type -> ironlink.v1.ReplayPolicyResponse
+	52, // [52:61] is the sub-list for method output_type
+	43, // [43:52] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_policy_proto_init() }
@@ -2617,7 +2734,7 @@ func file_ironlink_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_policy_proto_rawDesc), len(file_ironlink_v1_policy_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -136,7 +136,10 @@ func bindOperatorFlags(f *cli.Flags, o *app.Options, def app.Options) {
 	f.Duration(&o.Handoff.Timeout, "handoff-webhook-timeout", "IRONLINK_HUB_HANDOFF_WEBHOOK_TIMEOUT", 10*time.Second, "how long one handoff webhook attempt may take")
 	f.String(&o.LabelsFile, "labels-file", "IRONLINK_HUB_LABELS_FILE", "",
 		"YAML failure-domain labels by device or by site and name pattern, over the satellites' (docs/reference/labels.md); reloaded on SIGHUP and on change; empty: none")
-	f.Duration(&o.PolicyInterval, "policy-interval", "IRONLINK_HUB_POLICY_INTERVAL", def.PolicyInterval, "how often the policy evaluator runs (on one replica at a time)")
+	f.Duration(&o.PolicyInterval, "policy-interval", "IRONLINK_HUB_POLICY_INTERVAL", def.PolicyInterval, "how often the policy evaluator runs without a wake-up (on one replica at a time)")
+	f.Duration(&o.PolicyCoalesce, "policy-coalesce", "IRONLINK_HUB_POLICY_COALESCE", def.PolicyCoalesce,
+		"how long the policy evaluator waits after a device entered FAULTED or MAINTENANCE before its pass, so a burst is decided in one")
+	f.Bool(&o.PolicyPollOnly, "policy-poll-only", false, "the policy evaluator runs every --policy-interval only, not woken when a device enters FAULTED or MAINTENANCE")
 }
 
 // bindWebFlags defines the fleet view's flags.

@@ -19,7 +19,7 @@ func TestServeHelpListsEveryFlagWithItsVariable(t *testing.T) {
 	if _, _, err := parseServeFlags(f, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	checkHelp(t, f.FlagSet(), out.String(), "no-auth", "plaintext", "migrate", "admin-pprof")
+	checkHelp(t, f.FlagSet(), out.String(), "no-auth", "plaintext", "migrate", "admin-pprof", "policy-poll-only")
 }
 
 // checkHelp checks that help lists each flag of fs exactly once, each with
