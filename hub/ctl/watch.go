@@ -20,7 +20,8 @@ import (
 // (FleetService.WatchFleet), one line per device status change, command or
 // operation state change, policy decision or pending action resolution as
 // it commits, and resumes from its last cursor when the
-// connection to the hub breaks (another replica answers).
+// connection to the hub breaks (another replica answers) or the hub ends
+// the stream because this watch fell behind (WATCH_FELL_BEHIND).
 func (a *app) newWatchCommand() *cobra.Command {
 	var ff feedFlags
 	var once bool
@@ -32,7 +33,9 @@ change, quarantine policy decision and pending action resolution of the
 fleet as the hub commits it, oldest first, until interrupted. Each change
 has a cursor (shown by -o wide and -o json): ` + "`--cursor`" + ` resumes after it,
 on any hub replica, without losing or repeating a change. When the
-connection to the hub breaks, watch reconnects and resumes by itself; on
+connection to the hub breaks, or the hub ends the stream because watch
+fell behind (it read too slowly: the hub's --watch-send-timeout), watch
+says so, reconnects and resumes by itself; on
 Ctrl-C it prints the cursor to resume from. --device and -l (a selector, as
 quarantine --selector takes it, matched once at the start) follow some
 devices only; --since starts that long ago (from the changes the hub keeps).
@@ -89,7 +92,9 @@ var watchKindValues = map[string][]ironlinkv1.FleetEventKind{
 var watchKinds = []string{"status", "command", "operation", "decision", "pending", "policy", "remediation", "validation"}
 
 // follow streams req, printing each message, and reconnects from the last
-// cursor after a broken connection (Unavailable) unless once.
+// cursor after a broken connection (Unavailable) or a stream the hub ended
+// because this watch fell behind (ResourceExhausted WATCH_FELL_BEHIND,
+// said on stderr) unless once.
 // filters is printed in the resume hint after --cursor.
 // filter (nil: everything) picks the changes printed and may end the feed.
 func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, once bool, filters string, filter *feedFilter) error {
@@ -108,16 +113,39 @@ func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetR
 		if ctx.Err() != nil || errors.Is(err, errFeedDone) {
 			return nil
 		}
-		if once || !(status.Code(err) == codes.Unavailable || errors.Is(err, errStreamEnded)) || last == "" {
+		behind := fellBehind(err)
+		if once || !(status.Code(err) == codes.Unavailable || errors.Is(err, errStreamEnded) || behind) || last == "" {
 			return c.explain(err)
 		}
-		fmt.Fprintf(a.opts.Stderr, "connection to the hub lost (%s); resuming after cursor %s\n", status.Convert(err).Message(), last)
+		if behind {
+			// Every message the hub queued before its status was read:
+			// last is the cursor its message names.
+			fmt.Fprintf(a.opts.Stderr, "the hub ended the stream: %s; resuming after cursor %s\n", status.Convert(err).Message(), last)
+		} else {
+			fmt.Fprintf(a.opts.Stderr, "connection to the hub lost (%s); resuming after cursor %s\n", status.Convert(err).Message(), last)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// reasonWatchFellBehind is the ErrorInfo reason of the ResourceExhausted
+// that ends a WatchFleet stream whose consumer took no message for the
+// hub's --watch-send-timeout (fleet.proto, WatchFleet); its metadata
+// "cursor" is where to resume.
+const reasonWatchFellBehind = "WATCH_FELL_BEHIND"
+
+// fellBehind reports whether err is the hub's WATCH_FELL_BEHIND.
+func fellBehind(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted {
+		return false
+	}
+	ei := errorInfo(st)
+	return ei != nil && ei.GetReason() == reasonWatchFellBehind
 }
 
 // errStreamEnded: the hub closed a watch stream without an error (io.EOF).
