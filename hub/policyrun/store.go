@@ -20,4 +20,7 @@ type Store interface {
 	DeviceLabels(ctx context.Context, ids []string) (map[string]map[string]string, error)
 	// Pool: see store.Store.Pool (the session holding LockKey).
 	Pool() *pgxpool.Pool
+	// TakePolicyLead bumps the leadership epoch that fences the passes'
+	// writes (store.WithPolicyFence); see store.Store.TakePolicyLead.
+	TakePolicyLead(ctx context.Context, replica string) (int64, error)
 }
