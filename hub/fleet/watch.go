@@ -122,20 +122,9 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 	if err := s.checkSiteAllowed(ctx, sc, req.GetSite()); err != nil {
 		return err
 	}
-	f := feed.Filter{Site: req.GetSite(), Sites: sc.Sites}
-	for i, st := range req.GetStatuses() {
-		hs, ok := statusFromProto(st)
-		if !ok {
-			return grpcerr.InvalidArgument(fmt.Sprintf("statuses[%d]", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("status %v is not a valid filter", st))
-		}
-		f.Statuses = append(f.Statuses, hs)
-	}
-	for i, k := range req.GetKinds() {
-		sk, ok := feedKinds[k]
-		if !ok {
-			return grpcerr.InvalidArgument(fmt.Sprintf("kinds[%d]", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("kind %v is not a valid filter", k))
-		}
-		f.Kinds = append(f.Kinds, sk)
+	f, err := watchFilter(req, sc)
+	if err != nil {
+		return err
 	}
 	var cur feed.Cursor
 	if c := req.GetCursor(); c != "" {
@@ -219,6 +208,28 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 		case <-poll.C:
 		}
 	}
+}
+
+// watchFilter is the feed filter of a WatchFleet request for a caller of
+// scope sc, or InvalidArgument naming a status or kind that is not a
+// valid filter.
+func watchFilter(req *ironlinkv1.WatchFleetRequest, sc siteScope) (feed.Filter, error) {
+	f := feed.Filter{Site: req.GetSite(), Sites: sc.Sites}
+	for i, st := range req.GetStatuses() {
+		hs, ok := statusFromProto(st)
+		if !ok {
+			return f, grpcerr.InvalidArgument(fmt.Sprintf("statuses[%d]", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("status %v is not a valid filter", st))
+		}
+		f.Statuses = append(f.Statuses, hs)
+	}
+	for i, k := range req.GetKinds() {
+		sk, ok := feedKinds[k]
+		if !ok {
+			return f, grpcerr.InvalidArgument(fmt.Sprintf("kinds[%d]", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("kind %v is not a valid filter", k))
+		}
+		f.Kinds = append(f.Kinds, sk)
+	}
+	return f, nil
 }
 
 // feedKinds maps the kinds a WatchFleetRequest may filter on to the store's.
