@@ -100,6 +100,7 @@ var watchKinds = []string{"status", "command", "operation", "decision", "pending
 func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, once bool, filters string, filter *feedFilter) error {
 	w := a.opts.Stdout
 	last := req.GetCursor()
+	lag := &lagNote{live: req.GetCursor() == "" && !req.GetFromOldest() && !filter.window(), w: a.opts.Stderr}
 	defer func() {
 		if last != "" && ctx.Err() != nil {
 			fmt.Fprintf(a.opts.Stderr, "resume with: ironlink watch --cursor %s%s\n", last, strings.TrimRight(" "+filters, " "))
@@ -109,7 +110,7 @@ func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetR
 		if last != "" {
 			req.Cursor = last
 		}
-		err := a.followOnce(ctx, c, req, output, w, &last, filter)
+		err := a.followOnce(ctx, c, req, output, w, &last, filter, lag)
 		if ctx.Err() != nil || errors.Is(err, errFeedDone) {
 			return nil
 		}
@@ -148,12 +149,43 @@ func fellBehind(err error) bool {
 	return ei != nil && ei.GetReason() == reasonWatchFellBehind
 }
 
+// lagWarnAt is the lag (WatchFleetResponse.behind) from which a live
+// `ironlink watch` says on stderr that it is behind, at most once per
+// lagWarnAt.
+const lagWarnAt = time.Minute
+
+// lagNote says on stderr when a watch that started at the feed's head
+// (no --cursor, --since or --from-oldest: a replay is behind by design)
+// falls lagWarnAt or more behind the fleet, at most once per lagWarnAt,
+// and when it has caught up again.
+type lagNote struct {
+	live   bool
+	w      io.Writer
+	warned time.Time // the last warning; zero once caught up
+}
+
+func (l *lagNote) note(m *ironlinkv1.WatchFleetResponse) {
+	if l == nil || !l.live || m.GetEvent() == nil {
+		return
+	}
+	b := m.GetBehind()
+	switch {
+	case b != nil && b.AsDuration() >= lagWarnAt && time.Since(l.warned) >= lagWarnAt:
+		fmt.Fprintf(l.w, "this watch is %s behind the fleet: changes come faster than it prints them (none is lost; it catches up when they slow down)\n",
+			b.AsDuration().Round(time.Second))
+		l.warned = time.Now()
+	case b == nil && !l.warned.IsZero():
+		fmt.Fprintln(l.w, "this watch has caught up with the fleet")
+		l.warned = time.Time{}
+	}
+}
+
 // errStreamEnded: the hub closed a watch stream without an error (io.EOF).
 // follow resumes after it as after an Unavailable, and explain words it as
 // one; the CLI builds no status of its own (hub/grpcerr's guard test).
 var errStreamEnded = errors.New("the hub ended the stream")
 
-func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, w io.Writer, last *string, filter *feedFilter) error {
+func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, w io.Writer, last *string, filter *feedFilter, lag *lagNote) error {
 	s, err := c.fleet.WatchFleet(ctx, req)
 	if err != nil {
 		return err
@@ -172,6 +204,7 @@ func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFl
 			fmt.Fprintln(a.opts.Stderr, "watching for changes (Ctrl-C to stop)")
 		}
 		*last = m.GetCursor()
+		lag.note(m)
 		switch keep, done := filter.pass(m, first); {
 		case done:
 			return errFeedDone

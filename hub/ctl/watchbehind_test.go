@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
@@ -22,7 +23,8 @@ import (
 // behindFleet answers the first WatchFleet with a progress mark and two
 // changes, then ends it as the hub ends a watch that fell behind
 // (ResourceExhausted, ErrorInfo WATCH_FELL_BEHIND naming the last cursor);
-// the second gets one more change, then the CLI is interrupted.
+// the second gets a change 2m5s behind the feed and one caught up, then
+// the CLI is interrupted.
 type behindFleet struct {
 	ironlinkv1.UnimplementedFleetServiceServer
 	stop    context.CancelFunc
@@ -52,7 +54,9 @@ func (f *behindFleet) WatchFleet(req *ironlinkv1.WatchFleetRequest, s ironlinkv1
 			&errdetails.ErrorInfo{Reason: "WATCH_FELL_BEHIND", Domain: "ironlink.v1", Metadata: map[string]string{"cursor": "1.1.2"}})
 		return st.Err()
 	}
-	for _, m := range []*ironlinkv1.WatchFleetResponse{{Cursor: req.GetCursor()}, statusChange("1.1.3", "node-3")} {
+	lagging := statusChange("1.1.3", "node-3")
+	lagging.Behind = durationpb.New(2*time.Minute + 5*time.Second)
+	for _, m := range []*ironlinkv1.WatchFleetResponse{{Cursor: req.GetCursor()}, lagging, statusChange("1.1.4", "node-4")} {
 		if err := s.Send(m); err != nil {
 			return err
 		}
@@ -66,7 +70,8 @@ func (f *behindFleet) WatchFleet(req *ironlinkv1.WatchFleetRequest, s ironlinkv1
 // TestWatchResumesAfterFallingBehind: when the hub ends `ironlink watch`'s
 // stream because it fell behind (WATCH_FELL_BEHIND), watch says so on
 // stderr, resumes by itself from the last cursor it received (the one the
-// hub names) and prints every change once.
+// hub names) and prints every change once; a change the hub marks behind
+// by a minute or more makes it say so, and once caught up that it is.
 func TestWatchResumesAfterFallingBehind(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -91,13 +96,18 @@ func TestWatchResumesAfterFallingBehind(t *testing.T) {
 	if len(cursors) != 2 || cursors[1] != "1.1.2" {
 		t.Fatalf("WatchFleet requests with cursors %q, want a second one resuming after 1.1.2", cursors)
 	}
-	for _, n := range []string{"node-1", "node-2", "node-3"} {
+	for _, n := range []string{"node-1", "node-2", "node-3", "node-4"} {
 		if c := strings.Count(out.String(), "demo/"+n+" "); c != 1 {
 			t.Errorf("%s printed %d times, want once:\n%s", n, c, out.String())
 		}
 	}
 	if !strings.Contains(errb.String(), "fell behind") || !strings.Contains(errb.String(), "resuming after cursor 1.1.2") {
 		t.Errorf("stderr does not say the watch fell behind and where it resumes:\n%s", errb.String())
+	}
+	// The hub's Behind on a change: the watch says how far behind it is,
+	// then that it caught up.
+	if !strings.Contains(errb.String(), "this watch is 2m5s behind the fleet") || !strings.Contains(errb.String(), "this watch has caught up") {
+		t.Errorf("stderr does not say the watch was 2m5s behind, then caught up:\n%s", errb.String())
 	}
 	t.Logf("stderr:\n%s", errb.String())
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
@@ -107,7 +108,9 @@ func feedWake(st store.Notifier) (<-chan struct{}, func()) {
 // sends a progress mark with the starting cursor, then every event of the
 // feed (hub/store/feed) that matches, each with its cursor, reading
 // again when a feed source notifies and every WatchPoll, until the client
-// goes away. A database failure ends the stream with Unavailable; a
+// goes away; a change read while more were already readable carries
+// Behind (its age: the consumer's lag). A database failure ends the stream
+// with Unavailable; a
 // consumer that takes no message for the watch send timeout (it fell
 // behind) gets ResourceExhausted WATCH_FELL_BEHIND naming the cursor of
 // the last message it will receive; either way the client resumes from
@@ -186,7 +189,11 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 			return s.storeErr(err, "", "")
 		}
 		for _, ev := range evs {
-			if err := out.send(&ironlinkv1.WatchFleetResponse{Cursor: ev.Cursor.String(), Event: eventToProto(ev)}); err != nil {
+			m := &ironlinkv1.WatchFleetResponse{Cursor: ev.Cursor.String(), Event: eventToProto(ev)}
+			if more { // more already readable after this page: the stream is behind
+				m.Behind = durationpb.New(max(time.Since(ev.At), 0))
+			}
+			if err := out.send(m); err != nil {
 				return err
 			}
 			lastSent = time.Now()

@@ -204,7 +204,8 @@ func firstDifference(a, b []string) int {
 // hub had queued its stream ends with ResourceExhausted WATCH_FELL_BEHIND,
 // whose "cursor" is the last cursor it received, and the hub logs the end
 // once. Resumed from that cursor it gets exactly what an unbroken
-// consumer from the same start got: no gap, no repeat. The client's
+// consumer from the same start got: no gap, no repeat, its first changes
+// marked behind (WatchFleetResponse.behind) by at least 5 s. The client's
 // window is fixed at 64 KiB (no BDP growth) so the stall fills it.
 func TestStalledWatchIsToldItFellBehind(t *testing.T) { repeat(t, scenarioStalledWatch) }
 
@@ -298,6 +299,19 @@ func scenarioStalledWatch(t *testing.T) {
 		want = append(want, feedKey(e))
 	}
 	t.Logf("stalled watch: %d events before it was told it fell behind, %d after resuming; the unbroken watch %d", before, len(m), len(r))
+	// Resumed behind a backlog, the first changes say how far behind.
+	var lagging int
+	var most time.Duration
+	for _, e := range m {
+		if b := e.GetBehind(); b != nil {
+			lagging++
+			most = max(most, b.AsDuration())
+		}
+	}
+	t.Logf("resumed watch: %d of %d changes marked behind, by up to %s", lagging, len(m), most.Round(time.Millisecond))
+	if most < 5*time.Second {
+		t.Errorf("the resumed watch's changes are marked behind by at most %s, want at least 5 s (it resumed after an 8 s stall)", most)
+	}
 	if !slices.Equal(got, want) {
 		t.Errorf("the resumed feed differs from an unbroken one: %d events against %d; first difference at %d", len(got), len(want), firstDifference(got, want))
 	}
