@@ -78,8 +78,9 @@ func scenarioPlacementDown(t *testing.T) {
 		t.Fatalf("%v: not healed within one resync interval (%s) and 10 s", err, scaledResync)
 	}
 	heal := time.Since(back)
-	t.Logf("half-applied quarantines healed %s after Placement came back (resync every %s; %s in production terms, resync 15m); resyncs logged: %d",
-		heal.Round(100*time.Millisecond), scaledResync, (heal * 60).Round(time.Second), sat.Count("resync done"))
+	t.Logf("half-applied quarantines healed %s after Placement came back (resync every %s; %s in production terms, resync 15m); resyncs done: %d, asked early by a poll: %d",
+		heal.Round(100*time.Millisecond), scaledResync, (heal * 60).Round(time.Second), sat.Count("resync done"),
+		sat.Count("asking the hub for a resync"))
 	for _, id := range devs {
 		if n, _ := s.sim.Node(id); slices.Contains(n.Traits, readyTrait) {
 			t.Errorf("device %s's node has %s again after healing", id, readyTrait)
