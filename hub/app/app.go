@@ -173,6 +173,7 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(h.pol.api.FleetDecorator()))
 	fleetSrv := NewFleetServer(st, log.With("component", "fleet"))
+	fleetSrv.SetWatchSendTimeout(cfg.WatchSendTimeout)
 	if h.profiles, err = newProfiles(cfg, st, fleetSrv, log); err != nil {
 		return nil, err
 	}

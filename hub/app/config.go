@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ironlink/ironlink/hub/admission"
+	"github.com/ironlink/ironlink/hub/fleet"
 	"github.com/ironlink/ironlink/hub/healthapi"
 	"github.com/ironlink/ironlink/hub/hwprofile"
 	"github.com/ironlink/ironlink/hub/labelsfile"
@@ -129,6 +130,11 @@ type Options struct {
 	// checks this long after it started (hub/validation; 0: the default
 	// 2h; negative refused).
 	ValidationTimeout time.Duration
+	// WatchSendTimeout ends a WatchFleet stream whose consumer has not taken
+	// a message for this long (its flow-control window full: it fell
+	// behind) with ResourceExhausted WATCH_FELL_BEHIND naming the cursor to
+	// resume from (hub/fleet; 0: the default 1 min; negative refused).
+	WatchSendTimeout time.Duration
 	// PolicyInterval is how often the policy evaluator runs on the replica
 	// holding its advisory lock without a wake-up (default 1 s).
 	PolicyInterval time.Duration
@@ -198,6 +204,7 @@ func (o Options) Validate() (Config, error) {
 	fill(&c.PolicyInterval, d.PolicyInterval)
 	fill(&c.PolicyCoalesce, d.PolicyCoalesce)
 	fill(&c.ValidationTimeout, d.ValidationTimeout)
+	fill(&c.WatchSendTimeout, d.WatchSendTimeout)
 	fill(&c.History.Interval, d.History.Interval)
 	fill(&c.History.Ahead, d.History.Ahead)
 	if c.History.Interval < time.Hour || c.History.Ahead < 1 || c.History.Retention < 0 {
@@ -236,6 +243,7 @@ func (o Options) Validate() (Config, error) {
 		{"--command-failure-backoff", c.Link.Delivery.FailureBackoff}, {"--max-connection-age", c.MaxConnectionAge},
 		{"--keepalive-time", c.KeepaliveTime}, {"--keepalive-timeout", c.KeepaliveTimeout},
 		{"--last-seen-flush", c.Link.LastSeenFlush}, {"--validation-timeout", c.ValidationTimeout},
+		{"--watch-send-timeout", c.WatchSendTimeout},
 	} {
 		if n.d < 0 {
 			errs = append(errs, fmt.Errorf("%s %s is negative", n.name, n.d))
@@ -293,6 +301,7 @@ func Defaults() Options {
 		PolicyInterval:        policyrun.DefaultInterval,
 		PolicyCoalesce:        policyrun.DefaultCoalesce,
 		ValidationTimeout:     validation.DefaultTimeout,
+		WatchSendTimeout:      fleet.DefaultWatchSendTimeout,
 		History:               store.PartitionPolicy{Interval: store.DefaultPartitionInterval, Ahead: store.DefaultPartitionsAhead},
 		CommandPoolConns:      4,
 		// Not filled by Validate: a zero Throttle means "no limit" (tests,

@@ -20,7 +20,8 @@ import (
 // (FleetService.WatchFleet), one line per device status change, command or
 // operation state change, policy decision or pending action resolution as
 // it commits, and resumes from its last cursor when the
-// connection to the hub breaks (another replica answers).
+// connection to the hub breaks (another replica answers) or the hub ends
+// the stream because this watch fell behind (WATCH_FELL_BEHIND).
 func (a *app) newWatchCommand() *cobra.Command {
 	var ff feedFlags
 	var once bool
@@ -32,7 +33,9 @@ change, quarantine policy decision and pending action resolution of the
 fleet as the hub commits it, oldest first, until interrupted. Each change
 has a cursor (shown by -o wide and -o json): ` + "`--cursor`" + ` resumes after it,
 on any hub replica, without losing or repeating a change. When the
-connection to the hub breaks, watch reconnects and resumes by itself; on
+connection to the hub breaks, or the hub ends the stream because watch
+fell behind (it read too slowly: the hub's --watch-send-timeout), watch
+says so, reconnects and resumes by itself; on
 Ctrl-C it prints the cursor to resume from. --device and -l (a selector, as
 quarantine --selector takes it, matched once at the start) follow some
 devices only; --since starts that long ago (from the changes the hub keeps).
@@ -89,12 +92,15 @@ var watchKindValues = map[string][]ironlinkv1.FleetEventKind{
 var watchKinds = []string{"status", "command", "operation", "decision", "pending", "policy", "remediation", "validation"}
 
 // follow streams req, printing each message, and reconnects from the last
-// cursor after a broken connection (Unavailable) unless once.
+// cursor after a broken connection (Unavailable) or a stream the hub ended
+// because this watch fell behind (ResourceExhausted WATCH_FELL_BEHIND,
+// said on stderr) unless once.
 // filters is printed in the resume hint after --cursor.
 // filter (nil: everything) picks the changes printed and may end the feed.
 func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, once bool, filters string, filter *feedFilter) error {
 	w := a.opts.Stdout
 	last := req.GetCursor()
+	lag := &lagNote{live: req.GetCursor() == "" && !req.GetFromOldest() && !filter.window(), w: a.opts.Stderr}
 	defer func() {
 		if last != "" && ctx.Err() != nil {
 			fmt.Fprintf(a.opts.Stderr, "resume with: ironlink watch --cursor %s%s\n", last, strings.TrimRight(" "+filters, " "))
@@ -104,14 +110,21 @@ func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetR
 		if last != "" {
 			req.Cursor = last
 		}
-		err := a.followOnce(ctx, c, req, output, w, &last, filter)
+		err := a.followOnce(ctx, c, req, output, w, &last, filter, lag)
 		if ctx.Err() != nil || errors.Is(err, errFeedDone) {
 			return nil
 		}
-		if once || !(status.Code(err) == codes.Unavailable || errors.Is(err, errStreamEnded)) || last == "" {
+		behind := fellBehind(err)
+		if once || !(status.Code(err) == codes.Unavailable || errors.Is(err, errStreamEnded) || behind) || last == "" {
 			return c.explain(err)
 		}
-		fmt.Fprintf(a.opts.Stderr, "connection to the hub lost (%s); resuming after cursor %s\n", status.Convert(err).Message(), last)
+		if behind {
+			// Every message the hub queued before its status was read:
+			// last is the cursor its message names.
+			fmt.Fprintf(a.opts.Stderr, "the hub ended the stream: %s; resuming after cursor %s\n", status.Convert(err).Message(), last)
+		} else {
+			fmt.Fprintf(a.opts.Stderr, "connection to the hub lost (%s); resuming after cursor %s\n", status.Convert(err).Message(), last)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -120,12 +133,59 @@ func (a *app) follow(ctx context.Context, c *client, req *ironlinkv1.WatchFleetR
 	}
 }
 
+// reasonWatchFellBehind is the ErrorInfo reason of the ResourceExhausted
+// that ends a WatchFleet stream whose consumer took no message for the
+// hub's --watch-send-timeout (fleet.proto, WatchFleet); its metadata
+// "cursor" is where to resume.
+const reasonWatchFellBehind = "WATCH_FELL_BEHIND"
+
+// fellBehind reports whether err is the hub's WATCH_FELL_BEHIND.
+func fellBehind(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted {
+		return false
+	}
+	ei := errorInfo(st)
+	return ei != nil && ei.GetReason() == reasonWatchFellBehind
+}
+
+// lagWarnAt is the lag (WatchFleetResponse.behind) from which a live
+// `ironlink watch` says on stderr that it is behind, at most once per
+// lagWarnAt.
+const lagWarnAt = time.Minute
+
+// lagNote says on stderr when a watch that started at the feed's head
+// (no --cursor, --since or --from-oldest: a replay is behind by design)
+// falls lagWarnAt or more behind the fleet, at most once per lagWarnAt,
+// and when it has caught up again.
+type lagNote struct {
+	live   bool
+	w      io.Writer
+	warned time.Time // the last warning; zero once caught up
+}
+
+func (l *lagNote) note(m *ironlinkv1.WatchFleetResponse) {
+	if l == nil || !l.live || m.GetEvent() == nil {
+		return
+	}
+	b := m.GetBehind()
+	switch {
+	case b != nil && b.AsDuration() >= lagWarnAt && time.Since(l.warned) >= lagWarnAt:
+		fmt.Fprintf(l.w, "this watch is %s behind the fleet: changes come faster than it prints them (none is lost; it catches up when they slow down)\n",
+			b.AsDuration().Round(time.Second))
+		l.warned = time.Now()
+	case b == nil && !l.warned.IsZero():
+		fmt.Fprintln(l.w, "this watch has caught up with the fleet")
+		l.warned = time.Time{}
+	}
+}
+
 // errStreamEnded: the hub closed a watch stream without an error (io.EOF).
 // follow resumes after it as after an Unavailable, and explain words it as
 // one; the CLI builds no status of its own (hub/grpcerr's guard test).
 var errStreamEnded = errors.New("the hub ended the stream")
 
-func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, w io.Writer, last *string, filter *feedFilter) error {
+func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFleetRequest, output string, w io.Writer, last *string, filter *feedFilter, lag *lagNote) error {
 	s, err := c.fleet.WatchFleet(ctx, req)
 	if err != nil {
 		return err
@@ -144,6 +204,7 @@ func (a *app) followOnce(ctx context.Context, c *client, req *ironlinkv1.WatchFl
 			fmt.Fprintln(a.opts.Stderr, "watching for changes (Ctrl-C to stop)")
 		}
 		*last = m.GetCursor()
+		lag.note(m)
 		switch keep, done := filter.pass(m, first); {
 		case done:
 			return errFeedDone

@@ -56,6 +56,9 @@ type Server struct {
 	log   *slog.Logger
 	// profiles are the hardware profiles in force (hardware.go); nil: none.
 	profiles func() *hwprofile.File
+	// watchSendTimeout ends a WatchFleet stream whose consumer takes no
+	// message for this long (watch.go).
+	watchSendTimeout time.Duration
 }
 
 // NewServer returns a fleet server over st. actor may be nil ("anonymous").
@@ -63,7 +66,7 @@ func NewServer(st Store, actor ActorFunc, log *slog.Logger) *Server {
 	if actor == nil {
 		actor = func(context.Context) string { return "anonymous" }
 	}
-	return &Server{store: st, feed: feed.NewReader(st.Pool()), actor: actor, log: log}
+	return &Server{store: st, feed: feed.NewReader(st.Pool()), actor: actor, log: log, watchSendTimeout: DefaultWatchSendTimeout}
 }
 
 // parseID returns the canonical form of the UUID s in field (required).

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
@@ -26,7 +27,66 @@ const (
 	WatchProgressEvery = 5 * time.Second
 	// watchBatch is how many events one feed read returns at most.
 	watchBatch = 500
+	// DefaultWatchSendTimeout is how long a WatchFleet consumer may leave
+	// a message untaken (its flow-control window full) before the hub ends
+	// the stream as fallen behind (--watch-send-timeout).
+	DefaultWatchSendTimeout = time.Minute
 )
+
+// SetWatchSendTimeout sets how long a WatchFleet consumer may take no
+// message before its stream ends with grpcerr.WatchFellBehind; d ≤ 0
+// keeps DefaultWatchSendTimeout. Call before serving.
+func (s *Server) SetWatchSendTimeout(d time.Duration) {
+	if d > 0 {
+		s.watchSendTimeout = d
+	}
+}
+
+// watchSender sends a WatchFleet stream's messages from one goroutine so
+// that a send the consumer does not take within timeout (gRPC's Send
+// blocks while the stream's flow-control window is full) can be given up:
+// the handler then returns WatchFellBehind, gRPC delivers the messages it
+// queued already and then that status, and the blocked Send returns once
+// the stream is finished.
+type watchSender struct {
+	in      chan *ironlinkv1.WatchFleetResponse
+	out     chan error
+	timeout time.Duration
+	// queued is the cursor of the last message gRPC took: the last one the
+	// consumer gets before a WatchFellBehind.
+	queued string
+}
+
+func newWatchSender(stream ironlinkv1.FleetService_WatchFleetServer, timeout time.Duration) *watchSender {
+	w := &watchSender{in: make(chan *ironlinkv1.WatchFleetResponse), out: make(chan error, 1), timeout: timeout}
+	go func() {
+		for m := range w.in {
+			w.out <- stream.Send(m)
+		}
+	}()
+	return w
+}
+
+// send sends m, or returns WatchFellBehind when gRPC has not taken it
+// within the timeout.
+func (w *watchSender) send(m *ironlinkv1.WatchFleetResponse) error {
+	w.in <- m // the goroutine is idle: every send waits for its result
+	t := time.NewTimer(w.timeout)
+	defer t.Stop()
+	select {
+	case err := <-w.out:
+		if err == nil {
+			w.queued = m.GetCursor()
+		}
+		return err
+	case <-t.C:
+		return grpcerr.WatchFellBehind(w.queued, w.timeout)
+	}
+}
+
+// close ends the sending goroutine (after a send that timed out, once
+// gRPC finishes the stream).
+func (w *watchSender) close() { close(w.in) }
 
 // feedWake subscribes to the replica's LISTEN dispatcher
 // (store.Notifications) on FeedNotifyChannel and returns a channel that
@@ -48,10 +108,15 @@ func feedWake(st store.Notifier) (<-chan struct{}, func()) {
 // sends a progress mark with the starting cursor, then every event of the
 // feed (hub/store/feed) that matches, each with its cursor, reading
 // again when a feed source notifies and every WatchPoll, until the client
-// goes away. A database failure ends the stream with Unavailable; the
-// client resumes from its last cursor. Each read filters by the caller's
+// goes away; a change read while more were already readable carries
+// Behind (its age: the consumer's lag). A database failure ends the stream
+// with Unavailable; a
+// consumer that takes no message for the watch send timeout (it fell
+// behind) gets ResourceExhausted WATCH_FELL_BEHIND naming the cursor of
+// the last message it will receive; either way the client resumes from
+// its last cursor, with no gap. Each read filters by the caller's
 // sites as the roster says at that moment (see authn.Streams).
-func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1.FleetService_WatchFleetServer) error {
+func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1.FleetService_WatchFleetServer) (err error) {
 	ctx := stream.Context()
 	if err := checkSiteFilter(req.GetSite()); err != nil {
 		return err
@@ -60,20 +125,9 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 	if err := s.checkSiteAllowed(ctx, sc, req.GetSite()); err != nil {
 		return err
 	}
-	f := feed.Filter{Site: req.GetSite(), Sites: sc.Sites}
-	for i, st := range req.GetStatuses() {
-		hs, ok := statusFromProto(st)
-		if !ok {
-			return grpcerr.InvalidArgument(fmt.Sprintf("statuses[%d]", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("status %v is not a valid filter", st))
-		}
-		f.Statuses = append(f.Statuses, hs)
-	}
-	for i, k := range req.GetKinds() {
-		sk, ok := feedKinds[k]
-		if !ok {
-			return grpcerr.InvalidArgument(fmt.Sprintf("kinds[%d]", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("kind %v is not a valid filter", k))
-		}
-		f.Kinds = append(f.Kinds, sk)
+	f, err := watchFilter(req, sc)
+	if err != nil {
+		return err
 	}
 	var cur feed.Cursor
 	if c := req.GetCursor(); c != "" {
@@ -98,13 +152,20 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 	}
 	wake, unsubscribe := feedWake(s.store)
 	defer unsubscribe()
+	out := newWatchSender(stream, s.watchSendTimeout)
+	defer out.close()
+	defer func() {
+		if grpcerr.Reason(err) == grpcerr.ReasonWatchFellBehind {
+			s.log.WarnContext(ctx, "watch fell behind; stream ended", "client_id", sc.ClientID, "cursor", out.queued, "timeout", s.watchSendTimeout)
+		}
+	}()
 	if req.GetCursor() == "" && !req.GetFromOldest() {
 		var err error
 		if cur, err = s.feed.Head(ctx); err != nil {
 			return s.storeErr(err, "", "")
 		}
 	}
-	if err := stream.Send(&ironlinkv1.WatchFleetResponse{Cursor: cur.String()}); err != nil {
+	if err := out.send(&ironlinkv1.WatchFleetResponse{Cursor: cur.String()}); err != nil {
 		return err
 	}
 	lastSent := time.Now()
@@ -128,13 +189,17 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 			return s.storeErr(err, "", "")
 		}
 		for _, ev := range evs {
-			if err := stream.Send(&ironlinkv1.WatchFleetResponse{Cursor: ev.Cursor.String(), Event: eventToProto(ev)}); err != nil {
+			m := &ironlinkv1.WatchFleetResponse{Cursor: ev.Cursor.String(), Event: eventToProto(ev)}
+			if more { // more already readable after this page: the stream is behind
+				m.Behind = durationpb.New(max(time.Since(ev.At), 0))
+			}
+			if err := out.send(m); err != nil {
 				return err
 			}
 			lastSent = time.Now()
 		}
 		if len(evs) == 0 && time.Since(lastSent) >= WatchProgressEvery {
-			if err := stream.Send(&ironlinkv1.WatchFleetResponse{Cursor: next.String()}); err != nil {
+			if err := out.send(&ironlinkv1.WatchFleetResponse{Cursor: next.String()}); err != nil {
 				return err
 			}
 			lastSent = time.Now()
@@ -150,6 +215,28 @@ func (s *Server) WatchFleet(req *ironlinkv1.WatchFleetRequest, stream ironlinkv1
 		case <-poll.C:
 		}
 	}
+}
+
+// watchFilter is the feed filter of a WatchFleet request for a caller of
+// scope sc, or InvalidArgument naming a status or kind that is not a
+// valid filter.
+func watchFilter(req *ironlinkv1.WatchFleetRequest, sc siteScope) (feed.Filter, error) {
+	f := feed.Filter{Site: req.GetSite(), Sites: sc.Sites}
+	for i, st := range req.GetStatuses() {
+		hs, ok := statusFromProto(st)
+		if !ok {
+			return f, grpcerr.InvalidArgument(fmt.Sprintf("statuses[%d]", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("status %v is not a valid filter", st))
+		}
+		f.Statuses = append(f.Statuses, hs)
+	}
+	for i, k := range req.GetKinds() {
+		sk, ok := feedKinds[k]
+		if !ok {
+			return f, grpcerr.InvalidArgument(fmt.Sprintf("kinds[%d]", i), grpcerr.ReasonInvalidValue, fmt.Sprintf("kind %v is not a valid filter", k))
+		}
+		f.Kinds = append(f.Kinds, sk)
+	}
+	return f, nil
 }
 
 // feedKinds maps the kinds a WatchFleetRequest may filter on to the store's.

@@ -105,6 +105,11 @@ const (
 	// ReasonMessageTooLarge: a request is larger than its service allows
 	// (ResourceExhausted; hub/admission's per-service limits).
 	ReasonMessageTooLarge = rpcstatus.ReasonMessageTooLarge
+	// ReasonWatchFellBehind: a WatchFleet stream ended because its consumer
+	// took no message for the hub's --watch-send-timeout
+	// (ResourceExhausted; ErrorInfo metadata "cursor" is the cursor to
+	// resume from).
+	ReasonWatchFellBehind = "WATCH_FELL_BEHIND"
 	// ReasonHandoffClosed: CloseHandoff of a repair handoff that is closed
 	// already (FailedPrecondition).
 	ReasonHandoffClosed = "HANDOFF_CLOSED"

@@ -50,6 +50,17 @@ func TooManyStreams(client string, n int) error {
 		fmt.Sprintf("client %s already holds %d streams open, its limit; close one and retry", client, n))
 }
 
+// WatchFellBehind is the ResourceExhausted (ReasonWatchFellBehind) that
+// ends a WatchFleet stream whose consumer took no message for waited (the
+// hub's --watch-send-timeout): ErrorInfo metadata "cursor" is cursor, that
+// of the last message the consumer gets before this status, to resume
+// from with no gap (empty when none was sent).
+func WatchFellBehind(cursor string, waited time.Duration) error {
+	return build(codes.ResourceExhausted,
+		fmt.Sprintf("this watch fell behind: the hub could not send it a change for %s (the consumer is not reading); resume with cursor %q", waited, cursor),
+		&errdetails.ErrorInfo{Reason: ReasonWatchFellBehind, Domain: Domain, Metadata: map[string]string{"cursor": cursor}})
+}
+
 // TokenCheckUnavailable is the Unavailable (ReasonDatabaseUnavailable,
 // RetryInfo RetryDelay) of a call whose bearer token could not be checked
 // because the replay check in PostgreSQL failed.

@@ -2,7 +2,8 @@
 // Interval, and within Coalesce of a wake-up (Evaluator.Wake: the hub
 // calls it on store.PolicyNotifyChannel, sent when any replica commits a
 // device entering FAULTED or MAINTENANCE), on exactly one replica at a time
-// (a PostgreSQL session advisory lock), it reads the devices in FAULTED or MAINTENANCE with their
+// (a PostgreSQL advisory lock held in an open transaction, its writes
+// fenced by an epoch), it reads the devices in FAULTED or MAINTENANCE with their
 // triggering status change (store.PolicyCandidates), applies the pure
 // decision of hub/policy and records it with store.RecordPolicyDecision
 // (one decision per device and triggering change: a quarantine is a
@@ -13,9 +14,12 @@ package policyrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/status"
@@ -23,8 +27,8 @@ import (
 	"github.com/ironlink/ironlink/internal/logkey"
 )
 
-// LockKey is the PostgreSQL advisory lock (pg_try_advisory_lock) whose
-// holder is the one evaluator of the fleet.
+// LockKey is the PostgreSQL advisory lock (pg_try_advisory_xact_lock, in
+// a transaction kept open) whose holder is the one evaluator of the fleet.
 const LockKey int64 = 0x69726f6e706f6c // "ironpol"
 
 // DefaultInterval is how often the evaluator runs without a wake-up
@@ -145,16 +149,48 @@ func (e *Evaluator) Run(ctx context.Context) error {
 	}
 }
 
+// KeepaliveEvery is how often the lock's transaction runs a statement
+// while this replica leads: well under the hub sessions'
+// idle_in_transaction_session_timeout (internal/pgprimary, 10 s), which
+// thus ends only a stopped replica's lock.
+const KeepaliveEvery = time.Second
+
 // lead takes the lock (returns nil at once when another replica holds it)
-// and evaluates until ctx ends or the lock connection fails.
+// and evaluates until ctx ends or the lock's session fails.
+//
+// The lock is transaction-level (pg_try_advisory_xact_lock) inside a
+// transaction kept open on its own connection, a statement every
+// KeepaliveEvery: a replica stopped (SIGSTOP) or cut off leaves that
+// transaction idle, PostgreSQL ends it after
+// idle_in_transaction_session_timeout and the lock is free for another
+// replica (a session-level lock would stay with the stopped one). Taking
+// the lead bumps the fencing epoch (Store.TakePolicyLead) and every pass
+// writes under it (store.WithPolicyFence): a replica that resumes after
+// losing the lead has its writes refused (store.ErrPolicyFenced) before
+// its keepalive notices.
 func (e *Evaluator) lead(ctx context.Context, tick <-chan time.Time) error {
 	conn, err := e.st.Pool().Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire lock connection: %w", err)
 	}
-	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, LockKey).Scan(&got); err != nil {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
 		conn.Release()
+		return fmt.Errorf("begin policy lock transaction: %w", err)
+	}
+	// release ends the transaction (and the lock with it), or drops the
+	// connection so the session ends.
+	release := func() {
+		ctx2, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := tx.Rollback(ctx2); err != nil {
+			_ = conn.Conn().Close(ctx2)
+		}
+		conn.Release()
+	}
+	var got bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, LockKey).Scan(&got); err != nil {
+		release()
 		return fmt.Errorf("try policy lock: %w", err)
 	}
 	if e.dbDown {
@@ -162,42 +198,78 @@ func (e *Evaluator) lead(ctx context.Context, tick <-chan time.Time) error {
 		e.log.Info("policy evaluator reaches the database again")
 	}
 	if !got {
-		conn.Release()
+		release()
 		return nil
 	}
-	e.log.Info("policy evaluator leading", logkey.Replica, e.cfg.Replica, "interval", e.cfg.Interval)
+	epoch, err := e.st.TakePolicyLead(ctx, e.cfg.Replica)
+	if err != nil {
+		release()
+		return err
+	}
+	e.log.Info("policy evaluator leading", logkey.Replica, e.cfg.Replica, "interval", e.cfg.Interval, "epoch", epoch)
 	if e.cfg.Hooks.Leading != nil {
 		e.cfg.Hooks.Leading(true)
 	}
+	lctx, cancel := context.WithCancel(ctx)
+	var keptErr error // keepLock's, once kept is closed
+	kept := make(chan struct{})
+	go func() { keptErr = keepLock(lctx, tx); cancel(); close(kept) }()
 	defer func() {
+		cancel()
+		<-kept
 		if e.cfg.Hooks.Leading != nil {
 			e.cfg.Hooks.Leading(false)
 		}
-		ctx2, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		// Unlock, or drop the connection so the session (and its lock) ends.
-		if _, err := conn.Exec(ctx2, `SELECT pg_advisory_unlock($1)`, LockKey); err != nil {
-			_ = conn.Conn().Close(ctx2)
-		}
-		conn.Release()
+		release()
 	}()
+	fenced := store.WithPolicyFence(lctx, epoch)
 	for full := true; ; {
-		if _, err := e.pass(ctx, full); err != nil && ctx.Err() == nil {
+		if _, err := e.pass(fenced, full); err != nil && lctx.Err() == nil {
+			if errors.Is(err, store.ErrPolicyFenced) {
+				e.log.Warn("policy pass refused: another replica took the lead", logkey.Err, err)
+				return err
+			}
 			e.log.Error("policy pass failed", logkey.Err, err)
 		}
 		select {
-		case <-ctx.Done():
-			return nil
+		case <-lctx.Done():
+			if ctx.Err() != nil {
+				return nil
+			}
+			<-kept
+			return keptErr
 		case <-tick:
 			full = true
 		case <-e.wake:
-			if !e.coalesce(ctx) {
-				return nil
+			if !e.coalesce(lctx) {
+				if ctx.Err() != nil {
+					return nil
+				}
+				<-kept
+				return keptErr
 			}
 			full = false
 		}
-		if err := conn.Ping(ctx); err != nil {
-			return err
+	}
+}
+
+// keepLock runs a statement on the lock's transaction every
+// KeepaliveEvery until ctx ends (nil) or the statement fails (the
+// session ended: the lock is gone).
+func keepLock(ctx context.Context, tx pgx.Tx) error {
+	t := time.NewTicker(KeepaliveEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("policy lock session: %w", err)
 		}
 	}
 }

@@ -22,4 +22,7 @@ type Store interface {
 	RearmDomain(ctx context.Context, site, label, value string) (bool, error)
 	// Pool: see store.Store.Pool (the session holding LockKey).
 	Pool() *pgxpool.Pool
+	// TakePolicyLead bumps the leadership epoch that fences the passes'
+	// writes (store.WithPolicyFence); see store.Store.TakePolicyLead.
+	TakePolicyLead(ctx context.Context, replica string) (int64, error)
 }

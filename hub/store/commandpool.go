@@ -60,11 +60,17 @@ func (s *Store) CommandPool() *pgxpool.Pool { return s.commandPool() }
 
 // inTxOn runs fn in a transaction on pool, retrying it (up to 3 attempts in
 // all) when PostgreSQL aborts it as a deadlock victim (40P01) or a
-// serialization failure (40001); fn must be safe to run again.
+// serialization failure (40001); fn must be safe to run again. With a
+// policy fence in ctx (WithPolicyFence) the transaction checks it first.
 func (s *Store) inTxOn(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
 	var err error
 	for attempt := 1; attempt <= 3; attempt++ {
-		err = pgx.BeginFunc(ctx, pool, fn)
+		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if err := checkPolicyFence(ctx, tx); err != nil {
+				return err
+			}
+			return fn(tx)
+		})
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || (pgErr.Code != "40P01" && pgErr.Code != "40001") {
 			return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/internal/condition"
@@ -403,8 +404,12 @@ func nullTime(t time.Time) any {
 // RearmGuard clears the tripped state of site's guard; it reports whether
 // the guard was tripped.
 func (s *Store) RearmGuard(ctx context.Context, site string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE policy_site_state SET guard_tripped_since = NULL, guard_tripped_rule = '',
+	var tag pgconn.CommandTag
+	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+		tag, err = tx.Exec(ctx, `UPDATE policy_site_state SET guard_tripped_since = NULL, guard_tripped_rule = '',
 		guard_tripped_detail = '', updated_at = now() WHERE site = $1 AND guard_tripped_since IS NOT NULL`, site)
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("re-arm guard of site %q: %w", site, err)
 	}
@@ -416,13 +421,17 @@ func (s *Store) RearmGuard(ctx context.Context, site string) (bool, error) {
 // FAULTED, MAINTENANCE or UNREACHABLE (an unreachable site keeps its
 // actions). It returns the number expired.
 func (s *Store) ExpirePendingActions(ctx context.Context) (int, error) {
-	tag, err := s.pool.Exec(ctx, `
+	var tag pgconn.CommandTag
+	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+		tag, err = tx.Exec(ctx, `
 		UPDATE policy_pending_actions p SET state = 'EXPIRED', resolved_at = now(), resolved_by = 'policy',
 			resolution_reason = CASE WHEN d.removed THEN 'device removed'
 				WHEN d.desired_impairment = 'QUARANTINED' THEN 'quarantined meanwhile'
 				ELSE 'cause cleared: status ' || d.status END
 		FROM devices d WHERE d.id = p.device_id AND p.state = 'PENDING'
 			AND (d.removed OR d.desired_impairment = 'QUARANTINED' OR d.status NOT IN ('FAULTED', 'MAINTENANCE', 'UNREACHABLE'))`)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("expire pending actions: %w", err)
 	}

@@ -30,7 +30,9 @@ type Config struct {
 	PollInterval time.Duration
 	// PollTimeout bounds one poll (default: the poll interval).
 	PollTimeout time.Duration
-	// CommandTimeout bounds applying one command (default 2 min).
+	// CommandTimeout bounds applying one command, and each desired state a
+	// resync re-applies (default DefaultCommandTimeout; --command-timeout):
+	// past it the command fails with the context's deadline as its error.
 	CommandTimeout time.Duration
 	// Conditions configures the node → condition mapping.
 	Conditions conditions.Config
@@ -92,6 +94,10 @@ type Observer interface {
 const (
 	DefaultPollInterval  = time.Minute
 	DefaultSweepInterval = 5 * time.Minute
+	// DefaultCommandTimeout bounds applying one command (its Ironic and
+	// Placement writes, retries included) when Config.CommandTimeout is 0
+	// (--command-timeout).
+	DefaultCommandTimeout = 2 * time.Minute
 )
 
 // DefaultDesiredStatesWait is the DesiredStatesWait of a satellite with a
@@ -313,7 +319,7 @@ func New(cfg Config, cl Clients, outbox *link.Outbox, site *link.SiteState, log 
 		cfg.PollTimeout = cfg.PollInterval
 	}
 	if cfg.CommandTimeout <= 0 {
-		cfg.CommandTimeout = 2 * time.Minute
+		cfg.CommandTimeout = DefaultCommandTimeout
 	}
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = DefaultSweepInterval

@@ -145,6 +145,7 @@ func (o Options) Validate() (Config, error) {
 	fill(&c.Agent.PollInterval, d.Agent.PollInterval)
 	fill(&c.Agent.SweepInterval, d.Agent.SweepInterval)
 	fill(&c.Agent.HardwareReadsPerPoll, d.Agent.HardwareReadsPerPoll)
+	fill(&c.Agent.CommandTimeout, d.Agent.CommandTimeout)
 	fill(&c.AuthBackoff, d.AuthBackoff)
 	fill(&c.Link.HeartbeatInterval, d.Link.HeartbeatInterval)
 	fill(&c.Link.KeepaliveTime, d.Link.KeepaliveTime)
@@ -182,6 +183,9 @@ func (o Options) Validate() (Config, error) {
 	if c.Health.Wait < 0 {
 		errs = append(errs, fmt.Errorf("--health-wait %s (IRONLINK_HEALTH_WAIT) is negative", c.Health.Wait))
 	}
+	if c.Agent.CommandTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("--command-timeout %s (IRONLINK_COMMAND_TIMEOUT) is below 1s", c.Agent.CommandTimeout))
+	}
 	if c.Agent.PollInterval < time.Second {
 		errs = append(errs, fmt.Errorf("poll interval %s is below 1s", c.Agent.PollInterval))
 	}
@@ -209,7 +213,7 @@ func Defaults() Options {
 		HubAddr:     "localhost:7070",
 		AuthBackoff: 30 * time.Second,
 		Agent: agent.Config{PollInterval: agent.DefaultPollInterval, SweepInterval: agent.DefaultSweepInterval,
-			HardwareReadsPerPoll: agent.DefaultHardwareReadsPerPoll},
+			HardwareReadsPerPoll: agent.DefaultHardwareReadsPerPoll, CommandTimeout: agent.DefaultCommandTimeout},
 		Link: link.Config{
 			HeartbeatInterval: link.DefaultHeartbeatInterval,
 			KeepaliveTime:     link.DefaultKeepaliveTime,

@@ -3,6 +3,10 @@ package faults
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,8 +40,13 @@ func TestFrozenReplica(t *testing.T) { repeat(t, scenarioFrozenReplica) }
 
 func scenarioFrozenReplica(t *testing.T) {
 	db, pool := newDatabase(t)
-	a := startHub(t, db, "hub-a", "--log-level", "info")
-	b := startHub(t, db, "hub-b", "--log-level", "info")
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, []byte(failoverPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startHub(t, db, "hub-a", "--log-level", "info", "--policy-file", policy, "--policy-interval", "1s")
+	leading(t, a, 1, 10*time.Second) // started first, hub-a evaluates the policy
+	b := startHub(t, db, "hub-b", "--log-level", "info", "--policy-file", policy, "--policy-interval", "1s")
 	lb := newProxy(t, a.Addr) // every link starts on hub-a
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 2 * time.Second, Timeout: 2 * time.Second, PermitWithoutStream: true})}
@@ -63,6 +72,20 @@ func scenarioFrozenReplica(t *testing.T) {
 	t.Cleanup(cont)
 	frozen := time.Now()
 	t.Logf("hub-a stopped (SIGSTOP) with %d group transaction(s) in flight", n)
+	// The evaluator's lock is held in a transaction that PostgreSQL ends
+	// after idle_in_transaction_session_timeout (10 s): hub-b must take
+	// the lead within that plus two policy intervals and slack (a loaded machine).
+	leadBound := 10*time.Second + 2*time.Second + 8*time.Second
+	if err := harness.Within(leadBound, func() error {
+		if v := evaluatorLeading(b); v != 1 {
+			return errorf("hub-b's ironlink_policy_evaluator_leading is %d %s after the freeze", v, time.Since(frozen).Round(100*time.Millisecond))
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("%v: the frozen replica kept the policy evaluator's lead", err)
+	} else {
+		t.Logf("hub-b leads the policy evaluator %s after the freeze (bound %s)", time.Since(frozen).Round(100*time.Millisecond), leadBound)
+	}
 	if err := harness.Within(frozenFor, func() error {
 		if m := sitesOn(pool, "hub-b"); m != len(sats) {
 			return errorf("%d of %d sites on hub-b %s after the freeze", m, len(sats), time.Since(frozen).Round(100*time.Millisecond))
@@ -86,6 +109,24 @@ func scenarioFrozenReplica(t *testing.T) {
 		t.Errorf("%d of %d sites on hub-b after hub-a continued: the continued replica took links back", m, len(sats))
 	}
 	verifyGroup(t, pool, sats)
+	// The continued replica's evaluator lost its lock (its transaction was
+	// ended) and is fenced: it leads no more, the epoch is hub-b's, and
+	// no decision of hub-a is recorded after it was stopped.
+	leading(t, a, 0, 10*time.Second)
+	if v := evaluatorLeading(b); v != 1 {
+		t.Errorf("hub-b's ironlink_policy_evaluator_leading is %d after hub-a continued, want 1", v)
+	}
+	var holder string
+	var epoch, stale int64
+	if err := pool.QueryRow(context.Background(), `SELECT holder, epoch, (SELECT count(*) FROM policy_decisions WHERE replica = 'hub-a' AND decided_at > $1)
+		FROM policy_leader`, frozen).Scan(&holder, &epoch, &stale); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("policy lead: %s at epoch %d; decisions recorded by hub-a after its freeze: %d; hub-a's evaluator after SIGCONT: %d lock-lost, %d fenced log lines",
+		holder, epoch, stale, strings.Count(a.Output()[logFrom:], "policy evaluator lost its lock connection"), strings.Count(a.Output()[logFrom:], "policy pass refused"))
+	if holder != "hub-b" || stale != 0 {
+		t.Errorf("policy lead %s (epoch %d), %d decisions by hub-a after its freeze: want hub-b and none", holder, epoch, stale)
+	}
 	var after []string
 	for _, l := range strings.Split(a.Output()[logFrom:], "\n") {
 		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "link ") {
@@ -108,4 +149,25 @@ func waitingSessions(pool *pgxpool.Pool) []string {
 		return []string{err.Error()}
 	}
 	return out
+}
+
+// evaluatorLeading is h's ironlink_policy_evaluator_leading (-1 when its
+// /metrics cannot be read or lacks it).
+func evaluatorLeading(h *harness.Hub) int {
+	r, err := http.Get("http://" + h.AdminAddr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	prefix := "ironlink_policy_evaluator_leading{replica=\"" + h.Replica + "\"} "
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, prefix); ok {
+			if v == "1" {
+				return 1
+			}
+			return 0
+		}
+	}
+	return -1
 }

@@ -12,7 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/test/faults/satsim"
 	"github.com/ironlink/ironlink/test/harness"
 )
@@ -189,4 +196,136 @@ func firstDifference(a, b []string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestStalledWatchIsToldItFellBehind: a WatchFleet consumer that stops
+// reading while ten scripted sites churn, against a hub with
+// --watch-send-timeout 2s, is told it fell behind: after the messages the
+// hub had queued its stream ends with ResourceExhausted WATCH_FELL_BEHIND,
+// whose "cursor" is the last cursor it received, and the hub logs the end
+// once. Resumed from that cursor it gets exactly what an unbroken
+// consumer from the same start got: no gap, no repeat, its first changes
+// marked behind (WatchFleetResponse.behind) by at least 5 s. The client's
+// window is fixed at 64 KiB (no BDP growth) so the stall fills it.
+func TestStalledWatchIsToldItFellBehind(t *testing.T) { repeat(t, scenarioStalledWatch) }
+
+func scenarioStalledWatch(t *testing.T) {
+	db, pool := newDatabase(t)
+	hub := startHub(t, db, "hub-a", "--log-level", "info", "--watch-send-timeout", "2s")
+	fc := harness.Fleet(t, hub.Addr)
+	cc, err := grpc.NewClient(hub.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithInitialWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	stalled := ironlinkv1.NewFleetServiceClient(cc)
+	sats := make([]*satsim.Sat, 10)
+	for i := range sats {
+		sats[i] = satsim.New(satsim.Config{Site: fmt.Sprintf("stallfeed-%02d", i), Addr: hub.Addr, Devices: 200, DevicesPerBatch: 50, Window: 4})
+	}
+	runSats(t, sats...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hctx, hcancel := context.WithCancel(ctx)
+	head, err := fc.WatchFleet(hctx, &ironlinkv1.WatchFleetRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := head.Recv()
+	hcancel() // only its starting cursor is wanted: not read further, it would fall behind too
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := first.GetCursor()
+	st, err := stalled.WatchFleet(ctx, &ironlinkv1.WatchFleetRequest{Cursor: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sats {
+		s.Produce(true)
+	}
+	flowing(t, pool, nil, sats...)
+	time.Sleep(8 * time.Second) // not reading: the window fills, the hub's send waits past 2 s
+	stalledFor := time.Now()
+	var got []string
+	last := start
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			t.Logf("the stalled watch read %d events after its stall, then: %v (%s after it read again)", len(got), err, time.Since(stalledFor).Round(time.Millisecond))
+			if status.Code(err) != codes.ResourceExhausted || grpcerr.Reason(err) != grpcerr.ReasonWatchFellBehind {
+				t.Fatalf("the stalled watch ended with %v, want ResourceExhausted %s", err, grpcerr.ReasonWatchFellBehind)
+			}
+			if c := behindCursor(err); c != last {
+				t.Errorf("WATCH_FELL_BEHIND names cursor %q; the last message received had %q", c, last)
+			}
+			if !strings.Contains(status.Convert(err).Message(), last) {
+				t.Errorf("the message %q does not name the cursor %s", status.Convert(err).Message(), last)
+			}
+			break
+		}
+		if m.GetEvent() != nil {
+			got = append(got, feedKey(m))
+		}
+		last = m.GetCursor()
+	}
+	if len(got) == 0 {
+		t.Fatal("the stalled watch got no event before it was ended")
+	}
+	resumed := follow(ctx, t, fc, last)
+	ref := follow(ctx, t, fc, start)
+	for _, s := range sats {
+		s.Produce(false)
+	}
+	harness.Eventually(t, 60*time.Second, func() error {
+		r, rl := ref.snapshot()
+		m, ml := resumed.snapshot()
+		if len(r) == 0 || time.Since(rl) < 3*time.Second || time.Since(ml) < 3*time.Second {
+			return errorf("resumed watcher has %d+%d events, the unbroken one %d: still reading", len(got), len(m), len(r))
+		}
+		return nil
+	})
+	m, _ := resumed.snapshot()
+	r, _ := ref.snapshot()
+	before := len(got)
+	for _, e := range m {
+		got = append(got, feedKey(e))
+	}
+	var want []string
+	for _, e := range r {
+		want = append(want, feedKey(e))
+	}
+	t.Logf("stalled watch: %d events before it was told it fell behind, %d after resuming; the unbroken watch %d", before, len(m), len(r))
+	// Resumed behind a backlog, the first changes say how far behind.
+	var lagging int
+	var most time.Duration
+	for _, e := range m {
+		if b := e.GetBehind(); b != nil {
+			lagging++
+			most = max(most, b.AsDuration())
+		}
+	}
+	t.Logf("resumed watch: %d of %d changes marked behind, by up to %s", lagging, len(m), most.Round(time.Millisecond))
+	if most < 5*time.Second {
+		t.Errorf("the resumed watch's changes are marked behind by at most %s, want at least 5 s (it resumed after an 8 s stall)", most)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the resumed feed differs from an unbroken one: %d events against %d; first difference at %d", len(got), len(want), firstDifference(got, want))
+	}
+	if n := hub.Count("watch fell behind; stream ended"); n != 1 {
+		t.Errorf("the hub logged %d ends of a watch that fell behind, want 1", n)
+	}
+}
+
+// behindCursor is the "cursor" of a WATCH_FELL_BEHIND status's ErrorInfo.
+func behindCursor(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok {
+			return ei.GetMetadata()["cursor"]
+		}
+	}
+	return ""
 }

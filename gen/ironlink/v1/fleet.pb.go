@@ -9,6 +9,7 @@ package ironlinkv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -2531,7 +2532,17 @@ type WatchFleetResponse struct {
 	// The change; unset on a progress mark: the first message of a stream,
 	// and one after every 5 s without another message (a keep-alive that
 	// also moves the cursor past changes the filters skipped).
-	Event         *FleetEvent `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	Event *FleetEvent `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	// Set on a change sent while the stream is behind the feed: the hub's
+	// read of the feed that returned it (a page of at most 500 matching
+	// changes) left more changes already readable (the consumer takes
+	// changes slower than they come, or is catching up from an old cursor).
+	// Its value is how long ago this change was recorded (the time of
+	// sending − event_time): the consumer's lag. Unset otherwise. A consumer that
+	// takes no message for the hub's --watch-send-timeout is ended
+	// instead (ResourceExhausted WATCH_FELL_BEHIND, ErrorInfo metadata
+	// "cursor").
+	Behind        *durationpb.Duration `protobuf:"bytes,520,opt,name=behind,proto3" json:"behind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2576,6 +2587,13 @@ func (x *WatchFleetResponse) GetCursor() string {
 func (x *WatchFleetResponse) GetEvent() *FleetEvent {
 	if x != nil {
 		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchFleetResponse) GetBehind() *durationpb.Duration {
+	if x != nil {
+		return x.Behind
 	}
 	return nil
 }
@@ -3803,7 +3821,7 @@ var File_ironlink_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\x1a\x1cironlink/v1/operations.proto\x1a\x18ironlink/v1/policy.proto\x1a\x1dironlink/v1/remediation.proto\x1a\x1cironlink/v1/validation.proto\"\xc1\n" +
+	"\x17ironlink/v1/fleet.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cironlink/v1/conditions.proto\x1a\x16ironlink/v1/link.proto\x1a\x1cironlink/v1/operations.proto\x1a\x18ironlink/v1/policy.proto\x1a\x1dironlink/v1/remediation.proto\x1a\x1cironlink/v1/validation.proto\"\xc1\n" +
 	"\n" +
 	"\x06Device\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
@@ -4014,10 +4032,11 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x06cursor\x18\x03 \x01(\tR\x06cursor\x121\n" +
 	"\x05kinds\x18\x04 \x03(\x0e2\x1b.ironlink.v1.FleetEventKindR\x05kinds\x12\x1f\n" +
 	"\vfrom_oldest\x18\x05 \x01(\bR\n" +
-	"fromOldest\"[\n" +
+	"fromOldest\"\x8f\x01\n" +
 	"\x12WatchFleetResponse\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12-\n" +
-	"\x05event\x18\x02 \x01(\v2\x17.ironlink.v1.FleetEventR\x05event\"\xf8\x04\n" +
+	"\x05event\x18\x02 \x01(\v2\x17.ironlink.v1.FleetEventR\x05event\x122\n" +
+	"\x06behind\x18\x88\x04 \x01(\v2\x19.google.protobuf.DurationR\x06behind\"\xf8\x04\n" +
 	"\n" +
 	"FleetEvent\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.ironlink.v1.FleetEventKindR\x04kind\x129\n" +
@@ -4234,12 +4253,13 @@ var file_ironlink_v1_fleet_proto_goTypes = []any{
 	(*Operation)(nil),                // 52: ironlink.v1.Operation
 	(*HardwareState)(nil),            // 53: ironlink.v1.HardwareState
 	(*ValidationRun)(nil),            // 54: ironlink.v1.ValidationRun
-	(*RemediationEvent)(nil),         // 55: ironlink.v1.RemediationEvent
-	(*ValidationEvent)(nil),          // 56: ironlink.v1.ValidationEvent
-	(OperationState)(0),              // 57: ironlink.v1.OperationState
-	(*PolicyDecision)(nil),           // 58: ironlink.v1.PolicyDecision
-	(*PendingAction)(nil),            // 59: ironlink.v1.PendingAction
-	(PendingActionState)(0),          // 60: ironlink.v1.PendingActionState
+	(*durationpb.Duration)(nil),      // 55: google.protobuf.Duration
+	(*RemediationEvent)(nil),         // 56: ironlink.v1.RemediationEvent
+	(*ValidationEvent)(nil),          // 57: ironlink.v1.ValidationEvent
+	(OperationState)(0),              // 58: ironlink.v1.OperationState
+	(*PolicyDecision)(nil),           // 59: ironlink.v1.PolicyDecision
+	(*PendingAction)(nil),            // 60: ironlink.v1.PendingAction
+	(PendingActionState)(0),          // 61: ironlink.v1.PendingActionState
 }
 var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	0,  // 0: ironlink.v1.Device.status:type_name -> ironlink.v1.OperationalStatus
@@ -4304,57 +4324,58 @@ var file_ironlink_v1_fleet_proto_depIdxs = []int32{
 	0,  // 59: ironlink.v1.WatchFleetRequest.statuses:type_name -> ironlink.v1.OperationalStatus
 	5,  // 60: ironlink.v1.WatchFleetRequest.kinds:type_name -> ironlink.v1.FleetEventKind
 	25, // 61: ironlink.v1.WatchFleetResponse.event:type_name -> ironlink.v1.FleetEvent
-	5,  // 62: ironlink.v1.FleetEvent.kind:type_name -> ironlink.v1.FleetEventKind
-	45, // 63: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
-	26, // 64: ironlink.v1.FleetEvent.device_status:type_name -> ironlink.v1.DeviceStatusEvent
-	27, // 65: ironlink.v1.FleetEvent.command_state:type_name -> ironlink.v1.CommandStateEvent
-	28, // 66: ironlink.v1.FleetEvent.operation_state:type_name -> ironlink.v1.OperationStateEvent
-	29, // 67: ironlink.v1.FleetEvent.policy_decision:type_name -> ironlink.v1.PolicyDecisionEvent
-	30, // 68: ironlink.v1.FleetEvent.pending_action:type_name -> ironlink.v1.PendingActionEvent
-	55, // 69: ironlink.v1.FleetEvent.remediation:type_name -> ironlink.v1.RemediationEvent
-	56, // 70: ironlink.v1.FleetEvent.validation:type_name -> ironlink.v1.ValidationEvent
-	0,  // 71: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
-	0,  // 72: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
-	13, // 73: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
-	3,  // 74: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
-	52, // 75: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
-	57, // 76: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
-	58, // 77: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
-	59, // 78: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
-	60, // 79: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
-	13, // 80: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	13, // 81: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
-	10, // 82: ironlink.v1.ReleaseDeviceResponse.plan:type_name -> ironlink.v1.ReleasePlan
-	13, // 83: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	3,  // 84: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
-	13, // 85: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
-	13, // 86: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
-	14, // 87: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
-	15, // 88: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
-	17, // 89: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
-	31, // 90: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
-	33, // 91: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
-	11, // 92: ironlink.v1.FleetService.OfferDevice:input_type -> ironlink.v1.OfferDeviceRequest
-	35, // 93: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
-	37, // 94: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
-	41, // 95: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
-	39, // 96: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
-	23, // 97: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
-	16, // 98: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
-	18, // 99: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
-	32, // 100: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
-	34, // 101: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
-	12, // 102: ironlink.v1.FleetService.OfferDevice:output_type -> ironlink.v1.OfferDeviceResponse
-	36, // 103: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
-	38, // 104: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
-	42, // 105: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
-	40, // 106: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
-	24, // 107: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
-	98, // [98:108] is the sub-list for method output_type
-	88, // [88:98] is the sub-list for method input_type
-	88, // [88:88] is the sub-list for extension type_name
-	88, // [88:88] is the sub-list for extension extendee
-	0,  // [0:88] is the sub-list for field type_name
+	55, // 62: ironlink.v1.WatchFleetResponse.behind:type_name -> google.protobuf.Duration
+	5,  // 63: ironlink.v1.FleetEvent.kind:type_name -> ironlink.v1.FleetEventKind
+	45, // 64: ironlink.v1.FleetEvent.event_time:type_name -> google.protobuf.Timestamp
+	26, // 65: ironlink.v1.FleetEvent.device_status:type_name -> ironlink.v1.DeviceStatusEvent
+	27, // 66: ironlink.v1.FleetEvent.command_state:type_name -> ironlink.v1.CommandStateEvent
+	28, // 67: ironlink.v1.FleetEvent.operation_state:type_name -> ironlink.v1.OperationStateEvent
+	29, // 68: ironlink.v1.FleetEvent.policy_decision:type_name -> ironlink.v1.PolicyDecisionEvent
+	30, // 69: ironlink.v1.FleetEvent.pending_action:type_name -> ironlink.v1.PendingActionEvent
+	56, // 70: ironlink.v1.FleetEvent.remediation:type_name -> ironlink.v1.RemediationEvent
+	57, // 71: ironlink.v1.FleetEvent.validation:type_name -> ironlink.v1.ValidationEvent
+	0,  // 72: ironlink.v1.DeviceStatusEvent.status:type_name -> ironlink.v1.OperationalStatus
+	0,  // 73: ironlink.v1.DeviceStatusEvent.previous_status:type_name -> ironlink.v1.OperationalStatus
+	13, // 74: ironlink.v1.CommandStateEvent.command:type_name -> ironlink.v1.OperatorCommand
+	3,  // 75: ironlink.v1.CommandStateEvent.previous_state:type_name -> ironlink.v1.CommandState
+	52, // 76: ironlink.v1.OperationStateEvent.operation:type_name -> ironlink.v1.Operation
+	58, // 77: ironlink.v1.OperationStateEvent.previous_state:type_name -> ironlink.v1.OperationState
+	59, // 78: ironlink.v1.PolicyDecisionEvent.decision:type_name -> ironlink.v1.PolicyDecision
+	60, // 79: ironlink.v1.PendingActionEvent.pending_action:type_name -> ironlink.v1.PendingAction
+	61, // 80: ironlink.v1.PendingActionEvent.previous_state:type_name -> ironlink.v1.PendingActionState
+	13, // 81: ironlink.v1.QuarantineDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	13, // 82: ironlink.v1.ReleaseDeviceResponse.command:type_name -> ironlink.v1.OperatorCommand
+	10, // 83: ironlink.v1.ReleaseDeviceResponse.plan:type_name -> ironlink.v1.ReleasePlan
+	13, // 84: ironlink.v1.GetCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	3,  // 85: ironlink.v1.ListCommandsRequest.states:type_name -> ironlink.v1.CommandState
+	13, // 86: ironlink.v1.ListCommandsResponse.commands:type_name -> ironlink.v1.OperatorCommand
+	13, // 87: ironlink.v1.RetryCommandResponse.command:type_name -> ironlink.v1.OperatorCommand
+	14, // 88: ironlink.v1.ListSitesResponse.sites:type_name -> ironlink.v1.Site
+	15, // 89: ironlink.v1.FleetService.ListDevices:input_type -> ironlink.v1.ListDevicesRequest
+	17, // 90: ironlink.v1.FleetService.GetDevice:input_type -> ironlink.v1.GetDeviceRequest
+	31, // 91: ironlink.v1.FleetService.QuarantineDevice:input_type -> ironlink.v1.QuarantineDeviceRequest
+	33, // 92: ironlink.v1.FleetService.ReleaseDevice:input_type -> ironlink.v1.ReleaseDeviceRequest
+	11, // 93: ironlink.v1.FleetService.OfferDevice:input_type -> ironlink.v1.OfferDeviceRequest
+	35, // 94: ironlink.v1.FleetService.GetCommand:input_type -> ironlink.v1.GetCommandRequest
+	37, // 95: ironlink.v1.FleetService.ListCommands:input_type -> ironlink.v1.ListCommandsRequest
+	41, // 96: ironlink.v1.FleetService.ListSites:input_type -> ironlink.v1.ListSitesRequest
+	39, // 97: ironlink.v1.FleetService.RetryCommand:input_type -> ironlink.v1.RetryCommandRequest
+	23, // 98: ironlink.v1.FleetService.WatchFleet:input_type -> ironlink.v1.WatchFleetRequest
+	16, // 99: ironlink.v1.FleetService.ListDevices:output_type -> ironlink.v1.ListDevicesResponse
+	18, // 100: ironlink.v1.FleetService.GetDevice:output_type -> ironlink.v1.GetDeviceResponse
+	32, // 101: ironlink.v1.FleetService.QuarantineDevice:output_type -> ironlink.v1.QuarantineDeviceResponse
+	34, // 102: ironlink.v1.FleetService.ReleaseDevice:output_type -> ironlink.v1.ReleaseDeviceResponse
+	12, // 103: ironlink.v1.FleetService.OfferDevice:output_type -> ironlink.v1.OfferDeviceResponse
+	36, // 104: ironlink.v1.FleetService.GetCommand:output_type -> ironlink.v1.GetCommandResponse
+	38, // 105: ironlink.v1.FleetService.ListCommands:output_type -> ironlink.v1.ListCommandsResponse
+	42, // 106: ironlink.v1.FleetService.ListSites:output_type -> ironlink.v1.ListSitesResponse
+	40, // 107: ironlink.v1.FleetService.RetryCommand:output_type -> ironlink.v1.RetryCommandResponse
+	24, // 108: ironlink.v1.FleetService.WatchFleet:output_type -> ironlink.v1.WatchFleetResponse
+	99, // [99:109] is the sub-list for method output_type
+	89, // [89:99] is the sub-list for method input_type
+	89, // [89:89] is the sub-list for extension type_name
+	89, // [89:89] is the sub-list for extension extendee
+	0,  // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_fleet_proto_init() }

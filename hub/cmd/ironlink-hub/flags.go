@@ -120,6 +120,8 @@ func bindOperatorFlags(f *cli.Flags, o *app.Options, def app.Options) {
 	f.Int(&o.Admission.MaxLinkMessageBytes, "max-link-message-bytes", "IRONLINK_HUB_MAX_LINK_MESSAGE_BYTES", def.Admission.MaxLinkMessageBytes, "largest LinkService message accepted (bytes); larger: ResourceExhausted")
 	f.Int(&o.Admission.MaxRequestBytes, "max-request-bytes", "IRONLINK_HUB_MAX_REQUEST_BYTES", def.Admission.MaxRequestBytes, "largest request of the operator services, health and reflection accepted (bytes); larger: ResourceExhausted")
 	f.Int(&o.Admission.MaxConcurrentStreams, "max-concurrent-streams", "IRONLINK_HUB_MAX_CONCURRENT_STREAMS", def.Admission.MaxConcurrentStreams, "streams one connection may hold open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)")
+	f.Duration(&o.WatchSendTimeout, "watch-send-timeout", "IRONLINK_HUB_WATCH_SEND_TIMEOUT", def.WatchSendTimeout,
+		"end a WatchFleet stream whose consumer has taken no message for this long (it fell behind) with ResourceExhausted WATCH_FELL_BEHIND naming the cursor to resume from")
 	f.Int(&o.Throttle.MaxStreams, "operator-max-streams", "IRONLINK_HUB_OPERATOR_MAX_STREAMS", def.Throttle.MaxStreams, "streams one operator client may hold open at once; 0: no cap")
 	f.String(&o.PolicyFile, "policy-file", "IRONLINK_HUB_POLICY_FILE", "",
 		"YAML quarantine policy (the chart values' `policy` key); reloaded on SIGHUP and on change; empty: automatic quarantine off")

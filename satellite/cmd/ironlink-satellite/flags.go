@@ -113,6 +113,7 @@ func bindPollFlags(f *cli.Flags, o *app.Options, def app.Options) {
 	f.Duration(&o.Agent.PollInterval, "poll-interval", "IRONLINK_POLL_INTERVAL", def.Agent.PollInterval, "interval between Ironic listings")
 	f.Duration(&o.Agent.SweepInterval, "sweep-interval", "IRONLINK_SWEEP_INTERVAL", def.Agent.SweepInterval, "how often assigned nodes are re-read one by one and Nova is compared with Ironic for orphaned instances")
 	f.Int(&o.Agent.HardwareReadsPerPoll, "hardware-reads-per-poll", "IRONLINK_HARDWARE_READS_PER_POLL", def.Agent.HardwareReadsPerPoll, "nodes whose inventory and BIOS settings one poll may read (a node is read on its first poll and when inspection_finished_at changes); -1 turns the reads off")
+	f.Duration(&o.Agent.CommandTimeout, "command-timeout", "IRONLINK_COMMAND_TIMEOUT", def.Agent.CommandTimeout, "how long applying one command (or one state a resync re-applies) to Ironic and Placement may take before it fails with a timeout (at least 1s)")
 	f.Duration(&o.Link.ResyncInterval, "resync-interval", "IRONLINK_RESYNC_INTERVAL", def.Link.ResyncInterval, "how often the desired quarantine/release state is re-applied to Ironic and Placement (also at every link start)")
 }
 
