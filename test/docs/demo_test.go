@@ -192,7 +192,7 @@ func TestDemoPrintedCommandsWork(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ironlink policy guard demo: %v\n%s", err, g)
 	}
-	if !regexp.MustCompile(`(?m)^demo +TRIPPED .*per rack at most 1 .* [0-9]+ of [0-9]+ new faults are in rack ` + rack[1] + `$`).Match(g) {
+	if !regexp.MustCompile(`(?m)^demo +armed; TRIPPED rack=` + rack[1] + ` .*per rack at most 1 .* [0-9]+ of [0-9]+ new faults are in rack ` + rack[1] + `$`).Match(g) {
 		t.Errorf("ironlink policy guard demo does not show the guard tripped with the common cause rack %s:\n%s", rack[1], g)
 	}
 	const marker = "@@ironlink-demo-step"
