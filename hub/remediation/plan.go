@@ -14,6 +14,7 @@ import (
 // the ladder's waiting column and shown by explain).
 const (
 	WaitMaxInFlight       = "MaxInFlight"
+	WaitDomainInFlight    = "MaxInFlightPerLabel"
 	WaitExcluded          = "ExcludedFromAutomation"
 	WaitMaintenanceWindow = "MaintenanceWindow"
 	WaitGuardTripped      = "GuardTripped"
@@ -32,12 +33,18 @@ type Safety struct {
 	Tripped bool
 	// InFlight counts the site's ladders with a step in flight now.
 	InFlight int
+	// DomainInFlight counts, per label key of the policy's
+	// remediation.perLabel that the device carries, the site's ladders
+	// with a step in flight on devices carrying the device's value.
+	DomainInFlight map[string]int
 }
 
 // Blocked says why a step of device d may not start now under policy p
 // ("" when it may): an exclusion, a maintenance window, a tripped guard,
-// an unreachable site, a customer instance, or K = p.Remediation.MaxInFlight
-// steps in flight at the site already. A pure function.
+// an unreachable site, a customer instance, K = p.Remediation.MaxInFlight
+// steps in flight at the site already, or a per-label limit of
+// p.Remediation.PerLabel reached in the device's failure domain (its value
+// of that label). A pure function.
 func Blocked(p policy.SitePolicy, d store.RemediationDevice, s Safety, now time.Time) (reason, detail string) {
 	switch {
 	case s.Excluded != nil && s.Excluded.Covers(now):
@@ -52,6 +59,13 @@ func Blocked(p policy.SitePolicy, d store.RemediationDevice, s Safety, now time.
 		return WaitCustomerInstance, "the device has a customer instance (CustomerAllocated=True)"
 	case s.InFlight >= p.Remediation.MaxInFlight:
 		return WaitMaxInFlight, fmt.Sprintf("%d remediations in flight at site %s (at most %d)", s.InFlight, d.Site, p.Remediation.MaxInFlight)
+	}
+	for _, g := range p.Remediation.PerLabel {
+		v, ok := d.Labels[g.Label]
+		if n := s.DomainInFlight[g.Label]; ok && n >= g.MaxInFlight {
+			return WaitDomainInFlight, fmt.Sprintf("%d remediations in flight in %s=%s at site %s (at most %d per %s)",
+				n, g.Label, v, d.Site, g.MaxInFlight, g.Label)
+		}
 	}
 	return "", ""
 }

@@ -68,7 +68,7 @@ func (e *Engine) startStep(ctx context.Context, ps *pass, p policy.SitePolicy, l
 		return e.handoff(ctx, ps, d, &lr, store.HandoffLadderExhausted,
 			fmt.Sprintf("all %d steps tried, the fault persists (%s)", len(l.Steps), d.StatusReason))
 	}
-	if reason, detail := Blocked(p, d, ps.safety(d), ps.now); reason != "" {
+	if reason, detail := Blocked(p, d, ps.safety(p, d), ps.now); reason != "" {
 		ps.stats.Waiting++
 		return e.st.SetLadderWaiting(ctx, lr, reason, detail)
 	}
@@ -79,7 +79,7 @@ func (e *Engine) startStep(ctx context.Context, ps *pass, p policy.SitePolicy, l
 	if err != nil || !ok {
 		return err
 	}
-	ps.inFlight[d.Site]++
+	ps.started(d)
 	ps.stats.Steps++
 	e.log.Info("remediation step started", logkey.DeviceID, d.DeviceID, logkey.Site, d.Site, "rule", lr.Rule,
 		"ladder", lr.ID, "step", lr.Position+1, "kind", step.Kind, "operation_id", opID)
@@ -208,6 +208,7 @@ func (e *Engine) settling(ctx context.Context, ps *pass, l *policy.Ladder, d sto
 	if ok {
 		ps.stats.Fixed++
 		ps.inFlight[d.Site]--
+		ps.count(d, -1)
 		e.log.Info("remediation ladder fixed the device", logkey.DeviceID, d.DeviceID, logkey.Site, d.Site, "rule", lr.Rule,
 			"step", cur.Step+1, "kind", cur.Kind, "released", release)
 	}
