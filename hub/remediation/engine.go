@@ -56,6 +56,11 @@ type Config struct {
 	// NovaTemplates is the --nova-templates-file in force, for NOVA_CREATE
 	// steps (nil, or a nil result: none; such a step fails).
 	NovaTemplates func() *novatemplate.File
+	// Check runs an operator's operation checks on a step before its
+	// operation is created (hub/operations.Server.CheckStep): reason is ""
+	// when the step may start, else the refusal's ErrorInfo reason with
+	// msg; err is a failure to read. nil: no check.
+	Check func(ctx context.Context, deviceID string, kind store.OperationKind) (reason, msg string, err error)
 }
 
 // Engine advances the ladders; call Tick from the policy evaluator's pass.

@@ -21,6 +21,10 @@ const (
 	WaitSiteUnreachable   = "SiteUnreachable"
 	WaitCustomerInstance  = "CustomerInstance"
 	WaitOperationActive   = "OperationActive"
+	// WaitPrecondition: the step's operation would be refused by the
+	// operations' checks (hub/operations' precondition table, the
+	// customer-instance guard); the detail names the refusal.
+	WaitPrecondition = "Precondition"
 )
 
 // Safety is what the safety check of a step start reads besides the
@@ -175,5 +179,8 @@ func RunningPlan(l *policy.Ladder, d store.RemediationDevice, lr store.Remediati
 	}
 	p.Text = fmt.Sprintf("step %d of %d (%s) %s; if the fault persists, %s at %s", lr.Position+1, len(l.Steps), cur.Kind, cur.State,
 		next, deadline.UTC().Format(time.RFC3339))
+	if lr.Waiting != "" {
+		p.Text += "; waiting: " + lr.Waiting + " (" + lr.Detail + ")"
+	}
 	return p
 }
