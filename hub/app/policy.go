@@ -76,7 +76,11 @@ func newPolicy(cfg Config, st *store.Store, obs *observability, templates func()
 		return out, nil
 	}, plog)
 	rlog := log.With("component", "remediation")
-	engine := remediation.New(st, remediation.Config{Webhook: cfg.Handoff.URL != "", Abortable: operations.Abortable, NovaTemplates: templates}, rlog)
+	// A ladder step passes the operator's checks (hub/operations' guards
+	// and precondition table) before its operation is created.
+	checks := operations.NewServer(st, operations.Config{NovaTemplates: templates}, rlog)
+	engine := remediation.New(st, remediation.Config{Webhook: cfg.Handoff.URL != "", Abortable: operations.Abortable, NovaTemplates: templates,
+		Check: checks.CheckStep}, rlog)
 	eval := policyrun.New(st, policyrun.Config{Interval: cfg.PolicyInterval, Coalesce: cfg.PolicyCoalesce, Replica: cfg.Replica, Policy: w.Policy, Hooks: hooks,
 		FreshFor: cfg.StaleAfter, Remediate: func(ctx context.Context, f *policy.File) error {
 			_, err := engine.Tick(ctx, f)

@@ -49,7 +49,11 @@ the device's repair handoffs (close one with ` + "`ironlink handoffs close`" + `
 
 // printRemediation prints GetDeviceRemediation's answer, one field a line.
 func (a *app) printRemediation(w io.Writer, r *ironlinkv1.GetDeviceRemediationResponse) {
-	field(w, "Device", r.GetSite()+"/"+r.GetDeviceId())
+	if r.GetDeviceName() != "" {
+		field(w, "Device", r.GetSite()+"/"+r.GetDeviceName()+" ("+r.GetDeviceId()+")")
+	} else {
+		field(w, "Device", r.GetSite()+"/"+r.GetDeviceId())
+	}
 	if r.GetRule() == "" {
 		field(w, "Rule", "none: no policy rule holds the device and no ladder ran")
 		return
@@ -94,7 +98,34 @@ func (a *app) printRemediation(w io.Writer, r *ironlinkv1.GetDeviceRemediationRe
 	for _, h := range r.GetHandoffs() {
 		field(w, "Handoff", fmt.Sprintf("#%d %s %s: %s (webhook %s, %d attempts)", h.GetId(), h.GetState(), h.GetReason(),
 			truncate(h.GetDetail(), 100), h.GetWebhookState(), h.GetWebhookAttempts()))
+		for _, at := range h.GetWebhookAttemptLog() {
+			field(w, fmt.Sprintf("  Attempt %d", at.GetAttempt()), fmt.Sprintf("%s, %s ago", attemptText(at), a.age(at.GetAttemptTime())))
+		}
 	}
+}
+
+// attemptText is a webhook attempt's outcome: "204 in 3ms", "500 Internal
+// Server Error in 12ms", "no answer in 10s: context deadline exceeded".
+func attemptText(at *ironlinkv1.HandoffWebhookAttempt) string {
+	d := at.GetDuration().AsDuration()
+	switch {
+	case at.GetStatusCode() == 0:
+		return fmt.Sprintf("no answer in %s: %s", d, truncate(at.GetError(), 100))
+	case at.GetError() != "":
+		return fmt.Sprintf("%s in %s", truncate(at.GetError(), 60), d)
+	}
+	return fmt.Sprintf("%d in %s", at.GetStatusCode(), d)
+}
+
+// lastAttempt is the LAST ATTEMPT cell of a handoff: "2: 204 in 3ms" ("-"
+// when none was made).
+func lastAttempt(h *ironlinkv1.Handoff) string {
+	log := h.GetWebhookAttemptLog()
+	if len(log) == 0 {
+		return "-"
+	}
+	at := log[len(log)-1]
+	return fmt.Sprintf("%d: %s", at.GetAttempt(), attemptText(at))
 }
 
 // newHandoffsCommand builds `ironlink handoffs` (ListHandoffs) and
@@ -128,14 +159,14 @@ and announced by the hub's handoff webhook.`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.opts.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tDEVICE\tSITE\tRULE\tREASON\tSTATE\tWEBHOOK\tAGE")
+			fmt.Fprintln(tw, "ID\tDEVICE\tSITE\tRULE\tREASON\tSTATE\tWEBHOOK\tLAST ATTEMPT\tAGE")
 			for _, h := range r.GetHandoffs() {
 				name := h.GetDeviceName()
 				if name == "" {
 					name = h.GetDeviceId()
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.GetId(), name, h.GetSite(), h.GetRule(), h.GetReason(),
-					h.GetState(), h.GetWebhookState(), a.age(h.GetCreateTime()))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.GetId(), name, h.GetSite(), h.GetRule(), h.GetReason(),
+					h.GetState(), h.GetWebhookState(), lastAttempt(h), a.age(h.GetCreateTime()))
 			}
 			return tw.Flush()
 		},
@@ -176,7 +207,7 @@ customers (HELD), ready for validation; ` + "`ironlink offer`" + ` offers it onc
 				return c.explain(err)
 			}
 			h := r.GetHandoff()
-			fmt.Fprintf(a.opts.Stdout, "handoff %d closed: %s/%s released to validation (not offered to customers)\n", h.GetId(), h.GetSite(), h.GetDeviceId())
+			fmt.Fprintf(a.opts.Stdout, "handoff %d closed: %s/%s released to validation (not offered to customers)\n", h.GetId(), h.GetSite(), first(h.GetDeviceName(), h.GetDeviceId()))
 			return nil
 		},
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
 	"github.com/ironlink/ironlink/test/grpctest"
 )
 
@@ -104,5 +105,64 @@ func TestNodeActionGuards(t *testing.T) {
 	got, err := api.GetOperation(ctx, &ironlinkv1.GetOperationRequest{OperationId: resp.Operations[0].GetOperationId()})
 	if err != nil || got.GetOperation().GetParams().GetMaintenanceReason() != "DIMM swap" || got.GetOperation().GetForced() {
 		t.Fatalf("stored maintenance operation: %v %v", got, err)
+	}
+}
+
+// TestCheckStep: a remediation ladder's step passes the same checks as an
+// operator's unforced request: the customer-instance guard (never forced),
+// the precondition table, a site without operations; a step that may start
+// gets no refusal and nothing is written.
+func TestCheckStep(t *testing.T) {
+	ctx := context.Background()
+	st, url := storetest.New(t, nil)
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-c", BootID: "b", Replica: "r0", Capabilities: []string{"operations"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	enrolled := condition.Condition{Type: condition.Enrolled, Status: condition.True, Reason: "Enrolled", ObservedTime: now, LastTransitionTime: now}
+	customer := condition.Condition{Type: condition.CustomerAllocated, Status: condition.True, Reason: "CustomerInstance", Message: "project p-42", ObservedTime: now, LastTransitionTime: now}
+	ids := map[string]string{"c-customer": uuid.NewString(), "c-deploying": uuid.NewString(), "c-active": uuid.NewString()}
+	if _, err := st.ApplyBatch(ctx, "site-c", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{
+		{DeviceID: ids["c-customer"], ObservedTime: now, Facts: &store.Facts{Name: "c-customer", ProvisionState: "active", InstanceUUID: uuid.NewString(), PowerState: "power on"},
+			Conditions: []condition.Condition{enrolled, customer}},
+		{DeviceID: ids["c-deploying"], ObservedTime: now, Facts: &store.Facts{Name: "c-deploying", ProvisionState: "deploying", PowerState: "power on"},
+			Conditions: []condition.Condition{enrolled}},
+		{DeviceID: ids["c-active"], ObservedTime: now, Facts: &store.Facts{Name: "c-active", ProvisionState: "active", PowerState: "power on"},
+			Conditions: []condition.Condition{enrolled}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := operations.NewServer(st, operations.Config{}, testlog.New(t))
+	before := pgtest.Checksums(t, url, "jti_replay")
+	for _, c := range []struct {
+		dev    string
+		kind   store.OperationKind
+		reason string
+	}{
+		{"c-customer", "REBOOT", operations.ReasonCustomerInstance},
+		{"c-customer", "POWER_ON", ""},
+		{"c-deploying", "REBOOT", operations.ReasonProvisionState},
+		{"c-deploying", "REPROVISION", operations.ReasonProvisionState},
+		{"c-active", "REBOOT", ""},
+		{"c-active", "REPROVISION", ""},
+	} {
+		reason, msg, err := srv.CheckStep(ctx, ids[c.dev], c.kind)
+		if err != nil || reason != c.reason || (reason != "") != (msg != "") {
+			t.Errorf("%s %s: %q %q %v, want %q", c.kind, c.dev, reason, msg, err, c.reason)
+		}
+	}
+	if reason, _, err := srv.CheckStep(ctx, uuid.NewString(), "REBOOT"); err != nil || reason != grpcerr.ReasonNotFound {
+		t.Errorf("unknown device: %q %v", reason, err)
+	}
+	if changed := pgtest.ChangedTables(before, pgtest.Checksums(t, url, "jti_replay")); len(changed) > 0 {
+		t.Fatalf("checks changed tables %v", changed)
+	}
+	// A site whose satellite offers no operations refuses every step.
+	if _, err := st.OpenLink(ctx, store.LinkHello{Site: "site-c", BootID: "b2", Replica: "r0"}); err != nil {
+		t.Fatal(err)
+	}
+	if reason, _, err := srv.CheckStep(ctx, ids["c-active"], "REBOOT"); err != nil || reason != operations.ReasonNoOperations {
+		t.Errorf("site without operations: %q %v", reason, err)
 	}
 }

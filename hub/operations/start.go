@@ -1,6 +1,7 @@
 package operations
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
@@ -310,33 +313,79 @@ func (s *Server) deviceOperation(ctx context.Context, sc siteScope, caps *capabi
 	if d.Removed {
 		return store.NewOperation{}, precondition(ReasonDeviceRemoved, fmt.Sprintf("%s: device %s was removed from Ironic", field, id))
 	}
-	if err := caps.check(ctx, d.Site); err != nil {
+	forced, err := s.guards(ctx, caps, field, d, kind, req.GetForce(), req.GetParams().GetNovaCreate().GetForceClear(), true)
+	if err != nil {
 		return store.NewOperation{}, err
 	}
-	forced := false
-	if d.DesiredImpairment == store.ImpairmentQuarantined && Preconditions[kind].OffersToCustomers {
-		if !req.GetForce() {
-			return store.NewOperation{}, precondition(ReasonQuarantined, fmt.Sprintf("%s: device %s is quarantined; %s would offer it to customers (release it first, or set force, which is recorded)", field, id, kind))
+	return store.NewOperation{ID: uuid.NewString(), Site: d.Site, DeviceID: id, DeviceName: d.Name, Forced: forced, ProvisionState: d.Facts.ProvisionState}, nil
+}
+
+// guards checks device d (live, of a site the caller may use) against the
+// guards an operation of kind passes: the site offers operations, the
+// quarantine guard (when quarantineGuard), the customer-instance guard, one
+// operation per device, and the precondition table. force overrides the
+// quarantine and customer-instance guards (forced reports it did);
+// forceClear is NOVA_CREATE's force_clear.
+func (s *Server) guards(ctx context.Context, caps *capabilities, field string, d store.Device, kind store.OperationKind, force, forceClear, quarantineGuard bool) (forced bool, err error) {
+	id := d.ID
+	if err := caps.check(ctx, d.Site); err != nil {
+		return false, err
+	}
+	if quarantineGuard && d.DesiredImpairment == store.ImpairmentQuarantined && Preconditions[kind].OffersToCustomers {
+		if !force {
+			return false, precondition(ReasonQuarantined, fmt.Sprintf("%s: device %s is quarantined; %s would offer it to customers (release it first, or set force, which is recorded)", field, id, kind))
 		}
 		forced = true
 	}
 	if Preconditions[kind].InterruptsCustomer {
 		if who := customerInstance(d); who != "" {
-			if !req.GetForce() {
-				return store.NewOperation{}, precondition(ReasonCustomerInstance, fmt.Sprintf("%s: device %s %s; %s would interrupt it (set force to do it anyway, which is recorded)", field, id, who, kind))
+			if !force {
+				return false, precondition(ReasonCustomerInstance, fmt.Sprintf("%s: device %s %s; %s would interrupt it (set force to do it anyway, which is recorded)", field, id, who, kind))
 			}
 			forced = true
 		}
 	}
 	if act, ok, err := s.store.ActiveOperation(ctx, id); err != nil {
-		return store.NewOperation{}, s.storeErr(err, "", "")
+		return false, s.storeErr(err, "", "")
 	} else if ok {
-		return store.NewOperation{}, precondition(ReasonOperationActive, fmt.Sprintf("%s: device %s is already running operation %s (%s, %s): wait for it or cancel it", field, id, act.ID, act.Kind, act.State))
+		return false, precondition(ReasonOperationActive, fmt.Sprintf("%s: device %s is already running operation %s (%s, %s): wait for it or cancel it", field, id, act.ID, act.Kind, act.State))
 	}
 	v := s.view(ctx, d)
-	v.forceClear = req.GetParams().GetNovaCreate().GetForceClear()
+	v.forceClear = forceClear
 	if err := checkPreconditions(field, kind, v); err != nil {
-		return store.NewOperation{}, err
+		return false, err
 	}
-	return store.NewOperation{ID: uuid.NewString(), Site: d.Site, DeviceID: id, DeviceName: d.Name, Forced: forced, ProvisionState: d.Facts.ProvisionState}, nil
+	return forced, nil
+}
+
+// CheckStep checks an operation of kind on device id as StartOperation
+// checks an operator's unforced request (docs/reference/policy.md
+// "Remediation ladders"): the site offers operations, no customer instance
+// (never forced), no other operation active, the precondition table on the
+// hub's view of the device. The quarantine guard does not apply: a ladder
+// acts on the device its rule holds quarantined, and the hold stays until
+// the ladder releases it. A refusal is reason (the ErrorInfo reason
+// StartOperation would answer, e.g. PROVISION_STATE) and msg; err is a
+// failure to read the store.
+func (s *Server) CheckStep(ctx context.Context, id string, kind store.OperationKind) (reason, msg string, err error) {
+	d, err := s.store.GetDevice(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return grpcerr.ReasonNotFound, "device " + id + " is not known", nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("check step %s on %s: %w", kind, id, err)
+	}
+	if d.Removed {
+		return ReasonDeviceRemoved, fmt.Sprintf("device %s was removed from Ironic", id), nil
+	}
+	caps := &capabilities{s: s, seen: map[string]bool{}}
+	_, gerr := s.guards(ctx, caps, "device", d, kind, false, false, false)
+	if gerr == nil {
+		return "", "", nil
+	}
+	st := status.Convert(gerr)
+	if st.Code() == codes.Unavailable || st.Code() == codes.Internal {
+		return "", "", fmt.Errorf("check step %s on %s: %w", kind, id, gerr)
+	}
+	return cmp.Or(grpcerr.Reason(gerr), st.Code().String()), st.Message(), nil
 }

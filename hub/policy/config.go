@@ -139,6 +139,8 @@ type Override struct {
 	MaintenanceWindows []Window
 	// MaxInFlight overrides Remediation.MaxInFlight.
 	MaxInFlight *int
+	// PerLabel, when not nil, replaces Remediation.PerLabel.
+	PerLabel *[]LabelInFlight
 }
 
 // GuardOverride overrides some fields of the default guard.
@@ -182,6 +184,9 @@ func (f *File) Effective(site string) SitePolicy {
 	p.MaintenanceWindows = append(p.MaintenanceWindows, o.MaintenanceWindows...)
 	if o.MaxInFlight != nil {
 		p.Remediation.MaxInFlight = *o.MaxInFlight
+	}
+	if o.PerLabel != nil {
+		p.Remediation.PerLabel = *o.PerLabel
 	}
 	return p
 }
@@ -350,10 +355,13 @@ func convertSite(where string, sy siteYAML, isDefault bool) (converted, []error)
 		c.base.Guard = DefaultGuard
 		c.base.Remediation.MaxInFlight = DefaultMaxInFlight
 	}
-	k, kerrs := convertRemediation(where, sy.Remediation)
+	k, pl, kerrs := convertRemediation(where, sy.Remediation)
 	errs = append(errs, kerrs...)
 	if k != nil {
 		c.base.Remediation.MaxInFlight, c.override.MaxInFlight = *k, k
+	}
+	if pl != nil {
+		c.base.Remediation.PerLabel, c.override.PerLabel = *pl, pl
 	}
 	if g := sy.Guard; g != nil {
 		if g.MaxDevices != nil {

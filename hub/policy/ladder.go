@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ironlink/ironlink/internal/labels"
 )
 
 // Ladder is a rule's remediation ladder (docs/reference/policy.md
@@ -109,6 +111,21 @@ type Remediation struct {
 	// MaxInFlight is K, the blast-radius guard of ladders: at most K steps
 	// of the site's ladders have an operation in flight at once (≥ 1).
 	MaxInFlight int `json:"max_in_flight"`
+	// PerLabel are the failure-domain limits (the file's
+	// remediation.perLabel; a site's list replaces the default's): at most
+	// MaxInFlight steps in flight per value of each label, e.g. per rack.
+	PerLabel []LabelInFlight `json:"per_label"`
+}
+
+// LabelInFlight is the blast-radius guard of ladders per failure domain:
+// at most MaxInFlight steps of a site's ladders in flight at once among the
+// devices carrying the same value of Label (docs/reference/labels.md). A
+// device without the label is not limited by it.
+type LabelInFlight struct {
+	// Label is the label key, e.g. "rack".
+	Label string `json:"label"`
+	// MaxInFlight is the limit per value (≥ 1).
+	MaxInFlight int `json:"max_in_flight"`
 }
 
 // Describe renders step i (0-based) of l for plans and explanations:
@@ -157,7 +174,13 @@ type budgetYAML struct {
 }
 
 type remediationYAML struct {
-	MaxInFlight *int `yaml:"maxInFlight"`
+	MaxInFlight *int                 `yaml:"maxInFlight"`
+	PerLabel    *[]labelInFlightYAML `yaml:"perLabel"`
+}
+
+type labelInFlightYAML struct {
+	Label       string `yaml:"label"`
+	MaxInFlight int    `yaml:"maxInFlight"`
 }
 
 // duration parses a positive-or-zero duration field, naming it on error.
@@ -301,13 +324,34 @@ func checkTemplate(where string, sy stepYAML) []error {
 	return nil
 }
 
-// convertRemediation checks and converts a site's `remediation:` key.
-func convertRemediation(where string, ry *remediationYAML) (*int, []error) {
-	if ry == nil || ry.MaxInFlight == nil {
-		return nil, nil
+// convertRemediation checks and converts a site's `remediation:` key: its
+// maxInFlight (nil when not given) and perLabel list (nil when not given).
+func convertRemediation(where string, ry *remediationYAML) (*int, *[]LabelInFlight, []error) {
+	if ry == nil {
+		return nil, nil, nil
 	}
-	if k := *ry.MaxInFlight; k < 1 || k > 10000 {
-		return ry.MaxInFlight, []error{fmt.Errorf("%s.remediation.maxInFlight %d: want 1 to 10000", where, k)}
+	var errs []error
+	if k := ry.MaxInFlight; k != nil && (*k < 1 || *k > 10000) {
+		errs = append(errs, fmt.Errorf("%s.remediation.maxInFlight %d: want 1 to 10000", where, *k))
 	}
-	return ry.MaxInFlight, nil
+	if ry.PerLabel == nil {
+		return ry.MaxInFlight, nil, errs
+	}
+	out := make([]LabelInFlight, 0, len(*ry.PerLabel))
+	seen := map[string]bool{}
+	for i, y := range *ry.PerLabel {
+		w := fmt.Sprintf("%s.remediation.perLabel[%d]", where, i)
+		if !labels.ValidKey(y.Label) {
+			errs = append(errs, fmt.Errorf("%s.label %q: not a label key (1 to %d of [A-Za-z0-9._-])", w, y.Label, labels.MaxBytes))
+		}
+		if seen[y.Label] {
+			errs = append(errs, fmt.Errorf("%s.label %q: given twice", w, y.Label))
+		}
+		seen[y.Label] = true
+		if y.MaxInFlight < 1 || y.MaxInFlight > 10000 {
+			errs = append(errs, fmt.Errorf("%s.maxInFlight %d: want 1 to 10000", w, y.MaxInFlight))
+		}
+		out = append(out, LabelInFlight(y))
+	}
+	return ry.MaxInFlight, &out, errs
 }

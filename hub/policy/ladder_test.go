@@ -120,3 +120,54 @@ policy:
 		t.Errorf("unknown key: %v", err)
 	}
 }
+
+// remediation.perLabel: the failure-domain limits of ladders; a site's
+// list replaces the default's, and every problem is named.
+func TestParseRemediationPerLabel(t *testing.T) {
+	f, err := Parse([]byte(`
+policy:
+  default:
+    remediation:
+      maxInFlight: 2
+      perLabel:
+        - {label: rack, maxInFlight: 1}
+        - {label: power-feed, maxInFlight: 3}
+  sites:
+    site-b: {remediation: {perLabel: []}}
+    site-c: {remediation: {maxInFlight: 4}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := f.Effective("site-a").Remediation
+	if len(a.PerLabel) != 2 || a.PerLabel[0] != (LabelInFlight{"rack", 1}) || a.PerLabel[1] != (LabelInFlight{"power-feed", 3}) {
+		t.Fatalf("site-a = %+v", a)
+	}
+	if b := f.Effective("site-b").Remediation; len(b.PerLabel) != 0 || b.MaxInFlight != 2 {
+		t.Fatalf("site-b = %+v (its empty list replaces the default's)", b)
+	}
+	if c := f.Effective("site-c").Remediation; len(c.PerLabel) != 2 || c.MaxInFlight != 4 {
+		t.Fatalf("site-c = %+v (keeps the default's list)", c)
+	}
+	_, err = Parse([]byte(`
+policy:
+  default:
+    remediation:
+      perLabel:
+        - {label: "rack!", maxInFlight: 1}
+        - {label: row, maxInFlight: 0}
+        - {label: row, maxInFlight: 1}
+`))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{
+		`default.remediation.perLabel[0].label "rack!"`,
+		"default.remediation.perLabel[1].maxInFlight 0: want 1 to 10000",
+		`default.remediation.perLabel[2].label "row": given twice`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

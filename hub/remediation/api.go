@@ -27,9 +27,11 @@ type APIStore interface {
 	LaddersSince(ctx context.Context, id string, since time.Time) (int, error)
 	ListHandoffs(ctx context.Context, f store.HandoffFilter) ([]store.Handoff, error)
 	GetHandoff(ctx context.Context, id int64) (store.Handoff, error)
+	WebhookAttemptsOf(ctx context.Context, ids []int64) (map[int64][]store.WebhookAttempt, error)
 	CloseHandoff(ctx context.Context, id int64, actor, note, source string) (store.Handoff, error)
 	DevicesByName(ctx context.Context, name, site string) ([]store.DeviceRef, error)
 	DeviceSite(ctx context.Context, id string) (string, error)
+	DeviceNames(ctx context.Context, ids []string) (map[string]string, error)
 }
 
 // API implements ironlinkv1.RemediationServiceServer.
@@ -93,6 +95,11 @@ func (a *API) GetDeviceRemediation(ctx context.Context, req *ironlinkv1.GetDevic
 		return nil, err
 	}
 	out := &ironlinkv1.GetDeviceRemediationResponse{DeviceId: id, Site: site}
+	names, err := a.st.DeviceNames(ctx, []string{id})
+	if err != nil {
+		return nil, grpcerr.FromStore(err)
+	}
+	out.DeviceName = names[id]
 	devs, err := a.st.RemediationDevices(ctx)
 	if err != nil {
 		return nil, grpcerr.FromStore(err)
@@ -129,8 +136,25 @@ func (a *API) GetDeviceRemediation(ctx context.Context, req *ironlinkv1.GetDevic
 	if err != nil {
 		return nil, grpcerr.FromStore(err)
 	}
-	for _, h := range hs {
-		out.Handoffs = append(out.Handoffs, handoffProto(h))
+	if out.Handoffs, err = a.handoffsProto(ctx, hs); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// handoffsProto converts hs with their webhook attempts.
+func (a *API) handoffsProto(ctx context.Context, hs []store.Handoff) ([]*ironlinkv1.Handoff, error) {
+	ids := make([]int64, len(hs))
+	for i, h := range hs {
+		ids[i] = h.ID
+	}
+	attempts, err := a.st.WebhookAttemptsOf(ctx, ids)
+	if err != nil {
+		return nil, grpcerr.FromStore(err)
+	}
+	out := make([]*ironlinkv1.Handoff, len(hs))
+	for i, h := range hs {
+		out[i] = handoffProto(h, attempts[h.ID])
 	}
 	return out, nil
 }
@@ -192,12 +216,16 @@ func (a *API) ListHandoffs(ctx context.Context, req *ironlinkv1.ListHandoffsRequ
 	if err != nil {
 		return nil, grpcerr.FromStore(err)
 	}
-	out := &ironlinkv1.ListHandoffsResponse{}
 	sc := authn.CallerScope(ctx)
+	allowed := hs[:0]
 	for _, h := range hs {
 		if sc.Allows(h.Site) {
-			out.Handoffs = append(out.Handoffs, handoffProto(h))
+			allowed = append(allowed, h)
 		}
+	}
+	out := &ironlinkv1.ListHandoffsResponse{}
+	if out.Handoffs, err = a.handoffsProto(ctx, allowed); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -228,7 +256,11 @@ func (a *API) CloseHandoff(ctx context.Context, req *ironlinkv1.CloseHandoffRequ
 	if err != nil {
 		return nil, grpcerr.FromStore(err)
 	}
-	return &ironlinkv1.CloseHandoffResponse{Handoff: handoffProto(h)}, nil
+	hs, err := a.handoffsProto(ctx, []store.Handoff{h})
+	if err != nil {
+		return nil, err
+	}
+	return &ironlinkv1.CloseHandoffResponse{Handoff: hs[0]}, nil
 }
 
 func ts(t *time.Time) *timestamppb.Timestamp {
@@ -249,9 +281,14 @@ func ladderProto(l store.RemediationLadder) *ironlinkv1.RemediationLadder {
 	return out
 }
 
-func handoffProto(h store.Handoff) *ironlinkv1.Handoff {
-	return &ironlinkv1.Handoff{Id: h.ID, DeviceId: h.DeviceID, DeviceName: h.DeviceName, Site: h.Site, Rule: h.Rule,
+func handoffProto(h store.Handoff, attempts []store.WebhookAttempt) *ironlinkv1.Handoff {
+	out := &ironlinkv1.Handoff{Id: h.ID, DeviceId: h.DeviceID, DeviceName: h.DeviceName, Site: h.Site, Rule: h.Rule,
 		Reason: h.Reason, Detail: h.Detail, State: h.State, LadderId: h.LadderID, CreateTime: timestamppb.New(h.CreatedAt),
 		CloseTime: ts(h.ClosedAt), ClosedBy: h.ClosedBy, CloseNote: h.CloseNote, WebhookState: h.WebhookState,
 		WebhookAttempts: int32(h.WebhookAttempts), DeliveredTime: ts(h.DeliveredAt)}
+	for _, a := range attempts {
+		out.WebhookAttemptLog = append(out.WebhookAttemptLog, &ironlinkv1.HandoffWebhookAttempt{Attempt: int32(a.Attempt),
+			AttemptTime: timestamppb.New(a.AttemptedAt), StatusCode: int32(a.StatusCode), Error: a.Error, Duration: durationpb.New(a.Duration)})
+	}
+	return out
 }

@@ -56,6 +56,11 @@ type Config struct {
 	// NovaTemplates is the --nova-templates-file in force, for NOVA_CREATE
 	// steps (nil, or a nil result: none; such a step fails).
 	NovaTemplates func() *novatemplate.File
+	// Check runs an operator's operation checks on a step before its
+	// operation is created (hub/operations.Server.CheckStep): reason is ""
+	// when the step may start, else the refusal's ErrorInfo reason with
+	// msg; err is a failure to read. nil: no check.
+	Check func(ctx context.Context, deviceID string, kind store.OperationKind) (reason, msg string, err error)
 }
 
 // Engine advances the ladders; call Tick from the policy evaluator's pass.
@@ -88,15 +93,17 @@ type pass struct {
 	file     *policy.File
 	now      time.Time
 	inFlight map[string]int
-	tripped  map[string]bool
-	holds    map[string][]store.DeviceHold
-	stats    Stats
+	// domains counts steps in flight per (site, label, value): domainKey.
+	domains map[string]int
+	tripped map[string]bool
+	holds   map[string][]store.DeviceHold
+	stats   Stats
 }
 
 // Tick runs one pass under file: it starts, advances, ends and hands off
 // ladders, and returns what it did.
 func (e *Engine) Tick(ctx context.Context, file *policy.File) (Stats, error) {
-	ps := &pass{file: file, now: e.cfg.Now(), tripped: map[string]bool{}}
+	ps := &pass{file: file, now: e.cfg.Now(), tripped: map[string]bool{}, domains: map[string]int{}}
 	devs, err := e.st.RemediationDevices(ctx)
 	if err != nil || len(devs) == 0 {
 		return ps.stats, err
@@ -114,6 +121,11 @@ func (e *Engine) Tick(ctx context.Context, file *policy.File) (Stats, error) {
 	ids := make([]string, len(devs))
 	for i, d := range devs {
 		ids[i] = d.DeviceID
+		if d.Ladder != nil && d.Ladder.State == store.LadderRunning {
+			if cur, ok := d.Ladder.Current(); ok && cur.InFlight() {
+				ps.count(d, 1)
+			}
+		}
 	}
 	if ps.holds, err = e.st.DeviceHolds(ctx, ids); err != nil {
 		return ps.stats, err
@@ -153,10 +165,36 @@ func (e *Engine) device(ctx context.Context, ps *pass, d store.RemediationDevice
 	return e.begin(ctx, ps, p, l, p.DryRun || r.DryRun || l.DryRun, d)
 }
 
-// safety is the safety input of device d in this pass.
-func (ps *pass) safety(d store.RemediationDevice) Safety {
+// domainKey keys pass.domains: a site's label value.
+func domainKey(site, label, value string) string { return site + "\x00" + label + "\x00" + value }
+
+// count adds n to the per-label in-flight counts of device d (every label
+// it carries; only the policy's perLabel keys are ever read).
+func (ps *pass) count(d store.RemediationDevice, n int) {
+	for k, v := range d.Labels {
+		ps.domains[domainKey(d.Site, k, v)] += n
+	}
+}
+
+// started counts a step of device d started in this pass.
+func (ps *pass) started(d store.RemediationDevice) {
+	ps.inFlight[d.Site]++
+	ps.count(d, 1)
+}
+
+// safety is the safety input of device d in this pass under policy p.
+func (ps *pass) safety(p policy.SitePolicy, d store.RemediationDevice) Safety {
 	excl := exclusion(ps.holds[d.DeviceID])
-	return Safety{Excluded: excl, Tripped: ps.tripped[d.Site], InFlight: ps.inFlight[d.Site]}
+	s := Safety{Excluded: excl, Tripped: ps.tripped[d.Site], InFlight: ps.inFlight[d.Site]}
+	for _, g := range p.Remediation.PerLabel {
+		if v, ok := d.Labels[g.Label]; ok {
+			if s.DomainInFlight == nil {
+				s.DomainInFlight = map[string]int{}
+			}
+			s.DomainInFlight[g.Label] = ps.domains[domainKey(d.Site, g.Label, v)]
+		}
+	}
+	return s
 }
 
 // exclusion returns the device's exclusion hold as the policy reads it.
@@ -181,12 +219,12 @@ func (e *Engine) begin(ctx context.Context, ps *pass, p policy.SitePolicy, l *po
 	if err != nil {
 		return err
 	}
-	blocked, _ := Blocked(p, d, ps.safety(d), ps.now)
+	blocked, _ := Blocked(p, d, ps.safety(p, d), ps.now)
 	if dryRun {
 		plan := StartPlan(l, d, used, blocked)
 		ps.stats.Plans = append(ps.stats.Plans, plan)
 		if plan.Step == 1 && blocked == "" {
-			ps.inFlight[d.Site]++ // as if started: the next plans see the guard fill up
+			ps.started(d) // as if started: the next plans see the guard fill up
 		}
 		e.log.Info("remediation plan (dry-run: nothing done)", logkey.DeviceID, d.DeviceID, logkey.Site, d.Site, "rule", d.Rule, "plan", plan.Text)
 		return nil

@@ -14,12 +14,17 @@ import (
 // the ladder's waiting column and shown by explain).
 const (
 	WaitMaxInFlight       = "MaxInFlight"
+	WaitDomainInFlight    = "MaxInFlightPerLabel"
 	WaitExcluded          = "ExcludedFromAutomation"
 	WaitMaintenanceWindow = "MaintenanceWindow"
 	WaitGuardTripped      = "GuardTripped"
 	WaitSiteUnreachable   = "SiteUnreachable"
 	WaitCustomerInstance  = "CustomerInstance"
 	WaitOperationActive   = "OperationActive"
+	// WaitPrecondition: the step's operation would be refused by the
+	// operations' checks (hub/operations' precondition table, the
+	// customer-instance guard); the detail names the refusal.
+	WaitPrecondition = "Precondition"
 )
 
 // Safety is what the safety check of a step start reads besides the
@@ -32,12 +37,18 @@ type Safety struct {
 	Tripped bool
 	// InFlight counts the site's ladders with a step in flight now.
 	InFlight int
+	// DomainInFlight counts, per label key of the policy's
+	// remediation.perLabel that the device carries, the site's ladders
+	// with a step in flight on devices carrying the device's value.
+	DomainInFlight map[string]int
 }
 
 // Blocked says why a step of device d may not start now under policy p
 // ("" when it may): an exclusion, a maintenance window, a tripped guard,
-// an unreachable site, a customer instance, or K = p.Remediation.MaxInFlight
-// steps in flight at the site already. A pure function.
+// an unreachable site, a customer instance, K = p.Remediation.MaxInFlight
+// steps in flight at the site already, or a per-label limit of
+// p.Remediation.PerLabel reached in the device's failure domain (its value
+// of that label). A pure function.
 func Blocked(p policy.SitePolicy, d store.RemediationDevice, s Safety, now time.Time) (reason, detail string) {
 	switch {
 	case s.Excluded != nil && s.Excluded.Covers(now):
@@ -52,6 +63,13 @@ func Blocked(p policy.SitePolicy, d store.RemediationDevice, s Safety, now time.
 		return WaitCustomerInstance, "the device has a customer instance (CustomerAllocated=True)"
 	case s.InFlight >= p.Remediation.MaxInFlight:
 		return WaitMaxInFlight, fmt.Sprintf("%d remediations in flight at site %s (at most %d)", s.InFlight, d.Site, p.Remediation.MaxInFlight)
+	}
+	for _, g := range p.Remediation.PerLabel {
+		v, ok := d.Labels[g.Label]
+		if n := s.DomainInFlight[g.Label]; ok && n >= g.MaxInFlight {
+			return WaitDomainInFlight, fmt.Sprintf("%d remediations in flight in %s=%s at site %s (at most %d per %s)",
+				n, g.Label, v, d.Site, g.MaxInFlight, g.Label)
+		}
 	}
 	return "", ""
 }
@@ -161,5 +179,8 @@ func RunningPlan(l *policy.Ladder, d store.RemediationDevice, lr store.Remediati
 	}
 	p.Text = fmt.Sprintf("step %d of %d (%s) %s; if the fault persists, %s at %s", lr.Position+1, len(l.Steps), cur.Kind, cur.State,
 		next, deadline.UTC().Format(time.RFC3339))
+	if lr.Waiting != "" {
+		p.Text += "; waiting: " + lr.Waiting + " (" + lr.Detail + ")"
+	}
 	return p
 }

@@ -17,6 +17,8 @@ func TestBlocked(t *testing.T) {
 	p := policy.SitePolicy{Remediation: policy.Remediation{MaxInFlight: 2}}
 	d := store.RemediationDevice{DeviceID: dev, Site: "site-a", Status: status.Faulted}
 	win := policy.Window{Name: "patch", Start: now.Add(-time.Hour), End: now.Add(time.Hour)}
+	rp := policy.SitePolicy{Remediation: policy.Remediation{MaxInFlight: 2, PerLabel: []policy.LabelInFlight{{Label: "rack", MaxInFlight: 1}}}}
+	racked := store.RemediationDevice{DeviceID: dev, Site: "site-a", Labels: map[string]string{"rack": "r1"}}
 	for _, c := range []struct {
 		name string
 		p    policy.SitePolicy
@@ -31,6 +33,9 @@ func TestBlocked(t *testing.T) {
 		{"maintenance window", policy.SitePolicy{Remediation: p.Remediation, MaintenanceWindows: []policy.Window{win}}, d, Safety{}, WaitMaintenanceWindow},
 		{"guard tripped", p, d, Safety{Tripped: true}, WaitGuardTripped},
 		{"site unreachable", p, store.RemediationDevice{DeviceID: dev, SiteStale: true}, Safety{}, WaitSiteUnreachable},
+		{"rack free", rp, racked, Safety{InFlight: 1, DomainInFlight: map[string]int{"rack": 0}}, ""},
+		{"rack full", rp, racked, Safety{InFlight: 1, DomainInFlight: map[string]int{"rack": 1}}, WaitDomainInFlight},
+		{"no rack label", rp, d, Safety{InFlight: 1}, ""},
 		{"customer instance", p, store.RemediationDevice{DeviceID: dev, CustomerAllocated: true}, Safety{}, WaitCustomerInstance},
 	} {
 		if got, _ := Blocked(c.p, c.d, c.s, now); got != c.want {

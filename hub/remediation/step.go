@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/novatemplate"
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/store"
@@ -68,7 +69,7 @@ func (e *Engine) startStep(ctx context.Context, ps *pass, p policy.SitePolicy, l
 		return e.handoff(ctx, ps, d, &lr, store.HandoffLadderExhausted,
 			fmt.Sprintf("all %d steps tried, the fault persists (%s)", len(l.Steps), d.StatusReason))
 	}
-	if reason, detail := Blocked(p, d, ps.safety(d), ps.now); reason != "" {
+	if reason, detail := Blocked(p, d, ps.safety(p, d), ps.now); reason != "" {
 		ps.stats.Waiting++
 		return e.st.SetLadderWaiting(ctx, lr, reason, detail)
 	}
@@ -79,7 +80,7 @@ func (e *Engine) startStep(ctx context.Context, ps *pass, p policy.SitePolicy, l
 	if err != nil || !ok {
 		return err
 	}
-	ps.inFlight[d.Site]++
+	ps.started(d)
 	ps.stats.Steps++
 	e.log.Info("remediation step started", logkey.DeviceID, d.DeviceID, logkey.Site, d.Site, "rule", lr.Rule,
 		"ladder", lr.ID, "step", lr.Position+1, "kind", step.Kind, "operation_id", opID)
@@ -117,6 +118,9 @@ func (e *Engine) params(d store.RemediationDevice, s policy.LadderStep) ([]byte,
 func (e *Engine) ensureOperation(ctx context.Context, ps *pass, d store.RemediationDevice, lr store.RemediationLadder, cur store.RemediationStep, step policy.LadderStep) error {
 	_, err := e.st.GetOperation(ctx, cur.OperationID)
 	if errors.Is(err, store.ErrNotFound) {
+		if refused, err := e.refused(ctx, ps, d, lr, cur, step); refused || err != nil {
+			return err
+		}
 		p, perr := e.params(d, step)
 		if perr != nil {
 			_, err = e.st.UpdateStep(ctx, lr, cur, store.StepUpdate{State: store.StepFailed, Advance: true, Event: "STEP_FAILED", Detail: perr.Error()})
@@ -135,6 +139,40 @@ func (e *Engine) ensureOperation(ctx context.Context, ps *pass, d store.Remediat
 	}
 	_, err = e.st.UpdateStep(ctx, lr, cur, store.StepUpdate{State: store.StepRunning, Detail: "operation " + cur.OperationID + " created"})
 	return err
+}
+
+// refused runs the operator's checks (Config.Check) on a step whose
+// operation is not created yet. A refusal makes the ladder wait
+// (WaitPrecondition, the detail naming the refusal's reason and message)
+// and is tried again every pass; still refused at the step's timeout
+// (counted from the step's start), the step fails with the refusal and the
+// ladder moves on, no operation created. refused=false: create it.
+func (e *Engine) refused(ctx context.Context, ps *pass, d store.RemediationDevice, lr store.RemediationLadder, cur store.RemediationStep, step policy.LadderStep) (bool, error) {
+	if e.cfg.Check == nil {
+		return false, nil
+	}
+	reason, msg, err := e.cfg.Check(ctx, d.DeviceID, store.OperationKind(step.Kind))
+	if err != nil || reason == "" {
+		return false, err
+	}
+	if reason == grpcerr.ReasonOperationActive { // someone else's operation: wait for it, as ever
+		ps.stats.Waiting++
+		return true, e.st.SetLadderWaiting(ctx, lr, WaitOperationActive, msg)
+	}
+	why := reason + ": " + msg
+	if ps.now.Sub(cur.StartedAt) > step.Timeout {
+		e.log.Warn("remediation step refused past its timeout: the ladder moves on", logkey.DeviceID, d.DeviceID, logkey.Site, d.Site,
+			"rule", lr.Rule, "ladder", lr.ID, "step", cur.Step+1, "kind", step.Kind, "refusal", reason, "why", msg)
+		_, err := e.st.UpdateStep(ctx, lr, cur, store.StepUpdate{State: store.StepFailed, Advance: true, Event: "STEP_FAILED",
+			Detail: fmt.Sprintf("refused for %s (its timeout), no operation created: %s", step.Timeout, why)})
+		return true, err
+	}
+	ps.stats.Waiting++
+	if lr.Waiting != WaitPrecondition {
+		e.log.Info("remediation step refused by the operations' preconditions: waiting", logkey.DeviceID, d.DeviceID, logkey.Site, d.Site,
+			"rule", lr.Rule, "ladder", lr.ID, "step", cur.Step+1, "kind", step.Kind, "refusal", reason, "why", msg)
+	}
+	return true, e.st.SetLadderWaiting(ctx, lr, WaitPrecondition, why)
 }
 
 // running follows the step's operation: failed or cancelled → the next
@@ -208,6 +246,7 @@ func (e *Engine) settling(ctx context.Context, ps *pass, l *policy.Ladder, d sto
 	if ok {
 		ps.stats.Fixed++
 		ps.inFlight[d.Site]--
+		ps.count(d, -1)
 		e.log.Info("remediation ladder fixed the device", logkey.DeviceID, d.DeviceID, logkey.Site, d.Site, "rule", lr.Rule,
 			"step", cur.Step+1, "kind", cur.Kind, "released", release)
 	}

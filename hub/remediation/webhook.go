@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -89,6 +90,10 @@ type WebhookConfig struct {
 	Interval time.Duration
 	// Client sends the requests (default an http.Client with Timeout).
 	Client *http.Client
+	// Concurrency bounds the deliveries in flight at once (default 8):
+	// each handoff is delivered on its own, so a receiver that does not
+	// answer one delays no other.
+	Concurrency int
 }
 
 // WebhookSender delivers handoff webhooks; run it on every replica (a
@@ -97,6 +102,10 @@ type WebhookSender struct {
 	st  WebhookStore
 	cfg WebhookConfig
 	log *slog.Logger
+	// slots holds one token per delivery in flight (Concurrency).
+	slots chan struct{}
+	// wg counts the deliveries in flight.
+	wg sync.WaitGroup
 }
 
 // NewWebhookSender returns a sender over st.
@@ -116,16 +125,51 @@ func NewWebhookSender(st WebhookStore, cfg WebhookConfig, log *slog.Logger) *Web
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: cfg.Timeout}
 	}
-	return &WebhookSender{st: st, cfg: cfg, log: log}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 8
+	}
+	return &WebhookSender{st: st, cfg: cfg, log: log, slots: make(chan struct{}, cfg.Concurrency)}
 }
 
-// Run delivers due webhooks every Interval until ctx ends.
+// Run starts the due webhooks every Interval until ctx ends, each on its
+// own (at most Concurrency at once), without waiting for those in flight;
+// it returns once they have ended.
 func (w *WebhookSender) Run(ctx context.Context) {
 	periodic.NowAndEvery(ctx, w.cfg.Interval, func() {
-		if _, err := w.Deliver(ctx); err != nil && ctx.Err() == nil {
+		if _, err := w.dispatch(ctx, nil, nil); err != nil && ctx.Err() == nil {
 			w.log.Warn("handoff webhook pass failed", logkey.Err, err)
 		}
 	})
+	w.wg.Wait()
+}
+
+// dispatch claims as many due deliveries as there are free slots and
+// starts each; add (when not nil) is called with their number before they
+// start, done (when not nil) with each one's outcome.
+func (w *WebhookSender) dispatch(ctx context.Context, done func(delivered bool), add func(int)) (int, error) {
+	free := cap(w.slots) - len(w.slots)
+	if free == 0 {
+		return 0, nil
+	}
+	hs, err := w.st.ClaimHandoffWebhooks(ctx, w.cfg.Timeout+w.cfg.Interval, free)
+	if err != nil {
+		return 0, err
+	}
+	if add != nil {
+		add(len(hs))
+	}
+	for _, h := range hs {
+		w.slots <- struct{}{}
+		w.wg.Add(1)
+		go func() {
+			defer func() { <-w.slots; w.wg.Done() }()
+			ok := w.deliver(ctx, h)
+			if done != nil {
+				done(ok)
+			}
+		}()
+	}
+	return len(hs), nil
 }
 
 // delay is the backoff after attempt n (1-based): exponential from
@@ -141,30 +185,47 @@ func (w *WebhookSender) delay(n int) time.Duration {
 	return d
 }
 
-// Deliver sends every due webhook once and records the attempts; it
-// returns how many were delivered.
+// Deliver sends the due webhooks once, each on its own (as many as there
+// are free slots of Concurrency), records the attempts, and returns how
+// many were delivered once all of them have ended.
 func (w *WebhookSender) Deliver(ctx context.Context) (int, error) {
-	hs, err := w.st.ClaimHandoffWebhooks(ctx, w.cfg.Timeout+w.cfg.Interval, 32)
-	if err != nil {
-		return 0, err
-	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	n := 0
-	for _, h := range hs {
-		a := w.send(ctx, h)
-		delivered := a.StatusCode >= 200 && a.StatusCode < 300
-		next := time.Now().Add(w.delay(a.Attempt))
-		if err := w.st.RecordWebhookAttempt(ctx, h.ID, a, delivered, next); err != nil {
-			return n, err
-		}
-		if delivered {
+	_, err := w.dispatch(ctx, func(ok bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ok {
 			n++
-			w.log.Info("handoff webhook delivered", logkey.DeviceID, h.DeviceID, logkey.Site, h.Site, "handoff", h.ID, "attempt", a.Attempt)
-		} else {
-			w.log.Warn("handoff webhook attempt failed; retrying", logkey.DeviceID, h.DeviceID, logkey.Site, h.Site, "handoff", h.ID,
-				"attempt", a.Attempt, "status_code", a.StatusCode, logkey.Err, a.Error, "next", next.UTC().Format(time.RFC3339))
 		}
+		wg.Done()
+	}, wg.Add)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return n, err
+}
+
+// deliver sends handoff h once and records the attempt (even when ctx
+// has ended meanwhile: the attempt was made); it reports a 2xx answer.
+func (w *WebhookSender) deliver(ctx context.Context, h store.Handoff) bool {
+	a := w.send(ctx, h)
+	delivered := a.StatusCode >= 200 && a.StatusCode < 300
+	next := time.Now().Add(w.delay(a.Attempt))
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := w.st.RecordWebhookAttempt(rctx, h.ID, a, delivered, next); err != nil {
+		w.log.Warn("recording a handoff webhook attempt failed (the attempt is made again after the claim's lease)", logkey.DeviceID, h.DeviceID,
+			logkey.Site, h.Site, "handoff", h.ID, "attempt", a.Attempt, logkey.Err, err)
+		return false
 	}
-	return n, nil
+	if delivered {
+		w.log.Info("handoff webhook delivered", logkey.DeviceID, h.DeviceID, logkey.Site, h.Site, "handoff", h.ID, "attempt", a.Attempt)
+	} else {
+		w.log.Warn("handoff webhook attempt failed; retrying", logkey.DeviceID, h.DeviceID, logkey.Site, h.Site, "handoff", h.ID,
+			"attempt", a.Attempt, "status_code", a.StatusCode, logkey.Err, a.Error, "next", next.UTC().Format(time.RFC3339))
+	}
+	return delivered
 }
 
 // send POSTs handoff h once.
@@ -185,6 +246,7 @@ func (w *WebhookSender) send(ctx context.Context, h store.Handoff) store.Webhook
 	req.Header.Set(DeliveryHeader, fmt.Sprintf("%d-%d", h.ID, a.Attempt))
 	req.Header.Set(EventHeader, HandoffEventType)
 	start := time.Now()
+	a.AttemptedAt = start
 	resp, err := w.cfg.Client.Do(req)
 	a.Duration = time.Since(start)
 	if err != nil {

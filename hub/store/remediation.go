@@ -64,6 +64,13 @@ type RemediationStep struct {
 	GoodSince, EndedAt *time.Time
 }
 
+// InFlight reports whether the step counts against the ladders'
+// blast-radius guard: STARTING, RUNNING or SETTLING (as
+// RemediationsInFlight counts).
+func (s RemediationStep) InFlight() bool {
+	return s.State == StepStarting || s.State == StepRunning || s.State == StepSettling
+}
+
 // Current returns the ladder's step at Position, if it was started.
 func (l *RemediationLadder) Current() (RemediationStep, bool) {
 	for _, s := range l.Steps {
@@ -92,6 +99,8 @@ type RemediationDevice struct {
 	Recommended []int32
 	// OpenHandoff: the device has an open repair handoff.
 	OpenHandoff bool
+	// Labels are its effective failure-domain labels (docs/reference/labels.md).
+	Labels map[string]string
 	// Ladder is its open ladder (nil when none).
 	Ladder *RemediationLadder
 }
@@ -116,7 +125,7 @@ func (s *Store) RemediationDevices(ctx context.Context) ([]RemediationDevice, er
 				WHERE c.device_id = d.id AND c.health IS NOT NULL AND c.status = 'False'
 				  AND COALESCE((c.health->>'fatal')::boolean, false) AND c.health ? 'recommended_action'),
 			EXISTS (SELECT 1 FROM remediation_handoffs o WHERE o.device_id = d.id AND o.state = 'OPEN'),
-			COALESCE(l.id, 0)
+			COALESCE(l.id, 0), `+labelsExpr+`
 		FROM devices d
 		JOIN sites st ON st.name = d.site
 		LEFT JOIN LATERAL (SELECT holder, generation FROM quarantine_holds q
@@ -134,7 +143,7 @@ func (s *Store) RemediationDevices(ctx context.Context) ([]RemediationDevice, er
 		var st, holder string
 		var ladder int64
 		if err := rows.Scan(&d.DeviceID, &d.Site, &d.Name, &st, &d.StatusReason, &d.StatusChangedAt, &d.Removed, &d.SiteStale,
-			&holder, &d.HoldGeneration, &d.CustomerAllocated, &d.Recommended, &d.OpenHandoff, &ladder); err != nil {
+			&holder, &d.HoldGeneration, &d.CustomerAllocated, &d.Recommended, &d.OpenHandoff, &ladder, &d.Labels); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("scan remediation device: %w", err)
 		}

@@ -232,6 +232,41 @@ func (s *Store) WebhookAttempts(ctx context.Context, id int64) ([]WebhookAttempt
 	return out, nil
 }
 
+// MaxAttemptsShown is how many of a handoff's latest webhook attempts
+// WebhookAttemptsOf returns.
+const MaxAttemptsShown = 20
+
+// WebhookAttemptsOf returns the latest MaxAttemptsShown webhook attempts
+// of each handoff of ids, oldest first (a handoff without any is absent).
+func (s *Store) WebhookAttemptsOf(ctx context.Context, ids []int64) (map[int64][]WebhookAttempt, error) {
+	out := map[int64][]WebhookAttempt{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT handoff_id, attempt, status_code, error, duration_ms, attempted_at FROM (
+		SELECT *, row_number() OVER (PARTITION BY handoff_id ORDER BY id DESC) AS rn
+		FROM remediation_webhook_attempts WHERE handoff_id = ANY($1)) x
+		WHERE rn <= $2 ORDER BY handoff_id, id`, ids, MaxAttemptsShown)
+	if err != nil {
+		return nil, fmt.Errorf("webhook attempts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var a WebhookAttempt
+		var ms int
+		if err := rows.Scan(&id, &a.Attempt, &a.StatusCode, &a.Error, &ms, &a.AttemptedAt); err != nil {
+			return nil, fmt.Errorf("webhook attempts: %w", err)
+		}
+		a.Duration = time.Duration(ms) * time.Millisecond
+		out[id] = append(out[id], a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("webhook attempts: %w", err)
+	}
+	return out, nil
+}
+
 // ClaimHandoffWebhooks takes up to limit handoffs whose webhook is due
 // (PENDING, next attempt not after now) and pushes their next attempt to
 // now+lease, so that no other replica sends them meanwhile (FOR UPDATE
@@ -253,12 +288,17 @@ func (s *Store) ClaimHandoffWebhooks(ctx context.Context, lease time.Duration, l
 	return out, nil
 }
 
-// RecordWebhookAttempt records attempt a of handoff id's webhook: delivered
-// (a 2xx) ends the delivery; otherwise the next attempt is due at next.
+// RecordWebhookAttempt records attempt a of handoff id's webhook (sent at
+// a.AttemptedAt; zero: now): delivered (a 2xx) ends the delivery;
+// otherwise the next attempt is due at next.
 func (s *Store) RecordWebhookAttempt(ctx context.Context, id int64, a WebhookAttempt, delivered bool, next time.Time) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO remediation_webhook_attempts (handoff_id, attempt, status_code, error, duration_ms)
-			VALUES ($1, $2, $3, $4, $5)`, id, a.Attempt, a.StatusCode, a.Error, a.Duration.Milliseconds()); err != nil {
+		at := a.AttemptedAt
+		if at.IsZero() {
+			at = time.Now()
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO remediation_webhook_attempts (handoff_id, attempt, status_code, error, duration_ms, attempted_at)
+			VALUES ($1, $2, $3, $4, $5, $6)`, id, a.Attempt, a.StatusCode, a.Error, a.Duration.Milliseconds(), at); err != nil {
 			return fmt.Errorf("record webhook attempt of handoff %d: %w", id, err)
 		}
 		q := `UPDATE remediation_handoffs SET webhook_attempts = $2, webhook_next_at = $3 WHERE id = $1`
@@ -270,4 +310,29 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, id int64, a WebhookAtt
 		}
 		return nil
 	})
+}
+
+// DeviceNames returns the node names of the devices of ids that have one
+// (a device without a name, or unknown, is absent).
+func (s *Store) DeviceNames(ctx context.Context, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id::text, name FROM devices WHERE id::text = ANY($1) AND name <> ''`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("device names: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, name string
+		if err := rows.Scan(&id, &name); err != nil {
+			return nil, fmt.Errorf("device names: %w", err)
+		}
+		out[id] = name
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("device names: %w", err)
+	}
+	return out, nil
 }

@@ -22,7 +22,14 @@
 //     pass that finds its own marker and a newer provision_updated_at knows
 //     the action was taken and does not ask again. PROVIDE, ENROL (whose
 //     marker also says it created the node) and the "manage" below write it
-//     too; it is removed when the operation ends.
+//     too; it is removed when the operation ends, and in the same request
+//     the operation's result is left at "ironlink_last_operation"
+//     (operation id, SUCCEEDED, FAILED or CANCELLED, failure reason, error,
+//     end time): a redelivery of that operation to a restarted satellite
+//     (its final progress never reached the hub) reports that result and
+//     asks nothing of Ironic, instead of starting again from the state it
+//     left the node in (a REPROVISION that ended available would otherwise
+//     manage and provide again).
 //   - INSPECT, CLEAN and PROVIDE that find the node in clean failed or
 //     inspect failed left by an earlier action first ask for "manage"
 //     (Ironic's state machine goes from both to manageable); a failure of

@@ -134,7 +134,7 @@ func TestFixtureMarkerRemovedWhenTheOperationEnds(t *testing.T) {
 				t.Error("the marker stays after success")
 			}
 			last := p.GetSteps()[len(p.GetSteps())-1]
-			if !hasRequest(last, "PATCH", "/v1/nodes/"+fxNode, "remove /extra/ironlink_operation", 200) {
+			if !hasRequest(last, "PATCH", "/v1/nodes/"+fxNode, "remove /extra/ironlink_operation, add /extra/ironlink_last_operation", 200) {
 				t.Errorf("the last step does not record the marker's removal: %v", last.GetRequests())
 			}
 		})

@@ -1,10 +1,13 @@
 package operations
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/logkey"
@@ -12,6 +15,7 @@ import (
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/nova"
 	"github.com/ironlink/ironlink/satellite/openstack"
+	"github.com/ironlink/ironlink/satellite/site"
 )
 
 // markerKey is the key under the node's extra where the runner records the
@@ -88,12 +92,63 @@ func APICalls() []openstack.APICall {
 	return calls
 }
 
+// lastKey is the key under the node's extra where an ended operation
+// leaves its result, written in the request that removes its marker: a
+// redelivery of that operation after a satellite restart (the final
+// progress not yet acknowledged by the hub) reports that result instead
+// of starting again from the state the operation left the node in.
+const lastKey = "ironlink_last_operation"
+
+// lastOperation is the value stored at extra/ironlink_last_operation.
+type lastOperation struct {
+	OperationID string `json:"operation_id"`
+	// State is SUCCEEDED, FAILED or CANCELLED.
+	State         string `json:"state"`
+	FailureReason string `json:"failure_reason,omitempty"`
+	Error         string `json:"error,omitempty"`
+	EndedAt       string `json:"ended_at"`
+}
+
+// maxLastError bounds the error kept in extra/ironlink_last_operation.
+const maxLastError = 1024
+
+// lastOf returns the node's last ended operation, or the zero value.
+func lastOf(n *node) lastOperation {
+	raw, ok := n.Extra[lastKey]
+	if !ok {
+		return lastOperation{}
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return lastOperation{}
+	}
+	var l lastOperation
+	_ = json.Unmarshal(b, &l)
+	return l
+}
+
+// endedResult is the result of an operation that had ended before this
+// process (its lastOperation l): reported again, nothing sent to Ironic.
+func (u *run) endedResult(n *node, l lastOperation) site.Result {
+	u.step("already-ended", n.ProvisionState, "this operation ended "+l.State+" at "+l.EndedAt+
+		" (recorded in the node's extra); its result is reported again and nothing is asked of Ironic")
+	switch l.State {
+	case "SUCCEEDED":
+		return site.Done()
+	case "CANCELLED":
+		return cancelled
+	}
+	return site.Failed(cmp.Or(l.FailureReason, "Failed"), "%s", l.Error)
+}
+
 // unmark removes this operation's marker from the node's extra when the
-// operation ends (succeeded, failed or cancelled), so Ironic keeps nothing
-// of it; the request is recorded on the last step. A node that is gone,
-// or carries no marker of this operation, is left alone; a failed removal
-// is logged and recorded, and does not change the operation's result.
-func (u *run) unmark(ctx context.Context) {
+// operation ends with res (succeeded, failed or cancelled) and, in the same
+// request, records its result at extra/ironlink_last_operation (lastKey),
+// so Ironic keeps nothing of it in progress; the request is recorded on the
+// last step. A node that is gone, or carries no marker of this operation,
+// is left alone; a failed removal is logged and recorded, and does not
+// change the operation's result.
+func (u *run) unmark(ctx context.Context, res site.Result) {
 	id := u.deviceIDNow()
 	if id == "" || u.req.GetKind() == ironlinkv1.OperationKind_OPERATION_KIND_NOVA_CREATE ||
 		u.req.GetKind() == ironlinkv1.OperationKind_OPERATION_KIND_NOVA_DELETE {
@@ -109,7 +164,18 @@ func (u *run) unmark(ctx context.Context) {
 	if markerOf(n).OperationID != u.req.GetOperationId() {
 		return
 	}
-	if _, err := u.patchNode(ctx, n.UUID, []patchOp{{Op: "remove", Path: "/extra/" + markerKey}}); err != nil {
+	l := lastOperation{OperationID: u.req.GetOperationId(), State: "SUCCEEDED", EndedAt: time.Now().UTC().Format(time.RFC3339)}
+	switch {
+	case res.Permanent() && res.Reason == reasonCancelled:
+		l.State = "CANCELLED"
+	case res.Permanent():
+		l.State, l.FailureReason, l.Error = "FAILED", res.Reason, res.Message
+		if len(l.Error) > maxLastError {
+			l.Error = strings.ToValidUTF8(l.Error[:maxLastError], "")
+		}
+	}
+	if _, err := u.patchNode(ctx, n.UUID, []patchOp{{Op: "remove", Path: "/extra/" + markerKey},
+		{Op: "add", Path: "/extra/" + lastKey, Value: l}}); err != nil {
 		u.log.Warn("operation ended: the marker stays in the node's extra", logkey.DeviceID, n.UUID, "err", err)
 	}
 }

@@ -90,6 +90,9 @@ func (u *run) pass(ctx context.Context) site.Result {
 	u.deviceID = n.UUID
 	u.provisionState = n.ProvisionState
 	u.mu.Unlock()
+	if l := lastOf(n); l.OperationID == u.req.GetOperationId() {
+		return u.endedResult(n, l) // a redelivery after it ended: report, do nothing again
+	}
 	if u.cancelRequested() {
 		if res, handled := u.tryCancel(ctx, n); handled {
 			return res

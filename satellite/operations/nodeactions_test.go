@@ -174,6 +174,43 @@ func runNodeActions(t *testing.T, e *env) {
 			t.Fatalf("after REPROVISION: %v, extra %v", n["provision_state"], n["extra"])
 		}
 	})
+	t.Run("a reprovision redelivered to a restarted satellite after it ended reports its result, nothing repeated", func(t *testing.T) {
+		redeliveredAfterEnd(t, e, id)
+	})
+}
+
+// redeliveredAfterEnd runs a REPROVISION of the available node id to its
+// end, then delivers the same operation again (attempt 2, a redelivery)
+// to a new runner, as the hub does when a satellite restarted before the
+// final progress reached it: the marker is gone and the node is available,
+// a state REPROVISION starts from, yet the redelivery reports SUCCEEDED
+// from the result the first run left in the node's extra and sends no
+// write to Ironic.
+func redeliveredAfterEnd(t *testing.T, e *env, id string) {
+	req := ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, id, nil)
+	p, _, _ := runOp(t, e, req)
+	wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+	n := getNode(t, e, id)
+	last, _ := n["extra"].(map[string]any)["ironlink_last_operation"].(map[string]any)
+	if n["provision_state"] != "available" || n["extra"].(map[string]any)["ironlink_operation"] != nil ||
+		last["operation_id"] != req.GetOperationId() || last["state"] != "SUCCEEDED" {
+		t.Fatalf("after REPROVISION: %v, extra %v", n["provision_state"], n["extra"])
+	}
+	before := len(e.rec.snapshot())
+	req.Attempt, req.Redelivery = 2, true
+	p, _, d := runOp(t, e, req) // a new runner: the restarted satellite
+	wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+	reqs := e.rec.snapshot()[before:]
+	t.Logf("MEASURE %s REPROVISION(redelivered after its end): %s, %d OpenStack requests", e.name, d.Round(time.Millisecond), len(reqs))
+	for _, r := range reqs {
+		if r.Method != http.MethodGet {
+			t.Errorf("the redelivery sent %s %s (target %q): a step repeated", r.Method, r.Path, r.Target)
+		}
+	}
+	steps := p.GetSteps()
+	if len(steps) == 0 || steps[len(steps)-1].GetName() != "already-ended" {
+		t.Errorf("the redelivery's steps do not say it had ended: %v", steps)
+	}
 }
 
 // adoptNode adopts the manageable node id: on the simulator a first

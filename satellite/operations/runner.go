@@ -450,7 +450,7 @@ func (u *run) execute(ctx context.Context) *ironlinkv1.OperationProgress {
 			return nil
 		}
 		if res.Permanent() || res.IsDone() {
-			u.unmark(ctx)
+			u.unmark(ctx, res)
 			if ctx.Err() != nil {
 				return nil
 			}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -177,8 +178,16 @@ func TestLadderEndToEnd(t *testing.T) {
 		t.Fatalf("webhook: %d requests, %d verified; want 2 (a 500 retried)", n, ok)
 	}
 	out, code := run("handoffs", "--open")
-	if code != 0 || !strings.Contains(out, "BudgetSpent") || !strings.Contains(out, "DELIVERED") {
+	if code != 0 || !strings.Contains(out, "BudgetSpent") || !strings.Contains(out, "DELIVERED") || !strings.Contains(out, "LAST ATTEMPT") ||
+		!strings.Contains(out, "2: 204 in ") {
 		t.Fatalf("handoffs: %d\n%s", code, out)
+	}
+	// explain names the device and shows every webhook attempt: the 500,
+	// then the 204.
+	if out, code := run("explain", dev); code != 0 || !strings.Contains(out, "site-a/site-a-000 ("+dev+")") ||
+		!regexp.MustCompile(`Attempt 1:\s+500 Internal Server Error in [0-9.]+[µm]?s, `).MatchString(out) ||
+		!regexp.MustCompile(`Attempt 2:\s+204 in [0-9.]+[µm]?s, `).MatchString(out) {
+		t.Fatalf("explain after the handoff: %d\n%s", code, out)
 	}
 	id := strings.Fields(strings.Split(out, "\n")[1])[0]
 	if out, code := run("handoffs", "close", id); code != 2 {

@@ -378,8 +378,11 @@ type Handoff struct {
 	WebhookAttempts int32 `protobuf:"varint,15,opt,name=webhook_attempts,json=webhookAttempts,proto3" json:"webhook_attempts,omitempty"`
 	// When the webhook was acknowledged (2xx).
 	DeliveredTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=delivered_time,json=deliveredTime,proto3" json:"delivered_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The webhook's delivery attempts, oldest first: the latest 20 at most
+	// (webhook_attempts counts them all).
+	WebhookAttemptLog []*HandoffWebhookAttempt `protobuf:"bytes,420,rep,name=webhook_attempt_log,json=webhookAttemptLog,proto3" json:"webhook_attempt_log,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Handoff) Reset() {
@@ -524,6 +527,99 @@ func (x *Handoff) GetDeliveredTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Handoff) GetWebhookAttemptLog() []*HandoffWebhookAttempt {
+	if x != nil {
+		return x.WebhookAttemptLog
+	}
+	return nil
+}
+
+// HandoffWebhookAttempt is one delivery attempt of a handoff's webhook, as
+// recorded when it ended.
+type HandoffWebhookAttempt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Attempt number, from 1.
+	Attempt int32 `protobuf:"varint,420,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// When the request was sent.
+	AttemptTime *timestamppb.Timestamp `protobuf:"bytes,421,opt,name=attempt_time,json=attemptTime,proto3" json:"attempt_time,omitempty"`
+	// The receiver's HTTP status code; 0 when no answer came (see error).
+	StatusCode int32 `protobuf:"varint,422,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
+	// Why it was not acknowledged: the HTTP status ("500 Internal Server
+	// Error") or the transport error (a timeout, a refused connection); ""
+	// for a 2xx.
+	Error string `protobuf:"bytes,423,opt,name=error,proto3" json:"error,omitempty"`
+	// How long the attempt took (to the answer or the error; milliseconds
+	// resolution).
+	Duration      *durationpb.Duration `protobuf:"bytes,424,opt,name=duration,proto3" json:"duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandoffWebhookAttempt) Reset() {
+	*x = HandoffWebhookAttempt{}
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandoffWebhookAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandoffWebhookAttempt) ProtoMessage() {}
+
+func (x *HandoffWebhookAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandoffWebhookAttempt.ProtoReflect.Descriptor instead.
+func (*HandoffWebhookAttempt) Descriptor() ([]byte, []int) {
+	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *HandoffWebhookAttempt) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *HandoffWebhookAttempt) GetAttemptTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AttemptTime
+	}
+	return nil
+}
+
+func (x *HandoffWebhookAttempt) GetStatusCode() int32 {
+	if x != nil {
+		return x.StatusCode
+	}
+	return 0
+}
+
+func (x *HandoffWebhookAttempt) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *HandoffWebhookAttempt) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
 // GetDeviceRemediationRequest names the device.
 type GetDeviceRemediationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -535,7 +631,7 @@ type GetDeviceRemediationRequest struct {
 
 func (x *GetDeviceRemediationRequest) Reset() {
 	*x = GetDeviceRemediationRequest{}
-	mi := &file_ironlink_v1_remediation_proto_msgTypes[4]
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +643,7 @@ func (x *GetDeviceRemediationRequest) String() string {
 func (*GetDeviceRemediationRequest) ProtoMessage() {}
 
 func (x *GetDeviceRemediationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_remediation_proto_msgTypes[4]
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +656,7 @@ func (x *GetDeviceRemediationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeviceRemediationRequest.ProtoReflect.Descriptor instead.
 func (*GetDeviceRemediationRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{4}
+	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetDeviceRemediationRequest) GetDevice() string {
@@ -607,14 +703,16 @@ type GetDeviceRemediationResponse struct {
 	// When the next step is due.
 	NextTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=next_time,json=nextTime,proto3" json:"next_time,omitempty"`
 	// The device's handoffs, newest first.
-	Handoffs      []*Handoff `protobuf:"bytes,15,rep,name=handoffs,proto3" json:"handoffs,omitempty"`
+	Handoffs []*Handoff `protobuf:"bytes,15,rep,name=handoffs,proto3" json:"handoffs,omitempty"`
+	// The device's node name; empty when Ironic has none.
+	DeviceName    string `protobuf:"bytes,420,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetDeviceRemediationResponse) Reset() {
 	*x = GetDeviceRemediationResponse{}
-	mi := &file_ironlink_v1_remediation_proto_msgTypes[5]
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +724,7 @@ func (x *GetDeviceRemediationResponse) String() string {
 func (*GetDeviceRemediationResponse) ProtoMessage() {}
 
 func (x *GetDeviceRemediationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_remediation_proto_msgTypes[5]
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +737,7 @@ func (x *GetDeviceRemediationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeviceRemediationResponse.ProtoReflect.Descriptor instead.
 func (*GetDeviceRemediationResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{5}
+	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetDeviceRemediationResponse) GetDeviceId() string {
@@ -747,6 +845,13 @@ func (x *GetDeviceRemediationResponse) GetHandoffs() []*Handoff {
 	return nil
 }
 
+func (x *GetDeviceRemediationResponse) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
+	}
+	return ""
+}
+
 // ListHandoffsRequest filters handoffs.
 type ListHandoffsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -764,7 +869,7 @@ type ListHandoffsRequest struct {
 
 func (x *ListHandoffsRequest) Reset() {
 	*x = ListHandoffsRequest{}
-	mi := &file_ironlink_v1_remediation_proto_msgTypes[6]
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +881,7 @@ func (x *ListHandoffsRequest) String() string {
 func (*ListHandoffsRequest) ProtoMessage() {}
 
 func (x *ListHandoffsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_remediation_proto_msgTypes[6]
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +894,7 @@ func (x *ListHandoffsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHandoffsRequest.ProtoReflect.Descriptor instead.
 func (*ListHandoffsRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{6}
+	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListHandoffsRequest) GetSite() string {
@@ -831,7 +936,7 @@ type ListHandoffsResponse struct {
 
 func (x *ListHandoffsResponse) Reset() {
 	*x = ListHandoffsResponse{}
-	mi := &file_ironlink_v1_remediation_proto_msgTypes[7]
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +948,7 @@ func (x *ListHandoffsResponse) String() string {
 func (*ListHandoffsResponse) ProtoMessage() {}
 
 func (x *ListHandoffsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_remediation_proto_msgTypes[7]
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +961,7 @@ func (x *ListHandoffsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHandoffsResponse.ProtoReflect.Descriptor instead.
 func (*ListHandoffsResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{7}
+	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListHandoffsResponse) GetHandoffs() []*Handoff {
@@ -879,7 +984,7 @@ type CloseHandoffRequest struct {
 
 func (x *CloseHandoffRequest) Reset() {
 	*x = CloseHandoffRequest{}
-	mi := &file_ironlink_v1_remediation_proto_msgTypes[8]
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +996,7 @@ func (x *CloseHandoffRequest) String() string {
 func (*CloseHandoffRequest) ProtoMessage() {}
 
 func (x *CloseHandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_remediation_proto_msgTypes[8]
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1009,7 @@ func (x *CloseHandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseHandoffRequest.ProtoReflect.Descriptor instead.
 func (*CloseHandoffRequest) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{8}
+	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CloseHandoffRequest) GetId() int64 {
@@ -932,7 +1037,7 @@ type CloseHandoffResponse struct {
 
 func (x *CloseHandoffResponse) Reset() {
 	*x = CloseHandoffResponse{}
-	mi := &file_ironlink_v1_remediation_proto_msgTypes[9]
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1049,7 @@ func (x *CloseHandoffResponse) String() string {
 func (*CloseHandoffResponse) ProtoMessage() {}
 
 func (x *CloseHandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_remediation_proto_msgTypes[9]
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1062,7 @@ func (x *CloseHandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseHandoffResponse.ProtoReflect.Descriptor instead.
 func (*CloseHandoffResponse) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{9}
+	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CloseHandoffResponse) GetHandoff() *Handoff {
@@ -1001,7 +1106,7 @@ type RemediationEvent struct {
 
 func (x *RemediationEvent) Reset() {
 	*x = RemediationEvent{}
-	mi := &file_ironlink_v1_remediation_proto_msgTypes[10]
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1118,7 @@ func (x *RemediationEvent) String() string {
 func (*RemediationEvent) ProtoMessage() {}
 
 func (x *RemediationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ironlink_v1_remediation_proto_msgTypes[10]
+	mi := &file_ironlink_v1_remediation_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1131,7 @@ func (x *RemediationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemediationEvent.ProtoReflect.Descriptor instead.
 func (*RemediationEvent) Descriptor() ([]byte, []int) {
-	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{10}
+	return file_ironlink_v1_remediation_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemediationEvent) GetDeviceId() string {
@@ -1143,7 +1248,7 @@ const file_ironlink_v1_remediation_proto_rawDesc = "" +
 	"\n" +
 	"start_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x122\n" +
-	"\x05steps\x18\r \x03(\v2\x1c.ironlink.v1.RemediationStepR\x05steps\"\xa9\x04\n" +
+	"\x05steps\x18\r \x03(\v2\x1c.ironlink.v1.RemediationStepR\x05steps\"\xfe\x04\n" +
 	"\aHandoff\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1b\n" +
 	"\tdevice_id\x18\x02 \x01(\tR\bdeviceId\x12\x1f\n" +
@@ -1165,9 +1270,17 @@ const file_ironlink_v1_remediation_proto_rawDesc = "" +
 	"close_note\x18\r \x01(\tR\tcloseNote\x12#\n" +
 	"\rwebhook_state\x18\x0e \x01(\tR\fwebhookState\x12)\n" +
 	"\x10webhook_attempts\x18\x0f \x01(\x05R\x0fwebhookAttempts\x12A\n" +
-	"\x0edelivered_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\rdeliveredTime\"5\n" +
+	"\x0edelivered_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\rdeliveredTime\x12S\n" +
+	"\x13webhook_attempt_log\x18\xa4\x03 \x03(\v2\".ironlink.v1.HandoffWebhookAttemptR\x11webhookAttemptLog\"\xe3\x01\n" +
+	"\x15HandoffWebhookAttempt\x12\x19\n" +
+	"\aattempt\x18\xa4\x03 \x01(\x05R\aattempt\x12>\n" +
+	"\fattempt_time\x18\xa5\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vattemptTime\x12 \n" +
+	"\vstatus_code\x18\xa6\x03 \x01(\x05R\n" +
+	"statusCode\x12\x15\n" +
+	"\x05error\x18\xa7\x03 \x01(\tR\x05error\x126\n" +
+	"\bduration\x18\xa8\x03 \x01(\v2\x19.google.protobuf.DurationR\bduration\"5\n" +
 	"\x1bGetDeviceRemediationRequest\x12\x16\n" +
-	"\x06device\x18\x01 \x01(\tR\x06device\"\xe3\x04\n" +
+	"\x06device\x18\x01 \x01(\tR\x06device\"\x85\x05\n" +
 	"\x1cGetDeviceRemediationResponse\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x12\x12\n" +
@@ -1185,7 +1298,9 @@ const file_ironlink_v1_remediation_proto_rawDesc = "" +
 	"\x04plan\x18\f \x01(\tR\x04plan\x12\x1b\n" +
 	"\tnext_step\x18\r \x01(\x05R\bnextStep\x127\n" +
 	"\tnext_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\bnextTime\x120\n" +
-	"\bhandoffs\x18\x0f \x03(\v2\x14.ironlink.v1.HandoffR\bhandoffs\"{\n" +
+	"\bhandoffs\x18\x0f \x03(\v2\x14.ironlink.v1.HandoffR\bhandoffs\x12 \n" +
+	"\vdevice_name\x18\xa4\x03 \x01(\tR\n" +
+	"deviceName\"{\n" +
 	"\x13ListHandoffsRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x1b\n" +
@@ -1230,52 +1345,56 @@ func file_ironlink_v1_remediation_proto_rawDescGZIP() []byte {
 	return file_ironlink_v1_remediation_proto_rawDescData
 }
 
-var file_ironlink_v1_remediation_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_ironlink_v1_remediation_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_ironlink_v1_remediation_proto_goTypes = []any{
 	(*LadderStepSpec)(nil),               // 0: ironlink.v1.LadderStepSpec
 	(*RemediationStep)(nil),              // 1: ironlink.v1.RemediationStep
 	(*RemediationLadder)(nil),            // 2: ironlink.v1.RemediationLadder
 	(*Handoff)(nil),                      // 3: ironlink.v1.Handoff
-	(*GetDeviceRemediationRequest)(nil),  // 4: ironlink.v1.GetDeviceRemediationRequest
-	(*GetDeviceRemediationResponse)(nil), // 5: ironlink.v1.GetDeviceRemediationResponse
-	(*ListHandoffsRequest)(nil),          // 6: ironlink.v1.ListHandoffsRequest
-	(*ListHandoffsResponse)(nil),         // 7: ironlink.v1.ListHandoffsResponse
-	(*CloseHandoffRequest)(nil),          // 8: ironlink.v1.CloseHandoffRequest
-	(*CloseHandoffResponse)(nil),         // 9: ironlink.v1.CloseHandoffResponse
-	(*RemediationEvent)(nil),             // 10: ironlink.v1.RemediationEvent
-	(*durationpb.Duration)(nil),          // 11: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),        // 12: google.protobuf.Timestamp
+	(*HandoffWebhookAttempt)(nil),        // 4: ironlink.v1.HandoffWebhookAttempt
+	(*GetDeviceRemediationRequest)(nil),  // 5: ironlink.v1.GetDeviceRemediationRequest
+	(*GetDeviceRemediationResponse)(nil), // 6: ironlink.v1.GetDeviceRemediationResponse
+	(*ListHandoffsRequest)(nil),          // 7: ironlink.v1.ListHandoffsRequest
+	(*ListHandoffsResponse)(nil),         // 8: ironlink.v1.ListHandoffsResponse
+	(*CloseHandoffRequest)(nil),          // 9: ironlink.v1.CloseHandoffRequest
+	(*CloseHandoffResponse)(nil),         // 10: ironlink.v1.CloseHandoffResponse
+	(*RemediationEvent)(nil),             // 11: ironlink.v1.RemediationEvent
+	(*durationpb.Duration)(nil),          // 12: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),        // 13: google.protobuf.Timestamp
 }
 var file_ironlink_v1_remediation_proto_depIdxs = []int32{
-	11, // 0: ironlink.v1.LadderStepSpec.timeout:type_name -> google.protobuf.Duration
-	12, // 1: ironlink.v1.RemediationStep.start_time:type_name -> google.protobuf.Timestamp
-	12, // 2: ironlink.v1.RemediationStep.good_since:type_name -> google.protobuf.Timestamp
-	12, // 3: ironlink.v1.RemediationStep.end_time:type_name -> google.protobuf.Timestamp
-	12, // 4: ironlink.v1.RemediationLadder.start_time:type_name -> google.protobuf.Timestamp
-	12, // 5: ironlink.v1.RemediationLadder.end_time:type_name -> google.protobuf.Timestamp
+	12, // 0: ironlink.v1.LadderStepSpec.timeout:type_name -> google.protobuf.Duration
+	13, // 1: ironlink.v1.RemediationStep.start_time:type_name -> google.protobuf.Timestamp
+	13, // 2: ironlink.v1.RemediationStep.good_since:type_name -> google.protobuf.Timestamp
+	13, // 3: ironlink.v1.RemediationStep.end_time:type_name -> google.protobuf.Timestamp
+	13, // 4: ironlink.v1.RemediationLadder.start_time:type_name -> google.protobuf.Timestamp
+	13, // 5: ironlink.v1.RemediationLadder.end_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: ironlink.v1.RemediationLadder.steps:type_name -> ironlink.v1.RemediationStep
-	12, // 7: ironlink.v1.Handoff.create_time:type_name -> google.protobuf.Timestamp
-	12, // 8: ironlink.v1.Handoff.close_time:type_name -> google.protobuf.Timestamp
-	12, // 9: ironlink.v1.Handoff.delivered_time:type_name -> google.protobuf.Timestamp
-	0,  // 10: ironlink.v1.GetDeviceRemediationResponse.ladder:type_name -> ironlink.v1.LadderStepSpec
-	11, // 11: ironlink.v1.GetDeviceRemediationResponse.settle:type_name -> google.protobuf.Duration
-	11, // 12: ironlink.v1.GetDeviceRemediationResponse.budget_window:type_name -> google.protobuf.Duration
-	2,  // 13: ironlink.v1.GetDeviceRemediationResponse.ladder_run:type_name -> ironlink.v1.RemediationLadder
-	12, // 14: ironlink.v1.GetDeviceRemediationResponse.next_time:type_name -> google.protobuf.Timestamp
-	3,  // 15: ironlink.v1.GetDeviceRemediationResponse.handoffs:type_name -> ironlink.v1.Handoff
-	3,  // 16: ironlink.v1.ListHandoffsResponse.handoffs:type_name -> ironlink.v1.Handoff
-	3,  // 17: ironlink.v1.CloseHandoffResponse.handoff:type_name -> ironlink.v1.Handoff
-	4,  // 18: ironlink.v1.RemediationService.GetDeviceRemediation:input_type -> ironlink.v1.GetDeviceRemediationRequest
-	6,  // 19: ironlink.v1.RemediationService.ListHandoffs:input_type -> ironlink.v1.ListHandoffsRequest
-	8,  // 20: ironlink.v1.RemediationService.CloseHandoff:input_type -> ironlink.v1.CloseHandoffRequest
-	5,  // 21: ironlink.v1.RemediationService.GetDeviceRemediation:output_type -> ironlink.v1.GetDeviceRemediationResponse
-	7,  // 22: ironlink.v1.RemediationService.ListHandoffs:output_type -> ironlink.v1.ListHandoffsResponse
-	9,  // 23: ironlink.v1.RemediationService.CloseHandoff:output_type -> ironlink.v1.CloseHandoffResponse
-	21, // [21:24] is the sub-list for method output_type
-	18, // [18:21] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	13, // 7: ironlink.v1.Handoff.create_time:type_name -> google.protobuf.Timestamp
+	13, // 8: ironlink.v1.Handoff.close_time:type_name -> google.protobuf.Timestamp
+	13, // 9: ironlink.v1.Handoff.delivered_time:type_name -> google.protobuf.Timestamp
+	4,  // 10: ironlink.v1.Handoff.webhook_attempt_log:type_name -> ironlink.v1.HandoffWebhookAttempt
+	13, // 11: ironlink.v1.HandoffWebhookAttempt.attempt_time:type_name -> google.protobuf.Timestamp
+	12, // 12: ironlink.v1.HandoffWebhookAttempt.duration:type_name -> google.protobuf.Duration
+	0,  // 13: ironlink.v1.GetDeviceRemediationResponse.ladder:type_name -> ironlink.v1.LadderStepSpec
+	12, // 14: ironlink.v1.GetDeviceRemediationResponse.settle:type_name -> google.protobuf.Duration
+	12, // 15: ironlink.v1.GetDeviceRemediationResponse.budget_window:type_name -> google.protobuf.Duration
+	2,  // 16: ironlink.v1.GetDeviceRemediationResponse.ladder_run:type_name -> ironlink.v1.RemediationLadder
+	13, // 17: ironlink.v1.GetDeviceRemediationResponse.next_time:type_name -> google.protobuf.Timestamp
+	3,  // 18: ironlink.v1.GetDeviceRemediationResponse.handoffs:type_name -> ironlink.v1.Handoff
+	3,  // 19: ironlink.v1.ListHandoffsResponse.handoffs:type_name -> ironlink.v1.Handoff
+	3,  // 20: ironlink.v1.CloseHandoffResponse.handoff:type_name -> ironlink.v1.Handoff
+	5,  // 21: ironlink.v1.RemediationService.GetDeviceRemediation:input_type -> ironlink.v1.GetDeviceRemediationRequest
+	7,  // 22: ironlink.v1.RemediationService.ListHandoffs:input_type -> ironlink.v1.ListHandoffsRequest
+	9,  // 23: ironlink.v1.RemediationService.CloseHandoff:input_type -> ironlink.v1.CloseHandoffRequest
+	6,  // 24: ironlink.v1.RemediationService.GetDeviceRemediation:output_type -> ironlink.v1.GetDeviceRemediationResponse
+	8,  // 25: ironlink.v1.RemediationService.ListHandoffs:output_type -> ironlink.v1.ListHandoffsResponse
+	10, // 26: ironlink.v1.RemediationService.CloseHandoff:output_type -> ironlink.v1.CloseHandoffResponse
+	24, // [24:27] is the sub-list for method output_type
+	21, // [21:24] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_ironlink_v1_remediation_proto_init() }
@@ -1289,7 +1408,7 @@ func file_ironlink_v1_remediation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ironlink_v1_remediation_proto_rawDesc), len(file_ironlink_v1_remediation_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
