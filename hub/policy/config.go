@@ -425,6 +425,9 @@ func convertRule(where string, ry ruleYAML) (Rule, []error) {
 	errs = append(errs, bad...)
 	r.Validation, bad = convertValidation(where, ry.Validation, ry)
 	errs = append(errs, bad...)
+	if r.Validation != nil {
+		r.From, r.To = nil, nil // a validation rule matches no status change
+	}
 	r.Ladder, bad = convertLadder(where, ry.Remediation, ry.AutoReleaseAfter)
 	errs = append(errs, bad...)
 	r.Labels, bad = convertRuleLabels(where, ry.Labels)
