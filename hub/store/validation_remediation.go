@@ -41,14 +41,17 @@ type ValidationFailure struct {
 // ValidationFailures returns the failed runs no rule has taken yet,
 // oldest end first (at most 500).
 func (s *Store) ValidationFailures(ctx context.Context) ([]ValidationFailure, error) {
+	// Driven by the failed runs no rule took (a partial index), not by
+	// every device: a pass over a large fleet reads only those.
 	rows, err := s.pool.Query(ctx, `
 		SELECT d.id::text, d.site, d.name, d.status, d.status_reason, d.status_changed_at, st.stale,
 			r.id::text, r.failing_checks, r.message, r.created_at
-		FROM devices d
+		FROM validation_runs r
+		JOIN devices d ON d.id = r.device_id
 		JOIN sites st ON st.name = d.site
-		JOIN LATERAL (SELECT * FROM validation_runs r WHERE r.device_id = d.id ORDER BY r.created_at DESC LIMIT 1) r ON true
 		JOIN operations o ON o.id = r.id
-		WHERE NOT d.removed AND r.state = 'FAILED' AND r.remediation_rule = '' AND o.source <> $1
+		WHERE r.state = 'FAILED' AND r.remediation_rule = '' AND o.source <> $1 AND NOT d.removed
+		  AND NOT EXISTS (SELECT 1 FROM validation_runs n WHERE n.device_id = r.device_id AND n.created_at > r.created_at)
 		  AND NOT EXISTS (SELECT 1 FROM quarantine_holds q WHERE q.device_id = d.id AND q.holder LIKE 'policy:%')
 		  AND NOT EXISTS (SELECT 1 FROM remediation_ladders l WHERE l.device_id = d.id AND l.state = 'RUNNING')
 		  AND NOT EXISTS (SELECT 1 FROM remediation_handoffs h WHERE h.device_id = d.id AND h.state = 'OPEN')
