@@ -98,7 +98,7 @@ echo ">> starting the OpenStack simulator (${DEMO_NODES:-50} nodes)"
 # node rests in "clean wait" long enough to be seen and cancelled.
 bin/ironlink-openstacksim --listen 127.0.0.1:0 --nodes "${DEMO_NODES:-50}" --churn "${DEMO_CHURN:-15s}" \
   --provision-step "${DEMO_PROVISION_STEP:-3s}" \
-  --orphans-ironic "${DEMO_ORPHANS:-1}" --orphans-nova "${DEMO_ORPHANS:-1}" --control-socket "$STATE/openstacksim.sock" \
+  --orphans-ironic "${DEMO_ORPHANS:-1}" --orphans-nova "${DEMO_ORPHANS:-1}" --control-socket "$STATE/openstacksim.sock" --hardware \
   --clouds-yaml "$STATE/clouds.yaml" --cloud sim >"$STATE/openstacksim.out" 2>"$STATE/openstacksim.log" &
 pids+=($!)
 core=($!) # the processes whose exit ends the demo
@@ -156,6 +156,25 @@ policy:
         dryRun: true
 EOP
 
+# The hardware profile of the simulator's machines (docs/reference/conditions.md
+# "HardwareMatchesProfile"): --hardware gives every inspected node
+# seed-inventory's 8-GPU server, but node-006 has 7 GPUs and node-009 runs
+# BIOS 1.4.2 with Hyper-Threading on; they turn HardwareMatchesProfile=False
+# (a warning: fault false keeps the status) and are the outliers of
+# `ironlink drift` and the fleet view's /drift.
+cat >"$STATE/hwprofiles.yaml" <<EOP
+profiles:
+  - name: gpu-h100
+    match: {resource_class: gpu-h100}
+    fault: false
+    expect:
+      cpu_count: {min: 224}
+      memory_mib: {min: 2097152}
+      gpus: {count: {exactly: 8}, vendor_id: "10de", product_id: "2330"}
+      bios_settings: {HyperThreading: Disabled}
+      firmware_min: {bios: 1.5.0}
+EOP
+
 # The key that seals ENROL BMC credentials into the database
 # (docs/reference/operations.md), the same for every replica: whichever holds the site's link
 # delivers an enrolment any of them took.
@@ -164,7 +183,8 @@ EOP
 start_hub() { # name listen admin
   bin/ironlink-hub --database-url "$db" --listen "$2" --admin-addr "$3" --replica "$1" --stale-after 1m \
     --roster "$PKI/roster.yaml" --tls-cert "$PKI/server.pem" --tls-key "$PKI/server-key.pem" \
-    --policy-file "$STATE/policy.yaml" --enrol-key-file "$STATE/enrol.key" --health-default-ttl 24h \
+    --policy-file "$STATE/policy.yaml" --hardware-profiles-file "$STATE/hwprofiles.yaml" \
+    --enrol-key-file "$STATE/enrol.key" --health-default-ttl 24h \
     --web-addr "unix:$STATE/web-$1.sock" --web-auth proxy >"$STATE/$1.log" 2>&1 &
   pids+=($!)
   echo $! >"$STATE/$1.pid"
@@ -299,6 +319,7 @@ Look around with the ironlink CLI in another terminal, from $PWD $cfgnote:
   $cli get sites                                     # which site stopped reporting
   $cli describe device $devname
   $cli get devices --orphaned                        # orphaned Nova instances (after ~30 s)
+  $cli drift --site demo                             # hardware drift: node-006 has 7 GPUs, node-009 runs BIOS 1.4.2 with HT on (also /drift in the fleet view)
   $cli get devices --watch                           # Ctrl-C stops watching
   $cli watch --site demo                             # the change feed: every status and command change as it commits (Ctrl-C stops it)
 

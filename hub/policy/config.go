@@ -85,6 +85,9 @@ type Rule struct {
 	// Health, when set, restricts the rule to devices FAULTED by a
 	// matching health condition (health.go).
 	Health *HealthMatch `json:"health,omitempty"`
+	// Validation, when set, makes the rule match failed validation runs
+	// only, never a status trigger (validation.go).
+	Validation *ValidationMatch `json:"validation,omitempty"`
 	// Ladder, when set, remediates the devices the rule quarantined
 	// (ladder.go).
 	Ladder *Ladder `json:"remediation,omitempty"`
@@ -235,6 +238,7 @@ type ruleYAML struct {
 	AutoReleaseAfter string            `yaml:"autoReleaseAfter"`
 	DryRun           bool              `yaml:"dryRun"`
 	Health           *healthYAML       `yaml:"health"`
+	Validation       *validationYAML   `yaml:"validation"`
 	Remediation      *ladderYAML       `yaml:"remediation"`
 	Labels           map[string]string `yaml:"labels"`
 }
@@ -427,6 +431,11 @@ func convertRule(where string, ry ruleYAML) (Rule, []error) {
 	errs = append(errs, bad...)
 	r.Health, bad = convertHealth(where, ry.Health)
 	errs = append(errs, bad...)
+	r.Validation, bad = convertValidation(where, ry.Validation, ry)
+	errs = append(errs, bad...)
+	if r.Validation != nil {
+		r.From, r.To = nil, nil // a validation rule matches no status change
+	}
 	r.Ladder, bad = convertLadder(where, ry.Remediation, ry.AutoReleaseAfter)
 	errs = append(errs, bad...)
 	r.Labels, bad = convertRuleLabels(where, ry.Labels)

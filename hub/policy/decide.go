@@ -306,6 +306,9 @@ func windowCount(acts []RecentAction, now time.Time, window time.Duration, dryRu
 
 func matchRule(rules []Rule, t Trigger) (Rule, bool) {
 	for _, r := range rules {
+		if r.Validation != nil {
+			continue // matches failed validation runs only
+		}
 		if !slices.Contains(r.From, t.From) || !slices.Contains(r.To, t.To) {
 			continue
 		}

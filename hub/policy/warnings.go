@@ -22,7 +22,7 @@ func (f *File) Warnings(staleAfter time.Duration, now time.Time) []string {
 	var out []string
 	check := func(where string, rules []Rule) {
 		for i, r := range rules {
-			if staleAfter > 0 && r.HoldDown < staleAfter {
+			if staleAfter > 0 && r.HoldDown < staleAfter && r.Validation == nil {
 				out = append(out, fmt.Sprintf("%s.rules[%d] (%s): holdDown %s is shorter than --stale-after %s: the rule may act before a silent site turns UNREACHABLE; only the fresh-evidence rule (link up, a fresh poll) keeps it from acting on what it can no longer see",
 					where, i, r.Name, r.HoldDown, staleAfter))
 			}

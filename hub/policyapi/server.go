@@ -175,6 +175,9 @@ func PolicyToProto(site string, f *policy.File, now time.Time) *ironlinkv1.SiteP
 		if r.AutoReleaseAfter > 0 {
 			pr.AutoReleaseAfter = durationpb.New(r.AutoReleaseAfter)
 		}
+		if v := r.Validation; v != nil {
+			pr.ValidationChecks = v.Checks
+		}
 		if h := r.Health; h != nil {
 			pr.Health = &ironlinkv1.PolicyHealthMatch{ComponentClasses: h.ComponentClasses, Checks: h.Checks, ErrorCodes: h.ErrorCodes}
 			for _, a := range h.RecommendedActions {

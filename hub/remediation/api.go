@@ -32,6 +32,7 @@ type APIStore interface {
 	DevicesByName(ctx context.Context, name, site string) ([]store.DeviceRef, error)
 	DeviceSite(ctx context.Context, id string) (string, error)
 	DeviceNames(ctx context.Context, ids []string) (map[string]string, error)
+	ValidationFailures(ctx context.Context) ([]store.ValidationFailure, error)
 }
 
 // API implements ironlinkv1.RemediationServiceServer.
@@ -126,6 +127,11 @@ func (a *API) GetDeviceRemediation(ctx context.Context, req *ironlinkv1.GetDevic
 		out.LadderRun = ladderProto(runs[0])
 	}
 	p := a.policy().Effective(site)
+	if out.Rule == "" || (dev == nil && len(runs) > 0 && runs[0].State != store.LadderRunning) {
+		if done, err := a.validationPlan(ctx, out, p); done || err != nil {
+			return out, err
+		}
+	}
 	r, l := rule(p, out.Rule)
 	if l != nil {
 		if err := a.describeLadder(ctx, out, p, r, l, dev, time.Now()); err != nil {
@@ -184,7 +190,7 @@ func (a *API) describeLadder(ctx context.Context, out *ironlinkv1.GetDeviceRemed
 	case dev.OpenHandoff:
 		out.Plan = "handed off for repair: close the handoff once repaired"
 		return nil
-	case !Faulty(dev.Status):
+	case !FaultyFor(r, *dev):
 		out.Plan = fmt.Sprintf("status %s: no fault to remediate", dev.Status)
 		return nil
 	default:
@@ -196,6 +202,36 @@ func (a *API) describeLadder(ctx context.Context, out *ironlinkv1.GetDeviceRemed
 		out.NextTime = timestamppb.New(plan.At)
 	}
 	return nil
+}
+
+// validationPlan fills out for a device whose failed validation run a
+// validation rule of p matches and has not taken yet (the evaluator's
+// next pass quarantines it, or, in dry-run, only plans): the rule, its
+// ladder and the plan. done is false when there is no such run.
+func (a *API) validationPlan(ctx context.Context, out *ironlinkv1.GetDeviceRemediationResponse, p policy.SitePolicy) (done bool, err error) {
+	fs, err := a.st.ValidationFailures(ctx)
+	if err != nil {
+		return false, grpcerr.FromStore(err)
+	}
+	for _, f := range fs {
+		if f.Device.DeviceID != out.DeviceId {
+			continue
+		}
+		r, ok := policy.MatchValidation(p, f.Run.FailingChecks)
+		if !p.Enabled || !ok {
+			return false, nil
+		}
+		out.Rule = r.Name
+		if err := a.describeLadder(ctx, out, p, r, r.Ladder, nil, time.Now()); err != nil {
+			return true, err
+		}
+		used := int(out.AttemptsUsed)
+		blocked, _ := Blocked(p, f.Device, Safety{}, time.Now())
+		plan := ValidationPlan(r, f, used, blocked)
+		out.Plan, out.NextStep = plan.Text, int32(plan.Step)
+		return true, nil
+	}
+	return false, nil
 }
 
 // ListHandoffs implements RemediationService.ListHandoffs.

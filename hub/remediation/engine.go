@@ -41,6 +41,9 @@ type Store interface {
 	GetOperation(ctx context.Context, id string) (store.Operation, error)
 	CreateOperations(ctx context.Context, ops []store.NewOperation) (string, []store.Operation, error)
 	CancelOperation(ctx context.Context, id, actor, reason string, abortable func(provisionState string) bool) (store.Operation, error)
+	ValidationFailures(ctx context.Context) ([]store.ValidationFailure, error)
+	QuarantineForValidation(ctx context.Context, runID, rule, detail string, a store.ImpairmentAction) (store.Command, error)
+	Offer(ctx context.Context, deviceID string, a store.ImpairmentAction, validateOnly bool) (store.Command, error)
 }
 
 // Config configures an Engine.
@@ -84,6 +87,9 @@ func New(st Store, cfg Config, log *slog.Logger) *Engine {
 // Stats counts what one pass did.
 type Stats struct {
 	Started, Steps, Fixed, HandedOff, Abandoned, Waiting int
+	// ValidationQuarantines counts failed validation runs a validation
+	// rule quarantined for its ladder.
+	ValidationQuarantines int
 	// Plans are the dry-run plans of the pass (nothing written for them).
 	Plans []Plan
 }
@@ -104,10 +110,7 @@ type pass struct {
 // ladders, and returns what it did.
 func (e *Engine) Tick(ctx context.Context, file *policy.File) (Stats, error) {
 	ps := &pass{file: file, now: e.cfg.Now(), tripped: map[string]bool{}, domains: map[string]int{}}
-	devs, err := e.st.RemediationDevices(ctx)
-	if err != nil || len(devs) == 0 {
-		return ps.stats, err
-	}
+	var err error
 	if ps.inFlight, err = e.st.RemediationsInFlight(ctx); err != nil {
 		return ps.stats, err
 	}
@@ -117,6 +120,13 @@ func (e *Engine) Tick(ctx context.Context, file *policy.File) (Stats, error) {
 	}
 	for _, s := range sites {
 		ps.tripped[s.Name] = s.TrippedSince != nil
+	}
+	if err := e.validationFailures(ctx, ps); err != nil {
+		return ps.stats, err
+	}
+	devs, err := e.st.RemediationDevices(ctx)
+	if err != nil || len(devs) == 0 {
+		return ps.stats, err
 	}
 	ids := make([]string, len(devs))
 	for i, d := range devs {
@@ -153,13 +163,19 @@ func (e *Engine) device(ctx context.Context, ps *pass, d store.RemediationDevice
 	p := ps.file.Effective(d.Site)
 	if d.Ladder != nil {
 		r, l := rule(p, d.Ladder.Rule)
+		if r.Validation != nil {
+			d.StatusReason = validationCause(d.Validation)
+		}
 		if l != nil && (!p.Enabled || p.DryRun || r.DryRun || l.DryRun) {
 			l = nil // a ladder started live ends when its policy turns off or dry-run
 		}
 		return e.advance(ctx, ps, p, l, d)
 	}
 	r, l := rule(p, d.Rule)
-	if l == nil || !p.Enabled || d.Removed || d.OpenHandoff || !Faulty(d.Status) || d.SiteStale {
+	if r.Validation != nil {
+		d.StatusReason = validationCause(d.Validation)
+	}
+	if l == nil || !p.Enabled || d.Removed || d.OpenHandoff || !FaultyFor(r, d) || d.SiteStale {
 		return nil
 	}
 	return e.begin(ctx, ps, p, l, p.DryRun || r.DryRun || l.DryRun, d)

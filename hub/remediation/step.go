@@ -50,12 +50,15 @@ func (e *Engine) advance(ctx context.Context, ps *pass, p policy.SitePolicy, l *
 		return e.startStep(ctx, ps, p, l, d, lr)
 	}
 	step := l.Steps[min(lr.Position, len(l.Steps)-1)]
-	switch cur.State {
-	case store.StepStarting:
+	r, _ := rule(p, lr.Rule)
+	switch {
+	case cur.State == store.StepStarting:
 		return e.ensureOperation(ctx, ps, d, lr, cur, step)
-	case store.StepRunning:
-		return e.running(ctx, ps, d, lr, cur, step)
-	case store.StepSettling:
+	case cur.State == store.StepRunning:
+		return e.running(ctx, ps, d, lr, cur, step, r.Validation != nil)
+	case cur.State == store.StepSettling && r.Validation != nil:
+		return e.revalidating(ctx, ps, l, d, lr, cur, step)
+	case cur.State == store.StepSettling:
 		return e.settling(ctx, ps, l, d, lr, cur, step)
 	}
 	return nil
@@ -176,15 +179,17 @@ func (e *Engine) refused(ctx context.Context, ps *pass, d store.RemediationDevic
 }
 
 // running follows the step's operation: failed or cancelled → the next
-// step; succeeded → settling; still running past the timeout → cancelled
-// and the next step.
-func (e *Engine) running(ctx context.Context, ps *pass, d store.RemediationDevice, lr store.RemediationLadder, cur store.RemediationStep, step policy.LadderStep) error {
+// step; succeeded → settling (a validation ladder's step: validating
+// again); still running past the timeout → cancelled and the next step.
+func (e *Engine) running(ctx context.Context, ps *pass, d store.RemediationDevice, lr store.RemediationLadder, cur store.RemediationStep, step policy.LadderStep, validation bool) error {
 	op, err := e.st.GetOperation(ctx, cur.OperationID)
 	if err != nil {
 		return fmt.Errorf("operation %s of ladder %d: %w", cur.OperationID, lr.ID, err)
 	}
 	var u store.StepUpdate
 	switch {
+	case op.State == store.OperationSucceeded && validation:
+		return e.ensureRevalidation(ctx, ps, d, lr, cur)
 	case op.State == store.OperationSucceeded && Good(d.Status):
 		u = store.StepUpdate{State: store.StepSettling, GoodSince: &ps.now, Detail: "operation succeeded, conditions good; settling"}
 	case op.State == store.OperationSucceeded:
@@ -233,8 +238,15 @@ func (e *Engine) settling(ctx context.Context, ps *pass, l *policy.Ladder, d sto
 		}
 		return nil
 	}
+	return e.fixed(ctx, ps, l, d, lr, cur, good, "conditions good for "+l.Settle.String(), false)
+}
+
+// fixed ends the ladder SUCCEEDED by step cur (good since good; why says
+// how it was judged), released as its ladder says; a validation rule's
+// released device is offered (offer: its re-validation run passed).
+func (e *Engine) fixed(ctx context.Context, ps *pass, l *policy.Ladder, d store.RemediationDevice, lr store.RemediationLadder, cur store.RemediationStep, good time.Time, why string, offer bool) error {
 	if _, err := e.st.UpdateStep(ctx, lr, cur, store.StepUpdate{State: store.StepSucceeded, GoodSince: &good, Event: "STEP_SUCCEEDED",
-		Detail: "conditions good for " + l.Settle.String()}); err != nil {
+		Detail: why}); err != nil {
 		return err
 	}
 	release := l.Release == policy.ReleaseAutomatic
@@ -250,7 +262,16 @@ func (e *Engine) settling(ctx context.Context, ps *pass, l *policy.Ladder, d sto
 		e.log.Info("remediation ladder fixed the device", logkey.DeviceID, d.DeviceID, logkey.Site, d.Site, "rule", lr.Rule,
 			"step", cur.Step+1, "kind", cur.Kind, "released", release)
 	}
-	return err
+	if err != nil || !ok || !release || !offer || d.Validation == nil {
+		return err
+	}
+	if _, err := e.st.Offer(ctx, d.DeviceID, store.ImpairmentAction{Actor: "remediation", Source: SourceValidation,
+		Reason: fmt.Sprintf("validation run %s passed; %s", d.Validation.ID, detail)}, false); err != nil {
+		// Held by another hold, or no longer in a state to offer: the
+		// operator offers it (the run passed, the gate lets it through).
+		e.log.Warn("device fixed by a validation ladder not offered", logkey.DeviceID, d.DeviceID, logkey.Err, err)
+	}
+	return nil
 }
 
 func (e *Engine) abandon(ctx context.Context, ps *pass, lr store.RemediationLadder, why string) error {

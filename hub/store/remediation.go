@@ -103,6 +103,9 @@ type RemediationDevice struct {
 	Labels map[string]string
 	// Ladder is its open ladder (nil when none).
 	Ladder *RemediationLadder
+	// Validation is its newest validation run (nil when none): a
+	// validation rule's ladder judges its steps by it.
+	Validation *ValidationBrief
 }
 
 const ladderColumns = `l.id, l.device_id::text, l.site, l.rule, l.hold_generation, l.state, l.position, l.steps_total,
@@ -153,6 +156,19 @@ func (s *Store) RemediationDevices(ctx context.Context) ([]RemediationDevice, er
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("remediation devices: %w", err)
+	}
+	ids := make([]string, len(out))
+	for i, d := range out {
+		ids[i] = d.DeviceID
+	}
+	runs, err := newestRuns(ctx, s.pool, ids)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if b, ok := runs[out[i].DeviceID]; ok {
+			out[i].Validation = &b
+		}
 	}
 	for i, id := range ladders {
 		if id == 0 {

@@ -16,6 +16,9 @@ const (
 	ValidationRecorded = "RESULT"
 	ValidationPassed   = "PASSED"
 	ValidationFailed   = "FAILED"
+	// ValidationRemediation: a validation rule quarantined the device of
+	// a failed run to run its ladder (migrations/00038).
+	ValidationRemediation = "REMEDIATION"
 )
 
 // addValidationEvent records event of run runID (its device and site

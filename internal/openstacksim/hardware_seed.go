@@ -3,6 +3,7 @@ package openstacksim
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Hardware describes a machine for SeedHardware, as the test bed's
@@ -61,4 +62,39 @@ func SetHardware(n *Node, hw Hardware) {
 	n.PluginData = map[string]any{"pci_devices": pci}
 	n.BIOS = map[string]string{"HyperThreading": ht, "SriovGlobalEnable": "Enabled", "BootMode": "Uefi",
 		"ProcTurboMode": "Enabled", "BiosVersion": hw.BIOSVersion}
+}
+
+// DemoOutliers are the machines SeedHardware makes differ from
+// DefaultHardware, by node name: one with 7 GPUs, one on older BIOS
+// firmware with Hyper-Threading on (the issue's "3 have 7 GPUs; 11 run
+// BIOS 1.4.2 instead of 1.5.0; 2 have HT on", in small).
+var DemoOutliers = map[string]Hardware{
+	"node-006": {GPUs: 7, MemoryMiB: 2 << 20, BIOSVersion: "1.5.0"},
+	"node-009": {GPUs: 8, MemoryMiB: 2 << 20, BIOSVersion: "1.4.2", HT: true},
+}
+
+// SeedHardware gives every node that has been inspected — every node but
+// those in enroll, which Ironic has never inspected — an inventory, plugin
+// data and BIOS settings as seed-inventory writes them on the test bed:
+// DefaultHardware, or outliers[name] for the nodes it names, and
+// inspection_finished_at a second after the node was created. Nodes in
+// enroll keep none (their inventory answers 404). It returns the names of
+// the nodes it gave hardware, in the cloud's node order.
+func (c *Cloud) SeedHardware(outliers map[string]Hardware) []string {
+	var out []string
+	for _, n := range c.Nodes() {
+		if n.ProvisionState == "enroll" {
+			continue
+		}
+		hw, ok := outliers[n.Name]
+		if !ok {
+			hw = DefaultHardware
+		}
+		_ = c.UpdateNode(n.UUID, func(x *Node) {
+			SetHardware(x, hw)
+			x.InspectionFinishedAt = x.CreatedAt.Add(time.Second)
+		})
+		out = append(out, n.Name)
+	}
+	return out
 }

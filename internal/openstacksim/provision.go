@@ -226,7 +226,7 @@ func (c *Cloud) startProvisionLocked(n *Node, req provisionRequest, ver int) *ap
 		if ps != "manageable" && ps != "inspect failed" {
 			return invalidState("inspect", n)
 		}
-		c.startPlanLocked(n.UUID, inspectSteps())
+		c.startPlanLocked(n.UUID, inspectSteps(c.now))
 	case "clean":
 		return c.startManualCleanLocked(n, req.CleanSteps, ver)
 	case "provide":
@@ -340,8 +340,10 @@ func manageSteps() []pstep {
 }
 
 // inspectSteps is inspection: inspecting ↔ inspect wait → manageable, with
-// the hardware properties filled in.
-func inspectSteps() []pstep {
+// the hardware properties filled in and inspection_finished_at set (now),
+// as Ironic's fake inspect interface does: the stored inventory is left as
+// it is (none stays none; SetHardware stores one, as seed-inventory does).
+func inspectSteps(now func() time.Time) []pstep {
 	return []pstep{
 		{state: "inspecting", target: "manageable", locked: true, apply: clearLastError},
 		{state: "inspect wait", target: "manageable"},
@@ -355,6 +357,7 @@ func inspectSteps() []pstep {
 					n.Properties[k] = v
 				}
 			}
+			n.InspectionFinishedAt = now().UTC()
 		}},
 	}
 }

@@ -175,7 +175,7 @@ func TestDemoPrintedCommandsWork(t *testing.T) {
 	if len(cmds) < 40 {
 		t.Fatalf("the demo printed only %d commands:\n%s", len(cmds), out)
 	}
-	for _, want := range []string{"approve ", "reject ", "health --socket", "ApprovePendingActions", "pg_ctl", "get devices -l rack=", "policy guard demo"} {
+	for _, want := range []string{"approve ", "reject ", "health --socket", "ApprovePendingActions", "pg_ctl", "get devices -l rack=", "policy guard demo", " drift --site demo"} {
 		if !strings.Contains(strings.Join(all, "\n"), want) {
 			t.Errorf("the demo printed no command with %q (its story did not complete?)", want)
 		}
@@ -249,6 +249,15 @@ func TestDemoPrintedCommandsWork(t *testing.T) {
 		}
 		if status != "0" {
 			t.Errorf("`%s` exited %s:\n%s", c.line, status, text)
+		}
+		// The simulator's hardware outliers (--hardware) show in drift:
+		// node-006 with 7 GPUs, node-009 on BIOS 1.4.2 with HT on.
+		if strings.Contains(c.line, " drift ") {
+			for _, want := range []string{"gpu_count", "node-006", "firmware.bios", "1.4.2", "bios.HyperThreading", "node-009"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("`%s` does not show %q:\n%s", c.line, want, text)
+				}
+			}
 		}
 	}
 }

@@ -222,9 +222,15 @@ type PolicyRule struct {
 	Health *PolicyHealthMatch `protobuf:"bytes,8,opt,name=health,proto3" json:"health,omitempty"`
 	// When set, the rule matches only devices carrying every one of these
 	// labels (docs/reference/labels.md), e.g. {rack: r12}.
-	Labels        map[string]string `protobuf:"bytes,100,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Labels map[string]string `protobuf:"bytes,100,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// When not empty, a validation rule: it matches only failed validation
+	// runs whose failing checks include one of these ("*": any), quarantines
+	// the device and runs its ladder, never a status trigger; from_statuses
+	// and to_statuses are then empty (docs/reference/policy.md "Validation
+	// rules").
+	ValidationChecks []string `protobuf:"bytes,400,rep,name=validation_checks,json=validationChecks,proto3" json:"validation_checks,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PolicyRule) Reset() {
@@ -316,6 +322,13 @@ func (x *PolicyRule) GetHealth() *PolicyHealthMatch {
 func (x *PolicyRule) GetLabels() map[string]string {
 	if x != nil {
 		return x.Labels
+	}
+	return nil
+}
+
+func (x *PolicyRule) GetValidationChecks() []string {
+	if x != nil {
+		return x.ValidationChecks
 	}
 	return nil
 }
@@ -2377,7 +2390,7 @@ var File_ironlink_v1_policy_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x18ironlink/v1/policy.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19ironlink/v1/domains.proto\x1a\x18ironlink/v1/health.proto\x1a\x1fironlink/v1/policy_replay.proto\"\xca\x03\n" +
+	"\x18ironlink/v1/policy.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19ironlink/v1/domains.proto\x1a\x18ironlink/v1/health.proto\x1a\x1fironlink/v1/policy_replay.proto\"\xf8\x03\n" +
 	"\n" +
 	"PolicyRule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
@@ -2389,7 +2402,8 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\x12auto_release_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x10autoReleaseAfter\x12\x17\n" +
 	"\adry_run\x18\a \x01(\bR\x06dryRun\x126\n" +
 	"\x06health\x18\b \x01(\v2\x1e.ironlink.v1.PolicyHealthMatchR\x06health\x12;\n" +
-	"\x06labels\x18d \x03(\v2#.ironlink.v1.PolicyRule.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18d \x03(\v2#.ironlink.v1.PolicyRule.LabelsEntryR\x06labels\x12,\n" +
+	"\x11validation_checks\x18\x90\x03 \x03(\tR\x10validationChecks\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x01\n" +

@@ -16,7 +16,8 @@ const EventValidation Kind = "VALIDATION"
 // ValidationEvent is one row of validation_events.
 type ValidationEvent struct {
 	RunID, DeviceID, DeviceName, Site string
-	// Event is STARTED, RESULT, PASSED or FAILED.
+	// Event is STARTED, RESULT, PASSED, FAILED or REMEDIATION (a
+	// validation rule of the policy quarantined the device for its ladder).
 	Event string
 	// Check and Result (PASS or FAIL) for RESULT; Detail the check's
 	// output excerpt (RESULT) or the run's message (PASSED, FAILED).

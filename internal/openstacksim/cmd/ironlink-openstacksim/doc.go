@@ -7,7 +7,7 @@
 //	ironlink-openstacksim [--listen 127.0.0.1:0] [--nodes 50] [--churn 10s]
 //	    [--clouds-yaml PATH] [--cloud sim] [--token-ttl 1h] [--no-placement]
 //	    [--no-nova] [--nova-non-admin] [--orphans-ironic N] [--orphans-nova N]
-//	    [--control-socket PATH]
+//	    [--control-socket PATH] [--hardware]
 //	ironlink-openstacksim health --socket PATH [--fault xid79] [--healthy] NODE...
 //	ironlink-openstacksim health --list
 //

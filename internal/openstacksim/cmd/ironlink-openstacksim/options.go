@@ -20,6 +20,7 @@ type options struct {
 	nodeTraits                     bool
 	orphansIronic, orphansNova     int
 	controlSocket                  string
+	hardware                       bool
 }
 
 // parseOptions defines the simulator's flags on the command line's flag
@@ -41,6 +42,7 @@ func parseOptions() options {
 	flag.DurationVar(&o.provisionStep, "provision-step", 500*time.Millisecond, "time between two provision states of a transition asked for through the API (enrol, inspect, clean, provide, deploy, undeploy, Nova boot and delete)")
 	flag.BoolVar(&o.nodeTraits, "node-traits", true, "also put CUSTOM_CUSTOMER_READY on the Ironic node of every provider that has it, as a Nova-managed site converges to (false: provider only, like the test bed's default seed)")
 	flag.StringVar(&o.controlSocket, "control-socket", "", "serve POST/DELETE /faults on this Unix socket (mode 0600) to inject faults into the running simulator")
+	flag.BoolVar(&o.hardware, "hardware", false, "give every seeded node but those in enroll an inspection inventory and BIOS settings (GET /v1/nodes/{node}/inventory and /bios), the test bed's seed-inventory machine, with the demo's outliers: node-006 with 7 GPUs, node-009 on BIOS 1.4.2 with Hyper-Threading on")
 	flag.Parse()
 	return o
 }
@@ -70,6 +72,10 @@ func (o options) newCloud(log *slog.Logger) (*openstacksim.Cloud, error) {
 				_ = c.UpdateNode(n.UUID, func(n *openstacksim.Node) { n.Traits = append(n.Traits, openstacksim.ReadyTrait) })
 			}
 		}
+	}
+	if o.hardware {
+		names := c.SeedHardware(openstacksim.DemoOutliers)
+		log.Info("seeded inventories and BIOS settings", "nodes", len(names), "outliers", "node-006: 7 GPUs; node-009: BIOS 1.4.2, HyperThreading Enabled")
 	}
 	if o.orphansIronic > 0 || o.orphansNova > 0 {
 		ironic, nova, err := c.SeedOrphans(o.orphansIronic, o.orphansNova)
