@@ -96,7 +96,9 @@ func BenchmarkMillionReads(b *testing.B) {
 	}
 	bins := binaries(b)
 	cli := filepath.Join(b.TempDir(), "ironlink")
-	if out, err := exec.Command("go", "build", "-o", cli, "./hub/cmd/ironlink").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", cli, "./hub/cmd/ironlink")
+	build.Dir = harness.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build ironlink: %v\n%s", err, out)
 	}
 	roster, _ := webtest.WriteRoster(b, b.TempDir(), map[string][]string{"ops-read": {auth.ScopeOperationsRead}})
