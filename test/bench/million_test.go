@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -250,6 +251,11 @@ func BenchmarkMillionReads(b *testing.B) {
 		{name: "web-devices-site-status",
 			hub: func(ctx context.Context, _ int) error { return page(ctx, "/devices?site=site-042&status=FAULTED") },
 			raw: func(ctx context.Context, _ int) error { return query(ctx, qSiteStatus, "site-042", "FAULTED") }},
+		{name: "web-devices-selector",
+			hub: func(ctx context.Context, _ int) error {
+				return page(ctx, "/devices?selector="+neturl.QueryEscape("site=site-042,rack=r07"))
+			},
+			raw: func(ctx context.Context, _ int) error { return query(ctx, qSiteLabel+` LIMIT 101`, "site-042", labelR07) }},
 		{name: "cli-get-devices-l", runs: *flagMillionCLIRuns,
 			hub: func(ctx context.Context, _ int) error {
 				out, err := exec.CommandContext(ctx, cli, "--hub", hub.Addr, "--plaintext", "--no-auth",
