@@ -255,7 +255,9 @@ func BenchmarkMillionReads(b *testing.B) {
 			hub: func(ctx context.Context, _ int) error {
 				return page(ctx, "/devices?selector="+neturl.QueryEscape("site=site-042,rack=r07"))
 			},
-			raw: func(ctx context.Context, _ int) error { return query(ctx, qSiteLabel+` LIMIT 101`, "site-042", labelR07) }},
+			raw: func(ctx context.Context, _ int) error {
+				return query(ctx, qSiteLabel+` LIMIT 101`, "site-042", labelR07)
+			}},
 		{name: "cli-get-devices-l", runs: *flagMillionCLIRuns,
 			hub: func(ctx context.Context, _ int) error {
 				out, err := exec.CommandContext(ctx, cli, "--hub", hub.Addr, "--plaintext", "--no-auth",
