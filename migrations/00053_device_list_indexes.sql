@@ -11,9 +11,12 @@
 CREATE INDEX devices_name_id ON devices (name, id);
 
 -- devices_site_id serves ListDevices and the CLI's `get devices` of one
--- site in device-id order (keyset paging on id): the site's live devices
--- in page order, so a page reads the page and no more of the site.
-CREATE INDEX devices_site_id ON devices (site, id) WHERE NOT removed;
+-- site in device-id order (keyset paging on id), now and as_of: the site's
+-- devices in page order, so a page reads the page and no more of the site
+-- (without it a site's as_of page walked the primary key past 100 devices
+-- of other sites for each of its own; not partial, since an as_of listing
+-- includes devices removed since).
+CREATE INDEX devices_site_id ON devices (site, id);
 
 -- +goose Down
 DROP INDEX devices_site_id;
