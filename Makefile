@@ -11,7 +11,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 GOBUILD := $(GO) build -trimpath -ldflags "-X github.com/ironlink/ironlink/internal/version.Version=$(VERSION) -X github.com/ironlink/ironlink/internal/version.Commit=$(COMMIT)"
 
-.PHONY: all build generate check-generated lint tidy-check breaking test bench bench-short soak demo clean
+.PHONY: all build generate check-generated lint tidy-check breaking test bench bench-short bench-million soak demo clean
 
 all: build
 
@@ -61,6 +61,11 @@ bench:
 bench-short:
 	./scripts/bench.sh short
 	./scripts/bench-check.sh --all bin/bench-short.out
+
+## bench-million: the operator reads at 1,000,000 devices with a year of history (test/bench BenchmarkMillionReads; about 35 min, most of it generating the fleet); also in make bench with BENCH_MILLION=1
+bench-million:
+	./scripts/bench.sh million
+	./scripts/bench-check.sh bin/bench-million.out
 
 ## soak: the soak with its invariant checker (test/soak, docs/howto/soak.md) for SOAK_MINUTES (default 60); prints a summary table
 SOAK_MINUTES ?= 60

@@ -2,7 +2,12 @@
 # Run the benchmarks (test/bench/README.md) and keep their output.
 #
 #   scripts/bench.sh short   what CI runs after make test (about 3 min)
-#   scripts/bench.sh [full]  every figure of docs/design/performance.md (about 25 min)
+#   scripts/bench.sh [full]  every figure of docs/design/performance.md (about 25 min);
+#                            with BENCH_MILLION=1 the million-device reads too
+#   scripts/bench.sh million the reads at 1,000,000 devices (BenchmarkMillionReads:
+#                            about 25 min to generate the fleet, 10 to measure;
+#                            BENCH_MILLION_ARGS adds -bench.million-* flags, e.g.
+#                            -bench.million-keep to keep its database for the next run)
 #
 # Every benchmark measures its raw ceiling (plain pgx on the same PostgreSQL,
 # or a raw gRPC server) first in the same run and prints one line per figure:
@@ -38,9 +43,17 @@ full)
   bench ./test/bench '^BenchmarkIdleLinks$' 20m -args -bench.idle-links=1000 -bench.idle-settle=1m
   bench ./test/bench '^BenchmarkIdleLinks$' 30m -args -bench.idle-links=10000 -bench.idle-settle=5m
   bench ./satellite/agent '^BenchmarkPollScale$' 20m -benchtime 3x
+  if [ "${BENCH_MILLION:-}" = 1 ]; then
+    # shellcheck disable=SC2086 # flags, split on purpose
+    bench ./test/bench '^BenchmarkMillionReads$' 90m -args ${BENCH_MILLION_ARGS:-}
+  fi
+  ;;
+million)
+  # shellcheck disable=SC2086 # flags, split on purpose
+  bench ./test/bench '^BenchmarkMillionReads$' 90m -args ${BENCH_MILLION_ARGS:-}
   ;;
 *)
-  echo "usage: $0 [short|full]" >&2
+  echo "usage: $0 [short|full|million]" >&2
   exit 2
   ;;
 esac

@@ -123,7 +123,10 @@ func (s *Store) listDevicesAsOf(ctx context.Context, f DeviceFilter) ([]Device, 
 		// The plan's cost grows with the devices walked, past PostgreSQL's
 		// jit_above_cost at a few thousand: JIT compilation then costs
 		// seconds for a query that runs in milliseconds.
-		if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
+		// Its filters are "($3 = '' OR d.site = $3)"-style: planned for
+		// the values given each time, never generically (a generic plan
+		// walks every device of the fleet for one site's page).
+		if _, err := tx.Exec(ctx, `SELECT set_config('jit', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true)`); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, `

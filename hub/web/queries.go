@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,22 +29,16 @@ type cellCount struct {
 }
 
 // countBySiteStatus counts the devices that are not removed, per site and
-// status, of sites (nil: every site).
+// status, of sites (nil: every site), from the counts the database keeps
+// (store.StatusCounts), not by reading every device.
 func countBySiteStatus(ctx context.Context, pool *pgxpool.Pool, sites []string) ([]cellCount, error) {
-	rows, err := pool.Query(ctx, `SELECT site, status, count(*) FROM devices
-		WHERE NOT removed AND (NOT $1 OR site = ANY($2::text[])) GROUP BY site, status`, sites != nil, sites)
+	counts, err := store.StatusCounts(ctx, pool, sites)
 	if err != nil {
-		return nil, fmt.Errorf("count devices by site and status: %w", err)
+		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (cellCount, error) {
-		var c cellCount
-		var st string
-		err := r.Scan(&c.Site, &st, &c.N)
-		c.Status = hubstatus.Status(st)
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("count devices by site and status: %w", err)
+	out := make([]cellCount, len(counts))
+	for i, c := range counts {
+		out[i] = cellCount{Site: c.Site, Status: c.Status, N: c.N}
 	}
 	return out, nil
 }
@@ -106,7 +101,7 @@ const listWhere = `
 	  AND ($12 = '' OR d.facts->>'resource_class' = $12)
 	  AND ($13 = '' OR d.name LIKE $13)
 	  AND ($14 = '' OR d.site = $14)
-	  AND ($15::jsonb IS NULL OR ironlink_device_labels(d.site, d.name, d.id, d.facts) @> $15::jsonb)`
+	  AND ($15::jsonb IS NULL OR ` + store.LabelsExpr + ` @> $15::jsonb)`
 
 func (f listFilter) args() []any {
 	sts := make([]string, len(f.Statuses))
@@ -188,8 +183,30 @@ func listDevices(ctx context.Context, pool *pgxpool.Pool, f listFilter) ([]listR
 	return out, more, nil
 }
 
+// countsOnly reports whether f filters live devices by site and status
+// only: its count is then a sum of store.StatusCounts, not a count of the
+// device rows (1,000,000 of them unfiltered; issue 26 item 4).
+func (f listFilter) countsOnly() bool {
+	return len(f.Impairments) == 0 && !f.InstanceMismatch && !f.IncludeRemoved && f.Name == "" &&
+		f.Sel.Site == "" && f.Sel.Sites == nil && len(f.Sel.Statuses) == 0 && len(f.Sel.Reasons) == 0 &&
+		f.Sel.ResourceClass == "" && f.Sel.NameLike == "" && f.Sel.IDs == nil && len(f.Sel.Labels) == 0
+}
+
 // countDevices counts every device f selects (ignoring After and Limit).
 func countDevices(ctx context.Context, pool *pgxpool.Pool, f listFilter) (int, error) {
+	if f.countsOnly() {
+		counts, err := store.StatusCounts(ctx, pool, f.Sites)
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, c := range counts {
+			if (f.Site == "" || c.Site == f.Site) && (len(f.Statuses) == 0 || slices.Contains(f.Statuses, c.Status)) {
+				n += c.N
+			}
+		}
+		return n, nil
+	}
 	var n int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM devices d`+listWhere, f.args()...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count devices: %w", err)

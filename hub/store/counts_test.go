@@ -1,0 +1,82 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/pgtest"
+	"github.com/ironlink/ironlink/internal/storetest"
+	"github.com/ironlink/ironlink/internal/testlog"
+)
+
+// TestStatusCountsFollowDevices: the per-site, per-status counts that
+// ListSites and the fleet view read (migration 00052) equal a count of the
+// live device rows after devices arrive, change status, are removed and
+// come back, before and after the deltas are folded; ListSites' device
+// counts are their sums.
+func TestStatusCountsFollowDevices(t *testing.T) {
+	ctx := context.Background()
+	st, url := storetest.New(t, testlog.New(t))
+	a := storetest.NewSite(t, st, "a", 6, nil)
+	b := storetest.NewSite(t, st, "b", 3, nil)
+	at := time.Now()
+	var ups []store.DeviceUpdate
+	for _, id := range append(slices.Clone(a.IDs), b.IDs...) {
+		ups = append(ups, store.DeviceUpdate{DeviceID: id, Conditions: storetest.Healthy(at), ObservedTime: at})
+	}
+	a.Send(ups[:6])
+	b.Send(ups[6:])
+	check := func(when string, sites []string) {
+		t.Helper()
+		rows := pgtest.QueryString(t, url, `SELECT COALESCE(string_agg(site || '/' || status || '=' || n, ',' ORDER BY site, status), '')
+			FROM (SELECT site, status, count(*) n FROM devices WHERE NOT removed AND ($1::text[] IS NULL OR site = ANY($1)) GROUP BY site, status) x`, sites)
+		got := map[string]int{}
+		counts, err := st.StatusCounts(ctx, sites)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parts []string
+		for _, c := range counts {
+			got[c.Site+"/"+string(c.Status)] += c.N
+		}
+		for _, k := range slices.Sorted(maps.Keys(got)) {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, got[k]))
+		}
+		if s := strings.Join(parts, ","); s != rows {
+			t.Fatalf("%s: counts %q, devices %q", when, s, rows)
+		}
+		list, err := st.ListSites(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range list {
+			n := pgtest.Count(t, url, `SELECT count(*) FROM devices WHERE site = $1 AND NOT removed`, s.Name)
+			if s.DeviceCount != n {
+				t.Fatalf("%s: ListSites says %d devices at %s, %d live", when, s.DeviceCount, s.Name, n)
+			}
+		}
+	}
+	check("after the snapshots", nil)
+	a.Fault(a.IDs[:2], "PowerFailure", at)
+	check("after two faults", nil)
+	check("site b only", []string{"b"})
+	pgtest.MustExec(t, url, `UPDATE devices SET removed = true WHERE id = $1`, b.IDs[0])
+	pgtest.MustExec(t, url, `UPDATE devices SET status = 'MAINTENANCE' WHERE id = ANY($1::uuid[])`, a.IDs[2:4])
+	check("after a removal and two changes", nil)
+	pgtest.MustExec(t, url, `UPDATE devices SET removed = false WHERE id = $1`, b.IDs[0])
+	a.Heal(a.IDs[0])
+	check("after a return and a heal", nil)
+	pgtest.MustExec(t, url, `SELECT device_status_counts_fold()`)
+	if n := pgtest.Count(t, url, `SELECT count(*) FROM device_status_counts`); n != pgtest.Count(t, url,
+		`SELECT count(*) FROM (SELECT DISTINCT site, status FROM devices WHERE NOT removed) x`) {
+		t.Fatalf("after a fold: %d delta rows", n)
+	}
+	check("after a fold", nil)
+	check("no site", []string{})
+}
