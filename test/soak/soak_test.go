@@ -206,6 +206,24 @@ func (c *checker) commandsFinish(ctx context.Context, final bool) error {
 	return rows.Err()
 }
 
+// backoffLeft is the longest time a FAILED command (current generation,
+// not PERMANENT) still has to wait before the hub sends it again under its
+// retry back-off (the policy commandsFinish mirrors); 0 when none waits or
+// PostgreSQL does not answer.
+func backoffLeft(ctx context.Context, pool *pgxpool.Pool) time.Duration {
+	var secs float64
+	err := pool.QueryRow(ctx, `
+		SELECT COALESCE(max(EXTRACT(EPOCH FROM c.updated_at - now()) +
+			LEAST($2::float8, $1::float8 * power(2, GREATEST(c.attempts - 1, 0)))), 0)
+		FROM commands c JOIN devices d ON d.id = c.device_id AND d.desired_generation = c.generation
+		WHERE c.state = 'FAILED' AND c.failure_class <> 'PERMANENT'`,
+		failureBackoff.Seconds(), maxFailureBackoff.Seconds()).Scan(&secs)
+	if err != nil || secs <= 0 {
+		return 0
+	}
+	return time.Duration(secs * float64(time.Second))
+}
+
 // outageEnded notes that an outage (a fault that stops commands from
 // being applied) ended now.
 func (c *checker) outageEnded() {
@@ -349,8 +367,11 @@ func (r *rig) finish(chk *checker, hs *hubSamples, warm time.Time) string {
 		}
 		chk.record(invHistoryOnce, st.AckedDeltas, bad...)
 	}
-	// Every commanded device is resynced within one resync interval.
-	_ = harness.Within(resync+30*time.Second, func() error {
+	// Every commanded device is resynced within one resync interval, and
+	// a command that failed in the last fault (Placement down, say) is
+	// tried again once its retry back-off is over (see commandsFinish: it
+	// can be minutes, attempts counting every send).
+	_ = harness.Within(resync+30*time.Second+backoffLeft(bg, r.pool), func() error {
 		return commandsDone(bg, r.pool)
 	})
 	_ = chk.commandsFinish(bg, true)
