@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -115,11 +116,19 @@ func New(replica string) *Hub {
 	for _, v := range []string{"fresh", "replayed", "error"} {
 		m.replay.WithLabelValues(v)
 	}
-	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	// go_gc_heap_live_bytes besides the memstats: the heap the last
+	// collection found live, the floor a leak raises (the memstats' heap
+	// figures also hold what was allocated since, garbage included).
+	goc := collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: liveHeapMetric}))
+	m.Registry.MustRegister(goc, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.GRPC, m.linksOpened, m.takeovers, m.linksEnded, m.batches, m.deltas, m.commit, m.commandsSent, m.commandResults,
 		m.roundTrip, m.dbErrors, m.replay, m.rosterReloads, m.ready, m.labelsCapped, build)
 	return m
 }
+
+// liveHeapMetric selects runtime/metrics' /gc/heap/live:bytes, exported as
+// go_gc_heap_live_bytes.
+var liveHeapMetric = regexp.MustCompile(`^/gc/heap/live:bytes$`)
 
 // Handler serves the registry in the Prometheus text or OpenMetrics format.
 func (m *Hub) Handler() http.Handler {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -304,4 +305,19 @@ func TestPolicySeries(t *testing.T) {
 	p := scrape(t, m)
 	check(t, p, series{"ironlink_policy_evaluator_leading", r, 0})
 	absent(t, p, "ironlink_policy_guard_tripped")
+}
+
+// TestLiveHeapExported: go_gc_heap_live_bytes (the heap the last collection
+// found live, which the soak's memory invariant reads) is exported next to
+// the memstats, and is positive after a collection.
+func TestLiveHeapExported(t *testing.T) {
+	runtime.GC()
+	p := scrape(t, metrics.New("r1"))
+	live, ok := p.Value("go_gc_heap_live_bytes")
+	if !ok || live <= 0 {
+		t.Fatalf("go_gc_heap_live_bytes = %v (present %v), want > 0", live, ok)
+	}
+	if _, ok := p.Value("go_memstats_heap_alloc_bytes"); !ok {
+		t.Fatal("go_memstats_heap_alloc_bytes is gone")
+	}
 }

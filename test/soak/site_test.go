@@ -106,8 +106,19 @@ func truthDiff(ctx context.Context, pool *pgxpool.Pool, s *site) error {
 	return simtruth.Diff(ctx, pool, s.name, s.sim)
 }
 
+// Retry back-off of a FAILED command (hubFlags' --command-failure-backoff;
+// the hub's fixed 5-minute cap, link.DefaultMaxFailureBackoff), and how long
+// one may stay FAILED past it before the checker calls it stuck: longer
+// than the soak's longest outage of a link (a replica frozen for 25 s, then
+// its lease running out).
+const (
+	failureBackoff    = 2 * time.Second
+	maxFailureBackoff = 5 * time.Minute
+	overdueGrace      = time.Minute
+)
+
 // hubFlags make delivery and failure handling quick.
-var hubFlags = []string{"--command-sweep", "1s", "--command-resend-after", "5s", "--command-failure-backoff", "2s",
+var hubFlags = []string{"--command-sweep", "1s", "--command-resend-after", "5s", "--command-failure-backoff", failureBackoff.String(),
 	"--stale-after", "60s", "--heartbeat-interval", "1s", "--keepalive-min-time", "1s"}
 
 // commandsDone reports an error while a command is not final.

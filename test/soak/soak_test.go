@@ -71,7 +71,7 @@ func TestSoak(t *testing.T) {
 	r.pg = pgtest.StartCluster(t)
 	r.db = r.pg.NewDatabase(t, "ironlink")
 	r.pool = harness.Pool(t, r.db)
-	r.hubA = harness.StartHub(t, bins, r.db, "hub-a", hubFlags...)
+	r.hubA = harness.StartHub(t, bins, r.db, "hub-a", append(profileFlags(), hubFlags...)...)
 	r.hubB = harness.StartHub(t, bins, r.db, "hub-b", hubFlags...)
 	lb, err := tcpproxy.New("127.0.0.1:0", []string{r.hubA.Addr, r.hubB.Addr}, nil)
 	if err != nil {
@@ -106,13 +106,19 @@ func TestSoak(t *testing.T) {
 	hs := &hubSamples{}
 	r.chk = chk
 	start := time.Now()
-	warm := start.Add(max(time.Minute, dur/5))
+	// Warm-up: a fifth of the run, at least 2 minutes. The live heap's
+	// floor rises for the first 2-3 minutes of load (statement caches,
+	// lazily built protobuf coders, periodic queries whose result sets grow
+	// with the windows they read: 3.88 -> 4.13 MB in one 5-minute run) and
+	// is flat after (docs/howto/soak.md, "The memory figures").
+	warm := start.Add(max(2*time.Minute, dur/5))
 	t.Logf("soak: %s, warm-up until %s", dur, warm.Format(time.TimeOnly))
 	end := start.Add(dur)
 	load, stopLoad := context.WithDeadline(ctx, end)
 	defer stopLoad()
 	var lw sync.WaitGroup
-	lw.Add(4)
+	lw.Add(5)
+	go func() { defer lw.Done(); heapProfiles(load, r.hubA.AdminAddr, start) }()
 	go func() { defer lw.Done(); r.scriptedLoad(load) }()
 	go func() { defer lw.Done(); r.operator(load) }()
 	go func() { defer lw.Done(); r.injectFaults(load) }()
@@ -127,6 +133,7 @@ func TestSoak(t *testing.T) {
 	lw.Wait()
 	t.Logf("soak: load ended after %s; settling", time.Since(start).Round(time.Second))
 	figs := r.finish(chk, hs, warm)
+	hs.writeSamples(start)
 	r.summary(chk, time.Since(start), figs)
 }
 
@@ -150,14 +157,27 @@ func (c *checker) round(ctx context.Context) {
 }
 
 // commandsFinish checks that no command stays unfinished (PENDING, SENT or
-// FAILED awaiting its retry) for longer than commandGrace; final, at the
-// end, that every command is SUCCEEDED or SUPERSEDED by a newer generation
-// and applied generation = desired generation.
+// FAILED) for longer than commandGrace, a FAILED one also not for longer
+// than overdueGrace past the end of its retry back-off; final, at the end,
+// that every command is SUCCEEDED or SUPERSEDED by a newer generation and
+// applied generation = desired generation.
+//
+// The back-off is the hub's documented policy (--command-failure-backoff
+// doubled per attempt, at most 5 min), and attempts count every send,
+// resends after a link cut or a replica's freeze included: a command that
+// was sent several times and failed while Placement was down can wait
+// minutes before its next try (a 5-minute soak flagged one still FAILED
+// 3 min after its creation, last error Placement's 503, which then
+// succeeded on its next try). Waiting out its back-off is not being stuck;
+// not being tried once it is over is.
 func (c *checker) commandsFinish(ctx context.Context, final bool) error {
 	rows, err := c.pool.Query(ctx, `
 		SELECT c.id::text, c.generation, c.state, c.last_error, d.desired_generation, d.applied_generation,
 			now() - c.created_at > $1::interval
-		FROM commands c JOIN devices d ON d.id = c.device_id`, c.commandGrace.String())
+			AND (c.state <> 'FAILED' OR c.updated_at < now() - $2::interval - make_interval(secs =>
+				LEAST($4::float8, $3::float8 * power(2, GREATEST(c.attempts - 1, 0)))))
+		FROM commands c JOIN devices d ON d.id = c.device_id`, c.commandGrace.String(), overdueGrace.String(),
+		failureBackoff.Seconds(), maxFailureBackoff.Seconds())
 	if err != nil {
 		return fmt.Errorf("commands: %w", err)
 	}
@@ -184,6 +204,24 @@ func (c *checker) commandsFinish(ctx context.Context, final bool) error {
 	}
 	c.record(invCommands, n, c.newOnly(invCommands, bad)...)
 	return rows.Err()
+}
+
+// backoffLeft is the longest time a FAILED command (current generation,
+// not PERMANENT) still has to wait before the hub sends it again under its
+// retry back-off (the policy commandsFinish mirrors); 0 when none waits or
+// PostgreSQL does not answer.
+func backoffLeft(ctx context.Context, pool *pgxpool.Pool) time.Duration {
+	var secs float64
+	err := pool.QueryRow(ctx, `
+		SELECT COALESCE(max(EXTRACT(EPOCH FROM c.updated_at - now()) +
+			LEAST($2::float8, $1::float8 * power(2, GREATEST(c.attempts - 1, 0)))), 0)
+		FROM commands c JOIN devices d ON d.id = c.device_id AND d.desired_generation = c.generation
+		WHERE c.state = 'FAILED' AND c.failure_class <> 'PERMANENT'`,
+		failureBackoff.Seconds(), maxFailureBackoff.Seconds()).Scan(&secs)
+	if err != nil || secs <= 0 {
+		return 0
+	}
+	return time.Duration(secs * float64(time.Second))
 }
 
 // outageEnded notes that an outage (a fault that stops commands from
@@ -329,8 +367,11 @@ func (r *rig) finish(chk *checker, hs *hubSamples, warm time.Time) string {
 		}
 		chk.record(invHistoryOnce, st.AckedDeltas, bad...)
 	}
-	// Every commanded device is resynced within one resync interval.
-	_ = harness.Within(resync+30*time.Second, func() error {
+	// Every commanded device is resynced within one resync interval, and
+	// a command that failed in the last fault (Placement down, say) is
+	// tried again once its retry back-off is over (see commandsFinish: it
+	// can be minutes, attempts counting every send).
+	_ = harness.Within(resync+30*time.Second+backoffLeft(bg, r.pool), func() error {
 		return commandsDone(bg, r.pool)
 	})
 	_ = chk.commandsFinish(bg, true)
