@@ -92,6 +92,9 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, file *policy.File, from, to
 type siteRun struct {
 	recent  []policy.RecentAction
 	tripped bool
+	// domains are the per-label guards the replay tripped: label key →
+	// value → true (never re-armed: a re-arm needs an operator).
+	domains map[string]map[string]bool
 }
 
 // run decides every trigger of h in order of decision time (at equal
@@ -143,7 +146,7 @@ func run(file *policy.File, h *history, to time.Time) *Report {
 			continue
 		}
 		if dec.Action == policy.ActionQuarantine {
-			s.recent = append(s.recent, policy.RecentAction{At: d.at, DryRun: dec.DryRun})
+			s.recent = append(s.recent, policy.RecentAction{At: d.at, DryRun: dec.DryRun, Labels: h.labels[t.DeviceID]})
 			if !dec.DryRun {
 				quarantined[t.DeviceID] = d.at
 				holds = append(holds, hold{dev: t.DeviceID, site: t.site, rule: dec.Rule, trigger: t.HistoryID, at: d.at})
@@ -157,6 +160,15 @@ func run(file *policy.File, h *history, to time.Time) *Report {
 				approved[t.DeviceID] = append(approved[t.DeviceID], a.At)
 				holds = append(holds, hold{dev: t.DeviceID, site: t.site, rule: dec.Rule, trigger: t.HistoryID, at: a.At})
 			}
+		}
+		if td := dec.TripsDomain; td != nil {
+			if s.domains == nil {
+				s.domains = map[string]map[string]bool{}
+			}
+			if s.domains[td.Label] == nil {
+				s.domains[td.Label] = map[string]bool{}
+			}
+			s.domains[td.Label][td.Value] = true
 		}
 		if dec.Trips {
 			s.tripped = true
@@ -194,13 +206,17 @@ func firstDecision(p policy.SitePolicy, t trigger, h *history) (time.Time, polic
 }
 
 // input is Decide's input for t at now: fresh evidence (the replay acts
-// on what the history says was observed), the site's devices, the
-// replay's recent quarantines and trip, the device's holds.
+// on what the history says was observed), the site's devices (per label
+// value too), the replay's recent quarantines (with the devices' labels)
+// and trips (the site's and per-label), the device's labels and holds.
 func input(p policy.SitePolicy, t policy.Trigger, s *siteRun, h *history, now time.Time) policy.Input {
 	ev := policy.Evidence{Reachable: true, LinkUp: true, Polled: &policy.SiteMark{Status: "True", At: now, Received: now}}
 	excl, planned := h.holds[t.DeviceID].excl, h.holds[t.DeviceID].planned
-	return policy.Input{Policy: p, Trigger: t, Site: policy.SiteState{Evidence: ev, Devices: h.devices[h.siteOf[t.DeviceID]],
-		RecentActions: s.recent, Tripped: s.tripped}, Excluded: excl, Planned: planned, Now: now}
+	t.Labels = h.labels[t.DeviceID]
+	site := h.siteOf[t.DeviceID]
+	return policy.Input{Policy: p, Trigger: t, Site: policy.SiteState{Evidence: ev, Devices: h.devices[site],
+		RecentActions: s.recent, Tripped: s.tripped, DomainDevices: h.domainDevices[site], TrippedDomains: s.domains},
+		Excluded: excl, Planned: planned, Now: now}
 }
 
 // days counts decisions, ladder steps, fixes, releases, handoffs and
