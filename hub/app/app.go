@@ -193,6 +193,7 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	if h.webSrv != nil {
 		h.webSrv.SetOperations(h.opsSrv)
 		h.webSrv.SetPolicy(h.pol.api)
+		h.webSrv.SetRemediation(h.pol.rem)
 	}
 	RegisterOperations(h.srv, h.health, h.opsSrv)
 	RegisterHealth(h.srv, h.health, healthSrv)

@@ -50,7 +50,7 @@ func describeLabels(d *ironlinkv1.Device) string {
 func labelGuardLine(g *ironlinkv1.PolicyGuard) string {
 	var b strings.Builder
 	for _, lg := range g.GetPerLabel() {
-		fmt.Fprintf(&b, "; per %s at most %d devices", lg.GetLabel(), lg.GetMaxDevices())
+		fmt.Fprintf(&b, "; per %s at most %s", lg.GetLabel(), plural(int(lg.GetMaxDevices()), "device", "devices"))
 		if lg.GetMaxPercent() > 0 {
 			fmt.Fprintf(&b, " and %g%% of it", lg.GetMaxPercent())
 		}

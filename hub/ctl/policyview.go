@@ -121,7 +121,7 @@ func guardLine(g *ironlinkv1.PolicyGuard) string {
 	if g == nil {
 		return ""
 	}
-	return fmt.Sprintf("at most %d devices and %g%% of the site per %s", g.GetMaxDevices(), g.GetMaxPercent(), dur(g.GetWindow())) + labelGuardLine(g)
+	return fmt.Sprintf("at most %s and %g%% of the site per %s", plural(int(g.GetMaxDevices()), "device", "devices"), g.GetMaxPercent(), dur(g.GetWindow())) + labelGuardLine(g)
 }
 
 func dur(d *durationpb.Duration) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/status"
+	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
 )
 
@@ -32,6 +33,13 @@ type history struct {
 	siteOf   map[string]string
 	devices  map[string]int // site → devices not removed
 	holds    map[string]holds
+	// labels are the devices' effective labels as they are now (labels
+	// keep no history: the replay takes them as the devices' labels over
+	// the whole period); domainDevices counts, per site, label key and
+	// value, the devices not removed carrying it (the per-label guards'
+	// denominators).
+	labels        map[string]map[string]string
+	domainDevices map[string]map[string]map[string]int
 	// statuses are the status histories (oldest first, up to the period's
 	// end) of the devices with a trigger; conds their condition rows.
 	statuses map[string][]statusAt
@@ -58,21 +66,39 @@ type condRow struct {
 // before it neither impaired nor UNREACHABLE inside the run), with the
 // condition behind it as the history had it then.
 func readHistory(ctx context.Context, tx pgx.Tx, from, to time.Time) (*history, error) {
-	h := &history{siteOf: map[string]string{}, devices: map[string]int{}, holds: map[string]holds{}, statuses: map[string][]statusAt{}}
-	rows, err := tx.Query(ctx, `SELECT id::text, site, removed FROM devices`)
+	h := &history{siteOf: map[string]string{}, devices: map[string]int{}, holds: map[string]holds{}, statuses: map[string][]statusAt{},
+		labels: map[string]map[string]string{}, domainDevices: map[string]map[string]map[string]int{}}
+	rows, err := tx.Query(ctx, `SELECT d.id::text, d.site, d.removed, (`+store.LabelsExpr+`)::text FROM devices d`)
 	if err != nil {
 		return nil, fmt.Errorf("devices: %w", err)
 	}
 	for rows.Next() {
-		var id, site string
+		var id, site, lj string
 		var removed bool
-		if err := rows.Scan(&id, &site, &removed); err != nil {
+		if err := rows.Scan(&id, &site, &removed, &lj); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("devices: %w", err)
 		}
 		h.siteOf[id] = site
+		var ls map[string]string
+		if err := json.Unmarshal([]byte(lj), &ls); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("labels of device %s: %w", id, err)
+		}
+		if len(ls) > 0 {
+			h.labels[id] = ls
+		}
 		if !removed {
 			h.devices[site]++
+			for k, v := range ls {
+				if h.domainDevices[site] == nil {
+					h.domainDevices[site] = map[string]map[string]int{}
+				}
+				if h.domainDevices[site][k] == nil {
+					h.domainDevices[site][k] = map[string]int{}
+				}
+				h.domainDevices[site][k][v]++
+			}
 		}
 	}
 	rows.Close()

@@ -109,6 +109,7 @@ type sim struct {
 	devs        []*simDev
 	times       timeHeap
 	inFlight    map[string]int
+	domains     map[string]int // site, label key and value → steps in flight
 	tripAt      map[string]time.Time
 	ladders     map[string][]time.Time // device → ladders the replay started
 	openHandoff map[string]bool
@@ -117,7 +118,7 @@ type sim struct {
 
 // ladders replays the ladders of holds under file over h until to.
 func ladders(file *policy.File, h *history, holds []hold, tripAt map[string]time.Time, to time.Time) []Remediation {
-	s := &sim{h: h, to: to, inFlight: map[string]int{}, tripAt: tripAt, ladders: map[string][]time.Time{}, openHandoff: map[string]bool{}}
+	s := &sim{h: h, to: to, inFlight: map[string]int{}, domains: map[string]int{}, tripAt: tripAt, ladders: map[string][]time.Time{}, openHandoff: map[string]bool{}}
 	sort.SliceStable(holds, func(i, j int) bool {
 		if !holds[i].at.Equal(holds[j].at) {
 			return holds[i].at.Before(holds[j].at)
@@ -253,9 +254,13 @@ func (s *sim) advance(d *simDev, st status.Status, now time.Time) bool {
 				s.handoff(d, store.HandoffLadderExhausted, now)
 				return true
 			}
-			rd := store.RemediationDevice{DeviceID: d.dev, Site: d.site, CustomerAllocated: s.customer(d.dev, now)}
+			rd := store.RemediationDevice{DeviceID: d.dev, Site: d.site, CustomerAllocated: s.customer(d.dev, now), Labels: s.h.labels[d.dev]}
 			tripped, ok := s.tripAt[d.site]
-			safety := remediation.Safety{Excluded: s.h.holds[d.dev].excl, Tripped: ok && !tripped.After(now), InFlight: s.inFlight[d.site]}
+			safety := remediation.Safety{Excluded: s.h.holds[d.dev].excl, Tripped: ok && !tripped.After(now), InFlight: s.inFlight[d.site],
+				DomainInFlight: map[string]int{}}
+			for k, v := range rd.Labels {
+				safety.DomainInFlight[k] = s.domains[domainKey(d.site, k, v)]
+			}
 			if reason, _ := remediation.Blocked(d.p, rd, safety, now); reason != "" {
 				if d.rem.Waiting != reason {
 					d.rem.Waiting = reason
@@ -266,6 +271,7 @@ func (s *sim) advance(d *simDev, st status.Status, now time.Time) bool {
 			d.rem.Waiting = ""
 			d.stepOn, d.stepStart, d.goodSince = true, now, nil
 			s.inFlight[d.site]++
+			s.countDomains(d, 1)
 			d.rem.Steps = append(d.rem.Steps, Step{Step: d.pos + 1, Kind: step.Kind, Result: StepRunning, StartedAt: now})
 			s.push(now.Add(step.Timeout + time.Nanosecond))
 			changed = true
@@ -309,10 +315,22 @@ func (s *sim) endStep(d *simDev, result string, at time.Time) {
 	}
 	d.stepOn = false
 	s.inFlight[d.site]--
+	s.countDomains(d, -1)
 	last := &d.rem.Steps[len(d.rem.Steps)-1]
 	last.Result = result
 	if result != StepRunning {
 		last.EndedAt = at
+	}
+}
+
+// domainKey keys sim.domains: a site's label value.
+func domainKey(site, label, value string) string { return site + "\x00" + label + "\x00" + value }
+
+// countDomains adds n to the in-flight counts of every label value d's
+// device carries (only the policy's remediation.perLabel keys are read).
+func (s *sim) countDomains(d *simDev, n int) {
+	for k, v := range s.h.labels[d.dev] {
+		s.domains[domainKey(d.site, k, v)] += n
 	}
 }
 

@@ -49,7 +49,8 @@ type Day struct {
 	// Skips and GuardTrips count the decisions.
 	Quarantines, Pending, Skips, GuardTrips int
 	// LadderSteps counts the ladder steps started; Fixes the ladders a
-	// step fixed, Releases those of them that released the device;
+	// step fixed, Releases those of them that released the device and the
+	// releases by a rule's autoReleaseAfter;
 	// Handoffs the devices handed off for repair.
 	LadderSteps, Fixes, Releases, Handoffs int
 	// Approvals and Rejections count the recorded operator resolutions the
@@ -66,6 +67,9 @@ type Report struct {
 	// Approvals are the recorded operator resolutions of the replay's
 	// pending approvals, by time.
 	Approvals []Approval
+	// AutoReleases are the replay's own releases by a rule's
+	// autoReleaseAfter (release.go), by time.
+	AutoReleases []AutoRelease
 	// Days per site and day, sorted.
 	Days []Day
 }
@@ -92,6 +96,9 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, file *policy.File, from, to
 type siteRun struct {
 	recent  []policy.RecentAction
 	tripped bool
+	// domains are the per-label guards the replay tripped: label key →
+	// value → true (never re-armed: a re-arm needs an operator).
+	domains map[string]map[string]bool
 }
 
 // run decides every trigger of h in order of decision time (at equal
@@ -104,6 +111,7 @@ func run(file *policy.File, h *history, to time.Time) *Report {
 		dec policy.Decision
 	}
 	var all []due
+	rep := &Report{}
 	for _, t := range h.triggers {
 		p := file.Effective(t.site)
 		at, dec := firstDecision(p, t, h)
@@ -123,9 +131,26 @@ func run(file *policy.File, h *history, to time.Time) *Report {
 	sites := map[string]*siteRun{}
 	quarantined := map[string]time.Time{} // device → when the replay quarantined it
 	approved := map[string][]time.Time{}  // device → when an operator approved its quarantine
+	released := map[string][]time.Time{}  // device → when the replay's autoReleaseAfter released it
+	// releasedBy reports whether the replay released dev by itself after
+	// q and by at.
+	releasedBy := func(dev string, q, at time.Time) bool {
+		for _, r := range released[dev] {
+			if r.After(q) && !r.After(at) {
+				return true
+			}
+		}
+		return false
+	}
+	hold1 := func(hd hold) hold {
+		if r, ok := autoRelease(file.Effective(hd.site), hd, h, to); ok {
+			released[hd.dev] = append(released[hd.dev], r.At)
+			rep.AutoReleases = append(rep.AutoReleases, r)
+		}
+		return hd
+	}
 	var holds []hold
 	tripAt := map[string]time.Time{}
-	rep := &Report{}
 	for _, d := range all {
 		s := sites[d.t.site]
 		if s == nil {
@@ -134,19 +159,19 @@ func run(file *policy.File, h *history, to time.Time) *Report {
 		}
 		t := d.t
 		q, ok := quarantined[t.DeviceID]
-		t.AlreadyQuarantined = ok && q.After(t.lastFree)
+		t.AlreadyQuarantined = ok && q.After(t.lastFree) && !releasedBy(t.DeviceID, q, d.at)
 		for _, a := range approved[t.DeviceID] {
-			t.AlreadyQuarantined = t.AlreadyQuarantined || (a.After(t.lastFree) && !a.After(d.at))
+			t.AlreadyQuarantined = t.AlreadyQuarantined || (a.After(t.lastFree) && !a.After(d.at) && !releasedBy(t.DeviceID, a, d.at))
 		}
 		dec := policy.Decide(input(file.Effective(t.site), t.Trigger, s, h, d.at))
 		if dec.Action == policy.ActionWait {
 			continue
 		}
 		if dec.Action == policy.ActionQuarantine {
-			s.recent = append(s.recent, policy.RecentAction{At: d.at, DryRun: dec.DryRun})
+			s.recent = append(s.recent, policy.RecentAction{At: d.at, DryRun: dec.DryRun, Labels: h.labels[t.DeviceID]})
 			if !dec.DryRun {
 				quarantined[t.DeviceID] = d.at
-				holds = append(holds, hold{dev: t.DeviceID, site: t.site, rule: dec.Rule, trigger: t.HistoryID, at: d.at})
+				holds = append(holds, hold1(hold{dev: t.DeviceID, site: t.site, rule: dec.Rule, trigger: t.HistoryID, at: d.at}))
 			}
 		}
 		// An operator's recorded answer to the same pending approval is an
@@ -155,8 +180,17 @@ func run(file *policy.File, h *history, to time.Time) *Report {
 			rep.Approvals = append(rep.Approvals, a)
 			if a.Approved {
 				approved[t.DeviceID] = append(approved[t.DeviceID], a.At)
-				holds = append(holds, hold{dev: t.DeviceID, site: t.site, rule: dec.Rule, trigger: t.HistoryID, at: a.At})
+				holds = append(holds, hold1(hold{dev: t.DeviceID, site: t.site, rule: dec.Rule, trigger: t.HistoryID, at: a.At}))
 			}
+		}
+		if td := dec.TripsDomain; td != nil {
+			if s.domains == nil {
+				s.domains = map[string]map[string]bool{}
+			}
+			if s.domains[td.Label] == nil {
+				s.domains[td.Label] = map[string]bool{}
+			}
+			s.domains[td.Label][td.Value] = true
 		}
 		if dec.Trips {
 			s.tripped = true
@@ -168,6 +202,7 @@ func run(file *policy.File, h *history, to time.Time) *Report {
 			Action: string(dec.Action), Reason: dec.Reason, Rule: dec.Rule, Detail: dec.Detail, DryRun: dec.DryRun, Trips: dec.Trips})
 	}
 	sort.SliceStable(rep.Approvals, func(i, j int) bool { return rep.Approvals[i].At.Before(rep.Approvals[j].At) })
+	sort.SliceStable(rep.AutoReleases, func(i, j int) bool { return rep.AutoReleases[i].At.Before(rep.AutoReleases[j].At) })
 	rep.Remediations = ladders(file, h, holds, tripAt, to)
 	rep.Days = days(rep)
 	return rep
@@ -194,13 +229,17 @@ func firstDecision(p policy.SitePolicy, t trigger, h *history) (time.Time, polic
 }
 
 // input is Decide's input for t at now: fresh evidence (the replay acts
-// on what the history says was observed), the site's devices, the
-// replay's recent quarantines and trip, the device's holds.
+// on what the history says was observed), the site's devices (per label
+// value too), the replay's recent quarantines (with the devices' labels)
+// and trips (the site's and per-label), the device's labels and holds.
 func input(p policy.SitePolicy, t policy.Trigger, s *siteRun, h *history, now time.Time) policy.Input {
 	ev := policy.Evidence{Reachable: true, LinkUp: true, Polled: &policy.SiteMark{Status: "True", At: now, Received: now}}
 	excl, planned := h.holds[t.DeviceID].excl, h.holds[t.DeviceID].planned
-	return policy.Input{Policy: p, Trigger: t, Site: policy.SiteState{Evidence: ev, Devices: h.devices[h.siteOf[t.DeviceID]],
-		RecentActions: s.recent, Tripped: s.tripped}, Excluded: excl, Planned: planned, Now: now}
+	t.Labels = h.labels[t.DeviceID]
+	site := h.siteOf[t.DeviceID]
+	return policy.Input{Policy: p, Trigger: t, Site: policy.SiteState{Evidence: ev, Devices: h.devices[site],
+		RecentActions: s.recent, Tripped: s.tripped, DomainDevices: h.domainDevices[site], TrippedDomains: s.domains},
+		Excluded: excl, Planned: planned, Now: now}
 }
 
 // days counts decisions, ladder steps, fixes, releases, handoffs and
@@ -232,6 +271,9 @@ func days(rep *Report) []Day {
 		case OutcomeHandedOff:
 			day(r.Site, r.EndedAt).Handoffs++
 		}
+	}
+	for _, r := range rep.AutoReleases {
+		day(r.Site, r.At).Releases++
 	}
 	for _, a := range rep.Approvals {
 		if a.Approved {

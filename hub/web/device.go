@@ -49,6 +49,10 @@ type deviceData struct {
 	// ValidationRuns are the device's newest validation runs with their
 	// checks' results (GetDevice's validation_runs).
 	ValidationRuns []*ironlinkv1.ValidationRun
+	// Remediation is what `ironlink explain` shows of the device (nil
+	// without a remediation API): the ladder, why it waits, the handoffs
+	// with their webhook delivery attempts.
+	Remediation *ironlinkv1.GetDeviceRemediationResponse
 }
 
 // getDevice reads the device the path names: its UUID, name, SITE/NAME
@@ -110,6 +114,14 @@ func (s *Server) device(w http.ResponseWriter, r *http.Request, id Identity) {
 			return
 		}
 		d.Decisions = dr.GetDecisions()
+	}
+	if s.rem != nil {
+		rr, err := s.rem.GetDeviceRemediation(ctx, &ironlinkv1.GetDeviceRemediationRequest{Device: dev.GetDeviceId()})
+		if err != nil {
+			s.apiFail(w, r, err)
+			return
+		}
+		d.Remediation = rr
 	}
 	if len(d.CondHist) > 50 {
 		d.CondHist = d.CondHist[:50]

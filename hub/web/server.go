@@ -49,8 +49,9 @@ type Server struct {
 	pages  map[string]*template.Template
 	mux    http.Handler
 	now    func() time.Time
-	ops    Operations // node actions (SetOperations); nil: none offered
-	policy Policy     // policy API (SetPolicy); nil: no policy pages
+	ops    Operations  // node actions (SetOperations); nil: none offered
+	policy Policy      // policy API (SetPolicy); nil: no policy pages
+	rem    Remediation // remediation API (SetRemediation); nil: no Remediation section
 }
 
 // New returns the fleet view over fl (the hub's FleetService handlers) and
