@@ -97,7 +97,7 @@ func TestBurstAtMostOnePerRack(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := "waiting: MaxInFlightPerLabel (1 remediations in flight in rack=" + rack[dev] + " at site site-a (at most 1 per rack))"
+				want := "waiting: MaxInFlightPerLabel (1 remediation in flight in rack=" + rack[dev] + " at site site-a (at most 1 per rack))"
 				if !strings.Contains(got.GetPlan(), want) || got.GetLadderRun().GetWaiting() != remediation.WaitDomainInFlight {
 					t.Fatalf("explain of a ladder waiting for its rack: plan %q, want it to contain %q", got.GetPlan(), want)
 				}

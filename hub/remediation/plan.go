@@ -62,16 +62,24 @@ func Blocked(p policy.SitePolicy, d store.RemediationDevice, s Safety, now time.
 	case d.CustomerAllocated:
 		return WaitCustomerInstance, "the device has a customer instance (CustomerAllocated=True)"
 	case s.InFlight >= p.Remediation.MaxInFlight:
-		return WaitMaxInFlight, fmt.Sprintf("%d remediations in flight at site %s (at most %d)", s.InFlight, d.Site, p.Remediation.MaxInFlight)
+		return WaitMaxInFlight, fmt.Sprintf("%s in flight at site %s (at most %d)", remediations(s.InFlight), d.Site, p.Remediation.MaxInFlight)
 	}
 	for _, g := range p.Remediation.PerLabel {
 		v, ok := d.Labels[g.Label]
 		if n := s.DomainInFlight[g.Label]; ok && n >= g.MaxInFlight {
-			return WaitDomainInFlight, fmt.Sprintf("%d remediations in flight in %s=%s at site %s (at most %d per %s)",
-				n, g.Label, v, d.Site, g.MaxInFlight, g.Label)
+			return WaitDomainInFlight, fmt.Sprintf("%s in flight in %s=%s at site %s (at most %d per %s)",
+				remediations(n), g.Label, v, d.Site, g.MaxInFlight, g.Label)
 		}
 	}
 	return "", ""
+}
+
+// remediations is "1 remediation" or "n remediations".
+func remediations(n int) string {
+	if n == 1 {
+		return "1 remediation"
+	}
+	return fmt.Sprintf("%d remediations", n)
 }
 
 // Faulty reports whether a device in status st shows the fault a ladder
