@@ -58,6 +58,15 @@ var healthFaultSQL = `(c.health IS NOT NULL AND c.status = 'False' AND COALESCE(
 // historyDepth bounds the status_history rows read per candidate.
 const historyDepth = 32
 
+// decidedSlack widens the decided check's time bound: status_history rows
+// after a decision's trigger (by id) are searched from the trigger's
+// changed_at (policy_decisions.triggered_at) less this. changed_at is the
+// writing transaction's start and the id is taken at its insert, so two
+// writes of one device can disagree on order by as long as a
+// status-writing transaction lasts; those are short (one group, one
+// quarantine), far under an hour.
+const decidedSlack = "1 hour"
+
 // historyRow is one status_history row of a candidate, as read.
 type historyRow struct {
 	id     int64
@@ -84,7 +93,21 @@ func (s *Store) PolicyCandidates(ctx context.Context) ([]PolicyCandidate, error)
 // decision on their current run, each with its newest historyDepth
 // status_history rows (newest first, hist[i] for out[i]).
 func (s *Store) readCandidates(ctx context.Context) (out []PolicyCandidate, hist [][]historyRow, err error) {
-	rows, err := s.pool.Query(ctx, `
+	// JIT off: the plan spans every weekly partition of status_history
+	// twice (the history and the decided check), its estimated cost is
+	// past jit_above_cost with a few thousand candidates, and compiling it
+	// took 7-14 s of an otherwise ~1 s read at 200,000 devices (EXPLAIN
+	// ANALYZE, loaded machine; docs/design/performance.md). Off for this
+	// transaction only.
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("policy candidates: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only: nothing to keep
+	if _, err := tx.Exec(ctx, `SELECT set_config('jit', 'off', true)`); err != nil {
+		return nil, nil, fmt.Errorf("policy candidates: %w", err)
+	}
+	rows, err := tx.Query(ctx, `
 		SELECT d.id::text, d.site, d.status, d.desired_impairment = 'QUARANTINED', s.stale,
 			COALESCE(c.type, ''), COALESCE(c.status, 'Unknown'), COALESCE(c.reason, ''), COALESCE(c.message, ''),
 			COALESCE(c.last_transition_time, 'epoch'::timestamptz), c.health::text,
@@ -104,9 +127,13 @@ func (s *Store) readCandidates(ctx context.Context) (out []PolicyCandidate, hist
 		WHERE d.status IN ('FAULTED', 'MAINTENANCE') AND NOT d.removed
 			-- Already decided: a decision whose trigger starts the current run
 			-- (no status other than FAULTED, MAINTENANCE, UNREACHABLE since).
+			-- Rows after the trigger are searched from its time less
+			-- decidedSlack on: only the partitions since then are probed
+			-- (run-time pruning), not every week of the device's history.
 			AND NOT EXISTS (SELECT 1 FROM policy_decisions pd WHERE pd.device_id = d.id AND pd.kind = 'QUARANTINE'
 				AND NOT `+awaitingSQL+`
 				AND NOT EXISTS (SELECT 1 FROM status_history x WHERE x.device_id = d.id AND x.id > pd.trigger_id
+					AND x.changed_at >= COALESCE(pd.triggered_at - interval '`+decidedSlack+`', '-infinity')
 					AND x.status NOT IN ('FAULTED', 'MAINTENANCE', 'UNREACHABLE')))
 		ORDER BY d.site, d.id, h.id DESC`, historyDepth)
 	if err != nil {
