@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ironlink/ironlink/hub/app"
@@ -533,6 +535,7 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"operator bound to a badly named site", "operators: [{clientId: ops, sites: [Site_A], scopes: [operations:read], keys: [" + key + "]}]", "sites"},
 		{"operator bound to no site", "operators: [{clientId: ops, sites: [], scopes: [operations:read], keys: [" + key + "]}]", "sites"},
 		{"negative operator rate", "hub: {operatorRate: -1}", "operatorRate"},
+		{"memory sized for no link", "memory: {links: 0, baseMiB: 32, perLinkKiB: 100}", "links"},
 	}
 	dir := t.TempDir()
 	for i, tc := range cases {
@@ -547,6 +550,47 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), "schema") || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error does not name the schema and %q: %v", tc.want, err)
+			}
+		})
+	}
+}
+
+// The container's memory limit is derived from the links a replica is
+// sized for and the documented per-link figure (values.yaml memory.*,
+// docs/design/performance.md "Memory limit") unless resources.limits sets
+// memory, and GOMEMLIMIT is 90 % of whichever limit the pod gets.
+func TestChartDerivesTheMemoryLimitFromLinks(t *testing.T) {
+	h := helm(t)
+	mi := func(links, base, perLink float64) string {
+		return fmt.Sprintf("%.0fMi", math.Ceil((base+links*perLink/1024)/app.MemoryLimitRatio))
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"defaults", nil, mi(4000, 32, 100)},
+		{"10,000 links", []string{"--set", "memory.links=10000"}, mi(10000, 32, 100)},
+		{"another per-link figure", []string{"--set", "memory.links=10000", "--set", "memory.perLinkKiB=40"}, mi(10000, 32, 40)},
+		{"limit set explicitly", []string{"--set", "memory.links=10000", "--set", "resources.limits.memory=3Gi"}, "3Gi"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := run(t, h, append([]string{"template", "rel", ".", "--kube-version", kubeVersion}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := decode(t, out)
+			if len(r.deployments) != 1 {
+				t.Fatalf("%d deployments, want 1", len(r.deployments))
+			}
+			hub := r.deployments[0].Spec.Template.Spec.Containers[0]
+			got := hub.Resources.Limits.Memory()
+			if want := resource.MustParse(tc.want); got.Cmp(want) != 0 {
+				t.Errorf("memory limit %s, want %s", got, tc.want)
+			}
+			if want := strconv.FormatInt(int64(float64(got.Value())*app.MemoryLimitRatio), 10); envValue(hub, "GOMEMLIMIT") != want {
+				t.Errorf("GOMEMLIMIT %q, want %s: 90 %% of the memory limit %s", envValue(hub, "GOMEMLIMIT"), want, got)
 			}
 		})
 	}

@@ -148,8 +148,14 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 			}
 			l.pushOperations(false)
 		case <-hb.C:
-			err = l.stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Heartbeat{
-				Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.Now()}}})
+			// On a goroutine of its own (onOwnStack): the send's call chain
+			// (the stream's interceptor wrappers, encoding, the transport)
+			// would otherwise grow this goroutine's stack, which every idle
+			// link keeps for its life.
+			onOwnStack(func() {
+				err = l.stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Heartbeat{
+					Heartbeat: &ironlinkv1.Heartbeat{SentTime: timestamppb.Now()}}})
+			})
 		}
 		if err != nil {
 			return err

@@ -141,17 +141,24 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error
 	}
 	site := hello.GetSite()
 	log := s.log.With("site", site, "boot_id", truncate(hello.GetBootId(), MaxHelloTextBytes))
-	id, log, err := s.authorizeHello(stream.Context(), site, applied, log)
-	if err != nil {
-		return err
-	}
-
-	sess, err := s.store.OpenLink(stream.Context(), store.LinkHello{
-		Site: site, BootID: hello.GetBootId(), Version: hello.GetVersion(),
-		Capabilities: hello.GetCapabilities(), Replica: s.cfg.Replica,
+	var (
+		id   *auth.Identity
+		sess store.LinkSession
+	)
+	onOwnStack(func() {
+		if id, log, err = s.authorizeHello(stream.Context(), site, applied, log); err != nil {
+			return
+		}
+		sess, err = s.store.OpenLink(stream.Context(), store.LinkHello{
+			Site: site, BootID: hello.GetBootId(), Version: hello.GetVersion(),
+			Capabilities: hello.GetCapabilities(), Replica: s.cfg.Replica,
+		})
+		if err != nil {
+			err = storeFailed(log, "open link", err)
+		}
 	})
 	if err != nil {
-		return storeFailed(log, "open link", err)
+		return err
 	}
 	if r := sess.Replaced; r.Open && r.BootID != hello.GetBootId() && r.Age < TakeoverWarnAge {
 		log.Warn("link taken over from another satellite process whose link was open only briefly: is a second satellite running for this site with the same key? Each takeover costs a snapshot",
@@ -176,26 +183,53 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error
 	s.cfg.Hooks.opened(site)
 	defer func() { s.cfg.Hooks.ended(site, ctx, err) }()
 
-	if err := stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Welcome{Welcome: &ironlinkv1.Welcome{
-		LastCommittedSequence:    sess.LastSequence,
-		Epoch:                    sess.Epoch,
-		HeartbeatIntervalSeconds: int32(s.cfg.HeartbeatInterval / time.Second),
-		Replica:                  s.cfg.Replica,
-		LastCommittedBootId:      sess.LastSequenceBootID,
-		Features:                 s.features(),
-	}}}); err != nil {
-		return err
-	}
 	l := &linkLoop{s: s, stream: stream, site: site, epoch: sess.Epoch, id: id, log: log,
 		ops: slices.Contains(hello.GetCapabilities(), operations.Capability)}
-	desired, err := l.desiredStates(ctx)
+	onOwnStack(func() {
+		if err = stream.Send(&ironlinkv1.ConnectResponse{Msg: &ironlinkv1.ConnectResponse_Welcome{Welcome: &ironlinkv1.Welcome{
+			LastCommittedSequence:    sess.LastSequence,
+			Epoch:                    sess.Epoch,
+			HeartbeatIntervalSeconds: int32(s.cfg.HeartbeatInterval / time.Second),
+			Replica:                  s.cfg.Replica,
+			LastCommittedBootId:      sess.LastSequenceBootID,
+			Features:                 s.features(),
+		}}}); err != nil {
+			return
+		}
+		var desired *ironlinkv1.ConnectResponse
+		if desired, err = l.desiredStates(ctx); err != nil {
+			return
+		}
+		err = stream.Send(desired)
+	})
 	if err != nil {
 		return err
 	}
-	if err := stream.Send(desired); err != nil {
-		return err
-	}
 	return l.run(ctx, c.wake)
+}
+
+// onOwnStack runs f on a goroutine of its own and waits for it; a panic in
+// f is raised again on the caller's goroutine (where the recovery
+// interceptor catches it). A link's handler goroutine lives as long as the
+// link: the deep call chains of its setup (pgx queries, encoding the
+// desired states) would grow its stack to 16–32 KiB, which the runtime
+// shrinks only by half per garbage collection and only while the
+// goroutine uses under a quarter of it, so idle links kept it. Run here,
+// that stack is freed when the setup returns.
+func onOwnStack(f func()) {
+	done := make(chan struct{})
+	var p any
+	go func() {
+		defer func() {
+			p = recover()
+			close(done)
+		}()
+		f()
+	}()
+	<-done
+	if p != nil {
+		panic(p)
+	}
 }
 
 // recvHello waits up to Config.HelloTimeout for the link's first message,

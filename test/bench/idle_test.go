@@ -33,6 +33,7 @@ import (
 var (
 	flagIdleLinks  = flag.Int("bench.idle-links", 10000, "idle links for BenchmarkIdleLinks (one TCP connection each)")
 	flagIdleSettle = flag.Duration("bench.idle-settle", 20*time.Second, "how long the idle links are held before the hub's RSS and CPU are read")
+	flagIdleSample = flag.String("bench.idle-sample", "", "comma-separated times after the last idle link opened, each shorter than -bench.idle-settle, at which the hub's RSS and KiB per link are printed too (e.g. 1m)")
 )
 
 // idleResult is what one idle-links run measured.
@@ -261,20 +262,38 @@ func runIdle(tb testing.TB, n int, settle time.Duration, hubArgs ...string) idle
 	raiseNoFile(tb, uint64(n)+512)
 	bins := binaries(tb)
 	db := pgtest.NewDatabase(tb)
-	hub := harness.StartHub(tb, bins, db, "idle", append([]string{"--log-level", "warn"}, hubArgs...)...)
+	hub := harness.StartHub(tb, bins, db, "idle", append(append([]string{"--log-level", "warn"}, profileArgs()...), hubArgs...)...)
 	pool := harness.Pool(tb, db)
 	res := idleResult{Links: n}
 	window := min(settle, 10*time.Second)
 	res.CPUBase = cpuOver(tb, hub.Pid(), window)
 	res.BaseRSS = procRSS(tb, hub.Pid())
+	samples := idleSamples(tb, settle)
 	set := openIdle(tb, hub.Addr, "idle", n)
+	opened := time.Now()
 	res.ConnectTime = set.ConnectTime
-	time.Sleep(settle - window)
+	for _, d := range samples {
+		time.Sleep(time.Until(opened.Add(d)))
+		rss := procRSS(tb, hub.Pid())
+		fmt.Printf("ironlink idle links after %s: links=%d hub RSS=%.1f MiB (no links: %.1f MiB; per link %.1f KiB) (hub runtime: %d goroutines, heap in use %.1f MiB, stacks %.1f MiB)\n",
+			shortDuration(d), n, mib(rss), mib(res.BaseRSS), float64(rss-res.BaseRSS)/float64(n)/1024,
+			goMetric(tb, hub.AdminAddr, "go_goroutines"), mib(goMetric(tb, hub.AdminAddr, "go_memstats_heap_inuse_bytes")), mib(goMetric(tb, hub.AdminAddr, "go_memstats_stack_inuse_bytes")))
+	}
+	time.Sleep(time.Until(opened.Add(settle - window)))
 	res.CPU = cpuOver(tb, hub.Pid(), window)
 	res.RSS = procRSS(tb, hub.Pid())
 	res.Heartbeat = int(set.beats.Load())
 	res.Goroutines, res.HeapInuse, res.StackInuse = goMetric(tb, hub.AdminAddr, "go_goroutines"),
 		goMetric(tb, hub.AdminAddr, "go_memstats_heap_inuse_bytes"), goMetric(tb, hub.AdminAddr, "go_memstats_stack_inuse_bytes")
+	if *flagProfile != "" { // where an idle link's memory goes: the heap in use and the goroutines' stacks
+		p := &hubProfiler{tb: tb, base: "http://" + hub.AdminAddr + "/debug/pprof/", dir: *flagProfile, name: fmt.Sprintf("idle-%d", n)}
+		if err := os.MkdirAll(p.dir, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		p.save("heap", "heap", 0)
+		p.save("goroutine", "goroutine", 0)
+		fmt.Printf("ironlink hub profiles: %s/%s-{heap,goroutine}.pb.gz\n", p.dir, p.name)
+	}
 	if f := set.failed.Load(); f > 0 {
 		tb.Fatalf("%d idle links ended while idle", f)
 	}
@@ -306,6 +325,23 @@ func BenchmarkIdleLinks(b *testing.B) {
 	b.Logf("%s", res)
 	fmt.Println("ironlink idle links benchmark:", res)
 	ratioLine(fmt.Sprintf("idle-%d-%s", n, shortDuration(settle)), rawPer/per)
+}
+
+// idleSamples parses -bench.idle-sample: ascending times, each shorter
+// than settle.
+func idleSamples(tb testing.TB, settle time.Duration) []time.Duration {
+	var out []time.Duration
+	for _, f := range strings.Split(*flagIdleSample, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil || d <= 0 || d >= settle || (len(out) > 0 && d <= out[len(out)-1]) {
+			tb.Fatalf("-bench.idle-sample %q: want ascending durations shorter than -bench.idle-settle %s", f, settle)
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // shortDuration writes d as 20s, 5m or 1m30s (no trailing zero units).

@@ -108,8 +108,25 @@ limit"), so the Go runtime collects harder before the kernel kills the pod
 for memory. Empty without a memory limit. The limit is a Kubernetes
 quantity: plain bytes or with a suffix Ki, Mi, Gi, Ti, K, M, G, T.
 */}}
+{{/*
+The container's resources: .Values.resources, with limits.memory derived
+from .Values.memory (links × perLinkKiB + baseMiB, over the 0.9 that
+GOMEMLIMIT takes, in whole MiB) unless limits.memory is set.
+*/}}
+{{- define "ironlink-hub.resources" -}}
+{{- $r := deepCopy (default dict .Values.resources) -}}
+{{- $lim := default dict $r.limits -}}
+{{- if not (get $lim "memory") -}}
+{{- $m := .Values.memory -}}
+{{- $mib := ceil (divf (addf (float64 $m.baseMiB) (divf (mulf (float64 $m.links) (float64 $m.perLinkKiB)) 1024.0)) 0.9) -}}
+{{- $_ := set $lim "memory" (printf "%.0fMi" $mib) -}}
+{{- end -}}
+{{- $_ := set $r "limits" $lim -}}
+{{- toYaml $r -}}
+{{- end }}
+
 {{- define "ironlink-hub.goMemLimit" -}}
-{{- $q := toString (dig "limits" "memory" "" .Values.resources) -}}
+{{- $q := toString (dig "limits" "memory" "" (include "ironlink-hub.resources" . | fromYaml)) -}}
 {{- if $q -}}
 {{- $num := $q -}}
 {{- $mult := 1.0 -}}
