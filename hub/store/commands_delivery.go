@@ -102,7 +102,11 @@ type CommandResult struct {
 // RecordResult stores a site's result for a command. A result for a
 // generation that is no longer the device's desired generation, or for a
 // command already finished, is ignored (ignored=true). The result changes
-// only the command and the command's own device.
+// only the command and the command's own device. The device's columns
+// (applied generation, last command error) are written in the same
+// transaction unless a condition group holds the device row; then right
+// after the commit (a replica killed in between leaves them as they were
+// until the device's next result).
 //
 // Errors (nothing is written): ErrNotFound for an unknown command;
 // ErrWrongSite when the command, or the device the result names, belongs to
