@@ -102,32 +102,35 @@ type CommandResult struct {
 // RecordResult stores a site's result for a command. A result for a
 // generation that is no longer the device's desired generation, or for a
 // command already finished, is ignored (ignored=true). The result changes
-// only the command and the command's own device.
+// only the command and the command's own device. The device's columns
+// (applied generation, last command error) are written in the same
+// transaction unless a condition group holds the device row; then right
+// after the commit (a replica killed in between leaves them as they were
+// until the device's next result).
 //
 // Errors (nothing is written): ErrNotFound for an unknown command;
 // ErrWrongSite when the command, or the device the result names, belongs to
 // another site; ErrMismatch when the result names a device of this site
 // (or an unknown one) that is not the command's.
 func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) (ignored bool, err error) {
+	var device string
+	var gen int64
+	var deviceDone bool
 	err = s.inTxOn(ctx, s.commandPool(), func(tx pgx.Tx) error {
-		var cmdSite, state, cmdDevice string
-		var gen, desiredGen int64
-		// Lock order everywhere: device row, then command rows (as
-		// SetDesiredImpairment does), so the two cannot deadlock.
-		// Both locks in one round trip, in that order.
-		b := &pgx.Batch{}
-		b.Queue(`
-			SELECT d.desired_generation, d.id::text FROM devices d
-			WHERE d.id = (SELECT device_id FROM commands WHERE id = $1) FOR UPDATE`, r.CommandID)
-		b.Queue(`SELECT site, state, generation FROM commands WHERE id = $1 FOR UPDATE`, r.CommandID)
-		br := tx.SendBatch(ctx, b)
-		err := br.QueryRow().Scan(&desiredGen, &cmdDevice)
-		if err == nil {
-			err = br.QueryRow().Scan(&cmdSite, &state, &gen)
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
+		var cmdSite, state string
+		var desiredGen int64
+		// The command row is locked, not the device row: a condition
+		// group holds the rows of the devices it writes until it commits,
+		// and a result must not wait for that (issue 26 item 1). The
+		// command row orders the result against a newer desired state:
+		// setDesiredTx supersedes the open commands of the device under
+		// their row locks, so either it has (the result sees SUPERSEDED
+		// and is ignored) or it waits for this commit (and then finds
+		// the command finished). desired_generation is read as committed.
+		err := tx.QueryRow(ctx, `
+			SELECT c.site, c.state, c.generation, c.device_id::text, d.desired_generation
+			FROM commands c JOIN devices d ON d.id = c.device_id
+			WHERE c.id = $1 FOR UPDATE OF c`, r.CommandID).Scan(&cmdSite, &state, &gen, &device, &desiredGen)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("command %s: %w", r.CommandID, ErrNotFound)
 		}
@@ -137,7 +140,7 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 		if cmdSite != site {
 			return fmt.Errorf("command %s is for site %q: %w", r.CommandID, cmdSite, ErrWrongSite)
 		}
-		if r.DeviceID != cmdDevice {
+		if r.DeviceID != device {
 			var devSite string
 			err := tx.QueryRow(ctx, `SELECT site FROM devices WHERE id = $1`, r.DeviceID).Scan(&devSite)
 			switch {
@@ -146,40 +149,86 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 			case err != nil && !errors.Is(err, pgx.ErrNoRows):
 				return fmt.Errorf("load device %s: %w", r.DeviceID, err)
 			}
-			return fmt.Errorf("command %s is for device %s, not %s: %w", r.CommandID, cmdDevice, r.DeviceID, ErrMismatch)
+			return fmt.Errorf("command %s is for device %s, not %s: %w", r.CommandID, device, r.DeviceID, ErrMismatch)
 		}
-		if gen != r.Generation || gen != desiredGen || state == string(CommandSucceeded) || state == string(CommandSuperseded) {
-			ignored = true
+		ignored = gen != r.Generation || gen != desiredGen || state == string(CommandSucceeded) || state == string(CommandSuperseded)
+		if ignored {
 			return nil
 		}
-		// The command's and the device's update in one round trip.
-		if err := tx.SendBatch(ctx, resultBatch(r, cmdDevice, gen)).Close(); err != nil {
+		// The command's update and, when no group holds the device row
+		// (SKIP LOCKED: this transaction never waits for it, so it cannot
+		// deadlock with a desired-state write, which locks the device
+		// first), the device's, in one round trip.
+		b := resultBatch(r, device, gen, true)
+		br := tx.SendBatch(ctx, b)
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return fmt.Errorf("record result of command %s: %w", r.CommandID, err)
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return fmt.Errorf("record result of command %s on its device: %w", r.CommandID, err)
+		}
+		deviceDone = tag.RowsAffected() > 0
+		if err := br.Close(); err != nil {
 			return fmt.Errorf("record result of command %s: %w", r.CommandID, err)
 		}
 		return nil
 	})
-	return ignored, err
+	if err != nil || ignored || deviceDone {
+		return ignored, err
+	}
+	// The device row was locked (by a condition group, mostly): the
+	// command's outcome is committed and visible; the device's columns
+	// follow once the lock is free, on the main pool so that the wait
+	// holds no connection of the command path. Its WHERE clauses keep it
+	// from overwriting what a newer generation's result wrote meanwhile.
+	// Its failure is logged, not returned: the result is recorded, and a
+	// resend of it would be ignored.
+	b := resultBatch(r, device, gen, false)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		s.log.Warn("command result recorded; its device's applied generation and last error not updated",
+			"command_id", r.CommandID, "device_id", device, "generation", gen, "err", err)
+	}
+	return false, nil
 }
 
 // resultBatch queues the updates RecordResult makes for r, a result of
-// generation gen for device: the command SUCCEEDED or FAILED, the
-// device's applied generation or its last command error.
-func resultBatch(r CommandResult, device string, gen int64) *pgx.Batch {
+// generation gen for device: with command, the command SUCCEEDED or FAILED
+// and then the device's row only when no other transaction holds its lock
+// (SKIP LOCKED); without, the device's row alone (waiting for its lock).
+// The device's update sets its applied generation (success) and its last
+// command error, cleared on success while gen is still the desired
+// generation, set on failure only then and while gen was not applied.
+func resultBatch(r CommandResult, device string, gen int64, command bool) *pgx.Batch {
 	b := &pgx.Batch{}
+	target := "$1"
+	if command {
+		target = "(SELECT id FROM devices WHERE id = $1 FOR NO KEY UPDATE SKIP LOCKED)"
+	}
 	if r.Success {
-		b.Queue(`UPDATE commands SET state = 'SUCCEEDED', last_error = '', result_detail = $2,
+		if command {
+			b.Queue(`UPDATE commands SET state = 'SUCCEEDED', last_error = '', result_detail = $2,
 			failure_class = '', failure_reason = '', updated_at = now(), completed_at = now() WHERE id = $1`, r.CommandID, r.Detail)
+		}
 		b.Queue(`UPDATE devices SET applied_generation = GREATEST(applied_generation, $2),
-			last_command_error = '', last_command_failure_class = '', last_command_failure_reason = '' WHERE id = $1`, device, gen)
+			last_command_error          = CASE WHEN desired_generation = $2 THEN '' ELSE last_command_error END,
+			last_command_failure_class  = CASE WHEN desired_generation = $2 THEN '' ELSE last_command_failure_class END,
+			last_command_failure_reason = CASE WHEN desired_generation = $2 THEN '' ELSE last_command_failure_reason END
+			WHERE id = `+target, device, gen)
 		return b
 	}
 	class := r.FailureClass
 	if !class.Valid() {
 		class = FailureUnclassified
 	}
-	b.Queue(`UPDATE commands SET state = 'FAILED', last_error = $2, result_detail = $3,
+	if command {
+		b.Queue(`UPDATE commands SET state = 'FAILED', last_error = $2, result_detail = $3,
 		failure_class = $4, failure_reason = $5, updated_at = now() WHERE id = $1`, r.CommandID, r.Error, r.Detail, string(class), r.FailureReason)
+	}
 	b.Queue(`UPDATE devices SET last_command_error = $2, last_command_failure_class = $3,
-		last_command_failure_reason = $4 WHERE id = $1`, device, r.Error, string(class), r.FailureReason)
+		last_command_failure_reason = $4 WHERE id = `+target+` AND desired_generation = $5 AND applied_generation < $5`,
+		device, r.Error, string(class), r.FailureReason, gen)
 	return b
 }

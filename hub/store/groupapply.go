@@ -24,16 +24,22 @@ var errDeviceRace = errors.New("device inserted concurrently")
 // failed the transaction (then no item was written).
 func (s *Store) applyGroup(ctx context.Context, items []*groupItem) error {
 	var err error
+	var wake bool
 	for attempt := 1; attempt <= 3; attempt++ {
 		err = s.inTx(ctx, func(tx pgx.Tx) error {
 			for _, it := range items {
 				it.bres, it.sres, it.err = BatchResult{}, SiteConditionsResult{}, nil
 			}
-			return s.applyGroupTx(ctx, tx, items)
+			var err error
+			wake, err = s.applyGroupTx(ctx, tx, items)
+			return err
 		})
 		if !errors.Is(err, errDeviceRace) {
 			break
 		}
+	}
+	if err == nil && wake {
+		s.wakePolicy() // after the commit, outside it (policyhint.go)
 	}
 	return err
 }
@@ -84,19 +90,30 @@ type devWrite struct {
 //  3. Rarely: devices whose desired impairment changed between the read
 //     and the write, site-condition sets, and sites that were stale (every
 //     device's status re-derived), in the same transaction.
-func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem) error {
+//
+// wake reports that the group may have written a status_history row
+// entering FAULTED or MAINTENANCE: the caller then hints the policy
+// evaluator after the commit (the transaction itself does not notify:
+// policyNotifyDeferredSQL).
+func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem) (wake bool, err error) {
 	read, err := lockSitesReadDevices(ctx, tx, items)
 	if err != nil {
-		return err
+		return false, err
 	}
 	plan := sortOutItems(items, read)
 	w := s.groupWrites(plan.applied, read.states, read.current)
 	raced, err := sendGroupWrites(ctx, tx, &plan.touch, w)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := writeHardware(ctx, tx, plan.applied); err != nil {
-		return err
+		return false, err
+	}
+	// The re-derivations of step 3 may write such rows too: counted as
+	// waking (they are rare).
+	wake = len(raced) > 0 || len(plan.siteSets) > 0 || len(plan.staleSites) > 0
+	for _, st := range w.statusHistory.statuses {
+		wake = wake || wakesPolicy(st)
 	}
 	for _, it := range plan.applied {
 		if n := w.removed[it.site]; n > 0 && it.batch.SnapshotID != "" && it.batch.SnapshotFinal {
@@ -104,7 +121,7 @@ func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem)
 			s.log.Info("devices missing from snapshot marked removed", "site", it.site, "count", n)
 		}
 	}
-	return s.finishGroup(ctx, tx, plan, raced, read.current)
+	return wake, s.finishGroup(ctx, tx, plan, raced, read.current)
 }
 
 // groupRead is what round trip 1 of a group read: the locked site rows
@@ -140,6 +157,7 @@ func lockSitesReadDevices(ctx context.Context, tx pgx.Tx, items []*groupItem) (g
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	rb := &pgx.Batch{}
+	rb.Queue(policyNotifyDeferredSQL)
 	rb.Queue(`SELECT name, link_epoch, last_sequence, stale FROM sites
 		WHERE name = ANY($1::text[]) ORDER BY name FOR NO KEY UPDATE`, names)
 	if len(ids) > 0 {
@@ -147,6 +165,10 @@ func lockSitesReadDevices(ctx context.Context, tx pgx.Tx, items []*groupItem) (g
 	}
 	br := tx.SendBatch(ctx, rb)
 	r := groupRead{states: map[string]devState{}, current: map[string]map[condition.Type]condition.Condition{}}
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return groupRead{}, fmt.Errorf("defer the policy hint: %w", err)
+	}
 	var err error
 	if r.locked, err = readSiteLocks(br); err != nil {
 		br.Close()

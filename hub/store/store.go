@@ -49,6 +49,9 @@ type Store struct {
 	// group commits the condition batches and site-condition sets (group.go).
 	group groupCommitter
 
+	// policyHint sends the group committer's policy hints (policyhint.go).
+	policyHint policyHint
+
 	// cmdPool is the command path's own pool (commandpool.go); nil: pool.
 	cmdPool *pgxpool.Pool
 
