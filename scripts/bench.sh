@@ -40,6 +40,7 @@ short)
 full)
   bench ./test/bench '^(BenchmarkLink|BenchmarkLinks1000|BenchmarkSnapshot)$' 40m
   bench ./test/bench '^BenchmarkLink$' 10m -args -bench.quarantiners=0
+  bench ./test/bench '^BenchmarkResync$' 30m
   # KiB per link at 1,000 and 10,000 idle links, after 1 and after 5 minutes
   bench ./test/bench '^BenchmarkIdleLinks$' 20m -args -bench.idle-links=1000 -bench.idle-settle=5m -bench.idle-sample=1m
   bench ./test/bench '^BenchmarkIdleLinks$' 30m -args -bench.idle-links=10000 -bench.idle-settle=5m -bench.idle-sample=1m

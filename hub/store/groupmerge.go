@@ -60,6 +60,13 @@ func (s *Store) groupWrites(applied []*groupItem, states map[string]devState, cu
 		states: states, current: current,
 		devs: map[string]*devWrite{}, touchedAll: map[string]map[condition.Type]bool{},
 	}
+	n := 0
+	for _, it := range applied {
+		for _, d := range it.batch.Devices {
+			n += len(d.Conditions)
+		}
+	}
+	m.w.history.grow(n)
 	for _, it := range applied {
 		m.mergeBatch(it)
 	}
@@ -200,6 +207,11 @@ func (m *groupMerge) deriveStatus(site, id string, res *BatchResult) {
 // seen: each device's written conditions (by type) and its insert or
 // update.
 func (m *groupMerge) collectRows() {
+	n := 0
+	for _, id := range m.order {
+		n += len(m.touchedAll[id])
+	}
+	m.w.conds.grow(n)
 	for _, id := range m.order {
 		dw := m.devs[id]
 		types := make([]condition.Type, 0, len(m.touchedAll[id]))

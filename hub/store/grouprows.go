@@ -2,6 +2,7 @@ package store
 
 import (
 	"cmp"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,6 +68,21 @@ type condRows struct {
 	// null on the fixed conditions.
 	health []pgtype.Text
 	expire []pgtype.Timestamptz
+}
+
+// grow makes room for n more rows, so that a snapshot part's thousands
+// of rows do not regrow every array as they are added.
+func (r *condRows) grow(n int) {
+	r.ids = slices.Grow(r.ids, n)
+	r.types = slices.Grow(r.types, n)
+	r.statuses = slices.Grow(r.statuses, n)
+	r.reasons = slices.Grow(r.reasons, n)
+	r.messages = slices.Grow(r.messages, n)
+	r.transitions = slices.Grow(r.transitions, n)
+	r.observed = slices.Grow(r.observed, n)
+	r.generations = slices.Grow(r.generations, n)
+	r.health = slices.Grow(r.health, n)
+	r.expire = slices.Grow(r.expire, n)
 }
 
 func (r *condRows) add(id string, c condition.Condition) {

@@ -134,7 +134,13 @@ func (s *Store) RemediationDevices(ctx context.Context) ([]RemediationDevice, er
 		LEFT JOIN LATERAL (SELECT holder, generation FROM quarantine_holds q
 			WHERE q.device_id = d.id AND q.holder LIKE 'policy:%' ORDER BY q.created_at, q.holder LIMIT 1) h ON true
 		LEFT JOIN remediation_ladders l ON l.device_id = d.id AND l.state = 'RUNNING'
-		WHERE h.holder IS NOT NULL OR l.id IS NOT NULL
+		WHERE (h.holder IS NOT NULL OR l.id IS NOT NULL)
+			-- The same devices, named first from the two small sets, so that
+			-- the query does not walk every device row (a resync of 100,000
+			-- devices made it a full scan with a lateral probe each, issue
+			-- 26 item 2).
+			AND d.id IN (SELECT q.device_id FROM quarantine_holds q WHERE q.holder LIKE 'policy:%'
+				UNION SELECT r.device_id FROM remediation_ladders r WHERE r.state = 'RUNNING')
 		ORDER BY d.status_changed_at, d.id`)
 	if err != nil {
 		return nil, fmt.Errorf("remediation devices: %w", err)
