@@ -130,6 +130,7 @@ type Gate struct {
 	conns   map[string]*conn // by remote address
 	refused atomic.Int64
 	closed  atomic.Int64
+	unended atomic.Int64 // refused streams whose context the gate could not end
 }
 
 // New returns a Gate with cfg's limits (zero fields: defaults). authentic
@@ -142,8 +143,13 @@ func New(cfg Config, authentic func(token string) error, log *slog.Logger) *Gate
 // Config returns the limits in force (defaults filled).
 func (g *Gate) Config() Config { return g.cfg }
 
-// TapOption returns the gate's grpc.InTapHandle (a server has one).
-func (g *Gate) TapOption() grpc.ServerOption { return grpc.InTapHandle(g.tap) }
+// ServerOptions returns the gate's grpc.InTapHandle (a server has one) and
+// the stats handler that gives each connection the context the tap needs
+// to end a refused stream's context (see connctx.go). Give them after any
+// other grpc.StatsHandler: the gate's must tag a connection last.
+func (g *Gate) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.InTapHandle(g.tap), grpc.StatsHandler(connContexts{})}
+}
 
 // LimitOptions returns the server options of cfg's limits (zero fields:
 // defaults): the stream and header-list limits, the server-wide receive
@@ -173,20 +179,38 @@ func (c Config) Limit(m proto.Message) int {
 // connections it closed, since New.
 func (g *Gate) Refused() (streams, conns int64) { return g.refused.Load(), g.closed.Load() }
 
+// Unended returns how many refused streams' contexts the tap could not
+// end since New (0 unless another stats handler tags connections after
+// the gate's, or gRPC-Go changes how it makes stream contexts): each such
+// context lives until its deadline, if it has one.
+func (g *Gate) Unended() int64 { return g.unended.Load() }
+
 // tap is the grpc.InTapHandle: see the package documentation.
 func (g *Gate) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	cc, _ := ctx.Value(connCtxKey{}).(*connCtx)
 	if g.authn == nil || public(info.FullMethodName) {
+		if cc != nil {
+			cc.seen()
+		}
 		return ctx, nil
 	}
 	c := g.conn(ctx)
 	err := g.check(info.Header)
 	if err == nil {
+		if cc != nil {
+			cc.seen()
+		}
 		if c != nil {
 			c.refusedRun.Store(0)
 		}
 		return ctx, nil
 	}
 	g.refused.Add(1)
+	// gRPC-Go never ends the context of a stream its tap refused: end it
+	// here, or its deadline timer outlives the call (connctx.go).
+	if cc == nil || !cc.refuse(ctx) {
+		g.unended.Add(1)
+	}
 	var ve *auth.VerifyError
 	msg := "token refused"
 	if errors.As(err, &ve) {

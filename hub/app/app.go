@@ -263,7 +263,7 @@ func (h *hub) authenticate() ([]grpc.ServerOption, error) {
 	v := &auth.Verifier{Roster: h.watcher.Roster, Audience: cfg.Audience, MaxLifetime: cfg.MaxTokenLifetime, Replay: h.obs.replay(h.st)}
 	log.Info("client authentication on", "roster", cfg.RosterPath, "clients", len(h.watcher.Roster().Clients()), "audience", cfg.Audience)
 	h.gate = admission.New(cfg.Admission, v.Authentic, log.With("component", "admission"))
-	return append(AuthOptions(v, log), grpc.ChainStreamInterceptor(h.streams.StreamInterceptor()), h.gate.TapOption()), nil
+	return append(append(AuthOptions(v, log), grpc.ChainStreamInterceptor(h.streams.StreamInterceptor())), h.gate.ServerOptions()...), nil
 }
 
 // fleetView builds the fleet view when Web.Addr is set; it authenticates

@@ -105,7 +105,8 @@ func bigListSites(n int) []byte {
 // over 8 connections, round after round for 8 s, half without a token and
 // half with a well-formed token signed by a key the roster does not hold.
 // All are refused Unauthenticated (or find their connection closed after
-// too many refusals) before their body is read: the hub's resident memory
+// too many refusals) before their body is read: the hub's peak resident
+// memory (the kernel's VmHWM, reset to the idle figure before the probe)
 // stays under twice its idle figure, and a valid operator's calls keep
 // succeeding throughout. The figures are printed.
 func TestFloodWithoutTokenKeepsMemoryFlat(t *testing.T) {
@@ -113,6 +114,14 @@ func TestFloodWithoutTokenKeepsMemoryFlat(t *testing.T) {
 	pid := h.Pid()
 	time.Sleep(time.Second) // let the start-up garbage settle before the idle figure
 	idle := rssKiB(t, pid, "VmRSS")
+	// The kernel's high-water mark (VmHWM) is what a memory limit meets:
+	// no sampling misses it. Start it at the idle figure (clear_refs 5), so
+	// that it measures the flood, not the start-up; where that cannot be
+	// done it includes the start-up, which only makes the bound stricter.
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		t.Logf("reset the hub's VmHWM: %v (it includes the start-up)", err)
+	}
+	idleHWM := rssKiB(t, pid, "VmHWM")
 
 	stranger, err := auth.GenerateKey(auth.AlgES256)
 	if err != nil {
@@ -195,26 +204,28 @@ func TestFloodWithoutTokenKeepsMemoryFlat(t *testing.T) {
 	}
 	wg.Wait()
 	<-sampled
+	time.Sleep(time.Second) // past the flood calls' deadline on the hub too (their timers' moment)
 	hwm := rssKiB(t, pid, "VmHWM")
 	var seen []string
 	codesSeen.Range(func(k, _ any) bool { seen = append(seen, k.(codes.Code).String()); return true })
 	t.Logf("flood: %d calls of 15 MiB over %d connections (%d at once) in %s, %d refused %v; valid operator: %d ok, %d failed",
 		sent.Load(), conns, conns*perConn, probeFor, refused.Load(), seen, ok, failed)
-	t.Logf("hub RSS: idle %d MiB, peak during the flood %d MiB (%.2f× idle), process high-water mark %d MiB",
-		idle>>10, peak.Load()>>10, float64(peak.Load())/float64(idle), hwm>>10)
+	t.Logf("hub RSS: idle %d MiB (VmHWM %d MiB at the start), sampled peak during the flood %d MiB (%.2f× idle), VmHWM after it %d MiB (%.2f× idle)",
+		idle>>10, idleHWM>>10, peak.Load()>>10, float64(peak.Load())/float64(idle), hwm>>10, float64(hwm)/float64(idle))
 	if sent.Load() < int64(conns*perConn) {
 		t.Fatalf("only %d flood calls completed: the probe did not run", sent.Load())
 	}
 	if ok == 0 {
 		t.Fatal("no valid call succeeded during the flood")
 	}
-	// Issue 27 asks for under 2× idle. Measured: 1.36× and 1.44× on a loaded
-	// machine (8-13k refused calls in the 8 s), 2.48× on a quiet one (66k
-	// refused calls, many reconnects after the per-connection cap; 2.70× with 74k); before
-	// the admission gate, 13×. The bound guards that gain at 4× (the figure grows with the refusal rate) until the
-	// quiet-machine figure is brought under 2× (docs/reference/access.md).
-	if peak.Load() >= 4*int64(idle) {
-		t.Fatalf("hub RSS peaked at %d KiB during the flood, idle %d KiB: want under 4× idle", peak.Load(), idle)
+	// Issue 27 asks for under 2× idle, of the peak: the kernel's
+	// high-water mark, which also catches what lasts less than a sample.
+	// Measured (docs/reference/access.md): before the gate ended refused
+	// streams' contexts, VmHWM 2.8-3.1× idle on a loaded machine (all
+	// refused calls' deadline timers firing at the probe's end: 14,307
+	// goroutines at once); after, 1.3×.
+	if hwm >= 2*idle {
+		t.Fatalf("hub VmHWM %d KiB after the flood, idle RSS %d KiB: want under 2× idle", hwm, idle)
 	}
 	if !strings.Contains(h.Output(), "too many unauthenticated requests in a row") {
 		t.Errorf("no connection was closed for its refusals; hub log:\n%s", harness.Tail(h.Output(), 20))
