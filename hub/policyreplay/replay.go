@@ -184,13 +184,7 @@ func run(file *policy.File, h *history, to time.Time) *Report {
 			}
 		}
 		if td := dec.TripsDomain; td != nil {
-			if s.domains == nil {
-				s.domains = map[string]map[string]bool{}
-			}
-			if s.domains[td.Label] == nil {
-				s.domains[td.Label] = map[string]bool{}
-			}
-			s.domains[td.Label][td.Value] = true
+			s.tripDomain(td.Label, td.Value)
 		}
 		if dec.Trips {
 			s.tripped = true
@@ -206,6 +200,18 @@ func run(file *policy.File, h *history, to time.Time) *Report {
 	rep.Remediations = ladders(file, h, holds, tripAt, to)
 	rep.Days = days(rep)
 	return rep
+}
+
+// tripDomain records that the per-label guard of label tripped for value
+// (it holds to the end of the replayed period).
+func (s *siteRun) tripDomain(label, value string) {
+	if s.domains == nil {
+		s.domains = map[string]map[string]bool{}
+	}
+	if s.domains[label] == nil {
+		s.domains[label] = map[string]bool{}
+	}
+	s.domains[label][value] = true
 }
 
 // firstDecision finds when the evaluator would first decide t: at the
