@@ -150,13 +150,31 @@ func TestResubscribesAfterReconnect(t *testing.T) {
 	b, _ := subscribe(t, f.d, "b")
 	f.waitListening(t, "a", a)
 	ctx := context.Background()
-	var n int
-	if err := f.send.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&n); err != nil {
+	var pids []int32
+	if err := f.send.QueryRow(ctx, `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&pids); err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 {
-		t.Fatalf("terminated %d backends, want the one LISTEN connection", n)
+	if len(pids) != 1 {
+		t.Fatalf("found %d other backends, want the one LISTEN connection", len(pids))
+	}
+	if _, err := f.send.Exec(ctx, `SELECT pg_terminate_backend($1)`, pids[0]); err != nil {
+		t.Fatal(err)
+	}
+	// pg_terminate_backend only signals: until the backend has exited, a
+	// probe could still reach the old connection and prove nothing.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var alive bool
+		if err := f.send.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, pids[0]).Scan(&alive); err != nil {
+			t.Fatal(err)
+		}
+		if !alive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the terminated LISTEN backend did not exit in 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	f.waitListening(t, "a", a)
 	f.waitListening(t, "b", b)
