@@ -205,13 +205,7 @@ func BenchmarkHealthIntakeSatellite(b *testing.B) {
 		"--health-socket", sock, "--health-reporter-rate", "-1", "--log-level", "warn")
 	fc := harness.Fleet(b, hub2.Addr)
 	nodes := sim.Nodes()
-	harness.Eventually(b, 60*time.Second, func() error {
-		r, err := fc.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: "hs", PageSize: 1000})
-		if err != nil || len(r.GetDevices()) < len(nodes) {
-			return fmt.Errorf("devices at the hub: %d of %d (%v)", len(r.GetDevices()), len(nodes), err)
-		}
-		return nil
-	})
+	waitListed(b, fc, "hs", len(nodes))
 	door, err := healthsim.Dial(sock)
 	if err != nil {
 		b.Fatal(err)

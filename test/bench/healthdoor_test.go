@@ -94,13 +94,7 @@ func BenchmarkHealthDoorLatency(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	nodes := sim.Nodes()
-	harness.Eventually(b, 60*time.Second, func() error {
-		r, err := fc.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: "hd", PageSize: 1000})
-		if err != nil || len(r.GetDevices()) < len(nodes) {
-			return fmt.Errorf("devices at the hub: %d of %d (%v)", len(r.GetDevices()), len(nodes), err)
-		}
-		return nil
-	})
+	waitListed(b, fc, "hd", len(nodes))
 	door, err := healthsim.Dial(sock)
 	if err != nil {
 		b.Fatal(err)
@@ -229,4 +223,17 @@ func stages(b *testing.B, db string) {
 	}
 	fmt.Printf("health door stages (n=%d, p50/p99): FAULTED committed → decision %s/%s; decision → command sent %s/%s; sent → result %s/%s\n",
 		len(decide), pct(decide, 0.5), pct(decide, 0.99), pct(send, 0.5), pct(send, 0.99), pct(apply, 0.5), pct(apply, 0.99))
+}
+
+// waitListed waits up to 60 s until ListDevices of site lists want
+// devices (the satellite's first poll reached the hub).
+func waitListed(b *testing.B, fc ironlinkv1.FleetServiceClient, site string, want int) {
+	b.Helper()
+	harness.Eventually(b, 60*time.Second, func() error {
+		r, err := fc.ListDevices(context.Background(), &ironlinkv1.ListDevicesRequest{Site: site, PageSize: 1000})
+		if err != nil || len(r.GetDevices()) < want {
+			return fmt.Errorf("devices at the hub: %d of %d (%v)", len(r.GetDevices()), want, err)
+		}
+		return nil
+	})
 }
