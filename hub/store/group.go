@@ -39,6 +39,13 @@ const (
 	// the same ingest ratio (docs/design/performance.md). A snapshot part
 	// (500 devices) still commits in one group.
 	GroupMaxDevices = 400
+	// LightSiteDevices is the most device updates a site may have waiting
+	// in the committer and still count as light: a light site's writes
+	// are taken before a heavy site's (take), and when every worker is
+	// busy they get an express worker of their own, so a site sending its
+	// usual trickle never waits behind another site's flood (issue 27
+	// deliverable 3; docs/design/performance.md).
+	LightSiteDevices = 50
 	// groupTimeout bounds one group's transaction, retries included.
 	groupTimeout = 2 * time.Minute
 )
@@ -83,6 +90,12 @@ type groupCommitter struct {
 	mu      sync.Mutex
 	waiting []*groupItem
 	running int
+	// express is 1 while the express worker runs: started when a light
+	// site's write arrives and every worker is busy, it takes only light
+	// sites' writes and ends when none waits.
+	express int
+	// siteWaiting is the device updates each site has in waiting.
+	siteWaiting map[string]int
 	// groups and writes count the transactions committed and the writes
 	// they carried (GroupStats).
 	groups, writes atomic.Int64
@@ -108,9 +121,17 @@ func (g *groupCommitter) enqueue(ctx context.Context, s *Store, it *groupItem) {
 	it.ctx, it.done = ctx, make(chan struct{})
 	g.mu.Lock()
 	g.waiting = append(g.waiting, it)
-	if g.running < GroupCommitWorkers {
+	if g.siteWaiting == nil {
+		g.siteWaiting = map[string]int{}
+	}
+	g.siteWaiting[it.site] += it.devices()
+	switch {
+	case g.running < GroupCommitWorkers:
 		g.running++
-		go g.work(s)
+		go g.work(s, false)
+	case g.express == 0 && g.siteWaiting[it.site] <= LightSiteDevices:
+		g.express++
+		go g.work(s, true)
 	}
 	g.mu.Unlock()
 }
@@ -140,28 +161,35 @@ func afterFailed(it *groupItem) error {
 	return fmt.Errorf("site %q: write after a failed one not attempted: %w", it.site, it.prev.err)
 }
 
-// work commits groups until none waits.
-func (g *groupCommitter) work(s *Store) {
+// work commits groups until none waits (express: until no light site's
+// write waits).
+func (g *groupCommitter) work(s *Store, express bool) {
 	for {
 		g.mu.Lock()
-		group := g.take()
+		group := g.take(express)
 		if len(group) == 0 {
-			g.running--
+			if express {
+				g.express--
+			} else {
+				g.running--
+			}
 			g.mu.Unlock()
 			return
 		}
 		if len(g.waiting) > 0 && g.running < GroupCommitWorkers {
 			// take left the rest for another worker: start it.
 			g.running++
-			go g.work(s)
+			go g.work(s, false)
 		}
 		g.mu.Unlock()
 		g.commit(s, group)
 	}
 }
 
-// take removes the next group from waiting (g.mu held): items in arrival
-// order, several of a site in their order (an item whose prev, the write
+// take removes the next group from waiting (g.mu held): the items of
+// light sites (at most LightSiteDevices waiting) first, then, unless
+// lightOnly, the others, each in arrival order, several of a site in their
+// order (an item whose prev, the write
 // submitted before it on its link, neither committed nor is in the group
 // waits for a later group; one whose prev failed fails unwritten), at most
 // 1/GroupCommitWorkers of the device updates waiting (so that the
@@ -170,32 +198,49 @@ func (g *groupCommitter) work(s *Store) {
 // GroupMaxDevices. Once an item of a site is left waiting, or a final
 // snapshot part of it is taken, later items of that site wait too. The
 // first item is always taken. Items whose ctx ended are dropped.
-func (g *groupCommitter) take() []*groupItem {
+func (g *groupCommitter) take(lightOnly bool) []*groupItem {
 	waiting := 0
 	live := g.waiting[:0]
 	for _, it := range g.waiting {
-		if err := it.ctx.Err(); err != nil {
-			it.err = fmt.Errorf("commit for site %q: %w", it.site, err)
-			it.prev = nil
+		drop := func(err error) {
+			it.err, it.prev = err, nil
+			g.unwait(it)
 			close(it.done)
+		}
+		if err := it.ctx.Err(); err != nil {
+			drop(fmt.Errorf("commit for site %q: %w", it.site, err))
 			continue
 		}
 		if it.prev != nil && it.prev.finished() && it.prev.err != nil {
-			it.err = afterFailed(it)
-			it.prev = nil
-			close(it.done)
+			drop(afterFailed(it))
 			continue
 		}
 		waiting += it.devices()
 		live = append(live, it)
 	}
+	clear(g.waiting[len(live):])
+	order := make([]*groupItem, 0, len(live))
+	for _, it := range live {
+		if g.siteWaiting[it.site] <= LightSiteDevices {
+			order = append(order, it)
+		}
+	}
+	lightN := len(order)
+	for _, it := range live {
+		if g.siteWaiting[it.site] > LightSiteDevices {
+			order = append(order, it)
+		}
+	}
 	limit := min((waiting+GroupCommitWorkers-1)/GroupCommitWorkers, GroupMaxDevices)
+	if lightOnly {
+		limit = GroupMaxDevices
+	}
 	var group, rest []*groupItem
 	closed := map[string]bool{}
 	in := map[*groupItem]bool{}
 	devices := 0
-	for _, it := range live {
-		if closed[it.site] || (it.prev != nil && !in[it.prev] && !it.prev.finished()) ||
+	for i, it := range order {
+		if (lightOnly && i >= lightN) || closed[it.site] || (it.prev != nil && !in[it.prev] && !it.prev.finished()) ||
 			(len(group) > 0 && devices+it.devices() > limit) {
 			closed[it.site] = true
 			rest = append(rest, it)
@@ -208,9 +253,21 @@ func (g *groupCommitter) take() []*groupItem {
 			closed[it.site] = true
 		}
 	}
-	clear(g.waiting[len(live):])
+	for _, it := range group {
+		g.unwait(it)
+	}
 	g.waiting = rest
 	return group
+}
+
+// unwait takes it's device updates off its site's waiting count (g.mu
+// held).
+func (g *groupCommitter) unwait(it *groupItem) {
+	if n := g.siteWaiting[it.site] - it.devices(); n > 0 {
+		g.siteWaiting[it.site] = n
+	} else {
+		delete(g.siteWaiting, it.site)
+	}
 }
 
 // commit applies group in one transaction. When that transaction fails as

@@ -203,3 +203,48 @@ func TestGroupFailureIsRetriedWithoutTheOffender(t *testing.T) {
 		t.Errorf("bad site sequence %d, want 0", n)
 	}
 }
+
+// A light site's write queued behind a flooding site's writes is taken
+// first, and only light sites' writes go to the express worker (take with
+// lightOnly): a site sending its usual trickle never commits in, or waits
+// for, another site's large group.
+func TestGroupTakesLightSitesFirst(t *testing.T) {
+	var g groupCommitter
+	g.siteWaiting = map[string]int{}
+	queue := func(site string, devices int) *groupItem {
+		b := &Batch{Devices: make([]DeviceUpdate, devices)}
+		it := &groupItem{site: site, batch: b, ctx: context.Background(), done: make(chan struct{})}
+		g.waiting = append(g.waiting, it)
+		g.siteWaiting[site] += it.devices()
+		return it
+	}
+	var storm []*groupItem
+	for range 6 {
+		storm = append(storm, queue("storm", 100))
+	}
+	calm := queue("calm", 1)
+
+	express := g.take(true)
+	if len(express) != 1 || express[0] != calm {
+		t.Fatalf("express worker took %d writes, want the calm site's one alone", len(express))
+	}
+	if g.take(true) != nil {
+		t.Fatal("express worker took a flooding site's write")
+	}
+	calm2 := queue("calm", 1)
+	group := g.take(false)
+	if len(group) == 0 || group[0] != calm2 {
+		t.Fatalf("a worker's group does not start with the calm site's write: %d writes", len(group))
+	}
+	// The rest of the group is the storm's, in their order, within the
+	// worker's share of what waits (601 devices / 2 workers = 301).
+	if len(group) != 4 || group[1] != storm[0] || group[2] != storm[1] || group[3] != storm[2] {
+		t.Fatalf("group = %d writes, want the calm write and the storm's first three", len(group))
+	}
+	if got := g.siteWaiting["storm"]; got != 300 {
+		t.Fatalf("storm waiting = %d device updates, want 300", got)
+	}
+	if _, ok := g.siteWaiting["calm"]; ok {
+		t.Fatal("calm site still counted as waiting")
+	}
+}
