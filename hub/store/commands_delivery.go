@@ -17,7 +17,9 @@ import (
 type DeliveryPolicy struct {
 	// ResendAfter: a SENT command without a result is sent again after this long.
 	ResendAfter time.Duration
-	// FailureBackoff: a FAILED command waits min(FailureBackoff·2^(attempts-1), MaxFailureBackoff).
+	// FailureBackoff: a FAILED command waits min(FailureBackoff·2^(failures-1), MaxFailureBackoff)
+	// after its last failure, failures counting its FAILED results (not its
+	// sends: a resend after a link cut does not lengthen the wait).
 	FailureBackoff, MaxFailureBackoff time.Duration
 }
 
@@ -50,7 +52,7 @@ const dueCommand = `(
 			c.state = 'PENDING'
 			OR (c.state = 'SENT' AND ($2 OR c.sent_at < now() - make_interval(secs => $3)))
 			OR (c.state = 'FAILED' AND c.failure_class <> 'PERMANENT' AND c.updated_at < now() - make_interval(secs =>
-				LEAST($5::float8, $4::float8 * power(2, GREATEST(c.attempts - 1, 0))))))`
+				LEAST($5::float8, $4::float8 * power(2, GREATEST(c.failures - 1, 0))))))`
 
 // DueSites returns the sites that have a command DueCommands would return
 // now under p (resend false), whatever their link: one query for a
@@ -225,7 +227,7 @@ func resultBatch(r CommandResult, device string, gen int64, command bool) *pgx.B
 	}
 	if command {
 		b.Queue(`UPDATE commands SET state = 'FAILED', last_error = $2, result_detail = $3,
-		failure_class = $4, failure_reason = $5, updated_at = now() WHERE id = $1`, r.CommandID, r.Error, r.Detail, string(class), r.FailureReason)
+		failure_class = $4, failure_reason = $5, failures = failures + 1, updated_at = now() WHERE id = $1`, r.CommandID, r.Error, r.Detail, string(class), r.FailureReason)
 	}
 	b.Queue(`UPDATE devices SET last_command_error = $2, last_command_failure_class = $3,
 		last_command_failure_reason = $4 WHERE id = `+target+` AND desired_generation = $5 AND applied_generation < $5`,

@@ -225,3 +225,54 @@ func TestSiteAllowListsFilterListings(t *testing.T) {
 		t.Fatalf("DeviceSite of unknown device: %v", err)
 	}
 }
+
+// TestFailureBackoffCountsFailuresNotSends: a command resent five times
+// across link cuts and then failed once waits the first back-off step
+// (FailureBackoff), not FailureBackoff·2⁵; each further failure doubles it.
+func TestFailureBackoffCountsFailuresNotSends(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	sess := open(t, s, "site-a")
+	id := addDevice(t, s, "site-a", sess, 1)
+	cmd, err := s.SetDesiredImpairment(ctx, id, store.ImpairmentQuarantined, "op", "why", "operator-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 6 { // sent, then resent after five link cuts
+		if err := s.MarkSent(ctx, cmd.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fail := func() {
+		t.Helper()
+		res := store.CommandResult{CommandID: cmd.ID, DeviceID: id, Generation: cmd.Generation, Error: "placement 503", FailureClass: store.FailureTransient}
+		if _, err := s.RecordResult(ctx, "site-a", res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	due := func(backoff time.Duration) bool {
+		t.Helper()
+		policy := store.DeliveryPolicy{ResendAfter: time.Hour, FailureBackoff: backoff, MaxFailureBackoff: time.Hour}
+		got, err := s.DueCommands(ctx, "site-a", sess.Epoch, policy, false, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got) == 1
+	}
+	fail()
+	time.Sleep(300 * time.Millisecond)
+	// One failure: the wait is FailureBackoff (200 ms, past), whatever the sends.
+	if !due(200 * time.Millisecond) {
+		t.Fatal("a command failed once after six sends is not due after its first back-off step: the sends were counted")
+	}
+	_ = s.MarkSent(ctx, cmd.ID)
+	fail()
+	time.Sleep(300 * time.Millisecond)
+	// Two failures: the wait doubles to 400 ms, not yet over.
+	if due(200 * time.Millisecond) {
+		t.Fatal("a command failed twice is due after one back-off step: the wait did not double")
+	}
+	if got, _ := s.GetCommand(ctx, cmd.ID); got.Attempts != 7 {
+		t.Fatalf("attempts = %d, want 7 (every send counts there)", got.Attempts)
+	}
+}

@@ -163,19 +163,15 @@ func (c *checker) round(ctx context.Context) {
 // applied generation = desired generation.
 //
 // The back-off is the hub's documented policy (--command-failure-backoff
-// doubled per attempt, at most 5 min), and attempts count every send,
-// resends after a link cut or a replica's freeze included: a command that
-// was sent several times and failed while Placement was down can wait
-// minutes before its next try (a 5-minute soak flagged one still FAILED
-// 3 min after its creation, last error Placement's 503, which then
-// succeeded on its next try). Waiting out its back-off is not being stuck;
-// not being tried once it is over is.
+// doubled per failure, at most 5 min): a command that failed several times
+// while Placement was down waits before its next try. Waiting out its
+// back-off is not being stuck; not being tried once it is over is.
 func (c *checker) commandsFinish(ctx context.Context, final bool) error {
 	rows, err := c.pool.Query(ctx, `
 		SELECT c.id::text, c.generation, c.state, c.last_error, d.desired_generation, d.applied_generation,
 			now() - c.created_at > $1::interval
 			AND (c.state <> 'FAILED' OR c.updated_at < now() - $2::interval - make_interval(secs =>
-				LEAST($4::float8, $3::float8 * power(2, GREATEST(c.attempts - 1, 0)))))
+				LEAST($4::float8, $3::float8 * power(2, GREATEST(c.failures - 1, 0)))))
 		FROM commands c JOIN devices d ON d.id = c.device_id`, c.commandGrace.String(), overdueGrace.String(),
 		failureBackoff.Seconds(), maxFailureBackoff.Seconds())
 	if err != nil {
@@ -214,7 +210,7 @@ func backoffLeft(ctx context.Context, pool *pgxpool.Pool) time.Duration {
 	var secs float64
 	err := pool.QueryRow(ctx, `
 		SELECT COALESCE(max(EXTRACT(EPOCH FROM c.updated_at - now()) +
-			LEAST($2::float8, $1::float8 * power(2, GREATEST(c.attempts - 1, 0)))), 0)
+			LEAST($2::float8, $1::float8 * power(2, GREATEST(c.failures - 1, 0)))), 0)
 		FROM commands c JOIN devices d ON d.id = c.device_id AND d.desired_generation = c.generation
 		WHERE c.state = 'FAILED' AND c.failure_class <> 'PERMANENT'`,
 		failureBackoff.Seconds(), maxFailureBackoff.Seconds()).Scan(&secs)
