@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -25,29 +26,49 @@ var errDeviceRace = errors.New("device inserted concurrently")
 func (s *Store) applyGroup(ctx context.Context, items []*groupItem) error {
 	var err error
 	var wake bool
+	var kept groupKept
 	for attempt := 1; attempt <= 3; attempt++ {
 		err = s.inTx(ctx, func(tx pgx.Tx) error {
 			for _, it := range items {
 				it.bres, it.sres, it.err = BatchResult{}, SiteConditionsResult{}, nil
 			}
 			var err error
-			wake, err = s.applyGroupTx(ctx, tx, items)
+			wake, kept, err = s.applyGroupTx(ctx, tx, items)
 			return err
 		})
 		if !errors.Is(err, errDeviceRace) {
 			break
 		}
 	}
-	if err == nil && wake {
+	if err != nil {
+		// Whatever the group merged is unknown to have committed.
+		for _, it := range items {
+			s.conds.drop(it.site)
+		}
+		return err
+	}
+	s.conds.keep(kept.applied, kept.current, kept.versions)
+	if wake {
 		s.wakePolicy() // after the commit, outside it (policyhint.go)
 	}
-	return err
+	return nil
+}
+
+// groupKept is what a committed group leaves in the condition cache: its
+// applied items, its devices' conditions and the conditions version of
+// each site, as read under the site's lock.
+type groupKept struct {
+	applied  []*groupItem
+	current  map[string]map[condition.Type]condition.Condition
+	versions map[string]int64
 }
 
 // siteLock is a site row as locked by a group.
 type siteLock struct {
 	epoch, lastSeq int64
 	stale          bool
+	// condVersion is sites.conditions_version (groupcache.go).
+	condVersion int64
 }
 
 // devState is a device row's current status, read under the group's lock.
@@ -95,19 +116,19 @@ type devWrite struct {
 // entering FAULTED or MAINTENANCE: the caller then hints the policy
 // evaluator after the commit (the transaction itself does not notify:
 // policyNotifyDeferredSQL).
-func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem) (wake bool, err error) {
-	read, err := lockSitesReadDevices(ctx, tx, items)
+func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem) (wake bool, kept groupKept, err error) {
+	read, err := s.lockSitesReadDevices(ctx, tx, items)
 	if err != nil {
-		return false, err
+		return false, kept, err
 	}
 	plan := sortOutItems(items, read)
 	w := s.groupWrites(plan.applied, read.states, read.current)
 	raced, err := sendGroupWrites(ctx, tx, &plan.touch, w)
 	if err != nil {
-		return false, err
+		return false, kept, err
 	}
 	if err := writeHardware(ctx, tx, plan.applied); err != nil {
-		return false, err
+		return false, kept, err
 	}
 	// The re-derivations of step 3 may write such rows too: counted as
 	// waking (they are rare).
@@ -121,7 +142,14 @@ func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem)
 			s.log.Info("devices missing from snapshot marked removed", "site", it.site, "count", n)
 		}
 	}
-	return wake, s.finishGroup(ctx, tx, plan, raced, read.current)
+	if err := s.finishGroup(ctx, tx, plan, raced, read.current); err != nil {
+		return false, kept, err
+	}
+	kept = groupKept{applied: plan.applied, current: read.current, versions: map[string]int64{}}
+	for site, l := range read.locked {
+		kept.versions[site] = l.condVersion
+	}
+	return wake, kept, nil
 }
 
 // groupRead is what round trip 1 of a group read: the locked site rows
@@ -133,57 +161,136 @@ type groupRead struct {
 }
 
 // lockSitesReadDevices is round trip 1: it locks the group's site rows
-// and reads the devices its batches name, with their conditions.
-func lockSitesReadDevices(ctx context.Context, tx pgx.Tx, items []*groupItem) (groupRead, error) {
+// and reads the devices its batches name: with their conditions, or, for
+// the devices whose conditions the condition cache holds, the device rows
+// alone (checkCached then checks the cache against the locked site rows).
+func (s *Store) lockSitesReadDevices(ctx context.Context, tx pgx.Tx, items []*groupItem) (groupRead, error) {
 	names := make([]string, 0, len(items))
 	for _, it := range items {
 		names = append(names, it.site)
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	// The devices the batches name, read with their conditions in the
-	// same round trip as the site locks, after them. The device rows are
-	// not locked: the site locks keep every other ingest write away, and a
-	// quarantine or release committed meanwhile is caught when the device
-	// is written (see groupWrites.results).
-	var ids []string
+	// The devices the batches name, read in the same round trip as the
+	// site locks, after them. The device rows are not locked: the site
+	// locks keep every other ingest write away, and a quarantine or
+	// release committed meanwhile is caught when the device is written
+	// (see groupWrites.results).
+	r := groupRead{states: map[string]devState{}, current: map[string]map[condition.Type]condition.Condition{}}
+	c := cachedRead{used: map[string]cacheStamp{}, site: map[string]string{}}
+	var miss []string
 	for _, it := range items {
 		if it.batch != nil {
-			for _, d := range it.batch.Devices {
-				ids = append(ids, d.DeviceID)
+			n := len(c.hit)
+			miss, c.hit = s.conds.lookup(it, r.current, c.used, miss, c.hit)
+			for _, id := range c.hit[n:] {
+				c.site[id] = it.site
 			}
 		}
 	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
+	miss = c.settle(miss, r.current)
 	rb := &pgx.Batch{}
 	rb.Queue(policyNotifyDeferredSQL)
-	rb.Queue(`SELECT name, link_epoch, last_sequence, stale FROM sites
+	rb.Queue(`SELECT name, link_epoch, last_sequence, stale, conditions_version FROM sites
 		WHERE name = ANY($1::text[]) ORDER BY name FOR NO KEY UPDATE`, names)
-	if len(ids) > 0 {
-		rb.Queue(loadDeviceStatesSQL, ids)
+	if len(miss) > 0 {
+		rb.Queue(loadDeviceStatesSQL, miss)
+	}
+	if len(c.hit) > 0 {
+		rb.Queue(loadDeviceRowsSQL, c.hit)
 	}
 	br := tx.SendBatch(ctx, rb)
-	r := groupRead{states: map[string]devState{}, current: map[string]map[condition.Type]condition.Condition{}}
+	err := readLocksAndDevices(br, &r, len(miss) > 0, len(c.hit) > 0)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("lock sites: %w", cerr)
+	}
+	if err != nil {
+		return groupRead{}, err
+	}
+	if err := s.checkCached(ctx, tx, &c, &r); err != nil {
+		return groupRead{}, err
+	}
+	return r, nil
+}
+
+// readLocksAndDevices reads the results lockSitesReadDevices queued.
+func readLocksAndDevices(br pgx.BatchResults, r *groupRead, full, rows bool) error {
 	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return groupRead{}, fmt.Errorf("defer the policy hint: %w", err)
+		return fmt.Errorf("defer the policy hint: %w", err)
 	}
 	var err error
 	if r.locked, err = readSiteLocks(br); err != nil {
-		br.Close()
-		return groupRead{}, err
+		return err
 	}
-	if len(ids) > 0 {
+	if full {
 		if err := readDeviceStates(br, r.states, r.current); err != nil {
-			br.Close()
-			return groupRead{}, err
+			return err
 		}
 	}
-	if err := br.Close(); err != nil {
-		return groupRead{}, fmt.Errorf("lock sites: %w", err)
+	if rows {
+		return readDeviceRows(br, r.states)
 	}
-	return r, nil
+	return nil
+}
+
+// cachedRead is what a group took from the condition cache: the devices
+// (hit) with their site, and the stamp of each site's entry it used.
+type cachedRead struct {
+	hit  []string
+	site map[string]string
+	used map[string]cacheStamp
+}
+
+// settle sorts and compacts miss and takes out of hit (and current) any
+// device also in miss (named by another site's batch too): such a device
+// is read whole. It returns miss.
+func (c *cachedRead) settle(miss []string, current map[string]map[condition.Type]condition.Condition) []string {
+	slices.Sort(miss)
+	miss = slices.Compact(miss)
+	hit := c.hit[:0]
+	for _, id := range c.hit {
+		if _, ok := slices.BinarySearch(miss, id); ok {
+			delete(current, id)
+			continue
+		}
+		hit = append(hit, id)
+	}
+	c.hit = hit
+	return miss
+}
+
+// checkCached checks the cached conditions against the locked site rows
+// and the device rows read: a site whose link epoch or conditions version
+// is no longer the entry's loses its entry, and its devices' conditions
+// are read (one more round trip, rare), as are those of a device now of
+// another site; a device that no longer exists has none.
+func (s *Store) checkCached(ctx context.Context, tx pgx.Tx, c *cachedRead, r *groupRead) error {
+	var reread []string
+	for _, id := range c.hit {
+		site := c.site[id]
+		stamp, l := c.used[site], r.locked[site]
+		st, exists := r.states[id]
+		switch {
+		case l.epoch != stamp.epoch || l.condVersion != stamp.version:
+			s.conds.drop(site)
+			delete(r.current, id)
+			reread = append(reread, id)
+		case !exists:
+			delete(r.current, id)
+		case st.site != site:
+			delete(r.current, id)
+			reread = append(reread, id)
+		}
+	}
+	if len(reread) == 0 {
+		return nil
+	}
+	conds, err := loadConditions(ctx, tx, reread)
+	if err != nil {
+		return err
+	}
+	maps.Copy(r.current, conds)
+	return nil
 }
 
 // groupPlan is how a group's items were sorted out: the site rows to
@@ -331,7 +438,7 @@ func readSiteLocks(br pgx.BatchResults) (map[string]siteLock, error) {
 	for rows.Next() {
 		var n string
 		var l siteLock
-		if err := rows.Scan(&n, &l.epoch, &l.lastSeq, &l.stale); err != nil {
+		if err := rows.Scan(&n, &l.epoch, &l.lastSeq, &l.stale, &l.condVersion); err != nil {
 			return nil, fmt.Errorf("lock sites: %w", err)
 		}
 		locked[n] = l
@@ -349,6 +456,33 @@ const loadDeviceStatesSQL = `
 		c.type, c.status, c.reason, c.message, c.last_transition_time, c.observed_time, c.observed_generation, c.health::text
 	FROM devices d LEFT JOIN device_conditions c ON c.device_id = d.id
 	WHERE d.id = ANY($1::uuid[])`
+
+// loadDeviceRowsSQL reads the devices $1 that exist (site, status,
+// desired impairment) without their conditions (the condition cache has
+// them).
+const loadDeviceRowsSQL = `
+	SELECT id::text, site, status, status_reason, desired_impairment FROM devices WHERE id = ANY($1::uuid[])`
+
+// readDeviceRows reads the result of loadDeviceRowsSQL into states.
+func readDeviceRows(br pgx.BatchResults, states map[string]devState) error {
+	rows, err := br.Query()
+	if err != nil {
+		return fmt.Errorf("load devices: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var d devState
+		if err := rows.Scan(&id, &d.site, &d.status, &d.reason, &d.desired); err != nil {
+			return fmt.Errorf("load devices: %w", err)
+		}
+		states[id] = d
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load devices: %w", err)
+	}
+	return nil
+}
 
 // readDeviceStates reads the result of loadDeviceStatesSQL into states
 // and conds.

@@ -164,13 +164,19 @@ func mergeHealth(cur map[condition.Type]condition.Condition, c condition.Conditi
 }
 
 // writeHealth writes the merged conditions and their history rows, then
-// derives the devices' statuses again from current.
+// derives the devices' statuses again from current. It bumps the
+// conditions version of the devices' sites (migration 00063).
 func (s *Store) writeHealth(ctx context.Context, tx pgx.Tx, ids []string, conds, history *condRows,
 	current map[string]map[condition.Type]condition.Condition) error {
 	if len(conds.ids) == 0 {
 		return nil
 	}
 	b := &pgx.Batch{}
+	// Their sites' conditions change outside the sites' links: the
+	// replica holding a link must not use the conditions it keeps of them
+	// (groupcache.go).
+	b.Queue(`UPDATE sites SET conditions_version = conditions_version + 1
+		WHERE name IN (SELECT site FROM devices WHERE id = ANY($1::uuid[]))`, conds.ids)
 	b.Queue(groupUpsertConditions, conds.ids, conds.types, conds.statuses, conds.reasons, conds.messages, conds.transitions,
 		conds.observed, conds.generations, conds.health, conds.expire)
 	if len(history.ids) > 0 {

@@ -48,6 +48,9 @@ type Store struct {
 	now  func() time.Time
 	// group commits the condition batches and site-condition sets (group.go).
 	group groupCommitter
+	// conds keeps the current conditions of the sites whose links this
+	// replica holds, for the group committer (groupcache.go).
+	conds condCache
 
 	// policyHint sends the group committer's policy hints (policyhint.go).
 	policyHint policyHint
