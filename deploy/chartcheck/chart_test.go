@@ -403,7 +403,8 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	m.WatchDatabase(fakeDB{}, time.Second, nil)
 	ph := m.WatchPolicy(func(context.Context) ([]metrics.PolicySiteState, error) {
 		return []metrics.PolicySiteState{{Site: "s", Tripped: true, PendingHeld: 1,
-			CommonCause: []metrics.LabelShare{{Label: "rack", Value: "r1", Faults: 2}}}}, nil
+			CommonCause:    []metrics.LabelShare{{Label: "rack", Value: "r1", Faults: 2}},
+			TrippedDomains: []metrics.TrippedDomain{{Label: "rack", Value: "r1", Held: 1}}}}, nil
 	}, nil)
 	ph.Decided("QUARANTINE", false, time.Second)
 	ph.Leading(true)

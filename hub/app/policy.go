@@ -64,16 +64,7 @@ func newPolicy(cfg Config, st *store.Store, obs *observability, templates func()
 		if err != nil {
 			return nil, err
 		}
-		out := make([]metrics.PolicySiteState, len(states))
-		for i, s := range states {
-			out[i] = metrics.PolicySiteState{Site: s.GetSite(), Tripped: s.GetGuardTripped(),
-				PendingHeld: int(s.GetPendingHeldCount()), PendingStale: int(s.GetPendingStaleCount()),
-				PendingAwaiting: int(s.GetPendingAwaitingCount())}
-			for _, sh := range s.GetCommonCause().GetShares() {
-				out[i].CommonCause = append(out[i].CommonCause, metrics.LabelShare{Label: sh.GetLabel(), Value: sh.GetValue(), Faults: int(sh.GetCount())})
-			}
-		}
-		return out, nil
+		return metrics.PolicyStates(states), nil
 	}, plog)
 	rlog := log.With("component", "remediation")
 	// A ladder step passes the operator's checks (hub/operations' guards

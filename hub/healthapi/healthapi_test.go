@@ -1,18 +1,22 @@
 package healthapi_test
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/internal/grpcraw"
 	"github.com/ironlink/ironlink/internal/pgtest"
 	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/test/grpctest"
@@ -23,6 +27,7 @@ type fixture struct {
 	url      string
 	a, b     *storetest.Site
 	checkerA ironlinkv1.HealthServiceClient
+	connA    *grpc.ClientConn // checkerA's connection, for raw bodies
 	ops      ironlinkv1.FleetServiceClient
 }
 
@@ -32,7 +37,8 @@ func setup(t *testing.T) *fixture {
 	f := &fixture{url: url, hub: grpctest.Start(t, st, grpctest.Options{})}
 	f.a = storetest.NewSite(t, st, "site-a", 2, nil)
 	f.b = storetest.NewSite(t, st, "site-b", 1, nil)
-	f.checkerA = ironlinkv1.NewHealthServiceClient(f.hub.HealthChecker(t, "gpu-mon-a", "site-a"))
+	f.connA = f.hub.HealthChecker(t, "gpu-mon-a", "site-a")
+	f.checkerA = ironlinkv1.NewHealthServiceClient(f.connA)
 	f.ops = ironlinkv1.NewFleetServiceClient(f.hub.Operator(t, "ops"))
 	return f
 }
@@ -231,5 +237,79 @@ func TestReportHealthWarnings(t *testing.T) {
 		if s.GetHealthWarningCount() != want {
 			t.Errorf("site %s: health_warning_count %d, want %d", s.GetName(), s.GetHealthWarningCount(), want)
 		}
+	}
+}
+
+// badStrings are, per string field of a health event, a change that puts a
+// NUL byte in it and one that makes it one byte over its limit (the
+// hub's door and the satellite's refuse both, test/faults).
+func badStrings() map[string][2]func(e *ironlinkv1.HealthEvent) {
+	long := func(n int) string { return strings.Repeat("x", n+1) }
+	return map[string][2]func(e *ironlinkv1.HealthEvent){
+		"event_id":        {func(e *ironlinkv1.HealthEvent) { e.EventId = "ev\x001" }, func(e *ironlinkv1.HealthEvent) { e.EventId = long(128) }},
+		"device_name":     {func(e *ironlinkv1.HealthEvent) { e.DeviceId, e.DeviceName = "", "gpu\x0001" }, func(e *ironlinkv1.HealthEvent) { e.DeviceId, e.DeviceName = "", long(255) }},
+		"node_name":       {func(e *ironlinkv1.HealthEvent) { e.DeviceId, e.NodeName = "", "10.0.\x0015.233" }, func(e *ironlinkv1.HealthEvent) { e.DeviceId, e.NodeName = "", long(255) }},
+		"device_id":       {func(e *ironlinkv1.HealthEvent) { e.DeviceId = e.DeviceId[:8] + "\x00" + e.DeviceId[9:] }, func(e *ironlinkv1.HealthEvent) { e.DeviceId = long(255) }},
+		"agent":           {func(e *ironlinkv1.HealthEvent) { e.Agent = "gpu\x00mon" }, func(e *ironlinkv1.HealthEvent) { e.Agent = long(64) }},
+		"component_class": {func(e *ironlinkv1.HealthEvent) { e.ComponentClass = "G\x00PU" }, func(e *ironlinkv1.HealthEvent) { e.ComponentClass = long(64) }},
+		"check_name":      {func(e *ironlinkv1.HealthEvent) { e.CheckName = "Xid\x00" }, func(e *ironlinkv1.HealthEvent) { e.CheckName = long(64) }},
+		"message":         {func(e *ironlinkv1.HealthEvent) { e.Message = "XID\x0079" }, func(e *ironlinkv1.HealthEvent) { e.Message = long(1024) }},
+		"error_codes[1]":  {func(e *ironlinkv1.HealthEvent) { e.ErrorCodes = []string{"79", "4\x008"} }, func(e *ironlinkv1.HealthEvent) { e.ErrorCodes = []string{"79", long(64)} }},
+		"entities_impacted[0].entity_type": {func(e *ironlinkv1.HealthEvent) { e.EntitiesImpacted[0].EntityType = "G\x00PU" },
+			func(e *ironlinkv1.HealthEvent) { e.EntitiesImpacted[0].EntityType = long(64) }},
+		"entities_impacted[0].entity_value": {func(e *ironlinkv1.HealthEvent) { e.EntitiesImpacted[0].EntityValue = "GPU-\x00" },
+			func(e *ironlinkv1.HealthEvent) { e.EntitiesImpacted[0].EntityValue = long(256) }},
+		"metadata": {func(e *ironlinkv1.HealthEvent) { e.Metadata = map[string]string{"ok": "1", "se\x00rial": "x"} },
+			func(e *ironlinkv1.HealthEvent) { e.Metadata = map[string]string{long(64): "x"} }},
+		`metadata["serial"]`: {func(e *ironlinkv1.HealthEvent) { e.Metadata = map[string]string{"serial": "12\x0034"} },
+			func(e *ironlinkv1.HealthEvent) { e.Metadata = map[string]string{"serial": long(256)} }},
+	}
+}
+
+// Every string field of an event, NUL or one byte over its limit, in the
+// second event of a batch: InvalidArgument naming events[1].<field>, and
+// nothing of the batch (not its good first event) is written. Strings
+// that are not UTF-8 (sent raw: a Go client cannot marshal them) are
+// refused the same way.
+func TestReportHealthRefusesBadStringsInEveryField(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	now := time.Now()
+	for field, mods := range badStrings() {
+		for k, mod := range mods {
+			bad := xidEvent(f.a.IDs[1], now)
+			mod(bad)
+			_, err := f.checkerA.ReportHealth(ctx, &ironlinkv1.ReportHealthRequest{Site: "site-a",
+				Events: []*ironlinkv1.HealthEvent{xidEvent(f.a.IDs[0], now), bad}})
+			want := "events[1]." + field
+			if status.Code(err) != codes.InvalidArgument || !slices.Contains(grpcerr.Fields(err), want) {
+				t.Errorf("%s (%s): %v (fields %v), want InvalidArgument on %q", field, []string{"NUL", "too long"}[k], err, grpcerr.Fields(err), want)
+			}
+		}
+	}
+	good := xidEvent(f.a.IDs[1], now)
+	good.Metadata = map[string]string{"serial": "1234"}
+	body, err := proto.Marshal(&ironlinkv1.ReportHealthRequest{Site: "site-a", Events: []*ironlinkv1.HealthEvent{xidEvent(f.a.IDs[0], now), good}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ from, to, field string }{
+		{"gpu-health-monitor", "gpu-health-monit\xffr", "events[0].agent"},
+		{"GpuXidError", "GpuXidErr\xc3r", "events[0].check_name"},
+		{"fallen", "f\xe2llen", "events[0].message"},
+		{"1234", "12\xfe4", `events[1].metadata`},
+		{"site-a", "sit\xff-a", "site"},
+	} {
+		raw := bytes.Replace(body, []byte(c.from), []byte(c.to), 1)
+		err := f.connA.Invoke(ctx, "/ironlink.v1.HealthService/ReportHealth", &raw, new(ironlinkv1.ReportHealthResponse), grpc.ForceCodecV2(grpcraw.Codec{}))
+		if status.Code(err) != codes.InvalidArgument || !slices.ContainsFunc(grpcerr.Fields(err), func(s string) bool { return strings.HasPrefix(s, c.field) }) {
+			t.Errorf("invalid UTF-8 in %s: %v (fields %v), want InvalidArgument naming it", c.field, err, grpcerr.Fields(err))
+		}
+	}
+	if n := f.healthRows(t); n != 0 {
+		t.Fatalf("refused reports wrote %d health conditions", n)
+	}
+	if n := pgtest.Count(t, f.url, `SELECT count(*) FROM health_event_ids`); n != 0 {
+		t.Fatalf("refused reports claimed %d event ids", n)
 	}
 }

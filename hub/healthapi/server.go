@@ -75,39 +75,116 @@ func (s *Server) ReportHealth(ctx context.Context, req *ironlinkv1.ReportHealthR
 }
 
 // ReportSite validates and commits one batch of site's events, with no
-// check of the caller: ReportHealth after its checks, and the link server
-// for a satellite's HealthReport (the link's site). Errors as ReportHealth's
-// but PermissionDenied.
+// check of the caller: ReportHealth after its checks. Errors as
+// ReportHealth's but PermissionDenied.
 func (s *Server) ReportSite(ctx context.Context, site string, events []*ironlinkv1.HealthEvent) (*ironlinkv1.ReportHealthResponse, error) {
+	v, err := s.validate(events)
+	if err != nil {
+		return nil, err
+	}
+	s.countClamped(v)
+	res, err := s.st.ReportHealth(ctx, site, v.evs)
+	if err != nil {
+		return nil, grpcerr.FromStore(err)
+	}
+	return v.response(res), nil
+}
+
+// ReportSiteBatches validates and commits several batches of site's events
+// (a link's waiting HealthReports) in one store transaction, with no check
+// of the caller; it answers per batch, in order: a response, or the
+// error ReportSite would have answered for that batch alone. A batch
+// that fails validation is refused alone; when the store refuses the
+// combined transaction (an unknown or ambiguous device of one batch), the
+// valid batches are committed again one by one, so one bad batch never
+// refuses another. Every committed batch is committed exactly once.
+func (s *Server) ReportSiteBatches(ctx context.Context, site string, batches [][]*ironlinkv1.HealthEvent) ([]*ironlinkv1.ReportHealthResponse, []error) {
+	out := make([]*ironlinkv1.ReportHealthResponse, len(batches))
+	errs := make([]error, len(batches))
+	valid := make([]*validated, len(batches))
+	var all []store.HealthEvent
+	var ok []int
+	for k, events := range batches {
+		v, err := s.validate(events)
+		if err != nil {
+			errs[k] = err
+			continue
+		}
+		s.countClamped(v)
+		valid[k] = v
+		ok = append(ok, k)
+		all = append(all, v.evs...)
+	}
+	if len(ok) == 0 {
+		return out, errs
+	}
+	res, err := s.st.ReportHealth(ctx, site, all)
+	if err == nil {
+		for _, k := range ok {
+			n := len(valid[k].evs)
+			out[k], res = valid[k].response(res[:n]), res[n:]
+		}
+		return out, errs
+	}
+	if len(ok) == 1 || ctx.Err() != nil {
+		for _, k := range ok {
+			errs[k] = grpcerr.FromStore(err)
+		}
+		return out, errs
+	}
+	for _, k := range ok {
+		r, err := s.st.ReportHealth(ctx, site, valid[k].evs)
+		if err != nil {
+			errs[k] = grpcerr.FromStore(err)
+			continue
+		}
+		out[k] = valid[k].response(r)
+	}
+	return out, errs
+}
+
+// validated is one batch checked and converted for the store.
+type validated struct {
+	evs      []store.HealthEvent
+	clamped  []bool
+	nClamped int
+}
+
+// validate checks a batch's size and every event (InvalidArgument naming
+// the field) and converts it.
+func (s *Server) validate(events []*ironlinkv1.HealthEvent) (*validated, error) {
 	n := len(events)
 	if n == 0 || n > MaxEvents {
 		return nil, grpcerr.InvalidArgument("events", grpcerr.ReasonInvalidValue, fmt.Sprintf("events: %d events, want 1 to %d", n, MaxEvents))
 	}
 	in := eventInput{now: s.cfg.Now().UTC(), defaultTTL: s.cfg.DefaultTTL, agentTTL: s.cfg.AgentTTL}
-	evs := make([]store.HealthEvent, n)
-	clamped := make([]bool, n)
-	nClamped := 0
+	v := &validated{evs: make([]store.HealthEvent, n), clamped: make([]bool, n)}
 	for i, e := range events {
 		var err error
-		if evs[i], clamped[i], err = in.toStoreEvent(i, e); err != nil {
+		if v.evs[i], v.clamped[i], err = in.toStoreEvent(i, e); err != nil {
 			return nil, err
 		}
-		if clamped[i] {
-			nClamped++
+		if v.clamped[i] {
+			v.nClamped++
 		}
 	}
-	if nClamped > 0 && s.cfg.OnClamped != nil {
-		s.cfg.OnClamped(nClamped)
+	return v, nil
+}
+
+// countClamped reports v's clamped events to Config.OnClamped.
+func (s *Server) countClamped(v *validated) {
+	if v.nClamped > 0 && s.cfg.OnClamped != nil {
+		s.cfg.OnClamped(v.nClamped)
 	}
-	res, err := s.st.ReportHealth(ctx, site, evs)
-	if err != nil {
-		return nil, grpcerr.FromStore(err)
-	}
-	out := &ironlinkv1.ReportHealthResponse{Results: make([]*ironlinkv1.HealthEventResult, n)}
+}
+
+// response is the answer for v given the store's results of its events.
+func (v *validated) response(res []store.HealthEventResult) *ironlinkv1.ReportHealthResponse {
+	out := &ironlinkv1.ReportHealthResponse{Results: make([]*ironlinkv1.HealthEventResult, len(res))}
 	for i, r := range res {
-		out.Results[i] = &ironlinkv1.HealthEventResult{EventId: evs[i].EventID, DeviceId: r.DeviceID,
-			ConditionType: string(evs[i].Condition.Type), Applied: r.Applied, Duplicate: r.Duplicate,
-			Superseded: r.Superseded, Clamped: clamped[i]}
+		out.Results[i] = &ironlinkv1.HealthEventResult{EventId: v.evs[i].EventID, DeviceId: r.DeviceID,
+			ConditionType: string(v.evs[i].Condition.Type), Applied: r.Applied, Duplicate: r.Duplicate,
+			Superseded: r.Superseded, Clamped: v.clamped[i]}
 	}
-	return out, nil
+	return out
 }

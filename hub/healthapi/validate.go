@@ -3,6 +3,7 @@ package healthapi
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/healthcheck"
 	"github.com/ironlink/ironlink/internal/textcheck"
 )
 
@@ -21,17 +23,17 @@ import (
 const (
 	// MaxEvents is the most events of one batch.
 	MaxEvents = 256
-	// MaxEventIDBytes is the longest event id.
-	MaxEventIDBytes = 128
+	// MaxEventIDBytes is the longest event id (internal/healthcheck).
+	MaxEventIDBytes = healthcheck.MaxEventIDBytes
 	// MaxNameBytes is the longest device or node name.
-	MaxNameBytes = 255
+	MaxNameBytes = healthcheck.MaxNameBytes
 	// MaxListItems is the most error codes, impacted entities or metadata
 	// entries of one event.
-	MaxListItems = 32
+	MaxListItems = healthcheck.MaxListItems
 	// MaxCodeBytes is the longest error code, entity type or metadata key.
-	MaxCodeBytes = 64
+	MaxCodeBytes = healthcheck.MaxCodeBytes
 	// MaxValueBytes is the longest entity value or metadata value.
-	MaxValueBytes = 256
+	MaxValueBytes = healthcheck.MaxValueBytes
 	// MaxTTL is the longest TTL an event may ask for.
 	MaxTTL = 7 * 24 * time.Hour
 )
@@ -48,17 +50,11 @@ type eventInput struct {
 // InvalidArgument naming the field (events[i].<field>).
 func (in eventInput) toStoreEvent(i int, e *ironlinkv1.HealthEvent) (ev store.HealthEvent, clamped bool, err error) {
 	f := func(name string) string { return fmt.Sprintf("events[%d].%s", i, name) }
-	if err := checkEventText(f, e); err != nil {
+	if err := checkEventText(i, e); err != nil {
 		return store.HealthEvent{}, false, err
 	}
 	if err := checkDevice(f, e); err != nil {
 		return store.HealthEvent{}, false, err
-	}
-	for name, v := range map[string]string{"agent": e.GetAgent(), "component_class": e.GetComponentClass(), "check_name": e.GetCheckName()} {
-		if !condition.ValidHealthName(v) {
-			return store.HealthEvent{}, false, grpcerr.InvalidArgument(f(name), grpcerr.ReasonInvalidValue,
-				fmt.Sprintf("%s must be 1 to %d ASCII letters, digits, '_', '-' or '.'", f(name), condition.MaxHealthNameBytes))
-		}
 	}
 	gen := e.GetGeneratedTime()
 	if gen == nil || gen.CheckValid() != nil || gen.AsTime().IsZero() {
@@ -132,51 +128,15 @@ func checkDevice(f func(string) string, e *ironlinkv1.HealthEvent) error {
 	return nil
 }
 
-// checkEventText checks every text field of e for length, UTF-8 and
-// control characters (NUL included), and the list sizes.
-func checkEventText(f func(string) string, e *ironlinkv1.HealthEvent) error {
-	lines := []struct {
-		name string
-		v    string
-		max  int
-	}{
-		{"event_id", e.GetEventId(), MaxEventIDBytes}, {"device_name", e.GetDeviceName(), MaxNameBytes},
-		{"node_name", e.GetNodeName(), MaxNameBytes}, {"agent", e.GetAgent(), condition.MaxHealthNameBytes},
+// checkEventText checks every string of event i and the list sizes
+// (internal/healthcheck, the check the satellite's door runs too).
+func checkEventText(i int, e *ironlinkv1.HealthEvent) error {
+	err := healthcheck.Event(i, e)
+	var he *healthcheck.Error
+	if errors.As(err, &he) {
+		return grpcerr.InvalidArgument(he.Field, he.Reason, he.Error())
 	}
-	for _, l := range lines {
-		if err := textcheck.Line(f(l.name), l.v, l.max); err != nil {
-			return grpcerr.FromCheck(err)
-		}
-	}
-	if err := textcheck.Text(f("message"), e.GetMessage(), condition.MaxMessageBytes); err != nil {
-		return grpcerr.FromCheck(err)
-	}
-	if len(e.GetErrorCodes()) > MaxListItems || len(e.GetEntitiesImpacted()) > MaxListItems || len(e.GetMetadata()) > MaxListItems {
-		return grpcerr.InvalidArgument(f("error_codes"), grpcerr.ReasonInvalidValue,
-			fmt.Sprintf("%s: at most %d error codes, impacted entities and metadata entries each", f(""), MaxListItems))
-	}
-	for j, c := range e.GetErrorCodes() {
-		if err := textcheck.Line(f(fmt.Sprintf("error_codes[%d]", j)), c, MaxCodeBytes); err != nil {
-			return grpcerr.FromCheck(err)
-		}
-	}
-	for j, x := range e.GetEntitiesImpacted() {
-		if err := textcheck.Line(f(fmt.Sprintf("entities_impacted[%d].entity_type", j)), x.GetEntityType(), MaxCodeBytes); err != nil {
-			return grpcerr.FromCheck(err)
-		}
-		if err := textcheck.Line(f(fmt.Sprintf("entities_impacted[%d].entity_value", j)), x.GetEntityValue(), MaxValueBytes); err != nil {
-			return grpcerr.FromCheck(err)
-		}
-	}
-	for k, v := range e.GetMetadata() {
-		if err := textcheck.Line(f("metadata"), k, MaxCodeBytes); err != nil {
-			return grpcerr.FromCheck(err)
-		}
-		if err := textcheck.Line(f("metadata"), v, MaxValueBytes); err != nil {
-			return grpcerr.FromCheck(err)
-		}
-	}
-	return nil
+	return err
 }
 
 // contentID derives an event id from the event's content (every field but

@@ -67,9 +67,13 @@ type linkLoop struct {
 	// marking commands sent. One FIFO, so a result received before a
 	// delivery decision is recorded before that decision reads the commands.
 	writes *queue
-	// health commits the satellite's HealthReports, one at a time, in
-	// order, apart from writes (health.go).
+	// health commits the satellite's HealthReports, apart from writes:
+	// one task at a time, each committing every report that waited for it
+	// in one transaction (health.go).
 	health *queue
+	// healthNext is the batch of the health task waiting in health.pending
+	// (reports received meanwhile join it); stale once that task started.
+	healthNext *healthBatch
 	// ops is set when the hello announced operations.Capability: only
 	// then are operations delivered (operations.go).
 	ops bool
@@ -99,7 +103,7 @@ func (l *linkLoop) run(ctx context.Context, wake <-chan struct{}) error {
 	for {
 		var err error
 		in := msgs
-		if l.commits.full() || l.writes.full() || l.health.full() {
+		if l.commits.full() || l.writes.full() || l.healthFull() {
 			in = nil
 		}
 		l.commits.start(ctx)

@@ -285,7 +285,13 @@ func TestPolicySeries(t *testing.T) {
 	h.Decided("QUARANTINE", true, 2*time.Second) // dry run: not timed
 	h.Decided("PENDING", false, time.Second)     // not a quarantine: not timed
 	h.Decided("RELEASE", false, 0)
-	states = []metrics.PolicySiteState{{Site: "a", Tripped: true, PendingHeld: 3, PendingStale: 1}, {Site: "b"}}
+	var racks []metrics.TrippedDomain
+	for i := range metrics.MaxDomainSeries + 5 {
+		racks = append(racks, metrics.TrippedDomain{Label: "rack", Value: fmt.Sprintf("r%02d", i), Held: 1})
+	}
+	racks[24].Held = 9 // holds the most: among the series kept
+	states = []metrics.PolicySiteState{{Site: "a", Tripped: true, PendingHeld: 3, PendingStale: 1}, {Site: "b"},
+		{Site: "c", TrippedDomains: racks}}
 	r := []string{"replica", "r1"}
 	with := func(kv ...string) []string { return append(append([]string{}, r...), kv...) }
 	check(t, scrape(t, m),
@@ -299,7 +305,20 @@ func TestPolicySeries(t *testing.T) {
 		series{"ironlink_policy_guard_tripped", []string{"site", "a"}, 1},
 		series{"ironlink_policy_guard_tripped", []string{"site", "b"}, 0},
 		series{"ironlink_policy_pending_actions", []string{"site", "a", "reason", "HeldByGuard"}, 3},
-		series{"ironlink_policy_pending_actions", []string{"site", "a", "reason", "StaleTrigger"}, 1})
+		series{"ironlink_policy_pending_actions", []string{"site", "a", "reason", "StaleTrigger"}, 1},
+		series{"ironlink_policy_label_guards_tripped", []string{"site", "c"}, 25},
+		series{"ironlink_policy_label_guards_tripped", []string{"site", "a"}, 0},
+		series{"ironlink_policy_label_guard_tripped", []string{"site", "c", "label", "rack", "value", "r24"}, 1},
+		series{"ironlink_policy_label_guard_tripped", []string{"site", "c", "label", "rack", "value", "r00"}, 1})
+	// A per-label guard's series is bounded per site: the 20 holding the
+	// most, of 25 tripped.
+	p0 := scrape(t, m)
+	if n := len(p0.Series("ironlink_policy_label_guard_tripped")); n != metrics.MaxDomainSeries {
+		t.Errorf("%d ironlink_policy_label_guard_tripped series for 25 tripped racks, want %d", n, metrics.MaxDomainSeries)
+	}
+	if _, ok := p0.Value("ironlink_policy_label_guard_tripped", "site", "c", "label", "rack", "value", "r23"); ok {
+		t.Error("rack r23 (among the 5 holding least, last by value) has a series past the bound")
+	}
 	h.Leading(false)
 	statesErr = errors.New("down")
 	p := scrape(t, m)

@@ -1,12 +1,15 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/policyrun"
 )
 
@@ -23,7 +26,43 @@ type PolicySiteState struct {
 	// CommonCause are the label values the faults behind a tripped guard
 	// share (label, value, faults carrying it); nil while armed.
 	CommonCause []LabelShare
+	// TrippedDomains are the site's tripped per-label guards (label,
+	// value, pending actions each holds); nil while all are armed.
+	TrippedDomains []TrippedDomain
 }
+
+// TrippedDomain is one tripped per-label guard of a site: the label value
+// (failure domain) whose automatic quarantines it holds, and how many
+// pending actions it holds.
+type TrippedDomain struct {
+	Label, Value string
+	Held         int
+}
+
+// PolicyStates turns PolicyService's site states (hub/policyapi's
+// SiteStates) into the gauges' input: the guard, pending counts, common
+// cause and tripped per-label guards of each site.
+func PolicyStates(states []*ironlinkv1.SitePolicyState) []PolicySiteState {
+	out := make([]PolicySiteState, len(states))
+	for i, s := range states {
+		out[i] = PolicySiteState{Site: s.GetSite(), Tripped: s.GetGuardTripped(),
+			PendingHeld: int(s.GetPendingHeldCount()), PendingStale: int(s.GetPendingStaleCount()),
+			PendingAwaiting: int(s.GetPendingAwaitingCount())}
+		for _, sh := range s.GetCommonCause().GetShares() {
+			out[i].CommonCause = append(out[i].CommonCause, LabelShare{Label: sh.GetLabel(), Value: sh.GetValue(), Faults: int(sh.GetCount())})
+		}
+		for _, d := range s.GetTrippedDomains() {
+			out[i].TrippedDomains = append(out[i].TrippedDomains, TrippedDomain{Label: d.GetLabel(), Value: d.GetValue(), Held: int(d.GetPendingHeldCount())})
+		}
+	}
+	return out
+}
+
+// MaxDomainSeries bounds the ironlink_policy_label_guard_tripped series of
+// one site: the tripped per-label guards holding the most pending actions
+// (then by label and value); ironlink_policy_label_guards_tripped counts
+// them all (docs/reference/metrics.md).
+const MaxDomainSeries = 20
 
 // LabelShare is one label value shared by the faults behind a tripped
 // guard, and how many carry it.
@@ -39,6 +78,8 @@ type LabelShare struct {
 //	ironlink_policy_guard_tripped{site}            1 while the site's guard is tripped, else 0
 //	ironlink_policy_pending_actions{site,reason}   pending actions, by reason (HeldByGuard, StaleTrigger)
 //	ironlink_policy_guard_common_cause{site,label,value}  while tripped: faults behind it carrying that label value
+//	ironlink_policy_label_guard_tripped{site,label,value} 1 while that per-label guard is tripped (≤ MaxDomainSeries per site)
+//	ironlink_policy_label_guards_tripped{site}            tripped per-label guards of the site
 //
 // and returns the evaluator's hooks feeding
 //
@@ -86,6 +127,14 @@ var causeDesc = prometheus.NewDesc("ironlink_policy_guard_common_cause",
 	"While the site's guard is tripped: how many of the faults behind it (live automatic quarantines and holds since one guard window before the trip) carry this label value; only values at least half of them and at least two carry (docs/reference/labels.md).",
 	[]string{"site", "label", "value"}, nil)
 
+var (
+	domainTrippedDesc = prometheus.NewDesc("ironlink_policy_label_guard_tripped",
+		"1 while the site's per-label guard for this label value (failure domain, e.g. rack=r12) is tripped: the automatic quarantines of its devices wait for an operator; absent while armed. At most 20 series per site, those holding the most pending actions (docs/reference/metrics.md).",
+		[]string{"site", "label", "value"}, nil)
+	domainsTrippedDesc = prometheus.NewDesc("ironlink_policy_label_guards_tripped",
+		"How many of the site's per-label guards (label values) are tripped.", []string{"site"}, nil)
+)
+
 type policyCollector struct {
 	states func(context.Context) ([]PolicySiteState, error)
 	log    *slog.Logger
@@ -95,6 +144,8 @@ func (c *policyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- guardTrippedDesc
 	ch <- pendingDesc
 	ch <- causeDesc
+	ch <- domainTrippedDesc
+	ch <- domainsTrippedDesc
 }
 
 func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
@@ -117,5 +168,19 @@ func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, sh := range s.CommonCause {
 			ch <- prometheus.MustNewConstMetric(causeDesc, prometheus.GaugeValue, float64(sh.Faults), s.Site, sh.Label, sh.Value)
 		}
+		collectDomains(ch, s)
+	}
+}
+
+// collectDomains sends a site's per-label guard series: the count, and one
+// series per tripped label value, at most MaxDomainSeries.
+func collectDomains(ch chan<- prometheus.Metric, s PolicySiteState) {
+	ch <- prometheus.MustNewConstMetric(domainsTrippedDesc, prometheus.GaugeValue, float64(len(s.TrippedDomains)), s.Site)
+	ds := slices.Clone(s.TrippedDomains)
+	slices.SortFunc(ds, func(a, b TrippedDomain) int {
+		return cmp.Or(cmp.Compare(b.Held, a.Held), cmp.Compare(a.Label, b.Label), cmp.Compare(a.Value, b.Value))
+	})
+	for _, d := range ds[:min(len(ds), MaxDomainSeries)] {
+		ch <- prometheus.MustNewConstMetric(domainTrippedDesc, prometheus.GaugeValue, 1, s.Site, d.Label, d.Value)
 	}
 }

@@ -16,10 +16,9 @@ import (
 
 	"github.com/ironlink/ironlink/gen/datamodels"
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/healthcheck"
 	"github.com/ironlink/ironlink/internal/reporterlimit"
 	"github.com/ironlink/ironlink/internal/rpcstatus"
-	"github.com/ironlink/ironlink/internal/textcheck"
 )
 
 // MaxEvents is the most events of one HealthEventOccurredV1 call (the
@@ -113,29 +112,21 @@ func Convert(in *datamodels.HealthEvents) ([]*ironlinkv1.HealthEvent, error) {
 		for _, x := range e.GetEntitiesImpacted() {
 			ev.EntitiesImpacted = append(ev.EntitiesImpacted, &ironlinkv1.HealthEntity{EntityType: x.GetEntityType(), EntityValue: x.GetEntityValue()})
 		}
+		if err := healthcheck.Event(i, ev); err != nil {
+			return nil, rpcstatus.Error(codes.InvalidArgument, err.Error())
+		}
 		out[i] = ev
 	}
 	return out, nil
 }
 
-// check is the door's own check of event i: what it must hold for the
-// spool to carry it (the hub checks the rest: limits of the lists, the
-// device).
+// check is the door's own check of event i besides healthcheck.Event
+// (every string, the names, the list sizes: the hub's check): a node name
+// and a generated time are required (the hub checks the device).
 func check(i int, e *datamodels.HealthEvent) error {
 	f := func(name string) string { return fmt.Sprintf("events[%d].%s", i, name) }
 	if e.GetNodeName() == "" {
 		return errors.New(f("node_name") + " is required (NVSentinel's nodeName: a host name or an IP address)")
-	}
-	if err := textcheck.Line(f("node_name"), e.GetNodeName(), 255); err != nil {
-		return err
-	}
-	for name, v := range map[string]string{"agent": e.GetAgent(), "component_class": e.GetComponentClass(), "check_name": e.GetCheckName()} {
-		if !condition.ValidHealthName(v) {
-			return fmt.Errorf("%s must be 1 to %d ASCII letters, digits, '_', '-' or '.'", f(name), condition.MaxHealthNameBytes)
-		}
-	}
-	if err := textcheck.Text(f("message"), e.GetMessage(), condition.MaxMessageBytes); err != nil {
-		return err
 	}
 	if ts := e.GetGeneratedTimestamp(); ts == nil || ts.CheckValid() != nil || ts.AsTime().IsZero() {
 		return errors.New(f("generated_time") + " is missing or not a valid time")

@@ -150,11 +150,12 @@ func TestHealthThroughSatelliteDuringOutage(t *testing.T) {
 }
 
 // TestHealthDoorRefusesBadInput sends what the door must refuse, checks
-// the status and the field it names (strings that are not UTF-8 too,
-// sent raw), and that nothing was written; an
+// the status and the field it names (every string field: NUL, over its
+// limit, and not UTF-8, sent raw), that the door refused the bad strings
+// itself (nothing spooled) and that nothing was written; an
 // unknown recommended action is kept, not refused.
 func TestHealthDoorRefusesBadInput(t *testing.T) {
-	hub, _, s, door := healthSite(t, "health-bad", 3)
+	hub, _, s, door, metrics := healthSiteMetrics(t, "health-bad", 3)
 	node := s.sim.Nodes()[0]
 	fc := harness.Fleet(t, hub.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -185,13 +186,34 @@ func TestHealthDoorRefusesBadInput(t *testing.T) {
 		{"no generated time", []*datamodels.HealthEvent{noTime}, codes.InvalidArgument, "events[0].generated_time"},
 		{"invalid check name", []*datamodels.HealthEvent{badName}, codes.InvalidArgument, "events[0].check_name"},
 		{"no node name", []*datamodels.HealthEvent{xid("", "79", true)}, codes.InvalidArgument, "events[0].node_name"},
-		{"33 error codes (the hub's limit)", []*datamodels.HealthEvent{tooManyCodes}, codes.InvalidArgument, "32 error codes"},
+		{"34 error codes (the hub's limit: 32)", []*datamodels.HealthEvent{tooManyCodes}, codes.InvalidArgument, "events[0].error_codes has 34 items, at most 32"},
 		{"unknown node (the hub's answer)", []*datamodels.HealthEvent{xid("no-such-node", "79", true)}, codes.NotFound, "no-such-node"},
 	} {
 		err := report(ctx, door, c.evs...)
 		if st := status.Convert(err); st.Code() != c.code || !strings.Contains(st.Message(), c.field) {
 			t.Errorf("%s: %v, want %v naming %s", c.name, err, c.code, c.field)
 		}
+	}
+	// Bad strings are the door's own refusals: nothing is accepted into
+	// the spool, nothing reaches the hub.
+	accepted := func() float64 {
+		v, _ := promtest.Scrape(t, metrics).Value("ironlink_satellite_health_events_total", "outcome", "accepted")
+		return v
+	}
+	before := accepted()
+	for field, mods := range badDoorStrings() {
+		for k, mod := range mods {
+			bad := xid(node.Name, "79", true)
+			mod(bad)
+			err := report(ctx, door, xid(node.Name, "48", false), bad)
+			want := "events[1]." + field + " "
+			if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), want) {
+				t.Errorf("%s (%s): %v, want InvalidArgument naming %s", field, []string{"NUL", "too long"}[k], err, want)
+			}
+		}
+	}
+	if after := accepted(); after != before {
+		t.Errorf("the door accepted %g events of batches with bad strings, want 0 (refused before the spool)", after-before)
 	}
 	// Strings that are not UTF-8 cannot be sent by a Go client: raw
 	// bodies, a good batch with one string's bytes replaced (same length).
@@ -208,6 +230,8 @@ func TestHealthDoorRefusesBadInput(t *testing.T) {
 	for _, c := range []struct{ name, from, to, field string }{
 		{"invalid UTF-8 in nodeName", node.Name, "\xff" + node.Name[1:], "events[0].node_name"},
 		{"invalid UTF-8 in message", "XID 79", "XID \xc37", "events[1].message"},
+		{"invalid UTF-8 in agent", "gpu-health-monitor", "gpu-health-monit\xffr", "events[0].agent"},
+		{"invalid UTF-8 in an error code", "\x0248", "\x024\xff", "events[0].error_codes[0]"},
 	} {
 		body := bytes.Replace(good, []byte(c.from), []byte(c.to), 1)
 		err := raw.Invoke(ctx, "/datamodels.PlatformConnector/HealthEventOccurredV1", &body, new(emptypb.Empty))
@@ -226,5 +250,27 @@ func TestHealthDoorRefusesBadInput(t *testing.T) {
 	}
 	if got := healthConditions(device(t, fc, node.UUID)); len(got) != 1 {
 		t.Fatalf("health conditions %v after the accepted report, want one", got)
+	}
+}
+
+// badDoorStrings are, per string field of an NVSentinel event (named as
+// the door names it, ironlink's field names), a change that puts a NUL
+// byte in it and one that makes it one byte over the hub's limit.
+func badDoorStrings() map[string][2]func(e *datamodels.HealthEvent) {
+	long := func(n int) string { return strings.Repeat("x", n+1) }
+	type ev = datamodels.HealthEvent
+	return map[string][2]func(e *ev){
+		"node_name":       {func(e *ev) { e.NodeName += "\x00" }, func(e *ev) { e.NodeName = long(255) }},
+		"agent":           {func(e *ev) { e.Agent = "gpu\x00mon" }, func(e *ev) { e.Agent = long(64) }},
+		"component_class": {func(e *ev) { e.ComponentClass = "G\x00PU" }, func(e *ev) { e.ComponentClass = long(64) }},
+		"check_name":      {func(e *ev) { e.CheckName = "Xid\x00" }, func(e *ev) { e.CheckName = long(64) }},
+		"message":         {func(e *ev) { e.Message = "XID\x0079" }, func(e *ev) { e.Message = long(1024) }},
+		"error_codes[1]":  {func(e *ev) { e.ErrorCode = []string{"79", "4\x008"} }, func(e *ev) { e.ErrorCode = []string{"79", long(64)} }},
+		"entities_impacted[0].entity_type": {func(e *ev) { e.EntitiesImpacted[0].EntityType = "G\x00PU" },
+			func(e *ev) { e.EntitiesImpacted[0].EntityType = long(64) }},
+		"entities_impacted[0].entity_value": {func(e *ev) { e.EntitiesImpacted[0].EntityValue = "GPU-\x00" },
+			func(e *ev) { e.EntitiesImpacted[0].EntityValue = long(256) }},
+		"metadata":           {func(e *ev) { e.Metadata = map[string]string{"ok": "1", "se\x00rial": "x"} }, func(e *ev) { e.Metadata = map[string]string{long(64): "x"} }},
+		`metadata["serial"]`: {func(e *ev) { e.Metadata = map[string]string{"serial": "12\x0034"} }, func(e *ev) { e.Metadata = map[string]string{"serial": long(256)} }},
 	}
 }

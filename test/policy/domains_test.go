@@ -38,7 +38,7 @@ policy:
 // labels file) in the API, the CLI and a metric. A device of another rack
 // faulting afterwards is quarantined under the site's guard; one more of
 // rack r12 waits. Rejecting what the guard held leaves r12 tripped while
-// its window is full.
+// its window is full. The metric names the tripped rack.
 func TestRackBurstTripsPerRackGuard(t *testing.T) {
 	h := startHubDoc(t, rackDoc)
 	ctx := context.Background()
@@ -93,6 +93,15 @@ func TestRackBurstTripsPerRackGuard(t *testing.T) {
 	page := promtest.Scrape(t, h.metrics+"/metrics")
 	if v, _ := page.Value("ironlink_policy_guard_common_cause", "site", "site-r", "label", "rack", "value", "r12"); v != 30 {
 		t.Errorf("ironlink_policy_guard_common_cause{rack=r12} = %v, want 30", v)
+	}
+	if v, _ := page.Value("ironlink_policy_label_guard_tripped", "site", "site-r", "label", "rack", "value", "r12"); v != 1 {
+		t.Errorf("ironlink_policy_label_guard_tripped{rack=r12} = %v, want 1", v)
+	}
+	if got := page.Series("ironlink_policy_label_guard_tripped"); len(got) != 1 {
+		t.Errorf("ironlink_policy_label_guard_tripped series %v, want rack=r12 only (r7 is armed)", got)
+	}
+	if v, _ := page.Value("ironlink_policy_label_guards_tripped", "site", "site-r"); v != 1 {
+		t.Errorf("ironlink_policy_label_guards_tripped{site-r} = %v, want 1", v)
 	}
 	var out, errb strings.Builder
 	code := ctl.Execute(ctx, ctl.Options{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }},

@@ -102,16 +102,7 @@ func startHubDoc(t *testing.T, doc string) *hub {
 	m := metrics.New("r1")
 	hooks := m.WatchPolicy(func(ctx context.Context) ([]metrics.PolicySiteState, error) {
 		states, err := api.SiteStates(ctx, "")
-		var out []metrics.PolicySiteState
-		for _, s := range states {
-			out = append(out, metrics.PolicySiteState{Site: s.GetSite(), Tripped: s.GetGuardTripped(),
-				PendingHeld: int(s.GetPendingHeldCount()), PendingStale: int(s.GetPendingStaleCount()),
-				PendingAwaiting: int(s.GetPendingAwaitingCount())})
-			for _, sh := range s.GetCommonCause().GetShares() {
-				out[len(out)-1].CommonCause = append(out[len(out)-1].CommonCause, metrics.LabelShare{Label: sh.GetLabel(), Value: sh.GetValue(), Faults: int(sh.GetCount())})
-			}
-		}
-		return out, err
+		return metrics.PolicyStates(states), err
 	}, log)
 	reads := &atomic.Int64{}
 	now := func() time.Time { reads.Add(1); return time.Now() }

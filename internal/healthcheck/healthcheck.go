@@ -1,0 +1,142 @@
+// Package healthcheck is the one check of a health event's text that both
+// doors run before anything is written or spooled: the hub's
+// HealthService (hub/healthapi) and the satellite's local NVSentinel door
+// (satellite/healthdoor), so the two refuse the same events naming the
+// same field (docs/reference/health.md "Errors"). It checks lengths,
+// UTF-8, control characters (NUL included), the name alphabet and the list
+// sizes; the device, the time and the TTL are each door's own.
+package healthcheck
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/condition"
+	"github.com/ironlink/ironlink/internal/textcheck"
+)
+
+// Limits of one health event (docs/reference/health.md "One event"), in
+// bytes or items.
+const (
+	// MaxEventIDBytes is the longest event id.
+	MaxEventIDBytes = 128
+	// MaxNameBytes is the longest device id, device name or node name.
+	MaxNameBytes = 255
+	// MaxListItems is the most error codes, impacted entities or metadata
+	// entries of one event.
+	MaxListItems = 32
+	// MaxCodeBytes is the longest error code, entity type or metadata key.
+	MaxCodeBytes = 64
+	// MaxValueBytes is the longest entity value or metadata value.
+	MaxValueBytes = 256
+)
+
+// Reason* are the stable reasons of an *Error besides textcheck's
+// (FIELD_TOO_LONG, INVALID_UTF8, CONTROL_CHARACTER).
+const (
+	// ReasonInvalidValue: a name outside its alphabet or a list over its
+	// size (hub/grpcerr.ReasonInvalidValue).
+	ReasonInvalidValue = "INVALID_VALUE"
+)
+
+// Error is a refused field of event i: Field is its path
+// ("events[3].entities_impacted[0].entity_value"), Reason a stable reason
+// (textcheck's or ReasonInvalidValue), Detail what is wrong without the
+// value beyond a textcheck.Prefix.
+type Error struct {
+	Field, Reason, Detail string
+}
+
+// Error returns "<field> <detail>".
+func (e *Error) Error() string { return e.Field + " " + e.Detail }
+
+// Event checks every string of event i of a batch (e): event_id,
+// device_id, device_name, node_name (at most MaxNameBytes, one line),
+// agent, component_class, check_name (1 to 64 of [A-Za-z0-9_.-]),
+// message (free text, condition.MaxMessageBytes), each error code, each
+// impacted entity's type and value, each metadata key and value, and the
+// list sizes. The first problem in that order is returned as an *Error;
+// nil when all pass. Empty values pass except the three names (each door
+// checks which device field is required).
+func Event(i int, e *ironlinkv1.HealthEvent) error {
+	f := func(name string) string { return fmt.Sprintf("events[%d].%s", i, name) }
+	lines := []struct {
+		name string
+		v    string
+		max  int
+	}{
+		{"event_id", e.GetEventId(), MaxEventIDBytes}, {"device_id", e.GetDeviceId(), MaxNameBytes},
+		{"device_name", e.GetDeviceName(), MaxNameBytes}, {"node_name", e.GetNodeName(), MaxNameBytes},
+		{"agent", e.GetAgent(), condition.MaxHealthNameBytes}, {"component_class", e.GetComponentClass(), condition.MaxHealthNameBytes},
+		{"check_name", e.GetCheckName(), condition.MaxHealthNameBytes},
+	}
+	for _, l := range lines {
+		if err := line(f(l.name), l.v, l.max); err != nil {
+			return err
+		}
+	}
+	for _, n := range []struct{ name, v string }{{"agent", e.GetAgent()}, {"component_class", e.GetComponentClass()}, {"check_name", e.GetCheckName()}} {
+		if !condition.ValidHealthName(n.v) {
+			return &Error{Field: f(n.name), Reason: ReasonInvalidValue,
+				Detail: fmt.Sprintf("must be 1 to %d ASCII letters, digits, '_', '-' or '.'", condition.MaxHealthNameBytes)}
+		}
+	}
+	if err := textcheck.Text(f("message"), e.GetMessage(), condition.MaxMessageBytes); err != nil {
+		return fromText(err)
+	}
+	return lists(f, e)
+}
+
+// lists checks the error codes, impacted entities and metadata of an
+// event: their sizes, then each string.
+func lists(f func(string) string, e *ironlinkv1.HealthEvent) error {
+	for _, l := range []struct {
+		name string
+		n    int
+	}{{"error_codes", len(e.GetErrorCodes())}, {"entities_impacted", len(e.GetEntitiesImpacted())}, {"metadata", len(e.GetMetadata())}} {
+		if l.n > MaxListItems {
+			return &Error{Field: f(l.name), Reason: ReasonInvalidValue, Detail: fmt.Sprintf("has %d items, at most %d", l.n, MaxListItems)}
+		}
+	}
+	for j, c := range e.GetErrorCodes() {
+		if err := line(f(fmt.Sprintf("error_codes[%d]", j)), c, MaxCodeBytes); err != nil {
+			return err
+		}
+	}
+	for j, x := range e.GetEntitiesImpacted() {
+		if err := line(f(fmt.Sprintf("entities_impacted[%d].entity_type", j)), x.GetEntityType(), MaxCodeBytes); err != nil {
+			return err
+		}
+		if err := line(f(fmt.Sprintf("entities_impacted[%d].entity_value", j)), x.GetEntityValue(), MaxValueBytes); err != nil {
+			return err
+		}
+	}
+	md := e.GetMetadata()
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		// A bad key cannot name its own path: the field is the map.
+		if err := line(f("metadata"), k, MaxCodeBytes); err != nil {
+			err.(*Error).Detail = "key " + err.(*Error).Detail
+			return err
+		}
+		if err := line(f(fmt.Sprintf("metadata[%q]", k)), md[k], MaxValueBytes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// line is textcheck.Line as an *Error (nil when the value passes).
+func line(field, v string, max int) error {
+	return fromText(textcheck.Line(field, v, max))
+}
+
+// fromText turns textcheck's refusal into an *Error (nil stays nil).
+func fromText(err error) error {
+	if err == nil {
+		return nil
+	}
+	te := err.(*textcheck.Error)
+	return &Error{Field: te.Field, Reason: te.Reason, Detail: te.Detail}
+}
