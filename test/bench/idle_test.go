@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -31,10 +32,67 @@ import (
 // same hub's own figures with no link, measured first in the same run.
 
 var (
-	flagIdleLinks  = flag.Int("bench.idle-links", 10000, "idle links for BenchmarkIdleLinks (one TCP connection each)")
-	flagIdleSettle = flag.Duration("bench.idle-settle", 20*time.Second, "how long the idle links are held before the hub's RSS and CPU are read")
-	flagIdleSample = flag.String("bench.idle-sample", "", "comma-separated times after the last idle link opened, each shorter than -bench.idle-settle, at which the hub's RSS and KiB per link are printed too (e.g. 1m)")
+	flagIdleLinks    = flag.Int("bench.idle-links", 10000, "idle links for BenchmarkIdleLinks (one TCP connection each)")
+	flagIdleSettle   = flag.Duration("bench.idle-settle", 20*time.Second, "how long the idle links are held before the hub's RSS and CPU are read")
+	flagIdleSample   = flag.String("bench.idle-sample", "", "comma-separated times after the last idle link opened, each shorter than -bench.idle-settle, at which the hub's RSS and KiB per link are printed too (e.g. 1m)")
+	flagIdleMemLimit = flag.String("bench.idle-gomemlimit", "", "GOMEMLIMIT of the hub and the raw gRPC server in BenchmarkIdleLinks: a value as the Go runtime reads it (e.g. 420MiB), or chart:<perLinkKiB> for what the Helm chart sets for -bench.idle-links links (empty: none)")
+	flagIdleEnv      = flag.String("bench.idle-env", "", "space-separated NAME=value pairs added to the environment of the hub and the raw gRPC server in BenchmarkIdleLinks (e.g. GODEBUG=adaptivestackstart=0)")
 )
+
+// chartBaseMiB is the Helm chart's memory.baseMiB (deploy/charts/hub/values.yaml).
+const chartBaseMiB = 32
+
+// chartGoMemLimit is the GOMEMLIMIT in bytes the Helm chart gives a hub
+// sized for links idle links at perLinkKiB each: 90 % of the container
+// limit ceil((baseMiB + links × perLinkKiB / 1024) / 0.9) MiB
+// (docs/design/performance.md "Memory limit").
+func chartGoMemLimit(links int, perLinkKiB float64) int64 {
+	limitMiB := math.Ceil((chartBaseMiB + float64(links)*perLinkKiB/1024) / 0.9)
+	return int64(0.9 * limitMiB * (1 << 20))
+}
+
+// idleServerEnv is the environment (NAME=value) -bench.idle-gomemlimit and
+// -bench.idle-env add to the hub's and the raw server's processes for n
+// links.
+func idleServerEnv(tb testing.TB, n int) []string {
+	env := strings.Fields(*flagIdleEnv)
+	switch v := *flagIdleMemLimit; {
+	case v == "":
+	case strings.HasPrefix(v, "chart:"):
+		k, err := strconv.ParseFloat(strings.TrimPrefix(v, "chart:"), 64)
+		if err != nil || k <= 0 {
+			tb.Fatalf("-bench.idle-gomemlimit %q: want chart:<perLinkKiB>", v)
+		}
+		env = append(env, fmt.Sprintf("GOMEMLIMIT=%d", chartGoMemLimit(n, k)))
+	default:
+		env = append(env, "GOMEMLIMIT="+v)
+	}
+	for _, kv := range env {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			tb.Fatalf("-bench.idle-env: %q is not NAME=value", kv)
+		}
+	}
+	if len(env) > 0 {
+		fmt.Printf("ironlink idle links: hub and raw server environment %s\n", strings.Join(env, " "))
+	}
+	return env
+}
+
+// withEnv runs f with env (NAME=value) set in this process's environment,
+// which the processes f starts inherit, and restores it after.
+func withEnv(env []string, f func()) {
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		old, had := os.LookupEnv(name)
+		os.Setenv(name, value)
+		if had {
+			defer os.Setenv(name, old)
+		} else {
+			defer os.Unsetenv(name)
+		}
+	}
+	f()
+}
 
 // idleResult is what one idle-links run measured.
 type idleResult struct {
@@ -243,7 +301,7 @@ func openIdle(tb testing.TB, addr, prefix string, n int) *idleSet {
 // settle; it returns both resident set sizes in bytes.
 func runIdleRaw(tb testing.TB, n int, settle time.Duration) (base, rss int64) {
 	raiseNoFile(tb, uint64(n)+512)
-	p := startRawGRPCProcess(tb)
+	p := startRawGRPCProcess(tb, idleServerEnv(tb, n)...)
 	time.Sleep(time.Second)
 	base = procRSS(tb, p.Pid())
 	set := openIdle(tb, p.Addr, "raw", n)
@@ -262,7 +320,10 @@ func runIdle(tb testing.TB, n int, settle time.Duration, hubArgs ...string) idle
 	raiseNoFile(tb, uint64(n)+512)
 	bins := binaries(tb)
 	db := pgtest.NewDatabase(tb)
-	hub := harness.StartHub(tb, bins, db, "idle", append(append([]string{"--log-level", "warn"}, profileArgs()...), hubArgs...)...)
+	var hub *harness.Hub
+	withEnv(idleServerEnv(tb, n), func() {
+		hub = harness.StartHub(tb, bins, db, "idle", append(append([]string{"--log-level", "warn"}, profileArgs()...), hubArgs...)...)
+	})
 	pool := harness.Pool(tb, db)
 	res := idleResult{Links: n}
 	window := min(settle, 10*time.Second)
