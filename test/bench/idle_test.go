@@ -102,15 +102,16 @@ type idleResult struct {
 	CPUBase, CPU          float64       // hub CPU (fraction of one core) over the settle window: no link, idle links
 	LinkedInDB, Heartbeat int           // sites the database shows linked to the replica; heartbeats sent
 	// Go runtime figures of the hub with the idle links (its /metrics):
-	// goroutines, heap in use and goroutine stacks in use, bytes.
-	Goroutines, HeapInuse, StackInuse int64
+	// goroutines, heap in use, live heap (marked by the last garbage
+	// collection) and goroutine stacks in use, bytes.
+	Goroutines, HeapInuse, HeapLive, StackInuse int64
 }
 
 func (r idleResult) String() string {
 	per := float64(r.RSS-r.BaseRSS) / float64(max(r.Links, 1))
-	return fmt.Sprintf("links=%d connect=%s hub RSS=%.1f MiB (no links: %.1f MiB; per link %.1f KiB; target 600 MiB: %.0f%% of it) hub CPU idle links=%.1f%% of a core (no links: %.1f%%) linked-in-db=%d heartbeats=%d (hub runtime: %d goroutines, heap in use %.1f MiB, stacks %.1f MiB)",
+	return fmt.Sprintf("links=%d connect=%s hub RSS=%.1f MiB (no links: %.1f MiB; per link %.1f KiB; target 600 MiB: %.0f%% of it) hub CPU idle links=%.1f%% of a core (no links: %.1f%%) linked-in-db=%d heartbeats=%d (hub runtime: %d goroutines, heap in use %.1f MiB, live heap %.1f MiB, stacks %.1f MiB)",
 		r.Links, r.ConnectTime.Round(time.Millisecond), mib(r.RSS), mib(r.BaseRSS), per/1024, 100*mib(r.RSS)/600, 100*r.CPU, 100*r.CPUBase, r.LinkedInDB, r.Heartbeat,
-		r.Goroutines, mib(r.HeapInuse), mib(r.StackInuse))
+		r.Goroutines, mib(r.HeapInuse), mib(r.HeapLive), mib(r.StackInuse))
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -336,16 +337,18 @@ func runIdle(tb testing.TB, n int, settle time.Duration, hubArgs ...string) idle
 	for _, d := range samples {
 		time.Sleep(time.Until(opened.Add(d)))
 		rss := procRSS(tb, hub.Pid())
-		fmt.Printf("ironlink idle links after %s: links=%d hub RSS=%.1f MiB (no links: %.1f MiB; per link %.1f KiB) (hub runtime: %d goroutines, heap in use %.1f MiB, stacks %.1f MiB)\n",
+		fmt.Printf("ironlink idle links after %s: links=%d hub RSS=%.1f MiB (no links: %.1f MiB; per link %.1f KiB) (hub runtime: %d goroutines, heap in use %.1f MiB, live heap %.1f MiB, stacks %.1f MiB)\n",
 			shortDuration(d), n, mib(rss), mib(res.BaseRSS), float64(rss-res.BaseRSS)/float64(n)/1024,
-			goMetric(tb, hub.AdminAddr, "go_goroutines"), mib(goMetric(tb, hub.AdminAddr, "go_memstats_heap_inuse_bytes")), mib(goMetric(tb, hub.AdminAddr, "go_memstats_stack_inuse_bytes")))
+			goMetric(tb, hub.AdminAddr, "go_goroutines"), mib(goMetric(tb, hub.AdminAddr, "go_memstats_heap_inuse_bytes")),
+			mib(goMetric(tb, hub.AdminAddr, "go_gc_heap_live_bytes")), mib(goMetric(tb, hub.AdminAddr, "go_memstats_stack_inuse_bytes")))
 	}
 	time.Sleep(time.Until(opened.Add(settle - window)))
 	res.CPU = cpuOver(tb, hub.Pid(), window)
 	res.RSS = procRSS(tb, hub.Pid())
 	res.Heartbeat = int(set.beats.Load())
-	res.Goroutines, res.HeapInuse, res.StackInuse = goMetric(tb, hub.AdminAddr, "go_goroutines"),
-		goMetric(tb, hub.AdminAddr, "go_memstats_heap_inuse_bytes"), goMetric(tb, hub.AdminAddr, "go_memstats_stack_inuse_bytes")
+	res.Goroutines, res.HeapInuse, res.HeapLive, res.StackInuse = goMetric(tb, hub.AdminAddr, "go_goroutines"),
+		goMetric(tb, hub.AdminAddr, "go_memstats_heap_inuse_bytes"), goMetric(tb, hub.AdminAddr, "go_gc_heap_live_bytes"),
+		goMetric(tb, hub.AdminAddr, "go_memstats_stack_inuse_bytes")
 	if *flagProfile != "" { // where an idle link's memory goes: the heap in use and the goroutines' stacks
 		p := &hubProfiler{tb: tb, base: "http://" + hub.AdminAddr + "/debug/pprof/", dir: *flagProfile, name: fmt.Sprintf("idle-%d", n)}
 		if err := os.MkdirAll(p.dir, 0o755); err != nil {
