@@ -432,15 +432,19 @@ func TestIdleLinksSmoke(t *testing.T) {
 }
 
 // goMetric reads one unlabelled gauge from the hub's /metrics at admin.
+// A scrape that fails (a hub at its GOMEMLIMIT may not answer within its
+// admin server's 30 s write timeout) is printed and read as -1: the RSS
+// figures do not depend on it.
 func goMetric(tb testing.TB, admin, name string) int64 {
 	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		tb.Fatal(err)
+	var b []byte
+	if err == nil {
+		b, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		tb.Fatal(err)
+		fmt.Printf("ironlink idle links: hub /metrics for %s unanswered: %v\n", name, err)
+		return -1
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
