@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -31,10 +32,67 @@ import (
 // same hub's own figures with no link, measured first in the same run.
 
 var (
-	flagIdleLinks  = flag.Int("bench.idle-links", 10000, "idle links for BenchmarkIdleLinks (one TCP connection each)")
-	flagIdleSettle = flag.Duration("bench.idle-settle", 20*time.Second, "how long the idle links are held before the hub's RSS and CPU are read")
-	flagIdleSample = flag.String("bench.idle-sample", "", "comma-separated times after the last idle link opened, each shorter than -bench.idle-settle, at which the hub's RSS and KiB per link are printed too (e.g. 1m)")
+	flagIdleLinks    = flag.Int("bench.idle-links", 10000, "idle links for BenchmarkIdleLinks (one TCP connection each)")
+	flagIdleSettle   = flag.Duration("bench.idle-settle", 20*time.Second, "how long the idle links are held before the hub's RSS and CPU are read")
+	flagIdleSample   = flag.String("bench.idle-sample", "", "comma-separated times after the last idle link opened, each shorter than -bench.idle-settle, at which the hub's RSS and KiB per link are printed too (e.g. 1m)")
+	flagIdleMemLimit = flag.String("bench.idle-gomemlimit", "", "GOMEMLIMIT of the hub and the raw gRPC server in BenchmarkIdleLinks: a value as the Go runtime reads it (e.g. 420MiB), or chart:<perLinkKiB> for what the Helm chart sets for -bench.idle-links links (empty: none)")
+	flagIdleEnv      = flag.String("bench.idle-env", "", "space-separated NAME=value pairs added to the environment of the hub and the raw gRPC server in BenchmarkIdleLinks (e.g. GODEBUG=adaptivestackstart=0)")
 )
+
+// chartBaseMiB is the Helm chart's memory.baseMiB (deploy/charts/hub/values.yaml).
+const chartBaseMiB = 32
+
+// chartGoMemLimit is the GOMEMLIMIT in bytes the Helm chart gives a hub
+// sized for links idle links at perLinkKiB each: 90 % of the container
+// limit ceil((baseMiB + links × perLinkKiB / 1024) / 0.9) MiB
+// (docs/design/performance.md "Memory limit").
+func chartGoMemLimit(links int, perLinkKiB float64) int64 {
+	limitMiB := math.Ceil((chartBaseMiB + float64(links)*perLinkKiB/1024) / 0.9)
+	return int64(0.9 * limitMiB * (1 << 20))
+}
+
+// idleServerEnv is the environment (NAME=value) -bench.idle-gomemlimit and
+// -bench.idle-env add to the hub's and the raw server's processes for n
+// links.
+func idleServerEnv(tb testing.TB, n int) []string {
+	env := strings.Fields(*flagIdleEnv)
+	switch v := *flagIdleMemLimit; {
+	case v == "":
+	case strings.HasPrefix(v, "chart:"):
+		k, err := strconv.ParseFloat(strings.TrimPrefix(v, "chart:"), 64)
+		if err != nil || k <= 0 {
+			tb.Fatalf("-bench.idle-gomemlimit %q: want chart:<perLinkKiB>", v)
+		}
+		env = append(env, fmt.Sprintf("GOMEMLIMIT=%d", chartGoMemLimit(n, k)))
+	default:
+		env = append(env, "GOMEMLIMIT="+v)
+	}
+	for _, kv := range env {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			tb.Fatalf("-bench.idle-env: %q is not NAME=value", kv)
+		}
+	}
+	if len(env) > 0 {
+		fmt.Printf("ironlink idle links: hub and raw server environment %s\n", strings.Join(env, " "))
+	}
+	return env
+}
+
+// withEnv runs f with env (NAME=value) set in this process's environment,
+// which the processes f starts inherit, and restores it after.
+func withEnv(env []string, f func()) {
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		old, had := os.LookupEnv(name)
+		os.Setenv(name, value)
+		if had {
+			defer os.Setenv(name, old)
+		} else {
+			defer os.Unsetenv(name)
+		}
+	}
+	f()
+}
 
 // idleResult is what one idle-links run measured.
 type idleResult struct {
@@ -44,15 +102,16 @@ type idleResult struct {
 	CPUBase, CPU          float64       // hub CPU (fraction of one core) over the settle window: no link, idle links
 	LinkedInDB, Heartbeat int           // sites the database shows linked to the replica; heartbeats sent
 	// Go runtime figures of the hub with the idle links (its /metrics):
-	// goroutines, heap in use and goroutine stacks in use, bytes.
-	Goroutines, HeapInuse, StackInuse int64
+	// goroutines, heap in use, live heap (marked by the last garbage
+	// collection) and goroutine stacks in use, bytes.
+	Goroutines, HeapInuse, HeapLive, StackInuse int64
 }
 
 func (r idleResult) String() string {
 	per := float64(r.RSS-r.BaseRSS) / float64(max(r.Links, 1))
-	return fmt.Sprintf("links=%d connect=%s hub RSS=%.1f MiB (no links: %.1f MiB; per link %.1f KiB; target 600 MiB: %.0f%% of it) hub CPU idle links=%.1f%% of a core (no links: %.1f%%) linked-in-db=%d heartbeats=%d (hub runtime: %d goroutines, heap in use %.1f MiB, stacks %.1f MiB)",
+	return fmt.Sprintf("links=%d connect=%s hub RSS=%.1f MiB (no links: %.1f MiB; per link %.1f KiB; target 600 MiB: %.0f%% of it) hub CPU idle links=%.1f%% of a core (no links: %.1f%%) linked-in-db=%d heartbeats=%d (hub runtime: %d goroutines, heap in use %.1f MiB, live heap %.1f MiB, stacks %.1f MiB)",
 		r.Links, r.ConnectTime.Round(time.Millisecond), mib(r.RSS), mib(r.BaseRSS), per/1024, 100*mib(r.RSS)/600, 100*r.CPU, 100*r.CPUBase, r.LinkedInDB, r.Heartbeat,
-		r.Goroutines, mib(r.HeapInuse), mib(r.StackInuse))
+		r.Goroutines, mib(r.HeapInuse), mib(r.HeapLive), mib(r.StackInuse))
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -243,7 +302,7 @@ func openIdle(tb testing.TB, addr, prefix string, n int) *idleSet {
 // settle; it returns both resident set sizes in bytes.
 func runIdleRaw(tb testing.TB, n int, settle time.Duration) (base, rss int64) {
 	raiseNoFile(tb, uint64(n)+512)
-	p := startRawGRPCProcess(tb)
+	p := startRawGRPCProcess(tb, idleServerEnv(tb, n)...)
 	time.Sleep(time.Second)
 	base = procRSS(tb, p.Pid())
 	set := openIdle(tb, p.Addr, "raw", n)
@@ -262,7 +321,10 @@ func runIdle(tb testing.TB, n int, settle time.Duration, hubArgs ...string) idle
 	raiseNoFile(tb, uint64(n)+512)
 	bins := binaries(tb)
 	db := pgtest.NewDatabase(tb)
-	hub := harness.StartHub(tb, bins, db, "idle", append(append([]string{"--log-level", "warn"}, profileArgs()...), hubArgs...)...)
+	var hub *harness.Hub
+	withEnv(idleServerEnv(tb, n), func() {
+		hub = harness.StartHub(tb, bins, db, "idle", append(append([]string{"--log-level", "warn"}, profileArgs()...), hubArgs...)...)
+	})
 	pool := harness.Pool(tb, db)
 	res := idleResult{Links: n}
 	window := min(settle, 10*time.Second)
@@ -275,16 +337,18 @@ func runIdle(tb testing.TB, n int, settle time.Duration, hubArgs ...string) idle
 	for _, d := range samples {
 		time.Sleep(time.Until(opened.Add(d)))
 		rss := procRSS(tb, hub.Pid())
-		fmt.Printf("ironlink idle links after %s: links=%d hub RSS=%.1f MiB (no links: %.1f MiB; per link %.1f KiB) (hub runtime: %d goroutines, heap in use %.1f MiB, stacks %.1f MiB)\n",
+		fmt.Printf("ironlink idle links after %s: links=%d hub RSS=%.1f MiB (no links: %.1f MiB; per link %.1f KiB) (hub runtime: %d goroutines, heap in use %.1f MiB, live heap %.1f MiB, stacks %.1f MiB)\n",
 			shortDuration(d), n, mib(rss), mib(res.BaseRSS), float64(rss-res.BaseRSS)/float64(n)/1024,
-			goMetric(tb, hub.AdminAddr, "go_goroutines"), mib(goMetric(tb, hub.AdminAddr, "go_memstats_heap_inuse_bytes")), mib(goMetric(tb, hub.AdminAddr, "go_memstats_stack_inuse_bytes")))
+			goMetric(tb, hub.AdminAddr, "go_goroutines"), mib(goMetric(tb, hub.AdminAddr, "go_memstats_heap_inuse_bytes")),
+			mib(goMetric(tb, hub.AdminAddr, "go_gc_heap_live_bytes")), mib(goMetric(tb, hub.AdminAddr, "go_memstats_stack_inuse_bytes")))
 	}
 	time.Sleep(time.Until(opened.Add(settle - window)))
 	res.CPU = cpuOver(tb, hub.Pid(), window)
 	res.RSS = procRSS(tb, hub.Pid())
 	res.Heartbeat = int(set.beats.Load())
-	res.Goroutines, res.HeapInuse, res.StackInuse = goMetric(tb, hub.AdminAddr, "go_goroutines"),
-		goMetric(tb, hub.AdminAddr, "go_memstats_heap_inuse_bytes"), goMetric(tb, hub.AdminAddr, "go_memstats_stack_inuse_bytes")
+	res.Goroutines, res.HeapInuse, res.HeapLive, res.StackInuse = goMetric(tb, hub.AdminAddr, "go_goroutines"),
+		goMetric(tb, hub.AdminAddr, "go_memstats_heap_inuse_bytes"), goMetric(tb, hub.AdminAddr, "go_gc_heap_live_bytes"),
+		goMetric(tb, hub.AdminAddr, "go_memstats_stack_inuse_bytes")
 	if *flagProfile != "" { // where an idle link's memory goes: the heap in use and the goroutines' stacks
 		p := &hubProfiler{tb: tb, base: "http://" + hub.AdminAddr + "/debug/pprof/", dir: *flagProfile, name: fmt.Sprintf("idle-%d", n)}
 		if err := os.MkdirAll(p.dir, 0o755); err != nil {
@@ -368,15 +432,19 @@ func TestIdleLinksSmoke(t *testing.T) {
 }
 
 // goMetric reads one unlabelled gauge from the hub's /metrics at admin.
+// A scrape that fails (a hub at its GOMEMLIMIT may not answer within its
+// admin server's 30 s write timeout) is printed and read as -1: the RSS
+// figures do not depend on it.
 func goMetric(tb testing.TB, admin, name string) int64 {
 	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		tb.Fatal(err)
+	var b []byte
+	if err == nil {
+		b, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		tb.Fatal(err)
+		fmt.Printf("ironlink idle links: hub /metrics for %s unanswered: %v\n", name, err)
+		return -1
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {

@@ -166,16 +166,16 @@ type rawGRPCProcess struct {
 // Pid is the child's process id.
 func (p *rawGRPCProcess) Pid() int { return p.cmd.Process.Pid }
 
-// startRawGRPCProcess re-executes the test binary as the raw link server;
-// it ends with the test.
-func startRawGRPCProcess(tb testing.TB) *rawGRPCProcess {
+// startRawGRPCProcess re-executes the test binary as the raw link server,
+// with env (NAME=value) added to its environment; it ends with the test.
+func startRawGRPCProcess(tb testing.TB, env ...string) *rawGRPCProcess {
 	tb.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), rawGRPCEnv+"=1")
+	cmd.Env = append(append(os.Environ(), env...), rawGRPCEnv+"=1")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		tb.Fatal(err)
