@@ -25,14 +25,14 @@ var ErrHistoryExpired = errors.New("history before this time has been dropped by
 var ErrAsOfUnsupported = errors.New("filter has no history to answer as of a past time")
 
 // Status reasons of a device as of a time for which no status history row
-// exists (see asOfSelect).
+// exists (see asOfColumns).
 const (
 	// ReasonHistoryExpired: the device's status at the time was recorded
 	// before the history horizon, in a partition retention dropped.
 	ReasonHistoryExpired = "HistoryExpired"
 )
 
-// asOfSelect reads devices (alias d) as they were at $1 (timestamptz), with
+// asOfColumns with asOfFrom read devices (alias d) as they were at $1 (timestamptz), with
 // $2 the history horizon (timestamptz, NULL when nothing was dropped), in
 // the column order of scanDevice. What each column is as of $1:
 //   - status, status_reason, status_changed_at: the newest status_history
@@ -50,9 +50,6 @@ const (
 //   - observed_at, last_command_error and its class and reason, drift
 //     corrections: not recorded over time, so empty/zero;
 //   - id, site, name, facts: the current values (they have no history).
-const asOfSelect = `SELECT ` + asOfColumns + asOfFrom
-
-// asOfColumns and asOfFrom make up asOfSelect.
 const asOfColumns = `d.id::text, d.site, d.name, d.facts,
 		d.removed_at IS NOT NULL AND d.removed_at <= $1,
 		CASE WHEN d.removed_at <= $1 THEN d.removed_at END,
@@ -86,7 +83,7 @@ const asOfFrom = `
 		WHERE c.device_id = d.id AND c.state = 'SUCCEEDED' AND c.completed_at <= $1) ap ON true`
 
 // asOfArgs checks asOf against the history horizon and returns the first
-// two query arguments of asOfSelect. Errors: ErrHistoryExpired.
+// two query arguments of asOfColumns. Errors: ErrHistoryExpired.
 func (s *Store) asOfArgs(ctx context.Context, asOf time.Time) ([]any, error) {
 	h, err := s.HistoryHorizon(ctx)
 	if err != nil {
@@ -104,7 +101,7 @@ func (s *Store) asOfArgs(ctx context.Context, asOf time.Time) ([]any, error) {
 }
 
 // listDevicesAsOf is ListDevices for f.AsOf: devices first seen at or
-// before f.AsOf, in id order, as asOfSelect describes them, filtered on
+// before f.AsOf, in id order, as asOfColumns describes them, filtered on
 // those values (statuses, impairments, removed as of f.AsOf; site, sites
 // and names on the current values). Errors: ErrHistoryExpired,
 // ErrAsOfUnsupported (f.InstanceMismatch).
@@ -170,7 +167,7 @@ func (s *Store) listDevicesAsOf(ctx context.Context, f DeviceFilter) ([]Device, 
 	return devs, more, s.fillLabels(ctx, devs)
 }
 
-// GetDeviceAsOf returns device id as it was at asOf (see asOfSelect), with
+// GetDeviceAsOf returns device id as it was at asOf (see asOfColumns), with
 // its conditions as of asOf: for each condition type (the seven, then the
 // health conditions the device had by then) the newest condition_history
 // row recorded at or before asOf (types without one are absent); ObservedAt is the latest observed time
@@ -290,17 +287,6 @@ const conditionsAsOfSQL = `
 		WHERE h.device_id = $1 AND h.recorded_at <= $2
 		ORDER BY h.type, h.recorded_at DESC, h.id DESC) c
 	WHERE c.type = ANY($3::text[]) OR c.was_health`
-
-// conditionsAsOf is, for device id, the newest condition_history row of
-// each type recorded at or before asOf: the seven fixed types in
-// condition.Types order, then the health types by name.
-func (s *Store) conditionsAsOf(ctx context.Context, id string, asOf time.Time) ([]condition.Condition, error) {
-	rows, err := s.pool.Query(ctx, conditionsAsOfSQL, id, asOf, fixedConditionTypes())
-	if err != nil {
-		return nil, fmt.Errorf("conditions of %s as of %s: %w", id, asOf.UTC().Format(time.RFC3339), err)
-	}
-	return collectConditionsAsOf(rows, id, asOf)
-}
 
 // fixedConditionTypes is condition.Types as text.
 func fixedConditionTypes() []string {
