@@ -74,9 +74,10 @@ func (s *Store) StatusContexts(ctx context.Context, ids []string) (map[string]St
 		LEFT JOIN rc ON rc.status = CASE WHEN d.status = 'UNREACHABLE' THEN d.last_known_status ELSE d.status END
 		LEFT JOIN device_conditions c ON c.device_id = d.id AND c.type = rc.type
 		LEFT JOIN LATERAL (SELECT desired, generation, actor, reason, source, command_id, changed_at
-			FROM impairment_history i WHERE i.device_id = d.id AND i.desired = 'QUARANTINED' AND i.action <> 'RELEASE'
-			ORDER BY i.id DESC LIMIT 1) q -- the newest quarantine, not a release of one of its holds
-			ON d.desired_impairment = 'QUARANTINED'
+			FROM impairment_history i WHERE d.desired_impairment = 'QUARANTINED'
+				AND i.device_id = d.id AND i.desired = 'QUARANTINED' AND i.action <> 'RELEASE'
+			ORDER BY i.id DESC LIMIT 1) q ON true -- the newest quarantine, not a release of one of its holds
+			-- (the device's own condition inside: a one-time filter, no index probe for the others)
 		LEFT JOIN commands cmd ON cmd.id = q.command_id
 		WHERE d.id = ANY($1::uuid[])`, ids, sts, types)
 	if err != nil {

@@ -82,10 +82,14 @@ func (s *Store) ApplyBatch(ctx context.Context, site string, epoch int64, b Batc
 	return it.bres, nil
 }
 
+// loadConditionsSQL reads the conditions of the devices $1 (uuid[]) in
+// scanConditions' column order.
+const loadConditionsSQL = `
+	SELECT device_id::text, type, status, reason, message, last_transition_time, observed_time, observed_generation, health::text
+	FROM device_conditions WHERE device_id = ANY($1::uuid[])`
+
 func loadConditions(ctx context.Context, q pgx.Tx, ids []string) (map[string]map[condition.Type]condition.Condition, error) {
-	rows, err := q.Query(ctx, `
-		SELECT device_id::text, type, status, reason, message, last_transition_time, observed_time, observed_generation, health::text
-		FROM device_conditions WHERE device_id = ANY($1::uuid[])`, ids)
+	rows, err := q.Query(ctx, loadConditionsSQL, ids)
 	if err != nil {
 		return nil, fmt.Errorf("load conditions: %w", err)
 	}

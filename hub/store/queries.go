@@ -161,7 +161,11 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 		where = append(where, hasHealthWarning)
 	}
 	if lab != nil {
-		where = append(where, labelsExpr+" @> "+arg(lab)+"::jsonb")
+		empty, err := FileLabelsEmpty(ctx, s.pool)
+		if err != nil {
+			return nil, false, err
+		}
+		where = append(where, LabelsMatch(empty, arg(lab)))
 	}
 	// The effective labels come with the page (one statement, not a second
 	// read of the same rows).
@@ -202,27 +206,40 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 // in condition.Types order, then its health conditions by type). Errors:
 // ErrNotFound.
 func (s *Store) GetDevice(ctx context.Context, id string) (Device, error) {
-	d, err := scanDevice(s.pool.QueryRow(ctx, `SELECT `+deviceColumns+` FROM devices d WHERE d.id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Device{}, fmt.Errorf("device %s: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return Device{}, fmt.Errorf("get device %s: %w", id, err)
-	}
+	// One round trip: the device with its effective labels, then its
+	// conditions (issue 26 item 4: each round trip costs its scheduling
+	// delay on a loaded host).
+	var d Device
+	found := false
+	var labels []byte
 	var conds map[string]map[condition.Type]condition.Condition
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		conds, err = loadConditions(ctx, tx, []string{id})
+	var err error
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+deviceColumns+`, `+labelsExpr+` FROM devices d WHERE d.id = $1`, id).Query(func(rows pgx.Rows) error {
+		defer rows.Close()
+		if rows.Next() {
+			found = true
+			if d, err = scanDeviceExtra(rows, &labels); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	b.Queue(loadConditionsSQL, []string{id}).Query(func(rows pgx.Rows) error {
+		conds, err = scanConditions(rows)
 		return err
 	})
-	if err != nil {
-		return Device{}, err
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return Device{}, fmt.Errorf("get device %s: %w", id, err)
+	}
+	if !found {
+		return Device{}, fmt.Errorf("device %s: %w", id, ErrNotFound)
 	}
 	d.Conditions = orderConditions(conds[id])
-	ds := []Device{d}
-	if err := s.fillLabels(ctx, ds); err != nil {
+	if d.Labels, err = decodeLabels(d.ID, labels); err != nil {
 		return Device{}, err
 	}
-	return ds[0], nil
+	return d, nil
 }
 
 // orderConditions lists conds: the fixed ones in condition.Types order,

@@ -120,6 +120,12 @@ func (s *Server) devices(w http.ResponseWriter, r *http.Request, id Identity) {
 		return
 	}
 	f.Sites = id.Sites
+	if len(f.Sel.Labels) > 0 {
+		if f.LabelsIndexed, err = store.FileLabelsEmpty(ctx, s.store.Pool()); err != nil {
+			s.dbFail(w, r, err)
+			return
+		}
+	}
 	rows, more, err := listDevices(ctx, s.store.Pool(), f)
 	if err != nil {
 		s.dbFail(w, r, err)

@@ -59,6 +59,9 @@ type listFilter struct {
 	// store's terms; SelText as typed.
 	Sel     store.DeviceSelector
 	SelText string
+	// LabelsIndexed says the labels file is empty (store.FileLabelsEmpty),
+	// so Sel.Labels can be answered from the labels index.
+	LabelsIndexed bool
 	// Sort is the column the list is ordered by (a sortColumns key),
 	// Desc for descending; the device id breaks ties.
 	Sort string
@@ -87,6 +90,15 @@ type listRow struct {
 const hasMismatch = `(CASE WHEN jsonb_typeof(d.facts->'instance_mismatches') = 'array'
 	THEN jsonb_array_length(d.facts->'instance_mismatches') > 0 ELSE false END)`
 
+// where is the list's WHERE clause over f.args(): the label term as
+// store.LabelsMatch states it, indexed while the labels file is empty
+// (f.LabelsIndexed).
+func (f listFilter) where() string {
+	return listWhere + `
+	  AND ($15::jsonb IS NULL OR ` + store.LabelsMatch(f.LabelsIndexed, "$15") + `)`
+}
+
+// listWhere is where's part but for the labels.
 const listWhere = `
 	WHERE ($1 = '' OR d.site = $1)
 	  AND (cardinality($2::text[]) = 0 OR d.status = ANY($2::text[]))
@@ -100,8 +112,7 @@ const listWhere = `
 	        SELECT 1 FROM device_conditions c WHERE c.device_id = d.id AND c.reason = ANY($11::text[])))
 	  AND ($12 = '' OR d.facts->>'resource_class' = $12)
 	  AND ($13 = '' OR d.name LIKE $13)
-	  AND ($14 = '' OR d.site = $14)
-	  AND ($15::jsonb IS NULL OR ` + store.LabelsExpr + ` @> $15::jsonb)`
+	  AND ($14 = '' OR d.site = $14)`
 
 func (f listFilter) args() []any {
 	sts := make([]string, len(f.Statuses))
@@ -159,7 +170,7 @@ func listDevices(ctx context.Context, pool *pgxpool.Pool, f listFilter) ([]listR
 	rows, err := pool.Query(ctx, `
 		SELECT d.id::text, d.site, d.name, d.status, d.status_reason, d.status_changed_at,
 			COALESCE(d.last_known_status, ''), d.desired_impairment, d.removed, d.last_command_error, `+hasMismatch+`
-		FROM devices d`+listWhere+`
+		FROM devices d`+f.where()+`
 		  AND ($16 = '' OR (`+fmt.Sprintf(col, "d")+`, d.id) `+cmp+` (SELECT `+fmt.Sprintf(col, "o")+`, o.id FROM devices o WHERE o.id = $16::uuid))
 		ORDER BY `+fmt.Sprintf(col, "d")+dir+`, d.id`+dir+` LIMIT $17`, args...)
 	if err != nil {
@@ -208,7 +219,7 @@ func countDevices(ctx context.Context, pool *pgxpool.Pool, f listFilter) (int, e
 		return n, nil
 	}
 	var n int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM devices d`+listWhere, f.args()...).Scan(&n); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM devices d`+f.where(), f.args()...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count devices: %w", err)
 	}
 	return n, nil

@@ -134,17 +134,32 @@ func listPartitions(ctx context.Context, q Querier, table string) ([]Partition, 
 // dropped (the oldest partition starts at MINVALUE). Errors are database
 // errors, wrapped.
 func Horizon(ctx context.Context, q Querier) (time.Time, error) {
-	var h time.Time
-	for _, ht := range historyTables {
-		ps, err := listPartitions(ctx, q, ht.table)
-		if err != nil {
-			return time.Time{}, err
-		}
-		if len(ps) > 0 && ps[0].From != nil && ps[0].From.After(h) {
-			h = *ps[0].From
-		}
+	tables := make([]string, len(historyTables))
+	for i, ht := range historyTables {
+		tables[i] = ht.table
 	}
-	return h, nil
+	// One statement for every table (an as_of read asks first): per table
+	// the lower bound of its oldest partition, NULL when one starts at
+	// MINVALUE; the horizon is the latest of them.
+	rows, err := q.Query(ctx, `
+		SELECT max(lo) FROM (
+			SELECT CASE WHEN bool_or(b ~ 'FROM \(MINVALUE\)') THEN NULL
+				ELSE min((regexp_match(b, 'FROM \(''([^'']*)''\)'))[1]::timestamptz) END AS lo
+			FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid,
+				LATERAL pg_get_expr(c.relpartbound, c.oid) AS b
+			WHERE i.inhparent = ANY($1::text[]::regclass[])
+			GROUP BY i.inhparent) t`, tables)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("history horizon: %w", err)
+	}
+	h, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[*time.Time])
+	if err != nil {
+		return time.Time{}, fmt.Errorf("history horizon: %w", err)
+	}
+	if h == nil {
+		return time.Time{}, nil
+	}
+	return *h, nil
 }
 
 // partitionName names the partition starting at from: <table>_pYYYYMMDD,
