@@ -3,6 +3,7 @@ package healthapi
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -151,9 +152,14 @@ func checkEventText(f func(string) string, e *ironlinkv1.HealthEvent) error {
 	if err := textcheck.Text(f("message"), e.GetMessage(), condition.MaxMessageBytes); err != nil {
 		return grpcerr.FromCheck(err)
 	}
-	if len(e.GetErrorCodes()) > MaxListItems || len(e.GetEntitiesImpacted()) > MaxListItems || len(e.GetMetadata()) > MaxListItems {
-		return grpcerr.InvalidArgument(f("error_codes"), grpcerr.ReasonInvalidValue,
-			fmt.Sprintf("%s: at most %d error codes, impacted entities and metadata entries each", f(""), MaxListItems))
+	for _, l := range []struct {
+		name string
+		n    int
+	}{{"error_codes", len(e.GetErrorCodes())}, {"entities_impacted", len(e.GetEntitiesImpacted())}, {"metadata", len(e.GetMetadata())}} {
+		if l.n > MaxListItems {
+			return grpcerr.InvalidArgument(f(l.name), grpcerr.ReasonInvalidValue,
+				fmt.Sprintf("%s has %d entries, at most %d", f(l.name), l.n, MaxListItems))
+		}
 	}
 	for j, c := range e.GetErrorCodes() {
 		if err := textcheck.Line(f(fmt.Sprintf("error_codes[%d]", j)), c, MaxCodeBytes); err != nil {
@@ -170,9 +176,13 @@ func checkEventText(f func(string) string, e *ironlinkv1.HealthEvent) error {
 	}
 	for k, v := range e.GetMetadata() {
 		if err := textcheck.Line(f("metadata"), k, MaxCodeBytes); err != nil {
+			var te *textcheck.Error
+			if errors.As(err, &te) {
+				te.Detail = "key " + te.Detail // "events[0].metadata key is 65 bytes, limit 64"
+			}
 			return grpcerr.FromCheck(err)
 		}
-		if err := textcheck.Line(f("metadata"), v, MaxValueBytes); err != nil {
+		if err := textcheck.Line(f("metadata["+k+"]"), v, MaxValueBytes); err != nil {
 			return grpcerr.FromCheck(err)
 		}
 	}
