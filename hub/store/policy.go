@@ -44,7 +44,7 @@ const (
 
 // ErrNotPending: an approve or reject named a pending action that is no
 // longer PENDING (approved, rejected or expired); nothing was written.
-var ErrNotPending = errors.New("pending action is not pending")
+var ErrNotPending = errors.New("already resolved: only a PENDING action can be approved or rejected")
 
 // PolicySite is what the evaluator reads about a site before deciding.
 type PolicySite struct {
