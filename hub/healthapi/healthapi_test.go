@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,10 @@ func TestReportHealthBadInput(t *testing.T) {
 		"no time":        {with(func(e *ironlinkv1.HealthEvent) { e.GeneratedTime = nil }), codes.InvalidArgument, "events[0].generated_time"},
 		"two devices":    {with(func(e *ironlinkv1.HealthEvent) { e.NodeName = "gpu-01" }), codes.InvalidArgument, "events[0].device_id"},
 		"bad uuid":       {with(func(e *ironlinkv1.HealthEvent) { e.DeviceId = "NOT-A-UUID" }), codes.InvalidArgument, "events[0].device_id"},
+		"33 codes":       {with(func(e *ironlinkv1.HealthEvent) { e.ErrorCodes = make([]string, 33) }), codes.InvalidArgument, "events[0].error_codes"},
+		"33 entities":    {with(func(e *ironlinkv1.HealthEvent) { e.EntitiesImpacted = manyEntities(33) }), codes.InvalidArgument, "events[0].entities_impacted"},
+		"33 metadata":    {with(func(e *ironlinkv1.HealthEvent) { e.Metadata = manyMetadata(33) }), codes.InvalidArgument, "events[0].metadata"},
+		"long value":     {with(func(e *ironlinkv1.HealthEvent) { e.Metadata = map[string]string{"gpu": strings.Repeat("v", 257)} }), codes.InvalidArgument, `events[0].metadata["gpu"]`},
 		"unknown device": {with(func(e *ironlinkv1.HealthEvent) { e.DeviceId = "0b8e6c1e-0000-4000-8000-000000000000" }), codes.NotFound, ""},
 		"unknown node":   {with(func(e *ironlinkv1.HealthEvent) { e.DeviceId, e.NodeName = "", "10.0.15.233" }), codes.NotFound, ""},
 	} {
@@ -169,6 +174,10 @@ func TestReportHealthBadInput(t *testing.T) {
 	}
 	if n := f.healthRows(t); n != 0 {
 		t.Fatalf("refused reports wrote %d health conditions", n)
+	}
+	_, err := f.checkerA.ReportHealth(ctx, with(func(e *ironlinkv1.HealthEvent) { e.EntitiesImpacted = manyEntities(33) }))
+	if got, want := status.Convert(err).Message(), "events[0].entities_impacted has 33 items, at most 32"; got != want {
+		t.Errorf("33 impacted entities: %q, want %q", got, want)
 	}
 
 	res, err := f.checkerA.ReportHealth(ctx, with(func(e *ironlinkv1.HealthEvent) {
@@ -312,4 +321,22 @@ func TestReportHealthRefusesBadStringsInEveryField(t *testing.T) {
 	if n := pgtest.Count(t, f.url, `SELECT count(*) FROM health_event_ids`); n != 0 {
 		t.Fatalf("refused reports claimed %d event ids", n)
 	}
+}
+
+// manyEntities is n impacted GPUs.
+func manyEntities(n int) []*ironlinkv1.HealthEntity {
+	var out []*ironlinkv1.HealthEntity
+	for i := range n {
+		out = append(out, &ironlinkv1.HealthEntity{EntityType: "GPU", EntityValue: strconv.Itoa(i)})
+	}
+	return out
+}
+
+// manyMetadata is n metadata entries.
+func manyMetadata(n int) map[string]string {
+	out := map[string]string{}
+	for i := range n {
+		out["k"+strconv.Itoa(i)] = "v"
+	}
+	return out
 }

@@ -107,8 +107,8 @@ func domainHeld(in Input, d Decision) (Decision, bool) {
 		if !d.DryRun {
 			d.TripsDomain = &Domain{Label: g.Label, Value: v}
 		}
-		d.Detail = fmt.Sprintf("quarantine %d in %s of %s=%s would exceed its guard (%d devices, %g%% of %d)",
-			a+1, in.Policy.Guard.Window, g.Label, v, g.MaxDevices, g.MaxPercent, n)
+		d.Detail = fmt.Sprintf("quarantine %d in %s of %s=%s would exceed its guard (%s)",
+			a+1, in.Policy.Guard.Window, g.Label, v, domainLimits(g, n))
 		return d, true
 	}
 	return d, false
@@ -124,6 +124,19 @@ func domainCount(in Input, label, value string, dryRun bool) int {
 		}
 	}
 	return a
+}
+
+// domainLimits says g's limits for a value that n devices carry: "2
+// devices, 25% of 16", or without a percentage "1 device of 8" (not "0%").
+func domainLimits(g DomainGuard, n int) string {
+	dev := fmt.Sprintf("%d devices", g.MaxDevices)
+	if g.MaxDevices == 1 {
+		dev = "1 device"
+	}
+	if g.MaxPercent == 0 {
+		return fmt.Sprintf("%s of %d", dev, n)
+	}
+	return fmt.Sprintf("%s, %g%% of %d", dev, g.MaxPercent, n)
 }
 
 // fitsDomain reports whether one more quarantine fits g when a were made

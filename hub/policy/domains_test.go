@@ -31,6 +31,10 @@ func TestDomainGuard(t *testing.T) {
 		d.TripsDomain.String() != "rack=r12" || !strings.Contains(d.Detail, "rack=r12") {
 		t.Fatalf("third of rack r12: %+v, want PENDING HeldByGuard tripping rack=r12 only, naming it", d)
 	}
+	// Its limits as set: no percentage is not "0%".
+	if want := "quarantine 3 in 1h0m0s of rack=r12 would exceed its guard (2 devices of 16)"; d.Detail != want {
+		t.Errorf("detail %q, want %q", d.Detail, want)
+	}
 	for _, l := range []map[string]string{{"rack": "r7"}, nil} {
 		if d := decide(l, p); d.Action != ActionQuarantine {
 			t.Errorf("labels %v: %+v, want QUARANTINE", l, d)
@@ -63,8 +67,8 @@ func TestDomainGuard(t *testing.T) {
 	st.TrippedDomains = nil
 	pct := p
 	pct.Domains = []DomainGuard{{Label: "rack", MaxDevices: 10, MaxPercent: 10}}
-	if d := decide(map[string]string{"rack": "r12"}, pct); d.Action != ActionPending {
-		t.Errorf("3 of 16 devices over 10%%: %+v, want PENDING", d)
+	if d := decide(map[string]string{"rack": "r12"}, pct); d.Action != ActionPending || !strings.HasSuffix(d.Detail, "(10 devices, 10% of 16)") {
+		t.Errorf("3 of 16 devices over 10%%: %+v, want PENDING naming both limits", d)
 	}
 	dry := p
 	dry.DryRun = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,7 +44,7 @@ const (
 
 // ErrNotPending: an approve or reject named a pending action that is no
 // longer PENDING (approved, rejected or expired); nothing was written.
-var ErrNotPending = errors.New("pending action is not pending")
+var ErrNotPending = errors.New("already resolved: only a PENDING action can be approved or rejected")
 
 // PolicySite is what the evaluator reads about a site before deciding.
 type PolicySite struct {
@@ -308,7 +309,7 @@ func (s *Store) RecordPolicyDecision(ctx context.Context, d PolicyDecision) (out
 		case "QUARANTINE", "RELEASE":
 			// The rule's own hold: a release ends the quarantine only when
 			// no other source holds the device (holds.go).
-			a := ImpairmentAction{Actor: ActorPolicy, Reason: fmt.Sprintf("policy rule %s: %s (decision %d)", out.Rule, out.Detail, out.ID), Source: SourcePolicy}
+			a := ImpairmentAction{Actor: ActorPolicy, Reason: fmt.Sprintf("policy rule %s: %s (decision %d)", out.Rule, ruleDetail(out.Rule, out.Detail), out.ID), Source: SourcePolicy}
 			var cmd Command
 			verb := "quarantine"
 			if out.Action == "RELEASE" {
@@ -474,4 +475,12 @@ func (s *Store) PolicyQuarantines(ctx context.Context) ([]PolicyQuarantine, erro
 		q.Status = status.Status(st)
 		return q, err
 	})
+}
+
+// ruleDetail is a decision's detail without its leading "rule NAME: "
+// (hub/policy names the rule there), so that a reason reads "policy rule
+// gpu-fatal: AVAILABLE → FAULTED, …", not "policy rule gpu-fatal: rule
+// gpu-fatal: …".
+func ruleDetail(rule, detail string) string {
+	return strings.TrimPrefix(detail, "rule "+rule+": ")
 }

@@ -92,7 +92,7 @@ func (s *Store) settleAwaiting(ctx context.Context, tx pgx.Tx, id int64, desired
 		if desired == string(ImpairmentQuarantined) {
 			return expire("quarantined meanwhile")
 		}
-		why := fmt.Sprintf("policy rule %s: %s (pending action %d, confirmed by a fresh poll)", d.Rule, d.Detail, id)
+		why := fmt.Sprintf("policy rule %s: %s (pending action %d, confirmed by a fresh poll)", d.Rule, ruleDetail(d.Rule, d.Detail), id)
 		cmd, err := s.quarantineTx(ctx, tx, d.DeviceID, PolicyHolder(d.Rule), ImpairmentAction{Actor: ActorPolicy, Reason: why, Source: SourcePolicy})
 		if err != nil {
 			return fmt.Errorf("policy quarantine: %w", err)
