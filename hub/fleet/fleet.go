@@ -278,10 +278,15 @@ type deviceRead struct {
 	resp  *ironlinkv1.GetDeviceResponse
 }
 
+// deviceReadConns bounds the reads one GetDevice runs at once, each on a
+// connection of the main pool (4 on a 2-core host by pgx's default), so
+// that a burst of device pages leaves the pool to the group committer.
+const deviceReadConns = 2
+
 // readDevice is GetDevice's common part: it resolves the device, checks
 // history_limit (0 means 50), reads the device through r, checks that the
 // caller may see its site, then reads its status and impairment histories
-// and whatever more adds to g, all at once (each on its own pooled
+// and whatever more adds to g, deviceReadConns at a time (each on its own pooled
 // connection: at 1,000,000 devices on a loaded host the reads one after
 // another cost a scheduling delay each, issue 26 item 4). The functions
 // more starts each write their own fields of rd.resp and may read
@@ -310,6 +315,7 @@ func (s *Server) readDevice(ctx context.Context, req *ironlinkv1.GetDeviceReques
 	var sh []store.StatusChange
 	var ih []store.ImpairmentChange
 	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(deviceReadConns)
 	g.Go(func() (err error) {
 		if sh, err = r.statusHistory(gctx, id, limit); err != nil {
 			return s.storeErr(err, "device", id)
