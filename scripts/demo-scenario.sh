@@ -95,7 +95,7 @@ run_scenario() {
   sc_health --fault xid79 "$sc_gpu" >/dev/null || return 1
   sc_until 30 "$sc_gpu to turn FAULTED" sc_is FAULTED sc_status "$sc_gpu" || return 1
   sc_fault_ms=$(sc_ms "$t0")
-  sc_until 60 "the policy to quarantine $sc_gpu" sc_is SUCCEEDED sc_cmd_state "$sc_gpu" || return 1
+  sc_until 120 "the policy to quarantine $sc_gpu" sc_is SUCCEEDED sc_cmd_state "$sc_gpu" || return 1
   sc_quarantine_ms=$(sc_ms "$t0")
   echo ">> $sc_gpu: FAULTED ${sc_fault_ms} ms after the report, quarantined by the policy (trait removed) after ${sc_quarantine_ms} ms"
 
@@ -120,7 +120,7 @@ run_scenario() {
     -d "{\"service\":\"baremetal\",\"method\":\"DELETE\",\"pathContains\":\"$uuid/traits/CUSTOM_CUSTOMER_READY\",\"status\":403,\"times\":1}" || return 1
   echo ">> $sc_failed reports XID 95; the simulated Ironic will refuse its trait removal once (403)"
   sc_health --fault xid95 "$sc_failed" >/dev/null || return 1
-  sc_until 60 "the policy's quarantine of $sc_failed to fail" sc_is FAILED sc_cmd_state "$sc_failed" || return 1
+  sc_until 120 "the policy's quarantine of $sc_failed to fail" sc_is FAILED sc_cmd_state "$sc_failed" || return 1
   sc_failed_cmd=$(sc_q "SELECT id FROM commands WHERE device_id = '$uuid' AND state = 'FAILED' ORDER BY generation DESC LIMIT 1")
   echo ">> the policy's quarantine of $sc_failed FAILED (command ${sc_failed_cmd:0:8}); retrying it"
   sc_ctl retry "$sc_failed_cmd" --reason "demo: Ironic's policy fixed" --wait --timeout 60s || return 1
