@@ -184,16 +184,7 @@ func (s *Store) GetDeviceAsOf(ctx context.Context, id string, asOf time.Time) (D
 	found := false
 	var labels []byte
 	b := &pgx.Batch{}
-	b.Queue(`SELECT `+asOfColumns+`, `+labelsExpr+asOfFrom+` WHERE d.id = $3 AND d.first_seen_at <= $1`, append(args, id)...).Query(func(rows pgx.Rows) error {
-		defer rows.Close()
-		if rows.Next() {
-			found = true
-			if d, err = scanDeviceExtra(rows, &labels); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
-	})
+	b.Queue(`SELECT `+asOfColumns+`, `+labelsExpr+asOfFrom+` WHERE d.id = $3 AND d.first_seen_at <= $1`, append(args, id)...).Query(scanOneDevice(&d, &labels, &found))
 	b.Queue(conditionsAsOfSQL, id, asOf, fixedConditionTypes()).Query(func(rows pgx.Rows) error {
 		d.Conditions, err = collectConditionsAsOf(rows, id, asOf)
 		return err

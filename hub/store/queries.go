@@ -202,6 +202,23 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 	return devs, more, nil
 }
 
+// scanOneDevice returns a batch callback that scans the device row a
+// query (device columns, then its labels) returns, if any, into d and
+// labels and sets found.
+func scanOneDevice(d *Device, labels *[]byte, found *bool) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
+		defer rows.Close()
+		if rows.Next() {
+			*found = true
+			var err error
+			if *d, err = scanDeviceExtra(rows, labels); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
+}
+
 // GetDevice returns one device with its current conditions (the fixed ones
 // in condition.Types order, then its health conditions by type). Errors:
 // ErrNotFound.
@@ -215,16 +232,7 @@ func (s *Store) GetDevice(ctx context.Context, id string) (Device, error) {
 	var conds map[string]map[condition.Type]condition.Condition
 	var err error
 	b := &pgx.Batch{}
-	b.Queue(`SELECT `+deviceColumns+`, `+labelsExpr+` FROM devices d WHERE d.id = $1`, id).Query(func(rows pgx.Rows) error {
-		defer rows.Close()
-		if rows.Next() {
-			found = true
-			if d, err = scanDeviceExtra(rows, &labels); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
-	})
+	b.Queue(`SELECT `+deviceColumns+`, `+labelsExpr+` FROM devices d WHERE d.id = $1`, id).Query(scanOneDevice(&d, &labels, &found))
 	b.Queue(loadConditionsSQL, []string{id}).Query(func(rows pgx.Rows) error {
 		conds, err = scanConditions(rows)
 		return err
