@@ -52,7 +52,7 @@ breaking:
 test: build
 	./scripts/test.sh $(TEST_ARGS)
 
-## bench: every benchmark figure, each as "ironlink ratio: <name> <ours/raw>" against its raw ceiling measured in the same run, checked against test/bench/baseline (about 25 min)
+## bench: every benchmark figure, each as "ironlink ratio: <name> <ours/raw>" against its raw ceiling measured in the same run, checked against test/bench/baseline (about 60 min; BENCH_MILLION=0 leaves out the million-device reads, about 25 min)
 bench:
 	./scripts/bench.sh full
 	./scripts/bench-check.sh bin/bench-full.out
@@ -62,7 +62,7 @@ bench-short:
 	./scripts/bench.sh short
 	./scripts/bench-check.sh --all bin/bench-short.out
 
-## bench-million: the operator reads at 1,000,000 devices with a year of history (test/bench BenchmarkMillionReads; about 35 min, most of it generating the fleet); also in make bench with BENCH_MILLION=1
+## bench-million: the operator reads at 1,000,000 devices with a year of history (test/bench BenchmarkMillionReads; about 35 min, most of it generating the fleet); also the last step of make bench
 bench-million:
 	./scripts/bench.sh million
 	./scripts/bench-check.sh bin/bench-million.out
