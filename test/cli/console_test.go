@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -177,5 +178,51 @@ func TestConsoleCommands(t *testing.T) {
 	t.Run("--as-of with a relative age lists the fleet as it was", func(t *testing.T) {
 		f.expect(f.run("get", "devices", "--site", site, "--as-of", "2s"), 0, []string{"node-001", "AGE"}, nil)
 		f.expect(f.run("get", "devices", "--as-of", "soon"), ctl.ExitUsage, nil, []string{`--as-of "soon"`})
+	})
+
+	t.Run("--as-of: the list's ages count from then, as describe's do", func(t *testing.T) {
+		// An instant halfway through this test: node-001 (AVAILABLE since
+		// the fleet came up, untouched since) had its status for half as long.
+		elapsed := time.Since(start)
+		if elapsed < 20*time.Second {
+			time.Sleep(20*time.Second - elapsed)
+			elapsed = time.Since(start)
+		}
+		at := start.Add(elapsed / 2).UTC().Truncate(time.Second).Format(time.RFC3339)
+		ageOf := func(r result) string {
+			t.Helper()
+			for _, l := range strings.Split(r.stdout, "\n") {
+				if fs := strings.Fields(l); len(fs) > 2 && fs[0] == "node-001" && fs[1] == site {
+					return fs[len(fs)-1]
+				}
+			}
+			t.Fatalf("no row of %s/node-001:\n%v", site, r)
+			return ""
+		}
+		then := ageOf(f.run("get", "devices", "--site", site, "--as-of", at))
+		now := ageOf(f.run("get", "devices", "--site", site))
+		m := regexp.MustCompile(`(?m)^Status: +AVAILABLE for (\S+)`).FindStringSubmatch(f.run("describe", "device", site+"/node-001", "--as-of", at).stdout)
+		if m == nil {
+			t.Fatalf("describe device --as-of %s shows no AVAILABLE status line", at)
+		}
+		if then != m[1] || then == now {
+			t.Errorf("as of %s node-001's age is %s in the list and %s in describe (now: %s); want the list to count from then, as describe does", at, then, m[1], now)
+		}
+	})
+
+	t.Run("shell completion completes names and sites from the hub", func(t *testing.T) {
+		r := f.run("__complete", "describe", "device", "node-01")
+		if r.code != 0 || !strings.Contains(r.stdout, "node-010\t"+site+" ") || strings.Contains(r.stdout, "node-009") {
+			t.Errorf("completion of node-01:\n%v", r)
+		}
+		r = f.run("__complete", "describe", "device", otherSite+"/node-00")
+		if r.code != 0 || !strings.Contains(r.stdout, otherSite+"/node-001\t") || strings.Contains(r.stdout, site+"/node-00") {
+			t.Errorf("completion of %s/node-00:\n%v", otherSite, r)
+		}
+		r = f.run("__complete", "get", "devices", "--site", "cli-")
+		if r.code != 0 || !strings.Contains(r.stdout, otherSite+"\n") || strings.Contains(r.stdout, site+"\n") {
+			t.Errorf("completion of --site cli-:\n%v", r)
+		}
+		f.expect(f.run("completion", "bash"), 0, []string{"__start_ironlink"}, nil)
 	})
 }
