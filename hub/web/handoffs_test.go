@@ -83,3 +83,29 @@ func TestHandoffsCloseAndReplayInput(t *testing.T) {
 		}
 	}
 }
+
+// TestListShowsWhoQuarantinedAndWhy: the device list's quarantine column
+// names each hold's holder, actor and reason (issue 25: the list showed
+// only QuarantinedByHub).
+func TestListShowsWhoQuarantinedAndWhy(t *testing.T) {
+	e := newEnv(t)
+	h := consoleServer(t, e)
+	dev := e.ids["alpha"][3] // a-avail-1
+	if w := do(t, h, "POST", "/devices/"+dev+"/quarantine", "ops-write", "", url.Values{"reason": {"PDU swap in rack 4"}}, nil); w.Code != http.StatusSeeOther {
+		t.Fatalf("quarantine: %d %.300s", w.Code, w.Body.String())
+	}
+	w := do(t, h, "GET", "/devices?site=alpha", "ops-read", "", nil, nil)
+	body := w.Body.String()
+	i := strings.Index(body, `data-id="`+dev+`"`)
+	if w.Code != http.StatusOK || i < 0 {
+		t.Fatalf("list: %d, row of a-avail-1 missing", w.Code)
+	}
+	row := body[i:]
+	row = row[:strings.Index(row, "</tr>")]
+	if !strings.Contains(row, `<div class="holder small">operator (ops-write): PDU swap in rack 4</div>`) {
+		t.Errorf("a-avail-1's row does not say who quarantined it and why: %s", row)
+	}
+	if strings.Count(body, `class="holder small"`) != 1 {
+		t.Errorf("the list shows %d holders, want 1 (only a-avail-1 is quarantined)", strings.Count(body, `class="holder small"`))
+	}
+}
