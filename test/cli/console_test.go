@@ -20,8 +20,10 @@ import (
 // PostgreSQL and two satellites on the simulator: holds (list, set,
 // clear), policy show|states|guard, retry of a FAILED command named by an
 // id prefix, get operations, events of one device over a window, watch
-// --device, get devices -o wide with HELD-BY, --as-of with a relative age,
-// and the refusals of malformed or unknown id prefixes.
+// --device, get devices -o wide with HELD-BY, --as-of with a relative age
+// and its ages counted from then (as describe counts them), the refusals
+// of malformed or unknown id prefixes, shell completion of names and
+// sites, and watch -l --since with long reasons cut to a line.
 func TestConsoleCommands(t *testing.T) {
 	f := newFleet(t, 10)
 	ctx := context.Background()
@@ -224,5 +226,30 @@ func TestConsoleCommands(t *testing.T) {
 			t.Errorf("completion of --site cli-:\n%v", r)
 		}
 		f.expect(f.run("completion", "bash"), 0, []string{"__start_ironlink"}, nil)
+	})
+
+	t.Run("watch -l --since replays a selector's window, reasons cut to a line", func(t *testing.T) {
+		// node-006 was quarantined (a 180-byte reason ending in END) and
+		// released by the second subtest.
+		since := (time.Since(start) + time.Minute).Round(time.Second).String()
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var out, errb syncbuf.Buffer
+		done := make(chan int)
+		go func() {
+			done <- f.inProcessTo(wctx, &out, &errb, func(time.Time) string { return "<age>" }, "watch", "-l", "site="+site+",name=node-006", "--since", since)
+		}()
+		harness.Eventually(t, 30*time.Second, func() error {
+			if o := out.String(); !strings.Contains(o, "command  cli/node-006  quarantine") || !strings.Contains(o, "command  cli/node-006  release") {
+				return fmt.Errorf("watch -l --since printed:\n%s%s", o, errb.String())
+			}
+			return nil
+		})
+		cancel()
+		o := out.String()
+		if code := <-done; code != 0 || strings.Contains(o, "node-007") || !strings.Contains(o, "GPU 3 throws Xid 79") || strings.Contains(o, "detail END") {
+			t.Fatalf("watch -l name=node-006 --since %s exited %d; want node-006's lines only, its 180-byte reason cut:\n%s%s", since, code, o, errb.String())
+		}
+		f.expect(f.run("events", "node-006", "--since", since, "-o", "wide"), 0, []string{"GPU 3 throws Xid 79", "detail END"}, nil)
 	})
 }
