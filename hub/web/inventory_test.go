@@ -24,7 +24,9 @@ import (
 // docs/reference/web.md must carry the table InventoryMarkdown renders.
 // Then every GET route answers 200 to a read-only operator on a hub with
 // operations, the policy API and the remediation API wired as hub/app
-// wires them (a route whose handler is missing or broken fails here).
+// wires them (a route whose handler is missing or broken fails here),
+// and every POST route refuses a cross-site request and, but the replay,
+// an operator without operations:write, writing nothing.
 func TestInventoryCoversEveryRPC(t *testing.T) {
 	var rpcs []string
 	protoregistry.GlobalFiles.RangeFilesByPackage("ironlink.v1", func(fd protoreflect.FileDescriptor) bool {
@@ -109,6 +111,30 @@ func TestInventoryCoversEveryRPC(t *testing.T) {
 			t.Errorf("GET %s (%s): %d %.300s", path, p, w.Code, w.Body.String())
 		}
 	}
+	// Every POST route refuses a cross-site request (the CSRF protection)
+	// and, but the replay (which writes nothing), a reader, saying why.
+	cmds := commandCount(t, e, dev)
+	for _, p := range s.patterns {
+		method, path, _ := strings.Cut(p, " ")
+		if method != "POST" {
+			continue
+		}
+		path = strings.NewReplacer("{id}", dev, "{verb}", "approve").Replace(path)
+		form := url.Values{"reason": {"x"}, "note": {"x"}, "from": {"1h"}, "device": {dev}, "kind": {"exclusion"}, "verb": {"release"}, "expected_count": {"1"}}
+		if w := do(t, h, "POST", path, "ops-write", "", form, map[string]string{"Sec-Fetch-Site": "cross-site"}); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "cross-origin") {
+			t.Errorf("cross-site POST %s: %d %.200s", path, w.Code, w.Body.String())
+		}
+		if p == "POST /policy/replay" {
+			continue
+		}
+		if w := do(t, h, "POST", path, "ops-read", "", form, nil); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "lacks the operations:write scope") {
+			t.Errorf("reader's POST %s: %d %.200s", path, w.Code, w.Body.String())
+		}
+	}
+	if n := commandCount(t, e, dev); n != cmds {
+		t.Errorf("refused POSTs wrote %d commands", n-cmds)
+	}
+
 	// The events page shows the quarantine's command and the reboot.
 	w = do(t, h, "GET", "/events?device=alpha/a-svc&since=1h", "ops-read", "", nil, nil)
 	for _, want := range []string{`data-kind="command state"`, "quarantine", `data-kind="operation state"`, "REBOOT"} {
