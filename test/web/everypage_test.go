@@ -13,6 +13,7 @@ import (
 	"github.com/ironlink/ironlink/hub/operations"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/hub/web/webtest"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 // TestEveryPageInChromium drives the pages that make every operator RPC
@@ -22,7 +23,9 @@ import (
 // device's header and expanded by a click, a repair handoff closed from
 // /handoffs, a policy replay from the policy page, validation runs and
 // hardware history, an operation page that follows its operation
-// (WatchOperation) to CANCELLED without a reload, and every one of these
+// (WatchOperation) to CANCELLED without a reload, the device page's
+// Offer, Release and node action, Retry of a FAILED command from
+// /commands, a hold set and cleared on /holds, and every one of these
 // pages at phone width (390 px) without sideways scrolling. Every page is
 // screenshotted.
 func TestEveryPageInChromium(t *testing.T) {
@@ -189,6 +192,71 @@ func TestEveryPageInChromium(t *testing.T) {
 			t.Error("the operation page reloaded instead of updating its live region")
 		}
 		shoot(t, writer, "every-operation-followed.png")
+	})
+
+	t.Run("every device action from its page, retry and clear from theirs", func(t *testing.T) {
+		count := func(q string, args ...any) int {
+			t.Helper()
+			var n int
+			if err := e.st.Pool().QueryRow(ctx, q, args...).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		// Offer a HELD device; the site fails the command; Retry it from /commands.
+		held := idOf("gpu-a11")
+		run(t, writer, "open gpu-a11", chromedp.Navigate(e.webURL+"/devices/"+held), chromedp.WaitVisible(chromedp.CSS("#offer-btn")),
+			chromedp.SendKeys(chromedp.CSS("#reason"), "burn-in passed"), chromedp.Click(chromedp.CSS("#offer-btn")),
+			chromedp.WaitVisible(chromedp.CSS("#command")))
+		var cmdID string
+		var gen int64
+		if err := e.st.Pool().QueryRow(ctx, `SELECT id::text, generation FROM commands WHERE device_id = $1 AND action = 'OFFER' AND actor = 'ops-write' AND reason = 'burn-in passed'`, held).Scan(&cmdID, &gen); err != nil {
+			t.Fatalf("the offer from the page: %v", err)
+		}
+		shoot(t, writer, "every-device-offered.png")
+		if _, err := e.st.RecordResult(ctx, "alpha", store.CommandResult{CommandID: cmdID, DeviceID: held, Generation: gen, Error: "trait API down",
+			FailureClass: store.FailurePermanent, FailureReason: "TraitUpdateFailed"}); err != nil {
+			t.Fatal(err)
+		}
+		run(t, writer, "failed commands", chromedp.Navigate(e.webURL+"/commands?state=FAILED"), chromedp.WaitVisible(chromedp.CSS(`#commands tr[data-command="`+cmdID+`"] .retry-btn`)))
+		shoot(t, writer, "every-command-failed.png")
+		clickNav(t, writer, "retry", `#commands tr[data-command="`+cmdID+`"] .retry-btn`, "#command")
+		if n := count(`SELECT count(*) FROM commands WHERE device_id = $1 AND action = 'OFFER'`, held); n != 2 {
+			t.Errorf("after Retry gpu-a11 has %d offer commands, want 2", n)
+		}
+
+		// Release the device quarantined by the first subtest, from its page.
+		avail := idOf("gpu-a05")
+		run(t, writer, "open gpu-a05", chromedp.Navigate(e.webURL+"/devices/"+avail), chromedp.WaitVisible(chromedp.CSS("#release-btn")),
+			chromedp.SendKeys(chromedp.CSS("#reason"), "fan replaced"), chromedp.Click(chromedp.CSS("#release-btn")),
+			chromedp.WaitVisible(chromedp.CSS(`#command`)))
+		harness.Eventually(t, 10*time.Second, func() error {
+			if n := count(`SELECT count(*) FROM devices WHERE id = $1 AND desired_impairment = 'RELEASED'`, avail); n != 1 {
+				return fmt.Errorf("gpu-a05 is not released after Release on its page")
+			}
+			return nil
+		})
+		shoot(t, writer, "every-device-released.png")
+
+		// A node action on beta/cpu-b03 (beta offers operations since the last subtest).
+		run(t, writer, "open cpu-b03", chromedp.Navigate(e.webURL+"/devices/beta/cpu-b03"), chromedp.WaitVisible(chromedp.CSS("#node-action-form")),
+			chromedp.SetValue(chromedp.CSS("#node-action"), "power-off"), chromedp.SendKeys(chromedp.CSS(`#node-action-form input[name=reason]`), "move to rack 9"))
+		clickNav(t, writer, "start the node action", "#node-action-btn", `#device-operations tbody tr[data-state]`)
+		if got := text(writer, `document.querySelector('#device-operations tbody tr[data-state]').textContent`); !strings.Contains(got, "POWER_OFF") || !strings.Contains(got, "move to rack 9") {
+			t.Errorf("the device's operations after power off: %q", got)
+		}
+		shoot(t, writer, "every-device-node-action.png")
+
+		// A hold set and cleared on /holds.
+		run(t, writer, "open /holds", chromedp.Navigate(e.webURL+"/holds"), chromedp.WaitVisible(chromedp.CSS("#hold-set-form")),
+			chromedp.SendKeys(chromedp.CSS("#hold-device"), "alpha/gpu-a04"), chromedp.SendKeys(chromedp.CSS("#hold-reason"), "burn-in"))
+		row := `#holds tr[data-device="` + idOf("gpu-a04") + `"][data-kind="exclusion"]`
+		clickNav(t, writer, "set", "#hold-set-btn", row)
+		clickNav(t, writer, "clear", row+" .clear-hold", "#holds")
+		if n := text(writer, `String(document.querySelectorAll('`+row+`').length)`); n != "0" {
+			t.Errorf("the exclusion is still listed after Clear")
+		}
+		shoot(t, writer, "every-holds-cleared.png")
 	})
 
 	t.Run("phone width", func(t *testing.T) {
