@@ -80,7 +80,9 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, id Identity) {
 }
 
 // offer handles POST /devices/{id}/offer (form: reason): FleetService's
-// OfferDevice, offering a device that is not quarantined to customers.
+// OfferDevice, offering a device that is not quarantined to customers. A
+// fetch (with FragmentHeader) gets the command's progress fragment; a plain
+// form POST is redirected to the device page showing it.
 func (s *Server) offer(w http.ResponseWriter, r *http.Request, id Identity) {
 	if !s.writeForm(w, r, id, "offer devices") {
 		return
@@ -92,5 +94,9 @@ func (s *Server) offer(w http.ResponseWriter, r *http.Request, id Identity) {
 	}
 	cmd := resp.GetCommand()
 	s.log.Info("fleet view: offer requested", "client_id", id.ClientID, "device_id", cmd.GetDeviceId(), "command_id", cmd.GetCommandId(), "via", id.Via)
+	if isFragment(r) { // the device page's form (data-async): the command's progress, as for quarantine and release
+		s.render(w, r, http.StatusOK, "command", "Command", newCommandData(cmd))
+		return
+	}
 	http.Redirect(w, r, "/devices/"+url.PathEscape(cmd.GetDeviceId())+"?command="+url.QueryEscape(cmd.GetCommandId()), http.StatusSeeOther)
 }

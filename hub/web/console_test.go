@@ -12,21 +12,28 @@ import (
 	"github.com/ironlink/ironlink/hub/operations"
 	"github.com/ironlink/ironlink/hub/policy"
 	"github.com/ironlink/ironlink/hub/policyapi"
+	"github.com/ironlink/ironlink/hub/remediation"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/testlog"
 )
 
-// consoleServer is the view with operations and the policy API wired as
-// the hub wires them.
-func consoleServer(t *testing.T, e *env) http.Handler {
+// consoleServer is the view with operations, the policy API and the
+// remediation API wired as the hub wires them.
+func consoleServer(t *testing.T, e *env) http.Handler { return consoleView(t, e).Handler() }
+
+// consoleView is consoleServer's view.
+func consoleView(t *testing.T, e *env) *Server {
 	t.Helper()
 	if _, err := e.st.OpenLink(context.Background(), store.LinkHello{Site: "alpha", BootID: uuid.NewString(), Replica: "r0", Capabilities: []string{operations.Capability}}); err != nil {
 		t.Fatal(err)
 	}
 	s := e.server(t, proxyCfg)
 	s.SetOperations(operations.NewServer(e.st, operations.Config{Actor: actor}, testlog.New(t)))
-	s.SetPolicy(policyapi.NewServer(e.st, policy.Static(policy.Disabled()), actor, testlog.New(t)))
-	return s.Handler()
+	pol := policyapi.NewServer(e.st, policy.Static(policy.Disabled()), actor, testlog.New(t))
+	pol.SetReplayDB(e.st.Pool())
+	s.SetPolicy(pol)
+	s.SetRemediation(remediation.NewAPI(e.st, func() *policy.File { return policy.Disabled() }, actor, testlog.New(t)))
+	return s
 }
 
 // TestConsolePagesRender: every page answers 200 for a reader, with its

@@ -127,6 +127,9 @@ func (s *Server) devices(w http.ResponseWriter, r *http.Request, id Identity) {
 		}
 	}
 	rows, more, err := listDevices(ctx, s.store.Pool(), f)
+	if err == nil {
+		err = addHolders(ctx, s.store.Pool(), rows)
+	}
 	if err != nil {
 		s.dbFail(w, r, err)
 		return

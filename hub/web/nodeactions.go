@@ -25,6 +25,9 @@ type Operations interface {
 	ListOperations(ctx context.Context, req *ironlinkv1.ListOperationsRequest) (*ironlinkv1.ListOperationsResponse, error)
 	// CancelOperation cancels a pending or abortable running operation.
 	CancelOperation(ctx context.Context, req *ironlinkv1.CancelOperationRequest) (*ironlinkv1.CancelOperationResponse, error)
+	// WatchOperation streams the operation now and after every change
+	// until it is final (the operation page's live region).
+	WatchOperation(req *ironlinkv1.WatchOperationRequest, stream ironlinkv1.OperationService_WatchOperationServer) error
 }
 
 // nodeActionKinds are the node actions the device page offers, by form

@@ -1,10 +1,12 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/wire"
@@ -133,15 +135,52 @@ func (s *Server) operation(w http.ResponseWriter, r *http.Request, id Identity) 
 	if !s.needOps(w, r) {
 		return
 	}
-	resp, err := s.ops.GetOperation(apiContext(r.Context(), id), &ironlinkv1.GetOperationRequest{OperationId: r.PathValue("id")})
-	if err != nil {
-		s.apiFail(w, r, err)
-		return
+	var op *ironlinkv1.Operation
+	if isFragment(r) {
+		var err error
+		if op, err = s.watchOperation(r.Context(), id, r.PathValue("id")); err != nil {
+			s.apiFail(w, r, err)
+			return
+		}
+	} else {
+		resp, err := s.ops.GetOperation(apiContext(r.Context(), id), &ironlinkv1.GetOperationRequest{OperationId: r.PathValue("id")})
+		if err != nil {
+			s.apiFail(w, r, err)
+			return
+		}
+		op = resp.GetOperation()
 	}
-	op := resp.GetOperation()
-	st := op.GetState()
 	s.render(w, r, http.StatusOK, "operation", "Operation "+wire.EnumName(op.GetKind(), "OPERATION_KIND_"),
-		operationData{Op: op, CanWrite: id.CanWrite(), Final: st != ironlinkv1.OperationState_OPERATION_STATE_PENDING && st != ironlinkv1.OperationState_OPERATION_STATE_RUNNING})
+		operationData{Op: op, CanWrite: id.CanWrite(), Final: operationFinal(op)})
+}
+
+// watchOperation is the operation page's live region: WatchOperation in
+// this process, the operation now and, when it is not final, its next
+// change if one comes within the page's refresh interval (so a change
+// shows as soon as it is stored, and a refresh never outlives the next).
+func (s *Server) watchOperation(ctx context.Context, id Identity, opID string) (*ironlinkv1.Operation, error) {
+	ctx, cancel := context.WithTimeout(apiContext(ctx, id), max(s.cfg.Refresh, time.Second))
+	defer cancel()
+	var last *ironlinkv1.Operation
+	err := s.ops.WatchOperation(&ironlinkv1.WatchOperationRequest{OperationId: opID}, &callStream[ironlinkv1.WatchOperationResponse]{ctx: ctx,
+		send: func(m *ironlinkv1.WatchOperationResponse) error {
+			first := last == nil
+			last = m.GetOperation()
+			if first && !operationFinal(last) {
+				return nil // wait for the next change
+			}
+			cancel()
+			return context.Canceled
+		}})
+	if last != nil {
+		return last, nil // the stream ended by the view (a change, or the wait is over)
+	}
+	return nil, err
+}
+
+func operationFinal(o *ironlinkv1.Operation) bool {
+	st := o.GetState()
+	return st != ironlinkv1.OperationState_OPERATION_STATE_PENDING && st != ironlinkv1.OperationState_OPERATION_STATE_RUNNING
 }
 
 // cancelOperation handles POST /operations/{id}/cancel (form: reason).

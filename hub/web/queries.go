@@ -83,6 +83,45 @@ type listRow struct {
 	Removed           bool
 	LastCommandError  string
 	Orphaned          bool
+	// Holders are the device's quarantine holds: who quarantined it and
+	// why (addHolders), oldest first.
+	Holders []rowHolder
+}
+
+// rowHolder is one quarantine hold of a listed device.
+type rowHolder struct{ Holder, Actor, Reason string }
+
+// addHolders fills the quarantine holds of the quarantined rows (one
+// query for the page).
+func addHolders(ctx context.Context, pool *pgxpool.Pool, rows []listRow) error {
+	var ids []string
+	at := map[string]int{}
+	for i, r := range rows {
+		if r.DesiredImpairment == store.ImpairmentQuarantined {
+			ids, at[r.ID] = append(ids, r.ID), i
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	q, err := pool.Query(ctx, `SELECT device_id::text, holder, actor, reason FROM quarantine_holds
+		WHERE device_id = ANY($1::uuid[]) ORDER BY created_at, holder`, ids)
+	if err != nil {
+		return fmt.Errorf("list devices' holds: %w", err)
+	}
+	defer q.Close()
+	for q.Next() {
+		var id string
+		var h rowHolder
+		if err := q.Scan(&id, &h.Holder, &h.Actor, &h.Reason); err != nil {
+			return fmt.Errorf("list devices' holds: %w", err)
+		}
+		rows[at[id]].Holders = append(rows[at[id]].Holders, h)
+	}
+	if err := q.Err(); err != nil {
+		return fmt.Errorf("list devices' holds: %w", err)
+	}
+	return nil
 }
 
 // hasMismatch is the same predicate as the store's ListDevices filter

@@ -16,11 +16,16 @@ type Remediation interface {
 	// ladder, the ladder run and why it waits, the next step, and its
 	// repair handoffs with their webhook delivery attempts.
 	GetDeviceRemediation(ctx context.Context, req *ironlinkv1.GetDeviceRemediationRequest) (*ironlinkv1.GetDeviceRemediationResponse, error)
+	// ListHandoffs lists repair handoffs, newest first (the /handoffs page).
+	ListHandoffs(ctx context.Context, req *ironlinkv1.ListHandoffsRequest) (*ironlinkv1.ListHandoffsResponse, error)
+	// CloseHandoff closes an open repair handoff with a note.
+	CloseHandoff(ctx context.Context, req *ironlinkv1.CloseHandoffRequest) (*ironlinkv1.CloseHandoffResponse, error)
 }
 
-// SetRemediation gives the device page the remediation API (its
-// Remediation section: what `ironlink explain` shows); call it before
-// serving. Without it the device page has no Remediation section.
+// SetRemediation gives the view the remediation API (the device page's
+// Remediation section: what `ironlink explain` shows; the /handoffs page);
+// call it before serving. Without it the device page has no Remediation
+// section and /handoffs answers 404.
 func (s *Server) SetRemediation(r Remediation) { s.rem = r }
 
 // waitWords says in words why a ladder's next step waits, for each wait

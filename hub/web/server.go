@@ -15,7 +15,6 @@ import (
 
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/fleet"
-	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/tlsutil"
 )
@@ -52,6 +51,9 @@ type Server struct {
 	ops    Operations  // node actions (SetOperations); nil: none offered
 	policy Policy      // policy API (SetPolicy); nil: no policy pages
 	rem    Remediation // remediation API (SetRemediation); nil: no Remediation section
+	// patterns are the mux patterns of every page and action (routes), in
+	// registration order: what the inventory test checks Inventory against.
+	patterns []string
 }
 
 // New returns the fleet view over fl (the hub's FleetService handlers) and
@@ -64,7 +66,7 @@ func New(cfg Config, fl *fleet.Server, st Store, roster func() *auth.Roster, log
 	}
 	s := &Server{cfg: cfg, fleet: fl, store: st, roster: roster, log: log, now: time.Now, pages: map[string]*template.Template{}}
 	for _, p := range []string{"overview", "devices", "device", "command", "error", "bulk", "bulkdone", "site",
-		"operations", "operation", "commands", "policy", "holds"} {
+		"operations", "operation", "commands", "policy", "holds", "handoffs", "validation", "hardware", "replay", "events"} {
 		t, err := template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("web: template %s: %w", p, err)
@@ -85,36 +87,7 @@ func New(cfg Config, fl *fleet.Server, st Store, roster func() *auth.Roster, log
 		w.Header().Set("Cache-Control", "private, max-age=3600")
 		files.ServeHTTP(w, r)
 	}))
-	mux.Handle("GET /{$}", s.authed(s.overview))
-	mux.Handle("GET /devices", s.authed(s.devices))
-	mux.Handle("GET /devices/{id}", s.authed(s.device))
-	mux.Handle("GET /devices/{site}/{name}", s.authed(s.device))
-	mux.Handle("POST /devices/bulk/preview", s.authed(s.bulkPreviewPage))
-	mux.Handle("POST /devices/bulk", s.authed(s.bulkConfirm))
-	mux.Handle("POST /devices/{id}/offer", s.authed(s.offer))
-	mux.Handle("GET /sites/{name}", s.authed(s.site))
-	mux.Handle("GET /operations", s.authed(s.operations))
-	mux.Handle("POST /operations", s.authed(s.startOperation))
-	mux.Handle("GET /operations/{id}", s.authed(s.operation))
-	mux.Handle("POST /operations/{id}/cancel", s.authed(s.cancelOperation))
-	mux.Handle("GET /commands", s.authed(s.commands))
-	mux.Handle("POST /commands/{id}/retry", s.authed(s.retryCommand))
-	mux.Handle("GET /policy", s.authed(s.policyPage))
-	mux.Handle("POST /policy/pending/{verb}", s.authed(s.resolvePending))
-	mux.Handle("GET /holds", s.authed(s.holds))
-	// The names an operator tries first (issue 25) lead to their page.
-	for from, to := range map[string]string{"/sites": "/#sites", "/decisions": "/policy#decisions", "/pending": "/policy#pending"} {
-		mux.Handle("GET "+from, s.authed(func(w http.ResponseWriter, r *http.Request, _ Identity) {
-			http.Redirect(w, r, to, http.StatusFound)
-		}))
-	}
-	mux.Handle("POST /holds", s.authed(s.setHold))
-	mux.Handle("POST /holds/clear", s.authed(s.clearHold))
-	mux.Handle("POST /devices/{id}/quarantine", s.authed(s.impair(store.ImpairmentQuarantined)))
-	mux.Handle("POST /devices/{id}/release", s.authed(s.impair(store.ImpairmentReleased)))
-	mux.Handle("POST /devices/{id}/action", s.authed(s.nodeAction))
-	mux.Handle("GET /commands/{id}", s.authed(s.command))
-	mux.Handle("GET /drift", s.authed(s.drift))
+	s.routes(mux)
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("cross-origin request refused", "method", r.Method, "path", r.URL.Path, "origin", r.Header.Get("Origin"))

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +20,10 @@ import (
 // PostgreSQL and two satellites on the simulator: holds (list, set,
 // clear), policy show|states|guard, retry of a FAILED command named by an
 // id prefix, get operations, events of one device over a window, watch
-// --device, get devices -o wide with HELD-BY, --as-of with a relative age,
-// and the refusals of malformed or unknown id prefixes.
+// --device, get devices -o wide with HELD-BY, --as-of with a relative age
+// and its ages counted from then (as describe counts them), the refusals
+// of malformed or unknown id prefixes, shell completion of names and
+// sites, and watch -l --since with long reasons cut to a line.
 func TestConsoleCommands(t *testing.T) {
 	f := newFleet(t, 10)
 	ctx := context.Background()
@@ -177,5 +180,76 @@ func TestConsoleCommands(t *testing.T) {
 	t.Run("--as-of with a relative age lists the fleet as it was", func(t *testing.T) {
 		f.expect(f.run("get", "devices", "--site", site, "--as-of", "2s"), 0, []string{"node-001", "AGE"}, nil)
 		f.expect(f.run("get", "devices", "--as-of", "soon"), ctl.ExitUsage, nil, []string{`--as-of "soon"`})
+	})
+
+	t.Run("--as-of: the list's ages count from then, as describe's do", func(t *testing.T) {
+		// An instant halfway through this test: node-001 (AVAILABLE since
+		// the fleet came up, untouched since) had its status for half as long.
+		elapsed := time.Since(start)
+		if elapsed < 20*time.Second {
+			time.Sleep(20*time.Second - elapsed)
+			elapsed = time.Since(start)
+		}
+		at := start.Add(elapsed / 2).UTC().Truncate(time.Second).Format(time.RFC3339)
+		ageOf := func(r result) string {
+			t.Helper()
+			for _, l := range strings.Split(r.stdout, "\n") {
+				if fs := strings.Fields(l); len(fs) > 2 && fs[0] == "node-001" && fs[1] == site {
+					return fs[len(fs)-1]
+				}
+			}
+			t.Fatalf("no row of %s/node-001:\n%v", site, r)
+			return ""
+		}
+		then := ageOf(f.run("get", "devices", "--site", site, "--as-of", at))
+		now := ageOf(f.run("get", "devices", "--site", site))
+		m := regexp.MustCompile(`(?m)^Status: +AVAILABLE for (\S+)`).FindStringSubmatch(f.run("describe", "device", site+"/node-001", "--as-of", at).stdout)
+		if m == nil {
+			t.Fatalf("describe device --as-of %s shows no AVAILABLE status line", at)
+		}
+		if then != m[1] || then == now {
+			t.Errorf("as of %s node-001's age is %s in the list and %s in describe (now: %s); want the list to count from then, as describe does", at, then, m[1], now)
+		}
+	})
+
+	t.Run("shell completion completes names and sites from the hub", func(t *testing.T) {
+		r := f.run("__complete", "describe", "device", "node-01")
+		if r.code != 0 || !strings.Contains(r.stdout, "node-010\t"+site+" ") || strings.Contains(r.stdout, "node-009") {
+			t.Errorf("completion of node-01:\n%v", r)
+		}
+		r = f.run("__complete", "describe", "device", otherSite+"/node-00")
+		if r.code != 0 || !strings.Contains(r.stdout, otherSite+"/node-001\t") || strings.Contains(r.stdout, site+"/node-00") {
+			t.Errorf("completion of %s/node-00:\n%v", otherSite, r)
+		}
+		r = f.run("__complete", "get", "devices", "--site", "cli-")
+		if r.code != 0 || !strings.Contains(r.stdout, otherSite+"\n") || strings.Contains(r.stdout, site+"\n") {
+			t.Errorf("completion of --site cli-:\n%v", r)
+		}
+		f.expect(f.run("completion", "bash"), 0, []string{"__start_ironlink"}, nil)
+	})
+
+	t.Run("watch -l --since replays a selector's window, reasons cut to a line", func(t *testing.T) {
+		// node-006 was quarantined (a 180-byte reason ending in END) and
+		// released by the second subtest.
+		since := (time.Since(start) + time.Minute).Round(time.Second).String()
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var out, errb syncbuf.Buffer
+		done := make(chan int)
+		go func() {
+			done <- f.inProcessTo(wctx, &out, &errb, func(time.Time) string { return "<age>" }, "watch", "-l", "site="+site+",name=node-006", "--since", since)
+		}()
+		harness.Eventually(t, 30*time.Second, func() error {
+			if o := out.String(); !strings.Contains(o, "command  cli/node-006  quarantine") || !strings.Contains(o, "command  cli/node-006  release") {
+				return fmt.Errorf("watch -l --since printed:\n%s%s", o, errb.String())
+			}
+			return nil
+		})
+		cancel()
+		o := out.String()
+		if code := <-done; code != 0 || strings.Contains(o, "node-007") || !strings.Contains(o, "GPU 3 throws Xid 79") || strings.Contains(o, "detail END") {
+			t.Fatalf("watch -l name=node-006 --since %s exited %d; want node-006's lines only, its 180-byte reason cut:\n%s%s", since, code, o, errb.String())
+		}
+		f.expect(f.run("events", "node-006", "--since", since, "-o", "wide"), 0, []string{"GPU 3 throws Xid 79", "detail END"}, nil)
 	})
 }
