@@ -21,12 +21,15 @@ import (
 )
 
 // healthLatencyPolicy quarantines a device a fatal GPU event makes
-// FAULTED at once (no hold-down), under a guard that never holds back.
+// FAULTED at once (no hold-down), under a guard that never holds back: its
+// window (1 s) holds one sample's quarantine at most, since every sample
+// quarantines the same device again and a site's guard counts at most
+// 100 % of its devices.
 const healthLatencyPolicy = `
 policy:
   default:
     enabled: true
-    guard: {maxDevices: 100000, maxPercent: 100, window: 1h}
+    guard: {maxDevices: 100000, maxPercent: 100, window: 1s}
     rules:
       - name: gpu-fatal
         to: [FAULTED]
