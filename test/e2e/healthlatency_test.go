@@ -69,7 +69,7 @@ func TestHealthQuarantineLatencyRealCloud(t *testing.T) {
 // quarantine applied), then sends the healthy event, releases the device
 // through the API and waits until the trait is back and the hub shows it
 // AVAILABLE before the next sample. Each sample must be quarantined by
-// the policy, its command SUCCEEDED.
+// a command of the policy.
 func runHealthLatency(t *testing.T, c *cloud, n int) {
 	const site = "healthlat"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n)*40*time.Second+2*time.Minute)
@@ -117,9 +117,11 @@ func runHealthLatency(t *testing.T, c *cloud, n int) {
 		releaseAndWait(ctx, t, c, fc, target.GetDeviceId(), i)
 	}
 	load1 := loadAvg()
+	// Each sample's trait went by the policy's command (its result may
+	// reach the hub after the release superseded it).
 	if got := pgtest.Count(t, db, `SELECT count(*) FROM commands c JOIN policy_decisions pd ON pd.command_id = c.id
-		WHERE pd.action = 'QUARANTINE' AND c.state = 'SUCCEEDED' AND c.device_id = $1`, target.GetDeviceId()); got != n {
-		t.Errorf("%d policy quarantines SUCCEEDED, want %d (one a sample)", got, n)
+		WHERE pd.action = 'QUARANTINE' AND c.device_id = $1`, target.GetDeviceId()); got != n {
+		t.Errorf("%d policy quarantine commands, want %d (one a sample)", got, n)
 	}
 	sorted := slices.Clone(applied)
 	slices.Sort(sorted)
