@@ -38,9 +38,11 @@ policy:
 `
 
 // TestHealthQuarantineLatencySimulator runs the measurement below on the
-// simulator, 3 samples: it proves the path works on every run.
+// simulator, 3 samples (IRONLINK_E2E_HEALTH_SAMPLES sets another count,
+// for figures to compare with the real cloud's): it proves the path works
+// on every run.
 func TestHealthQuarantineLatencySimulator(t *testing.T) {
-	runHealthLatency(t, simCloud(t), 3)
+	runHealthLatency(t, simCloud(t), healthSamples(t, 3))
 }
 
 // TestHealthQuarantineLatencyRealCloud measures report → quarantine
@@ -50,15 +52,21 @@ func TestHealthQuarantineLatencySimulator(t *testing.T) {
 // door until Placement shows CUSTOM_CUSTOMER_READY gone from the node's
 // resource provider; p50/p99 and the stages are logged (run with -v).
 func TestHealthQuarantineLatencyRealCloud(t *testing.T) {
-	n := 40
-	if s := os.Getenv("IRONLINK_E2E_HEALTH_SAMPLES"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 {
-			t.Fatalf("IRONLINK_E2E_HEALTH_SAMPLES=%q: want a positive count", s)
-		}
-		n = v
+	c := realCloud(t)
+	runHealthLatency(t, c, healthSamples(t, 40))
+}
+
+// healthSamples is IRONLINK_E2E_HEALTH_SAMPLES, else def.
+func healthSamples(t *testing.T, def int) int {
+	s := os.Getenv("IRONLINK_E2E_HEALTH_SAMPLES")
+	if s == "" {
+		return def
 	}
-	runHealthLatency(t, realCloud(t), n)
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 {
+		t.Fatalf("IRONLINK_E2E_HEALTH_SAMPLES=%q: want a positive count", s)
+	}
+	return v
 }
 
 // runHealthLatency starts a hub with healthLatencyPolicy and a satellite
