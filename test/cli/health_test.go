@@ -25,7 +25,9 @@ import (
 // before the report, present after), the change feed (WatchFleet: the
 // FAULTED change names the check), the CLI (describe device, describe
 // device --as-of, get devices -o wide, events), and the web device page
-// with its timeline lane.
+// with its timeline lane. A thermal warning on another device leaves its
+// status, is counted in the site summary and filtered by ListDevices
+// health_warning and get devices --health-warning.
 func TestHealthConditionEverywhere(t *testing.T) {
 	f := newFleet(t, 6)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -144,6 +146,42 @@ func TestHealthConditionEverywhere(t *testing.T) {
 	f.expect(f.run("get", "devices", name, "-o", "wide"), 0, []string{"FAULTED", "SysLogsXIDError"}, nil)
 	f.expect(f.run("events", name, "--since", "10m", "-o", "wide"), 0, []string{"FAULTED", "SysLogsXIDError"}, nil)
 
+	// A warning (thermal, not fatal) on another device: the status stays,
+	// the site summary counts it, the list filters on it (API and CLI).
+	var warned *ironlinkv1.Device
+	for _, ld := range list0(ctx, t, f) {
+		if ld.GetDeviceId() != target.GetDeviceId() {
+			warned = ld
+			break
+		}
+	}
+	thermal, err := healthsim.Lookup("thermal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := door.Send(ctx, thermal.Event(warned.GetName(), 1, time.Now(), false)); err != nil {
+		t.Fatalf("door: %v", err)
+	}
+	if s := getStatus(ctx, t, f, warned.GetDeviceId()); s != warned.GetStatus() {
+		t.Errorf("a warning changed %s's status %v → %v", warned.GetName(), warned.GetStatus(), s)
+	}
+	w1, err := f.api.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: site, HealthWarning: true})
+	if err != nil || len(w1.GetDevices()) != 1 || w1.GetDevices()[0].GetDeviceId() != warned.GetDeviceId() {
+		t.Errorf("ListDevices health_warning: %v %v, want %s only", w1.GetDevices(), err, warned.GetName())
+	}
+	sites, err := f.api.ListSites(ctx, &ironlinkv1.ListSitesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sites.GetSites() {
+		if s.GetName() == site && s.GetHealthWarningCount() != 1 {
+			t.Errorf("site %s: health_warning_count %d, want 1", site, s.GetHealthWarningCount())
+		}
+	}
+	if r := f.run("get", "devices", "--site", site, "--health-warning", "-o", "name"); r.code != 0 || strings.TrimSpace(r.stdout) != site+"/"+warned.GetName() {
+		t.Errorf("get devices --health-warning: want %s/%s only\n%v", site, warned.GetName(), r)
+	}
+
 	// The web device page and its timeline.
 	tc, err := tlsutil.ClientConfig(f.ca, "", "", "")
 	if err != nil {
@@ -169,4 +207,24 @@ func TestHealthConditionEverywhere(t *testing.T) {
 	if !strings.Contains(svg, typ) {
 		t.Errorf("the web page's timeline has no lane for %s:\n%.3000s", typ, svg)
 	}
+}
+
+// list0 is every device of the test's site.
+func list0(ctx context.Context, t *testing.T, f *fleet) []*ironlinkv1.Device {
+	t.Helper()
+	r, err := f.api.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{Site: site, PageSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.GetDevices()
+}
+
+// getStatus is the hub's status of device id.
+func getStatus(ctx context.Context, t *testing.T, f *fleet, id string) ironlinkv1.OperationalStatus {
+	t.Helper()
+	d, err := f.api.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.GetDevice().GetStatus()
 }
