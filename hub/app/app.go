@@ -151,7 +151,7 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	healthSrv := NewHealthServer(st, cfg, log.With("component", "health"))
+	healthSrv := NewHealthServer(st, cfg, log.With("component", "health"), obs.metrics.HealthClamped)
 	linkCfg.Health = healthSrv // satellites forward their local door's reports
 	h.linkSrv = link.NewServer(st, linkCfg, log.With("component", "link"))
 	authOpts, err := h.authenticate()

@@ -77,12 +77,18 @@ func RegisterOperations(srv *grpc.Server, hs *health.Server, opsSrv ironlinkv1.O
 }
 
 // NewHealthServer returns HealthService over st with cfg's TTLs (the agent
-// TTLs were checked by Validate).
-func NewHealthServer(st *store.Store, cfg Config, log *slog.Logger) *healthapi.Server {
+// TTLs were checked by Validate); events clamped to the hub's clock are
+// logged and passed to clamped (nil: not counted).
+func NewHealthServer(st *store.Store, cfg Config, log *slog.Logger, clamped func(n int)) *healthapi.Server {
 	agents, _ := healthapi.ParseAgentTTL(cfg.HealthAgentTTL)
 	return healthapi.NewServer(st, healthapi.Config{DefaultTTL: cfg.HealthDefaultTTL, AgentTTL: agents,
 		ReporterRate: cfg.HealthReporterRate, ReporterBurst: cfg.HealthReporterBurst,
-		OnClamped: func(n int) { log.Warn("health events with a generated time in the future clamped to now", "count", n) }}, log)
+		OnClamped: func(n int) {
+			log.Warn("health events with a generated time in the future clamped to now", "count", n)
+			if clamped != nil {
+				clamped(n)
+			}
+		}}, log)
 }
 
 // RegisterHealth registers HealthService on srv and marks it SERVING on hs.

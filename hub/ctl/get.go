@@ -176,6 +176,8 @@ func siteProblems(s *ironlinkv1.Site) string {
 type deviceFilters struct {
 	site, status, impairment, name string
 	orphaned, removed              bool
+	// healthWarning is --health-warning.
+	healthWarning bool
 	// asOf is --as-of (see parseAsOf).
 	asOf   string
 	labels labelFlags
@@ -194,7 +196,7 @@ QUARANTINE is the desired state an operator set ("quarantined", "released";
 an error); AGE is the time since the status last changed.
 
 Filters combine (all must match): --site, --status, --impairment, --orphaned,
---name, -l (labels). With device arguments, only those devices are listed.`,
+--health-warning, --name, -l (labels). With device arguments, only those devices are listed.`,
 		Example: `  # what is broken now, and why
   ironlink get devices --status faulted,maintenance
   # everything under quarantine, whatever its status
@@ -224,8 +226,8 @@ Filters combine (all must match): --site, --status, --impairment, --orphaned,
 			if req.AsOf != nil && (len(args) > 0 || f.watch) {
 				return usageErrf("--as-of lists by filters, without device arguments or --watch (for one device: describe device --as-of)")
 			}
-			if len(args) > 0 && (df.status != "" || df.impairment != "" || df.orphaned || df.name != "" || len(req.Labels) > 0) {
-				return usageErrf("give device names or filters (--status, --impairment, --orphaned, --name, -l), not both")
+			if len(args) > 0 && (df.status != "" || df.impairment != "" || df.orphaned || df.healthWarning || df.name != "" || len(req.Labels) > 0) {
+				return usageErrf("give device names or filters (--status, --impairment, --orphaned, --health-warning, --name, -l), not both")
 			}
 			if req.AsOf != nil {
 				// ages count from then, as describe device --as-of counts them
@@ -254,6 +256,7 @@ func (df *deviceFilters) register(cmd *cobra.Command, a *app) {
 	fl.StringVar(&df.status, "status", "", "only devices with one of these statuses, comma-separated (faulted, maintenance, quarantined, unreachable, available, ...)")
 	fl.StringVar(&df.impairment, "impairment", "", "only devices whose desired state is one of: quarantined, released, none (never touched)")
 	fl.BoolVar(&df.orphaned, "orphaned", false, "only devices with an orphaned Nova instance (Nova and Ironic disagree)")
+	fl.BoolVar(&df.healthWarning, "health-warning", false, "only devices with a health warning (a health check failing, not fatal; not with --as-of)")
 	fl.StringVar(&df.name, "name", "", "only devices whose name matches this pattern (* and ?; no wildcard: that exact name)")
 	fl.BoolVar(&df.removed, "include-removed", false, "also devices that vanished from Ironic")
 	fl.StringVar(&df.asOf, "as-of", "", asOfHelp)
@@ -279,7 +282,8 @@ var impairmentValues = map[string][]ironlinkv1.ImpairmentState{
 }
 
 func (df *deviceFilters) request() (*ironlinkv1.ListDevicesRequest, error) {
-	req := &ironlinkv1.ListDevicesRequest{Site: df.site, InstanceMismatch: df.orphaned, IncludeRemoved: df.removed, NamePattern: df.name, PageSize: listPageSize}
+	req := &ironlinkv1.ListDevicesRequest{Site: df.site, InstanceMismatch: df.orphaned, HealthWarning: df.healthWarning, IncludeRemoved: df.removed,
+		NamePattern: df.name, PageSize: listPageSize}
 	var err error
 	if req.Statuses, err = parseEnumList[ironlinkv1.OperationalStatus]("status", df.status, ironlinkv1.OperationalStatus_value, "OPERATIONAL_STATUS_"); err != nil {
 		return nil, err

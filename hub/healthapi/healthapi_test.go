@@ -164,6 +164,12 @@ func TestReportHealthBadInput(t *testing.T) {
 		"33 entities":    {with(func(e *ironlinkv1.HealthEvent) { e.EntitiesImpacted = manyEntities(33) }), codes.InvalidArgument, "events[0].entities_impacted"},
 		"33 metadata":    {with(func(e *ironlinkv1.HealthEvent) { e.Metadata = manyMetadata(33) }), codes.InvalidArgument, "events[0].metadata"},
 		"long value":     {with(func(e *ironlinkv1.HealthEvent) { e.Metadata = map[string]string{"gpu": strings.Repeat("v", 257)} }), codes.InvalidArgument, `events[0].metadata["gpu"]`},
+		"bidi override":  {with(func(e *ironlinkv1.HealthEvent) { e.Message = "GPU 3 \u202efine\u202c" }), codes.InvalidArgument, "events[0].message"},
+		"bidi in code":   {with(func(e *ironlinkv1.HealthEvent) { e.ErrorCodes = []string{"79\u2066"} }), codes.InvalidArgument, "events[0].error_codes[0]"},
+		"dots class":     {with(func(e *ironlinkv1.HealthEvent) { e.ComponentClass = "..." }), codes.InvalidArgument, "events[0].component_class"},
+		"dash check":     {with(func(e *ironlinkv1.HealthEvent) { e.CheckName = "-x" }), codes.InvalidArgument, "events[0].check_name"},
+		"1970":           {with(func(e *ironlinkv1.HealthEvent) { e.GeneratedTime = timestamppb.New(time.Unix(1, 0)) }), codes.InvalidArgument, "events[0].generated_time"},
+		"8 days old":     {with(func(e *ironlinkv1.HealthEvent) { e.GeneratedTime = timestamppb.New(now.Add(-8 * 24 * time.Hour)) }), codes.InvalidArgument, "events[0].generated_time"},
 		"unknown device": {with(func(e *ironlinkv1.HealthEvent) { e.DeviceId = "0b8e6c1e-0000-4000-8000-000000000000" }), codes.NotFound, ""},
 		"unknown node":   {with(func(e *ironlinkv1.HealthEvent) { e.DeviceId, e.NodeName = "", "10.0.15.233" }), codes.NotFound, ""},
 	} {
@@ -178,6 +184,33 @@ func TestReportHealthBadInput(t *testing.T) {
 	_, err := f.checkerA.ReportHealth(ctx, with(func(e *ironlinkv1.HealthEvent) { e.EntitiesImpacted = manyEntities(33) }))
 	if got, want := status.Convert(err).Message(), "events[0].entities_impacted has 33 items, at most 32"; got != want {
 		t.Errorf("33 impacted entities: %q, want %q", got, want)
+	}
+	_, err = f.checkerA.ReportHealth(ctx, with(func(e *ironlinkv1.HealthEvent) { e.Message = "ok\u202e" }))
+	if got, want := status.Convert(err).Message(), "events[0].message contains bidirectional control character U+202E at byte 2"; got != want {
+		t.Errorf("bidi override: %q, want %q", got, want)
+	}
+
+	// A device id in any form GetDevice takes (upper case, no hyphens)
+	// names the same device, stored under its canonical id; the event is
+	// the same event as with the canonical id (a retry is a duplicate).
+	upper := strings.ToUpper(strings.ReplaceAll(id, "-", ""))
+	if _, err := f.ops.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: upper}); err != nil {
+		t.Fatalf("GetDevice %s: %v", upper, err)
+	}
+	warmth := func(e *ironlinkv1.HealthEvent) {
+		e.IsFatal, e.CheckName, e.ErrorCodes, e.GeneratedTime = false, "GpuThermalWatch", []string{"thermal"}, timestamppb.New(now.Add(-time.Minute))
+	}
+	for _, dev := range []string{upper, id} {
+		r, err := f.checkerA.ReportHealth(ctx, with(func(e *ironlinkv1.HealthEvent) { warmth(e); e.DeviceId = dev }))
+		if err != nil {
+			t.Fatalf("device id %s: %v, want accepted as GetDevice takes it", dev, err)
+		}
+		if got := r.GetResults()[0]; got.GetDeviceId() != id || (dev == id) != got.GetDuplicate() {
+			t.Errorf("device id %s: result %v, want device %s, a duplicate the second time (one event)", dev, got, id)
+		}
+	}
+	if n := f.healthRows(t); n != 1 {
+		t.Fatalf("a non-canonical device id wrote %d health conditions, want 1", n)
 	}
 
 	res, err := f.checkerA.ReportHealth(ctx, with(func(e *ironlinkv1.HealthEvent) {
@@ -195,7 +228,7 @@ func TestReportHealthBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range d.GetDevice().GetConditions() {
-		if h := c.GetHealth(); h != nil {
+		if h := c.GetHealth(); h != nil && h.GetCheckName() == "GpuXidError" {
 			if h.GetRecommendedAction() != 77 || h.GetProcessingStrategy() != 9 || h.GetGeneratedTime().AsTime().After(time.Now()) {
 				t.Errorf("kept numbers / clamped time: %v", h)
 			}

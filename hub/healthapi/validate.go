@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
@@ -53,16 +52,17 @@ func (in eventInput) toStoreEvent(i int, e *ironlinkv1.HealthEvent) (ev store.He
 	if err := checkEventText(i, e); err != nil {
 		return store.HealthEvent{}, false, err
 	}
-	if err := checkDevice(f, e); err != nil {
+	deviceID, err := checkDevice(i, f, e)
+	if err != nil {
 		return store.HealthEvent{}, false, err
 	}
-	gen := e.GetGeneratedTime()
-	if gen == nil || gen.CheckValid() != nil || gen.AsTime().IsZero() {
-		return store.HealthEvent{}, false, grpcerr.InvalidArgument(f("generated_time"), grpcerr.ReasonInvalidValue, f("generated_time")+" is missing or not a valid time")
+	if deviceID != e.GetDeviceId() {
+		e = proto.Clone(e).(*ironlinkv1.HealthEvent)
+		e.DeviceId = deviceID
 	}
-	at := gen.AsTime().UTC()
-	if at.After(in.now) {
-		at, clamped = in.now, true
+	at, clamped, err := healthcheck.GeneratedTime(i, e.GetGeneratedTime(), in.now)
+	if err != nil {
+		return store.HealthEvent{}, false, fromCheck(err)
 	}
 	ttl, err := in.ttl(f, e)
 	if err != nil {
@@ -107,9 +107,10 @@ func (in eventInput) ttl(f func(string) string, e *ironlinkv1.HealthEvent) (time
 	return in.defaultTTL, nil
 }
 
-// checkDevice checks that exactly one of device_id (a canonical UUID),
-// device_name and node_name is set.
-func checkDevice(f func(string) string, e *ironlinkv1.HealthEvent) error {
+// checkDevice checks that exactly one of device_id (a UUID in any form
+// FleetService takes, healthcheck.DeviceID), device_name and node_name is
+// set, and returns the device id canonical ("" when not given).
+func checkDevice(i int, f func(string) string, e *ironlinkv1.HealthEvent) (string, error) {
 	n := 0
 	for _, v := range []string{e.GetDeviceId(), e.GetDeviceName(), e.GetNodeName()} {
 		if v != "" {
@@ -117,21 +118,22 @@ func checkDevice(f func(string) string, e *ironlinkv1.HealthEvent) error {
 		}
 	}
 	if n != 1 {
-		return grpcerr.InvalidArgument(f("device_id"), grpcerr.ReasonInvalidValue,
+		return "", grpcerr.InvalidArgument(f("device_id"), grpcerr.ReasonInvalidValue,
 			fmt.Sprintf("%s, device_name, node_name: exactly one must be set, got %d", f("device_id"), n))
 	}
-	if id := e.GetDeviceId(); id != "" {
-		if u, err := uuid.Parse(id); err != nil || u.String() != id {
-			return grpcerr.InvalidArgument(f("device_id"), grpcerr.ReasonInvalidValue, f("device_id")+" is not a canonical UUID "+textcheck.Quote(id))
-		}
-	}
-	return nil
+	id, err := healthcheck.DeviceID(i, e.GetDeviceId())
+	return id, fromCheck(err)
 }
 
 // checkEventText checks every string of event i and the list sizes
 // (internal/healthcheck, the check the satellite's door runs too).
 func checkEventText(i int, e *ironlinkv1.HealthEvent) error {
-	err := healthcheck.Event(i, e)
+	return fromCheck(healthcheck.Event(i, e))
+}
+
+// fromCheck turns a *healthcheck.Error into InvalidArgument naming its
+// field (nil stays nil).
+func fromCheck(err error) error {
 	var he *healthcheck.Error
 	if errors.As(err, &he) {
 		return grpcerr.InvalidArgument(he.Field, he.Reason, he.Error())

@@ -59,6 +59,7 @@ type Hub struct {
 	dbErrors       *prometheus.CounterVec
 	replay         *prometheus.CounterVec
 	rosterReloads  prometheus.Counter
+	healthClamped  prometheus.Counter
 	ready          prometheus.Gauge
 	labelsCapped   prometheus.Gauge
 
@@ -97,6 +98,8 @@ func New(replica string) *Hub {
 		Help: "Client-assertion jti checks against the replay cache, by result: fresh, replayed (token refused), error (cache unreachable, token refused)."}, []string{"result"})
 	m.rosterReloads = prometheus.NewCounter(prometheus.CounterOpts{Name: "ironlink_hub_roster_reloads_total", ConstLabels: rl,
 		Help: "Roster reloads that took effect (SIGHUP or file change)."})
+	m.healthClamped = prometheus.NewCounter(prometheus.CounterOpts{Name: "ironlink_hub_health_events_clamped_total", ConstLabels: rl,
+		Help: "Health events (either door) whose generated time was after the hub's clock and was clamped to it."})
 	m.ready = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlink_hub_ready", ConstLabels: rl,
 		Help: "1 while this replica is ready (database reachable, schema current, not draining), else 0."})
 	m.labelsCapped = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ironlink_hub_devices_labels_capped", ConstLabels: rl,
@@ -122,7 +125,7 @@ func New(replica string) *Hub {
 	goc := collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: liveHeapMetric}))
 	m.Registry.MustRegister(goc, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.GRPC, m.linksOpened, m.takeovers, m.linksEnded, m.batches, m.deltas, m.commit, m.commandsSent, m.commandResults,
-		m.roundTrip, m.dbErrors, m.replay, m.rosterReloads, m.ready, m.labelsCapped, build)
+		m.roundTrip, m.dbErrors, m.replay, m.rosterReloads, m.healthClamped, m.ready, m.labelsCapped, build)
 	return m
 }
 
@@ -224,6 +227,10 @@ func (m *Hub) SetReady(ready bool) {
 // devices carry more merged labels than the limit (hub/labelsfile counts
 // them).
 func (m *Hub) SetDevicesLabelsCapped(n int) { m.labelsCapped.Set(float64(n)) }
+
+// HealthClamped counts n health events whose generated time was in the
+// future and was clamped to the hub's clock (healthapi.Config.OnClamped).
+func (m *Hub) HealthClamped(n int) { m.healthClamped.Add(float64(n)) }
 
 // RosterReloaded counts one roster reload that took effect.
 func (m *Hub) RosterReloaded() { m.rosterReloads.Inc() }

@@ -35,9 +35,13 @@ const (
 const StrategyStoreOnly int32 = 2
 
 // ValidHealthName reports whether s can be a component class or check
-// name: 1 to MaxHealthNameBytes ASCII letters, digits, '_', '-' or '.'.
+// name: 1 to MaxHealthNameBytes ASCII letters, digits, '_', '-' or '.',
+// the first a letter or a digit (so "..." or "-" name nothing).
 func ValidHealthName(s string) bool {
 	if s == "" || len(s) > MaxHealthNameBytes {
+		return false
+	}
+	if c := s[0]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9') {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -3,14 +3,21 @@
 // HealthService (hub/healthapi) and the satellite's local NVSentinel door
 // (satellite/healthdoor), so the two refuse the same events naming the
 // same field (docs/reference/health.md "Errors"). It checks lengths,
-// UTF-8, control characters (NUL included), the name alphabet and the list
-// sizes; the device, the time and the TTL are each door's own.
+// UTF-8, control characters (NUL included) and bidirectional controls
+// (U+202E and its kin, which reorder what a terminal or a page shows), the
+// name alphabet and the list sizes (Event), the generated time
+// (GeneratedTime) and the form of a device id (DeviceID); which device
+// field is required and the TTL are each door's own.
 package healthcheck
 
 import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/condition"
@@ -31,6 +38,10 @@ const (
 	MaxCodeBytes = 64
 	// MaxValueBytes is the longest entity value or metadata value.
 	MaxValueBytes = 256
+	// MaxAge is how far before the door's clock a generated time may be:
+	// an older one (a checker's clock at the epoch, a zero timestamp) is
+	// refused, not stored.
+	MaxAge = 7 * 24 * time.Hour
 )
 
 // Reason* are the stable reasons of an *Error besides textcheck's
@@ -54,11 +65,12 @@ func (e *Error) Error() string { return e.Field + " " + e.Detail }
 
 // Event checks every string of event i of a batch (e): event_id,
 // device_id, device_name, node_name (at most MaxNameBytes, one line),
-// agent, component_class, check_name (1 to 64 of [A-Za-z0-9_.-]),
-// message (free text, condition.MaxMessageBytes), each error code, each
+// agent, component_class, check_name (1 to 64 of [A-Za-z0-9_.-], the
+// first a letter or digit), message (free text, condition.MaxMessageBytes), each error code, each
 // impacted entity's type and value, each metadata key and value, and the
 // list sizes. The first problem in that order is returned as an *Error;
-// nil when all pass. Empty values pass except the three names (each door
+// nil when all pass. No string may hold a bidirectional control
+// (IsBidiControl). Empty values pass except the three names (each door
 // checks which device field is required).
 func Event(i int, e *ironlinkv1.HealthEvent) error {
 	f := func(name string) string { return fmt.Sprintf("events[%d].%s", i, name) }
@@ -83,8 +95,8 @@ func Event(i int, e *ironlinkv1.HealthEvent) error {
 				Detail: fmt.Sprintf("must be 1 to %d ASCII letters, digits, '_', '-' or '.'", condition.MaxHealthNameBytes)}
 		}
 	}
-	if err := textcheck.Text(f("message"), e.GetMessage(), condition.MaxMessageBytes); err != nil {
-		return fromText(err)
+	if err := text(f("message"), e.GetMessage(), condition.MaxMessageBytes); err != nil {
+		return err
 	}
 	return lists(f, e)
 }
@@ -127,9 +139,78 @@ func lists(f func(string) string, e *ironlinkv1.HealthEvent) error {
 	return nil
 }
 
-// line is textcheck.Line as an *Error (nil when the value passes).
+// line is textcheck.Line as an *Error (nil when the value passes), with
+// bidirectional controls refused too.
 func line(field, v string, max int) error {
-	return fromText(textcheck.Line(field, v, max))
+	if err := fromText(textcheck.Line(field, v, max)); err != nil {
+		return err
+	}
+	return bidi(field, v)
+}
+
+// text is textcheck.Text as an *Error, with bidirectional controls refused
+// too.
+func text(field, v string, max int) error {
+	if err := fromText(textcheck.Text(field, v, max)); err != nil {
+		return err
+	}
+	return bidi(field, v)
+}
+
+// bidi refuses a bidirectional control character in v (reason
+// CONTROL_CHARACTER): U+061C, U+200E, U+200F, U+202A-U+202E and
+// U+2066-U+2069. Printed raw they reorder the text around them in a
+// terminal or a page ("Trojan Source").
+func bidi(field, v string) error {
+	for i, r := range v {
+		if IsBidiControl(r) {
+			return &Error{Field: field, Reason: textcheck.ReasonControlChar,
+				Detail: fmt.Sprintf("contains bidirectional control character U+%04X at byte %d", r, i)}
+		}
+	}
+	return nil
+}
+
+// IsBidiControl reports whether r is a bidirectional control character
+// (Unicode's Bidi_Control property): U+061C, U+200E, U+200F,
+// U+202A-U+202E, U+2066-U+2069.
+func IsBidiControl(r rune) bool {
+	return r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
+}
+
+// GeneratedTime checks the generated time of event i against the door's
+// clock now: missing, not a valid timestamp, or more than MaxAge before
+// now is an *Error naming events[i].generated_time; a time after now is
+// returned as now with clamped true (the hub counts it). at is in UTC.
+func GeneratedTime(i int, ts *timestamppb.Timestamp, now time.Time) (at time.Time, clamped bool, err error) {
+	field := fmt.Sprintf("events[%d].generated_time", i)
+	if ts == nil || ts.CheckValid() != nil || ts.AsTime().IsZero() {
+		return time.Time{}, false, &Error{Field: field, Reason: ReasonInvalidValue, Detail: "is missing or not a valid time"}
+	}
+	at = ts.AsTime().UTC()
+	if at.Before(now.Add(-MaxAge)) {
+		return time.Time{}, false, &Error{Field: field, Reason: ReasonInvalidValue,
+			Detail: fmt.Sprintf("is %s, more than %s before the door's clock (%s): refused, check the checker's clock", at.Format(time.RFC3339), MaxAge, now.UTC().Format(time.RFC3339))}
+	}
+	if at.After(now) {
+		return now.UTC(), true, nil
+	}
+	return at, false, nil
+}
+
+// DeviceID checks the device id of event i ("" passes as ""): any form
+// uuid.Parse reads (as FleetService's GetDevice takes it: upper case, no
+// hyphens, braces, urn:uuid:), returned canonical (lower case, hyphenated);
+// anything else is an *Error naming events[i].device_id.
+func DeviceID(i int, id string) (string, error) {
+	if id == "" {
+		return "", nil
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", &Error{Field: fmt.Sprintf("events[%d].device_id", i), Reason: ReasonInvalidValue, Detail: "is not a UUID " + textcheck.Quote(id)}
+	}
+	return u.String(), nil
 }
 
 // fromText turns textcheck's refusal into an *Error (nil stays nil).

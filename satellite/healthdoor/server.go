@@ -122,14 +122,16 @@ func Convert(in *datamodels.HealthEvents) ([]*ironlinkv1.HealthEvent, error) {
 
 // check is the door's own check of event i besides healthcheck.Event
 // (every string, the names, the list sizes: the hub's check): a node name
-// and a generated time are required (the hub checks the device).
+// and a generated time are required, the time at most
+// healthcheck.MaxAge old (a future one is the hub's to clamp; the hub
+// checks the device).
 func check(i int, e *datamodels.HealthEvent) error {
 	f := func(name string) string { return fmt.Sprintf("events[%d].%s", i, name) }
 	if e.GetNodeName() == "" {
 		return errors.New(f("node_name") + " is required (NVSentinel's nodeName: a host name or an IP address)")
 	}
-	if ts := e.GetGeneratedTimestamp(); ts == nil || ts.CheckValid() != nil || ts.AsTime().IsZero() {
-		return errors.New(f("generated_time") + " is missing or not a valid time")
+	if _, _, err := healthcheck.GeneratedTime(i, e.GetGeneratedTimestamp(), time.Now()); err != nil {
+		return err
 	}
 	return nil
 }

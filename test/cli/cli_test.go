@@ -60,6 +60,12 @@ type fleet struct {
 	config    string
 	api       ironlinkv1.FleetServiceClient
 	nodes     map[string]string // name → UUID
+	// healthSock is the main site's satellite's local health door.
+	healthSock string
+	// web is the hub's fleet view (HTTPS with the hub's certificate, proxy
+	// mode: X-Forwarded-User from 127.0.0.1 names the roster client); ca
+	// is the certificate's CA file.
+	web, ca string
 }
 
 func newFleet(t *testing.T, nodes int) *fleet {
@@ -118,9 +124,10 @@ func newFleet(t *testing.T, nodes int) *fleet {
 	}
 
 	db := pgtest.NewDatabase(t)
-	f.hub = harness.FreeAddr(t)
+	f.hub, f.web, f.ca = harness.FreeAddr(t), harness.FreeAddr(t), ca
 	hub := harness.Start(t, "ironlink-hub", bins.Hub(), "--database-url", db, "--listen", f.hub, "--replica", "hub-1", "--admin-addr", harness.FreeAddr(t),
-		"--command-sweep", "1s", "--roster", roster, "--tls-cert", cert, "--tls-key", key)
+		"--command-sweep", "1s", "--roster", roster, "--tls-cert", cert, "--tls-key", key,
+		"--web-addr", f.web, "--web-auth", "proxy", "--web-trusted-proxies", "127.0.0.1")
 	tc, err := tlsutil.ClientConfig(ca, "", "", "")
 	if err != nil {
 		t.Fatal(err)
@@ -137,9 +144,10 @@ func newFleet(t *testing.T, nodes int) *fleet {
 		}
 		return err
 	})
+	f.healthSock = filepath.Join(dir, "health.sock")
 	f.satellite = harness.Start(t, "ironlink-satellite", bins.Satellite(), "--site", site, "--hub", f.hub,
 		"--clouds-yaml", clouds, "--cloud", "sim", "--client-key", satKey, "--hub-ca", ca,
-		"--poll-interval", "1s", "--sweep-interval", "1h", "--max-backoff", "1s")
+		"--poll-interval", "1s", "--sweep-interval", "1h", "--max-backoff", "1s", "--health-socket", f.healthSock)
 	other := openstacksim.New(openstacksim.Options{})
 	if err := other.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)

@@ -173,7 +173,9 @@ func printedCommands(out string) []printedCommand {
 // missing), then each printed command, in the printed order, in one shell
 // in the demo's directory, exits 0. A command that runs until Ctrl-C
 // (its comment says so) must still run after 5 s, and is then interrupted.
-// Before that, the story's rack burst is checked as a user sees it:
+// Before that, the story's GPU fault is checked (the demo says the device
+// went FAULTED and was quarantined; describe device shows the health
+// condition and the policy's hold) and its rack burst as a user sees it:
 // `ironlink policy guard demo` shows the site's guard TRIPPED under the
 // per-rack limit, its CAUSE naming the rack the demo said it sent the
 // burst to.
@@ -199,6 +201,17 @@ func TestDemoPrintedCommandsWork(t *testing.T) {
 		if !strings.Contains(strings.Join(all, "\n"), want) {
 			t.Errorf("the demo printed no command with %q (its story did not complete?)", want)
 		}
+	}
+	// The GPU fault: XID 79 through the satellite's door, FAULTED, then
+	// quarantined by the demo's policy; the device still shows the check.
+	gpu := regexp.MustCompile(`>> (\S+): FAULTED [0-9]+ ms after the report, quarantined by the policy \(trait removed\) after [0-9]+ ms`).FindStringSubmatch(out)
+	if gpu == nil {
+		t.Fatalf("the demo did not show its GPU fault going FAULTED and quarantined:\n%s", out)
+	}
+	desc := exec.Command("bin/ironlink", "--config", filepath.Join(d.root, ".demo", "ironlink.yaml"), "describe", "device", "demo/"+gpu[1])
+	desc.Dir, desc.Env = d.root, d.env
+	if g, err := desc.CombinedOutput(); err != nil || !strings.Contains(string(g), "health.GPU/SysLogsXIDError") || !strings.Contains(string(g), "policy") {
+		t.Errorf("ironlink describe device demo/%s: %v, want the health condition and the policy's quarantine:\n%s", gpu[1], err, g)
 	}
 	// The rack burst: the per-rack guard tripped, and says what the faults
 	// have in common (the rack the demo sent the burst to), in the CLI.

@@ -11,10 +11,11 @@ import (
 	"github.com/ironlink/ironlink/test/harness"
 )
 
-// bins holds ironlink-hub and ironlink-satellite built once by TestMain.
+// bins holds ironlink-hub, ironlink-satellite and the ironlink CLI built
+// once by TestMain.
 var bins harness.Binaries
 
-func TestMain(m *testing.M) { harness.Main(m, &bins) }
+func TestMain(m *testing.M) { harness.Main(m, &bins, "./hub/cmd/ironlink") }
 
 // startHub starts ironlink-hub on a free loopback port over dbURL, with TLS
 // and authentication from id, and returns its address once its health

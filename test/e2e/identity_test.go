@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"crypto"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,6 +24,7 @@ type identity struct {
 	keyFiles                   map[string]string        // client id → PEM path
 	entries                    map[string]string        // client id → roster entry
 	sites                      map[string]string        // client id → site (satellites)
+	checkers                   map[string]string        // client id → roster entry (healthCheckers)
 }
 
 // newIdentity creates the PKI and one key per client; satellites maps site
@@ -36,37 +38,53 @@ func newIdentity(t *testing.T, sites []string, operators map[string][]string) *i
 		t.Fatal(err)
 	}
 	id := &identity{dir: dir, ca: ca, cert: cert, key: key, roster: filepath.Join(dir, "roster.yaml"),
-		keys: map[string]crypto.Signer{}, keyFiles: map[string]string{}, entries: map[string]string{}, sites: map[string]string{}}
-	add := func(clientID, site string, scopes []string) {
-		k, err := auth.GenerateKey(auth.AlgES256)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(dir, clientID+".pem")
-		if err := auth.WritePrivateKeyPEM(path, k); err != nil {
-			t.Fatal(err)
-		}
-		kid, err := auth.Thumbprint(k.Public())
-		if err != nil {
-			t.Fatal(err)
-		}
-		entry, err := auth.FormatRosterEntry(clientID, site, scopes, kid, k.Public())
-		if err != nil {
-			t.Fatal(err)
-		}
-		id.keys[clientID], id.keyFiles[clientID], id.entries[clientID] = k, path, entry
-		if site != "" {
-			id.sites[clientID] = site
-		}
-	}
+		keys: map[string]crypto.Signer{}, keyFiles: map[string]string{}, entries: map[string]string{}, sites: map[string]string{},
+		checkers: map[string]string{}}
 	for _, s := range sites {
-		add(auth.SatelliteClientID(s), s, auth.SiteScopes)
+		id.add(t, auth.SatelliteClientID(s), s, auth.SiteScopes)
 	}
 	for op, scopes := range operators {
-		add(op, "", scopes)
+		id.add(t, op, "", scopes)
 	}
 	id.writeRoster(t, nil)
 	return id
+}
+
+// addChecker adds a health checker bound to site (roster section
+// healthCheckers, scope device-health:create) and rewrites the roster
+// (the hub reloads it when the file changes).
+func (id *identity) addChecker(t *testing.T, clientID, site string) {
+	t.Helper()
+	id.add(t, clientID, site, []string{auth.ScopeDeviceHealthCreate})
+	id.checkers[clientID] = id.entries[clientID]
+	delete(id.entries, clientID)
+	delete(id.sites, clientID)
+	id.writeRoster(t, nil)
+}
+
+// add creates clientID's key and roster entry (site "" for an operator).
+func (id *identity) add(t *testing.T, clientID, site string, scopes []string) {
+	t.Helper()
+	k, err := auth.GenerateKey(auth.AlgES256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(id.dir, clientID+".pem")
+	if err := auth.WritePrivateKeyPEM(path, k); err != nil {
+		t.Fatal(err)
+	}
+	kid, err := auth.Thumbprint(k.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := auth.FormatRosterEntry(clientID, site, scopes, kid, k.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id.keys[clientID], id.keyFiles[clientID], id.entries[clientID] = k, path, entry
+	if site != "" {
+		id.sites[clientID] = site
+	}
 }
 
 // writeRoster writes the roster with every client except those in without.
@@ -84,6 +102,9 @@ func (id *identity) writeRoster(t *testing.T, without []string) {
 		}
 	}
 	body := "satellites:\n" + strings.Join(sats, "") + "operators:\n" + strings.Join(ops, "")
+	if len(id.checkers) > 0 {
+		body += "healthCheckers:\n" + strings.Join(slices.Sorted(maps.Values(id.checkers)), "")
+	}
 	if len(sats) == 0 {
 		body = strings.Replace(body, "satellites:\n", "satellites: []\n", 1)
 	}

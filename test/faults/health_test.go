@@ -151,7 +151,8 @@ func TestHealthThroughSatelliteDuringOutage(t *testing.T) {
 
 // TestHealthDoorRefusesBadInput sends what the door must refuse, checks
 // the status and the field it names (every string field: NUL, over its
-// limit, and not UTF-8, sent raw), that the door refused the bad strings
+// limit, and not UTF-8, sent raw; a bidirectional override; a class
+// "..."; a time of 1970), that the door refused the bad strings
 // itself (nothing spooled) and that nothing was written; an
 // unknown recommended action is kept, not refused.
 func TestHealthDoorRefusesBadInput(t *testing.T) {
@@ -166,6 +167,12 @@ func TestHealthDoorRefusesBadInput(t *testing.T) {
 	noTime.GeneratedTimestamp = nil
 	badName := xid(node.Name, "79", true)
 	badName.CheckName = "Gpu Xid"
+	bidiMsg := xid(node.Name, "79", true)
+	bidiMsg.Message = "GPU 3 \u202eflesti\u202c XID 79"
+	dots := xid(node.Name, "79", true)
+	dots.ComponentClass = "..."
+	epoch := xid(node.Name, "79", true)
+	epoch.GeneratedTimestamp = timestamppb.New(time.Unix(0, 1))
 	many := make([]*datamodels.HealthEvent, 257)
 	for i := range many {
 		many[i] = xid(node.Name, "48", true)
@@ -212,6 +219,20 @@ func TestHealthDoorRefusesBadInput(t *testing.T) {
 			}
 		}
 	}
+	for _, c := range []struct {
+		name  string
+		ev    *datamodels.HealthEvent
+		field string
+	}{
+		{"bidi override in message", bidiMsg, "events[1].message contains bidirectional control character U+202E at byte 6"},
+		{"component class ...", dots, "events[1].component_class must be 1 to 64"},
+		{"generated in 1970", epoch, "events[1].generated_time is 1970-01-01T00:00:00Z, more than 168h0m0s before the door's clock"},
+	} {
+		err := report(ctx, door, xid(node.Name, "48", false), c.ev)
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), c.field) {
+			t.Errorf("%s: %v, want InvalidArgument %q…", c.name, err, c.field)
+		}
+	}
 	if after := accepted(); after != before {
 		t.Errorf("the door accepted %g events of batches with bad strings, want 0 (refused before the spool)", after-before)
 	}
@@ -250,6 +271,21 @@ func TestHealthDoorRefusesBadInput(t *testing.T) {
 	}
 	if got := healthConditions(device(t, fc, node.UUID)); len(got) != 1 {
 		t.Fatalf("health conditions %v after the accepted report, want one", got)
+	}
+	// A generated time an hour ahead is kept, clamped to the hub's clock
+	// and counted on the hub's /metrics.
+	ahead := xid(node.Name, "94", false)
+	ahead.GeneratedTimestamp = timestamppb.New(time.Now().Add(time.Hour))
+	if err := report(ctx, door, ahead); err != nil {
+		t.Fatalf("a generated time an hour ahead: %v, want clamped", err)
+	}
+	for _, c := range device(t, fc, node.UUID).GetConditions() {
+		if h := c.GetHealth(); h != nil && h.GetGeneratedTime().AsTime().After(time.Now()) {
+			t.Errorf("%s generated at %s, after the hub's clock: not clamped", c.GetType(), h.GetGeneratedTime().AsTime())
+		}
+	}
+	if v, _ := promtest.Scrape(t, "http://"+hub.AdminAddr+"/metrics").Value("ironlink_hub_health_events_clamped_total"); v != 1 {
+		t.Errorf("ironlink_hub_health_events_clamped_total = %g, want 1", v)
 	}
 }
 

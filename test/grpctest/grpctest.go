@@ -84,7 +84,7 @@ func Start(t testing.TB, st *store.Store, o Options) *Hub {
 	h := &Hub{Store: st, Checker: &linktest.Checker{}, Config: cfg, lis: bufconn.Listen(1 << 20),
 		satellites: map[string]string{}, operators: map[string]string{}, checkers: map[string]string{}, keys: map[string]crypto.Signer{}}
 	h.setRoster(t)
-	healthSrv := app.NewHealthServer(st, cfg, log.With("component", "health"))
+	healthSrv := app.NewHealthServer(st, cfg, log.With("component", "health"), nil)
 	cfg.Link.Health = healthSrv // as hub/app: satellites forward their door's reports
 	h.Link = link.NewServer(st, cfg.Link, log.With("component", "link"))
 	var opts []grpc.ServerOption
