@@ -179,8 +179,9 @@ func (e *Engine) refused(ctx context.Context, ps *pass, d store.RemediationDevic
 }
 
 // running follows the step's operation: failed or cancelled → the next
-// step; succeeded → settling (a validation ladder's step: validating
-// again); still running past the timeout → cancelled and the next step.
+// step; succeeded → the next step for a step that continues, else
+// settling (a validation ladder's step: validating again); still running
+// past the timeout → cancelled and the next step.
 func (e *Engine) running(ctx context.Context, ps *pass, d store.RemediationDevice, lr store.RemediationLadder, cur store.RemediationStep, step policy.LadderStep, validation bool) error {
 	op, err := e.st.GetOperation(ctx, cur.OperationID)
 	if err != nil {
@@ -188,6 +189,9 @@ func (e *Engine) running(ctx context.Context, ps *pass, d store.RemediationDevic
 	}
 	var u store.StepUpdate
 	switch {
+	case op.State == store.OperationSucceeded && step.Continue:
+		u = store.StepUpdate{State: store.StepSucceeded, Advance: true, Event: "STEP_SUCCEEDED",
+			Detail: "operation succeeded; the ladder continues with the next step (continue: no success test)"}
 	case op.State == store.OperationSucceeded && validation:
 		return e.ensureRevalidation(ctx, ps, d, lr, cur)
 	case op.State == store.OperationSucceeded && Good(d.Status):
