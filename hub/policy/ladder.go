@@ -37,6 +37,11 @@ type Ladder struct {
 	// DryRun: the ladder only plans ("would reboot X now, step 1 of 3")
 	// and writes nothing, while the rule's quarantines stay live.
 	DryRun bool `json:"dry_run"`
+	// ActOnCustomerInstances lets the steps act on a device with a
+	// customer instance (CustomerAllocated=True): the steps do not wait
+	// for it and their operations are forced past the customer guard,
+	// which is recorded (forced). Off by default: such a device waits.
+	ActOnCustomerInstances bool `json:"act_on_customer_instances,omitempty"`
 }
 
 // LadderStep is one rung: an operation of kind Kind with Params.
@@ -163,6 +168,7 @@ type ladderYAML struct {
 	Release   string      `yaml:"release"`
 	HandoffOn []string    `yaml:"handoffOn"`
 	DryRun    bool        `yaml:"dryRun"`
+	Customer  bool        `yaml:"actOnCustomerInstances"`
 }
 
 type stepYAML struct {
@@ -211,7 +217,8 @@ func convertLadder(where string, ly *ladderYAML, autoRelease string) (*Ladder, [
 	}
 	where += ".remediation"
 	var errs []error
-	l := &Ladder{Settle: DefaultSettle, Budget: DefaultBudget, Release: ReleaseAutomatic, HandoffOn: DefaultHandoffOn, DryRun: ly.DryRun}
+	l := &Ladder{Settle: DefaultSettle, Budget: DefaultBudget, Release: ReleaseAutomatic, HandoffOn: DefaultHandoffOn, DryRun: ly.DryRun,
+		ActOnCustomerInstances: ly.Customer}
 	if autoRelease != "" {
 		errs = append(errs, fmt.Errorf("%s: a rule with a ladder must not set autoReleaseAfter (remediation.release decides)", where))
 	}

@@ -86,3 +86,27 @@ policy:
 		t.Errorf("error lacks %q: %v", want, err)
 	}
 }
+
+// A ladder acts on devices with a customer instance only when it says so.
+func TestParseLadderActOnCustomerInstances(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		want bool
+	}{{"", false}, {"\n          actOnCustomerInstances: true", true}} {
+		f, err := Parse([]byte(`
+policy:
+  default:
+    enabled: true
+    rules:
+      - name: r
+        remediation:
+          steps:
+            - {action: REBOOT, timeout: 1h}` + c.key + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.Default.Rules[0].Ladder.ActOnCustomerInstances; got != c.want {
+			t.Errorf("with %q: actOnCustomerInstances %v, want %v", c.key, got, c.want)
+		}
+	}
+}
