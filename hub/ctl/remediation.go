@@ -64,7 +64,11 @@ func (a *app) printRemediation(w io.Writer, r *ironlinkv1.GetDeviceRemediationRe
 	} else {
 		steps := make([]string, len(r.GetLadder()))
 		for i, s := range r.GetLadder() {
-			steps[i] = fmt.Sprintf("%d. %s (timeout %s)", i+1, s.GetKind(), s.GetTimeout().AsDuration())
+			cont := ""
+			if s.GetContinues() {
+				cont = ", continues"
+			}
+			steps[i] = fmt.Sprintf("%d. %s (timeout %s%s)", i+1, s.GetKind(), s.GetTimeout().AsDuration(), cont)
 		}
 		mode := ""
 		if r.GetDryRun() {

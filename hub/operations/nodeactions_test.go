@@ -147,13 +147,21 @@ func TestCheckStep(t *testing.T) {
 		{"c-active", "REBOOT", ""},
 		{"c-active", "REPROVISION", ""},
 	} {
-		reason, msg, err := srv.CheckStep(ctx, ids[c.dev], c.kind)
+		reason, msg, err := srv.CheckStep(ctx, ids[c.dev], c.kind, false)
 		if err != nil || reason != c.reason || (reason != "") != (msg != "") {
 			t.Errorf("%s %s: %q %q %v, want %q", c.kind, c.dev, reason, msg, err, c.reason)
 		}
 	}
-	if reason, _, err := srv.CheckStep(ctx, uuid.NewString(), "REBOOT"); err != nil || reason != grpcerr.ReasonNotFound {
+	if reason, _, err := srv.CheckStep(ctx, uuid.NewString(), "REBOOT", false); err != nil || reason != grpcerr.ReasonNotFound {
 		t.Errorf("unknown device: %q %v", reason, err)
+	}
+	// A ladder acting on customer instances passes the customer guard as
+	// a forced request does; the other checks still apply.
+	if reason, _, err := srv.CheckStep(ctx, ids["c-customer"], "REBOOT", true); err != nil || reason != "" {
+		t.Errorf("forced REBOOT of c-customer: %q %v, want no refusal", reason, err)
+	}
+	if reason, _, err := srv.CheckStep(ctx, ids["c-deploying"], "REBOOT", true); err != nil || reason != operations.ReasonProvisionState {
+		t.Errorf("forced REBOOT of c-deploying: %q %v, want %s", reason, err, operations.ReasonProvisionState)
 	}
 	if changed := pgtest.ChangedTables(before, pgtest.Checksums(t, url, "jti_replay")); len(changed) > 0 {
 		t.Fatalf("checks changed tables %v", changed)
@@ -162,7 +170,7 @@ func TestCheckStep(t *testing.T) {
 	if _, err := st.OpenLink(ctx, store.LinkHello{Site: "site-c", BootID: "b2", Replica: "r0"}); err != nil {
 		t.Fatal(err)
 	}
-	if reason, _, err := srv.CheckStep(ctx, ids["c-active"], "REBOOT"); err != nil || reason != operations.ReasonNoOperations {
+	if reason, _, err := srv.CheckStep(ctx, ids["c-active"], "REBOOT", false); err != nil || reason != operations.ReasonNoOperations {
 		t.Errorf("site without operations: %q %v", reason, err)
 	}
 }

@@ -361,13 +361,14 @@ func (s *Server) guards(ctx context.Context, caps *capabilities, field string, d
 // CheckStep checks an operation of kind on device id as StartOperation
 // checks an operator's unforced request (docs/reference/policy.md
 // "Remediation ladders"): the site offers operations, no customer instance
-// (never forced), no other operation active, the precondition table on the
-// hub's view of the device. The quarantine guard does not apply: a ladder
+// (unless force: a ladder whose policy acts on customer instances), no
+// other operation active, the precondition table on the hub's view of the
+// device. The quarantine guard does not apply: a ladder
 // acts on the device its rule holds quarantined, and the hold stays until
 // the ladder releases it. A refusal is reason (the ErrorInfo reason
 // StartOperation would answer, e.g. PROVISION_STATE) and msg; err is a
 // failure to read the store.
-func (s *Server) CheckStep(ctx context.Context, id string, kind store.OperationKind) (reason, msg string, err error) {
+func (s *Server) CheckStep(ctx context.Context, id string, kind store.OperationKind, force bool) (reason, msg string, err error) {
 	d, err := s.store.GetDevice(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return grpcerr.ReasonNotFound, "device " + id + " is not known", nil
@@ -379,7 +380,7 @@ func (s *Server) CheckStep(ctx context.Context, id string, kind store.OperationK
 		return ReasonDeviceRemoved, fmt.Sprintf("device %s was removed from Ironic", id), nil
 	}
 	caps := &capabilities{s: s, seen: map[string]bool{}}
-	_, gerr := s.guards(ctx, caps, "device", d, kind, false, false, false)
+	_, gerr := s.guards(ctx, caps, "device", d, kind, force, false, false)
 	if gerr == nil {
 		return "", "", nil
 	}

@@ -37,6 +37,11 @@ type Ladder struct {
 	// DryRun: the ladder only plans ("would reboot X now, step 1 of 3")
 	// and writes nothing, while the rule's quarantines stay live.
 	DryRun bool `json:"dry_run"`
+	// ActOnCustomerInstances lets the steps act on a device with a
+	// customer instance (CustomerAllocated=True): the steps do not wait
+	// for it and their operations are forced past the customer guard,
+	// which is recorded (forced). Off by default: such a device waits.
+	ActOnCustomerInstances bool `json:"act_on_customer_instances,omitempty"`
 }
 
 // LadderStep is one rung: an operation of kind Kind with Params.
@@ -57,6 +62,12 @@ type LadderStep struct {
 	// --nova-templates-file (required there; the server is named after
 	// the device).
 	Template string `json:"template,omitempty"`
+	// Continue: once the step's operation succeeds, the next step starts
+	// without the success test (the parts of one repair, e.g. NOVA_DELETE
+	// and REPROVISION before NOVA_CREATE of a SLURM worker's template).
+	// Its operation failing, or not succeeding by Timeout, fails the step
+	// as any. Refused on a ladder's last step.
+	Continue bool `json:"continue,omitempty"`
 }
 
 // Budget is the attempt budget of a ladder: at most Ladders ladders per
@@ -100,7 +111,7 @@ var DefaultHandoffOn = []int32{5}
 // the lifecycle operations that need no parameters beyond a step's, and
 // NOVA_CREATE by a named template.
 var LadderKinds = []string{"POWER_ON", "POWER_OFF", "REBOOT", "SET_MAINTENANCE", "CLEAR_MAINTENANCE", "REPROVISION",
-	"INSPECT", "PROVIDE", "UNDEPLOY", "NOVA_CREATE"}
+	"INSPECT", "PROVIDE", "UNDEPLOY", "NOVA_DELETE", "NOVA_CREATE"}
 
 // DefaultMaxInFlight is the most remediation steps in flight per site when
 // the site's policy names no remediation.maxInFlight.
@@ -157,6 +168,7 @@ type ladderYAML struct {
 	Release   string      `yaml:"release"`
 	HandoffOn []string    `yaml:"handoffOn"`
 	DryRun    bool        `yaml:"dryRun"`
+	Customer  bool        `yaml:"actOnCustomerInstances"`
 }
 
 type stepYAML struct {
@@ -166,6 +178,7 @@ type stepYAML struct {
 	PowerTimeout      string `yaml:"powerTimeout"`
 	MaintenanceReason string `yaml:"maintenanceReason"`
 	Template          string `yaml:"template"`
+	Continue          bool   `yaml:"continue"`
 }
 
 type budgetYAML struct {
@@ -204,7 +217,8 @@ func convertLadder(where string, ly *ladderYAML, autoRelease string) (*Ladder, [
 	}
 	where += ".remediation"
 	var errs []error
-	l := &Ladder{Settle: DefaultSettle, Budget: DefaultBudget, Release: ReleaseAutomatic, HandoffOn: DefaultHandoffOn, DryRun: ly.DryRun}
+	l := &Ladder{Settle: DefaultSettle, Budget: DefaultBudget, Release: ReleaseAutomatic, HandoffOn: DefaultHandoffOn, DryRun: ly.DryRun,
+		ActOnCustomerInstances: ly.Customer}
 	if autoRelease != "" {
 		errs = append(errs, fmt.Errorf("%s: a rule with a ladder must not set autoReleaseAfter (remediation.release decides)", where))
 	}
@@ -214,6 +228,9 @@ func convertLadder(where string, ly *ladderYAML, autoRelease string) (*Ladder, [
 	for i, sy := range ly.Steps {
 		s, serrs := convertStep(fmt.Sprintf("%s.steps[%d]", where, i), sy)
 		errs = append(errs, serrs...)
+		if s.Continue && i == len(ly.Steps)-1 {
+			errs = append(errs, fmt.Errorf("%s.steps[%d].continue: the last step has no next step to continue with", where, i))
+		}
 		l.Steps = append(l.Steps, s)
 	}
 	if ly.Settle != "" {
@@ -270,7 +287,7 @@ func convertBudget(where string, by *budgetYAML, b *Budget) []error {
 
 func convertStep(where string, sy stepYAML) (LadderStep, []error) {
 	var errs []error
-	s := LadderStep{Kind: sy.Action, Soft: sy.Soft, MaintenanceReason: sy.MaintenanceReason, Template: sy.Template}
+	s := LadderStep{Kind: sy.Action, Soft: sy.Soft, MaintenanceReason: sy.MaintenanceReason, Template: sy.Template, Continue: sy.Continue}
 	if !slices.Contains(LadderKinds, sy.Action) {
 		errs = append(errs, fmt.Errorf("%s.action %q: want one of %s", where, sy.Action, strings.Join(LadderKinds, ", ")))
 	}

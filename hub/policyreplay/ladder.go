@@ -257,7 +257,7 @@ func (s *sim) advance(d *simDev, st status.Status, now time.Time) bool {
 			rd := store.RemediationDevice{DeviceID: d.dev, Site: d.site, CustomerAllocated: s.customer(d.dev, now), Labels: s.h.labels[d.dev]}
 			tripped, ok := s.tripAt[d.site]
 			safety := remediation.Safety{Excluded: s.h.holds[d.dev].excl, Tripped: ok && !tripped.After(now), InFlight: s.inFlight[d.site],
-				DomainInFlight: map[string]int{}}
+				DomainInFlight: map[string]int{}, CustomerAllowed: d.l.ActOnCustomerInstances}
 			for k, v := range rd.Labels {
 				safety.DomainInFlight[k] = s.domains[domainKey(d.site, k, v)]
 			}
@@ -277,6 +277,12 @@ func (s *sim) advance(d *simDev, st status.Status, now time.Time) bool {
 			changed = true
 		}
 		step := d.l.Steps[d.pos]
+		if step.Continue { // its operation taken to succeed: the next step, no success test
+			s.endStep(d, StepSucceeded, now)
+			d.pos++
+			changed = true
+			continue
+		}
 		if !remediation.Good(st) {
 			if now.Sub(d.stepStart) > step.Timeout {
 				s.endStep(d, StepFailed, now)

@@ -171,7 +171,7 @@ func (a *API) handoffsProto(ctx context.Context, hs []store.Handoff) ([]*ironlin
 func (a *API) describeLadder(ctx context.Context, out *ironlinkv1.GetDeviceRemediationResponse, p policy.SitePolicy, r policy.Rule,
 	l *policy.Ladder, dev *store.RemediationDevice, now time.Time) error {
 	for _, s := range l.Steps {
-		out.Ladder = append(out.Ladder, &ironlinkv1.LadderStepSpec{Kind: s.Kind, Timeout: durationpb.New(s.Timeout)})
+		out.Ladder = append(out.Ladder, &ironlinkv1.LadderStepSpec{Kind: s.Kind, Timeout: durationpb.New(s.Timeout), Continues: s.Continue})
 	}
 	out.Settle, out.Release, out.BudgetWindow = durationpb.New(l.Settle), l.Release, durationpb.New(l.Budget.Window)
 	out.DryRun = p.DryRun || r.DryRun || l.DryRun

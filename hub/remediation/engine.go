@@ -60,10 +60,12 @@ type Config struct {
 	// steps (nil, or a nil result: none; such a step fails).
 	NovaTemplates func() *novatemplate.File
 	// Check runs an operator's operation checks on a step before its
-	// operation is created (hub/operations.Server.CheckStep): reason is ""
+	// operation is created (hub/operations.Server.CheckStep; force: the
+	// ladder acts on customer instances, so the customer guard is passed
+	// as a forced request passes it): reason is ""
 	// when the step may start, else the refusal's ErrorInfo reason with
 	// msg; err is a failure to read. nil: no check.
-	Check func(ctx context.Context, deviceID string, kind store.OperationKind) (reason, msg string, err error)
+	Check func(ctx context.Context, deviceID string, kind store.OperationKind, force bool) (reason, msg string, err error)
 }
 
 // Engine advances the ladders; call Tick from the policy evaluator's pass.
@@ -198,10 +200,11 @@ func (ps *pass) started(d store.RemediationDevice) {
 	ps.count(d, 1)
 }
 
-// safety is the safety input of device d in this pass under policy p.
-func (ps *pass) safety(p policy.SitePolicy, d store.RemediationDevice) Safety {
+// safety is the safety input of device d in this pass under policy p and
+// its ladder l.
+func (ps *pass) safety(p policy.SitePolicy, l *policy.Ladder, d store.RemediationDevice) Safety {
 	excl := exclusion(ps.holds[d.DeviceID])
-	s := Safety{Excluded: excl, Tripped: ps.tripped[d.Site], InFlight: ps.inFlight[d.Site]}
+	s := Safety{Excluded: excl, Tripped: ps.tripped[d.Site], InFlight: ps.inFlight[d.Site], CustomerAllowed: l.ActOnCustomerInstances}
 	for _, g := range p.Remediation.PerLabel {
 		if v, ok := d.Labels[g.Label]; ok {
 			if s.DomainInFlight == nil {
@@ -235,7 +238,7 @@ func (e *Engine) begin(ctx context.Context, ps *pass, p policy.SitePolicy, l *po
 	if err != nil {
 		return err
 	}
-	blocked, _ := Blocked(p, d, ps.safety(p, d), ps.now)
+	blocked, _ := Blocked(p, d, ps.safety(p, l, d), ps.now)
 	if dryRun {
 		plan := StartPlan(l, d, used, blocked)
 		ps.stats.Plans = append(ps.stats.Plans, plan)

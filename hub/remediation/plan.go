@@ -35,6 +35,9 @@ type Safety struct {
 	// Tripped: the site's quarantine guard is tripped (policy paused
 	// there until an operator re-arms it).
 	Tripped bool
+	// CustomerAllowed: the ladder acts on a device with a customer
+	// instance (its policy's actOnCustomerInstances).
+	CustomerAllowed bool
 	// InFlight counts the site's ladders with a step in flight now.
 	InFlight int
 	// DomainInFlight counts, per label key of the policy's
@@ -45,7 +48,7 @@ type Safety struct {
 
 // Blocked says why a step of device d may not start now under policy p
 // ("" when it may): an exclusion, a maintenance window, a tripped guard,
-// an unreachable site, a customer instance, K = p.Remediation.MaxInFlight
+// an unreachable site, a customer instance (unless s.CustomerAllowed), K = p.Remediation.MaxInFlight
 // steps in flight at the site already, or a per-label limit of
 // p.Remediation.PerLabel reached in the device's failure domain (its value
 // of that label). A pure function.
@@ -59,7 +62,7 @@ func Blocked(p policy.SitePolicy, d store.RemediationDevice, s Safety, now time.
 		return WaitGuardTripped, "the site's quarantine guard is tripped: remediation waits until an operator re-arms it"
 	case d.SiteStale:
 		return WaitSiteUnreachable, "the site is unreachable"
-	case d.CustomerAllocated:
+	case d.CustomerAllocated && !s.CustomerAllowed:
 		return WaitCustomerInstance, "the device has a customer instance (CustomerAllocated=True)"
 	case s.InFlight >= p.Remediation.MaxInFlight:
 		return WaitMaxInFlight, fmt.Sprintf("%s in flight at site %s (at most %d)", remediations(s.InFlight), d.Site, p.Remediation.MaxInFlight)

@@ -37,6 +37,7 @@ func TestBlocked(t *testing.T) {
 		{"rack full", rp, racked, Safety{InFlight: 1, DomainInFlight: map[string]int{"rack": 1}}, WaitDomainInFlight},
 		{"no rack label", rp, d, Safety{InFlight: 1}, ""},
 		{"customer instance", p, store.RemediationDevice{DeviceID: dev, CustomerAllocated: true}, Safety{}, WaitCustomerInstance},
+		{"customer instance, the ladder acts on them", p, store.RemediationDevice{DeviceID: dev, CustomerAllocated: true}, Safety{CustomerAllowed: true}, ""},
 	} {
 		if got, _ := Blocked(c.p, c.d, c.s, now); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)

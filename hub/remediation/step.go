@@ -53,7 +53,7 @@ func (e *Engine) advance(ctx context.Context, ps *pass, p policy.SitePolicy, l *
 	r, _ := rule(p, lr.Rule)
 	switch {
 	case cur.State == store.StepStarting:
-		return e.ensureOperation(ctx, ps, d, lr, cur, step)
+		return e.ensureOperation(ctx, ps, d, lr, cur, step, l.ActOnCustomerInstances)
 	case cur.State == store.StepRunning:
 		return e.running(ctx, ps, d, lr, cur, step, r.Validation != nil)
 	case cur.State == store.StepSettling && r.Validation != nil:
@@ -72,7 +72,7 @@ func (e *Engine) startStep(ctx context.Context, ps *pass, p policy.SitePolicy, l
 		return e.handoff(ctx, ps, d, &lr, store.HandoffLadderExhausted,
 			fmt.Sprintf("all %d steps tried, the fault persists (%s)", len(l.Steps), d.StatusReason))
 	}
-	if reason, detail := Blocked(p, d, ps.safety(p, d), ps.now); reason != "" {
+	if reason, detail := Blocked(p, d, ps.safety(p, l, d), ps.now); reason != "" {
 		ps.stats.Waiting++
 		return e.st.SetLadderWaiting(ctx, lr, reason, detail)
 	}
@@ -88,7 +88,7 @@ func (e *Engine) startStep(ctx context.Context, ps *pass, p policy.SitePolicy, l
 	e.log.Info("remediation step started", logkey.DeviceID, d.DeviceID, logkey.Site, d.Site, "rule", lr.Rule,
 		"ladder", lr.ID, "step", lr.Position+1, "kind", step.Kind, "operation_id", opID)
 	cur := store.RemediationStep{Step: lr.Position, Kind: step.Kind, OperationID: opID, State: store.StepStarting, StartedAt: ps.now}
-	return e.ensureOperation(ctx, ps, d, lr, cur, step)
+	return e.ensureOperation(ctx, ps, d, lr, cur, step, l.ActOnCustomerInstances)
 }
 
 // params is the OperationParams of step on device d as protojson. A
@@ -117,11 +117,13 @@ func (e *Engine) params(d store.RemediationDevice, s policy.LadderStep) ([]byte,
 
 // ensureOperation creates the step's operation under its stored id unless
 // it exists, then marks the step RUNNING. An operation of someone else
-// active on the device makes the ladder wait.
-func (e *Engine) ensureOperation(ctx context.Context, ps *pass, d store.RemediationDevice, lr store.RemediationLadder, cur store.RemediationStep, step policy.LadderStep) error {
+// active on the device makes the ladder wait. customer: the ladder acts on
+// customer instances; an operation on a device with one is forced
+// (recorded).
+func (e *Engine) ensureOperation(ctx context.Context, ps *pass, d store.RemediationDevice, lr store.RemediationLadder, cur store.RemediationStep, step policy.LadderStep, customer bool) error {
 	_, err := e.st.GetOperation(ctx, cur.OperationID)
 	if errors.Is(err, store.ErrNotFound) {
-		if refused, err := e.refused(ctx, ps, d, lr, cur, step); refused || err != nil {
+		if refused, err := e.refused(ctx, ps, d, lr, cur, step, customer); refused || err != nil {
 			return err
 		}
 		p, perr := e.params(d, step)
@@ -130,7 +132,7 @@ func (e *Engine) ensureOperation(ctx context.Context, ps *pass, d store.Remediat
 			return err
 		}
 		_, _, err = e.st.CreateOperations(ctx, []store.NewOperation{{ID: cur.OperationID, Site: d.Site, DeviceID: d.DeviceID,
-			DeviceName: d.Name, Kind: store.OperationKind(step.Kind), Params: p, Actor: "remediation",
+			DeviceName: d.Name, Kind: store.OperationKind(step.Kind), Params: p, Actor: "remediation", Forced: customer && d.CustomerAllocated,
 			Reason: fmt.Sprintf("remediation ladder of rule %s, step %d of %d", lr.Rule, cur.Step+1, lr.StepsTotal), Source: store.SourcePolicy}})
 		if errors.Is(err, store.ErrOperationActive) {
 			ps.stats.Waiting++
@@ -150,11 +152,11 @@ func (e *Engine) ensureOperation(ctx context.Context, ps *pass, d store.Remediat
 // and is tried again every pass; still refused at the step's timeout
 // (counted from the step's start), the step fails with the refusal and the
 // ladder moves on, no operation created. refused=false: create it.
-func (e *Engine) refused(ctx context.Context, ps *pass, d store.RemediationDevice, lr store.RemediationLadder, cur store.RemediationStep, step policy.LadderStep) (bool, error) {
+func (e *Engine) refused(ctx context.Context, ps *pass, d store.RemediationDevice, lr store.RemediationLadder, cur store.RemediationStep, step policy.LadderStep, customer bool) (bool, error) {
 	if e.cfg.Check == nil {
 		return false, nil
 	}
-	reason, msg, err := e.cfg.Check(ctx, d.DeviceID, store.OperationKind(step.Kind))
+	reason, msg, err := e.cfg.Check(ctx, d.DeviceID, store.OperationKind(step.Kind), customer)
 	if err != nil || reason == "" {
 		return false, err
 	}
@@ -179,8 +181,9 @@ func (e *Engine) refused(ctx context.Context, ps *pass, d store.RemediationDevic
 }
 
 // running follows the step's operation: failed or cancelled → the next
-// step; succeeded → settling (a validation ladder's step: validating
-// again); still running past the timeout → cancelled and the next step.
+// step; succeeded → the next step for a step that continues, else
+// settling (a validation ladder's step: validating again); still running
+// past the timeout → cancelled and the next step.
 func (e *Engine) running(ctx context.Context, ps *pass, d store.RemediationDevice, lr store.RemediationLadder, cur store.RemediationStep, step policy.LadderStep, validation bool) error {
 	op, err := e.st.GetOperation(ctx, cur.OperationID)
 	if err != nil {
@@ -188,6 +191,9 @@ func (e *Engine) running(ctx context.Context, ps *pass, d store.RemediationDevic
 	}
 	var u store.StepUpdate
 	switch {
+	case op.State == store.OperationSucceeded && step.Continue:
+		u = store.StepUpdate{State: store.StepSucceeded, Advance: true, Event: "STEP_SUCCEEDED",
+			Detail: "operation succeeded; the ladder continues with the next step (continue: no success test)"}
 	case op.State == store.OperationSucceeded && validation:
 		return e.ensureRevalidation(ctx, ps, d, lr, cur)
 	case op.State == store.OperationSucceeded && Good(d.Status):

@@ -58,11 +58,16 @@ func attemptText(at *ironlinkv1.HandoffWebhookAttempt) string {
 }
 
 // ladderSteps is a rule's ladder in one line: "1. REBOOT (timeout 15m0s),
-// 2. REPROVISION (timeout 1h0m0s)".
+// 2. REPROVISION (timeout 1h0m0s)"; a step that continues says so
+// ("1. NOVA_DELETE (timeout 30m0s, continues)").
 func ladderSteps(steps []*ironlinkv1.LadderStepSpec) string {
 	out := make([]string, len(steps))
 	for i, s := range steps {
-		out[i] = fmt.Sprintf("%d. %s (timeout %s)", i+1, s.GetKind(), s.GetTimeout().AsDuration())
+		cont := ""
+		if s.GetContinues() {
+			cont = ", continues"
+		}
+		out[i] = fmt.Sprintf("%d. %s (timeout %s%s)", i+1, s.GetKind(), s.GetTimeout().AsDuration(), cont)
 	}
 	return strings.Join(out, ", ")
 }

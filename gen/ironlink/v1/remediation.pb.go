@@ -29,7 +29,10 @@ type LadderStepSpec struct {
 	// Operation kind (stored name: REBOOT, REPROVISION, ...).
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// How long the step may take until the device must be good.
-	Timeout       *durationpb.Duration `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Timeout *durationpb.Duration `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// The step continues: once its operation succeeds the next step starts,
+	// without the success test (the policy's `continue: true`).
+	Continues     bool `protobuf:"varint,720,opt,name=continues,proto3" json:"continues,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -76,6 +79,13 @@ func (x *LadderStepSpec) GetTimeout() *durationpb.Duration {
 		return x.Timeout
 	}
 	return nil
+}
+
+func (x *LadderStepSpec) GetContinues() bool {
+	if x != nil {
+		return x.Continues
+	}
+	return false
 }
 
 // RemediationStep is one step a ladder started.
@@ -1215,10 +1225,11 @@ var File_ironlink_v1_remediation_proto protoreflect.FileDescriptor
 
 const file_ironlink_v1_remediation_proto_rawDesc = "" +
 	"\n" +
-	"\x1dironlink/v1/remediation.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"Y\n" +
+	"\x1dironlink/v1/remediation.proto\x12\vironlink.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"x\n" +
 	"\x0eLadderStepSpec\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x123\n" +
-	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xb7\x02\n" +
+	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x1d\n" +
+	"\tcontinues\x18\xd0\x05 \x01(\bR\tcontinues\"\xb7\x02\n" +
 	"\x0fRemediationStep\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x05R\x04step\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12!\n" +
