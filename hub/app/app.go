@@ -197,6 +197,7 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	}
 	RegisterOperations(h.srv, h.health, h.opsSrv)
 	RegisterHealth(h.srv, h.health, healthSrv)
+	healthSrv.SetValidationWake(h.profiles.validation.Wake)
 	RegisterValidation(h.srv, h.health, st, h.profiles.validation.Wake, log.With("component", "validation"))
 	h.pol.register(h.srv, h.health)
 	h.services = []string{"", ironlinkv1.LinkService_ServiceDesc.ServiceName, ironlinkv1.FleetService_ServiceDesc.ServiceName,

@@ -68,7 +68,7 @@ operations:write to start or cancel, operations:read to look.`,
 
 // opStartFlags are the flags of `ironlink op start`.
 type opStartFlags struct {
-	reason, site, nodesFile                                                        string
+	reason, site, nodesFile, selector                                              string
 	imageSource, imageChecksum, novaImage, novaFlavor, novaName, keyName, serverID string
 	userData, template                                                             string
 	cleanSteps, networks, sshKeys, checks                                          []string
@@ -82,7 +82,7 @@ type opStartFlags struct {
 func (a *app) newOpStartCommand() *cobra.Command {
 	var o opStartFlags
 	cmd := &cobra.Command{
-		Use:   "start KIND [DEVICE...] --reason TEXT",
+		Use:   "start KIND [DEVICE... | -l SELECTOR] --reason TEXT",
 		Short: "Start an operation on devices (or, for enrol, on node specs from --nodes)",
 		Long: `Start one operation per target, grouped. KIND is one of ` + kindNames() + `.
 Devices are named by Ironic node name, SITE/NAME or UUID (--site narrows names). enrol
@@ -90,6 +90,9 @@ takes --site and --nodes FILE: a JSON array of NodeSpec objects as in the API
 (name, driver, driverInfo, resourceClass, properties, owner, lessee, traits,
 ports [{address, pxeEnabled}]); "-" reads stdin. BMC credentials in
 driverInfo go to the site's Ironic only, never into the hub's database.
+-l takes the --selector syntax of quarantine (site=, class=, status=, reason=,
+name=, hw.FACT=) instead of named devices, e.g. an outlier group's selector
+from ` + "`ironlink drift`" + ` (at most 1000 devices).
 
 With --wait the command follows every operation to its end and fails (exit 6)
 when one ends FAILED or CANCELLED, or (exit 7) when --timeout passes first.`,
@@ -102,10 +105,21 @@ when one ends FAILED or CANCELLED, or (exit 7) when --timeout passes first.`,
   ironlink op start adopt slurm-w3 --image-source http://img/slurm-worker.qcow2 --reason "take over SLURM worker"
   ironlink op start validate node-007 --check gpu-burn --reason "back from RMA"
   ironlink op start hardware-reread node-007 --reason "DIMM swapped"
+  ironlink op start inspect -l 'site=site-a,class=gpu-h100,hw.gpu_count=7' --reason "7 GPUs: inspect again"
   ironlink op start reboot node-007 --soft --reason "hung GPU" --wait
   ironlink op start maintenance-set node-007 --reason "DIMM swap, ticket 4711"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.selector != "" {
+				if _, ok := opKinds[args[0]]; !ok || args[0] == "enrol" {
+					return usageErrf("-l selects devices of an operation on devices, not %q", args[0])
+				}
+				devs, err := a.targets(cmd.Context(), args[1:], o.selector, o.site)
+				if err != nil {
+					return err
+				}
+				args = append(args[:1:1], devs...)
+			}
 			req, err := o.request(args)
 			if err != nil {
 				return err
@@ -123,6 +137,7 @@ func (o *opStartFlags) bind(cmd *cobra.Command) {
 	f.StringVar(&o.reason, "reason", "", "why (required; kept with the operation)")
 	f.StringVar(&o.site, "site", "", "the site (required for enrol; narrows device names otherwise)")
 	f.StringVar(&o.nodesFile, "nodes", "", "enrol: JSON array of node specs (\"-\": stdin)")
+	f.StringVarP(&o.selector, "selector", "l", "", "every device this selector matches instead of named devices (not enrol)")
 	f.BoolVar(&o.force, "force", false, "override the quarantine guard of provide, deploy, nova-create, the customer-instance guard of power-off, reboot, reprovision, and enrol's refusal of a name a node past manageable already has (recorded)")
 	f.StringSliceVar(&o.cleanSteps, "clean-step", nil, "clean, reprovision, validate: INTERFACE.STEP, repeatable, in order (reprovision: a manual clean before the provide)")
 	f.StringSliceVar(&o.checks, "check", nil, "validate: an external check whose passing result the run waits for, repeatable")

@@ -47,6 +47,27 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 	lim *reporterlimit.Limiter
+	// validationWake nudges the validation runner after an event recorded
+	// a validation run's result (nil: none).
+	validationWake func()
+}
+
+// SetValidationWake sets the function called after a committed batch in
+// which an event recorded a validation run's check result (the hub's
+// validation runner's Wake); call it before serving.
+func (s *Server) SetValidationWake(wake func()) { s.validationWake = wake }
+
+// wakeValidation calls the validation wake when res recorded a result.
+func (s *Server) wakeValidation(res []store.HealthEventResult) {
+	if s.validationWake == nil {
+		return
+	}
+	for _, r := range res {
+		if r.ValidationRunID != "" {
+			s.validationWake()
+			return
+		}
+	}
 }
 
 // NewServer returns HealthService over st.
@@ -87,6 +108,7 @@ func (s *Server) ReportSite(ctx context.Context, site string, events []*ironlink
 	if err != nil {
 		return nil, grpcerr.FromStore(err)
 	}
+	s.wakeValidation(res)
 	return v.response(res), nil
 }
 
@@ -120,6 +142,7 @@ func (s *Server) ReportSiteBatches(ctx context.Context, site string, batches [][
 	}
 	res, err := s.st.ReportHealth(ctx, site, all)
 	if err == nil {
+		s.wakeValidation(res)
 		for _, k := range ok {
 			n := len(valid[k].evs)
 			out[k], res = valid[k].response(res[:n]), res[n:]
@@ -138,6 +161,7 @@ func (s *Server) ReportSiteBatches(ctx context.Context, site string, batches [][
 			errs[k] = grpcerr.FromStore(err)
 			continue
 		}
+		s.wakeValidation(r)
 		out[k] = valid[k].response(r)
 	}
 	return out, errs
@@ -184,7 +208,7 @@ func (v *validated) response(res []store.HealthEventResult) *ironlinkv1.ReportHe
 	for i, r := range res {
 		out.Results[i] = &ironlinkv1.HealthEventResult{EventId: v.evs[i].EventID, DeviceId: r.DeviceID,
 			ConditionType: string(v.evs[i].Condition.Type), Applied: r.Applied, Duplicate: r.Duplicate,
-			Superseded: r.Superseded, Clamped: v.clamped[i]}
+			Superseded: r.Superseded, Clamped: v.clamped[i], ValidationRunId: r.ValidationRunID}
 	}
 	return out
 }

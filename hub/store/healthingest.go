@@ -47,6 +47,10 @@ type HealthEventResult struct {
 	Duplicate bool
 	// Superseded: the condition holds a newer event; nothing changed.
 	Superseded bool
+	// ValidationRunID is the open validation run of the device whose
+	// required check the event's check name is: the event recorded that
+	// check's result (healthvalidation.go); empty otherwise.
+	ValidationRunID string
 }
 
 // ReportHealth applies a batch of health events of site in one
@@ -95,7 +99,7 @@ func (s *Store) reportHealthTx(ctx context.Context, tx pgx.Tx, site string, even
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	current, err := loadConditions(ctx, tx, ids)
+	current, runs, err := loadConditionsAndRuns(ctx, tx, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +133,9 @@ func (s *Store) reportHealthTx(ctx context.Context, tx pgx.Tx, site string, even
 		for _, t := range slices.Sorted(maps.Keys(written[id])) {
 			conds.add(id, current[id][t])
 		}
+	}
+	if err := recordHealthResults(ctx, tx, events, res, runs); err != nil {
+		return nil, err
 	}
 	return res, s.writeHealth(ctx, tx, ids, &conds, &history, current)
 }

@@ -29,6 +29,7 @@ type fixture struct {
 	a, b     *storetest.Site
 	checkerA ironlinkv1.ValidationServiceClient
 	checkerB ironlinkv1.ValidationServiceClient
+	healthA  ironlinkv1.HealthServiceClient
 	fleet    ironlinkv1.FleetServiceClient
 	hw       ironlinkv1.HardwareServiceClient
 	runner   *validation.Runner
@@ -40,7 +41,8 @@ func setup(t *testing.T) *fixture {
 	st, _ := storetest.New(t, log)
 	hub := grpctest.Start(t, st, grpctest.Options{})
 	f := &fixture{st: st, a: storetest.NewSite(t, st, "site-a", 2, nil), b: storetest.NewSite(t, st, "site-b", 1, nil)}
-	f.checkerA = ironlinkv1.NewValidationServiceClient(hub.HealthChecker(t, "burnin-a", "site-a"))
+	checkerA := hub.HealthChecker(t, "burnin-a", "site-a")
+	f.checkerA, f.healthA = ironlinkv1.NewValidationServiceClient(checkerA), ironlinkv1.NewHealthServiceClient(checkerA)
 	f.checkerB = ironlinkv1.NewValidationServiceClient(hub.HealthChecker(t, "burnin-b", "site-b"))
 	op := hub.Operator(t, "ops")
 	f.fleet, f.hw = ironlinkv1.NewFleetServiceClient(op), ironlinkv1.NewHardwareServiceClient(op)

@@ -19,8 +19,9 @@ import (
 // (the fake-hardware driver cannot inspect).
 const envSeedInventory = "IRONLINK_E2E_SEED_INVENTORY"
 
-// TestHardwareRealCloud enrols two hwtest-* nodes on the real cloud,
-// stores their inventories (one with 7 GPUs) and checks that the agent
+// TestHardwareRealCloud enrols three hwtest-* nodes on the real cloud,
+// stores the inventories of two (one with 7 GPUs; the third has none and
+// says so) and checks that the agent
 // reads them once, not again on an unchanged poll, and again after a real
 // (fake-interface) inspection moved inspection_finished_at, seeing the
 // changed memory. The nodes are deleted at the end. Run under the bed's
@@ -40,7 +41,7 @@ func TestHardwareRealCloud(t *testing.T) {
 	defer cancel()
 	prefix := fmt.Sprintf("hwtest-%06d", time.Now().UnixNano()%1000000)
 	ids := map[string]string{}
-	for _, name := range []string{prefix + "-a", prefix + "-b"} {
+	for _, name := range []string{prefix + "-a", prefix + "-b", prefix + "-bare"} {
 		n, err := ir.CreateNode(ctx, map[string]any{"name": name, "driver": "fake-hardware", "inspect_interface": "fake", "resource_class": "hwtest"})
 		if err != nil {
 			t.Fatalf("create %s: %v", name, err)
@@ -71,6 +72,13 @@ func TestHardwareRealCloud(t *testing.T) {
 	}
 	if hb.GetPciDevices()[0].GetCount() != 7 {
 		t.Fatalf("hardware of %s (7 GPUs): %v", b, hb)
+	}
+	// A node without an inventory (never inspected, nothing seeded) says
+	// so: Ironic's 404 for its inventory is NotInspected, never an empty
+	// machine; its BIOS settings (none) are read.
+	if h := snapshotDevice(t, ag, ids[prefix+"-bare"]).GetHardware(); h == nil || h.GetInventoryAvailable() || h.GetInventoryStatus() != "NotInspected" ||
+		h.GetMemoryMib() != 0 || len(h.GetPciDevices()) != 0 || !h.GetBiosAvailable() {
+		t.Fatalf("hardware of the node without an inventory: %v, want inventory_available false, NotInspected, bios_available", h)
 	}
 	reads := ag.Stats().HardwareReads
 	if err := ag.Poll(ctx); err != nil {

@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/openstacksim"
 	"github.com/ironlink/ironlink/satellite/agent"
+	"github.com/ironlink/ironlink/satellite/hardware"
 	"github.com/ironlink/ironlink/satellite/ironic"
 	"github.com/ironlink/ironlink/satellite/link"
 	"github.com/ironlink/ironlink/satellite/openstack/ostest"
@@ -169,6 +172,58 @@ func TestHardwareBadDocuments(t *testing.T) {
 	h := got[big]
 	if !h.GetInventoryAvailable() || h.GetOmittedItems() == 0 || h.GetMemoryMib() != 2<<20 {
 		t.Fatalf("big: available %v omitted %d memory %d", h.GetInventoryAvailable(), h.GetOmittedItems(), h.GetMemoryMib())
+	}
+}
+
+// withNICs sets n's hardware to the default machine with count extra
+// 100 Gb/s interfaces in its inventory (about 90 bytes of JSON each).
+func withNICs(n *openstacksim.Node, count int) {
+	openstacksim.SetHardware(n, openstacksim.DefaultHardware)
+	nics := make([]any, count)
+	for i := range nics {
+		nics[i] = map[string]any{"name": fmt.Sprintf("ens%06d", i), "mac_address": fmt.Sprintf("02:00:00:%02x:%02x:%02x", i>>16&0xff, i>>8&0xff, i&0xff),
+			"speed_mbps": 100000, "has_carrier": true}
+	}
+	n.Inventory["interfaces"] = nics
+}
+
+// Inventories of megabytes: one of ~2.7 MiB (30,000 interfaces) is read
+// and reduced within the 16 KiB bound, the interfaces beyond the kept
+// ones counted in omitted_items, the rest of the machine intact; one
+// beyond the 4 MiB read bound (~5.4 MiB) is refused unread and reported
+// Malformed (never empty, never a crash), its BIOS settings still read;
+// both are sent and the next poll reads neither again.
+func TestHardwareMegabyteInventories(t *testing.T) {
+	s := newHWSite(t, 0)
+	large, huge := s.node("large", nil), s.node("huge", nil)
+	for id, count := range map[string]int{large: 30000, huge: 60000} {
+		if err := s.sim.UpdateNode(id, func(n *openstacksim.Node) {
+			withNICs(n, count)
+			n.InspectionFinishedAt = time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, reqs := s.poll(t)
+	if len(reqs) != 4 {
+		t.Fatalf("hardware requests %v, want inventory and BIOS of both nodes", reqs)
+	}
+	h := got[large]
+	if !h.GetInventoryAvailable() || h.GetInventoryStatus() != "Read" || h.GetMemoryMib() != 2<<20 || h.GetPciDevices()[0].GetCount() != 8 ||
+		h.GetBiosSettings()["HyperThreading"] != "Disabled" {
+		t.Fatalf("large inventory: available %v status %s memory %d pci %v bios %v", h.GetInventoryAvailable(), h.GetInventoryStatus(),
+			h.GetMemoryMib(), h.GetPciDevices(), h.GetBiosSettings())
+	}
+	if kept := len(h.GetNics()); kept == 0 || int(h.GetOmittedItems()) < 30000-kept || proto.Size(h) > hardware.MaxBytes {
+		t.Fatalf("large inventory: %d NICs kept, %d omitted, %d bytes; want the rest of 30,000+ counted within %d bytes",
+			kept, h.GetOmittedItems(), proto.Size(h), hardware.MaxBytes)
+	}
+	h = got[huge]
+	if h == nil || h.GetInventoryAvailable() || h.GetInventoryStatus() != "Malformed" || !h.GetBiosAvailable() || h.GetBiosSettings()["HyperThreading"] != "Disabled" {
+		t.Fatalf("inventory beyond 4 MiB = %v, want not available, Malformed, BIOS settings read", h)
+	}
+	if got, reqs := s.poll(t); len(reqs) != 0 || len(got) != 0 {
+		t.Fatalf("the next poll read again: %v %v", reqs, got)
 	}
 }
 

@@ -75,6 +75,27 @@ func (u *run) reread(ctx context.Context, n *node) site.Result {
 	return site.Done()
 }
 
+// readInspected reads the node's hardware through the agent right after
+// VALIDATE's inspection, before its cleaning: the hub checks the profile
+// against what the inspection found, not against what a clean step (a
+// BIOS factory reset) left, whenever the next poll would have come. False
+// when the read failed (tried again). Without a reader yet, the next
+// poll reads it (inspection_finished_at moved).
+func (u *run) readInspected(ctx context.Context, n *node) bool {
+	u.r.mu.Lock()
+	read := u.r.hwReader
+	u.r.mu.Unlock()
+	if read == nil {
+		return true
+	}
+	if err := read(ctx, n.UUID); err != nil {
+		u.step("read-hardware", n.ProvisionState, "read after the inspection failed, trying again: "+truncate(err.Error(), 256))
+		return false
+	}
+	u.step("read-hardware", n.ProvisionState, "inventory and BIOS settings read after the inspection and sent to the hub")
+	return true
+}
+
 // validate inspects, then cleans with the operation's clean steps (none:
 // done after the inspection).
 func (u *run) validate(ctx context.Context, n *node) site.Result {
@@ -90,9 +111,15 @@ func (u *run) validate(ctx context.Context, n *node) site.Result {
 	if m.Action == actValidateInspect && len(u.req.GetParams().GetCleanSteps()) == 0 {
 		if n.ProvisionState == stManageable {
 			u.step("wait-manageable", n.ProvisionState, "inspect finished: "+inspected(n.Properties)+"; no clean steps")
+			if !u.readInspected(ctx, n) {
+				return u.waiting()
+			}
 			return site.Done()
 		}
 		return u.half(ctx, n, "inspect", actValidateInspect, nil, []string{stInspecting, stInspectWait})
+	}
+	if m.Action == actValidateInspect && n.ProvisionState == stManageable && !u.readInspected(ctx, n) {
+		return u.waiting() // the cleaning waits for the inspected hardware's read
 	}
 	steps := []map[string]any{}
 	for _, s := range u.req.GetParams().GetCleanSteps() {

@@ -3,13 +3,15 @@ package operations_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 )
 
-// VALIDATE inspects, then cleans with its steps, each once, from and back
-// to manageable; without clean steps it only inspects.
+// VALIDATE inspects, reads the inspected hardware through the agent's
+// reader before any cleaning, then cleans with its steps, each once, from
+// and back to manageable; without clean steps it only inspects and reads.
 func TestFixtureValidateInspectsThenCleans(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -21,6 +23,11 @@ func TestFixtureValidateInspectsThenCleans(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, r, got := fxRunner(t, "manageable")
+			var reads []string // "inspects/cleans" asked when the reader ran
+			r.SetHardwareReader(func(_ context.Context, id string) error {
+				reads = append(reads, fmt.Sprintf("%d/%d", provisions(f, "inspect"), provisions(f, "clean")))
+				return nil
+			})
 			p := fxRun(t, r, got, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_VALIDATE, fxNode,
 				&ironlinkv1.OperationParams{CleanSteps: tc.steps, ValidationChecks: []string{"burn-in"}}))
 			wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
@@ -29,6 +36,9 @@ func TestFixtureValidateInspectsThenCleans(t *testing.T) {
 			}
 			if i, c := provisions(f, "inspect"), provisions(f, "clean"); i != 1 || c != tc.cleans {
 				t.Errorf("inspect asked %d times, clean %d; want 1 and %d", i, c, tc.cleans)
+			}
+			if len(reads) != 1 || reads[0] != "1/0" {
+				t.Errorf("hardware read at (inspects/cleans) %v, want once after the inspection, before any clean", reads)
 			}
 		})
 	}

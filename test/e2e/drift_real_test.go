@@ -95,13 +95,15 @@ func TestRereadAndDriftRealCloud(t *testing.T) {
 		got = append(got, o.GetSelectorText())
 	}
 	slices.Sort(got)
-	want := []string{"site=valbed,class=hwtest-val,hw.gpu_count=7"}
+	want := []string{"site=valbed,class=hwtest-val,hw.gpu_count=7", "site=valbed,class=hwtest-val,hw.firmware.bios=1.4.2",
+		"site=valbed,class=hwtest-val,hw.bios.HyperThreading=Enabled"}
 	for _, s := range want {
 		if !slices.Contains(got, s) {
 			t.Errorf("outlier selectors %q lack %q (summary %q)", got, s, g.GetSummary())
 		}
 	}
-	if !strings.Contains(g.GetSummary(), "1 have 7 GPUs instead of 8") || !strings.Contains(g.GetSummary(), "1.4.2 instead of 1.5.0") {
+	if !strings.Contains(g.GetSummary(), "1 have 7 GPUs instead of 8") || !strings.Contains(g.GetSummary(), "1 run BIOS firmware 1.4.2 instead of 1.5.0") ||
+		!strings.Contains(g.GetSummary(), "1 have HyperThreading Enabled instead of Disabled") {
 		t.Errorf("summary %q", g.GetSummary())
 	}
 	// The outlier selector selects exactly the 7-GPU node for a bulk action.
@@ -111,4 +113,25 @@ func TestRereadAndDriftRealCloud(t *testing.T) {
 		t.Fatalf("preview of the gpu_count outliers: %v %v", p, err)
 	}
 	t.Logf("drift: %s", g.GetSummary())
+
+	// A bulk action on an outlier group: inspect every device the BIOS
+	// firmware outliers' selector matches (the node on 1.4.2 only), for
+	// real on the bed's Ironic.
+	p, err = bulk.PreviewBulkImpairment(ctx, &ironlinkv1.PreviewBulkImpairmentRequest{Selector: g.GetOutliers()[slices.IndexFunc(g.GetOutliers(),
+		func(o *ironlinkv1.DriftOutlier) bool { return o.GetFact() == "firmware.bios" })].GetSelector()})
+	if err != nil || p.GetCount() != 1 || p.GetDevices()[0].GetDeviceId() != nodes[2] {
+		t.Fatalf("preview of the BIOS firmware outliers: %v %v", p, err)
+	}
+	r, err := ops.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_INSPECT,
+		Devices: []string{p.GetDevices()[0].GetDeviceId()}, Reason: "e2e: inspect the BIOS outliers"})
+	if err != nil || len(r.GetOperations()) != 1 {
+		t.Fatalf("inspect the outliers: %v %v", r, err)
+	}
+	harness.Eventually(t, 2*time.Minute, func() error {
+		o, err := ops.GetOperation(ctx, &ironlinkv1.GetOperationRequest{OperationId: r.GetOperations()[0].GetOperationId()})
+		if err != nil || o.GetOperation().GetState() != ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED {
+			return fmt.Errorf("inspection of the outlier: %v %v", o, err)
+		}
+		return nil
+	})
 }

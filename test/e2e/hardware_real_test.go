@@ -77,5 +77,15 @@ func TestHardwareProfileRealCloud(t *testing.T) {
 	if c := r.GetHardwareProfile().GetCondition(); !strings.Contains(c.GetMessage(), "memory_mib: 1048576") {
 		t.Fatalf("condition after re-inspection: %v", c)
 	}
+	// Within one poll: the inventory the verdict stands on was read by the
+	// satellite's first poll after the inspection ended (the poll interval
+	// plus one poll's own time; both clocks are the bed's).
+	h := r.GetHardware()
+	if lag := h.GetReadAt().AsTime().Sub(h.GetInspectionFinishedAt().AsTime()); lag < 0 || lag > 3*time.Second+5*time.Second {
+		t.Fatalf("inventory read %s after the inspection ended (read %s, inspection %s), want within one 3 s poll",
+			lag, h.GetReadAt().AsTime(), h.GetInspectionFinishedAt().AsTime())
+	} else {
+		t.Logf("inspection end to the satellite's read: %s (poll interval 3 s)", lag.Round(10*time.Millisecond))
+	}
 	t.Logf("re-inspection (inventory stored) to HardwareMatchesProfile=False at the hub: %s (poll interval 3 s, check every 2 s)", time.Since(began).Round(10*time.Millisecond))
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/auth"
@@ -30,6 +31,9 @@ type valEnv struct {
 	ops     ironlinkv1.OperationServiceClient
 	hw      ironlinkv1.HardwareServiceClient
 	checker ironlinkv1.ValidationServiceClient
+	// health is the site's health intake (HealthService), for checkers
+	// that report health events.
+	health ironlinkv1.HealthServiceClient
 }
 
 // valNode enrols a hwtest-val-* node (fake hardware, fake inspection,
@@ -86,10 +90,25 @@ func (e *valEnv) record(t *testing.T, run, check string, pass bool) {
 	}
 }
 
+// reportHealth reports check's result for device as a health event
+// (non-fatal when unhealthy) and checks that it recorded a result of run.
+func (e *valEnv) reportHealth(t *testing.T, device, run, check string, healthy bool) {
+	t.Helper()
+	r, err := e.health.ReportHealth(context.Background(), &ironlinkv1.ReportHealthRequest{Site: valSite, Events: []*ironlinkv1.HealthEvent{{
+		DeviceId: device, Agent: "nccl-tests", ComponentClass: "GPU", CheckName: check, IsHealthy: healthy,
+		Message: check + ": all_reduce bus bandwidth", GeneratedTime: timestamppb.Now(),
+		Metadata: map[string]string{"duration": "3m", "artifacts_url": "https://ci.example/" + check}}}})
+	if err != nil || r.GetResults()[0].GetValidationRunId() != run {
+		t.Fatalf("health event of %s for run %s: %v %v", check, run, r, err)
+	}
+}
+
 // TestValidationRealCloud runs validation runs on the real test bed (under
 // its lock): two pool nodes are not offered by hand; a VALIDATE of each
-// inspects them for real, the hub checks the inspected hardware against
-// its profile and waits for two checks; the node whose checks pass is
+// inspects them and cleans them (bios.factory_reset) for real, the hub
+// checks the inspected hardware against its profile and waits for two
+// checks, one reported through RecordValidationResult, one as a health
+// event; the node whose checks pass is
 // offered (an OFFER command that the satellite applies), the one with a
 // failing check stays held with the check named.
 func TestValidationRealCloud(t *testing.T) {
@@ -122,6 +141,7 @@ func TestValidationRealCloud(t *testing.T) {
 		hw: ironlinkv1.NewHardwareServiceClient(admin),
 		// The site's own identity holds device-health:create, bound to the site.
 		checker: ironlinkv1.NewValidationServiceClient(id.dialAs(t, hubAddr, auth.SatelliteClientID(valSite)))}
+	e.health = ironlinkv1.NewHealthServiceClient(id.dialAs(t, hubAddr, auth.SatelliteClientID(valSite)))
 
 	// Until a run passed, a pool node is not offered by hand.
 	harness.Eventually(t, time.Minute, func() error {
@@ -135,7 +155,9 @@ func TestValidationRealCloud(t *testing.T) {
 	harness.Eventually(t, time.Minute, func() error {
 		var err error
 		r, err = e.ops.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_VALIDATE,
-			Devices: []string{good, bad}, Reason: "e2e validation", Params: &ironlinkv1.OperationParams{ValidationChecks: []string{"burn-in", "nccl"}}})
+			Devices: []string{good, bad}, Reason: "e2e validation", Params: &ironlinkv1.OperationParams{ValidationChecks: []string{"burn-in", "nccl"},
+				// The clean step fake-hardware has (the bed's burn-in).
+				CleanSteps: []*ironlinkv1.CleanStep{{Interface: "bios", Step: "factory_reset"}}}})
 		return err // until the satellite announced operations
 	})
 	began := time.Now()
@@ -148,10 +170,12 @@ func TestValidationRealCloud(t *testing.T) {
 	t.Logf("VALIDATE started to both runs awaiting the checks (inspected, hardware-profile passed): %s", time.Since(began).Round(10*time.Millisecond))
 	runs := map[string]string{r.GetOperations()[0].GetDeviceId(): r.GetOperations()[0].GetOperationId(),
 		r.GetOperations()[1].GetDeviceId(): r.GetOperations()[1].GetOperationId()}
+	// burn-in reports through RecordValidationResult, nccl as a health
+	// event through the health intake.
 	e.record(t, runs[good], "burn-in", true)
-	e.record(t, runs[good], "nccl", true)
+	e.reportHealth(t, good, runs[good], "nccl", true)
 	e.record(t, runs[bad], "burn-in", true)
-	e.record(t, runs[bad], "nccl", false)
+	e.reportHealth(t, bad, runs[bad], "nccl", false)
 
 	passed := e.waitRun(t, good, ironlinkv1.ValidationRunState_VALIDATION_RUN_STATE_PASSED)
 	if passed.GetOfferCommandId() == "" || len(passed.GetResults()) != 3 {
@@ -167,6 +191,16 @@ func TestValidationRealCloud(t *testing.T) {
 	failed := e.waitRun(t, bad, ironlinkv1.ValidationRunState_VALIDATION_RUN_STATE_FAILED)
 	if !slices.Equal(failed.GetFailingChecks(), []string{"nccl"}) || failed.GetOfferCommandId() != "" || !strings.Contains(failed.GetMessage(), "nccl") {
 		t.Fatalf("failed run: %v", failed)
+	}
+	for _, c := range failed.GetResults() {
+		if c.GetCheck() == "nccl" && (c.GetReporter() != "nccl-tests" || c.GetArtifactsUrl() != "https://ci.example/nccl" || c.GetDuration().AsDuration() != 3*time.Minute) {
+			t.Fatalf("nccl result from the health intake: %v", c)
+		}
+	}
+	// The run cleaned the node: the bed's Ironic ran its clean step.
+	o, err := e.ops.GetOperation(ctx, &ironlinkv1.GetOperationRequest{OperationId: runs[good]})
+	if err != nil || !slices.ContainsFunc(o.GetOperation().GetSteps(), func(s *ironlinkv1.OperationStep) bool { return strings.Contains(s.GetName(), "clean") }) {
+		t.Fatalf("VALIDATE of %s did not clean: %v %v", good, o, err)
 	}
 	d, err := e.fleet.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: bad})
 	if err != nil {

@@ -485,9 +485,16 @@ type HealthEventResult struct {
 	// The condition already held a newer event (generated time): nothing changed.
 	Superseded bool `protobuf:"varint,6,opt,name=superseded,proto3" json:"superseded,omitempty"`
 	// generated_time was in the future and was clamped to the hub's clock.
-	Clamped       bool `protobuf:"varint,7,opt,name=clamped,proto3" json:"clamped,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Clamped bool `protobuf:"varint,7,opt,name=clamped,proto3" json:"clamped,omitempty"`
+	// The device's open validation run whose required checks name the
+	// event's check_name, when the event was generated after the run
+	// started: the event recorded that check's result (PASS when healthy,
+	// the message as output excerpt, metadata "duration" and
+	// "artifacts_url"); empty otherwise. See docs/reference/hardware.md
+	// "Validation".
+	ValidationRunId string `protobuf:"bytes,740,opt,name=validation_run_id,json=validationRunId,proto3" json:"validation_run_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *HealthEventResult) Reset() {
@@ -567,6 +574,13 @@ func (x *HealthEventResult) GetClamped() bool {
 		return x.Clamped
 	}
 	return false
+}
+
+func (x *HealthEventResult) GetValidationRunId() string {
+	if x != nil {
+		return x.ValidationRunId
+	}
+	return ""
 }
 
 // ReportHealthResponse answers ReportHealth after the batch committed.
@@ -799,7 +813,7 @@ const file_ironlink_v1_health_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
 	"\x13ReportHealthRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x120\n" +
-	"\x06events\x18\x02 \x03(\v2\x18.ironlink.v1.HealthEventR\x06events\"\xe4\x01\n" +
+	"\x06events\x18\x02 \x03(\v2\x18.ironlink.v1.HealthEventR\x06events\"\x91\x02\n" +
 	"\x11HealthEventResult\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1b\n" +
 	"\tdevice_id\x18\x02 \x01(\tR\bdeviceId\x12%\n" +
@@ -809,7 +823,8 @@ const file_ironlink_v1_health_proto_rawDesc = "" +
 	"\n" +
 	"superseded\x18\x06 \x01(\bR\n" +
 	"superseded\x12\x18\n" +
-	"\aclamped\x18\a \x01(\bR\aclamped\"P\n" +
+	"\aclamped\x18\a \x01(\bR\aclamped\x12+\n" +
+	"\x11validation_run_id\x18\xe4\x05 \x01(\tR\x0fvalidationRunId\"P\n" +
 	"\x14ReportHealthResponse\x128\n" +
 	"\aresults\x18\x01 \x03(\v2\x1e.ironlink.v1.HealthEventResultR\aresults\"\xba\x05\n" +
 	"\fHealthDetail\x12\x14\n" +
