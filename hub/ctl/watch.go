@@ -304,8 +304,11 @@ func policyOrOperationLine(e *ironlinkv1.FleetEvent, full bool) string {
 		}
 		line := fmt.Sprintf("decision %s/%s  %s (%s)%s: %s -> %s", d.GetSite(), name,
 			wire.EnumName(d.GetAction(), "POLICY_ACTION_"), d.GetReason(), rule, from, d.GetToStatus())
-		if d.GetDetail() != "" {
-			line += ", " + cut(d.GetDetail(), 100)
+		// A quarantine's detail opens with the rule and transition this line already
+		// names ("rule R: FROM → TO, "); print the rest only.
+		detail := strings.TrimPrefix(d.GetDetail(), fmt.Sprintf("rule %s: %s → %s, ", d.GetRule(), d.GetFromStatus(), d.GetToStatus()))
+		if detail != "" {
+			line += ", " + cut(detail, 100)
 		}
 		if d.GetDryRun() {
 			line += " [dry-run]"
