@@ -25,8 +25,9 @@ import (
 // refused turns the store error of a task about what into the status that
 // ends the link (hub/grpcerr.FromStore: PermissionDenied for another site's
 // ids, Aborted when a newer link fenced this one, Unavailable when the
-// database fails, ...) and logs it: Error for a database failure, Info for
-// fencing, Warn for what the satellite sent. attrs are added to the log line.
+// database fails, ...) and logs it: Error for a database failure, at most
+// one a minute for all links (Server.dbFailedAt; Debug for the others),
+// Info for fencing, Warn for what the satellite sent. attrs are added to the log line.
 // writeFailed sorts the error of a task's store write: done is false for
 // nil; a write naming something unknown (store.ErrNotFound) is logged with
 // unknown and ignored; any other error is refused (see refused).
@@ -46,7 +47,12 @@ func (l *linkLoop) refused(what string, err error, attrs ...any) outcome {
 	attrs = append(attrs, "err", err)
 	switch status.Code(st) {
 	case codes.Unavailable:
-		l.log.Error(what+": database failed", attrs...)
+		now, last := time.Now().UnixNano(), l.s.dbFailedAt.Load()
+		if now-last >= int64(dbFailureLogEvery) && l.s.dbFailedAt.CompareAndSwap(last, now) {
+			l.log.Error(what+": database failed (the links' database failures are logged at debug for a minute)", attrs...)
+		} else {
+			l.log.Debug(what+": database failed", attrs...)
+		}
 	case codes.Aborted:
 		l.log.Info("link fenced by a newer link", attrs...)
 	case codes.Canceled, codes.DeadlineExceeded:
