@@ -165,7 +165,8 @@ const (
 
 // hubFlags make delivery and failure handling quick.
 var hubFlags = []string{"--command-sweep", "1s", "--command-resend-after", "5s", "--command-failure-backoff", failureBackoff.String(),
-	"--stale-after", "60s", "--heartbeat-interval", "1s", "--keepalive-min-time", "1s", "--operation-resend-after", "10s"}
+	"--stale-after", "60s", "--heartbeat-interval", "1s", "--keepalive-min-time", "1s", "--operation-resend-after", "10s",
+	"--watch-send-timeout", "10s"}
 
 // commandsDone reports an error while a command is not final.
 func commandsDone(ctx context.Context, pool *pgxpool.Pool) error {

@@ -20,6 +20,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/openstacksim"
@@ -30,12 +32,12 @@ import (
 )
 
 // invariants are the checker's invariants in the summary's order.
-var invariants = []string{invHistoryOnce, invStatus, invCommands, invOperations, invTraits, invFlat}
+var invariants = []string{invHistoryOnce, invStatus, invCommands, invOperations, invTraits, invFeed, invFlat}
 
 // faultKinds are the faults injected, in the summary's order.
 var faultKinds = []string{"satellite kill -9", "hub replica kill -9", "hub replica frozen (SIGSTOP 25 s)", "link cut",
 	"PostgreSQL restart", "Ironic slow (10 s answers for 30 s)", "Placement down (503 for 60 s)",
-	faultDiskFull, "PostgreSQL at max_connections (20 s)", "scripted satellite flood (10 s at full speed)"}
+	faultDiskFull, "PostgreSQL at max_connections (20 s)", "scripted satellite flood (10 s at full speed)", faultStalledWatch}
 
 // faultDiskFull is the fault left out when the sites' state files have no
 // tmpfs of their own (site.stateDir).
@@ -63,6 +65,7 @@ type rig struct {
 	sats    []*satsim.Sat
 	fc      ironlinkv1.FleetServiceClient
 	ops     ironlinkv1.OperationServiceClient
+	watch   *watcher
 	faults  map[string]int
 	opsSent map[string]int
 	chk     *checker
@@ -113,6 +116,14 @@ func TestSoak(t *testing.T) {
 	r.lb = lb
 	r.fc = harness.Fleet(t, r.hubA.Addr)
 	r.ops = ironlinkv1.NewOperationServiceClient(harness.Dial(t, r.hubA.Addr))
+	// The consumer's flow-control window is fixed at 64 KiB (no BDP
+	// growth), so that a stall fills it and the hub's send blocks.
+	wcc, err := grpc.NewClient(r.hubA.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithInitialWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wcc.Close() })
+	r.watch = newWatcher(ironlinkv1.NewFleetServiceClient(wcc))
 	for i := range 3 {
 		s := newSite(t, fmt.Sprintf("soak-%d", i), 30)
 		// --sweep-interval: the Nova project of an instance whose quick
@@ -151,11 +162,12 @@ func TestSoak(t *testing.T) {
 	load, stopLoad := context.WithDeadline(ctx, end)
 	defer stopLoad()
 	var lw sync.WaitGroup
-	lw.Add(6)
+	lw.Add(7)
 	go func() { defer lw.Done(); heapProfiles(load, r.hubA.AdminAddr, start) }()
 	go func() { defer lw.Done(); r.scriptedLoad(load) }()
 	go func() { defer lw.Done(); r.operator(load) }()
 	go func() { defer lw.Done(); r.operations(load) }()
+	go func() { defer lw.Done(); r.watch.run(load) }()
 	go func() { defer lw.Done(); r.injectFaults(load) }()
 	go func() {
 		defer lw.Done()
@@ -375,6 +387,12 @@ func (r *rig) inject(kind string) {
 		s.sim.InjectFault(openstacksim.Fault{Service: "placement", Status: 503, Times: -1})
 		time.Sleep(60 * time.Second)
 		s.sim.ClearFaults()
+	case faultStalledWatch:
+		// Long enough to fill the consumer's 64 KiB window (about 25 s of
+		// events at the soak's rate) and then the hubs'
+		// --watch-send-timeout (10 s): the hub ends the stream
+		// WATCH_FELL_BEHIND and the consumer resumes from its last cursor.
+		r.watch.stall(60 * time.Second)
 	case faultDiskFull:
 		// The satellite keeps serving (commands, operations, deltas) with
 		// its state file unwritable, and writes it again once space is back.
@@ -461,6 +479,7 @@ func (r *rig) finish(chk *checker, hs *hubSamples, warm time.Time) string {
 	_ = chk.statuses(bg)
 	_ = chk.historyRepeats(bg)
 	figs, _ := hs.flat(chk, warm)
+	figs += "\n" + r.watch.report(chk)
 	for inv, v := range chk.violations {
 		for i, s := range v {
 			if i < 10 {
