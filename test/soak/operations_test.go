@@ -1,3 +1,5 @@
+//go:build soak
+
 package soak
 
 import (
@@ -8,10 +10,6 @@ import (
 // invOperations is the checker's invariant on operations
 // (docs/howto/soak.md).
 const invOperations = "operations reach a final state"
-
-// opsCloud is the cloud of the operations credential in every site's
-// clouds.yaml (newSite); the satellites run with --operations-cloud opsCloud.
-const opsCloud = "sim-ops"
 
 // operationsFinish checks, reading the operations table, that no operation
 // stays PENDING or RUNNING for longer than commandGrace and, final, that

@@ -2,7 +2,6 @@ package soak
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +21,10 @@ import (
 )
 
 const readyTrait = openstacksim.ReadyTrait
+
+// opsCloud is the cloud of the operations credential in every site's
+// clouds.yaml (newSite); the satellites run with --operations-cloud opsCloud.
+const opsCloud = "sim-ops"
 
 // site is one simulated OpenStack site with its satellite process.
 type site struct {
@@ -75,26 +77,6 @@ func newSite(t *testing.T, name string, n int) *site {
 	t.Cleanup(func() { _ = exec.Command("umount", stateDir).Run() })
 	s.stateDir, s.stateFile = stateDir, filepath.Join(stateDir, "state.json")
 	return s
-}
-
-// fillDisk fills the site's state file system (a file written until
-// ENOSPC) and returns the filler's path, to remove when the fault ends.
-func (s *site) fillDisk() (string, error) {
-	path := filepath.Join(s.stateDir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		return path, fmt.Errorf("fill %s: %w", path, err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if errors.Is(err, syscall.ENOSPC) {
-				return path, nil
-			}
-			return path, fmt.Errorf("fill %s: %w, want ENOSPC", path, err)
-		}
-	}
 }
 
 // startSatellite starts the site's satellite process towards hubAddr with

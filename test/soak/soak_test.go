@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -602,6 +603,26 @@ func fillSlots(url string) ([]*pgx.Conn, error) {
 		}
 		if time.Now().After(deadline) {
 			return fillers, fmt.Errorf("%d other sessions left after 30 s of filling", others)
+		}
+	}
+}
+
+// fillDisk fills the site's state file system (a file written until
+// ENOSPC) and returns the filler's path, to remove when the fault ends.
+func (s *site) fillDisk() (string, error) {
+	path := filepath.Join(s.stateDir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		return path, fmt.Errorf("fill %s: %w", path, err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return path, nil
+			}
+			return path, fmt.Errorf("fill %s: %w, want ENOSPC", path, err)
 		}
 	}
 }
