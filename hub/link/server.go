@@ -110,6 +110,9 @@ type Server struct {
 	// outage under N links is one error line, not N per retry
 	// (linkLoop.refused).
 	dbFailedAt atomic.Int64
+	// sweepFailedAt is the same for a link's failed read of its due
+	// commands (warnSweepFailed).
+	sweepFailedAt atomic.Int64
 }
 
 // dbFailureLogEvery is how often at most a link write's database failure

@@ -3,6 +3,7 @@ package link
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -188,7 +189,7 @@ func (l *linkLoop) deliverTask(resend bool) task {
 		cmds, err := l.s.store.DueCommands(ctx, l.site, l.epoch, l.s.cfg.Delivery, resend, 100)
 		if err != nil {
 			if ctx.Err() == nil {
-				l.log.Warn("load due commands", "err", err)
+				l.s.warnSweepFailed(l.log, "load due commands", err)
 			}
 			return outcome{} // the next sweep tries again
 		}
@@ -218,7 +219,7 @@ func (l *linkLoop) sweepTask() task {
 		due, err := l.s.siteHasDue(ctx, l.site)
 		if err != nil {
 			if ctx.Err() == nil {
-				l.log.Warn("look for due commands", "err", err)
+				l.s.warnSweepFailed(l.log, "look for due commands", err)
 			}
 			return outcome{} // the next sweep tries again
 		}
@@ -266,4 +267,18 @@ func (l *linkLoop) markSent(ctx context.Context, cmds []store.Command, spans []t
 		l.log.InfoContext(trace.ContextWithSpan(ctx, spans[i]), "command sent", "command_id", c.ID, "device_id", c.DeviceID, "generation", c.Generation, "desired", c.Desired)
 	}
 	return outcome{}
+}
+
+// warnSweepFailed logs that a link's read of its due commands failed
+// (msg, err): at Warn at most once a minute for all links
+// (Server.sweepFailedAt), at Debug otherwise. Every link retries at each
+// sweep (Config.CommandSweep), so an outage would otherwise log one line
+// per link and sweep.
+func (s *Server) warnSweepFailed(log *slog.Logger, msg string, err error) {
+	now, last := time.Now().UnixNano(), s.sweepFailedAt.Load()
+	if now-last >= int64(dbFailureLogEvery) && s.sweepFailedAt.CompareAndSwap(last, now) {
+		log.Warn(msg+" (logged at debug for a minute)", "err", err)
+		return
+	}
+	log.Debug(msg, "err", err)
 }

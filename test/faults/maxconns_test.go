@@ -96,14 +96,20 @@ func scenarioPGMaxConns(t *testing.T) {
 	waitCommand(t, fc, q, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 15*time.Second)
 	drainAndVerify(t, pool, 30*time.Second, sats...)
 	noisy, summary := warnings(a.Output(), logFrom)
-	dbErrors := 0
+	dbErrors, sweepWarnings := 0, 0
 	for _, l := range strings.Split(a.Output(), "\n")[logFrom:] {
 		if strings.Contains(l, "level=ERROR") && strings.Contains(l, "database failed") {
 			dbErrors++
 		}
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, "due commands") {
+			sweepWarnings++
+		}
 	}
 	if dbErrors > 1 {
 		t.Errorf("%d error lines \"database failed\" for one outage under %d links, want at most 1 (the others at debug)", dbErrors, len(sats))
+	}
+	if sweepWarnings > 2 {
+		t.Errorf("%d warning lines about due commands for one outage under %d links, want at most 2 (one a minute for \"look for\" and for \"load\"; the others at debug)", sweepWarnings, len(sats))
 	}
 	t.Logf("hub warnings and errors logged at max_connections and after: %d\n%s", noisy, summary)
 	// 40 for the hub's own state changes, plus a few per link that the
