@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -103,7 +104,20 @@ type Server struct {
 	due dueSites
 	// shares counts the links with writes in the group committer (fair.go).
 	shares writeShares
+	// dbFailedAt is when a link write's database failure (Unavailable) was
+	// last logged at Error, in Unix nanoseconds: at most one such line a
+	// minute (dbFailureLogEvery) for all links, the others at Debug, so an
+	// outage under N links is one error line, not N per retry
+	// (linkLoop.refused).
+	dbFailedAt atomic.Int64
+	// sweepFailedAt is the same for a link's failed read of its due
+	// commands (warnSweepFailed).
+	sweepFailedAt atomic.Int64
 }
+
+// dbFailureLogEvery is how often at most a link write's database failure
+// is logged at Error (Server.dbFailedAt).
+const dbFailureLogEvery = time.Minute
 
 // NewServer returns a link server over st.
 func NewServer(st Store, cfg Config, log *slog.Logger) *Server {

@@ -3,6 +3,7 @@ package link
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -25,8 +26,9 @@ import (
 // refused turns the store error of a task about what into the status that
 // ends the link (hub/grpcerr.FromStore: PermissionDenied for another site's
 // ids, Aborted when a newer link fenced this one, Unavailable when the
-// database fails, ...) and logs it: Error for a database failure, Info for
-// fencing, Warn for what the satellite sent. attrs are added to the log line.
+// database fails, ...) and logs it: Error for a database failure, at most
+// one a minute for all links (Server.dbFailedAt; Debug for the others),
+// Info for fencing, Warn for what the satellite sent. attrs are added to the log line.
 // writeFailed sorts the error of a task's store write: done is false for
 // nil; a write naming something unknown (store.ErrNotFound) is logged with
 // unknown and ignored; any other error is refused (see refused).
@@ -46,7 +48,12 @@ func (l *linkLoop) refused(what string, err error, attrs ...any) outcome {
 	attrs = append(attrs, "err", err)
 	switch status.Code(st) {
 	case codes.Unavailable:
-		l.log.Error(what+": database failed", attrs...)
+		now, last := time.Now().UnixNano(), l.s.dbFailedAt.Load()
+		if now-last >= int64(dbFailureLogEvery) && l.s.dbFailedAt.CompareAndSwap(last, now) {
+			l.log.Error(what+": database failed (the links' database failures are logged at debug for a minute)", attrs...)
+		} else {
+			l.log.Debug(what+": database failed", attrs...)
+		}
 	case codes.Aborted:
 		l.log.Info("link fenced by a newer link", attrs...)
 	case codes.Canceled, codes.DeadlineExceeded:
@@ -182,7 +189,7 @@ func (l *linkLoop) deliverTask(resend bool) task {
 		cmds, err := l.s.store.DueCommands(ctx, l.site, l.epoch, l.s.cfg.Delivery, resend, 100)
 		if err != nil {
 			if ctx.Err() == nil {
-				l.log.Warn("load due commands", "err", err)
+				l.s.warnSweepFailed(l.log, "load due commands", err)
 			}
 			return outcome{} // the next sweep tries again
 		}
@@ -212,7 +219,7 @@ func (l *linkLoop) sweepTask() task {
 		due, err := l.s.siteHasDue(ctx, l.site)
 		if err != nil {
 			if ctx.Err() == nil {
-				l.log.Warn("look for due commands", "err", err)
+				l.s.warnSweepFailed(l.log, "look for due commands", err)
 			}
 			return outcome{} // the next sweep tries again
 		}
@@ -260,4 +267,18 @@ func (l *linkLoop) markSent(ctx context.Context, cmds []store.Command, spans []t
 		l.log.InfoContext(trace.ContextWithSpan(ctx, spans[i]), "command sent", "command_id", c.ID, "device_id", c.DeviceID, "generation", c.Generation, "desired", c.Desired)
 	}
 	return outcome{}
+}
+
+// warnSweepFailed logs that a link's read of its due commands failed
+// (msg, err): at Warn at most once a minute for all links
+// (Server.sweepFailedAt), at Debug otherwise. Every link retries at each
+// sweep (Config.CommandSweep), so an outage would otherwise log one line
+// per link and sweep.
+func (s *Server) warnSweepFailed(log *slog.Logger, msg string, err error) {
+	now, last := time.Now().UnixNano(), s.sweepFailedAt.Load()
+	if now-last >= int64(dbFailureLogEvery) && s.sweepFailedAt.CompareAndSwap(last, now) {
+		log.Warn(msg+" (logged at debug for a minute)", "err", err)
+		return
+	}
+	log.Debug(msg, "err", err)
 }

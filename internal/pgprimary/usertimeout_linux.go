@@ -7,6 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// userTimeout is the TCP_USER_TIMEOUT setUserTimeout sets: UserTimeout,
+// shortened by a test that waits for it.
+var userTimeout = UserTimeout
+
 // setUserTimeout sets TCP_USER_TIMEOUT (UserTimeout) on a TCP socket
 // before it connects; other networks are left alone.
 func setUserTimeout(network, _ string, rc syscall.RawConn) error {
@@ -15,7 +19,7 @@ func setUserTimeout(network, _ string, rc syscall.RawConn) error {
 	}
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(UserTimeout.Milliseconds()))
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(userTimeout.Milliseconds()))
 	}); err != nil {
 		return err
 	}

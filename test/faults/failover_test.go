@@ -25,13 +25,17 @@ import (
 // TestPostgresFailover kills the PostgreSQL primary (SIGKILL of every
 // process, as a host that dies) under a hub given the multi-host URL
 // host=primary,standby target_session_attrs=read-write, while a real
-// satellite churns, a scripted satellite sends deltas, commands are in
-// flight, the policy evaluator leads and a WatchFleet consumer follows.
+// satellite churns, a scripted satellite sends deltas, commands and
+// operations (three REBOOTs: two RUNNING at the satellite, one PENDING)
+// are in flight, the policy evaluator leads and
+// a WatchFleet consumer follows.
 // The standby is synchronous and is promoted 3 s after the hub reports
 // not ready. The hub must not exit; /readyz turns 503 naming the standby;
 // once the standby is promoted the hub writes again with no restart,
 // every delta acknowledged before the kill is in the history and nothing
-// is in it twice, the commands finish, a new quarantine succeeds at
+// is in it twice, the commands finish, the reboots SUCCEED with each power
+// request sent once (an operation asked while no primary answers is
+// refused), a new quarantine succeeds at
 // LISTEN/NOTIFY speed (sweep 30 s), the evaluator leads again and the
 // feed continues with no gap and no repeat. The time from the kill to
 // the first commit on the new primary is logged.
@@ -89,7 +93,8 @@ func runFailover(t *testing.T, pair *pgtest.Pair, dbURL string, moved func()) {
 	a := harness.StartHub(t, bins, dbURL, "hub-a", fastHub("--command-sweep", "30s", "--policy-file", policy, "--policy-interval", "1s")...)
 	fc := harness.Fleet(t, a.Addr)
 	s := newSite(t, "failover", 40)
-	s.startSatellite(t, "", s.via(t, a.Addr))
+	s.startSatellite(t, "", s.via(t, a.Addr), opsSatArgs()...)
+	ops := opsClient(t, a.Addr)
 	sat := satsim.New(satsim.Config{Site: "failover-scripted", Addr: a.Addr, Devices: 40, DevicesPerBatch: 10, Window: 4, Logf: t.Logf})
 	runSats(t, sat)
 	feed := follow(ctx, t, fc, "")
@@ -97,8 +102,8 @@ func runFailover(t *testing.T, pair *pgtest.Pair, dbURL string, moved func()) {
 	s.churn(t, 150*time.Millisecond)
 	sat.Produce(true)
 	ready := s.readyNodes()
-	if len(ready) < 3 {
-		t.Fatalf("need 3 ready nodes, have %d", len(ready))
+	if len(ready) < 6 {
+		t.Fatalf("need 6 ready nodes, have %d", len(ready))
 	}
 	for _, id := range ready[:3] {
 		s.addNodeTrait(t, id)
@@ -110,6 +115,17 @@ func runFailover(t *testing.T, pair *pgtest.Pair, dbURL string, moved func()) {
 
 	probe := watchReady(ctx, a.AdminAddr)
 	q1 := quarantine(t, fc, ready[1], "fault suite: failover", 10*time.Second) // in flight
+	// Two reboots sent to the satellite (RUNNING: it reports their end
+	// across the kill) and one still PENDING (delivered after it).
+	reboots := startReboots(t, ops, s.name, ready[3:5])
+	harness.Eventually(t, 10*time.Second, func() error {
+		if st := opStates(t, ops, reboots); st != "RUNNING RUNNING" {
+			return errorf("reboots %s, want both RUNNING", st)
+		}
+		return nil
+	})
+	reboots = append(reboots, startReboots(t, ops, s.name, ready[5:6])...)
+	t.Logf("reboots at the kill: %s", opStates(t, ops, reboots))
 	acked := sat.Stats().LastAcked
 	logFrom := len(strings.Split(a.Output(), "\n"))
 	killed := time.Now()
@@ -126,6 +142,10 @@ func runFailover(t *testing.T, pair *pgtest.Pair, dbURL string, moved func()) {
 	})
 	if _, err := fc.QuarantineDevice(ctxTimeout(t, 3*time.Second), &ironlinkv1.QuarantineDeviceRequest{DeviceId: ready[2], Reason: "while no primary"}); err == nil {
 		t.Error("a quarantine was accepted while no primary answered")
+	}
+	if _, err := ops.StartOperation(ctxTimeout(t, 3*time.Second), &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_REBOOT,
+		Site: s.name, Devices: ready[2:3], Reason: "while no primary", Force: true}); err == nil {
+		t.Error("an operation was accepted while no primary answered")
 	}
 	_, body := probe.last()
 	t.Logf("no primary: /readyz %q", body)
@@ -155,6 +175,12 @@ func runFailover(t *testing.T, pair *pgtest.Pair, dbURL string, moved func()) {
 		readyAgain.Sub(killed).Round(time.Millisecond))
 
 	waitCommand(t, fc, q1, ironlinkv1.CommandState_COMMAND_STATE_SUCCEEDED, 30*time.Second)
+	// The reboots started just before the kill end SUCCEEDED, each power
+	// request sent once: what the satellite reported while no primary
+	// answered is reported again, not redone.
+	if checkRebootsOnce(t, waitOpsFinal(t, ops, reboots, 60*time.Second)) {
+		t.Logf("%d reboots started before the kill SUCCEEDED, each power request sent once", len(reboots))
+	}
 	listening(t, pool, 1)
 	asked := time.Now()
 	q2 := quarantine(t, fc, ready[2], "fault suite: after failover", 5*time.Second)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -86,7 +87,8 @@ func (s *site) checkLinkHistory(t *testing.T, pool *pgxpool.Pool) {
 	s.tap.checkHistory(t, pool, s.name)
 }
 
-// newSite starts a simulator seeded like the test bed with n nodes.
+// newSite starts a simulator seeded like the test bed with n nodes; its
+// clouds.yaml names the clouds "sim" and opsCloud.
 func newSite(t *testing.T, name string, n int) *site {
 	t.Helper()
 	sim := openstacksim.New(openstacksim.Options{})
@@ -97,7 +99,10 @@ func newSite(t *testing.T, name string, n int) *site {
 	sim.SeedLikeTestbed(n)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "clouds.yaml")
-	if err := sim.WriteCloudsYAML(path, "sim"); err != nil {
+	// Two clouds, one application credential: "sim" (observation) and
+	// opsCloud (operations, for a satellite given opsSatArgs).
+	ops := strings.TrimPrefix(string(sim.CloudsYAML(opsCloud)), "clouds:\n")
+	if err := os.WriteFile(path, append(sim.CloudsYAML("sim"), ops...), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return &site{name: name, sim: sim, cloudsYAML: path, stateFile: filepath.Join(dir, "state.json"), tap: newLinkTap()}

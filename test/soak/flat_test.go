@@ -137,8 +137,8 @@ func trend(xs []sample, f func(sample) float64) (perLink, growth, mean float64) 
 	return b, c * span, mv
 }
 
-// flat checks the hub's samples after warm-up: for goroutines and the
-// live heap's floors (floors), the growth over the samples' span at a
+// flat checks the hub's samples after warm-up: for the floors (floors) of
+// goroutines and of the live heap, the growth over the samples' span at a
 // constant number of links (trend) is within ±10 % of their mean. Heap in
 // use and RSS are reported, not checked (see sampleHub).
 func (h *hubSamples) flat(c *checker, warm time.Time) (string, []string) {
@@ -161,7 +161,7 @@ func (h *hubSamples) flat(c *checker, warm time.Time) (string, []string) {
 		f       func(sample) float64
 		floor   bool
 		checked bool
-	}{{"goroutines", func(x sample) float64 { return x.goroutines }, false, true},
+	}{{"goroutines (floors)", func(x sample) float64 { return x.goroutines }, true, true},
 		{"live heap (floors)", func(x sample) float64 { return x.heap }, true, true},
 		{"heap in use (floors, not checked)", func(x sample) float64 { return x.inuse }, true, false},
 		{"RSS (not checked)", func(x sample) float64 { return x.rss }, false, false}} {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,14 +22,21 @@ import (
 
 const readyTrait = openstacksim.ReadyTrait
 
+// opsCloud is the cloud of the operations credential in every site's
+// clouds.yaml (newSite); the satellites run with --operations-cloud opsCloud.
+const opsCloud = "sim-ops"
+
 // site is one simulated OpenStack site with its satellite process.
 type site struct {
 	name       string
 	sim        *openstacksim.Cloud
 	cloudsYAML string
 	stateFile  string
-	hubAddr    string
-	extra      []string
+	// stateDir is the state file's own tmpfs ("" when it could not be
+	// mounted: the disk-full fault is then left out).
+	stateDir string
+	hubAddr  string
+	extra    []string
 
 	mu        sync.Mutex
 	sat       *harness.Proc
@@ -45,10 +55,28 @@ func newSite(t *testing.T, name string, n int) *site {
 	sim.SeedLikeTestbed(n)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "clouds.yaml")
-	if err := sim.WriteCloudsYAML(path, "sim"); err != nil {
+	// Two clouds, one application credential: "sim" (observation) and
+	// opsCloud (operations).
+	ops := strings.TrimPrefix(string(sim.CloudsYAML(opsCloud)), "clouds:\n")
+	if err := os.WriteFile(path, append(sim.CloudsYAML("sim"), ops...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &site{name: name, sim: sim, cloudsYAML: path, stateFile: filepath.Join(dir, "state.json")}
+	s := &site{name: name, sim: sim, cloudsYAML: path, stateFile: filepath.Join(dir, "state.json")}
+	// The state file on a tmpfs of its own, so that the soak can fill its
+	// disk ("satellite disk full"); mounting needs root (or
+	// CAP_SYS_ADMIN): without, that fault is not injected and the summary
+	// says so.
+	stateDir := filepath.Join(dir, "state")
+	if err := os.Mkdir(stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", stateDir).CombinedOutput(); err != nil {
+		t.Logf("site %s: no tmpfs for the state file (%v: %s): the disk-full fault is left out", name, err, strings.TrimSpace(string(out)))
+		return s
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", stateDir).Run() })
+	s.stateDir, s.stateFile = stateDir, filepath.Join(stateDir, "state.json")
+	return s
 }
 
 // startSatellite starts the site's satellite process towards hubAddr with
@@ -119,7 +147,8 @@ const (
 
 // hubFlags make delivery and failure handling quick.
 var hubFlags = []string{"--command-sweep", "1s", "--command-resend-after", "5s", "--command-failure-backoff", failureBackoff.String(),
-	"--stale-after", "60s", "--heartbeat-interval", "1s", "--keepalive-min-time", "1s"}
+	"--stale-after", "60s", "--heartbeat-interval", "1s", "--keepalive-min-time", "1s", "--operation-resend-after", "10s",
+	"--watch-send-timeout", "10s"}
 
 // commandsDone reports an error while a command is not final.
 func commandsDone(ctx context.Context, pool *pgxpool.Pool) error {

@@ -4,10 +4,12 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +18,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/openstacksim"
@@ -27,11 +33,21 @@ import (
 )
 
 // invariants are the checker's invariants in the summary's order.
-var invariants = []string{invHistoryOnce, invStatus, invCommands, invTraits, invFlat}
+var invariants = []string{invHistoryOnce, invStatus, invCommands, invOperations, invTraits, invFeed, invFlat}
 
 // faultKinds are the faults injected, in the summary's order.
 var faultKinds = []string{"satellite kill -9", "hub replica kill -9", "hub replica frozen (SIGSTOP 25 s)", "link cut",
-	"PostgreSQL restart", "Ironic slow (10 s answers for 30 s)", "Placement down (503 for 60 s)"}
+	"PostgreSQL restart", "Ironic slow (10 s answers for 30 s)", "Placement down (503 for 60 s)",
+	faultDiskFull, "PostgreSQL at max_connections (20 s)", "scripted satellite flood (10 s at full speed)", faultStalledWatch}
+
+// faultDiskFull is the fault left out when the sites' state files have no
+// tmpfs of their own (site.stateDir).
+const faultDiskFull = "satellite disk full (30 s)"
+
+// maxConnections is the soak cluster's max_connections: room for both
+// hubs' pools and the checker's, few enough for the max_connections fault
+// to fill quickly.
+const maxConnections = 60
 
 // resync is the satellites' --resync-interval in the soak.
 const resync = 30 * time.Second
@@ -49,9 +65,28 @@ type rig struct {
 	sites   []*site
 	sats    []*satsim.Sat
 	fc      ironlinkv1.FleetServiceClient
+	ops     ironlinkv1.OperationServiceClient
+	watch   *watcher
 	faults  map[string]int
 	opsSent map[string]int
 	chk     *checker
+}
+
+// only, when set, restricts the faults injected to the kinds whose name
+// contains one of its comma-separated words (to try one fault at length).
+var only = flag.String("soak.only", os.Getenv("SOAK_ONLY"), "inject only the fault kinds whose name contains one of these comma-separated words (default $SOAK_ONLY; empty: all)")
+
+// chosen reports whether kind is among the faults -soak.only allows.
+func chosen(kind string) bool {
+	if *only == "" {
+		return true
+	}
+	for _, w := range strings.Split(*only, ",") {
+		if w != "" && strings.Contains(kind, w) {
+			return true
+		}
+	}
+	return false
 }
 
 var minutes = flag.Float64("soak.minutes", envMinutes(), "how long TestSoak runs, in minutes (default $SOAK_MINUTES, else 60)")
@@ -69,6 +104,7 @@ func TestSoak(t *testing.T) {
 	dur := time.Duration(*minutes * float64(time.Minute))
 	r := &rig{t: t, faults: map[string]int{}, opsSent: map[string]int{}}
 	r.pg = pgtest.StartCluster(t)
+	r.pg.SetMaxConnections(t, maxConnections)
 	r.db = r.pg.NewDatabase(t, "ironlink")
 	r.pool = harness.Pool(t, r.db)
 	r.hubA = harness.StartHub(t, bins, r.db, "hub-a", append(profileFlags(), hubFlags...)...)
@@ -80,11 +116,21 @@ func TestSoak(t *testing.T) {
 	t.Cleanup(func() { lb.Close() })
 	r.lb = lb
 	r.fc = harness.Fleet(t, r.hubA.Addr)
+	r.ops = ironlinkv1.NewOperationServiceClient(harness.Dial(t, r.hubA.Addr))
+	// The consumer's flow-control window is fixed at 64 KiB (no BDP
+	// growth), so that a stall fills it and the hub's send blocks.
+	wcc, err := grpc.NewClient(r.hubA.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithInitialWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wcc.Close() })
+	r.watch = newWatcher(ironlinkv1.NewFleetServiceClient(wcc))
 	for i := range 3 {
 		s := newSite(t, fmt.Sprintf("soak-%d", i), 30)
 		// --sweep-interval: the Nova project of an instance whose quick
 		// look-up failed is learnt again by the next sweep (default 5 min).
-		s.startSatellite(t, lb.Addr(), "--resync-interval", resync.String(), "--sweep-interval", "30s")
+		s.startSatellite(t, lb.Addr(), "--resync-interval", resync.String(), "--sweep-interval", "30s",
+			"--operations-cloud", opsCloud, "--operations-poll-interval", "500ms")
 		r.sites = append(r.sites, s)
 	}
 	for i := range 2 {
@@ -117,10 +163,12 @@ func TestSoak(t *testing.T) {
 	load, stopLoad := context.WithDeadline(ctx, end)
 	defer stopLoad()
 	var lw sync.WaitGroup
-	lw.Add(5)
+	lw.Add(7)
 	go func() { defer lw.Done(); heapProfiles(load, r.hubA.AdminAddr, start) }()
 	go func() { defer lw.Done(); r.scriptedLoad(load) }()
 	go func() { defer lw.Done(); r.operator(load) }()
+	go func() { defer lw.Done(); r.operations(load) }()
+	go func() { defer lw.Done(); r.watch.run(load) }()
 	go func() { defer lw.Done(); r.injectFaults(load) }()
 	go func() {
 		defer lw.Done()
@@ -153,6 +201,7 @@ func (c *checker) round(ctx context.Context) {
 	_ = c.statuses(ctx)
 	_ = c.historyRepeats(ctx)
 	_ = c.commandsFinish(ctx, false)
+	_ = c.operationsFinish(ctx, false)
 	_ = c.traits(ctx, false)
 }
 
@@ -276,12 +325,22 @@ func (r *rig) operator(ctx context.Context) {
 
 // injectFaults injects one fault of a random kind every 20-40 s.
 func (r *rig) injectFaults(ctx context.Context) {
+	var kinds []string
+	for _, k := range faultKinds {
+		if (k != faultDiskFull || r.sites[0].stateDir != "") && chosen(k) {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		r.t.Errorf("no fault kind matches -soak.only %q", *only)
+		return
+	}
 	for {
 		sleep(ctx, 20*time.Second+rand.N(20*time.Second))
 		if ctx.Err() != nil {
 			return
 		}
-		k := faultKinds[rand.IntN(len(faultKinds))]
+		k := kinds[rand.IntN(len(kinds))]
 		r.inject(k)
 		r.mu.Lock()
 		r.faults[k]++
@@ -329,6 +388,43 @@ func (r *rig) inject(kind string) {
 		s.sim.InjectFault(openstacksim.Fault{Service: "placement", Status: 503, Times: -1})
 		time.Sleep(60 * time.Second)
 		s.sim.ClearFaults()
+	case faultStalledWatch:
+		// Long enough to fill the consumer's 64 KiB window (about 25 s of
+		// events at the soak's rate) and then the hubs'
+		// --watch-send-timeout (10 s): the hub ends the stream
+		// WATCH_FELL_BEHIND and the consumer resumes from its last cursor.
+		r.watch.stall(60 * time.Second)
+	case faultDiskFull:
+		// The satellite keeps serving (commands, operations, deltas) with
+		// its state file unwritable, and writes it again once space is back.
+		s := r.sites[rand.IntN(len(r.sites))]
+		filler, err := s.fillDisk()
+		if err != nil {
+			t.Errorf("%s: %v", kind, err)
+		}
+		time.Sleep(30 * time.Second)
+		if err := os.Remove(filler); err != nil {
+			t.Errorf("%s: %v", kind, err)
+		}
+	case "PostgreSQL at max_connections (20 s)":
+		fillers, err := fillSlots(r.db)
+		if err != nil {
+			t.Logf("%s: %v", kind, err)
+		}
+		time.Sleep(20 * time.Second)
+		for _, c := range fillers {
+			c.Close(context.Background())
+		}
+	case "scripted satellite flood (10 s at full speed)":
+		// One site sends as fast as its acks come back (its share is one
+		// batch every 200 ms); the others' deltas and the operators' calls
+		// go on.
+		s := r.sats[rand.IntN(len(r.sats))]
+		before := s.Stats().LastSent
+		s.Produce(true)
+		time.Sleep(10 * time.Second)
+		s.Produce(false)
+		t.Logf("flood: %s sent %d batches in 10 s", s.Site(), s.Stats().LastSent-before)
 	}
 	r.chk.outageEnded()
 	t.Logf("fault injected: %s", kind)
@@ -371,6 +467,8 @@ func (r *rig) finish(chk *checker, hs *hubSamples, warm time.Time) string {
 		return commandsDone(bg, r.pool)
 	})
 	_ = chk.commandsFinish(bg, true)
+	_ = harness.Within(chk.commandGrace, func() error { return operationsDone(bg, r.pool) })
+	_ = chk.operationsFinish(bg, true)
 	_ = harness.Within(resync+30*time.Second, func() error {
 		_ = chk.traits(bg, false)
 		if len(chk.mismatch) > 0 {
@@ -382,6 +480,7 @@ func (r *rig) finish(chk *checker, hs *hubSamples, warm time.Time) string {
 	_ = chk.statuses(bg)
 	_ = chk.historyRepeats(bg)
 	figs, _ := hs.flat(chk, warm)
+	figs += "\n" + r.watch.report(chk)
 	for inv, v := range chk.violations {
 		for i, s := range v {
 			if i < 10 {
@@ -401,12 +500,16 @@ func (r *rig) summary(chk *checker, took time.Duration, figs string) {
 	fmt.Fprintf(w, "fault\tinjected\t\n")
 	total := 0
 	for _, k := range faultKinds {
+		if k == faultDiskFull && r.sites[0].stateDir == "" {
+			fmt.Fprintf(w, "%s\tnot injected (no tmpfs: needs root)\t\n", k)
+			continue
+		}
 		fmt.Fprintf(w, "%s\t%d\t\n", k, r.faults[k])
 		total += r.faults[k]
 	}
 	fmt.Fprintf(w, "(all)\t%d\t\n", total)
 	fmt.Fprintf(w, "operator call\tcount\t\n")
-	for _, k := range []string{"quarantine", "quarantine refused", "release", "release refused"} {
+	for _, k := range []string{"quarantine", "quarantine refused", "release", "release refused", "reboot", "reboot refused"} {
 		fmt.Fprintf(w, "%s\t%d\t\n", k, r.opsSent[k])
 	}
 	fmt.Fprintf(w, "invariant\tchecked\tviolations\n")
@@ -420,4 +523,106 @@ func (r *rig) summary(chk *checker, took time.Duration, figs string) {
 	fmt.Fprintf(&b, "hub-a after warm-up: %s\n", figs)
 	fmt.Fprint(os.Stdout, b.String())
 	r.t.Log("\n" + b.String())
+}
+
+// operations starts a forced REBOOT of a random node of a real site every
+// 3 s (through hub-a). A refusal (the node busy with another operation, in
+// a state a reboot does not start from, PostgreSQL down) is counted; the
+// next round picks another node.
+func (r *rig) operations(ctx context.Context) {
+	for ctx.Err() == nil {
+		sleep(ctx, 3*time.Second)
+		s := r.sites[rand.IntN(len(r.sites))]
+		nodes := s.sim.Nodes()
+		if len(nodes) == 0 || ctx.Err() != nil {
+			continue
+		}
+		n := nodes[rand.IntN(len(nodes))]
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := r.ops.StartOperation(cctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_REBOOT,
+			Site: s.name, Devices: []string{n.UUID}, Reason: "soak", Force: true})
+		cancel()
+		kind := "reboot"
+		if err != nil {
+			kind += " refused"
+		}
+		r.mu.Lock()
+		r.opsSent[kind]++
+		r.mu.Unlock()
+	}
+}
+
+// operationsDone reports an error while an operation is not final.
+func operationsDone(ctx context.Context, pool *pgxpool.Pool) error {
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM operations WHERE state IN ('PENDING', 'RUNNING')`).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return fmt.Errorf("%d operations not final", n)
+	}
+	return nil
+}
+
+// fillSlots takes every connection slot of the PostgreSQL at url (as
+// superuser, so the reserved ones too) and terminates every other client
+// session, until none is left: the hubs can neither keep nor open a
+// connection. The caller closes the returned sessions to end the fault.
+func fillSlots(url string) ([]*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["application_name"] = "filler"
+	var fillers []*pgx.Conn
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			c, err := pgx.ConnectConfig(ctx, cfg)
+			cancel()
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "53300" { // too_many_connections
+				break
+			}
+			if err != nil {
+				return fillers, fmt.Errorf("filler: %w", err)
+			}
+			fillers = append(fillers, c)
+		}
+		if len(fillers) == 0 {
+			return nil, errors.New("no filler session could connect")
+		}
+		var others int
+		if err := fillers[0].QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE backend_type = 'client backend' AND application_name <> 'filler' AND pid <> pg_backend_pid()`).Scan(&others); err != nil {
+			return fillers, fmt.Errorf("terminate the other sessions: %w", err)
+		}
+		if others == 0 {
+			return fillers, nil
+		}
+		if time.Now().After(deadline) {
+			return fillers, fmt.Errorf("%d other sessions left after 30 s of filling", others)
+		}
+	}
+}
+
+// fillDisk fills the site's state file system (a file written until
+// ENOSPC) and returns the filler's path, to remove when the fault ends.
+func (s *site) fillDisk() (string, error) {
+	path := filepath.Join(s.stateDir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		return path, fmt.Errorf("fill %s: %w", path, err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return path, nil
+			}
+			return path, fmt.Errorf("fill %s: %w, want ENOSPC", path, err)
+		}
+	}
 }
