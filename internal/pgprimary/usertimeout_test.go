@@ -5,6 +5,7 @@ package pgprimary_test
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -24,9 +25,12 @@ import (
 // ETIMEDOUT once TCP_USER_TIMEOUT (shortened here to 2 s) has passed with
 // the query unacknowledged — without it the kernel retransmits for about
 // 15 minutes (tcp_retries2) and the query, having no deadline, waits as
-// long. Needs root (or CAP_NET_ADMIN) for iptables, and fails saying so
-// otherwise.
+// long. Needs root (or CAP_NET_ADMIN) for iptables: without root it skips
+// and says so, except under CI=true, where it fails.
 func TestUserTimeoutDropsABlackholedConnection(t *testing.T) {
+	if os.Geteuid() != 0 && os.Getenv("CI") != "true" {
+		t.Skip("needs root (CAP_NET_ADMIN) for iptables; under CI=true this is a failure, not a skip")
+	}
 	const short = 2 * time.Second
 	defer pgprimary.SetUserTimeoutForTest(short)()
 

@@ -17,8 +17,8 @@ import (
 )
 
 // TestSatelliteStateDiskFull: the satellite's state file lives on a 64 KiB
-// tmpfs (mounted by the test: it needs root, or CAP_SYS_ADMIN, and fails
-// saying so otherwise). With the filesystem filled, a quarantine still
+// tmpfs (mounted by the test: it needs root, or CAP_SYS_ADMIN; without root
+// it skips and says so, except under CI=true, where it fails). With the filesystem filled, a quarantine still
 // SUCCEEDS (the satellite keeps serving), its /metrics and the hub's view
 // of the site say StateFileWritten False/WriteFailed naming "no space left
 // on device", and the satellite does not exit; once space is back the next
@@ -27,6 +27,9 @@ import (
 func TestSatelliteStateDiskFull(t *testing.T) { repeat(t, scenarioStateDiskFull) }
 
 func scenarioStateDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 && os.Getenv("CI") != "true" {
+		t.Skip("needs root (CAP_SYS_ADMIN) to mount a tmpfs; under CI=true this is a failure, not a skip")
+	}
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Fatalf("mount a 64 KiB tmpfs on %s (the test needs root or CAP_SYS_ADMIN): %v: %s", dir, err, out)
