@@ -59,9 +59,13 @@ type DeviceFilter struct {
 const hasMismatch = `(CASE WHEN jsonb_typeof(d.facts->'instance_mismatches') = 'array'
 	THEN jsonb_array_length(d.facts->'instance_mismatches') > 0 ELSE false END)`
 
-// hasHealthWarning is the SQL condition "device d has a health warning": a
-// health condition False, not fatal, not STORE_ONLY (processing strategy
-// 2), as condition.Condition.Warning says.
+// HasHealthWarning is the SQL condition "device d has a health warning" over
+// a devices row aliased d: a health condition False, not fatal, not
+// STORE_ONLY (processing strategy 2), as condition.Condition.Warning says.
+// The fleet view's list filters with it as ListDevices does.
+const HasHealthWarning = hasHealthWarning
+
+// hasHealthWarning is HasHealthWarning's text.
 const hasHealthWarning = `EXISTS (SELECT 1 FROM device_conditions hc WHERE hc.device_id = d.id AND ` + healthWarningCond + `)`
 
 // healthWarningCond is true for a device_conditions row (alias hc) that is

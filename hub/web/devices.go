@@ -49,11 +49,11 @@ var listColumns = []struct{ key, label string }{
 
 // parseListFilter reads the device list's query: site, status (repeatable,
 // e.g. FAULTED), impairment (QUARANTINED, RELEASED, NONE; repeatable),
-// orphaned=1, removed=1, q (name search), selector (the CLI's --selector
+// orphaned=1, warning=1 (a health warning), removed=1, q (name search), selector (the CLI's --selector
 // syntax), sort ([-]column), after (cursor), size.
 func parseListFilter(q url.Values) (listFilter, error) {
 	f := listFilter{Site: strings.TrimSpace(q.Get("site")), Name: strings.TrimSpace(q.Get("q")), Limit: defaultPageSize,
-		InstanceMismatch: q.Get("orphaned") != "", IncludeRemoved: q.Get("removed") != ""}
+		InstanceMismatch: q.Get("orphaned") != "", HealthWarning: q.Get("warning") != "", IncludeRemoved: q.Get("removed") != ""}
 	if f.Site != "" && !sitename.Valid(f.Site) {
 		return f, fmt.Errorf("site %q is not a valid site name", f.Site)
 	}

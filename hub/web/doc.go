@@ -9,7 +9,7 @@
 //     matrix of device counts (each cell links to the filtered device list)
 //     and the sites with link state, last seen and a stale marker;
 //   - GET /devices     the device list with ListDevices' filters (site,
-//     status, impairment, orphaned, removed), a name search and a selector
+//     status, impairment, orphaned, health warning, removed), a name search and a selector
 //     in the CLI's syntax (internal/devsel), sorted by name or any column,
 //     keyset-paged on (column, id); POST /devices/bulk/preview and POST
 //     /devices/bulk quarantine or release the ticked rows or a selector's

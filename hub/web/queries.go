@@ -51,8 +51,10 @@ type listFilter struct {
 	Statuses         []hubstatus.Status
 	Impairments      []store.Impairment
 	InstanceMismatch bool
-	IncludeRemoved   bool
-	Name             string
+	// HealthWarning keeps devices with a health warning (store.HasHealthWarning).
+	HealthWarning  bool
+	IncludeRemoved bool
+	Name           string
 	// Sites bounds the list to the caller's roster sites (nil: every site).
 	Sites []string
 	// Sel is the selector filter (the CLI's --selector syntax), in the
@@ -133,8 +135,13 @@ const hasMismatch = `(CASE WHEN jsonb_typeof(d.facts->'instance_mismatches') = '
 // store.LabelsMatch states it, indexed while the labels file is empty
 // (f.LabelsIndexed).
 func (f listFilter) where() string {
-	return listWhere + `
+	w := listWhere + `
 	  AND ($15::jsonb IS NULL OR ` + store.LabelsMatch(f.LabelsIndexed, "$15") + `)`
+	if f.HealthWarning {
+		w += `
+	  AND ` + store.HasHealthWarning
+	}
+	return w
 }
 
 // listWhere is where's part but for the labels.
@@ -237,7 +244,7 @@ func listDevices(ctx context.Context, pool *pgxpool.Pool, f listFilter) ([]listR
 // only: its count is then a sum of store.StatusCounts, not a count of the
 // device rows (1,000,000 of them unfiltered; issue 26 item 4).
 func (f listFilter) countsOnly() bool {
-	return len(f.Impairments) == 0 && !f.InstanceMismatch && !f.IncludeRemoved && f.Name == "" &&
+	return len(f.Impairments) == 0 && !f.InstanceMismatch && !f.HealthWarning && !f.IncludeRemoved && f.Name == "" &&
 		f.Sel.Site == "" && f.Sel.Sites == nil && len(f.Sel.Statuses) == 0 && len(f.Sel.Reasons) == 0 &&
 		f.Sel.ResourceClass == "" && f.Sel.NameLike == "" && f.Sel.IDs == nil && len(f.Sel.Labels) == 0
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/hub/web/webtest"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/storetest"
 	"github.com/ironlink/ironlink/internal/testlog"
 )
@@ -286,11 +287,23 @@ func TestListMatchesListDevices(t *testing.T) {
 	if _, err := e.fleet.QuarantineDevice(authn.NewContext(ctx, auth.Identity{ClientID: "t"}), &ironlinkv1.QuarantineDeviceRequest{DeviceId: e.ids["alpha"][0], Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
+	// A non-fatal health check failing on one device: a warning, the
+	// status kept (docs/reference/health.md).
+	now := time.Now()
+	warn := store.HealthEvent{EventID: "thermal-1", DeviceID: e.ids["alpha"][4], Condition: condition.Condition{
+		Type: condition.HealthType("GPU", "GpuThermalWatch"), Status: condition.False, Reason: condition.ReasonNonFatalError,
+		Message: "GPU 3 at 91 C", ObservedTime: now, LastTransitionTime: now,
+		Health: &condition.Health{Agent: "gpu-health-monitor", ComponentClass: "GPU", CheckName: "GpuThermalWatch",
+			ErrorCodes: []string{"thermal"}, GeneratedTime: now, ExpireTime: now.Add(time.Hour), EventID: "thermal-1"}}}
+	if _, err := e.st.ReportHealth(ctx, "alpha", []store.HealthEvent{warn}); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name  string
 		query string
 		api   *ironlinkv1.ListDevicesRequest
 	}{
+		{name: "health warning", query: "warning=1", api: &ironlinkv1.ListDevicesRequest{HealthWarning: true}},
 		{name: "everything", query: "", api: &ironlinkv1.ListDevicesRequest{}},
 		{name: "site", query: "site=alpha", api: &ironlinkv1.ListDevicesRequest{Site: "alpha"}},
 		{name: "statuses", query: "status=FAULTED&status=MAINTENANCE", api: &ironlinkv1.ListDevicesRequest{Statuses: []ironlinkv1.OperationalStatus{
@@ -340,6 +353,9 @@ func TestListMatchesListDevices(t *testing.T) {
 			}
 			if !slices.Equal(got, want) {
 				t.Fatalf("view lists %v, ListDevices %v", got, want)
+			}
+			if tc.name == "health warning" && !slices.Equal(got, []string{e.ids["alpha"][4]}) {
+				t.Fatalf("warning=1 lists %v, want only the device with the thermal warning %s", got, e.ids["alpha"][4])
 			}
 			n, err := countDevices(ctx, e.st.Pool(), f)
 			if err != nil || n != len(want) {
