@@ -44,6 +44,21 @@ func (c *Cloud) Churn(ctx context.Context, interval time.Duration, r *rand.Rand)
 	periodic.Every(ctx, interval, func() { c.ChurnOnce(r) })
 }
 
+// KeepFromChurn makes Churn start no new change on the nodes with these
+// UUIDs (a change already under way on one still runs to its end): a test
+// that runs an operation on a node keeps it in the state the operation
+// starts from. Unknown UUIDs are ignored.
+func (c *Cloud) KeepFromChurn(uuids ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.noChurn == nil {
+		c.noChurn = map[string]bool{}
+	}
+	for _, id := range uuids {
+		c.noChurn[id] = true
+	}
+}
+
 // ChurnOnce performs one tick of [Cloud.Churn] at once (for tests and
 // deterministic demos) and returns a description of each change made.
 func (c *Cloud) ChurnOnce(r *rand.Rand) []string {
@@ -70,7 +85,7 @@ func (c *Cloud) ChurnOnce(r *rand.Rand) []string {
 	// start new changes
 	var idle []*nodeRec
 	for _, rec := range c.nodeOrder {
-		if len(c.churn[rec.n.UUID]) == 0 && rec.n.Reservation == "" {
+		if len(c.churn[rec.n.UUID]) == 0 && rec.n.Reservation == "" && !c.noChurn[rec.n.UUID] {
 			idle = append(idle, rec)
 		}
 	}

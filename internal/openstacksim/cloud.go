@@ -100,7 +100,9 @@ type Cloud struct {
 	faults    []*Fault
 	fieldLoss FieldLoss // see SetFieldLoss
 	churn     map[string][]churnStep
-	ops       *opsState // provision.go
+	// noChurn holds the nodes Churn leaves alone (KeepFromChurn).
+	noChurn map[string]bool
+	ops     *opsState // provision.go
 
 	servers     map[string]*serverRec // by ID, deleted ones too
 	serverOrder []*serverRec          // creation order

@@ -236,3 +236,35 @@ func TestChurnKeepsTheAPIConsistent(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestKeepFromChurn: the nodes KeepFromChurn names keep their state
+// through 200 churn ticks while the others change.
+func TestKeepFromChurn(t *testing.T) {
+	c, _, _, _ := seededCloud(t, 30)
+	nodes := c.Nodes()
+	kept := []string{nodes[0].UUID, nodes[1].UUID, nodes[2].UUID}
+	c.KeepFromChurn(kept...)
+	before := map[string]Node{}
+	for _, n := range nodes {
+		before[n.UUID] = n
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	changedOthers := 0
+	for i := 0; i < 200; i++ {
+		c.ChurnOnce(r)
+	}
+	for _, n := range c.Nodes() {
+		b := before[n.UUID]
+		same := n.ProvisionState == b.ProvisionState && n.PowerState == b.PowerState && n.Maintenance == b.Maintenance
+		if slices.Contains(kept, n.UUID) && !same {
+			t.Errorf("kept node %s changed: %s/%s/%v -> %s/%s/%v", n.UUID, b.ProvisionState, b.PowerState, b.Maintenance,
+				n.ProvisionState, n.PowerState, n.Maintenance)
+		}
+		if !slices.Contains(kept, n.UUID) && !same {
+			changedOthers++
+		}
+	}
+	if changedOthers == 0 {
+		t.Fatal("churn changed none of the other nodes in 200 ticks")
+	}
+}
