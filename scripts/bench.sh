@@ -23,20 +23,26 @@ out=${BENCH_OUT:-bin/bench-$mode.out}
 mkdir -p "$(dirname "$out")"
 : >"$out"
 
-# bench PKG REGEX TIMEOUT [-args …]: one go test run of benchmarks, once each.
+# bench PKG REGEX TIMEOUT [-args …]: one go test run of benchmarks, each
+# BENCH_COUNT times (default once).
 bench() {
   local pkg=$1 re=$2 timeout=$3
   shift 3
   printf '\n== go test %s -bench %s %s (%s)\n' "$pkg" "$re" "$*" "$(date +%T)" | tee -a "$out"
-  go test "$pkg" -run '^$' -bench "$re" -benchtime 1x -count 1 -timeout "$timeout" "$@" 2>&1 | tee -a "$out"
+  go test "$pkg" -run '^$' -bench "$re" -benchtime 1x -count "${BENCH_COUNT:-1}" -timeout "$timeout" "$@" 2>&1 | tee -a "$out"
 }
 
 case $mode in
 short)
-  bench ./test/bench '^(BenchmarkLink|BenchmarkSnapshot|BenchmarkIdleLinks)$' 10m -args \
-    -bench.duration=10s -bench.raw-duration=3s \
+  bench ./test/bench '^(BenchmarkSnapshot|BenchmarkIdleLinks)$' 10m -args \
     -bench.snapshot-sites=3 -bench.snapshot-devices=2000 \
     -bench.idle-links=1000 -bench.idle-settle=20s
+  # link-100 and quarantine-100 swing up to 3.5x from one run to the next on
+  # a quiet 2-core machine (0.053 then 0.183 five minutes apart, right after
+  # make test): twice, and bench-check.sh keeps each name's best run; a
+  # regression lowers both.
+  BENCH_COUNT=2 bench ./test/bench '^BenchmarkLink$' 10m -args \
+    -bench.duration=10s -bench.raw-duration=3s
   ;;
 full)
   bench ./test/bench '^(BenchmarkLink|BenchmarkLinks1000|BenchmarkSnapshot)$' 40m
