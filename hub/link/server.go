@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -104,25 +104,27 @@ type Server struct {
 	due dueSites
 	// shares counts the links with writes in the group committer (fair.go).
 	shares writeShares
-	// dbFailedAt is when a link write's database failure (Unavailable) was
-	// last logged at Error, in Unix nanoseconds: at most one such line a
-	// minute (dbFailureLogEvery) for all links, the others at Debug, so an
-	// outage under N links is one error line, not N per retry
-	// (linkLoop.refused).
-	dbFailedAt atomic.Int64
-	// sweepFailedAt is the same for a link's failed read of its due
+	// dbFailedLog lets a link write's database failure (Unavailable) be
+	// logged at Error at most once a minute (dbFailureLogEvery) for all
+	// links, the others at Debug, so an outage under N links is one error
+	// line, not N per retry (linkLoop.refused).
+	dbFailedLog *rate.Limiter
+	// sweepFailedLog is the same for a link's failed read of its due
 	// commands (warnSweepFailed).
-	sweepFailedAt atomic.Int64
+	sweepFailedLog *rate.Limiter
 }
 
 // dbFailureLogEvery is how often at most a link write's database failure
-// is logged at Error (Server.dbFailedAt).
+// is logged at Error (Server.dbFailedLog), and a failed read of due
+// commands at Warn (Server.sweepFailedLog).
 const dbFailureLogEvery = time.Minute
 
 // NewServer returns a link server over st.
 func NewServer(st Store, cfg Config, log *slog.Logger) *Server {
 	cfg.defaults()
-	return &Server{store: st, cfg: cfg, log: log, links: map[string]*conn{}}
+	return &Server{store: st, cfg: cfg, log: log, links: map[string]*conn{},
+		dbFailedLog:    rate.NewLimiter(rate.Every(dbFailureLogEvery), 1),
+		sweepFailedLog: rate.NewLimiter(rate.Every(dbFailureLogEvery), 1)}
 }
 
 // Connect serves one satellite link until it ends. The protocol, in order:

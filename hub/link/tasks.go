@@ -27,7 +27,7 @@ import (
 // ends the link (hub/grpcerr.FromStore: PermissionDenied for another site's
 // ids, Aborted when a newer link fenced this one, Unavailable when the
 // database fails, ...) and logs it: Error for a database failure, at most
-// one a minute for all links (Server.dbFailedAt; Debug for the others),
+// one a minute for all links (Server.dbFailedLog; Debug for the others),
 // Info for fencing, Warn for what the satellite sent. attrs are added to the log line.
 // writeFailed sorts the error of a task's store write: done is false for
 // nil; a write naming something unknown (store.ErrNotFound) is logged with
@@ -48,8 +48,7 @@ func (l *linkLoop) refused(what string, err error, attrs ...any) outcome {
 	attrs = append(attrs, "err", err)
 	switch status.Code(st) {
 	case codes.Unavailable:
-		now, last := time.Now().UnixNano(), l.s.dbFailedAt.Load()
-		if now-last >= int64(dbFailureLogEvery) && l.s.dbFailedAt.CompareAndSwap(last, now) {
+		if l.s.dbFailedLog.Allow() {
 			l.log.Error(what+": database failed (the links' database failures are logged at debug for a minute)", attrs...)
 		} else {
 			l.log.Debug(what+": database failed", attrs...)
@@ -271,12 +270,11 @@ func (l *linkLoop) markSent(ctx context.Context, cmds []store.Command, spans []t
 
 // warnSweepFailed logs that a link's read of its due commands failed
 // (msg, err): at Warn at most once a minute for all links
-// (Server.sweepFailedAt), at Debug otherwise. Every link retries at each
+// (Server.sweepFailedLog), at Debug otherwise. Every link retries at each
 // sweep (Config.CommandSweep), so an outage would otherwise log one line
 // per link and sweep.
 func (s *Server) warnSweepFailed(log *slog.Logger, msg string, err error) {
-	now, last := time.Now().UnixNano(), s.sweepFailedAt.Load()
-	if now-last >= int64(dbFailureLogEvery) && s.sweepFailedAt.CompareAndSwap(last, now) {
+	if s.sweepFailedLog.Allow() {
 		log.Warn(msg+" (logged at debug for a minute)", "err", err)
 		return
 	}
