@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -58,7 +59,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, id Identity) {
 	now := s.now()
 	d := eventsData{Filter: q, Until: now}
 	var err error
-	if d.From, err = parseAgo("since", or(q.Get("since"), "1h"), now); err != nil {
+	if d.From, err = parseAgo("since", cmp.Or(q.Get("since"), "1h"), now); err != nil {
 		s.apiFail(w, r, err)
 		return
 	}
@@ -100,13 +101,6 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, id Identity) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "events", "Events", d)
-}
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 // readEvents runs WatchFleet in this process from the feed's oldest change
