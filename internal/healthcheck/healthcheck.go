@@ -15,6 +15,7 @@ import (
 	"maps"
 	"slices"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -171,12 +172,10 @@ func bidi(field, v string) error {
 	return nil
 }
 
-// IsBidiControl reports whether r is a bidirectional control character
-// (Unicode's Bidi_Control property): U+061C, U+200E, U+200F,
-// U+202A-U+202E, U+2066-U+2069.
-func IsBidiControl(r rune) bool {
-	return r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
-}
+// IsBidiControl reports whether r is a bidirectional control character:
+// Unicode's Bidi_Control property (unicode.Bidi_Control: U+061C, U+200E,
+// U+200F, U+202A-U+202E, U+2066-U+2069).
+func IsBidiControl(r rune) bool { return unicode.Is(unicode.Bidi_Control, r) }
 
 // GeneratedTime checks the generated time of event i against the door's
 // clock now: missing, not a valid timestamp, or more than MaxAge before
