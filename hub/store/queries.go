@@ -63,10 +63,7 @@ const hasMismatch = `(CASE WHEN jsonb_typeof(d.facts->'instance_mismatches') = '
 // a devices row aliased d: a health condition False, not fatal, not
 // STORE_ONLY (processing strategy 2), as condition.Condition.Warning says.
 // The fleet view's list filters with it as ListDevices does.
-const HasHealthWarning = hasHealthWarning
-
-// hasHealthWarning is HasHealthWarning's text.
-const hasHealthWarning = `EXISTS (SELECT 1 FROM device_conditions hc WHERE hc.device_id = d.id AND ` + healthWarningCond + `)`
+const HasHealthWarning = `EXISTS (SELECT 1 FROM device_conditions hc WHERE hc.device_id = d.id AND ` + healthWarningCond + `)`
 
 // healthWarningCond is true for a device_conditions row (alias hc) that is
 // a health warning: a health condition False, not fatal, not STORE_ONLY.
@@ -162,7 +159,7 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 		}
 	}
 	if f.HealthWarning {
-		where = append(where, hasHealthWarning)
+		where = append(where, HasHealthWarning)
 	}
 	if lab != nil {
 		empty, err := FileLabelsEmpty(ctx, s.pool)
