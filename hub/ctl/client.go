@@ -148,7 +148,7 @@ func dial(s Settings) (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithPerRPCCredentials(&auth.ClientCredentials{
 			Key: key, KID: kid, ClientID: s.ClientID, Audience: s.Audience, Lifetime: assertionLifetime, Insecure: s.Plaintext}))
 	}
-	opts = append(opts, grpc.WithChainUnaryInterceptor(utf8Unary, retryRateLimited), grpc.WithChainStreamInterceptor(utf8Stream))
+	opts = append(opts, grpc.WithChainUnaryInterceptor(utf8Unary, RetryRateLimited), grpc.WithChainStreamInterceptor(utf8Stream))
 	cc, err := grpc.NewClient(s.Hub, opts...)
 	if err != nil {
 		return nil, usageErrf("hub address %q: %v", s.Hub, err)
@@ -170,11 +170,14 @@ func utf8Unary(ctx context.Context, method string, req, reply any, cc *grpc.Clie
 // rate limit is sent again.
 const rateLimitRetries = 5
 
-// retryRateLimited sends a call again, after the RetryInfo delay, when the
-// hub refused it for the rate limit (ResourceExhausted RATE_LIMITED: the
-// refusal comes before the handler, so nothing was done and a write is
-// safe to resend), at most rateLimitRetries times and within ctx.
-func retryRateLimited(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+// RetryRateLimited is a grpc.UnaryClientInterceptor that sends a call
+// again, after the RetryInfo delay (clamped to 10 ms–5 s), when the hub
+// refused it for the caller's rate limit (ResourceExhausted RATE_LIMITED:
+// the refusal comes before the handler, so nothing was done and a write is
+// safe to resend), at most rateLimitRetries (5) times and within ctx. It
+// returns the last attempt's error, or ctx's refusal unchanged when ctx
+// ends first. docs/reference/access.md documents the refusal.
+func RetryRateLimited(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	for attempt := 0; ; attempt++ {
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		delay, limited := rateLimitDelay(err)

@@ -132,7 +132,7 @@ func (id *identity) satelliteArgs(site string) []string {
 
 // dialAs opens a TLS connection to the hub whose every RPC carries a fresh
 // assertion of clientID ("" = no credentials).
-func (id *identity) dialAs(t *testing.T, addr, clientID string) *grpc.ClientConn {
+func (id *identity) dialAs(t *testing.T, addr, clientID string, extra ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	tc, err := tlsutil.ClientConfig(id.ca, "", "", "")
 	if err != nil {
@@ -144,7 +144,7 @@ func (id *identity) dialAs(t *testing.T, addr, clientID string) *grpc.ClientConn
 		kid, _ := auth.Thumbprint(k.Public())
 		opts = append(opts, grpc.WithPerRPCCredentials(&auth.ClientCredentials{Key: k, KID: kid, ClientID: clientID, Audience: "ironlink-hub"}))
 	}
-	cc, err := grpc.NewClient(addr, opts...)
+	cc, err := grpc.NewClient(addr, append(opts, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

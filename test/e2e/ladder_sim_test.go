@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/ctl"
 	"github.com/ironlink/ironlink/internal/auth"
 	"github.com/ironlink/ironlink/internal/openstacksim"
 	"github.com/ironlink/ironlink/internal/pgtest"
@@ -99,7 +100,9 @@ func startLadderSim(t *testing.T, n int, policyDoc string, hubArgs ...string) *l
 	db := pgtest.NewDatabase(t)
 	id := newIdentity(t, []string{ladderSimSite}, map[string][]string{"ops-admin": {auth.ScopeOperationsRead, auth.ScopeOperationsWrite}})
 	addr, _ := startHub(t, db, id, append([]string{"--policy-file", policyFile, "--policy-interval", "200ms", "--heartbeat-interval", "1s"}, hubArgs...)...)
-	cc := id.dialAs(t, addr, "ops-admin")
+	// The test polls every device 10 times a second, over the per-client
+	// rate limit at times: retry as the CLI does.
+	cc := id.dialAs(t, addr, "ops-admin", grpc.WithChainUnaryInterceptor(ctl.RetryRateLimited))
 	harness.Start(t, "ironlink-satellite", bins.Satellite(), append([]string{"--site", ladderSimSite, "--hub", addr, "--clouds-yaml", clouds,
 		"--cloud", "sim", "--operations-cloud", "sim-ops", "--operations-poll-interval", "200ms",
 		"--state-file", filepath.Join(t.TempDir(), "state.json"), "--poll-interval", "1s", "--max-backoff", "2s"}, id.satelliteArgs(ladderSimSite)...)...)
