@@ -304,6 +304,11 @@ if [ "${DEMO_USER_CONFIG:-1}" = 1 ]; then
   fi
 fi
 
+# cmdline CMD COMMENT: one line of the command lists below, the comments
+# lined up 46 columns after the CLI's own name, whatever it and the other
+# variables in CMD expand to.
+cmdline() { printf '  %-*s # %s' "$((${#cli} + 46))" "$1" "$2"; }
+
 # Part 1, as soon as a device reached the hub: the fleet view and the
 # commands that look.
 cat <<EOM
@@ -314,14 +319,14 @@ http://$WEB/?token=$(cat "$STATE/web-token")
 
 Look around with the ironlink CLI in another terminal, from $PWD $cfgnote:
 
-  $cli get devices                                   # every device, its status and why
-  $cli get devices --status faulted,maintenance      # what is broken now, and why
-  $cli get sites                                     # which site stopped reporting
+$(cmdline "$cli get devices" "every device, its status and why")
+$(cmdline "$cli get devices --status faulted,maintenance" "what is broken now, and why")
+$(cmdline "$cli get sites" "which site stopped reporting")
   $cli describe device $devname
-  $cli get devices --orphaned                        # orphaned Nova instances (after ~30 s)
-  $cli drift --site demo                             # hardware drift: node-006 has 7 GPUs, node-009 runs BIOS 1.4.2 with HT on (also /drift in the fleet view)
-  $cli get devices --watch                           # Ctrl-C stops watching
-  $cli watch --site demo                             # the change feed: every status and command change as it commits (Ctrl-C stops it)
+$(cmdline "$cli get devices --orphaned" "orphaned Nova instances (after ~30 s)")
+$(cmdline "$cli drift --site demo" "hardware drift: node-006 has 7 GPUs, node-009 runs BIOS 1.4.2 with HT on (also /drift in the fleet view)")
+$(cmdline "$cli get devices --watch" "Ctrl-C stops watching")
+$(cmdline "$cli watch --site demo" "the change feed: every status and command change as it commits (Ctrl-C stops it)")
 
 >> setting up the demo's story: new nodes, a GPU fault, the policy at work (about a minute; the commands that act follow)
 EOM
@@ -349,7 +354,7 @@ The ironlink CLI, acting (quarantine and release wait until the site applied the
 
   $cli quarantine $devname --reason "GPU 3 throws Xid 79" --wait
   $cli release $devname --reason "GPU replaced" --wait
-  $cli op list --site demo                           # operations: the enrolment done, provide demo-new-2 in progress
+$(cmdline "$cli op list --site demo" "operations: the enrolment done, provide demo-new-2 in progress")
   $cli op start provide demo-new-1 --site demo --reason "to customers" --wait
 EOM
 if [ "$story" = 1 ]; then
@@ -361,19 +366,19 @@ at most 10 automatic quarantines an hour and 1 per rack) quarantining, a quarant
 was retried, a burst of faults in rack $sc_rack that tripped the per-rack guard, which names their
 common cause (also in the fleet view's policy page: http://$WEB/policy?token=$(cat "$STATE/web-token")):
 
-  $cli describe device demo/$sc_gpu                  # FAULTED by GPU/SysLogsXIDError (XID 79), quarantined by the policy
-  $cli get devices --impairment quarantined          # who quarantined what, and why
-  $cli get decisions --site demo                     # every decision of the policy, and why
-  $cli get commands --device demo/$sc_failed         # the policy's quarantine FAILED (Ironic refused it), retried: SUCCEEDED
-  $cli get devices -l rack=$sc_rack                    # the burst's rack (label rack, from Ironic's extra.rack)
-  $cli policy guard demo                             # the guard: tripped by the burst, since when, by which rule; CAUSE: "n of m new faults are in rack $sc_rack"
-  $cli get pending                                   # automatic quarantines the guard held back, waiting for you
+$(cmdline "$cli describe device demo/$sc_gpu" "FAULTED by GPU/SysLogsXIDError (XID 79), quarantined by the policy")
+$(cmdline "$cli get devices --impairment quarantined" "who quarantined what, and why")
+$(cmdline "$cli get decisions --site demo" "every decision of the policy, and why")
+$(cmdline "$cli get commands --device demo/$sc_failed" "the policy's quarantine FAILED (Ironic refused it), retried: SUCCEEDED")
+$(cmdline "$cli get devices -l rack=$sc_rack" "the burst's rack (label rack, from Ironic's extra.rack)")
+$(cmdline "$cli policy guard demo" "the guard: tripped by the burst, since when, by which rule; CAUSE: \"n of m new faults are in rack $sc_rack\"")
+$(cmdline "$cli get pending" "automatic quarantines the guard held back, waiting for you")
   $cli approve ${sc_pending[0]} --reason "confirmed broken"
   $cli reject ${sc_pending[1]} --reason "false alarm: rack $sc_rack's switch flapped"
-  $cli describe device demo/$sc_warn                 # warnings (thermal, PSU, XID 63): the status stays
-  $SIM --list                                        # the faults the health-checker simulator sends
-  $SIM --fault xid79 --healthy $sc_gpu               # the GPU was replaced: its check passes again
-  $cli release demo/$sc_gpu --all-holds --reason "GPU replaced" --wait   # the policy holds it: --all-holds gives back what the quarantine took
+$(cmdline "$cli describe device demo/$sc_warn" "warnings (thermal, PSU, XID 63): the status stays")
+$(cmdline "$SIM --list" "the faults the health-checker simulator sends")
+$(cmdline "$SIM --fault xid79 --healthy $sc_gpu" "the GPU was replaced: its check passes again")
+$(cmdline "$cli release demo/$sc_gpu --all-holds --reason \"GPU replaced\" --wait" "the policy holds it: --all-holds gives back what the quarantine took")
 EOM
 else
   echo ">> the demo's story did not complete (see above and .demo/*.log); the policy and health commands are left out" >&2
