@@ -107,8 +107,9 @@ type CommandResult struct {
 // only the command and the command's own device. The device's columns
 // (applied generation, last command error) are written in the same
 // transaction unless a condition group holds the device row; then right
-// after the commit (a replica killed in between leaves them as they were
-// until the device's next result).
+// after the commit, even when ctx ends meanwhile (at most followUpTimeout;
+// a replica killed in between leaves them as they were until the site's
+// link opens again: OpenLink heals them).
 //
 // Errors (nothing is written): ErrNotFound for an unknown command;
 // ErrWrongSite when the command, or the device the result names, belongs to
@@ -187,14 +188,23 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 	// holds no connection of the command path. Its WHERE clauses keep it
 	// from overwriting what a newer generation's result wrote meanwhile.
 	// Its failure is logged, not returned: the result is recorded, and a
-	// resend of it would be ignored.
+	// resend of it would be ignored. It outlives ctx (a link closed or a
+	// replica draining as the lock frees must not leave it undone), up to
+	// followUpTimeout; what is left undone even so (a replica killed in
+	// between) OpenLink heals when the site's link opens again.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), followUpTimeout)
+	defer cancel()
 	b := resultBatch(r, device, gen, false)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := s.pool.SendBatch(fctx, b).Close(); err != nil {
 		s.log.Warn("command result recorded; its device's applied generation and last error not updated",
 			"command_id", r.CommandID, "device_id", device, "generation", gen, "err", err)
 	}
 	return false, nil
 }
+
+// followUpTimeout bounds RecordResult's update of a device row that a
+// condition group held (10 seconds, well over a group's commit).
+const followUpTimeout = 10 * time.Second
 
 // resultBatch queues the updates RecordResult makes for r, a result of
 // generation gen for device: with command, the command SUCCEEDED or FAILED

@@ -46,7 +46,33 @@ func (s *Store) OpenLink(ctx context.Context, h LinkHello) (LinkSession, error) 
 	if err := s.refreshStaleness(ctx, h.Site); err != nil {
 		return LinkSession{}, err
 	}
+	if err := s.healAppliedGenerations(ctx, h.Site); err != nil {
+		return LinkSession{}, err
+	}
 	return sess, nil
+}
+
+// healAppliedGenerations sets the applied generation of every device of
+// site whose desired generation's command SUCCEEDED but whose row does not
+// say so: RecordResult writes the device row after the command's commit
+// when a condition group held it, and a replica killed in between leaves
+// it behind. The last command error is cleared as a success clears it.
+// It reads only the site's devices whose applied generation lags their
+// desired one, each with its command by (device_id, generation).
+func (s *Store) healAppliedGenerations(ctx context.Context, site string) error {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE devices d SET applied_generation = d.desired_generation,
+			last_command_error = '', last_command_failure_class = '', last_command_failure_reason = ''
+		FROM commands c
+		WHERE d.site = $1 AND d.applied_generation < d.desired_generation
+			AND c.device_id = d.id AND c.generation = d.desired_generation AND c.state = 'SUCCEEDED'`, site)
+	if err != nil {
+		return fmt.Errorf("heal applied generations of site %q: %w", site, err)
+	}
+	if n := tag.RowsAffected(); n > 0 {
+		s.log.Warn("applied generations healed from succeeded commands", "site", site, "devices", n)
+	}
+	return nil
 }
 
 // CloseLink records that the link with epoch closed; a newer link is left alone.
