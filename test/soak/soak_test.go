@@ -45,9 +45,9 @@ var faultKinds = []string{"satellite kill -9", "hub replica kill -9", "hub repli
 // tmpfs of their own (site.stateDir).
 const faultDiskFull = "satellite disk full (30 s)"
 
-// maxConnections is the soak clusters' max_connections (primary and standby): room for both
-// hubs' pools and the checker's, few enough for the max_connections fault
-// to fill quickly.
+// maxConnections is the soak clusters' max_connections (primary and
+// standby alike): room for both hubs' pools and the checker's, few enough
+// for the max_connections fault to fill quickly.
 const maxConnections = 60
 
 // resync is the satellites' --resync-interval in the soak.
