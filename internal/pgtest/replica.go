@@ -22,6 +22,9 @@ type Pair struct {
 	// Primary is the cluster writes go to until Crash; Standby streams its
 	// WAL and becomes writable after Promote.
 	Primary, Standby *Cluster
+	// sync: the primary waits for the standby's flush at each commit
+	// (StartPair's sync; Rebuild makes the new primary so again).
+	sync bool
 }
 
 // StartPair starts a primary, creates database dbName on it, and starts a
@@ -41,25 +44,34 @@ func StartPair(t *testing.T, dbName string, sync bool) *Pair {
 		t.Fatalf("pgtest: pg_basebackup: %v\n%s", err, out)
 	}
 	p.Standby.Start(t)
+	p.sync = sync
 	if sync {
 		execAdmin(t, p.Primary, `ALTER SYSTEM SET synchronous_standby_names = '*'`)
 		execAdmin(t, p.Primary, `SELECT pg_reload_conf()`)
 	}
+	p.waitStreaming(t)
+	return p
+}
+
+// waitStreaming returns when the primary has one standby streaming, the
+// synchronous one when the pair is sync; it fails the test after 60 s.
+func (p *Pair) waitStreaming(t *testing.T) {
+	t.Helper()
 	want := "async"
-	if sync {
+	if p.sync {
 		want = "sync"
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var n int
 		err := withAdmin(t, p.Primary, func(ctx context.Context, c *pgx.Conn) error {
 			return c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = $1`, want).Scan(&n)
 		})
 		if err == nil && n == 1 {
-			return p
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("pgtest: standby not streaming (%s) after 30 s: %v", want, err)
+			t.Fatalf("pgtest: standby not streaming (%s) after 60 s: %v", want, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -88,6 +100,77 @@ func (p *Pair) Promote(t *testing.T) {
 	if err := p.Standby.ctl("-w", "-t", "60", "promote"); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
+}
+
+// Rebuild makes a fresh streaming standby of the current primary (after
+// Crash and Promote: the promoted one) on the port of the cluster that is
+// not primary, and swaps the roles: the dead former primary's data
+// directory is deleted, pg_basebackup -R -X stream copies the primary into
+// it, and it starts with its former max_connections (which must not be
+// below the primary's). The copy of postgresql.auto.conf loses
+// synchronous_standby_names, so that the standby, once promoted, commits
+// alone; a sync pair's new primary is made synchronous again (its
+// synchronous_standby_names '*') and Rebuild returns once the standby
+// streams as its synchronous one. Afterwards Primary is the promoted
+// cluster and Standby the rebuilt one: URL, computed before or after,
+// keeps reaching the writable one, and the pair can fail over again.
+// Errors fail the test.
+func (p *Pair) Rebuild(t *testing.T) {
+	t.Helper()
+	p.Primary, p.Standby = p.Standby, p.Primary
+	if err := os.RemoveAll(p.Standby.data()); err != nil {
+		t.Fatalf("pgtest: rebuild: %v", err)
+	}
+	if out, err := p.Standby.run("pg_basebackup", "-h", "127.0.0.1", "-p", p.Primary.port, "-U", "postgres",
+		"-D", p.Standby.data(), "-R", "-X", "stream", "-c", "fast"); err != nil {
+		t.Fatalf("pgtest: rebuild: pg_basebackup: %v\n%s", err, out)
+	}
+	auto := filepath.Join(p.Standby.data(), "postgresql.auto.conf")
+	raw, err := os.ReadFile(auto)
+	if err != nil {
+		t.Fatalf("pgtest: rebuild: %v", err)
+	}
+	var keep []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "synchronous_standby_names") {
+			keep = append(keep, l)
+		}
+	}
+	if err := os.WriteFile(auto, []byte(strings.Join(keep, "\n")), 0o600); err != nil { // an existing file keeps its owner
+		t.Fatalf("pgtest: rebuild: %v", err)
+	}
+	p.Standby.Start(t)
+	if p.sync {
+		execAdmin(t, p.Primary, `ALTER SYSTEM SET synchronous_standby_names = '*'`)
+		execAdmin(t, p.Primary, `SELECT pg_reload_conf()`)
+	}
+	p.waitStreaming(t)
+}
+
+// SetMaxConnections restarts both clusters with max_connections n, the
+// primary first and the standby once it has replayed the change (a hot
+// standby may not run with fewer connections than its primary). A sync
+// pair's commits wait while the standby restarts.
+func (p *Pair) SetMaxConnections(t *testing.T, n int) {
+	t.Helper()
+	p.Primary.SetMaxConnections(t, n)
+	p.waitStreaming(t)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var caughtUp bool
+		err := withAdmin(t, p.Primary, func(ctx context.Context, c *pgx.Conn) error {
+			return c.QueryRow(ctx, `SELECT coalesce(bool_and(replay_lsn >= pg_current_wal_lsn()), false) FROM pg_stat_replication`).Scan(&caughtUp)
+		})
+		if err == nil && caughtUp {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pgtest: standby has not replayed the primary's WAL after 60 s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.Standby.SetMaxConnections(t, n)
+	p.waitStreaming(t)
 }
 
 // Crash sends SIGKILL to the cluster's postmaster and then to each of its

@@ -38,15 +38,16 @@ var invariants = []string{invHistoryOnce, invStatus, invCommands, invOperations,
 // faultKinds are the faults injected, in the summary's order.
 var faultKinds = []string{"satellite kill -9", "hub replica kill -9", "hub replica frozen (SIGSTOP 25 s)", "link cut",
 	"PostgreSQL restart", "Ironic slow (10 s answers for 30 s)", "Placement down (503 for 60 s)",
-	faultDiskFull, "PostgreSQL at max_connections (20 s)", "scripted satellite flood (10 s at full speed)", faultStalledWatch}
+	faultDiskFull, "PostgreSQL at max_connections (20 s)", "scripted satellite flood (10 s at full speed)", faultStalledWatch,
+	faultFailover, faultOversized}
 
 // faultDiskFull is the fault left out when the sites' state files have no
 // tmpfs of their own (site.stateDir).
 const faultDiskFull = "satellite disk full (30 s)"
 
-// maxConnections is the soak cluster's max_connections: room for both
-// hubs' pools and the checker's, few enough for the max_connections fault
-// to fill quickly.
+// maxConnections is the soak clusters' max_connections (primary and
+// standby alike): room for both hubs' pools and the checker's, few enough
+// for the max_connections fault to fill quickly.
 const maxConnections = 60
 
 // resync is the satellites' --resync-interval in the soak.
@@ -54,8 +55,11 @@ const resync = 30 * time.Second
 
 // rig is everything the soak runs.
 type rig struct {
-	t       *testing.T
-	pg      *pgtest.Cluster
+	t *testing.T
+	// pair is the PostgreSQL primary and its synchronous standby; db is
+	// their multi-host URL (target_session_attrs=read-write), which the
+	// hubs and the checker use and which follows a failover.
+	pair    *pgtest.Pair
 	db      string
 	pool    *pgxpool.Pool
 	lb      *tcpproxy.Proxy
@@ -69,7 +73,13 @@ type rig struct {
 	watch   *watcher
 	faults  map[string]int
 	opsSent map[string]int
-	chk     *checker
+	// figures are what faults measured (a failover's times, a flood's
+	// memory), by kind, for the summary.
+	figures map[string][]string
+	// sampleMu is held while hub-a's memory is sampled and while a fault
+	// that would skew the sample (the oversized flood) runs.
+	sampleMu sync.Mutex
+	chk      *checker
 }
 
 // only, when set, restricts the faults injected to the kinds whose name
@@ -102,10 +112,10 @@ func envMinutes() float64 {
 // violation of the invariants; it prints the summary table.
 func TestSoak(t *testing.T) {
 	dur := time.Duration(*minutes * float64(time.Minute))
-	r := &rig{t: t, faults: map[string]int{}, opsSent: map[string]int{}}
-	r.pg = pgtest.StartCluster(t)
-	r.pg.SetMaxConnections(t, maxConnections)
-	r.db = r.pg.NewDatabase(t, "ironlink")
+	r := &rig{t: t, faults: map[string]int{}, opsSent: map[string]int{}, figures: map[string][]string{}}
+	r.pair = pgtest.StartPair(t, "ironlink", true)
+	r.pair.SetMaxConnections(t, maxConnections)
+	r.db = r.pair.URL("ironlink")
 	r.pool = harness.Pool(t, r.db)
 	r.hubA = harness.StartHub(t, bins, r.db, "hub-a", append(profileFlags(), hubFlags...)...)
 	r.hubB = harness.StartHub(t, bins, r.db, "hub-b", hubFlags...)
@@ -173,7 +183,10 @@ func TestSoak(t *testing.T) {
 	go func() {
 		defer lw.Done()
 		for load.Err() == nil {
-			hs.sampleHub(load, r.pool, r.hubA.AdminAddr, r.hubA.Replica)
+			if r.sampleMu.TryLock() { // not while the oversized flood runs
+				hs.sampleHub(load, r.pool, r.hubA.AdminAddr, r.hubA.Replica)
+				r.sampleMu.Unlock()
+			}
 			chk.round(load)
 			sleep(load, 5*time.Second)
 		}
@@ -367,9 +380,14 @@ func (r *rig) inject(kind string) {
 	case "link cut":
 		r.lb.Cut()
 	case "PostgreSQL restart":
-		r.pg.Stop(t)
+		// The primary (since the last failover, the promoted one).
+		r.pair.Primary.Stop(t)
 		time.Sleep(2 * time.Second) // the outage itself
-		r.pg.Start(t)
+		r.pair.Primary.Start(t)
+	case faultFailover:
+		r.failover()
+	case faultOversized:
+		r.oversizedFlood()
 	case "hub replica frozen (SIGSTOP 25 s)":
 		// Longer than hub-b's lease: it is fenced, its links move.
 		r.mu.Lock()
@@ -407,7 +425,7 @@ func (r *rig) inject(kind string) {
 			t.Errorf("%s: %v", kind, err)
 		}
 	case "PostgreSQL at max_connections (20 s)":
-		fillers, err := fillSlots(r.db)
+		fillers, err := fillSlots(r.pair.Primary.URL("ironlink"))
 		if err != nil {
 			t.Logf("%s: %v", kind, err)
 		}
@@ -521,6 +539,11 @@ func (r *rig) summary(chk *checker, took time.Duration, figs string) {
 	fmt.Fprintf(w, "(all)\t\t%d\n", nv)
 	_ = w.Flush()
 	fmt.Fprintf(&b, "hub-a after warm-up: %s\n", figs)
+	for _, k := range faultKinds {
+		for i, f := range r.figures[k] {
+			fmt.Fprintf(&b, "%s #%d: %s\n", k, i+1, f)
+		}
+	}
 	fmt.Fprint(os.Stdout, b.String())
 	r.t.Log("\n" + b.String())
 }
