@@ -139,6 +139,14 @@ func (p *Pair) Rebuild(t *testing.T) {
 	if err := os.WriteFile(auto, []byte(strings.Join(keep, "\n")), 0o600); err != nil { // an existing file keeps its owner
 		t.Fatalf("pgtest: rebuild: %v", err)
 	}
+	// The crashed postmaster's socket and its lock file are still in the
+	// socket directory; the lock names a dead (or zombie) process, which
+	// PostgreSQL may take for a live one: remove both.
+	for _, f := range []string{".s.PGSQL." + p.Standby.port, ".s.PGSQL." + p.Standby.port + ".lock"} {
+		if err := os.Remove(filepath.Join(p.Standby.dir, f)); err != nil && !os.IsNotExist(err) {
+			t.Fatalf("pgtest: rebuild: %v", err)
+		}
+	}
 	p.Standby.Start(t)
 	if p.sync {
 		execAdmin(t, p.Primary, `ALTER SYSTEM SET synchronous_standby_names = '*'`)
@@ -192,6 +200,23 @@ func (c *Cluster) Crash(t *testing.T) {
 	for _, c := range append(children, childrenOf(pid)...) {
 		_ = syscall.Kill(c, syscall.SIGKILL)
 	}
+	// Return once the postmaster is gone (or a zombie nobody reaped yet),
+	// at most 10 s: a cluster started next on its port must not find it.
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && !strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
 }
 
 // childrenOf lists the processes whose parent is pid (from /proc/*/stat).
