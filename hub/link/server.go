@@ -112,6 +112,9 @@ type Server struct {
 	// sweepFailedLog is the same for a link's failed read of its due
 	// commands (warnSweepFailed).
 	sweepFailedLog *rate.Limiter
+	// closeFailedLog is the same, at Warn, for a link's failed record of
+	// its close.
+	closeFailedLog *rate.Limiter
 }
 
 // dbFailureLogEvery is how often at most a link write's database failure
@@ -124,7 +127,8 @@ func NewServer(st Store, cfg Config, log *slog.Logger) *Server {
 	cfg.defaults()
 	return &Server{store: st, cfg: cfg, log: log, links: map[string]*conn{},
 		dbFailedLog:    rate.NewLimiter(rate.Every(dbFailureLogEvery), 1),
-		sweepFailedLog: rate.NewLimiter(rate.Every(dbFailureLogEvery), 1)}
+		sweepFailedLog: rate.NewLimiter(rate.Every(dbFailureLogEvery), 1),
+		closeFailedLog: rate.NewLimiter(rate.Every(dbFailureLogEvery), 1)}
 }
 
 // Connect serves one satellite link until it ends. The protocol, in order:
@@ -192,7 +196,13 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error
 		closeCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer done()
 		if err := s.store.CloseLink(closeCtx, site, sess.Epoch); err != nil {
-			log.Warn("close link", "err", err)
+			// The next link's OpenLink overwrites what this would have
+			// written; in an outage every link fails here at once.
+			if s.closeFailedLog.Allow() {
+				log.Warn("close link (logged at debug for a minute)", "err", err)
+			} else {
+				log.Debug("close link", "err", err)
+			}
 		}
 	}()
 	log.Info("link opened", "epoch", sess.Epoch, "last_sequence", sess.LastSequence, "version", hello.GetVersion())

@@ -278,7 +278,11 @@ func (g *groupCommitter) commit(s *Store, group []*groupItem) {
 	defer cancel()
 	err := s.applyGroup(ctx, group)
 	if err != nil && len(group) > 1 {
-		s.log.Warn("group commit failed; committing its writes one by one", "writes", len(group), "err", err)
+		if s.groupFailedLog.Allow() {
+			s.log.Warn("group commit failed; committing its writes one by one (logged at debug for a minute)", "writes", len(group), "err", err)
+		} else {
+			s.log.Debug("group commit failed; committing its writes one by one", "writes", len(group), "err", err)
+		}
 		for _, it := range group {
 			if it.prev != nil && it.prev.err != nil {
 				it.err = afterFailed(it)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/time/rate"
 
 	"github.com/ironlink/ironlink/hub/store/notify"
 	"github.com/ironlink/ironlink/internal/pgprimary"
@@ -60,6 +61,11 @@ type Store struct {
 
 	// notes is the replica's one LISTEN connection (Notifications).
 	notes *notify.Dispatcher
+
+	// groupFailedLog lets a failed group commit be logged at Warn at most
+	// once a minute, the others at Debug: in a database outage every
+	// link's retry fails a group (groupCommitter.commit).
+	groupFailedLog *rate.Limiter
 }
 
 // Open connects a pgx pool to databaseURL (a PostgreSQL URL or key=value
@@ -87,7 +93,7 @@ func Open(ctx context.Context, databaseURL string, log *slog.Logger, opts ...Opt
 		pool.Close()
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
-	s := &Store{pool: pool, log: log, now: time.Now}
+	s := &Store{pool: pool, log: log, now: time.Now, groupFailedLog: rate.NewLimiter(rate.Every(time.Minute), 1)}
 	s.notes = notify.New(func(ctx context.Context) (*pgx.Conn, error) {
 		return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
 	}, []string{NotifyChannel, OperationsChannel, FeedNotifyChannel, PolicyNotifyChannel}, log)
