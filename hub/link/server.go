@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/ironlink/ironlink/hub/operations/vault"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/auth"
+	"github.com/ironlink/ironlink/internal/loggate"
 )
 
 // Config tunes the link server.
@@ -105,30 +105,18 @@ type Server struct {
 	// shares counts the links with writes in the group committer (fair.go).
 	shares writeShares
 	// dbFailedLog lets a link write's database failure (Unavailable) be
-	// logged at Error at most once a minute (dbFailureLogEvery) for all
-	// links, the others at Debug, so an outage under N links is one error
-	// line, not N per retry (linkLoop.refused).
-	dbFailedLog *rate.Limiter
-	// sweepFailedLog is the same for a link's failed read of its due
-	// commands (warnSweepFailed).
-	sweepFailedLog *rate.Limiter
-	// closeFailedLog is the same, at Warn, for a link's failed record of
-	// its close.
-	closeFailedLog *rate.Limiter
+	// logged at Error once a minute for all links (linkLoop.refused);
+	// sweepFailedLog a failed read of due commands at Warn
+	// (warnSweepFailed); closeFailedLog a failed record of a link's close
+	// at Warn. The others go at Debug.
+	dbFailedLog, sweepFailedLog, closeFailedLog *loggate.Gate
 }
-
-// dbFailureLogEvery is how often at most a link write's database failure
-// is logged at Error (Server.dbFailedLog), and a failed read of due
-// commands at Warn (Server.sweepFailedLog).
-const dbFailureLogEvery = time.Minute
 
 // NewServer returns a link server over st.
 func NewServer(st Store, cfg Config, log *slog.Logger) *Server {
 	cfg.defaults()
 	return &Server{store: st, cfg: cfg, log: log, links: map[string]*conn{},
-		dbFailedLog:    rate.NewLimiter(rate.Every(dbFailureLogEvery), 1),
-		sweepFailedLog: rate.NewLimiter(rate.Every(dbFailureLogEvery), 1),
-		closeFailedLog: rate.NewLimiter(rate.Every(dbFailureLogEvery), 1)}
+		dbFailedLog: loggate.New(), sweepFailedLog: loggate.New(), closeFailedLog: loggate.New()}
 }
 
 // Connect serves one satellite link until it ends. The protocol, in order:
@@ -198,11 +186,7 @@ func (s *Server) Connect(stream ironlinkv1.LinkService_ConnectServer) (err error
 		if err := s.store.CloseLink(closeCtx, site, sess.Epoch); err != nil {
 			// The next link's OpenLink overwrites what this would have
 			// written; in an outage every link fails here at once.
-			if s.closeFailedLog.Allow() {
-				log.Warn("close link (logged at debug for a minute)", "err", err)
-			} else {
-				log.Debug("close link", "err", err)
-			}
+			s.closeFailedLog.Log(closeCtx, log, slog.LevelWarn, "close link", "err", err)
 		}
 	}()
 	log.Info("link opened", "epoch", sess.Epoch, "last_sequence", sess.LastSequence, "version", hello.GetVersion())

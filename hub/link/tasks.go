@@ -48,11 +48,7 @@ func (l *linkLoop) refused(what string, err error, attrs ...any) outcome {
 	attrs = append(attrs, "err", err)
 	switch status.Code(st) {
 	case codes.Unavailable:
-		if l.s.dbFailedLog.Allow() {
-			l.log.Error(what+": database failed (the links' database failures are logged at debug for a minute)", attrs...)
-		} else {
-			l.log.Debug(what+": database failed", attrs...)
-		}
+		l.s.dbFailedLog.Log(context.Background(), l.log, slog.LevelError, what+": database failed", attrs...)
 	case codes.Aborted:
 		l.log.Info("link fenced by a newer link", attrs...)
 	case codes.Canceled, codes.DeadlineExceeded:
@@ -274,9 +270,5 @@ func (l *linkLoop) markSent(ctx context.Context, cmds []store.Command, spans []t
 // sweep (Config.CommandSweep), so an outage would otherwise log one line
 // per link and sweep.
 func (s *Server) warnSweepFailed(log *slog.Logger, msg string, err error) {
-	if s.sweepFailedLog.Allow() {
-		log.Warn(msg+" (logged at debug for a minute)", "err", err)
-		return
-	}
-	log.Debug(msg, "err", err)
+	s.sweepFailedLog.Log(context.Background(), log, slog.LevelWarn, msg, "err", err)
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -278,11 +279,7 @@ func (g *groupCommitter) commit(s *Store, group []*groupItem) {
 	defer cancel()
 	err := s.applyGroup(ctx, group)
 	if err != nil && len(group) > 1 {
-		if s.groupFailedLog.Allow() {
-			s.log.Warn("group commit failed; committing its writes one by one (logged at debug for a minute)", "writes", len(group), "err", err)
-		} else {
-			s.log.Debug("group commit failed; committing its writes one by one", "writes", len(group), "err", err)
-		}
+		s.groupFailedLog.Log(ctx, s.log, slog.LevelWarn, "group commit failed; committing its writes one by one", "writes", len(group), "err", err)
 		for _, it := range group {
 			if it.prev != nil && it.prev.err != nil {
 				it.err = afterFailed(it)

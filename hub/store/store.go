@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"golang.org/x/time/rate"
 
 	"github.com/ironlink/ironlink/hub/store/notify"
+	"github.com/ironlink/ironlink/internal/loggate"
 	"github.com/ironlink/ironlink/internal/pgprimary"
 	"github.com/ironlink/ironlink/migrations"
 )
@@ -65,7 +65,7 @@ type Store struct {
 	// groupFailedLog lets a failed group commit be logged at Warn at most
 	// once a minute, the others at Debug: in a database outage every
 	// link's retry fails a group (groupCommitter.commit).
-	groupFailedLog *rate.Limiter
+	groupFailedLog *loggate.Gate
 }
 
 // Open connects a pgx pool to databaseURL (a PostgreSQL URL or key=value
@@ -93,7 +93,7 @@ func Open(ctx context.Context, databaseURL string, log *slog.Logger, opts ...Opt
 		pool.Close()
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
-	s := &Store{pool: pool, log: log, now: time.Now, groupFailedLog: rate.NewLimiter(rate.Every(time.Minute), 1)}
+	s := &Store{pool: pool, log: log, now: time.Now, groupFailedLog: loggate.New()}
 	s.notes = notify.New(func(ctx context.Context) (*pgx.Conn, error) {
 		return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
 	}, []string{NotifyChannel, OperationsChannel, FeedNotifyChannel, PolicyNotifyChannel}, log)

@@ -39,18 +39,33 @@ func StartPair(t *testing.T, dbName string, sync bool) *Pair {
 	p := &Pair{Primary: StartCluster(t)}
 	p.Primary.NewDatabase(t, dbName)
 	p.Standby = newCluster(t)
+	p.sync = sync
+	p.baseBackup(t)
+	p.Standby.Start(t)
+	p.streaming(t)
+	return p
+}
+
+// baseBackup copies the primary into the standby's (empty) data directory
+// with pg_basebackup -R -X stream, so that it starts as a standby of it.
+func (p *Pair) baseBackup(t *testing.T) {
+	t.Helper()
 	if out, err := p.Standby.run("pg_basebackup", "-h", "127.0.0.1", "-p", p.Primary.port, "-U", "postgres",
 		"-D", p.Standby.data(), "-R", "-X", "stream", "-c", "fast"); err != nil {
 		t.Fatalf("pgtest: pg_basebackup: %v\n%s", err, out)
 	}
-	p.Standby.Start(t)
-	p.sync = sync
-	if sync {
+}
+
+// streaming makes a sync pair's primary wait for its standby at each
+// commit (synchronous_standby_names '*') and returns once the standby
+// streams (waitStreaming).
+func (p *Pair) streaming(t *testing.T) {
+	t.Helper()
+	if p.sync {
 		execAdmin(t, p.Primary, `ALTER SYSTEM SET synchronous_standby_names = '*'`)
 		execAdmin(t, p.Primary, `SELECT pg_reload_conf()`)
 	}
 	p.waitStreaming(t)
-	return p
 }
 
 // waitStreaming returns when the primary has one standby streaming, the
@@ -121,10 +136,7 @@ func (p *Pair) Rebuild(t *testing.T) {
 	if err := os.RemoveAll(p.Standby.data()); err != nil {
 		t.Fatalf("pgtest: rebuild: %v", err)
 	}
-	if out, err := p.Standby.run("pg_basebackup", "-h", "127.0.0.1", "-p", p.Primary.port, "-U", "postgres",
-		"-D", p.Standby.data(), "-R", "-X", "stream", "-c", "fast"); err != nil {
-		t.Fatalf("pgtest: rebuild: pg_basebackup: %v\n%s", err, out)
-	}
+	p.baseBackup(t)
 	auto := filepath.Join(p.Standby.data(), "postgresql.auto.conf")
 	raw, err := os.ReadFile(auto)
 	if err != nil {
@@ -148,11 +160,7 @@ func (p *Pair) Rebuild(t *testing.T) {
 		}
 	}
 	p.Standby.Start(t)
-	if p.sync {
-		execAdmin(t, p.Primary, `ALTER SYSTEM SET synchronous_standby_names = '*'`)
-		execAdmin(t, p.Primary, `SELECT pg_reload_conf()`)
-	}
-	p.waitStreaming(t)
+	p.streaming(t)
 }
 
 // SetMaxConnections restarts both clusters with max_connections n, the

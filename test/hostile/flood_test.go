@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
@@ -44,24 +42,15 @@ func binaries(t *testing.T) harness.Binaries {
 	return bins
 }
 
-// rssKiB reads a process's resident set size (VmRSS) or its peak (VmHWM) in KiB.
+// rssKiB reads a process's resident set size (VmRSS) or its peak (VmHWM)
+// in KiB (harness.ProcStatusKiB); an error fails the test.
 func rssKiB(t *testing.T, pid int, field string) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	n, err := harness.ProcStatusKiB(pid, field)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
+	return n
 }
 
 // floodHub starts a real hub with authentication on (one operator,
@@ -90,14 +79,6 @@ func floodHub(t *testing.T) (*harness.Hub, func() string) {
 		}
 		return "Bearer " + tok
 	}
-}
-
-// bigListSites is an encoded ListSitesRequest of n bytes: an unknown field
-// (which the hub would skip) carrying the bulk.
-func bigListSites(n int) []byte {
-	b := protowire.AppendTag(nil, 9999, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(n))
-	return append(b, make([]byte, n)...)
 }
 
 // TestFloodWithoutTokenKeepsMemoryFlat is the outside probe of issue 27,
@@ -131,7 +112,7 @@ func TestFloodWithoutTokenKeepsMemoryFlat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	payload := bigListSites(15 << 20)
+	payload := harness.OversizedListSites(15 << 20)
 	const conns, perConn, probeFor = 8, 8, 8 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), probeFor)
 	defer cancel()
@@ -243,7 +224,7 @@ func TestRequestSizeLimitsPerService(t *testing.T) {
 	}
 	defer cc.Close()
 	call := func(n int) error {
-		req := bigListSites(n)
+		req := harness.OversizedListSites(n)
 		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", valid())
 		return cc.Invoke(ctx, "/ironlink.v1.FleetService/ListSites", &req, &ironlinkv1.ListSitesResponse{})
 	}

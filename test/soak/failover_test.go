@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,12 +15,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/admission"
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/internal/grpcraw"
+	"github.com/ironlink/ironlink/test/harness"
 )
 
 // The fault kinds of this file (docs/howto/soak.md).
@@ -124,9 +122,8 @@ func (r *rig) failover() {
 // sending its share one call after another.
 const floodConns, floodCalls = 8, 160
 
-// oversizedFlood sends hub-a floodCalls ListSites requests of 15 MiB (an
-// unknown field carrying the bulk, the probe of test/hostile) over
-// floodConns connections, and checks that every one is refused
+// oversizedFlood sends hub-a floodCalls ListSites requests of 15 MiB
+// (harness.OversizedListSites) over floodConns connections, and checks that every one is refused
 // ResourceExhausted MESSAGE_TOO_LARGE (the operator services accept
 // 4 MiB: --max-request-bytes) and that hub-a's peak resident memory during
 // the flood (the kernel's VmHWM, reset to the current figure first) stays
@@ -142,7 +139,7 @@ func (r *rig) oversizedFlood() {
 	r.sampleMu.Lock()
 	defer r.sampleMu.Unlock()
 	pid := r.hubA.Pid()
-	before, err := procKiB(pid, "VmRSS")
+	before, err := harness.ProcStatusKiB(pid, "VmRSS")
 	if err != nil {
 		t.Errorf("%s: %v", faultOversized, err)
 		return
@@ -151,7 +148,7 @@ func (r *rig) oversizedFlood() {
 	// figure, so it measures the flood; where it cannot be reset it
 	// includes the past, which only makes the bound stricter.
 	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
-	payload := bigListSites(15 << 20)
+	payload := harness.OversizedListSites(15 << 20)
 	var refused atomic.Int64
 	var mu sync.Mutex
 	var bad []string
@@ -185,7 +182,7 @@ func (r *rig) oversizedFlood() {
 	}
 	wg.Wait()
 	took := time.Since(start)
-	peak, err := procKiB(pid, "VmHWM")
+	peak, err := harness.ProcStatusKiB(pid, "VmHWM")
 	if err != nil {
 		t.Errorf("%s: %v", faultOversized, err)
 	}
@@ -222,33 +219,6 @@ func (r *rig) oversizedFlood() {
 // (docs/howto/soak.md).
 func floodBound(beforeKiB int) int {
 	return 2*beforeKiB + floodConns*admission.DefaultMaxLinkMessageBytes>>10
-}
-
-// bigListSites is an encoded ListSitesRequest of n bytes: an unknown field
-// (which the hub would skip) carrying the bulk.
-func bigListSites(n int) []byte {
-	b := protowire.AppendTag(nil, 9999, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(n))
-	return append(b, make([]byte, n)...)
-}
-
-// procKiB reads a field of /proc/<pid>/status given in kB (VmRSS: resident
-// memory; VmHWM: its peak).
-func procKiB(pid int, field string) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", field, err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			if err != nil {
-				return 0, fmt.Errorf("%s: %w", field, err)
-			}
-			return n, nil
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // note keeps a figure of one injection of a fault kind for the summary.
