@@ -2,6 +2,7 @@ package remediation_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -170,6 +171,117 @@ func TestLadderRebootThenReprovisionFixes(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("events %v, want %v", got, want)
 		}
+	}
+}
+
+// `release: operator`: the ladder fixes the device and ends SUCCEEDED, but
+// the rule's hold stays (the device is left quarantined for an operator)
+// and the history says which step fixed it.
+func TestLadderReleaseOperatorKeepsTheHold(t *testing.T) {
+	r := newRig(t, strings.Replace(ladderPolicy, "settle: 2m", "settle: 2m\n          release: operator", 1), 2, false)
+	dev := r.site.IDs[0]
+	r.site.Fault([]string{dev}, "DeployFailed", r.clk.Now())
+	r.tick() // step 1: REBOOT
+	if kind := r.finishOps(dev, "FAILED"); kind != "REBOOT" {
+		t.Fatalf("first step %s", kind)
+	}
+	r.tick() // step 1 failed
+	r.tick() // step 2: REPROVISION
+	if kind := r.finishOps(dev, "SUCCEEDED"); kind != "REPROVISION" {
+		t.Fatalf("second step %s", kind)
+	}
+	r.site.Heal(dev)
+	r.tick() // settling
+	r.clk.Add(2*time.Minute + time.Second)
+	if s := r.tick(); s.Fixed != 1 {
+		t.Fatalf("not fixed: %+v", s)
+	}
+	r.tick()
+	if n := r.count(`SELECT count(*) FROM remediation_ladders WHERE device_id = $1 AND state = 'SUCCEEDED' AND fixed_step = 2
+		AND fixed_kind = 'REPROVISION' AND NOT released`, dev); n != 1 {
+		t.Fatal("the ladder is not SUCCEEDED by step 2 (REPROVISION), unreleased")
+	}
+	if n := r.count(`SELECT count(*) FROM quarantine_holds WHERE device_id = $1 AND holder = 'policy:faulted'`, dev); n != 1 {
+		t.Fatalf("%d holds of rule faulted, want 1 (left quarantined)", n)
+	}
+	if n := r.count(`SELECT count(*) FROM remediation_events WHERE device_id = $1 AND event = 'FIXED' AND step = 2 AND kind = 'REPROVISION'
+		AND detail = 'fixed by step 2 of 2 (REPROVISION) of rule faulted''s ladder; left quarantined for an operator'`, dev); n != 1 {
+		t.Fatal("the history does not say which step fixed it and that it stays quarantined")
+	}
+	if n := r.count(`SELECT count(*) FROM remediation_events WHERE device_id = $1 AND event = 'RELEASED'`, dev); n != 0 {
+		t.Fatal("a RELEASED event for a release: operator ladder")
+	}
+	if n := r.count(`SELECT count(*) FROM commands WHERE device_id = $1 AND actor = 'remediation'`, dev); n != 0 {
+		t.Fatalf("%d commands by the remediation, want none (no release)", n)
+	}
+	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1`, dev); n != 2 {
+		t.Fatalf("%d operations, want 2", n)
+	}
+}
+
+// The site's quarantine guard trips while step 1 runs: step 2 waits
+// (GuardTripped) with no operation created, and starts exactly once after
+// the guard re-arms; no step is lost or repeated.
+func TestGuardTripMidLadderWaitsThenResumes(t *testing.T) {
+	doc := strings.Replace(ladderPolicy, "guard: {maxDevices: 50, maxPercent: 100, window: 1h}", "guard: {maxDevices: 1, maxPercent: 100, window: 10m}", 1)
+	r := newRig(t, doc, 3, false)
+	dev, other := r.site.IDs[0], r.site.IDs[1]
+	r.site.Fault([]string{dev}, "DeployFailed", r.clk.Now())
+	if s := r.tick(); s.Steps != 1 {
+		t.Fatalf("first pass: %+v", s)
+	}
+	// A second fault is refused by the guard (1 device per 10 min): tripped.
+	r.site.Fault([]string{other}, "DeployFailed", r.clk.Now())
+	r.tick()
+	if n := r.count(`SELECT count(*) FROM policy_site_state WHERE site = 'site-a' AND guard_tripped_since IS NOT NULL`); n != 1 {
+		t.Fatal("the guard did not trip")
+	}
+	if kind := r.finishOps(dev, "FAILED"); kind != "REBOOT" {
+		t.Fatalf("first step %s", kind)
+	}
+	for range 3 {
+		r.tick()
+	}
+	var waiting string
+	if err := r.st.Pool().QueryRow(context.Background(), `SELECT waiting FROM remediation_ladders WHERE device_id = $1 AND state = 'RUNNING'`, dev).Scan(&waiting); err != nil {
+		t.Fatal(err)
+	}
+	if waiting != remediation.WaitGuardTripped {
+		t.Fatalf("waiting %q, want %s", waiting, remediation.WaitGuardTripped)
+	}
+	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1`, dev); n != 1 {
+		t.Fatalf("%d operations while the guard is tripped, want 1 (step 1's)", n)
+	}
+	// The operator rejects the held quarantine; once the window has room the guard re-arms.
+	pend, _, err := r.st.ListPendingActions(context.Background(), store.PendingFilter{Limit: 10})
+	if err != nil || len(pend) != 1 {
+		t.Fatalf("pending actions %v: %v", pend, err)
+	}
+	if _, err := r.st.ResolvePendingActions(context.Background(), []int64{pend[0].ID}, false, "op", "not now"); err != nil {
+		t.Fatal(err)
+	}
+	r.tick()
+	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1`, dev); n != 1 {
+		t.Fatal("step 2 started while the guard is still tripped")
+	}
+	r.clk.Add(11 * time.Minute)
+	for range 3 {
+		r.tick()
+	}
+	if n := r.count(`SELECT count(*) FROM policy_site_state WHERE site = 'site-a' AND guard_tripped_since IS NOT NULL`); n != 0 {
+		t.Fatal("the guard did not re-arm")
+	}
+	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1 AND kind = 'REPROVISION'`, dev); n != 1 {
+		t.Fatalf("%d REPROVISION operations, want 1", n)
+	}
+	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1`, dev); n != 2 {
+		t.Fatalf("%d operations, want 2", n)
+	}
+	if n := r.count(`SELECT count(*) FROM remediation_events WHERE device_id = $1 AND event = 'STEP_STARTED'`, dev); n != 2 {
+		t.Fatalf("%d steps started, want 2", n)
+	}
+	if n := r.count(`SELECT count(*) FROM remediation_events WHERE device_id = $1 AND event = 'WAITING' AND detail LIKE '%guard is tripped%'`, dev); n < 1 {
+		t.Fatal("no WAITING event for the tripped guard")
 	}
 }
 
