@@ -168,8 +168,8 @@ func (e *Engine) device(ctx context.Context, ps *pass, d store.RemediationDevice
 		if r.Validation != nil {
 			d.StatusReason = validationCause(d.Validation)
 		}
-		if l != nil && (!p.Enabled || p.DryRun || r.DryRun || l.DryRun) {
-			l = nil // a ladder started live ends when its policy turns off or dry-run
+		if l != nil && (p.DryRun || r.DryRun || l.DryRun) {
+			l = nil // a ladder started live ends when its policy turns dry-run
 		}
 		return e.advance(ctx, ps, p, l, d)
 	}
@@ -181,6 +181,21 @@ func (e *Engine) device(ctx context.Context, ps *pass, d store.RemediationDevice
 		return nil
 	}
 	return e.begin(ctx, ps, p, l, p.DryRun || r.DryRun || l.DryRun, d)
+}
+
+// pause holds device d's open ladder where it is while its site's policy
+// is disabled (enabled: false): no step starts, no operation is created,
+// cancelled or judged and nothing is released; the position is kept and
+// the ladder goes on from it once the policy is enabled again.
+func (e *Engine) pause(ctx context.Context, ps *pass, d store.RemediationDevice, lr store.RemediationLadder) error {
+	ps.stats.Waiting++
+	if lr.Waiting == WaitPolicyDisabled {
+		return nil
+	}
+	e.log.Info("remediation ladder paused: the site's policy is disabled", logkey.DeviceID, d.DeviceID, logkey.Site, d.Site,
+		"rule", lr.Rule, "ladder", lr.ID, "step", lr.Position+1)
+	return e.st.SetLadderWaiting(ctx, lr, WaitPolicyDisabled,
+		"the site's policy is disabled (enabled: false): the ladder is paused at step "+itoa(lr.Position+1)+" until it is enabled again")
 }
 
 // domainKey keys pass.domains: a site's label value.

@@ -57,6 +57,8 @@ type rig struct {
 	ev   *policyrun.Evaluator
 	eng  *remediation.Engine
 	last remediation.Stats
+	// file is the policy in force (setPolicy replaces it).
+	file *policy.File
 }
 
 func newRig(t *testing.T, doc string, n int, webhook bool) *rig {
@@ -67,15 +69,25 @@ func newRig(t *testing.T, doc string, n int, webhook bool) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, st: st, url: url, clk: clk, site: storetest.NewSite(t, st, "site-a", n, clk.Now)}
+	r := &rig{t: t, st: st, url: url, clk: clk, site: storetest.NewSite(t, st, "site-a", n, clk.Now), file: f}
 	log := testlog.New(t)
 	r.eng = remediation.New(st, remediation.Config{Now: clk.Now, Webhook: webhook}, log)
-	r.ev = policyrun.New(st, policyrun.Config{Policy: func() *policy.File { return f }, Now: clk.Now, Replica: "r1",
+	r.ev = policyrun.New(st, policyrun.Config{Policy: func() *policy.File { return r.file }, Now: clk.Now, Replica: "r1",
 		Remediate: func(ctx context.Context, file *policy.File) (err error) {
 			r.last, err = r.eng.Tick(ctx, file)
 			return err
 		}}, log)
 	return r
+}
+
+// setPolicy puts doc in force from the next pass on (a reload).
+func (r *rig) setPolicy(doc string) {
+	r.t.Helper()
+	f, err := policy.Parse([]byte(doc))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.file = f
 }
 
 // tick runs one evaluator pass (quarantine decisions, then the ladders).
@@ -282,6 +294,61 @@ func TestGuardTripMidLadderWaitsThenResumes(t *testing.T) {
 	}
 	if n := r.count(`SELECT count(*) FROM remediation_events WHERE device_id = $1 AND event = 'WAITING' AND detail LIKE '%guard is tripped%'`, dev); n < 1 {
 		t.Fatal("no WAITING event for the tripped guard")
+	}
+}
+
+// A site's policy disabled (enabled: false) mid-ladder pauses the ladder
+// where it is: no step is judged or started and no operation created; once
+// enabled again the ladder goes on from its position (one ladder, each
+// step started once).
+func TestDisabledPolicyPausesTheLadder(t *testing.T) {
+	r := newRig(t, ladderPolicy, 2, false)
+	dev := r.site.IDs[0]
+	r.site.Fault([]string{dev}, "DeployFailed", r.clk.Now())
+	r.tick() // step 1: REBOOT
+	r.setPolicy(ladderPolicy + "  sites:\n    site-a: {enabled: false}\n")
+	if kind := r.finishOps(dev, "FAILED"); kind != "REBOOT" {
+		t.Fatalf("first step %s", kind)
+	}
+	for range 3 {
+		r.tick()
+		r.clk.Add(time.Minute)
+	}
+	var waiting, state string
+	var pos int
+	if err := r.st.Pool().QueryRow(context.Background(), `SELECT state, waiting, position FROM remediation_ladders WHERE device_id = $1`, dev).Scan(&state, &waiting, &pos); err != nil {
+		t.Fatal(err)
+	}
+	if state != "RUNNING" || waiting != remediation.WaitPolicyDisabled || pos != 0 {
+		t.Fatalf("paused ladder: state %s, waiting %q, position %d; want RUNNING, %s, 0", state, waiting, pos, remediation.WaitPolicyDisabled)
+	}
+	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1`, dev); n != 1 {
+		t.Fatalf("%d operations while paused, want 1 (step 1's)", n)
+	}
+	if n := r.count(`SELECT count(*) FROM remediation_events WHERE device_id = $1 AND event IN ('STEP_FAILED', 'ABANDONED')`, dev); n != 0 {
+		t.Fatal("the paused ladder judged its step or was abandoned")
+	}
+	if n := r.count(`SELECT count(*) FROM quarantine_holds WHERE device_id = $1 AND holder = 'policy:faulted'`, dev); n != 1 {
+		t.Fatal("the hold went away while paused")
+	}
+	r.setPolicy(ladderPolicy)
+	r.tick() // step 1 judged: failed
+	r.tick() // step 2
+	r.tick()
+	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1 AND kind = 'REPROVISION'`, dev); n != 1 {
+		t.Fatalf("%d REPROVISION operations after the resume, want 1", n)
+	}
+	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1`, dev); n != 2 {
+		t.Fatalf("%d operations, want 2", n)
+	}
+	if n := r.count(`SELECT count(*) FROM remediation_ladders WHERE device_id = $1`, dev); n != 1 {
+		t.Fatalf("%d ladders, want 1 (resumed, not started over)", n)
+	}
+	if n := r.count(`SELECT count(*) FROM remediation_events WHERE device_id = $1 AND event = 'STEP_STARTED'`, dev); n != 2 {
+		t.Fatalf("%d steps started, want 2", n)
+	}
+	if n := r.count(`SELECT count(*) FROM remediation_ladders WHERE device_id = $1 AND waiting = ''`, dev); n != 1 {
+		t.Fatal("the ladder still says it waits after the resume")
 	}
 }
 

@@ -25,6 +25,9 @@ const (
 	// operations' checks (hub/operations' precondition table, the
 	// customer-instance guard); the detail names the refusal.
 	WaitPrecondition = "Precondition"
+	// WaitPolicyDisabled: the site's policy is disabled (enabled: false);
+	// the open ladder is paused where it is (Engine.pause).
+	WaitPolicyDisabled = "PolicyDisabled"
 )
 
 // Safety is what the safety check of a step start reads besides the

@@ -31,7 +31,7 @@ func OperationID(ladder int64, step int) string {
 
 // advance moves device d's open ladder one step of the level-triggered
 // reconcile: l is its rule's ladder (nil: the rule is gone, has no ladder
-// any more, or its policy is off or dry-run).
+// any more, or its policy is dry-run). A disabled site policy pauses it.
 func (e *Engine) advance(ctx context.Context, ps *pass, p policy.SitePolicy, l *policy.Ladder, d store.RemediationDevice) error {
 	lr := *d.Ladder
 	switch {
@@ -41,6 +41,14 @@ func (e *Engine) advance(ctx context.Context, ps *pass, p policy.SitePolicy, l *
 		return e.abandon(ctx, ps, lr, "the quarantine by rule "+lr.Rule+" was released")
 	case d.Removed:
 		return e.abandon(ctx, ps, lr, "the device was removed from Ironic")
+	case !p.Enabled:
+		return e.pause(ctx, ps, d, lr)
+	case lr.Waiting == WaitPolicyDisabled: // enabled again: on from where it was paused
+		if err := e.st.SetLadderWaiting(ctx, lr, "", ""); err != nil {
+			return err
+		}
+		lr.Waiting = ""
+		d.Ladder = &lr
 	}
 	if a, ok := HandoffAction(l, d.Recommended); ok {
 		return e.handoff(ctx, ps, d, &lr, store.HandoffRecommendedAction, "the fault recommends "+actionName(a))

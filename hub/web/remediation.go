@@ -40,6 +40,7 @@ var waitWords = map[string]string{
 	"SiteUnreachable":        "the site is unreachable",
 	"CustomerInstance":       "the device has a customer instance",
 	"OperationActive":        "another operation of the device is active",
+	"PolicyDisabled":         "the site's policy is disabled (enabled: false): the ladder is paused where it is",
 	"Precondition":           "the operations' checks refuse the step's operation (tried again every pass until the step's timeout)",
 }
 
