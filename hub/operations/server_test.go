@@ -313,6 +313,10 @@ func TestListAndCancelOperations(t *testing.T) {
 }
 
 // TestSiteBoundOperator calls the server as an operator bound to site-b.
+// TestSiteBoundOperator: an operator bound to site-b starts, cancels and
+// lists nothing of site-a: every operation kind, the node actions and adopt
+// included (forced or not), on a site-a device is PermissionDenied
+// WRONG_SITE and changes nothing.
 func TestSiteBoundOperator(t *testing.T) {
 	f := newFixture(t)
 	srv := operations.NewServer(f.st, operations.Config{}, testlog.New(t))
@@ -328,6 +332,29 @@ func TestSiteBoundOperator(t *testing.T) {
 		Devices: []string{f.devs["a-available"]}, Reason: "x"})
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("device of another site: %v, want PermissionDenied", err)
+	}
+	// The node actions (and adopt) on another site's device, by its id:
+	// refused the same way, before anything is stored.
+	for _, c := range []struct {
+		kind ironlinkv1.OperationKind
+		p    *ironlinkv1.OperationParams
+	}{
+		{ironlinkv1.OperationKind_OPERATION_KIND_REBOOT, nil},
+		{ironlinkv1.OperationKind_OPERATION_KIND_REBOOT, &ironlinkv1.OperationParams{Soft: true}},
+		{ironlinkv1.OperationKind_OPERATION_KIND_POWER_OFF, nil},
+		{ironlinkv1.OperationKind_OPERATION_KIND_POWER_ON, nil},
+		{ironlinkv1.OperationKind_OPERATION_KIND_SET_MAINTENANCE, &ironlinkv1.OperationParams{MaintenanceReason: "DIMM swap"}},
+		{ironlinkv1.OperationKind_OPERATION_KIND_CLEAR_MAINTENANCE, nil},
+		{ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION, nil},
+		{ironlinkv1.OperationKind_OPERATION_KIND_ADOPT, &ironlinkv1.OperationParams{Adopt: &ironlinkv1.AdoptParams{ImageSource: "http://img/x.qcow2"}}},
+	} {
+		for _, force := range []bool{false, true} {
+			_, err := srv.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: c.kind, Devices: []string{f.devs["a-available"]},
+				Reason: "x", Params: c.p, Force: force})
+			if status.Code(err) != codes.PermissionDenied || grpcerr.Reason(err) != grpcerr.ReasonWrongSite {
+				t.Errorf("%s (force %t) of another site's device: %v, want PermissionDenied %s", c.kind, force, err, grpcerr.ReasonWrongSite)
+			}
+		}
 	}
 	_, err = srv.StartOperation(ctx, &ironlinkv1.StartOperationRequest{Kind: ironlinkv1.OperationKind_OPERATION_KIND_ENROL,
 		Site: "site-a", Nodes: []*ironlinkv1.NodeSpec{ipmiNode("n1")}, Reason: "x"})
