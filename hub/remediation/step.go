@@ -36,7 +36,7 @@ func (e *Engine) advance(ctx context.Context, ps *pass, p policy.SitePolicy, l *
 	lr := *d.Ladder
 	switch {
 	case l == nil:
-		return e.abandon(ctx, ps, lr, "rule "+lr.Rule+" has no live ladder any more (policy changed, off or dry-run)")
+		return e.abandon(ctx, ps, lr, "rule "+lr.Rule+" has no live ladder any more (policy changed or dry-run)")
 	case d.Rule != lr.Rule || d.HoldGeneration != lr.HoldGeneration:
 		return e.abandon(ctx, ps, lr, "the quarantine by rule "+lr.Rule+" was released")
 	case d.Removed:
