@@ -11,7 +11,7 @@ import (
 // HealthMatch restricts a rule to devices FAULTED by a health condition
 // (docs/reference/policy.md "Health rules"): the fatal health condition
 // that set the status must match every list given (each list: any of its
-// values; an empty list matches anything).
+// values; an empty list matches anything) and Fatal when set.
 type HealthMatch struct {
 	// ComponentClasses, for example "GPU".
 	ComponentClasses []string `json:"component_classes"`
@@ -23,6 +23,10 @@ type HealthMatch struct {
 	// RecommendedActions are NVSentinel RecommendedAction numbers (24 is
 	// RESTART_BM).
 	RecommendedActions []int32 `json:"recommended_actions"`
+	// Fatal, when set, must equal the condition's fatal flag; nil matches
+	// either. Only a fatal condition makes a device FAULTED, so false
+	// matches no status trigger today (Warnings says so).
+	Fatal *bool `json:"fatal,omitempty"`
 }
 
 // Matches reports whether h, a trigger's health cause (nil: the trigger
@@ -43,6 +47,9 @@ func (m *HealthMatch) Matches(h *condition.Health) bool {
 	if len(m.RecommendedActions) > 0 && !slices.Contains(m.RecommendedActions, h.RecommendedAction) {
 		return false
 	}
+	if m.Fatal != nil && *m.Fatal != h.Fatal {
+		return false
+	}
 	return true
 }
 
@@ -59,17 +66,19 @@ type healthYAML struct {
 	Checks             []string `yaml:"checks"`
 	ErrorCodes         []string `yaml:"errorCodes"`
 	RecommendedActions []string `yaml:"recommendedActions"`
+	Fatal              *bool    `yaml:"fatal"`
 }
 
 // convertHealth checks and converts a rule's health match: names as
 // health names ([A-Za-z0-9_.-], 1-64 bytes), error codes non-empty,
-// recommended actions a name of RecommendedActions or a number.
+// recommended actions a name of RecommendedActions or a number, fatal a
+// boolean when given.
 func convertHealth(where string, hy *healthYAML) (*HealthMatch, []error) {
 	if hy == nil {
 		return nil, nil
 	}
 	var errs []error
-	m := &HealthMatch{ComponentClasses: hy.ComponentClasses, Checks: hy.Checks, ErrorCodes: hy.ErrorCodes}
+	m := &HealthMatch{ComponentClasses: hy.ComponentClasses, Checks: hy.Checks, ErrorCodes: hy.ErrorCodes, Fatal: hy.Fatal}
 	for key, list := range map[string][]string{"componentClasses": hy.ComponentClasses, "checks": hy.Checks} {
 		for _, v := range list {
 			if !condition.ValidHealthName(v) {
@@ -94,8 +103,8 @@ func convertHealth(where string, hy *healthYAML) (*HealthMatch, []error) {
 		}
 		m.RecommendedActions = append(m.RecommendedActions, n)
 	}
-	if len(m.ComponentClasses)+len(m.Checks)+len(m.ErrorCodes)+len(m.RecommendedActions) == 0 {
-		errs = append(errs, fmt.Errorf("%s.health: give at least one of componentClasses, checks, errorCodes, recommendedActions", where))
+	if len(m.ComponentClasses)+len(m.Checks)+len(m.ErrorCodes)+len(m.RecommendedActions) == 0 && m.Fatal == nil {
+		errs = append(errs, fmt.Errorf("%s.health: give at least one of componentClasses, checks, errorCodes, recommendedActions, fatal", where))
 	}
 	return m, errs
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ironlink/ironlink/hub/status"
 	"github.com/ironlink/ironlink/internal/condition"
@@ -60,5 +61,69 @@ policy:
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want it to name %s", err, want)
 		}
+	}
+}
+
+// TestHealthRuleFatal: a rule's health.fatal, when given, must equal the
+// condition's fatal flag; absent, either matches (the behaviour before the
+// key existed); fatal alone is a valid match; fatal: false is warned about
+// (only a fatal condition makes FAULTED); a non-boolean is refused.
+func TestHealthRuleFatal(t *testing.T) {
+	f, err := Parse([]byte(`
+policy:
+  default:
+    enabled: true
+    rules:
+      - {name: fatal-gpu, to: [FAULTED], holdDown: 10m, health: {componentClasses: [GPU], fatal: true}}
+      - {name: nonfatal-gpu, to: [FAULTED], holdDown: 10m, health: {componentClasses: [GPU], fatal: false}}
+      - {name: any-gpu, to: [FAULTED], holdDown: 10m, health: {componentClasses: [GPU]}}
+      - {name: any-fatal, to: [FAULTED], holdDown: 10m, health: {fatal: true}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := f.Effective("s").Rules
+	if rules[0].Health.Fatal == nil || !*rules[0].Health.Fatal || rules[1].Health.Fatal == nil || *rules[1].Health.Fatal || rules[2].Health.Fatal != nil {
+		t.Fatalf("parsed fatal: %v %v %v, want true, false, unset", rules[0].Health.Fatal, rules[1].Health.Fatal, rules[2].Health.Fatal)
+	}
+	gpu := func(fatal bool) *condition.Health {
+		return &condition.Health{ComponentClass: "GPU", CheckName: "GpuXidError", ErrorCodes: []string{"79"}, Fatal: fatal}
+	}
+	nic := &condition.Health{ComponentClass: "NIC", CheckName: "LinkDown", Fatal: true}
+	for _, c := range []struct {
+		name  string
+		rule  int
+		cause *condition.Health
+		want  bool
+	}{
+		{"fatal: true, fatal GPU", 0, gpu(true), true},
+		{"fatal: true, non-fatal GPU", 0, gpu(false), false},
+		{"fatal: false, fatal GPU", 1, gpu(true), false},
+		{"fatal: false, non-fatal GPU", 1, gpu(false), true},
+		{"no fatal key, fatal GPU", 2, gpu(true), true},
+		{"no fatal key, non-fatal GPU", 2, gpu(false), true},
+		{"fatal alone, fatal NIC", 3, nic, true},
+		{"fatal alone, no health cause", 3, nil, false},
+	} {
+		if got := rules[c.rule].Health.Matches(c.cause); got != c.want {
+			t.Errorf("%s: matched %v, want %v", c.name, got, c.want)
+		}
+	}
+	trig := Trigger{From: status.Available, To: status.Faulted, CauseReason: condition.ReasonFatalError, CauseHealth: gpu(true)}
+	if r, ok := matchRule(rules[1:], trig); !ok || r.Name != "any-gpu" {
+		t.Errorf("a fatal GPU fault against [nonfatal-gpu any-gpu ...]: matched %q %v, want any-gpu", r.Name, ok)
+	}
+	ws := f.Warnings(0, time.Now())
+	if len(ws) != 1 || !strings.HasPrefix(ws[0], "default.rules[1] (nonfatal-gpu): health.fatal is false") {
+		t.Errorf("warnings %q, want one for nonfatal-gpu", ws)
+	}
+	_, err = Parse([]byte(`
+policy:
+  default:
+    rules:
+      - {name: bad, health: {checks: [GpuXidError], fatal: sometimes}}
+`))
+	if err == nil || !strings.Contains(err.Error(), "`sometimes` into bool") {
+		t.Errorf("fatal: sometimes: %v, want refused as not a boolean", err)
 	}
 }

@@ -13,6 +13,9 @@ import (
 //     (the hub's --stale-after): the hold-down ends before a silent site
 //     turns UNREACHABLE, so the hold-down alone does not protect a site
 //     that stopped reporting (the fresh-evidence rule does);
+//   - a rule used by an enabled site whose health match says fatal: false:
+//     only a fatal health condition makes a device FAULTED, so the rule
+//     matches no status trigger;
 //   - a maintenance window that never opens again (no recurrence, its end
 //     not after now).
 //
@@ -25,6 +28,10 @@ func (f *File) Warnings(staleAfter time.Duration, now time.Time) []string {
 			if staleAfter > 0 && r.HoldDown < staleAfter && r.Validation == nil {
 				out = append(out, fmt.Sprintf("%s.rules[%d] (%s): holdDown %s is shorter than --stale-after %s: the rule may act before a silent site turns UNREACHABLE; only the fresh-evidence rule (link up, a fresh poll) keeps it from acting on what it can no longer see",
 					where, i, r.Name, r.HoldDown, staleAfter))
+			}
+			if r.Health != nil && r.Health.Fatal != nil && !*r.Health.Fatal {
+				out = append(out, fmt.Sprintf("%s.rules[%d] (%s): health.fatal is false: only a fatal health condition makes a device FAULTED, so the rule matches no status trigger",
+					where, i, r.Name))
 			}
 		}
 	}

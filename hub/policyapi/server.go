@@ -179,7 +179,7 @@ func PolicyToProto(site string, f *policy.File, now time.Time) *ironlinkv1.SiteP
 			pr.ValidationChecks = v.Checks
 		}
 		if h := r.Health; h != nil {
-			pr.Health = &ironlinkv1.PolicyHealthMatch{ComponentClasses: h.ComponentClasses, Checks: h.Checks, ErrorCodes: h.ErrorCodes}
+			pr.Health = &ironlinkv1.PolicyHealthMatch{ComponentClasses: h.ComponentClasses, Checks: h.Checks, ErrorCodes: h.ErrorCodes, Fatal: h.Fatal}
 			for _, a := range h.RecommendedActions {
 				pr.Health.RecommendedActions = append(pr.Health.RecommendedActions, ironlinkv1.HealthRecommendedAction(a))
 			}

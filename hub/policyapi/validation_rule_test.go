@@ -28,3 +28,26 @@ policy:
 		t.Errorf("rule %v", r)
 	}
 }
+
+// GetEffectivePolicy shows a health rule's fatal key when given, and leaves
+// it unset when not.
+func TestHealthRuleFatalToProto(t *testing.T) {
+	f, err := policy.Parse([]byte(`
+policy:
+  default:
+    enabled: true
+    rules:
+      - {name: fatal-gpu, to: [FAULTED], health: {componentClasses: [GPU], fatal: true}}
+      - {name: any-gpu, to: [FAULTED], health: {componentClasses: [GPU]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := policyapi.PolicyToProto("site-a", f, time.Now()).GetRules()
+	if h := rs[0].GetHealth(); h == nil || h.Fatal == nil || !h.GetFatal() {
+		t.Errorf("fatal-gpu: health %v, want fatal true", h)
+	}
+	if h := rs[1].GetHealth(); h == nil || h.Fatal != nil {
+		t.Errorf("any-gpu: health %v, want fatal unset", h)
+	}
+}

@@ -117,6 +117,54 @@ func TestReportHealthConditionAndStatus(t *testing.T) {
 	}
 }
 
+// Two events of the same (class, check) with the same generated time: the
+// later arrival wins, across batches and within one (the batch's order),
+// and each is a condition_history row; neither is Superseded.
+func TestReportHealthEqualGeneratedTimeLaterArrivalWins(t *testing.T) {
+	s, url := newStore(t)
+	site := storetest.NewSite(t, s, "site-a", 1, nil)
+	id := site.IDs[0]
+	t0 := time.Now().UTC().Add(-time.Minute).Truncate(time.Microsecond)
+	rows := func() int {
+		return pgtest.Count(t, url, `SELECT count(*) FROM condition_history WHERE device_id = $1 AND health IS NOT NULL`, id)
+	}
+
+	report(t, s, "site-a", xid(id, "a1", t0, false, true, "79"))
+	if st, _, _ := deviceStatus(t, s, id); st != status.Faulted {
+		t.Fatalf("after the fatal event: %s, want FAULTED", st)
+	}
+	before := rows()
+	// Same generated time, arriving later: healthy wins.
+	res := report(t, s, "site-a", xid(id, "a2", t0, true, true))
+	if !res[0].Applied || res[0].Superseded {
+		t.Fatalf("healthy at the same time, later: %+v, want applied", res[0])
+	}
+	st, _, cs := deviceStatus(t, s, id)
+	if st != status.Available || cs[len(cs)-1].Health.EventID != "a2" {
+		t.Fatalf("after the later healthy event at the same time: %s, condition from %q, want AVAILABLE from a2", st, cs[len(cs)-1].Health.EventID)
+	}
+	// And back: an unhealthy one at that time again, arriving last, wins.
+	report(t, s, "site-a", xid(id, "a3", t0, false, true, "48"))
+	st, reason, _ := deviceStatus(t, s, id)
+	if st != status.Faulted || !strings.Contains(reason, "(48)") {
+		t.Fatalf("after the last unhealthy event at the same time: %s %q, want FAULTED naming 48", st, reason)
+	}
+	if n := rows(); n != before+2 {
+		t.Fatalf("history rows %d → %d, want two more (one per applied event)", before, n)
+	}
+
+	// Within one batch, at a newer shared time: the later event of the batch wins.
+	t1 := t0.Add(time.Second)
+	res = report(t, s, "site-a", xid(id, "b1", t1, false, true, "79"), xid(id, "b2", t1, true, true))
+	if !res[0].Applied || !res[1].Applied || res[0].Superseded || res[1].Superseded {
+		t.Fatalf("one batch, equal times: %+v %+v, want both applied", res[0], res[1])
+	}
+	st, _, cs = deviceStatus(t, s, id)
+	if st != status.Available || cs[len(cs)-1].Health.EventID != "b2" {
+		t.Fatalf("after [unhealthy, healthy] at one time in one batch: %s from %q, want AVAILABLE from b2", st, cs[len(cs)-1].Health.EventID)
+	}
+}
+
 // Unknown device, a device of another site and an ambiguous node name
 // refuse the whole batch; nothing is written. A node name maps by device
 // name or its first DNS label.

@@ -19,8 +19,9 @@ import (
 // TestLabelsSimulator runs a hub with --labels-file and a satellite with
 // --label-map on the simulator: a node's extra.rack and resource class
 // reach GetDevice as labels with the file's switch over them, ListDevices
-// selects by them, and a change of the node's extra in Ironic moves the
-// device to its new rack.
+// selects by them, a change of the node's extra in Ironic moves the
+// device to its new rack, and rewriting the labels file under the running
+// hub changes the device's labels without a restart.
 func TestLabelsSimulator(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	id := newIdentity(t, []string{"lab"}, map[string][]string{"ops-admin": {auth.ScopeOperationsRead}})
@@ -72,4 +73,17 @@ func TestLabelsSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLabels(n.UUID, map[string]string{"rack": "r13", "class": "gpu-h100", "switch": "s3"})
+
+	// The file rewritten in place (no SIGHUP): the running hub reloads it
+	// and GetDevice shows the new switch; the file's power key reaches
+	// cpu-001 by name, and ListDevices selects by it.
+	if err := os.WriteFile(file, []byte("labels:\n  - {site: lab, name: 'gpu-*', labels: {switch: s4}}\n  - {site: lab, name: cpu-001, labels: {power: feed-b}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitLabels(n.UUID, map[string]string{"rack": "r13", "class": "gpu-h100", "switch": "s4"})
+	waitLabels(other.UUID, map[string]string{"rack": "r7", "class": "cpu", "power": "feed-b"})
+	list, err = admin.ListDevices(context.Background(), &ironlinkv1.ListDevicesRequest{Site: "lab", Labels: map[string]string{"switch": "s3"}})
+	if err != nil || len(list.GetDevices()) != 0 {
+		t.Fatalf("ListDevices switch=s3 after the file dropped it: %v %v", list, err)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/grpcraw"
 	"github.com/ironlink/ironlink/internal/promtest"
+	"github.com/ironlink/ironlink/internal/tcpproxy"
 	"github.com/ironlink/ironlink/test/harness"
 )
 
@@ -36,21 +37,52 @@ func healthSite(t *testing.T, name string, n int, hubExtra ...string) (*harness.
 // healthSiteMetrics is healthSite whose satellite also serves its metrics
 // at the returned URL.
 func healthSiteMetrics(t *testing.T, name string, n int, hubExtra ...string) (*harness.Hub, string, *site, datamodels.PlatformConnectorClient, string) {
+	hs := startHealthSite(t, name, n, healthSiteOptions{hubExtra: hubExtra})
+	return hs.hub, hs.db, hs.site, hs.door, hs.metrics
+}
+
+// healthSiteOptions are startHealthSite's: the hub's and the satellite's
+// extra flags, and whether the satellite reaches the hub through a
+// tcpproxy (to cut its link).
+type healthSiteOptions struct {
+	hubExtra, satExtra []string
+	proxy              bool
+}
+
+// healthSiteParts is what startHealthSite started.
+type healthSiteParts struct {
+	hub     *harness.Hub
+	db      string
+	site    *site
+	door    datamodels.PlatformConnectorClient
+	metrics string          // the satellite's /metrics URL
+	proxy   *tcpproxy.Proxy // between satellite and hub, with o.proxy
+}
+
+// startHealthSite is healthSiteMetrics with options.
+func startHealthSite(t *testing.T, name string, n int, o healthSiteOptions) healthSiteParts {
 	t.Helper()
 	db, pool := newDatabase(t)
-	hub := startHub(t, db, "hub-a", hubExtra...)
+	hub := startHub(t, db, "hub-a", o.hubExtra...)
 	s := newSite(t, name, n)
 	sock := filepath.Join(t.TempDir(), "health.sock")
 	s.healthSock = sock
 	metrics := harness.FreeAddr(t)
-	s.startSatellite(t, "", hub.Addr, "--health-socket", sock, "--health-wait", "60s", "--metrics-addr", metrics)
+	out := healthSiteParts{hub: hub, db: db, site: s, metrics: "http://" + metrics + "/metrics"}
+	hubAddr := hub.Addr
+	if o.proxy {
+		out.proxy = newProxy(t, hub.Addr)
+		hubAddr = out.proxy.Addr()
+	}
+	s.startSatellite(t, "", hubAddr, append([]string{"--health-socket", sock, "--health-wait", "60s", "--metrics-addr", metrics}, o.satExtra...)...)
 	waitDevices(t, pool, s, 30*time.Second)
 	cc, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
-	return hub, db, s, datamodels.NewPlatformConnectorClient(cc), "http://" + metrics + "/metrics"
+	out.door = datamodels.NewPlatformConnectorClient(cc)
+	return out
 }
 
 // xid is an NVSentinel GPU XID event for node, generated now.

@@ -335,7 +335,7 @@ func (x *PolicyRule) GetValidationChecks() []string {
 
 // PolicyHealthMatch restricts a rule to health faults. Each list, when not
 // empty, must contain the condition's value (any of); all given lists must
-// match.
+// match, and fatal when set.
 type PolicyHealthMatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Component classes, for example "GPU".
@@ -347,8 +347,11 @@ type PolicyHealthMatch struct {
 	ErrorCodes []string `protobuf:"bytes,3,rep,name=error_codes,json=errorCodes,proto3" json:"error_codes,omitempty"`
 	// Recommended actions of the condition's last event.
 	RecommendedActions []HealthRecommendedAction `protobuf:"varint,4,rep,packed,name=recommended_actions,json=recommendedActions,proto3,enum=ironlink.v1.HealthRecommendedAction" json:"recommended_actions,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// When set, the condition's fatal flag must equal it; unset matches
+	// either (docs/reference/policy.md "Health rules").
+	Fatal         *bool `protobuf:"varint,5,opt,name=fatal,proto3,oneof" json:"fatal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PolicyHealthMatch) Reset() {
@@ -407,6 +410,13 @@ func (x *PolicyHealthMatch) GetRecommendedActions() []HealthRecommendedAction {
 		return x.RecommendedActions
 	}
 	return nil
+}
+
+func (x *PolicyHealthMatch) GetFatal() bool {
+	if x != nil && x.Fatal != nil {
+		return *x.Fatal
+	}
+	return false
 }
 
 // PolicyGuard is the blast-radius guard (see PolicyService).
@@ -2406,13 +2416,15 @@ const file_ironlink_v1_policy_proto_rawDesc = "" +
 	"\x11validation_checks\x18\x90\x03 \x03(\tR\x10validationChecks\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
 	"\x11PolicyHealthMatch\x12+\n" +
 	"\x11component_classes\x18\x01 \x03(\tR\x10componentClasses\x12\x16\n" +
 	"\x06checks\x18\x02 \x03(\tR\x06checks\x12\x1f\n" +
 	"\verror_codes\x18\x03 \x03(\tR\n" +
 	"errorCodes\x12U\n" +
-	"\x13recommended_actions\x18\x04 \x03(\x0e2$.ironlink.v1.HealthRecommendedActionR\x12recommendedActions\"\xbe\x01\n" +
+	"\x13recommended_actions\x18\x04 \x03(\x0e2$.ironlink.v1.HealthRecommendedActionR\x12recommendedActions\x12\x19\n" +
+	"\x05fatal\x18\x05 \x01(\bH\x00R\x05fatal\x88\x01\x01B\b\n" +
+	"\x06_fatal\"\xbe\x01\n" +
 	"\vPolicyGuard\x12\x1f\n" +
 	"\vmax_devices\x18\x01 \x01(\x05R\n" +
 	"maxDevices\x12\x1f\n" +
@@ -2742,6 +2754,7 @@ func file_ironlink_v1_policy_proto_init() {
 	file_ironlink_v1_domains_proto_init()
 	file_ironlink_v1_health_proto_init()
 	file_ironlink_v1_policy_replay_proto_init()
+	file_ironlink_v1_policy_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
