@@ -12,14 +12,15 @@ import (
 )
 
 // Devices are named, wherever the CLI takes one, by UUID, NAME, SITE/NAME
-// or SITE/UUID, and also, as tables and the web view show ids, by a unique
-// prefix of the UUID (at least minIDPrefix hex digits, hyphens where the
-// UUID has them, shorter than 30 characters), optionally after "SITE/". A device whose name is the
-// prefix wins (the web view's getDevice does the same); otherwise the
-// devices whose id starts with it are looked up (ListDevices, removed ones
-// included, at most maxPrefixScan devices): one is the device, several
-// are a usage error listing them, none is "not found". A malformed full
-// UUID stays a usage error (internal/devref).
+// or SITE/UUID, and also, as tables and the web view show ids, by a
+// unique prefix of the UUID (at least minIDPrefix hex digits, hyphens
+// where the UUID has them, shorter than 30 characters), optionally after
+// "SITE/". A device whose name is the prefix wins (the web view's
+// getDevice does the same); otherwise the devices whose id starts with it
+// are looked up (ListDevices, removed ones included, at most
+// maxPrefixScan devices): one is the device, several are a usage error
+// listing them, none is "not found". A malformed full UUID stays a usage
+// error (internal/devref).
 
 // devicePrefix reports whether s (the part after any "SITE/") may be a
 // prefix of a device UUID: minIDPrefix to 29 characters, hex digits with
