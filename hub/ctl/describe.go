@@ -60,6 +60,9 @@ func (a *app) newDescribeDevice() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
+			if args, err = c.expandDevicePrefixes(ctx, args, site); err != nil {
+				return err
+			}
 			var devs []deviceArg
 			for _, arg := range args {
 				d, err := parseDeviceArg(arg, site)

@@ -469,7 +469,11 @@ func (a *app) fetchCommands(ctx context.Context, ids []string, site, device, req
 	} else {
 		req := &ironlinkv1.ListCommandsRequest{Site: site, States: states, RequestId: requestID}
 		if device != "" {
-			d, err := parseDeviceArg(device, site)
+			expanded, err := c.expandDevicePrefixes(ctx, []string{device}, site)
+			if err != nil {
+				return nil, err
+			}
+			d, err := parseDeviceArg(expanded[0], site)
 			if err != nil {
 				return nil, err
 			}

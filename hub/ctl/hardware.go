@@ -101,6 +101,9 @@ func (a *app) newHardwareHistoryCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if args, err = c.expandDevicePrefixes(cmd.Context(), args, ""); err != nil {
+				return err
+			}
 			cctx, cancel := c.call(cmd.Context())
 			r, err := c.hw.ListHardwareHistory(cctx, &ironlinkv1.ListHardwareHistoryRequest{Device: args[0], PageSize: limit})
 			cancel()
@@ -163,6 +166,15 @@ outlier group's selector from ` + "`ironlink drift`" + `.`,
 func (a *app) targets(ctx context.Context, args []string, selector, site string) ([]string, error) {
 	if (selector == "") == (len(args) == 0) {
 		return nil, usageErrf("name devices or give -l SELECTOR (one or the other)")
+	}
+	if len(args) > 0 {
+		c, err := a.connect()
+		if err != nil {
+			return nil, err
+		}
+		if args, err = c.expandDevicePrefixes(ctx, args, site); err != nil {
+			return nil, err
+		}
 	}
 	var out []string
 	for _, arg := range args {

@@ -120,9 +120,22 @@ when one ends FAILED or CANCELLED, or (exit 7) when --timeout passes first.`,
 				}
 				args = append(args[:1:1], devs...)
 			}
-			req, err := o.request(args)
+			req, err := o.request(args) // usage errors before any call
 			if err != nil {
 				return err
+			}
+			if o.selector == "" && len(args) > 1 {
+				c, err := a.connect()
+				if err != nil {
+					return err
+				}
+				devs, err := c.expandDevicePrefixes(cmd.Context(), args[1:], o.site)
+				if err != nil {
+					return err
+				}
+				if req, err = o.request(append(args[:1:1], devs...)); err != nil {
+					return err
+				}
 			}
 			return a.startOperations(cmd.Context(), req, o.wait, o.timeout)
 		},

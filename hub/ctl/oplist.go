@@ -67,13 +67,23 @@ commands by a unique prefix (at least 4 characters).`,
   ironlink op list --group 5d0c1f3e-7a2b-4c8d-9e6f-0a1b2c3d4e5f`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req, err := o.request()
+			req, err := o.request() // usage errors before any call
 			if err != nil {
 				return err
 			}
 			c, err := a.connect()
 			if err != nil {
 				return err
+			}
+			if o.device != "" {
+				d, err := c.expandDevicePrefixes(cmd.Context(), []string{o.device}, o.site)
+				if err != nil {
+					return err
+				}
+				o.device = d[0]
+				if req, err = o.request(); err != nil {
+					return err
+				}
 			}
 			resp := &ironlinkv1.ListOperationsResponse{}
 			for {

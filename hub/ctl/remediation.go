@@ -35,6 +35,9 @@ the device's repair handoffs (close one with ` + "`ironlink handoffs close`" + `
 			if err != nil {
 				return err
 			}
+			if args, err = c.expandDevicePrefixes(cmd.Context(), args, ""); err != nil {
+				return err
+			}
 			ctx, cancel := c.call(cmd.Context())
 			defer cancel()
 			r, err := c.remediation.GetDeviceRemediation(ctx, &ironlinkv1.GetDeviceRemediationRequest{Device: args[0]})
@@ -151,6 +154,13 @@ and announced by the hub's handoff webhook.`,
 			c, err := a.connect()
 			if err != nil {
 				return err
+			}
+			if device != "" {
+				d, err := c.expandDevicePrefixes(cmd.Context(), []string{device}, site)
+				if err != nil {
+					return err
+				}
+				device = d[0]
 			}
 			ctx, cancel := c.call(cmd.Context())
 			defer cancel()

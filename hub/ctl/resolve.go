@@ -76,10 +76,15 @@ func (a *app) connectAndResolve(ctx context.Context, args []string, site string)
 	return c, devs, err
 }
 
-// resolveDevices resolves every argument before anything is changed, so a
-// typo in the third name changes nothing. It returns the devices in
+// resolveDevices resolves every argument (a device id prefix too:
+// expandDevicePrefixes) before anything is changed, so a typo in the third
+// name changes nothing. It returns the devices in
 // argument order, without duplicates.
 func (c *client) resolveDevices(ctx context.Context, args []string, site string) ([]*ironlinkv1.Device, error) {
+	args, err := c.expandDevicePrefixes(ctx, args, site)
+	if err != nil {
+		return nil, err
+	}
 	var out []*ironlinkv1.Device
 	var seen []string
 	for _, a := range args {

@@ -11,7 +11,9 @@ import (
 )
 
 type commandsData struct {
-	Cmds     []*ironlinkv1.OperatorCommand
+	Cmds []*ironlinkv1.OperatorCommand
+	// Names are the commands' devices' names by id (the device column).
+	Names    map[string]string
 	Filter   url.Values
 	States   []option
 	NextHref string
@@ -51,7 +53,16 @@ func (s *Server) commands(w http.ResponseWriter, r *http.Request, id Identity) {
 		s.apiFail(w, r, err)
 		return
 	}
-	d := commandsData{Cmds: resp.GetCommands(), Filter: q, CanWrite: id.CanWrite()}
+	ids := make([]string, len(resp.GetCommands()))
+	for i, c := range resp.GetCommands() {
+		ids[i] = c.GetDeviceId()
+	}
+	names, err := deviceNames(r.Context(), s.store.Pool(), ids)
+	if err != nil {
+		s.dbFail(w, r, err)
+		return
+	}
+	d := commandsData{Cmds: resp.GetCommands(), Names: names, Filter: q, CanWrite: id.CanWrite()}
 	for _, n := range []string{"PENDING", "SENT", "SUCCEEDED", "FAILED", "SUPERSEDED"} {
 		d.States = append(d.States, option{Value: n, Label: n, Selected: hasValue(q["state"], n)})
 	}

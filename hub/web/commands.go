@@ -15,6 +15,27 @@ type commandData struct {
 	State string
 	Final bool
 	Error string
+	// Release is what the release that created Cmd did (nil for other
+	// commands); with Cmd nil, a release that wrote no command.
+	Release *releaseResult
+}
+
+// releaseResult is what a release call did, as the page shows it: its
+// outcome, the holds it released and the holds that remain (the device
+// stays quarantined while any does).
+type releaseResult struct {
+	Outcome   ironlinkv1.ReleaseOutcome
+	Released  []string
+	Remaining []string
+}
+
+// newReleaseResult is what plan says the release did.
+func newReleaseResult(p *ironlinkv1.ReleasePlan) *releaseResult {
+	rr := &releaseResult{Outcome: p.GetOutcome(), Released: p.GetReleasedHolders()}
+	for _, h := range p.GetRemainingHolds() {
+		rr.Remaining = append(rr.Remaining, h.GetHolder())
+	}
+	return rr
 }
 
 func newCommandData(c *ironlinkv1.OperatorCommand) *commandData {
@@ -42,6 +63,7 @@ func (s *Server) impair(desired store.Impairment) func(http.ResponseWriter, *htt
 		ctx := apiContext(r.Context(), id)
 		reason := r.PostForm.Get("reason")
 		var cmd *ironlinkv1.OperatorCommand
+		var release *releaseResult
 		var err error
 		if desired == store.ImpairmentQuarantined {
 			var resp *ironlinkv1.QuarantineDeviceResponse
@@ -51,22 +73,41 @@ func (s *Server) impair(desired store.Impairment) func(http.ResponseWriter, *htt
 			var resp *ironlinkv1.ReleaseDeviceResponse
 			resp, err = s.fleet.ReleaseDevice(ctx, &ironlinkv1.ReleaseDeviceRequest{DeviceId: devID, Reason: reason, AllHolds: r.PostForm.Get("all_holds") == "on"})
 			cmd = resp.GetCommand()
+			if resp.GetPlan() != nil {
+				release = newReleaseResult(resp.GetPlan())
+			}
 		}
 		if err != nil {
 			s.apiFail(w, r, err)
 			return
 		}
-		if cmd == nil { // a release of a device that is not quarantined: nothing written
-			http.Redirect(w, r, "/devices/"+url.PathEscape(devID), http.StatusSeeOther)
-			return
+		// The device page says what a release did (?release=OUTCOME: which
+		// holds remain), and follows its command, if it wrote one (a release
+		// of a device that is not quarantined writes none).
+		q := url.Values{}
+		if release != nil {
+			q.Set("release", strings.TrimPrefix(release.Outcome.String(), "RELEASE_OUTCOME_"))
 		}
-		s.log.Info("fleet view: impairment requested", "client_id", id.ClientID, "device_id", cmd.GetDeviceId(),
-			"desired", desired, "command_id", cmd.GetCommandId(), "via", id.Via)
+		if cmd != nil {
+			s.log.Info("fleet view: impairment requested", "client_id", id.ClientID, "device_id", cmd.GetDeviceId(),
+				"desired", desired, "command_id", cmd.GetCommandId(), "via", id.Via)
+			devID = cmd.GetDeviceId()
+			q.Set("command", cmd.GetCommandId())
+		}
 		if isFragment(r) {
-			s.render(w, r, http.StatusOK, "command", "Command", newCommandData(cmd))
+			d := &commandData{Release: release}
+			if cmd != nil {
+				d = newCommandData(cmd)
+				d.Release = release
+			}
+			s.render(w, r, http.StatusOK, "command", "Command", d)
 			return
 		}
-		http.Redirect(w, r, "/devices/"+url.PathEscape(cmd.GetDeviceId())+"?command="+url.QueryEscape(cmd.GetCommandId()), http.StatusSeeOther)
+		target := "/devices/" + url.PathEscape(devID)
+		if len(q) > 0 {
+			target += "?" + q.Encode()
+		}
+		http.Redirect(w, r, target, http.StatusSeeOther)
 	}
 }
 

@@ -53,6 +53,9 @@ type deviceData struct {
 	// without a remediation API): the ladder, why it waits, the handoffs
 	// with their webhook delivery attempts.
 	Remediation *ironlinkv1.GetDeviceRemediationResponse
+	// Released is what the release that redirected here did (?release=),
+	// with the holds that remain now; nil otherwise.
+	Released *releaseResult
 }
 
 // getDevice reads the device the path names: its UUID, name, SITE/NAME
@@ -127,6 +130,16 @@ func (s *Server) device(w http.ResponseWriter, r *http.Request, id Identity) {
 		d.CondHist = d.CondHist[:50]
 	}
 	d.Timeline = deviceTimeline(s.now(), dev, resp.GetStatusHistory(), ch, resp.GetImpairmentHistory())
+	// ?release=OUTCOME: the page a release redirected to says what it did,
+	// naming the holds that remain now.
+	if v := r.URL.Query().Get("release"); v != "" {
+		if o, ok := ironlinkv1.ReleaseOutcome_value["RELEASE_OUTCOME_"+v]; ok && o != 0 {
+			d.Released = &releaseResult{Outcome: ironlinkv1.ReleaseOutcome(o)}
+			for _, h := range resp.GetQuarantineHolds() {
+				d.Released.Remaining = append(d.Released.Remaining, h.GetHolder())
+			}
+		}
+	}
 	if c := r.URL.Query().Get("command"); c != "" {
 		if cr, err := s.fleet.GetCommand(ctx, &ironlinkv1.GetCommandRequest{CommandId: c}); err == nil && cr.GetCommand().GetDeviceId() == dev.GetDeviceId() {
 			d.Command = newCommandData(cr.GetCommand())

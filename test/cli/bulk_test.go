@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,25 @@ func TestBulkCLI(t *testing.T) {
 		t.Fatalf("refused bulk runs created %d commands", got-before)
 	}
 
+	// What each device gives back on release: the ones offered to
+	// customers before the quarantine (CustomerReady True) are offered
+	// again, the others stay not offered.
+	offered := 0
+	for _, name := range want {
+		g, err := f.api.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: f.nodes[name]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(g.GetDevice().GetConditions(), func(c *ironlinkv1.Condition) bool {
+			return c.GetType() == "CustomerReady" && c.GetStatus() == ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE
+		}) {
+			offered++
+		}
+	}
+	if offered == 0 || offered == n {
+		t.Fatalf("%d of the %d devices are offered: the test wants both kinds", offered, n)
+	}
+
 	r = f.withStdin("yes\n", "quarantine", "--selector", selector, "--reason", "rack r4 PDU swap")
 	f.expect(r, 0, []string{fmt.Sprintf("quarantine requested for %d devices", n)}, nil)
 	m := uuidRE.FindStringSubmatch(r.stdout[strings.Index(r.stdout, "request "):])
@@ -85,7 +105,13 @@ func TestBulkCLI(t *testing.T) {
 	// What a release would give back, counted per outcome; --dry-run stops there.
 	before = f.commandCount()
 	r = f.withStdin("", "release", "--selector", selector, "--dry-run", "--reason", "PDU back")
-	f.expect(r, 0, []string{fmt.Sprintf("%d devices match", n), "the release would do:", " → "}, []string{"dry run: nothing was changed"})
+	f.expect(r, 0, []string{fmt.Sprintf("%d devices match", n), "the release would do:",
+		fmt.Sprintf("\n  %d → offered to customers again (CUSTOM_CUSTOMER_READY restored, as before the quarantine)\n", offered),
+		fmt.Sprintf("\n  %d → quarantine ends, stay not offered (HELD: not offered before the quarantine)\n", n-offered)},
+		[]string{"dry run: nothing was changed"})
+	if got := strings.Count(r.stdout, " → "); got != 2 {
+		t.Fatalf("the preview has %d outcome lines, want 2 (offered again, stay not offered)\n%v", got, r)
+	}
 	r = f.run("release", want[0], "--site", site, "--dry-run", "--reason", "PDU back")
 	f.expect(r, 0, []string{"would release: quarantine ends"}, nil)
 	// a quarantined device is not offered: release it first

@@ -68,7 +68,25 @@ type fleet struct {
 	web, ca string
 }
 
+// fleetOptions are what some tests add to newFleet's fleet.
+type fleetOptions struct {
+	// operations: the main site's satellite has an operations credential
+	// (the cloud opsCloud on the same simulator) and runs operations.
+	operations bool
+	// hubArgs are added to the hub's flags (e.g. --policy-file).
+	hubArgs []string
+}
+
+// opsCloud is the cloud of the operations credential in the main site's
+// clouds.yaml (fleetOptions.operations).
+const opsCloud = "sim-ops"
+
 func newFleet(t *testing.T, nodes int) *fleet {
+	t.Helper()
+	return newFleetWith(t, nodes, fleetOptions{})
+}
+
+func newFleetWith(t *testing.T, nodes int, o fleetOptions) *fleet {
 	t.Helper()
 	dir := t.TempDir()
 	sim := openstacksim.New(openstacksim.Options{})
@@ -81,7 +99,11 @@ func newFleet(t *testing.T, nodes int) *fleet {
 		f.nodes[n.Name] = n.UUID
 	}
 	clouds := filepath.Join(dir, "clouds.yaml")
-	if err := sim.WriteCloudsYAML(clouds, "sim"); err != nil {
+	cloudsYAML := sim.CloudsYAML("sim")
+	if o.operations { // two clouds, one application credential
+		cloudsYAML = append(cloudsYAML, strings.TrimPrefix(string(sim.CloudsYAML(opsCloud)), "clouds:\n")...)
+	}
+	if err := os.WriteFile(clouds, cloudsYAML, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ca, cert, key, err := tlsutil.GenerateTestPKI(filepath.Join(dir, "pki"))
@@ -125,9 +147,10 @@ func newFleet(t *testing.T, nodes int) *fleet {
 
 	db := pgtest.NewDatabase(t)
 	f.hub, f.web, f.ca = harness.FreeAddr(t), harness.FreeAddr(t), ca
-	hub := harness.Start(t, "ironlink-hub", bins.Hub(), "--database-url", db, "--listen", f.hub, "--replica", "hub-1", "--admin-addr", harness.FreeAddr(t),
+	hubArgs := append([]string{"--database-url", db, "--listen", f.hub, "--replica", "hub-1", "--admin-addr", harness.FreeAddr(t),
 		"--command-sweep", "1s", "--roster", roster, "--tls-cert", cert, "--tls-key", key,
-		"--web-addr", f.web, "--web-auth", "proxy", "--web-trusted-proxies", "127.0.0.1")
+		"--web-addr", f.web, "--web-auth", "proxy", "--web-trusted-proxies", "127.0.0.1"}, o.hubArgs...)
+	hub := harness.Start(t, "ironlink-hub", bins.Hub(), hubArgs...)
 	tc, err := tlsutil.ClientConfig(ca, "", "", "")
 	if err != nil {
 		t.Fatal(err)
@@ -145,9 +168,13 @@ func newFleet(t *testing.T, nodes int) *fleet {
 		return err
 	})
 	f.healthSock = filepath.Join(dir, "health.sock")
-	f.satellite = harness.Start(t, "ironlink-satellite", bins.Satellite(), "--site", site, "--hub", f.hub,
+	satArgs := []string{"--site", site, "--hub", f.hub,
 		"--clouds-yaml", clouds, "--cloud", "sim", "--client-key", satKey, "--hub-ca", ca,
-		"--poll-interval", "1s", "--sweep-interval", "1h", "--max-backoff", "1s", "--health-socket", f.healthSock)
+		"--poll-interval", "1s", "--sweep-interval", "1h", "--max-backoff", "1s", "--health-socket", f.healthSock}
+	if o.operations {
+		satArgs = append(satArgs, "--operations-cloud", opsCloud, "--operations-poll-interval", "200ms")
+	}
+	f.satellite = harness.Start(t, "ironlink-satellite", bins.Satellite(), satArgs...)
 	other := openstacksim.New(openstacksim.Options{})
 	if err := other.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ import (
 // of malformed or unknown id prefixes, shell completion of names and
 // sites, and watch -l --since with long reasons cut to a line.
 func TestConsoleCommands(t *testing.T) {
-	f := newFleet(t, 10)
+	f := newFleetWith(t, 10, fleetOptions{operations: true})
 	ctx := context.Background()
 	start := time.Now()
 
@@ -256,5 +256,54 @@ func TestConsoleCommands(t *testing.T) {
 			t.Fatalf("watch -l name=node-006 --since %s exited %d; want node-006's lines only, its 180-byte reason cut:\n%s%s", since, code, o, errb.String())
 		}
 		f.expect(f.run("events", "node-006", "--since", since, "-o", "wide"), 0, []string{"GPU 3 throws Xid 79", "detail END"}, nil)
+	})
+
+	t.Run("devices named by an id prefix; get operations with a real operation", func(t *testing.T) {
+		id := f.nodes["node-008"]
+		p6, p8 := id[:6], id[:8]
+		f.expect(f.run("describe", "device", p8), 0, []string{"Name:               node-008", id}, nil)
+		f.expect(f.run("describe", "device", site+"/"+strings.ToUpper(p6)), 0, []string{"Name:               node-008"}, nil)
+		f.expect(f.run("describe", "device", id[:13]), 0, []string{"Name:               node-008"}, nil) // with its hyphen
+		f.expect(f.run("describe", "device", otherSite+"/"+p8), ctl.ExitNotFound, nil, []string{`no device at site ` + otherSite + ` is named "` + p8 + `" or has an id starting with it`})
+		f.expect(f.run("quarantine", p6, "--reason", "by prefix", "--wait", "--timeout", "60s"), 0, []string{"cli/node-008", "SUCCEEDED"}, nil)
+		f.expect(f.run("holds", p8), 0, []string{"node-008", "by prefix"}, nil)
+		f.expect(f.run("events", p8, "--since", "10m", "--kind", "command"), 0, []string{"command  cli/node-008  quarantine"}, nil)
+		f.expect(f.run("get", "commands", "--device", p8), 0, []string{"node-008", "quarantine", "SUCCEEDED"}, nil)
+		f.expect(f.run("release", site+"/"+p6, "--reason", "by prefix", "--wait", "--timeout", "60s"), 0, []string{"cli/node-008", "SUCCEEDED"}, nil)
+
+		// an operation started by the prefix, then listed with filters
+		r := f.run("op", "start", "hardware-reread", p8, "--reason", "DIMM swapped", "--wait", "--timeout", "60s")
+		f.expect(r, 0, []string{"SUCCEEDED"}, nil)
+		opID := uuidRE.FindString(r.stdout + r.stderr)
+		if opID == "" {
+			t.Fatalf("op start printed no operation id\n%v", r)
+		}
+		r = f.run("get", "operations", "--device", p6, "-o", "wide")
+		f.expect(r, 0, []string{opID[:8], "hardware-reread", "SUCCEEDED", "node-008", "DIMM swapped"}, nil)
+		f.expect(f.run("get", "operations", "--kind", "hardware-reread", "--state", "succeeded", "--site", site), 0, []string{opID[:8], "node-008"}, nil)
+		f.expect(f.run("get", "operations", "--state", "failed,cancelled"), 0, nil, []string{"No operations found."})
+		f.expect(f.run("op", "get", opID[:8]), 0, []string{opID, "SUCCEEDED"}, nil)
+
+		// two devices whose ids share a prefix: the prefix is refused, listing both
+		for _, u := range []string{"feedface-000a-4000-8000-000000000000", "feedface-000b-4000-8000-000000000000"} {
+			f.sim.AddNode(openstacksim.Node{UUID: u, Name: "twin-" + u[12:13], ProvisionState: "available"})
+		}
+		harness.Eventually(t, 30*time.Second, func() error {
+			_, err := f.api.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceId: "feedface-000b-4000-8000-000000000000"})
+			return err
+		})
+		f.expect(f.run("describe", "device", "feedface"), ctl.ExitUsage, nil, []string{`device id prefix "feedface" is ambiguous`,
+			site + "/feedface-000a-4000-8000-000000000000", site + "/feedface-000b-4000-8000-000000000000"})
+		f.expect(f.run("quarantine", "feedface-000", "--reason", "x"), ctl.ExitUsage, nil, []string{"ambiguous"})
+		f.expect(f.run("describe", "device", "feedface-000a"), 0, []string{"Name:               twin-a"}, nil)
+		// a device named like a prefix is the device of that name
+		f.sim.AddNode(openstacksim.Node{Name: "feedface", ProvisionState: "available"})
+		harness.Eventually(t, 30*time.Second, func() error {
+			_, err := f.api.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceName: "feedface"})
+			return err
+		})
+		f.expect(f.run("describe", "device", "feedface"), 0, []string{"Name:               feedface"}, nil)
+		// a malformed full UUID is still refused, not taken for a prefix
+		f.expect(f.run("describe", "device", "feedface-0000-4000-8000-0000000000"), ctl.ExitUsage, nil, []string{"not a UUID"})
 	})
 }
