@@ -71,8 +71,8 @@ type Expect struct {
 	NICs *NICs `yaml:"nics"`
 	// BIOSSettings are settings that must have these values.
 	BIOSSettings map[string]string `yaml:"bios_settings"`
-	// Firmware are minimum versions by component ("bios", "bmc"),
-	// compared as dotted numbers (1.10.0 > 1.9.2).
+	// Firmware are minimum versions by component ("bios"; the inventory
+	// reports no other), compared as dotted numbers (1.10.0 > 1.9.2).
 	Firmware map[string]string `yaml:"firmware_min"`
 }
 
