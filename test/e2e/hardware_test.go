@@ -31,7 +31,9 @@ const e2eProfiles = `profiles:
 // a satellite on the simulator: a matching machine's hardware reaches
 // GetDevice with HardwareMatchesProfile=True; a re-inspection that finds
 // half the memory turns it False (MismatchFault, the profile's fault: true)
-// and the device FAULTED, the message naming the memory.
+// and the device FAULTED, the message naming the memory; a rewritten
+// profiles file that accepts it turns it True again without a restart; an
+// inspection that leaves no inventory keeps the last facts, stale.
 func TestHardwareProfileSimulator(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	id := newIdentity(t, []string{"hw"}, map[string][]string{"ops-admin": {auth.ScopeOperationsRead}})
@@ -68,6 +70,36 @@ func TestHardwareProfileSimulator(t *testing.T) {
 		t.Fatalf("after re-inspection: condition %v, status %v", c, r.GetDevice().GetStatus())
 	}
 	t.Logf("re-inspection to HardwareMatchesProfile=False at the hub: %s (poll interval 1 s, check every 2 s)", took.Round(10*time.Millisecond))
+
+	// The running hub reloads a rewritten profiles file: a profile that
+	// accepts 1 TiB turns the same hardware True again, with no new read.
+	relaxed := strings.Replace(e2eProfiles, "memory_mib: {min: 2097152}", "memory_mib: {min: 1048576}", 1)
+	if err := os.WriteFile(profiles, []byte(relaxed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = waitVerdict(t, admin, n.UUID, ironlinkv1.ConditionStatus_CONDITION_STATUS_TRUE)
+	if r.GetHardware().GetMemoryMib() != 1<<20 {
+		t.Fatalf("after the reload: hardware %v", r.GetHardware())
+	}
+
+	// An inspection that leaves no inventory (Ironic answers 404): the hub
+	// keeps the last facts, marked stale.
+	if err := sim.UpdateNode(n.UUID, func(x *openstacksim.Node) {
+		x.Inventory, x.PluginData = nil, nil
+		x.InspectionFinishedAt = time.Now().UTC().Add(time.Second)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 60*time.Second, func() error {
+		r, err := admin.GetDevice(context.Background(), &ironlinkv1.GetDeviceRequest{DeviceId: n.UUID})
+		if err != nil {
+			return err
+		}
+		if h := r.GetHardware(); !h.GetStale() || h.GetInventoryStatus() != "NotInspected" || h.GetMemoryMib() != 1<<20 {
+			return fmt.Errorf("hardware %v, want stale NotInspected with the last facts", h)
+		}
+		return nil
+	})
 }
 
 // waitVerdict waits (60 s) until device id's HardwareMatchesProfile, as
