@@ -190,6 +190,7 @@ func buildHub(cfg Config, st *store.Store, obs *observability, log *slog.Logger)
 	h.health = RegisterServices(h.srv, h.linkSrv, fleetSrv)
 	h.opsSrv = NewOperationServer(st, h.linkSrv, log.With("component", "operations"))
 	h.opsSrv.SetNovaTemplates(h.templates.current)
+	h.opsSrv.SetValidationCleanSteps(h.profiles.validationCleanSteps)
 	if h.webSrv != nil {
 		h.webSrv.SetOperations(h.opsSrv)
 		h.webSrv.SetPolicy(h.pol.api)

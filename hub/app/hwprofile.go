@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/fleet"
 	"github.com/ironlink/ironlink/hub/hwprofile"
 	"github.com/ironlink/ironlink/hub/store"
@@ -19,6 +20,14 @@ type hubProfiles struct {
 	runner *hwprofile.Runner
 	// validation decides the open validation runs (hub/validation).
 	validation *validation.Runner
+	// current is the profiles file in force (nil: none).
+	current func() *hwprofile.File
+}
+
+// validationCleanSteps are the validation clean steps of the profile that
+// applies to a device (operations.Config.ValidationCleanSteps).
+func (p *hubProfiles) validationCleanSteps(site, name, resourceClass string) []*ironlinkv1.CleanStep {
+	return p.current().ValidationCleanSteps(hwprofile.Device{Site: site, Name: name, ResourceClass: resourceClass})
 }
 
 // newProfiles loads --hardware-profiles-file (an invalid file fails the
@@ -48,6 +57,7 @@ func newProfiles(cfg Config, st *store.Store, fleetSrv *fleet.Server, log *slog.
 	p.validation = validation.NewRunner(st, current, log.With("component", "validation"))
 	p.validation.Timeout = cfg.ValidationTimeout
 	fleetSrv.SetHardwareProfiles(current)
+	p.current = current
 	return p, nil
 }
 

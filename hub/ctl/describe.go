@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/hwview"
 )
 
 func (a *app) newDescribeCommand() *cobra.Command {
@@ -141,6 +142,7 @@ func (a *app) printDevice(w io.Writer, r *ironlinkv1.GetDeviceResponse, cmds []*
 		field(w, "Labels", describeLabels(r.GetDevice()))
 	}
 	a.printFacts(w, r.GetDevice())
+	printHardware(w, r)
 	a.printDeviceHistory(w, r.GetDevice(), r)
 	a.printRecentCommands(w, cmds)
 }
@@ -220,6 +222,27 @@ func (a *app) printFacts(w io.Writer, d *ironlinkv1.Device) {
 		}
 		t.flush()
 	}
+}
+
+// printHardware prints the device's hardware: the state of its inventory
+// ("no inventory: NotInspected", "stale since …"), the profile check and
+// the key facts (internal/hwview).
+func printHardware(w io.Writer, r *ironlinkv1.GetDeviceResponse) {
+	fmt.Fprintln(w, "Hardware:")
+	t := newTable(w, "  ")
+	t.row("Inventory:", hwview.State(r.GetHardware()))
+	if p := r.GetHardwareProfile(); p != nil {
+		c := p.GetCondition()
+		v := fmt.Sprintf("%s: HardwareMatchesProfile %s (%s)", p.GetProfile(), conditionStatusName(c.GetStatus()), c.GetReason())
+		if m := c.GetMessage(); m != "" {
+			v += " " + truncate(m, 200)
+		}
+		t.row("Profile:", v)
+	}
+	for _, f := range hwview.Facts(r.GetHardware()) {
+		t.row(f.Label+":", truncate(f.Value, 200))
+	}
+	t.flush()
 }
 
 // printDeviceHistory prints device d's conditions, then the status and

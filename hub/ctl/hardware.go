@@ -225,7 +225,8 @@ func (a *app) newValidateCommand() *cobra.Command {
 		Short: "Start a validation run: inspect, check the profile, clean, wait for the checks; a pass offers the device",
 		Long: `A validation run (operation validate) inspects the node, checks its hardware
 against its profile (the hub's check "hardware-profile"), cleans it with the
---clean-step steps and waits for every --check's result from external checkers
+--clean-step steps (none: its hardware profile's validation.clean_steps) and waits
+for every --check's result from external checkers
 (ValidationService.RecordValidationResult). When all pass the device is offered
 (an OFFER command, recorded); otherwise it stays held with the failing checks
 named. A device in the validation pool is offered only after a passed run.`,
@@ -252,7 +253,7 @@ named. A device in the validation pool is offered only after a passed run.`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&checks, "check", nil, "an external check whose passing result the run waits for, repeatable")
-	f.StringSliceVar(&steps, "clean-step", nil, "INTERFACE.STEP to clean with, repeatable, in order (none: no cleaning)")
+	f.StringSliceVar(&steps, "clean-step", nil, "INTERFACE.STEP to clean with, repeatable, in order (none: the hardware profile's validation.clean_steps, if any)")
 	f.StringVar(&reason, "reason", "", "why (required)")
 	f.StringVar(&site, "site", "", "narrows device names")
 	f.BoolVar(&wait, "wait", false, "follow the operations to their end (the run then waits for its checks)")

@@ -19,7 +19,9 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/filewatch"
 )
 
@@ -40,7 +42,32 @@ type Profile struct {
 	Fault bool `yaml:"fault"`
 	// Expect is what the hardware must contain.
 	Expect Expect `yaml:"expect"`
+	// Validation is what a validation run (VALIDATE) of a device of the
+	// profile does when its request does not say.
+	Validation Validation `yaml:"validation"`
 }
+
+// Validation are a profile's defaults for validation runs.
+type Validation struct {
+	// CleanSteps are the clean steps of a run whose request names none,
+	// e.g. Ironic's burn-in steps (deploy.burnin_cpu, burnin_memory,
+	// burnin_disk, burnin_network); empty: such a run does not clean.
+	CleanSteps []CleanStep `yaml:"clean_steps"`
+}
+
+// CleanStep is one Ironic clean step.
+type CleanStep struct {
+	// Interface is the driver interface, e.g. "deploy".
+	Interface string `yaml:"interface"`
+	// Step is the step's name, e.g. "burnin_cpu".
+	Step string `yaml:"step"`
+	// Args are the step's arguments, as Ironic takes them.
+	Args map[string]any `yaml:"args"`
+}
+
+// MaxCleanSteps bounds a profile's validation.clean_steps (the hub's
+// bound on an operation's clean steps).
+const MaxCleanSteps = 50
 
 // Selector selects devices; every field set must match (at least one must
 // be set).
@@ -71,8 +98,8 @@ type Expect struct {
 	NICs *NICs `yaml:"nics"`
 	// BIOSSettings are settings that must have these values.
 	BIOSSettings map[string]string `yaml:"bios_settings"`
-	// Firmware are minimum versions by component ("bios", "bmc"),
-	// compared as dotted numbers (1.10.0 > 1.9.2).
+	// Firmware are minimum versions by component ("bios"; the inventory
+	// reports no other), compared as dotted numbers (1.10.0 > 1.9.2).
 	Firmware map[string]string `yaml:"firmware_min"`
 }
 
@@ -117,6 +144,8 @@ type NICs struct {
 
 var (
 	nameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	ifaceRE   = regexp.MustCompile(`^[a-z][a-z_]{0,63}$`)
+	stepRE    = regexp.MustCompile(`^[a-z][a-z0-9_]{0,254}$`)
 	hexRE     = regexp.MustCompile(`^[0-9a-f]{4}$`)
 	versionRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)*$`)
 )
@@ -200,7 +229,41 @@ func (p Profile) validate(where string) []error {
 			errs = append(errs, fmt.Errorf("%s: expect.firmware_min.%s %q is not a dotted version like 1.5.0", where, k, v))
 		}
 	}
+	steps := p.Validation.CleanSteps
+	if len(steps) > MaxCleanSteps {
+		errs = append(errs, fmt.Errorf("%s: validation.clean_steps: %d, at most %d", where, len(steps), MaxCleanSteps))
+	}
+	for i, st := range steps {
+		f := fmt.Sprintf("%s: validation.clean_steps[%d]", where, i)
+		if !ifaceRE.MatchString(st.Interface) {
+			errs = append(errs, fmt.Errorf("%s.interface %q is not a driver interface (deploy, management, bios, raid, ...)", f, st.Interface))
+		}
+		if !stepRE.MatchString(st.Step) {
+			errs = append(errs, fmt.Errorf("%s.step %q is not a step name (e.g. burnin_cpu)", f, st.Step))
+		}
+		if _, err := structpb.NewStruct(st.Args); err != nil {
+			errs = append(errs, fmt.Errorf("%s.args: %w", f, err))
+		}
+	}
 	return errs
+}
+
+// ValidationCleanSteps returns the validation clean steps of the profile
+// that applies to d (nil: no profile, or it names none).
+func (f *File) ValidationCleanSteps(d Device) []*ironlinkv1.CleanStep {
+	p := f.Select(d)
+	if p == nil {
+		return nil
+	}
+	var out []*ironlinkv1.CleanStep
+	for _, st := range p.Validation.CleanSteps {
+		s := &ironlinkv1.CleanStep{Interface: st.Interface, Step: st.Step}
+		if len(st.Args) > 0 {
+			s.Args, _ = structpb.NewStruct(st.Args) // checked by Parse
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // check refuses an impossible range; nil is fine (not checked).

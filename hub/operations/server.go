@@ -116,6 +116,10 @@ type Config struct {
 	// NovaTemplates is the --nova-templates-file in force (nil, or a nil
 	// result: no templates; a NOVA_CREATE naming one is refused).
 	NovaTemplates func() *novatemplate.File
+	// ValidationCleanSteps returns the clean steps a VALIDATE of a device
+	// (site, Ironic node name, resource class) uses when its request names
+	// none: the hardware profile's validation.clean_steps (nil: none).
+	ValidationCleanSteps func(site, name, resourceClass string) []*ironlinkv1.CleanStep
 }
 
 // Server implements ironlinkv1.OperationServiceServer.

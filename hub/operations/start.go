@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/grpcerr"
@@ -212,12 +213,15 @@ func (s *Server) deviceOperations(ctx context.Context, sc siteScope, caps *capab
 			return nil, grpcerr.InvalidArgument(field, grpcerr.ReasonInvalidValue, fmt.Sprintf("%s names device %s, as devices[%d] does", field, id, j))
 		}
 		seen[id] = i
-		op, err := s.deviceOperation(ctx, sc, caps, field, id, req)
+		op, rc, err := s.deviceOperation(ctx, sc, caps, field, id, req)
 		if err != nil {
 			return nil, err
 		}
 		op.Kind, op.Params, op.Actor, op.Reason, op.Source = common.Kind, common.Params, common.Actor, common.Reason, common.Source
 		if op.Params, err = s.expandTemplate(op.Site, req.GetParams(), common.Params); err != nil {
+			return nil, err
+		}
+		if op.Params, err = s.validationDefaults(op, rc, req); err != nil {
 			return nil, err
 		}
 		ops = append(ops, op)
@@ -296,28 +300,58 @@ func (s *Server) view(ctx context.Context, d store.Device) deviceView {
 	return v
 }
 
+// validationDefaults returns op's params with the clean steps of the
+// device's hardware profile (Config.ValidationCleanSteps) when op is a
+// VALIDATE whose request names none; else op.Params as they are.
+func (s *Server) validationDefaults(op store.NewOperation, resourceClass string, req *ironlinkv1.StartOperationRequest) ([]byte, error) {
+	if req.GetKind() != ironlinkv1.OperationKind_OPERATION_KIND_VALIDATE || len(req.GetParams().GetCleanSteps()) > 0 || s.cfg.ValidationCleanSteps == nil {
+		return op.Params, nil
+	}
+	steps := s.cfg.ValidationCleanSteps(op.Site, op.DeviceName, resourceClass)
+	if len(steps) == 0 {
+		return op.Params, nil
+	}
+	p := &ironlinkv1.OperationParams{}
+	if req.GetParams() != nil {
+		p = proto.CloneOf(req.GetParams())
+	}
+	p.CleanSteps = steps
+	b, err := marshal(p)
+	if err != nil { // steps checked by the profiles file's parse: cannot happen
+		return nil, grpcerr.Internal("cannot encode the operation's params")
+	}
+	return b, nil
+}
+
+// SetValidationCleanSteps gives the server the hardware profiles' validation
+// clean steps (call before serving).
+func (s *Server) SetValidationCleanSteps(f func(site, name, resourceClass string) []*ironlinkv1.CleanStep) {
+	s.cfg.ValidationCleanSteps = f
+}
+
 // deviceOperation checks one device target against the guards and returns
-// its operation (without the request-wide fields).
-func (s *Server) deviceOperation(ctx context.Context, sc siteScope, caps *capabilities, field, id string, req *ironlinkv1.StartOperationRequest) (store.NewOperation, error) {
+// its operation (without the request-wide fields) and the device's
+// resource class.
+func (s *Server) deviceOperation(ctx context.Context, sc siteScope, caps *capabilities, field, id string, req *ironlinkv1.StartOperationRequest) (store.NewOperation, string, error) {
 	kind := KindToStore(req.GetKind())
 	d, err := s.store.GetDevice(ctx, id)
 	if err != nil {
-		return store.NewOperation{}, s.storeErr(err, "device", id)
+		return store.NewOperation{}, "", s.storeErr(err, "device", id)
 	}
 	if !sc.Allows(d.Site) {
-		return store.NewOperation{}, s.deny(ctx, sc, "device "+id, d.Site)
+		return store.NewOperation{}, "", s.deny(ctx, sc, "device "+id, d.Site)
 	}
 	if site := req.GetSite(); site != "" && site != d.Site {
-		return store.NewOperation{}, grpcerr.InvalidArgument(field, grpcerr.ReasonInvalidValue, fmt.Sprintf("%s: device %s is at site %q, not %q", field, id, d.Site, site))
+		return store.NewOperation{}, "", grpcerr.InvalidArgument(field, grpcerr.ReasonInvalidValue, fmt.Sprintf("%s: device %s is at site %q, not %q", field, id, d.Site, site))
 	}
 	if d.Removed {
-		return store.NewOperation{}, precondition(ReasonDeviceRemoved, fmt.Sprintf("%s: device %s was removed from Ironic", field, id))
+		return store.NewOperation{}, "", precondition(ReasonDeviceRemoved, fmt.Sprintf("%s: device %s was removed from Ironic", field, id))
 	}
 	forced, err := s.guards(ctx, caps, field, d, kind, req.GetForce(), req.GetParams().GetNovaCreate().GetForceClear(), true)
 	if err != nil {
-		return store.NewOperation{}, err
+		return store.NewOperation{}, "", err
 	}
-	return store.NewOperation{ID: uuid.NewString(), Site: d.Site, DeviceID: id, DeviceName: d.Name, Forced: forced, ProvisionState: d.Facts.ProvisionState}, nil
+	return store.NewOperation{ID: uuid.NewString(), Site: d.Site, DeviceID: id, DeviceName: d.Name, Forced: forced, ProvisionState: d.Facts.ProvisionState}, d.Facts.ResourceClass, nil
 }
 
 // guards checks device d (live, of a site the caller may use) against the

@@ -13,6 +13,7 @@ import (
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/authn"
 	"github.com/ironlink/ironlink/hub/grpcerr"
+	"github.com/ironlink/ironlink/internal/hwview"
 )
 
 // authnSites is the caller's roster sites (nil: every site).
@@ -49,6 +50,12 @@ type deviceData struct {
 	// ValidationRuns are the device's newest validation runs with their
 	// checks' results (GetDevice's validation_runs).
 	ValidationRuns []*ironlinkv1.ValidationRun
+	// HardwareState says what is known of the device's inventory
+	// (hwview.State), HardwareFacts its key facts and HardwareProfile the
+	// profile check (nil without a profile).
+	HardwareState   string
+	HardwareFacts   []hwview.Fact
+	HardwareProfile *ironlinkv1.HardwareProfileMatch
 	// Remediation is what `ironlink explain` shows of the device (nil
 	// without a remediation API): the ladder, why it waits, the handoffs
 	// with their webhook delivery attempts.
@@ -109,7 +116,8 @@ func (s *Server) device(w http.ResponseWriter, r *http.Request, id Identity) {
 		Commands: cmds.GetCommands(), CondHist: ch, CanWrite: id.CanWrite(),
 		CanOperate: id.CanWrite() && s.ops != nil, Operations: resp.GetRecentOperations(),
 		Holds: resp.GetQuarantineHolds(), Plan: resp.GetReleasePlan(), Explanation: resp.GetExplanation(), HasPolicy: s.policy != nil,
-		ValidationRuns: resp.GetValidationRuns()}
+		ValidationRuns: resp.GetValidationRuns(), HardwareState: hwview.State(resp.GetHardware()), HardwareFacts: hwview.Facts(resp.GetHardware()),
+		HardwareProfile: resp.GetHardwareProfile()}
 	if s.policy != nil {
 		dr, err := s.policy.ListPolicyDecisions(ctx, &ironlinkv1.ListPolicyDecisionsRequest{DeviceId: dev.GetDeviceId(), PageSize: commandsShown})
 		if err != nil {

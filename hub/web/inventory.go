@@ -52,7 +52,7 @@ var Inventory = []InventoryEntry{
 	{"PolicyService/SetDeviceHold", []string{"POST /holds"}},
 	{"PolicyService/ClearDeviceHold", []string{"POST /holds/clear"}},
 	{"PolicyService/ReplayPolicy", []string{"GET /policy/replay", "POST /policy/replay"}},
-	{"BulkService/PreviewBulkImpairment", []string{"POST /devices/bulk/preview"}},
+	{"BulkService/PreviewBulkImpairment", []string{"POST /devices/bulk/preview", "POST /operations"}},
 	{"BulkService/BulkQuarantine", []string{"POST /devices/bulk"}},
 	{"BulkService/BulkRelease", []string{"POST /devices/bulk"}},
 	{"RemediationService/GetDeviceRemediation", []string{"GET /devices/{id}"}},

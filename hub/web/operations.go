@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/devsel"
+	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/internal/wire"
 )
 
@@ -26,6 +29,7 @@ var startKinds = []ironlinkv1.OperationKind{
 	ironlinkv1.OperationKind_OPERATION_KIND_POWER_ON, ironlinkv1.OperationKind_OPERATION_KIND_POWER_OFF,
 	ironlinkv1.OperationKind_OPERATION_KIND_REBOOT, ironlinkv1.OperationKind_OPERATION_KIND_SET_MAINTENANCE,
 	ironlinkv1.OperationKind_OPERATION_KIND_CLEAR_MAINTENANCE, ironlinkv1.OperationKind_OPERATION_KIND_REPROVISION,
+	ironlinkv1.OperationKind_OPERATION_KIND_HARDWARE_REREAD,
 }
 
 type operationsData struct {
@@ -36,6 +40,9 @@ type operationsData struct {
 	StartKind []option
 	NextHref  string
 	CanWrite  bool
+	// Selector prefills the start form (?selector=, with ?start_kind=
+	// choosing its kind): the drift page's outlier links.
+	Selector string
 }
 
 // parseOpKind reads a kind name (REBOOT, reboot, set-maintenance).
@@ -100,9 +107,11 @@ func (s *Server) operations(w http.ResponseWriter, r *http.Request, id Identity)
 		n := wire.EnumName(st, "OPERATION_STATE_")
 		d.States = append(d.States, option{Value: n, Label: n, Selected: hasValue(q["state"], n)})
 	}
+	d.Selector = q.Get("selector")
+	startKind := strings.ReplaceAll(strings.ToUpper(q.Get("start_kind")), "-", "_")
 	for _, k := range startKinds {
 		n := wire.EnumName(k, "OPERATION_KIND_")
-		d.StartKind = append(d.StartKind, option{Value: n, Label: strings.ToLower(strings.ReplaceAll(n, "_", " "))})
+		d.StartKind = append(d.StartKind, option{Value: n, Label: strings.ToLower(strings.ReplaceAll(n, "_", " ")), Selected: n == startKind})
 	}
 	if t := resp.GetNextPageToken(); t != "" {
 		next := url.Values{}
@@ -197,8 +206,35 @@ func (s *Server) cancelOperation(w http.ResponseWriter, r *http.Request, id Iden
 	http.Redirect(w, r, "/operations/"+url.PathEscape(resp.GetOperation().GetOperationId()), http.StatusSeeOther)
 }
 
+// selectorTargets resolves a selector (the --selector syntax, e.g. a drift
+// outlier group's) to device ids through BulkService's preview, as
+// `ironlink op start -l` does: no device, or more than the preview lists,
+// is InvalidArgument on selector.
+func (s *Server) selectorTargets(ctx context.Context, raw string) ([]string, error) {
+	sel, err := devsel.Parse(raw, "selector")
+	if err != nil {
+		return nil, badInput("selector", err)
+	}
+	resp, err := s.fleet.Bulk().PreviewBulkImpairment(ctx, &ironlinkv1.PreviewBulkImpairmentRequest{Selector: sel})
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case resp.GetCount() == 0:
+		return nil, badInput("selector", fmt.Errorf("selector %s matches no device", textcheck.Quote(raw)))
+	case int(resp.GetCount()) > len(resp.GetDevices()):
+		return nil, badInput("selector", fmt.Errorf("selector %s matches %d devices; at most %d at a time: narrow it", textcheck.Quote(raw), resp.GetCount(), len(resp.GetDevices())))
+	}
+	out := make([]string, 0, len(resp.GetDevices()))
+	for _, d := range resp.GetDevices() {
+		out = append(out, d.GetDeviceId())
+	}
+	return out, nil
+}
+
 // startOperation handles POST /operations: kind, devices (names,
-// SITE/NAME or UUIDs, separated by commas, spaces or lines), reason,
+// SITE/NAME or UUIDs, separated by commas, spaces or lines) or a selector
+// (every device it matches, see selectorTargets), reason,
 // force, soft, image (DEPLOY's image_source, NOVA_CREATE's image),
 // checksum (DEPLOY), flavor and server name (NOVA_CREATE); the
 // maintenance reason is the reason.
@@ -223,6 +259,16 @@ func (s *Server) startOperation(w http.ResponseWriter, r *http.Request, id Ident
 		p.NovaCreate = &ironlinkv1.NovaCreateParams{Image: f.Get("image"), Flavor: f.Get("flavor"), Name: f.Get("server_name")}
 	}
 	devs := strings.FieldsFunc(f.Get("devices"), func(c rune) bool { return c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t' })
+	if sel := strings.TrimSpace(f.Get("selector")); sel != "" {
+		if len(devs) > 0 {
+			s.apiFail(w, r, badInput("selector", errors.New("give devices or a selector, not both")))
+			return
+		}
+		if devs, err = s.selectorTargets(apiContext(r.Context(), id), sel); err != nil {
+			s.apiFail(w, r, err)
+			return
+		}
+	}
 	resp, err := s.ops.StartOperation(apiContext(r.Context(), id), &ironlinkv1.StartOperationRequest{Kind: kind, Devices: devs,
 		Reason: reason, Params: p, Force: f.Get("force") == "on"})
 	if err != nil {

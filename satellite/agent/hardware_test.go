@@ -249,3 +249,34 @@ func BenchmarkHardwareUnchangedPoll(b *testing.B) {
 	b.ReportMetric(float64(total), "requests/poll")
 	b.ReportMetric(float64(hwReqs), "hardware-requests/poll")
 }
+
+// A node that had an inventory and is inspected again with no inventory
+// left (Ironic answers 404) sends a NotInspected read, once, so the hub
+// keeps the last facts marked stale (hub/hwprofile
+// TestInventoryGoneKeepsFactsStale); the node's BIOS settings still read.
+func TestHardwareInventoryGoneAfterReinspection(t *testing.T) {
+	s := newHWSite(t, 0)
+	hw := openstacksim.DefaultHardware
+	a := s.node("gpu-a", &hw)
+	if got, _ := s.poll(t); !got[a].GetInventoryAvailable() {
+		t.Fatalf("first read of a: %v", got[a])
+	}
+	if err := s.sim.UpdateNode(a, func(n *openstacksim.Node) {
+		n.Inventory, n.PluginData = nil, nil
+		n.InspectionFinishedAt = time.Now().UTC()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, reqs := s.poll(t)
+	h := got[a]
+	if len(reqs) != 2 || h == nil || h.GetInventoryAvailable() || h.GetInventoryStatus() != hardware.StatusNotInspected ||
+		h.GetCpuCount() != 0 || !h.GetBiosAvailable() || h.GetInspectionFinishedAt() == nil {
+		t.Fatalf("after the inventory went: requests %v, pushed %v; want one NotInspected read with the BIOS settings", reqs, h)
+	}
+	if got, reqs := s.poll(t); len(reqs) != 0 || len(got) != 0 {
+		t.Fatalf("the gone inventory was read again: %v %v", reqs, got)
+	}
+	if snap := snapshotDevice(t, s.a, a); snap.GetHardware().GetInventoryStatus() != hardware.StatusNotInspected {
+		t.Fatalf("snapshot hardware of a = %v", snap.GetHardware())
+	}
+}

@@ -60,6 +60,10 @@ type Read struct {
 }
 
 // wire shapes of ironic-python-agent's inventory (only what is reduced).
+// Its format (GenericHardwareManager.list_hardware_info) has no BMC
+// firmware version: bmc_address, bmc_v6address and bmc_mac only; BMC
+// firmware comes from Ironic's firmware interface (API 1.86), newer than
+// the test bed's Ironic 21.4, and is not read.
 type wireInventory struct {
 	CPU struct {
 		ModelName    string      `json:"model_name"`
@@ -89,7 +93,6 @@ type wireInventory struct {
 			Version string `json:"version"`
 		} `json:"firmware"`
 	} `json:"system_vendor"`
-	BMCVersion string `json:"bmc_version"`
 }
 
 type wirePlugin struct {
@@ -167,12 +170,6 @@ func reduceInventory(h *ironlinkv1.HardwareState, inv ironic.Inventory) bool {
 	h.SystemProduct = clip(strings.TrimSpace(w.SystemVendor.Manufacturer + " " + w.SystemVendor.ProductName))
 	if v := w.SystemVendor.Firmware.Version; v != "" {
 		h.FirmwareVersions = map[string]string{"bios": clip(v)}
-	}
-	if v := w.BMCVersion; v != "" {
-		if h.FirmwareVersions == nil {
-			h.FirmwareVersions = map[string]string{}
-		}
-		h.FirmwareVersions["bmc"] = clip(v)
 	}
 	var p wirePlugin
 	if len(inv.PluginData) > 0 && json.Unmarshal(inv.PluginData, &p) == nil {

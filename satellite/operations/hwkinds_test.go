@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/satellite/site"
 )
 
 // VALIDATE inspects, reads the inspected hardware through the agent's
@@ -60,5 +64,34 @@ func TestFixtureRereadUsesTheHardwareReader(t *testing.T) {
 	wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
 	if len(asked) != 2 || asked[1] != fxNode {
 		t.Errorf("reader asked for %v, want %s twice", asked, fxNode)
+	}
+}
+
+// VALIDATE's clean request carries its clean steps as Ironic takes them,
+// in order, with their arguments: the hub fills in a hardware profile's
+// validation.clean_steps (Ironic's burn-in steps here) when a run names
+// none (hub/operations TestValidateUsesTheProfilesCleanSteps).
+func TestFixtureValidateSendsItsCleanSteps(t *testing.T) {
+	f, r, got := fxRunner(t, "manageable")
+	r.SetHardwareReader(func(context.Context, string) error { return nil })
+	args, err := structpb.NewStruct(map[string]any{"example_arg": "passed through"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []*ironlinkv1.CleanStep{{Interface: "deploy", Step: "burnin_cpu"}, {Interface: "deploy", Step: "burnin_memory", Args: args}}
+	p := fxRun(t, r, got, ironicReq(ironlinkv1.OperationKind_OPERATION_KIND_VALIDATE, fxNode, &ironlinkv1.OperationParams{CleanSteps: steps}))
+	wantState(t, p, ironlinkv1.OperationState_OPERATION_STATE_SUCCEEDED)
+	var sent []any
+	for _, c := range f.Calls() {
+		if c.Method == site.MethodSetProvisionState && c.Trait == "clean" && c.Err == nil {
+			sent = append(sent, c.Extra["clean_steps"])
+		}
+	}
+	want := []any{[]map[string]any{
+		{"interface": "deploy", "step": "burnin_cpu", "args": map[string]any{}},
+		{"interface": "deploy", "step": "burnin_memory", "args": map[string]any{"example_arg": "passed through"}},
+	}}
+	if !reflect.DeepEqual(sent, want) {
+		t.Fatalf("clean requests sent clean_steps %v, want %v", sent, want)
 	}
 }

@@ -45,6 +45,9 @@ type Call struct {
 	// Changed: the call changed the site (a write that found it already
 	// as wanted did not).
 	Changed bool
+	// Extra is SetProvisionState's body beyond the target (clean_steps,
+	// configdrive); nil otherwise.
+	Extra map[string]any
 }
 
 // String renders the call for test failures, e.g. "AddTrait n1 CUSTOM_X".

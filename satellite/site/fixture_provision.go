@@ -487,10 +487,10 @@ func (f *Fixture) PatchNode(_ context.Context, id string, ops []ironic.PatchOp) 
 }
 
 // SetProvisionState implements IronicProvisioning.
-func (f *Fixture) SetProvisionState(_ context.Context, id, target string, _ map[string]any) error {
+func (f *Fixture) SetProvisionState(_ context.Context, id, target string, extra map[string]any) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.beginLocked(Call{Method: MethodSetProvisionState, ID: id, Trait: target}); err != nil {
+	if err := f.beginLocked(Call{Method: MethodSetProvisionState, ID: id, Trait: target, Extra: extra}); err != nil {
 		return err
 	}
 	n, ok := f.nodes[id]

@@ -17,7 +17,9 @@ import (
 // and satellite on the simulator: after a re-inspection stores one 7-GPU
 // machine and one on BIOS 1.4.2 among six, drift shows the group's
 // matching devices and each outlier group with its selector; a device's
-// history shows its reads; a device without runs has none.
+// history shows its reads; describe device shows the hardware's state and
+// key facts, "stale since" once the inventory went; a device without runs
+// has none.
 func TestHardwareCLI(t *testing.T) {
 	f := newFleet(t, 6)
 	names := slices.Sorted(func(yield func(string) bool) {
@@ -71,6 +73,26 @@ func TestHardwareCLI(t *testing.T) {
 	if !strings.Contains(r.stdout, "-> 7") {
 		t.Errorf("history does not show the change to 7 GPUs\n%v", r)
 	}
+	r = f.run("describe", "device", site+"/"+names[1])
+	f.expect(r, 0, []string{"Hardware:", "Inventory:", "read ", "GPUs:", "7× 10de:2330", "Memory:", "2048 GiB", "Firmware:", "bios 1.5.0",
+		"BIOS settings:", "HyperThreading=Disabled"}, nil)
+
+	// An inspection that leaves no inventory: describe says the facts are
+	// stale and still shows them.
+	if err := f.sim.UpdateNode(f.nodes[names[3]], func(x *openstacksim.Node) {
+		x.Inventory, x.PluginData = nil, nil
+		x.InspectionFinishedAt = time.Now().UTC().Add(time.Second)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, time.Minute, func() error {
+		r := f.run("describe", "device", site+"/"+names[3])
+		if r.code != 0 || !strings.Contains(r.stdout, "stale since ") || !strings.Contains(r.stdout, "Ironic answers NotInspected") ||
+			!strings.Contains(r.stdout, "8× 10de:2330") {
+			return fmt.Errorf("describe after the inventory went:\n%v", r)
+		}
+		return nil
+	})
 	r = f.run("validate", "runs", site+"/"+names[0])
 	f.expect(r, 0, nil, []string{"No validation runs found."})
 	r = f.run("drift", "--site", "no-such-site")

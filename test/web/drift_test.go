@@ -1,16 +1,19 @@
 package web_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/hub/operations"
 	"github.com/ironlink/ironlink/hub/store"
 	"github.com/ironlink/ironlink/internal/storetest"
 )
@@ -28,7 +31,9 @@ func h100(gpus uint32, bios, ht string) *ironlinkv1.HardwareState {
 // The drift page in Chromium: a gpu-h100 group of six devices, four
 // alike, one with 7 GPUs and one on BIOS 1.4.2 with Hyper-Threading on,
 // shows "4 match", each outlier group with its device and its selector;
-// a site filter without devices says so.
+// an outlier row's "inspect these…" opens the start form with its selector
+// and starts an INSPECT of that group's device only; a site filter without
+// devices says so.
 func TestDriftPageInChromium(t *testing.T) {
 	newTab := browser(t)
 	e := startHub(t)
@@ -48,7 +53,7 @@ func TestDriftPageInChromium(t *testing.T) {
 		}
 		now := time.Now().UTC()
 		ups = append(ups, store.DeviceUpdate{DeviceID: id, ObservedTime: now,
-			Facts:    &store.Facts{Name: fmt.Sprintf("gpu-%02d", i), ResourceClass: "gpu-h100"},
+			Facts:    &store.Facts{Name: fmt.Sprintf("gpu-%02d", i), ResourceClass: "gpu-h100", ProvisionState: "manageable"},
 			Hardware: &store.Hardware{JSON: b, ReadAt: now}})
 	}
 	site.Send(ups)
@@ -80,6 +85,34 @@ func TestDriftPageInChromium(t *testing.T) {
 		}
 	}
 	shoot(t, tab, "drift.png")
+
+	// Each outlier row links to the operations page's start form with its
+	// selector filled in; starting it inspects the group's devices.
+	if _, err := e.st.OpenLink(context.Background(), store.LinkHello{Site: "alpha", BootID: uuid.NewString(), Replica: "elsewhere",
+		Capabilities: []string{operations.Capability}}); err != nil {
+		t.Fatal(err)
+	}
+	writer := newTab("ops-write")
+	run(t, writer, "open the drift page to act", chromedp.Navigate(e.webURL+"/drift?resource_class=gpu-h100"),
+		chromedp.WaitVisible(chromedp.CSS(".drift-group")))
+	clickNav(t, writer, "inspect the 7-GPU outliers", `tr.drift-outlier[data-fact=gpu_count] a.drift-inspect`, "#op-start-form")
+	var form []string
+	eval(t, writer, `[document.querySelector('#op-kind').value, document.querySelector('#op-selector').value, String(document.querySelector('#op-start').open)]`, &form)
+	if strings.Join(form, " ") != "INSPECT site=alpha,class=gpu-h100,hw.gpu_count=7 true" {
+		t.Fatalf("start form (kind, selector, open) = %q", form)
+	}
+	run(t, writer, "give a reason", chromedp.SendKeys(chromedp.CSS("#op-reason"), "7 GPUs: inspect again"))
+	shoot(t, writer, "drift-inspect-form.png")
+	clickNav(t, writer, "start", "#op-start-btn", "#op-facts")
+	ops, err := e.st.RecentOperations(context.Background(), site.IDs[4], 5)
+	if err != nil || len(ops) != 1 || ops[0].Kind != "INSPECT" || ops[0].Reason != "7 GPUs: inspect again" {
+		t.Fatalf("operations of gpu-04: %+v, %v; want one INSPECT", ops, err)
+	}
+	for _, id := range site.IDs[:4] {
+		if o, _ := e.st.RecentOperations(context.Background(), id, 5); len(o) != 0 {
+			t.Errorf("a matching device got operations %+v", o)
+		}
+	}
 
 	run(t, tab, "filter by a resource class no device has", chromedp.SetValue(chromedp.CSS(`#drift-filters input[name=resource_class]`), "gpu-a100"),
 		chromedp.Click(chromedp.CSS(`#drift-filters button`)), chromedp.WaitVisible(chromedp.CSS("#drift-empty")))

@@ -575,7 +575,9 @@ type HardwareState struct {
 	// node has none or the driver does not report them.
 	BiosSettings map[string]string `protobuf:"bytes,8,rep,name=bios_settings,json=biosSettings,proto3" json:"bios_settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Firmware versions by component: "bios" (inventory
-	// system_vendor.firmware.version), "bmc" where reported.
+	// system_vendor.firmware.version). ironic-python-agent's inventory has no
+	// BMC firmware version (only bmc_address, bmc_v6address, bmc_mac), so
+	// no "bmc" is reported.
 	FirmwareVersions map[string]string `protobuf:"bytes,9,rep,name=firmware_versions,json=firmwareVersions,proto3" json:"firmware_versions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The node's inspection_finished_at when the inventory was read (UTC);
 	// unset when Ironic reports none.
