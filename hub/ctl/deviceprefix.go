@@ -17,8 +17,8 @@ import (
 // where the UUID has them, shorter than 30 characters), optionally after
 // "SITE/". A device whose name is the prefix wins (the web view's
 // getDevice does the same); otherwise the devices whose id starts with it
-// are looked up (ListDevices, removed ones included, at most
-// maxPrefixScan devices): one is the device, several are a usage error
+// are looked up (ListDevices' id_prefix, removed ones included): one is
+// the device, several are a usage error
 // listing them, none is "not found". A malformed full UUID stays a usage
 // error (internal/devref).
 
@@ -93,24 +93,17 @@ func (c *client) resolveDevicePrefix(ctx context.Context, site, prefix string) (
 		}
 	}
 	prefix = strings.ToLower(prefix)
+	// The hub reads the prefix's range of ids through the primary key, so
+	// one page of maxCandidates+1 says none, one or several.
+	cctx, cancel := c.call(ctx)
+	page, err := c.fleet.ListDevices(cctx, &ironlinkv1.ListDevicesRequest{Site: site, IncludeRemoved: true, IdPrefix: prefix, PageSize: maxCandidates + 1})
+	cancel()
+	if err != nil {
+		return "", c.explain(err)
+	}
 	var matches []string
-	req := &ironlinkv1.ListDevicesRequest{Site: site, IncludeRemoved: true, PageSize: listPageSize}
-	for seen := 0; seen < maxPrefixScan; {
-		cctx, cancel := c.call(ctx)
-		page, err := c.fleet.ListDevices(cctx, req)
-		cancel()
-		if err != nil {
-			return "", c.explain(err)
-		}
-		seen += len(page.GetDevices())
-		for _, d := range page.GetDevices() {
-			if strings.HasPrefix(d.GetDeviceId(), prefix) {
-				matches = append(matches, d.GetSite()+"/"+d.GetDeviceId())
-			}
-		}
-		if req.PageToken = page.GetNextPageToken(); req.PageToken == "" {
-			break
-		}
+	for _, d := range page.GetDevices() {
+		matches = append(matches, d.GetSite()+"/"+d.GetDeviceId())
 	}
 	where := ""
 	if site != "" {

@@ -173,6 +173,12 @@ func (s *Server) ListDevices(ctx context.Context, req *ironlinkv1.ListDevicesReq
 	if f.Labels, err = labelFilter("labels", req.GetLabels(), f.AsOf); err != nil {
 		return nil, err
 	}
+	if f.IDFrom, f.IDTo, err = idPrefixRange(req.GetIdPrefix()); err != nil {
+		return nil, err
+	}
+	if f.IDFrom != "" && !f.AsOf.IsZero() {
+		return nil, grpcerr.InvalidArgument("id_prefix", grpcerr.ReasonInvalidValue, "id_prefix cannot be combined with as_of: resolve the id first")
+	}
 	for i, im := range req.GetImpairments() {
 		switch im {
 		case ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_QUARANTINED:

@@ -167,6 +167,32 @@ func (s *Server) nameNotFound(ctx context.Context, ref deviceRef) error {
 	return grpcerr.DeviceNameNotFound(ref.name, msg, sugg)
 }
 
+// idPrefixRange turns ListDevicesRequest's id_prefix into the range of
+// canonical UUIDs it covers, lowest and highest ("", "" for an empty
+// prefix). Errors: InvalidArgument naming id_prefix for more than 36
+// characters, a character that is not a hex digit, or a hyphen missing or
+// misplaced (a UUID has them after 8, 13, 18 and 23 characters).
+func idPrefixRange(prefix string) (from, to string, err error) {
+	if prefix == "" {
+		return "", "", nil
+	}
+	const lo, hi = "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"
+	p := strings.ToLower(prefix)
+	bad := len(p) > len(lo)
+	for i := 0; i < len(p) && !bad; i++ {
+		if lo[i] == '-' {
+			bad = p[i] != '-'
+		} else {
+			bad = !strings.ContainsRune("0123456789abcdef", rune(p[i]))
+		}
+	}
+	if bad {
+		return "", "", grpcerr.InvalidArgument("id_prefix", grpcerr.ReasonInvalidValue,
+			fmt.Sprintf("id_prefix %q is not the start of a UUID (hex digits, hyphens after 8, 13, 18 and 23 characters, at most 36)", prefix))
+	}
+	return p + lo[len(p):], p + hi[len(p):], nil
+}
+
 // nameFilters turns ListDevicesRequest's name_prefix and name_pattern into
 // the store's LIKE patterns. Errors: InvalidArgument.
 func nameFilters(prefix, pattern string) (string, string, error) {

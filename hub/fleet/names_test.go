@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/hub/fleet"
@@ -236,5 +238,65 @@ func TestSuggest(t *testing.T) {
 				t.Fatalf("Suggest(%q) = %v, want %v", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestListDevicesByIDPrefix resolves the short ids lists show: a prefix of
+// any length up to the whole id, hyphens where the UUID has them, either
+// case, selects exactly the devices whose id starts with it; anything that
+// cannot start a UUID is InvalidArgument naming id_prefix.
+func TestListDevicesByIDPrefix(t *testing.T) {
+	ctx := context.Background()
+	srv, _, ids := namedFleet(t)
+	all := map[string]bool{}
+	for _, id := range ids {
+		all[id] = true
+	}
+	list := func(t *testing.T, prefix string, removed bool) []string {
+		t.Helper()
+		r, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{IdPrefix: prefix, IncludeRemoved: removed, PageSize: 1000})
+		if err != nil {
+			t.Fatalf("id_prefix %q: %v", prefix, err)
+		}
+		var got []string
+		for _, d := range r.GetDevices() {
+			got = append(got, d.GetDeviceId())
+		}
+		return got
+	}
+	id := ids["gpu-002"]
+	for _, p := range []string{id[:4], id[:8], id[:9], id[:11], strings.ToUpper(id[:13]), id[:30], id} {
+		var want []string
+		for x := range all {
+			if strings.HasPrefix(x, strings.ToLower(p)) {
+				want = append(want, x)
+			}
+		}
+		slices.Sort(want)
+		if got := list(t, p, true); !slices.Equal(got, want) || !slices.Contains(got, id) {
+			t.Fatalf("id_prefix %q: %v, want %v", p, got, want)
+		}
+	}
+	// A prefix no device has: the range holds nothing.
+	absent := ""
+	for _, c := range "0123456789abcdef" {
+		p := string(c) + id[1:8]
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(all)), func(x string) bool { return strings.HasPrefix(x, p) }) {
+			absent = p
+			break
+		}
+	}
+	if got := list(t, absent, true); len(got) != 0 {
+		t.Fatalf("id_prefix %q no id has: %v", absent, got)
+	}
+	for _, bad := range []string{"xyz1", id[:8] + "4", id[:7] + "-", id + "0", "ce7c\x00"} {
+		_, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{IdPrefix: bad})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "id_prefix") {
+			t.Fatalf("id_prefix %q: %v, want InvalidArgument naming id_prefix", bad, err)
+		}
+	}
+	_, err := srv.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{IdPrefix: id[:8], AsOf: timestamppb.Now()})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("id_prefix with as_of: %v", err)
 	}
 }

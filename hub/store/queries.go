@@ -45,6 +45,10 @@ type DeviceFilter struct {
 	Labels map[string]string
 	// After is the keyset cursor: only devices with id > After (empty: from the start).
 	After string
+	// IDFrom and IDTo, when non-empty, keep devices with IDFrom <= id <=
+	// IDTo (canonical UUIDs; an id prefix's range, see
+	// ListDevicesRequest.id_prefix). Not with AsOf.
+	IDFrom, IDTo string
 	// Limit is the page size (1-1000).
 	Limit int
 	// AsOf, when not zero, answers from the stored histories as the fleet
@@ -143,6 +147,9 @@ func (s *Store) ListDevices(ctx context.Context, f DeviceFilter) ([]Device, bool
 	}
 	if f.After != "" {
 		where = append(where, "d.id > "+arg(f.After)+"::uuid")
+	}
+	if f.IDFrom != "" {
+		where = append(where, "d.id BETWEEN "+arg(f.IDFrom)+"::uuid AND "+arg(f.IDTo)+"::uuid")
 	}
 	if len(imps) > 0 {
 		where = append(where, "d.desired_impairment = ANY("+arg(imps)+"::text[])")

@@ -1644,7 +1644,14 @@ type ListDevicesRequest struct {
 	// Only devices carrying every one of these labels (effective labels,
 	// docs/reference/labels.md), e.g. {rack: r12}; at most 32. Not
 	// combinable with as_of (labels have no history; InvalidArgument).
-	Labels        map[string]string `protobuf:"bytes,100,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,100,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Only devices whose id starts with this: 1-36 characters of the id's
+	// canonical form (hex digits, either case, and hyphens where a UUID has
+	// them, after 8, 13, 18 and 23 characters; e.g. "ce7c6a1d" or
+	// "ce7c6a1d-4f"), for resolving the short ids lists show. Anything else is
+	// InvalidArgument naming id_prefix. Read through the primary key (a range
+	// of ids), whatever the fleet's size. Empty for all.
+	IdPrefix      string `protobuf:"bytes,11,opt,name=id_prefix,json=idPrefix,proto3" json:"id_prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1761,6 +1768,13 @@ func (x *ListDevicesRequest) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *ListDevicesRequest) GetIdPrefix() string {
+	if x != nil {
+		return x.IdPrefix
+	}
+	return ""
 }
 
 // ListDevicesResponse is one page of devices (without conditions; use GetDevice).
@@ -3946,7 +3960,7 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x17instance_mismatch_count\x18\n" +
 	" \x01(\x05R\x15instanceMismatchCount\x120\n" +
 	"\x14health_warning_count\x18\v \x01(\x05R\x12healthWarningCount\x12?\n" +
-	"\fpolicy_state\x18\x1e \x01(\v2\x1c.ironlink.v1.SitePolicyStateR\vpolicyState\"\xd2\x04\n" +
+	"\fpolicy_state\x18\x1e \x01(\v2\x1c.ironlink.v1.SitePolicyStateR\vpolicyState\"\xef\x04\n" +
 	"\x12ListDevicesRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\x0e2\x1e.ironlink.v1.OperationalStatusR\bstatuses\x12\x1b\n" +
@@ -3962,7 +3976,8 @@ const file_ironlink_v1_fleet_proto_rawDesc = "" +
 	"\x0ehealth_warning\x18\n" +
 	" \x01(\bR\rhealthWarning\x12/\n" +
 	"\x05as_of\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\x12C\n" +
-	"\x06labels\x18d \x03(\v2+.ironlink.v1.ListDevicesRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18d \x03(\v2+.ironlink.v1.ListDevicesRequest.LabelsEntryR\x06labels\x12\x1b\n" +
+	"\tid_prefix\x18\v \x01(\tR\bidPrefix\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"l\n" +
