@@ -4,8 +4,12 @@ import (
 	"html"
 	"net/http"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 )
 
 // TestListsSelectorAndSort: the operations, commands, holds and events
@@ -17,17 +21,7 @@ import (
 func TestListsSelectorAndSort(t *testing.T) {
 	e := newEnv(t)
 	h := consoleServer(t, e)
-	// Three reboots and three quarantines (commands and holds), started in
-	// an order that is not the names' order.
-	if w := do(t, h, "POST", "/operations", "ops-write", "", url.Values{"kind": {"REBOOT"}, "devices": {"a-avail-2,a-faulted-1,a-avail-1"}, "reason": {"firmware"}}, nil); w.Code != http.StatusSeeOther {
-		t.Fatalf("start reboots: %d %s", w.Code, w.Body.String())
-	}
-	for _, name := range []string{"a-avail-2", "a-faulted-1", "a-avail-1"} {
-		id := deviceID(t, e, name)
-		if w := do(t, h, "POST", "/devices/"+id+"/quarantine", "ops-write", "", url.Values{"reason": {"rack r4 " + name}}, nil); w.Code != http.StatusSeeOther {
-			t.Fatalf("quarantine %s: %d %s", name, w.Code, w.Body.String())
-		}
-	}
+	seedLists(t, e, h)
 	names := []string{"a-avail-1", "a-avail-2", "a-faulted-1"}
 	rev := []string{"a-faulted-1", "a-avail-2", "a-avail-1"}
 	for _, list := range []string{"/operations", "/commands", "/holds"} {
@@ -115,4 +109,103 @@ func deviceID(t *testing.T, e *env, name string) string {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// seedLists starts three reboots and three quarantines (commands and
+// holds), in an order that is not the names' order.
+func seedLists(t *testing.T, e *env, h http.Handler) {
+	t.Helper()
+	if w := do(t, h, "POST", "/operations", "ops-write", "", url.Values{"kind": {"REBOOT"}, "devices": {"a-avail-2,a-faulted-1,a-avail-1"}, "reason": {"firmware"}}, nil); w.Code != http.StatusSeeOther {
+		t.Fatalf("start reboots: %d %s", w.Code, w.Body.String())
+	}
+	for _, name := range []string{"a-avail-2", "a-faulted-1", "a-avail-1"} {
+		id := deviceID(t, e, name)
+		if w := do(t, h, "POST", "/devices/"+id+"/quarantine", "ops-write", "", url.Values{"reason": {"rack r4 " + name}}, nil); w.Code != http.StatusSeeOther {
+			t.Fatalf("quarantine %s: %d %s", name, w.Code, w.Body.String())
+		}
+	}
+}
+
+// TestOperationAndCommandListsMatchTheAPI: the operations and commands
+// lists, read by the view itself to sort by any column, list exactly the
+// rows OperationService.ListOperations and FleetService.ListCommands list
+// for the same filters.
+func TestOperationAndCommandListsMatchTheAPI(t *testing.T) {
+	e := newEnv(t)
+	v := consoleView(t, e)
+	h := v.Handler()
+	seedLists(t, e, h)
+	// One more operation, on beta, and a cancelled one.
+	if w := do(t, h, "POST", "/operations", "ops-write", "", url.Values{"kind": {"POWER_OFF"}, "devices": {"a-maint"}, "reason": {"move"}}, nil); w.Code != http.StatusSeeOther {
+		t.Fatalf("start power off: %d %s", w.Code, w.Body.String())
+	} else if w := do(t, h, "POST", w.Header().Get("Location")+"/cancel", "ops-write", "", url.Values{"reason": {"not now"}}, nil); w.Code != http.StatusSeeOther {
+		t.Fatalf("cancel: %d %s", w.Code, w.Body.String())
+	}
+	ctx := apiContext(t.Context(), Identity{ClientID: "ops-read"})
+	opRows := regexp.MustCompile(`<tr data-id="([0-9a-f-]{36})"`)
+	for _, tc := range []struct {
+		query string
+		api   *ironlinkv1.ListOperationsRequest
+	}{
+		{"", &ironlinkv1.ListOperationsRequest{}},
+		{"site=alpha", &ironlinkv1.ListOperationsRequest{Site: "alpha"}},
+		{"kind=reboot", &ironlinkv1.ListOperationsRequest{Kinds: []ironlinkv1.OperationKind{ironlinkv1.OperationKind_OPERATION_KIND_REBOOT}}},
+		{"state=CANCELLED", &ironlinkv1.ListOperationsRequest{States: []ironlinkv1.OperationState{ironlinkv1.OperationState_OPERATION_STATE_CANCELLED}}},
+		{"device=a-avail-1", &ironlinkv1.ListOperationsRequest{Device: "a-avail-1"}},
+	} {
+		resp, err := v.ops.ListOperations(ctx, tc.api)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, o := range resp.GetOperations() {
+			want = append(want, o.GetOperationId())
+		}
+		if len(want) == 0 {
+			t.Fatalf("ListOperations %v lists nothing: the case tests nothing", tc.api)
+		}
+		if got := matches(opRows, getPage(t, h, "/operations?"+tc.query)); !sameSet(got, want) {
+			t.Errorf("/operations?%s lists %v, ListOperations %v", tc.query, got, want)
+		}
+	}
+	cmdRows := regexp.MustCompile(`<tr data-command="([0-9a-f-]{36})"`)
+	for _, tc := range []struct {
+		query string
+		api   *ironlinkv1.ListCommandsRequest
+	}{
+		{"", &ironlinkv1.ListCommandsRequest{}},
+		{"site=alpha", &ironlinkv1.ListCommandsRequest{Site: "alpha"}},
+		{"state=PENDING", &ironlinkv1.ListCommandsRequest{States: []ironlinkv1.CommandState{ironlinkv1.CommandState_COMMAND_STATE_PENDING}}},
+		{"device=a-avail-1", &ironlinkv1.ListCommandsRequest{DeviceName: "a-avail-1"}},
+	} {
+		resp, err := e.fleet.ListCommands(ctx, tc.api)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, c := range resp.GetCommands() {
+			want = append(want, c.GetCommandId())
+		}
+		if len(want) == 0 {
+			t.Fatalf("ListCommands %v lists nothing: the case tests nothing", tc.api)
+		}
+		if got := matches(cmdRows, getPage(t, h, "/commands?"+tc.query)); !sameSet(got, want) {
+			t.Errorf("/commands?%s lists %v, ListCommands %v", tc.query, got, want)
+		}
+	}
+}
+
+func matches(re *regexp.Regexp, page string) []string {
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(page, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
