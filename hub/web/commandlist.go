@@ -1,41 +1,83 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/devref"
 )
 
 type commandsData struct {
-	Cmds []*ironlinkv1.OperatorCommand
-	// Names are the commands' devices' names by id (the device column).
-	Names    map[string]string
+	Cmds     []cmdRow
 	Filter   url.Values
+	SelText  string
+	Heads    []sortHead
 	States   []option
 	NextHref string
 	CanWrite bool
 }
 
-// commands handles GET /commands: FleetService.ListCommands with ?site,
-// ?device (name, SITE/NAME or id), ?state (repeatable), ?request_id and
-// ?page (the API's page token).
+// cmdRow is one command of the list, with the columns it shows.
+type cmdRow struct {
+	ID, DeviceID, Name, Site, Desired, Holder, State string
+	Attempts                                         int
+	Actor, Source, Reason, LastError                 string
+	Created                                          time.Time
+}
+
+// cmdColumns are the command list's sort keys; name (the device's) is the
+// default, newest first within a device.
+var cmdColumns = []listCol{
+	{"created", "created", "c.created_at"}, {"name", "device", "coalesce(d.name, '')"}, {"site", "site", "c.site"},
+	{"action", "action", "c.desired"}, {"state", "state", "c.state"}, {"attempts", "attempts", "c.attempts"},
+	{"who", "who", "c.actor"}, {"why", "why", "c.reason"}, {"error", "error", "c.last_error"},
+}
+
+// commandStates are the states the filter offers (FleetService's).
+var commandStates = []string{"PENDING", "SENT", "SUCCEEDED", "FAILED", "SUPERSEDED"}
+
+// commands handles GET /commands: FleetService.ListCommands' filters
+// ?site, ?device (name, SITE/NAME or id), ?state (repeatable),
+// ?request_id, and ?selector (the CLI's syntax: the commands of the
+// devices it selects), ?sort ([-]column; by device name, newest first
+// within one, without it) and ?offset. The order is any column's, so the
+// page reads the commands table itself (listCommands).
 func (s *Server) commands(w http.ResponseWriter, r *http.Request, id Identity) {
 	q := r.URL.Query()
-	req := &ironlinkv1.ListCommandsRequest{Site: q.Get("site"), RequestId: q.Get("request_id"), PageSize: 100, PageToken: q.Get("page")}
-	if dv := strings.TrimSpace(q.Get("device")); dv != "" {
-		ref, err := devref.Parse(dv)
+	ctx := apiContext(r.Context(), id)
+	sel, hasSel, handled := s.deviceSelection(w, r, ctx, q, id)
+	if handled {
+		return
+	}
+	f := cmdListFilter{Sites: id.Sites}
+	var err error
+	if f.Site, err = s.listSite(ctx, q.Get("site")); err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
+	if rid := strings.TrimSpace(q.Get("request_id")); rid != "" {
+		u, err := uuid.Parse(rid)
 		if err != nil {
-			s.apiFail(w, r, badInput("device", fmt.Errorf("device %q: %w", dv, err)))
+			s.apiFail(w, r, badInput("request_id", fmt.Errorf("request_id %q is not a UUID", rid)))
 			return
 		}
-		req.DeviceId, req.DeviceName = ref.ID, ref.Name
-		if ref.Site != "" {
-			req.Site = ref.Site
+		f.RequestID = u.String()
+	}
+	if dv := strings.TrimSpace(q.Get("device")); dv != "" {
+		d, err := s.getDevice(ctx, dv, 1)
+		if err != nil {
+			s.apiFail(w, r, err)
+			return
 		}
+		f.DeviceID = d.GetDevice().GetDeviceId()
 	}
 	for _, v := range q["state"] {
 		if v == "" {
@@ -46,35 +88,91 @@ func (s *Server) commands(w http.ResponseWriter, r *http.Request, id Identity) {
 			s.apiFail(w, r, badInput("state", fmt.Errorf("state %q is not a command state (PENDING, SENT, SUCCEEDED, FAILED, SUPERSEDED)", v)))
 			return
 		}
-		req.States = append(req.States, ironlinkv1.CommandState(st))
+		f.States = append(f.States, strings.ToUpper(v))
 	}
-	resp, err := s.fleet.ListCommands(apiContext(r.Context(), id), req)
-	if err != nil {
+	if f.Order, err = parseListOrder(q.Get("sort"), cmdColumns, "name"); err != nil {
 		s.apiFail(w, r, err)
 		return
 	}
-	ids := make([]string, len(resp.GetCommands()))
-	for i, c := range resp.GetCommands() {
-		ids[i] = c.GetDeviceId()
+	if f.Offset, err = parseOffset(q.Get("offset")); err != nil {
+		s.apiFail(w, r, err)
+		return
 	}
-	names, err := deviceNames(r.Context(), s.store.Pool(), ids)
+	if hasSel {
+		f.Sel = &sel
+	}
+	rows, more, err := listCommands(ctx, s.store.Pool(), f)
 	if err != nil {
 		s.dbFail(w, r, err)
 		return
 	}
-	d := commandsData{Cmds: resp.GetCommands(), Names: names, Filter: q, CanWrite: id.CanWrite()}
-	for _, n := range []string{"PENDING", "SENT", "SUCCEEDED", "FAILED", "SUPERSEDED"} {
+	d := commandsData{Cmds: rows, Filter: q, SelText: sel.SelText, CanWrite: id.CanWrite(), Heads: f.Order.heads("/commands", q, cmdColumns, "name")}
+	for _, n := range commandStates {
 		d.States = append(d.States, option{Value: n, Label: n, Selected: hasValue(q["state"], n)})
 	}
-	if t := resp.GetNextPageToken(); t != "" {
-		next := url.Values{}
-		for k, vs := range q {
-			next[k] = vs
-		}
-		next.Set("page", t)
-		d.NextHref = "/commands?" + next.Encode()
+	if more {
+		d.NextHref = nextHref("/commands", q, f.Offset)
 	}
 	s.render(w, r, http.StatusOK, "commands", "Commands", d)
+}
+
+// cmdListFilter is the command list's filter and order.
+type cmdListFilter struct {
+	Site      string
+	Sites     []string // the caller's sites (nil: every site)
+	DeviceID  string
+	RequestID string
+	States    []string
+	Sel       *listFilter // the selector's devices, when one is given
+	Order     listOrder
+	Offset    int
+}
+
+// listCommands reads one page of commands in f's order, and whether more
+// follow: one statement.
+func listCommands(ctx context.Context, pool *pgxpool.Pool, f cmdListFilter) ([]cmdRow, bool, error) {
+	var args sqlArgs
+	where := "TRUE"
+	if f.Sel != nil {
+		where, args = selectionCond(*f.Sel, "c.device_id")
+	}
+	if f.Site != "" {
+		where += " AND c.site = " + args.add(f.Site)
+	}
+	if f.Sites != nil {
+		where += " AND c.site = ANY(" + args.add(f.Sites) + "::text[])"
+	}
+	if f.DeviceID != "" {
+		where += " AND c.device_id = " + args.add(f.DeviceID) + "::uuid"
+	}
+	if f.RequestID != "" {
+		where += " AND c.request_id = " + args.add(f.RequestID) + "::uuid"
+	}
+	if len(f.States) > 0 {
+		where += " AND c.state = ANY(" + args.add(f.States) + "::text[])"
+	}
+	rows, err := pool.Query(ctx, `SELECT c.id::text, c.device_id::text, coalesce(d.name, ''), c.site, c.desired, c.holder, c.state,
+		c.attempts, c.actor, c.source, c.reason, c.last_error, c.created_at
+		FROM commands c LEFT JOIN devices d ON d.id = c.device_id WHERE `+where+`
+		ORDER BY `+f.Order.orderBy(cmdColumns, "c.created_at DESC, c.id")+`
+		OFFSET `+args.add(f.Offset)+` LIMIT `+args.add(listPageSize+1), args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("list commands: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (cmdRow, error) {
+		var c cmdRow
+		err := r.Scan(&c.ID, &c.DeviceID, &c.Name, &c.Site, &c.Desired, &c.Holder, &c.State, &c.Attempts, &c.Actor, &c.Source,
+			&c.Reason, &c.LastError, &c.Created)
+		return c, err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("list commands: %w", err)
+	}
+	more := len(out) > listPageSize
+	if more {
+		out = out[:listPageSize]
+	}
+	return out, more, nil
 }
 
 // retryCommand handles POST /commands/{id}/retry (form: reason):

@@ -131,7 +131,7 @@ func TestConsoleWrites(t *testing.T) {
 	if w := do(t, h, "POST", "/holds/clear", "ops-write", "", url.Values{"device": {"a-maint"}, "kind": {"maintenance"}}, nil); w.Code != http.StatusSeeOther {
 		t.Fatalf("clear hold: %d %s", w.Code, w.Body.String())
 	}
-	if hs, err := listHolds(ctx, e.st.Pool(), "alpha", nil); err != nil || len(hs) != 0 {
+	if hs, err := listHolds(ctx, e.st.Pool(), holdFilter{Site: "alpha"}); err != nil || len(hs) != 0 {
 		t.Fatalf("holds after release and clear: %+v %v", hs, err)
 	}
 }
@@ -164,7 +164,7 @@ func TestConsoleCrossSiteAndRetry(t *testing.T) {
 	if n := commandCount(t, e, held); n != 0 {
 		t.Fatalf("cross-site POSTs wrote %d commands", n)
 	}
-	if hs, err := listHolds(ctx, e.st.Pool(), "", nil); err != nil || len(hs) != 0 {
+	if hs, err := listHolds(ctx, e.st.Pool(), holdFilter{}); err != nil || len(hs) != 0 {
 		t.Fatalf("cross-site POSTs set holds: %v %v", hs, err)
 	}
 	w := do(t, h, "POST", "/devices/"+held+"/offer", "ops-write", "", url.Values{"reason": {"ready for customers"}}, nil)

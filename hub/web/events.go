@@ -9,6 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc/status"
+
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/wire"
 )
@@ -32,9 +36,10 @@ const (
 )
 
 type eventsData struct {
-	Filter url.Values
-	Kinds  []option
-	Events []eventRow
+	Filter  url.Values
+	SelText string
+	Kinds   []option
+	Events  []eventRow
 	// From, Until: the window shown.
 	From, Until time.Time
 	// Cut: the read stopped before the feed's end (eventsReadFor) or more
@@ -49,7 +54,12 @@ type eventRow struct {
 	Text                       string
 }
 
+// maxEventDevices bounds the devices a selector of the events page may
+// select (their ids are held while the feed is read).
+const maxEventDevices = 100000
+
 // events handles GET /events: ?device (name, SITE/NAME or id) or ?site,
+// ?selector (the CLI's syntax: the events of the devices it selects),
 // ?kind (repeatable: device_status, command_state, operation_state,
 // policy_decision, pending_action, remediation, validation), ?since
 // (a duration ago or a time; default 1h), ?until (default now).
@@ -87,16 +97,40 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, id Identity) {
 			d.Kinds = append(d.Kinds, option{Value: n, Label: strings.ReplaceAll(n, "_", " "), Selected: hasValue(q["kind"], n)})
 		}
 	}
-	device := ""
+	sel, hasSel, handled := s.deviceSelection(w, r, ctx, q, id)
+	if handled {
+		return
+	}
+	d.SelText = sel.SelText
+	var devices map[string]bool // nil: every device
+	if hasSel {
+		if devices, err = selectedIDs(ctx, s.store.Pool(), sel); err != nil {
+			if _, isAPI := status.FromError(err); isAPI {
+				s.apiFail(w, r, err)
+			} else {
+				s.dbFail(w, r, err)
+			}
+			return
+		}
+		if req.Site == "" {
+			req.Site = sel.Sel.Site
+		}
+	}
 	if ref := q.Get("device"); ref != "" {
 		resp, err := s.getDevice(ctx, strings.TrimSpace(ref), 1)
 		if err != nil {
 			s.apiFail(w, r, err)
 			return
 		}
-		device, req.Site = resp.GetDevice().GetDeviceId(), resp.GetDevice().GetSite()
+		dev := resp.GetDevice().GetDeviceId()
+		if devices == nil || devices[dev] {
+			devices = map[string]bool{dev: true}
+		} else {
+			devices = map[string]bool{} // the device is not among the selector's
+		}
+		req.Site = resp.GetDevice().GetSite()
 	}
-	if err := s.readEvents(ctx, req, device, &d); err != nil {
+	if err := s.readEvents(ctx, req, devices, &d); err != nil {
 		s.apiFail(w, r, err)
 		return
 	}
@@ -104,9 +138,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, id Identity) {
 }
 
 // readEvents runs WatchFleet in this process from the feed's oldest change
-// and keeps the changes of d's window (and of device, when given), newest
-// first, until the feed's end, the window's end or eventsReadFor.
-func (s *Server) readEvents(ctx context.Context, req *ironlinkv1.WatchFleetRequest, device string, d *eventsData) error {
+// and keeps the changes of d's window (and of devices, when not nil),
+// newest first, until the feed's end, the window's end or eventsReadFor.
+func (s *Server) readEvents(ctx context.Context, req *ironlinkv1.WatchFleetRequest, devices map[string]bool, d *eventsData) error {
 	ctx, cancel := context.WithTimeout(ctx, eventsReadFor)
 	defer cancel()
 	msgs := make(chan *ironlinkv1.WatchFleetResponse)
@@ -159,7 +193,7 @@ func (s *Server) readEvents(ctx context.Context, req *ironlinkv1.WatchFleetReque
 				return nil
 			}
 			row := newEventRow(e)
-			if at.Before(d.From) || (device != "" && row.DeviceID != device) {
+			if at.Before(d.From) || (devices != nil && !devices[row.DeviceID]) {
 				continue
 			}
 			rows = append(rows, row)
@@ -205,4 +239,26 @@ func newEventRow(e *ironlinkv1.FleetEvent) eventRow {
 		r.Text = strings.TrimSpace(fmt.Sprintf("%s %s %s %s", x.GetEvent(), x.GetCheck(), x.GetResult(), x.GetDetail()))
 	}
 	return r
+}
+
+// selectedIDs are the ids of the devices f's selector selects (at most
+// maxEventDevices; more is an error asking for a narrower selector).
+func selectedIDs(ctx context.Context, pool *pgxpool.Pool, f listFilter) (map[string]bool, error) {
+	args := append(f.args(), maxEventDevices+1)
+	rows, err := pool.Query(ctx, `SELECT d.id::text FROM devices d`+f.where()+` LIMIT $16`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("devices of selector %q: %w", f.SelText, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("devices of selector %q: %w", f.SelText, err)
+	}
+	if len(ids) > maxEventDevices {
+		return nil, badInput("selector", fmt.Errorf("selector %q selects more than %d devices: narrow it (site=, name=)", f.SelText, maxEventDevices))
+	}
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
 }

@@ -90,6 +90,14 @@ var funcs = template.FuncMap{
 	"long":      func(s string) bool { return len(s) > clipBytes },
 	"head":      clipHead,
 	"dur":       dur,
+	// durT is dur of times (end nil: until now).
+	"durT": func(a time.Time, b *time.Time) string {
+		var e *timestamppb.Timestamp
+		if b != nil {
+			e = timestamppb.New(*b)
+		}
+		return dur(timestamppb.New(a), e)
+	},
 	"opKind":    func(k ironlinkv1.OperationKind) string { return wire.EnumName(k, "OPERATION_KIND_") },
 	"opState":   func(s ironlinkv1.OperationState) string { return wire.EnumName(s, "OPERATION_STATE_") },
 	"polAction": func(a ironlinkv1.PolicyAction) string { return strings.ToLower(wire.EnumName(a, "POLICY_ACTION_")) },

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/sitename"
 )
 
 // The holds page (docs/reference/web.md "Holds"): every hold on the
@@ -37,9 +36,40 @@ var holdKindWords = map[string]ironlinkv1.DeviceHoldKind{
 	"maintenance": ironlinkv1.DeviceHoldKind_DEVICE_HOLD_KIND_PLANNED_MAINTENANCE,
 }
 
-// listHolds reads the holds in force of the devices of sites (nil: every
-// site), of site when set, by site, name, kind: one statement.
-func listHolds(ctx context.Context, pool *pgxpool.Pool, site string, sites []string) ([]holdRow, error) {
+// holdColumns are the hold list's sort keys; name (the device's) is the
+// default, then kind and holder.
+var holdColumns = []listCol{
+	{"name", "device", "d.name"}, {"site", "site", "d.site"}, {"kind", "kind", "h.kind"}, {"holder", "holder", "h.holder"},
+	{"from", "from", "h.source"}, {"why", "why", "h.reason"}, {"since", "since", "h.start_at"}, {"until", "until", "h.end_at"},
+}
+
+// holdFilter is the hold list's filter and order.
+type holdFilter struct {
+	Site  string
+	Sites []string    // the caller's sites (nil: every site)
+	Sel   *listFilter // the selector's devices, when one is given
+	Order listOrder
+}
+
+// maxHolds bounds the holds one page lists.
+const maxHolds = 5000
+
+// listHolds reads the holds in force of the devices f selects, in f's
+// order (at most maxHolds): one statement.
+func listHolds(ctx context.Context, pool *pgxpool.Pool, f holdFilter) ([]holdRow, error) {
+	var args sqlArgs
+	where := "NOT d.removed"
+	if f.Sel != nil {
+		var cond string
+		cond, args = selectionCond(*f.Sel, "d.id")
+		where += " AND " + cond
+	}
+	if f.Site != "" {
+		where += " AND d.site = " + args.add(f.Site)
+	}
+	if f.Sites != nil {
+		where += " AND d.site = ANY(" + args.add(f.Sites) + "::text[])"
+	}
 	rows, err := pool.Query(ctx, `
 		SELECT d.id::text, d.site, d.name, h.kind, h.holder, h.actor, h.source, h.reason, h.start_at, h.end_at FROM (
 			SELECT device_id, 'quarantine' AS kind, holder, actor, source, reason, created_at AS start_at, NULL::timestamptz AS end_at
@@ -48,8 +78,8 @@ func listHolds(ctx context.Context, pool *pgxpool.Pool, site string, sites []str
 			SELECT device_id, CASE kind WHEN 'EXCLUSION' THEN 'exclusion' ELSE 'maintenance' END, author, author, 'operator-api', reason, starts_at, ends_at
 			FROM policy_device_holds WHERE ends_at IS NULL OR ends_at > now()
 		) h JOIN devices d ON d.id = h.device_id
-		WHERE NOT d.removed AND ($1 = '' OR d.site = $1) AND (NOT $2 OR d.site = ANY($3::text[]))
-		ORDER BY d.site, d.name, d.id, h.kind, h.holder LIMIT 5000`, site, sites != nil, sites)
+		WHERE `+where+`
+		ORDER BY `+f.Order.orderBy(holdColumns, "d.site, d.name, d.id, h.kind, h.holder")+` LIMIT `+args.add(maxHolds), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list holds: %w", err)
 	}
@@ -66,24 +96,44 @@ func listHolds(ctx context.Context, pool *pgxpool.Pool, site string, sites []str
 
 type holdsData struct {
 	Site      string
+	SelText   string
+	Sort      string
+	Heads     []sortHead
 	Holds     []holdRow
 	CanWrite  bool
 	HasPolicy bool
 }
 
-// holds handles GET /holds (?site).
+// holds handles GET /holds: ?site, ?selector (the CLI's syntax: the holds
+// of the devices it selects), ?sort ([-]column; by device name without
+// it).
 func (s *Server) holds(w http.ResponseWriter, r *http.Request, id Identity) {
-	site := strings.TrimSpace(r.URL.Query().Get("site"))
-	if site != "" && !sitename.Valid(site) {
-		s.apiFail(w, r, badInput("site", fmt.Errorf("site %q is not a valid site name", site)))
+	q := r.URL.Query()
+	ctx := apiContext(r.Context(), id)
+	sel, hasSel, handled := s.deviceSelection(w, r, ctx, q, id)
+	if handled {
 		return
 	}
-	hs, err := listHolds(r.Context(), s.store.Pool(), site, id.Sites)
+	f := holdFilter{Sites: id.Sites}
+	var err error
+	if f.Site, err = s.listSite(ctx, q.Get("site")); err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
+	if f.Order, err = parseListOrder(q.Get("sort"), holdColumns, "name"); err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
+	if hasSel {
+		f.Sel = &sel
+	}
+	hs, err := listHolds(r.Context(), s.store.Pool(), f)
 	if err != nil {
 		s.dbFail(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "holds", "Holds", holdsData{Site: site, Holds: hs, CanWrite: id.CanWrite(), HasPolicy: s.policy != nil})
+	s.render(w, r, http.StatusOK, "holds", "Holds", holdsData{Site: f.Site, SelText: sel.SelText, Sort: q.Get("sort"), Holds: hs,
+		Heads: f.Order.heads("/holds", q, holdColumns, "name"), CanWrite: id.CanWrite(), HasPolicy: s.policy != nil})
 }
 
 // parseWhen reads a hold's start or end: empty (unset), a duration from

@@ -19,10 +19,13 @@ type InventoryEntry struct {
 // Inventory maps every RPC of every operator service (those the CLI's
 // inventory covers: all of ironlink.v1 but the link, health and
 // validation reporters' services) to the routes of the view whose
-// handlers call the RPC's own handler in the hub's process. One reads the
-// same rows instead: the device list (GET /devices) runs ListDevices'
-// filters as one keyset query of its own, held equal to ListDevices by
-// TestListMatchesListDevices. The streaming RPCs run in the process too
+// handlers call the RPC's own handler in the hub's process. Three read the
+// same rows instead, to sort by any column and filter by a selector: the
+// device list (GET /devices) runs ListDevices' filters as one keyset query
+// of its own, held equal to ListDevices by TestListMatchesListDevices; the
+// operations and commands lists (GET /operations, GET /commands) run
+// ListOperations' and ListCommands' filters as queries of their own, held
+// equal to them by TestOperationAndCommandListsMatchTheAPI. The streaming RPCs run in the process too
 // (callStream): GET /events reads WatchFleet from the feed's oldest
 // change, an operation page's live region waits on WatchOperation. TestInventoryCoversEveryRPC fails when an operator RPC is missing,
 // a route is not registered, or docs/reference/web.md lacks the table

@@ -21,7 +21,8 @@ type Operations interface {
 	StartOperation(ctx context.Context, req *ironlinkv1.StartOperationRequest) (*ironlinkv1.StartOperationResponse, error)
 	// GetOperation returns one operation with its steps.
 	GetOperation(ctx context.Context, req *ironlinkv1.GetOperationRequest) (*ironlinkv1.GetOperationResponse, error)
-	// ListOperations pages operations, newest first.
+	// ListOperations pages operations, newest first (the operations list
+	// reads the same rows itself, in any column's order).
 	ListOperations(ctx context.Context, req *ironlinkv1.ListOperationsRequest) (*ironlinkv1.ListOperationsResponse, error)
 	// CancelOperation cancels a pending or abortable running operation.
 	CancelOperation(ctx context.Context, req *ironlinkv1.CancelOperationRequest) (*ironlinkv1.CancelOperationResponse, error)

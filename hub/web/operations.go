@@ -9,9 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
 	"github.com/ironlink/ironlink/internal/devsel"
 	"github.com/ironlink/ironlink/internal/textcheck"
+	"github.com/ironlink/ironlink/hub/authn"
+	"github.com/ironlink/ironlink/internal/sitename"
 	"github.com/ironlink/ironlink/internal/wire"
 )
 
@@ -33,8 +39,10 @@ var startKinds = []ironlinkv1.OperationKind{
 }
 
 type operationsData struct {
-	Ops       []*ironlinkv1.Operation
+	Ops       []opRow
 	Filter    url.Values
+	SelText   string
+	Heads     []sortHead
 	Kinds     []option
 	States    []option
 	StartKind []option
@@ -43,6 +51,24 @@ type operationsData struct {
 	// Selector prefills the start form (?selector=, with ?start_kind=
 	// choosing its kind): the drift page's outlier links.
 	Selector string
+}
+
+// opRow is one operation of the list, with the columns it shows.
+type opRow struct {
+	ID, Site, DeviceID, Name, Kind, State string
+	CancelRequested, Forced               bool
+	Created                               time.Time
+	Ended                                 *time.Time
+	Actor, Reason, LastError              string
+}
+
+// opColumns are the operation list's sort keys; name (the device's, or
+// the node's for an enrolment) is the default, newest first within a name.
+var opColumns = []listCol{
+	{"created", "created", "o.created_at"}, {"kind", "kind", "o.kind"},
+	{"name", "device", "coalesce(nullif(o.device_name, ''), o.node->>'name', '')"}, {"site", "site", "o.site"},
+	{"state", "state", "o.state"}, {"took", "took", "coalesce(o.ended_at, now()) - o.created_at"}, {"actor", "actor", "o.actor"},
+	{"reason", "reason", "o.reason"}, {"error", "error", "o.last_error"}, {"id", "id", "o.id"},
 }
 
 // parseOpKind reads a kind name (REBOOT, reboot, set-maintenance).
@@ -63,14 +89,28 @@ func parseOpState(v string) (ironlinkv1.OperationState, error) {
 	return ironlinkv1.OperationState(s), nil
 }
 
-// operations handles GET /operations: ?site, ?device, ?kind, ?state
-// (repeatable), ?group, ?page (the API's page token).
+// operations handles GET /operations: ?site, ?device (name, SITE/NAME or
+// id), ?selector (the CLI's syntax: the operations of the devices it
+// selects), ?kind, ?state (repeatable), ?group, ?sort ([-]column; by
+// device name, newest first within one, without it) and ?offset. The
+// filters are OperationService.ListOperations'; the order is any column's,
+// so the page reads the operations table itself (listOperations).
 func (s *Server) operations(w http.ResponseWriter, r *http.Request, id Identity) {
 	if !s.needOps(w, r) {
 		return
 	}
 	q := r.URL.Query()
-	req := &ironlinkv1.ListOperationsRequest{Site: q.Get("site"), Device: q.Get("device"), GroupId: q.Get("group"), PageSize: 100, PageToken: q.Get("page")}
+	ctx := apiContext(r.Context(), id)
+	sel, hasSel, handled := s.deviceSelection(w, r, ctx, q, id)
+	if handled {
+		return
+	}
+	f := opListFilter{Sites: id.Sites}
+	var err error
+	if f.Site, err = s.listSite(ctx, q.Get("site")); err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
 	for _, v := range q["kind"] {
 		if v == "" {
 			continue
@@ -80,7 +120,7 @@ func (s *Server) operations(w http.ResponseWriter, r *http.Request, id Identity)
 			s.apiFail(w, r, err)
 			return
 		}
-		req.Kinds = append(req.Kinds, k)
+		f.Kinds = append(f.Kinds, wire.EnumName(k, "OPERATION_KIND_"))
 	}
 	for _, v := range q["state"] {
 		if v == "" {
@@ -91,14 +131,41 @@ func (s *Server) operations(w http.ResponseWriter, r *http.Request, id Identity)
 			s.apiFail(w, r, err)
 			return
 		}
-		req.States = append(req.States, st)
+		f.States = append(f.States, wire.EnumName(st, "OPERATION_STATE_"))
 	}
-	resp, err := s.ops.ListOperations(apiContext(r.Context(), id), req)
-	if err != nil {
+	if g := strings.TrimSpace(q.Get("group")); g != "" {
+		u, err := uuid.Parse(g)
+		if err != nil {
+			s.apiFail(w, r, badInput("group", fmt.Errorf("group %q is not a UUID", g)))
+			return
+		}
+		f.Group = u.String()
+	}
+	if dv := strings.TrimSpace(q.Get("device")); dv != "" {
+		d, err := s.getDevice(ctx, dv, 1)
+		if err != nil {
+			s.apiFail(w, r, err)
+			return
+		}
+		f.DeviceID = d.GetDevice().GetDeviceId()
+	}
+	if f.Order, err = parseListOrder(q.Get("sort"), opColumns, "name"); err != nil {
 		s.apiFail(w, r, err)
 		return
 	}
-	d := operationsData{Ops: resp.GetOperations(), Filter: q, CanWrite: id.CanWrite()}
+	if f.Offset, err = parseOffset(q.Get("offset")); err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
+	if hasSel {
+		f.Sel = &sel
+	}
+	rows, more, err := listOperations(ctx, s.store.Pool(), f)
+	if err != nil {
+		s.dbFail(w, r, err)
+		return
+	}
+	d := operationsData{Ops: rows, Filter: q, SelText: sel.SelText, CanWrite: id.CanWrite(), Heads: f.Order.heads("/operations", q, opColumns, "name")}
 	for k := ironlinkv1.OperationKind(1); int(k) < len(ironlinkv1.OperationKind_name); k++ {
 		n := wire.EnumName(k, "OPERATION_KIND_")
 		d.Kinds = append(d.Kinds, option{Value: n, Label: n, Selected: hasValue(q["kind"], n)})
@@ -113,15 +180,90 @@ func (s *Server) operations(w http.ResponseWriter, r *http.Request, id Identity)
 		n := wire.EnumName(k, "OPERATION_KIND_")
 		d.StartKind = append(d.StartKind, option{Value: n, Label: strings.ToLower(strings.ReplaceAll(n, "_", " ")), Selected: n == startKind})
 	}
-	if t := resp.GetNextPageToken(); t != "" {
-		next := url.Values{}
-		for k, vs := range q {
-			next[k] = vs
-		}
-		next.Set("page", t)
-		d.NextHref = "/operations?" + next.Encode()
+	if more {
+		d.NextHref = nextHref("/operations", q, f.Offset)
 	}
 	s.render(w, r, http.StatusOK, "operations", "Operations", d)
+}
+
+// listSite reads a list's ?site=: empty, or a valid site name the caller
+// may see (the API's messages).
+func (s *Server) listSite(ctx context.Context, v string) (string, error) {
+	site := strings.TrimSpace(v)
+	if site == "" {
+		return "", nil
+	}
+	if !sitename.Valid(site) {
+		return "", badInput("site", fmt.Errorf("site %q is not a valid site name", site))
+	}
+	if sc := authn.CallerScope(ctx); !sc.Allows(site) {
+		return "", sc.Deny(ctx, s.log, "site "+site, site)
+	}
+	return site, nil
+}
+
+// opListFilter is the operation list's filter and order.
+type opListFilter struct {
+	Site     string
+	Sites    []string // the caller's sites (nil: every site)
+	DeviceID string
+	Group    string
+	Kinds    []string
+	States   []string
+	Sel      *listFilter // the selector's devices, when one is given
+	Order    listOrder
+	Offset   int
+}
+
+// listOperations reads one page of operations in f's order, and whether
+// more follow: one statement.
+func listOperations(ctx context.Context, pool *pgxpool.Pool, f opListFilter) ([]opRow, bool, error) {
+	var args sqlArgs
+	where := "TRUE"
+	if f.Sel != nil {
+		where, args = selectionCond(*f.Sel, "o.device_id")
+	}
+	if f.Site != "" {
+		where += " AND o.site = " + args.add(f.Site)
+	}
+	if f.Sites != nil {
+		where += " AND o.site = ANY(" + args.add(f.Sites) + "::text[])"
+	}
+	if f.DeviceID != "" {
+		where += " AND o.device_id = " + args.add(f.DeviceID) + "::uuid"
+	}
+	if f.Group != "" {
+		where += " AND o.group_id = " + args.add(f.Group) + "::uuid"
+	}
+	if len(f.Kinds) > 0 {
+		where += " AND o.kind = ANY(" + args.add(f.Kinds) + "::text[])"
+	}
+	if len(f.States) > 0 {
+		where += " AND o.state = ANY(" + args.add(f.States) + "::text[])"
+	}
+	rows, err := pool.Query(ctx, `SELECT o.id::text, o.site, coalesce(o.device_id::text, ''),
+		coalesce(nullif(o.device_name, ''), o.node->>'name', ''), o.kind, o.state, o.cancel_requested, o.forced,
+		o.created_at, o.ended_at, o.actor, o.reason, o.last_error
+		FROM operations o WHERE `+where+`
+		ORDER BY `+f.Order.orderBy(opColumns, "o.created_at DESC, o.id DESC")+`
+		OFFSET `+args.add(f.Offset)+` LIMIT `+args.add(listPageSize+1), args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("list operations: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (opRow, error) {
+		var o opRow
+		err := r.Scan(&o.ID, &o.Site, &o.DeviceID, &o.Name, &o.Kind, &o.State, &o.CancelRequested, &o.Forced,
+			&o.Created, &o.Ended, &o.Actor, &o.Reason, &o.LastError)
+		return o, err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("list operations: %w", err)
+	}
+	more := len(out) > listPageSize
+	if more {
+		out = out[:listPageSize]
+	}
+	return out, more, nil
 }
 
 func hasValue(vs []string, v string) bool {

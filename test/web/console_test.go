@@ -200,18 +200,33 @@ func TestConsoleInChromium(t *testing.T) {
 		if got := text(writer, `String(document.querySelectorAll('#commands tbody tr[data-command]').length)`); got != "5" {
 			t.Errorf("commands page lists %s commands, want 5 (2 quarantines, 2 releases, 1 approval)", got)
 		}
-		// A click on a column head sorts the page's rows by it, again the other way.
-		for _, want := range []string{"ascending", "descending"} {
-			run(t, writer, "sort by action", chromedp.Click(chromedp.CSS(`#commands thead th:nth-child(4)`)))
-			var col []string
-			eval(t, writer, `[...document.querySelectorAll('#commands tbody tr')].map(tr => tr.cells[3].textContent.trim())`, &col)
+		// The list is sorted by device name on the server; a click on a
+		// column head sorts it by that column, again the other way.
+		var col []string
+		eval(t, writer, `[...document.querySelectorAll('#commands tbody tr')].map(tr => tr.cells[1].textContent.trim())`, &col)
+		if !slices.IsSorted(col) {
+			t.Errorf("commands by default: devices %v, want sorted by name", col)
+		}
+		for _, want := range []string{"action", "-action"} {
+			clickNav(t, writer, "sort by action", `#commands thead th[data-sort=action] a`, "#commands")
+			eval(t, writer, `[...document.querySelectorAll('#commands tbody tr')].map(tr => tr.cells[3].textContent.trim().split(' ')[0])`, &col)
 			sorted := slices.IsSorted(col)
-			if want == "descending" {
+			if want == "-action" {
 				sorted = slices.IsSorted(reversedStrings(col))
 			}
-			if !sorted || text(writer, `document.querySelector('#commands thead th:nth-child(4)').getAttribute('aria-sort')`) != want {
-				t.Errorf("commands sorted %s by action: %v", want, col)
+			if got := text(writer, `new URLSearchParams(location.search).get('sort')`); !sorted || got != want {
+				t.Errorf("commands sorted by %s (?sort=%s): %v", want, got, col)
 			}
+		}
+		if got := text(writer, `String(document.querySelectorAll('#commands tbody tr[data-command]').length)`); got != "5" {
+			t.Errorf("sorted by action the commands page lists %s commands, want 5", got)
+		}
+		run(t, writer, "a selector", chromedp.Navigate(e.webURL+"/commands"), chromedp.WaitVisible(chromedp.CSS("#selector")),
+			chromedp.SendKeys(chromedp.CSS("#selector"), "site=alpha,name=gpu-a05"))
+		clickNav(t, writer, "apply the selector", `#cmd-filters button[type=submit]`, "#commands")
+		eval(t, writer, `[...document.querySelectorAll('#commands tbody tr[data-command]')].map(tr => tr.cells[1].textContent.trim())`, &col)
+		if len(col) != 2 || col[0] != "gpu-a05" || col[1] != "gpu-a05" {
+			t.Errorf("commands of selector name=gpu-a05: %v, want its quarantine and release", col)
 		}
 		shoot(t, writer, "console-commands.png")
 		run(t, writer, "open /policy", chromedp.Navigate(e.webURL+"/policy"), chromedp.WaitVisible(chromedp.CSS("#policy-states")))
@@ -246,6 +261,69 @@ func TestConsoleInChromium(t *testing.T) {
 		shoot(t, reader, "console-holds-read-only.png")
 	})
 
+	t.Run("device page: exclusion and planned maintenance set and cleared", func(t *testing.T) {
+		path := e.webURL + "/devices/alpha/gpu-a06"
+		run(t, writer, "open gpu-a06", chromedp.Navigate(path), chromedp.WaitVisible(chromedp.CSS("#device-hold-form")),
+			chromedp.SetValue(chromedp.CSS(`#device-hold-form select[name=kind]`), "exclusion"),
+			chromedp.SendKeys(chromedp.CSS(`#device-hold-form input[name=reason]`), "burn-in by hand"))
+		clickNav(t, writer, "set the exclusion", `#device-hold-form button[type=submit]`, `#holds tr[data-kind="exclusion"]`)
+		// Planned maintenance needs an end: refused with the API's message, nothing set.
+		run(t, writer, "maintenance without an end", chromedp.SetValue(chromedp.CSS(`#device-hold-form select[name=kind]`), "maintenance"),
+			chromedp.SendKeys(chromedp.CSS(`#device-hold-form input[name=reason]`), "PSU swap"))
+		clickNav(t, writer, "set maintenance without an end", `#device-hold-form button[type=submit]`, "#error")
+		if got := text(writer, `document.querySelector('#error').textContent`); !strings.Contains(got, "end") {
+			t.Errorf("maintenance without an end shows %q", got)
+		} else {
+			t.Logf("maintenance without an end: %s", got)
+		}
+		run(t, writer, "maintenance for 4h", chromedp.Navigate(path), chromedp.WaitVisible(chromedp.CSS("#device-hold-form")),
+			chromedp.SetValue(chromedp.CSS(`#device-hold-form select[name=kind]`), "maintenance"),
+			chromedp.SendKeys(chromedp.CSS(`#device-hold-form input[name=reason]`), "PSU swap"),
+			chromedp.SendKeys(chromedp.CSS(`#device-hold-form input[name=end]`), "4h"))
+		clickNav(t, writer, "set maintenance", `#device-hold-form button[type=submit]`, `#holds tr[data-kind="maintenance"]`)
+		if got := text(writer, `location.pathname`); !strings.HasPrefix(got, "/devices/") {
+			t.Errorf("setting a hold on the device page lands on %s, not the device page", got)
+		}
+		if got := text(writer, `document.querySelector('#holds tr[data-kind="maintenance"]').textContent`); !strings.Contains(got, "PSU swap") || !strings.Contains(got, "ops-write") {
+			t.Errorf("the maintenance hold row: %q", got)
+		}
+		shoot(t, writer, "console-device-holds-set.png")
+		clickNav(t, writer, "clear the maintenance", `#holds tr[data-kind="maintenance"] .clear-hold`, "#device-hold-form")
+		if got := text(writer, `document.querySelectorAll('#holds tr[data-kind="maintenance"]').length + ' ' + document.querySelectorAll('#holds tr[data-kind="exclusion"]').length`); got != "0 1" {
+			t.Errorf("after clearing the maintenance, maintenance and exclusion rows: %s, want 0 1", got)
+		}
+		shoot(t, writer, "console-device-holds-cleared.png")
+	})
+
+	t.Run("release every hold from the device page", func(t *testing.T) {
+		// The approved pending action quarantined its device with the
+		// policy's hold; an operator quarantines it too.
+		var dev string
+		if err := e.st.Pool().QueryRow(ctx, `SELECT device_id::text FROM quarantine_holds WHERE holder LIKE 'policy:%' LIMIT 1`).Scan(&dev); err != nil {
+			t.Fatalf("the policy's hold: %v", err)
+		}
+		run(t, writer, "open it", chromedp.Navigate(e.webURL+"/devices/"+dev), chromedp.WaitVisible(chromedp.CSS("#quarantine-btn")),
+			chromedp.SendKeys(chromedp.CSS("#reason"), "operator hold too"), chromedp.Click(chromedp.CSS("#quarantine-btn")),
+			chromedp.WaitVisible(chromedp.CSS("#command")))
+		run(t, writer, "reload", chromedp.Navigate(e.webURL+"/devices/"+dev), chromedp.WaitVisible(chromedp.CSS("#release-plan")))
+		if got := text(writer, `document.querySelectorAll('#holds tr[data-kind="quarantine"]').length + ' ' + document.querySelector('#release-plan').textContent`); !strings.HasPrefix(got, "2 ") || !strings.Contains(got, "policy:") {
+			t.Errorf("two holds and a plan naming the policy's as remaining: %q", got)
+		}
+		shoot(t, writer, "console-device-two-holds.png")
+		run(t, writer, "release every hold", chromedp.SendKeys(chromedp.CSS("#reason"), "both checked"), chromedp.Click(chromedp.CSS("#all-holds")),
+			chromedp.Click(chromedp.CSS("#release-btn")), chromedp.WaitVisible(chromedp.CSS("#command")))
+		var holds int
+		var desired string
+		if err := e.st.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM quarantine_holds WHERE device_id = $1), desired_impairment FROM devices WHERE id = $1`, dev).Scan(&holds, &desired); err != nil {
+			t.Fatal(err)
+		}
+		if holds != 0 || desired != "RELEASED" {
+			t.Errorf("after releasing every hold: %d holds, desired %s; want 0, RELEASED", holds, desired)
+		}
+		run(t, writer, "reload", chromedp.Navigate(e.webURL+"/devices/"+dev), chromedp.WaitVisible(chromedp.CSS("#device-holds")))
+		shoot(t, writer, "console-device-every-hold-released.png")
+	})
+
 	t.Run("phone width", func(t *testing.T) {
 		phone := newTab("ops-write")
 		run(t, phone, "390 px", chromedp.EmulateViewport(390, 844), chromedp.Navigate(e.webURL+"/devices"), chromedp.WaitVisible(chromedp.CSS("#devices")))
@@ -257,15 +335,40 @@ func TestConsoleInChromium(t *testing.T) {
 		shoot(t, phone, "console-phone-devices.png")
 		// Every page at phone width.
 		for name, path := range map[string]string{"fleet": "/", "device": "/devices/gpu-a01", "site": "/sites/alpha", "operations": "/operations",
-			"commands": "/commands", "policy": "/policy", "holds": "/holds"} {
-			run(t, phone, "open "+path, chromedp.Navigate(e.webURL+path), chromedp.WaitVisible(chromedp.CSS("#live")))
+			"commands": "/commands", "policy": "/policy", "holds": "/holds", "events": "/events?since=3h",
+			"command": "/commands/" + anyID(t, e, "commands"), "operation": "/operations/" + anyID(t, e, "operations")} {
+			run(t, phone, "open "+path, chromedp.Navigate(e.webURL+path), chromedp.WaitVisible(chromedp.CSS("main h1")))
+			var failed bool
+			if eval(t, phone, `!!document.querySelector('#error')`, &failed); failed {
+				t.Errorf("%s at 390 px is an error page", path)
+			}
 			eval(t, phone, `document.documentElement.scrollWidth > window.innerWidth + 1`, &overflow)
 			if overflow {
 				t.Errorf("%s scrolls sideways at 390 px", path)
 			}
 			shoot(t, phone, "console-phone-"+name+".png")
 		}
+		// The bulk preview of a selector, at phone width.
+		run(t, phone, "selector", chromedp.Navigate(e.webURL+"/devices"), chromedp.WaitVisible(chromedp.CSS("#selector")),
+			chromedp.SendKeys(chromedp.CSS("#selector"), "site=alpha,status=faulted"))
+		clickNav(t, phone, "apply", `#filters button[type=submit]`, "#sel-quarantine")
+		clickNav(t, phone, "quarantine all", "#sel-quarantine", "#bulk-confirm")
+		eval(t, phone, `document.documentElement.scrollWidth > window.innerWidth + 1`, &overflow)
+		if overflow {
+			t.Error("the bulk preview scrolls sideways at 390 px")
+		}
+		shoot(t, phone, "console-phone-bulk-preview.png")
 	})
+}
+
+// anyID is the id of one row of table (commands or operations), the newest.
+func anyID(t *testing.T, e *hubEnv, table string) string {
+	t.Helper()
+	var id string
+	if err := e.st.Pool().QueryRow(context.Background(), `SELECT id::text FROM `+table+` ORDER BY created_at DESC LIMIT 1`).Scan(&id); err != nil {
+		t.Fatalf("a row of %s: %v", table, err)
+	}
+	return id
 }
 
 func reversedStrings(s []string) []string {
