@@ -48,7 +48,7 @@ type operationsData struct {
 	StartKind []option
 	NextHref  string
 	CanWrite  bool
-	// Selector prefills the start form (?selector=, with ?start_kind=
+	// Selector prefills the start form (?start_selector=, with ?start_kind=
 	// choosing its kind): the drift page's outlier links.
 	Selector string
 }
@@ -174,7 +174,7 @@ func (s *Server) operations(w http.ResponseWriter, r *http.Request, id Identity)
 		n := wire.EnumName(st, "OPERATION_STATE_")
 		d.States = append(d.States, option{Value: n, Label: n, Selected: hasValue(q["state"], n)})
 	}
-	d.Selector = q.Get("selector")
+	d.Selector = q.Get("start_selector")
 	startKind := strings.ReplaceAll(strings.ToUpper(q.Get("start_kind")), "-", "_")
 	for _, k := range startKinds {
 		n := wire.EnumName(k, "OPERATION_KIND_")
