@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
-	"github.com/ironlink/ironlink/internal/devsel"
-	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/hub/authn"
+	"github.com/ironlink/ironlink/internal/devsel"
 	"github.com/ironlink/ironlink/internal/sitename"
+	"github.com/ironlink/ironlink/internal/textcheck"
 	"github.com/ironlink/ironlink/internal/wire"
 )
 
