@@ -32,9 +32,6 @@ func devicePrefix(s string) bool {
 	if len(s) < minIDPrefix || len(s) >= 30 {
 		return false
 	}
-	if !strings.Contains(s, "-") {
-		return strings.Trim(s, "0123456789abcdef") == ""
-	}
 	for i, r := range s {
 		hyphen := i == 8 || i == 13 || i == 18 || i == 23
 		if hyphen != (r == '-') || !hyphen && !strings.ContainsRune("0123456789abcdef", r) {
@@ -82,20 +79,20 @@ func (c *client) expandDevicePrefixes(ctx context.Context, args []string, site s
 // is named prefix, else the id of the one device whose id starts with it.
 // Errors: as expandDevicePrefixes.
 func (c *client) resolveDevicePrefix(ctx context.Context, site, prefix string) (string, error) {
-	if !strings.Contains(prefix, "-") {
-		cctx, cancel := c.call(ctx)
-		_, err := c.fleet.GetDevice(cctx, &ironlinkv1.GetDeviceRequest{DeviceName: prefix, Site: site, HistoryLimit: 1})
-		cancel()
-		if status.Code(err) != codes.NotFound {
-			// a device of that name, or an error (a name two sites
-			// have, the hub unreachable) the name's lookup reports
-			return "", nil
-		}
+	// A name may look like an id prefix, hyphens included
+	// ("deadbeef-cafe"): the device of that name wins, always.
+	cctx, cancel := c.call(ctx)
+	_, err := c.fleet.GetDevice(cctx, &ironlinkv1.GetDeviceRequest{DeviceName: prefix, Site: site, HistoryLimit: 1})
+	cancel()
+	if status.Code(err) != codes.NotFound {
+		// a device of that name, or an error (a name two sites
+		// have, the hub unreachable) the name's lookup reports
+		return "", nil
 	}
 	prefix = strings.ToLower(prefix)
 	// The hub reads the prefix's range of ids through the primary key, so
 	// one page of maxCandidates+1 says none, one or several.
-	cctx, cancel := c.call(ctx)
+	cctx, cancel = c.call(ctx)
 	page, err := c.fleet.ListDevices(cctx, &ironlinkv1.ListDevicesRequest{Site: site, IncludeRemoved: true, IdPrefix: prefix, PageSize: maxCandidates + 1})
 	cancel()
 	if err != nil {

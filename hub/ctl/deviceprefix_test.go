@@ -9,7 +9,7 @@ func TestDevicePrefixShapes(t *testing.T) {
 		"6b1c1c7e-":                           true,
 		"6b1c1c7e-3f0a":                       true,
 		"6b1c1c7e-3f0a-4d3e-9d33-2d5a":        true,
-		"6b1c1c7e3f0a":                        true,
+		"6b1c1c7e3f0a":                        false, // a digit where a hyphen goes (the hub refuses it)
 		"6b1":                                 false, // too short
 		"node-007":                            false,
 		"6b1c1c7e3-f0a":                       false, // a hyphen out of place

@@ -352,6 +352,46 @@ func TestDisabledPolicyPausesTheLadder(t *testing.T) {
 	}
 }
 
+// A ladder paused while settling (the step succeeded, the device good)
+// judges nothing while paused, so a relapse then goes unseen: on resume
+// the settle time starts again instead of counting the pause as good.
+func TestPausedSettleStartsAgainOnResume(t *testing.T) {
+	r := newRig(t, ladderPolicy, 2, false)
+	dev := r.site.IDs[0]
+	r.site.Fault([]string{dev}, "DeployFailed", r.clk.Now())
+	r.tick() // step 1: REBOOT
+	if kind := r.finishOps(dev, "SUCCEEDED"); kind != "REBOOT" {
+		t.Fatalf("first step %s", kind)
+	}
+	r.site.Heal(dev)
+	r.tick() // settling, good since now
+	r.clk.Add(time.Minute)
+	r.tick()
+	r.setPolicy(ladderPolicy + "  sites:\n    site-a: {enabled: false}\n")
+	r.tick() // paused
+	r.site.Fault([]string{dev}, "DeployFailed", r.clk.Now()) // a relapse nobody judges
+	r.clk.Add(5 * time.Minute)
+	r.site.Heal(dev)
+	r.tick()
+	r.setPolicy(ladderPolicy)
+	if s := r.tick(); s.Fixed != 0 {
+		t.Fatalf("fixed on resume, the pause counted as settled: %+v", s)
+	}
+	r.tick()
+	r.clk.Add(time.Minute)
+	r.tick()
+	if n := r.count(`SELECT count(*) FROM quarantine_holds WHERE device_id = $1`, dev); n != 1 {
+		t.Fatalf("released %d holds before a whole settle time after the resume", 1-n)
+	}
+	r.clk.Add(61 * time.Second)
+	if s := r.tick(); s.Fixed != 1 {
+		t.Fatalf("not fixed a settle time after the resume: %+v", s)
+	}
+	if n := r.count(`SELECT count(*) FROM operations WHERE device_id = $1`, dev); n != 1 {
+		t.Fatalf("%d operations, want 1 (no step repeated)", n)
+	}
+}
+
 // A pass that died after storing a step (its operation id chosen) but
 // before creating the operation: the next pass creates that same
 // operation, never a second one.

@@ -34,6 +34,7 @@ func OperationID(ladder int64, step int) string {
 // any more, or its policy is dry-run). A disabled site policy pauses it.
 func (e *Engine) advance(ctx context.Context, ps *pass, p policy.SitePolicy, l *policy.Ladder, d store.RemediationDevice) error {
 	lr := *d.Ladder
+	resumed := false
 	switch {
 	case l == nil:
 		return e.abandon(ctx, ps, lr, "rule "+lr.Rule+" has no live ladder any more (policy changed or dry-run)")
@@ -49,6 +50,7 @@ func (e *Engine) advance(ctx context.Context, ps *pass, p policy.SitePolicy, l *
 		}
 		lr.Waiting = ""
 		d.Ladder = &lr
+		resumed = true
 	}
 	if a, ok := HandoffAction(l, d.Recommended); ok {
 		return e.handoff(ctx, ps, d, &lr, store.HandoffRecommendedAction, "the fault recommends "+actionName(a))
@@ -59,6 +61,14 @@ func (e *Engine) advance(ctx context.Context, ps *pass, p policy.SitePolicy, l *
 	}
 	step := l.Steps[min(lr.Position, len(l.Steps)-1)]
 	r, _ := rule(p, lr.Rule)
+	if resumed && cur.State == store.StepSettling && cur.GoodSince != nil {
+		// Nothing was judged while paused: a relapse then went unseen, so
+		// the settle time starts again from now rather than counting the
+		// pause as good.
+		_, err := e.st.UpdateStep(ctx, lr, cur, store.StepUpdate{State: store.StepSettling,
+			Detail: "resumed after the site's policy was disabled: settling again"})
+		return err
+	}
 	switch {
 	case cur.State == store.StepStarting:
 		return e.ensureOperation(ctx, ps, d, lr, cur, step, l.ActOnCustomerInstances)

@@ -138,19 +138,36 @@ func (s *Server) device(w http.ResponseWriter, r *http.Request, id Identity) {
 		d.CondHist = d.CondHist[:50]
 	}
 	d.Timeline = deviceTimeline(s.now(), dev, resp.GetStatusHistory(), ch, resp.GetImpairmentHistory())
-	// ?release=OUTCOME: the page a release redirected to says what it did,
-	// naming the holds that remain now.
-	if v := r.URL.Query().Get("release"); v != "" {
-		if o, ok := ironlinkv1.ReleaseOutcome_value["RELEASE_OUTCOME_"+v]; ok && o != 0 {
-			d.Released = &releaseResult{Outcome: ironlinkv1.ReleaseOutcome(o)}
-			for _, h := range resp.GetQuarantineHolds() {
-				d.Released.Remaining = append(d.Released.Remaining, h.GetHolder())
-			}
-		}
-	}
+	var cmdDesired ironlinkv1.ImpairmentState
 	if c := r.URL.Query().Get("command"); c != "" {
 		if cr, err := s.fleet.GetCommand(ctx, &ironlinkv1.GetCommandRequest{CommandId: c}); err == nil && cr.GetCommand().GetDeviceId() == dev.GetDeviceId() {
 			d.Command = newCommandData(cr.GetCommand())
+			cmdDesired = cr.GetCommand().GetDesired()
+		}
+	}
+	// ?release=OUTCOME: the page a release redirected to says what it did,
+	// naming the holds that remain now. The query is only a link, so the
+	// outcome is shown only where the device agrees with it: a restore
+	// needs ?command= naming this device's release command, the others
+	// the holds they speak of (some, or none).
+	if v := r.URL.Query().Get("release"); v != "" {
+		if o, ok := ironlinkv1.ReleaseOutcome_value["RELEASE_OUTCOME_"+v]; ok && o != 0 {
+			holds := resp.GetQuarantineHolds()
+			var agrees bool
+			switch outcome := ironlinkv1.ReleaseOutcome(o); outcome {
+			case ironlinkv1.ReleaseOutcome_RELEASE_OUTCOME_RESTORED_OFFERED, ironlinkv1.ReleaseOutcome_RELEASE_OUTCOME_RESTORED_NOT_OFFERED:
+				agrees = cmdDesired == ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED || cmdDesired == ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED_UNOFFERED
+			case ironlinkv1.ReleaseOutcome_RELEASE_OUTCOME_NOT_QUARANTINED:
+				agrees = len(holds) == 0
+			default:
+				agrees = len(holds) > 0
+			}
+			if agrees {
+				d.Released = &releaseResult{Outcome: ironlinkv1.ReleaseOutcome(o)}
+				for _, h := range holds {
+					d.Released.Remaining = append(d.Released.Remaining, h.GetHolder())
+				}
+			}
 		}
 	}
 	title := dev.GetName()

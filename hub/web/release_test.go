@@ -72,6 +72,18 @@ func TestReleaseSaysWhichHoldRemains(t *testing.T) {
 		t.Fatalf("fragment release of every hold: %d %s", w.Code, body)
 	}
 
+	// A link's ?release= is believed only where the device agrees: with
+	// no hold left, "still held" is not shown, nor "restored" without this
+	// device's release command.
+	for _, q := range []string{"?release=STILL_HELD", "?release=RESTORED_OFFERED", "?release=HELD_BY_OTHERS&command=" + dev} {
+		if p := do(t, h, "GET", "/devices/"+dev+q, "ops-write", "", nil, nil).Body.String(); strings.Contains(p, `id="release-result"`) {
+			t.Errorf("GET /devices/%s%s shows a release outcome the device contradicts:\n%s", dev, q, section(t, p, `id="release-result"`))
+		}
+	}
+	if p := do(t, h, "GET", "/devices/"+dev+"?release=NOT_QUARANTINED", "ops-write", "", nil, nil).Body.String(); !strings.Contains(p, `data-outcome="RELEASE_OUTCOME_NOT_QUARANTINED"`) {
+		t.Errorf("GET /devices/%s?release=NOT_QUARANTINED of a device with no hold does not say so", dev)
+	}
+
 	// The commands page names the device, not an 8-character id.
 	cp := section(t, do(t, h, "GET", "/commands?device="+dev, "ops-read", "", nil, nil).Body.String(), `id="commands"`)
 	if !regexp.MustCompile(`<a href="/devices/` + dev + `\?command=[0-9a-f-]{36}" class="device-name" title="` + dev + `">a-svc</a>`).MatchString(cp) {

@@ -303,6 +303,18 @@ func TestConsoleCommands(t *testing.T) {
 			return err
 		})
 		f.expect(f.run("describe", "device", "feedface"), 0, []string{"Name:               feedface"}, nil)
+		// hyphens included: "feedface-000a" names the device of that name,
+		// not twin-a whose id starts with it
+		f.sim.AddNode(openstacksim.Node{Name: "feedface-000a", ProvisionState: "available"})
+		harness.Eventually(t, 30*time.Second, func() error {
+			_, err := f.api.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceName: "feedface-000a"})
+			return err
+		})
+		r = f.run("describe", "device", "feedface-000a")
+		f.expect(r, 0, []string{"Name:               feedface-000a"}, nil)
+		if strings.Contains(r.stdout, "twin-a") {
+			t.Errorf("describe device feedface-000a described twin-a, not the device of that name\n%v", r)
+		}
 		// a malformed full UUID is still refused, not taken for a prefix
 		f.expect(f.run("describe", "device", "feedface-0000-4000-8000-0000000000"), ctl.ExitUsage, nil, []string{"not a UUID"})
 	})
