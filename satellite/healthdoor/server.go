@@ -57,6 +57,12 @@ func NewServer(spool *Spool, wait time.Duration, m *Metrics, log *slog.Logger) *
 // retry is harmless, the hub recognises the events) or the full spool
 // dropped it; the caller's own deadline.
 func (s *Server) HealthEventOccurredV1(ctx context.Context, in *datamodels.HealthEvents) (*emptypb.Empty, error) {
+	// The batch's size first: an oversized batch spends no agent's
+	// tokens and adds no agent to the limiter.
+	if n := len(in.GetEvents()); n == 0 || n > MaxEvents {
+		s.metrics.add(OutcomeRefused, n)
+		return nil, rpcstatus.Errorf(codes.InvalidArgument, "events: %d events, want 1 to %d", n, MaxEvents)
+	}
 	if err := s.throttle(in); err != nil {
 		return nil, err
 	}

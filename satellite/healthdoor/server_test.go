@@ -3,6 +3,7 @@ package healthdoor
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/ironlink/ironlink/gen/datamodels"
 	"github.com/ironlink/ironlink/internal/grpcraw"
+	"github.com/ironlink/ironlink/internal/reporterlimit"
 )
 
 // TestDoorRefusesUndecodableStrings: a string that is not valid UTF-8 (the
@@ -88,5 +90,31 @@ func TestDoorRefusesUndecodableStrings(t *testing.T) {
 	}
 	if got := spool.Take(); len(got) != 0 {
 		t.Errorf("the spool would forward %d reports, want none", len(got))
+	}
+}
+
+// TestOversizedBatchSpendsNoTokens: a batch over MaxEvents is refused
+// InvalidArgument before the per-agent limit is consulted, so the agents
+// it names keep their tokens (and the limiter learns no new agents): each
+// of them reports next without being throttled.
+func TestOversizedBatchSpendsNoTokens(t *testing.T) {
+	srv := NewServer(NewSpool(1000, nil), 50*time.Millisecond, NewMetrics(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv.SetReporterLimit(reporterlimit.New(0.001, 1)) // one event per agent, then nothing for 1000 s
+	ev := func(agent string) *datamodels.HealthEvent {
+		return &datamodels.HealthEvent{Agent: agent, ComponentClass: "GPU", CheckName: "GpuXidError", IsFatal: true, Message: "XID 79",
+			GeneratedTimestamp: timestamppb.Now(), NodeName: "node-001"}
+	}
+	var big datamodels.HealthEvents
+	for i := range MaxEvents + 1 {
+		big.Events = append(big.Events, ev(fmt.Sprintf("monitor-%d", i)))
+	}
+	if _, err := srv.HealthEventOccurredV1(context.Background(), &big); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "want 1 to") {
+		t.Fatalf("a batch of %d events: %v, want InvalidArgument naming the limit", len(big.Events), err)
+	}
+	for _, agent := range []string{"monitor-0", fmt.Sprintf("monitor-%d", MaxEvents)} {
+		_, err := srv.HealthEventOccurredV1(context.Background(), &datamodels.HealthEvents{Version: 1, Events: []*datamodels.HealthEvent{ev(agent)}})
+		if status.Code(err) == codes.ResourceExhausted {
+			t.Fatalf("%s throttled after its oversized batch was refused: %v", agent, err)
+		}
 	}
 }

@@ -20,7 +20,7 @@ const (
 )
 
 // SetReporterLimit makes the door take each batch's events from their
-// agents' buckets (internal/reporterlimit) before anything else: one
+// agents' buckets (internal/reporterlimit) after the batch-size check and before anything else: one
 // monitor flooding the door is refused without starving the others. Call
 // before serving.
 func (s *Server) SetReporterLimit(l *reporterlimit.Limiter) { s.lim = l }
