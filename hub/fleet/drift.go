@@ -10,6 +10,7 @@ import (
 	"github.com/ironlink/ironlink/hub/grpcerr"
 	"github.com/ironlink/ironlink/hub/hwprofile"
 	"github.com/ironlink/ironlink/hub/store"
+	"github.com/ironlink/ironlink/internal/devsel"
 	"github.com/ironlink/ironlink/internal/logkey"
 	"github.com/ironlink/ironlink/internal/textcheck"
 )
@@ -90,21 +91,10 @@ func (s *Server) driftGroup(devs []store.DeviceHardware) *ironlinkv1.DriftGroup 
 	return g
 }
 
-// SelectorText renders a drift selector in the CLI's --selector syntax:
-// "site=a,class=gpu-h100,hw.gpu_count=7".
-func SelectorText(sel *ironlinkv1.DeviceSelector) string {
-	var parts []string
-	if sel.GetSite() != "" {
-		parts = append(parts, "site="+sel.GetSite())
-	}
-	if sel.GetResourceClass() != "" {
-		parts = append(parts, "class="+sel.GetResourceClass())
-	}
-	for _, k := range slices.Sorted(maps.Keys(sel.GetHardwareFacts())) {
-		parts = append(parts, "hw."+k+"="+sel.GetHardwareFacts()[k])
-	}
-	return strings.Join(parts, ",")
-}
+// SelectorText renders a drift selector in the CLI's --selector syntax
+// (internal/devsel): "site=a,class=gpu-h100,hw.gpu_count=7", a value
+// with a comma, '|', '"' or edge spaces double-quoted.
+func SelectorText(sel *ironlinkv1.DeviceSelector) string { return devsel.Format(sel) }
 
 // hardwareIDs resolves a selector's hardware_facts to the devices (of
 // the selector's site and resource class, within sites) whose facts have

@@ -4,13 +4,17 @@
 // comma-separated key=value terms with keys site, status, reason, class
 // (or resource-class) and name, hw.FACT for a hardware fact, and any
 // other key for a failure-domain label (rack=r12); status and reason may repeat or list
-// values separated by '|'. Both read it here, so they accept the same
-// selectors and refuse the same others with the same messages.
+// values separated by '|'. A value holding a comma, a '|', a double quote
+// or leading or trailing spaces is written as a Go/JSON double-quoted
+// string (hw.cpu_model="Xeon, rev 2"), which Format does. Both read it
+// here, so they accept the same selectors and refuse the same others with
+// the same messages.
 package devsel
 
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
@@ -25,7 +29,11 @@ import (
 // nothing; each message names the term.
 func Parse(s, what string) (*ironlinkv1.DeviceSelector, error) {
 	sel := &ironlinkv1.DeviceSelector{}
-	for _, term := range strings.Split(s, ",") {
+	terms, err := split(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", what, s, err)
+	}
+	for _, term := range terms {
 		term = strings.TrimSpace(term)
 		if term == "" {
 			continue
@@ -41,17 +49,62 @@ func Parse(s, what string) (*ironlinkv1.DeviceSelector, error) {
 	return sel, nil
 }
 
+// split cuts s at the commas outside double-quoted values.
+func split(s string) ([]string, error) {
+	var terms []string
+	start, quoted := 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case quoted && c == '\\':
+			i++ // the escaped character
+		case c == '"':
+			quoted = !quoted
+		case c == ',' && !quoted:
+			terms = append(terms, s[start:i])
+			start = i + 1
+		}
+	}
+	if quoted {
+		return nil, fmt.Errorf("a double-quoted value is not closed")
+	}
+	return append(terms, s[start:]), nil
+}
+
+// value trims v and, when it is double-quoted, unquotes it (quoted: true).
+func value(term, v string) (string, bool, error) {
+	v = strings.TrimSpace(v)
+	if !strings.HasPrefix(v, `"`) {
+		return v, false, nil
+	}
+	u, err := strconv.Unquote(v)
+	if err != nil {
+		return "", false, fmt.Errorf("term %q: %s is not a double-quoted string (\\\" and \\\\ escape)", term, v)
+	}
+	return u, true, nil
+}
+
 func addTerm(sel *ironlinkv1.DeviceSelector, term, what string) error {
 	k, v, ok := strings.Cut(term, "=")
+	v, quoted, err := value(term, v)
+	if err != nil {
+		return fmt.Errorf("%s %w", what, err)
+	}
 	if fact, isHW := hardwareKey(k); isHW && ok {
 		if sel.HardwareFacts == nil {
 			sel.HardwareFacts = map[string]string{}
 		}
-		sel.HardwareFacts[fact] = strings.TrimSpace(v)
+		sel.HardwareFacts[fact] = v
 		return nil
 	}
 	raw := strings.TrimSpace(k) // a label key keeps its case
-	k, v = strings.ToLower(raw), strings.TrimSpace(v)
+	k = strings.ToLower(raw)
+	// values listed with '|' unless the value was quoted
+	values := func() []string {
+		if quoted {
+			return []string{v}
+		}
+		return strings.Split(v, "|")
+	}
 	if !ok || v == "" {
 		return fmt.Errorf("%s term %q: want key=value (keys: site, status, reason, class, name, hw.FACT, or a label such as rack)", what, term)
 	}
@@ -70,7 +123,7 @@ func addTerm(sel *ironlinkv1.DeviceSelector, term, what string) error {
 	case "name":
 		return once(&sel.NamePattern)
 	case "status":
-		for _, x := range strings.Split(v, "|") {
+		for _, x := range values() {
 			name := "OPERATIONAL_STATUS_" + strings.ReplaceAll(strings.ToUpper(strings.TrimSpace(x)), "-", "_")
 			st, ok := ironlinkv1.OperationalStatus_value[name]
 			if !ok || st == 0 {
@@ -79,7 +132,7 @@ func addTerm(sel *ironlinkv1.DeviceSelector, term, what string) error {
 			sel.Statuses = append(sel.Statuses, ironlinkv1.OperationalStatus(st))
 		}
 	case "reason":
-		for _, x := range strings.Split(v, "|") {
+		for _, x := range values() {
 			sel.ConditionReasons = append(sel.ConditionReasons, strings.TrimSpace(x))
 		}
 	default: // any other key is a label (docs/reference/labels.md)
@@ -102,7 +155,7 @@ func addTerm(sel *ironlinkv1.DeviceSelector, term, what string) error {
 func Format(sel *ironlinkv1.DeviceSelector) string {
 	var parts []string
 	if sel.GetSite() != "" {
-		parts = append(parts, "site="+sel.GetSite())
+		parts = append(parts, "site="+quote(sel.GetSite()))
 	}
 	if len(sel.GetStatuses()) > 0 {
 		sts := make([]string, len(sel.GetStatuses()))
@@ -111,14 +164,14 @@ func Format(sel *ironlinkv1.DeviceSelector) string {
 		}
 		parts = append(parts, "status="+strings.Join(sts, "|"))
 	}
-	if len(sel.GetConditionReasons()) > 0 {
-		parts = append(parts, "reason="+strings.Join(sel.GetConditionReasons(), "|"))
+	for _, r := range sel.GetConditionReasons() {
+		parts = append(parts, "reason="+quote(r))
 	}
 	if sel.GetResourceClass() != "" {
-		parts = append(parts, "class="+sel.GetResourceClass())
+		parts = append(parts, "class="+quote(sel.GetResourceClass()))
 	}
 	if sel.GetNamePattern() != "" {
-		parts = append(parts, "name="+sel.GetNamePattern())
+		parts = append(parts, "name="+quote(sel.GetNamePattern()))
 	}
 	facts := make([]string, 0, len(sel.GetHardwareFacts()))
 	for k := range sel.GetHardwareFacts() {
@@ -129,9 +182,17 @@ func Format(sel *ironlinkv1.DeviceSelector) string {
 		parts = append(parts, labels.String(sel.GetLabels()))
 	}
 	for _, k := range facts {
-		parts = append(parts, "hw."+k+"="+sel.GetHardwareFacts()[k])
+		parts = append(parts, "hw."+k+"="+quote(sel.GetHardwareFacts()[k]))
 	}
 	return strings.Join(parts, ",")
+}
+
+// quote double-quotes v when Parse would not read it back as it is.
+func quote(v string) string {
+	if v == "" || strings.ContainsAny(v, ",|\"") || v != strings.TrimSpace(v) {
+		return strconv.Quote(v)
+	}
+	return v
 }
 
 // hardwareKey reports whether a selector key names a hardware fact
