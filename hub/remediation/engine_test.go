@@ -368,7 +368,7 @@ func TestPausedSettleStartsAgainOnResume(t *testing.T) {
 	r.clk.Add(time.Minute)
 	r.tick()
 	r.setPolicy(ladderPolicy + "  sites:\n    site-a: {enabled: false}\n")
-	r.tick() // paused
+	r.tick()                                                 // paused
 	r.site.Fault([]string{dev}, "DeployFailed", r.clk.Now()) // a relapse nobody judges
 	r.clk.Add(5 * time.Minute)
 	r.site.Heal(dev)
