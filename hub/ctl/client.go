@@ -342,6 +342,9 @@ func (c *client) explain(err error) error {
 			return &Error{Code: ExitRefused, Msg: msg + "\n(release it first, or pass --force: the override is recorded)"}
 		case ei != nil && ei.GetReason() == reasonNodeInUse:
 			return &Error{Code: ExitRefused, Msg: msg + "\n(to take that node over on purpose, pass --force: the override is recorded)"}
+		case ei != nil && ei.GetReason() == reasonHeldByOthers:
+			// the hub names the API field; the CLI's is the flag
+			return &Error{Code: ExitRefused, Msg: strings.Replace(msg, "(all_holds)", "(--all-holds)", 1)}
 		}
 		return &Error{Code: ExitRefused, Msg: msg}
 	case codes.ResourceExhausted:
@@ -403,3 +406,8 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// reasonHeldByOthers is the ErrorInfo reason of a release by a caller
+// holding none of the device's quarantine holds (fleet.proto,
+// ReleaseDevice).
+const reasonHeldByOthers = "HELD_BY_OTHERS"

@@ -72,7 +72,10 @@ func (a *app) fetchDecisions(ctx context.Context, site string, dryRun bool, limi
 		action := strings.TrimPrefix(d.GetAction().String(), "POLICY_ACTION_")
 		cause := ""
 		if d.GetCauseType() != "" {
-			cause = d.GetCauseType() + "=False(" + d.GetCauseReason() + ")"
+			cause = d.GetCauseType() + "=False"
+			if d.GetCauseReason() != "" {
+				cause += "(" + d.GetCauseReason() + ")"
+			}
 		}
 		dry := ""
 		if d.GetDryRun() {
@@ -144,7 +147,10 @@ func (a *app) fetchPending(ctx context.Context, site string) (*listing, error) {
 	}
 	for _, p := range all.Actions {
 		id := strconv.FormatInt(p.GetId(), 10)
-		cause := p.GetCauseType() + "=False(" + p.GetCauseReason() + ")"
+		cause := p.GetCauseType() + "=False"
+		if p.GetCauseReason() != "" {
+			cause += "(" + p.GetCauseReason() + ")"
+		}
 		age := a.age(p.GetCreateTime())
 		l.items = append(l.items, item{key: id,
 			cells: []string{id, p.GetDeviceName(), p.GetSite(), p.GetReason(), p.GetRule(), cause, age},

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -303,17 +304,19 @@ func TestConsoleCommands(t *testing.T) {
 			return err
 		})
 		f.expect(f.run("describe", "device", "feedface"), 0, []string{"Name:               feedface"}, nil)
-		// hyphens included: "feedface-000a" names the device of that name,
-		// not twin-a whose id starts with it
+		// a UUID-shaped name ("feedface-000a", which only a UUID can name)
+		// that is also the start of twin-a's id: refused, acting on neither
 		f.sim.AddNode(openstacksim.Node{Name: "feedface-000a", ProvisionState: "available"})
 		harness.Eventually(t, 30*time.Second, func() error {
-			_, err := f.api.GetDevice(ctx, &ironlinkv1.GetDeviceRequest{DeviceName: "feedface-000a"})
+			r, err := f.api.ListDevices(ctx, &ironlinkv1.ListDevicesRequest{NamePattern: "feedface-000a"})
+			if err == nil && len(r.GetDevices()) == 0 {
+				err = errors.New("no device feedface-000a yet")
+			}
 			return err
 		})
-		r = f.run("describe", "device", "feedface-000a")
-		f.expect(r, 0, []string{"Name:               feedface-000a"}, nil)
-		if strings.Contains(r.stdout, "twin-a") {
-			t.Errorf("describe device feedface-000a described twin-a, not the device of that name\n%v", r)
+		f.expect(f.run("quarantine", "feedface-000a", "--reason", "x"), ctl.ExitUsage, nil, []string{`"feedface-000a" is the name of device ` + site + "/", "by its UUID"})
+		if cs, err := f.api.ListCommands(ctx, &ironlinkv1.ListCommandsRequest{DeviceId: "feedface-000a-4000-8000-000000000000"}); err != nil || len(cs.GetCommands()) != 0 {
+			t.Errorf("twin-a has commands after the refused quarantine: %v %v", cs.GetCommands(), err)
 		}
 		// a malformed full UUID is still refused, not taken for a prefix
 		f.expect(f.run("describe", "device", "feedface-0000-4000-8000-0000000000"), ctl.ExitUsage, nil, []string{"not a UUID"})

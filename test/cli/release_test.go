@@ -116,7 +116,7 @@ func TestReleaseNamesTheRemainingHold(t *testing.T) {
 		[]string{site + "/" + name + ": release requested: hold operator released; still quarantined, held by " + policyHold}, nil)
 	onlyPolicy("ironlink release")
 	// With only the policy's hold left, a release is refused and names it.
-	f.expect(f.run("release", ref, "--reason", "again"), ctl.ExitRefused, nil, []string{"held only by " + policyHold})
+	f.expect(f.run("release", ref, "--reason", "again"), ctl.ExitRefused, nil, []string{"held only by " + policyHold, "(--all-holds)"})
 
 	// The web view: the form's POST lands on the device page, which says
 	// what the release did and which hold remains.
