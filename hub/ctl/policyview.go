@@ -88,14 +88,14 @@ func (a *app) printPolicy(r *ironlinkv1.GetEffectivePolicyResponse) {
 	if len(p.GetRules()) == 0 {
 		fmt.Fprintln(w, "  none")
 	} else {
-		t := newTable(w, "  ", "NAME", "FROM", "TO", "REASONS", "HOLD-DOWN", "AUTO-RELEASE", "DRY-RUN")
+		t := newTable(w, "  ", "NAME", "FROM", "TO", "REASONS", "HEALTH", "HOLD-DOWN", "AUTO-RELEASE", "DRY-RUN")
 		for _, ru := range p.GetRules() {
 			dry := ""
 			if ru.GetDryRun() {
 				dry = "yes"
 			}
 			t.row(ru.GetName(), strings.Join(ru.GetFromStatuses(), ","), strings.Join(ru.GetToStatuses(), ","), strings.Join(ru.GetReasons(), ","),
-				dur(ru.GetHoldDown()), dur(ru.GetAutoReleaseAfter()), dry)
+				healthMatchText(ru.GetHealth()), dur(ru.GetHoldDown()), dur(ru.GetAutoReleaseAfter()), dry)
 		}
 		t.flush()
 	}
@@ -222,4 +222,35 @@ func (a *app) fetchPolicyStates(ctx context.Context, sites []string, guard bool)
 		l.items = append(l.items, it)
 	}
 	return l, nil
+}
+
+// healthMatchText writes a rule's health filter as its policy file's keys
+// (docs/reference/policy.md), e.g. "componentClasses=GPU errorCodes=79,48
+// fatal=true";
+// "" when the rule has none.
+func healthMatchText(h *ironlinkv1.PolicyHealthMatch) string {
+	if h == nil {
+		return ""
+	}
+	var parts []string
+	add := func(key string, vs []string) {
+		if len(vs) > 0 {
+			parts = append(parts, key+"="+strings.Join(vs, ","))
+		}
+	}
+	add("componentClasses", h.GetComponentClasses())
+	add("checks", h.GetChecks())
+	add("errorCodes", h.GetErrorCodes())
+	var actions []string
+	for _, a := range h.GetRecommendedActions() {
+		actions = append(actions, strings.TrimPrefix(a.String(), "HEALTH_RECOMMENDED_ACTION_"))
+	}
+	add("recommendedActions", actions)
+	if h.Fatal != nil {
+		parts = append(parts, fmt.Sprintf("fatal=%t", h.GetFatal()))
+	}
+	if len(parts) == 0 {
+		return "any"
+	}
+	return strings.Join(parts, " ")
 }

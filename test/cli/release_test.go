@@ -57,6 +57,8 @@ func TestReleaseNamesTheRemainingHold(t *testing.T) {
 	})
 	id, name := target.GetDeviceId(), target.GetName()
 	ref := site + "/" + name // node-001…node-003 are at both sites
+	// policy show names the rule's health filter in the file's keys
+	f.expect(f.run("policy", "show", site), 0, []string{"HEALTH", "componentClasses=GPU errorCodes=79"}, nil)
 	door, err := healthsim.Dial(f.healthSock)
 	if err != nil {
 		t.Fatal(err)
