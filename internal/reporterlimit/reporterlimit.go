@@ -14,9 +14,15 @@ import (
 )
 
 // MaxKeys bounds the buckets kept; when it is reached, buckets that are
-// full again (their reporter idle) are dropped, and a new reporter that
-// still finds no room shares one overflow bucket.
+// full again (their reporter idle: dropping one is the same as making it
+// anew) are dropped, at most once per sweepEvery, and a new reporter that
+// still finds no room shares one overflow bucket. Drained buckets are
+// kept, so a flooder cannot shed its debt by crowding the table.
 const MaxKeys = 4096
+
+// sweepEvery bounds the O(MaxKeys) sweeps for idle buckets while the
+// table is full.
+const sweepEvery = 100 * time.Millisecond
 
 // overflowKey is the bucket of reporters beyond MaxKeys.
 const overflowKey = "\x00overflow"
@@ -27,8 +33,9 @@ type Limiter struct {
 	limit rate.Limit
 	burst int
 
-	mu      sync.Mutex
-	buckets map[string]*rate.Limiter
+	mu        sync.Mutex
+	buckets   map[string]*rate.Limiter
+	lastSweep time.Time
 }
 
 // New returns a limiter of perSecond events per second per reporter, with
@@ -67,7 +74,8 @@ func (l *Limiter) bucket(key string, now time.Time) *rate.Limiter {
 	if b := l.buckets[key]; b != nil {
 		return b
 	}
-	if len(l.buckets) >= MaxKeys {
+	if len(l.buckets) >= MaxKeys && now.Sub(l.lastSweep) >= sweepEvery {
+		l.lastSweep = now
 		for k, b := range l.buckets {
 			if b.TokensAt(now) >= float64(l.burst) {
 				delete(l.buckets, k)
