@@ -131,20 +131,7 @@ type cmdListFilter struct {
 // listCommands reads one page of commands in f's order, and whether more
 // follow: one statement.
 func listCommands(ctx context.Context, pool *pgxpool.Pool, f cmdListFilter) ([]cmdRow, bool, error) {
-	var args sqlArgs
-	where := "TRUE"
-	if f.Sel != nil {
-		where, args = selectionCond(*f.Sel, "c.device_id")
-	}
-	if f.Site != "" {
-		where += " AND c.site = " + args.add(f.Site)
-	}
-	if f.Sites != nil {
-		where += " AND c.site = ANY(" + args.add(f.Sites) + "::text[])"
-	}
-	if f.DeviceID != "" {
-		where += " AND c.device_id = " + args.add(f.DeviceID) + "::uuid"
-	}
+	where, args := deviceRowsCond("c", f.Sel, f.Site, f.Sites, f.DeviceID)
 	if f.RequestID != "" {
 		where += " AND c.request_id = " + args.add(f.RequestID) + "::uuid"
 	}

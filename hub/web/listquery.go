@@ -166,3 +166,26 @@ func nextHref(path string, q url.Values, offset int) string {
 	next.Set("offset", strconv.Itoa(offset+listPageSize))
 	return path + "?" + next.Encode()
 }
+
+// deviceRowsCond is the WHERE condition of a list of per-device rows (the
+// commands' or operations' table under alias, with device_id and site
+// columns) and its arguments: the selector's devices (sel, nil: any),
+// site ("": any), the caller's sites (nil: every site) and one device
+// ("": any). Callers append their own terms with args.add.
+func deviceRowsCond(alias string, sel *listFilter, site string, sites []string, deviceID string) (string, sqlArgs) {
+	var args sqlArgs
+	where := "TRUE"
+	if sel != nil {
+		where, args = selectionCond(*sel, alias+".device_id")
+	}
+	if site != "" {
+		where += " AND " + alias + ".site = " + args.add(site)
+	}
+	if sites != nil {
+		where += " AND " + alias + ".site = ANY(" + args.add(sites) + "::text[])"
+	}
+	if deviceID != "" {
+		where += " AND " + alias + ".device_id = " + args.add(deviceID) + "::uuid"
+	}
+	return where, args
+}

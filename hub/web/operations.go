@@ -218,20 +218,7 @@ type opListFilter struct {
 // listOperations reads one page of operations in f's order, and whether
 // more follow: one statement.
 func listOperations(ctx context.Context, pool *pgxpool.Pool, f opListFilter) ([]opRow, bool, error) {
-	var args sqlArgs
-	where := "TRUE"
-	if f.Sel != nil {
-		where, args = selectionCond(*f.Sel, "o.device_id")
-	}
-	if f.Site != "" {
-		where += " AND o.site = " + args.add(f.Site)
-	}
-	if f.Sites != nil {
-		where += " AND o.site = ANY(" + args.add(f.Sites) + "::text[])"
-	}
-	if f.DeviceID != "" {
-		where += " AND o.device_id = " + args.add(f.DeviceID) + "::uuid"
-	}
+	where, args := deviceRowsCond("o", f.Sel, f.Site, f.Sites, f.DeviceID)
 	if f.Group != "" {
 		where += " AND o.group_id = " + args.add(f.Group) + "::uuid"
 	}
