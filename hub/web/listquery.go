@@ -150,7 +150,7 @@ func parseOffset(v string) (int, error) {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || n > maxListOffset {
+	if err != nil || n < 0 || n > maxListOffset || strings.Trim(v, "0123456789") != "" { // digits only, no sign
 		return 0, badInput("offset", fmt.Errorf("offset %q is outside 0-%d", v, maxListOffset))
 	}
 	return n, nil
