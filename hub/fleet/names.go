@@ -188,7 +188,7 @@ func idPrefixRange(prefix string) (from, to string, err error) {
 	}
 	if bad {
 		return "", "", grpcerr.InvalidArgument("id_prefix", grpcerr.ReasonInvalidValue,
-			fmt.Sprintf("id_prefix %q is not the start of a UUID (hex digits, hyphens after 8, 13, 18 and 23 characters, at most 36)", prefix))
+			fmt.Sprintf("id_prefix %s is not the start of a UUID (hex digits, hyphens after 8, 13, 18 and 23 characters, at most 36)", textcheck.Quote(prefix)))
 	}
 	return p + lo[len(p):], p + hi[len(p):], nil
 }
