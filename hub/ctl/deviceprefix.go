@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/devref"
 )
 
 // Devices are named, wherever the CLI takes one, by UUID, NAME, SITE/NAME
@@ -16,10 +17,10 @@ import (
 // unique prefix of the UUID (at least minIDPrefix hex digits, hyphens
 // where the UUID has them, shorter than 30 characters), optionally after
 // "SITE/". A device whose name is the prefix wins (the web view's
-// getDevice does the same); a UUID-shaped name ("deadbeef-cafe"), which
-// the hub looks up by UUID only, is refused naming that device's UUID
-// rather than taken for another device's id prefix; otherwise the devices whose id starts with it
-// are looked up (ListDevices' id_prefix, removed ones included): one is
+// getDevice does the same), but a UUID-shaped name ("deadbeef-cafe"),
+// which devref lets no one look up by name, is refused naming that
+// device's UUID rather than taken for another device's id prefix;
+// otherwise the devices whose id starts with it are looked up (ListDevices' id_prefix, removed ones included): one is
 // the device, several are a usage error
 // listing them, none is "not found". A malformed full UUID stays a usage
 // error (internal/devref).
@@ -81,36 +82,36 @@ func (c *client) expandDevicePrefixes(ctx context.Context, args []string, site s
 // is named prefix, else the id of the one device whose id starts with it.
 // Errors: as expandDevicePrefixes.
 func (c *client) resolveDevicePrefix(ctx context.Context, site, prefix string) (string, error) {
-	// A name may look like an id prefix: the device of that name wins.
-	cctx, cancel := c.call(ctx)
-	_, err := c.fleet.GetDevice(cctx, &ironlinkv1.GetDeviceRequest{DeviceName: prefix, Site: site, HistoryLimit: 1})
-	cancel()
-	switch status.Code(err) {
-	case codes.NotFound:
-	case codes.InvalidArgument:
+	if devref.LooksLikeUUID(prefix) {
 		// A UUID-shaped name ("deadbeef-cafe": 8 hex digits and a
-		// hyphen) cannot be looked up by name (internal/devref), yet
-		// Ironic allows it: rather than act on another device whose id
-		// starts with it, such a device is named by its UUID.
+		// hyphen) cannot be looked up by name, yet Ironic allows it:
+		// rather than act on another device whose id starts with it,
+		// such a device is named by its UUID.
 		cctx, cancel := c.call(ctx)
-		named, lerr := c.fleet.ListDevices(cctx, &ironlinkv1.ListDevicesRequest{Site: site, NamePattern: prefix, PageSize: 2})
+		named, err := c.fleet.ListDevices(cctx, &ironlinkv1.ListDevicesRequest{Site: site, NamePattern: prefix, PageSize: 1})
 		cancel()
-		if lerr != nil {
-			return "", c.explain(lerr)
+		if err != nil {
+			return "", c.explain(err)
 		}
 		if ds := named.GetDevices(); len(ds) > 0 {
 			return "", usageErrf("%q is the name of device %s/%s and looks like the start of an id: name that device by its UUID, another by more of its id",
 				prefix, ds[0].GetSite(), ds[0].GetDeviceId())
 		}
-	default:
-		// a device of that name, or an error (a name two sites
-		// have, the hub unreachable) the name's lookup reports
-		return "", nil
+	} else {
+		// A name may look like an id prefix: the device of that name wins.
+		cctx, cancel := c.call(ctx)
+		_, err := c.fleet.GetDevice(cctx, &ironlinkv1.GetDeviceRequest{DeviceName: prefix, Site: site, HistoryLimit: 1})
+		cancel()
+		if status.Code(err) != codes.NotFound {
+			// a device of that name, or an error (a name two sites
+			// have, the hub unreachable) the name's lookup reports
+			return "", nil
+		}
 	}
 	prefix = strings.ToLower(prefix)
 	// The hub reads the prefix's range of ids through the primary key, so
 	// one page of maxCandidates+1 says none, one or several.
-	cctx, cancel = c.call(ctx)
+	cctx, cancel := c.call(ctx)
 	page, err := c.fleet.ListDevices(cctx, &ironlinkv1.ListDevicesRequest{Site: site, IncludeRemoved: true, IdPrefix: prefix, PageSize: maxCandidates + 1})
 	cancel()
 	if err != nil {

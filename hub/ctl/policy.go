@@ -72,10 +72,7 @@ func (a *app) fetchDecisions(ctx context.Context, site string, dryRun bool, limi
 		action := strings.TrimPrefix(d.GetAction().String(), "POLICY_ACTION_")
 		cause := ""
 		if d.GetCauseType() != "" {
-			cause = d.GetCauseType() + "=False"
-			if d.GetCauseReason() != "" {
-				cause += "(" + d.GetCauseReason() + ")"
-			}
+			cause = causeText(d.GetCauseType(), d.GetCauseReason())
 		}
 		dry := ""
 		if d.GetDryRun() {
@@ -147,10 +144,7 @@ func (a *app) fetchPending(ctx context.Context, site string) (*listing, error) {
 	}
 	for _, p := range all.Actions {
 		id := strconv.FormatInt(p.GetId(), 10)
-		cause := p.GetCauseType() + "=False"
-		if p.GetCauseReason() != "" {
-			cause += "(" + p.GetCauseReason() + ")"
-		}
+		cause := causeText(p.GetCauseType(), p.GetCauseReason())
 		age := a.age(p.GetCreateTime())
 		l.items = append(l.items, item{key: id,
 			cells: []string{id, p.GetDeviceName(), p.GetSite(), p.GetReason(), p.GetRule(), cause, age},
@@ -244,4 +238,13 @@ func (a *app) completePending(_ *cobra.Command, _ []string, toComplete string) (
 		}
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// causeText writes a decision's cause, the condition that was False:
+// "Type=False(Reason)", or "Type=False" without a reason.
+func causeText(typ, reason string) string {
+	if reason == "" {
+		return typ + "=False"
+	}
+	return typ + "=False(" + reason + ")"
 }

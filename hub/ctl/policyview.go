@@ -224,10 +224,9 @@ func (a *app) fetchPolicyStates(ctx context.Context, sites []string, guard bool)
 	return l, nil
 }
 
-// healthMatchText writes a rule's health filter as its policy file's keys
+// healthMatchText writes a rule's health filter in its policy file's keys
 // (docs/reference/policy.md), e.g. "componentClasses=GPU errorCodes=79,48
-// fatal=true";
-// "" when the rule has none.
+// fatal=true"; "any" for an empty filter, "" when the rule has none.
 func healthMatchText(h *ironlinkv1.PolicyHealthMatch) string {
 	if h == nil {
 		return ""

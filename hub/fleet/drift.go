@@ -86,15 +86,10 @@ func (s *Server) driftGroup(devs []store.DeviceHardware) *ironlinkv1.DriftGroup 
 		sel := &ironlinkv1.DeviceSelector{Site: site, ResourceClass: rc, HardwareFacts: map[string]string{o.Fact: o.Actual}}
 		g.Outliers = append(g.Outliers, &ironlinkv1.DriftOutlier{Fact: o.Fact, Expected: o.Expected, Actual: o.Actual,
 			Count: int32(len(o.Devices)), Devices: o.Devices[:min(len(o.Devices), maxOutlierNames)], Summary: o.Summary,
-			Selector: sel, SelectorText: SelectorText(sel)})
+			Selector: sel, SelectorText: devsel.Format(sel)})
 	}
 	return g
 }
-
-// SelectorText renders a drift selector in the CLI's --selector syntax
-// (internal/devsel): "site=a,class=gpu-h100,hw.gpu_count=7", a value
-// with a comma, '|', '"' or edge spaces double-quoted.
-func SelectorText(sel *ironlinkv1.DeviceSelector) string { return devsel.Format(sel) }
 
 // hardwareIDs resolves a selector's hardware_facts to the devices (of
 // the selector's site and resource class, within sites) whose facts have

@@ -154,7 +154,7 @@ func (s *Server) device(w http.ResponseWriter, r *http.Request, id Identity) {
 		if o, ok := ironlinkv1.ReleaseOutcome_value["RELEASE_OUTCOME_"+v]; ok && o != 0 {
 			holds := resp.GetQuarantineHolds()
 			var agrees bool
-			switch outcome := ironlinkv1.ReleaseOutcome(o); outcome {
+			switch ironlinkv1.ReleaseOutcome(o) {
 			case ironlinkv1.ReleaseOutcome_RELEASE_OUTCOME_RESTORED_OFFERED, ironlinkv1.ReleaseOutcome_RELEASE_OUTCOME_RESTORED_NOT_OFFERED:
 				agrees = cmdDesired == ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED || cmdDesired == ironlinkv1.ImpairmentState_IMPAIRMENT_STATE_RELEASED_UNOFFERED
 			case ironlinkv1.ReleaseOutcome_RELEASE_OUTCOME_NOT_QUARANTINED:

@@ -59,9 +59,9 @@ func NewServer(spool *Spool, wait time.Duration, m *Metrics, log *slog.Logger) *
 func (s *Server) HealthEventOccurredV1(ctx context.Context, in *datamodels.HealthEvents) (*emptypb.Empty, error) {
 	// The batch's size first: an oversized batch spends no agent's
 	// tokens and adds no agent to the limiter.
-	if n := len(in.GetEvents()); n == 0 || n > MaxEvents {
-		s.metrics.add(OutcomeRefused, n)
-		return nil, rpcstatus.Errorf(codes.InvalidArgument, "events: %d events, want 1 to %d", n, MaxEvents)
+	if err := checkSize(in); err != nil {
+		s.metrics.add(OutcomeRefused, len(in.GetEvents()))
+		return nil, err
 	}
 	if err := s.throttle(in); err != nil {
 		return nil, err
@@ -93,16 +93,25 @@ func (s *Server) HealthEventOccurredV1(ctx context.Context, in *datamodels.Healt
 	}
 }
 
+// checkSize refuses a batch of no events or more than MaxEvents
+// (InvalidArgument).
+func checkSize(in *datamodels.HealthEvents) error {
+	if n := len(in.GetEvents()); n == 0 || n > MaxEvents {
+		return rpcstatus.Errorf(codes.InvalidArgument, "events: %d events, want 1 to %d", n, MaxEvents)
+	}
+	return nil
+}
+
 // Convert checks a NVSentinel batch and turns it into ironlink's
 // HealthEvents (node_name set from nodeName, no event id: the hub derives
 // one from the content, so a resent event is recognised). Errors are
 // InvalidArgument naming the field as ironlink's HealthService names it.
 // Numbers of NVSentinel's enums ironlink does not know are kept.
 func Convert(in *datamodels.HealthEvents) ([]*ironlinkv1.HealthEvent, error) {
-	n := len(in.GetEvents())
-	if n == 0 || n > MaxEvents {
-		return nil, rpcstatus.Errorf(codes.InvalidArgument, "events: %d events, want 1 to %d", n, MaxEvents)
+	if err := checkSize(in); err != nil {
+		return nil, err
 	}
+	n := len(in.GetEvents())
 	out := make([]*ironlinkv1.HealthEvent, n)
 	for i, e := range in.GetEvents() {
 		if err := check(i, e); err != nil {
