@@ -85,7 +85,7 @@ func (e *Evaluator) resolveAwaiting(ctx context.Context, c store.PolicyCandidate
 // changed after since whose cause cleared before it was decided, on sites
 // whose policy is enabled: every trigger gets exactly one decision.
 func (e *Evaluator) healed(ctx context.Context, file *policy.File, since, now time.Time, stats *Stats) error {
-	ts, err := e.st.HealedTriggers(ctx, since)
+	ts, err := e.st.HealedTriggers(ctx, since, enabledScope(file))
 	if err != nil {
 		return err
 	}

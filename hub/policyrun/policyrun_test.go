@@ -2,6 +2,7 @@ package policyrun_test
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -371,7 +372,7 @@ func TestRecheckAtSend(t *testing.T) {
 	st, url := newStore(t)
 	a := newSite(t, st, "site-a", 10)
 	a.Fault(a.IDs[:2], "DeployFailed", time.Now())
-	cands, err := st.PolicyCandidates(ctx)
+	cands, err := st.PolicyCandidates(ctx, store.SiteScope{Except: true})
 	if err != nil || len(cands) != 2 {
 		t.Fatalf("candidates %v %v", cands, err)
 	}
@@ -399,7 +400,7 @@ func TestRecheckAtSend(t *testing.T) {
 		t.Fatalf("%d commands, want the one sent while the link was up", n)
 	}
 	// The awaiting trigger is still a candidate, with its pending action.
-	cands, err = st.PolicyCandidates(ctx)
+	cands, err = st.PolicyCandidates(ctx, store.SiteScope{Except: true})
 	if err != nil || len(cands) != 1 || cands[0].AwaitingID != out.PendingID {
 		t.Fatalf("candidates after the re-check: %+v %v", cands, err)
 	}
@@ -469,5 +470,37 @@ func TestFaultWakesTheLeader(t *testing.T) {
 	}
 	if n := count(t, url, `SELECT count(DISTINCT replica) FROM policy_decisions`); n != 1 {
 		t.Errorf("decisions from %d replicas, want 1", n)
+	}
+}
+
+// PolicyCandidates reads only the sites in its scope: every site, every
+// site but one, one site, none (then no query).
+func TestCandidatesInScopeOnly(t *testing.T) {
+	ctx := context.Background()
+	st, _ := newStore(t)
+	a := newSite(t, st, "site-a", 4)
+	b := newSite(t, st, "site-b", 4)
+	a.Fault(a.IDs[:2], "DeployFailed", time.Now())
+	b.Fault(b.IDs[:3], "DeployFailed", time.Now())
+	for _, tc := range []struct {
+		scope store.SiteScope
+		want  map[string]int
+	}{
+		{store.SiteScope{Except: true}, map[string]int{"site-a": 2, "site-b": 3}},
+		{store.SiteScope{Except: true, Sites: []string{"site-b"}}, map[string]int{"site-a": 2}},
+		{store.SiteScope{Sites: []string{"site-b"}}, map[string]int{"site-b": 3}},
+		{store.SiteScope{}, map[string]int{}},
+	} {
+		cands, err := st.PolicyCandidates(ctx, tc.scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		for _, c := range cands {
+			got[c.Site]++
+		}
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("scope %+v: candidates by site %v, want %v", tc.scope, got, tc.want)
+		}
 	}
 }

@@ -165,7 +165,7 @@ func (s *Store) BulkSetDesiredImpairment(ctx context.Context, sel DeviceSelector
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		out = nil
 		rows, err := tx.Query(ctx, `SELECT d.id::text, d.site, d.name, d.status`+bulkMatchSQL+
-			` ORDER BY d.site, d.name, d.id LIMIT $9 FOR UPDATE OF d`, append(sel.args(), MaxBulkDevices+1)...)
+			` ORDER BY d.site, d.name, d.id LIMIT $9 FOR NO KEY UPDATE OF d`, append(sel.args(), MaxBulkDevices+1)...)
 		if err != nil {
 			return fmt.Errorf("lock matching devices: %w", err)
 		}

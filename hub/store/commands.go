@@ -70,7 +70,7 @@ func (s *Store) RetryCommand(ctx context.Context, id, actor, reason, source stri
 		var deviceID, state, desired string
 		err := tx.QueryRow(ctx, `
 			SELECT d.id::text FROM devices d
-			WHERE d.id = (SELECT device_id FROM commands WHERE id = $1) FOR UPDATE`, id).Scan(&deviceID)
+			WHERE d.id = (SELECT device_id FROM commands WHERE id = $1) FOR NO KEY UPDATE OF d`, id).Scan(&deviceID)
 		if err == nil {
 			err = tx.QueryRow(ctx, `SELECT state, desired FROM commands WHERE id = $1 FOR UPDATE`, id).Scan(&state, &desired)
 		}

@@ -46,7 +46,7 @@ func (s *Store) RecordDriftCorrection(ctx context.Context, site, deviceID string
 		ignored = false
 		var devSite, desired string
 		var desiredGen int64
-		err := tx.QueryRow(ctx, `SELECT site, desired_impairment, desired_generation FROM devices WHERE id = $1 FOR UPDATE`, deviceID).
+		err := tx.QueryRow(ctx, `SELECT site, desired_impairment, desired_generation FROM devices WHERE id = $1 FOR NO KEY UPDATE`, deviceID).
 			Scan(&devSite, &desired, &desiredGen)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("device %s: %w", deviceID, ErrNotFound)

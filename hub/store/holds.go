@@ -174,7 +174,7 @@ func (s *Store) quarantineTx(ctx context.Context, tx pgx.Tx, deviceID, holder st
 	// the trait as the satellite last saw it; the status (the one before
 	// the site went silent for UNREACHABLE).
 	b := &pgx.Batch{}
-	b.Queue(`SELECT 1 FROM devices d WHERE d.id = $1 FOR UPDATE OF d`, deviceID)
+	b.Queue(`SELECT 1 FROM devices d WHERE d.id = $1 FOR NO KEY UPDATE OF d`, deviceID)
 	b.Queue(`
 		UPDATE devices d SET pre_quarantine_at = now(),
 			pre_quarantine_offered = CASE
@@ -295,7 +295,7 @@ func planRelease(ctx context.Context, tx pgx.Tx, deviceID, holder string, all, l
 	p := ReleasePlan{DeviceID: deviceID}
 	q := `SELECT site, name, desired_impairment, pre_quarantine_offered, pre_quarantine_status FROM devices WHERE id = $1`
 	if lock {
-		q += ` FOR UPDATE`
+		q += ` FOR NO KEY UPDATE`
 	}
 	var desired, before string
 	err := tx.QueryRow(ctx, q, deviceID).Scan(&p.Site, &p.Name, &desired, &p.OfferedBefore, &before)
@@ -370,7 +370,7 @@ func (s *Store) Offer(ctx context.Context, deviceID string, a ImpairmentAction, 
 // validation run offers through it).
 func (s *Store) offerTx(ctx context.Context, tx pgx.Tx, deviceID string, a ImpairmentAction, validateOnly bool) (Command, error) {
 	var desired string
-	err := tx.QueryRow(ctx, `SELECT desired_impairment FROM devices WHERE id = $1 FOR UPDATE`, deviceID).Scan(&desired)
+	err := tx.QueryRow(ctx, `SELECT desired_impairment FROM devices WHERE id = $1 FOR NO KEY UPDATE`, deviceID).Scan(&desired)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Command{}, fmt.Errorf("device %s: %w", deviceID, ErrNotFound)
 	}

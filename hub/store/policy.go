@@ -260,7 +260,7 @@ func (s *Store) RecordPolicyDecision(ctx context.Context, d PolicyDecision) (out
 			return err
 		}
 		var desired string
-		err := tx.QueryRow(ctx, `SELECT desired_impairment FROM devices WHERE id = $1 FOR UPDATE`, d.DeviceID).Scan(&desired)
+		err := tx.QueryRow(ctx, `SELECT desired_impairment FROM devices WHERE id = $1 FOR NO KEY UPDATE`, d.DeviceID).Scan(&desired)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("device %s: %w", d.DeviceID, ErrNotFound)
 		}

@@ -198,7 +198,7 @@ func (s *Store) ResolvePendingActions(ctx context.Context, ids []int64, approve 
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		out = nil
 		rows, err := tx.Query(ctx, `SELECT d.id::text FROM devices d
-			WHERE d.id IN (SELECT device_id FROM policy_pending_actions WHERE id = ANY($1)) ORDER BY d.id FOR UPDATE`, ids)
+			WHERE d.id IN (SELECT device_id FROM policy_pending_actions WHERE id = ANY($1)) ORDER BY d.id FOR NO KEY UPDATE`, ids)
 		if err != nil {
 			return fmt.Errorf("lock devices: %w", err)
 		}

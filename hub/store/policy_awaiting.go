@@ -40,7 +40,7 @@ func (s *Store) ResolveAwaiting(ctx context.Context, id int64, d PolicyDecision)
 			}
 		}
 		var desired, state, reason string
-		err := tx.QueryRow(ctx, `SELECT d.desired_impairment FROM devices d WHERE d.id = $1 FOR UPDATE`, d.DeviceID).Scan(&desired)
+		err := tx.QueryRow(ctx, `SELECT d.desired_impairment FROM devices d WHERE d.id = $1 FOR NO KEY UPDATE`, d.DeviceID).Scan(&desired)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("device %s: %w", d.DeviceID, ErrNotFound)
 		}

@@ -74,12 +74,16 @@ type historyRow struct {
 	at     time.Time
 }
 
-// PolicyCandidates returns the devices, not removed, whose status is FAULTED
-// or MAINTENANCE and whose triggering status change has no QUARANTINE
-// decision yet, or one that awaits fresh evidence (AwaitingID set), in
-// site then id order. Errors are database errors.
-func (s *Store) PolicyCandidates(ctx context.Context) ([]PolicyCandidate, error) {
-	out, hist, err := s.readCandidates(ctx)
+// PolicyCandidates returns the devices of the sites in scope, not
+// removed, whose status is FAULTED or MAINTENANCE and whose triggering
+// status change has no QUARANTINE decision yet, or one that awaits fresh
+// evidence (AwaitingID set), in site then id order; nothing, without a
+// query, when the scope names no site. Errors are database errors.
+func (s *Store) PolicyCandidates(ctx context.Context, scope SiteScope) ([]PolicyCandidate, error) {
+	if scope.None() {
+		return nil, nil
+	}
+	out, hist, err := s.readCandidates(ctx, scope)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +96,7 @@ func (s *Store) PolicyCandidates(ctx context.Context) ([]PolicyCandidate, error)
 // readCandidates reads the FAULTED and MAINTENANCE devices without a
 // decision on their current run, each with its newest historyDepth
 // status_history rows (newest first, hist[i] for out[i]).
-func (s *Store) readCandidates(ctx context.Context) (out []PolicyCandidate, hist [][]historyRow, err error) {
+func (s *Store) readCandidates(ctx context.Context, scope SiteScope) (out []PolicyCandidate, hist [][]historyRow, err error) {
 	// JIT off: the plan spans every weekly partition of status_history
 	// twice (the history and the decided check), its estimated cost is
 	// past jit_above_cost with a few thousand candidates, and compiling it
@@ -124,7 +128,7 @@ func (s *Store) readCandidates(ctx context.Context) (out []PolicyCandidate, hist
 			LIMIT 1) c ON true
 		JOIN LATERAL (SELECT id, status, changed_at FROM status_history
 			WHERE device_id = d.id ORDER BY id DESC LIMIT $1) h ON true
-		WHERE d.status IN ('FAULTED', 'MAINTENANCE') AND NOT d.removed
+		WHERE d.status IN ('FAULTED', 'MAINTENANCE') AND NOT d.removed AND `+scope.cond("d.site", 2)+`
 			-- Already decided: a decision whose trigger starts the current run
 			-- (no status other than FAULTED, MAINTENANCE, UNREACHABLE since).
 			-- Rows after the trigger are searched from its time less
@@ -135,7 +139,7 @@ func (s *Store) readCandidates(ctx context.Context) (out []PolicyCandidate, hist
 				AND NOT EXISTS (SELECT 1 FROM status_history x WHERE x.device_id = d.id AND x.id > pd.trigger_id
 					AND x.changed_at >= COALESCE(pd.triggered_at - interval '`+decidedSlack+`', '-infinity')
 					AND x.status NOT IN ('FAULTED', 'MAINTENANCE', 'UNREACHABLE')))
-		ORDER BY d.site, d.id, h.id DESC`, historyDepth)
+		ORDER BY d.site, d.id, h.id DESC`, historyDepth, scope.arg())
 	if err != nil {
 		return nil, nil, fmt.Errorf("policy candidates: %w", err)
 	}

@@ -24,25 +24,30 @@ type HealedTrigger struct {
 	HealedAt time.Time
 }
 
-// HealedTriggers returns the triggers changed after since whose run has
-// ended and that have no QUARANTINE decision, in site then device order:
+// HealedTriggers returns the triggers of the sites in scope changed after
+// since whose run has ended and that have no QUARANTINE decision, in site
+// then device order (nothing, without a query, when the scope names no
+// site):
 // for each device whose status changed after since and that has a
 // FAULTED or MAINTENANCE status_history row changed after since, its newest
 // historyDepth status_history rows are walked for ended runs. Errors are
 // database errors.
-func (s *Store) HealedTriggers(ctx context.Context, since time.Time) ([]HealedTrigger, error) {
+func (s *Store) HealedTriggers(ctx context.Context, since time.Time, scope SiteScope) ([]HealedTrigger, error) {
+	if scope.None() {
+		return nil, nil
+	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT d.id::text, d.site, h.id, h.status, h.changed_at
 		FROM devices d
 		JOIN LATERAL (SELECT id, status, changed_at FROM status_history
 			WHERE device_id = d.id ORDER BY id DESC LIMIT $2) h ON true
-		WHERE d.status_changed_at > $1
+		WHERE d.status_changed_at > $1 AND `+scope.cond("d.site", 3)+`
 			-- A trigger is a FAULTED or MAINTENANCE row changed after $1:
 			-- devices without one (a resync's 100,000 new devices, each
 			-- UNKNOWN → AVAILABLE) are not walked (issue 26 item 2).
 			AND EXISTS (SELECT 1 FROM status_history x WHERE x.device_id = d.id AND x.changed_at > $1
 				AND x.status IN ('FAULTED', 'MAINTENANCE'))
-		ORDER BY d.site, d.id, h.id DESC`, since, historyDepth)
+		ORDER BY d.site, d.id, h.id DESC`, since, historyDepth, scope.arg())
 	if err != nil {
 		return nil, fmt.Errorf("healed triggers: %w", err)
 	}

@@ -89,12 +89,12 @@ type Notifier interface {
 // (policy.go, policy_candidates.go): candidates, sites, policy
 // quarantines, holds, decisions, the guard and pending actions' expiry.
 type Policy interface {
-	PolicyCandidates(ctx context.Context) ([]PolicyCandidate, error)
+	PolicyCandidates(ctx context.Context, scope SiteScope) ([]PolicyCandidate, error)
 	PolicySites(ctx context.Context, since time.Time) ([]PolicySite, error)
 	PolicyQuarantines(ctx context.Context) ([]PolicyQuarantine, error)
 	DeviceHolds(ctx context.Context, ids []string) (map[string][]DeviceHold, error)
 	RecordPolicyDecision(ctx context.Context, d PolicyDecision) (out PolicyDecision, recorded bool, err error)
-	HealedTriggers(ctx context.Context, since time.Time) ([]HealedTrigger, error)
+	HealedTriggers(ctx context.Context, since time.Time, scope SiteScope) ([]HealedTrigger, error)
 	ResolveAwaiting(ctx context.Context, id int64, d PolicyDecision) (out PendingAction, resolved bool, err error)
 	RearmGuard(ctx context.Context, site string) (bool, error)
 	ExpirePendingActions(ctx context.Context) (int, error)

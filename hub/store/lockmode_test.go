@@ -1,0 +1,79 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ironlink/ironlink/hub/store"
+)
+
+// A condition group appends history rows first; each row's foreign key
+// check takes a FOR KEY SHARE lock on its device row that lasts until the
+// group commits. A quarantine, a release or a desired-state write locks
+// the device row FOR NO KEY UPDATE, which that lock does not block, so
+// they no longer wait for the group's whole transaction (issue 26 item 1;
+// docs/design/performance.md "Quarantine under ingest, fourth step"). With
+// FOR UPDATE each of these calls waited until the transaction below ended.
+func TestDesiredStateWritesDoNotWaitForHistoryAppends(t *testing.T) {
+	ctx := context.Background()
+	s, url := newStore(t)
+	sess := open(t, s, "site-a")
+	now := time.Now().UTC()
+	id := uuid.NewString()
+	if _, err := s.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{
+		{DeviceID: id, Conditions: conds(now, nil), ObservedTime: now},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// What a group's first statements do: append history of the device.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO condition_history (device_id, type, status, reason, last_transition_time, observed_time)
+		VALUES ($1, 'Ready', 'False', 'Probe', now(), now())`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO status_history (device_id, status, reason) VALUES ($1, 'FAULTED', 'Probe')`, id); err != nil {
+		t.Fatal(err)
+	}
+
+	calls := []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"Quarantine", func(ctx context.Context) error {
+			_, err := s.Quarantine(ctx, id, store.HolderOperator, op)
+			return err
+		}},
+		{"Release", func(ctx context.Context) error {
+			_, _, err := s.Release(ctx, id, store.HolderOperator, false, op, false)
+			return err
+		}},
+		{"SetDesiredImpairment", func(ctx context.Context) error {
+			_, err := s.SetDesiredImpairment(ctx, id, store.ImpairmentQuarantined, "alice", "test", "operator-api")
+			return err
+		}},
+	}
+	for _, c := range calls {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		start := time.Now()
+		err := c.call(cctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s while a transaction holds the device's history appends: %v (after %v)", c.name, err, time.Since(start).Round(time.Millisecond))
+		}
+	}
+}
