@@ -311,6 +311,10 @@ func (e *Evaluator) Tick(ctx context.Context) (Stats, error) { return e.pass(ctx
 func (e *Evaluator) pass(ctx context.Context, full bool) (Stats, error) {
 	var stats Stats
 	file := e.cfg.Policy()
+	if !full && enabledScope(file).None() {
+		// A wake-up only decides candidates, and no site has any.
+		return stats, nil
+	}
 	now := e.cfg.Now()
 	if full {
 		n, err := e.st.ExpirePendingActions(ctx)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The link's side of commands: which are due for a site (DueCommands,
@@ -76,12 +77,29 @@ func (s *Store) DueSites(ctx context.Context, p DeliveryPolicy) ([]string, error
 
 // MarkSent records that command id was sent (attempts+1, state SENT) unless
 // it has finished meanwhile.
+// Its change-feed hint follows the commit (wakeFeed): the statement does
+// not take the NOTIFY lock (migration 00073).
 func (s *Store) MarkSent(ctx context.Context, id string) error {
-	_, err := s.commandPool().Exec(ctx, `
+	b := &pgx.Batch{}
+	b.Queue(feedNotifyDeferredSQL)
+	b.Queue(`
 		UPDATE commands SET state = 'SENT', attempts = attempts + 1, sent_at = now(), updated_at = now()
 		WHERE id = $1 AND state IN ('PENDING', 'SENT', 'FAILED')`, id)
+	// One implicit transaction: the setting holds for the update.
+	br := s.commandPool().SendBatch(ctx, b)
+	_, err := br.Exec()
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return fmt.Errorf("mark command %s sent: %w", id, err)
+	}
+	if tag.RowsAffected() > 0 {
+		s.wakeFeed()
 	}
 	return nil
 }
@@ -166,6 +184,10 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 		br := tx.SendBatch(ctx, b)
 		if _, err := br.Exec(); err != nil {
 			br.Close()
+			return fmt.Errorf("record result of command %s: defer its feed hint: %w", r.CommandID, err)
+		}
+		if _, err := br.Exec(); err != nil {
+			br.Close()
 			return fmt.Errorf("record result of command %s: %w", r.CommandID, err)
 		}
 		tag, err := br.Exec()
@@ -179,8 +201,12 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 		}
 		return nil
 	})
-	if err != nil || ignored || deviceDone {
+	if err != nil || ignored {
 		return ignored, err
+	}
+	s.wakeFeed() // the transaction deferred its change-feed hint
+	if deviceDone {
+		return false, nil
 	}
 	// The device row was locked (by a condition group, mostly): the
 	// command's outcome is committed and visible; the device's columns
@@ -207,7 +233,8 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 const followUpTimeout = 10 * time.Second
 
 // resultBatch queues the updates RecordResult makes for r, a result of
-// generation gen for device: with command, the command SUCCEEDED or FAILED
+// generation gen for device: with command, the feed hint deferred
+// (feedNotifyDeferredSQL), the command SUCCEEDED or FAILED
 // and then the device's row only when no other transaction holds its lock
 // (SKIP LOCKED); without, the device's row alone (waiting for its lock).
 // The device's update sets its applied generation (success) and its last
@@ -217,6 +244,7 @@ func resultBatch(r CommandResult, device string, gen int64, command bool) *pgx.B
 	b := &pgx.Batch{}
 	target := "$1"
 	if command {
+		b.Queue(feedNotifyDeferredSQL) // wakeFeed after the commit
 		target = "(SELECT id FROM devices WHERE id = $1 FOR NO KEY UPDATE SKIP LOCKED)"
 	}
 	if r.Success {

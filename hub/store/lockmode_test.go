@@ -77,3 +77,59 @@ func TestDesiredStateWritesDoNotWaitForHistoryAppends(t *testing.T) {
 		}
 	}
 }
+
+// A command's delivery and its result defer their change-feed
+// notification to after their commit (migration 00073): a watcher
+// listening on FeedNotifyChannel is still woken by each.
+func TestDeliveryAndResultWakeTheFeed(t *testing.T) {
+	ctx := context.Background()
+	s, url := newStore(t)
+	sess := open(t, s, "site-a")
+	now := time.Now().UTC()
+	id := uuid.NewString()
+	if _, err := s.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{
+		{DeviceID: id, Conditions: conds(now, nil), ObservedTime: now},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.SetDesiredImpairment(ctx, id, store.ImpairmentQuarantined, "alice", "test", "operator-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "LISTEN "+store.FeedNotifyChannel); err != nil {
+		t.Fatal(err)
+	}
+	woken := func(what string) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := conn.WaitForNotification(wctx); err != nil {
+			t.Fatalf("no change-feed notification after %s: %v", what, err)
+		}
+		// Drain what else came (one hint may cover several commits).
+		for {
+			dctx, dcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			_, err := conn.WaitForNotification(dctx)
+			dcancel()
+			if err != nil {
+				return
+			}
+		}
+	}
+	if err := s.MarkSent(ctx, q.ID); err != nil {
+		t.Fatal(err)
+	}
+	woken("the command was sent")
+	if _, err := s.RecordResult(ctx, "site-a", store.CommandResult{CommandID: q.ID, DeviceID: id, Generation: q.Generation, Success: true}); err != nil {
+		t.Fatal(err)
+	}
+	woken("its result")
+	if c, err := s.GetCommand(ctx, q.ID); err != nil || c.State != store.CommandSucceeded {
+		t.Fatalf("command after its result: %+v %v", c, err)
+	}
+}

@@ -24,10 +24,17 @@ const policyHintSQL = `SELECT set_config('synchronous_commit', 'off', true), pg_
 // policyHintTimeout bounds one hint.
 const policyHintTimeout = 5 * time.Second
 
-// policyHint sends PolicyNotifyChannel hints for the group committer: at
-// most one at a time, and one more after it when groups asked meanwhile
-// (their commits are covered by that later hint). Its zero value is ready.
-type policyHint struct {
+// feedNotifyDeferredSQL marks a command delivery's or result's
+// transaction so that migration 00073's command_events trigger does not
+// notify the change feed from it (the same NOTIFY lock as above: three
+// notifying commits per quarantine before); the hub sends the feed hint
+// after the commit (wakeFeed).
+const feedNotifyDeferredSQL = `SELECT set_config('ironlink.feed_notify', 'deferred', true)`
+
+// notifyHint sends one channel's hints after commits: at most one at a
+// time, and one more after it when commits asked meanwhile (they are
+// covered by that later hint). Its zero value is ready.
+type notifyHint struct {
 	mu       sync.Mutex
 	inFlight bool
 	again    bool
@@ -37,8 +44,17 @@ type policyHint struct {
 // PolicyNotifyChannel) that a committed group wrote a status entering
 // FAULTED or MAINTENANCE. It does not wait; a failed hint is logged at
 // Debug (the evaluator's interval catches up).
-func (s *Store) wakePolicy() {
-	h := &s.policyHint
+func (s *Store) wakePolicy() { s.sendHint(&s.policyHint, PolicyNotifyChannel) }
+
+// wakeFeed hints the change feed's watchers (every replica's, through
+// FeedNotifyChannel) that a committed transaction that deferred its
+// notification (feedNotifyDeferredSQL) wrote a command event. It does not
+// wait; a failed hint is logged at Debug (a watcher's poll catches up).
+func (s *Store) wakeFeed() { s.sendHint(&s.feedHint, FeedNotifyChannel) }
+
+// sendHint sends a hint on channel through h (policyHintSQL), in the
+// background.
+func (s *Store) sendHint(h *notifyHint, channel string) {
 	h.mu.Lock()
 	if h.inFlight {
 		h.again = true
@@ -50,8 +66,8 @@ func (s *Store) wakePolicy() {
 	go func() {
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), policyHintTimeout)
-			if _, err := s.pool.Exec(ctx, policyHintSQL, PolicyNotifyChannel); err != nil {
-				s.log.Debug("policy hint after a group commit failed", "err", err)
+			if _, err := s.pool.Exec(ctx, policyHintSQL, channel); err != nil {
+				s.log.Debug("hint after a commit failed", "channel", channel, "err", err)
 			}
 			cancel()
 			h.mu.Lock()

@@ -53,8 +53,9 @@ type Store struct {
 	// replica holds, for the group committer (groupcache.go).
 	conds condCache
 
-	// policyHint sends the group committer's policy hints (policyhint.go).
-	policyHint policyHint
+	// policyHint sends the group committer's policy hints, feedHint the
+	// command path's change-feed hints (policyhint.go).
+	policyHint, feedHint notifyHint
 
 	// cmdPool is the command path's own pool (commandpool.go); nil: pool.
 	cmdPool *pgxpool.Pool
