@@ -20,15 +20,7 @@ import (
 // FOR UPDATE each of these calls waited until the transaction below ended.
 func TestDesiredStateWritesDoNotWaitForHistoryAppends(t *testing.T) {
 	ctx := context.Background()
-	s, url := newStore(t)
-	sess := open(t, s, "site-a")
-	now := time.Now().UTC()
-	id := uuid.NewString()
-	if _, err := s.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{
-		{DeviceID: id, Conditions: conds(now, nil), ObservedTime: now},
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	s, url, id := storeWithDevice(t)
 
 	// What a group's first statements do: append history of the device.
 	conn, err := pgx.Connect(ctx, url)
@@ -83,15 +75,7 @@ func TestDesiredStateWritesDoNotWaitForHistoryAppends(t *testing.T) {
 // listening on FeedNotifyChannel is still woken by each.
 func TestDeliveryAndResultWakeTheFeed(t *testing.T) {
 	ctx := context.Background()
-	s, url := newStore(t)
-	sess := open(t, s, "site-a")
-	now := time.Now().UTC()
-	id := uuid.NewString()
-	if _, err := s.ApplyBatch(ctx, "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{
-		{DeviceID: id, Conditions: conds(now, nil), ObservedTime: now},
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	s, url, id := storeWithDevice(t)
 	q, err := s.SetDesiredImpairment(ctx, id, store.ImpairmentQuarantined, "alice", "test", "operator-api")
 	if err != nil {
 		t.Fatal(err)
@@ -132,4 +116,20 @@ func TestDeliveryAndResultWakeTheFeed(t *testing.T) {
 	if c, err := s.GetCommand(ctx, q.ID); err != nil || c.State != store.CommandSucceeded {
 		t.Fatalf("command after its result: %+v %v", c, err)
 	}
+}
+
+// storeWithDevice returns a store (and its database URL) with one device
+// of site-a, reported once over an open link.
+func storeWithDevice(t *testing.T) (*store.Store, string, string) {
+	t.Helper()
+	s, url := newStore(t)
+	sess := open(t, s, "site-a")
+	now := time.Now().UTC()
+	id := uuid.NewString()
+	if _, err := s.ApplyBatch(context.Background(), "site-a", sess.Epoch, store.Batch{Sequence: 1, Devices: []store.DeviceUpdate{
+		{DeviceID: id, Conditions: conds(now, nil), ObservedTime: now},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return s, url, id
 }
