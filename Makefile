@@ -61,7 +61,7 @@ bench:
 bench-short:
 	./scripts/bench.sh short
 	./scripts/bench-check.sh --all bin/bench-short.out || { \
-		echo "bench-short: a figure fell below its floor; measuring the short set once more (each figure counts with its best run)"; \
+		echo "bench-short: a figure fell below its floor or is missing; measuring the short set once more (each figure counts with its best run)"; \
 		BENCH_OUT=bin/bench-short-again.out ./scripts/bench.sh short && \
 		cat bin/bench-short.out bin/bench-short-again.out > bin/bench-short-both.out && \
 		./scripts/bench-check.sh --all bin/bench-short-both.out; }

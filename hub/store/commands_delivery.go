@@ -96,6 +96,7 @@ func (s *Store) MarkSent(ctx context.Context, id string) error {
 		err = cerr
 	}
 	if err != nil {
+		s.wakeFeed() // the commit may have happened and its answer been lost
 		return fmt.Errorf("mark command %s sent: %w", id, err)
 	}
 	if tag.RowsAffected() > 0 {
@@ -202,6 +203,9 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 		return nil
 	})
 	if err != nil || ignored {
+		if err != nil {
+			s.wakeFeed() // the commit may have happened and its answer been lost
+		}
 		return ignored, err
 	}
 	s.wakeFeed() // the transaction deferred its change-feed hint

@@ -11,18 +11,19 @@ import (
 	"github.com/ironlink/ironlink/hub/store"
 )
 
-// A condition group appends history rows first; each row's foreign key
-// check takes a FOR KEY SHARE lock on its device row that lasts until the
-// group commits. A quarantine, a release or a desired-state write locks
-// the device row FOR NO KEY UPDATE, which that lock does not block, so
-// they no longer wait for the group's whole transaction (issue 26 item 1;
-// docs/design/performance.md "Quarantine under ingest, fourth step"). With
-// FOR UPDATE each of these calls waited until the transaction below ended.
-func TestDesiredStateWritesDoNotWaitForHistoryAppends(t *testing.T) {
+// A transaction that inserts a row referring to a device through a
+// foreign key (a group's device_conditions upsert of a new condition type,
+// a command, a hold) holds a FOR KEY SHARE lock on the device row until it
+// commits; before migration 00071 so did every history append of a group.
+// A quarantine, a release or a desired-state write locks the device row
+// FOR NO KEY UPDATE, which that lock does not block, so they do not wait
+// for such a transaction (issue 26 item 1; docs/design/performance.md
+// "Quarantine under ingest, fourth step"). With FOR UPDATE each of these
+// calls waited until the transaction below ended (5 s here).
+func TestDesiredStateWritesDoNotWaitForKeyShareLocks(t *testing.T) {
 	ctx := context.Background()
 	s, url, id := storeWithDevice(t)
 
-	// What a group's first statements do: append history of the device.
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -33,12 +34,13 @@ func TestDesiredStateWritesDoNotWaitForHistoryAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	// What the foreign key check of a new device_conditions row takes.
 	if _, err := tx.Exec(ctx, `
-		INSERT INTO condition_history (device_id, type, status, reason, last_transition_time, observed_time)
-		VALUES ($1, 'Ready', 'False', 'Probe', now(), now())`, id); err != nil {
+		INSERT INTO device_conditions (device_id, type, status, reason, message, last_transition_time, observed_time)
+		VALUES ($1, 'health.Probe', 'True', 'Probe', '', now(), now())`, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO status_history (device_id, status, reason) VALUES ($1, 'FAULTED', 'Probe')`, id); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM devices WHERE id = $1 FOR KEY SHARE`, id); err != nil {
 		t.Fatal(err)
 	}
 
@@ -65,7 +67,7 @@ func TestDesiredStateWritesDoNotWaitForHistoryAppends(t *testing.T) {
 		err := c.call(cctx)
 		cancel()
 		if err != nil {
-			t.Fatalf("%s while a transaction holds the device's history appends: %v (after %v)", c.name, err, time.Since(start).Round(time.Millisecond))
+			t.Fatalf("%s while a transaction holds a key-share lock on the device: %v (after %v)", c.name, err, time.Since(start).Round(time.Millisecond))
 		}
 	}
 }
@@ -104,6 +106,27 @@ func TestDeliveryAndResultWakeTheFeed(t *testing.T) {
 				return
 			}
 		}
+	}
+	// The setting does keep the trigger from notifying.
+	if _, err := conn.Exec(ctx, `SELECT 1`); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close(ctx)
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('ironlink.feed_notify', 'deferred', true)`)
+	b.Queue(`UPDATE commands SET attempts = attempts + 1 WHERE id = $1`, q.ID)
+	if err := raw.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	qctx, qcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	n, err := conn.WaitForNotification(qctx)
+	qcancel()
+	if err == nil {
+		t.Fatalf("a command event written with ironlink.feed_notify=deferred notified from the trigger: %+v", n)
 	}
 	if err := s.MarkSent(ctx, q.ID); err != nil {
 		t.Fatal(err)

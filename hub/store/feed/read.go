@@ -119,14 +119,15 @@ func (r *Reader) Read(ctx context.Context, after Cursor, f Filter, limit int) ([
 		case src.no < after.Source:
 			afterID = 1<<63 - 1
 		}
-		// Planned with this read's values every time (QueryExecModeExec:
-		// the unnamed statement, never a cached generic plan). Since the
+		// Planned with this read's values every time (QueryExecModeDescribeExec:
+		// the unnamed statement, never a cached generic plan; binary
+		// results, unlike QueryExecModeExec's text). Since the
 		// history tables lost their foreign key to devices (migration
 		// 00071) the generic plan of the status source guessed 3 devices
 		// for "($5 = '' OR d.site = $5)", drove the join from devices and
 		// sorted every unread status row: 0.8-6.4 s a read against a few
 		// ms (test/faults TestSlowWatchFleetConsumer stalled on it).
-		rows, err := r.pool.Query(ctx, src.query, pgx.QueryExecModeExec, strconv.FormatUint(w, 10), strconv.FormatUint(after.XID, 10), afterID,
+		rows, err := r.pool.Query(ctx, src.query, pgx.QueryExecModeDescribeExec, strconv.FormatUint(w, 10), strconv.FormatUint(after.XID, 10), afterID,
 			limit, f.Site, f.Sites, sts)
 		if err != nil {
 			return nil, after, false, fmt.Errorf("feed: read %s: %w", src.kind, err)
