@@ -20,9 +20,9 @@ import (
 // getDevice does the same), but a UUID-shaped name ("deadbeef-cafe"),
 // which devref lets no one look up by name, is refused naming that
 // device's UUID rather than taken for another device's id prefix;
-// otherwise the devices whose id starts with it are looked up (ListDevices' id_prefix, removed ones included): one is
-// the device, several are a usage error
-// listing them, none is "not found". A malformed full UUID stays a usage
+// otherwise the devices whose id starts with it are looked up
+// (ListDevices' id_prefix, removed ones included): one is the device,
+// several are a usage error listing them, none is "not found". A malformed full UUID stays a usage
 // error (internal/devref).
 
 // devicePrefix reports whether s (the part after any "SITE/") may be a

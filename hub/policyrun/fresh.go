@@ -84,8 +84,8 @@ func (e *Evaluator) resolveAwaiting(ctx context.Context, c store.PolicyCandidate
 // healed records a SKIP decision (policy.DecideHealed) for every trigger
 // changed after since whose cause cleared before it was decided, on sites
 // whose policy is enabled: every trigger gets exactly one decision.
-func (e *Evaluator) healed(ctx context.Context, file *policy.File, since, now time.Time, stats *Stats) error {
-	ts, err := e.st.HealedTriggers(ctx, since, enabledScope(file))
+func (e *Evaluator) healed(ctx context.Context, file *policy.File, scope store.SiteScope, since, now time.Time, stats *Stats) error {
+	ts, err := e.st.HealedTriggers(ctx, since, scope)
 	if err != nil {
 		return err
 	}

@@ -311,7 +311,8 @@ func (e *Evaluator) Tick(ctx context.Context) (Stats, error) { return e.pass(ctx
 func (e *Evaluator) pass(ctx context.Context, full bool) (Stats, error) {
 	var stats Stats
 	file := e.cfg.Policy()
-	if !full && enabledScope(file).None() {
+	scope := enabledScope(file)
+	if !full && scope.None() {
 		// A wake-up only decides candidates, and no site has any.
 		return stats, nil
 	}
@@ -331,7 +332,7 @@ func (e *Evaluator) pass(ctx context.Context, full bool) (Stats, error) {
 	for i := range sites {
 		bySite[sites[i].Name] = &sites[i]
 	}
-	cands, holds, err := e.candidates(ctx, file)
+	cands, holds, err := e.candidates(ctx, file, scope)
 	if err != nil {
 		return stats, err
 	}
@@ -352,7 +353,7 @@ func (e *Evaluator) pass(ctx context.Context, full bool) (Stats, error) {
 	if !full {
 		return stats, nil
 	}
-	if err := e.healed(ctx, file, now.Add(-longestWindow(file)), now, &stats); err != nil {
+	if err := e.healed(ctx, file, scope, now.Add(-longestWindow(file)), now, &stats); err != nil {
 		return stats, err
 	}
 	if err := e.rearmGuards(ctx, file, sites, now, &stats); err != nil {
@@ -396,10 +397,11 @@ func enabledScope(file *policy.File) store.SiteScope {
 	return sc
 }
 
-// candidates reads the transitions to decide on and the holds of the
-// devices of sites whose policy is enabled (by device id).
-func (e *Evaluator) candidates(ctx context.Context, file *policy.File) ([]store.PolicyCandidate, map[string][]store.DeviceHold, error) {
-	cands, err := e.st.PolicyCandidates(ctx, enabledScope(file))
+// candidates reads the transitions to decide on of the sites in scope
+// (those whose policy in file is enabled) and their devices' holds (by
+// device id).
+func (e *Evaluator) candidates(ctx context.Context, file *policy.File, scope store.SiteScope) ([]store.PolicyCandidate, map[string][]store.DeviceHold, error) {
+	cands, err := e.st.PolicyCandidates(ctx, scope)
 	if err != nil {
 		return nil, nil, err
 	}

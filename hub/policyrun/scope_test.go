@@ -17,20 +17,18 @@ func TestEnabledScope(t *testing.T) {
 		file   *policy.File
 		except bool
 		sites  []string
+		none   bool
 	}{
-		{"off everywhere", &policy.File{Sites: map[string]policy.Override{"site-a": {}}}, false, nil},
+		{"off everywhere", &policy.File{Sites: map[string]policy.Override{"site-a": {}}}, false, nil, true},
 		{"on for site-b", &policy.File{Sites: map[string]policy.Override{"site-a": {Enabled: &off}, "site-b": {Enabled: &on}}},
-			false, []string{"site-b"}},
+			false, []string{"site-b"}, false},
 		{"on but for site-b", &policy.File{Default: policy.SitePolicy{Enabled: true},
-			Sites: map[string]policy.Override{"site-a": {Enabled: &on}, "site-b": {Enabled: &off}}}, true, []string{"site-b"}},
-		{"on everywhere", &policy.File{Default: policy.SitePolicy{Enabled: true}}, true, nil},
+			Sites: map[string]policy.Override{"site-a": {Enabled: &on}, "site-b": {Enabled: &off}}}, true, []string{"site-b"}, false},
+		{"on everywhere", &policy.File{Default: policy.SitePolicy{Enabled: true}}, true, nil, false},
 	} {
 		sc := enabledScope(tc.file)
-		if sc.Except != tc.except || !slices.Equal(sc.Sites, tc.sites) && len(sc.Sites)+len(tc.sites) > 0 {
-			t.Errorf("%s: scope %+v, want except=%v sites %v", tc.name, sc, tc.except, tc.sites)
-		}
-		if tc.name == "off everywhere" && !sc.None() {
-			t.Errorf("%s: scope %+v names sites", tc.name, sc)
+		if sc.Except != tc.except || !slices.Equal(sc.Sites, tc.sites) || sc.None() != tc.none {
+			t.Errorf("%s: scope %+v (none %v), want except=%v sites %v (none %v)", tc.name, sc, sc.None(), tc.except, tc.sites, tc.none)
 		}
 	}
 }

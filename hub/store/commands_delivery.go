@@ -203,7 +203,7 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 		return nil
 	})
 	if err != nil || ignored {
-		if err != nil {
+		if err != nil && !refused(err) {
 			s.wakeFeed() // the commit may have happened and its answer been lost
 		}
 		return ignored, err
@@ -230,6 +230,13 @@ func (s *Store) RecordResult(ctx context.Context, site string, r CommandResult) 
 			"command_id", r.CommandID, "device_id", device, "generation", gen, "err", err)
 	}
 	return false, nil
+}
+
+// refused reports whether err is one of RecordResult's refusals, decided
+// before anything was written (so no commit can have happened): a result
+// a hostile or confused satellite repeats costs no feed hint.
+func refused(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongSite) || errors.Is(err, ErrMismatch)
 }
 
 // followUpTimeout bounds RecordResult's update of a device row that a

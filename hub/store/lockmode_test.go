@@ -24,11 +24,7 @@ func TestDesiredStateWritesDoNotWaitForKeyShareLocks(t *testing.T) {
 	ctx := context.Background()
 	s, url, id := storeWithDevice(t)
 
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, url)
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -82,11 +78,7 @@ func TestDeliveryAndResultWakeTheFeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, url)
 	if _, err := conn.Exec(ctx, "LISTEN "+store.FeedNotifyChannel); err != nil {
 		t.Fatal(err)
 	}
@@ -108,14 +100,7 @@ func TestDeliveryAndResultWakeTheFeed(t *testing.T) {
 		}
 	}
 	// The setting does keep the trigger from notifying.
-	if _, err := conn.Exec(ctx, `SELECT 1`); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close(ctx)
+	raw := connect(t, url)
 	b := &pgx.Batch{}
 	b.Queue(`SELECT set_config('ironlink.feed_notify', 'deferred', true)`)
 	b.Queue(`UPDATE commands SET attempts = attempts + 1 WHERE id = $1`, q.ID)
@@ -155,4 +140,16 @@ func storeWithDevice(t *testing.T) (*store.Store, string, string) {
 		t.Fatal(err)
 	}
 	return s, url, id
+}
+
+// connect returns a plain connection to the store's database, closed when
+// the test ends: a transaction of its own beside the store's.
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }

@@ -12,17 +12,18 @@ import (
 // its commit record is flushed, so every notifying transaction commits
 // after the one before it, and a group waiting there keeps its device rows
 // locked (a quarantine of one of them waits too). The group sends the hint
-// after its commit instead (policyHint).
+// after its commit instead (wakePolicy).
 const policyNotifyDeferredSQL = `SELECT set_config('ironlink.policy_notify', 'deferred', true)`
 
-// policyHintSQL sends the policy hint in a transaction of its own that does
-// not wait for its commit record's flush (a hint need not survive a crash:
-// the evaluator's interval is the guarantee), so it holds the NOTIFY lock
-// only for the commit itself.
-const policyHintSQL = `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, '')`
+// hintSQL sends a hint (the policy's or the feed's) on channel $1 in a
+// transaction of its own that does not wait for its commit record's flush
+// (a hint need not survive a crash: the evaluator's interval and the
+// watchers' poll are the guarantee), so it holds the NOTIFY lock only for
+// the commit itself.
+const hintSQL = `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, '')`
 
-// policyHintTimeout bounds one hint.
-const policyHintTimeout = 5 * time.Second
+// hintTimeout bounds one hint.
+const hintTimeout = 5 * time.Second
 
 // feedNotifyDeferredSQL marks a command delivery's or result's
 // transaction so that migration 00073's command_events trigger does not
@@ -52,7 +53,7 @@ func (s *Store) wakePolicy() { s.sendHint(&s.policyHint, PolicyNotifyChannel) }
 // wait; a failed hint is logged at Debug (a watcher's poll catches up).
 func (s *Store) wakeFeed() { s.sendHint(&s.feedHint, FeedNotifyChannel) }
 
-// sendHint sends a hint on channel through h (policyHintSQL), in the
+// sendHint sends a hint on channel through h (hintSQL), in the
 // background.
 func (s *Store) sendHint(h *notifyHint, channel string) {
 	h.mu.Lock()
@@ -65,8 +66,8 @@ func (s *Store) sendHint(h *notifyHint, channel string) {
 	h.mu.Unlock()
 	go func() {
 		for {
-			ctx, cancel := context.WithTimeout(context.Background(), policyHintTimeout)
-			if _, err := s.pool.Exec(ctx, policyHintSQL, channel); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), hintTimeout)
+			if _, err := s.pool.Exec(ctx, hintSQL, channel); err != nil {
 				s.log.Debug("hint after a commit failed", "channel", channel, "err", err)
 			}
 			cancel()

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/ironlink/ironlink/hub/store"
 )
@@ -35,11 +34,7 @@ func TestResultFollowUpOutlivesTheLinkAndHeals(t *testing.T) {
 	}
 
 	// A "group" holds the device row.
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, url)
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

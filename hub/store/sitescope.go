@@ -6,8 +6,8 @@ import "fmt"
 // Except is true, else exactly Sites (none when empty). The policy
 // evaluator reads candidates only of the sites whose policy is enabled,
 // so that a hub whose policy is off everywhere (the default) does no
-// policy reads at all (issue 26; docs/design/performance.md "The policy
-// evaluator under ingest").
+// policy reads at all (issue 26; docs/design/performance.md "Quarantine
+// under ingest, fourth step").
 type SiteScope struct {
 	Except bool
 	Sites  []string
