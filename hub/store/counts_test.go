@@ -80,3 +80,47 @@ func TestStatusCountsFollowDevices(t *testing.T) {
 	check("after a fold", nil)
 	check("no site", []string{})
 }
+
+// TestPolicySitesFoldsStatusCounts: the policy's site view counts each
+// site's live devices right and folds the status count deltas once it
+// summed more than a fold's worth, so its full pass (every second) does
+// not sum every status change since the last fold. Before, PolicySites
+// summed them per site inside its own statement and never folded: 5,000
+// delta rows stayed 5,000.
+func TestPolicySitesFoldsStatusCounts(t *testing.T) {
+	ctx := context.Background()
+	st, url := storetest.New(t, testlog.New(t))
+	a := storetest.NewSite(t, st, "a", 4, nil)
+	b := storetest.NewSite(t, st, "b", 2, nil)
+	at := time.Now()
+	var ups []store.DeviceUpdate
+	for _, id := range append(slices.Clone(a.IDs), b.IDs...) {
+		ups = append(ups, store.DeviceUpdate{DeviceID: id, Conditions: storetest.Healthy(at), ObservedTime: at})
+	}
+	a.Send(ups[:4])
+	b.Send(ups[4:])
+	// 2,500 status changes of one device of a: two delta rows each.
+	pgtest.MustExec(t, url, `DO $$ BEGIN FOR i IN 1..2500 LOOP
+		UPDATE devices SET status = CASE WHEN status = 'FAULTED' THEN 'AVAILABLE' ELSE 'FAULTED' END WHERE id = '`+a.IDs[0]+`';
+	END LOOP; END $$`)
+	pgtest.MustExec(t, url, `UPDATE devices SET removed = true WHERE id = $1`, a.IDs[1])
+	if n := pgtest.Count(t, url, `SELECT count(*) FROM device_status_counts`); n < 5000 {
+		t.Fatalf("setup: %d delta rows, want over 5,000", n)
+	}
+	for pass := 1; pass <= 2; pass++ {
+		sites, err := st.PolicySites(ctx, at.Add(-time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		for _, s := range sites {
+			got[s.Name] = s.Devices
+		}
+		if want := map[string]int{"a": 3, "b": 2}; !maps.Equal(got, want) {
+			t.Fatalf("pass %d: PolicySites counts %v live devices, want %v", pass, got, want)
+		}
+		if n := pgtest.Count(t, url, `SELECT count(*) FROM device_status_counts`); n > 4 {
+			t.Fatalf("pass %d: %d delta rows left after PolicySites, want them folded to one per site and status (at most 4)", pass, n)
+		}
+	}
+}

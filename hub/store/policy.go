@@ -78,9 +78,6 @@ type PolicyAction struct {
 func (s *Store) PolicySites(ctx context.Context, since time.Time) ([]PolicySite, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT s.name, `+evidenceSQL+`,
-			-- live devices, from the counts migration 00052 keeps (counting
-			-- the device rows took 10 s at 1,000,000 devices)
-			(SELECT COALESCE(sum(c.n), 0)::bigint FROM device_status_counts c WHERE c.site = s.name),
 			ps.guard_tripped_since, COALESCE(ps.guard_tripped_rule, ''), COALESCE(ps.guard_tripped_detail, ''),
 			(SELECT count(*) FROM policy_pending_actions p WHERE p.site = s.name AND p.state = 'PENDING' AND p.reason = 'HeldByGuard'),
 			(SELECT count(*) FROM policy_pending_actions p WHERE p.site = s.name AND p.state = 'PENDING' AND p.reason = 'StaleTrigger'),
@@ -92,7 +89,7 @@ func (s *Store) PolicySites(ctx context.Context, since time.Time) ([]PolicySite,
 	sites, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PolicySite, error) {
 		var p PolicySite
 		ev, fill := evidenceDest(&p.Evidence)
-		dest := append(append([]any{&p.Name}, ev...), &p.Devices, &p.TrippedSince, &p.TrippedRule, &p.TrippedDetail, &p.OpenHeld, &p.OpenStale, &p.OpenAwaiting)
+		dest := append(append([]any{&p.Name}, ev...), &p.TrippedSince, &p.TrippedRule, &p.TrippedDetail, &p.OpenHeld, &p.OpenStale, &p.OpenAwaiting)
 		err := r.Scan(dest...)
 		fill()
 		p.Stale = p.Evidence.Stale
@@ -100,6 +97,25 @@ func (s *Store) PolicySites(ctx context.Context, since time.Time) ([]PolicySite,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("policy sites: %w", err)
+	}
+	// Live devices, from the counts migration 00052 keeps (counting the
+	// device rows took 10 s at 1,000,000 devices), through StatusCounts,
+	// which folds the delta rows once a read sums more than foldAbove of
+	// them: summed per site inside the statement above, they were never
+	// folded, and the policy's full pass (every second, twice with the
+	// remediation engine) summed every status change since the last fold
+	// (0.1 s a call at 33,000 rows; docs/design/performance.md "The
+	// policy's full pass and the status counts").
+	counts, err := StatusCounts(ctx, s.pool, nil)
+	if err != nil {
+		return nil, fmt.Errorf("policy sites: %w", err)
+	}
+	live := map[string]int{}
+	for _, c := range counts {
+		live[c.Site] += c.N
+	}
+	for i := range sites {
+		sites[i].Devices = live[sites[i].Name]
 	}
 	// The policy's quarantines: its QUARANTINE decisions, and the pending
 	// actions awaiting fresh evidence that it confirmed itself (approved by
