@@ -66,3 +66,18 @@ func StatusCounts(ctx context.Context, pool *pgxpool.Pool, sites []string) ([]St
 func (s *Store) StatusCounts(ctx context.Context, sites []string) ([]StatusCount, error) {
 	return StatusCounts(ctx, s.pool, sites)
 }
+
+// LiveDevices returns the live (not removed) devices of every site with
+// any, by site name, from StatusCounts (which folds the delta rows when
+// many).
+func LiveDevices(ctx context.Context, pool *pgxpool.Pool) (map[string]int, error) {
+	counts, err := StatusCounts(ctx, pool, nil)
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]int{}
+	for _, c := range counts {
+		live[c.Site] += c.N
+	}
+	return live, nil
+}

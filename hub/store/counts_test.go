@@ -26,12 +26,7 @@ func TestStatusCountsFollowDevices(t *testing.T) {
 	a := storetest.NewSite(t, st, "a", 6, nil)
 	b := storetest.NewSite(t, st, "b", 3, nil)
 	at := time.Now()
-	var ups []store.DeviceUpdate
-	for _, id := range append(slices.Clone(a.IDs), b.IDs...) {
-		ups = append(ups, store.DeviceUpdate{DeviceID: id, Conditions: storetest.Healthy(at), ObservedTime: at})
-	}
-	a.Send(ups[:6])
-	b.Send(ups[6:])
+	reportHealthy(at, a, b)
 	check := func(when string, sites []string) {
 		t.Helper()
 		rows := pgtest.QueryString(t, url, `SELECT COALESCE(string_agg(site || '/' || status || '=' || n, ',' ORDER BY site, status), '')
@@ -93,12 +88,7 @@ func TestPolicySitesFoldsStatusCounts(t *testing.T) {
 	a := storetest.NewSite(t, st, "a", 4, nil)
 	b := storetest.NewSite(t, st, "b", 2, nil)
 	at := time.Now()
-	var ups []store.DeviceUpdate
-	for _, id := range append(slices.Clone(a.IDs), b.IDs...) {
-		ups = append(ups, store.DeviceUpdate{DeviceID: id, Conditions: storetest.Healthy(at), ObservedTime: at})
-	}
-	a.Send(ups[:4])
-	b.Send(ups[4:])
+	reportHealthy(at, a, b)
 	// 2,500 status changes of one device of a: two delta rows each.
 	pgtest.MustExec(t, url, `DO $$ BEGIN FOR i IN 1..2500 LOOP
 		UPDATE devices SET status = CASE WHEN status = 'FAULTED' THEN 'AVAILABLE' ELSE 'FAULTED' END WHERE id = '`+a.IDs[0]+`';
@@ -122,5 +112,17 @@ func TestPolicySitesFoldsStatusCounts(t *testing.T) {
 		if n := pgtest.Count(t, url, `SELECT count(*) FROM device_status_counts`); n > 4 {
 			t.Fatalf("pass %d: %d delta rows left after PolicySites, want them folded to one per site and status (at most 4)", pass, n)
 		}
+	}
+}
+
+// reportHealthy sends every device of each site, all healthy as observed
+// at at, one batch a site.
+func reportHealthy(at time.Time, sites ...*storetest.Site) {
+	for _, site := range sites {
+		ups := make([]store.DeviceUpdate, 0, len(site.IDs))
+		for _, id := range site.IDs {
+			ups = append(ups, store.DeviceUpdate{DeviceID: id, Conditions: storetest.Healthy(at), ObservedTime: at})
+		}
+		site.Send(ups)
 	}
 }

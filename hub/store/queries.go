@@ -417,13 +417,9 @@ func (s *Store) ListSites(ctx context.Context) ([]Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	counts, err := s.StatusCounts(ctx, nil)
+	live, err := LiveDevices(ctx, s.pool)
 	if err != nil {
 		return nil, fmt.Errorf("list sites: %w", err)
-	}
-	live := map[string]int{}
-	for _, c := range counts {
-		live[c.Site] += c.N
 	}
 	for i := range sites {
 		sites[i].Conditions = conds[sites[i].Name]
