@@ -12,9 +12,9 @@ import (
 )
 
 // A transaction that inserts a row referring to a device through a
-// foreign key (a group's device_conditions upsert of a new condition type,
-// a command, a hold) holds a FOR KEY SHARE lock on the device row until it
-// commits; before migration 00071 so did every history append of a group.
+// foreign key (a command, a hold) holds a FOR KEY SHARE lock on the device
+// row until it commits; before migrations 00071 and 00074 so did every
+// history append and every new condition row of a group.
 // A quarantine, a release or a desired-state write locks the device row
 // FOR NO KEY UPDATE, which that lock does not block, so they do not wait
 // for such a transaction (issue 26 item 1; docs/design/performance.md
