@@ -75,8 +75,8 @@ func (s *Store) StatusCounts(ctx context.Context, sites []string) ([]StatusCount
 // LiveDevices returns the live (not removed) devices of every site with
 // any, by site name, from StatusCounts (which folds the delta rows when
 // many).
-func LiveDevices(ctx context.Context, pool *pgxpool.Pool) (map[string]int, error) {
-	counts, err := StatusCounts(ctx, pool, nil)
+func (s *Store) LiveDevices(ctx context.Context) (map[string]int, error) {
+	counts, err := s.StatusCounts(ctx, nil)
 	if err != nil {
 		return nil, err
 	}

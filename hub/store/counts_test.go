@@ -143,7 +143,7 @@ func TestStatusCountsFoldOnlyWhatAFoldRemoves(t *testing.T) {
 	}
 	before := rows()
 	for range 2 {
-		live, err := store.LiveDevices(ctx, st.Pool())
+		live, err := st.LiveDevices(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

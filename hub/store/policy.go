@@ -99,14 +99,11 @@ func (s *Store) PolicySites(ctx context.Context, since time.Time) ([]PolicySite,
 		return nil, fmt.Errorf("policy sites: %w", err)
 	}
 	// Live devices, from the counts migration 00052 keeps (counting the
-	// device rows took 10 s at 1,000,000 devices), through LiveDevices:
-	// StatusCounts folds the delta rows once a read sums more than
-	// foldAbove of them. Summed per site inside the statement above, they
-	// were never folded, and the policy's full pass (every second, twice
-	// with the remediation engine) summed every status change since the
-	// last fold (0.1 s a call at 33,000 rows; docs/design/performance.md
+	// device rows took 10 s at 1,000,000 devices), through StatusCounts,
+	// which folds the status changes gathered since the last fold: the
+	// policy's full pass reads this every second (docs/design/performance.md
 	// "The policy's full pass and the status counts").
-	live, err := LiveDevices(ctx, s.pool)
+	live, err := s.LiveDevices(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("policy sites: %w", err)
 	}

@@ -417,7 +417,7 @@ func (s *Store) ListSites(ctx context.Context) ([]Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	live, err := LiveDevices(ctx, s.pool)
+	live, err := s.LiveDevices(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list sites: %w", err)
 	}

@@ -107,12 +107,18 @@ type idleResult struct {
 	Goroutines, HeapInuse, HeapLive, StackInuse int64
 }
 
+// Issue 26 item 3: at most idleTargetMiB of RSS at idleTargetLinks idle
+// links after 5 minutes; at another count, the same base (idleTargetBaseMiB,
+// the hub with no link) and per-link allowance (42.8 KiB).
+const (
+	idleTargetMiB     = 450
+	idleTargetLinks   = 10000
+	idleTargetBaseMiB = 32
+)
+
 func (r idleResult) String() string {
 	per := float64(r.RSS-r.BaseRSS) / float64(max(r.Links, 1))
-	// Issue 26 item 3: at most 450 MiB at 10,000 idle links after 5
-	// minutes; at another count, the same base and per-link allowance
-	// (32 MiB with no link, 42.8 KiB a link).
-	target := 32 + float64(r.Links)*(450-32)/10000
+	target := idleTargetBaseMiB + float64(r.Links)*(idleTargetMiB-idleTargetBaseMiB)/idleTargetLinks
 	return fmt.Sprintf("links=%d connect=%s hub RSS=%.1f MiB (no links: %.1f MiB; per link %.1f KiB; target %.0f MiB: %.0f%% of it) hub CPU idle links=%.1f%% of a core (no links: %.1f%%) linked-in-db=%d heartbeats=%d (hub runtime: %d goroutines, heap in use %.1f MiB, live heap %.1f MiB, stacks %.1f MiB)",
 		r.Links, r.ConnectTime.Round(time.Millisecond), mib(r.RSS), mib(r.BaseRSS), per/1024, target, 100*mib(r.RSS)/target, 100*r.CPU, 100*r.CPUBase, r.LinkedInDB, r.Heartbeat,
 		r.Goroutines, mib(r.HeapInuse), mib(r.HeapLive), mib(r.StackInuse))
