@@ -18,6 +18,15 @@ grep -n -- '--- FAIL' "$log" | head -n 8 | while IFS=: read -r line _; do
   echo "---- output above line $line:"
   sed -n "${from},${line}p" "$log" | grep -v -e '^=== \(RUN\|PAUSE\|CONT\)' -e '--- PASS' -e '^ok ' | cut -c1-400
 done
+# Without -v a failing test's t.Error/t.Fatal lines come right after its
+# "--- FAIL" line, indented, before any process output it dumps: print the
+# "file.go:N: message" lines of the 200 lines below each.
+grep -n -- '--- FAIL' "$log" | head -n 8 | while IFS=: read -r line _; do
+  msgs=$(sed -n "$((line + 1)),$((line + 200))p" "$log" | grep -E '^ +[A-Za-z0-9_]+\.go:[0-9]+: ' | grep -v -e 'output (last [0-9]* lines)' | head -n 12 | cut -c1-400 || true)
+  [ -n "$msgs" ] || continue
+  echo "---- messages below line $line:"
+  printf '%s\n' "$msgs"
+done
 if grep -q -e '^panic:' -e 'test timed out' "$log"; then
   echo "---- panics:"
   grep -A 12 -e '^panic:' "$log" | head -n 40 | cut -c1-400

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ironlinkv1 "github.com/ironlink/ironlink/gen/ironlink/v1"
+	"github.com/ironlink/ironlink/internal/condition"
 	"github.com/ironlink/ironlink/internal/streamrecv"
 )
 
@@ -112,6 +113,9 @@ type Client struct {
 	resyncNow  chan struct{}
 	progress   *progressQueue
 	rehello    chan struct{}
+	// siteHeld is true while the site conditions wait for a due snapshot
+	// (sendSite); only the session's sender reads and writes it.
+	siteHeld bool
 }
 
 // NewClient returns a client that sends from outbox (snapshots via snap) and
@@ -309,8 +313,21 @@ func (c *Client) sendBacklog(stream ironlinkv1.LinkService_ConnectClient) error 
 	return nil
 }
 
-// sendSite sends the site conditions, when there are.
+// sendSite sends the site conditions, when there are. A set that carries
+// a successful poll mark (InventoryPolled=True) waits while a snapshot is
+// due and not yet sent (siteHeld) and goes right after it: the mark tells
+// the hub it has everything the poll saw (docs/reference/policy.md "Fresh
+// evidence"), and sent before the snapshot that carries that poll (a new
+// process's first snapshot waits up to agent.DefaultDesiredStatesWait for
+// the hub's desired states) it let the hub act on the devices' conditions
+// from before the link came up. A set without that mark (no poll yet, or
+// a failed one) goes at once: it asserts nothing about the devices.
 func (c *Client) sendSite(stream ironlinkv1.LinkService_ConnectClient) error {
+	if p, ok := c.cfg.SiteState.Get(condition.InventoryPolled); ok && p.Status == condition.True && c.outbox.SnapshotDue() {
+		c.siteHeld = true
+		return nil
+	}
+	c.siteHeld = false
 	if m := c.cfg.SiteState.message(); m != nil {
 		return stream.Send(m)
 	}
@@ -354,7 +371,9 @@ func (c *Client) loop(ctx context.Context, stream ironlinkv1.LinkService_Connect
 			}
 			return err
 		case <-c.outbox.Wake():
-			err = c.sendBatches(stream)
+			if err = c.sendBatches(stream); err == nil && c.siteHeld {
+				err = c.sendSite(stream) // the snapshot they waited for went
+			}
 		case <-c.progress.wake:
 			err = c.flushProgress(stream.Send)
 		case <-c.rehello:

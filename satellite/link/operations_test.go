@@ -24,7 +24,10 @@ type scriptedHub struct {
 	mu       sync.Mutex
 	hellos   []*ironlinkv1.Hello
 	progress []*ironlinkv1.OperationProgress
-	got      chan struct{}
+	// order is what arrived after each Hello, in order: "batch", "snapshot"
+	// (a part of one) or "site" (a SiteConditions set).
+	order []string
+	got   chan struct{}
 }
 
 func (h *scriptedHub) Connect(stream ironlinkv1.LinkService_ConnectServer) error {
@@ -47,12 +50,19 @@ func (h *scriptedHub) Connect(stream ironlinkv1.LinkService_ConnectServer) error
 				errc <- err
 				return
 			}
-			if p := m.GetOperationProgress(); p != nil {
-				h.mu.Lock()
-				h.progress = append(h.progress, p)
-				h.mu.Unlock()
-				h.signal()
+			h.mu.Lock()
+			switch {
+			case m.GetOperationProgress() != nil:
+				h.progress = append(h.progress, m.GetOperationProgress())
+			case m.GetBatch().GetSnapshot() != nil:
+				h.order = append(h.order, "snapshot")
+			case m.GetBatch() != nil:
+				h.order = append(h.order, "batch")
+			case m.GetSiteConditions() != nil:
+				h.order = append(h.order, "site")
 			}
+			h.mu.Unlock()
+			h.signal()
 		}
 	}()
 	for {

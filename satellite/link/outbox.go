@@ -151,6 +151,16 @@ func (o *Outbox) Ack(seq uint64) {
 	o.sent = max(o.sent-i, 0)
 }
 
+// SnapshotDue reports whether a snapshot must go before anything else
+// (a new link that cannot resume, or a dropped backlog) and Take has not
+// built it yet: its SnapshotFunc could not (no complete listing, or the
+// first snapshot waits for the hub's desired states).
+func (o *Outbox) SnapshotDue() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.needSnapshot
+}
+
 // Pending returns the number of unacked batches and the highest sequence sent.
 func (o *Outbox) Pending() (batches int, lastSequence uint64) {
 	o.mu.Lock()
