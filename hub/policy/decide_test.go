@@ -144,6 +144,7 @@ func TestDecide(t *testing.T) {
 		{"site unreachable: awaiting fresh evidence, never acted on", with(func(in *Input) { in.Site.Evidence.Reachable = false }), ActionPending, ReasonAwaitingFreshEvidence, "faulted", false, false},
 		{"link ended before the site is unreachable: awaiting", with(func(in *Input) { in.Site.Evidence.LinkUp = false }), ActionPending, ReasonAwaitingFreshEvidence, "faulted", false, false},
 		{"last poll failed: awaiting", with(func(in *Input) { in.Site.Evidence.Polled.Status = "False" }), ActionPending, ReasonAwaitingFreshEvidence, "faulted", false, false},
+		{"a restarted satellite's snapshot not applied yet, fresh poll mark or not: awaiting", with(func(in *Input) { in.Site.Evidence.SnapshotDue = true }), ActionPending, ReasonAwaitingFreshEvidence, "faulted", false, false},
 		{"no poll mark at all: awaiting", with(func(in *Input) { in.Site.Evidence.Polled = nil }), ActionPending, ReasonAwaitingFreshEvidence, "faulted", false, false},
 		{"last poll received before the link came up: awaiting", with(func(in *Input) { in.Site.Evidence.LinkSince = t0.Add(time.Second) }), ActionPending, ReasonAwaitingFreshEvidence, "faulted", false, false},
 		{"last poll older than the freshness bound: awaiting", with(func(in *Input) {

@@ -31,6 +31,11 @@ type Evidence struct {
 	// LinkSince is when the current (or last) link came up (the hub's clock).
 	LinkUp    bool
 	LinkSince time.Time
+	// SnapshotDue is true while the link's satellite is a new process
+	// (another boot than the one whose batches the hub holds) whose
+	// snapshot the hub has not applied yet: the devices' conditions it
+	// holds are from before that process.
+	SnapshotDue bool
 	// LastSeen is when the site was last heard from.
 	LastSeen time.Time
 	// Polled is the site's InventoryPolled condition (nil: never reported);
@@ -42,7 +47,8 @@ type Evidence struct {
 }
 
 // Check returns "" when the site's evidence is fresh at now, else why not:
-// the site is unreachable, its link ended, the satellite reported no poll,
+// the site is unreachable, its link ended, a restarted satellite's
+// snapshot is not applied yet, the satellite reported no poll,
 // its last poll failed, no poll was reported over the current link (the
 // mark was received before the link came up), the last
 // poll is older than FreshFor, or the last listing had hazards.
@@ -53,6 +59,8 @@ func (e Evidence) Check(now time.Time) string {
 		return fmt.Sprintf("the site is unreachable (last heard %s): not acting on what it last reported", at(e.LastSeen))
 	case !e.LinkUp:
 		return fmt.Sprintf("the site's link ended (last heard %s): not acting on what it last reported", at(e.LastSeen))
+	case e.SnapshotDue:
+		return "the satellite restarted and the hub has not applied its snapshot yet: not acting on the conditions from before"
 	case e.Polled == nil:
 		return "the satellite has reported no InventoryPolled mark yet: waiting for a poll"
 	case e.Polled.Status != "True":

@@ -89,7 +89,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	// The site's link is up and its satellite reported a fresh poll: the
 	// policy acts only on fresh evidence (docs/reference/policy.md).
-	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: "b", Replica: "r1"})
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: webtest.BootID, Replica: "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func (e *Evaluator) evidence(s store.SiteEvidence) policy.Evidence {
 	if polled != nil {
 		polled.Received = s.PolledReceived
 	}
-	return policy.Evidence{Reachable: !s.Stale, LinkUp: s.LinkUp, LinkSince: s.LinkSince, LastSeen: s.LastSeen,
+	return policy.Evidence{Reachable: !s.Stale, LinkUp: s.LinkUp, SnapshotDue: s.SnapshotDue, LinkSince: s.LinkSince, LastSeen: s.LastSeen,
 		Polled: polled, Listing: mark(s.Listing), FreshFor: e.cfg.FreshFor}
 }
 

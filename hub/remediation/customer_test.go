@@ -50,7 +50,7 @@ func TestLadderOnCustomerInstanceOnlyWhenTheRuleSaysSo(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, c.doc, 2, false)
 			ctx := context.Background()
-			sess, err := r.st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: "b2", Replica: "r1", Capabilities: []string{operations.Capability}})
+			sess, err := r.st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: "b", Replica: "r1", Capabilities: []string{operations.Capability}}) // the same process, re-Hello with a new capability
 			if err != nil {
 				t.Fatal(err)
 			}

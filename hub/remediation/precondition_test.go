@@ -42,7 +42,7 @@ func (r *rig) setState(i int, ps string) {
 func TestLadderStepsPassThePreconditions(t *testing.T) {
 	r := newRig(t, ladderPolicy, 3, false)
 	ctx := context.Background()
-	sess, err := r.st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: "b2", Replica: "r1", Capabilities: []string{operations.Capability}})
+	sess, err := r.st.OpenLink(ctx, store.LinkHello{Site: "site-a", BootID: "b", Replica: "r1", Capabilities: []string{operations.Capability}}) // the same process, re-Hello with a new capability
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -354,6 +354,9 @@ func sortOutItems(items []*groupItem, read groupRead) *groupPlan {
 		p.applied = append(p.applied, it)
 		lastSeq[it.site] = int64(it.batch.Sequence)
 		p.touch.add(it.site, &it.batch.Sequence, true)
+		if it.batch.SnapshotID != "" && it.batch.SnapshotFinal {
+			p.touch.snapshotApplied(it.site)
+		}
 		markStale(it.site, l)
 	}
 	return p

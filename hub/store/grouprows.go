@@ -12,12 +12,15 @@ import (
 )
 
 // siteTouches are the sites rows a group updates: every site heard from,
-// advancing last_sequence (seq non-nil) and clearing stale (clear) as asked.
+// advancing last_sequence (seq non-nil), clearing stale (clear) as asked,
+// and snapshot_due for a site whose final snapshot part the group applies
+// (snapped).
 type siteTouches struct {
-	index map[string]int
-	names []string
-	seqs  []pgtype.Int8
-	clear []bool
+	index   map[string]int
+	names   []string
+	seqs    []pgtype.Int8
+	clear   []bool
+	snapped []bool
 }
 
 func (t *siteTouches) add(site string, seq *uint64, clear bool) {
@@ -41,6 +44,15 @@ func (t *siteTouches) add(site string, seq *uint64, clear bool) {
 	t.names = append(t.names, site)
 	t.seqs = append(t.seqs, v)
 	t.clear = append(t.clear, clear)
+	t.snapped = append(t.snapped, false)
+}
+
+// snapshotApplied notes that the group applies a final snapshot part of
+// site (already added): its snapshot_due is cleared (see OpenLink).
+func (t *siteTouches) snapshotApplied(site string) {
+	if i, ok := t.index[site]; ok {
+		t.snapped[i] = true
+	}
 }
 
 func (t *siteTouches) len() int { return len(t.names) }
@@ -54,9 +66,10 @@ func (t *siteTouches) queue(b *pgx.Batch) {
 			last_sequence      = COALESCE(u.seq, s.last_sequence),
 			last_batch_boot_id = CASE WHEN u.seq IS NULL THEN s.last_batch_boot_id ELSE s.boot_id END,
 			last_seen_at       = now(),
-			stale              = s.stale AND NOT u.clear
-		FROM unnest($1::text[], $2::bigint[], $3::bool[]) AS u(name, seq, clear)
-		WHERE s.name = u.name`, t.names, t.seqs, t.clear)
+			stale              = s.stale AND NOT u.clear,
+			snapshot_due       = s.snapshot_due AND NOT u.snapped
+		FROM unnest($1::text[], $2::bigint[], $3::bool[], $4::bool[]) AS u(name, seq, clear, snapped)
+		WHERE s.name = u.name`, t.names, t.seqs, t.clear, t.snapped)
 }
 
 // condRows are condition rows as unnest() arrays.

@@ -14,7 +14,15 @@ import (
 // OpenLink records a new link for h.Site on replica h.Replica: it creates the
 // site on first contact, bumps the site's fencing epoch (so any older link's
 // writes are refused from now on) and returns the new epoch with the last
-// committed sequence.
+// committed sequence. When the last batch was committed by another
+// satellite process (h.BootID differs from a non-empty
+// last_batch_boot_id), the new process cannot resume and sends a snapshot:
+// the site's snapshot_due is set until a group applies its final part, and
+// until then the policy's evidence is not fresh (SiteEvidence.SnapshotDue).
+// While it is set, the session names no process as the last batch's
+// (LastSequenceBootID ""), so whichever process links next sends a
+// snapshot too, even the one whose batches the hub holds (it would resume
+// otherwise, and the flag would never clear).
 func (s *Store) OpenLink(ctx context.Context, h LinkHello) (LinkSession, error) {
 	var sess LinkSession
 	var last int64
@@ -32,8 +40,9 @@ func (s *Store) OpenLink(ctx context.Context, h LinkHello) (LinkSession, error) 
 		VALUES ($1, 1, $2, now(), now(), $3, $4, $5)
 		ON CONFLICT (name) DO UPDATE SET
 			link_epoch = sites.link_epoch + 1, link_replica = $2, link_connected_at = now(),
-			last_seen_at = now(), boot_id = $3, satellite_version = $4, capabilities = $5
-		RETURNING link_epoch, last_sequence, last_batch_boot_id,
+			last_seen_at = now(), boot_id = $3, satellite_version = $4, capabilities = $5,
+			snapshot_due = sites.snapshot_due OR (sites.last_batch_boot_id <> '' AND sites.last_batch_boot_id <> $3)
+		RETURNING link_epoch, last_sequence, CASE WHEN snapshot_due THEN '' ELSE last_batch_boot_id END,
 			EXISTS (SELECT FROM prev), COALESCE((SELECT boot_id FROM prev), ''),
 			COALESCE((SELECT link_replica FROM prev), ''), COALESCE((SELECT age FROM prev), 0)`,
 		h.Site, h.Replica, h.BootID, h.Version, caps).Scan(&sess.Epoch, &last, &sess.LastSequenceBootID,

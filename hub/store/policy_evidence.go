@@ -19,6 +19,10 @@ type SiteEvidence struct {
 	// LinkUp is true while a link of the site is open on a replica
 	// (sites.link_replica set; CloseLink clears it when the link ends).
 	LinkUp bool
+	// SnapshotDue is true while the link's satellite is a new process
+	// whose snapshot the hub has not applied yet (OpenLink): the stored
+	// device conditions are from before it.
+	SnapshotDue bool
 	// LinkSince is when the current (or last) link came up; LastSeen when
 	// the site was last heard from (both the database's clock).
 	LinkSince, LastSeen time.Time
@@ -33,7 +37,7 @@ type SiteEvidence struct {
 
 // evidenceSQL selects a site's SiteEvidence columns from sites s (see
 // scanEvidence).
-const evidenceSQL = `s.stale, s.link_replica IS NOT NULL, s.link_connected_at, s.last_seen_at,
+const evidenceSQL = `s.stale, s.link_replica IS NOT NULL, s.snapshot_due, s.link_connected_at, s.last_seen_at,
 	ip.status, COALESCE(ip.reason, ''), COALESCE(ip.message, ''), ip.observed_time, ip.received_at,
 	lc.status, COALESCE(lc.reason, ''), COALESCE(lc.message, ''), lc.observed_time`
 
@@ -49,7 +53,7 @@ func evidenceDest(e *SiteEvidence) ([]any, func()) {
 	var ipStatus, lcStatus *string
 	var ipReason, ipMsg, lcReason, lcMsg string
 	var ipAt, ipRecv, lcAt *time.Time
-	dest := []any{&e.Stale, &e.LinkUp, &since, &seen, &ipStatus, &ipReason, &ipMsg, &ipAt, &ipRecv, &lcStatus, &lcReason, &lcMsg, &lcAt}
+	dest := []any{&e.Stale, &e.LinkUp, &e.SnapshotDue, &since, &seen, &ipStatus, &ipReason, &ipMsg, &ipAt, &ipRecv, &lcStatus, &lcReason, &lcMsg, &lcAt}
 	return dest, func() {
 		if since != nil {
 			e.LinkSince = *since

@@ -131,7 +131,8 @@ type LinkSession struct {
 	// LastSequence is the highest batch sequence committed for the site.
 	LastSequence uint64
 	// LastSequenceBootID is the boot id of the satellite process that
-	// committed LastSequence ("" when none did).
+	// committed LastSequence ("" when none did, or while the site's
+	// snapshot is due: see OpenLink).
 	LastSequenceBootID string
 	// Replaced describes the link this one took over: the one the site had
 	// open (on any replica) when this one opened; zero when none was open.

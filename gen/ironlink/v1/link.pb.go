@@ -688,7 +688,9 @@ type Welcome struct {
 	// Boot id of the satellite process that committed last_committed_sequence.
 	// A satellite resumes from its own unacked batches only when this is its
 	// own boot id; otherwise another process numbered those sequences and it
-	// sends a full snapshot instead.
+	// sends a full snapshot instead. Empty while the hub waits for a newer
+	// process's snapshot (docs/reference/policy.md "Fresh evidence"), so that
+	// whichever process links sends one.
 	LastCommittedBootId string `protobuf:"bytes,5,opt,name=last_committed_boot_id,json=lastCommittedBootId,proto3" json:"last_committed_boot_id,omitempty"`
 	// What this hub accepts on the link beyond the base protocol, for
 	// example "health" (HealthReport). A satellite sends a message of a

@@ -70,6 +70,12 @@ func Conditions(st hubstatus.Status, at time.Time) ([]condition.Condition, error
 	return out, nil
 }
 
+// BootID is the boot id of the satellite process that SeedSite and Report
+// play: one process, so that a test's own link with it (a reconnect) is not
+// a new process whose snapshot the hub waits for
+// (store.SiteEvidence.SnapshotDue).
+const BootID = "webtest-satellite"
+
 // SeedSite reports devs as one full snapshot of site (batches of 500), as a
 // satellite's first link would, observed now, then closes that link. It
 // returns the device ids in the order of devs.
@@ -79,7 +85,7 @@ func SeedSite(ctx context.Context, st *store.Store, site string, devs []Device) 
 
 // SeedSiteAt is SeedSite with the conditions observed (and transitioned) at at.
 func SeedSiteAt(ctx context.Context, st *store.Store, site string, at time.Time, devs []Device) ([]string, error) {
-	sess, err := st.OpenLink(ctx, store.LinkHello{Site: site, BootID: uuid.NewString(), Version: "webtest", Replica: "webtest-seed"})
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: site, BootID: BootID, Version: "webtest", Replica: "webtest-seed"})
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +122,7 @@ func SeedSiteAt(ctx context.Context, st *store.Store, site string, at time.Time,
 // device of changes gets the conditions of its new status, observed at at
 // (which must be later than what the hub holds, or the hub ignores it).
 func Report(ctx context.Context, st *store.Store, site string, at time.Time, changes map[string]hubstatus.Status) error {
-	sess, err := st.OpenLink(ctx, store.LinkHello{Site: site, BootID: uuid.NewString(), Version: "webtest", Replica: "webtest-seed"})
+	sess, err := st.OpenLink(ctx, store.LinkHello{Site: site, BootID: BootID, Version: "webtest", Replica: "webtest-seed"})
 	if err != nil {
 		return err
 	}
