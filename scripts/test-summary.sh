@@ -21,13 +21,13 @@ done
 # A failing test's own t.Error/t.Fatal lines ("file.go:N: message"): with
 # -v they stream above its "--- FAIL" line, among whatever it logged (a
 # process's output can be hundreds of lines); without -v they follow it.
-# Print those of the test's lines: from its "=== RUN" to its next test,
+# Print the last 12 of the test's lines from its "=== RUN" to its next test,
 # at most 200 lines below.
 grep -n -- '--- FAIL' "$log" | head -n 8 | while IFS=: read -r line rest; do
   name=$(printf '%s' "$rest" | sed -E 's/^ *--- FAIL: ([^ ]+).*/\1/')
   from=$({ grep -n -F -x -- "=== RUN   $name" "$log" || true; } | awk -F: -v l="$line" '$1 < l { n = $1 } END { print n + 0 }')
   [ "$from" -gt 0 ] || from=$((line + 1))
-  msgs=$(awk -v a="$from" -v l="$line" 'NR >= a && NR > l + 200 { exit } NR >= a && NR > l && /^(=== |--- |FAIL|ok )/ { exit } NR >= a' "$log" | grep -E '^ +[A-Za-z0-9_]+\.go:[0-9]+: ' | grep -v -e 'output (last [0-9]* lines)' | head -n 12 | cut -c1-400 || true)
+  msgs=$(awk -v a="$from" -v l="$line" 'NR >= a && NR > l + 200 { exit } NR >= a && NR > l && /^(=== |--- |FAIL|ok )/ { exit } NR >= a' "$log" | grep -E '^ +[A-Za-z0-9_]+\.go:[0-9]+: ' | grep -v -e 'output (last [0-9]* lines)' | tail -n 12 | cut -c1-400 || true)
   [ -n "$msgs" ] || continue
   echo "---- messages of $name:"
   printf '%s\n' "$msgs"
