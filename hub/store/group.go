@@ -250,7 +250,7 @@ func (g *groupCommitter) take(lightOnly bool) []*groupItem {
 		in[it] = true
 		devices += it.devices()
 		group = append(group, it)
-		if it.batch != nil && it.batch.SnapshotID != "" && it.batch.SnapshotFinal {
+		if it.batch != nil && it.batch.endsSnapshot() {
 			closed[it.site] = true
 		}
 	}

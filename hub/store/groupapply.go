@@ -137,7 +137,7 @@ func (s *Store) applyGroupTx(ctx context.Context, tx pgx.Tx, items []*groupItem)
 		wake = wake || wakesPolicy(st)
 	}
 	for _, it := range plan.applied {
-		if n := w.removed[it.site]; n > 0 && it.batch.SnapshotID != "" && it.batch.SnapshotFinal {
+		if n := w.removed[it.site]; n > 0 && it.batch.endsSnapshot() {
 			it.bres.RowsWritten += n
 			s.log.Info("devices missing from snapshot marked removed", "site", it.site, "count", n)
 		}
@@ -354,7 +354,7 @@ func sortOutItems(items []*groupItem, read groupRead) *groupPlan {
 		p.applied = append(p.applied, it)
 		lastSeq[it.site] = int64(it.batch.Sequence)
 		p.touch.add(it.site, &it.batch.Sequence, true)
-		if it.batch.SnapshotID != "" && it.batch.SnapshotFinal {
+		if it.batch.endsSnapshot() {
 			p.touch.snapshotApplied(it.site)
 		}
 		markStale(it.site, l)

@@ -99,7 +99,7 @@ func (m *groupMerge) mergeBatch(it *groupItem) {
 	for _, id := range batchOrder {
 		m.deriveStatus(it.site, id, res)
 	}
-	if b.SnapshotID != "" && b.SnapshotFinal {
+	if b.endsSnapshot() {
 		m.w.unseen.sites = append(m.w.unseen.sites, it.site)
 		m.w.unseen.snapshots = append(m.w.unseen.snapshots, b.SnapshotID)
 	}

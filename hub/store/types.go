@@ -190,6 +190,11 @@ type Batch struct {
 	Devices       []DeviceUpdate
 }
 
+// endsSnapshot reports whether b is a snapshot's final part: applying it
+// marks the site's devices it did not name removed and clears the site's
+// snapshot_due.
+func (b *Batch) endsSnapshot() bool { return b.SnapshotID != "" && b.SnapshotFinal }
+
 // BatchResult says what ApplyBatch did.
 type BatchResult struct {
 	// Duplicate is true when the sequence was already committed: nothing changed.

@@ -318,9 +318,9 @@ func (c *Client) sendBacklog(stream ironlinkv1.LinkService_ConnectClient) error 
 // due and not yet sent (siteHeld) and goes right after it: the mark tells
 // the hub it has everything the poll saw (docs/reference/policy.md "Fresh
 // evidence"), and sent before the snapshot that carries that poll (a new
-// process's first snapshot waits up to agent.DefaultDesiredStatesWait for
-// the hub's desired states) it let the hub act on the devices' conditions
-// from before the link came up. A set without that mark (no poll yet, or
+// process's first snapshot waits for the hub's desired states, up to
+// satellite/agent's DefaultDesiredStatesWait) it let the hub act on the
+// devices' conditions from before the link came up. A set without that mark (no poll yet, or
 // a failed one) goes at once: it asserts nothing about the devices.
 func (c *Client) sendSite(stream ironlinkv1.LinkService_ConnectClient) error {
 	if p, ok := c.cfg.SiteState.Get(condition.InventoryPolled); ok && p.Status == condition.True && c.outbox.SnapshotDue() {
